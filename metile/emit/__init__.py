@@ -1,0 +1,3 @@
+"""Lowered Metal IR to MSL text: pure string building."""
+
+from __future__ import annotations

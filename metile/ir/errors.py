@@ -1,0 +1,48 @@
+"""User-facing errors and source locations.
+
+`MetileError` is the root of every error metile raises for a user mistake. It carries an
+optional `Loc` and renders as ``file:line:col: error: message`` followed by the source line
+and a caret, like a C compiler diagnostic.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+import attrs
+
+
+@attrs.frozen
+class Loc:
+    """A position in a source file (1-based line, 0-based column, as Python's ``ast``)."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+def render_diagnostic(message: str, loc: Loc | None, *, kind: str = "error",
+                      source_line: str | None = None) -> str:
+    """Format ``message`` at ``loc`` with the source line and a caret under the column."""
+    if loc is None:
+        return f"{kind}: {message}"
+    head = f"{loc}: {kind}: {message}"
+    text = source_line if source_line is not None else linecache.getline(loc.file, loc.line)
+    text = text.rstrip("\n")
+    if not text:
+        return head
+    caret = " " * min(max(loc.col, 0), len(text)) + "^"
+    return f"{head}\n    {text}\n    {caret}"
+
+
+class MetileError(Exception):
+    """Root of all errors metile raises for user mistakes."""
+
+    def __init__(self, message: str, loc: Loc | None = None, *, source_line: str | None = None):
+        self.message = message
+        self.loc = loc
+        self.source_line = source_line
+        super().__init__(render_diagnostic(message, loc, source_line=source_line))

@@ -1,0 +1,174 @@
+/* mt_runtime.h - the contract between kernel code and the CPU runtime of metile's CPU device.
+ *
+ * Three parties use this header:
+ *   - the Metal compatibility header (include/metal_compat.h), which implements barriers, simd collectives and
+ *     simdgroup matrices on top of the services below;
+ *   - the C++ translation unit generated from a .metal file by the MSL front end (metile/metal/cpu/msl.py), which
+ *     calls mt_threadgroup_alloc / mt_threadgroup_param and exports one mt_kernel_fn per kernel function;
+ *   - the runtime library (runtime.cpp), which runs threadgroups as cooperative fibers and implements the services;
+ *     Python binds its launch interface (the second half of this file) with cffi.
+ *
+ * Everything here is plain C so that cffi can read the launch interface. Keep the two halves in step with
+ * metile/metal/cpu/runtime_api.py, which holds the cffi declarations.
+ */
+#ifndef METILE_MT_RUNTIME_H
+#define METILE_MT_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_SIMD_WIDTH 32u
+#define MT_SLOT_BYTES 64u /* bytes a lane may publish in one simd exchange */
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Part 1: services called from kernel code
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* Position attributes of one GPU thread, filled by the runtime before its fiber starts.
+ * Linear thread index in a threadgroup: x + y*tx + z*tx*ty; simdgroup = index / 32, lane = index % 32 (Apple's
+ * mapping); quadgroup = index / 4, lane in quad = index % 4. For dispatch_threads with a grid that is not a multiple
+ * of the threadgroup size, edge threadgroups are smaller: threads_per_threadgroup is the actual size of this
+ * threadgroup and dispatch_threads_per_threadgroup the requested size. */
+typedef struct mt_thread_pos {
+    uint32_t thread_position_in_grid[3];
+    uint32_t threadgroup_position_in_grid[3];
+    uint32_t thread_position_in_threadgroup[3];
+    uint32_t threads_per_threadgroup[3];
+    uint32_t dispatch_threads_per_threadgroup[3];
+    uint32_t threadgroups_per_grid[3];
+    uint32_t threads_per_grid[3];
+    uint32_t thread_index_in_threadgroup;
+    uint32_t thread_index_in_simdgroup;
+    uint32_t simdgroup_index_in_threadgroup;
+    uint32_t simdgroups_per_threadgroup;
+    uint32_t threads_per_simdgroup; /* lanes in this thread's simdgroup (32, fewer in a partial last one) */
+    uint32_t thread_index_in_quadgroup;
+    uint32_t quadgroup_index_in_threadgroup;
+    uint32_t quadgroups_per_threadgroup;
+} mt_thread_pos;
+
+/* One kernel function as exported by a compiled kernel library: runs one GPU thread to completion (it may suspend
+ * inside the services below). buffers[i] is what [[buffer(i)]] binds (for `constant T&` scalars, a pointer to the
+ * value). */
+typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
+
+/* threadgroup_barrier: suspends until every live thread of the threadgroup arrived at a barrier. `line` is the
+ * .metal line of the call; threads waiting at barriers on different lines, or a thread exiting while others wait,
+ * is a barrier-divergence fault. */
+void mt_threadgroup_barrier(uint32_t line);
+
+/* simdgroup_barrier: the same for the lanes of this thread's simdgroup. */
+void mt_simdgroup_barrier(uint32_t line);
+
+/* Simd exchange, the one primitive under every simd_* / quad_* collective and simdgroup_multiply_accumulate.
+ * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot, suspends until every live lane of the
+ * simdgroup has arrived at an exchange, and returns the base of the slot array: lane j's published bytes are at
+ * base + j * MT_SLOT_BYTES. `*live` receives the mask of lanes that took part (bit j = lane j; lanes that exited
+ * or lie beyond a partial simdgroup are 0). All lanes must arrive with the same (`site`, `line`); otherwise it is
+ * a simd-divergence fault. `site` names the collective kind (a small integer chosen by the caller).
+ * The returned slots stay valid until this lane's next exchange. */
+const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
+                                      uint32_t* live);
+
+/* Threadgroup memory declared in a kernel body (`threadgroup T name[N];`), numbered 0.. by the front end in
+ * source order. Returns the storage of declaration `slot` for the current threadgroup: the same pointer for every
+ * thread of the threadgroup, `bytes` long, aligned to `align`, ending against an inaccessible guard page. Its
+ * contents at the start of each threadgroup are the launch's fill pattern. Exceeding the launch's threadgroup
+ * memory limit (all slots plus [[threadgroup(i)]] parameters) is a fault reported at `line`. */
+void* mt_threadgroup_alloc(uint32_t slot, size_t bytes, size_t align, uint32_t line);
+
+/* Storage for the [[threadgroup(index)]] kernel parameter of the current threadgroup (sizes given at launch). */
+void* mt_threadgroup_param(uint32_t index);
+
+/* Let the other fibers of this worker run (atomics call it now and then, so a thread spinning on another thread
+ * of its own threadgroup makes progress). */
+void mt_yield(void);
+
+/* Position of the thread currently running on this OS thread. */
+const mt_thread_pos* mt_current_pos(void);
+
+/* A fault detected by kernel-side code (e.g. the compatibility header): abandons the launch. Does not return. */
+void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) __attribute__((noreturn));
+
+/* Sanitizer: one access of kernel code to memory (only threadgroup memory is tracked). Called by the __tsan_*
+ * hooks of sanitized kernel libraries (mt_sanitizer_hooks.cpp); `pc` is the accessing instruction. */
+void mt_san_access(const void* addr, uint32_t size, int32_t is_write, const void* pc);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Part 2: the launch interface, bound by Python with cffi
+ * ------------------------------------------------------------------------------------------------------------- */
+
+enum mt_fault_kind {
+    MT_OK = 0,
+    MT_FAULT_BAD_ACCESS = 1,         /* SIGSEGV/SIGBUS on a data address (guard page, unmapped) */
+    MT_FAULT_MISALIGNED = 2,         /* misaligned access (alignment trap) */
+    MT_FAULT_DIV_ZERO = 3,           /* integer division by zero */
+    MT_FAULT_BARRIER_DIVERGENCE = 4, /* barrier reached at different lines, or exit while others wait */
+    MT_FAULT_SIMD_DIVERGENCE = 5,    /* simd collective reached by lanes at different sites/lines */
+    MT_FAULT_HANG = 6,               /* watchdog timeout */
+    MT_FAULT_TG_MEMORY = 7,          /* threadgroup memory over the limit */
+    MT_FAULT_STACK_OVERFLOW = 8,     /* a fiber overflowed its stack */
+    MT_FAULT_TRAP = 9,               /* other trap (SIGILL/SIGTRAP) in kernel code */
+    MT_FAULT_SAN_UNINIT = 10,        /* sanitizer: read of uninitialised threadgroup memory */
+    MT_FAULT_SAN_RACE = 11,          /* sanitizer: conflicting threadgroup accesses between barriers */
+    MT_FAULT_KERNEL = 12,            /* reported by kernel-side code through mt_kernel_fault */
+    MT_FAULT_INTERNAL = 13,          /* runtime failure (out of memory, bad launch description) */
+};
+
+typedef struct mt_fault {
+    int32_t kind;
+    uint32_t threadgroup[3];     /* threadgroup_position_in_grid of the faulting thread */
+    uint32_t thread[3];          /* thread_position_in_threadgroup */
+    uint32_t line;               /* .metal line when the runtime knows it (barriers, collectives, alloc), else 0 */
+    uint64_t address;            /* data address involved (signal si_addr, sanitizer address), else 0 */
+    uint64_t pc_offset;          /* faulting instruction as an offset in its module, else 0 */
+    char module[512];            /* path of the module holding the pc (dladdr), "" if unknown */
+    /* the other party of a race or divergence, when there is one */
+    int32_t has_other;
+    uint32_t other_thread[3];
+    uint32_t other_line;
+    uint64_t other_pc_offset;
+    char message[512];           /* human-readable detail from the runtime */
+} mt_fault;
+
+typedef struct mt_launch_desc {
+    mt_kernel_fn fn;
+    void* const* buffers;          /* [[buffer(i)]] bindings */
+    uint32_t n_buffers;
+    const size_t* tg_param_bytes;  /* sizes of [[threadgroup(i)]] parameters */
+    uint32_t n_tg_params;
+    uint32_t threadgroups[3];      /* number of threadgroups in each dimension */
+    uint32_t threads_per_tg[3];    /* requested threadgroup size */
+    uint32_t grid_threads[3];      /* total threads (dispatch_threads: may leave edge groups partial);
+                                      for dispatch_threadgroups pass threadgroups * threads_per_tg */
+    uint32_t workers;              /* OS worker threads; 0 = one per core */
+    double timeout_s;              /* watchdog: a launch running longer is stopped with MT_FAULT_HANG; 0 = none */
+    int32_t sanitize;              /* 1: track threadgroup memory through mt_san_access (uninit reads, races) */
+    int32_t reverse_order;         /* 1: run the threads of a threadgroup in reverse order (differential checks) */
+    uint8_t tg_fill;               /* byte written over threadgroup memory at the start of each threadgroup */
+    size_t max_tg_memory;          /* bytes of threadgroup memory allowed per threadgroup */
+    size_t stack_bytes;            /* stack per fiber (0 = default, 64 KiB) */
+} mt_launch_desc;
+
+/* Run a dispatch to completion. Returns MT_OK or the fault kind, with details in *fault. Safe to call again after a
+ * fault; launches from several OS threads are serialised. */
+int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
+
+/* Device memory for buffers: `bytes` usable bytes whose start is 16-byte aligned and whose end lies within 16 bytes
+ * of a PROT_NONE guard page (a guard page also precedes the mapping). Returns NULL on failure. */
+void* mt_buffer_alloc(size_t bytes);
+void mt_buffer_free(void* data);
+
+/* Version of this interface; bumped on any change of the structures above. */
+uint32_t mt_runtime_abi_version(void);
+#define MT_RUNTIME_ABI_VERSION 1u
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* METILE_MT_RUNTIME_H */

@@ -1,0 +1,3 @@
+"""Shared pytest configuration for unit tests."""
+
+from __future__ import annotations
