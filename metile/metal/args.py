@@ -1,0 +1,183 @@
+"""Checking launch arguments against a kernel's MSL signature (shared by every device).
+
+`args[i]` binds `[[buffer(i)]]`. Pointer parameters take numpy arrays or `metile.Buffer`s whose dtype
+matches the pointee (`device float4*` takes float32 data whose size is a multiple of 16 bytes);
+`constant T&` parameters take a numpy scalar of T's dtype, a Python number that T can hold exactly,
+or an array of exactly `sizeof(T)` bytes. Anything else is a `LaunchError` naming the parameter.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import attrs
+import numpy as np
+
+from metile.metal.cpu.msl import KernelSignature, Param
+from metile.metal.errors import LaunchError
+
+SCALARS: dict[str, np.dtype | None] = {
+    "float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat": None,
+    "int": np.dtype(np.int32), "uint": np.dtype(np.uint32), "short": np.dtype(np.int16),
+    "ushort": np.dtype(np.uint16), "char": np.dtype(np.int8), "uchar": np.dtype(np.uint8),
+    "bool": np.dtype(np.bool_), "long": np.dtype(np.int64), "ulong": np.dtype(np.uint64),
+    "int8_t": np.dtype(np.int8), "uint8_t": np.dtype(np.uint8), "int16_t": np.dtype(np.int16),
+    "uint16_t": np.dtype(np.uint16), "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32),
+    "int64_t": np.dtype(np.int64), "uint64_t": np.dtype(np.uint64), "size_t": np.dtype(np.uint64),
+}
+_ATOMICS = {"atomic_int": "int", "atomic_uint": "uint", "atomic_float": "float", "atomic_bool": "bool"}
+
+
+@attrs.frozen
+class ElementType:
+    """What a pointer or reference parameter points at, as far as the host can check it."""
+
+    text: str
+    scalar: str | None        # scalar kind, None for types the host does not know (structs)
+    lanes: int = 1            # vector components
+    size: int = 0             # sizeof, 0 if unknown
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return SCALARS.get(self.scalar) if self.scalar else None
+
+
+def element_type(text: str) -> ElementType:
+    name = text.replace("metal::", "").strip()
+    if name.startswith("atomic<") and name.endswith(">"):
+        name = _ATOMICS.get("atomic_" + name[7:-1].strip(), name)
+    name = _ATOMICS.get(name, name)
+    packed = name.startswith("packed_")
+    base = name[7:] if packed else name
+    if base in SCALARS:
+        return ElementType(text, base, 1, _scalar_size(base))
+    stem, lanes = base.rstrip("234"), base[len(base.rstrip("234")):]
+    if stem in SCALARS and lanes in ("2", "3", "4"):
+        n = int(lanes)
+        size = _scalar_size(stem) * (n if packed or n != 3 else 4)
+        return ElementType(text, stem, n, size)
+    return ElementType(text, None)
+
+
+def _scalar_size(kind: str) -> int:
+    return 2 if kind == "bfloat" else SCALARS[kind].itemsize
+
+
+def accepts_dtype(et: ElementType, dtype: np.dtype) -> bool:
+    if et.scalar is None:
+        return True
+    if et.scalar == "bfloat":
+        return dtype == np.dtype(np.uint16) or dtype.name == "bfloat16"
+    want = et.dtype
+    return dtype == want
+
+
+@attrs.frozen
+class BoundArg:
+    """One checked argument: what to bind and whether results must be copied back."""
+
+    param: Param
+    value: object            # np.ndarray (contiguous copy source), Buffer, or bytes for a scalar
+    nbytes: int
+    write_back: bool
+
+
+def describe(p: Param) -> str:
+    return f"argument {p.index} (`{p.name}`, `{p.type_text}`)"
+
+
+def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) -> list[BoundArg | None]:
+    """Check `args` against the kernel's [[buffer(i)]] parameters; returns one entry per index."""
+    params = {p.index: p for p in sig.buffers}
+    needed = max(params) + 1 if params else 0
+    if len(args) != needed:
+        names = ", ".join(f"{i}: `{params[i].name}`" for i in sorted(params))
+        raise LaunchError(f"kernel `{sig.name}` takes {needed} buffer argument(s) ({names or 'none'}), "
+                          f"got {len(args)}")
+    bound: list[BoundArg | None] = []
+    for i, value in enumerate(args):
+        p = params.get(i)
+        if p is None:
+            if value is not None:
+                raise LaunchError(f"kernel `{sig.name}` has no [[buffer({i})]] parameter; pass None at index {i}")
+            bound.append(None)
+            continue
+        bound.append(_bind_one(sig, p, value, buffer_type))
+    return bound
+
+
+def _bind_one(sig: KernelSignature, p: Param, value, buffer_type: type) -> BoundArg:
+    et = element_type(p.element_type)
+    if p.is_reference:
+        return _bind_reference(p, et, value, buffer_type)
+    if isinstance(value, buffer_type):
+        _check_array_dtype(p, et, value.dtype, value.nbytes)
+        return BoundArg(p, value, value.nbytes, False)
+    if isinstance(value, np.ndarray):
+        _check_array_dtype(p, et, value.dtype, value.nbytes)
+        return BoundArg(p, value, value.nbytes, not p.is_const)
+    if isinstance(value, (numbers.Number, np.generic)):
+        raise LaunchError(f"{describe(p)} is a pointer: pass a numpy array or metile.Buffer, "
+                          f"not the scalar {value!r}")
+    raise LaunchError(f"{describe(p)}: cannot bind a {type(value).__name__}; "
+                      "pass a numpy array or metile.Buffer")
+
+
+def _check_array_dtype(p: Param, et: ElementType, dtype: np.dtype, nbytes: int) -> None:
+    if not accepts_dtype(et, dtype):
+        want = "uint16 (raw bfloat bits)" if et.scalar == "bfloat" else str(et.dtype)
+        hint = " Metal has no 64-bit floats: convert with .astype(np.float32)." if dtype == np.float64 else ""
+        raise LaunchError(f"{describe(p)} needs {want} data, got {dtype}.{hint}")
+    if et.size and nbytes % et.size:
+        raise LaunchError(f"{describe(p)}: {nbytes} bytes is not a whole number of `{et.text}` "
+                          f"({et.size} bytes each)")
+
+
+def _bind_reference(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
+    if isinstance(value, (np.ndarray, buffer_type)):
+        _check_array_dtype(p, et, value.dtype, value.nbytes)
+        if et.size and value.nbytes != et.size:
+            raise LaunchError(f"{describe(p)} binds {et.size} bytes, got an array of {value.nbytes}")
+        return BoundArg(p, value, value.nbytes, isinstance(value, np.ndarray) and not p.is_const)
+    if et.scalar is None or et.lanes != 1:
+        raise LaunchError(f"{describe(p)}: pass a numpy array of {et.size or 'the right number of'} bytes")
+    if isinstance(value, np.generic):
+        if not accepts_dtype(et, value.dtype):
+            want = "uint16" if et.scalar == "bfloat" else str(et.dtype)
+            raise LaunchError(f"{describe(p)} needs a {want} scalar, got {value.dtype} ({value!r})")
+        return BoundArg(p, np.asarray(value).tobytes(), et.size, False)
+    if isinstance(value, bool) or isinstance(value, numbers.Integral):
+        dtype = et.dtype
+        if dtype is None or dtype.kind not in "biu":
+            if dtype is not None and dtype.kind == "f":
+                return BoundArg(p, np.asarray(value, dtype=dtype).tobytes(), et.size, False)
+            raise LaunchError(f"{describe(p)}: cannot bind the integer {value!r}")
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        if info is not None and not (info.min <= int(value) <= info.max):
+            raise LaunchError(f"{describe(p)}: {value} does not fit in `{et.scalar}` "
+                              f"({info.min}..{info.max})")
+        return BoundArg(p, np.asarray(value, dtype=dtype).tobytes(), et.size, False)
+    if isinstance(value, numbers.Real):
+        dtype = et.dtype
+        if dtype is None or dtype.kind != "f":
+            raise LaunchError(f"{describe(p)} is an integer parameter; got the float {value!r}")
+        return BoundArg(p, np.asarray(value, dtype=dtype).tobytes(), et.size, False)
+    raise LaunchError(f"{describe(p)}: cannot bind a {type(value).__name__}")
+
+
+def dim3(value, what: str) -> tuple[int, int, int]:
+    """Normalise an int or 1-3 tuple of positive ints to a 3-tuple."""
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    try:
+        dims = tuple(int(v) for v in value)
+    except TypeError:
+        raise LaunchError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}") from None
+    if not 1 <= len(dims) <= 3:
+        raise LaunchError(f"{what} must have 1 to 3 dimensions, got {value!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    if any(d < 1 for d in dims):
+        raise LaunchError(f"{what} must be positive in every dimension, got {value!r}")
+    if any(d >= 2**32 for d in dims):
+        raise LaunchError(f"{what} exceeds 2**32 in a dimension: {value!r}")
+    return dims

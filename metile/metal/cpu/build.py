@@ -1,0 +1,142 @@
+"""Build kernel libraries for the CPU device: translated MSL -> shared object, with a precompiled header.
+
+Compile errors are reported against the `.metal` text: the translation keeps the MSL line for line
+behind a `#line` directive, so the compiler already names `.metal` lines and this module only picks
+the first error and quotes the source line with a caret.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from metile.ir.errors import Loc
+from metile.metal.cpu.msl import FRONTEND_VERSION, Translation
+from metile.metal.cpu.toolchain import (
+    HERE,
+    BuildFailed,
+    Compiler,
+    cached_build,
+    header_files,
+    run_compiler,
+    sha256_hex,
+    tree_digest,
+)
+from metile.metal.errors import MSLCompileError
+
+HEADER = "metal_compat.h"
+COMMON_FLAGS = [
+    "-std=c++17", "-O2", "-fPIC", "-fwrapv", "-fno-strict-aliasing", "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer",
+    "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
+    "-fsanitize=alignment,integer-divide-by-zero",
+]
+SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
+_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
+
+
+def kernel_flags(compiler: Compiler, sanitize: bool) -> list[str]:
+    flags = list(COMMON_FLAGS)
+    if compiler.is_gcc:
+        flags += ["-fno-gnu-unique", "-fsanitize-undefined-trap-on-error"]
+    else:
+        flags += ["-fsanitize-trap=alignment,integer-divide-by-zero,bounds", "-Wno-unknown-attributes"]
+    if sanitize:
+        flags += SANITIZE_FLAGS
+    return flags
+
+
+class KernelBuilder:
+    """Builds (and caches) the shared object for a translated MSL source."""
+
+    def __init__(self, compiler: Compiler, cache_dir: Path):
+        self.compiler = compiler
+        self.cache_dir = cache_dir
+        self.header_digest = tree_digest(header_files())
+        self._pch: dict[bool, Path | None] = {}
+
+    def include_dir(self, sanitize: bool) -> Path:
+        """A private copy of the headers, with a precompiled header beside them when the compiler can make one."""
+        if sanitize in self._pch and self._pch[sanitize] is not None:
+            return self._pch[sanitize]
+        flags = kernel_flags(self.compiler, sanitize)
+        key = sha256_hex("pch", FRONTEND_VERSION, self.header_digest, self.compiler.version_text, " ".join(flags))
+        folder = self.cache_dir / "include" / key[:24]
+        marker = folder / ".complete"
+        if not marker.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            for f in header_files():
+                shutil.copyfile(f, folder / f.name)
+            pch = folder / (HEADER + (".gch" if self.compiler.is_gcc else ".pch"))
+
+            def build(out: Path) -> None:
+                run_compiler([self.compiler.path, *flags, "-x", "c++-header", str(folder / HEADER), "-o", str(out)])
+
+            try:
+                cached_build(pch, build)
+            except BuildFailed:
+                pass  # no precompiled header: slower compiles, same results
+            marker.write_text("ok\n")
+        self._pch[sanitize] = folder
+        return folder
+
+    def build(self, tr: Translation, *, sanitize: bool = False, source_dir: Path | None = None) -> Path:
+        flags = kernel_flags(self.compiler, sanitize)
+        inc = self.include_dir(sanitize)
+        key = sha256_hex("kernel", FRONTEND_VERSION, self.header_digest, self.compiler.version_text,
+                         " ".join(flags), tr.cpp, str(source_dir or ""))
+        out_dir = self.cache_dir / "kernels" / key[:2]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        so = out_dir / f"{key[2:26]}{'-san' if sanitize else ''}.so"
+        cpp = out_dir / f"{key[2:26]}.cpp"
+        if not cpp.exists():
+            cpp.write_text(tr.cpp)
+        pch_use = []
+        if not self.compiler.is_gcc and (inc / (HEADER + ".pch")).exists():
+            pch_use = ["-include-pch", str(inc / (HEADER + ".pch"))]
+        extra_inc = [f"-I{source_dir}"] if source_dir else []
+
+        def build(out: Path) -> None:
+            base = [self.compiler.path, *flags, f"-I{inc}", *extra_inc, *pch_use]
+            if not sanitize:
+                run_compiler([*base, "-shared", str(cpp), "-o", str(out)])
+                return
+            obj = out.with_suffix(".o")
+            hooks = out.with_suffix(".hooks.o")
+            try:
+                run_compiler([*base, "-c", str(cpp), "-o", str(obj)])
+                run_compiler([self.compiler.path, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-I{HERE}",
+                              "-c", str(HERE / "mt_sanitizer_hooks.cpp"), "-o", str(hooks)])
+                run_compiler([self.compiler.path, "-shared", str(obj), str(hooks), "-o", str(out)])
+            finally:
+                for f in (obj, hooks):
+                    f.unlink(missing_ok=True)
+
+        try:
+            return cached_build(so, build)
+        except BuildFailed as e:
+            raise compile_error(e.output, tr) from None
+
+
+def compile_error(output: str, tr: Translation) -> MSLCompileError:
+    """The first compiler error, located on the `.metal` line when it lies there."""
+    lines = tr_source_lines(tr)
+    diags = list(_DIAG.finditer(output))
+    in_metal = [d for d in diags if d.group("file") == tr.metal_name]
+    chosen = (in_metal or diags or [None])[0]
+    if chosen is None:
+        return MSLCompileError(f"the C++ compiler rejected the translated MSL:\n{output.strip()}",
+                               compiler_output=output)
+    msg = chosen.group("msg")
+    if chosen.group("file") != tr.metal_name:
+        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, "
+                               f"generated for the kernel signature)", compiler_output=output)
+    line, col = int(chosen.group("line")), int(chosen.group("col"))
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return MSLCompileError(msg, Loc(tr.metal_name, line, max(col - 1, 0)), source_line=text,
+                           compiler_output=output)
+
+
+def tr_source_lines(tr: Translation) -> list[str]:
+    return tr.source.splitlines()

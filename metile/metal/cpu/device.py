@@ -1,0 +1,282 @@
+"""The CPU device: compiles MSL text with the system C++ compiler and runs it with Metal's execution model.
+
+`dev.compile(msl)` returns a `CpuLibrary`; `lib.function(name)` a `CpuFunction`; `dispatch_threadgroups`
+and `dispatch_threads` run it on every core (threadgroups are taken by one worker per core; the
+threads of a threadgroup are cooperative fibers). Dispatches complete before they return, so
+`synchronize()` has nothing to wait for; numpy arrays are written back as soon as a dispatch ends.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from metile.metal.args import BoundArg, bind_arguments, dim3
+from metile.metal.buffer import Buffer
+from metile.metal.cpu.build import KernelBuilder
+from metile.metal.cpu.faults import BufferRange, to_exception
+from metile.metal.cpu.msl import KernelSignature, Translation, entry_symbol, translate
+from metile.metal.cpu.runtime_api import ffi, load_runtime
+from metile.metal.cpu.toolchain import Compiler, find_compiler
+from metile.metal.errors import LaunchError
+
+MAX_THREADS_PER_THREADGROUP = 1024
+MAX_THREADGROUP_MEMORY = 32 * 1024
+SIMD_WIDTH = 32
+
+
+@attrs.frozen
+class CpuOptions:
+    """Settings of a CPU device (built by `metile.device()` from the environment)."""
+
+    cache_dir: Path
+    compiler: str | None = None      # $CXX
+    workers: int = 0                 # 0: one per core
+    timeout_s: float = 120.0         # watchdog per dispatch
+    stack_bytes: int = 0             # per GPU thread; 0: runtime default
+
+
+class CpuFunction:
+    """One kernel function of a compiled library (the counterpart of a compute pipeline state)."""
+
+    def __init__(self, library: CpuLibrary, signature: KernelSignature):
+        self.library = library
+        self.signature = signature
+        self.name = signature.name
+        self._entry = {}
+
+    @property
+    def max_total_threads_per_threadgroup(self) -> int:
+        return self.signature.max_total_threads or MAX_THREADS_PER_THREADGROUP
+
+    @property
+    def thread_execution_width(self) -> int:
+        return SIMD_WIDTH
+
+    def entry(self, sanitize: bool):
+        """The runtime entry point (compiling the sanitizer build on first use)."""
+        fn = self._entry.get(sanitize)
+        if fn is None:
+            lib = self.library.handle(sanitize)
+            fn = ffi.cast("mt_kernel_fn", getattr(lib, entry_symbol(self.name)))
+            self._entry[sanitize] = fn
+        return fn
+
+    def __repr__(self) -> str:
+        return f"CpuFunction({self.name!r})"
+
+
+class CpuLibrary:
+    """MSL compiled for the CPU device (the counterpart of an `MTLLibrary`)."""
+
+    def __init__(self, device: CpuDevice, translation: Translation, source_dir: Path | None):
+        self.device = device
+        self.translation = translation
+        self.source_dir = source_dir
+        self._handles: dict[bool, object] = {}
+        self._functions = {k.name: CpuFunction(self, k) for k in translation.kernels}
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._functions)
+
+    def function(self, name: str) -> CpuFunction:
+        fn = self._functions.get(name)
+        if fn is None:
+            raise LaunchError(f"no kernel function `{name}` in {self.translation.metal_name}; "
+                              f"it defines: {', '.join(self._functions)}")
+        return fn
+
+    def handle(self, sanitize: bool):
+        lib = self._handles.get(sanitize)
+        if lib is None:
+            path = self.device.builder.build(self.translation, sanitize=sanitize, source_dir=self.source_dir)
+            cdefs = "".join(f"void {entry_symbol(n)}(void* const*, const mt_thread_pos*);\n"
+                            for n in self._functions)
+            kffi = _kernel_ffi(cdefs)
+            lib = kffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            self._handles[sanitize] = lib
+        return lib
+
+
+_ffi_lock = threading.Lock()
+_kernel_ffis: dict[str, object] = {}
+
+
+def _kernel_ffi(cdefs: str):
+    """A child FFI declaring a library's entry points (shared among libraries with the same names)."""
+    with _ffi_lock:
+        k = _kernel_ffis.get(cdefs)
+        if k is None:
+            import cffi
+
+            k = cffi.FFI()
+            k.include(ffi)
+            k.cdef(cdefs)
+            _kernel_ffis[cdefs] = k
+        return k
+
+
+class CpuDevice:
+    """Runs MSL on the CPU. Properties mirror an Apple GPU's limits so that kernels behave alike."""
+
+    name = "cpu"
+    max_threads_per_threadgroup = MAX_THREADS_PER_THREADGROUP
+    max_threadgroup_memory = MAX_THREADGROUP_MEMORY
+    simd_width = SIMD_WIDTH
+    supports_tensor_ops = False
+
+    def __init__(self, options: CpuOptions):
+        self.options = options
+        self.compiler: Compiler = find_compiler(options.compiler)
+        self.rt = load_runtime(self.compiler, options.cache_dir)
+        self.builder = KernelBuilder(self.compiler, options.cache_dir)
+        self._libraries: dict[tuple[str, str, str], CpuLibrary] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<metile device 'cpu' ({self.compiler.family} {self.compiler.major}, {os.cpu_count()} cores)>"
+
+    # -- memory ---------------------------------------------------------------------------------------------------
+    def allocate(self, nbytes: int):
+        raw = self.rt.mt_buffer_alloc(max(nbytes, 1))
+        if raw == ffi.NULL:
+            raise MemoryError(f"cannot allocate {nbytes} bytes of device memory")
+        return ffi.gc(ffi.cast("char*", raw), self.rt.mt_buffer_free, size=nbytes)
+
+    def address_of(self, mem) -> int:
+        return int(ffi.cast("uintptr_t", mem))
+
+    def memory_view(self, mem, nbytes: int):
+        return ffi.buffer(mem, nbytes)
+
+    # -- compilation ----------------------------------------------------------------------------------------------
+    def compile(self, source: str, *, name: str | None = None, path: str | os.PathLike | None = None) -> CpuLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name messages and faults use."""
+        if path is not None:
+            path = Path(path)
+            if source is None:
+                source = path.read_text()
+        metal_name = str(path) if path is not None else (name or "kernel.metal")
+        key = (source, metal_name, str(path.parent if path else ""))
+        with self._lock:
+            lib = self._libraries.get(key)
+        if lib is not None:
+            return lib
+        tr = translate(source, metal_name)
+        lib = CpuLibrary(self, tr, path.parent if path is not None else None)
+        lib.handle(False)  # compile now so that errors surface at compile()
+        with self._lock:
+            self._libraries[key] = lib
+        return lib
+
+    def compile_file(self, path: str | os.PathLike) -> CpuLibrary:
+        return self.compile(None, path=path)
+
+    # -- dispatch -------------------------------------------------------------------------------------------------
+    def dispatch_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
+                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+        groups = dim3(threadgroups, "threadgroups")
+        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
+        grid = tuple(g * t for g, t in zip(groups, tpt))
+        self._launch(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+
+    def dispatch_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
+                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+        grid = dim3(threads, "threads")
+        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
+        groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
+        self._launch(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+
+    def synchronize(self) -> None:
+        """Dispatches on the CPU device complete before they return; nothing is pending."""
+
+    def _launch(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout) -> None:
+        if not isinstance(fn, CpuFunction) or fn.library.device is not self:
+            raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
+        sig = fn.signature
+        threads = tpt[0] * tpt[1] * tpt[2]
+        if threads > fn.max_total_threads_per_threadgroup:
+            raise LaunchError(f"threads_per_threadgroup {tpt} has {threads} threads; kernel `{sig.name}` allows "
+                              f"at most {fn.max_total_threads_per_threadgroup}")
+        tg_sizes = self._threadgroup_sizes(sig, tg_memory)
+        bound = bind_arguments(sig, list(args), Buffer)
+        staged = [_stage(self, b) for b in bound]
+        ptrs = ffi.new("void*[]", max(len(staged), 1))
+        ranges = []
+        for i, (b, s) in enumerate(zip(bound, staged)):
+            if b is None:
+                continue
+            ptrs[i] = s[0]
+            ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", s[0])), b.nbytes))
+        sizes = ffi.new("size_t[]", tg_sizes or [0])
+        desc = ffi.new("mt_launch_desc*")
+        desc.fn = fn.entry(sanitize)
+        desc.buffers = ptrs
+        desc.n_buffers = len(staged)
+        desc.tg_param_bytes = sizes
+        desc.n_tg_params = len(tg_sizes)
+        desc.threadgroups = list(groups)
+        desc.threads_per_tg = list(tpt)
+        desc.grid_threads = list(grid)
+        desc.workers = self.options.workers
+        desc.timeout_s = self.options.timeout_s if timeout is None else float(timeout)
+        desc.sanitize = 1 if sanitize else 0
+        desc.tg_fill = 0xFF
+        desc.max_tg_memory = self.max_threadgroup_memory
+        desc.stack_bytes = self.options.stack_bytes
+        rec = ffi.new("mt_fault*")
+        status = self.rt.mt_launch(desc, rec)
+        if status != 0:
+            tr = fn.library.translation
+            raise to_exception(rec, kernel=sig.name, metal_name=tr.metal_name, source=tr.source, buffers=ranges)
+        for b, s in zip(bound, staged):
+            if b is not None and b.write_back:
+                _write_back(b, s)
+
+    def _threadgroup_sizes(self, sig: KernelSignature, tg_memory) -> list[int]:
+        params = sig.threadgroup_params
+        sizes = [int(x) for x in (tg_memory or ())]
+        need = (max(p.index for p in params) + 1) if params else 0
+        if len(sizes) < need:
+            missing = [f"{p.index} (`{p.name}`)" for p in params if p.index >= len(sizes)]
+            raise LaunchError(f"kernel `{sig.name}` needs threadgroup_memory sizes for [[threadgroup(i)]] "
+                              f"parameters {', '.join(missing)}")
+        if any(s < 0 for s in sizes):
+            raise LaunchError(f"threadgroup_memory sizes must be non-negative, got {sizes}")
+        if sum(sizes) > self.max_threadgroup_memory:
+            raise LaunchError(f"threadgroup_memory {sizes} totals {sum(sizes)} bytes; the device allows "
+                              f"{self.max_threadgroup_memory}")
+        return sizes
+
+
+def _stage(dev: CpuDevice, b: BoundArg | None):
+    """Device memory for one argument: (pointer, owner). Arrays are copied into guarded memory."""
+    if b is None:
+        return (ffi.NULL, None)
+    v = b.value
+    if isinstance(v, Buffer):
+        if v.device is not dev:
+            raise LaunchError(f"argument {b.param.index} (`{b.param.name}`) lives on device "
+                              f"{v.device.name!r}, not on this CPU device")
+        return (ffi.cast("void*", v._mem), v)
+    mem = dev.allocate(b.nbytes)
+    if isinstance(v, np.ndarray):
+        src = np.ascontiguousarray(v)
+        ffi.memmove(mem, ffi.from_buffer(src.reshape(-1).view(np.uint8)), b.nbytes)
+    else:
+        ffi.memmove(mem, v, b.nbytes)
+    return (ffi.cast("void*", mem), mem)
+
+
+def _write_back(b: BoundArg, staged) -> None:
+    arr: np.ndarray = b.value
+    result = np.frombuffer(ffi.buffer(staged[1], b.nbytes), dtype=arr.dtype).reshape(arr.shape)
+    if arr.flags.writeable:
+        np.copyto(arr, result)
+    elif not np.array_equal(arr, result, equal_nan=arr.dtype.kind == "f"):
+        raise LaunchError(f"kernel wrote to argument {b.param.index} (`{b.param.name}`), a read-only array")

@@ -1,0 +1,115 @@
+"""Turning a runtime fault record into a `DeviceFault` that names kernel, thread, buffer and `.metal` line."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.metal.cpu.runtime_api import FAULT_KINDS, ffi
+from metile.metal.errors import DeviceFault, LaunchError
+
+PAGE = 4096
+_TITLES = {
+    "bad-access": "invalid memory access",
+    "misaligned": "misaligned memory access",
+    "division-by-zero": "integer division by zero",
+    "barrier-divergence": "barrier divergence",
+    "simd-divergence": "simd collective divergence",
+    "hang": "kernel did not finish (watchdog timeout)",
+    "threadgroup-memory": "too much threadgroup memory",
+    "stack-overflow": "thread stack overflow",
+    "trap": "trap in kernel code",
+    "uninitialized-read": "read of uninitialised threadgroup memory",
+    "data-race": "data race on threadgroup memory",
+    "kernel": "fault reported by kernel code",
+    "internal": "CPU runtime error",
+}
+
+
+@attrs.frozen
+class BufferRange:
+    index: int
+    name: str
+    address: int
+    nbytes: int
+
+
+@functools.lru_cache(maxsize=4096)
+def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
+    """(file, line) frames for an instruction, innermost first (inlined frames included)."""
+    tool = shutil.which("addr2line")
+    if not tool or not module or not offset:
+        return ()
+    try:
+        out = subprocess.run([tool, "-e", module, "-i", hex(offset)], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    frames = []
+    for line in out.splitlines():
+        file, _, num = line.rpartition(":")
+        num = num.split(" ")[0]
+        if file and num.isdigit():
+            frames.append((file, int(num)))
+    return tuple(frames)
+
+
+def metal_line(module: str, offset: int, metal_name: str) -> int:
+    for file, line in source_lines(module, offset):
+        if file == metal_name or file.endswith("/" + metal_name):
+            return line
+    return 0
+
+
+def locate(address: int, buffers: list[BufferRange]) -> tuple[BufferRange, int] | None:
+    """The buffer an address falls in or next to (within a page either side)."""
+    for b in buffers:
+        if b.address - PAGE <= address < b.address + b.nbytes + PAGE:
+            return b, address - b.address
+    return None
+
+
+def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: list[BufferRange]) -> Exception:
+    kind = FAULT_KINDS.get(rec.kind, "internal")
+    module = ffi.string(rec.module).decode(errors="replace")
+    detail = ffi.string(rec.message).decode(errors="replace")
+    tg = tuple(rec.threadgroup)
+    th = tuple(rec.thread)
+    line = rec.line or metal_line(module, rec.pc_offset, metal_name)
+    parts = [f"{_TITLES.get(kind, kind)} in kernel `{kernel}`"]
+    if kind not in ("internal", "threadgroup-memory") or rec.line:
+        parts.append(f"thread {th} of threadgroup {tg}")
+    buffer = offset = None
+    if kind in ("bad-access", "misaligned") and rec.address:
+        hit = locate(rec.address, buffers)
+        if hit is not None:
+            b, off = hit
+            buffer, offset = b.index, off
+            where = (f"{off - b.nbytes} bytes past the end" if off >= b.nbytes
+                     else f"{-off} bytes before the start" if off < 0 else f"at byte offset {off}")
+            parts.append(f"address {rec.address:#x} is {where} of buffer {b.index} (`{b.name}`, {b.nbytes} bytes)")
+        else:
+            parts.append(f"address {rec.address:#x}")
+    if detail:
+        parts.append(detail)
+    if rec.has_other:
+        other_line = rec.other_line or metal_line(module, rec.other_pc_offset, metal_name)
+        other = f"other thread {tuple(rec.other_thread)}"
+        if other_line:
+            other += f" at {metal_name}:{other_line}"
+        parts.append(other)
+    message = "; ".join(parts)
+    if kind == "internal":
+        return LaunchError(message)
+    lines = source.splitlines()
+    loc = Loc(metal_name, line, _first_col(lines[line - 1])) if 0 < line <= len(lines) else None
+    return DeviceFault(message, loc, kind=kind, kernel=kernel, threadgroup=tg, thread=th, buffer=buffer,
+                       offset=offset, source_line=lines[line - 1] if loc else None)
+
+
+def _first_col(text: str) -> int:
+    return len(text) - len(text.lstrip())

@@ -1,0 +1,105 @@
+"""cffi binding of the CPU runtime's launch interface (Part 2 of `mt_runtime.h`).
+
+The runtime library is built from `runtime*.cpp` with the system compiler on first use, cached like
+every other artefact, and loaded with `RTLD_GLOBAL` so that kernel libraries resolve the services
+of Part 1 (`mt_threadgroup_barrier`, `mt_simd_exchange`, ...) against it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import cffi
+
+from metile.metal.cpu.toolchain import HERE, Compiler, cached_build, run_compiler, sha256_hex, tree_digest
+
+CDEF = """
+typedef struct mt_thread_pos mt_thread_pos;
+typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
+
+typedef struct mt_fault {
+    int32_t kind;
+    uint32_t threadgroup[3];
+    uint32_t thread[3];
+    uint32_t line;
+    uint64_t address;
+    uint64_t pc_offset;
+    char module[512];
+    int32_t has_other;
+    uint32_t other_thread[3];
+    uint32_t other_line;
+    uint64_t other_pc_offset;
+    char message[512];
+} mt_fault;
+
+typedef struct mt_launch_desc {
+    mt_kernel_fn fn;
+    void* const* buffers;
+    uint32_t n_buffers;
+    const size_t* tg_param_bytes;
+    uint32_t n_tg_params;
+    uint32_t threadgroups[3];
+    uint32_t threads_per_tg[3];
+    uint32_t grid_threads[3];
+    uint32_t workers;
+    double timeout_s;
+    int32_t sanitize;
+    int32_t reverse_order;
+    uint8_t tg_fill;
+    size_t max_tg_memory;
+    size_t stack_bytes;
+} mt_launch_desc;
+
+int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
+void* mt_buffer_alloc(size_t bytes);
+void mt_buffer_free(void* data);
+uint32_t mt_runtime_abi_version(void);
+"""
+
+ABI_VERSION = 1
+FAULT_KINDS = {
+    1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
+    5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",
+    10: "uninitialized-read", 11: "data-race", 12: "kernel", 13: "internal",
+}
+
+ffi = cffi.FFI()
+ffi.cdef(CDEF)
+_lock = threading.Lock()
+_loaded: dict[Path, object] = {}
+
+
+def runtime_sources() -> list[Path]:
+    return sorted(HERE.glob("runtime*.cpp"))
+
+
+RUNTIME_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-U_FORTIFY_SOURCE",
+                 "-fvisibility=hidden", "-g1"]
+
+
+def build_runtime(compiler: Compiler, cache_dir: Path) -> Path:
+    sources = runtime_sources()
+    key = sha256_hex("runtime", compiler.version_text, " ".join(RUNTIME_FLAGS),
+                     tree_digest(sources + [HERE / "mt_runtime.h"]))
+    path = cache_dir / "runtime" / f"libmetile_cpu_rt-{key[:24]}.so"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def build(out: Path) -> None:
+        run_compiler([compiler.path, *RUNTIME_FLAGS, f"-I{HERE}", *map(str, sources), "-o", str(out), "-ldl"])
+
+    return cached_build(path, build)
+
+
+def load_runtime(compiler: Compiler, cache_dir: Path):
+    """The runtime library (built and loaded once per process and cache location)."""
+    path = build_runtime(compiler, cache_dir)
+    with _lock:
+        lib = _loaded.get(path)
+        if lib is None:
+            lib = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+            version = lib.mt_runtime_abi_version()
+            if version != ABI_VERSION:
+                raise RuntimeError(f"CPU runtime ABI {version} does not match the binding's {ABI_VERSION}")
+            _loaded[path] = lib
+    return lib

@@ -1,0 +1,163 @@
+"""The system C++ compiler behind the CPU device, and the on-disk cache of what it builds.
+
+Compiled artefacts (the runtime library, precompiled headers, kernel libraries) live under one
+cache directory, keyed by SHA-256 of everything that determines their bytes: front-end version,
+header and runtime sources, the compiler's `--version`, flags and source. Entries are written
+atomically under a file lock, so concurrent processes never see a half-written file; each entry has
+a `.sha256` sidecar, and an entry whose bytes do not match it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from metile.metal.errors import CompilerNotFoundError
+
+HERE = Path(__file__).resolve().parent
+INCLUDE_DIR = HERE / "include"
+MIN_VERSIONS = {"gcc": 12, "clang": 15}
+
+
+@attrs.frozen
+class Compiler:
+    path: str
+    family: str   # "gcc" or "clang"
+    major: int
+    version_text: str
+
+    @property
+    def is_gcc(self) -> bool:
+        return self.family == "gcc"
+
+
+def _probe(path: str) -> Compiler | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.splitlines()[0] if out else ""
+    family = "clang" if "clang" in out.lower() else "gcc" if ("g++" in first or "GCC" in out or "gcc" in first) else ""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", first)
+    if not family or not m:
+        return None
+    return Compiler(path=path, family=family, major=int(m.group(1)), version_text=out.strip())
+
+
+def find_compiler(preferred: str | None = None) -> Compiler:
+    """The C++ compiler to use: `preferred` if given (e.g. from $CXX), else g++, clang++ or c++ on PATH."""
+    candidates = [preferred] if preferred else ["g++", "clang++", "c++"]
+    seen = []
+    for name in candidates:
+        path = shutil.which(name) if name else None
+        if not path:
+            continue
+        comp = _probe(path)
+        if comp is None:
+            continue
+        if comp.major >= MIN_VERSIONS[comp.family]:
+            return comp
+        seen.append(f"{path} ({comp.family} {comp.major})")
+    need = "g++ >= 12 or clang++ >= 15"
+    found = f"; found only {', '.join(seen)}" if seen else ""
+    where = f"the compiler named by CXX ({preferred})" if preferred else "g++, clang++ or c++ on PATH"
+    raise CompilerNotFoundError(
+        f"the CPU device compiles MSL with a C++ compiler and needs {need}; looked for {where}{found}. "
+        "Install one (e.g. `apt-get install g++`) or set CXX."
+    )
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    """`$METILE_CACHE_DIR`, else `$XDG_CACHE_HOME/metile`, else `~/.cache/metile`."""
+    if environ.get("METILE_CACHE_DIR"):
+        return Path(environ["METILE_CACHE_DIR"])
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "metile"
+
+
+def sha256_hex(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        data = p.encode() if isinstance(p, str) else p
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def tree_digest(paths: list[Path]) -> str:
+    return sha256_hex(*[p.name.encode() + b"\0" + p.read_bytes() for p in sorted(paths)])
+
+
+def header_files() -> list[Path]:
+    files = [p for p in INCLUDE_DIR.iterdir() if p.is_file()] if INCLUDE_DIR.is_dir() else []
+    return files + [HERE / "mt_runtime.h"]
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _valid(path: Path) -> bool:
+    side = path.with_name(path.name + ".sha256")
+    try:
+        return side.read_text().strip() == hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return False
+
+
+def cached_build(path: Path, build: Callable[[Path], None]) -> Path:
+    """Return `path`, building it with `build(tmp_path)` first unless a valid entry is already there.
+
+    Safe under concurrent processes (file lock, atomic rename) and self-healing: an entry whose bytes
+    do not match its `.sha256` sidecar (truncated, corrupted) is rebuilt.
+    """
+    if _valid(path):
+        return path
+    with file_lock(path.with_name(path.name + ".lock")):
+        if _valid(path):
+            return path
+        fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            build(tmp)
+            digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
+            side_tmp = tmp.with_name(tmp.name + ".sha256")
+            side_tmp.write_text(digest + "\n")
+            os.replace(tmp, path)
+            os.replace(side_tmp, path.with_name(path.name + ".sha256"))
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + ".sha256")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+    return path
+
+
+class BuildFailed(Exception):
+    def __init__(self, command: list[str], output: str):
+        super().__init__(output)
+        self.command = command
+        self.output = output
+
+
+def run_compiler(command: list[str], *, cwd: Path | None = None) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+    if proc.returncode != 0:
+        raise BuildFailed(command, proc.stderr + proc.stdout)

@@ -1,0 +1,54 @@
+"""Errors raised by devices: MSL that does not compile, faults inside kernels, bad launches."""
+
+from __future__ import annotations
+
+from metile.ir.errors import Loc, MetileError
+
+
+class DeviceError(MetileError):
+    """A device cannot be created or used (no Apple GPU, no C++ compiler, ...)."""
+
+
+class DeviceUnavailableError(DeviceError):
+    """The requested device does not exist on this machine."""
+
+
+class CompilerNotFoundError(DeviceError):
+    """The CPU device needs a C++ compiler (g++ >= 12 or clang++ >= 15) and none was found."""
+
+
+class MSLCompileError(MetileError):
+    """MSL source that does not compile; the message quotes the compiler against the .metal line."""
+
+    def __init__(self, message: str, loc: Loc | None = None, *, source_line: str | None = None,
+                 compiler_output: str = ""):
+        self.compiler_output = compiler_output
+        super().__init__(message, loc, source_line=source_line)
+
+
+class MSLUnsupportedError(MSLCompileError):
+    """Valid MSL that uses a feature the CPU device does not support yet."""
+
+
+class LaunchError(MetileError):
+    """A dispatch that does not fit the kernel's signature or the device's limits."""
+
+
+class DeviceFault(MetileError):
+    """A fault inside a running kernel (bad access, divergence, hang, sanitizer report, ...).
+
+    Attributes give what is known: ``kind`` (a short name such as ``"out-of-bounds"``), ``kernel``,
+    ``threadgroup`` and ``thread`` (3-tuples), ``buffer`` (index) and ``offset`` (bytes), and ``loc``
+    (the ``.metal`` line).
+    """
+
+    def __init__(self, message: str, loc: Loc | None = None, *, kind: str = "fault", kernel: str = "",
+                 threadgroup: tuple[int, int, int] | None = None, thread: tuple[int, int, int] | None = None,
+                 buffer: int | None = None, offset: int | None = None, source_line: str | None = None):
+        self.kind = kind
+        self.kernel = kernel
+        self.threadgroup = threadgroup
+        self.thread = thread
+        self.buffer = buffer
+        self.offset = offset
+        super().__init__(message, loc, source_line=source_line)
