@@ -7,6 +7,7 @@ the first error and quotes the source line with a caret.
 
 from __future__ import annotations
 
+import platform
 import re
 import shutil
 from pathlib import Path
@@ -26,11 +27,15 @@ from metile.metal.cpu.toolchain import (
 from metile.metal.errors import MSLCompileError
 
 HEADER = "metal_compat.h"
+# Checks compiled into every kernel as traps. On x86-64 the hardware already traps integer division by
+# zero (SIGFPE), so an undefined-behaviour trap (SIGILL) there can only be a misaligned access.
+TRAP_CHECKS = "alignment" if platform.machine() in ("x86_64", "AMD64") else "alignment,integer-divide-by-zero"
+TRAP_MEANS = "misaligned" if TRAP_CHECKS == "alignment" else "misaligned-or-division"
 COMMON_FLAGS = [
     "-std=c++17", "-O2", "-fPIC", "-fwrapv", "-fno-strict-aliasing", "-fvisibility=hidden",
     "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer",
     "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
-    "-fsanitize=alignment,integer-divide-by-zero",
+    f"-fsanitize={TRAP_CHECKS}",
 ]
 SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
 _DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
@@ -41,7 +46,7 @@ def kernel_flags(compiler: Compiler, sanitize: bool) -> list[str]:
     if compiler.is_gcc:
         flags += ["-fno-gnu-unique", "-fsanitize-undefined-trap-on-error"]
     else:
-        flags += ["-fsanitize-trap=alignment,integer-divide-by-zero,bounds", "-Wno-unknown-attributes"]
+        flags += [f"-fsanitize-trap={TRAP_CHECKS},bounds", "-Wno-unknown-attributes"]
     if sanitize:
         flags += SANITIZE_FLAGS
     return flags

@@ -17,7 +17,7 @@ import numpy as np
 
 from metile.metal.args import BoundArg, bind_arguments, dim3
 from metile.metal.buffer import Buffer
-from metile.metal.cpu.build import KernelBuilder
+from metile.metal.cpu.build import TRAP_MEANS, KernelBuilder
 from metile.metal.cpu.faults import BufferRange, to_exception
 from metile.metal.cpu.msl import KernelSignature, Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
@@ -233,7 +233,8 @@ class CpuDevice:
         status = self.rt.mt_launch(desc, rec)
         if status != 0:
             tr = fn.library.translation
-            raise to_exception(rec, kernel=sig.name, metal_name=tr.metal_name, source=tr.source, buffers=ranges)
+            raise to_exception(rec, kernel=sig.name, metal_name=tr.metal_name, source=tr.source, buffers=ranges,
+                               trap_is_misalignment=not sanitize and TRAP_MEANS == "misaligned")
         for b, s in zip(bound, staged):
             if b is not None and b.write_back:
                 _write_back(b, s)

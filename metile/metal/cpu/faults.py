@@ -22,7 +22,8 @@ _TITLES = {
     "hang": "kernel did not finish (watchdog timeout)",
     "threadgroup-memory": "too much threadgroup memory",
     "stack-overflow": "thread stack overflow",
-    "trap": "trap in kernel code",
+    "trap": "undefined-behaviour trap in kernel code (misaligned access, out-of-bounds array index "
+            "or integer division by zero)",
     "uninitialized-read": "read of uninitialised threadgroup memory",
     "data-race": "data race on threadgroup memory",
     "kernel": "fault reported by kernel code",
@@ -73,8 +74,15 @@ def locate(address: int, buffers: list[BufferRange]) -> tuple[BufferRange, int] 
     return None
 
 
-def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: list[BufferRange]) -> Exception:
+def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: list[BufferRange],
+                 trap_is_misalignment: bool = False) -> Exception:
+    """A DeviceFault (or LaunchError for runtime errors) from an `mt_fault` record.
+
+    `trap_is_misalignment`: the kernel was built so that an undefined-behaviour trap can only be a
+    misaligned access (see build.TRAP_CHECKS)."""
     kind = FAULT_KINDS.get(rec.kind, "internal")
+    if kind == "trap" and trap_is_misalignment:
+        kind = "misaligned"
     module = ffi.string(rec.module).decode(errors="replace")
     detail = ffi.string(rec.message).decode(errors="replace")
     tg = tuple(rec.threadgroup)

@@ -1,0 +1,217 @@
+"""Faults planted in small kernels are reported as DeviceFault with kernel, thread and .metal line,
+and the device stays usable afterwards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+
+HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return metile.device("cpu")
+
+
+def line_of(src: str, marker: str) -> int:
+    return next(n for n, text in enumerate(src.splitlines(), 1) if marker in text)
+
+
+def still_usable(cpu):
+    src = HEAD + """
+kernel void twice(device float* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = 2.0f * x[i]; }
+"""
+    fn = cpu.compile(src, name="twice.metal").function("twice")
+    x = np.arange(100, dtype=np.float32)
+    cpu.dispatch_threads(fn, (100, 1, 1), (32, 1, 1), [x])
+    np.testing.assert_array_equal(x, 2 * np.arange(100))
+
+
+def run_fault(cpu, src, name, *, dispatch=("threads", (64, 1, 1), (64, 1, 1)), args=None, **kw):
+    fn = cpu.compile(src, name=name).function("k")
+    api, a, b = dispatch
+    call = cpu.dispatch_threads if api == "threads" else cpu.dispatch_threadgroups
+    with pytest.raises(metile.DeviceFault) as info:
+        call(fn, a, b, args if args is not None else [np.zeros(64, np.float32)], **kw)
+    still_usable(cpu)
+    return info.value
+
+
+def test_out_of_bounds_write_names_buffer_offset_thread_and_line(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    out[i * 1024] = 1.0f;   // OOB
+}
+"""
+    err = run_fault(cpu, src, "oob.metal")
+    assert err.kind == "bad-access"
+    assert err.kernel == "k" and err.buffer == 0
+    assert err.offset is not None and err.offset >= 256
+    assert err.loc.file == "oob.metal" and err.loc.line == line_of(src, "// OOB")
+    assert "past the end of buffer 0 (`out`, 256 bytes)" in str(err)
+    assert "thread (" in str(err) and "threadgroup (0, 0, 0)" in str(err)
+
+
+def test_integer_division_by_zero(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], constant int& d [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+    int q = int(i) / d;   // DIV
+    out[i] = float(q);
+}
+"""
+    err = run_fault(cpu, src, "div.metal", args=[np.zeros(64, np.float32), np.int32(0)])
+    assert err.kind in ("division-by-zero", "trap")
+    assert "division by zero" in str(err)
+    assert err.loc.line == line_of(src, "// DIV")
+
+
+def test_misaligned_vector_access(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    device float4* v = (device float4*)(out + 1);
+    v[0] = float4(1.0f);   // MISALIGNED
+}
+"""
+    err = run_fault(cpu, src, "misaligned.metal", dispatch=("threads", (1, 1, 1), (1, 1, 1)))
+    assert err.kind in ("misaligned", "trap")
+    assert "misaligned" in str(err)
+    assert err.loc.line == line_of(src, "// MISALIGNED")
+
+
+def test_barrier_divergence(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    if (i < 16) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // A
+    } else {
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // B
+    }
+    out[i] = 1.0f;
+}
+"""
+    err = run_fault(cpu, src, "barrier.metal")
+    assert err.kind == "barrier-divergence"
+    text = str(err)
+    assert str(line_of(src, "// A")) in text and str(line_of(src, "// B")) in text
+
+
+def test_exit_while_others_wait_at_a_barrier(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    if (i == 3) return;
+    threadgroup_barrier(mem_flags::mem_threadgroup);   // WAIT
+    out[i] = 1.0f;
+}
+"""
+    err = run_fault(cpu, src, "exit.metal")
+    assert err.kind == "barrier-divergence"
+    assert "exit" in str(err).lower()
+
+
+def test_simd_collectives_reached_by_different_lanes(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    float v = float(i);
+    if (i % 2 == 0) {
+        v = simd_sum(v);   // EVEN
+    } else {
+        v = simd_max(v);   // ODD
+    }
+    out[i] = v;
+}
+"""
+    err = run_fault(cpu, src, "simd.metal", dispatch=("threads", (32, 1, 1), (32, 1, 1)))
+    assert err.kind == "simd-divergence"
+    text = str(err)
+    assert str(line_of(src, "// EVEN")) in text and str(line_of(src, "// ODD")) in text
+
+
+def test_hang_is_stopped_by_the_watchdog(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    volatile int spin = 1;
+    while (spin) { }   // SPIN
+    out[i] = 1.0f;
+}
+"""
+    err = run_fault(cpu, src, "hang.metal", dispatch=("threads", (4, 1, 1), (4, 1, 1)), timeout=0.5)
+    assert err.kind == "hang"
+    assert err.loc is not None and err.loc.line == line_of(src, "// SPIN")
+
+
+def test_threadgroup_memory_over_the_limit(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup float big[10000];   // BIG
+    big[i] = 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[i] = big[i];
+}
+"""
+    err = run_fault(cpu, src, "big.metal")
+    assert err.kind == "threadgroup-memory"
+    assert "40000" in str(err) and "32768" in str(err)
+    assert err.loc.line == line_of(src, "// BIG")
+
+
+def test_stack_overflow_in_deep_recursion(cpu):
+    src = HEAD + """
+static int depth(int n, thread int* sink) { int pad[64]; pad[n % 64] = n; *sink += pad[(n * 7) % 64];
+    return n == 0 ? 0 : 1 + depth(n - 1, sink); }
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    int sink = 0;
+    out[i] = float(depth(100000 + int(i), &sink) + sink);
+}
+"""
+    err = run_fault(cpu, src, "stack.metal", dispatch=("threads", (1, 1, 1), (1, 1, 1)))
+    assert err.kind == "stack-overflow"
+
+
+def test_sanitizer_reports_uninitialised_threadgroup_read(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup float tile[64];
+    if (i < 32) tile[i] = 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[i] = tile[63 - i];   // UNINIT
+}
+"""
+    err = run_fault(cpu, src, "uninit.metal", sanitize=True)
+    assert err.kind == "uninitialized-read"
+    assert err.loc.line == line_of(src, "// UNINIT")
+
+
+def test_sanitizer_reports_a_missing_barrier(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup float tile[64];
+    tile[i] = float(i);      // WRITE
+    out[i] = tile[63 - i];   // READ
+}
+"""
+    err = run_fault(cpu, src, "race.metal", sanitize=True)
+    assert err.kind == "data-race"
+    text = str(err)
+    assert str(line_of(src, "// WRITE")) in text and str(line_of(src, "// READ")) in text
+
+
+def test_sanitizer_is_quiet_on_a_correct_kernel(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup float tile[64];
+    tile[i] = float(i);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float v = tile[63 - i];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    tile[i] = v + 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[i] = tile[i] + simd_sum(1.0f);
+}
+"""
+    fn = cpu.compile(src, name="clean.metal").function("k")
+    out = np.zeros(64, np.float32)
+    cpu.dispatch_threads(fn, (64, 1, 1), (64, 1, 1), [out], sanitize=True)
+    np.testing.assert_array_equal(out, 63 - np.arange(64) + 1 + 32)
