@@ -149,14 +149,36 @@ class _Errors:
         return cls(message, Loc(self.metal_name, tok.line, tok.col), source_line=line)
 
 
+def _lex(src: str, errors: _Errors) -> list[Token]:
+    try:
+        return tokenize(src)
+    except LexError as e:
+        n = e.line
+        raise MSLCompileError(str(e), Loc(errors.metal_name, n, e.col),
+                              source_line=errors.lines[n - 1] if n <= len(errors.lines) else "") from None
+
+
+def kernel_signatures(src: str, metal_name: str = "kernel.metal") -> tuple[KernelSignature, ...]:
+    """The kernel functions of an MSL source and their parameters (for any device: nothing is refused)."""
+    errors = _Errors(src, metal_name)
+    tokens = _lex(src, errors)
+    found, depth, i = [], 0, 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t.kind is Tok.PUNCT and t.text in ("{", "}"):
+            depth += 1 if t.text == "{" else -1
+        elif depth == 0 and _starts_kernel(tokens, i):
+            sig, _, i = _parse_kernel(tokens, i, errors)
+            found.append(sig)
+            continue
+        i += 1
+    return tuple(found)
+
+
 def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h") -> Translation:
     """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring)."""
     errors = _Errors(src, metal_name)
-    try:
-        tokens = tokenize(src)
-    except LexError as e:
-        raise MSLCompileError(str(e), Loc(metal_name, e.line, e.col),
-                              source_line=errors.lines[e.line - 1] if e.line <= len(errors.lines) else "") from None
+    tokens = _lex(src, errors)
     _refuse_unsupported(tokens, errors)
     edits: list[tuple[int, int, str]] = []
     kernels: list[KernelSignature] = []
