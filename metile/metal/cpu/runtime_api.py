@@ -74,6 +74,10 @@ def runtime_sources() -> list[Path]:
     return sorted(HERE.glob("runtime*.cpp"))
 
 
+def runtime_headers() -> list[Path]:
+    return sorted(HERE.glob("runtime*.h")) + [HERE / "mt_runtime.h"]
+
+
 RUNTIME_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-U_FORTIFY_SOURCE",
                  "-fvisibility=hidden", "-g1"]
 
@@ -81,7 +85,7 @@ RUNTIME_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-U_FORTIF
 def build_runtime(compiler: Compiler, cache_dir: Path) -> Path:
     sources = runtime_sources()
     key = sha256_hex("runtime", compiler.version_text, " ".join(RUNTIME_FLAGS),
-                     tree_digest(sources + [HERE / "mt_runtime.h"]))
+                     tree_digest(sources + runtime_headers()))
     path = cache_dir / "runtime" / f"libmetile_cpu_rt-{key[:24]}.so"
     path.parent.mkdir(parents=True, exist_ok=True)
 
