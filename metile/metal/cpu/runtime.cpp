@@ -1,0 +1,387 @@
+/* runtime.cpp - the launch interface of the CPU runtime: worker pool, launch validation and watchdog, fault
+ * records, device buffers.
+ *
+ * Build (one shared library from all runtime*.cpp files):
+ *   g++ -std=c++17 -O2 -fPIC -shared -pthread -U_FORTIFY_SOURCE -fvisibility=hidden -I<this dir> runtime*.cpp
+ *       -o libmetile_cpu_rt.so -ldl
+ */
+#include "runtime_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fenv.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace mtrt {
+
+__thread Worker* tl_worker __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+struct Pool {
+    std::mutex launch_mu; /* serialises launches */
+    std::mutex mu;        /* guards everything below and Launch::remaining, Worker::busy/seen_gen */
+    std::condition_variable work_cv, done_cv;
+    std::vector<Worker*> workers;
+    uint64_t gen = 0;
+    Launch* launch = nullptr;
+    uint64_t next_launch_id = 1;
+};
+
+Pool* g_pool = nullptr;
+
+Pool& pool() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        g_pool = new Pool(); /* never destroyed: workers may still wait on it at exit */
+        /* a forked child has none of the parent's workers (and maybe a locked mutex): start afresh */
+        pthread_atfork(nullptr, nullptr, [] { g_pool = new Pool(); });
+    });
+    return *g_pool;
+}
+
+void set_watchdog_blocked(bool blocked) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, watchdog_signal());
+    pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+}
+
+/* The threadgroups of one launch on one worker, until the counter runs out or the launch aborts. */
+__attribute__((noinline)) void run_threadgroups(Worker* w, Launch* L) {
+    while (!L->abort.load(std::memory_order_relaxed)) {
+        const uint64_t i = L->next_tg.fetch_add(1, std::memory_order_relaxed);
+        if (i >= L->total_tgs) break;
+        run_threadgroup(w, L, i);
+    }
+}
+
+void worker_launch(Worker* w, Launch* L) {
+    fesetenv(FE_DFL_ENV); /* a kernel may have changed rounding or left a fault mid-way: start clean */
+    w->launch = L;
+    w->cur = nullptr;
+    w->in_kernel = 0;
+    set_watchdog_blocked(false); /* a stale watchdog signal from an earlier launch is ignored by the handler */
+    if (!prepare_launch(w, L)) {
+        if (mt_fault* f = claim_fault(L, w, MT_FAULT_INTERNAL, 0))
+            snprintf(f->message, sizeof f->message, "cannot map threadgroup memory (out of memory or mappings)");
+        L->abort.store(1);
+    } else if (sigsetjmp(w->jmp, 1) == 0) {
+        run_threadgroups(w, L);
+    }
+    /* after a fault the threadgroup's fibers are simply dropped: they are re-initialised before reuse */
+    w->in_kernel = 0;
+    w->cur = nullptr;
+    set_watchdog_blocked(true);
+}
+
+void* worker_main(void* arg) {
+    Worker* w = static_cast<Worker*>(arg);
+    tl_worker = w;
+    set_watchdog_blocked(true);
+    char name[16];
+    snprintf(name, sizeof name, "metile-cpu-%u", w->id);
+    pthread_setname_np(pthread_self(), name);
+    stack_t ss;
+    ss.ss_sp = w->altstack;
+    ss.ss_size = 64 * 1024;
+    ss.ss_flags = 0;
+    sigaltstack(&ss, nullptr);
+    Pool& p = pool();
+    for (;;) {
+        Launch* L;
+        {
+            std::unique_lock<std::mutex> lk(p.mu);
+            p.work_cv.wait(lk, [&] { return p.gen != w->seen_gen; });
+            w->seen_gen = p.gen;
+            if (!w->busy) continue; /* not a participant of this launch */
+            L = p.launch;
+        }
+        worker_launch(w, L);
+        {
+            std::lock_guard<std::mutex> lk(p.mu);
+            w->busy = false;
+            if (--L->remaining == 0) p.done_cv.notify_all();
+        }
+    }
+    return nullptr;
+}
+
+bool ensure_workers(Pool& p, uint32_t n, mt_fault* out) {
+    while (p.workers.size() < n) {
+        Worker* w = new Worker();
+        w->id = static_cast<uint32_t>(p.workers.size());
+        w->sgs = new Simdgroup[kMaxSimdgroups];
+        w->tg = new Threadgroup();
+        void* alt = mmap(nullptr, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (alt == MAP_FAILED) {
+            snprintf(out->message, sizeof out->message, "cannot map a signal stack for a worker thread");
+            return false;
+        }
+        w->altstack = static_cast<char*>(alt);
+        {
+            std::lock_guard<std::mutex> lk(p.mu);
+            w->seen_gen = p.gen;
+        }
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1024 * 1024);
+        const int err = pthread_create(&w->thread, &attr, worker_main, w);
+        pthread_attr_destroy(&attr);
+        if (err != 0) {
+            snprintf(out->message, sizeof out->message, "cannot start a worker thread: %s", strerror(err));
+            return false;
+        }
+        p.workers.push_back(w);
+    }
+    return true;
+}
+
+uint32_t default_workers() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return static_cast<uint32_t>(n);
+    }
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<uint32_t>(n) : 1;
+}
+
+int32_t internal_error(mt_fault* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+int32_t internal_error(mt_fault* out, const char* fmt, ...) {
+    out->kind = MT_FAULT_INTERNAL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof out->message, fmt, ap);
+    va_end(ap);
+    return MT_FAULT_INTERNAL;
+}
+
+/* Checks the descriptor and fills the launch; returns MT_OK or the fault kind (details in *out). */
+int32_t setup_launch(const mt_launch_desc* d, Launch* L, mt_fault* out) {
+    if (!d->fn) return internal_error(out, "launch without a kernel function");
+    if (d->n_buffers && !d->buffers) return internal_error(out, "%u buffers but no buffer array", d->n_buffers);
+    if (d->n_tg_params && !d->tg_param_bytes)
+        return internal_error(out, "%u threadgroup parameters but no size array", d->n_tg_params);
+    uint64_t tg_threads = 1, total = 1;
+    for (int k = 0; k < 3; ++k) {
+        const uint32_t g = d->threadgroups[k], t = d->threads_per_tg[k], n = d->grid_threads[k];
+        if (!g || !t || !n)
+            return internal_error(out, "zero size in dimension %d (threadgroups %u, threads per threadgroup %u, "
+                                  "grid %u)", k, g, t, n);
+        if ((n + static_cast<uint64_t>(t) - 1) / t != g)
+            return internal_error(out, "dimension %d: a grid of %u threads in threadgroups of %u needs %llu "
+                                  "threadgroups, not %u", k, n, t,
+                                  static_cast<unsigned long long>((n + static_cast<uint64_t>(t) - 1) / t), g);
+        tg_threads *= t;
+        total *= g;
+    }
+    if (tg_threads > kMaxThreads)
+        return internal_error(out, "threadgroup of %u x %u x %u = %llu threads (at most %u)", d->threads_per_tg[0],
+                              d->threads_per_tg[1], d->threads_per_tg[2], static_cast<unsigned long long>(tg_threads),
+                              kMaxThreads);
+    if (d->stack_bytes > kMaxStack)
+        return internal_error(out, "stack of %zu bytes per thread (at most %zu)", d->stack_bytes, kMaxStack);
+    L->d = *d;
+    L->total_tgs = total;
+    L->param_bytes.assign(d->tg_param_bytes, d->tg_param_bytes + d->n_tg_params);
+    for (size_t b : L->param_bytes) L->params_total += b;
+    if (d->max_tg_memory && L->params_total > d->max_tg_memory) {
+        out->kind = MT_FAULT_TG_MEMORY;
+        snprintf(out->message, sizeof out->message, "threadgroup memory: %zu bytes needed, the device allows %zu",
+                 L->params_total, d->max_tg_memory);
+        return MT_FAULT_TG_MEMORY;
+    }
+    const size_t stack = d->stack_bytes ? d->stack_bytes : kDefaultStack;
+    L->stack_bytes = round_up(stack < kMinStack ? kMinStack : stack, page_size());
+    return MT_OK;
+}
+
+void locate_pc(const void* pc, char* module, size_t module_len, uint64_t* offset) {
+    Dl_info info;
+    if (pc && dladdr(pc, &info) && info.dli_fbase) {
+        *offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+        if (module && info.dli_fname) snprintf(module, module_len, "%s", info.dli_fname);
+    }
+}
+
+/* Waits for the workers; past the timeout, aborts the launch and signals the busy workers until they stop. */
+void wait_for_workers(Pool& p, Launch* L) {
+    std::unique_lock<std::mutex> lk(p.mu);
+    const double t = L->d.timeout_s;
+    if (t > 0 && t < 1e9) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(t);
+        if (p.done_cv.wait_until(lk, deadline, [&] { return L->remaining == 0; })) return;
+        L->timed_out.store(1);
+        L->abort.store(1);
+        const int sig = watchdog_signal();
+        while (L->remaining) {
+            for (Worker* w : p.workers)
+                if (w->busy && w->launch == L) pthread_kill(w->thread, sig);
+            p.done_cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return L->remaining == 0; });
+        }
+        return;
+    }
+    p.done_cv.wait(lk, [&] { return L->remaining == 0; });
+}
+
+} // namespace
+
+void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]) {
+    const uint32_t sx = w->tg->size[0], sy = w->tg->size[1];
+    out[0] = index % sx;
+    out[1] = index / sx % sy;
+    out[2] = index / (sx * sy);
+}
+
+mt_fault* claim_fault(Launch* L, Worker* w, int32_t kind, uint32_t line) {
+    w->in_kernel = 0; /* from here on the worker only leaves: the watchdog must not cut the record short */
+    int expected = 0;
+    if (!L->claimed.compare_exchange_strong(expected, 1)) return nullptr;
+    mt_fault* f = &L->fault;
+    f->kind = kind;
+    f->line = line;
+    memcpy(f->threadgroup, w->tg->idx, sizeof f->threadgroup);
+    if (w->cur) memcpy(f->thread, w->cur->pos.thread_position_in_threadgroup, sizeof f->thread);
+    return f;
+}
+
+void abandon(Worker* w) {
+    w->in_kernel = 0;
+    w->launch->abort.store(1);
+    siglongjmp(w->jmp, 1);
+}
+
+void raise_fault(Worker* w, int32_t kind, uint32_t line, const char* fmt, ...) {
+    w->in_kernel = 0;
+    if (mt_fault* f = claim_fault(w->launch, w, kind, line)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->message, sizeof f->message, fmt, ap);
+        va_end(ap);
+    }
+    abandon(w);
+}
+
+} // namespace mtrt
+
+using namespace mtrt;
+
+MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
+    if (!fault) return MT_FAULT_INTERNAL;
+    memset(fault, 0, sizeof *fault);
+    if (!desc) return internal_error(fault, "no launch description");
+    if (tl_worker) return internal_error(fault, "mt_launch called from kernel code");
+    Pool& p = pool();
+    std::lock_guard<std::mutex> serial(p.launch_mu);
+    std::unique_ptr<Launch> L(new Launch());
+    if (int32_t status = setup_launch(desc, L.get(), fault)) return status;
+    L->id = p.next_launch_id++;
+    const uint32_t want = desc->workers ? desc->workers : default_workers();
+    const uint32_t n = static_cast<uint32_t>(L->total_tgs < want ? L->total_tgs : want);
+    if (!ensure_workers(p, n, fault)) {
+        fault->kind = MT_FAULT_INTERNAL;
+        return MT_FAULT_INTERNAL;
+    }
+    L->participants = n;
+    L->remaining = n;
+    install_handlers();
+    {
+        std::lock_guard<std::mutex> lk(p.mu);
+        for (uint32_t i = 0; i < n; ++i) {
+            p.workers[i]->busy = true;
+            p.workers[i]->launch = L.get();
+        }
+        p.launch = L.get();
+        ++p.gen;
+    }
+    p.work_cv.notify_all();
+    wait_for_workers(p, L.get());
+    restore_handlers();
+    {
+        std::lock_guard<std::mutex> lk(p.mu);
+        p.launch = nullptr;
+        for (uint32_t i = 0; i < n; ++i) p.workers[i]->launch = nullptr;
+    }
+    if (L->timed_out.load() && !L->claimed.load()) {
+        L->fault.kind = MT_FAULT_HANG;
+        L->claimed.store(1);
+    }
+    if (L->claimed.load()) {
+        mt_fault& f = L->fault;
+        locate_pc(L->pc, f.module, sizeof f.module, &f.pc_offset);
+        if (L->other_pc) locate_pc(L->other_pc, nullptr, 0, &f.other_pc_offset);
+        if (!f.message[0]) describe_signal(L.get());
+        if (f.kind == MT_FAULT_HANG && L->timed_out.load())
+            snprintf(f.message, sizeof f.message, "the dispatch ran longer than its %.3g s timeout", desc->timeout_s);
+        *fault = f;
+    }
+    return fault->kind;
+}
+
+namespace {
+struct BufferMap {
+    std::mutex mu;
+    std::map<void*, std::pair<void*, size_t>> maps;
+};
+BufferMap& buffers() {
+    static BufferMap* m = new BufferMap();
+    return *m;
+}
+} // namespace
+
+MT_EXPORT void* mt_buffer_alloc(size_t bytes) {
+    const size_t page = page_size();
+    const size_t used = round_up(bytes, 16);
+    if (used < bytes) return nullptr;
+    const size_t data = round_up(used, page);
+    const size_t len = data + 2 * page;
+    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    char* base = static_cast<char*>(m);
+    if (data && mprotect(base + page, data, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, len);
+        return nullptr;
+    }
+    char* start = base + page + data - used;
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    b.maps[start] = {m, len};
+    return start;
+}
+
+MT_EXPORT void mt_buffer_free(void* data) {
+    if (!data) return;
+    BufferMap& b = buffers();
+    std::pair<void*, size_t> m;
+    {
+        std::lock_guard<std::mutex> lk(b.mu);
+        auto it = b.maps.find(data);
+        if (it == b.maps.end()) return;
+        m = it->second;
+        b.maps.erase(it);
+    }
+    munmap(m.first, m.second);
+}
+
+MT_EXPORT uint32_t mt_runtime_abi_version(void) { return MT_RUNTIME_ABI_VERSION; }
+
+MT_EXPORT void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) {
+    Worker* w = tl_worker;
+    if (!w || !w->launch || !w->cur) {
+        fprintf(stderr, "metile CPU runtime: kernel fault outside a launch: %s\n", message ? message : "");
+        abort();
+    }
+    if (kind <= MT_OK || kind > MT_FAULT_INTERNAL) kind = MT_FAULT_KERNEL;
+    raise_fault(w, kind, line, "%s", message ? message : "");
+}

@@ -1,0 +1,217 @@
+/* runtime_internal.h - data structures shared by the runtime*.cpp files of the CPU runtime (not part of the
+ * contract; kernel code only sees mt_runtime.h).
+ *
+ * Model: a persistent pool of OS worker threads. A launch hands out threadgroups from an atomic counter; a worker
+ * runs one threadgroup at a time as one cooperative fiber per GPU thread. Fibers switch directly to one another
+ * (runtime_fiber.cpp) when they block in a barrier or simd exchange (runtime_sched.cpp). Signals raised by kernel
+ * code, runtime-detected faults and the watchdog all end in a siglongjmp to the worker's launch loop, which drops
+ * the threadgroup (runtime_signals.cpp, runtime.cpp). The sanitizer keeps shadow state for threadgroup memory
+ * (runtime_sanitizer.cpp).
+ */
+#ifndef METILE_RUNTIME_INTERNAL_H
+#define METILE_RUNTIME_INTERNAL_H
+
+#undef _FORTIFY_SOURCE /* siglongjmp leaves fiber stacks and the signal stack: no __longjmp_chk */
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <atomic>
+#include <vector>
+
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(MT_NO_ASM_SWITCH) /* the latter tests the fallback */
+#define MT_ASM_SWITCH 1
+#else
+#include <ucontext.h>
+#endif
+
+#include "mt_runtime.h"
+
+#define MT_EXPORT extern "C" __attribute__((visibility("default")))
+
+#pragma GCC visibility push(hidden)
+namespace mtrt {
+
+constexpr uint32_t kMaxThreads = 1024;
+constexpr uint32_t kMaxSimdgroups = kMaxThreads / MT_SIMD_WIDTH;
+constexpr size_t kDefaultStack = 64 * 1024;
+constexpr size_t kMinStack = 16 * 1024;
+constexpr size_t kMaxStack = 256u * 1024 * 1024;
+
+size_t page_size();
+/* PROT_NONE below each fiber stack: several pages (address space only), so that a frame with a large local array
+ * still lands in it rather than in a neighbouring mapping */
+inline size_t stack_guard_bytes() { return page_size() > 64 * 1024 ? page_size() : 64 * 1024; }
+inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* ---- fibers (runtime_fiber.cpp) ----------------------------------------------------------------------------- */
+
+struct Ctx {
+#ifdef MT_ASM_SWITCH
+    void* sp = nullptr; /* saved stack pointer; the callee-saved registers and FP control words sit below it */
+#else
+    ucontext_t uc;
+#endif
+};
+
+struct Stack {
+    char* map = nullptr; /* mapping: PROT_NONE guard (stack_guard_bytes), then the stack */
+    size_t map_len = 0;
+    char* lo = nullptr; /* lowest usable byte (the guard page lies just below) */
+    char* hi = nullptr; /* one past the highest usable byte */
+};
+
+enum Wait : uint8_t { kRunnable = 0, kTgBarrier, kSgBarrier, kExchange, kDone };
+
+struct alignas(64) Fiber {
+    Ctx ctx;
+    Stack stack;
+    mt_thread_pos pos;
+    uint32_t index = 0, sg = 0, lane = 0;
+    Wait wait = kRunnable;
+    uint32_t wait_line = 0, wait_site = 0;
+    uint32_t xbuf = 0; /* exchange buffer this fiber waits on */
+};
+
+bool stack_alloc(Stack& s, size_t bytes);
+void stack_free(Stack& s);
+/* Make `f` start at mt_fiber_main(f) the next time it is switched to. */
+void ctx_prepare(Fiber* f);
+/* Save the running context in `from` and resume `to`. Returns when something switches back to `from`. */
+#ifdef MT_ASM_SWITCH
+extern "C" void mt_ctx_switch(void** save_sp, void* new_sp);
+inline void ctx_switch(Ctx* from, Ctx* to) { mt_ctx_switch(&from->sp, to->sp); }
+#else
+void ctx_switch(Ctx* from, Ctx* to);
+#endif
+extern "C" [[noreturn]] void mt_fiber_main(Fiber* f);
+
+/* ---- launches and workers ------------------------------------------------------------------------------------ */
+
+struct SanCell; /* runtime_sanitizer.cpp */
+
+struct Region { /* a [[threadgroup]] slot or parameter of one worker: bytes ending against a guard page */
+    char* map = nullptr;
+    size_t map_len = 0;
+    char* ptr = nullptr;
+    size_t bytes = 0, align = 0;
+    uint64_t launch = 0;   /* last launch that used it (regions from older launches are not filled) */
+    uint64_t tg_stamp = 0; /* last threadgroup that counted it towards the memory limit */
+    SanCell* shadow = nullptr;
+    size_t shadow_len = 0;
+};
+
+struct Launch {
+    mt_launch_desc d{};
+    std::vector<size_t> param_bytes;
+    size_t params_total = 0;
+    size_t stack_bytes = 0;
+    uint64_t id = 0;
+    uint64_t total_tgs = 0;
+    uint32_t participants = 0;
+    uint32_t remaining = 0; /* workers still running (guarded by the pool mutex) */
+    alignas(64) std::atomic<uint64_t> next_tg{0};
+    alignas(64) std::atomic<int> abort{0};
+    std::atomic<int> timed_out{0};
+    std::atomic<int> claimed{0};
+    /* the first fault, filled by whoever claimed it; raw pcs are turned into (module, offset) after the launch */
+    mt_fault fault{};
+    const void* pc = nullptr;
+    const void* other_pc = nullptr;
+    int sig = 0, sig_code = 0;
+    int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
+};
+
+struct Simdgroup {
+    uint32_t lanes = 0, live = 0, first = 0; /* lanes, lanes not exited, index of lane 0 */
+    Wait pending = kRunnable;                /* collective the waiting lanes are in (kRunnable: none) */
+    uint32_t site = 0, line = 0, first_thread = 0;
+    uint32_t arrived = 0, mask = 0;
+    uint32_t tg_waiters = 0; /* lanes waiting at the threadgroup barrier */
+    uint32_t xcount = 0;     /* completed exchanges: selects the slot buffer */
+    uint32_t epoch = 0;      /* sanitizer: synchronisations of this simdgroup */
+    uint32_t done_mask[2] = {0, 0};
+    alignas(64) unsigned char slots[2][MT_SIMD_WIDTH][MT_SLOT_BYTES];
+};
+
+struct Threadgroup {
+    uint32_t idx[3] = {0, 0, 0};
+    uint32_t size[3] = {0, 0, 0};
+    uint32_t n = 0, nsg = 0, live = 0;
+    uint32_t bar_count = 0, bar_line = 0, bar_first = 0;
+    uint32_t epoch = 0;
+    size_t mem_used = 0;
+    Fiber* rq[kMaxThreads]; /* ready queue: every fiber is in it at most once */
+    uint32_t rq_head = 0, rq_tail = 0;
+};
+
+struct SanRange {
+    char* lo;
+    char* hi;
+    SanCell* shadow;
+    int is_param;
+    uint32_t index;
+};
+
+struct alignas(64) Worker {
+    uint32_t id = 0;
+    pthread_t thread{};
+    Launch* launch = nullptr;
+    Fiber* cur = nullptr;
+    volatile sig_atomic_t in_kernel = 0; /* 1 while fibers run kernel code: signals there become faults */
+    int reverse = 0;
+    sigjmp_buf jmp;
+    Ctx sched;
+    std::vector<Fiber*> fibers;
+    size_t fiber_stack = 0; /* stack size of the pooled fibers */
+    Simdgroup* sgs = nullptr; /* kMaxSimdgroups of them */
+    Threadgroup* tg = nullptr;
+    std::vector<Region> slots, params;
+    uint64_t tg_stamp = 0;
+    /* sanitizer */
+    int san_on = 0;
+    uint32_t san_gen = 0;
+    char* san_lo = nullptr;
+    char* san_hi = nullptr;
+    std::vector<SanRange> san_ranges;
+    /* pool bookkeeping (guarded by the pool mutex) */
+    uint64_t seen_gen = 0;
+    bool busy = false;
+    char* altstack = nullptr;
+};
+
+extern __thread Worker* tl_worker __attribute__((tls_model("initial-exec")));
+
+/* runtime_sched.cpp */
+bool prepare_launch(Worker* w, Launch* L);
+void run_threadgroup(Worker* w, Launch* L, uint64_t linear);
+void region_free(Region& r);
+
+/* runtime.cpp: fault records. claim_fault returns the launch's record if this call is the first fault, with kind,
+ * threadgroup, thread (of w->cur) and line filled; the caller completes it and then calls abandon(). */
+mt_fault* claim_fault(Launch* L, Worker* w, int32_t kind, uint32_t line);
+[[noreturn]] void abandon(Worker* w);
+[[noreturn]] void raise_fault(Worker* w, int32_t kind, uint32_t line, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]);
+
+/* runtime_signals.cpp */
+int watchdog_signal();
+void install_handlers();
+void restore_handlers();
+void describe_signal(Launch* L);
+
+/* runtime_sanitizer.cpp */
+void san_begin_threadgroup(Worker* w);
+bool san_attach(Worker* w, Region& r, int is_param, uint32_t index);
+void san_detach(Region& r);
+void san_rebuild(Worker* w);
+
+} // namespace mtrt
+#pragma GCC visibility pop
+
+#endif /* METILE_RUNTIME_INTERNAL_H */

@@ -1,0 +1,514 @@
+/* runtime_sched.cpp - running one threadgroup as fibers: positions, ready queue, barriers, simd exchanges,
+ * thread exit, threadgroup memory.
+ *
+ * Every fiber of a threadgroup is in one of: runnable (in the ready queue or running), waiting at the threadgroup
+ * barrier, waiting at its simdgroup's barrier, waiting in its simdgroup's exchange, or done. The last thread to
+ * arrive at a barrier or exchange completes it, puts the waiters back in the ready queue and carries on; a thread
+ * that blocks switches straight to the next runnable fiber. Inconsistent arrivals are divergence faults reported
+ * as soon as they are seen, so that no fiber ever waits on something that cannot complete.
+ */
+#include "runtime_internal.h"
+
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include <new>
+
+namespace mtrt {
+namespace {
+
+constexpr uint32_t kRqMask = kMaxThreads - 1;
+/* the call instruction in the kernel that entered the runtime (the return address points past it) */
+#define MT_CALLER_PC (static_cast<const char*>(__builtin_return_address(0)) - 1)
+
+inline void rq_push(Threadgroup* tg, Fiber* f) { tg->rq[tg->rq_tail++ & kRqMask] = f; }
+inline Fiber* rq_pop(Threadgroup* tg) { return tg->rq_head == tg->rq_tail ? nullptr : tg->rq[tg->rq_head++ & kRqMask]; }
+
+const char* wait_name(Wait w) {
+    switch (w) {
+        case kTgBarrier: return "the threadgroup barrier";
+        case kSgBarrier: return "a simdgroup barrier";
+        case kExchange: return "a simd collective";
+        default: return "nothing";
+    }
+}
+
+/* The abort flag is set by another worker's fault or by the watchdog: drop this threadgroup. */
+[[noreturn]] void stop_for_abort(Worker* w, const void* pc) {
+    Launch* L = w->launch;
+    if (L->timed_out.load(std::memory_order_relaxed)) {
+        w->in_kernel = 0;
+        if (claim_fault(L, w, MT_FAULT_HANG, 0)) L->pc = pc;
+    }
+    abandon(w);
+}
+
+/* Switch from the running fiber to `to` (the running fiber has already been queued or marked waiting). */
+__attribute__((always_inline)) inline void switch_to(Worker* w, Fiber* from, Fiber* to) {
+    if (__builtin_expect(w->launch->abort.load(std::memory_order_relaxed), 0))
+        stop_for_abort(w, MT_CALLER_PC);
+    w->cur = to;
+    ctx_switch(&from->ctx, &to->ctx);
+}
+
+[[noreturn]] void deadlock(Worker* w) {
+    w->in_kernel = 0;
+    Threadgroup* tg = w->tg;
+    char text[400];
+    size_t len = 0;
+    int32_t kind = MT_FAULT_SIMD_DIVERGENCE;
+    text[0] = 0;
+    for (uint32_t i = 0; i < tg->n && len < sizeof text - 80; ++i) {
+        Fiber* f = w->fibers[i];
+        if (f->wait == kRunnable || f->wait == kDone) continue;
+        if (f->wait != kExchange) kind = MT_FAULT_BARRIER_DIVERGENCE;
+        const uint32_t* t = f->pos.thread_position_in_threadgroup;
+        len += static_cast<size_t>(snprintf(text + len, sizeof text - len, "%sthread (%u,%u,%u) waits at %s (line %u)",
+                                            len ? ", " : "", t[0], t[1], t[2], wait_name(f->wait), f->wait_line));
+    }
+    raise_fault(w, kind, 0, "no thread of the threadgroup can continue: %s", text);
+}
+
+/* Block the running fiber (already marked waiting) and run the next runnable one. */
+__attribute__((always_inline)) inline void block(Worker* w, Fiber* f) {
+    Fiber* next = rq_pop(w->tg);
+    if (__builtin_expect(next == nullptr, 0)) deadlock(w);
+    switch_to(w, f, next);
+}
+
+/* Wake the lanes of `sg` waiting in `kind` (in run order). */
+void wake_simdgroup(Worker* w, Simdgroup& sg, Wait kind) {
+    Threadgroup* tg = w->tg;
+    Fiber** lanes = w->fibers.data() + sg.first;
+    if (!w->reverse) {
+        for (uint32_t i = 0; i < sg.lanes; ++i)
+            if (lanes[i]->wait == kind) {
+                lanes[i]->wait = kRunnable;
+                rq_push(tg, lanes[i]);
+            }
+    } else {
+        for (uint32_t i = sg.lanes; i-- > 0;)
+            if (lanes[i]->wait == kind) {
+                lanes[i]->wait = kRunnable;
+                rq_push(tg, lanes[i]);
+            }
+    }
+}
+
+void complete_simd(Worker* w, Simdgroup& sg) {
+    const Wait kind = sg.pending;
+    if (kind == kExchange) {
+        sg.done_mask[sg.xcount & 1] = sg.mask;
+        ++sg.xcount;
+    }
+    ++sg.epoch;
+    sg.pending = kRunnable;
+    sg.arrived = 0;
+    sg.mask = 0;
+    wake_simdgroup(w, sg, kind);
+}
+
+void complete_tg_barrier(Worker* w) {
+    Threadgroup* tg = w->tg;
+    ++tg->epoch;
+    for (uint32_t s = 0; s < tg->nsg; ++s) {
+        ++w->sgs[s].epoch;
+        w->sgs[s].tg_waiters = 0;
+    }
+    tg->bar_count = 0;
+    Fiber** F = w->fibers.data();
+    if (!w->reverse) {
+        for (uint32_t i = 0; i < tg->n; ++i)
+            if (F[i]->wait == kTgBarrier) {
+                F[i]->wait = kRunnable;
+                rq_push(tg, F[i]);
+            }
+    } else {
+        for (uint32_t i = tg->n; i-- > 0;)
+            if (F[i]->wait == kTgBarrier) {
+                F[i]->wait = kRunnable;
+                rq_push(tg, F[i]);
+            }
+    }
+}
+
+/* A lane arrives at a simdgroup collective of kind `kind` while the simdgroup is in an inconsistent state. */
+[[noreturn]] void simd_divergence(Worker* w, Simdgroup& sg, Wait kind, uint32_t site, uint32_t line) {
+    Fiber* f = w->cur;
+    uint32_t other[3];
+    int32_t fault = (kind == kExchange || sg.pending == kExchange) ? MT_FAULT_SIMD_DIVERGENCE : MT_FAULT_BARRIER_DIVERGENCE;
+    if (sg.tg_waiters) { /* some lanes wait at the threadgroup barrier */
+        uint32_t j = sg.first;
+        while (w->fibers[j]->wait != kTgBarrier) ++j;
+        thread_coords(w, j, other);
+        if (mt_fault* rec = claim_fault(w->launch, w, fault, line)) {
+            rec->has_other = 1;
+            memcpy(rec->other_thread, other, sizeof other);
+            rec->other_line = w->tg->bar_line;
+            snprintf(rec->message, sizeof rec->message,
+                     "simdgroup %u: lane %u reached %s at line %u while lane %u waits at the threadgroup barrier at "
+                     "line %u", f->sg, f->lane, wait_name(kind), line, w->fibers[j]->lane, w->tg->bar_line);
+        }
+        abandon(w);
+    }
+    thread_coords(w, sg.first_thread, other);
+    if (mt_fault* rec = claim_fault(w->launch, w, fault, line)) {
+        rec->has_other = 1;
+        memcpy(rec->other_thread, other, sizeof other);
+        rec->other_line = sg.line;
+        if (kind == kExchange && sg.pending == kExchange)
+            snprintf(rec->message, sizeof rec->message,
+                     "simdgroup %u: lane %u reached a simd collective (kind %u) at line %u while lane %u waits in one "
+                     "(kind %u) at line %u", f->sg, f->lane, site, line, w->fibers[sg.first_thread]->lane, sg.site, sg.line);
+        else
+            snprintf(rec->message, sizeof rec->message,
+                     "simdgroup %u: lane %u reached %s at line %u while lane %u waits at %s at line %u", f->sg, f->lane,
+                     wait_name(kind), line, w->fibers[sg.first_thread]->lane, wait_name(sg.pending), sg.line);
+    }
+    abandon(w);
+}
+
+void fill_positions(Worker* w, Launch* L) {
+    Threadgroup* tg = w->tg;
+    const mt_launch_desc& d = L->d;
+    mt_thread_pos base;
+    memset(&base, 0, sizeof base);
+    for (int k = 0; k < 3; ++k) {
+        base.threadgroup_position_in_grid[k] = tg->idx[k];
+        base.threads_per_threadgroup[k] = tg->size[k];
+        base.dispatch_threads_per_threadgroup[k] = d.threads_per_tg[k];
+        base.threadgroups_per_grid[k] = d.threadgroups[k];
+        base.threads_per_grid[k] = d.grid_threads[k];
+    }
+    base.simdgroups_per_threadgroup = tg->nsg;
+    base.quadgroups_per_threadgroup = (tg->n + 3) / 4;
+    const uint32_t sx = tg->size[0], sy = tg->size[1];
+    for (uint32_t i = 0; i < tg->n; ++i) {
+        Fiber* f = w->fibers[i];
+        mt_thread_pos& p = f->pos;
+        p = base;
+        const uint32_t local[3] = {i % sx, (i / sx) % sy, i / (sx * sy)};
+        for (int k = 0; k < 3; ++k) {
+            p.thread_position_in_threadgroup[k] = local[k];
+            p.thread_position_in_grid[k] = tg->idx[k] * d.threads_per_tg[k] + local[k];
+        }
+        p.thread_index_in_threadgroup = i;
+        p.thread_index_in_simdgroup = i % MT_SIMD_WIDTH;
+        p.simdgroup_index_in_threadgroup = i / MT_SIMD_WIDTH;
+        p.threads_per_simdgroup = w->sgs[i / MT_SIMD_WIDTH].lanes;
+        p.thread_index_in_quadgroup = i % 4;
+        p.quadgroup_index_in_threadgroup = i / 4;
+        f->index = i;
+        f->sg = i / MT_SIMD_WIDTH;
+        f->lane = i % MT_SIMD_WIDTH;
+        f->wait = kRunnable;
+        f->wait_line = 0;
+        ctx_prepare(f);
+    }
+}
+
+bool region_alloc(Region& r, size_t bytes, size_t align) {
+    const size_t page = page_size();
+    const size_t data = round_up(bytes + align, page);
+    void* m = mmap(nullptr, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return false;
+    char* base = static_cast<char*>(m);
+    if (mprotect(base + data, page, PROT_NONE) != 0) {
+        munmap(m, data + page);
+        return false;
+    }
+    r.map = base;
+    r.map_len = data + page;
+    r.ptr = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base + data - bytes) & ~(uintptr_t)(align - 1));
+    r.bytes = bytes;
+    r.align = align;
+    return true;
+}
+
+} // namespace
+
+void region_free(Region& r) {
+    san_detach(r);
+    if (r.map) munmap(r.map, r.map_len);
+    r = Region{};
+}
+
+/* Per-launch setup of a worker, run on its own stack before any threadgroup: fiber stacks of the right size,
+ * [[threadgroup]] parameter regions. */
+bool prepare_launch(Worker* w, Launch* L) {
+    w->reverse = L->d.reverse_order;
+    if (w->fiber_stack != L->stack_bytes) {
+        for (Fiber* f : w->fibers) {
+            stack_free(f->stack);
+            delete f;
+        }
+        w->fibers.clear();
+        w->fiber_stack = L->stack_bytes;
+    }
+    bool regions_changed = false;
+    if (w->params.size() < L->param_bytes.size()) w->params.resize(L->param_bytes.size());
+    for (size_t i = 0; i < L->param_bytes.size(); ++i) {
+        Region& r = w->params[i];
+        if (!r.map || r.bytes != L->param_bytes[i]) {
+            region_free(r);
+            if (!region_alloc(r, L->param_bytes[i], 16)) return false;
+            regions_changed = true;
+        }
+        r.launch = L->id;
+    }
+    w->san_on = L->d.sanitize ? 1 : 0;
+    if (w->san_on) {
+        for (size_t i = 0; i < L->param_bytes.size(); ++i)
+            if (!w->params[i].shadow && !san_attach(w, w->params[i], 1, static_cast<uint32_t>(i))) return false;
+        regions_changed = true;
+    }
+    if (regions_changed) san_rebuild(w);
+    return true;
+}
+
+void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
+    Threadgroup* tg = w->tg;
+    const mt_launch_desc& d = L->d;
+    tg->idx[0] = static_cast<uint32_t>(linear % d.threadgroups[0]);
+    tg->idx[1] = static_cast<uint32_t>(linear / d.threadgroups[0] % d.threadgroups[1]);
+    tg->idx[2] = static_cast<uint32_t>(linear / d.threadgroups[0] / d.threadgroups[1]);
+    tg->n = 1;
+    for (int k = 0; k < 3; ++k) {
+        const uint32_t start = tg->idx[k] * d.threads_per_tg[k];
+        const uint32_t left = d.grid_threads[k] - start;
+        tg->size[k] = left < d.threads_per_tg[k] ? left : d.threads_per_tg[k];
+        tg->n *= tg->size[k];
+    }
+    w->cur = nullptr;
+    while (w->fibers.size() < tg->n) {
+        Fiber* f = new (std::nothrow) Fiber();
+        if (!f || !stack_alloc(f->stack, w->fiber_stack)) {
+            delete f;
+            raise_fault(w, MT_FAULT_INTERNAL, 0, "cannot map a %zu-byte fiber stack (out of memory or mappings)",
+                        w->fiber_stack);
+        }
+        w->fibers.push_back(f);
+    }
+    tg->nsg = (tg->n + MT_SIMD_WIDTH - 1) / MT_SIMD_WIDTH;
+    for (uint32_t s = 0; s < tg->nsg; ++s) {
+        Simdgroup& sg = w->sgs[s];
+        sg.first = s * MT_SIMD_WIDTH;
+        sg.lanes = tg->n - sg.first < MT_SIMD_WIDTH ? tg->n - sg.first : MT_SIMD_WIDTH;
+        sg.live = sg.lanes;
+        sg.pending = kRunnable;
+        sg.arrived = sg.mask = sg.tg_waiters = sg.xcount = sg.epoch = 0;
+    }
+    fill_positions(w, L);
+    /* threadgroup memory: a fresh fill for the regions of this launch */
+    ++w->tg_stamp;
+    tg->mem_used = L->params_total;
+    for (size_t i = 0; i < L->param_bytes.size(); ++i) memset(w->params[i].ptr, d.tg_fill, w->params[i].bytes);
+    for (Region& r : w->slots)
+        if (r.map && r.launch == L->id) memset(r.ptr, d.tg_fill, r.bytes);
+    if (w->san_on) san_begin_threadgroup(w);
+    tg->live = tg->n;
+    tg->bar_count = 0;
+    tg->epoch = 0;
+    tg->rq_head = tg->rq_tail = 0;
+    if (!w->reverse)
+        for (uint32_t i = 0; i < tg->n; ++i) rq_push(tg, w->fibers[i]);
+    else
+        for (uint32_t i = tg->n; i-- > 0;) rq_push(tg, w->fibers[i]);
+    Fiber* first = rq_pop(tg);
+    w->cur = first;
+    w->in_kernel = 1;
+    ctx_switch(&w->sched, &first->ctx);
+    w->in_kernel = 0;
+    w->cur = nullptr;
+}
+
+} // namespace mtrt
+
+using namespace mtrt;
+
+extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
+    Worker* w = tl_worker;
+    Launch* L = w->launch;
+    L->d.fn(L->d.buffers, &f->pos);
+    /* the thread exits */
+    Threadgroup* tg = w->tg;
+    Simdgroup& sg = w->sgs[f->sg];
+    f->wait = kDone;
+    --tg->live;
+    --sg.live;
+    if (tg->bar_count) {
+        uint32_t other[3];
+        thread_coords(w, tg->bar_first, other);
+        if (mt_fault* rec = claim_fault(L, w, MT_FAULT_BARRIER_DIVERGENCE, tg->bar_line)) {
+            rec->has_other = 1;
+            memcpy(rec->other_thread, other, sizeof other);
+            rec->other_line = tg->bar_line;
+            snprintf(rec->message, sizeof rec->message,
+                     "a thread returned from the kernel while %u thread(s) wait at the threadgroup barrier at line %u",
+                     tg->bar_count, tg->bar_line);
+        }
+        abandon(w);
+    }
+    if (sg.pending != kRunnable && sg.arrived == sg.live) complete_simd(w, sg);
+    Fiber* next = rq_pop(tg);
+    if (next) switch_to(w, f, next);
+    else if (tg->live == 0) ctx_switch(&f->ctx, &w->sched);
+    else deadlock(w);
+    __builtin_trap(); /* a finished fiber is never resumed */
+}
+
+MT_EXPORT void mt_threadgroup_barrier(uint32_t line) {
+    Worker* w = tl_worker;
+    Fiber* f = w->cur;
+    Threadgroup* tg = w->tg;
+    Simdgroup& sg = w->sgs[f->sg];
+    if (sg.pending != kRunnable) simd_divergence(w, sg, kTgBarrier, 0, line);
+    if (tg->bar_count == 0) {
+        tg->bar_line = line;
+        tg->bar_first = f->index;
+    } else if (tg->bar_line != line) {
+        uint32_t other[3];
+        thread_coords(w, tg->bar_first, other);
+        if (mt_fault* rec = claim_fault(w->launch, w, MT_FAULT_BARRIER_DIVERGENCE, line)) {
+            rec->has_other = 1;
+            memcpy(rec->other_thread, other, sizeof other);
+            rec->other_line = tg->bar_line;
+            snprintf(rec->message, sizeof rec->message,
+                     "threadgroup barrier reached at line %u by thread (%u,%u,%u) and at line %u by thread (%u,%u,%u)",
+                     line, f->pos.thread_position_in_threadgroup[0], f->pos.thread_position_in_threadgroup[1],
+                     f->pos.thread_position_in_threadgroup[2], tg->bar_line, other[0], other[1], other[2]);
+        }
+        abandon(w);
+    }
+    if (++tg->bar_count == tg->live) {
+        complete_tg_barrier(w);
+        return;
+    }
+    f->wait = kTgBarrier;
+    f->wait_line = line;
+    ++sg.tg_waiters;
+    block(w, f);
+}
+
+MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
+    Worker* w = tl_worker;
+    Fiber* f = w->cur;
+    Simdgroup& sg = w->sgs[f->sg];
+    if (sg.tg_waiters || sg.pending == kExchange || (sg.pending == kSgBarrier && sg.line != line))
+        simd_divergence(w, sg, kSgBarrier, 0, line);
+    if (sg.pending == kRunnable) {
+        sg.pending = kSgBarrier;
+        sg.line = line;
+        sg.first_thread = f->index;
+    }
+    if (++sg.arrived == sg.live) {
+        complete_simd(w, sg);
+        return;
+    }
+    f->wait = kSgBarrier;
+    f->wait_line = line;
+    block(w, f);
+}
+
+MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
+                                                uint32_t* live) {
+    Worker* w = tl_worker;
+    Fiber* f = w->cur;
+    Simdgroup& sg = w->sgs[f->sg];
+    if (__builtin_expect(bytes > MT_SLOT_BYTES, 0))
+        raise_fault(w, MT_FAULT_KERNEL, line, "simd exchange of %u bytes (a lane may publish at most %u)", bytes,
+                    MT_SLOT_BYTES);
+    if (sg.pending != kExchange) {
+        if (sg.pending != kRunnable || sg.tg_waiters) simd_divergence(w, sg, kExchange, site, line);
+        sg.pending = kExchange;
+        sg.site = site;
+        sg.line = line;
+        sg.first_thread = f->index;
+    } else if (sg.site != site || sg.line != line) {
+        simd_divergence(w, sg, kExchange, site, line);
+    } else if (sg.tg_waiters) {
+        simd_divergence(w, sg, kExchange, site, line);
+    }
+    const uint32_t buf = sg.xcount & 1;
+    unsigned char* base = &sg.slots[buf][0][0];
+    memcpy(base + f->lane * MT_SLOT_BYTES, src, bytes);
+    sg.mask |= 1u << f->lane;
+    if (++sg.arrived == sg.live) {
+        complete_simd(w, sg);
+        *live = sg.done_mask[buf];
+        return base;
+    }
+    f->wait = kExchange;
+    f->wait_line = line;
+    f->xbuf = buf;
+    block(w, f);
+    *live = sg.done_mask[buf];
+    return base;
+}
+
+MT_EXPORT void* mt_threadgroup_alloc(uint32_t slot, size_t bytes, size_t align, uint32_t line) {
+    Worker* w = tl_worker;
+    if (__builtin_expect(slot < w->slots.size(), 1)) {
+        Region& r = w->slots[slot];
+        if (r.tg_stamp == w->tg_stamp && r.bytes == bytes) return r.ptr;
+    }
+    /* first use of the slot in this threadgroup */
+    Launch* L = w->launch;
+    w->in_kernel = 0;
+    if (slot >= 65536) raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup slot %u out of range", slot);
+    if (align < 16) align = 16;
+    if (align & (align - 1)) raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup alignment %zu is not a power of 2", align);
+    if (slot >= w->slots.size()) w->slots.resize(slot + 1);
+    Region& r = w->slots[slot];
+    if (r.tg_stamp == w->tg_stamp)
+        raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup slot %u requested with %zu and with %zu bytes", slot, r.bytes,
+                    bytes);
+    const size_t need = w->tg->mem_used + bytes;
+    if (L->d.max_tg_memory && need > L->d.max_tg_memory)
+        raise_fault(w, MT_FAULT_TG_MEMORY, line, "threadgroup memory: %zu bytes needed, the device allows %zu", need,
+                    L->d.max_tg_memory);
+    if (!r.map || r.bytes != bytes || r.align < align) {
+        region_free(r);
+        if (!region_alloc(r, bytes, align))
+            raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map %zu bytes of threadgroup memory", bytes);
+        if (w->san_on) {
+            if (!san_attach(w, r, 0, slot)) raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map sanitizer shadow");
+            san_rebuild(w);
+        }
+        memset(r.ptr, L->d.tg_fill, r.bytes);
+    } else if (r.launch != L->id) {
+        memset(r.ptr, L->d.tg_fill, r.bytes);
+        if (w->san_on && !r.shadow) {
+            if (!san_attach(w, r, 0, slot)) raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map sanitizer shadow");
+            san_rebuild(w);
+        }
+    }
+    r.launch = L->id;
+    r.tg_stamp = w->tg_stamp;
+    w->tg->mem_used = need;
+    w->in_kernel = 1;
+    return r.ptr;
+}
+
+MT_EXPORT void* mt_threadgroup_param(uint32_t index) {
+    Worker* w = tl_worker;
+    if (__builtin_expect(index >= w->launch->param_bytes.size(), 0))
+        raise_fault(w, MT_FAULT_KERNEL, 0, "no [[threadgroup(%u)]] parameter size was given at launch", index);
+    return w->params[index].ptr;
+}
+
+MT_EXPORT void mt_yield(void) {
+    Worker* w = tl_worker;
+    if (!w || !w->cur) return;
+    if (w->launch->abort.load(std::memory_order_relaxed)) stop_for_abort(w, MT_CALLER_PC);
+    Threadgroup* tg = w->tg;
+    if (tg->rq_head == tg->rq_tail) return;
+    Fiber* f = w->cur;
+    rq_push(tg, f);
+    switch_to(w, f, rq_pop(tg));
+}
+
+MT_EXPORT const mt_thread_pos* mt_current_pos(void) {
+    Worker* w = tl_worker;
+    return w && w->cur ? &w->cur->pos : nullptr;
+}

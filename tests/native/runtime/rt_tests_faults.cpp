@@ -1,0 +1,247 @@
+/* rt_tests_faults.cpp - every fault kind becomes an error return with the right details; the driver checks after
+ * each test that the runtime still runs a plain launch correctly. */
+#include <signal.h>
+
+#include "rt_harness.h"
+
+/* ---- divergence ------------------------------------------------------------------------------------------------- */
+
+static void barrier_lines(void* const*, const mt_thread_pos* pos) {
+    if (pos->thread_index_in_threadgroup % 2) mt_threadgroup_barrier(20);
+    else mt_threadgroup_barrier(10);
+}
+
+RT_TEST(divergence_barrier_lines) {
+    Launch l(barrier_lines);
+    l.groups(3, 1, 1, 64, 1, 1);
+    CHECK(l.run() == MT_FAULT_BARRIER_DIVERGENCE, "%s", l.describe().c_str());
+    CHECK(l.f.line == 20 && l.f.has_other && l.f.other_line == 10, "%s", l.describe().c_str());
+    CHECK(l.f.thread[0] == 1 && l.f.other_thread[0] == 0, "%s", l.describe().c_str());
+    CHECK(strstr(l.f.message, "line 10") && strstr(l.f.message, "line 20"), "%s", l.f.message);
+    return true;
+}
+
+static void exit_while_waiting(void* const*, const mt_thread_pos* pos) {
+    if (pos->thread_index_in_threadgroup == pos->threads_per_threadgroup[0] - 1) return;
+    mt_threadgroup_barrier(33);
+}
+
+RT_TEST(divergence_exit_while_waiting) {
+    Launch l(exit_while_waiting);
+    l.groups(1, 1, 1, 40, 1, 1);
+    CHECK(l.run() == MT_FAULT_BARRIER_DIVERGENCE, "%s", l.describe().c_str());
+    CHECK(l.f.thread[0] == 39 && l.f.line == 33, "%s", l.describe().c_str());
+    CHECK(strstr(l.f.message, "line 33") != nullptr, "%s", l.f.message);
+    return true;
+}
+
+static void exchange_lines(void* const*, const mt_thread_pos* pos) {
+    const uint32_t v = 1;
+    uint32_t live;
+    if (pos->thread_index_in_simdgroup < 16) mt_simd_exchange(&v, 4, 2, 5, &live);
+    else mt_simd_exchange(&v, 4, 2, 6, &live);
+}
+
+RT_TEST(divergence_exchange_mismatch) {
+    Launch l(exchange_lines);
+    l.groups(1, 1, 1, 32, 1, 1);
+    CHECK(l.run() == MT_FAULT_SIMD_DIVERGENCE, "%s", l.describe().c_str());
+    CHECK(l.f.line == 6 && l.f.other_line == 5 && l.f.thread[0] == 16, "%s", l.describe().c_str());
+    return true;
+}
+
+static void exchange_sites(void* const*, const mt_thread_pos* pos) {
+    const uint32_t v = 1;
+    uint32_t live;
+    mt_simd_exchange(&v, 4, pos->thread_index_in_simdgroup == 3 ? 9 : 2, 5, &live);
+}
+
+static void exchange_vs_barrier(void* const*, const mt_thread_pos* pos) {
+    const uint32_t v = 1;
+    uint32_t live;
+    if (pos->thread_index_in_simdgroup < 8) mt_threadgroup_barrier(12);
+    else mt_simd_exchange(&v, 4, 2, 13, &live);
+}
+
+static void exchange_vs_simd_barrier(void* const*, const mt_thread_pos* pos) {
+    const uint32_t v = 1;
+    uint32_t live;
+    if (pos->thread_index_in_simdgroup < 8) mt_simd_exchange(&v, 4, 2, 13, &live);
+    else mt_simdgroup_barrier(14);
+}
+
+RT_TEST(divergence_exchange_kinds) {
+    Launch a(exchange_sites);
+    a.groups(1, 1, 1, 32, 1, 1);
+    CHECK(a.run() == MT_FAULT_SIMD_DIVERGENCE, "%s", a.describe().c_str());
+    Launch b(exchange_vs_barrier);
+    b.groups(1, 1, 1, 64, 1, 1);
+    CHECK(b.run() == MT_FAULT_SIMD_DIVERGENCE, "%s", b.describe().c_str());
+    CHECK(b.f.line == 13 && b.f.other_line == 12, "%s", b.describe().c_str());
+    Launch c(exchange_vs_simd_barrier);
+    c.groups(1, 1, 1, 32, 1, 1);
+    c.d.reverse_order = 1;
+    CHECK(c.run() == MT_FAULT_SIMD_DIVERGENCE, "%s", c.describe().c_str());
+    return true;
+}
+
+/* ---- signals ---------------------------------------------------------------------------------------------------- */
+
+__attribute__((noinline)) static void oob_write(void* const* buffers, const mt_thread_pos* pos) {
+    float* out = static_cast<float*>(buffers[0]);
+    out[250 + pos->thread_index_in_threadgroup] = 1.0f; /* 1000-byte buffer */
+}
+
+RT_TEST(fault_bad_access) {
+    float* buf = static_cast<float*>(mt_buffer_alloc(1000));
+    Launch l(oob_write);
+    l.groups(2, 1, 1, 8, 1, 1).buffers({buf});
+    const int32_t status = l.run();
+    mt_buffer_free(buf);
+    CHECK(status == MT_FAULT_BAD_ACCESS, "%s", l.describe().c_str());
+    /* the buffer's end is padded to 16 bytes: thread 2 writes the first byte of the guard page */
+    CHECK(l.f.address == reinterpret_cast<uintptr_t>(buf) + 1008, "%s", l.describe().c_str());
+    CHECK(l.f.thread[0] == 2 && l.f.threadgroup[0] == 0, "%s", l.describe().c_str());
+    CHECK(strstr(l.f.module, "rt_tests") && pc_in(l.f, reinterpret_cast<void*>(oob_write), 256), "%s",
+          l.describe().c_str());
+    return true;
+}
+
+static void tg_overrun(void* const*, const mt_thread_pos* pos) {
+    uint32_t* a = static_cast<uint32_t*>(mt_threadgroup_alloc(0, 100 * 4, 16, 1));
+    a[pos->thread_index_in_threadgroup] = 1; /* 128 threads, 100 elements */
+}
+
+RT_TEST(fault_threadgroup_guard) {
+    Launch l(tg_overrun);
+    l.groups(1, 1, 1, 128, 1, 1);
+    CHECK(l.run() == MT_FAULT_BAD_ACCESS, "%s", l.describe().c_str());
+    CHECK(l.f.thread[0] == 100, "%s", l.describe().c_str());
+    return true;
+}
+
+__attribute__((noinline)) static uint64_t recurse(volatile uint64_t* p, uint64_t depth) {
+    volatile uint64_t frame[64];
+    frame[0] = depth;
+    frame[63] = *p;
+    return depth == ~0ull ? 0 : recurse(frame, depth + 1) + frame[0];
+}
+
+static void overflow_kernel(void* const* buffers, const mt_thread_pos*) {
+    uint64_t seed = 1;
+    *static_cast<uint64_t*>(buffers[0]) = recurse(&seed, 0);
+}
+
+RT_TEST(fault_stack_overflow) {
+    uint64_t out = 0;
+    Launch l(overflow_kernel);
+    l.groups(1, 1, 1, 4, 1, 1).buffers({&out});
+    CHECK(l.run() == MT_FAULT_STACK_OVERFLOW, "%s", l.describe().c_str());
+    Launch big(overflow_kernel);
+    big.groups(1, 1, 1, 4, 1, 1).buffers({&out});
+    big.d.stack_bytes = 256 * 1024;
+    CHECK(big.run() == MT_FAULT_STACK_OVERFLOW && strstr(big.f.message, "256 KiB"), "%s", big.describe().c_str());
+    return true;
+}
+
+static void divide(void* const* buffers, const mt_thread_pos* pos) {
+    volatile int divisor = static_cast<int>(pos->thread_index_in_threadgroup) - 5;
+    int* out = static_cast<int*>(buffers[0]);
+    out[pos->thread_index_in_threadgroup] = 1000 / divisor;
+}
+
+RT_TEST(fault_division_by_zero) {
+    int out[16];
+    Launch l(divide);
+    l.groups(1, 1, 1, 16, 1, 1).buffers({out});
+    const int32_t status = l.run();
+#if defined(__x86_64__)
+    CHECK(status == MT_FAULT_DIV_ZERO, "%s", l.describe().c_str());
+#else /* an undefined-behaviour trap where the hardware does not trap */
+    CHECK(status == MT_FAULT_DIV_ZERO || status == MT_FAULT_TRAP, "%s", l.describe().c_str());
+#endif
+    CHECK(l.f.thread[0] == 5 && pc_in(l.f, reinterpret_cast<void*>(divide), 256), "%s", l.describe().c_str());
+    return true;
+}
+
+static void trap_kernel(void* const*, const mt_thread_pos* pos) {
+    if (pos->thread_index_in_threadgroup == 3) __builtin_trap();
+}
+
+RT_TEST(fault_trap) {
+    Launch l(trap_kernel);
+    l.groups(1, 1, 1, 8, 1, 1);
+    CHECK(l.run() == MT_FAULT_TRAP && l.f.thread[0] == 3, "%s", l.describe().c_str());
+    CHECK(strstr(l.f.message, "undefined-behaviour trap"), "%s", l.f.message);
+    return true;
+}
+
+__attribute__((noinline)) static void spin_kernel(void* const* buffers, const mt_thread_pos* pos) {
+    volatile uint32_t* flag = static_cast<volatile uint32_t*>(buffers[0]);
+    if (pos->threadgroup_position_in_grid[0] == 1)
+        while (*flag == 0) {
+        }
+}
+
+static void spin_yield_kernel(void* const* buffers, const mt_thread_pos*) {
+    volatile uint32_t* flag = static_cast<volatile uint32_t*>(buffers[0]);
+    while (*flag == 0) mt_yield();
+}
+
+RT_TEST(fault_hang_watchdog) {
+    uint32_t flag = 0;
+    Launch l(spin_kernel);
+    l.groups(4, 1, 1, 2, 1, 1).buffers({&flag});
+    l.d.workers = 2;
+    l.d.timeout_s = 0.5;
+    CHECK(l.run() == MT_FAULT_HANG, "%s", l.describe().c_str());
+    CHECK(l.f.threadgroup[0] == 1 && pc_in(l.f, reinterpret_cast<void*>(spin_kernel), 256), "%s",
+          l.describe().c_str());
+    Launch y(spin_yield_kernel);
+    y.groups(1, 1, 1, 4, 1, 1).buffers({&flag});
+    y.d.timeout_s = 0.3;
+    CHECK(y.run() == MT_FAULT_HANG, "%s", y.describe().c_str());
+    return true;
+}
+
+static void kernel_fault_kernel(void* const*, const mt_thread_pos* pos) {
+    if (pos->thread_index_in_threadgroup == 6) mt_kernel_fault(MT_FAULT_KERNEL, "index out of range", 42);
+    mt_threadgroup_barrier(3);
+}
+
+RT_TEST(fault_from_kernel_code) {
+    Launch l(kernel_fault_kernel);
+    l.groups(2, 1, 1, 8, 1, 1);
+    CHECK(l.run() == MT_FAULT_KERNEL, "%s", l.describe().c_str());
+    CHECK(l.f.line == 42 && l.f.thread[0] == 6 && strcmp(l.f.message, "index out of range") == 0, "%s",
+          l.describe().c_str());
+    return true;
+}
+
+static void faulting_many(void* const* buffers, const mt_thread_pos* pos) {
+    mt_threadgroup_barrier(1);
+    if (pos->threadgroup_position_in_grid[0] % 7 == 3) *static_cast<volatile int*>(buffers[0]) = 1;
+    mt_threadgroup_barrier(2);
+}
+
+static struct sigaction g_seen;
+static void user_handler(int) {}
+
+RT_TEST(fault_many_workers_and_handlers_restored) {
+    struct sigaction mine, before;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = user_handler;
+    sigaction(SIGSEGV, &mine, &before);
+    bool ok = true;
+    for (int k = 0; k < 10 && ok; ++k) {
+        Launch l(faulting_many);
+        l.groups(64, 1, 1, 32, 1, 1).buffers({nullptr});
+        l.d.workers = 4;
+        ok = l.run() == MT_FAULT_BAD_ACCESS && l.f.address == 0 && l.f.threadgroup[0] % 7 == 3;
+        if (!ok) why = l.describe();
+    }
+    sigaction(SIGSEGV, &before, &g_seen);
+    CHECK(ok, "%s", why.c_str());
+    CHECK(g_seen.sa_handler == user_handler, "the SIGSEGV handler was not restored");
+    return true;
+}
