@@ -24,7 +24,18 @@
 
 namespace mtrt {
 
-__thread Worker* tl_worker __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread Worker* tl_worker = nullptr;
+
+namespace {
+std::atomic<Worker*> g_worker_list{nullptr};
+}
+
+Worker* signal_worker() {
+    const pthread_t self = pthread_self();
+    for (Worker* w = g_worker_list.load(std::memory_order_acquire); w; w = w->next_worker)
+        if (pthread_equal(w->thread, self)) return w;
+    return nullptr;
+}
 
 namespace {
 
@@ -88,7 +99,12 @@ void worker_launch(Worker* w, Launch* L) {
 void* worker_main(void* arg) {
     Worker* w = static_cast<Worker*>(arg);
     tl_worker = w;
-    set_watchdog_blocked(true);
+    /* asynchronous signals (SIGINT, SIGALRM, ...) are for the application's threads; only the faults kernel code
+     * raises and the watchdog (unblocked during launches) reach a worker */
+    sigset_t mask;
+    sigfillset(&mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&mask, sig);
+    pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     char name[16];
     snprintf(name, sizeof name, "metile-cpu-%u", w->id);
     pthread_setname_np(pthread_self(), name);
@@ -143,6 +159,8 @@ bool ensure_workers(Pool& p, uint32_t n, mt_fault* out) {
             return false;
         }
         p.workers.push_back(w);
+        w->next_worker = g_worker_list.load(std::memory_order_relaxed);
+        g_worker_list.store(w, std::memory_order_release);
     }
     return true;
 }

@@ -179,12 +179,17 @@ struct alignas(64) Worker {
     char* san_hi = nullptr;
     std::vector<SanRange> san_ranges;
     /* pool bookkeeping (guarded by the pool mutex) */
+    Worker* next_worker = nullptr; /* list of all workers, read by signal handlers */
     uint64_t seen_gen = 0;
     bool busy = false;
     char* altstack = nullptr;
 };
 
-extern __thread Worker* tl_worker __attribute__((tls_model("initial-exec")));
+/* The worker running on this OS thread (null on other threads). Default TLS model: initial-exec would be faster
+ * but can make dlopen of the runtime fail in processes whose static TLS space is used up. */
+extern __thread Worker* tl_worker;
+/* The same, found without touching TLS (which a thread's first access may allocate): for signal handlers. */
+Worker* signal_worker();
 
 /* runtime_sched.cpp */
 bool prepare_launch(Worker* w, Launch* L);

@@ -114,7 +114,7 @@ void chain(int sig, siginfo_t* si, void* uc) {
 
 void on_signal(int sig, siginfo_t* si, void* ucv) {
     const int saved_errno = errno;
-    Worker* w = tl_worker;
+    Worker* w = signal_worker();
     Launch* L = w ? w->launch : nullptr;
     const bool watchdog = sig == g_signals[kNumSignals - 1];
     if (!L || !w->in_kernel || !w->cur || (watchdog && !L->timed_out.load(std::memory_order_relaxed))) {

@@ -361,10 +361,10 @@ static void worker_ids(void* const* buffers, const mt_thread_pos* pos) {
     mt_threadgroup_barrier(1);
     timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    do { /* about 1 ms per threadgroup, so that the second worker surely gets some */
+    do { /* about 2 ms per threadgroup, so that the second worker surely gets some */
         mt_yield();
         clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 1000000L);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 2000000L);
     out[pos->threadgroup_position_in_grid[0]] = static_cast<unsigned long>(pthread_self());
 }
 
