@@ -25,11 +25,12 @@ NATIVE_DIR = ROOT / "tests" / "native" / "runtime"
 NATIVE_TESTS = (
     "positions_1d", "positions_2d", "positions_3d", "reverse_order", "barrier_ordering", "simdgroup_barrier",
     "exchange_sum_full", "exchange_sum_partial", "exchange_sum_exited_lanes", "yield_progress",
-    "fp_control_per_thread", "fp_control_reset_after_fault", "threadgroup_memory_reuse_and_fill", "threadgroup_memory_limit", "multi_worker",
-    "concurrent_launches", "launch_validation", "buffer_alloc", "divergence_barrier_lines",
-    "divergence_exit_while_waiting", "divergence_exchange_mismatch", "divergence_exchange_kinds",
-    "fault_bad_access", "fault_threadgroup_guard", "fault_stack_overflow", "fault_division_by_zero", "fault_trap",
-    "fault_hang_watchdog", "fault_from_kernel_code", "fault_many_workers_and_handlers_restored",
+    "fp_control_per_thread", "fp_control_reset_after_fault", "threadgroup_memory_reuse_and_fill",
+    "threadgroup_memory_limit", "multi_worker", "concurrent_launches", "launch_validation", "buffer_alloc",
+    "divergence_barrier_lines", "divergence_exit_while_waiting", "divergence_exchange_mismatch",
+    "divergence_exchange_kinds", "fault_bad_access", "fault_threadgroup_guard", "fault_stack_overflow",
+    "fault_division_by_zero", "fault_trap", "fault_hang_watchdog", "fault_from_kernel_code",
+    "fault_many_workers_and_handlers_restored", "fault_outside_kernel_code_is_chained",
     "sanitizer_uninitialised_read", "sanitizer_missing_barrier", "sanitizer_races_in_simdgroup_and_write_write",
     "sanitizer_clean_kernel",
 )

@@ -61,7 +61,7 @@ struct Ctx {
 struct Stack {
     char* map = nullptr; /* mapping: PROT_NONE guard (stack_guard_bytes), then the stack */
     size_t map_len = 0;
-    char* lo = nullptr; /* lowest usable byte (the guard page lies just below) */
+    char* lo = nullptr; /* lowest usable byte (the guard lies just below) */
     char* hi = nullptr; /* one past the highest usable byte */
 };
 

@@ -1,6 +1,10 @@
 /* rt_tests_faults.cpp - every fault kind becomes an error return with the right details; the driver checks after
  * each test that the runtime still runs a plain launch correctly. */
+#include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
+
+#include <thread>
 
 #include "rt_harness.h"
 
@@ -243,5 +247,40 @@ RT_TEST(fault_many_workers_and_handlers_restored) {
     sigaction(SIGSEGV, &before, &g_seen);
     CHECK(ok, "%s", why.c_str());
     CHECK(g_seen.sa_handler == user_handler, "the SIGSEGV handler was not restored");
+    return true;
+}
+
+/* A fault on a thread that is not running kernel code, during a launch, goes to the handler installed before. */
+static sigjmp_buf g_user_jmp;
+static volatile sig_atomic_t g_user_faults = 0;
+static void user_segv(int, siginfo_t*, void*) {
+    g_user_faults = g_user_faults + 1;
+    siglongjmp(g_user_jmp, 1);
+}
+
+static void wait_for_release(void* const* buffers, const mt_thread_pos*) {
+    volatile int* state = static_cast<volatile int*>(buffers[0]);
+    *state = 1;
+    while (*state != 2) mt_yield();
+}
+
+RT_TEST(fault_outside_kernel_code_is_chained) {
+    struct sigaction mine, before;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = user_segv;
+    mine.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &mine, &before);
+    volatile int state = 0;
+    Launch l(wait_for_release);
+    l.groups(1, 1, 1, 1, 1, 1).buffers({const_cast<int*>(&state)});
+    int32_t status = -1;
+    std::thread launcher([&] { status = l.run(); });
+    while (state != 1) sched_yield();
+    if (sigsetjmp(g_user_jmp, 1) == 0) *static_cast<volatile int*>(nullptr) = 1; /* our own bug, not the kernel's */
+    state = 2;
+    launcher.join();
+    sigaction(SIGSEGV, &before, nullptr);
+    CHECK(g_user_faults == 1, "the application's handler ran %d times", static_cast<int>(g_user_faults));
+    CHECK(status == MT_OK, "%s", l.describe().c_str());
     return true;
 }
