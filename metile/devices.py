@@ -46,7 +46,9 @@ def _create(name: str):
             f"the `metal` device needs macOS on Apple silicon; this machine runs {platform.system()} "
             f"on {platform.machine()}. Use metile.device('cpu') (or METILE_DEVICE=cpu) to run MSL on the CPU."
         )
-    raise DeviceUnavailableError("the `metal` device is not available in this build of metile")
+    from metile.metal.gpu.device import MetalDevice, MetalOptions
+
+    return MetalDevice(MetalOptions(cache_dir=default_cache_dir(os.environ)))
 
 
 def default_device_name() -> str:

@@ -1,0 +1,243 @@
+"""MSL -> Metal library: ahead of time with `xcrun metal` when it is installed, else JIT in the driver.
+
+AOT compiles `.metal` -> `.air` (`xcrun -sdk macosx metal -c -O2`) -> `.metallib` (`xcrun -sdk macosx
+metallib`) and caches the metallib on disk, keyed by the source (and the headers beside it), the macOS
+version, the GPU family, the compile settings and the toolchain's version; the device loads it with
+`newLibraryWithURL:`. Without the toolchain (a Mac with only the Command Line Tools) the source goes to
+`newLibraryWithSource:options:error:`. Either way the compiler's messages are mapped to the `.metal`
+file the user named (`program_source:12:5: error: ...` becomes `scale.metal:12:5: error: ...` with the
+line quoted). Commands run through an injected runner, so tests can pretend `xcrun` is (or is not) there.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.metal.cpu.toolchain import BuildFailed, cached_build, sha256_hex, tree_digest
+from metile.metal.errors import DeviceError, MSLCompileError
+from metile.metal.gpu.binding import ERR_COMPILE, ERR_LOAD, Shim, shim_error, take_message
+
+JIT_FILE_NAME = "program_source"     # what Metal's runtime compiler calls the source it was given
+HEADER_SUFFIXES = (".h", ".hpp", ".metal")
+_DIAG = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
+
+
+@attrs.frozen
+class RunResult:
+    returncode: int
+    output: str
+
+
+Runner = Callable[[Sequence[str]], RunResult]
+
+
+def run_command(argv: Sequence[str]) -> RunResult:
+    """Run a command and return its exit status with stderr and stdout (127 when it does not exist)."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=600)
+    except FileNotFoundError as e:
+        return RunResult(127, str(e))
+    except subprocess.TimeoutExpired:
+        return RunResult(124, f"{argv[0]} timed out")
+    return RunResult(proc.returncode, proc.stderr + proc.stdout)
+
+
+@attrs.frozen
+class CompileSettings:
+    """How MSL is compiled: the language version ("3.1", "4.0"; None for the OS default) and fast math."""
+
+    language_version: str | None = None
+    fast_math: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.language_version is not None and not re.fullmatch(r"\d+\.\d+", self.language_version):
+            raise ValueError(f"language_version must look like '3.1', got {self.language_version!r}")
+
+    @property
+    def version_code(self) -> int:
+        """The MTLLanguageVersion value, (major << 16) | minor; 0 for the OS default."""
+        if self.language_version is None:
+            return 0
+        major, minor = (int(x) for x in self.language_version.split("."))
+        return (major << 16) | minor
+
+    def metal_flags(self) -> list[str]:
+        std = [f"-std=metal{self.language_version}"] if self.language_version else []
+        return [*std, "-ffast-math" if self.fast_math else "-fno-fast-math"]
+
+
+@attrs.frozen
+class Toolchain:
+    """The offline Metal compiler (`xcrun metal`) and linker (`xcrun metallib`)."""
+
+    version: str
+
+
+def find_toolchain(runner: Runner) -> Toolchain | None:
+    """The Metal toolchain if `xcrun` finds both tools and `metal` runs (full Xcode), else None.
+
+    Xcode 26 ships the compiler as a separate component: `xcrun --find metal` may succeed while
+    `metal` itself cannot run, hence the `--version` probe.
+    """
+    for tool in ("metal", "metallib"):
+        if runner(["xcrun", "-sdk", "macosx", "--find", tool]).returncode != 0:
+            return None
+    version = runner(["xcrun", "-sdk", "macosx", "metal", "--version"])
+    return Toolchain(version=version.output.strip()) if version.returncode == 0 else None
+
+
+def compile_error(output: str, *, source: str, metal_name: str, aliases: Sequence[str] = ()) -> MSLCompileError:
+    """The first error in Metal compiler output, on the user's `.metal` line when it lies in the source.
+
+    `aliases` are the other names the compiler used for the source (`program_source`, a temporary path).
+    """
+    names = {metal_name, JIT_FILE_NAME, *aliases}
+    diags = list(_DIAG.finditer(output))
+    chosen = next((d for d in diags if d.group("file") in names), diags[0] if diags else None)
+    if chosen is None:
+        return MSLCompileError(f"the Metal compiler rejected {metal_name}:\n{output.strip()}", compiler_output=output)
+    msg = chosen.group("msg").strip()
+    if chosen.group("file") not in names:
+        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, included from {metal_name})",
+                               compiler_output=output)
+    line, col = int(chosen.group("line")), int(chosen.group("col"))
+    lines = source.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return MSLCompileError(msg, Loc(metal_name, line, max(col - 1, 0)), source_line=text, compiler_output=output)
+
+
+class MetalCompiler:
+    """Turns MSL text into `mts_library` handles for one device (AOT when possible, else JIT)."""
+
+    def __init__(self, shim: Shim, device_handle, *, settings: CompileSettings, cache_dir: Path, gpu_family: int,
+                 os_version: str, runner: Runner = run_command, aot: bool | None = None):
+        self.shim = shim
+        self.device_handle = device_handle
+        self.settings = settings
+        self.cache_dir = cache_dir
+        self.gpu_family = gpu_family
+        self.os_version = os_version
+        self.runner = runner
+        self.aot = aot                    # None: when the toolchain is found; False: never; True: required
+        self._toolchain: Toolchain | None | bool = False   # False: not looked for yet
+        self._err = shim.ffi.new("char**")
+        self.aot_fallback_reason = ""     # why AOT was given up for this device, if it was
+
+    @property
+    def toolchain(self) -> Toolchain | None:
+        if self.aot is False:
+            return None
+        if self._toolchain is False:
+            self._toolchain = find_toolchain(self.runner)
+        if self._toolchain is None and self.aot:
+            raise DeviceError("aot=True needs the Metal toolchain (`xcrun metal`, from a full Xcode install); "
+                              "`xcrun -sdk macosx --find metal` did not find one that runs")
+        return self._toolchain
+
+    @property
+    def mode(self) -> str:
+        """"aot" or "jit": how the next source will be compiled."""
+        return "aot" if self.toolchain is not None and not self.aot_fallback_reason else "jit"
+
+    def library(self, source: str, metal_name: str, include_dir: Path | None):
+        """A library handle (owned by the caller through ffi.gc) for `source`; raises MSLCompileError."""
+        if self.mode == "aot":
+            path = self.build_metallib(source, metal_name, include_dir)
+            handle = self._load(path) if path is not None else None
+            if handle is not None:
+                return handle
+            if self.aot:
+                raise DeviceError(f"aot=True, but the Metal toolchain failed: {self.aot_fallback_reason}")
+        return self._jit(source, metal_name)
+
+    # -- JIT ----------------------------------------------------------------------------------------------------
+    def _jit(self, source: str, metal_name: str):
+        ffi, lib = self.shim.ffi, self.shim.lib
+        opts = ffi.new("mts_compile_options*", {"language_version": self.settings.version_code,
+                                                 "fast_math": int(self.settings.fast_math)})
+        out = ffi.new("mts_library**")
+        code = lib.mts_library_from_source(self.device_handle, source.encode(), opts, out, self._err)
+        if code == ERR_COMPILE:
+            raise compile_error(take_message(self.shim, self._err), source=source, metal_name=metal_name)
+        if code:
+            raise shim_error(code, take_message(self.shim, self._err), f"compiling {metal_name}")
+        return ffi.gc(out[0], lib.mts_library_release)
+
+    # -- AOT ----------------------------------------------------------------------------------------------------
+    def metallib_path(self, source: str, include_dir: Path | None) -> Path:
+        headers = sorted(p for p in include_dir.iterdir() if p.suffix in HEADER_SUFFIXES) if include_dir else []
+        key = sha256_hex("metallib", source, str(include_dir or ""), tree_digest(headers) if headers else "",
+                         self.os_version, f"apple{self.gpu_family}", repr(self.settings), self.toolchain.version)
+        return self.cache_dir / "metallib" / key[:2] / f"{key[2:26]}.metallib"
+
+    def build_metallib(self, source: str, metal_name: str, include_dir: Path | None) -> Path | None:
+        """The cached .metallib for `source`, compiled with `xcrun metal -O2` on a miss.
+
+        Compiler errors (`file:line:col: error: ...`) raise MSLCompileError; a toolchain failure of any
+        other kind gives up AOT for this device (None, with `aot_fallback_reason` set), and the driver
+        compiles instead.
+        """
+        path = self.metallib_path(source, include_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stem = Path(metal_name).stem or "kernel"
+
+        def build(out: Path) -> None:
+            work = out.with_name(out.name + ".d")
+            work.mkdir(exist_ok=True)
+            try:
+                src, air = work / f"{stem}.metal", work / f"{stem}.air"
+                src.write_text(source)
+                target = ["-target", f"air64-apple-macos{_major_minor(self.os_version)}"] if self.os_version else []
+                includes = [f"-I{include_dir}"] if include_dir else []
+                compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *self.settings.metal_flags(),
+                               *target, *includes, str(src), "-o", str(air)]
+                result = self.runner(compile_cmd)
+                if result.returncode != 0:
+                    raise _MetalRejected(result.output, str(src))
+                link_cmd = ["xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(out)]
+                result = self.runner(link_cmd)
+                if result.returncode != 0:
+                    raise BuildFailed(link_cmd, result.output)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+
+        try:
+            return cached_build(path, build)
+        except _MetalRejected as e:
+            if _DIAG.search(e.output):   # the compiler ran and found errors in the source or its headers
+                raise compile_error(e.output, source=source, metal_name=metal_name, aliases=(e.path,)) from None
+            self.aot_fallback_reason = f"`xcrun metal` failed: {e.output.strip()}"
+        except BuildFailed as e:
+            self.aot_fallback_reason = f"`xcrun metallib` failed: {e.output.strip()}"
+        return None
+
+    def _load(self, path: Path):
+        """Load a metallib; on a load failure fall back to JIT for this device (and say why)."""
+        ffi, lib = self.shim.ffi, self.shim.lib
+        out = ffi.new("mts_library**")
+        code = lib.mts_library_from_file(self.device_handle, str(path).encode(), out, self._err)
+        if code == ERR_LOAD:
+            self.aot_fallback_reason = take_message(self.shim, self._err)
+            return None
+        if code:
+            raise shim_error(code, take_message(self.shim, self._err), f"loading {path}")
+        return ffi.gc(out[0], lib.mts_library_release)
+
+
+class _MetalRejected(Exception):
+    def __init__(self, output: str, path: str):
+        super().__init__(output)
+        self.output = output
+        self.path = path
+
+
+def _major_minor(version: str) -> str:
+    parts = (version.split(".") + ["0"])[:2]
+    return ".".join(parts)

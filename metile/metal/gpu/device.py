@@ -1,0 +1,261 @@
+"""The Apple GPU device: `MetalDevice`, `MetalLibrary` and `MetalFunction`, over the shim of `shim.h`.
+
+It has the CPU device's interface: `compile(msl)` -> library, `library.function(name)` -> function,
+`dispatch_threadgroups` / `dispatch_threads`, `synchronize()`, and the memory hooks `metile.Buffer` uses.
+Unlike the CPU device, launches are asynchronous: they are batched into command buffers and finish at
+`synchronize()`, which also writes numpy arguments back and raises GPU errors (see `stream.py`).
+`metile.Buffer` is zero-copy: its memory is a shared `MTLBuffer` whose contents numpy views directly.
+
+The shim module is a constructor argument, so the tests run all of this against a C stand-in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import attrs
+
+from metile.metal.args import dim3
+from metile.metal.cpu.msl import KernelSignature, kernel_signatures
+from metile.metal.errors import DeviceError, LaunchError
+from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
+from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
+from metile.metal.gpu.launch import prepare_arguments
+from metile.metal.gpu.memory import MetalMemory, new_memory
+from metile.metal.gpu.stream import CommandStream
+
+SIMD_WIDTH = 32                  # every Apple GPU family runs 32-wide simdgroups
+DISPATCH_THREADGROUPS = SHIM_CONSTANTS["MTS_DISPATCH_THREADGROUPS"]
+DISPATCH_THREADS = SHIM_CONSTANTS["MTS_DISPATCH_THREADS"]
+_DIM_LIMIT = 1 << 32
+
+
+@attrs.frozen
+class MetalOptions:
+    """Settings of a Metal device (built by `metile.device()`)."""
+
+    cache_dir: Path
+    max_batch: int = 64          # launches per command buffer before it is committed
+    max_in_flight: int = 16      # committed command buffers before the oldest is waited for
+    language_version: str | None = None   # MSL version ("3.1", "3.2", "4.0"); None: the newest the OS has
+    fast_math: bool = False      # Metal's fast math (off: IEEE-conforming, as on the CPU device)
+    aot: bool | None = None      # None: AOT when `xcrun metal` exists; False: always JIT; True: require AOT
+
+
+class MetalFunction:
+    """A kernel of a library with its compute pipeline state."""
+
+    __slots__ = ("library", "device", "signature", "name", "handle", "max_total_threads_per_threadgroup",
+                 "thread_execution_width", "static_threadgroup_memory", "threadgroup_params", "_prepared")
+
+    def __init__(self, library: MetalLibrary, signature: KernelSignature, handle, info):
+        self.library = library
+        self.device = library.device
+        self.signature = signature
+        self.name = signature.name
+        self.handle = handle
+        self.max_total_threads_per_threadgroup = int(info.max_total_threads_per_threadgroup)
+        self.thread_execution_width = int(info.thread_execution_width)
+        self.static_threadgroup_memory = int(info.static_threadgroup_memory)
+        self.threadgroup_params = signature.threadgroup_params
+        self._prepared = None    # PreparedArgs of the latest launch (reused for the same arguments)
+
+    def __repr__(self) -> str:
+        return f"MetalFunction({self.name!r})"
+
+
+class MetalLibrary:
+    """MSL compiled by Metal (an `MTLLibrary`); functions get their pipeline on first request."""
+
+    def __init__(self, device: MetalDevice, handle, source: str, metal_name: str,
+                 kernels: tuple[KernelSignature, ...]):
+        self.device = device
+        self.handle = handle
+        self.source = source
+        self.metal_name = metal_name
+        self._kernels = {k.name: k for k in kernels}
+        self._functions: dict[str, MetalFunction] = {}
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._kernels)
+
+    def function(self, name: str) -> MetalFunction:
+        fn = self._functions.get(name)
+        if fn is None:
+            sig = self._kernels.get(name)
+            if sig is None:
+                raise LaunchError(f"no kernel function `{name}` in {self.metal_name}; "
+                                  f"it defines: {', '.join(self._kernels) or 'none'}")
+            fn = self._functions[name] = self.device._pipeline(self, sig)
+        return fn
+
+    def __repr__(self) -> str:
+        return f"<MetalLibrary {self.metal_name} ({', '.join(self._kernels)})>"
+
+
+class MetalDevice:
+    """An Apple GPU. Properties come from the device; see the module docstring for launch semantics."""
+
+    name = "metal"
+    simd_width = SIMD_WIDTH
+
+    def __init__(self, options: MetalOptions, *, shim: Shim | None = None, runner: Runner = run_command):
+        self.options = options
+        self.shim = shim if shim is not None else load_shim(options.cache_dir)
+        ffi, lib = self.shim.ffi, self.shim.lib
+        self.errp = ffi.new("char**")
+        out = ffi.new("mts_device**")
+        check(self.shim, lib.mts_device_create(out, self.errp), self.errp, "creating the Metal device")
+        self.handle = ffi.gc(out[0], lib.mts_device_release)
+        info = ffi.new("mts_device_info*")
+        check(self.shim, lib.mts_device_query(self.handle, info, self.errp), self.errp, "querying the Metal device")
+        self.gpu_name: str = ffi.string(info.name).decode("utf-8", "replace")
+        self.gpu_family: int = int(info.apple_family)
+        self.max_threads_per_threadgroup: int = int(info.max_threads_per_threadgroup[0])
+        self.max_threadgroup_memory: int = int(info.max_threadgroup_memory)
+        self.recommended_working_set: int = int(info.recommended_working_set)
+        self.supports_metal4: bool = bool(info.supports_metal4)
+        self.supports_tensor_ops: bool = bool(info.supports_tensor_ops)
+        self.page_size: int = int(lib.mts_page_size())
+        self.compiler = MetalCompiler(
+            self.shim, self.handle, settings=CompileSettings(options.language_version, options.fast_math),
+            cache_dir=options.cache_dir, gpu_family=self.gpu_family, os_version=macos_version(), runner=runner,
+            aot=options.aot)
+        self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
+                                    max_in_flight=options.max_in_flight)
+        self._libraries: dict[tuple[str, str, str], MetalLibrary] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<metile device 'metal' ({self.gpu_name}, Apple{self.gpu_family})>"
+
+    # -- memory -------------------------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> MetalMemory:
+        """Shared-storage device memory of `nbytes` bytes (zero-filled), for `metile.Buffer`."""
+        with self._lock:
+            return new_memory(self.shim, self._live_handle(), self.errp, nbytes)
+
+    def address_of(self, mem: MetalMemory) -> int:
+        return int(self.shim.ffi.cast("uintptr_t", mem.ptr))
+
+    def memory_view(self, mem: MetalMemory, nbytes: int):
+        return self.shim.ffi.buffer(mem.ptr, nbytes)
+
+    # -- compilation --------------------------------------------------------------------------------------------
+    def compile(self, source: str | None, *, name: str | None = None,
+                path: str | os.PathLike | None = None) -> MetalLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name compiler messages use."""
+        if path is not None:
+            path = Path(path)
+            if source is None:
+                source = path.read_text()
+        metal_name = str(path) if path is not None else (name or "kernel.metal")
+        include_dir = path.parent if path is not None else None
+        key = (source, metal_name, str(include_dir or ""))
+        with self._lock:
+            self._live_handle()
+            lib = self._libraries.get(key)
+            if lib is None:
+                handle = self.compiler.library(source, metal_name, include_dir)
+                lib = MetalLibrary(self, handle, source, metal_name, kernel_signatures(source, metal_name))
+                self._libraries[key] = lib
+        return lib
+
+    def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
+        return self.compile(None, path=path)
+
+    def _pipeline(self, library: MetalLibrary, sig: KernelSignature) -> MetalFunction:
+        ffi, lib = self.shim.ffi, self.shim.lib
+        out, info = ffi.new("mts_pipeline**"), ffi.new("mts_pipeline_info*")
+        with self._lock:
+            code = lib.mts_pipeline_create(self._live_handle(), library.handle, sig.name.encode(), out, info,
+                                           self.errp)
+            check(self.shim, code, self.errp, f"building the pipeline of `{sig.name}` ({library.metal_name})")
+        return MetalFunction(library, sig, ffi.gc(out[0], lib.mts_pipeline_release), info)
+
+    # -- dispatch -----------------------------------------------------------------------------------------------
+    def dispatch_threadgroups(self, fn: MetalFunction, threadgroups, threads_per_threadgroup, args=(), *,
+                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+        """Queue `fn` over `threadgroups` groups of `threads_per_threadgroup` threads (runs by synchronize()).
+
+        `timeout` is accepted for parity with the CPU device; the GPU's own watchdog applies instead.
+        """
+        self._launch(fn, DISPATCH_THREADGROUPS, threadgroups, threads_per_threadgroup, args, threadgroup_memory,
+                     sanitize)
+
+    def dispatch_threads(self, fn: MetalFunction, threads, threads_per_threadgroup, args=(), *,
+                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+        """Queue `fn` over a grid of `threads` threads (edge threadgroups may be partial)."""
+        self._launch(fn, DISPATCH_THREADS, threads, threads_per_threadgroup, args, threadgroup_memory, sanitize)
+
+    def synchronize(self) -> None:
+        """Wait for every queued launch; write numpy arguments back; raise GPU errors as DeviceFault."""
+        with self._lock:
+            self.stream.synchronize()
+
+    def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize) -> None:
+        size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
+        tpt = _dim3(tpt, "threads_per_threadgroup")
+        if fn.__class__ is not MetalFunction or fn.device is not self:
+            raise LaunchError(f"expected a function compiled by this Metal device, got {fn!r}")
+        if sanitize:
+            raise LaunchError("sanitize=True is a CPU device feature; run the kernel on metile.device('cpu')")
+        if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
+            raise LaunchError(f"threads_per_threadgroup {tpt} has {tpt[0] * tpt[1] * tpt[2]} threads; kernel "
+                              f"`{fn.name}` allows at most {fn.max_total_threads_per_threadgroup}")
+        if tg_memory.__class__ is not tuple:
+            tg_memory = tuple(tg_memory) if tg_memory is not None else ()
+        if args.__class__ is not list and args.__class__ is not tuple:
+            args = tuple(args)
+        prepared = fn._prepared
+        if prepared is None or not prepared.matches(args, tg_memory):
+            prepared = fn._prepared = prepare_arguments(self, fn, args, tg_memory)
+        with self._lock:
+            self.stream.encode(fn, prepared, args, kind, size, tpt)
+
+    # -- life cycle ---------------------------------------------------------------------------------------------
+    def _live_handle(self):
+        if self.stream.device_handle is None:
+            raise DeviceError("this Metal device is closed")
+        return self.handle
+
+    def close(self) -> None:
+        """Finish pending work and release the device, its libraries and pipelines now (idempotent).
+
+        Buffers stay usable as host memory views until they are dropped.
+        """
+        with self._lock:
+            if self.stream.device_handle is None:
+                return
+            try:
+                self.stream.synchronize()
+            finally:
+                self.stream.device_handle = None
+                for lib in self._libraries.values():
+                    for fn in lib._functions.values():
+                        fn._prepared = None
+                        self.shim.ffi.release(fn.handle)
+                    self.shim.ffi.release(lib.handle)
+                self._libraries.clear()
+                self.shim.ffi.release(self.handle)
+
+    def __enter__(self) -> MetalDevice:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _dim3(value, what: str) -> tuple[int, int, int]:
+    """`dim3` with fast paths for an int and a tuple of three ints in range (the usual launch shapes)."""
+    if value.__class__ is int and 0 < value < _DIM_LIMIT:
+        return (value, 1, 1)
+    if value.__class__ is tuple and len(value) == 3:
+        x, y, z = value
+        if (x.__class__ is int and y.__class__ is int and z.__class__ is int
+                and 0 < x < _DIM_LIMIT and 0 < y < _DIM_LIMIT and 0 < z < _DIM_LIMIT):
+            return value
+    return dim3(value, what)

@@ -1,0 +1,122 @@
+"""Launch arguments for the Metal device: checked once, turned into a cffi binding table, reused while unchanged.
+
+`prepare_arguments` checks `args` against the kernel's `[[buffer(i)]]` parameters (`bind_arguments`,
+shared with the CPU device) and the `threadgroup_memory` sizes against the device's limit, then builds
+the `mts_binding[]` table: `metile.Buffer`s bind their `MTLBuffer`, scalars are copied for `setBytes`,
+and numpy arrays get an `ArraySlot` that the command stream fills at each launch. A function keeps its
+last `PreparedArgs`; the next launch with the very same objects reuses it without checking again.
+Buffers and arrays are held there by weak reference, so a cached table never keeps memory alive.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from metile.metal.args import BoundArg, bind_arguments
+from metile.metal.buffer import Buffer
+from metile.metal.cpu.msl import KernelSignature, Param
+from metile.metal.errors import LaunchError
+from metile.metal.gpu.memory import MetalMemory
+
+THREADGROUP_MEMORY_ALIGN = 16    # setThreadgroupMemoryLength lengths are multiples of 16 bytes
+
+
+class ArraySlot:
+    """Where a numpy argument goes: its [[buffer(i)]] index, name, size and whether results come back."""
+
+    __slots__ = ("index", "name", "nbytes", "write_back")
+
+    def __init__(self, b: BoundArg):
+        self.index = b.param.index
+        self.name = b.param.name
+        self.nbytes = b.nbytes
+        self.write_back = b.write_back
+
+
+class PreparedArgs:
+    """One launch's checked arguments and the cffi tables the shim reads."""
+
+    __slots__ = ("refs", "tg_key", "table", "n", "tg", "n_tg", "arrays", "owned")
+
+    def __init__(self, refs: tuple, tg_key: tuple, table, n: int, tg, n_tg: int,
+                 arrays: tuple[ArraySlot, ...], owned: list):
+        self.refs = refs          # the argument objects (Buffers and arrays as weak references)
+        self.tg_key = tg_key      # the threadgroup_memory sizes as given (a tuple)
+        self.table = table        # mts_binding[n]
+        self.n = n
+        self.tg = tg              # uint64_t[n_tg], rounded up to 16 bytes
+        self.n_tg = n_tg
+        self.arrays = arrays      # numpy arguments, staged per launch
+        self.owned = owned        # cffi memory the table points into
+
+    def matches(self, args, tg_memory: tuple) -> bool:
+        """Whether `args` are the same objects (and the same threadgroup sizes) this was prepared from."""
+        refs = self.refs
+        if len(args) != len(refs) or tg_memory != self.tg_key:
+            return False
+        for a, r in zip(args, refs):
+            if a is not r and (r.__class__ is not weakref.ref or r() is not a):
+                return False
+        return True
+
+
+def round_up(n: int, to: int = THREADGROUP_MEMORY_ALIGN) -> int:
+    return -(-n // to) * to
+
+
+def threadgroup_sizes(sig: KernelSignature, params: tuple[Param, ...], tg_memory, available: int,
+                      device_limit: int) -> list[int]:
+    """The sizes for the `[[threadgroup(i)]]` parameters `params`, checked against what the kernel has left."""
+    if not params and not tg_memory:
+        return []
+    sizes = [int(x) for x in (tg_memory or ())]
+    need = (max(p.index for p in params) + 1) if params else 0
+    if len(sizes) < need:
+        missing = [f"{p.index} (`{p.name}`)" for p in params if p.index >= len(sizes)]
+        raise LaunchError(f"kernel `{sig.name}` needs threadgroup_memory sizes for [[threadgroup(i)]] "
+                          f"parameters {', '.join(missing)}")
+    if any(s < 0 for s in sizes):
+        raise LaunchError(f"threadgroup_memory sizes must be non-negative, got {sizes}")
+    total = sum(round_up(s) for s in sizes)
+    if total > available:
+        declared = device_limit - available
+        also = f" besides the {declared} bytes the kernel declares itself" if declared else ""
+        raise LaunchError(f"threadgroup_memory {sizes} takes {total} bytes (each rounded up to 16){also}; "
+                          f"the device allows {device_limit}")
+    return sizes
+
+
+def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
+    """Check `args` for `fn` on `device` and build the binding table (raises LaunchError)."""
+    ffi = device.shim.ffi
+    sig = fn.signature
+    sizes = threadgroup_sizes(sig, fn.threadgroup_params, tg_memory,
+                              device.max_threadgroup_memory - fn.static_threadgroup_memory,
+                              device.max_threadgroup_memory)
+    args = tuple(args)
+    bound = bind_arguments(sig, args, Buffer)
+    table = ffi.new("mts_binding[]", max(len(bound), 1))
+    owned: list = []
+    arrays: list[ArraySlot] = []
+    for i, b in enumerate(bound):
+        if b is None:
+            continue
+        v = b.value
+        if isinstance(v, Buffer):
+            mem = v._mem
+            if v.device is not device or not isinstance(mem, MetalMemory):
+                raise LaunchError(f"argument {i} (`{b.param.name}`) lives on device {v.device.name!r}, "
+                                  "not on this Metal device")
+            table[i].buffer = mem.handle
+        elif isinstance(v, bytes):     # a scalar for a `constant T&` (the shim takes up to 4095 bytes)
+            data = ffi.new("char[]", v)
+            table[i].bytes = data
+            table[i].length = len(v)
+            owned.append(data)
+        else:
+            arrays.append(ArraySlot(b))
+    refs = tuple(weakref.ref(a) if isinstance(a, (Buffer, np.ndarray)) else a for a in args)
+    tg = ffi.new("uint64_t[]", [round_up(s) for s in sizes] or [0])
+    return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned)

@@ -1,0 +1,135 @@
+/* metile's Metal shim: the plain C interface between Python (cffi) and Apple's Metal framework.
+ *
+ * This header is the single source of truth for three things: the Objective-C implementation
+ * (shim.m), the C stand-in the tests compile on machines without Metal (tests/metal_stub), and the
+ * cffi declarations, which are the text between the CDEF BEGIN and CDEF END lines below.
+ *
+ * Conventions
+ * - Every entry point that can fail returns MTS_OK (0) or an MTS_ERR_* code. On failure it stores a
+ *   message in *err (when err is not NULL), which the caller frees with mts_string_free.
+ * - No Objective-C exception leaves an entry point: each one catches them and returns
+ *   MTS_ERR_EXCEPTION with the exception's name and reason.
+ * - Handles are owned by the caller and released exactly once with the matching *_release function
+ *   (NULL is ignored). A buffer's contents stay valid until the buffer is released.
+ * - Launches: mts_commands_begin opens a command buffer with one compute encoder; any number of
+ *   mts_commands_encode calls add dispatches to it (serially ordered); mts_commands_commit ends the
+ *   encoder and commits; mts_commands_wait waits and reports GPU errors and timestamps.
+ */
+#ifndef METILE_METAL_SHIM_H
+#define METILE_METAL_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CDEF BEGIN */
+#define MTS_ABI_VERSION 1
+
+#define MTS_OK 0
+#define MTS_ERR_NO_DEVICE 1
+#define MTS_ERR_COMPILE 2
+#define MTS_ERR_LOAD 3
+#define MTS_ERR_NOT_FOUND 4
+#define MTS_ERR_PIPELINE 5
+#define MTS_ERR_ALLOC 6
+#define MTS_ERR_ARGUMENT 7
+#define MTS_ERR_STATE 8
+#define MTS_ERR_GPU 9
+#define MTS_ERR_EXCEPTION 10
+
+#define MTS_DISPATCH_THREADGROUPS 0
+#define MTS_DISPATCH_THREADS 1
+
+/* largest setBytes binding; larger constant data goes into a buffer */
+#define MTS_MAX_INLINE_BYTES 4095
+
+typedef struct mts_device mts_device;
+typedef struct mts_library mts_library;
+typedef struct mts_pipeline mts_pipeline;
+typedef struct mts_buffer mts_buffer;
+typedef struct mts_commands mts_commands;
+
+typedef struct mts_device_info {
+    char name[256];                          /* MTLDevice.name */
+    uint32_t apple_family;                   /* highest of Apple7..Apple10 the device supports, 0 if none */
+    uint32_t max_threads_per_threadgroup[3]; /* maxThreadsPerThreadgroup */
+    uint64_t max_threadgroup_memory;         /* maxThreadgroupMemoryLength, bytes */
+    uint64_t recommended_working_set;        /* recommendedMaxWorkingSetSize, bytes */
+    int32_t has_unified_memory;              /* hasUnifiedMemory */
+    int32_t supports_metal4;                 /* supportsFamily: MTLGPUFamilyMetal4 */
+    int32_t supports_tensor_ops;             /* Metal 4 tensors and tensor ops in shaders */
+} mts_device_info;
+
+typedef struct mts_compile_options {
+    uint32_t language_version;   /* an MTLLanguageVersion value, (major << 16) | minor; 0: the OS default */
+    int32_t fast_math;           /* 0: IEEE-conforming math, 1: fast math */
+} mts_compile_options;
+
+typedef struct mts_pipeline_info {
+    uint32_t max_total_threads_per_threadgroup;
+    uint32_t thread_execution_width;
+    uint64_t static_threadgroup_memory;      /* bytes of threadgroup memory the kernel declares itself */
+} mts_pipeline_info;
+
+/* One [[buffer(i)]] binding; i is the entry's position in the array passed to mts_commands_encode.
+ * A non-NULL buffer is bound with setBuffer:offset:atIndex:, else non-NULL bytes with
+ * setBytes:length:atIndex: (length <= MTS_MAX_INLINE_BYTES); an entry with neither is left unbound. */
+typedef struct mts_binding {
+    mts_buffer* buffer;
+    uint64_t offset;
+    const void* bytes;
+    uint64_t length;
+} mts_binding;
+
+typedef struct mts_completion {
+    int32_t status;              /* MTLCommandBufferStatus: 4 completed, 5 error */
+    int32_t error_code;          /* MTLCommandBufferError code when status is 5, else 0 */
+    double gpu_start;            /* GPUStartTime, seconds */
+    double gpu_end;              /* GPUEndTime, seconds */
+} mts_completion;
+
+uint32_t mts_abi_version(void);
+void mts_string_free(char* s);
+size_t mts_page_size(void);
+
+int32_t mts_device_create(mts_device** out, char** err);
+void mts_device_release(mts_device* device);
+int32_t mts_device_query(mts_device* device, mts_device_info* info, char** err);
+
+int32_t mts_library_from_source(mts_device* device, const char* source, const mts_compile_options* options,
+                                mts_library** out, char** err);
+int32_t mts_library_from_file(mts_device* device, const char* path, mts_library** out, char** err);
+void mts_library_release(mts_library* library);
+
+int32_t mts_pipeline_create(mts_device* device, mts_library* library, const char* function_name,
+                            mts_pipeline** out, mts_pipeline_info* info, char** err);
+void mts_pipeline_release(mts_pipeline* pipeline);
+
+/* shared storage; *contents receives the CPU address of the bytes */
+int32_t mts_buffer_new(mts_device* device, size_t length, mts_buffer** out, void** contents, char** err);
+int32_t mts_buffer_new_copy(mts_device* device, const void* bytes, size_t length, mts_buffer** out,
+                            void** contents, char** err);
+/* no copy: pointer must be page-aligned and length a multiple of the page size; the memory must
+ * outlive the buffer */
+int32_t mts_buffer_wrap(mts_device* device, void* pointer, size_t length, mts_buffer** out, char** err);
+void mts_buffer_release(mts_buffer* buffer);
+
+int32_t mts_commands_begin(mts_device* device, mts_commands** out, char** err);
+int32_t mts_commands_encode(mts_commands* commands, mts_pipeline* pipeline, int32_t kind,
+                            uint32_t size_x, uint32_t size_y, uint32_t size_z,
+                            uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
+                            const mts_binding* bindings, uint32_t n_bindings,
+                            const uint64_t* threadgroup_memory, uint32_t n_threadgroup_memory, char** err);
+int32_t mts_commands_commit(mts_commands* commands, char** err);
+int32_t mts_commands_wait(mts_commands* commands, mts_completion* done, char** err);
+void mts_commands_release(mts_commands* commands);
+/* CDEF END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* METILE_METAL_SHIM_H */

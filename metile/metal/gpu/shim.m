@@ -1,0 +1,551 @@
+/* metile's Metal shim: the C interface of shim.h implemented with Apple's Metal framework.
+ *
+ * Targets macOS 14 or later on Apple silicon (Apple7..Apple10 GPUs), built with the clang of Xcode 15
+ * or later (or its Command Line Tools). Family and Metal 4 queries use the enumeration's numeric
+ * values, so the file also builds against SDKs that predate those names.
+ *
+ * Memory management is manual (the file is compiled with -fno-objc-arc): objects from new* methods
+ * and MTLCreateSystemDefaultDevice are owned (+1) and handed to the caller as handles; objects from
+ * other methods are autoreleased and retained when kept. Every entry point runs inside an
+ * autorelease pool and a @try/@catch, so no Objective-C exception reaches the caller.
+ */
+#import <Foundation/Foundation.h>
+#import <Metal/Metal.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#if __has_feature(objc_arc)
+#error "shim.m manages references by hand; compile it with -fno-objc-arc"
+#endif
+
+/* MTLGPUFamily values (MTLDevice.h): Apple7 = 1007 (M1) ... Apple10 = 1010 (M5); Metal4 = 5002. */
+static const NSInteger kFamilyApple7 = 1007;
+static const NSInteger kFamilyMetal4 = 5002;
+static const uint32_t kNewestAppleFamily = 10;
+
+struct mts_device {
+    id<MTLDevice> device;
+    id<MTLCommandQueue> queue;
+};
+
+struct mts_commands {
+    id<MTLCommandBuffer> buffer;
+    id<MTLComputeCommandEncoder> encoder;
+    int committed;
+};
+
+/* Handles of single objects are the objects themselves. */
+#define AS_LIBRARY(h) ((id<MTLLibrary>)(void*)(h))
+#define AS_PIPELINE(h) ((id<MTLComputePipelineState>)(void*)(h))
+#define AS_BUFFER(h) ((id<MTLBuffer>)(void*)(h))
+
+/* -- errors ------------------------------------------------------------------------------------------ */
+
+static int32_t fail_text(char** err, int32_t code, const char* text) {
+    if (err != NULL) {
+        *err = strdup(text != NULL ? text : "unknown error");
+    }
+    return code;
+}
+
+static int32_t fail_ns(char** err, int32_t code, NSString* text) {
+    return fail_text(err, code, text != nil ? [text UTF8String] : NULL);
+}
+
+static int32_t fail_error(char** err, int32_t code, NSString* what, NSError* error) {
+    NSString* detail = error != nil ? [error localizedDescription] : @"no error description";
+    return fail_ns(err, code, [NSString stringWithFormat:@"%@: %@", what, detail]);
+}
+
+static int32_t fail_exception(char** err, const char* entry, NSException* e) {
+    NSString* text = [NSString stringWithFormat:@"%s: Objective-C exception %@: %@", entry, [e name], [e reason]];
+    return fail_ns(err, MTS_ERR_EXCEPTION, text);
+}
+
+static int32_t fail_unknown_throw(char** err, const char* entry) {
+    char text[256];
+    snprintf(text, sizeof text, "%s: an Objective-C object that is not an NSException was thrown", entry);
+    return fail_text(err, MTS_ERR_EXCEPTION, text);
+}
+
+static NSString* utf8_string(const char* text) {
+    return text != NULL ? [NSString stringWithUTF8String:text] : nil;   /* nil for invalid UTF-8 */
+}
+
+/* -- process-wide -------------------------------------------------------------------------------------- */
+
+uint32_t mts_abi_version(void) {
+    return MTS_ABI_VERSION;
+}
+
+void mts_string_free(char* s) {
+    free(s);
+}
+
+size_t mts_page_size(void) {
+    return (size_t)getpagesize();
+}
+
+/* -- device -------------------------------------------------------------------------------------------- */
+
+int32_t mts_device_create(mts_device** out, char** err) {
+    if (out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_device_create: out is NULL");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            id<MTLDevice> device = MTLCreateSystemDefaultDevice();   /* owned: NS_RETURNS_RETAINED */
+            if (device == nil) {
+                return fail_text(err, MTS_ERR_NO_DEVICE, "MTLCreateSystemDefaultDevice found no Metal device");
+            }
+            id<MTLCommandQueue> queue = [device newCommandQueue];
+            if (queue == nil) {
+                [device release];
+                return fail_text(err, MTS_ERR_NO_DEVICE, "newCommandQueue returned nil");
+            }
+            mts_device* d = calloc(1, sizeof *d);
+            if (d == NULL) {
+                [queue release];
+                [device release];
+                return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
+            }
+            d->device = device;
+            d->queue = queue;
+            *out = d;
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_device_create", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_device_create");
+        }
+    }
+}
+
+void mts_device_release(mts_device* d) {
+    if (d == NULL) {
+        return;
+    }
+    @autoreleasepool {
+        @try {
+            [d->queue release];
+            [d->device release];
+        } @catch (id ignored) {
+        }
+    }
+    free(d);
+}
+
+int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
+    if (d == NULL || info == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_device_query: NULL device or info");
+    }
+    memset(info, 0, sizeof *info);
+    @autoreleasepool {
+        @try {
+            id<MTLDevice> device = d->device;
+            const char* name = [[device name] UTF8String];
+            snprintf(info->name, sizeof info->name, "%s", name != NULL ? name : "");
+            for (uint32_t n = kNewestAppleFamily; n >= 7; n--) {
+                if ([device supportsFamily:(MTLGPUFamily)(kFamilyApple7 + (NSInteger)(n - 7))]) {
+                    info->apple_family = n;
+                    break;
+                }
+            }
+            MTLSize most = [device maxThreadsPerThreadgroup];
+            info->max_threads_per_threadgroup[0] = (uint32_t)most.width;
+            info->max_threads_per_threadgroup[1] = (uint32_t)most.height;
+            info->max_threads_per_threadgroup[2] = (uint32_t)most.depth;
+            info->max_threadgroup_memory = (uint64_t)[device maxThreadgroupMemoryLength];
+            info->recommended_working_set = (uint64_t)[device recommendedMaxWorkingSetSize];
+            info->has_unified_memory = [device hasUnifiedMemory] ? 1 : 0;
+            /* Metal 4 (macOS 26): tensors (MTLTensor, metal_tensor) and the tensor ops of
+             * MetalPerformancePrimitives are part of the Metal 4 family; older systems answer NO. */
+            info->supports_metal4 = [device supportsFamily:(MTLGPUFamily)kFamilyMetal4] ? 1 : 0;
+            info->supports_tensor_ops = info->supports_metal4;
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_device_query", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_device_query");
+        }
+    }
+}
+
+/* -- libraries and pipelines ------------------------------------------------------------------------------ */
+
+int32_t mts_library_from_source(mts_device* d, const char* source, const mts_compile_options* options,
+                                mts_library** out, char** err) {
+    if (d == NULL || source == NULL || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_source: NULL argument");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            NSString* text = utf8_string(source);
+            if (text == nil) {
+                return fail_text(err, MTS_ERR_ARGUMENT, "the MSL source is not valid UTF-8");
+            }
+            MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
+            if (options != NULL) {
+                if (options->language_version != 0) {
+                    [opts setLanguageVersion:(MTLLanguageVersion)options->language_version];
+                }
+                /* fastMathEnabled is deprecated since macOS 15 in favour of mathMode, but it is the one
+                 * setting that exists on every targeted system, and it sets both mathMode and
+                 * mathFloatingPointFunctions (safe + precise when NO). */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+                [opts setFastMathEnabled:options->fast_math ? YES : NO];
+#pragma clang diagnostic pop
+            }
+            NSError* error = nil;
+            id<MTLLibrary> library = [d->device newLibraryWithSource:text options:opts error:&error];
+            if (library == nil) {
+                /* the description is the compiler's log: "program_source:LINE:COL: error: ..." */
+                return fail_ns(err, MTS_ERR_COMPILE,
+                               error != nil ? [error localizedDescription] : @"the MSL compiler failed");
+            }
+            *out = (mts_library*)(void*)library;   /* owned (+1); warnings in `error` are dropped */
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_library_from_source", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_library_from_source");
+        }
+    }
+}
+
+int32_t mts_library_from_file(mts_device* d, const char* path, mts_library** out, char** err) {
+    if (d == NULL || path == NULL || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_file: NULL argument");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            NSString* file = utf8_string(path);
+            if (file == nil) {
+                return fail_text(err, MTS_ERR_ARGUMENT, "the .metallib path is not valid UTF-8");
+            }
+            NSError* error = nil;
+            id<MTLLibrary> library = [d->device newLibraryWithURL:[NSURL fileURLWithPath:file] error:&error];
+            if (library == nil) {
+                return fail_error(err, MTS_ERR_LOAD, [NSString stringWithFormat:@"cannot load %@", file], error);
+            }
+            *out = (mts_library*)(void*)library;
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_library_from_file", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_library_from_file");
+        }
+    }
+}
+
+void mts_library_release(mts_library* library) {
+    if (library == NULL) {
+        return;
+    }
+    @autoreleasepool {
+        @try {
+            [AS_LIBRARY(library) release];
+        } @catch (id ignored) {
+        }
+    }
+}
+
+int32_t mts_pipeline_create(mts_device* d, mts_library* library, const char* function_name,
+                            mts_pipeline** out, mts_pipeline_info* info, char** err) {
+    if (d == NULL || library == NULL || function_name == NULL || out == NULL || info == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_pipeline_create: NULL argument");
+    }
+    *out = NULL;
+    memset(info, 0, sizeof *info);
+    @autoreleasepool {
+        @try {
+            NSString* name = utf8_string(function_name);
+            id<MTLFunction> function = name != nil ? [AS_LIBRARY(library) newFunctionWithName:name] : nil;
+            if (function == nil) {
+                char text[512];
+                snprintf(text, sizeof text, "the library has no function named '%s'", function_name);
+                return fail_text(err, MTS_ERR_NOT_FOUND, text);
+            }
+            NSError* error = nil;
+            id<MTLComputePipelineState> pipeline = [d->device newComputePipelineStateWithFunction:function
+                                                                                            error:&error];
+            [function release];
+            if (pipeline == nil) {
+                NSString* what = [NSString stringWithFormat:@"cannot build a compute pipeline for '%@'", name];
+                return fail_error(err, MTS_ERR_PIPELINE, what, error);
+            }
+            info->max_total_threads_per_threadgroup = (uint32_t)[pipeline maxTotalThreadsPerThreadgroup];
+            info->thread_execution_width = (uint32_t)[pipeline threadExecutionWidth];
+            info->static_threadgroup_memory = (uint64_t)[pipeline staticThreadgroupMemoryLength];
+            *out = (mts_pipeline*)(void*)pipeline;
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_pipeline_create", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_pipeline_create");
+        }
+    }
+}
+
+void mts_pipeline_release(mts_pipeline* pipeline) {
+    if (pipeline == NULL) {
+        return;
+    }
+    @autoreleasepool {
+        @try {
+            [AS_PIPELINE(pipeline) release];
+        } @catch (id ignored) {
+        }
+    }
+}
+
+/* -- buffers ----------------------------------------------------------------------------------------------- */
+
+static int32_t finish_buffer(id<MTLBuffer> buffer, size_t length, mts_buffer** out, void** contents, char** err) {
+    if (buffer == nil) {
+        char text[128];
+        snprintf(text, sizeof text, "cannot allocate a Metal buffer of %zu bytes", length);
+        return fail_text(err, MTS_ERR_ALLOC, text);
+    }
+    if (contents != NULL) {
+        *contents = [buffer contents];
+    }
+    *out = (mts_buffer*)(void*)buffer;
+    return MTS_OK;
+}
+
+int32_t mts_buffer_new(mts_device* d, size_t length, mts_buffer** out, void** contents, char** err) {
+    if (d == NULL || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_new: NULL argument or zero length");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            id<MTLBuffer> buffer = [d->device newBufferWithLength:length options:MTLResourceStorageModeShared];
+            return finish_buffer(buffer, length, out, contents, err);
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_buffer_new", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_buffer_new");
+        }
+    }
+}
+
+int32_t mts_buffer_new_copy(mts_device* d, const void* bytes, size_t length, mts_buffer** out, void** contents,
+                            char** err) {
+    if (d == NULL || bytes == NULL || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_new_copy: NULL argument or zero length");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            id<MTLBuffer> buffer = [d->device newBufferWithBytes:bytes length:length
+                                                         options:MTLResourceStorageModeShared];
+            return finish_buffer(buffer, length, out, contents, err);
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_buffer_new_copy", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_buffer_new_copy");
+        }
+    }
+}
+
+int32_t mts_buffer_wrap(mts_device* d, void* pointer, size_t length, mts_buffer** out, char** err) {
+    if (d == NULL || pointer == NULL || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_wrap: NULL argument or zero length");
+    }
+    *out = NULL;
+    size_t page = (size_t)getpagesize();
+    if ((uintptr_t)pointer % page != 0 || length % page != 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT,
+                         "mts_buffer_wrap: the memory must start on a page boundary and span whole pages");
+    }
+    @autoreleasepool {
+        @try {
+            id<MTLBuffer> buffer = [d->device newBufferWithBytesNoCopy:pointer length:length
+                                                               options:MTLResourceStorageModeShared
+                                                           deallocator:nil];
+            return finish_buffer(buffer, length, out, NULL, err);
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_buffer_wrap", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_buffer_wrap");
+        }
+    }
+}
+
+void mts_buffer_release(mts_buffer* buffer) {
+    if (buffer == NULL) {
+        return;
+    }
+    @autoreleasepool {
+        @try {
+            [AS_BUFFER(buffer) release];
+        } @catch (id ignored) {
+        }
+    }
+}
+
+/* -- command buffers ------------------------------------------------------------------------------------------ */
+
+int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
+    if (d == NULL || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_begin: NULL argument");
+    }
+    *out = NULL;
+    @autoreleasepool {
+        @try {
+            id<MTLCommandBuffer> buffer = [d->queue commandBuffer];   /* autoreleased */
+            if (buffer == nil) {
+                return fail_text(err, MTS_ERR_STATE, "the command queue returned no command buffer");
+            }
+            id<MTLComputeCommandEncoder> encoder = [buffer computeCommandEncoder];   /* serial dispatches */
+            if (encoder == nil) {
+                return fail_text(err, MTS_ERR_STATE, "the command buffer returned no compute encoder");
+            }
+            mts_commands* c = calloc(1, sizeof *c);
+            if (c == NULL) {
+                [encoder endEncoding];
+                return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
+            }
+            c->buffer = [buffer retain];
+            c->encoder = [encoder retain];
+            *out = c;
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_commands_begin", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_commands_begin");
+        }
+    }
+}
+
+int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kind,
+                            uint32_t size_x, uint32_t size_y, uint32_t size_z,
+                            uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
+                            const mts_binding* bindings, uint32_t n_bindings,
+                            const uint64_t* threadgroup_memory, uint32_t n_threadgroup_memory, char** err) {
+    if (c == NULL || pipeline == NULL || (n_bindings != 0 && bindings == NULL)
+        || (n_threadgroup_memory != 0 && threadgroup_memory == NULL)) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: NULL argument");
+    }
+    if (kind != MTS_DISPATCH_THREADGROUPS && kind != MTS_DISPATCH_THREADS) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: unknown dispatch kind");
+    }
+    if (c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_encode: the command buffer is already committed");
+    }
+    @autoreleasepool {
+        @try {
+            id<MTLComputeCommandEncoder> encoder = c->encoder;
+            [encoder setComputePipelineState:AS_PIPELINE(pipeline)];
+            for (uint32_t i = 0; i < n_bindings; i++) {
+                const mts_binding* b = &bindings[i];
+                if (b->buffer != NULL) {
+                    [encoder setBuffer:AS_BUFFER(b->buffer) offset:(NSUInteger)b->offset atIndex:i];
+                } else if (b->bytes != NULL) {
+                    if (b->length == 0 || b->length > MTS_MAX_INLINE_BYTES) {
+                        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: inline bytes must be 1..4095");
+                    }
+                    [encoder setBytes:b->bytes length:(NSUInteger)b->length atIndex:i];
+                }
+            }
+            for (uint32_t i = 0; i < n_threadgroup_memory; i++) {
+                if (threadgroup_memory[i] != 0) {
+                    /* lengths must be multiples of 16 bytes */
+                    NSUInteger length = (NSUInteger)((threadgroup_memory[i] + 15u) & ~(uint64_t)15u);
+                    [encoder setThreadgroupMemoryLength:length atIndex:i];
+                }
+            }
+            MTLSize size = MTLSizeMake(size_x, size_y, size_z);
+            MTLSize threads = MTLSizeMake(threads_x, threads_y, threads_z);
+            if (kind == MTS_DISPATCH_THREADS) {
+                [encoder dispatchThreads:size threadsPerThreadgroup:threads];
+            } else {
+                [encoder dispatchThreadgroups:size threadsPerThreadgroup:threads];
+            }
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_commands_encode", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_commands_encode");
+        }
+    }
+}
+
+int32_t mts_commands_commit(mts_commands* c, char** err) {
+    if (c == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_commit: NULL argument");
+    }
+    if (c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_commit: already committed");
+    }
+    @autoreleasepool {
+        @try {
+            c->committed = 1;
+            [c->encoder endEncoding];
+            [c->buffer commit];
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_commands_commit", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_commands_commit");
+        }
+    }
+}
+
+int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
+    if (c == NULL || done == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_wait: NULL argument");
+    }
+    memset(done, 0, sizeof *done);
+    if (!c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_wait: the command buffer was not committed");
+    }
+    @autoreleasepool {
+        @try {
+            id<MTLCommandBuffer> buffer = c->buffer;
+            [buffer waitUntilCompleted];
+            MTLCommandBufferStatus status = [buffer status];
+            done->status = (int32_t)status;
+            done->gpu_start = (double)[buffer GPUStartTime];
+            done->gpu_end = (double)[buffer GPUEndTime];
+            if (status == MTLCommandBufferStatusError) {
+                NSError* error = [buffer error];
+                done->error_code = error != nil ? (int32_t)[error code] : 0;
+                return fail_error(err, MTS_ERR_GPU, @"the command buffer failed", error);
+            }
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_commands_wait", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_commands_wait");
+        }
+    }
+}
+
+void mts_commands_release(mts_commands* c) {
+    if (c == NULL) {
+        return;
+    }
+    @autoreleasepool {
+        @try {
+            if (!c->committed) {
+                [c->encoder endEncoding];   /* an encoder must end before it is released */
+            }
+            [c->encoder release];
+            [c->buffer release];
+        } @catch (id ignored) {
+        }
+    }
+    free(c);
+}

@@ -1,0 +1,738 @@
+/* A C stand-in for metile's Metal shim (metile/metal/gpu/shim.h), for machines without Metal.
+ *
+ * It implements every entry point of shim.h with host memory, records each call in a log, counts
+ * handles by kind (so tests can check that each one is released exactly once), can be told to fail
+ * any entry point with a given code and message, and on mts_commands_wait hands each recorded
+ * dispatch to an executor callback (the tests run it with numpy or with metile's CPU device).
+ * Without an executor, dispatches are only logged and counted, which keeps the stand-in cheap.
+ *
+ * Like Metal, a command buffer keeps the buffers it binds alive until it is released, so the caller
+ * may release a buffer handle while a dispatch that uses it is in flight.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "stub_controls.h"
+
+enum { K_DEVICE, K_LIBRARY, K_PIPELINE, K_BUFFER, K_COMMANDS, K_COUNT };
+static const char* const KIND_NAMES[K_COUNT] = {"device", "library", "pipeline", "buffer", "commands"};
+#define MAGIC 0x6d747362u
+
+typedef struct handle {
+    uint32_t magic;
+    int32_t kind;
+    int32_t released;            /* released by the caller (the memory stays, to catch double releases) */
+    int64_t id;
+} handle;
+
+struct mts_device { handle h; };
+struct mts_library { handle h; char* source; };
+struct mts_pipeline { handle h; char* source; char* function; mts_pipeline_info info; };
+struct mts_buffer { handle h; int32_t refs; int32_t owned; void* data; size_t length; };
+
+typedef struct record {
+    char* source;
+    char* function;
+    int32_t kind;
+    uint32_t size[3], threads[3];
+    uint32_t n_bindings, n_tg;
+    mts_buffer** buffers;        /* retained */
+    uint64_t* offsets;
+    void** bytes;                /* setBytes copies */
+    uint64_t* lengths;
+    uint64_t* tg;
+} record;
+
+struct mts_commands {
+    handle h;
+    int32_t committed;
+    int32_t waited;
+    record* records;             /* kept only while an executor is set */
+    size_t n_records, cap_records;
+    size_t n_dispatches;
+};
+
+typedef struct failure {
+    char entry[64];
+    int32_t skip, code, detail;
+    char message[2048];
+    int32_t armed;
+} failure;
+
+static int64_t g_created[K_COUNT], g_released[K_COUNT], g_bad_releases, g_next_id = 1, g_buffers_in_memory;
+static int32_t g_logging = 1;
+static char* g_log;
+static size_t g_log_len, g_log_cap;
+static failure g_failures[16];
+static mts_stub_executor g_executor;
+static mts_device_info g_info;
+static mts_pipeline_info g_pipeline_info;
+
+/* -- helpers ---------------------------------------------------------------------------------------- */
+
+static void log_line(const char* fmt, ...) {
+    if (!g_logging) {
+        return;
+    }
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (g_log_len + len + 2 > g_log_cap) {
+        size_t cap = g_log_cap ? g_log_cap * 2 : 4096;
+        while (cap < g_log_len + len + 2) {
+            cap *= 2;
+        }
+        char* grown = realloc(g_log, cap);
+        if (grown == NULL) {
+            return;
+        }
+        g_log = grown;
+        g_log_cap = cap;
+    }
+    memcpy(g_log + g_log_len, line, len);
+    g_log_len += len;
+    g_log[g_log_len++] = '\n';
+    g_log[g_log_len] = '\0';
+}
+
+static int32_t fail_text(char** err, int32_t code, const char* text) {
+    if (err != NULL) {
+        *err = strdup(text);
+    }
+    return code;
+}
+
+/* An injected failure for `entry`, if one is due: returns its code (and detail), else MTS_OK. */
+static int32_t injected(const char* entry, char** err, int32_t* detail) {
+    for (size_t i = 0; i < sizeof g_failures / sizeof g_failures[0]; i++) {
+        failure* f = &g_failures[i];
+        if (!f->armed || strcmp(f->entry, entry) != 0) {
+            continue;
+        }
+        if (f->skip > 0) {
+            f->skip--;
+            continue;
+        }
+        f->armed = 0;
+        if (detail != NULL) {
+            *detail = f->detail;
+        }
+        log_line("%s failed code=%d", entry, f->code);
+        return fail_text(err, f->code, f->message);
+    }
+    return MTS_OK;
+}
+
+static void* new_handle(size_t size, int32_t kind) {
+    handle* h = calloc(1, size);
+    if (h == NULL) {
+        return NULL;
+    }
+    h->magic = MAGIC;
+    h->kind = kind;
+    h->id = g_next_id++;
+    g_created[kind]++;
+    return h;
+}
+
+/* Marks a handle released by the caller; returns 0 if it was already released (or is not a handle). */
+static int release_handle(handle* h, int32_t kind) {
+    if (h->magic != MAGIC || h->kind != kind || h->released) {
+        g_bad_releases++;
+        return 0;
+    }
+    h->released = 1;
+    g_released[kind]++;
+    return 1;
+}
+
+static int live_handle(const void* p, int32_t kind) {
+    const handle* h = p;
+    return h != NULL && h->magic == MAGIC && h->kind == kind && !h->released;
+}
+
+static void buffer_unref(mts_buffer* b) {
+    if (--b->refs == 0) {
+        if (b->owned) {
+            free(b->data);
+        }
+        b->data = NULL;
+        g_buffers_in_memory--;
+    }
+}
+
+static int kind_index(const char* kind) {
+    for (int k = 0; k < K_COUNT; k++) {
+        if (strcmp(kind, KIND_NAMES[k]) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+static int is_ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Whether `source` declares a kernel called `name`: the identifier followed by "(" with the word
+ * "kernel" between it and the previous ';' or '}'. */
+static int has_kernel(const char* source, const char* name) {
+    size_t n = strlen(name);
+    for (const char* p = strstr(source, name); p != NULL; p = strstr(p + 1, name)) {
+        if ((p > source && is_ident_char(p[-1])) || is_ident_char(p[n])) {
+            continue;
+        }
+        const char* q = p + n;
+        while (*q == ' ' || *q == '\t' || *q == '\n') {
+            q++;
+        }
+        if (*q != '(') {
+            continue;
+        }
+        const char* start = p;
+        while (start > source && start[-1] != ';' && start[-1] != '}') {
+            start--;
+        }
+        for (const char* k = strstr(start, "kernel"); k != NULL && k < p; k = strstr(k + 1, "kernel")) {
+            if ((k == source || !is_ident_char(k[-1])) && !is_ident_char(k[6])) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void free_records(mts_commands* c) {
+    for (size_t i = 0; i < c->n_records; i++) {
+        record* r = &c->records[i];
+        for (uint32_t j = 0; j < r->n_bindings; j++) {
+            if (r->buffers[j] != NULL) {
+                buffer_unref(r->buffers[j]);
+            }
+            free(r->bytes[j]);
+        }
+        free(r->source);
+        free(r->function);
+        free(r->buffers);
+        free(r->offsets);
+        free(r->bytes);
+        free(r->lengths);
+        free(r->tg);
+    }
+    free(c->records);
+    c->records = NULL;
+    c->n_records = c->cap_records = 0;
+}
+
+/* -- controls ---------------------------------------------------------------------------------------- */
+
+void mts_stub_reset(void) {
+    memset(g_failures, 0, sizeof g_failures);
+    g_executor = NULL;
+    g_logging = 1;
+    g_log_len = 0;
+    if (g_log != NULL) {
+        g_log[0] = '\0';
+    }
+    memset(&g_info, 0, sizeof g_info);
+    snprintf(g_info.name, sizeof g_info.name, "%s", "metile stub GPU (Apple M2)");
+    g_info.apple_family = 8;
+    g_info.max_threads_per_threadgroup[0] = 1024;
+    g_info.max_threads_per_threadgroup[1] = 1024;
+    g_info.max_threads_per_threadgroup[2] = 1024;
+    g_info.max_threadgroup_memory = 32768;
+    g_info.recommended_working_set = (uint64_t)16 << 30;
+    g_info.has_unified_memory = 1;
+    g_pipeline_info.max_total_threads_per_threadgroup = 1024;
+    g_pipeline_info.thread_execution_width = 32;
+    g_pipeline_info.static_threadgroup_memory = 0;
+}
+
+void mts_stub_set_device_info(const mts_device_info* info) {
+    g_info = *info;
+}
+
+void mts_stub_set_pipeline_info(const mts_pipeline_info* info) {
+    g_pipeline_info = *info;
+}
+
+void mts_stub_set_logging(int32_t on) {
+    g_logging = on;
+}
+
+const char* mts_stub_log(void) {
+    return g_log != NULL ? g_log : "";
+}
+
+void mts_stub_clear_log(void) {
+    g_log_len = 0;
+    if (g_log != NULL) {
+        g_log[0] = '\0';
+    }
+}
+
+int64_t mts_stub_created(const char* kind) {
+    int k = kind_index(kind);
+    return k < 0 ? -1 : g_created[k];
+}
+
+int64_t mts_stub_live(const char* kind) {
+    int k = kind_index(kind);
+    return k < 0 ? -1 : g_created[k] - g_released[k];
+}
+
+int64_t mts_stub_bad_releases(void) {
+    return g_bad_releases;
+}
+
+int64_t mts_stub_buffers_in_memory(void) {
+    return g_buffers_in_memory;
+}
+
+void mts_stub_fail(const char* entry, int32_t skip, int32_t code, int32_t detail, const char* message) {
+    for (size_t i = 0; i < sizeof g_failures / sizeof g_failures[0]; i++) {
+        failure* f = &g_failures[i];
+        if (!f->armed) {
+            snprintf(f->entry, sizeof f->entry, "%s", entry);
+            snprintf(f->message, sizeof f->message, "%s", message);
+            f->skip = skip;
+            f->code = code;
+            f->detail = detail;
+            f->armed = 1;
+            return;
+        }
+    }
+}
+
+void mts_stub_set_executor(mts_stub_executor executor) {
+    g_executor = executor;
+}
+
+/* -- shim.h: process-wide ------------------------------------------------------------------------------ */
+
+uint32_t mts_abi_version(void) {
+    return MTS_ABI_VERSION;
+}
+
+void mts_string_free(char* s) {
+    free(s);
+}
+
+size_t mts_page_size(void) {
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* -- device ---------------------------------------------------------------------------------------------- */
+
+int32_t mts_device_create(mts_device** out, char** err) {
+    if (g_info.name[0] == '\0') {
+        mts_stub_reset();
+    }
+    *out = NULL;
+    int32_t code = injected("device_create", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    mts_device* d = new_handle(sizeof *d, K_DEVICE);
+    log_line("device_create device=%lld", (long long)d->h.id);
+    *out = d;
+    return MTS_OK;
+}
+
+void mts_device_release(mts_device* d) {
+    if (d != NULL && release_handle(&d->h, K_DEVICE)) {
+        log_line("device_release device=%lld", (long long)d->h.id);
+    }
+}
+
+int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
+    if (!live_handle(d, K_DEVICE) || info == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_device_query: not a live device");
+    }
+    int32_t code = injected("device_query", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    log_line("device_query device=%lld", (long long)d->h.id);
+    *info = g_info;
+    return MTS_OK;
+}
+
+/* -- libraries and pipelines -------------------------------------------------------------------------------- */
+
+static mts_library* new_library(char* source) {
+    mts_library* lib = new_handle(sizeof *lib, K_LIBRARY);
+    lib->source = source;
+    return lib;
+}
+
+int32_t mts_library_from_source(mts_device* d, const char* source, const mts_compile_options* options,
+                                mts_library** out, char** err) {
+    if (!live_handle(d, K_DEVICE) || source == NULL || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_source: bad argument");
+    }
+    *out = NULL;
+    int32_t code = injected("library_from_source", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    mts_library* lib = new_library(strdup(source));
+    log_line("library_from_source library=%lld language_version=%u fast_math=%d bytes=%zu", (long long)lib->h.id,
+             options ? options->language_version : 0u, options ? options->fast_math : -1, strlen(source));
+    *out = lib;
+    return MTS_OK;
+}
+
+int32_t mts_library_from_file(mts_device* d, const char* path, mts_library** out, char** err) {
+    if (!live_handle(d, K_DEVICE) || path == NULL || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_file: bad argument");
+    }
+    *out = NULL;
+    int32_t code = injected("library_from_file", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    FILE* f = fopen(path, "rb");
+    if (f == NULL) {
+        char text[1200];
+        snprintf(text, sizeof text, "cannot load %s: no such file", path);
+        return fail_text(err, MTS_ERR_LOAD, text);
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char* text = calloc(1, (size_t)(size > 0 ? size : 0) + 1);
+    size_t got = size > 0 ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    text[got] = '\0';
+    mts_library* lib = new_library(text);
+    log_line("library_from_file library=%lld path=%s", (long long)lib->h.id, path);
+    *out = lib;
+    return MTS_OK;
+}
+
+void mts_library_release(mts_library* lib) {
+    if (lib != NULL && release_handle(&lib->h, K_LIBRARY)) {
+        log_line("library_release library=%lld", (long long)lib->h.id);
+        free(lib->source);
+        lib->source = NULL;
+    }
+}
+
+int32_t mts_pipeline_create(mts_device* d, mts_library* lib, const char* function_name, mts_pipeline** out,
+                            mts_pipeline_info* info, char** err) {
+    if (!live_handle(d, K_DEVICE) || !live_handle(lib, K_LIBRARY) || function_name == NULL || out == NULL
+        || info == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_pipeline_create: bad argument");
+    }
+    *out = NULL;
+    int32_t code = injected("pipeline_create", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    if (!has_kernel(lib->source, function_name)) {
+        char text[512];
+        snprintf(text, sizeof text, "the library has no function named '%s'", function_name);
+        return fail_text(err, MTS_ERR_NOT_FOUND, text);
+    }
+    mts_pipeline* p = new_handle(sizeof *p, K_PIPELINE);
+    p->source = strdup(lib->source);
+    p->function = strdup(function_name);
+    p->info = g_pipeline_info;
+    *info = p->info;
+    log_line("pipeline_create pipeline=%lld library=%lld function=%s", (long long)p->h.id, (long long)lib->h.id,
+             function_name);
+    *out = p;
+    return MTS_OK;
+}
+
+void mts_pipeline_release(mts_pipeline* p) {
+    if (p != NULL && release_handle(&p->h, K_PIPELINE)) {
+        log_line("pipeline_release pipeline=%lld function=%s", (long long)p->h.id, p->function);
+        free(p->source);
+        free(p->function);
+        p->source = p->function = NULL;
+    }
+}
+
+/* -- buffers -------------------------------------------------------------------------------------------------- */
+
+static mts_buffer* new_buffer(void* data, size_t length, int32_t owned) {
+    mts_buffer* b = new_handle(sizeof *b, K_BUFFER);
+    b->refs = 1;
+    b->owned = owned;
+    b->data = data;
+    b->length = length;
+    g_buffers_in_memory++;
+    return b;
+}
+
+static void* page_alloc(size_t length) {
+    void* data = NULL;
+    size_t page = mts_page_size();
+    if (posix_memalign(&data, page, (length + page - 1) / page * page) != 0) {
+        return NULL;
+    }
+    memset(data, 0, length);
+    return data;
+}
+
+int32_t mts_buffer_new(mts_device* d, size_t length, mts_buffer** out, void** contents, char** err) {
+    if (!live_handle(d, K_DEVICE) || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_new: bad argument or zero length");
+    }
+    *out = NULL;
+    int32_t code = injected("buffer_new", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    void* data = page_alloc(length);
+    if (data == NULL) {
+        return fail_text(err, MTS_ERR_ALLOC, "cannot allocate a Metal buffer");
+    }
+    mts_buffer* b = new_buffer(data, length, 1);
+    log_line("buffer_new buffer=%lld length=%zu", (long long)b->h.id, length);
+    if (contents != NULL) {
+        *contents = data;
+    }
+    *out = b;
+    return MTS_OK;
+}
+
+int32_t mts_buffer_new_copy(mts_device* d, const void* bytes, size_t length, mts_buffer** out, void** contents,
+                            char** err) {
+    if (!live_handle(d, K_DEVICE) || bytes == NULL || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_new_copy: bad argument or zero length");
+    }
+    *out = NULL;
+    int32_t code = injected("buffer_new_copy", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    void* data = page_alloc(length);
+    if (data == NULL) {
+        return fail_text(err, MTS_ERR_ALLOC, "cannot allocate a Metal buffer");
+    }
+    memcpy(data, bytes, length);
+    mts_buffer* b = new_buffer(data, length, 1);
+    log_line("buffer_new_copy buffer=%lld length=%zu", (long long)b->h.id, length);
+    if (contents != NULL) {
+        *contents = data;
+    }
+    *out = b;
+    return MTS_OK;
+}
+
+int32_t mts_buffer_wrap(mts_device* d, void* pointer, size_t length, mts_buffer** out, char** err) {
+    if (!live_handle(d, K_DEVICE) || pointer == NULL || out == NULL || length == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_buffer_wrap: bad argument or zero length");
+    }
+    *out = NULL;
+    size_t page = mts_page_size();
+    if ((uintptr_t)pointer % page != 0 || length % page != 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT,
+                         "mts_buffer_wrap: the memory must start on a page boundary and span whole pages");
+    }
+    int32_t code = injected("buffer_wrap", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    mts_buffer* b = new_buffer(pointer, length, 0);
+    log_line("buffer_wrap buffer=%lld length=%zu", (long long)b->h.id, length);
+    *out = b;
+    return MTS_OK;
+}
+
+void mts_buffer_release(mts_buffer* b) {
+    if (b != NULL && release_handle(&b->h, K_BUFFER)) {
+        log_line("buffer_release buffer=%lld", (long long)b->h.id);
+        buffer_unref(b);
+    }
+}
+
+/* -- command buffers ------------------------------------------------------------------------------------------- */
+
+int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
+    if (!live_handle(d, K_DEVICE) || out == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_begin: bad argument");
+    }
+    *out = NULL;
+    int32_t code = injected("commands_begin", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    mts_commands* c = new_handle(sizeof *c, K_COMMANDS);
+    log_line("commands_begin commands=%lld", (long long)c->h.id);
+    *out = c;
+    return MTS_OK;
+}
+
+int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kind,
+                            uint32_t size_x, uint32_t size_y, uint32_t size_z,
+                            uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
+                            const mts_binding* bindings, uint32_t n_bindings,
+                            const uint64_t* threadgroup_memory, uint32_t n_threadgroup_memory, char** err) {
+    if (!live_handle(c, K_COMMANDS) || !live_handle(pipeline, K_PIPELINE) || (n_bindings && bindings == NULL)
+        || (n_threadgroup_memory && threadgroup_memory == NULL)) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: bad argument");
+    }
+    if (kind != MTS_DISPATCH_THREADGROUPS && kind != MTS_DISPATCH_THREADS) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: unknown dispatch kind");
+    }
+    if (c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_encode: the command buffer is already committed");
+    }
+    for (uint32_t i = 0; i < n_bindings; i++) {
+        if (bindings[i].buffer != NULL && !live_handle(bindings[i].buffer, K_BUFFER)) {
+            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a bound buffer was released");
+        }
+        if (bindings[i].buffer == NULL && bindings[i].bytes != NULL
+            && (bindings[i].length == 0 || bindings[i].length > MTS_MAX_INLINE_BYTES)) {
+            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: inline bytes must be 1..4095");
+        }
+    }
+    int32_t code = injected("commands_encode", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    log_line("commands_encode commands=%lld function=%s kind=%s size=%u,%u,%u threads=%u,%u,%u bindings=%u tg=%u",
+             (long long)c->h.id, pipeline->function, kind == MTS_DISPATCH_THREADS ? "threads" : "threadgroups",
+             size_x, size_y, size_z, threads_x, threads_y, threads_z, n_bindings, n_threadgroup_memory);
+    c->n_dispatches++;
+    if (g_executor == NULL) {
+        return MTS_OK;   /* nothing will replay it: count it only (keeps the stand-in cheap for benchmarks) */
+    }
+    if (c->n_records == c->cap_records) {
+        size_t cap = c->cap_records ? c->cap_records * 2 : 16;
+        record* grown = realloc(c->records, cap * sizeof *grown);
+        if (grown == NULL) {
+            return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
+        }
+        c->records = grown;
+        c->cap_records = cap;
+    }
+    record* r = &c->records[c->n_records++];
+    memset(r, 0, sizeof *r);
+    r->source = strdup(pipeline->source);
+    r->function = strdup(pipeline->function);
+    r->kind = kind;
+    r->size[0] = size_x, r->size[1] = size_y, r->size[2] = size_z;
+    r->threads[0] = threads_x, r->threads[1] = threads_y, r->threads[2] = threads_z;
+    r->n_bindings = n_bindings;
+    r->buffers = calloc(n_bindings + 1, sizeof *r->buffers);
+    r->offsets = calloc(n_bindings + 1, sizeof *r->offsets);
+    r->bytes = calloc(n_bindings + 1, sizeof *r->bytes);
+    r->lengths = calloc(n_bindings + 1, sizeof *r->lengths);
+    for (uint32_t i = 0; i < n_bindings; i++) {
+        const mts_binding* b = &bindings[i];
+        if (b->buffer != NULL) {
+            r->buffers[i] = b->buffer;
+            b->buffer->refs++;   /* like Metal, the command buffer keeps what it binds alive */
+            r->offsets[i] = b->offset;
+            r->lengths[i] = b->buffer->length - b->offset;
+        } else if (b->bytes != NULL) {
+            r->bytes[i] = malloc(b->length);
+            memcpy(r->bytes[i], b->bytes, b->length);   /* setBytes copies at encode time */
+            r->lengths[i] = b->length;
+        }
+    }
+    r->n_tg = n_threadgroup_memory;
+    r->tg = calloc(n_threadgroup_memory + 1, sizeof *r->tg);
+    if (n_threadgroup_memory) {
+        memcpy(r->tg, threadgroup_memory, n_threadgroup_memory * sizeof *r->tg);
+    }
+    return MTS_OK;
+}
+
+int32_t mts_commands_commit(mts_commands* c, char** err) {
+    if (!live_handle(c, K_COMMANDS)) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_commit: not a live command buffer");
+    }
+    if (c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_commit: already committed");
+    }
+    int32_t code = injected("commands_commit", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    c->committed = 1;
+    log_line("commands_commit commands=%lld dispatches=%zu", (long long)c->h.id, c->n_dispatches);
+    return MTS_OK;
+}
+
+static int32_t replay(mts_commands* c, char* message, size_t size) {
+    for (size_t i = 0; i < c->n_records; i++) {
+        record* r = &c->records[i];
+        void** data = calloc(r->n_bindings + 1, sizeof *data);
+        int32_t* is_bytes = calloc(r->n_bindings + 1, sizeof *is_bytes);
+        for (uint32_t j = 0; j < r->n_bindings; j++) {
+            if (r->buffers[j] != NULL) {
+                data[j] = (char*)r->buffers[j]->data + r->offsets[j];
+            } else if (r->bytes[j] != NULL) {
+                data[j] = r->bytes[j];
+                is_bytes[j] = 1;
+            }
+        }
+        mts_stub_dispatch d = {
+            r->source, r->function, r->kind, {r->size[0], r->size[1], r->size[2]},
+            {r->threads[0], r->threads[1], r->threads[2]}, r->n_bindings, data, r->lengths, is_bytes,
+            r->n_tg, r->tg,
+        };
+        int32_t rc = g_executor(&d, message, size);
+        free(data);
+        free(is_bytes);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
+    if (!live_handle(c, K_COMMANDS) || done == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_wait: bad argument");
+    }
+    memset(done, 0, sizeof *done);
+    if (!c->committed) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_wait: the command buffer was not committed");
+    }
+    log_line("commands_wait commands=%lld", (long long)c->h.id);
+    int32_t detail = 0;
+    int32_t code = injected("commands_wait", err, &detail);
+    if (code != MTS_OK) {
+        done->status = code == MTS_ERR_GPU ? 5 : 0;
+        done->error_code = detail;
+        return code;
+    }
+    done->gpu_start = 1.0 + (double)c->h.id;
+    done->gpu_end = done->gpu_start + 1e-6 * (double)c->n_dispatches;
+    if (g_executor != NULL && !c->waited) {
+        char message[2048] = "";
+        c->waited = 1;
+        if (replay(c, message, sizeof message) != 0) {
+            done->status = 5;
+            done->error_code = 3;   /* MTLCommandBufferErrorPageFault */
+            return fail_text(err, MTS_ERR_GPU, message[0] ? message : "the executor reported a fault");
+        }
+    }
+    c->waited = 1;
+    done->status = 4;
+    return MTS_OK;
+}
+
+void mts_commands_release(mts_commands* c) {
+    if (c != NULL && release_handle(&c->h, K_COMMANDS)) {
+        log_line("commands_release commands=%lld", (long long)c->h.id);
+        free_records(c);
+    }
+}
