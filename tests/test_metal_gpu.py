@@ -9,6 +9,7 @@ import gc
 
 import numpy as np
 import pytest
+from metal_stub import KERNELS
 
 import metile
 from metile.devices import metal_available
@@ -18,20 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not metal_available(), reason="needs a Metal GPU: macOS on Apple silicon"),
 ]
 
-SOURCE = """
-#include <metal_stdlib>
-using namespace metal;
-
-kernel void add(device const float* a [[buffer(0)]],
-                device const float* b [[buffer(1)]],
-                device float* out [[buffer(2)]],
-                constant uint& n [[buffer(3)]],
-                uint gid [[thread_position_in_grid]]) {
-    if (gid < n) {
-        out[gid] = a[gid] + b[gid];
-    }
-}
-
+SOURCE = KERNELS + """
 kernel void row_sums(device const float* x [[buffer(0)]],
                      device float* sums [[buffer(1)]],
                      threadgroup float* partial [[threadgroup(0)]],
@@ -78,6 +66,14 @@ def test_vector_add(gpu, lib, n):
     gpu.dispatch_threads(lib.function("add"), n, 256, [a, b, out, np.uint32(n)])
     gpu.synchronize()
     np.testing.assert_array_equal(out, a + b)
+
+
+def test_threadgroup_memory_and_barrier(gpu, lib):
+    x = np.arange(256, dtype=np.float32)
+    sums = np.zeros(4, np.float32)
+    gpu.dispatch_threadgroups(lib.function("block_sum"), 4, 64, [x, sums], threadgroup_memory=[64 * 4])
+    gpu.synchronize()
+    np.testing.assert_array_equal(sums, x.reshape(4, 64).sum(1))
 
 
 def test_threadgroup_memory_and_simd_sum(gpu, lib):
