@@ -293,8 +293,8 @@ def test_shim_cache_key_follows_the_os_version_and_python(monkeypatch, tmp_path)
 def test_a_failed_shim_build_says_how_to_get_clang(monkeypatch, tmp_path):
     from metile.metal.gpu import binding
 
-    def no_compiler(builder, target):
-        raise OSError("command 'clang' failed: No such file or directory")
+    def no_compiler(spec, target):
+        raise OSError("[Errno 2] No such file or directory: 'clang'")
 
     monkeypatch.setattr(_build, "compile_module", no_compiler)
     with pytest.raises(metile.DeviceUnavailableError, match="xcode-select --install"):

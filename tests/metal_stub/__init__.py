@@ -170,9 +170,8 @@ def build_stub(workdir: Path) -> Stub:
     path = stub_path(workdir)
 
     def build(out: Path) -> None:
-        builder = _build.make_builder(MODULE_NAME, [SOURCE], extra_headers=[CONTROLS],
-                                      extra_compile_args=["-O1", "-Wall"])
-        _build.compile_module(builder, out)
+        spec = _build.ModuleSpec(MODULE_NAME, (SOURCE,), extra_headers=(CONTROLS,), compile_args=("-Wall",))
+        _build.compile_module(spec, out)
 
     stub = Stub(load_extension(cached_build(path, build), MODULE_NAME))
     stub.reset()

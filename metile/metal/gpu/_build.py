@@ -1,26 +1,33 @@
 """cffi out-of-line API-mode build of the Metal shim (and, for the tests, of any C file implementing shim.h).
 
 The cffi declarations are not written twice: they are the text of `shim.h` between its `CDEF BEGIN` and
-`CDEF END` lines. `python -m metile.metal.gpu._build` builds the shim into the cache ahead of first use
-(macOS only).
+`CDEF END` lines. cffi writes the module's C source; the system C compiler (clang on macOS) compiles it
+together with the implementation into an extension module, without needing setuptools at run time.
+`python -m metile.metal.gpu._build` builds the shim into the cache ahead of first use (macOS only).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shutil
+import sys
+import sysconfig
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import cffi
+
+from metile.metal.cpu.toolchain import run_compiler
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "shim.h"
 OBJC_SOURCE = HERE / "shim.m"
 MODULE_NAME = "_metile_metal_shim"
-OBJC_FLAGS = ["-fno-objc-arc", "-fobjc-exceptions", "-Wno-unused-command-line-argument"]
-FRAMEWORKS = ["-framework", "Metal", "-framework", "Foundation"]
+OBJC_FLAGS = ("-fno-objc-arc", "-fobjc-exceptions", "-Wno-unused-command-line-argument")
+FRAMEWORKS = ("-framework", "Metal", "-framework", "Foundation")
 _CDEF = re.compile(r"/\* CDEF BEGIN \*/\n(?P<body>.*?)/\* CDEF END \*/", re.S)
 
 
@@ -32,38 +39,48 @@ def cdef_of(header_text: str) -> str:
     return m.group("body")
 
 
-def make_builder(module_name: str, sources: Sequence[Path], *, extra_headers: Sequence[Path] = (),
-                 include_dirs: Sequence[Path] = (), extra_compile_args: Sequence[str] = (),
-                 extra_link_args: Sequence[str] = ()) -> cffi.FFI:
-    """An FFI builder for a module implementing shim.h with `sources` (plus declarations of `extra_headers`)."""
-    builder = cffi.FFI()
-    builder.cdef(cdef_of(HEADER.read_text()))
-    includes = ['#include "shim.h"']
-    for h in extra_headers:
-        builder.cdef(cdef_of(h.read_text()))
-        includes.append(f'#include "{h.name}"')
-    dirs = [HERE, *(Path(h).parent for h in extra_headers), *include_dirs]
-    builder.set_source(
-        module_name, "\n".join(includes) + "\n",
-        sources=[str(s) for s in sources],
-        include_dirs=sorted({str(d) for d in dirs}),
-        extra_compile_args=list(extra_compile_args),
-        extra_link_args=list(extra_link_args),
-    )
-    return builder
+@attrs.frozen
+class ModuleSpec:
+    """An extension module implementing shim.h: its name, C/Objective-C sources and extra flags."""
+
+    name: str
+    sources: tuple[Path, ...]
+    extra_headers: tuple[Path, ...] = ()      # more CDEF-marked headers the module declares
+    compile_args: tuple[str, ...] = ()
+    link_args: tuple[str, ...] = ()
+
+    def builder(self) -> cffi.FFI:
+        builder = cffi.FFI()
+        builder.cdef(cdef_of(HEADER.read_text()))
+        includes = ['#include "shim.h"']
+        for h in self.extra_headers:
+            builder.cdef(cdef_of(h.read_text()))
+            includes.append(f'#include "{h.name}"')
+        builder.set_source(self.name, "\n".join(includes) + "\n")
+        return builder
+
+    @property
+    def include_dirs(self) -> list[Path]:
+        return list(dict.fromkeys([HERE, *(h.parent for h in self.extra_headers)]))
 
 
-def metal_builder() -> cffi.FFI:
-    """The builder of the real shim: shim.m linked against Metal and Foundation."""
-    return make_builder(MODULE_NAME, [OBJC_SOURCE], extra_compile_args=OBJC_FLAGS, extra_link_args=FRAMEWORKS)
+METAL_SHIM = ModuleSpec(MODULE_NAME, (OBJC_SOURCE,), compile_args=OBJC_FLAGS, link_args=FRAMEWORKS)
 
 
-def compile_module(builder: cffi.FFI, target: Path) -> Path:
-    """Compile `builder` into the extension module `target`, in a scratch folder beside it."""
+def compile_module(spec: ModuleSpec, target: Path) -> Path:
+    """Compile `spec` into the extension module `target`, in a scratch folder beside it."""
     target = target.resolve()
     workdir = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".build", dir=target.parent))
     try:
-        return Path(builder.compile(tmpdir=str(workdir), target=str(target), verbose=False))
+        c_file = workdir / f"{spec.name}.c"
+        with contextlib.redirect_stdout(io.StringIO()):   # cffi announces the file it writes
+            spec.builder().emit_c_code(str(c_file))
+        darwin = sys.platform == "darwin"
+        link = ["-bundle", "-undefined", "dynamic_lookup"] if darwin else ["-shared"]
+        run_compiler(["clang" if darwin else "cc", "-O2", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
+                      *(f"-I{d}" for d in spec.include_dirs), *spec.compile_args, str(c_file),
+                      *(str(s) for s in spec.sources), *link, *spec.link_args, "-o", str(target)])
+        return target
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

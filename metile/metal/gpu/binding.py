@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 import cffi
 
-from metile.metal.cpu.toolchain import cached_build, sha256_hex
+from metile.metal.cpu.toolchain import BuildFailed, cached_build, sha256_hex
 from metile.metal.errors import (
     DeviceError,
     DeviceFault,
@@ -93,14 +93,14 @@ def build_shim(cache_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def build(out: Path) -> None:
-        _build.compile_module(_build.metal_builder(), out)
+        _build.compile_module(_build.METAL_SHIM, out)
 
     try:
         return cached_build(path, build)
-    except Exception as e:   # distutils/cffi compile failures come in several classes
+    except (BuildFailed, OSError) as e:
         raise DeviceUnavailableError(
-            f"cannot build the Metal shim with the system clang ({type(e).__name__}: {e}). Install the "
-            "Command Line Tools with `xcode-select --install`, then try again."
+            f"cannot build the Metal shim with the system clang ({type(e).__name__}: {str(e).strip()}). "
+            "Install the Command Line Tools with `xcode-select --install`, then try again."
         ) from e
 
 
