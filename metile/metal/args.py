@@ -8,6 +8,7 @@ or an array of exactly `sizeof(T)` bytes. Anything else is a `LaunchError` namin
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import attrs
@@ -86,28 +87,33 @@ def describe(p: Param) -> str:
     return f"argument {p.index} (`{p.name}`, `{p.type_text}`)"
 
 
+@functools.lru_cache(maxsize=1024)
+def _plan(sig: KernelSignature) -> tuple[dict[int, tuple[Param, ElementType]], int]:
+    """Per signature, once: the parameter and element type at each [[buffer(i)]] index."""
+    params = {p.index: (p, element_type(p.element_type)) for p in sig.buffers}
+    return params, (max(params) + 1 if params else 0)
+
+
 def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) -> list[BoundArg | None]:
     """Check `args` against the kernel's [[buffer(i)]] parameters; returns one entry per index."""
-    params = {p.index: p for p in sig.buffers}
-    needed = max(params) + 1 if params else 0
+    plan, needed = _plan(sig)
     if len(args) != needed:
-        names = ", ".join(f"{i}: `{params[i].name}`" for i in sorted(params))
+        names = ", ".join(f"{i}: `{plan[i][0].name}`" for i in sorted(plan))
         raise LaunchError(f"kernel `{sig.name}` takes {needed} buffer argument(s) ({names or 'none'}), "
                           f"got {len(args)}")
     bound: list[BoundArg | None] = []
     for i, value in enumerate(args):
-        p = params.get(i)
-        if p is None:
+        entry = plan.get(i)
+        if entry is None:
             if value is not None:
                 raise LaunchError(f"kernel `{sig.name}` has no [[buffer({i})]] parameter; pass None at index {i}")
             bound.append(None)
             continue
-        bound.append(_bind_one(sig, p, value, buffer_type))
+        bound.append(_bind_one(entry[0], entry[1], value, buffer_type))
     return bound
 
 
-def _bind_one(sig: KernelSignature, p: Param, value, buffer_type: type) -> BoundArg:
-    et = element_type(p.element_type)
+def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
     if p.is_reference:
         return _bind_reference(p, et, value, buffer_type)
     if isinstance(value, buffer_type):
@@ -169,6 +175,8 @@ def dim3(value, what: str) -> tuple[int, int, int]:
     """Normalise an int or 1-3 tuple of positive ints to a 3-tuple."""
     if isinstance(value, (int, np.integer)):
         value = (int(value),)
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise LaunchError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
     try:
         dims = tuple(int(v) for v in value)
     except TypeError:
