@@ -1,0 +1,129 @@
+/* mt_matrix.h - simdgroup_matrix<T, 8, 8> (<metal_simdgroup_matrix>) for T = float, half, bfloat.
+ *
+ * Part of metal_compat.h; include that instead.
+ *
+ * A simdgroup matrix is spread over the 32 lanes of a simdgroup, two elements per lane, in Apple's layout: lane l
+ * holds thread_elements()[e] = element (row, col) with
+ *     row = (l / 16) * 4 + (l / 2) % 4,   col = ((l / 8) % 2) * 4 + (l % 2) * 2 + e
+ * (so the four lanes of a row are {l, l^1, l^8, l^9}). Loads and stores are per lane and need no exchange;
+ * simdgroup_multiply_accumulate exchanges each lane's elements of A and B once, then every lane computes its own two
+ * outputs, accumulating in float in k order 0..7.
+ */
+#ifndef METILE_MT_MATRIX_H
+#define METILE_MT_MATRIX_H
+
+namespace metal {
+namespace _mt {
+inline uint32_t mat_lane() { return mt_current_pos()->thread_index_in_simdgroup; }
+inline uint32_t mat_row(uint32_t lane) { return (lane / 16u) * 4u + (lane / 2u) % 4u; }
+inline uint32_t mat_col(uint32_t lane) { return ((lane / 8u) % 2u) * 4u + (lane % 2u) * 2u; } /* of element 0 */
+inline uint32_t mat_lane_of(uint32_t row, uint32_t col) {
+    return (col / 2u) % 2u + 2u * (row % 4u) + 8u * (col / 4u) + 16u * (row / 4u);
+}
+
+/* THE ONE PLACE that decides where simdgroup_load / simdgroup_store find matrix element (row, col):
+ *   src[(origin.y + row) * elements_per_row + origin.x + col]              without transpose,
+ *   src[(origin.y + col) * elements_per_row + origin.x + row]              with transpose_matrix = true.
+ * matrix_origin is taken in the coordinates of the memory (x: column offset, y: row offset) in both cases. Apple
+ * does not document the transposed case; this reading keeps a transposed load of a block of a row-major array
+ * (`simdgroup_load(m, p, ld, ulong2(k, 0), true)` reads columns k..k+7 of rows 0..7) inside that block. */
+inline ulong mat_offset(uint32_t row, uint32_t col, ulong elements_per_row, ulong2 origin, bool transpose) {
+    return transpose ? (origin.y + col) * elements_per_row + origin.x + row
+                     : (origin.y + row) * elements_per_row + origin.x + col;
+}
+}  // namespace _mt
+
+template <class T, int Cols, int Rows> struct simdgroup_matrix {
+    static_assert(Cols == 8 && Rows == 8, "the CPU device supports 8x8 simdgroup matrices only");
+    vec<T, 2> e_;
+
+    simdgroup_matrix() = default;
+    /* A diagonal matrix: `d` on the diagonal, zero elsewhere. */
+    simdgroup_matrix(T d) {
+        const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
+        e_.v_[0] = row == col ? d : T(0);
+        e_.v_[1] = row == col + 1u ? d : T(0);
+    }
+    vec<T, 2>& thread_elements() { return e_; }
+    const vec<T, 2>& thread_elements() const { return e_; }
+};
+
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+template <class T, int Cols, int Rows> inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(const T value) {
+    simdgroup_matrix<T, Cols, Rows> m;
+    m.e_.v_[0] = value;
+    m.e_.v_[1] = value;
+    return m;
+}
+
+template <class T, int Cols, int Rows, class U>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const U* src, ulong elements_per_row = Cols,
+                           ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+    const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
+    for (uint32_t e = 0; e < 2u; ++e)
+        d.e_.v_[e] = T(src[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)]);
+}
+
+template <class T, int Cols, int Rows, class U>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, U* dst, ulong elements_per_row = Cols,
+                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+    const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
+    for (uint32_t e = 0; e < 2u; ++e)
+        dst[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)] = U(a.e_.v_[e]);
+}
+
+namespace _mt {
+/* This lane's two elements of A*B, from one exchange of every lane's elements of A and B. Not inlined: a GEMM
+ * makes dozens of calls, and the exchange costs far more than the call. */
+template <class TA, class TB> __attribute__((noinline)) void mat_product(const simdgroup_matrix<TA, 8, 8>& a,
+                                                      const simdgroup_matrix<TB, 8, 8>& b, uint32_t line,
+                                                      float out[2]) {
+    struct slot { float a[2], b[2]; } mine = {{float(a.e_.v_[0]), float(a.e_.v_[1])},
+                                              {float(b.e_.v_[0]), float(b.e_.v_[1])}};
+    uint32_t live;
+    const unsigned char* base = mt_simd_exchange(&mine, sizeof mine, S_MATRIX_MULTIPLY, line, &live);
+    const uint32_t lane = mat_lane(), row = mat_row(lane), col = mat_col(lane);
+    float acc0 = 0.0f, acc1 = 0.0f;
+    for (uint32_t k = 0; k < 8u; k += 2u) {
+        slot sa, sb0, sb1;
+        __builtin_memcpy(&sa, base + mat_lane_of(row, k) * MT_SLOT_BYTES, sizeof sa);
+        __builtin_memcpy(&sb0, base + mat_lane_of(k, col) * MT_SLOT_BYTES, sizeof sb0);
+        __builtin_memcpy(&sb1, base + mat_lane_of(k + 1u, col) * MT_SLOT_BYTES, sizeof sb1);
+        acc0 += sa.a[0] * sb0.b[0];
+        acc1 += sa.a[0] * sb0.b[1];
+        acc0 += sa.a[1] * sb1.b[0];
+        acc1 += sa.a[1] * sb1.b[1];
+    }
+    out[0] = acc0;
+    out[1] = acc1;
+}
+}  // namespace _mt
+
+/* d = a * b + c; the types may differ (half or bfloat inputs, float accumulator); d may alias a, b or c. */
+template <class TD, class TA, class TB, class TC>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
+                                          const simdgroup_matrix<TB, 8, 8>& b, const simdgroup_matrix<TC, 8, 8>& c,
+                                          uint32_t line = __builtin_LINE()) {
+    const float c0 = float(c.e_.v_[0]), c1 = float(c.e_.v_[1]);
+    float p[2];
+    _mt::mat_product(a, b, line, p);
+    d.e_.v_[0] = TD(p[0] + c0);
+    d.e_.v_[1] = TD(p[1] + c1);
+}
+
+/* d = a * b */
+template <class TD, class TA, class TB>
+inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
+                               const simdgroup_matrix<TB, 8, 8>& b, uint32_t line = __builtin_LINE()) {
+    float p[2];
+    _mt::mat_product(a, b, line, p);
+    d.e_.v_[0] = TD(p[0]);
+    d.e_.v_[1] = TD(p[1]);
+}
+
+}  // namespace metal
+
+#endif
