@@ -157,13 +157,12 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     assert err.loc.line == line_of(src, "// BIG")
 
 
-def test_stack_overflow_in_deep_recursion(cpu):
+def test_stack_overflow_from_a_large_private_array(cpu):
     src = HEAD + """
-static int depth(int n, thread int* sink) { int pad[64]; pad[n % 64] = n; *sink += pad[(n * 7) % 64];
-    return n == 0 ? 0 : 1 + depth(n - 1, sink); }
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
-    int sink = 0;
-    out[i] = float(depth(100000 + int(i), &sink) + sink);
+    volatile float big[262144];   // 1 MiB of thread-private memory
+    for (uint j = 0; j < 262144u; j += 1024u) big[j] = float(j);
+    out[i] = big[(i * 7919u) % 262144u];
 }
 """
     err = run_fault(cpu, src, "stack.metal", dispatch=("threads", (1, 1, 1), (1, 1, 1)))
@@ -188,6 +187,8 @@ def test_sanitizer_reports_a_missing_barrier(cpu):
     src = HEAD + """
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
     threadgroup float tile[64];
+    tile[i] = 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
     tile[i] = float(i);      // WRITE
     out[i] = tile[63 - i];   // READ
 }
