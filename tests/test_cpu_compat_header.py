@@ -142,6 +142,41 @@ def test_swizzle_header_is_generated_from_the_script():
     assert (INCLUDE / "mt_swizzle.h").read_text() == gen.render(), "run tests/native/compat/gen_swizzles.py"
 
 
+def _swizzle_program() -> str:
+    """C++ that reads every swizzle of float2/3/4 (both name sets) and writes every one without repeats."""
+    import itertools
+
+    lines = ['#include "metal_compat.h"', "#include <stdio.h>", "int main() {", "    int bad = 0;"]
+    for n in (2, 3, 4):
+        init = ", ".join(f"{i + 1}.0f" for i in range(n))
+        for k in range(2, 5):
+            for seq in itertools.product(range(n), repeat=k):
+                for names in ("xyzw", "rgba"):
+                    sw = "".join(names[i] for i in seq)
+                    want = " && ".join(f"r[{j}] == {i + 1}.0f" for j, i in enumerate(seq))
+                    lines.append(f"    {{ float{n} v({init}); float{k} r = v.{sw}; bad += !({want}); }}")
+                    if len(set(seq)) == k:
+                        vals = ", ".join(f"{10 * (j + 1)}.0f" for j in range(k))
+                        after = [f"{i + 1}.0f" for i in range(n)]
+                        for j, i in enumerate(seq):
+                            after[i] = f"{10 * (j + 1)}.0f"
+                        cond = " && ".join(f"v[{i}] == {a}" for i, a in enumerate(after))
+                        lines.append(f"    {{ float{n} v({init}); v.{sw} = float{k}({vals}); bad += !({cond}); }}")
+    lines += ['    printf("%d bad\\n", bad);', "    return bad != 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_every_swizzle_reads_and_writes(tmp_path):
+    cxx = _primary()
+    src = tmp_path / "swizzles.cpp"
+    src.write_text(_swizzle_program())
+    exe = tmp_path / "swizzles"
+    r = _run([cxx, "-std=c++17", "-O0", *INC, str(src), "-o", str(exe)])
+    assert r.returncode == 0, r.stderr[:3000]
+    run = _run([str(exe)])
+    assert run.returncode == 0 and run.stdout.strip() == "0 bad", run.stdout
+
+
 @compiler_param
 def test_header_alone_and_forwarding_headers_compile_cleanly(cxx, tmp_path):
     _need(cxx)

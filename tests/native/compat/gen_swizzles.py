@@ -2,9 +2,10 @@
 
 Each `vstore<T, N>` is a union of the element array, the named components (.x .y .z .w, .r .g .b .a) and one
 member per swizzle (every sequence of 2..4 component names, in both name sets). A swizzle member is a
-`swzw<T, Span, I...>` (no repeated component: assignable) or `swz<T, Span, I...>` (read only), placed at the offset of its lowest component, so that it covers exactly the components from
-its lowest to its highest: its trivial copy (used when the same swizzle pattern is assigned from a const object)
-then touches only those. Members that share a lowest component share one padded struct.
+`swzw<T, Span, I...>` (no repeated component: assignable) or `swz<T, Span, I...>` (read only), placed at the
+offset of its lowest component, so that it covers exactly the components from its lowest to its highest: its
+trivial copy (used when the same swizzle pattern is assigned from a const object) then touches only those.
+Members that share a lowest component share one padded struct.
 
 Run `python tests/native/compat/gen_swizzles.py` to rewrite the header; the compat test checks it is current.
 """
@@ -62,7 +63,8 @@ def vstore(n: int) -> str:
 
 def render() -> str:
     body = "\n\n".join(vstore(n) for n in (2, 3, 4))
-    return f"{HEAD}\nnamespace metal {{\nnamespace _mt {{\n\n{body}\n\n}}  // namespace _mt\n}}  // namespace metal\n\n#endif\n"
+    tail = "}  // namespace _mt\n}  // namespace metal\n\n#endif\n"
+    return f"{HEAD}\nnamespace metal {{\nnamespace _mt {{\n\n{body}\n\n{tail}"
 
 
 def main() -> int:

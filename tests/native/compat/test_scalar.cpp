@@ -84,6 +84,12 @@ TEST(math_against_cmath) {
     CHECK(smoothstep(0.0f, 1.0f, 0.5f) == 0.5f && smoothstep(0.0f, 1.0f, 2.0f) == 1.0f, "smoothstep");
     CHECK(isnan(NAN) && isinf(-INFINITY) && isfinite(1.0f) && !isfinite(INFINITY) && signbit(-0.0f), "classes");
     CHECK(ldexp(1.5f, 3) == 12.0f && divide(1.0f, 4.0f) == 0.25f, "ldexp, divide");
+    int ex = 0;
+    float ip = 0;
+    int2 ex2;
+    float2 fr2 = frexp(float2(8.0f, 0.75f), ex2);
+    CHECK(frexp(8.0f, ex) == 0.5f && ex == 4 && fr2.y == 0.75f && ex2.x == 4 && ex2.y == 0, "frexp");
+    CHECK(modf(-2.75f, ip) == -0.75f && ip == -2.0f, "modf");
     float c = 0;
     float s = sincos(0.5f, c);
     CHECK(s == std::sin(0.5f) && c == std::cos(0.5f), "sincos");

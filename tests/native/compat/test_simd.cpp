@@ -18,8 +18,10 @@ struct LaneOut {
     float4 vsum, vshuf;
     half hsum;
     float qsum, qshuffle, qxor, qup, qdown, qbcast, qmax, qpsum;
-    uint16_t qballot;
-    bool qall;
+    uint16_t qballot, qactive;
+    bool qall, qany, qfirst;
+    float qmin, qprod, qpexc, qrot, qbfirst, qfill;
+    int qand;
 };
 
 void run_collectives(uint32_t lanes, uint32_t exit_from, std::vector<LaneOut>& out) {
@@ -71,6 +73,16 @@ void run_collectives(uint32_t lanes, uint32_t exit_from, std::vector<LaneOut>& o
         o.qpsum = quad_prefix_inclusive_sum(v);
         o.qballot = quad_vote::vote_t(quad_ballot(v > 0.0f));
         o.qall = quad_all(v < 100.0f);
+        o.qany = quad_any(v > 0.0f);
+        o.qfirst = quad_is_first();
+        o.qactive = quad_vote::vote_t(quad_active_threads_mask());
+        o.qmin = quad_min(v);
+        o.qprod = quad_product(v);
+        o.qpexc = quad_prefix_exclusive_sum(v);
+        o.qrot = quad_shuffle_rotate_down(v, 1u);
+        o.qbfirst = quad_broadcast_first(v);
+        o.qfill = quad_shuffle_and_fill_down(v, -v, 1u);
+        o.qand = quad_and(iv | 0x100);
     });
 }
 
@@ -128,7 +140,8 @@ void check_simd(uint32_t lanes, uint32_t exit_from) {
         CHECK(o.first == (l == 0), "is_first lane %u", l);
         CHECK(o.vsum.x == o.sum && o.vsum.y == float(n) && o.vsum.z == float(isum), "vector sum lane %u", l);
         const uint32_t x1 = l ^ 1u;
-        const float4 want = live(x1, n) ? float4(fval(x1), float(x1), 0.0f, 1.0f).wzyx : float4(v, float(l), 0.0f, 1.0f).wzyx;
+        const float4 want = live(x1, n) ? float4(fval(x1), float(x1), 0.0f, 1.0f).wzyx
+                                        : float4(v, float(l), 0.0f, 1.0f).wzyx;
         CHECK(all(o.vshuf == want), "vector shuffle lane %u", l);
         CHECK(float(o.hsum) == float(isum), "half sum lane %u", l);
         const uint32_t q = l & ~3u;
@@ -146,6 +159,26 @@ void check_simd(uint32_t lanes, uint32_t exit_from) {
         CHECK(o.qup == (l % 4 >= 1 ? pick(l - 1, l, n) : v) && o.qdown == (l % 4 + 2 < 4 ? pick(l + 2, l, n) : v),
               "quad up/down lane %u", l);
         CHECK(o.qbcast == pick(q + 2, l, n), "quad broadcast lane %u", l);
+        float qmin = INFINITY, qprod = 1, qpexc = 0;
+        int qand = -1;
+        bool qany = false;
+        uint16_t qactive = 0;
+        uint32_t qfirst = 99;
+        for (uint32_t j = q; j < q + 4; ++j)
+            if (live(j, n)) {
+                qmin = std::fmin(qmin, fval(j));
+                qprod *= fval(j);
+                if (j < l) qpexc += fval(j);
+                qand &= ival(j) | 0x100;
+                qany = qany || fval(j) > 0;
+                qactive = uint16_t(qactive | (1u << (j - q)));
+                if (qfirst == 99) qfirst = j;
+            }
+        CHECK(o.qmin == qmin && o.qprod == qprod && o.qpexc == qpexc && o.qand == qand && o.qany == qany,
+              "more quad reductions lane %u", l);
+        CHECK(o.qactive == qactive && o.qfirst == (l == qfirst) && o.qbfirst == fval(qfirst), "quad votes lane %u", l);
+        CHECK(o.qrot == pick(q + (l % 4 + 1) % 4, l, n), "quad rotate lane %u", l);
+        CHECK(o.qfill == (l % 4 + 1 < 4 ? pick(l + 1, l, n) : -pick(q, l, n)), "quad fill lane %u", l);
     }
 }
 

@@ -51,62 +51,70 @@ struct cas_min { template <class T> T operator()(T a, T b) const { return b < a 
 struct cas_max { template <class T> T operator()(T a, T b) const { return a < b ? b : a; } };
 }  // namespace _mt
 
+/* Metal 3.2's trailing thread_scope argument is accepted and ignored (every operation is device-wide here). */
+#define MT_SCOPE thread_scope = thread_scope_device
 template <class T, class U> inline void atomic_init(volatile atomic<T>* obj, U value) {
     T v = T(value);
     __atomic_store(const_cast<T*>(&obj->v_), &v, __ATOMIC_RELAXED);
 }
-template <class T, class U> inline void atomic_store_explicit(volatile atomic<T>* obj, U desired, memory_order order) {
+template <class T, class U>
+inline void atomic_store_explicit(volatile atomic<T>* obj, U desired, memory_order order, MT_SCOPE) {
     T v = T(desired);
     __atomic_store(const_cast<T*>(&obj->v_), &v, int(order));
 }
-template <class T> inline T atomic_load_explicit(const volatile atomic<T>* obj, memory_order order) {
+template <class T> inline T atomic_load_explicit(const volatile atomic<T>* obj, memory_order order, MT_SCOPE) {
     _mt::spin_hint();
     return _mt::aload(obj, int(order));
 }
-template <class T, class U> inline T atomic_exchange_explicit(volatile atomic<T>* obj, U desired, memory_order order) {
+template <class T, class U>
+inline T atomic_exchange_explicit(volatile atomic<T>* obj, U desired, memory_order order, MT_SCOPE) {
     T v = T(desired), r;
     __atomic_exchange(const_cast<T*>(&obj->v_), &v, &r, int(order));
     return r;
 }
 template <class T, class U>
 inline bool atomic_compare_exchange_weak_explicit(volatile atomic<T>* obj, T* expected, U desired,
-                                                  memory_order success, memory_order failure) {
+                                                  memory_order success, memory_order failure, MT_SCOPE) {
     if (_mt::acas(obj, expected, T(desired), true, int(success), int(failure))) return true;
     _mt::spin_hint();
     return false;
 }
 template <class T, class U>
 inline bool atomic_compare_exchange_strong_explicit(volatile atomic<T>* obj, T* expected, U desired,
-                                                    memory_order success, memory_order failure) {
+                                                    memory_order success, memory_order failure, MT_SCOPE) {
     if (_mt::acas(obj, expected, T(desired), false, int(success), int(failure))) return true;
     _mt::spin_hint();
     return false;
 }
 
 #define MT_ATOMIC_FETCH_INT(name, builtin)                                                                        \
-    template <class T, class U, _mt::enable_if_t<_mt::is_int<T>, int> = 0>                                          \
-    inline T atomic_fetch_##name##_explicit(volatile atomic<T>* obj, U arg, memory_order order) {                 \
+    template <class T, class U, _mt::enable_if_t<_mt::is_int<T>, int> = 0>                                         \
+    inline T atomic_fetch_##name##_explicit(volatile atomic<T>* obj, U arg, memory_order order, MT_SCOPE) {       \
         return builtin(const_cast<T*>(&obj->v_), T(arg), int(order));                                             \
     }
 MT_ATOMIC_FETCH_INT(and, __atomic_fetch_and)
 MT_ATOMIC_FETCH_INT(or, __atomic_fetch_or)
 MT_ATOMIC_FETCH_INT(xor, __atomic_fetch_xor)
 #undef MT_ATOMIC_FETCH_INT
-#define MT_ATOMIC_FETCH_ARITH(name, builtin, op)                                                                  \
-    template <class T, class U>                                                                                   \
-    inline T atomic_fetch_##name##_explicit(volatile atomic<T>* obj, U arg, memory_order order) {                 \
-        if constexpr (_mt::is_int<T>) return builtin(const_cast<T*>(&obj->v_), T(arg), int(order));               \
-        else return _mt::fetch_cas(obj, T(arg), int(order), _mt::op());                                           \
-    }
-MT_ATOMIC_FETCH_ARITH(add, __atomic_fetch_add, cas_add)
-MT_ATOMIC_FETCH_ARITH(sub, __atomic_fetch_sub, cas_sub)
-#undef MT_ATOMIC_FETCH_ARITH
-template <class T, class U> inline T atomic_fetch_min_explicit(volatile atomic<T>* obj, U arg, memory_order order) {
+template <class T, class U>
+inline T atomic_fetch_add_explicit(volatile atomic<T>* obj, U arg, memory_order order, MT_SCOPE) {
+    if constexpr (_mt::is_int<T>) return __atomic_fetch_add(const_cast<T*>(&obj->v_), T(arg), int(order));
+    else return _mt::fetch_cas(obj, T(arg), int(order), _mt::cas_add());
+}
+template <class T, class U>
+inline T atomic_fetch_sub_explicit(volatile atomic<T>* obj, U arg, memory_order order, MT_SCOPE) {
+    if constexpr (_mt::is_int<T>) return __atomic_fetch_sub(const_cast<T*>(&obj->v_), T(arg), int(order));
+    else return _mt::fetch_cas(obj, T(arg), int(order), _mt::cas_sub());
+}
+template <class T, class U>
+inline T atomic_fetch_min_explicit(volatile atomic<T>* obj, U arg, memory_order order, MT_SCOPE) {
     return _mt::fetch_cas(obj, T(arg), int(order), _mt::cas_min());
 }
-template <class T, class U> inline T atomic_fetch_max_explicit(volatile atomic<T>* obj, U arg, memory_order order) {
+template <class T, class U>
+inline T atomic_fetch_max_explicit(volatile atomic<T>* obj, U arg, memory_order order, MT_SCOPE) {
     return _mt::fetch_cas(obj, T(arg), int(order), _mt::cas_max());
 }
+#undef MT_SCOPE
 
 /* The forms without _explicit are sequentially consistent. */
 template <class T, class U> inline void atomic_store(volatile atomic<T>* obj, U desired) {

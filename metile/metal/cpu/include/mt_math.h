@@ -263,8 +263,7 @@ template <class F> inline F frexp1(F x, int& e) {
     else return F(__builtin_frexpf(float(x), &e));
 }
 }  // namespace _mt
-template <class X, class R = _mt::fres_t<X>, class I = typename _mt::conditional<(_mt::vn<X> > 0),
-                                                                             vec<int, _mt::imax(_mt::vn<X>, 2)>, int>::type>
+template <class X, class I, class R = _mt::fres_t<X>>
 inline R frexp(const X& x, I& e) {
     if constexpr (_mt::vn<X> == 0) {
         return _mt::frexp1(R(x), e);

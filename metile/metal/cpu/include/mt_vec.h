@@ -9,10 +9,11 @@
  *
  * Swizzles are union members (mt_swizzle.h, generated) of type swz<T, Span, I...> (a repeated component: read
  * only) or swzw<T, Span, I...> (assignable and compound-assignable): Span elements from the lowest named
- * component, I the offsets of the named components. Reading one gives a vec<T, K>. One limit comes from keeping vectors trivially
- * copyable: assigning a swizzle from a *const* object's swizzle of the same pattern (`a.xz = cb.xz` with `cb`
- * const) copies every element between the lowest and highest component (here also y). Patterns whose components
- * are contiguous (xy, zw, yzw, ...) and any non-const or temporary source are exact.
+ * component, I the offsets of the named components. Reading one gives a vec<T, K>.
+ * One limit comes from keeping vectors trivially copyable: assigning a swizzle from a *const* object's swizzle of
+ * the same pattern (`a.xz = cb.xz` with `cb` const) copies every element between the lowest and highest component
+ * (here also y). Patterns whose components are contiguous (xy, zw, yzw, ...) and any non-const or temporary
+ * source are exact.
  */
 #ifndef METILE_MT_VEC_H
 #define METILE_MT_VEC_H
