@@ -14,8 +14,8 @@ import numbers
 import attrs
 import numpy as np
 
-from metile.metal.cpu.msl import KernelSignature, Param
 from metile.metal.errors import LaunchError
+from metile.metal.msl_signature import KernelSignature, Param
 
 SCALARS: dict[str, np.dtype | None] = {
     "float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat": None,

@@ -20,10 +20,10 @@ import attrs
 import numpy as np
 
 from metile.metal.args import element_type
-from metile.metal.cpu.msl import KernelSignature, kernel_signatures
 from metile.metal.cpu.toolchain import cached_build, sha256_hex
 from metile.metal.gpu import _build
 from metile.metal.gpu.binding import Shim, load_extension
+from metile.metal.msl_signature import KernelSignature, kernel_signatures
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "stub_shim.c"

@@ -19,10 +19,11 @@ from metile.metal.args import BoundArg, bind_arguments, dim3
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import TRAP_MEANS, KernelBuilder
 from metile.metal.cpu.faults import BufferRange, to_exception
-from metile.metal.cpu.msl import KernelSignature, Translation, entry_symbol, translate
+from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import LaunchError
+from metile.metal.msl_signature import KernelSignature
 
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_THREADGROUP_MEMORY = 32 * 1024

@@ -18,13 +18,13 @@ from pathlib import Path
 import attrs
 
 from metile.metal.args import dim3
-from metile.metal.cpu.msl import KernelSignature, kernel_signatures
 from metile.metal.errors import DeviceError, LaunchError
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
 from metile.metal.gpu.launch import prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
+from metile.metal.msl_signature import KernelSignature, kernel_signatures
 
 SIMD_WIDTH = 32                  # every Apple GPU family runs 32-wide simdgroups
 DISPATCH_THREADGROUPS = SHIM_CONSTANTS["MTS_DISPATCH_THREADGROUPS"]

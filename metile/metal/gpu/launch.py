@@ -16,9 +16,9 @@ import numpy as np
 
 from metile.metal.args import BoundArg, bind_arguments
 from metile.metal.buffer import Buffer
-from metile.metal.cpu.msl import KernelSignature, Param
 from metile.metal.errors import LaunchError
 from metile.metal.gpu.memory import MetalMemory
+from metile.metal.msl_signature import KernelSignature, Param
 
 THREADGROUP_MEMORY_ALIGN = 16    # setThreadgroupMemoryLength lengths are multiples of 16 bytes
 
