@@ -12,7 +12,8 @@ from metile.metal.cpu.toolchain import HERE, find_compiler
 
 
 def struct_fields(name: str) -> list[str]:
-    body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), CDEF, re.S).group(1)
+    pattern = "typedef struct " + name + r" \{(.*?)\} " + name + ";"
+    body = re.search(pattern, CDEF, re.S).group(1)
     return [re.findall(r"(\w+)(?:\[\d+\])?;", line)[0] for line in body.splitlines() if ";" in line]
 
 

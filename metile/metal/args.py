@@ -171,6 +171,35 @@ def _bind_reference(p: Param, et: ElementType, value, buffer_type: type) -> Boun
     raise LaunchError(f"{describe(p)}: cannot bind a {type(value).__name__}")
 
 
+THREADGROUP_MEMORY_ALIGN = 16  # threadgroup memory lengths are multiples of 16 bytes (setThreadgroupMemoryLength)
+
+
+def round_up(n: int, to: int = THREADGROUP_MEMORY_ALIGN) -> int:
+    return -(-n // to) * to
+
+
+def threadgroup_sizes(sig: KernelSignature, params: tuple[Param, ...], tg_memory, available: int,
+                      device_limit: int) -> list[int]:
+    """The sizes for the `[[threadgroup(i)]]` parameters `params`, checked against what the kernel has left."""
+    if not params and not tg_memory:
+        return []
+    sizes = [int(x) for x in (tg_memory or ())]
+    need = (max(p.index for p in params) + 1) if params else 0
+    if len(sizes) < need:
+        missing = [f"{p.index} (`{p.name}`)" for p in params if p.index >= len(sizes)]
+        raise LaunchError(f"kernel `{sig.name}` needs threadgroup_memory sizes for [[threadgroup(i)]] "
+                          f"parameters {', '.join(missing)}")
+    if any(s < 0 for s in sizes):
+        raise LaunchError(f"threadgroup_memory sizes must be non-negative, got {sizes}")
+    total = sum(round_up(s) for s in sizes)
+    if total > available:
+        declared = device_limit - available
+        also = f" besides the {declared} bytes the kernel declares itself" if declared else ""
+        raise LaunchError(f"threadgroup_memory {sizes} takes {total} bytes (each rounded up to 16){also}; "
+                          f"the device allows {device_limit}")
+    return sizes
+
+
 def dim3(value, what: str) -> tuple[int, int, int]:
     """Normalise an int or 1-3 tuple of positive ints to a 3-tuple."""
     if isinstance(value, (int, np.integer)):

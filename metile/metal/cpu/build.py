@@ -8,11 +8,9 @@ the first error and quotes the source line with a caret.
 from __future__ import annotations
 
 import platform
-import re
 import shutil
 from pathlib import Path
 
-from metile.ir.errors import Loc
 from metile.metal.cpu.msl import FRONTEND_VERSION, Translation
 from metile.metal.cpu.toolchain import (
     HERE,
@@ -24,6 +22,7 @@ from metile.metal.cpu.toolchain import (
     sha256_hex,
     tree_digest,
 )
+from metile.metal.diagnostics import first_error
 from metile.metal.errors import MSLCompileError
 
 HEADER = "metal_compat.h"
@@ -38,7 +37,6 @@ COMMON_FLAGS = [
     f"-fsanitize={TRAP_CHECKS}",
 ]
 SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
-_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
 
 
 def kernel_flags(compiler: Compiler, sanitize: bool) -> list[str]:
@@ -126,22 +124,5 @@ class KernelBuilder:
 
 def compile_error(output: str, tr: Translation) -> MSLCompileError:
     """The first compiler error, located on the `.metal` line when it lies there."""
-    lines = tr_source_lines(tr)
-    diags = list(_DIAG.finditer(output))
-    in_metal = [d for d in diags if d.group("file") == tr.metal_name]
-    chosen = (in_metal or diags or [None])[0]
-    if chosen is None:
-        return MSLCompileError(f"the C++ compiler rejected the translated MSL:\n{output.strip()}",
-                               compiler_output=output)
-    msg = chosen.group("msg")
-    if chosen.group("file") != tr.metal_name:
-        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, "
-                               f"generated for the kernel signature)", compiler_output=output)
-    line, col = int(chosen.group("line")), int(chosen.group("col"))
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return MSLCompileError(msg, Loc(tr.metal_name, line, max(col - 1, 0)), source_line=text,
-                           compiler_output=output)
-
-
-def tr_source_lines(tr: Translation) -> list[str]:
-    return tr.source.splitlines()
+    return first_error(output, source=tr.source, metal_name=tr.metal_name,
+                       elsewhere="generated for the kernel signature of")

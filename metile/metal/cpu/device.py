@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from metile.metal.args import BoundArg, bind_arguments, dim3
+from metile.metal.args import BoundArg, bind_arguments, dim3, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import TRAP_MEANS, KernelBuilder
 from metile.metal.cpu.faults import BufferRange, to_exception
@@ -204,7 +204,8 @@ class CpuDevice:
         if threads > fn.max_total_threads_per_threadgroup:
             raise LaunchError(f"threads_per_threadgroup {tpt} has {threads} threads; kernel `{sig.name}` allows "
                               f"at most {fn.max_total_threads_per_threadgroup}")
-        tg_sizes = self._threadgroup_sizes(sig, tg_memory)
+        limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
+        tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
         bound = bind_arguments(sig, list(args), Buffer)
         staged = [_stage(self, b) for b in bound]
         ptrs = ffi.new("void*[]", max(len(staged), 1))
@@ -239,21 +240,6 @@ class CpuDevice:
         for b, s in zip(bound, staged):
             if b is not None and b.write_back:
                 _write_back(b, s)
-
-    def _threadgroup_sizes(self, sig: KernelSignature, tg_memory) -> list[int]:
-        params = sig.threadgroup_params
-        sizes = [int(x) for x in (tg_memory or ())]
-        need = (max(p.index for p in params) + 1) if params else 0
-        if len(sizes) < need:
-            missing = [f"{p.index} (`{p.name}`)" for p in params if p.index >= len(sizes)]
-            raise LaunchError(f"kernel `{sig.name}` needs threadgroup_memory sizes for [[threadgroup(i)]] "
-                              f"parameters {', '.join(missing)}")
-        if any(s < 0 for s in sizes):
-            raise LaunchError(f"threadgroup_memory sizes must be non-negative, got {sizes}")
-        if sum(sizes) > self.max_threadgroup_memory:
-            raise LaunchError(f"threadgroup_memory {sizes} totals {sum(sizes)} bytes; the device allows "
-                              f"{self.max_threadgroup_memory}")
-        return sizes
 
 
 def _stage(dev: CpuDevice, b: BoundArg | None):

@@ -19,14 +19,13 @@ from pathlib import Path
 
 import attrs
 
-from metile.ir.errors import Loc
 from metile.metal.cpu.toolchain import BuildFailed, cached_build, sha256_hex, tree_digest
+from metile.metal.diagnostics import DIAGNOSTIC, first_error
 from metile.metal.errors import DeviceError, MSLCompileError
 from metile.metal.gpu.binding import ERR_COMPILE, ERR_LOAD, Shim, shim_error, take_message
 
 JIT_FILE_NAME = "program_source"     # what Metal's runtime compiler calls the source it was given
 HEADER_SUFFIXES = (".h", ".hpp", ".metal")
-_DIAG = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
 
 
 @attrs.frozen
@@ -94,23 +93,8 @@ def find_toolchain(runner: Runner) -> Toolchain | None:
 
 
 def compile_error(output: str, *, source: str, metal_name: str, aliases: Sequence[str] = ()) -> MSLCompileError:
-    """The first error in Metal compiler output, on the user's `.metal` line when it lies in the source.
-
-    `aliases` are the other names the compiler used for the source (`program_source`, a temporary path).
-    """
-    names = {metal_name, JIT_FILE_NAME, *aliases}
-    diags = list(_DIAG.finditer(output))
-    chosen = next((d for d in diags if d.group("file") in names), diags[0] if diags else None)
-    if chosen is None:
-        return MSLCompileError(f"the Metal compiler rejected {metal_name}:\n{output.strip()}", compiler_output=output)
-    msg = chosen.group("msg").strip()
-    if chosen.group("file") not in names:
-        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, included from {metal_name})",
-                               compiler_output=output)
-    line, col = int(chosen.group("line")), int(chosen.group("col"))
-    lines = source.splitlines()
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return MSLCompileError(msg, Loc(metal_name, line, max(col - 1, 0)), source_line=text, compiler_output=output)
+    """The first error in Metal compiler output; `aliases` are the other names it used for the source."""
+    return first_error(output, source=source, metal_name=metal_name, aliases=(JIT_FILE_NAME, *aliases))
 
 
 class MetalCompiler:
@@ -211,7 +195,7 @@ class MetalCompiler:
         try:
             return cached_build(path, build)
         except _MetalRejected as e:
-            if _DIAG.search(e.output):   # the compiler ran and found errors in the source or its headers
+            if DIAGNOSTIC.search(e.output):   # the compiler ran and found errors in the source or its headers
                 raise compile_error(e.output, source=source, metal_name=metal_name, aliases=(e.path,)) from None
             self.aot_fallback_reason = f"`xcrun metal` failed: {e.output.strip()}"
         except BuildFailed as e:

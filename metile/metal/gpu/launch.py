@@ -14,13 +14,10 @@ import weakref
 
 import numpy as np
 
-from metile.metal.args import BoundArg, bind_arguments
+from metile.metal.args import BoundArg, bind_arguments, round_up, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError
 from metile.metal.gpu.memory import MetalMemory
-from metile.metal.msl_signature import KernelSignature, Param
-
-THREADGROUP_MEMORY_ALIGN = 16    # setThreadgroupMemoryLength lengths are multiples of 16 bytes
 
 
 class ArraySlot:
@@ -60,32 +57,6 @@ class PreparedArgs:
             if a is not r and (r.__class__ is not weakref.ref or r() is not a):
                 return False
         return True
-
-
-def round_up(n: int, to: int = THREADGROUP_MEMORY_ALIGN) -> int:
-    return -(-n // to) * to
-
-
-def threadgroup_sizes(sig: KernelSignature, params: tuple[Param, ...], tg_memory, available: int,
-                      device_limit: int) -> list[int]:
-    """The sizes for the `[[threadgroup(i)]]` parameters `params`, checked against what the kernel has left."""
-    if not params and not tg_memory:
-        return []
-    sizes = [int(x) for x in (tg_memory or ())]
-    need = (max(p.index for p in params) + 1) if params else 0
-    if len(sizes) < need:
-        missing = [f"{p.index} (`{p.name}`)" for p in params if p.index >= len(sizes)]
-        raise LaunchError(f"kernel `{sig.name}` needs threadgroup_memory sizes for [[threadgroup(i)]] "
-                          f"parameters {', '.join(missing)}")
-    if any(s < 0 for s in sizes):
-        raise LaunchError(f"threadgroup_memory sizes must be non-negative, got {sizes}")
-    total = sum(round_up(s) for s in sizes)
-    if total > available:
-        declared = device_limit - available
-        also = f" besides the {declared} bytes the kernel declares itself" if declared else ""
-        raise LaunchError(f"threadgroup_memory {sizes} takes {total} bytes (each rounded up to 16){also}; "
-                          f"the device allows {device_limit}")
-    return sizes
 
 
 def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:

@@ -1,0 +1,33 @@
+"""Compiler messages -> `MSLCompileError` on the user's `.metal` line (shared by both devices)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from metile.ir.errors import Loc
+from metile.metal.errors import MSLCompileError
+
+DIAGNOSTIC = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
+
+
+def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[str] = (),
+                elsewhere: str = "included from") -> MSLCompileError:
+    """The first error in compiler `output`, located on the `.metal` line when it lies in the source.
+
+    `aliases` are other names the compiler used for the source (`program_source`, a temporary path);
+    an error in another file is reported with that file's name and line, `elsewhere` the metal name.
+    """
+    names = {metal_name, *aliases}
+    diags = list(DIAGNOSTIC.finditer(output))
+    chosen = next((d for d in diags if d.group("file") in names), diags[0] if diags else None)
+    if chosen is None:
+        return MSLCompileError(f"the compiler rejected {metal_name}:\n{output.strip()}", compiler_output=output)
+    msg = chosen.group("msg").strip()
+    if chosen.group("file") not in names:
+        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, {elsewhere} {metal_name})",
+                               compiler_output=output)
+    line, col = int(chosen.group("line")), int(chosen.group("col"))
+    lines = source.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return MSLCompileError(msg, Loc(metal_name, line, max(col - 1, 0)), source_line=text, compiler_output=output)
