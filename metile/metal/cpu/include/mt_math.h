@@ -60,6 +60,7 @@ template <class R, class F, class... A> inline R zip(const A&... a) {
     } else {
         typedef elem_t<R> E;
         R r;
+        MT_UNROLL
         for (int i = 0; i < vn<R>; ++i) r.v_[i] = E(F::f(calc_t<E>(E(at(a, i)))...));
         return r;
     }
@@ -71,6 +72,7 @@ template <class R, class F, class... A> inline bool_of<R> zipb(const A&... a) {
     } else {
         typedef elem_t<R> E;
         bool_of<R> r;
+        MT_UNROLL
         for (int i = 0; i < vn<R>; ++i) r.v_[i] = F::f(calc_t<E>(E(at(a, i)))...);
         return r;
     }
@@ -90,6 +92,32 @@ template <class I> inline I lo_mask(int n) {
 }
 
 /* Scalar helpers of the integer functions and smoothstep. */
+/* min/max of floats are fmin/fmax (a NaN operand loses), written out so they compile to a few instructions
+ * instead of a call into the C library. */
+struct op_min {
+    template <class V> static V f(V x, V y) {
+        const V m = y < x ? y : x; /* minss: no branch */
+        return x != x ? y : m;
+    }
+};
+struct op_max {
+    template <class V> static V f(V x, V y) {
+        const V m = x < y ? y : x; /* maxss: no branch */
+        return x != x ? y : m;
+    }
+};
+struct op_median3 {
+    template <class V> static V f(V x, V y, V z) { return op_max::f(op_min::f(x, y), op_min::f(op_max::f(x, y), z)); }
+};
+struct op_max3 {
+    template <class V> static V f(V x, V y, V z) { return op_max::f(op_max::f(x, y), z); }
+};
+struct op_min3 {
+    template <class V> static V f(V x, V y, V z) { return op_min::f(op_min::f(x, y), z); }
+};
+struct op_clamp {
+    template <class V> static V f(V x, V lo, V hi) { return op_min::f(op_max::f(x, lo), hi); }
+};
 template <class F> inline F smooth(F e0, F e1, F x) {
     F t = (x - e0) / (e1 - e0);
     t = t < F(0) ? F(0) : t > F(1) ? F(1) : t;
@@ -97,6 +125,7 @@ template <class F> inline F smooth(F e0, F e1, F x) {
 }
 template <class I> inline I reverse1(I x) {
     uns_t<I> u = uns_t<I>(x), r = 0;
+    MT_UNROLL
     for (int i = 0; i < bits_of<I>; ++i) r = uns_t<I>((r << 1) | ((u >> i) & 1u));
     return I(r);
 }
@@ -217,9 +246,9 @@ MT_F1(round, __builtin_roundf(x), __builtin_round(x))
 MT_F1(rint, __builtin_rintf(x), __builtin_rint(x))
 MT_F1(trunc, __builtin_truncf(x), __builtin_trunc(x))
 MT_F1(fabs, __builtin_fabsf(x), __builtin_fabs(x))
-MT_F1(fract, __builtin_fminf(x - __builtin_floorf(x), 0x1.fffffep-1f),
-      __builtin_fmin(x - __builtin_floor(x), 0x1.fffffffffffffp-1))
-MT_F1(saturate, __builtin_fminf(__builtin_fmaxf(x, 0.0f), 1.0f), __builtin_fmin(__builtin_fmax(x, 0.0), 1.0))
+MT_F1(fract, _mt::op_min::f(x - __builtin_floorf(x), 0x1.fffffep-1f),
+      _mt::op_min::f(x - __builtin_floor(x), 0x1.fffffffffffffp-1))
+MT_F1(saturate, _mt::op_min::f(_mt::op_max::f(x, 0.0f), 1.0f), _mt::op_min::f(_mt::op_max::f(x, 0.0), 1.0))
 MT_F1(sign, x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : (x == x ? x : 0.0f),
       x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : (x == x ? x : 0.0))
 MT_F1(logb, __builtin_logbf(x), __builtin_logb(x))
@@ -229,8 +258,6 @@ MT_F2(atan2, __builtin_atan2f(x, y), __builtin_atan2(x, y))
 MT_F2(fmod, __builtin_fmodf(x, y), __builtin_fmod(x, y))
 MT_F2(remainder, __builtin_remainderf(x, y), __builtin_remainder(x, y))
 MT_F2(copysign, __builtin_copysignf(x, y), __builtin_copysign(x, y))
-MT_F2(fmin, __builtin_fminf(x, y), __builtin_fmin(x, y))
-MT_F2(fmax, __builtin_fmaxf(x, y), __builtin_fmax(x, y))
 MT_F2(fdim, __builtin_fdimf(x, y), __builtin_fdim(x, y))
 MT_F2(nextafter, __builtin_nextafterf(x, y), __builtin_nextafter(x, y))
 MT_F2(step, y < x ? 0.0f : 1.0f, y < x ? 0.0 : 1.0)
@@ -241,10 +268,9 @@ MT_F2(rootn, __builtin_powf(x, 1.0f / y), __builtin_pow(x, 1.0 / y))
 MT_F3(fma, __builtin_fmaf(x, y, z), __builtin_fma(x, y, z))
 MT_F3(mad, x * y + z, x * y + z)
 MT_F3(mix, x + (y - x) * z, x + (y - x) * z)
-MT_F3(fmin3, __builtin_fminf(__builtin_fminf(x, y), z), __builtin_fmin(__builtin_fmin(x, y), z))
-MT_F3(fmax3, __builtin_fmaxf(__builtin_fmaxf(x, y), z), __builtin_fmax(__builtin_fmax(x, y), z))
-MT_F3(fmedian3, __builtin_fmaxf(__builtin_fminf(x, y), __builtin_fminf(__builtin_fmaxf(x, y), z)),
-      __builtin_fmax(__builtin_fmin(x, y), __builtin_fmin(__builtin_fmax(x, y), z)))
+MT_F3(fmin3, _mt::op_min3::f(x, y, z), _mt::op_min3::f(x, y, z))
+MT_F3(fmax3, _mt::op_max3::f(x, y, z), _mt::op_max3::f(x, y, z))
+MT_F3(fmedian3, _mt::op_median3::f(x, y, z), _mt::op_median3::f(x, y, z))
 MT_F3(smoothstep, _mt::smooth(x, y, z), _mt::smooth(x, y, z))
 
 
@@ -269,6 +295,7 @@ inline R frexp(const X& x, I& e) {
         return _mt::frexp1(R(x), e);
     } else {
         R r;
+        MT_UNROLL
         for (int i = 0; i < _mt::vn<X>; ++i) r.v_[i] = _mt::frexp1(_mt::at(x, i), e.v_[i]);
         return r;
     }
@@ -281,34 +308,18 @@ struct op_abs {
     static double f(double x) { return __builtin_fabs(x); }
     template <class I> static I f(I x) { return x < I(0) ? I(-x) : x; }
 };
-struct op_min {
-    static float f(float x, float y) { return __builtin_fminf(x, y); }
-    static double f(double x, double y) { return __builtin_fmin(x, y); }
-    template <class I> static I f(I x, I y) { return y < x ? y : x; }
-};
-struct op_max {
-    static float f(float x, float y) { return __builtin_fmaxf(x, y); }
-    static double f(double x, double y) { return __builtin_fmax(x, y); }
-    template <class I> static I f(I x, I y) { return x < y ? y : x; }
-};
-struct op_clamp {
-    template <class V> static V f(V x, V lo, V hi) { return op_min::f(op_max::f(x, lo), hi); }
-};
-struct op_min3 {
-    template <class V> static V f(V x, V y, V z) { return op_min::f(op_min::f(x, y), z); }
-};
-struct op_max3 {
-    template <class V> static V f(V x, V y, V z) { return op_max::f(op_max::f(x, y), z); }
-};
-struct op_median3 {
-    template <class V> static V f(V x, V y, V z) { return op_max::f(op_min::f(x, y), op_min::f(op_max::f(x, y), z)); }
-};
 }  // namespace _mt
 template <class X, class R = _mt::nres_t<X>> inline R abs(const X& x) { return _mt::zip<R, _mt::op_abs>(x); }
 template <class X, class Y, class R = _mt::nres_t<X, Y>> inline R min(const X& x, const Y& y) {
     return _mt::zip<R, _mt::op_min>(x, y);
 }
 template <class X, class Y, class R = _mt::nres_t<X, Y>> inline R max(const X& x, const Y& y) {
+    return _mt::zip<R, _mt::op_max>(x, y);
+}
+template <class X, class Y, class R = _mt::fres_t<X, Y>> inline R fmin(const X& x, const Y& y) {
+    return _mt::zip<R, _mt::op_min>(x, y);
+}
+template <class X, class Y, class R = _mt::fres_t<X, Y>> inline R fmax(const X& x, const Y& y) {
     return _mt::zip<R, _mt::op_max>(x, y);
 }
 #define MT_N3(name)                                                                                               \
@@ -345,6 +356,7 @@ inline R extract_bits(const X& x, const O& offset, const B& bits) {
         return _mt::extract1(I(x), int(offset), int(bits));
     } else {
         R r;
+        MT_UNROLL
         for (int i = 0; i < _mt::vn<R>; ++i)
             r.v_[i] = _mt::extract1(I(_mt::at(x, i)), int(_mt::at(offset, i)), int(_mt::at(bits, i)));
         return r;
@@ -353,6 +365,7 @@ inline R extract_bits(const X& x, const O& offset, const B& bits) {
 template <class X, class Y, class O, class B, class R = _mt::ires_t<X, Y>>
 inline R insert_bits(const X& base, const Y& insert, const O& offset, const B& bits) {
     R r = R(base);
+    MT_UNROLL
     for (int i = 0; i < (_mt::vn<R> ? _mt::vn<R> : 1); ++i) {
         typedef _mt::elem_t<R> I;
         int o = int(_mt::at(offset, i)), n = int(_mt::at(bits, i));
@@ -402,11 +415,13 @@ template <class X, class Y, class R = _mt::fres_t<X, Y>> inline _mt::bool_of<R> 
 
 /* all / any of a bool or boolN */
 template <class X, _mt::enable_if_t<_mt::is_same<_mt::elem_t<X>, bool>::value, int> = 0> inline bool all(const X& x) {
+    MT_UNROLL
     for (int i = 0; i < (_mt::vn<X> ? _mt::vn<X> : 1); ++i)
         if (!_mt::at(x, i)) return false;
     return true;
 }
 template <class X, _mt::enable_if_t<_mt::is_same<_mt::elem_t<X>, bool>::value, int> = 0> inline bool any(const X& x) {
+    MT_UNROLL
     for (int i = 0; i < (_mt::vn<X> ? _mt::vn<X> : 1); ++i)
         if (_mt::at(x, i)) return true;
     return false;
@@ -422,6 +437,7 @@ inline R select(const A& a, const B& b, const C& c) {
     } else {
         typedef _mt::elem_t<R> E;
         R r;
+        MT_UNROLL
         for (int i = 0; i < _mt::vn<R>; ++i) r.v_[i] = _mt::at(c, i) ? E(_mt::at(b, i)) : E(_mt::at(a, i));
         return r;
     }
@@ -432,6 +448,7 @@ template <class X, class Y, class R = _mt::fres_t<X, Y>, _mt::enable_if_t<(_mt::
 inline _mt::elem_t<R> dot(const X& x, const Y& y) {
     typedef _mt::elem_t<R> E;
     _mt::calc_t<E> s = 0;
+    MT_UNROLL
     for (int i = 0; i < _mt::vn<R>; ++i) s += _mt::calc_t<E>(E(_mt::at(x, i))) * _mt::calc_t<E>(E(_mt::at(y, i)));
     return E(s);
 }

@@ -86,11 +86,15 @@ template <class V> inline xchg exchange(const V& v, uint32_t site, uint32_t line
 /* Value from lane j if it is live, else from this lane. */
 template <class V> inline V pull(const xchg& x, uint32_t j, const V& own) { return x.has(j) ? x.get<V>(j) : own; }
 
-/* Lanes [lo, hi) of the exchange, combined in lane order with op; `incl`: up to and including `upto`. */
+/* Live lanes in [lo, hi) */
+inline uint32_t lanes_in(const xchg& x, uint32_t lo, uint32_t hi) {
+    const uint64_t below_hi = (uint64_t(1) << hi) - 1u, below_lo = (uint64_t(1) << lo) - 1u;
+    return x.live & uint32_t(below_hi & ~below_lo);
+}
+/* The live lanes of [lo, hi), combined with op in increasing lane order, starting from init. */
 template <class V, class Op> inline V fold(const xchg& x, uint32_t lo, uint32_t hi, V init, Op op) {
     V acc = init;
-    for (uint32_t j = lo; j < hi; ++j)
-        if (x.has(j)) acc = op(acc, x.get<V>(j));
+    for (uint32_t m = lanes_in(x, lo, hi); m; m &= m - 1u) acc = op(acc, x.get<V>(uint32_t(__builtin_ctz(m))));
     return acc;
 }
 struct add_op { template <class V> V operator()(const V& a, const V& b) const { return V(a + b); } };
@@ -101,12 +105,13 @@ struct and_op { template <class V> V operator()(const V& a, const V& b) const { 
 struct or_op { template <class V> V operator()(const V& a, const V& b) const { return V(a | b); } };
 struct xor_op { template <class V> V operator()(const V& a, const V& b) const { return V(a ^ b); } };
 
-/* The first live lane of [lo, hi), to seed a reduction with a value of its own (min, max, and, or). */
+/* The same, seeded with the first live lane's value (min, max, and, or); `own` when no lane of [lo, hi) is live. */
 template <class V, class Op> inline V reduce(const xchg& x, uint32_t lo, uint32_t hi, const V& own, Op op) {
-    uint32_t j = lo;
-    while (j < hi && !x.has(j)) ++j;
-    if (j == hi) return own;
-    return fold(x, j + 1, hi, x.get<V>(j), op);
+    uint32_t m = lanes_in(x, lo, hi);
+    if (m == 0) return own;
+    V acc = x.get<V>(uint32_t(__builtin_ctz(m)));
+    for (m &= m - 1u; m; m &= m - 1u) acc = op(acc, x.get<V>(uint32_t(__builtin_ctz(m))));
+    return acc;
 }
 
 template <class X> using cval_t = enable_if_t<(vn<X> >= 0), val_t<X>>;

@@ -127,11 +127,13 @@ template <class T, int N> struct vec : _mt::vstore<T, N> {
     vec() = default;
     /* splat: float4(1.0f), and `float4 v = 0;` */
     template <class S, _mt::enable_if_t<_mt::vn<S> == 0, int> = 0> vec(const S& s) {
+        MT_UNROLL
         for (int i = 0; i < N; ++i) this->v_[i] = T(s);
     }
     /* conversion between element types: float4(int4), half4(float4) */
     template <class X, _mt::enable_if_t<_mt::vn<X> == N && !_mt::is_same<_mt::elem_t<X>, T>::value, int> = 0>
     explicit vec(const X& x) {
+        MT_UNROLL
         for (int i = 0; i < N; ++i) this->v_[i] = T(_mt::at(x, i));
     }
     /* element-wise and mixed: float4(a, b, c, d), float4(v2, z, w), float4(v3, w), float3(v2, z) */
@@ -173,6 +175,7 @@ template <class T, int N> struct vec : _mt::vstore<T, N> {
         if constexpr (_mt::vn<X> == 0) {
             this->v_[k++] = T(x);
         } else {
+            MT_UNROLL
             for (int j = 0; j < _mt::vn<X>; ++j) this->v_[k++] = T(_mt::at(x, j));
         }
     }
@@ -207,12 +210,14 @@ template <class T, int N> struct packed : pstore<T, N> {
     typedef T value_type;
     packed() = default;
     packed(const vec<T, N>& v) {
+        MT_UNROLL
         for (int i = 0; i < N; ++i) this->v_[i] = v.v_[i];
     }
     template <class A, class B, class... R, enable_if_t<count<A> + count<B> + (0 + ... + count<R>) == N, int> = 0>
     packed(const A& a, const B& b, const R&... r) : packed(vec<T, N>(a, b, r...)) {}
     operator vec<T, N>() const {
         vec<T, N> v;
+        MT_UNROLL
         for (int i = 0; i < N; ++i) v.v_[i] = this->v_[i];
         return v;
     }
@@ -244,6 +249,7 @@ template <class A> using unv_t = enable_if_t<(vn<A> > 0), vec<elem_t<A>, (vn<A> 
     template <class A, class B, class R = binv_t<A, B>> inline R operator op(const A& a, const B& b) {           \
         typedef typename R::value_type E;                                                                         \
         R r;                                                                                                      \
+        MT_UNROLL                                                                                                \
         for (int i = 0; i < vt<R>::n; ++i) r.v_[i] = E(E(at(a, i)) op E(at(b, i)));                              \
         return r;                                                                                                 \
     }
@@ -264,6 +270,7 @@ MT_VEC_BINOP(>>)
     inline vec<bool, vt<R>::n> operator op(const A& a, const B& b) {                                              \
         typedef typename R::value_type E;                                                                         \
         vec<bool, vt<R>::n> r;                                                                                    \
+        MT_UNROLL                                                                                                 \
         for (int i = 0; i < vt<R>::n; ++i) r.v_[i] = E(at(a, i)) op E(at(b, i));                                  \
         return r;                                                                                                 \
     }
@@ -280,6 +287,7 @@ MT_VEC_CMPOP(||)
 #define MT_VEC_UNOP(op)                                                                                           \
     template <class A, class V = unv_t<A>> inline V operator op(const A& a) {                                    \
         V r;                                                                                                      \
+        MT_UNROLL                                                                                                \
         for (int i = 0; i < vn<A>; ++i) r.v_[i] = typename V::value_type(op at(a, i));                           \
         return r;                                                                                                 \
     }
@@ -287,6 +295,7 @@ MT_VEC_UNOP(-)
 MT_VEC_UNOP(~)
 template <class A, class V = unv_t<A>> inline vec<bool, vn<A>> operator!(const A& a) {
     vec<bool, vn<A>> r;
+    MT_UNROLL
     for (int i = 0; i < vn<A>; ++i) r.v_[i] = !at(a, i);
     return r;
 }
