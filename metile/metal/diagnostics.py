@@ -9,6 +9,7 @@ from metile.ir.errors import Loc
 from metile.metal.errors import MSLCompileError
 
 DIAGNOSTIC = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
+INSTANTIATED_FROM = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+):\s+required from", re.M)
 
 
 def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[str] = (),
@@ -24,10 +25,15 @@ def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[
     if chosen is None:
         return MSLCompileError(f"the compiler rejected {metal_name}:\n{output.strip()}", compiler_output=output)
     msg = chosen.group("msg").strip()
-    if chosen.group("file") not in names:
-        return MSLCompileError(f"{msg} (in {chosen.group('file')}:{chosen.group('line')}, {elsewhere} {metal_name})",
-                               compiler_output=output)
     line, col = int(chosen.group("line")), int(chosen.group("col"))
+    if chosen.group("file") not in names:
+        where = f"{chosen.group('file')}:{line}"
+        # an error inside a header, reached from the source: use the source line that led there
+        site = next((m for m in INSTANTIATED_FROM.finditer(output) if m.group("file") in names), None)
+        if site is None:
+            return MSLCompileError(f"{msg} (in {where}, {elsewhere} {metal_name})", compiler_output=output)
+        msg = f"{msg} (in {where})"
+        line, col = int(site.group("line")), int(site.group("col"))
     lines = source.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     return MSLCompileError(msg, Loc(metal_name, line, max(col - 1, 0)), source_line=text, compiler_output=output)
