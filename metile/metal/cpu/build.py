@@ -32,7 +32,8 @@ TRAP_CHECKS = "alignment" if platform.machine() in ("x86_64", "AMD64") else "ali
 TRAP_MEANS = "misaligned" if TRAP_CHECKS == "alignment" else "misaligned-or-division"
 COMMON_FLAGS = [
     "-std=c++17", "-O2", "-fPIC", "-fwrapv", "-fno-strict-aliasing", "-fvisibility=hidden",
-    "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer", "-fstack-clash-protection",
+    "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer",
+    "-fstack-clash-protection", "-fsigned-char",
     "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
     f"-fsanitize={TRAP_CHECKS}",
 ]

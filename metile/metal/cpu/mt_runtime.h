@@ -88,7 +88,8 @@ void* mt_threadgroup_param(uint32_t index);
  * of its own threadgroup makes progress). */
 void mt_yield(void);
 
-/* Position of the thread currently running on this OS thread. */
+/* Position of the thread currently running on this OS thread. The pointer stays the same for the whole life of a
+ * GPU thread (the compatibility header declares this function `const` so calls can be shared). */
 const mt_thread_pos* mt_current_pos(void);
 
 /* A fault detected by kernel-side code (e.g. the compatibility header): abandons the launch. Does not return. */

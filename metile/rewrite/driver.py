@@ -1,0 +1,107 @@
+"""Rewrite drivers: apply a rule (`Node -> Node | None`) bottom-up until nothing matches.
+
+`bottom_up_reference` is the reference semantics, written recursively for clarity; `bottom_up` is
+what passes use: the same algorithm with an explicit stack, because unrolled accumulator chains
+are deeper than Python's recursion limit. A property test checks that the two agree.
+
+A rule returns a new node, or None for "no match" (never "delete"). Each rule must reduce some
+measure so that rewriting terminates; the driver still stops a rule that rewrites one node more
+than `max_steps` times, with a `RewriteError` naming the rule and the location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from metile.ir.errors import MetileError
+from metile.ir.node import Node, children, map_children
+
+Rule = Callable[[Node], "Node | None"]
+
+
+class RewriteError(MetileError):
+    """A rule did not converge, or raised: names the rule and the node's source location."""
+
+
+def first_of(*rules: Rule) -> Rule:
+    """One rule trying `rules` in order; the first match wins."""
+
+    def first(n: Node) -> Node | None:
+        for r in rules:
+            out = r(n)
+            if out is not None:
+                return out
+        return None
+
+    first.__name__ = "first_of(" + ", ".join(r.__name__ for r in rules) + ")"
+    return first
+
+
+def _apply(rule: Rule, n: Node) -> Node | None:
+    try:
+        return rule(n)
+    except RewriteError:
+        raise
+    except Exception as e:  # wrapped once, innermost, with the rule and the location
+        raise RewriteError(f"rule {rule.__name__} failed on {type(n).__name__}: {type(e).__name__}: {e}",
+                           n.loc) from e
+
+
+def bottom_up_reference(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
+    memo: dict[Node, Node | None] = {}  # None: unchanged (so an equal node elsewhere keeps its identity)
+
+    def go(n: Node) -> Node:
+        if n in memo:
+            return _result(memo, n)
+        cur, steps = map_children(go, n), 0
+        while (nxt := _apply(rule, cur)) is not None:
+            steps += 1
+            if steps > max_steps:
+                raise RewriteError(f"rule {rule.__name__} did not converge", cur.loc)
+            cur = map_children(go, nxt)
+        memo[n] = None if cur is n else cur
+        return cur
+
+    return go(root)
+
+
+def _result(memo: dict[Node, Node | None], n: Node) -> Node:
+    done = memo[n]
+    return n if done is None else done
+
+
+def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
+    """Rewrite children first, then the parent until `rule` stops matching; shared nodes are rewritten once.
+
+    Same result as `bottom_up_reference`, with an explicit stack of frames
+    `[original, current, children_done, steps]` instead of recursion.
+    """
+    memo: dict[Node, Node | None] = {}
+    active: set[Node] = set()
+    stack: list[list] = [[root, root, False, 0]]
+    while stack:
+        frame = stack[-1]
+        orig, cur, children_done, steps = frame
+        if not children_done:
+            if orig in memo and cur is orig:
+                stack.pop()
+                continue
+            active.add(orig)
+            frame[2] = True
+            for c in children(cur):
+                if c in active:
+                    raise RewriteError(f"rule {rule.__name__} built a node that contains itself", cur.loc)
+                if c not in memo:
+                    stack.append([c, c, False, 0])
+            continue
+        cur = map_children(lambda c: _result(memo, c), cur)
+        nxt = _apply(rule, cur)
+        if nxt is None:
+            memo[orig] = None if cur is orig else cur
+            active.discard(orig)
+            stack.pop()
+            continue
+        if steps + 1 > max_steps:
+            raise RewriteError(f"rule {rule.__name__} did not converge", cur.loc)
+        frame[1], frame[2], frame[3] = nxt, False, steps + 1
+    return _result(memo, root)

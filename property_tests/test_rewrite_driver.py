@@ -1,0 +1,128 @@
+"""The explicit-stack driver agrees with the recursive reference semantics, and handles deep chains."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metile.ir.node import Node, map_children, node, walk
+from metile.rewrite.driver import RewriteError, bottom_up, bottom_up_reference, first_of
+
+
+@node
+class Num(Node):
+    value: int
+
+
+@node
+class Add(Node):
+    lhs: Node
+    rhs: Node
+
+
+@node
+class Mul(Node):
+    lhs: Node
+    rhs: Node
+
+
+def fold_add(n: Node) -> Node | None:
+    match n:
+        case Add(Num(a), Num(b)):
+            return Num(a + b, loc=n.loc)
+        case Add(x, Num(0)) | Add(Num(0), x):
+            return x
+    return None
+
+
+def distribute(n: Node) -> Node | None:
+    match n:
+        case Mul(Add(a, b), c):
+            return Add(Mul(a, c), Mul(b, c), loc=n.loc)
+    return None
+
+
+def fold_mul(n: Node) -> Node | None:
+    match n:
+        case Mul(Num(a), Num(b)):
+            return Num(a * b)
+        case Mul(x, Num(1)):
+            return x
+    return None
+
+
+RULES = first_of(distribute, fold_add, fold_mul)
+
+
+def evaluate(n: Node) -> int:
+    match n:
+        case Num(v):
+            return v
+        case Add(a, b):
+            return evaluate(a) + evaluate(b)
+        case Mul(a, b):
+            return evaluate(a) * evaluate(b)
+    raise AssertionError(n)
+
+
+exprs = st.recursive(
+    st.integers(-3, 3).map(Num),
+    lambda sub: st.one_of(st.builds(Add, sub, sub), st.builds(Mul, sub, sub)),
+    max_leaves=25,
+)
+
+
+@given(exprs)
+def test_explicit_stack_matches_reference(e):
+    got = bottom_up(RULES, e)
+    assert got == bottom_up_reference(RULES, e)
+    assert evaluate(got) == evaluate(e)
+
+
+def test_deep_chain_beyond_the_recursion_limit():
+    e: Node = Num(0)
+    for i in range(20_000):
+        e = Add(e, Num(i % 3))
+    assert bottom_up(fold_add, e) == Num(sum(i % 3 for i in range(20_000)))
+
+
+def test_unchanged_tree_is_returned_as_is():
+    e = Mul(Num(2), Add(Num(1), Num(2)))
+    assert bottom_up(lambda n: None, e) is e
+    assert map_children(lambda c: c, e) is e
+    assert [type(n).__name__ for n in walk(e)] == ["Num", "Num", "Num", "Add", "Mul"]
+
+
+def test_non_converging_rule_is_an_error_with_its_name():
+    def flip(n: Node) -> Node | None:
+        match n:
+            case Add(a, b):
+                return Add(b, a)
+        return None
+
+    try:
+        bottom_up(flip, Add(Num(1), Num(2)), max_steps=50)
+    except RewriteError as err:
+        assert "flip" in str(err) and "did not converge" in str(err)
+    else:
+        raise AssertionError("expected RewriteError")
+
+
+def test_rule_exceptions_name_the_rule():
+    def broken(n: Node) -> Node | None:
+        raise ZeroDivisionError("boom")
+
+    try:
+        bottom_up(broken, Num(1))
+    except RewriteError as err:
+        assert "broken" in str(err) and "ZeroDivisionError" in str(err)
+    else:
+        raise AssertionError("expected RewriteError")
+
+
+def test_locations_stay_out_of_equality_and_hash():
+    from metile.ir.errors import Loc
+
+    a, b = Num(1, loc=Loc("f.py", 1)), Num(1, loc=Loc("g.py", 2))
+    assert a == b and hash(a) == hash(b) and "loc" not in repr(a)
+    assert Add.__match_args__ == ("lhs", "rhs")
