@@ -1,3 +1,36 @@
-"""Shared pytest configuration for unit tests."""
+"""Shared pytest fixtures: the C stand-in for the Metal shim, and Metal devices built on it."""
 
 from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    """The stand-in shim (compiled once per test module)."""
+    from metal_stub import build_stub
+
+    return build_stub(tmp_path_factory.getbasetemp() / "metal_stub")
+
+
+@pytest.fixture
+def make_device(stub, tmp_path):
+    """Metal devices on the stand-in (no xcrun unless a runner says so, so JIT), closed after the test;
+    numpy replays the kernels."""
+    from metal_stub import NUMPY_KERNELS, FakeXcrun, numpy_kernels
+
+    from metile.metal.gpu.device import MetalDevice, MetalOptions
+
+    stub.reset()
+    stub.execute_with(numpy_kernels(NUMPY_KERNELS))
+    made = []
+
+    def make(runner=None, cache_dir=None, **options) -> MetalDevice:
+        opts = MetalOptions(cache_dir=cache_dir or tmp_path / "cache", **options)
+        dev = MetalDevice(opts, shim=stub.shim, runner=runner or FakeXcrun(present=False))
+        made.append(dev)
+        return dev
+
+    yield make
+    for dev in made:
+        dev.close()

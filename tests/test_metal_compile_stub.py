@@ -11,37 +11,16 @@ import re
 
 import numpy as np
 import pytest
-from metal_stub import CONTROLS, KERNELS, NUMPY_KERNELS, SOURCE, FakeXcrun, build_stub, numpy_kernels
+from metal_stub import CONTROLS, KERNELS, SOURCE, FakeXcrun
 
 import metile
 from metile.metal.gpu import _build
 from metile.metal.gpu.binding import ERR_COMPILE, ERR_LOAD
 from metile.metal.gpu.compile import CompileSettings, compile_error
-from metile.metal.gpu.device import MetalDevice, MetalOptions
 
 SHIM_FUNCTIONS = re.findall(r"\b(mts_\w+)\(", _build.cdef_of(_build.HEADER.read_text()))
 
 
-@pytest.fixture(scope="module")
-def stub(tmp_path_factory):
-    return build_stub(tmp_path_factory.getbasetemp() / "metal_stub")
-
-
-@pytest.fixture
-def make_device(stub, tmp_path):
-    stub.reset()
-    stub.execute_with(numpy_kernels(NUMPY_KERNELS))
-    made = []
-
-    def make(runner=None, cache_dir=None, **options) -> MetalDevice:
-        opts = MetalOptions(cache_dir=cache_dir or tmp_path / "cache", **options)
-        dev = MetalDevice(opts, shim=stub.shim, runner=runner or FakeXcrun(present=False))
-        made.append(dev)
-        return dev
-
-    yield make
-    for dev in made:
-        dev.close()
 
 
 # -- the header is the single source of truth ---------------------------------------------------------------

@@ -12,7 +12,7 @@ import platform
 
 import numpy as np
 import pytest
-from metal_stub import KERNELS, NUMPY_KERNELS, FakeXcrun, build_stub, numpy_kernels
+from metal_stub import KERNELS, NUMPY_KERNELS, numpy_kernels
 
 import metile
 from metile.metal.buffer import Buffer
@@ -25,32 +25,10 @@ from metile.metal.gpu.binding import (
     ERR_STATE,
     load_shim,
 )
-from metile.metal.gpu.device import MetalDevice, MetalOptions
 
 N = 1000
 
 
-@pytest.fixture(scope="module")
-def stub(tmp_path_factory):
-    return build_stub(tmp_path_factory.getbasetemp() / "metal_stub")
-
-
-@pytest.fixture
-def make_device(stub, tmp_path):
-    """Devices on the stand-in (no xcrun, so JIT), closed after the test; numpy replays the kernels."""
-    stub.reset()
-    stub.execute_with(numpy_kernels(NUMPY_KERNELS))
-    made = []
-
-    def make(**options) -> MetalDevice:
-        runner = options.pop("runner", FakeXcrun(present=False))
-        dev = MetalDevice(MetalOptions(cache_dir=tmp_path / "cache", **options), shim=stub.shim, runner=runner)
-        made.append(dev)
-        return dev
-
-    yield make
-    for dev in made:
-        dev.close()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ applied to A mode by mode. A may also be a swizzle (giving a ``ComposedLayout``)
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ._memo import memo
@@ -68,25 +69,32 @@ def composition(a: Any, b: Tiler) -> Any:
 
 
 def _compose_tiler(a: Layout, b: Tiler) -> Layout:
-    match b:
+    return _by_mode(a, b, _compose, "composition")
+
+
+def _by_mode(a: Layout, tiler: Tiler, leaf: Callable[[Layout, Layout], Layout], name: str) -> Layout:
+    """Apply ``leaf`` to layouts, recursing mode by mode through tuple tilers; ``None`` keeps a mode."""
+    match tiler:
         case None:
             return a
         case Layout():
-            return _compose(a, b)
-        case int() if not isinstance(b, bool):
-            if b < 1:
-                raise ValueError(f"composition({a}, {b}): an int tiler is the layout {b}:1 and must be >= 1")
-            return _compose(a, Layout._raw(b, 1))
+            return leaf(a, tiler)
+        case int() if not isinstance(tiler, bool):
+            if tiler < 1:
+                raise ValueError(
+                    f"{name}({a}, {tiler}): an int tiler is the layout {tiler}:1 and must be >= 1"
+                )
+            return leaf(a, Layout._raw(tiler, 1))
         case tuple():
             ms = modes(a)
-            if len(b) > len(ms):
+            if len(tiler) > len(ms):
                 raise ValueError(
-                    f"composition({a}, {format_tiler(b)}): the tiler has {len(b)} modes but the layout has "
-                    f"only {len(ms)}"
+                    f"{name}({a}, {format_tiler(tiler)}): the tiler has {len(tiler)} modes but the layout "
+                    f"has only {len(ms)}"
                 )
-            done = [_compose_tiler(m, t) for m, t in zip(ms, b, strict=False)]
-            return concat(*done, *ms[len(b) :])
-    raise TypeError(f"composition({a}, {b!r}): a tiler is a Layout, an int, None or a tuple of tilers")
+            done = [_by_mode(m, t, leaf, name) for m, t in zip(ms, tiler, strict=False)]
+            return concat(*done, *ms[len(tiler) :])
+    raise TypeError(f"{name}({a}, {tiler!r}): a tiler is a Layout, an int, None or a tuple of tilers")
 
 
 def _coalesce_x(a: Layout) -> tuple[list[int], list[int]]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._memo import memo
-from .compose import Tiler, _compose, format_tiler
+from .compose import Tiler, _by_mode, _compose
 from .inttuple import IntTuple, product
 from .inverse import complement
 from .layout import Layout, concat, modes
@@ -42,31 +42,6 @@ def _divide_layout(a: Layout, b: Layout) -> Layout:
         return _compose(a, concat(b, complement(b, product(a.shape))))
     except ValueError as e:
         raise ValueError(f"logical_divide({a}, {b}): {e}") from e
-
-
-def _by_mode(a: Layout, tiler: Tiler, leaf: Callable[[Layout, Layout], Layout], name: str) -> Layout:
-    """Apply ``leaf`` to layouts, recursing mode by mode through tuple tilers; ``None`` keeps a mode."""
-    match tiler:
-        case None:
-            return a
-        case Layout():
-            return leaf(a, tiler)
-        case int() if not isinstance(tiler, bool):
-            if tiler < 1:
-                raise ValueError(
-                    f"{name}({a}, {tiler}): an int tiler is the layout {tiler}:1 and must be >= 1"
-                )
-            return leaf(a, Layout._raw(tiler, 1))
-        case tuple():
-            ms = modes(a)
-            if len(tiler) > len(ms):
-                raise ValueError(
-                    f"{name}({a}, {format_tiler(tiler)}): the tiler has {len(tiler)} modes but the layout "
-                    f"has only {len(ms)}"
-                )
-            done = [_by_mode(m, t, leaf, name) for m, t in zip(ms, tiler, strict=False)]
-            return concat(*done, *ms[len(tiler) :])
-    raise TypeError(f"{name}({a}, {tiler!r}): a tiler is a Layout, an int, None or a tuple of tilers")
 
 
 def unzip_tiles(layout: Layout, tiler: Tiler) -> Layout:

@@ -13,7 +13,7 @@ INSTANTIATED_FROM = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+):\
 
 
 def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[str] = (),
-                elsewhere: str = "included from") -> MSLCompileError:
+                elsewhere: str = "included from", compiler: str = "the compiler") -> MSLCompileError:
     """The first error in compiler `output`, located on the `.metal` line when it lies in the source.
 
     `aliases` are other names the compiler used for the source (`program_source`, a temporary path);
@@ -23,7 +23,7 @@ def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[
     diags = list(DIAGNOSTIC.finditer(output))
     chosen = next((d for d in diags if d.group("file") in names), diags[0] if diags else None)
     if chosen is None:
-        return MSLCompileError(f"the compiler rejected {metal_name}:\n{output.strip()}", compiler_output=output)
+        return MSLCompileError(f"{compiler} rejected {metal_name}:\n{output.strip()}", compiler_output=output)
     msg = chosen.group("msg").strip()
     line, col = int(chosen.group("line")), int(chosen.group("col"))
     if chosen.group("file") not in names:

@@ -126,4 +126,4 @@ class KernelBuilder:
 def compile_error(output: str, tr: Translation) -> MSLCompileError:
     """The first compiler error, located on the `.metal` line when it lies there."""
     return first_error(output, source=tr.source, metal_name=tr.metal_name,
-                       elsewhere="generated for the kernel signature of")
+                       elsewhere="generated for the kernel signature of", compiler="the C++ compiler")

@@ -94,7 +94,8 @@ def find_toolchain(runner: Runner) -> Toolchain | None:
 
 def compile_error(output: str, *, source: str, metal_name: str, aliases: Sequence[str] = ()) -> MSLCompileError:
     """The first error in Metal compiler output; `aliases` are the other names it used for the source."""
-    return first_error(output, source=source, metal_name=metal_name, aliases=(JIT_FILE_NAME, *aliases))
+    return first_error(output, source=source, metal_name=metal_name, aliases=(JIT_FILE_NAME, *aliases),
+                       compiler="the Metal compiler")
 
 
 class MetalCompiler:
