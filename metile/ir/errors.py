@@ -8,6 +8,7 @@ and a caret, like a C compiler diagnostic.
 from __future__ import annotations
 
 import linecache
+from typing import NoReturn
 
 import attrs
 
@@ -46,3 +47,9 @@ class MetileError(Exception):
         self.loc = loc
         self.source_line = source_line
         super().__init__(render_diagnostic(message, loc, source_line=source_line))
+
+
+def assert_never(value: object) -> NoReturn:
+    """The last case of a `match` that must cover every node kind (as `typing.assert_never`, which
+    Python 3.10 lacks): reaching it is a bug in metile, not a user error."""
+    raise AssertionError(f"unhandled {type(value).__name__}: {value!r}")

@@ -1,4 +1,11 @@
-"""Element types of the tile language and the rules for mixed arithmetic.
+"""Element types and the rules for mixed arithmetic; the types of IR values.
+
+Value types (frozen, hashable, not IR nodes: rewrites never visit them), printed as the IR text spells them:
+- `TileType(dtype, shape)`: a tile of elements, `tile<64x32xf32>`; shape `()` is a scalar, printed `f32`.
+- `PtrType(dtype, shape, space)`: a tile of element pointers, `tile<128xptr<f32, device>>`; a scalar
+  pointer (a kernel's buffer, a threadgroup array) is `ptr<f32, device>`.
+- `VectorType(dtype, width)`: a Metal vector of 2 to 4 lanes (`float4`), `vec<4xf32>` (Metal IR only).
+- `MatrixType(dtype)`: an 8x8 `simdgroup_matrix`, `simdgroup_matrix<8x8xf32>` (Metal IR only).
 
 Promotion (`promote(a, b)`), applied to both operands of a binary operator:
 - a float type beats an integer type or bool;
@@ -15,7 +22,9 @@ integer tile gives f32.
 from __future__ import annotations
 
 import enum
+import math
 
+import attrs
 import numpy as np
 
 
@@ -109,3 +118,114 @@ def weak_promote(tile: DType, scalar: object) -> DType:
     if isinstance(scalar, float) and not tile.is_float:
         return DType.F32
     return tile
+
+
+class AddressSpace(enum.Enum):
+    DEVICE = "device"
+    THREADGROUP = "threadgroup"
+    CONSTANT = "constant"
+
+
+def _shape(dims) -> tuple[int, ...]:
+    return tuple(dims)
+
+
+@attrs.frozen(cache_hash=True)
+class TileType:
+    """A tile of `dtype` elements; `shape == ()` is a scalar (per program in Tile IR, per thread in Metal IR)."""
+
+    dtype: DType
+    shape: tuple[int, ...] = attrs.field(default=(), converter=_shape)
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape == ()
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def with_dtype(self, dtype: DType) -> TileType:
+        return TileType(dtype, self.shape)
+
+    def with_shape(self, shape: tuple[int, ...]) -> TileType:
+        return TileType(self.dtype, shape)
+
+    def __str__(self) -> str:
+        return str(self.dtype) if not self.shape else f"tile<{_dims(self.shape)}x{self.dtype}>"
+
+
+@attrs.frozen(cache_hash=True)
+class PtrType:
+    """A tile of pointers to `dtype` elements in `space`; `shape == ()` is one pointer."""
+
+    dtype: DType
+    shape: tuple[int, ...] = attrs.field(converter=_shape)
+    space: AddressSpace
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape == ()
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def with_shape(self, shape: tuple[int, ...]) -> PtrType:
+        return PtrType(self.dtype, shape, self.space)
+
+    def __str__(self) -> str:
+        elem = f"ptr<{self.dtype}, {self.space.value}>"
+        return elem if not self.shape else f"tile<{_dims(self.shape)}x{elem}>"
+
+
+@attrs.frozen(cache_hash=True)
+class VectorType:
+    """A Metal vector (`float4`, `half2`...): `width` lanes of `dtype`, held by one thread."""
+
+    dtype: DType
+    width: int
+
+    def with_dtype(self, dtype: DType) -> VectorType:
+        return VectorType(dtype, self.width)
+
+    def __str__(self) -> str:
+        return f"vec<{self.width}x{self.dtype}>"
+
+
+@attrs.frozen(cache_hash=True)
+class MatrixType:
+    """An 8x8 `simdgroup_matrix<T, 8, 8>`, spread over the 32 lanes of a simdgroup (two elements each)."""
+
+    dtype: DType
+    ROWS = 8
+    COLS = 8
+
+    def __str__(self) -> str:
+        return f"simdgroup_matrix<{self.ROWS}x{self.COLS}x{self.dtype}>"
+
+
+Type = TileType | PtrType | VectorType | MatrixType
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def broadcast_shapes(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    """True when numpy would broadcast `src` to `dst` (right-aligned; each dim equal or 1)."""
+    if len(src) > len(dst):
+        return False
+    return all(s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
+
+
+def fits(value: object, dtype: DType) -> bool:
+    """True when the Python scalar `value` is representable as a constant of `dtype`."""
+    if dtype is DType.BOOL:
+        return isinstance(value, bool)
+    if dtype.is_float:
+        return isinstance(value, float)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    lo, hi = (-(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1) if dtype.is_signed else (0, (1 << dtype.bits) - 1)
+    return lo <= value <= hi

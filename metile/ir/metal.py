@@ -1,0 +1,166 @@
+"""Metal IR only: per-thread values and statements for Apple primitives, each with one MSL rendering.
+
+A Metal IR kernel (`Stage.METAL`) holds the shared nodes of `values`/`stmts` on per-thread scalars
+(`TileType` of shape `()`), scalar pointers, `VectorType`s and `MatrixType`s, plus these nodes:
+
+| node                                 | MSL                                                          |
+|--------------------------------------|--------------------------------------------------------------|
+| `Builtin(kind, axis)`                | a `[[kind]]` kernel argument (`.x/.y/.z` for `axis`), `uint` |
+| `VecLoad(ptr, width)`                | `*(device const float4*)(ptr)`                               |
+| `VecStore(ptr, value)`               | `*(device float4*)(ptr) = value;`                            |
+| `Extract(vec, lane)`                 | `vec[lane]`                                                  |
+| `MakeVector(elems)`                  | `float4(a, b, c, d)`                                         |
+| `Splat(x, width)`                    | `float4(x)`                                                  |
+| `MatrixFill(value)`                  | `make_filled_simdgroup_matrix<float, 8, 8>(value)`           |
+| `MatrixLoad(ptr, stride, transpose)` | `simdgroup_load(m, ptr, stride, 0, transpose)`               |
+| `MatrixMultiplyAccumulate(a, b, c)`  | `simdgroup_multiply_accumulate(d, a, b, c)`                  |
+| `MatrixStore(value, ptr, stride, t)` | `simdgroup_store(value, ptr, stride, 0, t)`                  |
+
+Shared nodes render as: `Binary` an operator or `max`/`min`/`pow`, `Unary` `-`/`~`/`!` or a function,
+`Compare` an operator, `Where` `c ? x : y` (`select` for vectors), `Cast` `static_cast<T>`, `AddPtr`
+`ptr + offset`, `Load` `ptr[0]` (`mask ? ptr[0] : other` when masked), `Store`/`AtomicAdd` an
+assignment or `atomic_fetch_add_explicit` (inside `if (mask)` when masked), `SharedAlloc` a
+`threadgroup T name[size];` declaration, `Simd*` the `simd_*` function, `Barrier` `threadgroup_barrier`.
+
+Vector and matrix loads, and matrix multiply-accumulate (a simdgroup collective), are only ever the
+value of a `Let`, as loads and collectives are at every level.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import attrs
+
+from metile.ir.node import node
+from metile.ir.ops import BuiltinKind
+from metile.ir.types import DType, MatrixType, TileType, VectorType
+from metile.ir.values import Stmt, Value
+
+
+@node
+class Builtin(Value):
+    """A thread-position builtin (a `uint`); `axis` picks `.x/.y/.z` of the `uint3` kinds, else 0."""
+
+    kind: BuiltinKind
+    axis: int = 0
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.U32)
+
+
+@node
+class VecLoad(Value):
+    """Read `width` consecutive elements at `ptr` (which must be aligned to the vector size)."""
+
+    ptr: Value
+    width: int
+
+    @cached_property
+    def type(self) -> VectorType:
+        return VectorType(self.ptr.type.dtype, self.width)
+
+
+@node
+class VecStore(Stmt):
+    """Write the lanes of `value` to consecutive elements at `ptr` (aligned to the vector size)."""
+
+    ptr: Value
+    value: Value
+
+
+@node
+class Extract(Value):
+    """Lane `lane` of the vector `vec`."""
+
+    vec: Value
+    lane: int
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(self.vec.type.dtype)
+
+
+@node
+class MakeVector(Value):
+    """The vector whose lanes are the scalars `elems`."""
+
+    elems: tuple[Value, ...] = attrs.field(converter=tuple)
+
+    @cached_property
+    def type(self) -> VectorType:
+        return VectorType(self.elems[0].type.dtype, len(self.elems))
+
+
+@node
+class Splat(Value):
+    """The vector with all `width` lanes equal to the scalar `x`."""
+
+    x: Value
+    width: int
+
+    @cached_property
+    def type(self) -> VectorType:
+        return VectorType(self.x.type.dtype, self.width)
+
+
+@node
+class MatrixFill(Value):
+    """An 8x8 simdgroup matrix with every element the scalar `value`."""
+
+    value: Value
+
+    @cached_property
+    def type(self) -> MatrixType:
+        return MatrixType(self.value.type.dtype)
+
+
+@node
+class MatrixLoad(Value):
+    """Load an 8x8 simdgroup matrix whose element (r, c) is `ptr[r * stride + c]` (`ptr[c * stride + r]`
+    when `transpose`). A simdgroup collective."""
+
+    ptr: Value
+    stride: Value
+    transpose: bool = False
+
+    @cached_property
+    def type(self) -> MatrixType:
+        return MatrixType(self.ptr.type.dtype)
+
+
+@node
+class MatrixMultiplyAccumulate(Value):
+    """`a @ b + c` on 8x8 simdgroup matrices (`a` and `b` of one dtype; the result has `c`'s dtype).
+    A simdgroup collective."""
+
+    a: Value
+    b: Value
+    c: Value
+
+    @cached_property
+    def type(self) -> MatrixType:
+        return MatrixType(self.c.type.dtype)
+
+
+@node
+class MatrixStore(Stmt):
+    """Store the 8x8 simdgroup matrix `value` with element (r, c) at `ptr[r * stride + c]` (transposed:
+    `ptr[c * stride + r]`). A simdgroup collective."""
+
+    value: Value
+    ptr: Value
+    stride: Value
+    transpose: bool = False
+
+
+METAL_VALUES: tuple[type[Value], ...] = (
+    Builtin, VecLoad, Extract, MakeVector, Splat, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate,
+)
+METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore)
+
+__all__ = [
+    "METAL_STMTS", "METAL_VALUES", "Builtin", "Extract", "MakeVector", "MatrixFill", "MatrixLoad",
+    "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "VecLoad", "VecStore",
+]

@@ -1,0 +1,119 @@
+"""The closed sets of operation kinds, stages, fences and Metal builtins, as enums.
+
+Each enum value is also the spelling the printer uses (`add`, `lt`, `tile`, `threadgroup`), so the
+mnemonics of `Binary`, `Unary` and `Compare` must stay distinct from each other and from the other
+op names; `tests/test_ir_nodes.py` checks that.
+
+Semantics shared by every IR level (a rewrite may rely on them at any stage):
+- `DIV` is true division and is defined for floats only; integers divide with `FLOORDIV` (Python's
+  floor division) or `TRUNCDIV` (C's division, rounding toward zero).
+- `MOD` is Python's modulo (the result has the divisor's sign, `-7 % 2 == 1`); `REM` is C's remainder
+  (the result has the dividend's sign, `fmod` for floats). Metal IR has no `FLOORDIV` or `MOD`: lowering
+  expands them into `TRUNCDIV`/`REM` plus a sign fix-up, so each Metal IR operator is one MSL operator.
+- `SHR` is arithmetic on signed and logical on unsigned integers; shifting by the bit width or more is
+  undefined, as in MSL.
+- `MAX`/`MIN` on floats follow MSL's `max`/`min` (`fmax` semantics: a NaN operand yields the other).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class BinOp(enum.Enum):
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    FLOORDIV = "floordiv"
+    MOD = "mod"
+    TRUNCDIV = "truncdiv"
+    REM = "rem"
+    POW = "pow"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHR = "shr"
+    MAX = "max"
+    MIN = "min"
+
+
+class UnOp(enum.Enum):
+    NEG = "neg"
+    NOT = "not"  # bitwise complement on integers, logical negation on bool
+    EXP = "exp"
+    EXP2 = "exp2"
+    LOG = "log"
+    LOG2 = "log2"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    ABS = "abs"
+    TANH = "tanh"
+    SIN = "sin"
+    COS = "cos"
+    FLOOR = "floor"
+    CEIL = "ceil"
+
+
+class CmpOp(enum.Enum):
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+
+
+class ReduceOp(enum.Enum):
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
+class Stage(enum.Enum):
+    """Which nodes a kernel may hold: `TILE` (frontend output), `METAL` (emitter input), and `SIMT` in
+    between, where a lowering in progress may mix both node sets (see `metile.ir.stages`)."""
+
+    TILE = "tile"
+    SIMT = "simt"
+    METAL = "metal"
+
+
+class Fence(enum.Enum):
+    """The memory a barrier orders, as MSL's `mem_flags`."""
+
+    NONE = "none"
+    DEVICE = "device"
+    THREADGROUP = "threadgroup"
+    DEVICE_AND_THREADGROUP = "device_and_threadgroup"
+
+
+class BuiltinKind(enum.Enum):
+    """Metal's thread-position attributes; the value is the MSL attribute name."""
+
+    THREAD_POSITION_IN_GRID = "thread_position_in_grid"
+    THREADGROUP_POSITION_IN_GRID = "threadgroup_position_in_grid"
+    THREAD_POSITION_IN_THREADGROUP = "thread_position_in_threadgroup"
+    THREADS_PER_THREADGROUP = "threads_per_threadgroup"
+    THREADGROUPS_PER_GRID = "threadgroups_per_grid"
+    THREADS_PER_GRID = "threads_per_grid"
+    THREAD_INDEX_IN_THREADGROUP = "thread_index_in_threadgroup"
+    THREAD_INDEX_IN_SIMDGROUP = "thread_index_in_simdgroup"
+    SIMDGROUP_INDEX_IN_THREADGROUP = "simdgroup_index_in_threadgroup"
+    SIMDGROUPS_PER_THREADGROUP = "simdgroups_per_threadgroup"
+    THREADS_PER_SIMDGROUP = "threads_per_simdgroup"
+
+    @property
+    def has_axes(self) -> bool:
+        """True for the `uint3` attributes (position and size per axis); the others are one `uint`."""
+        return self in _VECTOR_BUILTINS
+
+
+_VECTOR_BUILTINS = frozenset({
+    BuiltinKind.THREAD_POSITION_IN_GRID, BuiltinKind.THREADGROUP_POSITION_IN_GRID,
+    BuiltinKind.THREAD_POSITION_IN_THREADGROUP, BuiltinKind.THREADS_PER_THREADGROUP,
+    BuiltinKind.THREADGROUPS_PER_GRID, BuiltinKind.THREADS_PER_GRID,
+})
+
+__all__ = ["BinOp", "BuiltinKind", "CmpOp", "Fence", "ReduceOp", "Stage", "UnOp"]

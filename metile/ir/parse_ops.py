@@ -1,0 +1,220 @@
+"""Read one value operation, `<op> <operands> : <type>`, as `metile.ir.printer` writes it.
+
+Fields the printed type determines are read from it (the dtype of `const` and `cast`, the shape of
+`full`, `broadcast` and `reshape`, the width of `vload` and `splat`, the dtype of `shared_alloc`); the
+node's computed type must then equal the printed one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metile.ir.metal import (
+    Builtin,
+    Extract,
+    MakeVector,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    Splat,
+    VecLoad,
+)
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
+from metile.ir.tile import (
+    Arange,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Full,
+    NumPrograms,
+    ProgramId,
+    Reduce,
+    Reshape,
+    SimdgroupId,
+    SimdLaneId,
+    ThreadId,
+)
+from metile.ir.types import DType, PtrType, TileType, Type, VectorType
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Load,
+    SharedAlloc,
+    SimdBroadcast,
+    SimdReduce,
+    SimdShuffleXor,
+    Unary,
+    Value,
+    Where,
+)
+
+if TYPE_CHECKING:
+    from metile.ir.parser import Parser
+
+_BINOPS = {o.value: o for o in BinOp}
+_UNOPS = {o.value: o for o in UnOp}
+_CMPOPS = {o.value: o for o in CmpOp}
+_REDUCE = {o.value: o for o in ReduceOp}
+_BUILTINS = {b.value: b for b in BuiltinKind}
+_NULLARY = {"thread_id": ThreadId, "simd_lane_id": SimdLaneId, "simdgroup_id": SimdgroupId}
+
+
+def parse_op(p: Parser) -> Value:
+    at = p.i
+    mnemonic = p.ident()
+    node, printed = _op(p, mnemonic, at)
+    try:
+        computed = node.type
+    except Exception as e:
+        p.fail(f"{mnemonic}: these operands do not fit together ({type(e).__name__}: {e})", at)
+    if computed != printed:
+        p.fail(f"type mismatch: {mnemonic} of these operands has type {computed}, the text says {printed}", at)
+    return node
+
+
+def _colon_type(p: Parser) -> Type:
+    p.expect(":")
+    return p.type()
+
+
+def _enum(p: Parser, table: dict, what: str):
+    at = p.i
+    word = p.ident()
+    if word not in table:
+        p.fail(f"expected {what}", at)
+    return table[word]
+
+
+def _const(p: Parser, text: str, ty: Type, at: int) -> Const:
+    if not (isinstance(ty, TileType) and ty.is_scalar):
+        p.fail("a constant has a scalar type", at)
+    dt = ty.dtype
+    if dt is DType.BOOL:
+        if text not in ("true", "false"):
+            p.fail("a bool constant is true or false", at)
+        return Const(text == "true", dt)
+    if dt.is_float and text not in ("true", "false"):
+        return Const(float(text), dt)
+    if dt.is_int and text.lstrip("+-").isdigit():
+        return Const(int(text), dt)
+    p.fail(f"'{text}' is not a {dt} constant", at)
+
+
+def _shaped(p: Parser, ty: Type, what: str, at: int) -> tuple[int, ...]:
+    if not isinstance(ty, (TileType, PtrType)):
+        p.fail(f"{what} gives a tile type", at)
+    return ty.shape
+
+
+def _width(p: Parser, ty: Type, what: str, at: int) -> int:
+    if not isinstance(ty, VectorType):
+        p.fail(f"{what} gives a vector type", at)
+    return ty.width
+
+
+def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
+    if mn in _BINOPS or mn in _CMPOPS:
+        a, b = p.refs_n(2)
+        ty = _colon_type(p)
+        return (Binary(_BINOPS[mn], a, b) if mn in _BINOPS else Compare(_CMPOPS[mn], a, b)), ty
+    if mn in _UNOPS:
+        x = p.ref()
+        return Unary(_UNOPS[mn], x), _colon_type(p)
+    if mn in _NULLARY:
+        return _NULLARY[mn](), _colon_type(p)
+    match mn:
+        case "const":
+            text = p.literal()
+            ty = _colon_type(p)
+            return _const(p, text, ty, at), ty
+        case "program_id" | "num_programs":
+            axis = p.int()
+            return (ProgramId(axis) if mn == "program_id" else NumPrograms(axis)), _colon_type(p)
+        case "arange":
+            start = p.int()
+            p.expect(",")
+            return Arange(start, p.int()), _colon_type(p)
+        case "full":
+            value = p.ref()
+            ty = _colon_type(p)
+            return Full(_shaped(p, ty, mn, at), value), ty
+        case "broadcast" | "reshape":
+            x = p.ref()
+            ty = _colon_type(p)
+            shape = _shaped(p, ty, mn, at)
+            return (Broadcast(x, shape) if mn == "broadcast" else Reshape(x, shape)), ty
+        case "expand_dims":
+            x = p.ref()
+            p.expect(",")
+            return ExpandDims(x, p.int()), _colon_type(p)
+        case "where":
+            c, x, y = p.refs_n(3)
+            return Where(c, x, y), _colon_type(p)
+        case "cast":
+            x = p.ref()
+            ty = _colon_type(p)
+            return Cast(x, ty.dtype), ty
+        case "addptr":
+            ptr, offset = p.refs_n(2)
+            return AddPtr(ptr, offset), _colon_type(p)
+        case "load":
+            ptr = p.ref()
+            mask = other = None
+            if p.accept(","):
+                if p.accept("mask"):
+                    mask = p.ref()
+                    if p.accept(","):
+                        p.expect("other")
+                        other = p.ref()
+                else:
+                    p.expect("other")
+                    other = p.ref()
+            return Load(ptr, mask, other), _colon_type(p)
+        case "shared_alloc":
+            p.expect("[")
+            dims = [] if p.at("]") else [p.int()]
+            while p.accept(","):
+                dims.append(p.int())
+            p.expect("]")
+            ty = _colon_type(p)
+            return SharedAlloc(dims, ty.dtype), ty
+        case "reduce" | "simd_reduce":
+            op = _enum(p, _REDUCE, "a reduction (sum, max, min)")
+            x = p.ref()
+            if mn == "simd_reduce":
+                return SimdReduce(op, x), _colon_type(p)
+            p.expect(",")
+            return Reduce(op, x, p.int()), _colon_type(p)
+        case "dot":
+            a, b = p.refs_n(2)
+            return Dot(a, b), _colon_type(p)
+        case "simd_shuffle_xor" | "simd_broadcast":
+            x, y = p.refs_n(2)
+            return (SimdShuffleXor(x, y) if mn == "simd_shuffle_xor" else SimdBroadcast(x, y)), _colon_type(p)
+        case "builtin":
+            kind = _enum(p, _BUILTINS, "a Metal builtin (thread_position_in_grid, ...)")
+            p.expect(",")
+            return Builtin(kind, p.int()), _colon_type(p)
+        case "vload" | "splat":
+            x = p.ref()
+            ty = _colon_type(p)
+            width = _width(p, ty, mn, at)
+            return (VecLoad(x, width) if mn == "vload" else Splat(x, width)), ty
+        case "extract":
+            v = p.ref()
+            p.expect(",")
+            return Extract(v, p.int()), _colon_type(p)
+        case "vector":
+            return MakeVector(p.refs()), _colon_type(p)
+        case "matrix_fill":
+            return MatrixFill(p.ref()), _colon_type(p)
+        case "matrix_load":
+            ptr, stride = p.refs_n(2, more=("transpose",))
+            return MatrixLoad(ptr, stride, p.accept("transpose")), _colon_type(p)
+        case "matrix_mac":
+            a, b, c = p.refs_n(3)
+            return MatrixMultiplyAccumulate(a, b, c), _colon_type(p)
+    p.fail(f"unknown operation '{mn}'", at)

@@ -1,0 +1,296 @@
+"""Read the text `metile.ir.printer.pretty` writes back into IR: `parse(pretty(k)) == k`.
+
+A recursive-descent parser over `metile.ir.scanner.Scanner`; value operations are read by
+`metile.ir.parse_ops`. Names are resolved in nested scopes as the printer writes them, and a value
+line's printed type must equal the type its operands give, so a hand-written text with a wrong type
+fails here with the line and column. Everything else (scoping of bound names, operand types) is the
+verifier's job: `parse` does not call it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.ir.metal import MatrixStore, VecStore
+from metile.ir.node import Node
+from metile.ir.ops import Fence, Stage
+from metile.ir.parse_ops import parse_op
+from metile.ir.scanner import ParseError, Scanner
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.tile import SimdgroupRole
+from metile.ir.types import Type
+from metile.ir.values import Param, Stmt, Value, Var
+
+_NAME = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*|[0-9]+)")
+
+
+def parse(text: str, *, file: str = "<ir>") -> Kernel:
+    """The kernel written in `text` (locations in errors refer to `file`)."""
+    p = Parser(text, file)
+    k = p.kernel()
+    p.end()
+    return k
+
+
+def parse_type(text: str) -> Type:
+    p = Scanner(text, "<type>")
+    t = p.type()
+    p.end()
+    return t
+
+
+class Parser(Scanner):
+    """Reads a kernel; see `parse`."""
+
+    def __init__(self, text: str, file: str):
+        super().__init__(text, file)
+        self.scopes: list[dict[str, Value]] = [{}]
+
+    # ---- names and scopes
+
+    def ref(self) -> Value:
+        at = self.i
+        name = "%" + self.take(_NAME, "a value (%name)").group(1)
+        for scope in reversed(self.scopes):
+            if (v := scope.get(name)) is not None:
+                return v
+        self.fail(f"{name} is not defined here", at)
+
+    def refs(self) -> list[Value]:
+        out = [self.ref()]
+        while self.accept(","):
+            out.append(self.ref())
+        return out
+
+    def define(self, name: str, v: Value, at: int) -> None:
+        if name[1:].isdigit() and name in self.scopes[-1]:
+            self.fail(f"{name} is defined twice", at)
+        self.scopes[-1][name] = v
+
+    def binder(self) -> Var:
+        """`%name: type`."""
+        name = self.take(_NAME, "a name (%name)").group(1)
+        self.expect(":")
+        return Var(name, self.type())
+
+    # ---- kernel and statements
+
+    def kernel(self) -> Kernel:
+        self.expect("kernel")
+        self.expect("@")
+        name = self.ident()
+        self.expect("(")
+        params: list[Param] = []
+        while not self.accept(")"):
+            if params:
+                self.expect(",")
+            at = self.i
+            var = self.binder()
+            p = Param(var.name, len(params), var.type, loc=self.opt_loc())
+            self.define(f"%{p.name}", p, at)
+            params.append(p)
+        self.expect("stage")
+        at = self.i
+        try:
+            stage = Stage(self.ident())
+        except ValueError:
+            self.fail("expected a stage (tile, simt, metal)", at)
+        meta = {}
+        if self.accept("meta"):
+            self.expect("{")
+            while not self.accept("}"):
+                if meta:
+                    self.expect(",")
+                key = self.ident()
+                self.expect("=")
+                meta[key] = self.int()
+        loc = self.opt_loc()
+        self.expect("{")
+        body = self.body()
+        self.expect("}")
+        return Kernel(name, stage, params, body, meta, loc=loc)
+
+    def body(self) -> list[Stmt]:
+        """Statements up to a closing `}`, `yield` or `condition` (not consumed)."""
+        out: list[Stmt] = []
+        while not (self.at("}") or self.at("yield") or self.at("condition")):
+            if self.peek(_NAME):
+                s = self.value_line()
+                if s is not None:
+                    out.append(s)
+                continue
+            out.append(self.stmt())
+        return out
+
+    def yields(self, keyword: str = "yield") -> tuple[Value, ...]:
+        return tuple(self.refs()) if self.accept(keyword) else ()
+
+    def region(self, binders=()) -> tuple[list[Stmt], tuple[Value, ...]]:
+        """`{ body [yield ...] }` in a new scope holding `binders`."""
+        self.expect("{")
+        self.scopes.append({f"%{v.name}": v for v in binders})
+        body = self.body()
+        ys = self.yields()
+        self.expect("}")
+        self.scopes.pop()
+        return body, ys
+
+    def value_line(self) -> Let | None:
+        """`%N = op ... : T` (a numbered value, no statement) or `%x [: T] = ...` (a `Let`)."""
+        at = self.i
+        name = "%" + self.take(_NAME, "a name").group(1)
+        declared = self.type() if self.accept(":") else None
+        self.expect("=")
+        if self.peek(_NAME):
+            value = self.ref()
+            self.expect(":")
+            ty_at = self.i
+            if value.type != self.type():
+                self.fail(f"type mismatch: {value.type} is the type of this value", ty_at)
+        else:
+            value = parse_op(self)
+        loc = self.opt_loc()
+        if name[1:].isdigit():
+            if declared is not None:
+                self.fail("a numbered value has no declared type", at)
+            self.define(name, _with_loc(value, loc), at)
+            return None
+        var = Var(name[1:], declared if declared is not None else value.type, loc=loc)
+        if not isinstance(value, (Var, Param)):
+            value = _with_loc(value, loc)
+        self.define(name, var, at)
+        return Let(var, value, loc=loc)
+
+    def stmt(self) -> Stmt:
+        at = self.i
+        word = self.ident()
+        match word:
+            case "store" | "atomic_add":
+                ptr, value = self.refs_n(2, more=("mask",))
+                mask = self.ref() if self.accept("mask") else None
+                cls = Store if word == "store" else AtomicAdd
+                return cls(ptr, value, mask, loc=self.opt_loc())
+            case "vstore":
+                ptr, value = self.refs_n(2)
+                return VecStore(ptr, value, loc=self.opt_loc())
+            case "matrix_store":
+                value, ptr, stride = self.refs_n(3, more=("transpose",))
+                transpose = self.accept("transpose")
+                return MatrixStore(value, ptr, stride, transpose, loc=self.opt_loc())
+            case "barrier":
+                fence_at = self.i
+                try:
+                    fence = Fence(self.ident())
+                except ValueError:
+                    self.fail("expected a fence (none, device, threadgroup, device_and_threadgroup)", fence_at)
+                return Barrier(fence, loc=self.opt_loc())
+            case "for":
+                return self.for_stmt()
+            case "if":
+                return self.if_stmt()
+            case "while":
+                return self.while_stmt()
+            case "simdgroup_role":
+                role = self.int()
+                self.expect("of")
+                num_roles = self.int()
+                self.expect(",")
+                self.expect("sgs")
+                num_sgs = self.int()
+                loc = self.opt_loc()
+                body, _ = self.region()
+                return SimdgroupRole(role, num_roles, num_sgs, body, loc=loc)
+        self.fail(f"expected a statement, not '{word}'", at)
+
+    def refs_n(self, n: int, *, more: tuple[str, ...] = ()) -> list[Value]:
+        """`n` comma-separated operands, then (after one more comma) one of the keywords `more`."""
+        out = [self.ref()]
+        while len(out) < n:
+            self.expect(",")
+            out.append(self.ref())
+        if more and self.at(","):
+            self.expect(",")
+            if not any(self.at(word) for word in more):
+                self.fail("expected " + " or ".join(f"'{w}'" for w in more))
+        return out
+
+    def iter_args(self) -> tuple[list[Var], list[Value]]:
+        carried, inits = [], []
+        if self.accept("iter_args"):
+            self.expect("(")
+            while not self.accept(")"):
+                if carried:
+                    self.expect(",")
+                carried.append(self.binder())
+                self.expect("=")
+                inits.append(self.ref())
+        return carried, inits
+
+    def results(self) -> list[Var]:
+        out: list[Var] = []
+        if self.accept("->"):
+            self.expect("(")
+            while not self.accept(")"):
+                if out:
+                    self.expect(",")
+                out.append(self.binder())
+        return out
+
+    def bind_results(self, results: list[Var]) -> None:
+        for r in results:
+            self.scopes[-1][f"%{r.name}"] = r
+
+    def for_stmt(self) -> For:
+        index = self.binder()
+        self.expect("=")
+        start = self.ref()
+        self.expect("to")
+        stop = self.ref()
+        self.expect("step")
+        step = self.ref()
+        carried, inits = self.iter_args()
+        results = self.results()
+        num_stages = self.int() if self.accept("stages") else 1
+        loc = self.opt_loc()
+        body, ys = self.region([index, *carried])
+        self.bind_results(results)
+        return For(index, start, stop, step, carried, inits, body, ys, results, num_stages, loc=loc)
+
+    def if_stmt(self) -> If:
+        cond = self.ref()
+        results = self.results()
+        loc = self.opt_loc()
+        then, then_yields = self.region()
+        orelse, else_yields = self.region() if self.accept("else") else ([], ())
+        self.bind_results(results)
+        return If(cond, then, orelse, then_yields, else_yields, results, loc=loc)
+
+    def while_stmt(self) -> While:
+        carried, inits = self.iter_args()
+        results = self.results()
+        loc = self.opt_loc()
+        self.expect("{")
+        self.scopes.append({f"%{v.name}": v for v in carried})
+        cond_body = self.body()
+        if not self.accept("condition"):
+            self.fail("expected 'condition %c' at the end of a while's first block")
+        cond = self.ref()
+        self.expect("}")
+        self.expect("do")
+        self.expect("{")
+        body = self.body()
+        ys = self.yields()
+        self.expect("}")
+        self.scopes.pop()
+        self.bind_results(results)
+        return While(carried, inits, cond_body, cond, body, ys, results, loc=loc)
+
+
+def _with_loc(n: Node, loc: Loc | None) -> Node:
+    return n if loc is None or isinstance(n, (Var, Param)) else attrs.evolve(n, loc=loc)
+
+
+__all__ = ["ParseError", "Parser", "parse", "parse_type"]

@@ -1,0 +1,120 @@
+"""Statements every IR level shares, structured control flow, and the `Kernel` root.
+
+Control flow is structured and in SSA form, like MLIR's `scf`: a name is bound once, and a value that
+changes across loop iterations or branches is threaded through `carried`/`yields`/`results` instead
+of being reassigned. Scoping:
+- `Let(var, value)` binds `var` from the next statement to the end of the enclosing body.
+- `For`: `index` and `carried` are bound in `body` and `yields`; `results` after the loop. `inits`,
+  `start`, `stop` and `step` are evaluated before the loop.
+- `If`: `then_yields` are evaluated at the end of `then`, `else_yields` at the end of `orelse`;
+  `results` are bound after the `If`.
+- `While`: `carried` are bound in `cond_body`, `cond`, `body` and `yields`; what `cond_body` binds is
+  also visible in `cond`, `body` and `yields`. Each iteration runs `cond_body`, then stops (with
+  `results` = the current carried values) when `cond` is false, else runs `body` and carries `yields`.
+Names bound inside a body are not visible after it.
+
+Metal IR uses these same statements on per-thread values; the emitter renders loop-carried values
+and results as mutable locals.
+"""
+
+from __future__ import annotations
+
+import attrs
+from pyrsistent import pmap, pvector
+from pyrsistent.typing import PMap, PVector
+
+from metile.ir.node import Node, node
+from metile.ir.ops import Fence, Stage
+from metile.ir.values import Param, Stmt, Value, Var
+
+
+@node
+class Let(Stmt):
+    """Bind `var` to `value` (evaluated here, in statement order)."""
+
+    var: Var
+    value: Value
+
+
+@node
+class Store(Stmt):
+    """Write `value` to the elements `ptr` points to, where `mask` is true (everywhere when None)."""
+
+    ptr: Value
+    value: Value
+    mask: Value | None = None
+
+
+@node
+class AtomicAdd(Stmt):
+    """Atomically add `value` to the elements `ptr` points to, where `mask` is true (relaxed order)."""
+
+    ptr: Value
+    value: Value
+    mask: Value | None = None
+
+
+@node
+class For(Stmt):
+    """`for index in range(start, stop, step)` at run time, with loop-carried values (see the module
+    docstring for scoping). `num_stages` asks for software pipelining of the loads in `body`."""
+
+    index: Var
+    start: Value
+    stop: Value
+    step: Value
+    carried: tuple[Var, ...] = attrs.field(converter=tuple)
+    inits: tuple[Value, ...] = attrs.field(converter=tuple)
+    body: PVector[Stmt] = attrs.field(converter=pvector)
+    yields: tuple[Value, ...] = attrs.field(converter=tuple)
+    results: tuple[Var, ...] = attrs.field(converter=tuple)
+    num_stages: int = 1
+
+
+@node
+class If(Stmt):
+    """A run-time branch on a scalar bool, with results (one per `then_yields`/`else_yields` pair)."""
+
+    cond: Value
+    then: PVector[Stmt] = attrs.field(converter=pvector)
+    orelse: PVector[Stmt] = attrs.field(factory=pvector, converter=pvector)
+    then_yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
+    else_yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
+    results: tuple[Var, ...] = attrs.field(default=(), converter=tuple)
+
+
+@node
+class While(Stmt):
+    """A run-time loop with a condition evaluated before each iteration (like `scf.while`)."""
+
+    carried: tuple[Var, ...] = attrs.field(converter=tuple)
+    inits: tuple[Value, ...] = attrs.field(converter=tuple)
+    cond_body: PVector[Stmt] = attrs.field(converter=pvector)
+    cond: Value
+    body: PVector[Stmt] = attrs.field(converter=pvector)
+    yields: tuple[Value, ...] = attrs.field(converter=tuple)
+    results: tuple[Var, ...] = attrs.field(converter=tuple)
+
+
+@node
+class Barrier(Stmt):
+    """Every thread of the threadgroup waits here; memory in `fence` written before is visible after."""
+
+    fence: Fence = Fence.THREADGROUP
+
+
+@node
+class Kernel(Node):
+    """A kernel: `params` in buffer order, a body, and integer `meta` facts (constexpr values, launch
+    geometry chosen by lowering). `stage` says which node set the body may use."""
+
+    name: str
+    stage: Stage
+    params: tuple[Param, ...] = attrs.field(converter=tuple)
+    body: PVector[Stmt] = attrs.field(converter=pvector)
+    meta: PMap[str, int] = attrs.field(factory=pmap, converter=pmap)
+
+
+COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier)
+
+__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "For", "If", "Kernel", "Let", "Store", "While"]

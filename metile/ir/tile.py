@@ -1,0 +1,193 @@
+"""Tile IR only: whole-tile values (ranges, fills, shape changes, reductions, `Dot`), program and
+thread identities, and the `SimdgroupRole` region.
+
+A tile value is the whole tile of one program (one threadgroup); which thread holds which element
+is decided by lowering. `ThreadId`, `SimdLaneId` and `SimdgroupId` are per-thread scalars, for the
+thread-level constructs of the language (`thread_id()`, `shared`, `simd_shuffle_xor`); they are `i32`
+here (Metal's builtins are `u32`; lowering converts).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import attrs
+from pyrsistent import pvector
+from pyrsistent.typing import PVector
+
+from metile.ir.node import node
+from metile.ir.ops import ReduceOp
+from metile.ir.types import DType, TileType, Type
+from metile.ir.values import Const, Stmt, Value
+
+
+def _int_tuple(dims) -> tuple[int, ...]:
+    return tuple(dims)
+
+
+@node
+class ProgramId(Value):
+    """This program's index along grid `axis` (0, 1 or 2)."""
+
+    axis: int
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32)
+
+
+@node
+class NumPrograms(Value):
+    """The number of programs along grid `axis`."""
+
+    axis: int
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32)
+
+
+@node
+class Arange(Value):
+    """The `i32` tile `[start, start + 1, ..., stop - 1]`."""
+
+    start: int
+    stop: int
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32, (self.stop - self.start,))
+
+
+@node
+class Full(Value):
+    """A tile of `shape` with every element `value`."""
+
+    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+    value: Const
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(self.value.dtype, self.shape)
+
+
+@node
+class Broadcast(Value):
+    """`x` (a tile or a scalar, of values or pointers) broadcast to `shape` by numpy's rules."""
+
+    x: Value
+    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type.with_shape(self.shape)
+
+
+@node
+class ExpandDims(Value):
+    """`x` with a new dimension of size 1 inserted before dimension `axis` (`x[:, None]` is axis 1)."""
+
+    x: Value
+    axis: int
+
+    @cached_property
+    def type(self) -> Type:
+        shape = self.x.type.shape
+        return self.x.type.with_shape(shape[: self.axis] + (1,) + shape[self.axis:])
+
+
+@node
+class Reshape(Value):
+    """`x` with the same elements in row-major order and a new `shape` of the same size."""
+
+    x: Value
+    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type.with_shape(self.shape)
+
+
+@node
+class Reduce(Value):
+    """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
+    keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
+
+    op: ReduceOp
+    x: Value
+    axis: int
+
+    @cached_property
+    def type(self) -> TileType:
+        shape = self.x.type.shape
+        return TileType(self.x.type.dtype, shape[: self.axis] + shape[self.axis + 1:])
+
+
+def dot_dtype(dtype: DType) -> DType:
+    """The accumulator type of `Dot`: f32 for float inputs (f16 and bf16 accumulate in f32), i32 for
+    integers."""
+    return DType.F32 if dtype.is_float else DType.I32
+
+
+@node
+class Dot(Value):
+    """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`.
+    `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`."""
+
+    a: Value
+    b: Value
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(dot_dtype(self.a.type.dtype), (self.a.type.shape[0], self.b.type.shape[1]))
+
+
+@node
+class ThreadId(Value):
+    """The index of this thread in its threadgroup."""
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32)
+
+
+@node
+class SimdLaneId(Value):
+    """The index of this thread in its simdgroup (0 to 31)."""
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32)
+
+
+@node
+class SimdgroupId(Value):
+    """The index of this thread's simdgroup in the threadgroup."""
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(DType.I32)
+
+
+@node
+class SimdgroupRole(Stmt):
+    """`with simdgroup_role(role, num_roles, num_sgs)`: `body` runs only on the simdgroups of role
+    `role` (`num_sgs` simdgroups per role, or an even split among `num_roles` when 0). Its names are
+    not visible after it; it orders nothing with respect to other roles."""
+
+    role: int
+    num_roles: int
+    num_sgs: int
+    body: PVector[Stmt] = attrs.field(converter=pvector)
+
+
+TILE_VALUES: tuple[type[Value], ...] = (
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Reduce, Dot,
+    ThreadId, SimdLaneId, SimdgroupId,
+)
+TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
+
+__all__ = [
+    "TILE_STMTS", "TILE_VALUES", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
+    "ProgramId", "Reduce", "Reshape", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "dot_dtype",
+]

@@ -1,0 +1,292 @@
+"""The local typing rules of each value node and each type, for the verifier.
+
+`check_value(n, stage)` and `check_type(t, stage)` return an error message, or None when the node
+(whose children are already checked) or the type is well formed at that stage. They never raise on
+malformed input of the expected classes; the verifier reports anything else as malformed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from metile.ir.metal import (
+    Builtin,
+    Extract,
+    MakeVector,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    Splat,
+    VecLoad,
+)
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
+from metile.ir.tile import (
+    Arange,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Full,
+    NumPrograms,
+    ProgramId,
+    Reduce,
+    Reshape,
+    SimdgroupId,
+    SimdLaneId,
+    ThreadId,
+)
+from metile.ir.types import (
+    AddressSpace,
+    DType,
+    MatrixType,
+    PtrType,
+    TileType,
+    VectorType,
+    broadcast_shapes,
+    fits,
+)
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Load,
+    Param,
+    SharedAlloc,
+    SimdBroadcast,
+    SimdReduce,
+    SimdShuffleXor,
+    Unary,
+    Var,
+    Where,
+)
+
+_BITWISE = (BinOp.AND, BinOp.OR, BinOp.XOR)
+_SHIFTS = (BinOp.SHL, BinOp.SHR)
+_FLOAT_ONLY = (BinOp.DIV, BinOp.POW)
+_MATRIX_DTYPES = (DType.F32, DType.F16, DType.BF16)
+
+
+def check_type(t: object, stage: Stage) -> str | None:
+    match t:
+        case TileType(dtype, shape) | PtrType(dtype, shape, _):
+            if not isinstance(dtype, DType):
+                return f"{t!r}: the element type is not a DType"
+            if isinstance(t, PtrType) and not isinstance(t.space, AddressSpace):
+                return f"{t!r}: the address space is not an AddressSpace"
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+                return f"{t}: dimensions must be positive integers"
+            if stage is Stage.METAL and shape:
+                return f"{t}: Metal IR values are per-thread scalars, vectors or matrices, not tiles"
+        case VectorType(dtype, width):
+            if stage is Stage.TILE:
+                return f"{t}: vector types are Metal IR only"
+            if width not in (2, 3, 4):
+                return f"{t}: vectors have 2, 3 or 4 lanes"
+        case MatrixType(dtype):
+            if stage is Stage.TILE:
+                return f"{t}: simdgroup matrix types are Metal IR only"
+            if dtype not in _MATRIX_DTYPES:
+                return f"{t}: simdgroup matrices hold f32, f16 or bf16"
+        case _:
+            return f"{t!r} is not a type"
+    return None
+
+
+def _is_elementwise(t) -> bool:
+    return isinstance(t, (TileType, VectorType))
+
+
+def _is_int_scalar(t) -> bool:
+    return isinstance(t, TileType) and t.is_scalar and t.dtype.is_int
+
+
+def _is_scalar_ptr(t) -> bool:
+    return isinstance(t, PtrType) and t.is_scalar
+
+
+def _per_thread(t) -> bool:
+    """A value one thread holds: a scalar or a vector."""
+    return (isinstance(t, TileType) and t.is_scalar) or isinstance(t, VectorType)
+
+
+def _binop_dtype(op: BinOp, dt: DType, stage: Stage) -> str | None:
+    if stage is Stage.METAL and op in (BinOp.FLOORDIV, BinOp.MOD):
+        return f"{op.value} has no single MSL operator: lower it to truncdiv/rem before Metal IR"
+    if op in _BITWISE:
+        return None if dt.is_int or dt is DType.BOOL else f"{op.value} needs integer or bool operands, not {dt}"
+    if op in _SHIFTS:
+        return None if dt.is_int else f"{op.value} needs integer operands, not {dt}"
+    if op in _FLOAT_ONLY:
+        return None if dt.is_float else f"{op.value} needs float operands, not {dt} (cast first, or use floordiv)"
+    return f"{op.value} is not defined on bool (cast to an integer first)" if dt is DType.BOOL else None
+
+
+def _unop_dtype(op: UnOp, dt: DType) -> str | None:
+    if op is UnOp.NOT:
+        return None if dt.is_int or dt is DType.BOOL else f"not needs an integer or bool operand, not {dt}"
+    if op in (UnOp.NEG, UnOp.ABS):
+        return f"{op.value} is not defined on bool" if dt is DType.BOOL else None
+    return None if dt.is_float else f"{op.value} needs a float operand, not {dt}"
+
+
+def _same_operands(what: str, lhs, rhs) -> str | None:
+    if not _is_elementwise(lhs.type):
+        return f"{what}: operands must be values, not {lhs.type}"
+    if lhs.type != rhs.type:
+        return f"{what}: operand types differ: {lhs.type} and {rhs.type}"
+    return None
+
+
+def _where(cond, x, y) -> str | None:
+    if x.type != y.type:
+        return f"where: the two sides differ: {x.type} and {y.type}"
+    ct, xt = cond.type, x.type
+    if ct.dtype is not DType.BOOL or not isinstance(ct, (TileType, VectorType)):
+        return f"where: the condition must be bool, not {ct}"
+    if isinstance(xt, VectorType):
+        ok = ct == TileType(DType.BOOL) or ct == VectorType(DType.BOOL, xt.width)
+    elif isinstance(xt, (TileType, PtrType)):
+        ok = isinstance(ct, TileType) and ct.shape == xt.shape
+    else:
+        ok = False
+    return None if ok else f"where: condition {ct} does not match the values {xt}"
+
+
+def _memory(ptr, mask, other) -> str | None:
+    pt = ptr.type
+    if not isinstance(pt, PtrType):
+        return f"load: the address must be a pointer, not {pt}"
+    if mask is not None and mask.type != TileType(DType.BOOL, pt.shape):
+        return f"load: the mask must be {TileType(DType.BOOL, pt.shape)} (the pointer's shape), not {mask.type}"
+    if other is not None and other.type != TileType(pt.dtype, pt.shape):
+        return f"load: 'other' must be {TileType(pt.dtype, pt.shape)}, not {other.type}"
+    return None
+
+
+def _simd(x, lane, what: str) -> str | None:
+    if not _per_thread(x.type):
+        return f"{what}: the value must be a per-thread scalar or vector, not {x.type}"
+    if lane is not None and not _is_int_scalar(lane.type):
+        return f"{what}: the lane operand must be an integer scalar, not {lane.type}"
+    return None
+
+
+def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case per node kind
+    match n:
+        case Const(value, dtype):
+            return None if fits(value, dtype) else f"constant {value!r} does not fit {dtype}"
+        case Param() | Var():
+            return None
+        case Binary(op, lhs, rhs) if isinstance(op, BinOp):
+            return _same_operands(op.value, lhs, rhs) or _binop_dtype(op, lhs.type.dtype, stage)
+        case Unary(op, x) if isinstance(op, UnOp):
+            if not _is_elementwise(x.type):
+                return f"{op.value}: the operand must be a value, not {x.type}"
+            return _unop_dtype(op, x.type.dtype)
+        case Compare(op, lhs, rhs) if isinstance(op, CmpOp):
+            return _same_operands(op.value, lhs, rhs)
+        case Where(cond, x, y):
+            return _where(cond, x, y)
+        case Cast(x, dtype) if isinstance(dtype, DType):
+            return None if _is_elementwise(x.type) else f"cast: the operand must be a value, not {x.type}"
+        case AddPtr(ptr, offset):
+            pt, ot = ptr.type, offset.type
+            if not isinstance(pt, PtrType):
+                return f"addptr: the base must be a pointer, not {pt}"
+            if not (isinstance(ot, TileType) and ot.dtype.is_int and ot.shape == pt.shape):
+                return f"addptr: the offset must be an integer tile of shape {pt.shape}, not {ot}"
+        case Load(ptr, mask, other):
+            return _memory(ptr, mask, other)
+        case SharedAlloc(shape, dtype):
+            if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+                return f"shared_alloc: the shape {shape} must be non-empty with positive dimensions"
+        case SimdShuffleXor(x, mask):
+            return _simd(x, mask, "simd_shuffle_xor")
+        case SimdBroadcast(x, lane):
+            return _simd(x, lane, "simd_broadcast")
+        case SimdReduce(op, x) if isinstance(op, ReduceOp):
+            err = _simd(x, None, f"simd_reduce {op.value}")
+            return err or (f"simd_reduce {op.value} is not defined on bool" if x.type.dtype is DType.BOOL else None)
+        case ProgramId(axis) | NumPrograms(axis):
+            return None if axis in (0, 1, 2) else f"the grid axis must be 0, 1 or 2, not {axis}"
+        case Arange(start, stop):
+            if not (isinstance(start, int) and isinstance(stop, int) and start < stop):
+                return f"arange {start}, {stop}: needs integers with start < stop"
+            if not (fits(start, DType.I32) and fits(stop - 1, DType.I32)):
+                return f"arange {start}, {stop}: out of i32 range"
+        case Full(shape, value):
+            if not isinstance(value, Const):
+                return f"full: the fill value must be a Const, not {type(value).__name__}"
+        case Broadcast(x, shape):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not broadcast_shapes(xt.shape, tuple(shape)):
+                return f"broadcast: cannot broadcast {xt} to shape {tuple(shape)}"
+        case ExpandDims(x, axis):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis <= len(xt.shape):
+                return f"expand_dims: axis {axis} is out of range for {xt}"
+        case Reshape(x, shape):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):
+                return f"reshape: cannot reshape {xt} to shape {tuple(shape)}"
+        case Reduce(op, x, axis) if isinstance(op, ReduceOp):
+            xt = x.type
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape):
+                return f"reduce {op.value}: axis {axis} is out of range for {xt}"
+            if xt.dtype is DType.BOOL:
+                return f"reduce {op.value} is not defined on bool"
+        case Dot(a, b):
+            at, bt = a.type, b.type
+            if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
+                return f"dot: needs two 2-D tiles, not {at} and {bt}"
+            if at.shape[1] != bt.shape[0]:
+                return f"dot: inner dimensions differ: [{at.shape[0]}, {at.shape[1]}] x [{bt.shape[0]}, {bt.shape[1]}]"
+            if at.dtype != bt.dtype or at.dtype is DType.BOOL:
+                return f"dot: operands must have one numeric dtype, not {at.dtype} and {bt.dtype}"
+        case ThreadId() | SimdLaneId() | SimdgroupId():
+            return None
+        case Builtin(kind, axis) if isinstance(kind, BuiltinKind):
+            allowed = (0, 1, 2) if kind.has_axes else (0,)
+            return None if axis in allowed else f"builtin {kind.value}: axis {axis} is not one of {allowed}"
+        case VecLoad(ptr, width):
+            if not _is_scalar_ptr(ptr.type):
+                return f"vload: the address must be a scalar pointer, not {ptr.type}"
+            if width not in (2, 3, 4):
+                return f"vload: vectors have 2, 3 or 4 lanes, not {width}"
+        case Extract(vec, lane):
+            vt = vec.type
+            if not isinstance(vt, VectorType) or not 0 <= lane < vt.width:
+                return f"extract: lane {lane} is out of range for {vt}"
+        case MakeVector(elems):
+            if not 2 <= len(elems) <= 4:
+                return f"vector: needs 2 to 4 lanes, not {len(elems)}"
+            t0 = elems[0].type
+            if not (isinstance(t0, TileType) and t0.is_scalar) or any(e.type != t0 for e in elems):
+                return "vector: lanes must be scalars of one type"
+        case Splat(x, width):
+            if not (isinstance(x.type, TileType) and x.type.is_scalar):
+                return f"splat: the value must be a scalar, not {x.type}"
+            if width not in (2, 3, 4):
+                return f"splat: vectors have 2, 3 or 4 lanes, not {width}"
+        case MatrixFill(value):
+            if not (isinstance(value.type, TileType) and value.type.is_scalar):
+                return f"matrix_fill: the value must be a scalar, not {value.type}"
+        case MatrixLoad(ptr, stride, _):
+            pt = ptr.type
+            if not _is_scalar_ptr(pt) or pt.space is AddressSpace.CONSTANT:
+                return f"matrix_load: the address must be a device or threadgroup pointer, not {pt}"
+            if not _is_int_scalar(stride.type):
+                return f"matrix_load: the stride must be an integer scalar, not {stride.type}"
+        case MatrixMultiplyAccumulate(a, b, c):
+            ts = (a.type, b.type, c.type)
+            if not all(isinstance(t, MatrixType) for t in ts):
+                return f"matrix_mac: needs three simdgroup matrices, not {', '.join(map(str, ts))}"
+            if ts[0].dtype != ts[1].dtype:
+                return f"matrix_mac: a and b must have one dtype, not {ts[0].dtype} and {ts[1].dtype}"
+        case _:
+            return f"{type(n).__name__} is not a well-formed value node"
+    return None
+
+
+__all__ = ["check_type", "check_value"]

@@ -1,0 +1,250 @@
+"""The `Value` and `Stmt` bases, and the value nodes every IR level shares.
+
+Values are pure expression trees: equal trees mean equal values, so rules can `match` them and
+drivers can memoise them. Each value's `type` is a `functools.cached_property` computed from its
+children (`Var` and `Param` carry theirs as a field); it assumes the node is well formed and the
+verifier checks that first.
+
+Values whose position among statements matters are only ever the direct value of a `Let`
+(`LET_ONLY` in `metile.ir.stages`): loads (they observe earlier stores), `SharedAlloc` (each one is a
+distinct array), and simdgroup collectives (`SimdShuffleXor`, `SimdBroadcast`, `SimdReduce`: every
+lane of the simdgroup must reach them together, so they cannot move into a branch).
+
+The shared nodes mean the same at every level. In Tile IR a value is a whole tile (or a scalar per
+program); in Metal IR the same node is evaluated per thread on scalars or vectors. Thread-level
+values (`SimdShuffleXor`...) are per-thread scalars at every level.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+
+import attrs
+import numpy as np
+
+from metile.ir.node import Node, node
+from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
+from metile.ir.types import AddressSpace, DType, PtrType, TileType, Type
+
+
+@node
+class Value(Node):
+    """Base of all value nodes."""
+
+
+@node
+class Stmt(Node):
+    """Base of all statements."""
+
+
+def _normalize(value: object, dtype: DType) -> object:
+    """The canonical Python scalar for a constant: float for float types, int for integer types, bool
+    for bool (when the value converts exactly); NaN is always the one `math.nan` object, so that
+    `Const(nan, f32) == Const(nan, f32)`. Anything else is kept for the verifier to report."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dtype.is_float and isinstance(value, (int, float)):
+        value = float(value)
+        return math.nan if value != value else value
+    if dtype.is_int and isinstance(value, bool):
+        return int(value)
+    if dtype.is_int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if dtype is DType.BOOL and not isinstance(value, bool) and isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def _const_key(value: object) -> object:
+    """What `Const` equality compares: NaN equals NaN, and -0.0 differs from 0.0 (their sign matters)."""
+    if isinstance(value, float):
+        return ("nan",) if value != value else (value, math.copysign(1.0, value))
+    return value
+
+
+@node
+class Const(Value):
+    """A scalar constant. `value` is normalised to the dtype's Python type (see `_normalize`); equality
+    treats NaN as equal to itself and keeps -0.0 apart from 0.0, so constants fold and round-trip."""
+
+    value: int | float | bool = attrs.field(eq=_const_key)
+    dtype: DType
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "value", _normalize(self.value, self.dtype))
+        Node.__attrs_post_init__(self)
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(self.dtype)
+
+
+@node
+class Param(Value):
+    """Kernel parameter `index`: a scalar (`i32`, `f32`...) or a base pointer (`ptr<f32, device>`)."""
+
+    name: str
+    index: int
+    type: Type
+
+
+@node
+class Var(Value):
+    """A use of a name bound by `Let`, a loop index, a loop-carried value, or a `For`/`If`/`While` result.
+    Binding sites hold a `Var` too; names are unique in a kernel (the verifier checks)."""
+
+    name: str
+    type: Type
+
+
+@node
+class Binary(Value):
+    """Element-wise `lhs op rhs`; both operands have the same type (the frontend inserts casts and
+    broadcasts). See `metile.ir.ops` for the meaning of each operator."""
+
+    op: BinOp
+    lhs: Value
+    rhs: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.lhs.type
+
+
+@node
+class Unary(Value):
+    op: UnOp
+    x: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+@node
+class Compare(Value):
+    """Element-wise comparison of two operands of one type; the result is bool of the same shape."""
+
+    op: CmpOp
+    lhs: Value
+    rhs: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.lhs.type.with_dtype(DType.BOOL)
+
+
+@node
+class Where(Value):
+    """Element-wise `cond ? x : y` (both sides are evaluated; it is not a branch)."""
+
+    cond: Value
+    x: Value
+    y: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+@node
+class Cast(Value):
+    """Element-wise conversion to `dtype` (C rules: floats to integers truncate toward zero)."""
+
+    x: Value
+    dtype: DType
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type.with_dtype(self.dtype)
+
+
+@node
+class AddPtr(Value):
+    """Element-wise `ptr + offset` in elements; `offset` is an integer tile of the pointer's shape."""
+
+    ptr: Value
+    offset: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.ptr.type
+
+
+@node
+class Load(Value):
+    """Read the elements `ptr` points to. Where `mask` is false nothing is read and the result is
+    `other` (zero when `other` is None). Only ever the value of a `Let`."""
+
+    ptr: Value
+    mask: Value | None = None
+    other: Value | None = None
+
+    @cached_property
+    def type(self) -> TileType:
+        return TileType(self.ptr.type.dtype, self.ptr.type.shape)
+
+
+@node
+class SharedAlloc(Value):
+    """A threadgroup-memory array of `shape` (row-major, uninitialised); its value is the base pointer.
+    Only ever the value of a `Let` at kernel top level."""
+
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    dtype: DType
+
+    @cached_property
+    def type(self) -> PtrType:
+        return PtrType(self.dtype, (), AddressSpace.THREADGROUP)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@node
+class SimdShuffleXor(Value):
+    """The value `x` of the lane whose index is this lane's XOR `mask` (`simd_shuffle_xor`)."""
+
+    x: Value
+    mask: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+@node
+class SimdBroadcast(Value):
+    """The value `x` of lane `lane`, for every lane of the simdgroup (`simd_broadcast`)."""
+
+    x: Value
+    lane: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+@node
+class SimdReduce(Value):
+    """`op` over `x` across the lanes of the simdgroup (`simd_sum`, `simd_max`, `simd_min`)."""
+
+    op: ReduceOp
+    x: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+COMMON_VALUES: tuple[type[Value], ...] = (
+    Const, Param, Var, Binary, Unary, Compare, Where, Cast, AddPtr, Load, SharedAlloc,
+    SimdShuffleXor, SimdBroadcast, SimdReduce,
+)
+
+__all__ = [
+    "COMMON_VALUES", "AddPtr", "Binary", "Cast", "Compare", "Const", "Load", "Param", "SharedAlloc",
+    "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
+]

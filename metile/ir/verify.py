@@ -1,0 +1,318 @@
+"""The IR verifier: `verify(kernel, after=pass_name)` raises `VerifyError` on the first problem.
+
+It checks, at the kernel's stage:
+- the kernel: an identifier name, a `Stage`, parameters numbered 0..n-1 with distinct names and scalar
+  or device/constant pointer types, integer `meta` under identifier keys;
+- every node is admitted by the stage (`metile.ir.stages`: no Metal IR node in a Tile IR kernel and
+  vice versa; Metal IR values are per-thread, never tiles) and follows its typing rule
+  (`metile.ir.typecheck`: equal operand types, bool masks of the pointer's shape, `Dot` shapes, ...);
+- loads, `SharedAlloc` and simdgroup collectives are only the direct value of a `Let`, and
+  `SharedAlloc` only at kernel top level;
+- names: bound once in the kernel (SSA), used only after their binding and inside its scope
+  (see `metile.ir.stmts`), with the type they were bound with; a `Param` use matches a parameter;
+- statements: a `Let`'s variable has its value's type; stores write the pointer's element type and
+  shape and never to constant memory; atomics add i32, u32 or f32 in device or threadgroup memory;
+  loop bounds have the index's type; `carried`, `inits`, `yields` and `results` agree in number and
+  type; branch and loop conditions are scalar bools; simdgroup roles are in range.
+The error names the pass (`after`) and carries the offending node's location (or its statement's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from metile.ir.errors import Loc, MetileError
+from metile.ir.metal import MatrixStore, VecStore
+from metile.ir.node import Node, children
+from metile.ir.ops import Fence, Stage
+from metile.ir.stages import ADMITTED, LET_ONLY
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.tile import TILE_STMTS, TILE_VALUES, SimdgroupRole
+from metile.ir.typecheck import check_type, check_value
+from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
+from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
+
+
+class VerifyError(MetileError):
+    """The IR breaks an invariant; `after` names the pass that produced it, `node` is the culprit."""
+
+    def __init__(self, message: str, loc: Loc | None = None, *, after: str, node: Node | None = None):
+        self.after = after
+        self.node = node
+        super().__init__(f"invalid IR after {after}: {message}", loc)
+
+
+def verify(k: Kernel, *, after: str = "construction") -> Kernel:
+    """Check `k` (see the module docstring) and return it unchanged."""
+    _Verifier(k, after).kernel()
+    return k
+
+
+def _level(cls: type) -> str:
+    return "Tile IR" if cls in TILE_VALUES or cls in TILE_STMTS else "Metal IR"
+
+
+Scope = dict[str, Var]
+
+
+class _Verifier:
+    def __init__(self, k: Kernel, after: str):
+        self.k = k
+        self.after = after
+        self.stage = k.stage
+        self.free: dict[Node, frozenset[Var]] = {}  # checked value -> the Vars it uses
+        self.params: dict[str, Param] = {}
+        self.bound: set[str] = set()
+        self.good_types: set[object] = set()
+
+    def fail(self, message: str, node: Node | None, stmt: Node | None = None):
+        loc = getattr(node, "loc", None) or getattr(stmt, "loc", None)
+        raise VerifyError(message, loc, after=self.after, node=node)
+
+    # ---- kernel
+
+    def kernel(self) -> None:
+        k = self.k
+        if not isinstance(k, Kernel):
+            self.fail(f"expected a Kernel, not {type(k).__name__}", None)
+        if not isinstance(k.stage, Stage):
+            self.fail(f"the kernel's stage {k.stage!r} is not a Stage", k)
+        if not isinstance(k.name, str) or not _IDENT.match(k.name):
+            self.fail(f"the kernel name {k.name!r} is not an identifier", k)
+        for i, p in enumerate(k.params):
+            self.param(i, p)
+        for key, value in k.meta.items():
+            if not isinstance(key, str) or not _IDENT.match(key):
+                self.fail(f"meta key {key!r} is not an identifier", k)
+            if not isinstance(value, int) or isinstance(value, bool):
+                self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
+        self.body(k.body, {}, 0)
+
+    def param(self, i: int, p: object) -> None:
+        if not isinstance(p, Param):
+            self.fail(f"parameter {i} is a {type(p).__name__}, not a Param", self.k)
+        if p.index != i:
+            self.fail(f"parameter %{p.name} has index {p.index} but is parameter {i}", p)
+        self.name_ok(p.name, p, None)
+        self.type_ok(p.type, p, None)
+        t = p.type
+        scalar = isinstance(t, TileType) and t.is_scalar
+        buffer = isinstance(t, PtrType) and t.is_scalar and t.space in (AddressSpace.DEVICE, AddressSpace.CONSTANT)
+        if not (scalar or buffer):
+            self.fail(f"parameter %{p.name}: {t} is neither a scalar nor a device/constant pointer", p)
+        self.params[p.name] = p
+        self.bound.add(p.name)
+
+    def name_ok(self, name: object, node: Node, stmt: Node | None) -> None:
+        if not isinstance(name, str) or not _IDENT.match(name):
+            self.fail(f"{name!r} is not an identifier", node, stmt)
+        if name in self.bound:
+            self.fail(f"%{name} is bound twice (names are unique in a kernel)", node, stmt)
+
+    def type_ok(self, t: object, node: Node, stmt: Node | None) -> None:
+        if isinstance(t, Type) and t in self.good_types:
+            return
+        if (err := check_type(t, self.stage)) is not None:
+            self.fail(err, node, stmt)
+        self.good_types.add(t)
+
+    def bind(self, var: object, scope: Scope, stmt: Stmt) -> None:
+        if not isinstance(var, Var):
+            self.fail(f"{type(stmt).__name__} binds a {type(var).__name__}, not a Var", stmt)
+        self.name_ok(var.name, var, stmt)
+        self.type_ok(var.type, var, stmt)
+        self.bound.add(var.name)
+        scope[var.name] = var
+
+    # ---- values
+
+    def value(self, v: object, scope: Scope, stmt: Stmt, *, let: bool = False) -> Value:
+        if not isinstance(v, Value):
+            self.fail(f"{type(stmt).__name__}: expected a value, not {type(v).__name__}", stmt)
+        if not let and type(v) in LET_ONLY:
+            self.fail(f"{type(v).__name__} must be bound by a Let (its position among statements matters)", v, stmt)
+        for var in self.tree(v, stmt):
+            seen = scope.get(var.name)
+            if seen is None:
+                where = "outside the body that binds it" if var.name in self.bound else "before it is defined"
+                self.fail(f"%{var.name} is used {where}", var, stmt)
+            if seen != var:
+                self.fail(f"%{var.name} is used as {var.type} but bound as {seen.type}", var, stmt)
+        return v
+
+    def values(self, vs: Iterable[object], scope: Scope, stmt: Stmt) -> list[Value]:
+        return [self.value(v, scope, stmt) for v in vs]
+
+    def tree(self, root: Value, stmt: Stmt) -> frozenset[Var]:
+        """Check every node of `root` not checked before (children first, no recursion); return its Vars."""
+        stack: list[tuple[Node, list[Node] | None]] = [(root, None)]
+        while stack:
+            n, kids = stack.pop()
+            if n in self.free:
+                continue
+            if kids is None:
+                kids = list(children(n))
+                for c in kids:
+                    if not isinstance(c, Value):
+                        self.fail(f"{type(n).__name__} has a {type(c).__name__} operand", n, stmt)
+                stack.append((n, kids))
+                stack.extend((c, None) for c in kids if c not in self.free)
+                continue
+            self.node(n, kids, stmt)
+            self.free[n] = frozenset((n,)) if isinstance(n, Var) else frozenset().union(*(self.free[c] for c in kids))
+        return self.free[root]
+
+    def node(self, n: Node, kids: list[Node], stmt: Stmt) -> None:
+        cls = type(n)
+        if cls not in ADMITTED[self.stage]:
+            self.fail(f"{cls.__name__} is a {_level(cls)} node, not allowed in a {self.stage.value} kernel", n, stmt)
+        for c in kids:
+            if type(c) in LET_ONLY:
+                self.fail(f"{type(c).__name__} must be bound by a Let, not used inside {cls.__name__}", c, stmt)
+        if isinstance(n, Param) and self.params.get(n.name) != n:
+            self.fail(f"%{n.name} is not a parameter of this kernel (or differs from it)", n, stmt)
+        try:
+            err = check_value(n, self.stage)
+            if err is None:
+                self.type_ok(n.type, n, stmt)
+        except VerifyError:
+            raise
+        except Exception as e:  # a field of the wrong kind: report it, don't crash
+            self.fail(f"malformed {cls.__name__}: {type(e).__name__}: {e}", n, stmt)
+        if err is not None:
+            self.fail(err, n, stmt)
+
+    # ---- statements
+
+    def body(self, stmts: Iterable[object], scope: Scope, depth: int) -> None:
+        for s in stmts:
+            if not isinstance(s, Stmt):
+                self.fail(f"expected a statement, not {type(s).__name__}", s if isinstance(s, Node) else None)
+            if type(s) not in ADMITTED[self.stage]:
+                self.fail(f"{type(s).__name__} is a {_level(type(s))} statement, not allowed in a "
+                          f"{self.stage.value} kernel", s)
+            self.stmt(s, scope, depth)
+
+    def stmt(self, s: Stmt, scope: Scope, depth: int) -> None:
+        match s:
+            case Let(var, value):
+                self.value(value, scope, s, let=True)
+                if isinstance(value, SharedAlloc) and depth > 0:
+                    self.fail("shared_alloc must be at kernel top level (threadgroup memory is static)", value, s)
+                if isinstance(var, Var) and var.type != value.type:
+                    self.fail(f"%{var.name} is declared {var.type} but its value is {value.type}", s)
+                self.bind(var, scope, s)
+            case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
+                self.store(s, ptr, value, mask, scope)
+            case VecStore(ptr, value):
+                pt, vt = self.value(ptr, scope, s).type, self.value(value, scope, s).type
+                if not (isinstance(pt, PtrType) and pt.is_scalar and pt.space is not AddressSpace.CONSTANT):
+                    self.fail(f"vstore: the address must be a writable scalar pointer, not {pt}", s)
+                if not (isinstance(vt, VectorType) and vt.dtype == pt.dtype):
+                    self.fail(f"vstore: cannot store {vt} through {pt}", s)
+            case MatrixStore(value, ptr, stride, _):
+                vt, pt = self.value(value, scope, s).type, self.value(ptr, scope, s).type
+                st = self.value(stride, scope, s).type
+                if not isinstance(vt, MatrixType):
+                    self.fail(f"matrix_store: the value must be a simdgroup matrix, not {vt}", s)
+                if not (isinstance(pt, PtrType) and pt.is_scalar and pt.dtype == vt.dtype
+                        and pt.space in (AddressSpace.DEVICE, AddressSpace.THREADGROUP)):
+                    self.fail(f"matrix_store: cannot store {vt} through {pt}", s)
+                if not (isinstance(st, TileType) and st.is_scalar and st.dtype.is_int):
+                    self.fail(f"matrix_store: the stride must be an integer scalar, not {st}", s)
+            case Barrier(fence):
+                if not isinstance(fence, Fence):
+                    self.fail(f"barrier: {fence!r} is not a Fence", s)
+            case For():
+                self.for_stmt(s, scope, depth)
+            case If(cond, then, orelse, then_yields, else_yields, results):
+                self.condition(self.value(cond, scope, s), s, "if")
+                inner = dict(scope)
+                self.body(then, inner, depth + 1)
+                tys = [v.type for v in self.values(then_yields, inner, s)]
+                inner = dict(scope)
+                self.body(orelse, inner, depth + 1)
+                eys = [v.type for v in self.values(else_yields, inner, s)]
+                self.agree(s, [r.type for r in results], ("then-yields", tys), ("else-yields", eys))
+                for r in results:
+                    self.bind(r, scope, s)
+            case While(carried, inits, cond_body, cond, body, yields, results):
+                its = [v.type for v in self.values(inits, scope, s)]
+                inner = dict(scope)
+                for c in carried:
+                    self.bind(c, inner, s)
+                self.body(cond_body, inner, depth + 1)
+                self.condition(self.value(cond, inner, s), s, "while")
+                self.body(body, inner, depth + 1)
+                ys = [v.type for v in self.values(yields, inner, s)]
+                self.agree(s, [c.type for c in carried], ("inits", its), ("yields", ys),
+                           ("results", [r.type for r in results]))
+                for r in results:
+                    self.bind(r, scope, s)
+            case SimdgroupRole(role, num_roles, num_sgs, body):
+                if not (isinstance(num_roles, int) and num_roles >= 1 and isinstance(role, int)
+                        and 0 <= role < num_roles and isinstance(num_sgs, int) and num_sgs >= 0):
+                    self.fail(f"simdgroup_role {role} of {num_roles}, sgs {num_sgs}: out of range", s)
+                self.body(body, dict(scope), depth + 1)
+            case _:
+                self.fail(f"{type(s).__name__} is not a well-formed statement", s)
+
+    def store(self, s: Stmt, ptr: object, value: object, mask: object, scope: Scope) -> None:
+        word = "store" if isinstance(s, Store) else "atomic_add"
+        pt, vt = self.value(ptr, scope, s).type, self.value(value, scope, s).type
+        if not isinstance(pt, PtrType):
+            self.fail(f"{word}: the address must be a pointer, not {pt}", s)
+        if pt.space is AddressSpace.CONSTANT:
+            self.fail(f"{word}: cannot write to constant memory ({pt})", s)
+        if vt != TileType(pt.dtype, pt.shape):
+            self.fail(f"{word}: the value must be {TileType(pt.dtype, pt.shape)} to match {pt}, not {vt}", s)
+        if mask is not None and (mt := self.value(mask, scope, s).type) != TileType(DType.BOOL, pt.shape):
+            self.fail(f"{word}: the mask must be {TileType(DType.BOOL, pt.shape)} (the pointer's shape), not {mt}", s)
+        if isinstance(s, AtomicAdd) and (pt.dtype not in _ATOMIC_DTYPES or pt.space is not AddressSpace.DEVICE
+                                         and pt.space is not AddressSpace.THREADGROUP):
+            self.fail(f"atomic_add: needs i32, u32 or f32 in device or threadgroup memory, not {pt}", s)
+
+    def for_stmt(self, s: For, scope: Scope, depth: int) -> None:
+        index, start, stop, step, carried, inits, body, yields, results, num_stages = (
+            s.index, s.start, s.stop, s.step, s.carried, s.inits, s.body, s.yields, s.results, s.num_stages)
+        bounds = self.values((start, stop, step), scope, s)
+        its = [v.type for v in self.values(inits, scope, s)]
+        inner = dict(scope)
+        self.bind(index, inner, s)
+        it = index.type
+        if not (isinstance(it, TileType) and it.is_scalar and it.dtype.is_int):
+            self.fail(f"for: the index must be an integer scalar, not {it}", index, s)
+        for what, b in zip(("start", "stop", "step"), bounds):
+            if b.type != it:
+                self.fail(f"for: {what} is {b.type} but the index is {it}", b, s)
+        if not isinstance(num_stages, int) or num_stages < 1:
+            self.fail(f"for: num_stages must be a positive integer, not {num_stages!r}", s)
+        for c in carried:
+            self.bind(c, inner, s)
+        self.body(body, inner, depth + 1)
+        ys = [v.type for v in self.values(yields, inner, s)]
+        self.agree(s, [c.type for c in carried], ("inits", its), ("yields", ys),
+                   ("results", [r.type for r in results]))
+        for r in results:
+            self.bind(r, scope, s)
+
+    def condition(self, cond: Value, s: Stmt, word: str) -> None:
+        if cond.type != TileType(DType.BOOL):
+            self.fail(f"{word}: the condition must be a scalar bool, not {cond.type}", cond, s)
+
+    def agree(self, s: Stmt, expected: list, *others: tuple[str, list]) -> None:
+        """Each list of types in `others` equals `expected` (the carried or result types)."""
+        what = "carried values" if isinstance(s, (For, While)) else "results"
+        for name, tys in others:
+            if len(tys) != len(expected):
+                self.fail(f"{type(s).__name__}: {len(expected)} {what} but {len(tys)} {name}", s)
+            for i, (a, b) in enumerate(zip(expected, tys)):
+                if a != b:
+                    self.fail(f"{type(s).__name__}: {name}[{i}] is {b} but the {what}[{i}] is {a}", s)
+
+
+__all__ = ["VerifyError", "verify"]

@@ -1,0 +1,284 @@
+"""IR nodes and types: construction and converters, equality and hashing without locations, `match`,
+the type of every value node, constants, enums and the stage tables."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+from pyrsistent import PMap, PVector, pvector
+
+from metile.ir import (
+    LET_ONLY,
+    STMT_CLASSES,
+    VALUE_CLASSES,
+    AddPtr,
+    AddressSpace,
+    Arange,
+    Barrier,
+    Binary,
+    BinOp,
+    Broadcast,
+    Builtin,
+    BuiltinKind,
+    Cast,
+    CmpOp,
+    Compare,
+    Const,
+    Dot,
+    DType,
+    ExpandDims,
+    Extract,
+    Fence,
+    For,
+    Full,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loc,
+    MakeVector,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
+    MatrixType,
+    NumPrograms,
+    Param,
+    ProgramId,
+    PtrType,
+    Reduce,
+    ReduceOp,
+    Reshape,
+    SharedAlloc,
+    SimdBroadcast,
+    SimdgroupId,
+    SimdLaneId,
+    SimdReduce,
+    SimdShuffleXor,
+    Splat,
+    Stage,
+    ThreadId,
+    TileType,
+    Unary,
+    UnOp,
+    Var,
+    VecLoad,
+    VectorType,
+    Where,
+    admits,
+    map_children,
+    parse_type,
+)
+from metile.ir.stages import ADMITTED
+from metile.ir.types import broadcast_shapes, fits
+
+F32, F16, I32, U32, BOOL = DType.F32, DType.F16, DType.I32, DType.U32, DType.BOOL
+X = Param("X", 0, PtrType(F32, (), AddressSpace.DEVICE))
+T8 = TileType(F32, (8,))
+x8 = Var("x", T8)
+i8 = Var("i", TileType(I32, (8,)))
+m8 = Var("m", TileType(BOOL, (8,)))
+s = Var("s", TileType(F32))
+n = Var("n", TileType(I32))
+v4 = Var("v", VectorType(F32, 4))
+mat = Var("a", MatrixType(F16))
+acc = Var("c", MatrixType(F32))
+
+
+# ---- construction, equality, hashing
+
+
+def test_loc_is_keyword_only_and_outside_equality_hash_repr():
+    a = Binary(BinOp.ADD, x8, x8, loc=Loc("a.py", 1, 0))
+    b = Binary(BinOp.ADD, x8, x8, loc=Loc("b.py", 9, 3))
+    assert a == b and hash(a) == hash(b)
+    assert "loc" not in repr(a)
+    assert Binary.__match_args__ == ("op", "lhs", "rhs")
+    with pytest.raises(TypeError):
+        Binary(BinOp.ADD, x8, x8, Loc("a.py", 1, 0))
+
+
+def test_structural_equality_distinguishes_fields():
+    assert Binary(BinOp.ADD, x8, x8) != Binary(BinOp.SUB, x8, x8)
+    assert Var("x", T8) != Var("x", TileType(F16, (8,)))
+    assert Arange(0, 4) == Arange(0, 4) and Arange(0, 4) != Arange(1, 5)
+    assert ThreadId() == ThreadId() and ThreadId() != SimdLaneId()
+
+
+def test_converters_make_tuples_pvectors_and_pmaps():
+    k = Kernel("k", Stage.TILE, [X], [Barrier()], {"B": 4})
+    assert isinstance(k.params, tuple) and isinstance(k.body, PVector) and isinstance(k.meta, PMap)
+    assert k == Kernel("k", Stage.TILE, (X,), pvector([Barrier()]), {"B": 4})
+    loop = For(n, Const(0, I32), n, Const(1, I32), [s], [Const(0.0, F32)], [], [s], [s])
+    assert isinstance(loop.carried, tuple) and isinstance(loop.body, PVector)
+    assert If(Compare(CmpOp.LT, n, n), [Barrier()]).orelse == pvector()
+    assert SharedAlloc([4, 2], F32).shape == (4, 2)
+    assert Full([2], Const(0.0, F32)) == Full((2,), Const(0.0, F32))
+
+
+def test_nodes_are_frozen():
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        x8.name = "y"
+
+
+def test_match_on_nodes():
+    def fold_add_zero(e):
+        match e:
+            case Binary(BinOp.ADD, x, Const(0)) | Binary(BinOp.ADD, Const(0), x):
+                return x
+        return None
+
+    assert fold_add_zero(Binary(BinOp.ADD, n, Const(0, I32))) is n
+    assert fold_add_zero(Binary(BinOp.ADD, Const(0.0, F32), s)) is s
+    assert fold_add_zero(Binary(BinOp.MUL, n, Const(0, I32))) is None
+    match Load(AddPtr(X, n), None, None):
+        case Load(AddPtr(Param("X"), off), None, None):
+            assert off is n
+        case _:
+            pytest.fail("no match")
+
+
+def test_map_children_rebuilds_only_on_change():
+    loop = For(n, Const(0, I32), n, Const(1, I32), [s], [Const(0.0, F32)], [Let(Var("t", TileType(F32)), s)], [s], [s])
+    assert map_children(lambda c: c, loop) is loop
+    swapped = map_children(lambda c: Const(2, I32) if c == Const(1, I32) else c, loop)
+    assert swapped.step == Const(2, I32) and swapped.body == loop.body and swapped.index is loop.index
+
+
+# ---- types of values
+
+
+TYPES = [
+    (Const(1.5, F32), TileType(F32)),
+    (X, PtrType(F32, (), AddressSpace.DEVICE)),
+    (x8, T8),
+    (Binary(BinOp.MUL, x8, x8), T8),
+    (Unary(UnOp.EXP, s), TileType(F32)),
+    (Compare(CmpOp.LT, i8, i8), TileType(BOOL, (8,))),
+    (Compare(CmpOp.EQ, v4, v4), VectorType(BOOL, 4)),
+    (Where(m8, x8, x8), T8),
+    (Cast(i8, F16), TileType(F16, (8,))),
+    (Cast(v4, DType.I32), VectorType(I32, 4)),
+    (AddPtr(Broadcast(X, (8,)), i8), PtrType(F32, (8,), AddressSpace.DEVICE)),
+    (Load(Broadcast(X, (8,)), m8), T8),
+    (SharedAlloc((4, 8), F16), PtrType(F16, (), AddressSpace.THREADGROUP)),
+    (SimdShuffleXor(s, n), TileType(F32)),
+    (SimdBroadcast(n, n), TileType(I32)),
+    (SimdReduce(ReduceOp.SUM, s), TileType(F32)),
+    (ProgramId(1), TileType(I32)),
+    (NumPrograms(0), TileType(I32)),
+    (Arange(4, 12), TileType(I32, (8,))),
+    (Full((2, 3), Const(True, BOOL)), TileType(BOOL, (2, 3))),
+    (Broadcast(s, (4, 8)), TileType(F32, (4, 8))),
+    (ExpandDims(x8, 0), TileType(F32, (1, 8))),
+    (ExpandDims(x8, 1), TileType(F32, (8, 1))),
+    (Reshape(x8, (2, 4)), TileType(F32, (2, 4))),
+    (Reduce(ReduceOp.MAX, Broadcast(s, (4, 8)), 0), T8),
+    (Reduce(ReduceOp.SUM, x8, 0), TileType(F32)),
+    (Dot(Var("a", TileType(F16, (16, 8))), Var("b", TileType(F16, (8, 32)))), TileType(F32, (16, 32))),
+    (Dot(Var("a", TileType(DType.I8, (8, 8))), Var("b", TileType(DType.I8, (8, 8)))), TileType(I32, (8, 8))),
+    (ThreadId(), TileType(I32)),
+    (SimdLaneId(), TileType(I32)),
+    (SimdgroupId(), TileType(I32)),
+    (Builtin(BuiltinKind.THREAD_POSITION_IN_GRID, 1), TileType(U32)),
+    (VecLoad(X, 4), VectorType(F32, 4)),
+    (Extract(v4, 3), TileType(F32)),
+    (MakeVector([s, s]), VectorType(F32, 2)),
+    (Splat(n, 3), VectorType(I32, 3)),
+    (MatrixFill(Const(0.0, F32)), MatrixType(F32)),
+    (MatrixLoad(X, n), MatrixType(F32)),
+    (MatrixMultiplyAccumulate(mat, mat, acc), MatrixType(F32)),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), TYPES, ids=lambda v: type(v).__name__)
+def test_value_types(value, expected):
+    assert value.type == expected
+
+
+def test_every_value_class_has_a_type_case():
+    assert {type(v) for v, _ in TYPES} == set(VALUE_CLASSES)
+
+
+def test_type_is_cached_and_not_a_field():
+    b = Binary(BinOp.ADD, x8, x8)
+    assert b.type is b.type
+    assert "type" not in {a.name for a in attrs.fields(Binary)}
+    assert attrs.evolve(b, lhs=Var("y", TileType(F16, (8,)))).type == TileType(F16, (8,))
+
+
+# ---- constants
+
+
+def test_constants_are_normalised_to_their_dtype():
+    assert Const(1, F32).value == 1.0 and isinstance(Const(1, F32).value, float)
+    assert isinstance(Const(3.0, I32).value, int)
+    assert Const(1, BOOL).value is True
+    assert isinstance(Const(np.int32(7), I32).value, int) and isinstance(Const(np.float16(2), F16).value, float)
+    assert Const(2.5, I32).value == 2.5  # kept, for the verifier to report
+
+
+def test_constant_equality_handles_nan_and_signed_zero():
+    assert Const(float("nan"), F32) == Const(math.nan, F32)
+    assert hash(Const(float("nan"), F32)) == hash(Const(math.nan, F32))
+    assert Const(-0.0, F32) != Const(0.0, F32)
+    assert Const(1, I32) != Const(1, DType.I16)
+
+
+def test_fits():
+    assert fits(127, DType.I8) and not fits(128, DType.I8)
+    assert fits(0xFFFFFFFF, U32) and not fits(-1, U32)
+    assert fits(1.5, F16) and not fits(1, F32) and not fits(1, BOOL) and not fits(True, I32)
+
+
+# ---- types
+
+
+@pytest.mark.parametrize(("t", "text"), [
+    (TileType(F32), "f32"),
+    (TileType(DType.BF16, (64, 32)), "tile<64x32xbf16>"),
+    (PtrType(F16, (), AddressSpace.CONSTANT), "ptr<f16, constant>"),
+    (PtrType(F32, (128,), AddressSpace.THREADGROUP), "tile<128xptr<f32, threadgroup>>"),
+    (VectorType(DType.U8, 4), "vec<4xu8>"),
+    (MatrixType(F16), "simdgroup_matrix<8x8xf16>"),
+])
+def test_type_text_round_trips(t, text):
+    assert str(t) == text
+    assert parse_type(text) == t
+    assert hash(parse_type(text)) == hash(t)
+
+
+def test_broadcast_shapes_follows_numpy():
+    for src, dst in [((), (4, 8)), ((8,), (4, 8)), ((1, 8), (4, 8)), ((4, 1), (4, 8)), ((4, 8), (4, 8))]:
+        assert broadcast_shapes(src, dst)
+        assert np.broadcast_shapes(src, dst) == dst
+    assert not broadcast_shapes((4,), (4, 8)) and not broadcast_shapes((2, 4, 8), (4, 8))
+
+
+# ---- enums and stages
+
+
+def test_op_mnemonics_are_distinct():
+    words = [o.value for o in BinOp] + [o.value for o in UnOp] + [o.value for o in CmpOp]
+    ops = {"const", "program_id", "num_programs", "arange", "full", "broadcast", "expand_dims", "reshape",
+           "where", "cast", "addptr", "load", "shared_alloc", "reduce", "dot", "thread_id", "simd_lane_id",
+           "simdgroup_id", "simd_shuffle_xor", "simd_broadcast", "simd_reduce", "builtin", "vload", "extract",
+           "vector", "splat", "matrix_fill", "matrix_load", "matrix_mac"}
+    assert len(words) == len(set(words)) and not set(words) & ops
+
+
+def test_builtin_axes():
+    assert BuiltinKind.THREADGROUP_POSITION_IN_GRID.has_axes
+    assert not BuiltinKind.THREAD_INDEX_IN_SIMDGROUP.has_axes
+
+
+def test_stage_tables():
+    assert admits(Stage.TILE, Dot) and not admits(Stage.TILE, VecLoad)
+    assert admits(Stage.METAL, MatrixLoad) and not admits(Stage.METAL, Arange)
+    assert ADMITTED[Stage.SIMT] == set(VALUE_CLASSES + STMT_CLASSES)
+    shared = ADMITTED[Stage.TILE] & ADMITTED[Stage.METAL]
+    assert {Load, Let, For, If, Binary, Const, Var, Param, SimdReduce, Barrier} <= shared
+    assert LET_ONLY <= set(VALUE_CLASSES)
+    assert {f.value for f in Fence} == {"none", "device", "threadgroup", "device_and_threadgroup"}
