@@ -1,8 +1,13 @@
-"""Shared pytest fixtures: the C stand-in for the Metal shim, and Metal devices built on it."""
+"""Shared pytest options and fixtures: `--update-golden`, the C stand-in for the Metal shim, and Metal devices on it."""
 
 from __future__ import annotations
 
 import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite the golden files under tests/golden from the current output, for review")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,12 @@
 
 Goldens live in `tests/golden/print/<case>.mtir`: `//` comment lines (a `// RUN:` header naming no
 pass, since these check the printer itself), then the canonical text of the example kernel
-`tests/test_ir_examples.py::<case>`. `pytest --update-golden` (or `METILE_UPDATE_GOLDEN=1`) rewrites
+`tests/test_ir_examples.py::<case>`. `pytest --update-golden` rewrites
 them for review.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ def _header(case: str) -> str:
 
 
 def _update(request) -> bool:
-    return bool(request.config.getoption("--update-golden", default=False) or os.environ.get("METILE_UPDATE_GOLDEN"))
+    return bool(request.config.getoption("--update-golden"))
 
 
 @pytest.mark.parametrize("case", CASES)
