@@ -1,0 +1,186 @@
+"""Whole-kernel facts the MSL emitter needs before it writes a line, all computed from the kernel alone.
+
+- `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
+- `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
+  counts); a compound value with two or more is named once instead of repeated.
+- `written_params`: the pointer parameters some store, vector store, matrix store or atomic add writes
+  through, following `AddPtr`, `Where` and every name binding back to the parameter.
+- `c_names`: a valid, distinct C identifier for each parameter and bound name, in definition order.
+- `reads_any`: whether a value reads one of some bound names (for parallel assignment of yields).
+- `builtins_used`: the thread-position attributes the body reads, in `BuiltinKind` order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier
+from metile.ir import (
+    AddPtr,
+    AtomicAdd,
+    Builtin,
+    BuiltinKind,
+    For,
+    If,
+    Kernel,
+    Let,
+    MatrixStore,
+    Node,
+    Param,
+    Stage,
+    Store,
+    Value,
+    Var,
+    VecStore,
+    Where,
+    While,
+    admits,
+    children,
+)
+
+
+def check_metal(k: Kernel) -> None:
+    if k.stage is not Stage.METAL:
+        raise EmitError(f"kernel '{k.name}' is at stage {k.stage.value}; MSL is emitted from Metal IR only", k.loc)
+    for n in distinct_nodes(k):
+        if not isinstance(n, Kernel) and not admits(Stage.METAL, type(n)):
+            raise EmitError(f"{type(n).__name__} is not a Metal IR node", n.loc)
+
+
+def distinct_nodes(root: Node) -> Iterator[Node]:
+    """Each structurally distinct node under `root` once (parents before children)."""
+    seen: set[Node] = {root}
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in children(n):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+
+
+def use_counts(k: Kernel) -> dict[Node, int]:
+    counts: dict[Node, int] = {}
+    for n in distinct_nodes(k):
+        for c in set(children(n)):
+            counts[c] = counts.get(c, 0) + 1
+    return counts
+
+
+def statements(body) -> Iterator:
+    """Every statement of `body` and of the bodies nested in it, in program order."""
+    for s in body:
+        yield s
+        match s:
+            case For(body=inner):
+                yield from statements(inner)
+            case If(then=then, orelse=orelse):
+                yield from statements(then)
+                yield from statements(orelse)
+            case While(cond_body=cond_body, body=inner):
+                yield from statements(cond_body)
+                yield from statements(inner)
+
+
+def bindings(k: Kernel) -> dict[str, tuple[Value, ...]]:
+    """For each bound name, the values it may take (a `Let`'s value; a carried value's init and yield;
+    a result's yields or carried value)."""
+    defs: dict[str, tuple[Value, ...]] = {}
+    for s in statements(k.body):
+        match s:
+            case Let(var, value):
+                defs[var.name] = (value,)
+            case For(carried=carried, inits=inits, yields=yields, results=results) | While(
+                    carried=carried, inits=inits, yields=yields, results=results):
+                for c, i, y, r in zip(carried, inits, yields, results):
+                    defs[c.name] = (i, y)
+                    defs[r.name] = (c,)
+            case If(then_yields=ty, else_yields=ey, results=results):
+                for r, a, b in zip(results, ty, ey):
+                    defs[r.name] = (a, b)
+    return defs
+
+
+def pointer_roots(v: Value, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
+    """The names of the parameters the pointer `v` may point into."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [v]
+    while stack:
+        match stack.pop():
+            case Param(name):
+                found.add(name)
+            case Var(name) if name not in seen:
+                seen.add(name)
+                stack.extend(defs.get(name, ()))
+            case AddPtr(ptr, _):
+                stack.append(ptr)
+            case Where(_, x, y):
+                stack += [x, y]
+    return frozenset(found)
+
+
+def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
+    written: set[str] = set()
+    for s in statements(k.body):
+        match s:
+            case Store(ptr=ptr) | AtomicAdd(ptr=ptr) | VecStore(ptr=ptr) | MatrixStore(ptr=ptr):
+                written |= pointer_roots(ptr, defs)
+    return frozenset(written)
+
+
+def c_names(k: Kernel) -> dict[str, str]:
+    """A distinct C identifier for every parameter and bound name (the IR name when it is one)."""
+    names: dict[str, str] = {}
+    taken: set[str] = set(MSL_RESERVED) | {c_identifier(k.name)}
+
+    def claim(name: str) -> None:
+        if name in names:
+            return
+        base = c_identifier(name)
+        text, i = base, 1
+        while text in taken:
+            text, i = f"{base}_{i}", i + 1
+        taken.add(text)
+        names[name] = text
+
+    for p in sorted(k.params, key=lambda p: p.index):
+        claim(p.name)
+    for s in statements(k.body):
+        match s:
+            case Let(var, _):
+                claim(var.name)
+            case For(index=index, carried=carried, results=results):
+                for v in (index, *carried, *results):
+                    claim(v.name)
+            case If(results=results):
+                for v in results:
+                    claim(v.name)
+            case While(carried=carried, results=results):
+                for v in (*carried, *results):
+                    claim(v.name)
+    return names
+
+
+def reads_any(v: Value, names: set[str]) -> bool:
+    """True when the value tree `v` reads one of the bound `names` directly."""
+    stack: list[Node] = [v]
+    while stack:
+        match stack.pop():
+            case Var(name) if name in names:
+                return True
+            case n:
+                stack.extend(children(n))
+    return False
+
+
+def builtins_used(k: Kernel) -> list[BuiltinKind]:
+    used = {n.kind for n in distinct_nodes(k) if isinstance(n, Builtin)}
+    return [kind for kind in BuiltinKind if kind in used]
+
+
+__all__ = [
+    "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots", "reads_any", "use_counts",
+    "written_params",
+]

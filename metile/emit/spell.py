@@ -1,0 +1,180 @@
+"""MSL spellings of Metal IR leaves: type names, literals, operators, builtins and fences.
+
+Every function here is a total map from an IR enum or type to text, or raises `EmitError` for what
+Metal IR cannot hold (`FLOORDIV`/`MOD`, tile shapes, atomics on types Metal has no atomic for).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from metile.ir import (
+    BinOp,
+    BuiltinKind,
+    CmpOp,
+    DType,
+    Fence,
+    MatrixType,
+    MetileError,
+    PtrType,
+    ReduceOp,
+    TileType,
+    Type,
+    UnOp,
+    VectorType,
+)
+from metile.ir.errors import assert_never
+
+
+class EmitError(MetileError):
+    """The kernel cannot be rendered as MSL (wrong stage, or a node Metal IR does not admit)."""
+
+
+def type_name(t: Type, *, const: bool = False) -> str:
+    """The MSL type of a value: `float`, `float4`, `simdgroup_matrix<float, 8, 8>`, `device const float*`."""
+    match t:
+        case TileType(dtype, shape):
+            if shape != ():
+                raise EmitError(f"a tile value ({t}) reached the MSL emitter; Metal IR holds scalars only")
+            return dtype.msl
+        case PtrType(dtype, shape, space):
+            if shape != ():
+                raise EmitError(f"a tile of pointers ({t}) reached the MSL emitter")
+            return f"{space.value} {'const ' if const else ''}{dtype.msl}*"
+        case VectorType(dtype, width):
+            return f"{dtype.msl}{width}"
+        case MatrixType(dtype):
+            return f"simdgroup_matrix<{dtype.msl}, {MatrixType.ROWS}, {MatrixType.COLS}>"
+        case _:
+            assert_never(t)
+
+
+def _float_text(x: float) -> str:
+    """The shortest decimal that reads back as the float32 `x` (`1.0`, `1e-08`, `3.4028235e+38`)."""
+    text = str(np.float32(x))
+    return text if ("." in text or "e" in text) else text + ".0"
+
+
+def literal(value: object, dtype: DType) -> str:
+    """A constant of `dtype`, typed exactly: `1.5f`, `half(0.5f)`, `INFINITY`, `7u`, `short(-3)`, `true`."""
+    if dtype is DType.BOOL:
+        return "true" if value else "false"
+    if dtype.is_float:
+        x = float(value)
+        if dtype is DType.F16:
+            x = float(np.float16(x))
+        if math.isnan(x):
+            text = "NAN"
+        elif math.isinf(x):
+            text = "INFINITY" if x > 0 else "-INFINITY"
+        else:
+            text = _float_text(x) + "f"
+        return text if dtype is DType.F32 else f"{dtype.msl}({text})"
+    n = int(value)
+    if dtype is DType.I32 and n == -(1 << 31):
+        return "(-2147483647 - 1)"
+    text = f"{n}u" if not dtype.is_signed else str(n)
+    return text if dtype in (DType.I32, DType.U32) else f"{dtype.msl}({text})"
+
+
+INFIX: dict[BinOp, str] = {
+    BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.TRUNCDIV: "/", BinOp.REM: "%",
+    BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
+}
+BOOL_INFIX: dict[BinOp, str] = {BinOp.AND: "&&", BinOp.OR: "||", BinOp.XOR: "!="}
+CALL: dict[BinOp, str] = {BinOp.MAX: "max", BinOp.MIN: "min", BinOp.POW: "pow"}
+
+
+def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
+    """`(spelling, infix)` of `op` on `dtype`: an operator, or a function (`max`, `fmod` for float `REM`)."""
+    match op:
+        case BinOp.FLOORDIV | BinOp.MOD:
+            raise EmitError(f"'{op.value}' reached the MSL emitter; lowering must expand it into "
+                            "truncdiv/rem before Metal IR")
+        case BinOp.REM if dtype.is_float:
+            return "fmod", False
+        case BinOp.AND | BinOp.OR | BinOp.XOR if dtype is DType.BOOL:
+            return BOOL_INFIX[op], True
+        case BinOp.MAX | BinOp.MIN | BinOp.POW:
+            return CALL[op], False
+        case (BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.DIV | BinOp.TRUNCDIV | BinOp.REM | BinOp.AND
+              | BinOp.OR | BinOp.XOR | BinOp.SHL | BinOp.SHR):
+            return INFIX[op], True
+        case _:
+            assert_never(op)
+
+
+def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
+    """`(spelling, prefix)` of `op` on `dtype`: `-`, `~` (`!` on bool), or a function name."""
+    match op:
+        case UnOp.NEG:
+            return "-", True
+        case UnOp.NOT:
+            return ("!" if dtype is DType.BOOL else "~"), True
+        case (UnOp.EXP | UnOp.EXP2 | UnOp.LOG | UnOp.LOG2 | UnOp.SQRT | UnOp.RSQRT | UnOp.ABS | UnOp.TANH
+              | UnOp.SIN | UnOp.COS | UnOp.FLOOR | UnOp.CEIL):
+            return op.value, False
+        case _:
+            assert_never(op)
+
+
+COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
+                             CmpOp.NE: "!="}
+SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.MAX: "simd_max", ReduceOp.MIN: "simd_min"}
+ATOMIC: dict[DType, str] = {DType.I32: "atomic_int", DType.U32: "atomic_uint", DType.F32: "atomic_float"}
+
+
+def atomic_type(dtype: DType) -> str:
+    if (name := ATOMIC.get(dtype)) is None:
+        raise EmitError(f"Metal has no atomic add on {dtype}")
+    return name
+
+
+def fence_flags(fence: Fence) -> str:
+    match fence:
+        case Fence.NONE:
+            return "mem_flags::mem_none"
+        case Fence.DEVICE:
+            return "mem_flags::mem_device"
+        case Fence.THREADGROUP:
+            return "mem_flags::mem_threadgroup"
+        case Fence.DEVICE_AND_THREADGROUP:
+            return "mem_flags::mem_device | mem_flags::mem_threadgroup"
+        case _:
+            assert_never(fence)
+
+
+def builtin_param(kind: BuiltinKind) -> str:
+    """The kernel argument declaring `kind`, named after its attribute: `uint3 x [[x]]`."""
+    return f"{'uint3' if kind.has_axes else 'uint'} {kind.value} [[{kind.value}]]"
+
+
+MSL_RESERVED = frozenset("""
+alignas alignof and asm auto bool break case catch char class const constexpr const_cast continue
+decltype default delete do double else enum explicit export extern false float for friend goto half
+if inline int long mutable namespace new noexcept not nullptr operator or private protected public
+register reinterpret_cast return short signed sizeof static static_assert static_cast struct switch
+template this thread throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor device threadgroup constant kernel vertex fragment metal uchar ushort uint bfloat
+simd_sum simd_max simd_min max min pow select abs exp exp2 log log2 sqrt rsqrt tanh sin cos floor ceil
+fmod INFINITY NAN
+""".split()) | {k.value for k in BuiltinKind}
+
+
+def msl_bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def c_identifier(name: str) -> str:
+    """`name` made a valid C identifier (non-word characters become `_`, a leading digit gets `v`)."""
+    text = re.sub(r"\W", "_", name, flags=re.ASCII) or "v"
+    return "v" + text if text[0].isdigit() else text
+
+
+__all__ = [
+    "EmitError", "atomic_type", "binary_spelling", "builtin_param", "c_identifier", "fence_flags",
+    "literal", "msl_bool", "type_name", "unary_spelling",
+]
