@@ -1,0 +1,10 @@
+"""The frontend: a `@metile.kernel` Python function -> Tile IR (`Stage.TILE`).
+
+Modules: `errors` (the user-facing error classes), `specialize` (parameter kinds, argument types,
+the cache key), `semantic` (typing of operators: promotion, broadcasting, pointer arithmetic),
+`builtins` (one implementation per `metile.language` function), `trace` (the `ast` walker that
+evaluates compile-time values and builds IR), `control` (runtime `if`/`while`/`tile_range` with
+loop-carried values and branch results).
+"""
+
+from __future__ import annotations

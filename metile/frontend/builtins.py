@@ -1,0 +1,303 @@
+"""One implementation per `metile.language` function, keyed by the function object (`BUILTINS`).
+
+Each implementation takes the tracer, the call's `Loc` and the arguments bound by the language
+function's own signature, checks them (shapes, dtypes, compile-time arguments) and returns a
+traced value, a Python value, or None after emitting a statement. Semantics for the open
+questions of `docs/language.md` are stated in `metile.language`'s docstring.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from metile import language as L
+from metile.frontend import semantic as sem
+from metile.frontend.errors import (
+    ConstexprRequiredError,
+    KernelArgumentError,
+    KernelTypeError,
+    ShapeMismatchError,
+    UnsupportedSyntaxError,
+)
+from metile.ir.errors import Loc
+from metile.ir.ops import BinOp, ReduceOp
+from metile.ir.stmts import AtomicAdd, Barrier, Store
+from metile.ir.tile import Arange, Dot, ExpandDims, Full, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
+from metile.ir.types import DType, PtrType, from_numpy
+from metile.ir.values import Binary, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
+
+_SIGS: dict[object, inspect.Signature] = {}
+
+
+def bind_args(fn, args, kwargs, loc: Loc) -> dict:
+    sig = _SIGS.get(fn) or _SIGS.setdefault(fn, inspect.signature(fn))
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise KernelArgumentError(f"metile.{fn.__name__}(): {e}", loc) from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def call_builtin(tr, fn, args, kwargs, loc: Loc):
+    return BUILTINS[fn](tr, loc, **bind_args(fn, args, kwargs, loc))
+
+
+def static_int(v, what: str, loc: Loc) -> int:
+    if isinstance(v, Value):
+        raise ConstexprRequiredError(f"{what} must be a compile-time int (a constexpr or a Python int), not a traced "
+                                     f"{v.type}", loc)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise KernelTypeError(f"{what} must be an int, not {type(v).__name__}", loc)
+    return v
+
+
+def static_shape(v, what: str, loc: Loc) -> tuple[int, ...]:
+    dims = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
+    out = tuple(static_int(d, f"{what} dimension", loc) for d in dims)
+    if not out or any(d <= 0 for d in out):
+        raise ShapeMismatchError(f"{what} must have positive dimensions, not {list(out)}", loc)
+    return out
+
+
+def parse_dtype(v, loc: Loc) -> DType:
+    if isinstance(v, DType):
+        return v
+    try:
+        return DType(v)
+    except ValueError:
+        pass
+    try:
+        found = from_numpy(v)
+    except TypeError:
+        found = None
+    if found is None:
+        raise KernelTypeError(f"unknown dtype {v!r}; use one of {', '.join(d.value for d in DType)}", loc)
+    return found
+
+
+def _pointer(p, what: str, loc: Loc) -> Value:
+    if not (isinstance(p, Value) and isinstance(p.type, PtrType)):
+        kind = p.type if isinstance(p, Value) else type(p).__name__
+        raise KernelTypeError(f"{what} needs a pointer (a pointer parameter plus offsets), not {kind}", loc)
+    return p
+
+
+def _mask(mask, shape, loc: Loc):
+    if mask is None:
+        return None, shape
+    if not isinstance(mask, Value):
+        mask = sem.const(bool(mask), DType.BOOL, loc)
+    if mask.type.dtype is not DType.BOOL or isinstance(mask.type, PtrType):
+        raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n), not {mask.type}", loc)
+    return mask, sem.broadcast_shape(shape, mask.type.shape, "mask", loc)
+
+
+def program_id(tr, loc, axis):
+    a = static_int(axis, "the axis of program_id", loc)
+    if a not in (0, 1, 2):
+        raise KernelArgumentError(f"program_id axis must be 0, 1 or 2, not {a}", loc)
+    return ProgramId(a, loc=loc)
+
+
+def arange(tr, loc, start, stop):
+    lo, hi = static_int(start, "the start of arange", loc), static_int(stop, "the stop of arange", loc)
+    if lo >= hi:
+        raise ShapeMismatchError(f"arange({lo}, {hi}) is empty: stop must be greater than start", loc)
+    return Arange(lo, hi, loc=loc)
+
+
+def cdiv(tr, loc, a, b):
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return L.cdiv(a, b)
+    return sem.binary("floordiv", sem.binary("sub", sem.binary("add", a, b, loc), 1, loc), b, loc)
+
+
+def next_power_of_2(tr, loc, n):
+    return L.next_power_of_2(static_int(n, "the argument of next_power_of_2", loc))
+
+
+def load(tr, loc, ptr, mask, other):
+    p = _pointer(ptr, "load", loc)
+    m, shape = _mask(mask, p.type.shape, loc)
+    o = None if other is None else sem.coerce(other, p.type.dtype, shape, loc)
+    m = None if m is None else sem.broadcast_to(m, shape, loc)
+    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, loc=loc), tr.hint or "load", loc, force=True)
+
+
+def _store_like(cls, tr, loc, ptr, value, mask, what):
+    p = _pointer(ptr, what, loc)
+    vshape = sem.type_of(value, loc).shape
+    if isinstance(sem.type_of(value, loc), PtrType):
+        raise KernelTypeError(f"{what}: cannot write a pointer", loc)
+    shape = sem.broadcast_shape(p.type.shape, vshape, f"{what} value", loc)
+    m, shape = _mask(mask, shape, loc)
+    v = sem.coerce(value, p.type.dtype, shape, loc)
+    tr.emit(cls(sem.broadcast_to(p, shape, loc), v, None if m is None else sem.broadcast_to(m, shape, loc), loc=loc))
+
+
+def store(tr, loc, ptr, value, mask):
+    _store_like(Store, tr, loc, ptr, value, mask, "store")
+
+
+def atomic_add(tr, loc, ptr, value, mask):
+    p = _pointer(ptr, "atomic_add", loc)
+    if p.type.dtype not in (DType.I32, DType.U32, DType.F32):
+        raise KernelTypeError(f"atomic_add works on i32, u32 and f32 memory, not {p.type.dtype}", loc)
+    _store_like(AtomicAdd, tr, loc, ptr, value, mask, "atomic_add")
+
+
+def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
+    p = _pointer(ptr, what, loc)
+    rows, cols = static_shape(shape, f"the shape of {what}", loc) + (0,) * 0
+    r = sem.binary("add", row_offset, Arange(0, rows, loc=loc), loc)
+    c = sem.binary("add", col_offset, Arange(0, cols, loc=loc), loc)
+    offs = sem.binary("add", sem.binary("mul", ExpandDims(r, 1, loc=loc), stride, loc), ExpandDims(c, 0, loc=loc), loc)
+    return sem.pointer_arith("add", p, offs, loc), (rows, cols)
+
+
+def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape):
+    if len(static_shape(shape, "the shape of tile_load", loc)) != 2:
+        raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
+    addr, _ = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
+    return tr.bind(Load(addr, loc=loc), tr.hint or "tile", loc, force=True)
+
+
+def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape):
+    if len(static_shape(shape, "the shape of tile_store", loc)) != 2:
+        raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
+    addr, dims = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
+    vshape = sem.type_of(value, loc).shape
+    if vshape not in ((), dims):
+        raise ShapeMismatchError(f"tile_store: the value has shape {list(vshape)}, the tile is {list(dims)}", loc)
+    tr.emit(Store(addr, sem.coerce(value, addr.type.dtype, dims, loc), loc=loc))
+
+
+def zeros(tr, loc, shape, dtype):
+    dt = parse_dtype(dtype, loc)
+    return Full(static_shape(shape, "the shape of zeros", loc), sem.const(0, dt, loc), loc=loc)
+
+
+def dot(tr, loc, a, b, acc):
+    for x, n in ((a, "a"), (b, "b")):
+        if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) != 2:
+            kind = x.type if isinstance(x, Value) else type(x).__name__
+            raise ShapeMismatchError(f"dot: '{n}' must be a 2-D tile, not {kind}", loc)
+    (m, k), (k2, n) = a.type.shape, b.type.shape
+    if k != k2:
+        raise ShapeMismatchError(f"dot: inner dimensions differ: [{m}, {k}] x [{k2}, {n}]", loc)
+    if a.type.dtype is not b.type.dtype:
+        raise KernelTypeError(f"dot: 'a' and 'b' must have one dtype, not {a.type.dtype} and {b.type.dtype}", loc)
+    if a.type.dtype is DType.BOOL:
+        raise KernelTypeError("dot is not defined on bool tiles", loc)
+    prod = Dot(a, b, loc=loc)
+    if acc is None:
+        return prod
+    at = sem.type_of(acc, loc)
+    if at.shape not in ((), (m, n)):
+        raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is [{m}, {n}]", loc)
+    dt = at.dtype if isinstance(acc, Value) else prod.type.dtype
+    return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
+
+
+def tile_range(tr, loc, start, stop, step, num_stages):
+    raise UnsupportedSyntaxError("metile.tile_range can only be the iterable of a `for` statement", loc)
+
+
+def simdgroup_role(tr, loc, role, num_roles, num_sgs):
+    raise UnsupportedSyntaxError("metile.simdgroup_role can only be used as `with metile.simdgroup_role(...):`", loc)
+
+
+def _math(name):
+    def impl(tr, loc, x):
+        return sem.unary(name, x, loc)
+    return impl
+
+
+def where(tr, loc, cond, x, y):
+    return sem.where(cond, x, y, loc)
+
+
+def maximum(tr, loc, a, b):
+    return sem.binary("max", a, b, loc)
+
+
+def minimum(tr, loc, a, b):
+    return sem.binary("min", a, b, loc)
+
+
+def _reduce(op: ReduceOp):
+    def impl(tr, loc, x, axis):
+        if not isinstance(x, Value) or isinstance(x.type, PtrType) or not x.type.shape:
+            kind = x.type if isinstance(x, Value) else type(x).__name__
+            raise ShapeMismatchError(f"metile.{op.value}() reduces a tile, not {kind}", loc)
+        if x.type.dtype is DType.BOOL:
+            if op is not ReduceOp.SUM:
+                raise KernelTypeError(f"metile.{op.value}() is not defined on bool tiles", loc)
+            x = sem.cast(x, DType.I32, loc)
+        shape = x.type.shape
+        if axis is None:
+            flat = x if len(shape) == 1 else Reshape(x, (x.type.size,), loc=loc)
+            return Reduce(op, flat, 0, loc=loc)
+        ax = static_int(axis, "the reduction axis", loc)
+        if not -len(shape) <= ax < len(shape):
+            raise ShapeMismatchError(f"axis {ax} is out of range for a {len(shape)}-D tile", loc)
+        return Reduce(op, x, ax % len(shape), loc=loc)
+    return impl
+
+
+def _per_thread(x, what, loc):
+    if not isinstance(x, Value):
+        x = sem.to_ir(x, loc)
+    if isinstance(x.type, PtrType) or x.type.shape:
+        raise ShapeMismatchError(f"{what} takes a per-thread scalar, not {x.type}", loc)
+    return x
+
+
+def _lane(v, what, loc):
+    v = _per_thread(v, what, loc)
+    if not v.type.dtype.is_int:
+        raise KernelTypeError(f"{what} needs an integer lane operand, not {v.type.dtype}", loc)
+    return v
+
+
+def simd_shuffle_xor(tr, loc, value, mask):
+    x = _per_thread(value, "simd_shuffle_xor", loc)
+    return tr.bind(SimdShuffleXor(x, _lane(mask, "simd_shuffle_xor", loc), loc=loc), tr.hint or "shfl", loc)
+
+
+def simd_broadcast(tr, loc, value, lane):
+    x = _per_thread(value, "simd_broadcast", loc)
+    return tr.bind(SimdBroadcast(x, _lane(lane, "simd_broadcast", loc), loc=loc), tr.hint or "bcast", loc)
+
+
+def barrier(tr, loc):
+    tr.emit(Barrier(loc=loc))
+
+
+def shared(tr, loc, size, dtype):
+    if tr.depth:
+        raise UnsupportedSyntaxError("metile.shared must be called at the top level of the kernel, not inside a "
+                                     "loop, branch or role block", loc)
+    alloc = SharedAlloc(static_shape(size, "the size of shared", loc), parse_dtype(dtype, loc), loc=loc)
+    return tr.bind(alloc, tr.hint or "smem", loc)
+
+
+def tile_swizzle(tr, loc, pid_m, pid_n, pattern, block_size):
+    if pattern not in ("morton", "diagonal"):
+        raise KernelArgumentError(f"tile_swizzle pattern must be 'morton' or 'diagonal', not {pattern!r}", loc)
+    static_int(block_size, "block_size", loc)
+    return pid_m, pid_n
+
+
+BUILTINS = {
+    L.program_id: program_id, L.arange: arange, L.cdiv: cdiv, L.next_power_of_2: next_power_of_2,
+    L.load: load, L.store: store, L.tile_load: tile_load, L.tile_store: tile_store, L.zeros: zeros, L.dot: dot,
+    L.tile_range: tile_range, L.exp: _math("exp"), L.log: _math("log"), L.sqrt: _math("sqrt"),
+    L.abs: _math("abs"), L.tanh: _math("tanh"), L.where: where, L.maximum: maximum, L.minimum: minimum,
+    L.sum: _reduce(ReduceOp.SUM), L.max: _reduce(ReduceOp.MAX), L.min: _reduce(ReduceOp.MIN),
+    L.thread_id: lambda tr, loc: tr.bind(ThreadId(loc=loc), tr.hint or "tid", loc, force=True),
+    L.simd_lane_id: lambda tr, loc: tr.bind(SimdLaneId(loc=loc), tr.hint or "lane", loc, force=True),
+    L.simd_shuffle_xor: simd_shuffle_xor, L.simd_broadcast: simd_broadcast, L.simdgroup_role: simdgroup_role,
+    L.barrier: barrier, L.shared: shared, L.tile_swizzle: tile_swizzle, L.atomic_add: atomic_add,
+}

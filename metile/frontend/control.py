@@ -1,0 +1,295 @@
+"""Control flow of the tracer: compile-time `if`/`for`/`while` and their runtime IR forms.
+
+- `if` on a compile-time value takes one branch while tracing; on a traced scalar it becomes an `If`
+  whose results are the variables either branch assigns (a variable assigned in only one branch
+  keeps its old value in the other; one that did not exist before and is assigned in only one
+  branch is not visible after). A tile condition is an error suggesting `metile.where`.
+- `for x in <Python iterable>` (a `range` of compile-time ints, a tuple...) is unrolled.
+- `for i in metile.tile_range(start, stop, step, num_stages=...)` becomes a `For`; `while` on a
+  traced condition becomes a `While`; a `while` on compile-time values runs while tracing.
+  Loop-carried variables are the variables assigned in the body that exist before the loop. Their
+  type is widened until it holds every value the body assigns (a Python `0.0` combined with a tile
+  becomes a tile: the body is traced again with the wider type). Variables first assigned inside a
+  runtime loop are not visible after it.
+- `with metile.simdgroup_role(...)` becomes a `SimdgroupRole`; its variables are not visible after it.
+"""
+
+from __future__ import annotations
+
+import ast
+from contextlib import contextmanager
+
+from metile.frontend import semantic as sem
+from metile.frontend.errors import (
+    ConstexprRequiredError,
+    KernelTypeError,
+    RuntimeConditionError,
+    UnsupportedSyntaxError,
+)
+from metile.ir.ops import CmpOp
+from metile.ir.stmts import For, If, While
+from metile.ir.tile import SimdgroupRole
+from metile.ir.types import DType, PtrType
+from metile.ir.values import Compare, Const, Value, Var
+from metile.language import simdgroup_role, tile_range
+
+_MAX_WIDEN = 4
+_MAX_UNROLL = 100_000
+
+
+def assigned_names(body: list[ast.stmt]) -> list[str]:
+    """Names a statement list assigns, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                seen.setdefault(n.id, None)
+    return list(seen)
+
+
+class ControlFlow:
+    """Mixin of `Tracer`: the control-flow statements."""
+
+    @contextmanager
+    def block(self):
+        saved, self.stmts = self.stmts, []
+        self.depth += 1
+        try:
+            yield self.stmts
+        finally:
+            self.stmts = saved
+            self.depth -= 1
+
+    def truth(self, value, node: ast.AST, what: str):
+        """A compile-time bool, or a traced scalar bool for a runtime construct."""
+        if not isinstance(value, Value):
+            return bool(value)
+        loc = self.loc(node)
+        t = value.type
+        if isinstance(t, PtrType) or t.shape:
+            raise RuntimeConditionError(
+                f"the condition of `{what}` is a {t}, not a scalar: use metile.where(cond, a, b) to choose per "
+                "element, or reduce it first (metile.max(mask) ...)", loc)
+        if t.dtype is not DType.BOOL:
+            value = Compare(CmpOp.NE, value, sem.const(0, t.dtype, loc), loc=loc)
+        return value
+
+    def hide(self, names, why: str) -> None:
+        for n in names:
+            if n not in self.env:
+                self.hidden[n] = why
+
+    # ---- if
+
+    def stmt_If(self, node: ast.If) -> None:
+        cond = self.truth(self.eval(node.test), node.test, "if")
+        if not isinstance(cond, Value):
+            self.visit_body(node.body if cond else node.orelse)
+            return
+        before = self.env
+        envs, blocks = [], []
+        for body in (node.body, node.orelse):
+            self.env = dict(before)
+            with self.block() as stmts:
+                self.visit_body(body)
+            envs.append(self.env)
+            blocks.append(stmts)
+        self.env = before
+        loc = self.loc(node)
+        names = assigned_names(node.body + node.orelse)
+        results, then_ys, else_ys = [], [], []
+        for name in names:
+            if name not in envs[0] or name not in envs[1]:
+                continue
+            a, b = envs[0][name], envs[1][name]
+            if a is b:
+                before[name] = a
+                continue
+            if not isinstance(a, Value) and not isinstance(b, Value) and type(a) is type(b) and a == b:
+                before[name] = a
+                continue
+            if not (sem.is_ir(a) or sem.is_number(a)) or not (sem.is_ir(b) or sem.is_number(b)):
+                raise KernelTypeError(f"variable '{name}' holds compile-time values of kind {type(a).__name__} and "
+                                      f"{type(b).__name__} in the two branches of a runtime `if`", loc)
+            t = sem.join_type(sem.type_of(a, loc), b, f"variable '{name}' after the runtime `if`", loc)
+            then_ys.append(self.coerce_to(a, t, loc))
+            else_ys.append(self.coerce_to(b, t, loc))
+            var = Var(self.fresh(name), t, loc=loc)
+            results.append(var)
+            before[name] = var
+        self.hide([n for n in names if n not in before], f"it is only assigned in one branch of the runtime `if` "
+                  f"at line {loc.line}")
+        self.emit(If(cond, blocks[0], blocks[1], then_ys, else_ys, results, loc=loc))
+
+    def coerce_to(self, v, t, loc):
+        if isinstance(t, PtrType):
+            return sem.broadcast_to(v, t.shape, loc)
+        return sem.coerce(v, t.dtype, t.shape, loc)
+
+    # ---- loops
+
+    def carried_names(self, body: list[ast.stmt], node: ast.AST, exclude=()) -> list[str]:
+        names = []
+        for name in assigned_names(body):
+            if name in exclude or name not in self.env:
+                continue
+            v = self.env[name]
+            if not (sem.is_ir(v) or sem.is_number(v)):
+                raise KernelTypeError(f"variable '{name}' holds a compile-time {type(v).__name__} and is reassigned "
+                                      "in a runtime loop; only numbers and traced values can change across "
+                                      "iterations", self.loc(node))
+            names.append(name)
+        return names
+
+    def trace_loop(self, names: list[str], node: ast.AST, trace_body):
+        """Trace a runtime loop body until the carried types are stable; returns
+        `(carried vars, coerced inits, coerced yields, results, trace_body's result)`."""
+        loc = self.loc(node)
+        before = self.env
+        types = {n: sem.type_of(before[n], loc) for n in names}
+        for _ in range(_MAX_WIDEN):
+            used = set(self.names)
+            carried = [Var(self.fresh(n), types[n], loc=loc) for n in names]
+            self.env = dict(before)
+            self.env.update(zip(names, carried))
+            out = trace_body()
+            ys = [self.env[n] for n in names]
+            self.env = before
+            new = {n: sem.join_type(types[n], y, f"loop-carried variable '{n}'", loc) for n, y in zip(names, ys)}
+            if new == types:
+                break
+            self.names, types = used, new
+        else:
+            raise KernelTypeError("the types of loop-carried variables do not settle", loc)
+        inits = [self.coerce_to(before[n], types[n], loc) for n in names]
+        yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)]
+        results = [Var(self.fresh(n), types[n], loc=loc) for n in names]
+        before.update(zip(names, results))
+        return carried, inits, yields, results, out
+
+    def stmt_For(self, node: ast.For) -> None:
+        loc = self.loc(node)
+        if node.orelse:
+            raise UnsupportedSyntaxError("`for ... else` is not supported inside a kernel", loc)
+        it = node.iter
+        if isinstance(it, ast.Call) and self.eval(it.func) is tile_range:
+            return self.runtime_for(node)
+        seq = self.eval(it)
+        if isinstance(seq, Value):
+            raise ConstexprRequiredError("a Python `for` loop needs a compile-time iterable; use "
+                                         "metile.tile_range(start, stop, step) for a runtime loop", self.loc(it))
+        try:
+            items = iter(seq)
+        except TypeError:
+            raise KernelTypeError(f"cannot iterate over {type(seq).__name__}", self.loc(it)) from None
+        for count, item in enumerate(items):
+            if count >= _MAX_UNROLL:
+                raise ConstexprRequiredError(f"a Python `for` loop unrolls to more than {_MAX_UNROLL} iterations", loc)
+            self.assign(node.target, item)
+            self.visit_body(node.body)
+
+    def runtime_for(self, node: ast.For) -> None:
+        from metile.frontend.builtins import bind_args
+
+        loc = self.loc(node)
+        call = node.iter
+        args = [self.eval(a) for a in call.args]
+        kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
+        a = bind_args(tile_range, args, kwargs, self.loc(call))
+        start, stop = (self.loop_bound(a[k], k, call) for k in ("start", "stop"))
+        step = self.static_int(a["step"], "the step of metile.tile_range", self.loc(call))
+        stages = self.static_int(a["num_stages"], "num_stages", self.loc(call))
+        if step <= 0 or stages < 1:
+            raise KernelTypeError("metile.tile_range needs step > 0 and num_stages >= 1", self.loc(call))
+        if not isinstance(node.target, ast.Name):
+            raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
+        index_name = node.target.id
+        names = self.carried_names(node.body, node, exclude=(index_name,))
+        holder = {}
+
+        def body():
+            holder["index"] = index = Var(self.fresh(index_name), start.type, loc=self.loc(node.target))
+            self.env[index_name] = index
+            with self.block() as stmts:
+                self.visit_body(node.body)
+            return stmts
+
+        carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
+        self.hide([index_name, *assigned_names(node.body)], f"it is only assigned inside the tile_range loop at line "
+                  f"{loc.line}")
+        self.emit(For(holder["index"], start, stop, Const(step, DType.I32, loc=loc), carried, inits, stmts, yields,
+                      results, num_stages=stages, loc=loc))
+
+    def loop_bound(self, v, what: str, node: ast.AST) -> Value:
+        loc = self.loc(node)
+        if sem.is_number(v) and not isinstance(v, (bool, float)):
+            return sem.const(v, DType.I32, loc)
+        if isinstance(v, Value) and not isinstance(v.type, PtrType) and v.type.shape == () and v.type.dtype.is_int:
+            return sem.cast(v, DType.I32, loc)
+        raise KernelTypeError(f"the {what} of metile.tile_range must be an integer scalar, not "
+                              f"{getattr(v, 'type', type(v).__name__)}", loc)
+
+    def stmt_While(self, node: ast.While) -> None:
+        loc = self.loc(node)
+        if node.orelse:
+            raise UnsupportedSyntaxError("`while ... else` is not supported inside a kernel", loc)
+        first = self.eval(node.test)
+        if not isinstance(first, Value):
+            count = 0
+            while self.truth(first, node.test, "while"):
+                count += 1
+                if count > _MAX_UNROLL:
+                    raise ConstexprRequiredError("a compile-time `while` loop ran too long", loc)
+                self.visit_body(node.body)
+                first = self.eval(node.test)
+                if isinstance(first, Value):
+                    raise RuntimeConditionError("the condition of this `while` became a traced value inside the "
+                                                "loop; start it from a traced value to make a runtime loop", loc)
+            return
+        self.truth(first, node.test, "while")
+        names = self.carried_names(node.body, node)
+
+        def body():
+            with self.block() as cond_stmts:
+                cond = self.truth(self.eval(node.test), node.test, "while")
+            if not isinstance(cond, Value):
+                raise RuntimeConditionError("the condition of a runtime `while` must stay a traced value", loc)
+            with self.block() as stmts:
+                self.visit_body(node.body)
+            return cond_stmts, cond, stmts
+
+        carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)
+        self.hide(assigned_names(node.body), f"it is only assigned inside the `while` loop at line {loc.line}")
+        self.emit(While(carried, inits, cond_stmts, cond, stmts, yields, results, loc=loc))
+
+    # ---- with
+
+    def stmt_With(self, node: ast.With) -> None:
+        from metile.frontend.builtins import bind_args
+
+        loc = self.loc(node)
+        call = node.items[0].context_expr if len(node.items) == 1 else None
+        if not (isinstance(call, ast.Call) and self.eval(call.func) is simdgroup_role) or node.items[0].optional_vars:
+            raise UnsupportedSyntaxError("with statements are not supported inside a @metile.kernel, except "
+                                         "`with metile.simdgroup_role(...):`", loc)
+        args = [self.eval(a) for a in call.args]
+        a = bind_args(simdgroup_role, args, {k.arg: self.eval(k.value) for k in call.keywords}, self.loc(call))
+        role, n_roles, n_sgs = (self.static_int(a[k], k, self.loc(call)) for k in ("role", "num_roles", "num_sgs"))
+        if not (0 <= role < n_roles) or n_sgs < 0:
+            raise KernelTypeError(f"simdgroup_role needs 0 <= role < num_roles and num_sgs >= 0 (got role={role}, "
+                                  f"num_roles={n_roles}, num_sgs={n_sgs})", self.loc(call))
+        before = self.env
+        self.env = dict(before)
+        with self.block() as stmts:
+            self.visit_body(node.body)
+        self.env = before
+        self.hide(assigned_names(node.body), f"it is assigned inside the simdgroup_role block at line {loc.line}")
+        self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, loc=loc))
+
+    def static_int(self, v, what: str, loc) -> int:
+        if isinstance(v, Value):
+            raise ConstexprRequiredError(f"{what} must be a compile-time int (a constexpr or a Python int), not a "
+                                         f"traced {v.type}", loc)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise KernelTypeError(f"{what} must be an int, not {type(v).__name__}", loc)
+        return v

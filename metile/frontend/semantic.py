@@ -1,0 +1,251 @@
+"""Typing of the language's operators: Python numbers as weak constants, dtype promotion,
+numpy broadcasting, casts, pointer arithmetic, and the IR each operator builds.
+
+Operands are IR `Value`s (tiles, scalars, pointers) or Python numbers. Two Python numbers are
+combined by Python itself. Otherwise the operands are brought to one dtype (`promote` for two
+traced values, `weak_promote` for a traced value and a Python number) and one shape (numpy's
+broadcasting rules) with explicit `Cast`, `Broadcast` and `Full` nodes, so IR operands always match.
+Per operator:
+- `/` and `**` are float operations: integer operands are converted to f32 first (Python's `7 / 2`).
+- `//` and `%` keep Python's floor semantics on every dtype (`FLOORDIV`, `MOD`): `-7 // 2 == -4`,
+  `-7 % 2 == 1`, on integers and floats alike.
+- `& | ^` take integers or bools; `<< >>` integers; arithmetic on bools computes in i32.
+- `ptr + n`, `n + ptr`, `ptr - n` with integer `n` are pointer arithmetic (`AddPtr`, in elements).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from metile.frontend.errors import FrontendError, KernelTypeError, ShapeMismatchError
+from metile.ir.errors import Loc
+from metile.ir.ops import BinOp, CmpOp, UnOp
+from metile.ir.tile import Broadcast, Full
+from metile.ir.types import DType, PtrType, TileType, fits, promote
+from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Unary, Value, Where
+
+BINOPS = {"add": BinOp.ADD, "sub": BinOp.SUB, "mul": BinOp.MUL, "truediv": BinOp.DIV,
+          "floordiv": BinOp.FLOORDIV, "mod": BinOp.MOD, "pow": BinOp.POW, "and": BinOp.AND, "or": BinOp.OR,
+          "xor": BinOp.XOR, "lshift": BinOp.SHL, "rshift": BinOp.SHR, "max": BinOp.MAX, "min": BinOp.MIN}
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+           "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>", "max": "maximum", "min": "minimum"}
+_PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+       "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
+       "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift,
+       "max": max, "min": min}
+CMPOPS = {"lt": CmpOp.LT, "le": CmpOp.LE, "gt": CmpOp.GT, "ge": CmpOp.GE, "eq": CmpOp.EQ, "ne": CmpOp.NE}
+_PY_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+           "ne": operator.ne}
+
+
+def is_ir(x: object) -> bool:
+    return isinstance(x, Value)
+
+
+def is_number(x: object) -> bool:
+    return isinstance(x, (bool, int, float)) and not is_ir(x)
+
+
+def py_dtype(v: object) -> DType:
+    """The dtype a Python number takes on its own: bool, i32 or f32."""
+    return DType.BOOL if isinstance(v, bool) else DType.I32 if isinstance(v, int) else DType.F32
+
+
+def const(v, dtype: DType, loc: Loc | None) -> Const:
+    """The constant `v` as `dtype`, or an error when it does not fit."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if dtype.is_float:
+        v = float(v)
+    elif dtype.is_int and isinstance(v, bool):
+        v = int(v)
+    elif dtype.is_int and isinstance(v, float):
+        raise KernelTypeError(f"the float constant {v!r} cannot be used as {dtype}", loc)
+    if not fits(v, dtype):
+        raise KernelTypeError(f"the constant {v!r} does not fit {dtype}", loc)
+    return Const(v, dtype, loc=loc)
+
+
+def to_ir(v, loc: Loc | None) -> Value:
+    """A traced value for `v` (a Python number becomes a constant of its own dtype)."""
+    if is_ir(v):
+        return v
+    if is_number(v):
+        return const(v, py_dtype(v), loc)
+    raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
+
+
+def type_of(v, loc: Loc | None) -> TileType | PtrType:
+    if is_ir(v):
+        return v.type
+    if is_number(v):
+        return TileType(py_dtype(v))
+    raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
+
+
+def cast(x: Value, dtype: DType, loc: Loc | None) -> Value:
+    if x.type.dtype is dtype:
+        return x
+    if isinstance(x, Const) and fits(x.value, dtype) and not (dtype.is_int and isinstance(x.value, float)):
+        return const(x.value, dtype, loc)
+    return Cast(x, dtype, loc=loc)
+
+
+def broadcast_to(x: Value, shape: tuple[int, ...], loc: Loc | None) -> Value:
+    if x.type.shape == shape:
+        return x
+    if isinstance(x, Const):
+        return Full(shape, x, loc=loc)
+    return Broadcast(x, shape, loc=loc)
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str, loc: Loc | None) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes, or a `ShapeMismatchError` naming `what`."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise ShapeMismatchError(f"{what}: shapes {list(a)} and {list(b)} do not broadcast together", loc)
+        out.append(x if y == 1 else y)
+    return tuple(reversed(out))
+
+
+def _weak(tile: DType, scalar) -> DType:
+    if isinstance(scalar, bool):
+        return tile
+    if tile is DType.BOOL:
+        return py_dtype(scalar)
+    if isinstance(scalar, float) and not tile.is_float:
+        return DType.F32
+    return tile
+
+
+def common_dtype(a, b) -> DType:
+    """The dtype two operands (traced or Python) are computed in."""
+    if is_ir(a) and is_ir(b):
+        return promote(a.type.dtype, b.type.dtype)
+    if is_ir(a):
+        return _weak(a.type.dtype, b)
+    if is_ir(b):
+        return _weak(b.type.dtype, a)
+    return promote(py_dtype(a), py_dtype(b))
+
+
+def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
+    """`v` (traced or Python) as a value of `dtype` and `shape` (which it must broadcast to)."""
+    x = cast(v, dtype, loc) if is_ir(v) else const(v, dtype, loc)
+    return broadcast_to(x, shape, loc)
+
+
+def unify(a, b, what: str, loc: Loc | None, dtype: DType | None = None) -> tuple[Value, Value]:
+    """Both operands as values of one dtype (`dtype`, else the common one) and one shape."""
+    for x in (a, b):
+        if not (is_ir(x) or is_number(x)):
+            raise KernelTypeError(f"{what}: expected a number or a traced value, not {type(x).__name__}", loc)
+        if is_ir(x) and isinstance(x.type, PtrType):
+            raise KernelTypeError(f"{what}: a pointer cannot be an operand here (only ptr + int offsets)", loc)
+    dt = dtype or common_dtype(a, b)
+    shape = broadcast_shape(type_of(a, loc).shape, type_of(b, loc).shape, what, loc)
+    return coerce(a, dt, shape, loc), coerce(b, dt, shape, loc)
+
+
+def _python(fn, a, b, what: str, loc: Loc | None):
+    try:
+        return fn(a, b)
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise FrontendError(f"{what} on compile-time values failed: {e}", loc) from None
+
+
+def binary(name: str, a, b, loc: Loc | None):
+    """`a <op> b` for the operator `name` (a key of `BINOPS`)."""
+    sym = SYMBOLS[name]
+    if not is_ir(a) and not is_ir(b):
+        return _python(_PY[name], a, b, f"`{sym}`", loc)
+    if isinstance(type_of(a, loc), PtrType) or isinstance(type_of(b, loc), PtrType):
+        return pointer_arith(name, a, b, loc)
+    dt = common_dtype(a, b)
+    if name in ("truediv", "pow") and not dt.is_float:
+        dt = DType.F32
+    elif name in ("and", "or", "xor") and dt.is_float:
+        raise KernelTypeError(f"`{sym}` needs integer or bool operands, not {dt}", loc)
+    elif name in ("lshift", "rshift") and not dt.is_int:
+        raise KernelTypeError(f"`{sym}` needs integer operands, not {dt}", loc)
+    elif dt is DType.BOOL and name not in ("and", "or", "xor"):
+        dt = DType.I32
+    x, y = unify(a, b, f"`{sym}`", loc, dt)
+    return Binary(BINOPS[name], x, y, loc=loc)
+
+
+def compare(name: str, a, b, loc: Loc | None):
+    if not is_ir(a) and not is_ir(b):
+        return _python(_PY_CMP[name], a, b, "comparison", loc)
+    x, y = unify(a, b, "comparison", loc)
+    return Compare(CMPOPS[name], x, y, loc=loc)
+
+
+def pointer_arith(name: str, a, b, loc: Loc | None) -> Value:
+    a_ptr = isinstance(type_of(a, loc), PtrType)
+    ptr, off = (a, b) if a_ptr else (b, a)
+    if name not in ("add", "sub") or (name == "sub" and not a_ptr) or isinstance(type_of(off, loc), PtrType):
+        raise KernelTypeError(f"`{SYMBOLS[name]}` is not defined on pointers: only pointer + integer offset "
+                              "and pointer - integer offset", loc)
+    odt = type_of(off, loc).dtype
+    if not odt.is_int:
+        raise KernelTypeError(f"pointer offsets must be integers, not {odt}", loc)
+    if name == "sub":
+        off = -off if not is_ir(off) else Unary(UnOp.NEG, off, loc=loc)
+    off = to_ir(off, loc)
+    shape = broadcast_shape(ptr.type.shape, off.type.shape, "pointer arithmetic", loc)
+    return AddPtr(broadcast_to(ptr, shape, loc), broadcast_to(off, shape, loc), loc=loc)
+
+
+_MATH = {"exp": (UnOp.EXP, math.exp), "log": (UnOp.LOG, math.log), "sqrt": (UnOp.SQRT, math.sqrt),
+         "tanh": (UnOp.TANH, math.tanh), "abs": (UnOp.ABS, abs)}
+
+
+def unary(name: str, x, loc: Loc | None):
+    """`-x`, `~x` and the math functions `exp log sqrt tanh abs`."""
+    if not (is_ir(x) or is_number(x)):
+        raise KernelTypeError(f"{name}: expected a number or a traced value, not {type(x).__name__}", loc)
+    if not is_ir(x):
+        fn = {"neg": operator.neg, "invert": operator.invert}.get(name) or _MATH[name][1]
+        return _python(lambda v, _: fn(v), x, None, name, loc)
+    if isinstance(x.type, PtrType):
+        raise KernelTypeError(f"{name} is not defined on pointers", loc)
+    dt = x.type.dtype
+    if name == "neg":
+        return Unary(UnOp.NEG, cast(x, DType.I32, loc) if dt is DType.BOOL else x, loc=loc)
+    if name == "invert":
+        if dt.is_float:
+            raise KernelTypeError(f"`~` needs integer or bool operands, not {dt}", loc)
+        return Unary(UnOp.NOT, x, loc=loc)
+    op = _MATH[name][0]
+    if op is UnOp.ABS:
+        return Unary(op, cast(x, DType.I32, loc) if dt is DType.BOOL else x, loc=loc)
+    return Unary(op, cast(x, DType.F32, loc) if not dt.is_float else x, loc=loc)
+
+
+def where(cond, x, y, loc: Loc | None):
+    """`metile.where`: a Python bool picks a side at compile time; a traced bool selects per element."""
+    if not is_ir(cond):
+        return x if cond else y
+    if cond.type.dtype is not DType.BOOL or isinstance(cond.type, PtrType):
+        raise KernelTypeError(f"where: the condition must be bool, not {cond.type} (compare first, e.g. x > 0)", loc)
+    xs, ys = unify(x, y, "where", loc)
+    shape = broadcast_shape(cond.type.shape, xs.type.shape, "where", loc)
+    return Where(broadcast_to(cond, shape, loc), broadcast_to(xs, shape, loc), broadcast_to(ys, shape, loc), loc=loc)
+
+
+def join_type(t: TileType | PtrType, v, what: str, loc: Loc | None) -> TileType | PtrType:
+    """The type a variable must have to hold both a `t` and `v` (loop-carried values, branch results)."""
+    vt = type_of(v, loc)
+    if isinstance(t, PtrType) or isinstance(vt, PtrType):
+        if not (isinstance(t, PtrType) and isinstance(vt, PtrType) and t.dtype is vt.dtype and t.space is vt.space):
+            raise KernelTypeError(f"{what}: it holds {t} in one place and {vt} in another", loc)
+        return t.with_shape(broadcast_shape(t.shape, vt.shape, what, loc))
+    dt = promote(t.dtype, vt.dtype) if is_ir(v) else _weak(t.dtype, v)
+    return TileType(dt, broadcast_shape(t.shape, vt.shape, what, loc))

@@ -1,0 +1,141 @@
+"""Parameter kinds, argument types and the specialization cache key.
+
+A parameter annotated `metile.constexpr` is compile-time; the annotation is read from the
+function's `ast` and evaluated against its globals, so it is recognised whether or not the module
+uses `from __future__ import annotations` (string annotations). Other parameters are runtime and
+take their type from each call's argument: a numpy array or `metile.Buffer` is a device pointer to
+its element type (float64 and int64 arrays are refused: Metal cannot hold them), a Python `int` an
+`i32` scalar, a Python `float` an `f32` scalar (a `bool` is an `i32` 0 or 1; numpy scalars keep a
+supported dtype). Runtime arguments go positionally or by keyword; constexprs by keyword (or
+positionally after every runtime argument); other keywords are compiler options.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+
+import attrs
+import numpy as np
+
+from metile.frontend.errors import KernelArgumentError
+from metile.ir.errors import Loc
+from metile.ir.types import AddressSpace, DType, PtrType, TileType, fits, from_numpy
+from metile.language import constexpr
+
+_NO_DEFAULT = object()
+_REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)",
+            "int64": "Metal kernels take 32-bit integers; convert with .astype(np.int32)",
+            "uint64": "Metal kernels take 32-bit integers; convert with .astype(np.uint32)"}
+
+
+@attrs.frozen
+class ParamSpec:
+    name: str
+    constexpr: bool
+    default: object
+    loc: Loc
+
+
+def _is_constexpr(annotation: ast.expr | None, globals_: dict) -> bool:
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
+    try:
+        value = eval(compile(ast.Expression(annotation), "<annotation>", "eval"), dict(globals_))  # noqa: S307
+    except Exception:  # noqa: BLE001 - an annotation we cannot evaluate is not metile.constexpr
+        return False
+    return value is constexpr
+
+
+def classify(fdef: ast.FunctionDef, globals_: dict, defaults: dict, loc_of) -> tuple[ParamSpec, ...]:
+    a = fdef.args
+    if a.vararg or a.kwarg:
+        raise KernelArgumentError("kernels cannot take *args or **kwargs", loc_of(fdef))
+    out = []
+    for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+        out.append(ParamSpec(arg.arg, _is_constexpr(arg.annotation, globals_), defaults.get(arg.arg, _NO_DEFAULT),
+                             loc_of(arg)))
+    return tuple(out)
+
+
+def bind(specs: tuple[ParamSpec, ...], args: tuple, kwargs: dict, name: str, loc: Loc):
+    """`(runtime [(spec, value)], constexprs {name: value}, options {name: value})`."""
+    runtime = [s for s in specs if not s.constexpr]
+    ordered = runtime + [s for s in specs if s.constexpr]
+    if len(args) > len(ordered):
+        raise KernelArgumentError(f"{name}() takes {len(runtime)} runtime arguments but {len(args)} were given "
+                                  f"(pass constexpr parameters by keyword)", loc)
+    given = dict(zip((s.name for s in ordered), args))
+    by_name = {s.name: s for s in specs}
+    options = {}
+    for k, v in kwargs.items():
+        if k in given:
+            raise KernelArgumentError(f"{name}() got multiple values for argument '{k}'", loc)
+        if k in by_name:
+            given[k] = v
+        else:
+            options[k] = v
+    values, consts = [], {}
+    for s in specs:
+        if s.name in given:
+            v = given[s.name]
+        elif s.default is not _NO_DEFAULT:
+            v = s.default
+        elif s.constexpr:
+            raise KernelArgumentError(f"missing constexpr '{s.name}': pass it by keyword, e.g. "
+                                      f"{name}[grid](..., {s.name}=...)", s.loc)
+        else:
+            raise KernelArgumentError(f"{name}() is missing the runtime argument '{s.name}'", s.loc)
+        if s.constexpr:
+            consts[s.name] = v.value if isinstance(v, constexpr) else v
+        else:
+            values.append((s, v))
+    return values, consts, options
+
+
+def arg_type(spec: ParamSpec, value) -> PtrType | TileType:
+    """The IR type of a runtime argument, or a `KernelArgumentError` at the parameter."""
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, np.ndarray) or (dtype is not None and hasattr(value, "nbytes") and hasattr(value, "numpy")):
+        dt = from_numpy(dtype)
+        if dt is None:
+            why = _REFUSED.get(np.dtype(dtype).name, "Metal cannot hold it")
+            raise KernelArgumentError(f"argument '{spec.name}' is a {np.dtype(dtype).name} array: {why}", spec.loc)
+        return PtrType(dt, (), AddressSpace.DEVICE)
+    if isinstance(value, np.generic):
+        dt = from_numpy(value.dtype)
+        if dt is not None:
+            return TileType(dt)
+        value = value.item()
+    if isinstance(value, bool):
+        return TileType(DType.I32)
+    if isinstance(value, int):
+        if not fits(value, DType.I32):
+            raise KernelArgumentError(f"argument '{spec.name}' = {value} does not fit a 32-bit signed int", spec.loc)
+        return TileType(DType.I32)
+    if isinstance(value, float):
+        return TileType(DType.F32)
+    raise KernelArgumentError(f"argument '{spec.name}' must be a numpy array, a metile.Buffer, an int or a float, "
+                              f"not {type(value).__name__}", spec.loc)
+
+
+def _hashable(v):
+    try:
+        hash(v)
+        return (type(v).__qualname__, v)
+    except TypeError:
+        return (type(v).__qualname__, repr(v))
+
+
+def cache_key(fn, source: str, types: tuple, consts: dict, options: dict) -> tuple:
+    """The specialization key: the function (module, qualified name, file, identity of its code object,
+    source hash), the constexpr values, the argument types and the compiler options."""
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    ident = (fn.__module__, fn.__qualname__, fn.__code__.co_filename, id(fn.__code__), digest)
+    return (ident, tuple(sorted((k, _hashable(v)) for k, v in consts.items())), types,
+            tuple(sorted((k, _hashable(v)) for k, v in options.items())))

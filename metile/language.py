@@ -1,0 +1,135 @@
+"""The kernel language: the functions kernels call as `metile.<name>(...)`, and `metile.constexpr`.
+
+These functions only mean something inside a `@metile.kernel` function, where the frontend
+(`metile.frontend.builtins`) recognises them by identity and builds Tile IR; called as ordinary
+Python each raises `OutsideKernelError`. The exceptions are `cdiv` and `next_power_of_2`, which
+the host also uses to size grids (`kernel[(metile.cdiv(n, 256),)]`): on Python ints they compute
+the answer anywhere.
+
+Semantics chosen where `docs/language.md` leaves a question open (each builtin repeats its part):
+- `load(ptr, mask, other)` takes Triton's `other=` (OQ-2): the value of masked-off elements, 0 if omitted.
+- Reductions take `axis=None` (OQ-3): `None` reduces the whole tile to a scalar, an int reduces that axis.
+- `//` and `%` on traced values follow Python (floor division, modulo with the divisor's sign) (OQ-5).
+- Mixed types promote as `metile.ir.types` documents, Python numbers are weak; unary minus works (OQ-6).
+- `tile_swizzle` returns its inputs unchanged, as in meTile (OQ-11): it is a hint for the lowering.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from metile.frontend.errors import KernelArgumentError, OutsideKernelError
+
+
+def _outside(name: str):
+    raise OutsideKernelError(f"metile.{name}() can only be used inside a @metile.kernel function")
+
+
+class constexpr:  # noqa: N801 - the public spelling is metile.constexpr
+    """Marks a parameter as compile-time (`BLOCK: metile.constexpr`), or wraps a value.
+
+    Arithmetic between two wrapped values gives a wrapped value; with a plain number, a plain number;
+    comparisons give a `bool`. Inside a kernel wrapped values behave as their plain value.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self) -> str:
+        return f"constexpr({self.value!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __index__(self) -> int:
+        return operator.index(self.value)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _lift(op):
+    def binary(self, other):
+        both = isinstance(other, constexpr)
+        result = op(self.value, other.value if both else other)
+        return constexpr(result) if both else result
+
+    def reflected(self, other):
+        return op(other, self.value)
+
+    return binary, reflected
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift"):
+    _fn = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    _b, _r = _lift(_fn)
+    setattr(constexpr, f"__{_name}__", _b)
+    setattr(constexpr, f"__r{_name}__", _r)
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(constexpr, f"__{_name}__", (lambda op: lambda self, other: op(
+        self.value, other.value if isinstance(other, constexpr) else other))(getattr(operator, _name)))
+constexpr.__neg__ = lambda self: constexpr(-self.value)
+
+
+def _plain_int(name: str, value) -> int:
+    v = value.value if isinstance(value, constexpr) else value
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise KernelArgumentError(f"metile.{name}() outside a kernel takes Python ints, not {type(v).__name__}")
+    return v
+
+
+def cdiv(a, b):
+    """`ceil(a / b)` for integers (the number of `b`-sized blocks covering `a`)."""
+    x, y = _plain_int("cdiv", a), _plain_int("cdiv", b)
+    result = -(-x // y)
+    return constexpr(result) if isinstance(a, constexpr) and isinstance(b, constexpr) else result
+
+
+def next_power_of_2(n):
+    """The smallest power of two `>= n` (1 for `n <= 1`)."""
+    x = _plain_int("next_power_of_2", n)
+    result = 1 if x <= 1 else 1 << (x - 1).bit_length()
+    return constexpr(result) if isinstance(n, constexpr) else result
+
+
+def program_id(axis=0): _outside("program_id")
+def arange(start, stop): _outside("arange")
+def load(ptr, mask=None, other=None): _outside("load")
+def store(ptr, value, mask=None): _outside("store")
+def tile_load(ptr, row_offset, col_offset, stride, shape): _outside("tile_load")
+def tile_store(ptr, row_offset, col_offset, stride, value, shape): _outside("tile_store")
+def zeros(shape, dtype="f32"): _outside("zeros")
+def dot(a, b, acc=None): _outside("dot")
+def tile_range(start, stop, step=1, num_stages=1): _outside("tile_range")
+def exp(x): _outside("exp")
+def log(x): _outside("log")
+def sqrt(x): _outside("sqrt")
+def abs(x): _outside("abs")  # noqa: A001 - the language's name
+def tanh(x): _outside("tanh")
+def where(cond, x, y): _outside("where")
+def maximum(a, b): _outside("maximum")
+def minimum(a, b): _outside("minimum")
+def sum(x, axis=None): _outside("sum")  # noqa: A001
+def max(x, axis=None): _outside("max")  # noqa: A001
+def min(x, axis=None): _outside("min")  # noqa: A001
+def thread_id(): _outside("thread_id")
+def simd_lane_id(): _outside("simd_lane_id")
+def simd_shuffle_xor(value, mask): _outside("simd_shuffle_xor")
+def simd_broadcast(value, lane): _outside("simd_broadcast")
+def simdgroup_role(role=0, num_roles=2, num_sgs=0): _outside("simdgroup_role")
+def barrier(): _outside("barrier")
+def shared(size, dtype="f32"): _outside("shared")
+def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2): _outside("tile_swizzle")
+def atomic_add(ptr, value, mask=None): _outside("atomic_add")
+
+
+LANGUAGE_NAMES = (
+    "program_id", "arange", "cdiv", "next_power_of_2", "load", "store", "tile_load", "tile_store", "zeros",
+    "dot", "tile_range", "exp", "log", "sqrt", "abs", "tanh", "where", "maximum", "minimum", "sum", "max",
+    "min", "thread_id", "simd_lane_id", "simd_shuffle_xor", "simd_broadcast", "simdgroup_role", "barrier",
+    "shared", "tile_swizzle", "atomic_add",
+)
+
+__all__ = ["LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES]
