@@ -1,0 +1,326 @@
+"""The catalogue of user mistakes the frontend reports: each case checks the error class, the message
+and the line (marked in the source with a `# E:<case>` comment) of the rendered diagnostic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import metile
+from metile.frontend import errors as E
+
+F32 = np.zeros(8, np.float32)
+LINES = Path(__file__).read_text().splitlines()
+
+
+def line_of(case: str) -> int:
+    return next(i + 1 for i, text in enumerate(LINES) if text.rstrip().endswith(f"# E:{case}"))
+
+
+def helper(x):
+    return x
+
+
+@metile.kernel
+def k_lambda(X):
+    f = lambda v: v  # noqa: E731  # E:lambda
+    metile.store(X, f(1.0))
+
+
+@metile.kernel
+def k_try(X):
+    try:  # E:try
+        metile.store(X, 1.0)
+    except Exception:
+        pass
+
+
+@metile.kernel
+def k_with(X):
+    with open("f"):  # E:with
+        pass
+
+
+@metile.kernel
+def k_class(X):
+    class A:  # E:class
+        pass
+
+
+@metile.kernel
+def k_listcomp(X):
+    v = [i for i in range(3)]  # E:listcomp
+    metile.store(X, v[0])
+
+
+@metile.kernel
+def k_global(X):
+    global LINES  # E:global
+
+
+@metile.kernel
+def k_break(X, n):
+    for _i in metile.tile_range(0, n, 1):
+        break  # E:break
+
+
+@metile.kernel
+def k_unknown(X):
+    metile.store(X, undefined_thing)  # noqa: F821  # E:unknown
+
+
+@metile.kernel
+def k_attr(X):
+    metile.store(X, metile.no_such_function(1))  # E:attr
+
+
+@metile.kernel
+def k_call(X):
+    metile.store(X, helper(1.0))  # E:call
+
+
+@metile.kernel
+def k_shape(X, BLOCK: metile.constexpr):
+    a = metile.arange(0, BLOCK)
+    b = metile.arange(0, 2 * BLOCK)
+    metile.store(X + a, a + b)  # E:shape
+
+
+@metile.kernel
+def k_where_shape(X):
+    a = metile.arange(0, 16)
+    b = metile.arange(0, 32)
+    metile.store(X + a, metile.where(a < 3, a, b))  # E:where_shape
+
+
+@metile.kernel
+def k_dot_shape(A):
+    a = metile.tile_load(A, 0, 0, 16, (16, 8))
+    b = metile.tile_load(A, 0, 0, 16, (16, 8))
+    c = metile.dot(a, b)  # E:dot_shape
+    metile.tile_store(A, 0, 0, 16, c, (16, 8))
+
+
+@metile.kernel
+def k_dot_1d(A):
+    a = metile.arange(0, 16)
+    metile.dot(a, a)  # E:dot_1d
+
+
+@metile.kernel
+def k_dot_acc(A):
+    a = metile.tile_load(A, 0, 0, 16, (16, 16))
+    acc = metile.zeros((8, 8))
+    acc = metile.dot(a, a, acc)  # E:dot_acc
+
+
+@metile.kernel
+def k_bitand_float(X):
+    x = metile.load(X)
+    metile.store(X, x & 1)  # E:bitand_float
+
+
+@metile.kernel
+def k_shift_float(X):
+    x = metile.load(X)
+    metile.store(X, x << 1)  # E:shift_float
+
+
+@metile.kernel
+def k_where_cond(X):
+    x = metile.load(X + metile.arange(0, 8))
+    metile.store(X + metile.arange(0, 8), metile.where(x, x, 0.0))  # E:where_cond
+
+
+@metile.kernel
+def k_ptr_float(X):
+    metile.store(X + 1.5, 1.0)  # E:ptr_float
+
+
+@metile.kernel
+def k_ptr_mul(X):
+    metile.store(X * 2, 1.0)  # E:ptr_mul
+
+
+@metile.kernel
+def k_load_nonptr(X, n):
+    metile.load(n)  # E:load_nonptr
+
+
+@metile.kernel
+def k_arange_runtime(X, n):
+    metile.arange(0, n)  # E:arange_runtime
+
+
+@metile.kernel
+def k_range_runtime(X, n):
+    for i in range(n):  # E:range_runtime
+        metile.store(X + i, 1.0)
+
+
+@metile.kernel
+def k_zeros_runtime(X, n):
+    metile.zeros((n, 4))  # E:zeros_runtime
+
+
+@metile.kernel
+def k_tile_if(X):
+    x = metile.load(X + metile.arange(0, 8))
+    if x > 0.0:  # E:tile_if
+        metile.store(X, 1.0)
+
+
+@metile.kernel
+def k_and(X, n):
+    a = metile.arange(0, 8)
+    m = (a < n) and (a > 1)  # E:and
+    metile.store(X + a, 1.0, mask=m)
+
+
+@metile.kernel
+def k_ifexp(X, n):
+    v = 1.0 if n > 3 else 2.0  # E:ifexp
+    metile.store(X, v)
+
+
+@metile.kernel
+def k_scope(X, n):
+    for i in metile.tile_range(0, n, 1):
+        t = i * 2
+    metile.store(X + t, 1.0)  # E:scope
+
+
+@metile.kernel
+def k_return(X):
+    return 1  # E:return
+
+
+@metile.kernel
+def k_dtype(X):
+    metile.store(X, metile.zeros((8, 8), dtype="f64"))  # E:dtype
+
+
+@metile.kernel
+def k_index(X):
+    a = metile.arange(0, 8)
+    metile.store(X, a[3])  # E:index
+
+
+@metile.kernel
+def k_program_id(X):
+    metile.store(X, metile.program_id(3))  # E:program_id
+
+
+@metile.kernel
+def k_kwarg(X):
+    metile.store(X, 1.0, masks=None)  # E:kwarg
+
+
+@metile.kernel
+def k_assert(X, BLOCK: metile.constexpr):
+    assert BLOCK % 32 == 0, "BLOCK must be a multiple of 32"  # E:assert
+
+
+@metile.kernel
+def k_shared_loop(X, n):
+    for _i in metile.tile_range(0, n, 1):
+        s = metile.shared(32)  # E:shared_loop
+        metile.store(s, 1.0)
+
+
+@metile.kernel
+def k_carry_shape(X, n):
+    acc = metile.zeros((8, 8))
+    for _i in metile.tile_range(0, n, 1):
+        acc = acc + metile.arange(0, 16)  # E:carry_shape
+
+
+@metile.kernel
+def k_args(X, n, BLOCK: metile.constexpr):  # E:args
+    metile.store(X + n, 1.0)
+
+
+CASES = [
+    ("lambda", k_lambda, (F32,), {}, E.UnsupportedSyntaxError, "lambda expressions are not supported"),
+    ("try", k_try, (F32,), {}, E.UnsupportedSyntaxError, "try statements are not supported"),
+    ("with", k_with, (F32,), {}, E.UnsupportedSyntaxError, "except `with metile.simdgroup_role"),
+    ("class", k_class, (F32,), {}, E.UnsupportedSyntaxError, "class definitions are not supported"),
+    ("listcomp", k_listcomp, (F32,), {}, E.UnsupportedSyntaxError, "list comprehensions are not supported"),
+    ("global", k_global, (F32,), {}, E.UnsupportedSyntaxError, "global statements are not supported"),
+    ("break", k_break, (F32, 3), {}, E.UnsupportedSyntaxError, "break statements are not supported"),
+    ("unknown", k_unknown, (F32,), {}, E.UndefinedNameError, "name 'undefined_thing' is not defined"),
+    ("attr", k_attr, (F32,), {}, E.UndefinedNameError, "'metile' has no attribute 'no_such_function'"),
+    ("call", k_call, (F32,), {}, E.UnsupportedCallError, "cannot call 'helper' inside a @metile.kernel"),
+    ("shape", k_shape, (F32,), {"BLOCK": 16}, E.ShapeMismatchError, r"`\+`: shapes \[16\] and \[32\] do not"),
+    ("where_shape", k_where_shape, (F32,), {}, E.ShapeMismatchError, r"where: shapes \[16\] and \[32\]"),
+    ("dot_shape", k_dot_shape, (F32,), {}, E.ShapeMismatchError, r"inner dimensions differ: \[16, 8\] x \[16, 8\]"),
+    ("dot_1d", k_dot_1d, (F32,), {}, E.ShapeMismatchError, "dot: 'a' must be a 2-D tile"),
+    ("dot_acc", k_dot_acc, (F32,), {}, E.ShapeMismatchError, r"accumulator has shape \[8, 8\]"),
+    ("bitand_float", k_bitand_float, (F32,), {}, E.KernelTypeError, "`&` needs integer or bool operands, not f32"),
+    ("shift_float", k_shift_float, (F32,), {}, E.KernelTypeError, "`<<` needs integer operands, not f32"),
+    ("where_cond", k_where_cond, (F32,), {}, E.KernelTypeError, "where: the condition must be bool"),
+    ("ptr_float", k_ptr_float, (F32,), {}, E.KernelTypeError, "pointer offsets must be integers, not f32"),
+    ("ptr_mul", k_ptr_mul, (F32,), {}, E.KernelTypeError, r"`\*` is not defined on pointers"),
+    ("load_nonptr", k_load_nonptr, (F32, 3), {}, E.KernelTypeError, "load needs a pointer"),
+    ("arange_runtime", k_arange_runtime, (F32, 3), {}, E.ConstexprRequiredError,
+     "the stop of arange must be a compile-time int"),
+    ("range_runtime", k_range_runtime, (F32, 3), {}, E.ConstexprRequiredError, r"use metile.tile_range"),
+    ("zeros_runtime", k_zeros_runtime, (F32, 3), {}, E.ConstexprRequiredError, "the shape of zeros dimension"),
+    ("tile_if", k_tile_if, (F32,), {}, E.RuntimeConditionError, r"use metile.where\(cond, a, b\)"),
+    ("and", k_and, (F32, 3), {}, E.RuntimeConditionError, "combine masks with `&`"),
+    ("ifexp", k_ifexp, (F32, 3), {}, E.RuntimeConditionError, "use metile.where"),
+    ("scope", k_scope, (F32, 3), {}, E.UndefinedNameError, "only assigned inside the tile_range loop"),
+    ("return", k_return, (F32,), {}, E.UnsupportedSyntaxError, "cannot return a value"),
+    ("dtype", k_dtype, (F32,), {}, E.KernelTypeError, "unknown dtype 'f64'"),
+    ("index", k_index, (F32,), {}, E.UnsupportedSyntaxError, "element indexing is not supported"),
+    ("program_id", k_program_id, (F32,), {}, E.KernelArgumentError, "program_id axis must be 0, 1 or 2, not 3"),
+    ("kwarg", k_kwarg, (F32,), {}, E.KernelArgumentError, "unexpected keyword argument 'masks'"),
+    ("assert", k_assert, (F32,), {"BLOCK": 48}, E.CompileTimeAssertionError, "BLOCK must be a multiple of 32"),
+    ("shared_loop", k_shared_loop, (F32, 3), {}, E.UnsupportedSyntaxError, "top level of the kernel"),
+    ("carry_shape", k_carry_shape, (F32, 3), {}, E.ShapeMismatchError, r"`\+`: shapes \[8, 8\] and \[16\]"),
+    ("args", k_args, (F32,), {"BLOCK": 4}, E.KernelArgumentError, "missing the runtime argument 'n'"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_error(case):
+    name, kern, args, kwargs, cls, message = case
+    with pytest.raises(cls, match=message) as info:
+        kern.trace(*args, **kwargs)
+    err = info.value
+    assert isinstance(err, metile.MetileError)
+    assert err.loc is not None and err.loc.line == line_of(name), str(err)
+    text = str(err)
+    assert text.startswith(f"{err.loc.file}:{err.loc.line}:{err.loc.col + 1}: error: ")
+    assert f"# E:{name}" in text and "^" in text  # the source line and the caret
+
+
+ARG_CASES = [
+    ((np.zeros(4, np.float64), 1), {"BLOCK": 4}, "float64 array: Metal has no 64-bit floats"),
+    ((np.zeros(4, np.int64), 1), {"BLOCK": 4}, "int64 array"),
+    ((F32, "x"), {"BLOCK": 4}, "must be a numpy array, a metile.Buffer, an int or a float, not str"),
+    ((F32, 1 << 40), {"BLOCK": 4}, "does not fit a 32-bit signed int"),
+    ((F32, 1), {}, "missing constexpr 'BLOCK'"),
+    ((F32, 1, 2, 3), {"BLOCK": 4}, "takes 2 runtime arguments but 4 were given"),
+]
+
+
+@pytest.mark.parametrize("args,kwargs,message", ARG_CASES)
+def test_argument_errors(args, kwargs, message):
+    with pytest.raises(E.KernelArgumentError, match=message) as info:
+        k_args.trace(*args, **kwargs)
+    assert info.value.loc.line in (line_of("args"), line_of("args"))
+
+
+@pytest.mark.parametrize("grid,message", [((0,), "empty"), ((1, 2, 3, 4), "1, 2 or 3 dimensions"),
+                                          (lambda c: (1,), "callable grid"), ((1.5,), "must be ints")])
+def test_grid_errors(grid, message):
+    with pytest.raises(E.GridError, match=message):
+        k_args[grid](F32, 1, BLOCK=4)
+
+
+def test_argument_errors_come_before_grid_errors():
+    with pytest.raises(E.KernelArgumentError):
+        k_args[(0,)](np.zeros(4, np.float64), 1, BLOCK=4)
