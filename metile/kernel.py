@@ -35,8 +35,7 @@ class _Source:
         lines, first = inspect.getsourcelines(fn)
         raw = "".join(lines)
         self.text = textwrap.dedent(raw)
-        self.col_offset = len(raw) - len(raw.lstrip()) if raw[:1].isspace() else 0
-        self.col_offset = len(lines[0]) - len(lines[0].lstrip())
+        self.col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
         self.line_offset = first - 1
         tree = ast.parse(self.text)
         fdef = tree.body[0]

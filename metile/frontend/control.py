@@ -20,6 +20,7 @@ import ast
 from contextlib import contextmanager
 
 from metile.frontend import semantic as sem
+from metile.frontend.builtins import static_int
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelTypeError,
@@ -197,8 +198,8 @@ class ControlFlow:
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
         a = bind_args(tile_range, args, kwargs, self.loc(call))
         start, stop = (self.loop_bound(a[k], k, call) for k in ("start", "stop"))
-        step = self.static_int(a["step"], "the step of metile.tile_range", self.loc(call))
-        stages = self.static_int(a["num_stages"], "num_stages", self.loc(call))
+        step = static_int(a["step"], "the step of metile.tile_range", self.loc(call))
+        stages = static_int(a["num_stages"], "num_stages", self.loc(call))
         if step <= 0 or stages < 1:
             raise KernelTypeError("metile.tile_range needs step > 0 and num_stages >= 1", self.loc(call))
         if not isinstance(node.target, ast.Name):
@@ -274,7 +275,7 @@ class ControlFlow:
                                          "`with metile.simdgroup_role(...):`", loc)
         args = [self.eval(a) for a in call.args]
         a = bind_args(simdgroup_role, args, {k.arg: self.eval(k.value) for k in call.keywords}, self.loc(call))
-        role, n_roles, n_sgs = (self.static_int(a[k], k, self.loc(call)) for k in ("role", "num_roles", "num_sgs"))
+        role, n_roles, n_sgs = (static_int(a[k], k, self.loc(call)) for k in ("role", "num_roles", "num_sgs"))
         if not (0 <= role < n_roles) or n_sgs < 0:
             raise KernelTypeError(f"simdgroup_role needs 0 <= role < num_roles and num_sgs >= 0 (got role={role}, "
                                   f"num_roles={n_roles}, num_sgs={n_sgs})", self.loc(call))
@@ -285,11 +286,3 @@ class ControlFlow:
         self.env = before
         self.hide(assigned_names(node.body), f"it is assigned inside the simdgroup_role block at line {loc.line}")
         self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, loc=loc))
-
-    def static_int(self, v, what: str, loc) -> int:
-        if isinstance(v, Value):
-            raise ConstexprRequiredError(f"{what} must be a compile-time int (a constexpr or a Python int), not a "
-                                         f"traced {v.type}", loc)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise KernelTypeError(f"{what} must be an int, not {type(v).__name__}", loc)
-        return v
