@@ -48,10 +48,11 @@ from metile.metal.errors import (
     MSLCompileError,
     MSLUnsupportedError,
 )
+from metile.rewrite.pipeline import DEFAULT_PIPELINE
 
 __all__ = [
-    "Buffer", "CompilerNotFoundError", "DeviceError", "DeviceFault", "DeviceUnavailableError", "LaunchError",
-    "Loc", "MSLCompileError", "MSLUnsupportedError", "MetileError", "device", "synchronize",
+    "Buffer", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DeviceError", "DeviceFault", "DeviceUnavailableError",
+    "LaunchError", "Loc", "MSLCompileError", "MSLUnsupportedError", "MetileError", "device", "synchronize",
     "JITKernel", "kernel", "constexpr", "abs", "arange", "atomic_add", "barrier", "cdiv", "dot", "exp", "load",
     "log", "max", "maximum", "min", "minimum", "next_power_of_2", "program_id", "shared", "simd_broadcast",
     "simd_lane_id", "simd_shuffle_xor", "simdgroup_role", "sqrt", "store", "sum", "tanh", "thread_id",

@@ -2,9 +2,12 @@
 
 `kernel.trace(*args, **constexprs)` classifies the arguments (`metile.frontend.specialize`), traces
 the function's `ast` (`metile.frontend.trace`) and returns the verified Tile IR `Kernel`, cached per
-specialization key. `kernel[grid](*args, **constexprs)` traces and checks the arguments and the
-grid; running it needs the lowering passes to Metal, which do not exist yet, so it then raises
-`LoweringUnavailableError`.
+specialization key. `kernel.compile(*args, **constexprs)` runs the lowering pipeline
+(`metile.rewrite.pipeline.DEFAULT_PIPELINE`) on it, emits MSL and compiles it on the default device,
+cached per specialization key too. `kernel[grid](*args, **constexprs)` compiles, then dispatches one
+threadgroup per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs excluded),
+numpy arrays are written back, and Python numbers travel as numpy scalars of the parameter's type.
+A kernel that the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
 """
 
 from __future__ import annotations
@@ -14,15 +17,21 @@ import functools
 import inspect
 import textwrap
 
+import attrs
 import numpy as np
 
+from metile.devices import device
+from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc
 from metile.ir.stmts import Kernel
+from metile.ir.types import PtrType
 from metile.ir.values import Param
 from metile.ir.verify import verify
+from metile.rewrite.lower_elementwise import UnsupportedConstructError
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 
 MAX_GRID = (1 << 31) - 1
 
@@ -50,6 +59,27 @@ class _Source:
         return Loc(self.file, node.lineno + self.line_offset, node.col_offset + self.col_offset)
 
 
+@attrs.frozen
+class CompiledKernel:
+    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function."""
+
+    entry: str
+    tile_ir: Kernel
+    metal_ir: Kernel
+    msl: str
+    threadgroup_size: int
+    threadgroup_memory: int
+    function: object = attrs.field(repr=False)
+    device: object = attrs.field(repr=False)
+
+
+def scalar_arg(value, t):
+    """A runtime scalar argument as the numpy scalar of its parameter type (pointers pass unchanged)."""
+    if isinstance(t, PtrType):
+        return value
+    return t.dtype.numpy.type(value)
+
+
 class JITKernel:
     """A kernel function; `trace(...)` gives its Tile IR, `kernel[grid](...)` launches it."""
 
@@ -58,6 +88,7 @@ class JITKernel:
         functools.update_wrapper(self, fn)
         self._src: _Source | None = None
         self._cache: dict[tuple, Kernel] = {}
+        self._compiled: dict[tuple, CompiledKernel] = {}
 
     @property
     def source(self) -> _Source:
@@ -91,6 +122,25 @@ class JITKernel:
         kernel = verify(tracer.run(), after="trace")
         self._cache[key] = kernel
         return kernel
+
+    def compile(self, *args, **kwargs) -> CompiledKernel:
+        """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
+        key = self.specialize(args, kwargs)[0]
+        found = self._compiled.get(key)
+        if found is not None:
+            return found
+        tile_ir = self.trace(*args, **kwargs)
+        try:
+            metal_ir = run(DEFAULT_PIPELINE, tile_ir)
+        except UnsupportedConstructError as e:
+            raise LoweringUnavailableError(f"cannot launch {self.fn.__name__}: {e.message}", e.loc) from e
+        msl = emit_msl(metal_ir)
+        dev = device()
+        fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(metal_ir.name)
+        compiled = CompiledKernel(metal_ir.name, tile_ir, metal_ir, msl, int(metal_ir.meta["threads_per_threadgroup"]),
+                                  0, fn, dev)
+        self._compiled[key] = compiled
+        return compiled
 
     def _globals(self) -> dict:
         g = dict(self.fn.__globals__)
@@ -133,10 +183,13 @@ class Launcher:
         self.grid = grid
 
     def __call__(self, *args, **kwargs):
+        _, typed, _, _ = self.kernel.specialize(args, kwargs)
         self.kernel.trace(*args, **kwargs)
-        normalize_grid(self.grid)
-        raise LoweringUnavailableError(f"cannot launch {self.kernel.fn.__name__}: lowering to Metal is not "
-                                       "implemented yet (kernel.trace(...) gives the Tile IR)")
+        grid = normalize_grid(self.grid)
+        compiled = self.kernel.compile(*args, **kwargs)
+        grid3 = grid + (1,) * (3 - len(grid))
+        bound = [scalar_arg(v, t) for _, v, t in typed]
+        compiled.device.dispatch_threadgroups(compiled.function, grid3, (compiled.threadgroup_size, 1, 1), bound)
 
 
 def kernel(fn=None):
@@ -146,4 +199,4 @@ def kernel(fn=None):
     return JITKernel(fn)
 
 
-__all__ = ["JITKernel", "Launcher", "kernel", "normalize_grid"]
+__all__ = ["CompiledKernel", "JITKernel", "Launcher", "kernel", "normalize_grid"]

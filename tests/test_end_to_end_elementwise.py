@@ -1,0 +1,211 @@
+"""End to end on the CPU device: 1-D element-wise kernels traced, lowered by `DEFAULT_PIPELINE`, emitted as
+MSL, compiled and launched with `kernel[grid](...)`, compared with numpy."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import metile
+from metile.frontend.errors import LoweringUnavailableError
+from metile.ir import walk
+from metile.ir.ops import BinOp, Stage
+from metile.ir.values import Binary, Cast
+from metile.rewrite.lower_elementwise import UnsupportedConstructError, lower_elementwise
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+
+BLOCK = 256
+
+
+@pytest.fixture(autouse=True)
+def cpu_device(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
+@metile.kernel
+def vec_add(A, B, C, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    a = metile.load(A + offs, mask=live)
+    b = metile.load(B + offs, mask=live)
+    metile.store(C + offs, a + b, mask=live)
+
+
+@metile.kernel
+def bias_act(X, Bias, Y, n, scale, ACT: metile.constexpr, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    x = metile.load(X + offs, mask=live) * scale + metile.load(Bias + offs, mask=live)
+    if ACT == "relu":
+        y = metile.where(x > 0, x, 0.0)
+    elif ACT == "relu_max":
+        y = metile.maximum(x, 0.0)
+    elif ACT == "gelu":
+        inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        e = metile.exp(-2.0 * metile.abs(inner))
+        t = (1.0 - e) / (1.0 + e)
+        y = 0.5 * x * (1.0 + metile.where(inner < 0, -t, t))
+    elif ACT == "gelu_tanh":
+        y = 0.5 * x * (1.0 + metile.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    else:
+        y = x / (1.0 + metile.exp(-x))
+    metile.store(Y + offs, y, mask=live)
+
+
+@metile.kernel
+def int_floor(A, B, Q, R, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    a = metile.load(A + offs, mask=live)
+    b = metile.load(B + offs, mask=live, other=1)
+    metile.store(Q + offs, a // b, mask=live)
+    metile.store(R + offs, a % b, mask=live)
+
+
+@metile.kernel
+def scalar_floor(A, Q, R, n, d, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    a = metile.load(A + offs, mask=live)
+    metile.store(Q + offs, a // d, mask=live)
+    metile.store(R + offs, a % d, mask=live)
+
+
+@metile.kernel
+def cast_offset(X, Y, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    x = metile.load(X + offs, mask=live)
+    metile.store(Y + offs, x * 0.5 + offs, mask=live)
+
+
+@metile.kernel
+def row_sum(X, Out, n, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs, mask=offs < n)
+    total = metile.sum(x)
+    metile.store(Out, total)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4096])
+def test_vector_add_matches_numpy(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    c = np.full(n, np.nan, np.float32)
+    vec_add[(cdiv(n, BLOCK),)](a, b, c, n, BLOCK=BLOCK)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_masked_edges_leave_memory_past_n_alone():
+    n, size = 300, 2 * BLOCK
+    a, b = np.ones(size, np.float32), np.ones(size, np.float32)
+    c = np.full(size, -7.0, np.float32)
+    vec_add[(cdiv(n, BLOCK),)](a, b, c, n, BLOCK=BLOCK)
+    np.testing.assert_array_equal(c[:n], 2.0)
+    np.testing.assert_array_equal(c[n:], -7.0)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+REFERENCE = {
+    "relu": lambda x: np.where(x > 0, x, 0.0),
+    "relu_max": lambda x: np.maximum(x, 0.0),
+    "gelu": gelu_tanh,
+    "gelu_tanh": gelu_tanh,
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+}
+
+
+@pytest.mark.parametrize("act", sorted(REFERENCE))
+def test_activation_epilogues_match_numpy(act):
+    n = 1000
+    rng = np.random.default_rng(1)
+    x, bias = rng.standard_normal(n, dtype=np.float32) * 3, rng.standard_normal(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    bias_act[(cdiv(n, BLOCK),)](x, bias, y, n, 1.5, ACT=act, BLOCK=BLOCK)
+    ref = REFERENCE[act](x.astype(np.float64) * 1.5 + bias)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_floor_division_and_modulo_follow_python():
+    vals = np.arange(-9, 10, dtype=np.int32)
+    divs = np.array([-4, -3, -2, -1, 1, 2, 3, 5], np.int32)
+    a, b = (m.ravel().astype(np.int32) for m in np.meshgrid(vals, divs))
+    n = a.size
+    q, r = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    int_floor[(cdiv(n, 64),)](a, b, q, r, n, BLOCK=64)
+    np.testing.assert_array_equal(q, a // b)
+    np.testing.assert_array_equal(r, a % b)
+
+
+@pytest.mark.parametrize("d", [3, -3])
+def test_division_by_a_runtime_scalar(d):
+    a = np.arange(-20, 21, dtype=np.int32)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    scalar_floor[(1,)](a, q, r, a.size, d, BLOCK=64)
+    np.testing.assert_array_equal(q, a // d)
+    np.testing.assert_array_equal(r, a % d)
+
+
+def test_float_floor_division_and_modulo_follow_python():
+    a = np.array([-7.5, -3.0, -0.5, 0.5, 3.0, 7.5], np.float32)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    scalar_floor[(1,)](a, q, r, a.size, 2.0, BLOCK=8)
+    np.testing.assert_array_equal(q, a // np.float32(2.0))
+    np.testing.assert_array_equal(r, a % np.float32(2.0))
+
+
+def test_casts_stay_casts():
+    n = 100
+    x = np.arange(-50, 50, dtype=np.int32)
+    y = np.zeros(n, np.float32)
+    cast_offset[(1,)](x, y, n, BLOCK=128)
+    assert any(isinstance(v, Cast) for v in walk(cast_offset.compile(x, y, n, BLOCK=128).metal_ir))
+    np.testing.assert_array_equal(y, x.astype(np.float32) * 0.5 + np.arange(n, dtype=np.float32))
+
+
+def test_metal_ir_has_no_floor_operators():
+    k = run(DEFAULT_PIPELINE, int_floor.trace(*[np.zeros(4, np.int32)] * 4, 4, BLOCK=64))
+    assert k.stage is Stage.METAL and k.meta["threads_per_threadgroup"] == 64
+    ops = {n.op for n in walk(k) if isinstance(n, Binary)}
+    assert BinOp.TRUNCDIV in ops and BinOp.REM in ops
+    assert not ops & {BinOp.FLOORDIV, BinOp.MOD}
+
+
+def test_compile_without_launching():
+    x = np.zeros(16, np.float32)
+    compiled = vec_add.compile(x, x, x, 16, BLOCK=BLOCK)
+    assert "kernel void vec_add" in compiled.msl
+    assert compiled.entry == "vec_add" and compiled.threadgroup_size == BLOCK and compiled.threadgroup_memory == 0
+    assert compiled.tile_ir.stage is Stage.TILE and compiled.metal_ir.stage is Stage.METAL
+    assert vec_add.compile(x, x, x, 16, BLOCK=BLOCK) is compiled
+    assert vec_add.compile(x, x, x, 16, BLOCK=128) is not compiled
+    assert metile.DEFAULT_PIPELINE == [lower_elementwise]
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_reduction_is_refused_at_its_line():
+    x = np.zeros(16, np.float32)
+    with pytest.raises(LoweringUnavailableError, match="not implemented yet for a reduction") as info:
+        row_sum[(1,)](x, x, 16, BLOCK=16)
+    assert info.value.loc.line == line_of(row_sum.fn, "metile.sum(x)")
+    assert f":{info.value.loc.line}:" in str(info.value)
+
+
+def test_the_pass_refuses_other_stages():
+    x = np.zeros(16, np.float32)
+    k = vec_add.compile(x, x, x, 16, BLOCK=BLOCK).metal_ir
+    with pytest.raises(UnsupportedConstructError, match="takes a Tile IR kernel"):
+        lower_elementwise(k)
