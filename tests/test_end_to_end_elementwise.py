@@ -209,3 +209,25 @@ def test_the_pass_refuses_other_stages():
     k = vec_add.compile(x, x, x, 16, BLOCK=BLOCK).metal_ir
     with pytest.raises(UnsupportedConstructError, match="takes a Tile IR kernel"):
         lower_elementwise(k)
+
+
+@metile.kernel
+def outer(X, Y, BLOCK: metile.constexpr):
+    r = metile.arange(0, BLOCK)
+    metile.store(Y + r[:, None] * BLOCK + r[None, :], metile.load(X + r)[:, None] + metile.load(X + r)[None, :])
+
+
+@metile.kernel
+def looped(X, n, BLOCK: metile.constexpr):
+    for c0 in metile.tile_range(0, n, BLOCK):
+        offs = c0 + metile.arange(0, BLOCK)
+        metile.store(X + offs, metile.load(X + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+def test_two_d_tiles_and_loops_are_refused():
+    x = np.zeros(64, np.float32)
+    with pytest.raises(LoweringUnavailableError, match="not implemented yet for .*shape"):
+        outer[(1,)](x, x, BLOCK=8)
+    with pytest.raises(LoweringUnavailableError, match="not implemented yet for a loop") as info:
+        looped[(1,)](x, 64, BLOCK=8)
+    assert info.value.loc.line == line_of(looped.fn, "for c0 in")
