@@ -36,6 +36,15 @@ from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 MAX_GRID = (1 << 31) - 1
 
 
+def visible_names(fn) -> dict:
+    """The names a kernel's body and annotations can see: its module's globals and its closure's variables
+    (so kernels defined inside functions resolve `metile.constexpr` and helpers like module-level ones)."""
+    names = dict(fn.__globals__)
+    if fn.__closure__:
+        names.update(inspect.getclosurevars(fn).nonlocals)
+    return names
+
+
 class _Source:
     """The parsed function: its `ast`, file, line and column offsets, and parameter kinds."""
 
@@ -53,7 +62,7 @@ class _Source:
         self.fdef = fdef
         sig = inspect.signature(fn)
         defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
-        self.specs: tuple[ParamSpec, ...] = classify(fdef, fn.__globals__, defaults, self.loc)
+        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), defaults, self.loc)
 
     def loc(self, node: ast.AST) -> Loc:
         return Loc(self.file, node.lineno + self.line_offset, node.col_offset + self.col_offset)
@@ -143,10 +152,7 @@ class JITKernel:
         return compiled
 
     def _globals(self) -> dict:
-        g = dict(self.fn.__globals__)
-        if self.fn.__closure__:
-            g.update(inspect.getclosurevars(self.fn).nonlocals)
-        return g
+        return visible_names(self.fn)
 
     def __getitem__(self, grid) -> Launcher:
         return Launcher(self, grid)

@@ -224,9 +224,10 @@ def test_locations_point_at_source():
     assert any(isinstance(s, Let) and s.var.name == "offs" for s in k.body)
 
 
-def test_launch_reports_missing_lowering():
-    with pytest.raises(LoweringUnavailableError, match="lowering to Metal is not implemented yet"):
-        vec_add[(1,)](F32, F32, F32, 16, BLOCK=256)
+def test_launch_reports_missing_lowering_for_constructs_not_lowered_yet():
+    with pytest.raises(LoweringUnavailableError, match="lowering to Metal is not implemented yet") as info:
+        softmax_rows[(1,)](F32, F32.copy(), 16, BLOCK=16)
+    assert info.value.loc is not None and info.value.loc.line > 29
 
 
 def test_language_outside_kernel():
@@ -240,3 +241,15 @@ def test_dot_with_accumulator_is_add():
     (loop,) = [s for s in k.body if isinstance(s, For)]
     assert isinstance(loop.yields[0], (Binary,)) or loop.yields[0].name.startswith("acc")
     assert any(isinstance(n, Binary) and n.op is BinOp.ADD for n in walk(k))
+
+
+def test_kernel_defined_inside_a_function_sees_its_closure():
+    import metile as mt  # a local name: only the closure knows it
+
+    @mt.kernel
+    def scale(X, Y, n, BLOCK: mt.constexpr):
+        offs = mt.program_id(0) * BLOCK + mt.arange(0, BLOCK)
+        mt.store(Y + offs, mt.load(X + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+    k = scale.trace(F32, F32.copy(), 16, BLOCK=16)
+    assert [p.name for p in k.params] == ["X", "Y", "n"]
