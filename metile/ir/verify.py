@@ -247,12 +247,7 @@ class _Verifier:
                     self.bind(c, inner, s)
                 self.body(cond_body, inner, depth + 1)
                 self.condition(self.value(cond, inner, s), s, "while")
-                self.body(body, inner, depth + 1)
-                ys = [v.type for v in self.values(yields, inner, s)]
-                self.agree(s, [c.type for c in carried], ("inits", its), ("yields", ys),
-                           ("results", [r.type for r in results]))
-                for r in results:
-                    self.bind(r, scope, s)
+                self.loop_body(s, carried, its, body, yields, results, inner, scope, depth)
             case SimdgroupRole(role, num_roles, num_sgs, body):
                 if not (isinstance(num_roles, int) and num_roles >= 1 and isinstance(role, int)
                         and 0 <= role < num_roles and isinstance(num_sgs, int) and num_sgs >= 0):
@@ -293,6 +288,12 @@ class _Verifier:
             self.fail(f"for: num_stages must be a positive integer, not {num_stages!r}", s)
         for c in carried:
             self.bind(c, inner, s)
+        self.loop_body(s, carried, its, body, yields, results, inner, scope, depth)
+
+    def loop_body(self, s: Stmt, carried, its: list, body, yields, results, inner: Scope, scope: Scope,
+                  depth: int) -> None:
+        """The part `For` and `While` share: the body, then carried/inits/yields/results agreeing, then the
+        results bound in the enclosing scope."""
         self.body(body, inner, depth + 1)
         ys = [v.type for v in self.values(yields, inner, s)]
         self.agree(s, [c.type for c in carried], ("inits", its), ("yields", ys),
