@@ -118,7 +118,10 @@ class JITKernel:
 
     def trace(self, *args, **kwargs) -> Kernel:
         """The verified Tile IR of the kernel for these arguments and constexprs."""
-        key, typed, consts, _ = self.specialize(args, kwargs)
+        return self._trace(self.specialize(args, kwargs))
+
+    def _trace(self, spec) -> Kernel:
+        key, typed, consts, _ = spec
         found = self._cache.get(key)
         if found is not None:
             return found
@@ -134,11 +137,14 @@ class JITKernel:
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
-        key = self.specialize(args, kwargs)[0]
+        return self._compile(self.specialize(args, kwargs))
+
+    def _compile(self, spec) -> CompiledKernel:
+        key = spec[0]
         found = self._compiled.get(key)
         if found is not None:
             return found
-        tile_ir = self.trace(*args, **kwargs)
+        tile_ir = self._trace(spec)
         try:
             metal_ir = run(DEFAULT_PIPELINE, tile_ir)
         except UnsupportedConstructError as e:
@@ -189,10 +195,11 @@ class Launcher:
         self.grid = grid
 
     def __call__(self, *args, **kwargs):
-        _, typed, _, _ = self.kernel.specialize(args, kwargs)
-        self.kernel.trace(*args, **kwargs)
+        spec = self.kernel.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
+        typed = spec[1]
+        self.kernel._trace(spec)
         grid = normalize_grid(self.grid)
-        compiled = self.kernel.compile(*args, **kwargs)
+        compiled = self.kernel._compile(spec)
         grid3 = grid + (1,) * (3 - len(grid))
         bound = [scalar_arg(v, t) for _, v, t in typed]
         compiled.device.dispatch_threadgroups(compiled.function, grid3, (compiled.threadgroup_size, 1, 1), bound)
