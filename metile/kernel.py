@@ -30,7 +30,7 @@ from metile.ir.stmts import Kernel
 from metile.ir.types import PtrType
 from metile.ir.values import Param
 from metile.ir.verify import verify
-from metile.rewrite.lower_elementwise import UnsupportedConstructError
+from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 
 MAX_GRID = (1 << 31) - 1

@@ -16,7 +16,6 @@ The threadgroup size is recorded as `meta["threads_per_threadgroup"]`. Any other
 
 from __future__ import annotations
 
-from metile.ir.errors import MetileError
 from metile.ir.metal import Builtin
 from metile.ir.node import Node, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage, UnOp
@@ -25,12 +24,9 @@ from metile.ir.tile import Arange, Broadcast, Full, NumPrograms, ProgramId
 from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, Param, Stmt, Unary, Value, Var, Where
 from metile.ir.verify import verify
+from metile.rewrite.errors import UnsupportedConstructError
 
 MAX_THREADS = 1024
-
-
-class UnsupportedConstructError(MetileError):
-    """A construct that the lowering to Metal does not handle yet."""
 
 
 def not_lowered(what: str, n: Node | None) -> UnsupportedConstructError:
