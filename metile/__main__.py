@@ -1,5 +1,6 @@
 """Command line: `python -m metile demo` runs example kernels end to end on the default device: a tile-language
-kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softmax), each checked against numpy."""
+kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softmax), each checked against numpy.
+`python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`)."""
 
 from __future__ import annotations
 
@@ -96,13 +97,24 @@ def demo() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m metile")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run an example kernel on the default device and check it against numpy")
-    args = parser.parse_args(argv)
+    """Run one command and return its exit status (argparse's own exits, `--help` included, become returns)."""
+    from metile import cli
+
+    parser = argparse.ArgumentParser(
+        prog="python -m metile", description="metile: tile-language GPU kernels compiled to Metal Shading Language.",
+        epilog="`python -m metile COMMAND --help` describes each command.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("demo", help="run an example kernel on the default device and check it against numpy",
+                   description="Run a tile-language kernel and a hand-written MSL kernel on the default device "
+                               "and compare them with numpy.")
+    cli.add_parser(sub)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
     if args.command == "demo":
         return demo()
-    return 2
+    return cli.run(args)
 
 
 if __name__ == "__main__":
