@@ -1,0 +1,139 @@
+"""How the elements of a tile are spread over the threads of a program, as `metile.layout` layouts.
+
+A program is one threadgroup; a *group* is the set of threads running a region of the kernel (all of
+them, or the simdgroups of one `simdgroup_role`). A tile of `N` elements, numbered in row-major order
+(its *flat* index), lives in a group of `T` threads as described by a thread-value layout (CuTe's "TV
+layout") `(T, (V, R)) : (V, (1, T*V))`, mapping (thread `t`, value slot `s`) to the flat index it holds:
+each thread holds `R` runs of `V` consecutive elements, and the runs of consecutive threads are
+consecutive, so `V`-wide runs can move as one vector and each group of `T*V` elements is one sweep of the
+group. The layout depends only on `N`, `T` and `V`, so tiles of one size (a reshape, `x[:, None]`)
+share it and their registers line up.
+
+When `T*V*R > N` the last sweep runs past the tile: those slots are *padding*. They compute on a copy of
+element `flat mod N` (so loads stay in bounds and arithmetic sees real data) and `guard` marks the real
+ones for stores, atomics and reductions.
+
+The 8x8 pieces of a `dot` result live in simdgroup matrices instead, described by `MmaGeometry`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from metile.layout import Layout, suffix_product
+
+
+@attrs.frozen
+class Blocked:
+    """The thread-value layout of an `size`-element tile over `threads` threads, `vec` elements per run."""
+
+    size: int
+    threads: int
+    vec: int
+
+    @functools.cached_property
+    def reps(self) -> int:
+        return -(-self.size // (self.threads * self.vec))
+
+    @functools.cached_property
+    def tv(self) -> Layout:
+        t, v = self.threads, self.vec
+        return Layout((t, (v, self.reps)), (v, (1, t * v)))
+
+    @property
+    def slots(self) -> int:
+        """Values per thread."""
+        return self.vec * self.reps
+
+    @property
+    def thread_stride(self) -> int:
+        return self.tv.stride[0]
+
+    def offset(self, slot: int) -> int:
+        """The flat index thread 0 holds in `slot`; thread `t` holds `offset(slot) + t * thread_stride`."""
+        return self.tv((0, slot))
+
+    def padded(self, slot: int) -> bool:
+        """True when some thread's `slot` lies past the end of the tile."""
+        return self.offset(slot) + (self.threads - 1) * self.thread_stride >= self.size
+
+    @property
+    def has_padding(self) -> bool:
+        return self.threads * self.vec * self.reps != self.size
+
+
+def choose_vec(size: int, threads: int, vec: int) -> int:
+    """The run width for a tile of `size` elements: the kernel's `vec` when every thread gets at least
+    one whole run, else 1."""
+    while vec > 1 and (size % vec or size < threads * vec):
+        vec //= 2
+    return max(vec, 1)
+
+
+@functools.cache
+def blocked(size: int, threads: int, vec: int) -> Blocked:
+    return Blocked(size, threads, choose_vec(size, threads, vec))
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element strides of a row-major tile (CuTe's compact right-major stride)."""
+    if not shape:
+        return ()
+    strides = suffix_product(tuple(shape))
+    return strides if isinstance(strides, tuple) else (strides,)
+
+
+@attrs.frozen
+class MmaGeometry:
+    """A `[m, n]` result split into 8x8 pieces over `sg_m x sg_n` simdgroups: simdgroup `(i, j)` (index
+    `i * sg_n + j`) owns the `per_m x per_n` pieces starting at piece `(i * per_m, j * per_n)`. As a
+    layout: `piece_layout` maps (simdgroup, local piece) to the piece's (row, col) in units of 8."""
+
+    m: int
+    n: int
+    sg_m: int
+    sg_n: int
+
+    @property
+    def per_m(self) -> int:
+        return self.m // 8 // self.sg_m
+
+    @property
+    def per_n(self) -> int:
+        return self.n // 8 // self.sg_n
+
+    @property
+    def pieces(self) -> int:
+        """Pieces per simdgroup."""
+        return self.per_m * self.per_n
+
+    @functools.cached_property
+    def rows(self) -> Layout:
+        """(simdgroup, local piece) -> the piece's row, in units of 8 rows."""
+        return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((0, self.per_m), (0, 1)))
+
+    @functools.cached_property
+    def cols(self) -> Layout:
+        """(simdgroup, local piece) -> the piece's column, in units of 8 columns."""
+        return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))
+
+
+def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
+    """`(sg_m, sg_n)` with `sg_m * sg_n == simdgroups` dividing the piece grid of an `[m, n]` product as
+    squarely as possible, or None."""
+    pm, pn = m // 8, n // 8
+    best = None
+    for sg_m in range(1, simdgroups + 1):
+        if simdgroups % sg_m:
+            continue
+        sg_n = simdgroups // sg_m
+        if pm % sg_m == 0 and pn % sg_n == 0:
+            score = abs(pm // sg_m - pn // sg_n)
+            if best is None or score < best[0]:
+                best = (score, sg_m, sg_n)
+    return None if best is None else best[1:]
+
+
+__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "mma_split", "row_major_strides"]

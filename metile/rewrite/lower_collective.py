@@ -1,0 +1,390 @@
+"""The parts of `lower_tiles` where threads cooperate: scratch memory, gathers, reductions and `dot`.
+
+Scratch: one threadgroup array per dtype (`scratch_<dtype>`), sized for the largest single use. A
+statement takes regions from it with a bump pointer that restarts at every statement; every use starts
+with a barrier, so a region is never rewritten while another thread still reads an older value.
+
+Reductions (`Reduce`): each thread folds the elements it holds (padding slots contribute the
+identity: 0, -inf/+inf, or the integer extremes), `simd_sum`/`simd_max`/`simd_min` combine a
+simdgroup, lane 0 of each simdgroup writes its partial to scratch, and after a barrier every thread
+folds the partials, so every thread holds the result. f16/bf16 reduce in f32, narrow integers in
+32 bits. Reducing one axis of an n-D tile gathers the tile through scratch and folds each output
+element's line.
+
+`dot(a, b)` (and `acc + dot(a, b)`): `a` and `b` are published to scratch (rows padded by 4 elements),
+and each simdgroup multiplies-accumulates its 8x8 pieces of the result (`MmaGeometry`) with
+`simdgroup_load` / `simdgroup_multiply_accumulate`. The result stays in simdgroup matrices while it
+only feeds further `dot` accumulation; any other use copies it to registers through scratch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
+from metile.ir.node import Node
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
+from metile.ir.stmts import For, Let, Store
+from metile.ir.tile import Broadcast, Dot, Full, Reduce
+from metile.ir.types import AddressSpace, DType, PtrType, TileType
+from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
+from metile.rewrite.plan import SIMD_WIDTH
+
+PAD = 4
+UNROLL_LIMIT = 8
+
+
+@attrs.frozen
+class Scalar:
+    value: Value
+
+
+@attrs.frozen
+class Regs:
+    layout: Blocked
+    regs: tuple[Value, ...]
+
+
+@attrs.frozen
+class Mma:
+    geom: MmaGeometry
+    mats: tuple[Value, ...]
+
+
+def acc_dtype(dtype: DType) -> DType:
+    if dtype.is_float:
+        return DType.F32
+    return DType.I32 if dtype.is_signed else DType.U32
+
+
+def identity(op: ReduceOp, dtype: DType) -> Const:
+    if op is ReduceOp.SUM:
+        return Const(0, dtype)
+    if dtype.is_float:
+        return Const(-math.inf if op is ReduceOp.MAX else math.inf, dtype)
+    bits = dtype.bits
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dtype.is_signed else (0, (1 << bits) - 1)
+    return Const(lo if op is ReduceOp.MAX else hi, dtype)
+
+
+def combine(op: ReduceOp, a: Value, b: Value) -> Value:
+    return Binary({ReduceOp.SUM: BinOp.ADD, ReduceOp.MAX: BinOp.MAX, ReduceOp.MIN: BinOp.MIN}[op], a, b)
+
+
+def cast(v: Value, dtype: DType) -> Value:
+    return v if v.type.dtype is dtype else Cast(v, dtype)
+
+
+class Collectives:
+    """Mixed into `metile.rewrite.lower_tiles.Lowering` (which provides `at`, `let`, `emit`, `barrier`...)."""
+
+    # ---- scratch
+
+    def init_scratch(self) -> None:
+        self.arena: dict[DType, tuple[Var, int]] = {}
+        self.bump: dict[DType, int] = {}
+        self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}
+
+    def new_statement(self) -> None:
+        self.bump = {}
+        self.published = {}
+
+    def scratch(self, dtype: DType, n: int) -> Value:
+        base, size = self.arena.get(dtype, (None, 0))
+        if base is None:
+            base = Var(self.fresh(f"scratch_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
+        off = self.bump.get(dtype, 0)
+        self.bump[dtype] = off + -(-n // 4) * 4
+        self.arena[dtype] = (base, max(size, self.bump[dtype]))
+        return base if off == 0 else AddPtr(base, mo.const(off))
+
+    def scratch_allocations(self) -> tuple[list, int]:
+        lets, total = [], 0
+        for dtype, (base, size) in self.arena.items():
+            lets.append(Let(base, SharedAlloc((size,), dtype)))
+            total += size * dtype.itemsize
+        return lets, total
+
+    def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node) -> list[Value]:
+        """Write tiles to scratch, each row-major with the given row strides; one barrier pair for all."""
+        self.barrier(why)
+        bases = []
+        for v, strides in items:
+            shape = v.type.shape
+            dtype = v.type.dtype
+            rows = shape[0] if len(shape) > 1 else 1
+            bases.append(self.scratch(dtype, strides[0] * rows if len(shape) > 1 else v.type.size))
+        for (v, strides), base in zip(items, bases):
+            layout = self.layout(v.type.size)
+            for slot in range(layout.slots):
+                pt = self.slot_pt(layout, slot, v.type.shape)
+                off: Value = mo.const(0)
+                for c, s in zip(self.coords(pt), strides):
+                    off = mo.add(off, mo.mul(c, mo.const(s)))
+                self.emit(Store(AddPtr(base, off), self.at(v, pt), self.guard(layout, slot)))
+        self.barrier(why)
+        return bases
+
+    def gather(self, rep: Regs, flat: Value, why: Node) -> Value:
+        """Element `flat` of a tile held in registers by some thread: published once per statement."""
+        found = self.published.get(id(rep))
+        if found is None:
+            (base,) = self.publish_regs([rep], why)
+        else:
+            base = found[0]
+        return self.let(Load(AddPtr(base, flat)), "g")
+
+    def publish_regs(self, reps: list[Regs], why: Node) -> list[Value]:
+        self.barrier(why)
+        bases = []
+        for rep in reps:
+            layout = rep.layout
+            base = self.scratch(rep.regs[0].type.dtype, layout.size)
+            for slot in range(layout.slots):
+                flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+                self.emit(Store(AddPtr(base, flat), rep.regs[slot], self.guard(layout, slot)))
+            self.published[id(rep)] = (base, ())
+            bases.append(base)
+        self.barrier(why)
+        return bases
+
+    def reps_in(self, v: Value) -> list[Regs]:
+        """The register-held tiles `v` reads (through variables), so they can be published together."""
+        from metile.ir.node import walk
+        out = []
+        for n in walk(v):
+            if isinstance(n, Var) and n.type.shape:
+                rep = self.scope.lookup("env", n.name)
+                if isinstance(rep, Regs) and id(rep) not in self.published and rep not in out:
+                    out.append(rep)
+        return out
+
+    # ---- heavy values: reductions and dot, materialised where their statement starts
+
+    def prepare(self, v: Value | None) -> None:
+        if v is None:
+            return
+        seen: set[int] = set()
+        stack: list[tuple[Value, bool]] = [(v, False)]
+        from metile.ir.node import children
+        while stack:
+            n, done = stack.pop()
+            if done:
+                if isinstance(n, (Reduce, Dot)) or _dot_acc(n):
+                    self.heavy_rep(n)
+                continue
+            if id(n) in seen or self.scope.lookup("memo", ("h", n)) is not None:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            kids = list(children(n))
+            if _dot_acc(n):  # the Dot is consumed by the accumulation, not materialised alone
+                dot = n.rhs if isinstance(n.rhs, Dot) else n.lhs
+                other = n.lhs if dot is n.rhs else n.rhs
+                kids = [other, dot.a, dot.b]
+            stack.extend((c, False) for c in kids if isinstance(c, Value))
+
+    def heavy_rep(self, n: Value):
+        key = ("h", n)
+        found = self.scope.lookup("memo", key)
+        if found is None:
+            if isinstance(n, Reduce):
+                found = self.reduce(n)
+            elif isinstance(n, Dot):
+                found = self.mma(n, None, n)
+            else:
+                dot = n.rhs if isinstance(n.rhs, Dot) else n.lhs
+                found = self.mma(dot, n.lhs if dot is n.rhs else n.rhs, n)
+            self.scope.memo[key] = found
+        return found
+
+    # ---- reductions
+
+    def reduce(self, n: Reduce):
+        x, op = n.x, n.op
+        shape, dtype = x.type.shape, x.type.dtype
+        adt = acc_dtype(dtype)
+        ident = identity(op, adt)
+        if len(shape) == 1:
+            layout = self.layout(shape[0])
+            acc: Value | None = None
+            for slot in range(layout.slots):
+                v = cast(self.at(x, self.slot_pt(layout, slot, shape)), adt)
+                g = self.guard(layout, slot)
+                v = v if g is None else Where(g, v, ident)
+                acc = v if acc is None else combine(op, acc, v)
+            total = self.across_threads(op, acc, n)
+            return Scalar(self.let(cast(total, dtype), "red"))
+        out_shape = shape[: n.axis] + shape[n.axis + 1:]
+        layout = self.layout(math.prod(out_shape))
+        reps = self.reps_in(x)
+        if reps:
+            self.publish_regs(reps, n)
+        strides = row_major_strides(shape)
+        regs = []
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, out_shape)
+            cs = self.coords(pt)
+            base: Value = mo.const(0)
+            for c, s in zip(cs, strides[: n.axis] + strides[n.axis + 1:]):
+                base = mo.add(base, mo.mul(c, mo.const(s)))
+            regs.append(self.let(cast(self.fold_line(op, x, base, shape[n.axis], strides[n.axis], adt, n), dtype),
+                                 "red"))
+        return Regs(layout, tuple(regs))
+
+    def fold_line(self, op, x, base: Value, extent: int, stride: int, adt: DType, n: Reduce) -> Value:
+        from metile.rewrite.lower_tiles import Pt
+        shape = x.type.shape
+        if extent <= UNROLL_LIMIT:
+            acc = None
+            for k in range(extent):
+                v = cast(self.at(x, Pt(shape, mo.add(base, mo.const(k * stride)))), adt)
+                acc = v if acc is None else combine(op, acc, v)
+            return acc
+        k = Var(self.fresh("k"), TileType(DType.I32))
+        acc = Var(self.fresh("acc"), TileType(adt))
+        result = Var(self.fresh("acc"), TileType(adt))
+        saved, self.out = self.out, []
+        with self.nested():
+            v = cast(self.at(x, Pt(shape, mo.add(base, mo.mul(k, mo.const(stride))))), adt)
+            body = self.out
+        self.out = saved
+        self.emit(For(k, mo.const(0), mo.const(extent), mo.const(1), [acc], [identity(op, adt)], body,
+                      [combine(op, acc, v)], [result]))
+        return result
+
+    def across_threads(self, op: ReduceOp, acc: Value, n: Node) -> Value:
+        threads = self.group.threads
+        if threads == 1:
+            return acc
+        r = self.let(SimdReduce(op, acc), "simd")
+        if threads <= SIMD_WIDTH:
+            return r
+        nsg = -(-threads // SIMD_WIDTH)
+        self.barrier(n)
+        buf = self.scratch(acc.type.dtype, nsg)
+        lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+        if self.group.first_sg:
+            sg = Binary(BinOp.SUB, sg, mo.const(self.group.first_sg))
+        self.emit(Store(AddPtr(buf, sg), r, Compare(CmpOp.EQ, lane, mo.const(0))))
+        self.barrier(n)
+        total: Value | None = None
+        for i in range(nsg):
+            part = self.let(Load(AddPtr(buf, mo.const(i)) if i else buf), "part")
+            total = part if total is None else combine(op, total, part)
+        return total
+
+    # ---- dot
+
+    def mma_geometry(self, d: Dot) -> MmaGeometry | None:
+        (m, k), n = d.a.type.shape, d.b.type.shape[1]
+        if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+            return None
+        split = mma_split(m, n, self.group.sgs)
+        return None if split is None else MmaGeometry(m, n, *split)
+
+    def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
+        a, b = d.a, d.b
+        geom = self.mma_geometry(d)
+        if geom is None:
+            (m, k), n = a.type.shape, b.type.shape[1]
+            if a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+                raise self.refuse(f"dot on {a.type.dtype} tiles is not supported: simdgroup matrices hold f32, f16 "
+                                  "and bf16 (cast the operands to a float type)", d)
+            raise self.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
+                              f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
+        mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
+        k = a.type.shape[1]
+        lda, ldb = k + PAD, geom.n + PAD
+        sa, sb = self.publish([(a, (lda, 1)), (b, (ldb, 1))], d)
+        sm, sn = self.simdgroup_coords(geom)
+        if mats is None:
+            mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc") for _ in range(geom.pieces)]
+        for kk in range(k // 8):
+            arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)),
+                                                            mo.const(kk * 8))), mo.const(lda)), "ma")
+                     for i in range(geom.per_m)]
+            bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.const(kk * 8 * ldb), mo.add(sn, mo.const(j * 8)))),
+                                         mo.const(ldb)), "mb")
+                     for j in range(geom.per_n)]
+            mats = [self.let(MatrixMultiplyAccumulate(arows[p // geom.per_n], bcols[p % geom.per_n], mats[p]), "acc")
+                    for p in range(geom.pieces)]
+        return Mma(geom, tuple(mats))
+
+    def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
+        """The first row and column (in elements) of this simdgroup's block of pieces."""
+        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+        if self.group.first_sg:
+            sg = Binary(BinOp.SUB, sg, mo.const(self.group.first_sg))
+        sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
+        sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
+        return sm, sn
+
+    def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
+        """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
+        if isinstance(v, Var):
+            rep = self.scope.lookup("env", v.name)
+            if isinstance(rep, Mma) and rep.geom == geom:
+                return rep
+            if type(rep).__name__ == "Lazy":
+                return self.as_mma(rep.expr, geom)
+        if _dot_acc(v) or isinstance(v, Dot):
+            rep = self.heavy_rep(v)
+            if rep.geom == geom:
+                return rep
+        fill = _constant_fill(v)
+        if fill is not None:
+            return Mma(geom, tuple(self.let(MatrixFill(cast(fill, DType.F32)), "acc") for _ in range(geom.pieces)))
+        (base,) = self.publish([(v, (geom.n, 1))], v)
+        sm, sn = self.simdgroup_coords(geom)
+        mats = []
+        for p in range(geom.pieces):
+            i, j = divmod(p, geom.per_n)
+            off = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
+            mats.append(self.let(MatrixLoad(AddPtr(base, off), mo.const(geom.n)), "acc"))
+        return Mma(geom, tuple(mats))
+
+    def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
+        key = ("regs", rep)
+        found = self.scope.lookup("memo", key)
+        if found is not None:
+            return found
+        geom = rep.geom
+        self.barrier(why)
+        base = self.scratch(DType.F32, geom.m * geom.n)
+        sm, sn = self.simdgroup_coords(geom)
+        for p, mat in enumerate(rep.mats):
+            i, j = divmod(p, geom.per_n)
+            off = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
+            self.emit(MatrixStore(mat, AddPtr(base, off), mo.const(geom.n)))
+        self.barrier(why)
+        layout = self.layout(geom.m * geom.n)
+        regs = []
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, (geom.m, geom.n))
+            regs.append(self.let(Load(AddPtr(base, pt.flat)), "c"))
+        found = Regs(layout, tuple(regs))
+        self.scope.memo[key] = found
+        return found
+
+
+def _dot_acc(v: Node) -> bool:
+    return isinstance(v, Binary) and v.op is BinOp.ADD and (isinstance(v.lhs, Dot) or isinstance(v.rhs, Dot)) \
+        and v.type.dtype is DType.F32 and not (isinstance(v.lhs, Dot) and isinstance(v.rhs, Dot))
+
+
+def _constant_fill(v: Value) -> Value | None:
+    match v:
+        case Full(_, value):
+            return value
+        case Broadcast(Const() as c, _):
+            return c
+    return None
+
+
+__all__ = ["Collectives", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]

@@ -1,0 +1,591 @@
+"""`lower_tiles`: a planned Tile IR kernel -> a Metal IR kernel (per-thread scalars, vectors, matrices).
+
+Each Tile IR value is represented, per thread, by one of:
+- `Scalar(value)`: a per-thread scalar (program scalars are computed redundantly by every thread);
+- `Regs(layout, regs)`: the elements this thread holds under a `Blocked` thread-value layout
+  (`metile.rewrite.distribute`); loads, loop-carried tiles and reduction results live here;
+- `Mma(geometry, mats)`: 8x8 simdgroup matrices holding a `dot` result (`metile.rewrite.lower_collective`);
+- `Lazy(expr)`: a pure tile expression (ranges, arithmetic on other values), evaluated wherever an
+  element is needed instead of being stored, so broadcasting it costs nothing.
+
+`at(v, pt)` gives the Metal IR scalar of element `pt` of tile `v`. A point is a flat (row-major) index,
+plus, when it is slot `s` of layout `L` on this thread, the key `(L, s)`: a value held in registers
+under `L` is then read directly. Any other element of a held value (a broadcast of a loaded row, for
+example) is *gathered*: the value is first published to threadgroup scratch memory (barrier, store,
+barrier) and read back. Scratch is one arena per dtype, reused by every statement: each use starts
+with a barrier and is read back within the statement that published it.
+
+Control flow keeps its structure: `For`/`While` carry each tile as one variable per register (or per
+matrix), `If` yields them, `simdgroup_role` becomes an `if` on the simdgroup index whose body runs
+on a smaller group of threads. Barriers (the user's, and those of gathers and reductions) are only
+allowed where control flow is uniform and outside role blocks; elsewhere the construct is refused at
+its line. Stores of program scalars are done once per program (by its first thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.ir.node import Node, walk
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage, UnOp
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.tile import (
+    Arange,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Full,
+    NumPrograms,
+    ProgramId,
+    Reduce,
+    Reshape,
+    SimdgroupId,
+    SimdgroupRole,
+    SimdLaneId,
+    ThreadId,
+)
+from metile.ir.types import DType, MatrixType, TileType
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Load,
+    Param,
+    SharedAlloc,
+    SimdBroadcast,
+    SimdReduce,
+    SimdShuffleXor,
+    Stmt,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import Blocked, blocked, row_major_strides
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.lower_collective import Collectives, Mma, Regs, Scalar, _dot_acc
+from metile.rewrite.plan import RoleRange, varying_names
+
+
+@attrs.frozen
+class Lazy:
+    expr: Value
+
+
+@attrs.frozen
+class Pt:
+    """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this
+    thread holds it in that slot."""
+
+    shape: tuple[int, ...]
+    flat: Value
+    key: tuple[Blocked, int] | None = None
+
+
+@attrs.frozen
+class Group:
+    """The threads running a region: `tid` is the index within the group, `first_sg` its first simdgroup."""
+
+    tid: Value
+    threads: int
+    first_sg: int
+    sgs: int
+    role: SimdgroupRole | None = None
+
+
+class Scope:
+    def __init__(self, parent: Scope | None):
+        self.parent = parent
+        self.env: dict[str, object] = {}
+        self.memo: dict[object, object] = {}
+
+    def lookup(self, table: str, key):
+        s = self
+        while s is not None:
+            found = getattr(s, table).get(key)
+            if found is not None:
+                return found
+            s = s.parent
+        return None
+
+
+def floor_div(a: Value, b: Value) -> Value:
+    """Python's `a // b` from Metal IR operators."""
+    dtype = a.type.dtype
+    if dtype.is_float:
+        return Unary(UnOp.FLOOR, Binary(BinOp.DIV, a, b))
+    q = Binary(BinOp.TRUNCDIV, a, b)
+    if not dtype.is_signed:
+        return q
+    r = Binary(BinOp.REM, a, b)
+    return Where(_opposite_signs(r, b), Binary(BinOp.SUB, q, Const(1, dtype)), q)
+
+
+def floor_mod(a: Value, b: Value) -> Value:
+    """Python's `a % b` (the result has the divisor's sign) from Metal IR operators."""
+    r = Binary(BinOp.REM, a, b)
+    if not (a.type.dtype.is_float or a.type.dtype.is_signed):
+        return r
+    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
+
+
+def _opposite_signs(r: Value, b: Value) -> Value:
+    zero = Const(0, r.type.dtype)
+    return Where(Compare(CmpOp.LT, b, zero), Compare(CmpOp.GT, r, zero), Compare(CmpOp.LT, r, zero))
+
+
+class Lowering(Collectives):
+    def __init__(self, k: Kernel):
+        self.k = k
+        meta = k.meta
+        self.vec = int(meta.get("vector_width", 1))
+        threads = int(meta["threads_per_threadgroup"])
+        self.group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), threads, 0, -(-threads // 32))
+        self.roles = {int(key[4:-6]): RoleRange(meta[key], meta[f"role{key[4:-6]}_count"])
+                      for key in meta if key.startswith("role") and key.endswith("_first")}
+        self.varying = varying_names(k)
+        self.scope = Scope(None)
+        self.out: list[Stmt] = []
+        nodes = list(walk(k))
+        self.taken = {n.name for n in nodes if isinstance(n, (Var, Param))}
+        self.defs = {n.var.name: n.value for n in nodes if isinstance(n, Let)}
+        self.divergent: Node | None = None
+        self.init_scratch()
+
+    # ---- plumbing
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.taken.add(name)
+        return name
+
+    def emit(self, s: Stmt) -> None:
+        self.out.append(s)
+
+    def let(self, value: Value, base: str = "t") -> Var:
+        v = Var(self.fresh(base), value.type)
+        self.emit(Let(v, value))
+        return v
+
+    def bind(self, var: Var, rep) -> None:
+        self.scope.env[var.name] = rep
+
+    @contextlib.contextmanager
+    def nested(self, *, divergent: Node | None = None, group: Group | None = None):
+        saved = (self.scope, self.divergent, self.group)
+        self.scope = Scope(self.scope)
+        if divergent is not None and self.divergent is None:
+            self.divergent = divergent
+        if group is not None:
+            self.group = group
+        try:
+            yield
+        finally:
+            self.scope, self.divergent, self.group = saved
+
+    def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
+        """Lower `stmts` into a new statement list; `tail()` (run after them, in the same list) gives values."""
+        saved, self.out = self.out, []
+        for s in stmts:
+            self.new_statement()
+            self.stmt(s)
+        vals = []
+        if tail is not None:
+            self.new_statement()
+            vals = tail()
+        body, self.out = self.out, saved
+        return body, vals
+
+    def is_varying(self, *vs: Value | None) -> bool:
+        return any(isinstance(n, (ThreadId, SimdLaneId, SimdgroupId)) or (isinstance(n, Var) and n.name in self.varying)
+                   for v in vs if v is not None for n in walk(v))
+
+    def layout(self, size: int) -> Blocked:
+        return blocked(size, self.group.threads, self.vec)
+
+    def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
+        return UnsupportedConstructError(what, getattr(n, "loc", None))
+
+    def barrier(self, why: Node, fence=None) -> None:
+        """A threadgroup barrier; refused where some threads of the program would not reach it."""
+        if self.group.role is not None:
+            raise self.refuse(
+                f"{_what(why)} needs a barrier across the whole program, which cannot be placed inside "
+                f"simdgroup_role (the other roles would never arrive); move it out of the role block", why)
+        if self.divergent is not None:
+            raise self.refuse(
+                f"{_what(why)} needs a barrier, but it runs under control flow that depends on the thread "
+                f"(line {_line(self.divergent.loc)}): every thread of the program must reach the same barriers; "
+                "use metile.where to select per thread instead", why)
+        self.emit(Barrier() if fence is None else Barrier(fence))
+
+    # ---- points
+
+    def slot_pt(self, layout: Blocked, slot: int, shape: tuple[int, ...]) -> Pt:
+        flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+        if layout.padded(slot):
+            flat = mo.mod(flat, layout.size)
+        return Pt(tuple(shape), flat, (layout, slot))
+
+    def guard(self, layout: Blocked, slot: int) -> Value | None:
+        if not layout.padded(slot):
+            return None
+        flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+        return mo.lt(flat, mo.const(layout.size))
+
+    def coords(self, pt: Pt) -> list[Value]:
+        out = []
+        for i, (extent, stride) in enumerate(zip(pt.shape, row_major_strides(pt.shape))):
+            c = mo.div(pt.flat, stride)
+            out.append(c if i == 0 else mo.mod(c, extent))
+        return out
+
+    def project(self, pt: Pt, shape: tuple[int, ...]) -> Pt:
+        """The element of a tile of `shape` that element `pt` of a broadcast of it reads."""
+        cs = self.coords(pt)[len(pt.shape) - len(shape):]
+        flat: Value = mo.const(0)
+        for c, extent, stride in zip(cs, shape, row_major_strides(shape)):
+            if extent != 1:
+                flat = mo.add(flat, mo.mul(c, mo.const(stride)))
+        return Pt(tuple(shape), flat)
+
+    # ---- values
+
+    def scalar(self, v: Value | None) -> Value | None:
+        if v is None:
+            return None
+        key = ("s", v)
+        found = self.scope.lookup("memo", key)
+        if found is None:
+            found = self._scalar(v)
+            self.scope.memo[key] = found
+        return found
+
+    def _scalar(self, v: Value) -> Value:
+        s = self.scalar
+        match v:
+            case Const() | Param():
+                return v
+            case Var(name):
+                rep = self.scope.lookup("env", name)
+                match rep:
+                    case Scalar(value):
+                        return value
+                    case Lazy(expr):
+                        return s(expr)
+                raise self.refuse(f"internal: %{name} has no per-thread value ({rep!r})", v)
+            case ProgramId(axis):
+                return mo.builtin(BuiltinKind.THREADGROUP_POSITION_IN_GRID, axis)
+            case NumPrograms(axis):
+                return mo.builtin(BuiltinKind.THREADGROUPS_PER_GRID, axis)
+            case ThreadId():
+                return mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP)
+            case SimdLaneId():
+                return mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+            case SimdgroupId():
+                return mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+            case Reduce():
+                return self.heavy_rep(v).value
+            case Full(_, value):
+                return value
+            case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
+                return s(x)
+        return self.elementwise(v, s)
+
+    def elementwise(self, v: Value, f) -> Value:
+        """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
+        match v:
+            case Binary(BinOp.FLOORDIV, a, b):
+                return floor_div(f(a), f(b))
+            case Binary(BinOp.MOD, a, b):
+                return floor_mod(f(a), f(b))
+            case Binary(op, a, b):
+                return Binary(op, f(a), f(b))
+            case Unary(op, x):
+                return Unary(op, f(x))
+            case Compare(op, a, b):
+                return Compare(op, f(a), f(b))
+            case Where(c, x, y):
+                return Where(f(c), f(x), f(y))
+            case Cast(x, dtype):
+                return Cast(f(x), dtype)
+            case AddPtr(p, off):
+                return AddPtr(f(p), f(off))
+        raise self.refuse(f"{_what(v)} cannot be used here", v)
+
+    def at(self, v: Value | None, pt: Pt) -> Value | None:
+        if v is None:
+            return None
+        if v.type.shape == ():
+            return self.scalar(v)
+        key = (v, pt.key if pt.key is not None else pt.flat)
+        found = self.scope.lookup("memo", key)
+        if found is None:
+            found = self._at(v, pt)
+            self.scope.memo[key] = found
+        return found
+
+    def _at(self, v: Value, pt: Pt) -> Value:
+        match v:
+            case Var(name):
+                return self.read(self.scope.lookup("env", name), pt, v)
+            case Arange(start, _):
+                return mo.add(pt.flat, mo.const(start))
+            case Full(_, value):
+                return value
+            case Broadcast(x, shape):
+                if x.type.shape == tuple(shape):
+                    return self.at(x, pt)
+                return self.at(x, self.project(pt, x.type.shape))
+            case ExpandDims(x, _) | Reshape(x, _):
+                return self.at(x, Pt(x.type.shape, pt.flat, pt.key))
+            case Reduce() | Dot():
+                return self.read(self.heavy_rep(v), pt, v)
+            case Binary() if _dot_acc(v):
+                return self.read(self.heavy_rep(v), pt, v)
+        return self.elementwise(v, lambda x: self.at(x, pt))
+
+    def read(self, rep, pt: Pt, where: Value) -> Value:
+        match rep:
+            case Lazy(expr):
+                return self.at(expr, pt)
+            case Scalar(value):
+                return value
+            case Mma():
+                return self.read(self.mma_to_regs(rep, where), pt, where)
+            case Regs(layout, regs):
+                if pt.key is not None and pt.key[0] == layout:
+                    return regs[pt.key[1]]
+                return self.gather(rep, pt.flat, where)
+        raise self.refuse(f"internal: no value for {_what(where)} ({rep!r})", where)
+
+    def regs_of(self, v: Value, layout: Blocked) -> tuple[Value, ...]:
+        return tuple(self.at(v, self.slot_pt(layout, s, v.type.shape)) for s in range(layout.slots))
+
+    # ---- statements
+
+    def stmt(self, s: Stmt) -> None:
+        match s:
+            case Let(var, value):
+                self.prepare(value)
+                self.let_stmt(var, value)
+            case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
+                for x in (ptr, value, mask):
+                    self.prepare(x)
+                self.store(type(s), ptr, value, mask, s)
+            case Barrier(fence):
+                self.barrier(s, fence)
+            case For():
+                self.for_stmt(s)
+            case If():
+                self.if_stmt(s)
+            case While():
+                self.while_stmt(s)
+            case SimdgroupRole():
+                self.role_stmt(s)
+            case _:
+                raise self.refuse(f"{_what(s)} cannot be lowered", s)
+
+    def let_stmt(self, var: Var, value: Value) -> None:
+        match value:
+            case Load(ptr, mask, other) if value.type.shape:
+                layout = self.layout(value.type.size)
+                self.bind(var, Regs(layout, self.load_regs(var.name, layout, ptr, mask, other, value)))
+            case Load(ptr, mask, other):
+                v = Load(self.scalar(ptr), self.scalar(mask), self.scalar(other))
+                self.bind(var, Scalar(self.let(v, var.name)))
+            case SharedAlloc():
+                v = Var(self.fresh(var.name), value.type)
+                self.emit(Let(v, value))
+                self.bind(var, Scalar(v))
+            case SimdShuffleXor(x, lane) | SimdBroadcast(x, lane):
+                self.bind(var, Scalar(self.let(type(value)(self.scalar(x), self.scalar(lane)), var.name)))
+            case SimdReduce(op, x):
+                self.bind(var, Scalar(self.let(SimdReduce(op, self.scalar(x)), var.name)))
+            case _ if value.type.shape == ():
+                low = self.scalar(value)
+                self.bind(var, Scalar(low if isinstance(low, (Const, Param, Var)) else self.let(low, var.name)))
+            case _:
+                self.bind(var, Lazy(value))
+
+    def load_regs(self, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
+        shape = ptr.type.shape
+        regs: list[Value] = []
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, shape)
+            m = self.at(mask, pt)
+            v = Load(self.at(ptr, pt), m, self.at(other, pt) if m is not None else None)
+            regs.append(self.let(v, name))
+        return tuple(regs)
+
+    def store(self, cls, ptr, value, mask, s: Stmt) -> None:
+        shape = ptr.type.shape
+        if shape == ():
+            m = self.scalar(mask)
+            if self.divergent is None and not self.is_varying(ptr, value, mask):
+                m = mo.both(m, Compare(CmpOp.EQ, self.group.tid, mo.const(0)))
+            self.emit(cls(self.scalar(ptr), self.scalar(value), m))
+            return
+        layout = self.layout(ptr.type.size)
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, shape)
+            m = mo.both(self.at(mask, pt), self.guard(layout, slot))
+            self.emit(cls(self.at(ptr, pt), self.at(value, pt), m))
+
+    # ---- control flow
+
+    def carry_kind(self, carried: Var, init: Value, yielded: Value):
+        """The representation a loop-carried value takes: a scalar, registers, or (an accumulator updated
+        by `dot`) simdgroup matrices."""
+        t = carried.type
+        if t.shape == ():
+            return None
+        while isinstance(yielded, Var) and yielded.name in self.defs:
+            yielded = self.defs[yielded.name]
+        if _dot_acc(yielded) and carried in (yielded.lhs, yielded.rhs):
+            geom = self.mma_geometry(yielded.rhs if isinstance(yielded.rhs, Dot) else yielded.lhs)
+            if geom is not None:
+                return geom
+        return self.layout(t.size)
+
+    def fresh_rep(self, kind, var: Var):
+        if kind is None:
+            v = Var(self.fresh(var.name), var.type.with_shape(()))
+            return Scalar(v), [v]
+        if isinstance(kind, Blocked):
+            vs = [Var(self.fresh(f"{var.name}_{i}"), var.type.with_shape(())) for i in range(kind.slots)]
+            return Regs(kind, tuple(vs)), vs
+        vs = [Var(self.fresh(f"{var.name}_m{i}"), MatrixType(DType.F32)) for i in range(kind.pieces)]
+        return Mma(kind, tuple(vs)), vs
+
+    def values_for(self, kind, v: Value) -> list[Value]:
+        if kind is None:
+            return [self.scalar(v)]
+        if isinstance(kind, Blocked):
+            return list(self.regs_of(v, kind))
+        return list(self.as_mma(v, kind).mats)
+
+    def prepare_all(self, vs) -> None:
+        for v in vs:
+            self.prepare(v)
+
+    def for_stmt(self, s: For) -> None:
+        self.prepare_all([s.start, s.stop, s.step, *s.inits])
+        start, stop, step = self.scalar(s.start), self.scalar(s.stop), self.scalar(s.step)
+        kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
+        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
+        index = Var(self.fresh(s.index.name), TileType(DType.I32))
+        divergent = s if self.is_varying(s.start, s.stop, s.step) else None
+        carried: list[Var] = []
+        with self.nested(divergent=divergent):
+            self.bind(s.index, Scalar(index))
+            for k, c in zip(kinds, s.carried):
+                rep, vs = self.fresh_rep(k, c)
+                self.bind(c, rep)
+                carried += vs
+
+            def tail():
+                self.prepare_all(s.yields)
+                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
+
+            body, yields = self.block(s.body, tail)
+        results = self.bind_results(kinds, s.results)
+        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
+
+    def bind_results(self, kinds, results) -> list[Var]:
+        out: list[Var] = []
+        for k, r in zip(kinds, results):
+            rep, vs = self.fresh_rep(k, r)
+            self.bind(r, rep)
+            out += vs
+        return out
+
+    def if_stmt(self, s: If) -> None:
+        self.prepare(s.cond)
+        cond = self.scalar(s.cond)
+        kinds = [None if r.type.shape == () else self.layout(r.type.size) for r in s.results]
+        divergent = s if self.is_varying(s.cond) else None
+        branches = []
+        for stmts, ys in ((s.then, s.then_yields), (s.orelse, s.else_yields)):
+            with self.nested(divergent=divergent):
+                def tail(ys=ys):
+                    self.prepare_all(ys)
+                    return [x for k, y in zip(kinds, ys) for x in self.values_for(k, y)]
+                branches.append(self.block(stmts, tail))
+        (then, tys), (orelse, eys) = branches
+        results = self.bind_results(kinds, s.results)
+        self.emit(If(cond, then, orelse, tys, eys, results, loc=s.loc))
+
+    def while_stmt(self, s: While) -> None:
+        self.prepare_all(s.inits)
+        kinds = [None if c.type.shape == () else self.layout(c.type.size) for c in s.carried]
+        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
+        divergent = s if self.is_varying(s.cond) or any(c.name in self.varying for c in s.carried) else None
+        carried: list[Var] = []
+        with self.nested(divergent=divergent):
+            for k, c in zip(kinds, s.carried):
+                rep, vs = self.fresh_rep(k, c)
+                self.bind(c, rep)
+                carried += vs
+
+            def cond_tail():
+                self.prepare(s.cond)
+                return [self.scalar(s.cond)]
+
+            cond_body, (cond,) = self.block(s.cond_body, cond_tail)
+
+            def tail():
+                self.prepare_all(s.yields)
+                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
+
+            with self.nested():
+                body, yields = self.block(s.body, tail)
+        results = self.bind_results(kinds, s.results)
+        self.emit(While(carried, inits, cond_body, cond, body, yields, results, loc=s.loc))
+
+    def role_stmt(self, s: SimdgroupRole) -> None:
+        r = self.roles[s.role]
+        if self.group.role is not None:
+            raise self.refuse("simdgroup_role blocks cannot be nested", s)
+        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+        cond = mo.both(Compare(CmpOp.GE, sg, mo.const(r.first)), mo.lt(sg, mo.const(r.first + r.count)))
+        tid = Binary(BinOp.SUB, mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), mo.const(32 * r.first))
+        group = Group(tid if r.first else self.group.tid, 32 * r.count, r.first, r.count, s)
+        with self.nested(group=group):
+            body, _ = self.block(s.body)
+        self.emit(If(cond, body, loc=s.loc))
+
+
+def _what(n: Node) -> str:
+    names = {"Reduce": "this reduction", "Dot": "this dot", "For": "this loop", "While": "this while loop",
+             "If": "this branch", "Barrier": "metile.barrier()", "Binary": "this dot",
+             "SimdgroupRole": "simdgroup_role", "Load": "this load", "Store": "this store"}
+    return names.get(type(n).__name__, type(n).__name__)
+
+
+def _line(loc: Loc | None) -> str:
+    return "?" if loc is None else str(loc.line)
+
+
+def lower_tiles(k: Kernel) -> Kernel:
+    """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
+    if k.stage is not Stage.TILE or "threads_per_threadgroup" not in k.meta:
+        raise UnsupportedConstructError("lower_tiles takes a Tile IR kernel planned by plan_launch", k.loc)
+    low = Lowering(k)
+    body, _ = low.block(k.body)
+    prefix, scratch_bytes = low.scratch_allocations()
+    user = sum(n.size * n.dtype.itemsize for n in walk(k) if isinstance(n, SharedAlloc))
+    meta = k.meta.set("threadgroup_memory", user + scratch_bytes)
+    return Kernel(k.name, Stage.METAL, k.params, prefix + body, meta, loc=k.loc)
+
+
+__all__ = ["Lowering", "Pt", "floor_div", "floor_mod", "lower_tiles"]

@@ -1,0 +1,196 @@
+"""`plan_launch`: decide a Tile IR kernel's threadgroup shape, and the facts the lowering needs.
+
+Threads per program (`meta["threads_per_threadgroup"]`), in order of precedence:
+- a kernel written at thread level (it uses `thread_id`, `simd_lane_id`, simdgroup exchanges or
+  `shared`) runs one element per thread: `BLOCK` threads when it has a `BLOCK` constexpr, else the
+  length of its longest `arange`;
+- `simdgroup_role` blocks with explicit `num_sgs` fix `32 * (sum of num_sgs)`;
+- a kernel with `dot` runs `32 * NUM_SG` threads, `NUM_SG` (a launch option, default 4) lowered until
+  every product's 8x8 pieces split evenly among the simdgroups;
+- otherwise the longest tile decides: up to 256 threads, each holding runs of `meta["vector_width"]`
+  (4 when tiles are large enough) consecutive elements.
+
+`varying_names(k)` is the uniformity analysis: the variables whose value may differ between the
+threads of a program (they depend on `thread_id`, `simd_lane_id`, a simdgroup exchange, or a branch
+or loop controlled by such a value). Barriers are only legal where control flow is uniform.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from metile.ir.node import walk
+from metile.ir.ops import Stage
+from metile.ir.stmts import For, If, Kernel, Let, While
+from metile.ir.tile import Arange, Dot, SimdgroupId, SimdgroupRole, SimdLaneId, ThreadId
+from metile.ir.types import PtrType, TileType
+from metile.ir.values import SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
+from metile.rewrite.distribute import mma_split
+from metile.rewrite.errors import UnsupportedConstructError
+
+MAX_THREADS = 1024
+MAX_AUTO_THREADS = 256
+SIMD_WIDTH = 32
+VECTOR_WIDTH = 4
+
+THREAD_LEVEL = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc)
+VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
+
+
+@attrs.frozen
+class RoleRange:
+    first: int
+    count: int
+
+
+def _tile_size(t) -> int:
+    if isinstance(t, (TileType, PtrType)):
+        n = 1
+        for d in t.shape:
+            n *= d
+        return n
+    return 1
+
+
+def _roles(k: Kernel) -> list[SimdgroupRole]:
+    return [n for n in walk(k) if isinstance(n, SimdgroupRole)]
+
+
+def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[int, RoleRange], int | None]:
+    """The simdgroup range of each role, and the thread count the roles imply (None: not fixed by them)."""
+    if not roles:
+        return {}, None
+    num_roles = {r.num_roles for r in roles}
+    if len(num_roles) > 1:
+        raise UnsupportedConstructError(
+            f"simdgroup_role blocks disagree on num_roles ({sorted(num_roles)}): every block must state the same "
+            "number", roles[-1].loc)
+    (n,) = num_roles
+    counts: dict[int, int] = {}
+    for r in roles:
+        if counts.setdefault(r.role, r.num_sgs) != r.num_sgs:
+            raise UnsupportedConstructError(
+                f"role {r.role} is given {counts[r.role]} and {r.num_sgs} simdgroups", r.loc)
+    explicit = all(c > 0 for c in counts.values()) and len(counts) == n
+    implied = SIMD_WIDTH * sum(counts.values()) if explicit else None
+    total_sgs = (implied if implied is not None else threads or 0) // SIMD_WIDTH
+    out, first = {}, 0
+    for role in range(n):
+        count = counts.get(role, 0) or total_sgs // n
+        if count == 0:
+            raise UnsupportedConstructError(
+                f"simdgroup_role: {total_sgs} simdgroup(s) cannot be shared among {n} roles; give num_sgs or use "
+                "more threads", roles[0].loc)
+        out[role] = RoleRange(first, count)
+        first += count
+    if first > total_sgs and total_sgs:
+        raise UnsupportedConstructError(
+            f"simdgroup_role: the roles need {first} simdgroups but the program has {total_sgs}", roles[0].loc)
+    return out, implied
+
+
+def plan_launch(k: Kernel) -> Kernel:
+    """`k` with `threads_per_threadgroup`, `vector_width` and `simdgroups` in its meta."""
+    if k.stage is not Stage.TILE:
+        raise UnsupportedConstructError(f"plan_launch takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
+    nodes = list(walk(k))
+    thread_level = next((n for n in nodes if isinstance(n, THREAD_LEVEL)), None)
+    dots = [n for n in nodes if isinstance(n, Dot)]
+    aranges = [n.stop - n.start for n in nodes if isinstance(n, Arange)]
+    roles = _roles(k)
+    sizes = [_tile_size(n.type) for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)]
+    biggest = max(sizes, default=1)
+    vec = 1
+    simdgroups = 0
+    _, role_threads = role_ranges(roles, None)
+    if thread_level is not None:
+        threads = k.meta.get("BLOCK") or max(aranges, default=0)
+        if not threads:
+            raise UnsupportedConstructError(
+                "a kernel using thread_id, simd operations or shared memory runs one thread per element: give it a "
+                "BLOCK constexpr or an arange to fix its thread count", thread_level.loc)
+        if role_threads is not None and role_threads != threads:
+            raise UnsupportedConstructError(
+                f"the simdgroup roles need {role_threads} threads but the kernel runs BLOCK = {threads}", roles[0].loc)
+    elif role_threads is not None:
+        threads = role_threads
+    elif dots:
+        simdgroups = _dot_simdgroups(k, dots)
+        threads = SIMD_WIDTH * simdgroups
+    else:
+        vec = VECTOR_WIDTH if biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
+        threads = min(MAX_AUTO_THREADS, max(1, -(-biggest // vec)))
+    if not 0 < threads <= MAX_THREADS:
+        where = thread_level.loc if thread_level is not None else k.loc
+        raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {MAX_THREADS}", where)
+    ranges, _ = role_ranges(roles, threads)
+    meta = k.meta.update({"threads_per_threadgroup": threads, "vector_width": vec,
+                          "simdgroups": -(-threads // SIMD_WIDTH)})
+    for role, r in ranges.items():
+        meta = meta.update({f"role{role}_first": r.first, f"role{role}_count": r.count})
+    return attrs.evolve(k, meta=meta)
+
+
+def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:
+    asked = k.meta.get("NUM_SG")
+    for n in ([asked] if asked else [4, 2, 1]):
+        if all(mma_split(d.type.shape[0], d.type.shape[1], n) for d in dots if _dot_ok(d)):
+            return n
+    d = dots[0]
+    raise UnsupportedConstructError(
+        f"dot of shape {list(d.type.shape)} cannot be split evenly among NUM_SG = {asked} simdgroups", d.loc)
+
+
+def _dot_ok(d: Dot) -> bool:
+    return all(s % 8 == 0 for s in d.a.type.shape + d.b.type.shape)
+
+
+def varying_names(k: Kernel) -> frozenset[str]:
+    """The names of the variables of `k` that may differ between the threads of one program."""
+    names: set[str] = set()
+
+    def dep(v: Value | None) -> bool:
+        if v is None:
+            return False
+        return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in names) for n in walk(v))
+
+    def mark(vs, flag: bool) -> bool:
+        new = [v.name for v in vs if flag and v.name not in names]
+        names.update(new)
+        return bool(new)
+
+    def body(stmts, forced: bool) -> bool:
+        changed = False
+        for s in stmts:
+            match s:
+                case Let(var, value):
+                    changed |= mark([var], forced or dep(value))
+                case For(index, start, stop, step, carried, inits, inner, yields, results):
+                    bounds = forced or dep(start) or dep(stop) or dep(step)
+                    changed |= mark([index], bounds)
+                    for c, i, y, r in zip(carried, inits, yields, results):
+                        changed |= mark([c, r], bounds or dep(i) or dep(y))
+                    changed |= body(inner, bounds)
+                case If(cond, then, orelse, ty, ey, results):
+                    branch = forced or dep(cond)
+                    changed |= body(then, branch) | body(orelse, branch)
+                    for r, a, b in zip(results, ty, ey):
+                        changed |= mark([r], branch or dep(a) or dep(b))
+                case While(carried, inits, cond_body, cond, inner, yields, results):
+                    for c, i, y, r in zip(carried, inits, yields, results):
+                        changed |= mark([c, r], forced or dep(i) or dep(y))
+                    changed |= body(cond_body, forced)
+                    loop = forced or dep(cond)
+                    if loop:
+                        changed |= mark(list(carried) + list(results), True)
+                    changed |= body(inner, loop)
+                case SimdgroupRole(_, _, _, inner):
+                    changed |= body(inner, forced)
+        return changed
+
+    while body(k.body, False):
+        pass
+    return frozenset(names)
+
+
+__all__ = ["MAX_THREADS", "SIMD_WIDTH", "RoleRange", "plan_launch", "role_ranges", "varying_names"]
