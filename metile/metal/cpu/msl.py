@@ -162,7 +162,7 @@ def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: So
     if name_at is None or name_at == 0:
         return [], slot
     type_toks = first[:name_at]
-    if type_toks[-1].text in ("*", "&") or any(t.text == "(" for t in type_toks):
+    if any(t.text in ("*", "&", "(") for t in type_toks):
         return [], slot  # a pointer or reference into threadgroup memory: nothing to allocate
     type_text = src[type_toks[0].start:type_toks[-1].end]
     pieces = []
