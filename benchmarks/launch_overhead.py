@@ -3,6 +3,13 @@
 Metal device paths run through the cffi binding against the C stand-in for the shim (tests/metal_stub),
 so they measure metile's own work (argument binding, batching, the cffi call) and not the GPU driver.
 Target: <= 5 microseconds per launch with prebound arguments (the same Buffers and scalars again).
+
+Compiler paths time `kernel[grid](...)` of an `@metile.kernel` vector add whose compiled entry is cached: the
+argument specialization, the cache lookup and the binding of scalars, with a device that does nothing. The
+entry is compiled normally on the default device, then its `device` field is replaced in the kernel's
+compile cache by a stand-in whose `dispatch_threadgroups` only counts calls (`attrs.evolve` on the cached
+`CompiledKernel`; nothing in metile is patched). The count is checked, so a change in how launches reach
+their device cannot go unnoticed. Target: <= 10 microseconds per launch.
 Run: python benchmarks/launch_overhead.py
 """
 
@@ -15,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +30,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 LAUNCHES = 20_000
 REPEATS = 5
+BATCH = 100
+BATCHES = 300
+LAUNCH_TARGET_US = 10.0
 
 
 def per_launch(launch: Callable[[], None], finish: Callable[[], None], n: int = LAUNCHES) -> float:
@@ -119,6 +130,79 @@ def metal_synchronize(dev) -> float:
     return statistics.median(times)
 
 
+def per_launch_spread(launch: Callable[[], None], batch: int = BATCH, batches: int = BATCHES) -> tuple[float, float]:
+    """(median, min) seconds per launch over `batches` timed batches of `batch` launches each."""
+    for _ in range(batch):
+        launch()
+    times = []
+    for _ in range(batches):
+        t = time.perf_counter()
+        for _ in range(batch):
+            launch()
+        times.append((time.perf_counter() - t) / batch)
+    return statistics.median(times), min(times)
+
+
+class NullDevice:
+    """A device that dispatches nothing: it only counts the dispatches it is given."""
+
+    name = "null"
+
+    def __init__(self) -> None:
+        self.dispatches = 0
+
+    def dispatch_threadgroups(self, function, threadgroups, threads_per_threadgroup, args) -> None:
+        self.dispatches += 1
+
+
+def cached_vec_add(null: NullDevice, n: int):
+    """An `@metile.kernel` vector add, compiled on the default device for f32 arrays, an int and BLOCK=256, whose
+    cached entries then dispatch to `null`."""
+    import metile
+
+    @metile.kernel
+    def vec_add(A, B, C, n, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        live = offs < n
+        a = metile.load(A + offs, mask=live)
+        b = metile.load(B + offs, mask=live)
+        metile.store(C + offs, a + b, mask=live)
+
+    vec_add.compile(*(np.zeros(n, np.float32) for _ in range(3)), n, BLOCK=256)
+    for key, compiled in list(vec_add._compiled.items()):
+        vec_add._compiled[key] = attrs.evolve(compiled, device=null)
+    return vec_add
+
+
+def compiler_launches() -> list[tuple[str, float, float]]:
+    """(label, median, min) seconds per cache-hit `kernel[grid](...)` with numpy and with Buffer arguments, and,
+    for reference, the full argument specialization (`kernel.cache_key`) that a first launch or `compile` does."""
+    import metile
+
+    n = 4096
+    null = NullDevice()
+    kernel = cached_vec_add(null, n)
+    grid = (metile.cdiv(n, 256),)
+    arrays = [np.zeros(n, np.float32) for _ in range(3)]
+    buffers = [metile.Buffer(data=a) for a in arrays]
+    launcher = kernel[grid]
+    cases = [
+        ("kernel[grid](numpy arrays, int)", lambda: kernel[grid](*arrays, n, BLOCK=256)),
+        ("kernel[grid](Buffers, int)", lambda: kernel[grid](*buffers, n, BLOCK=256)),
+        ("same launcher object, Buffers, int", lambda: launcher(*buffers, n, BLOCK=256)),
+        ("for reference: kernel.cache_key(Buffers, int)", lambda: kernel.cache_key(*buffers, n, BLOCK=256)),
+    ]
+    out = []
+    for label, launch in cases:
+        before = null.dispatches
+        med, best = per_launch_spread(launch)
+        if "cache_key" not in label and null.dispatches - before != BATCH * (BATCHES + 1):
+            raise RuntimeError("the launches did not reach the stand-in device: kernel.py no longer dispatches "
+                               "through the cached CompiledKernel.device; update cached_vec_add")
+        out.append((label, med, best))
+    return out
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dev = stub_device(Path(tmp), max_batch=64)
@@ -132,6 +216,11 @@ def main() -> None:
         for label, seconds, unit in figures:
             print(f"metal (stub shim), {label:40s} {seconds * 1e6:7.2f} {unit}")
         dev.close()
+    print(f"\ncompiler, cache-hit launch of an @metile.kernel vector add on a do-nothing device "
+          f"(median / min over {BATCHES} x {BATCH} launches; target <= {LAUNCH_TARGET_US:.0f} us):")
+    for label, med, best in compiler_launches():
+        verdict = "" if "cache_key" in label else ("OK" if med * 1e6 <= LAUNCH_TARGET_US else "OVER")
+        print(f"compiler, {label:47s} {med * 1e6:7.2f} / {best * 1e6:5.2f} us/launch  {verdict}")
 
 
 if __name__ == "__main__":
