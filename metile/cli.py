@@ -324,7 +324,8 @@ def bind(kernel, specs: list[ArgSpec], defines: list[tuple[str, object]]) -> tup
 
 def compile_stages(kernel, args: list, keywords: dict, *, on_device: bool) -> Stages:
     """Trace, lower and emit; with `on_device`, through `kernel.compile` (which also compiles the MSL on the
-    default device), else through the same public steps it takes: `trace`, `DEFAULT_PIPELINE`, `emit_msl`."""
+    default device), else through the same public steps it takes: `trace`, the kernel's pipeline
+    (`DEFAULT_PIPELINE` unless the kernel names another), `emit_msl`."""
     if on_device:
         c = kernel.compile(*args, **keywords)
         return Stages(c.tile_ir, c.metal_ir, c.msl)
@@ -336,7 +337,7 @@ def compile_stages(kernel, args: list, keywords: dict, *, on_device: bool) -> St
 
     tile_ir = kernel.trace(*args, **keywords)
     try:
-        metal_ir = run_pipeline(DEFAULT_PIPELINE, tile_ir)
+        metal_ir = run_pipeline(getattr(kernel, "pipeline", DEFAULT_PIPELINE), tile_ir)
     except UnsupportedConstructError as e:
         raise LoweringUnavailableError(f"cannot compile {kernel.__name__}: {e.message}", e.loc) from e
     return Stages(tile_ir, metal_ir, emit_msl(metal_ir))

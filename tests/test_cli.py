@@ -182,10 +182,10 @@ def test_a_lowering_refusal_is_located(capsys, monkeypatch):
     import metile.rewrite.pipeline as pipeline
     from metile.rewrite.errors import UnsupportedConstructError
 
-    def refuse_everything(k):
+    def refuse_everything(passes, k, **options):
         raise UnsupportedConstructError("not lowered in this test", k.body[0].loc)
 
-    monkeypatch.setattr(pipeline, "DEFAULT_PIPELINE", [refuse_everything])
+    monkeypatch.setattr(pipeline, "run", refuse_everything)
     status, out, err = run_main(capsys, "compile", f"{VEC_ADD}:vec_add", *VEC_ARGS, "-D", "BLOCK=64", "--no-device")
     assert status == 1 and not out
     assert re.match(rf"{re.escape(VEC_ADD)}:\d+:\d+: error: cannot compile vec_add: not lowered in this test", err)
