@@ -29,6 +29,7 @@ import contextlib
 import attrs
 
 from metile.ir.errors import Loc
+from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import Node, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
@@ -67,6 +68,7 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
+from metile.rewrite.axis_info import AxisAnalysis
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import Collectives, Mma, Regs, Scalar, _dot_acc
@@ -155,6 +157,7 @@ class Lowering(Collectives):
         nodes = list(walk(k))
         self.taken = {n.name for n in nodes if isinstance(n, (Var, Param))}
         self.defs = {n.var.name: n.value for n in nodes if isinstance(n, Let)}
+        self.axes = AxisAnalysis(self.defs)
         self.divergent: Node | None = None
         self.init_scratch()
 
@@ -417,14 +420,38 @@ class Lowering(Collectives):
             case _:
                 self.bind(var, Lazy(value))
 
+    def vector_width(self, layout: Blocked, ptr: Value) -> int:
+        """`layout.vec` when every run of `layout` is `vec` consecutive, aligned addresses, else 1."""
+        v = layout.vec
+        t = ptr.type
+        if v == 1 or t.shape[-1] % v or t.dtype in (DType.BOOL, DType.BF16):
+            return 1
+        info = self.axes.info(ptr)
+        return v if info.contig % v == 0 and info.div % v == 0 else 1
+
     def load_regs(self, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
         shape = ptr.type.shape
+        width = self.vector_width(layout, ptr)
         regs: list[Value] = []
-        for slot in range(layout.slots):
-            pt = self.slot_pt(layout, slot, shape)
-            m = self.at(mask, pt)
-            v = Load(self.at(ptr, pt), m, self.at(other, pt) if m is not None else None)
-            regs.append(self.let(v, name))
+        for first in range(0, layout.slots, width):
+            pts = [self.slot_pt(layout, s, shape) for s in range(first, first + width)]
+            masks = [self.at(mask, pt) for pt in pts]
+            scalar = [Load(self.at(ptr, pt), m, self.at(other, pt) if m is not None else None)
+                      for pt, m in zip(pts, masks)]
+            if width == 1:
+                regs.append(self.let(scalar[0], name))
+                continue
+            cond = mo.all_of(masks + [self.guard(layout, first)])
+            vec = VecLoad(self.at(ptr, pts[0]), width)
+            if cond is None:
+                v = self.let(vec, name)
+                regs += [Extract(v, j) for j in range(width)]
+                continue
+            fast, slow = Var(self.fresh(name), vec.type), [Var(self.fresh(name), x.type) for x in scalar]
+            results = [Var(self.fresh(name), x.type) for x in scalar]
+            self.emit(If(cond, [Let(fast, vec)], [Let(s, x) for s, x in zip(slow, scalar)],
+                         [Extract(fast, j) for j in range(width)], slow, results))
+            regs += results
         return tuple(regs)
 
     def store(self, cls, ptr, value, mask, s: Stmt) -> None:
@@ -436,10 +463,18 @@ class Lowering(Collectives):
             self.emit(cls(self.scalar(ptr), self.scalar(value), m))
             return
         layout = self.layout(ptr.type.size)
-        for slot in range(layout.slots):
-            pt = self.slot_pt(layout, slot, shape)
-            m = mo.both(self.at(mask, pt), self.guard(layout, slot))
-            self.emit(cls(self.at(ptr, pt), self.at(value, pt), m))
+        width = self.vector_width(layout, ptr) if cls is Store else 1
+        for first in range(0, layout.slots, width):
+            slots = range(first, first + width)
+            pts = [self.slot_pt(layout, s, shape) for s in slots]
+            masks = [mo.both(self.at(mask, pt), self.guard(layout, s)) for s, pt in zip(slots, pts)]
+            scalar = [cls(self.at(ptr, pt), self.at(value, pt), m) for pt, m in zip(pts, masks)]
+            if width == 1:
+                self.emit(scalar[0])
+                continue
+            vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]))
+            cond = mo.all_of(masks)
+            self.emit(vec if cond is None else If(cond, [vec], scalar))
 
     # ---- control flow
 

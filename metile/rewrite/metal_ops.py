@@ -81,6 +81,14 @@ def both(a: Value | None, b: Value | None) -> Value | None:
     return Binary(BinOp.AND, a, b)
 
 
+def all_of(conds) -> Value | None:
+    """The conjunction of bool scalars (None entries are "true"); None when all are."""
+    out = None
+    for c in conds:
+        out = both(out, c)
+    return out
+
+
 def select(c: Value | None, x: Value, y: Value) -> Value:
     return x if c is None else Where(c, x, y)
 
@@ -89,4 +97,4 @@ def builtin(kind: BuiltinKind, axis: int = 0) -> Value:
     return Cast(Builtin(kind, axis), I32)
 
 
-__all__ = ["add", "both", "builtin", "const", "div", "is_const", "lt", "mod", "mul", "select"]
+__all__ = ["add", "all_of", "both", "builtin", "const", "div", "is_const", "lt", "mod", "mul", "select"]

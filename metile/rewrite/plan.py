@@ -73,6 +73,8 @@ def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[i
                 f"role {r.role} is given {counts[r.role]} and {r.num_sgs} simdgroups", r.loc)
     explicit = all(c > 0 for c in counts.values()) and len(counts) == n
     implied = SIMD_WIDTH * sum(counts.values()) if explicit else None
+    if implied is None and threads is None:
+        return {}, None
     total_sgs = (implied if implied is not None else threads or 0) // SIMD_WIDTH
     out, first = {}, 0
     for role in range(n):

@@ -1,0 +1,109 @@
+"""What is known at compile time about an integer or pointer tile along its last dimension.
+
+`AxisInfo(contig, div, const)`, in the spirit of Triton's axis analysis:
+- `contig`: the last dimension splits into aligned runs of `contig` elements whose values go up by 1;
+- `const`: it splits into aligned runs of `const` equal values;
+- `div`: the value at the start of every run is a multiple of `div` (for pointers: counted in elements
+  from a buffer start, buffers being 16-byte aligned).
+
+The lowering uses it to prove that `V` consecutive elements of a load or store are `V` consecutive,
+`V`-aligned addresses, so they can move as one `float4`/`half4`. Anything the rules do not cover is
+`UNKNOWN` (runs of 1, divisible by 1), which only ever costs vectorization.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from metile.ir.ops import BinOp
+from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
+from metile.ir.types import PtrType
+from metile.ir.values import AddPtr, Binary, Cast, Const, Param, Value, Var
+
+BIG = 1 << 30
+BUFFER_ALIGN = 16
+
+
+@attrs.frozen
+class AxisInfo:
+    contig: int
+    div: int
+    const: int
+
+
+UNKNOWN = AxisInfo(1, 1, 1)
+
+
+def pow2_factor(n: int) -> int:
+    return BIG if n == 0 else min(n & -n, BIG)
+
+
+class AxisAnalysis:
+    """Memoised `info(v)` over one kernel; `defs` maps a `Let` name to its value, to see through names."""
+
+    def __init__(self, defs: dict[str, Value]):
+        self.defs = defs
+        self.memo: dict[Value, AxisInfo] = {}
+
+    def info(self, v: Value) -> AxisInfo:
+        found = self.memo.get(v)
+        if found is None:
+            found = self.memo[v] = self._info(v)
+        return found
+
+    def _info(self, v: Value) -> AxisInfo:
+        scalar = v.type.shape == ()
+        match v:
+            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
+                return AxisInfo(1, pow2_factor(value), BIG)
+            case Param(_, _, PtrType() as t):
+                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
+            case Var(name) if name in self.defs:
+                return self.info(self.defs[name])
+            case ProgramId() | NumPrograms():
+                return AxisInfo(1, 1, BIG)
+            case Arange(start, stop):
+                return AxisInfo(stop - start, pow2_factor(start), 1)
+            case Full(_, value):
+                return AxisInfo(1, self.info(value).div, BIG)
+            case Broadcast(x, shape):
+                xi = self.info(x)
+                if x.type.shape == () or x.type.shape[-1] == 1:
+                    return AxisInfo(1, xi.div, BIG if not shape else shape[-1])
+                return xi
+            case ExpandDims(x, axis):
+                xi = self.info(x)
+                value_div = xi.div if xi.contig == 1 else 1  # every value is a run start
+                return AxisInfo(1, value_div, BIG) if axis == len(x.type.shape) else xi
+            case Reshape(x, shape):
+                return self.info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
+            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
+                return self.info(x)
+            case AddPtr(p, off):
+                return self._add(self.info(p), self.info(off))
+            case Binary(BinOp.ADD, a, b):
+                return self._add(self.info(a), self.info(b))
+            case Binary(BinOp.SUB, a, b):
+                ai, bi = self.info(a), self.info(b)
+                return AxisInfo(min(ai.contig, bi.const), math.gcd(ai.div, bi.div), min(ai.const, bi.const))
+            case Binary(BinOp.MUL, a, b):
+                ai, bi = self.info(a), self.info(b)
+                contig = ai.contig if _is_one(b) else bi.contig if _is_one(a) else 1
+                return AxisInfo(contig, min(ai.div * bi.div, BIG), min(ai.const, bi.const))
+        return AxisInfo(1, 1, BIG) if scalar else UNKNOWN
+
+    @staticmethod
+    def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+        contig = max(min(a.contig, b.const), min(a.const, b.contig))
+        return AxisInfo(contig, math.gcd(a.div, b.div), min(a.const, b.const))
+
+
+def _is_one(v: Value) -> bool:
+    while isinstance(v, Broadcast):
+        v = v.x
+    return isinstance(v, Const) and v.value == 1
+
+
+__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "UNKNOWN", "pow2_factor"]
