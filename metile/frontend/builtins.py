@@ -8,6 +8,7 @@ questions of `docs/language.md` are stated in `metile.language`'s docstring.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from metile import language as L
@@ -22,7 +23,7 @@ from metile.frontend.errors import (
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, ReduceOp
 from metile.ir.stmts import AtomicAdd, Barrier, Store
-from metile.ir.tile import Arange, Dot, ExpandDims, Full, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
+from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import DType, PtrType, from_numpy
 from metile.ir.values import Binary, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
@@ -284,10 +285,43 @@ def shared(tr, loc, size, dtype):
 
 
 def tile_swizzle(tr, loc, pid_m, pid_n, pattern, block_size):
+    """The output tile `(m, n)` program `(pid_m, pid_n)` computes, visited in a cache-friendly order. Both
+    patterns are bijections of the grid, so every tile is still computed exactly once:
+    - "diagonal": `n = (pid_m + pid_n) % num_programs(1)`;
+    - "morton": the largest part of the grid made of whole `block_size x block_size` panels is visited
+      panel by panel, Z-order inside a panel (row-major when `block_size` is not a power of two); programs
+      outside that part keep their own tile."""
     if pattern not in ("morton", "diagonal"):
         raise KernelArgumentError(f"tile_swizzle pattern must be 'morton' or 'diagonal', not {pattern!r}", loc)
-    static_int(block_size, "block_size", loc)
-    return pid_m, pid_n
+    b = static_int(block_size, "block_size", loc)
+    if b < 1:
+        raise KernelArgumentError(f"tile_swizzle block_size must be at least 1, not {b}", loc)
+    pm, pn = (sem.to_ir(p, loc) if not isinstance(p, Value) else p for p in (pid_m, pid_n))
+    for p, what in ((pm, "pid_m"), (pn, "pid_n")):
+        if isinstance(p.type, PtrType) or p.type.shape or not p.type.dtype.is_int:
+            raise KernelTypeError(f"tile_swizzle: {what} must be an integer scalar, not {p.type}", loc)
+    grid_n = NumPrograms(1, loc=loc)
+    if pattern == "diagonal":
+        return pm, sem.binary("mod", sem.binary("add", pm, pn, loc), grid_n, loc)
+    if b == 1:
+        return pm, pn
+    op = functools.partial(sem.binary, loc=loc)
+    full_m = op("sub", NumPrograms(0, loc=loc), op("mod", NumPrograms(0, loc=loc), b))
+    full_n = op("sub", grid_n, op("mod", grid_n, b))
+    q = op("add", op("mul", pm, full_n), pn)
+    panel, inside = op("floordiv", q, b * b), op("mod", q, b * b)
+    panels_n = op("floordiv", full_n, b)
+    if b & (b - 1) == 0:
+        r, c = 0, 0
+        for bit in range(b.bit_length() - 1):
+            c = op("or", c, op("lshift", op("and", op("rshift", inside, 2 * bit), 1), bit))
+            r = op("or", r, op("lshift", op("and", op("rshift", inside, 2 * bit + 1), 1), bit))
+    else:
+        r, c = op("floordiv", inside, b), op("mod", inside, b)
+    m = op("add", op("mul", op("floordiv", panel, panels_n), b), r)
+    n = op("add", op("mul", op("mod", panel, panels_n), b), c)
+    region = op("and", sem.compare("lt", pm, full_m, loc), sem.compare("lt", pn, full_n, loc))
+    return sem.where(region, m, pm, loc), sem.where(region, n, pn, loc)
 
 
 BUILTINS = {
