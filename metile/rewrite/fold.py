@@ -1,0 +1,119 @@
+"""`fold_constants`: a rewrite pass of pure `match` rules that folds constant arithmetic, at any stage.
+
+Rules (each returns a smaller node, or None when it does not apply):
+- `fold_binary`: integer and bool operators on two constants (division and remainder only by a nonzero
+  divisor, shifts only within the bit width, results wrapped to the dtype);
+- `fold_identity`: `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x & true`, `true & x` on scalars;
+- `fold_compare`: a comparison of two constants;
+- `fold_where`: a selection on a constant condition;
+- `fold_cast`: an integer or bool constant converted to an integer type (wrapped), or to a float type.
+
+Floats are never folded (rounding would have to match Metal's exactly). The rules run bottom-up over the
+whole kernel with `metile.rewrite.driver.bottom_up`.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import attrs
+
+from metile.ir.node import Node
+from metile.ir.ops import BinOp, CmpOp
+from metile.ir.stmts import Kernel
+from metile.ir.types import DType, TileType
+from metile.ir.values import Binary, Cast, Compare, Const, Where
+from metile.rewrite.driver import bottom_up, first_of
+
+_INT_OPS = {
+    BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul, BinOp.AND: operator.and_,
+    BinOp.OR: operator.or_, BinOp.XOR: operator.xor, BinOp.MAX: max, BinOp.MIN: min,
+}
+_CMP = {CmpOp.LT: operator.lt, CmpOp.LE: operator.le, CmpOp.GT: operator.gt, CmpOp.GE: operator.ge,
+        CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne}
+
+
+def wrap(value: int, dtype: DType) -> int | bool:
+    """`value` as the integer type `dtype` holds it (two's complement wrap-around)."""
+    if dtype is DType.BOOL:
+        return bool(value)
+    bits = dtype.bits
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if dtype.is_signed and value >= 1 << (bits - 1) else value
+
+
+def _exact(c: Node) -> bool:
+    return isinstance(c, Const) and not c.dtype.is_float and isinstance(c.type, TileType)
+
+
+def _int_result(op: BinOp, a: int, b: int, dtype: DType) -> int | None:
+    if op in _INT_OPS:
+        return _INT_OPS[op](a, b)
+    if op in (BinOp.TRUNCDIV, BinOp.REM) and b != 0:
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        return q if op is BinOp.TRUNCDIV else a - q * b
+    if op in (BinOp.FLOORDIV, BinOp.MOD) and b != 0:
+        return a // b if op is BinOp.FLOORDIV else a % b
+    if op in (BinOp.SHL, BinOp.SHR) and 0 <= b < dtype.bits:
+        return a << b if op is BinOp.SHL else a >> b
+    return None
+
+
+def fold_binary(n: Node) -> Node | None:
+    match n:
+        case Binary(op, Const(a, dtype) as x, Const(b)) if _exact(x) and dtype is not DType.BOOL:
+            r = _int_result(op, a, b, dtype)
+            return None if r is None else Const(wrap(r, dtype), dtype, loc=n.loc)
+        case Binary(BinOp.AND | BinOp.OR | BinOp.XOR as op, Const(a, DType.BOOL), Const(b, DType.BOOL)):
+            return Const(bool(_INT_OPS[op](a, b)), DType.BOOL, loc=n.loc)
+    return None
+
+
+def fold_identity(n: Node) -> Node | None:
+    match n:
+        case Binary(BinOp.ADD | BinOp.SUB, x, Const(0) as z) if _exact(z) and x.type == n.type:
+            return x
+        case Binary(BinOp.ADD, Const(0) as z, x) if _exact(z) and x.type == n.type:
+            return x
+        case Binary(BinOp.MUL, x, Const(1) as one) if _exact(one) and x.type == n.type:
+            return x
+        case Binary(BinOp.MUL, Const(1) as one, x) if _exact(one) and x.type == n.type:
+            return x
+        case Binary(BinOp.AND, x, Const(True, DType.BOOL)) | Binary(BinOp.AND, Const(True, DType.BOOL), x) \
+                if x.type == n.type:
+            return x
+    return None
+
+
+def fold_compare(n: Node) -> Node | None:
+    match n:
+        case Compare(op, Const(a) as x, Const(b)) if _exact(x):
+            return Const(_CMP[op](a, b), DType.BOOL, loc=n.loc)
+    return None
+
+
+def fold_where(n: Node) -> Node | None:
+    match n:
+        case Where(Const(c, DType.BOOL), x, y) if x.type == n.type and y.type == n.type:
+            return x if c else y
+    return None
+
+
+def fold_cast(n: Node) -> Node | None:
+    match n:
+        case Cast(Const(v) as c, dtype) if _exact(c) and dtype is not DType.BOOL:
+            return Const(float(v) if dtype.is_float else wrap(int(v), dtype), dtype, loc=n.loc)
+    return None
+
+
+FOLD_RULES = first_of(fold_binary, fold_identity, fold_compare, fold_where, fold_cast)
+
+
+def fold_constants(k: Kernel) -> Kernel:
+    """`k` with constant integer and bool arithmetic folded (any stage)."""
+    body = [bottom_up(FOLD_RULES, s) for s in k.body]
+    return attrs.evolve(k, body=body) if any(a is not b for a, b in zip(body, k.body)) else k
+
+
+__all__ = ["FOLD_RULES", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",
+           "fold_where", "wrap"]
