@@ -40,8 +40,17 @@ class Node:
     _h: int = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        key = tuple(getattr(self, a.name) for a in attrs.fields(type(self)) if a.eq)
-        object.__setattr__(self, "_h", hash((type(self).__qualname__, key)))
+        names = _EQ_NAMES.get(type(self)) or _eq_names(type(self))
+        object.__setattr__(self, "_h", hash((type(self).__qualname__, tuple([getattr(self, a) for a in names]))))
+
+
+_EQ_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _eq_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of `cls` that take part in equality (cached per class)."""
+    names = _EQ_NAMES[cls] = tuple(a.name for a in attrs.fields(cls) if a.eq)
+    return names
 
 
 def _eq_fields(n: Node) -> tuple[attrs.Attribute, ...]:
@@ -72,10 +81,16 @@ def map_children(f: Callable[[Node], Node], n: Node) -> Node:
     return attrs.evolve(n, **changes) if changes else n
 
 
-def children(n: Node) -> Iterator[Node]:
+def children(n: Node) -> list[Node]:
     """The direct child nodes of `n`, in field order."""
-    for a in _eq_fields(n):
-        yield from _nodes_in(getattr(n, a.name))
+    out: list[Node] = []
+    for name in _EQ_NAMES.get(type(n)) or _eq_names(type(n)):
+        v = getattr(n, name)
+        if isinstance(v, Node):
+            out.append(v)
+        elif isinstance(v, (tuple, PVector)):
+            out.extend(_nodes_in(v))
+    return out
 
 
 def _nodes_in(v) -> Iterator[Node]:

@@ -7,6 +7,8 @@ while building keeps the emitted MSL readable and the IR small. Each helper retu
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.types import DType
@@ -15,6 +17,7 @@ from metile.ir.values import Binary, Cast, Compare, Const, Value, Where
 I32 = DType.I32
 
 
+@functools.lru_cache(maxsize=4096)
 def const(v: int, dtype: DType = I32) -> Const:
     return Const(v, dtype)
 
