@@ -1,13 +1,27 @@
-"""`@metile.kernel`: a Python function -> a `JITKernel` that traces to Tile IR and launches.
+"""`@metile.kernel`: a Python function -> a `JITKernel` that traces to Tile IR, compiles and launches.
 
 `kernel.trace(*args, **constexprs)` classifies the arguments (`metile.frontend.specialize`), traces
 the function's `ast` (`metile.frontend.trace`) and returns the verified Tile IR `Kernel`, cached per
-specialization key. `kernel.compile(*args, **constexprs)` runs the lowering pipeline
-(`metile.rewrite.pipeline.DEFAULT_PIPELINE`) on it, emits MSL and compiles it on the default device,
-cached per specialization key too. `kernel[grid](*args, **constexprs)` compiles, then dispatches one
-threadgroup per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs excluded),
-numpy arrays are written back, and Python numbers travel as numpy scalars of the parameter's type.
-A kernel that the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
+specialization key. `kernel.compile(*args, **constexprs)` runs the kernel's pipeline on it
+(`metile.DEFAULT_PIPELINE` unless `@metile.kernel(pipeline=[...])` or `kernel.with_pipeline([...])`
+chose another), checks the result against the device's limits, emits MSL and compiles it on the
+default device. Compiles are cached per (specialization key, pipeline, debug settings): kernels with
+different pipelines never share a compiled entry. `kernel[grid](*args, **constexprs)` compiles, then
+dispatches one threadgroup per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs
+excluded), numpy arrays are written back, and Python numbers travel as numpy scalars of the parameter's
+type. A kernel that the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
+
+This is the only module that reads the environment, and only when it matters:
+- `METILE_DEBUG` (see `metile.debug`) on every launch, with one `os.environ.get`: a launch whose
+  argument types, constexprs and `METILE_DEBUG` were seen before is one dict lookup away from the
+  dispatch (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
+- `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
+
+Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory
+(`meta["threads_per_threadgroup"]`, `meta["threadgroup_memory"]` of the Metal IR) against the device
+raise `LaunchError` at compile time; a grid dimension over `MAX_GRID` programs (program ids are i32),
+or whose threads (`programs * threads_per_threadgroup`) exceed `MAX_GRID_THREADS` (Metal numbers the
+threads of a grid dimension with a 32-bit uint), raises `GridError` at launch.
 """
 
 from __future__ import annotations
@@ -15,25 +29,32 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
 import textwrap
 
 import attrs
 import numpy as np
 
+from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc
+from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel
 from metile.ir.types import PtrType
 from metile.ir.values import Param
 from metile.ir.verify import verify
+from metile.metal.errors import LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 
-MAX_GRID = (1 << 31) - 1
+MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
+MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
+_I32_MIN, _I32_END = -(1 << 31), 1 << 31
+_PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
 
 
 def visible_names(fn) -> dict:
@@ -70,7 +91,10 @@ class _Source:
 
 @attrs.frozen
 class CompiledKernel:
-    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function."""
+    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function.
+
+    `max_grid` is the largest grid (programs per dimension) a launch may use on this device.
+    """
 
     entry: str
     tile_ir: Kernel
@@ -78,26 +102,87 @@ class CompiledKernel:
     msl: str
     threadgroup_size: int
     threadgroup_memory: int
+    max_grid: tuple[int, int, int]
     function: object = attrs.field(repr=False)
     device: object = attrs.field(repr=False)
 
 
-def scalar_arg(value, t):
-    """A runtime scalar argument as the numpy scalar of its parameter type (pointers pass unchanged)."""
-    if isinstance(t, PtrType):
-        return value
-    return t.dtype.numpy.type(value)
+_ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
+
+
+def _is_array_like(cls: type) -> bool:
+    found = _ARRAY_LIKE.get(cls)
+    if found is None:
+        found = _ARRAY_LIKE[cls] = issubclass(cls, np.ndarray) or (
+            hasattr(cls, "dtype") and hasattr(cls, "nbytes") and hasattr(cls, "numpy"))
+    return found
+
+
+def _type_token(v):
+    """What decides the IR type of a runtime argument (see `metile.frontend.specialize.arg_type`), cheaply;
+    None for values that must go through `arg_type` every time (ints beyond i32, unknown kinds)."""
+    cls = v.__class__
+    if cls is np.ndarray:
+        return (cls, v.dtype)
+    if cls is int:
+        return cls if _I32_MIN <= v < _I32_END else None
+    if cls is float or cls is bool or isinstance(v, np.generic):
+        return cls
+    if _is_array_like(cls):
+        dtype = getattr(v, "dtype", None)
+        return None if dtype is None else (cls, dtype)
+    return None
+
+
+class _Launch:
+    """A compiled kernel ready to dispatch: what a repeated launch needs, found by one dict lookup."""
+
+    __slots__ = ("compiled", "convert", "dispatch", "function", "max_grid", "tpt")
+
+    def __init__(self, compiled: CompiledKernel, typed):
+        self.compiled = compiled
+        self.convert = tuple(None if isinstance(t, PtrType) else t.dtype.numpy.type for _, _, t in typed)
+        self.dispatch = compiled.device.dispatch_threadgroups
+        self.function = compiled.function
+        self.max_grid = compiled.max_grid
+        self.tpt = (compiled.threadgroup_size, 1, 1)
+
+    def __call__(self, grid, args) -> None:
+        """Dispatch over `grid` (as the user wrote it) with the runtime arguments first in `args`."""
+        dims = grid3(grid)
+        m = self.max_grid
+        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
+            raise_grid_too_large(self.compiled, grid, dims)
+        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        self.dispatch(self.function, dims, self.tpt, bound)
 
 
 class JITKernel:
-    """A kernel function; `trace(...)` gives its Tile IR, `kernel[grid](...)` launches it."""
+    """A kernel function; `trace(...)` gives its Tile IR, `compile(...)` its MSL, `kernel[grid](...)` launches it.
 
-    def __init__(self, fn):
+    `pipeline` is the tuple of passes that lowers its Tile IR to Metal IR; `debug` verifies the IR after
+    every pass of it (as a non-empty `METILE_DEBUG` does).
+    """
+
+    def __init__(self, fn, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
         self.fn = fn
         functools.update_wrapper(self, fn)
+        self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
+        self.debug = bool(debug)
+        self._quiet = DebugSettings(verify_each=self.debug)
         self._src: _Source | None = None
-        self._cache: dict[tuple, Kernel] = {}
-        self._compiled: dict[tuple, CompiledKernel] = {}
+        self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
+        self._compiled: dict[tuple, CompiledKernel] = {}     # per (specialization key, pipeline, debug settings)
+        self._launches: dict[tuple, _Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
+        self._n_runtime: int | None = None
+        self._runtime_names: frozenset[str] = frozenset()
+
+    def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
+        """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
+        and compile caches (compiled entries are keyed by pipeline, so they never mix)."""
+        other = JITKernel(self.fn, pipeline=pipeline, debug=self.debug)
+        other._src, other._cache, other._compiled = self._src, self._cache, self._compiled
+        return other
 
     @property
     def source(self) -> _Source:
@@ -137,25 +222,86 @@ class JITKernel:
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
-        return self._compile(self.specialize(args, kwargs))
+        spec = self.specialize(args, kwargs)
+        return self._compile(spec, self._settings(os.environ.get("METILE_DEBUG")))
 
-    def _compile(self, spec) -> CompiledKernel:
-        key = spec[0]
+    def _settings(self, spec: str | None) -> DebugSettings:
+        """The debug settings for `METILE_DEBUG=spec` (read by the caller) and this kernel's `debug`."""
+        if not spec:
+            return self._quiet
+        return debug_settings(spec, os.environ.get("METILE_DEBUG_DIR") or None, verify_each=self.debug)
+
+    def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
+        key = (spec[0], self.pipeline, settings)
         found = self._compiled.get(key)
         if found is not None:
             return found
         tile_ir = self._trace(spec)
+        name = self.fn.__name__
+        dump = Dump(settings, name, spec[2], short_hash(self._stable_key(spec))) if settings.stages else None
+        if dump is not None:
+            dump.ir("tile_ir", tile_ir)
         try:
-            metal_ir = run(DEFAULT_PIPELINE, tile_ir)
+            metal_ir = run(self.pipeline, tile_ir, verify_each=settings.verify_each,
+                           on_pass=dump.after_pass if dump is not None else None)
         except UnsupportedConstructError as e:
-            raise LoweringUnavailableError(f"cannot launch {self.fn.__name__}: {e.message}", e.loc) from e
-        msl = emit_msl(metal_ir)
+            raise LoweringUnavailableError(f"cannot launch {name}: {e.message}", e.loc) from e
+        if metal_ir.stage is not Stage.METAL:
+            last = pass_name(self.pipeline[-1]) if self.pipeline else "an empty pipeline"
+            raise PipelineError(f"the pipeline of {name} ends in {metal_ir.stage.value} IR after {last}; "
+                                f"its passes must lower the kernel to Metal IR", tile_ir.loc)
+        if dump is not None:
+            dump.ir("metal_ir", metal_ir)
+        tpt = int(metal_ir.meta["threads_per_threadgroup"])
+        tg_memory = int(metal_ir.meta.get("threadgroup_memory", 0))
         dev = device()
+        check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc)
+        msl = emit_msl(metal_ir)
+        if dump is not None:
+            dump.msl(msl)
         fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(metal_ir.name)
-        compiled = CompiledKernel(metal_ir.name, tile_ir, metal_ir, msl, int(metal_ir.meta["threads_per_threadgroup"]),
-                                  0, fn, dev)
+        fn_max = getattr(fn, "max_total_threads_per_threadgroup", tpt)
+        if tpt > fn_max:
+            raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; its compiled pipeline on "
+                              f"device {dev.name!r} allows at most {fn_max}", tile_ir.loc)
+        max_grid = (min(MAX_GRID, MAX_GRID_THREADS // tpt), MAX_GRID, MAX_GRID)
+        compiled = CompiledKernel(metal_ir.name, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
         self._compiled[key] = compiled
         return compiled
+
+    def _stable_key(self, spec) -> tuple:
+        """The compile's cache key without process-specific parts (object ids), for dump file names."""
+        key = spec[0]
+        ident = key[0]
+        passes = tuple(f"{getattr(p, '__module__', '')}.{getattr(p, '__qualname__', pass_name(p))}"
+                       for p in self.pipeline)
+        return (ident[0], ident[1], ident[-1], *key[1:], passes)
+
+    def _fast_key(self, args: tuple, kwargs: dict, env: str | None) -> tuple | None:
+        """The launch-cache key: `METILE_DEBUG`, each runtime argument's type token and each constexpr or
+        option with its class; None when a runtime argument comes by keyword or has no cheap token."""
+        n = self._n_runtime
+        if n is None:
+            specs = self.source.specs
+            self._runtime_names = frozenset(s.name for s in specs if not s.constexpr)
+            n = self._n_runtime = len(self._runtime_names)
+        if len(args) < n:
+            return None
+        out = [env]
+        for a in args[:n]:
+            tok = _type_token(a)
+            if tok is None:
+                return None
+            out.append(tok)
+        for a in args[n:]:
+            out.append((a.__class__, a))
+        if kwargs:
+            runtime = self._runtime_names
+            for k, v in kwargs.items():
+                if k in runtime:
+                    return None
+                out.append((k, v.__class__, v))
+        return tuple(out)
 
     def _globals(self) -> dict:
         return visible_names(self.fn)
@@ -168,6 +314,25 @@ class JITKernel:
 
     def __repr__(self) -> str:
         return f"<metile.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None) -> None:
+    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows."""
+    if tpt > dev.max_threads_per_threadgroup:
+        raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; device {dev.name!r} allows at most "
+                          f"{dev.max_threads_per_threadgroup}", loc)
+    if tg_memory > dev.max_threadgroup_memory:
+        raise LaunchError(f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows "
+                          f"at most {dev.max_threadgroup_memory} bytes", loc)
+
+
+def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, int]) -> None:
+    axis = next(a for a in range(3) if dims[a] > compiled.max_grid[a])
+    limit = compiled.max_grid[axis]
+    why = (f"{compiled.threadgroup_size} threads per program, and Metal numbers the threads of a grid dimension "
+           f"with a 32-bit uint: at most {MAX_GRID_THREADS}" if limit < MAX_GRID else "program ids are i32")
+    raise GridError(f"grid {grid!r} is too large for {compiled.entry}: axis {axis} allows at most {limit} "
+                    f"programs ({why})")
 
 
 def normalize_grid(grid) -> tuple[int, ...]:
@@ -187,29 +352,62 @@ def normalize_grid(grid) -> tuple[int, ...]:
     return tuple(out)
 
 
+def grid3(grid) -> tuple[int, int, int]:
+    """`normalize_grid(grid)` padded to 3 dimensions; a tuple of Python ints in range skips the general checks."""
+    dims = grid if grid.__class__ is tuple else (grid,) if grid.__class__ is int else None
+    if dims is not None and 0 < len(dims) <= 3:
+        for d in dims:
+            if d.__class__ is not int or not 0 < d <= MAX_GRID:
+                break
+        else:
+            return dims + _PAD[len(dims)]
+    dims = normalize_grid(grid)
+    return dims + _PAD[len(dims)]
+
+
 class Launcher:
-    """`kernel[grid]`: calling it traces, checks the grid, then launches."""
+    """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches."""
+
+    __slots__ = ("grid", "kernel")
 
     def __init__(self, kernel: JITKernel, grid):
         self.kernel = kernel
         self.grid = grid
 
     def __call__(self, *args, **kwargs):
-        spec = self.kernel.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
-        typed = spec[1]
-        self.kernel._trace(spec)
-        grid = normalize_grid(self.grid)
-        compiled = self.kernel._compile(spec)
-        grid3 = grid + (1,) * (3 - len(grid))
-        bound = [scalar_arg(v, t) for _, v, t in typed]
-        compiled.device.dispatch_threadgroups(compiled.function, grid3, (compiled.threadgroup_size, 1, 1), bound)
+        k = self.kernel
+        env = os.environ.get("METILE_DEBUG")
+        key = k._fast_key(args, kwargs, env)
+        try:
+            entry = k._launches.get(key)
+        except TypeError:  # an unhashable constexpr: no launch cache for this call
+            key = entry = None
+        if entry is None:
+            return self._first(key, env, args, kwargs)
+        entry(self.grid, args)
+
+    def _first(self, key, env, args, kwargs) -> None:
+        k = self.kernel
+        spec = k.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
+        settings = k._settings(env)
+        k._trace(spec)
+        grid3(self.grid)
+        entry = _Launch(k._compile(spec, settings), spec[1])
+        if key is not None:
+            k._launches[key] = entry
+        entry(self.grid, [v for _, v, _ in spec[1]])
 
 
-def kernel(fn=None):
-    """Decorator: `@metile.kernel` turns a function into a `JITKernel`."""
+def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
+    """Decorator: `@metile.kernel` turns a function into a `JITKernel`.
+
+    `@metile.kernel(pipeline=[...])` lowers it with those passes instead of `metile.DEFAULT_PIPELINE`;
+    `@metile.kernel(debug=True)` verifies the IR after every pass.
+    """
     if fn is None:
-        return kernel
-    return JITKernel(fn)
+        return functools.partial(kernel, pipeline=pipeline, debug=debug)
+    return JITKernel(fn, pipeline=pipeline, debug=debug)
 
 
-__all__ = ["CompiledKernel", "JITKernel", "Launcher", "kernel", "normalize_grid"]
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "check_device_limits",
+           "grid3", "kernel", "normalize_grid"]

@@ -1,13 +1,22 @@
 """The default lowering pipeline, Tile IR -> Metal IR, and `run` to apply a list of passes.
 
 A pass is a plain, named function `Kernel -> Kernel`; a pipeline is a list of passes that users may
-copy and edit. `run` verifies the kernel after each pass, so a broken pass is named in the error.
+copy and edit (`[my_pass, *DEFAULT_PIPELINE]`). `check_pipeline` turns such a list into the tuple a
+kernel keeps, refusing entries that are not callable.
+
+Verification has two modes:
+- cheap (the default): `run` verifies only the kernel the last pass returns, once. A pass that breaks
+  the IR may then make a later pass fail first, and the error names the last pass, not the culprit;
+- `verify_each=True` (the debug mode; `@metile.kernel(debug=True)` or `METILE_DEBUG` set turns it
+  on): `run` verifies after every pass, so the first pass that breaks the IR is the one named.
+In both modes a pass that returns something other than a `Kernel` raises `PipelineError` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
 from metile.ir.verify import verify
 from metile.rewrite.lower_elementwise import lower_elementwise
@@ -17,17 +26,52 @@ Pass = Callable[[Kernel], Kernel]
 DEFAULT_PIPELINE: list[Pass] = [lower_elementwise]
 
 
-def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = True,
+class PipelineError(MetileError):
+    """A pipeline that is not a list of passes, or a pass that did not return a `Kernel`."""
+
+
+def pass_name(p: Pass) -> str:
+    """The name dumps and errors use for `p` (its `__name__`, else its repr)."""
+    return getattr(p, "__name__", None) or repr(p)
+
+
+def check_pipeline(passes: Iterable[Pass]) -> tuple[Pass, ...]:
+    """`passes` as a tuple, or a `PipelineError` if it is not an iterable of callables."""
+    if isinstance(passes, (str, bytes)) or not isinstance(passes, Iterable):
+        raise PipelineError(f"a pipeline is a list of passes (functions Kernel -> Kernel), not {type(passes).__name__}")
+    out = tuple(passes)
+    for i, p in enumerate(out):
+        if not callable(p):
+            raise PipelineError(f"pipeline entry {i} ({p!r}) is not a pass: a pass is a function Kernel -> Kernel")
+    return out
+
+
+def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
         on_pass: Callable[[str, Kernel], None] | None = None) -> Kernel:
-    """`k` after each of `passes` in order; verified after each when `verify_each`, and reported to
-    `on_pass(name, kernel)` when given."""
+    """`k` after each of `passes` in order, reported to `on_pass(name, kernel)` when given.
+
+    Verified after each pass when `verify_each`, otherwise once at the end (see the module docstring).
+    """
+    name, count = None, 0
     for p in passes:
-        k = p(k)
+        name, count = pass_name(p), count + 1
+        out = p(k)
+        if not isinstance(out, Kernel):
+            raise PipelineError(f"pass {name} returned {type(out).__name__}, not a Kernel", k.loc)
+        k = out
         if verify_each:
-            verify(k, after=p.__name__)
+            verify(k, after=name)
         if on_pass is not None:
-            on_pass(p.__name__, k)
+            on_pass(name, k)
+    if not verify_each:
+        if name is None:
+            verify(k, after="an empty pipeline")
+        elif count == 1:
+            verify(k, after=name)
+        else:
+            verify(k, after=f"{name} (checked once, at the end of the pipeline; verify after each pass to find "
+                             f"the pass that broke it)")
     return k
 
 
-__all__ = ["DEFAULT_PIPELINE", "Pass", "run"]
+__all__ = ["DEFAULT_PIPELINE", "Pass", "PipelineError", "check_pipeline", "pass_name", "run"]
