@@ -283,9 +283,10 @@ def test_the_threadgroup_memory_limit_is_the_devices(recording):
                                                  "most 1024 bytes"):
         k.compile(x, x, x, 16, BLOCK=16)
     fits = metile.kernel(vec_add_body, pipeline=[*DEFAULT_PIPELINE, claiming("threadgroup_memory", 1024)])
-    assert fits.compile(x, x, x, 16, BLOCK=16).threadgroup_memory == 1024
+    compiled = fits.compile(x, x, x, 16, BLOCK=16)
+    assert compiled.threadgroup_memory == 1024
     fits[(1,)](x, x, x, 16, BLOCK=16)
-    assert dev.dispatches == [((1, 1, 1), (16, 1, 1))]
+    assert dev.dispatches == [((1, 1, 1), (compiled.threadgroup_size, 1, 1))]
 
 
 def test_kernels_without_threadgroup_memory_report_zero():
@@ -307,19 +308,23 @@ def test_grids_beyond_the_device_limit_raise_grid_error_before_dispatch(recordin
     dev = recording()
     vec_add = metile.kernel(vec_add_body)   # compiled for the recording device
     x = np.zeros(16, np.float32)
-    limit = (2**32 - 1) // BLOCK
+    tpt = vec_add.compile(x, x, x, 16, BLOCK=BLOCK).threadgroup_size
+    limit = (2**32 - 1) // tpt
     with pytest.raises(GridError) as info:
         vec_add[(limit + 1,)](x, x, x, 16, BLOCK=BLOCK)
     msg = info.value.message
     assert f"grid ({limit + 1},) is too large for vec_add_body: axis 0 allows at most {limit} programs" in msg
-    assert f"{BLOCK} threads per program" in msg and str(2**32 - 1) in msg
+    assert f"{tpt} threads per program" in msg and str(2**32 - 1) in msg
     assert not dev.dispatches
     vec_add[(limit,)](x, x, x, 16, BLOCK=BLOCK)
-    assert dev.dispatches == [((limit, 1, 1), (BLOCK, 1, 1))]
+    assert dev.dispatches == [((limit, 1, 1), (tpt, 1, 1))]
     with pytest.raises(GridError, match=f"axis 0 allows at most {limit} programs"):   # the cached launch checks too
         vec_add[limit + 1](x, x, x, 16, BLOCK=BLOCK)
-    vec_add[(2**31 - 1, 7)](x, x, x, 16, BLOCK=1)                                      # 1 thread per program
-    assert dev.dispatches[-1] == ((2**31 - 1, 7, 1), (1, 1, 1)) and len(dev.dispatches) == 2
+    one = vec_add.compile(x, x, x, 16, BLOCK=1).threadgroup_size
+    widest = min(2**31 - 1, (2**32 - 1) // one)
+    vec_add[(widest, 7)](x, x, x, 16, BLOCK=1)                                         # other axes: i32 ids
+    assert dev.dispatches[-1] == ((widest, 7, 1), (one, 1, 1)) and len(dev.dispatches) == 2
+    assert vec_add.compile(x, x, x, 16, BLOCK=1).max_grid == (widest, 2**31 - 1, 2**31 - 1)
 
 
 @pytest.mark.parametrize(("grid", "message"), [
