@@ -224,10 +224,23 @@ def test_locations_point_at_source():
     assert any(isinstance(s, Let) and s.var.name == "offs" for s in k.body)
 
 
-def test_launch_reports_missing_lowering_for_constructs_not_lowered_yet():
-    with pytest.raises(LoweringUnavailableError, match="lowering to Metal is not implemented yet") as info:
-        softmax_rows[(1,)](F32, F32.copy(), 16, BLOCK=16)
-    assert info.value.loc is not None and info.value.loc.line > 29
+@metile.kernel
+def divergent_barrier(X, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    tmp = metile.shared(BLOCK)
+    if t < 5:
+        metile.barrier()
+    metile.store(X + t, metile.load(tmp + t))
+
+
+def test_launch_refuses_what_cannot_be_compiled_correctly_at_its_line():
+    x = np.zeros(32, np.float32)
+    with pytest.raises(LoweringUnavailableError, match="depends on the thread") as info:
+        divergent_barrier[(1,)](x, BLOCK=32)
+    import inspect
+    lines, first = inspect.getsourcelines(divergent_barrier.fn)
+    assert info.value.loc.line == first + next(i for i, ln in enumerate(lines) if "metile.barrier()" in ln)
+    assert "metile.where" in str(info.value)
 
 
 def test_language_outside_kernel():

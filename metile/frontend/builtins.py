@@ -310,7 +310,7 @@ def tile_swizzle(tr, loc, pid_m, pid_n, pattern, block_size):
     full_n = op("sub", grid_n, op("mod", grid_n, b))
     q = op("add", op("mul", pm, full_n), pn)
     panel, inside = op("floordiv", q, b * b), op("mod", q, b * b)
-    panels_n = op("floordiv", full_n, b)
+    panels_n = op("max", op("floordiv", full_n, b), 1)  # >= 1: programs outside the panels divide too
     if b & (b - 1) == 0:
         r, c = 0, 0
         for bit in range(b.bit_length() - 1):

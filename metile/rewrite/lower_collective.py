@@ -27,7 +27,7 @@ from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, Ma
 from metile.ir.node import Node
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
 from metile.ir.stmts import For, Let, Store
-from metile.ir.tile import Broadcast, Dot, Full, Reduce
+from metile.ir.tile import Broadcast, Dot, Full, Reduce, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
 from metile.rewrite import metal_ops as mo
@@ -39,6 +39,17 @@ UNROLL_LIMIT = 8
 
 
 @attrs.frozen
+class Group:
+    """The threads running a region: `tid` is the index within the group, `first_sg` its first simdgroup."""
+
+    tid: Value
+    threads: int
+    first_sg: int
+    sgs: int
+    role: SimdgroupRole | None = None
+
+
+@attrs.frozen
 class Scalar:
     value: Value
 
@@ -47,6 +58,13 @@ class Scalar:
 class Regs:
     layout: Blocked
     regs: tuple[Value, ...]
+
+
+@attrs.frozen
+class Lazy:
+    """A pure tile expression, evaluated wherever one of its elements is needed."""
+
+    expr: Value
 
 
 @attrs.frozen
@@ -331,7 +349,7 @@ class Collectives:
             rep = self.scope.lookup("env", v.name)
             if isinstance(rep, Mma) and rep.geom == geom:
                 return rep
-            if type(rep).__name__ == "Lazy":
+            if isinstance(rep, Lazy):
                 return self.as_mma(rep.expr, geom)
         if _dot_acc(v) or isinstance(v, Dot):
             rep = self.heavy_rep(v)
@@ -387,4 +405,4 @@ def _constant_fill(v: Value) -> Value | None:
     return None
 
 
-__all__ = ["Collectives", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]
+__all__ = ["Collectives", "Group", "Lazy", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]

@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterable, Sequence
 from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
 from metile.ir.verify import verify
-from metile.rewrite.lower_elementwise import lower_elementwise
+from metile.rewrite.fold import fold_constants
+from metile.rewrite.lower_tiles import lower_tiles
+from metile.rewrite.plan import plan_launch
 
 Pass = Callable[[Kernel], Kernel]
 
-DEFAULT_PIPELINE: list[Pass] = [lower_elementwise]
+DEFAULT_PIPELINE: list[Pass] = [fold_constants, plan_launch, lower_tiles]
 
 
 class PipelineError(MetileError):

@@ -1,0 +1,148 @@
+"""Structured control flow for `metile.rewrite.lower_tiles`: `For`, `If`, `While` and `simdgroup_role`.
+
+Loop-carried tiles become one Metal variable per register (or per simdgroup matrix, for an accumulator
+that only `dot` updates: `acc = dot(a, b, acc)` keeps `acc` in matrices across iterations); `If`
+results the same. A loop or branch whose bounds or condition depend on the thread makes its body
+*divergent*: nothing inside may need a barrier. A `simdgroup_role` block is an `if` on the simdgroup
+index, and its body runs on a smaller group of threads (its own layouts, thread and simdgroup numbers).
+"""
+
+from __future__ import annotations
+
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp
+from metile.ir.stmts import For, If, While
+from metile.ir.tile import Dot, SimdgroupRole
+from metile.ir.types import DType, MatrixType, TileType
+from metile.ir.values import Binary, Compare, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import Blocked
+from metile.rewrite.lower_collective import Group, Mma, Regs, Scalar, _dot_acc
+
+
+class ControlFlow:
+    """Mixed into `metile.rewrite.lower_tiles.Lowering`."""
+
+    def carry_kind(self, carried: Var, init: Value, yielded: Value):
+        """The representation a loop-carried value takes: a scalar, registers, or (an accumulator updated
+        by `dot`) simdgroup matrices."""
+        t = carried.type
+        if t.shape == ():
+            return None
+        while isinstance(yielded, Var) and yielded.name in self.defs:
+            yielded = self.defs[yielded.name]
+        if _dot_acc(yielded) and carried in (yielded.lhs, yielded.rhs):
+            geom = self.mma_geometry(yielded.rhs if isinstance(yielded.rhs, Dot) else yielded.lhs)
+            if geom is not None:
+                return geom
+        return self.layout(t.size)
+
+    def fresh_rep(self, kind, var: Var):
+        if kind is None:
+            v = Var(self.fresh(var.name), var.type.with_shape(()))
+            return Scalar(v), [v]
+        if isinstance(kind, Blocked):
+            vs = [Var(self.fresh(f"{var.name}_{i}"), var.type.with_shape(())) for i in range(kind.slots)]
+            return Regs(kind, tuple(vs)), vs
+        vs = [Var(self.fresh(f"{var.name}_m{i}"), MatrixType(DType.F32)) for i in range(kind.pieces)]
+        return Mma(kind, tuple(vs)), vs
+
+    def values_for(self, kind, v: Value) -> list[Value]:
+        if kind is None:
+            return [self.scalar(v)]
+        if isinstance(kind, Blocked):
+            return list(self.regs_of(v, kind))
+        return list(self.as_mma(v, kind).mats)
+
+    def prepare_all(self, vs) -> None:
+        for v in vs:
+            self.prepare(v)
+
+    def for_stmt(self, s: For) -> None:
+        self.prepare_all([s.start, s.stop, s.step, *s.inits])
+        start, stop, step = self.scalar(s.start), self.scalar(s.stop), self.scalar(s.step)
+        kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
+        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
+        index = Var(self.fresh(s.index.name), TileType(DType.I32))
+        divergent = s if self.is_varying(s.start, s.stop, s.step) else None
+        carried: list[Var] = []
+        with self.nested(divergent=divergent):
+            self.bind(s.index, Scalar(index))
+            for k, c in zip(kinds, s.carried):
+                rep, vs = self.fresh_rep(k, c)
+                self.bind(c, rep)
+                carried += vs
+
+            def tail():
+                self.prepare_all(s.yields)
+                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
+
+            body, yields = self.block(s.body, tail)
+        results = self.bind_results(kinds, s.results)
+        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
+
+    def bind_results(self, kinds, results) -> list[Var]:
+        out: list[Var] = []
+        for k, r in zip(kinds, results):
+            rep, vs = self.fresh_rep(k, r)
+            self.bind(r, rep)
+            out += vs
+        return out
+
+    def if_stmt(self, s: If) -> None:
+        self.prepare(s.cond)
+        cond = self.scalar(s.cond)
+        kinds = [None if r.type.shape == () else self.layout(r.type.size) for r in s.results]
+        divergent = s if self.is_varying(s.cond) else None
+        branches = []
+        for stmts, ys in ((s.then, s.then_yields), (s.orelse, s.else_yields)):
+            with self.nested(divergent=divergent):
+                def tail(ys=ys):
+                    self.prepare_all(ys)
+                    return [x for k, y in zip(kinds, ys) for x in self.values_for(k, y)]
+                branches.append(self.block(stmts, tail))
+        (then, tys), (orelse, eys) = branches
+        results = self.bind_results(kinds, s.results)
+        self.emit(If(cond, then, orelse, tys, eys, results, loc=s.loc))
+
+    def while_stmt(self, s: While) -> None:
+        self.prepare_all(s.inits)
+        kinds = [None if c.type.shape == () else self.layout(c.type.size) for c in s.carried]
+        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
+        divergent = s if self.is_varying(s.cond) or any(c.name in self.varying for c in s.carried) else None
+        carried: list[Var] = []
+        with self.nested(divergent=divergent):
+            for k, c in zip(kinds, s.carried):
+                rep, vs = self.fresh_rep(k, c)
+                self.bind(c, rep)
+                carried += vs
+
+            def cond_tail():
+                self.prepare(s.cond)
+                return [self.scalar(s.cond)]
+
+            cond_body, (cond,) = self.block(s.cond_body, cond_tail)
+
+            def tail():
+                self.prepare_all(s.yields)
+                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
+
+            with self.nested():
+                body, yields = self.block(s.body, tail)
+        results = self.bind_results(kinds, s.results)
+        self.emit(While(carried, inits, cond_body, cond, body, yields, results, loc=s.loc))
+
+    def role_stmt(self, s: SimdgroupRole) -> None:
+        r = self.roles[s.role]
+        if self.group.role is not None:
+            raise self.refuse("simdgroup_role blocks cannot be nested", s)
+        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+        cond = mo.both(Compare(CmpOp.GE, sg, mo.const(r.first)), mo.lt(sg, mo.const(r.first + r.count)))
+        tid = Binary(BinOp.SUB, mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), mo.const(32 * r.first))
+        group = Group(tid if r.first else self.group.tid, 32 * r.count, r.first, r.count, s)
+        with self.nested(group=group):
+            body, _ = self.block(s.body)
+        self.emit(If(cond, body, loc=s.loc))
+
+
+
+__all__ = ["ControlFlow"]
