@@ -200,9 +200,11 @@ class Parser(Scanner):
                 self.expect(",")
                 self.expect("sgs")
                 num_sgs = self.int()
+                results = self.results()
                 loc = self.opt_loc()
-                body, _ = self.region()
-                return SimdgroupRole(role, num_roles, num_sgs, body, loc=loc)
+                body, ys = self.region()
+                self.bind_results(results)
+                return SimdgroupRole(role, num_roles, num_sgs, body, ys, results, loc=loc)
         self.fail(f"expected a statement, not '{word}'", at)
 
     def refs_n(self, n: int, *, more: tuple[str, ...] = ()) -> list[Value]:

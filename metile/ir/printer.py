@@ -306,9 +306,10 @@ class _Printer:
                 self.block(body, yields, scoped=False)
                 self.scopes.pop()
                 self.emit("}")
-            case SimdgroupRole(role, num_roles, num_sgs, body):
-                self.emit(f"simdgroup_role {role} of {num_roles}, sgs {num_sgs}", s.loc, block=True)
-                self.block(body)
+            case SimdgroupRole(role, num_roles, num_sgs, body, yields, results):
+                head = f"simdgroup_role {role} of {num_roles}, sgs {num_sgs}{self._results(results)}"
+                self.emit(head, s.loc, block=True)
+                self.block(body, yields)
                 self.emit("}")
             case _:
                 assert_never(s)

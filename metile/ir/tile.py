@@ -18,7 +18,7 @@ from pyrsistent.typing import PVector
 from metile.ir.node import node
 from metile.ir.ops import ReduceOp
 from metile.ir.types import DType, TileType, Type
-from metile.ir.values import Const, Stmt, Value
+from metile.ir.values import Const, Stmt, Value, Var
 
 
 def _int_tuple(dims) -> tuple[int, ...]:
@@ -172,13 +172,17 @@ class SimdgroupId(Value):
 @node
 class SimdgroupRole(Stmt):
     """`with simdgroup_role(role, num_roles, num_sgs)`: `body` runs only on the simdgroups of role
-    `role` (`num_sgs` simdgroups per role, or an even split among `num_roles` when 0). Its names are
-    not visible after it; it orders nothing with respect to other roles."""
+    `role` (`num_sgs` simdgroups per role, or an even split among `num_roles` when 0). Values computed
+    inside reach later statements only as `results` (one per `yields` entry, evaluated at the end of
+    `body` by the role's simdgroups), like an `If`'s; other names are not visible after it. It orders
+    nothing with respect to other roles."""
 
     role: int
     num_roles: int
     num_sgs: int
     body: PVector[Stmt] = attrs.field(converter=pvector)
+    yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
+    results: tuple[Var, ...] = attrs.field(default=(), converter=tuple)
 
 
 TILE_VALUES: tuple[type[Value], ...] = (

@@ -248,11 +248,16 @@ class _Verifier:
                 self.body(cond_body, inner, depth + 1)
                 self.condition(self.value(cond, inner, s), s, "while")
                 self.loop_body(s, carried, its, body, yields, results, inner, scope, depth)
-            case SimdgroupRole(role, num_roles, num_sgs, body):
+            case SimdgroupRole(role, num_roles, num_sgs, body, yields, results):
                 if not (isinstance(num_roles, int) and num_roles >= 1 and isinstance(role, int)
                         and 0 <= role < num_roles and isinstance(num_sgs, int) and num_sgs >= 0):
                     self.fail(f"simdgroup_role {role} of {num_roles}, sgs {num_sgs}: out of range", s)
-                self.body(body, dict(scope), depth + 1)
+                inner = dict(scope)
+                self.body(body, inner, depth + 1)
+                tys = [v.type for v in self.values(yields, inner, s)]
+                self.agree(s, [r.type for r in results], ("yields", tys))
+                for r in results:
+                    self.bind(r, scope, s)
             case _:
                 self.fail(f"{type(s).__name__} is not a well-formed statement", s)
 
