@@ -11,7 +11,7 @@
   type is widened until it holds every value the body assigns (a Python `0.0` combined with a tile
   becomes a tile: the body is traced again with the wider type). Variables first assigned inside a
   runtime loop are not visible after it.
-- `with metile.simdgroup_role(...)` becomes a `SimdgroupRole`; its variables are not visible after it.
+- `with metile.simdgroup_role(...)` becomes a `SimdgroupRole`; the traced values it assigns are its results.
 """
 
 from __future__ import annotations
@@ -283,6 +283,17 @@ class ControlFlow:
         self.env = dict(before)
         with self.block() as stmts:
             self.visit_body(node.body)
-        self.env = before
-        self.hide(assigned_names(node.body), f"it is assigned inside the simdgroup_role block at line {loc.line}")
-        self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, loc=loc))
+        inside, self.env = self.env, before
+        yields, results = [], []
+        for name in assigned_names(node.body):
+            v = inside.get(name)
+            if v is None or v is before.get(name):
+                continue
+            if not isinstance(v, Value):  # a compile-time value: the same for every role
+                before[name] = v
+                continue
+            var = Var(self.fresh(name), v.type, loc=loc)
+            yields.append(v)
+            results.append(var)
+            before[name] = var
+        self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, yields, results, loc=loc))

@@ -95,6 +95,7 @@ class MmaGeometry:
     n: int
     sg_m: int
     sg_n: int
+    first_sg: int = 0  # the owning simdgroups are first_sg .. first_sg + sg_m * sg_n - 1
 
     @property
     def per_m(self) -> int:

@@ -26,7 +26,7 @@ import attrs
 from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
 from metile.ir.node import Node
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
-from metile.ir.stmts import For, Let, Store
+from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import Broadcast, Dot, Full, Reduce, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
@@ -299,12 +299,14 @@ class Collectives:
 
     # ---- dot
 
-    def mma_geometry(self, d: Dot) -> MmaGeometry | None:
+    def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
+        """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`."""
+        group = group or self.group
         (m, k), n = d.a.type.shape, d.b.type.shape[1]
         if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
             return None
-        split = mma_split(m, n, self.group.sgs)
-        return None if split is None else MmaGeometry(m, n, *split)
+        split = mma_split(m, n, group.sgs)
+        return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
         a, b = d.a, d.b
@@ -318,8 +320,11 @@ class Collectives:
                               f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
         mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
         k = a.type.shape[1]
-        lda, ldb = k + PAD, geom.n + PAD
-        sa, sb = self.publish([(a, (lda, 1)), (b, (ldb, 1))], d)
+        staged = [self.channel_of(x) for x in (a, b)]
+        todo = [(x, (x.type.shape[1] + PAD, 1)) for x, ch in zip((a, b), staged) if ch is None]
+        bases = iter(self.publish(todo, d) if todo else [])
+        (sa, lda), (sb, ldb) = [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), x.type.shape[1] + PAD)
+                                for x, ch in zip((a, b), staged)]
         sm, sn = self.simdgroup_coords(geom)
         if mats is None:
             mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc") for _ in range(geom.pieces)]
@@ -334,11 +339,22 @@ class Collectives:
                     for p in range(geom.pieces)]
         return Mma(geom, tuple(mats))
 
+    def channel_of(self, v: Value) -> Channel | None:
+        """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
+        while isinstance(v, Var):
+            rep = self.scope.lookup("env", v.name)
+            if isinstance(rep, Channel):
+                return rep
+            if not isinstance(rep, Lazy):
+                return None
+            v = rep.expr
+        return None
+
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
         """The first row and column (in elements) of this simdgroup's block of pieces."""
         sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-        if self.group.first_sg:
-            sg = Binary(BinOp.SUB, sg, mo.const(self.group.first_sg))
+        if geom.first_sg:
+            sg = Binary(BinOp.SUB, sg, mo.const(geom.first_sg))
         sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
         sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
         return sm, sn
@@ -376,10 +392,19 @@ class Collectives:
         self.barrier(why)
         base = self.scratch(DType.F32, geom.m * geom.n)
         sm, sn = self.simdgroup_coords(geom)
+        stores = []
         for p, mat in enumerate(rep.mats):
             i, j = divmod(p, geom.per_n)
             off = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
-            self.emit(MatrixStore(mat, AddPtr(base, off), mo.const(geom.n)))
+            stores.append(MatrixStore(mat, AddPtr(base, off), mo.const(geom.n)))
+        owners = geom.sg_m * geom.sg_n
+        if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):  # only the owners hold the matrices
+            sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+            self.emit(If(mo.both(Compare(CmpOp.GE, sg, mo.const(geom.first_sg)),
+                                 mo.lt(sg, mo.const(geom.first_sg + owners))), stores))
+        else:
+            for st in stores:
+                self.emit(st)
         self.barrier(why)
         layout = self.layout(geom.m * geom.n)
         regs = []
@@ -389,6 +414,14 @@ class Collectives:
         found = Regs(layout, tuple(regs))
         self.scope.memo[key] = found
         return found
+
+
+@attrs.frozen
+class Channel:
+    """A role's result in threadgroup memory (row-major at `base`), readable after the role's barrier."""
+
+    base: Value
+    shape: tuple[int, ...]
 
 
 def _dot_acc(v: Node) -> bool:
@@ -405,4 +438,4 @@ def _constant_fill(v: Value) -> Value | None:
     return None
 
 
-__all__ = ["Collectives", "Group", "Lazy", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]
+__all__ = ["Channel", "Collectives", "Group", "Lazy", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]

@@ -9,14 +9,15 @@ index, and its body runs on a smaller group of threads (its own layouts, thread 
 
 from __future__ import annotations
 
+from metile.ir.metal import MatrixFill
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
-from metile.ir.stmts import For, If, While
+from metile.ir.stmts import For, If, Let, Store, While
 from metile.ir.tile import Dot, SimdgroupRole
-from metile.ir.types import DType, MatrixType, TileType
-from metile.ir.values import Binary, Compare, Value, Var
+from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType
+from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import Blocked
-from metile.rewrite.lower_collective import Group, Mma, Regs, Scalar, _dot_acc
+from metile.rewrite.distribute import Blocked, MmaGeometry
+from metile.rewrite.lower_collective import Channel, Group, Mma, Regs, Scalar, _dot_acc
 
 
 class ControlFlow:
@@ -28,10 +29,13 @@ class ControlFlow:
         t = carried.type
         if t.shape == ():
             return None
+        role = None
         while isinstance(yielded, Var) and yielded.name in self.defs:
+            role = self.role_of.get(yielded.name, role)
             yielded = self.defs[yielded.name]
         if _dot_acc(yielded) and carried in (yielded.lhs, yielded.rhs):
-            geom = self.mma_geometry(yielded.rhs if isinstance(yielded.rhs, Dot) else yielded.lhs)
+            group = self.role_group(role) if role is not None else None
+            geom = self.mma_geometry(yielded.rhs if isinstance(yielded.rhs, Dot) else yielded.lhs, group)
             if geom is not None:
                 return geom
         return self.layout(t.size)
@@ -131,18 +135,76 @@ class ControlFlow:
         results = self.bind_results(kinds, s.results)
         self.emit(While(carried, inits, cond_body, cond, body, yields, results, loc=s.loc))
 
-    def role_stmt(self, s: SimdgroupRole) -> None:
+    def role_group(self, s: SimdgroupRole) -> Group:
         r = self.roles[s.role]
+        tid = Binary(BinOp.SUB, mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), mo.const(32 * r.first))
+        return Group(tid if r.first else self.group.tid, 32 * r.count, r.first, r.count, s)
+
+    def role_stmt(self, s: SimdgroupRole) -> None:
+        """`if (simdgroup in the role's range) { body }`. Results computed by `dot` accumulation stay in the
+        role's simdgroup matrices (an `if` result); others are written to a channel in threadgroup memory,
+        between two barriers so that readers see them and earlier readers are done."""
         if self.group.role is not None:
             raise self.refuse("simdgroup_role blocks cannot be nested", s)
+        r = self.roles[s.role]
+        group = self.role_group(s)
         sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
         cond = mo.both(Compare(CmpOp.GE, sg, mo.const(r.first)), mo.lt(sg, mo.const(r.first + r.count)))
-        tid = Binary(BinOp.SUB, mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), mo.const(32 * r.first))
-        group = Group(tid if r.first else self.group.tid, 32 * r.count, r.first, r.count, s)
+        kinds = [self.role_result_kind(res, y, group) for res, y in zip(s.results, s.yields)]
+        channels = [None if isinstance(k, MmaGeometry) else self.new_channel(res) for k, res in zip(kinds, s.results)]
+        if any(ch is not None for ch in channels):
+            self.barrier(s)
         with self.nested(group=group):
-            body, _ = self.block(s.body)
-        self.emit(If(cond, body, loc=s.loc))
+            def tail():
+                vals = []
+                for kind, y, ch in zip(kinds, s.yields, channels):
+                    if ch is None:
+                        vals += list(self.as_mma(y, kind).mats)
+                    else:
+                        self.write_channel(ch, y)
+                return vals
+            body, yields = self.block(s.body, tail)
+        results: list[Var] = []
+        others = []
+        for kind, res, ch in zip(kinds, s.results, channels):
+            if ch is None:
+                rep, vs = self.fresh_rep(kind, res)
+                results += vs
+                others += [MatrixFill(Const(0.0, DType.F32)) for _ in vs]
+            else:
+                rep = ch
+            self.bind(res, rep)
+        self.emit(If(cond, body, [], yields, others, results, loc=s.loc))
+        if any(ch is not None for ch in channels):
+            self.barrier(s)
 
+    def role_result_kind(self, res: Var, y: Value, group: Group):
+        if res.type.shape and _dot_acc(self.resolve(y)):
+            d = self.resolve(y)
+            geom = self.mma_geometry(d.rhs if isinstance(d.rhs, Dot) else d.lhs, group)
+            if geom is not None:
+                return geom
+        return None
+
+    def resolve(self, v: Value) -> Value:
+        while isinstance(v, Var) and v.name in self.defs:
+            v = self.defs[v.name]
+        return v
+
+    def new_channel(self, res: Var) -> Channel:
+        t = res.type
+        base = Var(self.fresh(f"{res.name}_channel"), PtrType(t.dtype, (), AddressSpace.THREADGROUP))
+        self.channels.append(Let(base, SharedAlloc((max(t.size, 1),), t.dtype)))
+        return Channel(base, t.shape)
+
+    def write_channel(self, ch: Channel, y: Value) -> None:
+        if not ch.shape:
+            self.emit(Store(ch.base, self.scalar(y), Compare(CmpOp.EQ, self.group.tid, mo.const(0))))
+            return
+        layout = self.layout(y.type.size)
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, y.type.shape)
+            self.emit(Store(AddPtr(ch.base, pt.flat), self.at(y, pt), self.guard(layout, slot)))
 
 
 __all__ = ["ControlFlow"]

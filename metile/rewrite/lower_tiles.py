@@ -71,7 +71,7 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import AxisAnalysis
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.lower_collective import Collectives, Group, Lazy, Mma, Regs, Scalar, _dot_acc
+from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Regs, Scalar, _dot_acc
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.plan import RoleRange, varying_names
 
@@ -142,6 +142,13 @@ class Lowering(ControlFlow, Collectives):
         nodes = list(walk(k))
         self.taken = {n.name for n in nodes if isinstance(n, (Var, Param))}
         self.defs = {n.var.name: n.value for n in nodes if isinstance(n, Let)}
+        self.role_of: dict[str, SimdgroupRole] = {}
+        for n in nodes:
+            if isinstance(n, SimdgroupRole):
+                for r, y in zip(n.results, n.yields):
+                    self.defs[r.name] = y
+                    self.role_of[r.name] = n
+        self.channels: list[Let] = []
         self.axes = AxisAnalysis(self.defs)
         self.divergent: Node | None = None
         self.init_scratch()
@@ -270,6 +277,8 @@ class Lowering(ControlFlow, Collectives):
                         return value
                     case Lazy(expr):
                         return s(expr)
+                    case Channel(base):
+                        return self.let(Load(base), name)
                 raise self.refuse(f"internal: %{name} has no per-thread value ({rep!r})", v)
             case ProgramId(axis):
                 return mo.builtin(BuiltinKind.THREADGROUP_POSITION_IN_GRID, axis)
@@ -348,6 +357,8 @@ class Lowering(ControlFlow, Collectives):
                 return self.at(expr, pt)
             case Scalar(value):
                 return value
+            case Channel(base):
+                return self.let(Load(AddPtr(base, pt.flat)), "ch")
             case Mma():
                 return self.read(self.mma_to_regs(rep, where), pt, where)
             case Regs(layout, regs):
@@ -479,7 +490,9 @@ def lower_tiles(k: Kernel) -> Kernel:
     low = Lowering(k)
     body, _ = low.block(k.body)
     prefix, scratch_bytes = low.scratch_allocations()
+    prefix += low.channels
     user = sum(n.size * n.dtype.itemsize for n in walk(k) if isinstance(n, SharedAlloc))
+    user += sum(c.value.size * c.value.dtype.itemsize for c in low.channels)
     meta = k.meta.set("threadgroup_memory", user + scratch_bytes)
     return Kernel(k.name, Stage.METAL, k.params, prefix + body, meta, loc=k.loc)
 
