@@ -9,6 +9,8 @@ Threads per program (`meta["threads_per_threadgroup"]`), in order of precedence:
   every product's 8x8 pieces split evenly among the simdgroups;
 - otherwise the longest tile decides: up to 256 threads, each holding runs of `meta["vector_width"]`
   (4 when tiles are large enough) consecutive elements.
+Roles without explicit `num_sgs` share the program's simdgroups evenly; the thread count is then raised
+to a multiple of `32 * num_roles` so that every role has whole simdgroups.
 
 `varying_names(k)` is the uniformity analysis: the variables whose value may differ between the
 threads of a program (they depend on `thread_id`, `simd_lane_id`, a simdgroup exchange, or a branch
@@ -122,6 +124,9 @@ def plan_launch(k: Kernel) -> Kernel:
     else:
         vec = VECTOR_WIDTH if biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
         threads = min(MAX_AUTO_THREADS, max(1, -(-biggest // vec)))
+    if roles and role_threads is None and thread_level is None:  # room for an even split among the roles
+        share = SIMD_WIDTH * roles[0].num_roles
+        threads = -(-max(threads, share) // share) * share
     if not 0 < threads <= MAX_THREADS:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {MAX_THREADS}", where)

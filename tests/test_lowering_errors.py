@@ -1,0 +1,106 @@
+"""Constructs the lowering cannot compile correctly are refused at the user's line with a clear message,
+never compiled into a kernel that hangs or computes something else."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import metile
+from metile.frontend.errors import LoweringUnavailableError
+
+F32 = np.zeros(256, np.float32)
+
+
+def line_of(kern, text: str) -> int:
+    lines, first = inspect.getsourcelines(kern.fn)
+    return first + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+@metile.kernel
+def dot_not_multiple_of_8(A, B, C):
+    a = metile.tile_load(A, 0, 0, 12, (12, 8))
+    b = metile.tile_load(B, 0, 0, 8, (8, 8))
+    metile.tile_store(C, 0, 0, 8, metile.dot(a, b), (12, 8))
+
+
+@metile.kernel
+def int_dot(A, B, C):
+    a = metile.tile_load(A, 0, 0, 8, (8, 8))
+    b = metile.tile_load(B, 0, 0, 8, (8, 8))
+    metile.tile_store(C, 0, 0, 8, metile.dot(a, b), (8, 8))
+
+
+@metile.kernel
+def barrier_in_role(X, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    with metile.simdgroup_role(role=0, num_roles=2):
+        metile.barrier()
+    metile.store(X + offs, 1.0)
+
+
+@metile.kernel
+def reduction_in_role(X, Out, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    with metile.simdgroup_role(role=0, num_roles=2, num_sgs=2):
+        metile.store(Out, metile.sum(metile.load(X + offs)))
+    with metile.simdgroup_role(role=1, num_roles=2, num_sgs=2):
+        metile.store(Out + 1, 0.0)
+
+
+@metile.kernel
+def reduction_under_thread_branch(X, Out, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    offs = metile.arange(0, BLOCK)
+    if t < 3:
+        metile.store(Out + t, metile.sum(metile.load(X + offs)))
+
+
+@metile.kernel
+def thread_level_without_block(X):
+    t = metile.thread_id()
+    metile.store(X + t, 1.0)
+
+
+@metile.kernel
+def too_many_threads(X, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    metile.store(X + t, 1.0)
+
+
+CASES = [
+    (dot_not_multiple_of_8, (F32, F32, F32), {}, "metile.dot(a, b)", "multiple of 8"),
+    (int_dot, (np.zeros(64, np.int32),) * 3, {}, "metile.dot(a, b)", "dot on i32 tiles is not supported"),
+    (barrier_in_role, (F32,), {"BLOCK": 128}, "metile.barrier()", "cannot be placed inside simdgroup_role"),
+    (reduction_in_role, (F32, F32), {"BLOCK": 128}, "metile.sum(", "cannot be placed inside simdgroup_role"),
+    (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread"),
+    (thread_level_without_block, (F32,), {}, "metile.thread_id()", "BLOCK constexpr"),
+    (too_many_threads, (F32,), {"BLOCK": 2048}, None, "2048 threads"),
+]
+
+
+@pytest.mark.parametrize(("kern", "args", "consts", "text", "message"), CASES, ids=[c[0].fn.__name__ for c in CASES])
+def test_refused_at_the_line(kern, args, consts, text, message):
+    with pytest.raises(LoweringUnavailableError, match=message) as info:
+        kern[(1,)](*args, **consts)
+    err = info.value
+    if text is not None:
+        assert err.loc.line == line_of(kern, text)
+    assert str(err).startswith(f"{err.loc.file}:{err.loc.line}:")
+
+
+def test_reductions_inside_a_one_simdgroup_role_need_no_barrier():
+    @metile.kernel
+    def role_sum(X, Out, BLOCK: metile.constexpr):
+        offs = metile.arange(0, BLOCK)
+        with metile.simdgroup_role(role=1, num_roles=2, num_sgs=1):
+            metile.store(Out, metile.sum(metile.load(X + offs)))
+        with metile.simdgroup_role(role=0, num_roles=2, num_sgs=1):
+            metile.store(Out + 1, metile.max(metile.load(X + offs)))
+
+    x = np.arange(128, dtype=np.float32) - 1000.0
+    out = np.zeros(2, np.float32)
+    role_sum[(1,)](x, out, BLOCK=128)
+    np.testing.assert_allclose(out, [x.sum(), x.max()])
