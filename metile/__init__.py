@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from metile.debug import DebugSettingError
 from metile.devices import Buffer, device, synchronize
+from metile.frontend.errors import LoweringUnavailableError
 from metile.ir.errors import Loc, MetileError
 from metile.kernel import JITKernel, kernel
 from metile.language import (  # noqa: A004 - the language shadows abs, max, min and sum on purpose
@@ -48,10 +50,12 @@ from metile.metal.errors import (
     MSLCompileError,
     MSLUnsupportedError,
 )
-from metile.rewrite.pipeline import DEFAULT_PIPELINE
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, PipelineError
 
 __all__ = [
-    "Buffer", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DeviceError", "DeviceFault", "DeviceUnavailableError",
+    "Buffer", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "LoweringUnavailableError",
+    "PipelineError", "UnsupportedConstructError", "DeviceError", "DeviceFault", "DeviceUnavailableError",
     "LaunchError", "Loc", "MSLCompileError", "MSLUnsupportedError", "MetileError", "device", "synchronize",
     "JITKernel", "kernel", "constexpr", "abs", "arange", "atomic_add", "barrier", "cdiv", "dot", "exp", "load",
     "log", "max", "maximum", "min", "minimum", "next_power_of_2", "program_id", "shared", "simd_broadcast",

@@ -11,7 +11,7 @@ Semantics chosen where `docs/language.md` leaves a question open (each builtin r
 - Reductions take `axis=None` (OQ-3): `None` reduces the whole tile to a scalar, an int reduces that axis.
 - `//` and `%` on traced values follow Python (floor division, modulo with the divisor's sign) (OQ-5).
 - Mixed types promote as `metile.ir.types` documents, Python numbers are weak; unary minus works (OQ-6).
-- `tile_swizzle` returns its inputs unchanged, as in meTile (OQ-11): it is a hint for the lowering.
+- `tile_swizzle` computes the remapped `(pid_m, pid_n)`, a bijection of the grid (OQ-11).
 """
 
 from __future__ import annotations
