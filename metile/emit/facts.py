@@ -3,6 +3,9 @@
 - `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
 - `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
   counts); a compound value with two or more is named once instead of repeated.
+- `scan`: `check_metal`, `use_counts` (as a `Sharing`, which also keys structurally equal nodes by one
+  int) and `builtins_used` in a single walk; the emitter uses it, the separate definitions state what
+  it computes.
 - `written_params`: the pointer parameters some store, vector store, matrix store or atomic add writes
   through, following `AddPtr`, `Where` and every name binding back to the parameter.
 - `c_names`: a valid, distinct C identifier for each parameter and bound name, in definition order.
@@ -37,6 +40,70 @@ from metile.ir import (
     admits,
     children,
 )
+from metile.ir.stages import ADMITTED
+
+
+class Sharing:
+    """Which nodes of a kernel are structurally equal, and how many distinct parents each one has.
+
+    `key(v)` is one int for every node structurally equal to `v` (the id of the first such node seen),
+    so the emitter can key its tables by ints instead of hashing and comparing trees; `uses(v)` is
+    how many structurally distinct parents refer to `v` (see `use_counts`).
+    """
+
+    __slots__ = ("_canon", "_counts", "_rep")
+
+    def __init__(self, rep: dict[int, int], canon: dict[Node, Node], counts: dict[int, int]):
+        self._rep, self._canon, self._counts = rep, canon, counts
+
+    def key(self, v: Node) -> int:
+        found = self._rep.get(id(v))
+        if found is None:  # a node from outside the kernel: its equal in the kernel, else itself (kept alive)
+            found = id(self._canon.setdefault(v, v))
+        return found
+
+    def uses(self, v: Node) -> int:
+        return self._counts.get(self.key(v), 0)
+
+
+def scan(k: Kernel) -> tuple[Sharing, list[BuiltinKind]]:
+    """`check_metal(k)`, then the kernel's `Sharing` and `builtins_used(k)`, in one walk of its nodes.
+
+    The walk goes once over each node object (children first, by identity) and looks each one up once
+    by structure; the results are those of the definitions below, which walk by structure throughout.
+    """
+    if k.stage is not Stage.METAL:
+        check_metal(k)
+    admitted = ADMITTED[Stage.METAL]
+    rep: dict[int, int] = {}
+    canon: dict[Node, Node] = {}
+    counts: dict[int, int] = {}
+    kinds: set[BuiltinKind] = set()
+    bad = False
+    stack: list[tuple[Node, list[Node] | None]] = [(k, None)]
+    while stack:
+        n, kids = stack.pop()
+        if id(n) in rep:
+            continue
+        if kids is None:
+            kids = children(n)
+            stack.append((n, kids))
+            stack.extend([(c, None) for c in kids if id(c) not in rep])
+            continue
+        r = canon.setdefault(n, n)
+        rep[id(n)] = id(r)
+        if r is not n:
+            continue
+        cls = n.__class__
+        if cls not in admitted and cls is not Kernel:
+            bad = True
+        elif cls is Builtin:
+            kinds.add(n.kind)
+        for c in {rep[id(c)] for c in kids}:
+            counts[c] = counts.get(c, 0) + 1
+    if bad:
+        check_metal(k)  # raises, naming the node the structural walk meets first
+    return Sharing(rep, canon, counts), [kind for kind in BuiltinKind if kind in kinds]
 
 
 def check_metal(k: Kernel) -> None:
@@ -61,6 +128,7 @@ def distinct_nodes(root: Node) -> Iterator[Node]:
 
 
 def use_counts(k: Kernel) -> dict[Node, int]:
+    """How many structurally distinct parents refer to each node (`Sharing.uses` computes the same)."""
     counts: dict[Node, int] = {}
     for n in distinct_nodes(k):
         for c in set(children(n)):
@@ -176,11 +244,12 @@ def reads_any(v: Value, names: set[str]) -> bool:
 
 
 def builtins_used(k: Kernel) -> list[BuiltinKind]:
+    """The thread-position attributes the kernel reads, in `BuiltinKind` order (`scan` computes the same)."""
     used = {n.kind for n in distinct_nodes(k) if isinstance(n, Builtin)}
     return [kind for kind in BuiltinKind if kind in used]
 
 
 __all__ = [
-    "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots", "reads_any", "use_counts",
-    "written_params",
+    "Sharing", "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots", "reads_any", "scan",
+    "use_counts", "written_params",
 ]

@@ -19,16 +19,7 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 
 from __future__ import annotations
 
-from metile.emit.facts import (
-    bindings,
-    builtins_used,
-    c_names,
-    check_metal,
-    pointer_roots,
-    reads_any,
-    use_counts,
-    written_params,
-)
+from metile.emit.facts import bindings, c_names, pointer_roots, reads_any, scan, written_params
 from metile.emit.spell import (
     COMPARE,
     SIMD_REDUCE,
@@ -91,7 +82,6 @@ INDENT = "    "
 
 def emit_msl(kernel: Kernel) -> str:
     """The MSL source of the Metal IR `kernel` (raises `EmitError` for any other stage)."""
-    check_metal(kernel)
     return _Emitter(kernel).run()
 
 
@@ -101,16 +91,19 @@ def _narrow_int(t) -> bool:
 
 class _Emitter:
     def __init__(self, k: Kernel):
+        self.sharing, self.builtins = scan(k)  # checks the kernel first
         self.k = k
         self.defs = bindings(k)
         self.written = written_params(k, self.defs)
         self.names = c_names(k)
-        self.uses = use_counts(k)
         self.taken = set(self.names.values())
         self.count = 0
         self.lines: list[str] = []
         self.depth = 0
-        self.scopes: list[dict[Value, str]] = [{}]
+        # The temporaries in scope, by `Sharing.key` (equal values share one), and the keys each open body
+        # added: a value is named at most once at a time, since a name in scope is always found first.
+        self.named: dict[int, str] = {}
+        self.scopes: list[list[int]] = [[]]
 
     # ---- output
 
@@ -127,10 +120,11 @@ class _Emitter:
     def open_block(self, head: str) -> None:
         self.emit(head + " {")
         self.depth += 1
-        self.scopes.append({})
+        self.scopes.append([])
 
     def close_block(self, tail: str = "}") -> None:
-        self.scopes.pop()
+        for key in self.scopes.pop():
+            del self.named[key]
         self.depth -= 1
         self.emit(tail)
 
@@ -163,7 +157,7 @@ class _Emitter:
                     args.append(f"{self.type_of(p)} {self.names[p.name]} [[buffer({p.index})]]")
                 case _:
                     args.append(f"constant {type_name(p.type)}& {self.names[p.name]} [[buffer({p.index})]]")
-        args += [builtin_param(kind) for kind in builtins_used(k)]
+        args += [builtin_param(kind) for kind in self.builtins]
         head = f"kernel void {c_identifier(k.name)}("
         sep = ",\n" + " " * len(head)
         self.open_block(head + sep.join(args) + ")")
@@ -174,22 +168,21 @@ class _Emitter:
     # ---- values
 
     def lookup(self, v: Value) -> str | None:
-        for scope in reversed(self.scopes):
-            if (name := scope.get(v)) is not None:
-                return name
-        return None
+        return self.named.get(self.sharing.key(v))
 
     def expr(self, v: Value) -> tuple[str, bool]:
         """The text of `v` and whether it needs no parentheses as an operand; a shared compound value is
         named once in the current body."""
-        if (name := self.lookup(v)) is not None:
+        key = self.sharing.key(v)
+        if (name := self.named.get(key)) is not None:
             return name, True
         text, atomic = self.render(v)
-        if _inline(v) or self.uses.get(v, 0) < 2:
+        if _inline(v) or self.sharing.uses(v) < 2:
             return text, atomic
         name = self.fresh("t")
         self.emit(f"{self.local_decl(name, v)} = {text};")
-        self.scopes[-1][v] = name
+        self.named[key] = name
+        self.scopes[-1].append(key)
         return name, True
 
     def full(self, v: Value) -> str:
@@ -202,7 +195,7 @@ class _Emitter:
     def element(self, ptr: Value) -> str:
         """The element `ptr` points to: `base[offset]` for an unnamed `AddPtr`, else `ptr[0]`."""
         match ptr:
-            case AddPtr(base, offset) if self.lookup(ptr) is None and self.uses.get(ptr, 0) < 2:
+            case AddPtr(base, offset) if self.lookup(ptr) is None and self.sharing.uses(ptr) < 2:
                 return f"{self.operand(base)}[{self.full(offset)}]"
             case _:
                 return f"{self.operand(ptr)}[0]"
@@ -371,7 +364,7 @@ class _Emitter:
         if s.orelse or s.else_yields:
             self.close_block("} else {")
             self.depth += 1
-            self.scopes.append({})
+            self.scopes.append([])
             self.body(s.orelse)
             self.assign(s.results, s.else_yields)
         self.close_block()

@@ -7,6 +7,14 @@ so hashing and memoising a large DAG stays linear. `loc` is keyword-only and exc
 
 `map_children(f, n)` rebuilds `n` with `f` applied to each child node (also inside tuples and
 persistent vectors), and returns `n` itself when nothing changed, so "changed?" is an `is` test.
+
+Speed: compiling walks every node several times, so `@node` also gives each class its own `__eq__`,
+hash set-up and child getter, generated from its field list once (as attrs generates `__init__`):
+- `__eq__` compares the same fields in the same order as attrs would, but returns at once for the
+  same object and for different cached hashes (attrs' `==` recurses into shared children, which is
+  exponential in the depth of a DAG whose equal subtrees are distinct objects);
+- `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
+The results are those of the generic definitions (`_generic_children` states them).
 """
 
 from __future__ import annotations
@@ -31,7 +39,94 @@ def node(cls: type[T]) -> type[T]:
     """Class decorator for IR nodes (use it on every node class, never a bare `attrs.frozen`)."""
     cls = attrs.frozen(cls)
     cls.__hash__ = _cached_hash
+    _specialise(cls)
     return cls
+
+
+_EQ_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _eq_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of `cls` that take part in equality (cached per class)."""
+    names = _EQ_NAMES[cls] = tuple(a.name for a in attrs.fields(cls) if a.eq)
+    return names
+
+
+# ---- sequences of children: tuples and persistent vectors
+
+_IS_SEQ: dict[type, bool] = {tuple: True, type(pvector()): True, type(None): False, int: False, str: False,
+                             bool: False, float: False}
+
+
+def _is_seq(cls: type) -> bool:
+    """Whether values of `cls` are searched for child nodes (`tuple` and `PVector`, an ABC: cached per class)."""
+    found = _IS_SEQ[cls] = issubclass(cls, (tuple, PVector))
+    return found
+
+
+def _extend(out: list[Node], v) -> None:
+    """Append the nodes inside the tuple or vector `v` (nested sequences included) to `out`."""
+    for x in v:
+        if isinstance(x, Node):
+            out.append(x)
+        else:
+            s = _IS_SEQ.get(x.__class__)
+            if s or (s is None and _is_seq(x.__class__)):
+                _extend(out, x)
+
+
+# ---- per-class code
+
+def _specialise(cls: type) -> None:
+    """Give `cls` its generated `__eq__`, hash set-up and child getter (see the module docstring)."""
+    if cls.__qualname__ == "Node" and cls.__module__ == __name__:
+        return  # the base itself, which has no fields (and is not bound yet)
+    fields = [a for a in attrs.fields(cls) if a.eq]
+    names = _EQ_NAMES[cls] = tuple(a.name for a in fields)
+    scope: dict[str, object] = {"Node": Node, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq, "_extend": _extend,
+                                "_set": object.__setattr__, "_qualname": cls.__qualname__}
+    keys = []
+    for i, a in enumerate(fields):
+        if a.eq_key is None:
+            keys.append(f"self.{a.name} == other.{a.name}")
+        else:
+            scope[f"_key{i}"] = a.eq_key
+            keys.append(f"_key{i}(self.{a.name}) == _key{i}(other.{a.name})")
+    # Equal nodes have equal hashes only when every field compares by plain `==` (an eq key such as
+    # `Const`'s may equate values whose hashes differ), so only then may unequal hashes answer.
+    if all(a.eq_key is None for a in fields):
+        keys.insert(0, "self._h == other._h")
+    lines = ["def __eq__(self, other):",
+             "    if other.__class__ is not self.__class__:",
+             "        return NotImplemented",
+             "    if self is other:",
+             "        return True",
+             f"    return {' and '.join(keys) or 'True'}",
+             "",
+             "def __attrs_post_init__(self):",
+             f"    _set(self, '_h', hash((_qualname, ({''.join(f'self.{n}, ' for n in names)}))))",
+             "",
+             "def children(n):",
+             "    out = []"]
+    for n in names:
+        lines += [f"    v = n.{n}",
+                  "    if isinstance(v, Node):",
+                  "        out.append(v)",
+                  "    else:",
+                  "        s = _IS_SEQ.get(v.__class__)",
+                  "        if s or (s is None and _is_seq(v.__class__)):",
+                  "            _extend(out, v)"]
+    lines.append("    return out")
+    exec(compile("\n".join(lines) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
+    cls.__eq__ = scope["__eq__"]
+    post_init = cls.__dict__.get("__attrs_post_init__")
+    if post_init is None and getattr(cls, "__attrs_post_init__", None) in _GENERIC_POST_INITS:
+        post_init = cls.__attrs_post_init__ = scope["__attrs_post_init__"]
+        _GENERIC_POST_INITS.add(post_init)
+    _CHILDREN[cls] = scope["children"]
+
+
+_CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}
 
 
 @node
@@ -44,25 +139,18 @@ class Node:
         object.__setattr__(self, "_h", hash((type(self).__qualname__, tuple([getattr(self, a) for a in names]))))
 
 
-_EQ_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _eq_names(cls: type) -> tuple[str, ...]:
-    """The names of the fields of `cls` that take part in equality (cached per class)."""
-    names = _EQ_NAMES[cls] = tuple(a.name for a in attrs.fields(cls) if a.eq)
-    return names
-
-
-def _eq_fields(n: Node) -> tuple[attrs.Attribute, ...]:
-    return tuple(a for a in attrs.fields(type(n)) if a.eq)
+_GENERIC_POST_INITS = {Node.__attrs_post_init__}   # hash set-ups a subclass may replace with its own
 
 
 def _map_value(f: Callable[[Node], Node], v):
     """Apply `f` to the nodes inside one field value; returns `v` itself when nothing changed."""
     if isinstance(v, Node):
         return f(v)
+    s = _IS_SEQ.get(v.__class__)
+    if not (s or (s is None and _is_seq(v.__class__))):
+        return v
     if isinstance(v, tuple):
-        new = tuple(_map_value(f, x) for x in v)
+        new = tuple([_map_value(f, x) for x in v])
         return v if all(a is b for a, b in zip(new, v)) else new
     if isinstance(v, PVector):
         new = [_map_value(f, x) for x in v]
@@ -70,19 +158,39 @@ def _map_value(f: Callable[[Node], Node], v):
     return v
 
 
+_INIT_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
 def map_children(f: Callable[[Node], Node], n: Node) -> Node:
     """`n` with `f` applied to every direct child node; `n` itself if no child changed."""
-    changes = {}
-    for a in _eq_fields(n):
-        old = getattr(n, a.name)
+    cls = n.__class__
+    changes = None
+    for name in _EQ_NAMES.get(cls) or _eq_names(cls):
+        old = getattr(n, name)
         new = _map_value(f, old)
         if new is not old:
-            changes[a.name.lstrip("_")] = new
-    return attrs.evolve(n, **changes) if changes else n
+            if changes is None:
+                changes = {}
+            changes[name.lstrip("_")] = new
+    if changes is None:
+        return n
+    init = _INIT_NAMES.get(cls)
+    if init is None:
+        init = _INIT_NAMES[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
+    for name, alias in init:   # what `attrs.evolve` does: every other init field keeps its value
+        if alias not in changes:
+            changes[alias] = getattr(n, name)
+    return cls(**changes)
 
 
 def children(n: Node) -> list[Node]:
     """The direct child nodes of `n`, in field order."""
+    get = _CHILDREN.get(n.__class__)
+    return get(n) if get is not None else _generic_children(n)
+
+
+def _generic_children(n: Node) -> list[Node]:
+    """`children` by reflection: the nodes in the equality fields of `n`, looking inside tuples and vectors."""
     out: list[Node] = []
     for name in _EQ_NAMES.get(type(n)) or _eq_names(type(n)):
         v = getattr(n, name)
@@ -114,7 +222,7 @@ def walk(root: Node) -> Iterator[Node]:
             continue
         seen.add(id(n))
         stack.append((n, True))
-        stack.extend((c, False) for c in reversed(list(children(n))) if id(c) not in seen)
+        stack.extend([(c, False) for c in reversed(children(n)) if id(c) not in seen])
 
 
 __all__ = ["Node", "PVectorType", "children", "map_children", "node", "walk"]
