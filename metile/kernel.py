@@ -1,15 +1,17 @@
 """`@metile.kernel`: a Python function -> a `JITKernel` that traces to Tile IR, compiles and launches.
 
 `kernel.trace(*args, **constexprs)` classifies the arguments (`metile.frontend.specialize`), traces
-the function's `ast` (`metile.frontend.trace`) and returns the verified Tile IR `Kernel`, cached per
-specialization key. `kernel.compile(*args, **constexprs)` runs the kernel's pipeline on it
-(`metile.DEFAULT_PIPELINE` unless `@metile.kernel(pipeline=[...])` or `kernel.with_pipeline([...])`
-chose another), checks the result against the device's limits, emits MSL and compiles it on the
-default device. Compiles are cached per (specialization key, pipeline, debug settings): kernels with
-different pipelines never share a compiled entry. `kernel[grid](*args, **constexprs)` compiles, then
-dispatches one threadgroup per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs
-excluded), numpy arrays are written back, and Python numbers travel as numpy scalars of the parameter's
-type. A kernel that the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
+the function's `ast` (`metile.frontend.trace`) and returns the Tile IR `Kernel`, cached per
+specialization key. The function's source is read and parsed once per code object. The Tile IR is
+verified in debug mode only: otherwise the pipeline verifies the Metal IR it ends with, once.
+`kernel.compile(*args, **constexprs)` runs the kernel's pipeline on it (`metile.DEFAULT_PIPELINE`
+unless `@metile.kernel(pipeline=[...])` or `kernel.with_pipeline([...])` chose another), checks the
+result against the device's limits, emits MSL and compiles it on the default device. Compiles are
+cached per (specialization key, pipeline, debug settings): kernels with different pipelines never
+share a compiled entry. `kernel[grid](*args, **constexprs)` compiles, then dispatches one threadgroup
+per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs excluded), numpy arrays
+are written back, and Python numbers travel as numpy scalars of the parameter's type. A kernel that
+the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
 
 This is the only module that reads the environment, and only when it matters:
 - `METILE_DEBUG` (see `metile.debug`) on every launch, with one `os.environ.get`: a launch whose
@@ -66,18 +68,53 @@ def visible_names(fn) -> dict:
     return names
 
 
+@attrs.frozen
+class _Parsed:
+    """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
+    mutated: tracing only reads the `ast`)."""
+
+    code: object
+    file: str
+    text: str
+    col_offset: int
+    line_offset: int
+    fdef: ast.AST
+
+
+_PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
+_PARSED_MAX = 1024
+
+
+def _parse(fn) -> _Parsed:
+    """Read and parse the source of `fn` (`inspect.getsourcelines` tokenizes the file to find the block)."""
+    file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    lines, first = inspect.getsourcelines(fn)
+    text = textwrap.dedent("".join(lines))
+    col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
+    return _Parsed(fn.__code__, file, text, col_offset, first - 1, ast.parse(text).body[0])
+
+
+def _parsed(fn) -> _Parsed:
+    """`_parse(fn)`, cached per code object: decorating a function again (or another closure of the same
+    `def`) does not read and parse its file again."""
+    code = fn.__code__
+    found = _PARSED.get(id(code))
+    if found is None or found.code is not code:
+        found = _parse(fn)
+        if len(_PARSED) >= _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[id(code)] = found
+    return found
+
+
 class _Source:
     """The parsed function: its `ast`, file, line and column offsets, and parameter kinds."""
 
     def __init__(self, fn):
-        self.file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-        lines, first = inspect.getsourcelines(fn)
-        raw = "".join(lines)
-        self.text = textwrap.dedent(raw)
-        self.col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
-        self.line_offset = first - 1
-        tree = ast.parse(self.text)
-        fdef = tree.body[0]
+        parsed = _parsed(fn)
+        self.file, self.text = parsed.file, parsed.text
+        self.col_offset, self.line_offset = parsed.col_offset, parsed.line_offset
+        fdef = parsed.fdef
         if not isinstance(fdef, ast.FunctionDef):
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
         self.fdef = fdef
@@ -172,6 +209,7 @@ class JITKernel:
         self._quiet = DebugSettings(verify_each=self.debug)
         self._src: _Source | None = None
         self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
+        self._verified: set[tuple] = set()                  # the keys whose Tile IR has been verified
         self._compiled: dict[tuple, CompiledKernel] = {}     # per (specialization key, pipeline, debug settings)
         self._launches: dict[tuple, _Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
         self._n_runtime: int | None = None
@@ -182,6 +220,7 @@ class JITKernel:
         and compile caches (compiled entries are keyed by pipeline, so they never mix)."""
         other = JITKernel(self.fn, pipeline=pipeline, debug=self.debug)
         other._src, other._cache, other._compiled = self._src, self._cache, self._compiled
+        other._verified = self._verified
         return other
 
     @property
@@ -202,23 +241,32 @@ class JITKernel:
         return self.specialize(args, kwargs)[0]
 
     def trace(self, *args, **kwargs) -> Kernel:
-        """The verified Tile IR of the kernel for these arguments and constexprs."""
-        return self._trace(self.specialize(args, kwargs))
+        """The Tile IR of the kernel for these arguments and constexprs (verified in debug mode)."""
+        spec = self.specialize(args, kwargs)
+        env = os.environ.get("METILE_DEBUG")
+        return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
 
-    def _trace(self, spec) -> Kernel:
+    def _trace(self, spec, verify_each: bool) -> Kernel:
+        """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode), since
+        otherwise the pipeline verifies the Metal IR it ends with, once."""
         key, typed, consts, _ = spec
         found = self._cache.get(key)
-        if found is not None:
-            return found
-        src = self.source
-        params = [Param(s.name, i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
-        env = {p.name: p for p in params} | consts
-        meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
-        tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
-                        col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta)
-        kernel = verify(tracer.run(), after="trace")
-        self._cache[key] = kernel
-        return kernel
+        if found is None:
+            src = self.source
+            params = [Param(s.name, i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
+            env = {p.name: p for p in params} | consts
+            meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
+            tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
+                            col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta)
+            found = tracer.run()
+            if verify_each:
+                verify(found, after="trace")
+                self._verified.add(key)
+            self._cache[key] = found
+        elif verify_each and key not in self._verified:
+            verify(found, after="trace")
+            self._verified.add(key)
+        return found
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
@@ -236,7 +284,7 @@ class JITKernel:
         found = self._compiled.get(key)
         if found is not None:
             return found
-        tile_ir = self._trace(spec)
+        tile_ir = self._trace(spec, settings.verify_each)
         name = self.fn.__name__
         dump = Dump(settings, name, spec[2], short_hash(self._stable_key(spec))) if settings.stages else None
         if dump is not None:
@@ -390,7 +438,7 @@ class Launcher:
         k = self.kernel
         spec = k.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
         settings = k._settings(env)
-        k._trace(spec)
+        k._trace(spec, settings.verify_each)
         grid3(self.grid)
         entry = _Launch(k._compile(spec, settings), spec[1])
         if key is not None:

@@ -35,6 +35,7 @@ from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
+_NO_VARS: frozenset[Var] = frozenset()
 
 
 class VerifyError(MetileError):
@@ -65,9 +66,12 @@ class _Verifier:
         self.after = after
         self.stage = k.stage
         self.free: dict[Node, frozenset[Var]] = {}  # checked value -> the Vars it uses
+        self.free_by_id: dict[int, frozenset[Var]] = {}  # the same by object, a cheaper first look
+        self.admitted = ADMITTED[self.stage] if isinstance(self.stage, Stage) else frozenset()
         self.params: dict[str, Param] = {}
         self.bound: set[str] = set()
         self.good_types: set[object] = set()
+        self.good_type_objects: dict[int, Type] = {}  # by id, holding each so that its id stays its own
 
     def fail(self, message: str, node: Node | None, stmt: Node | None = None):
         loc = getattr(node, "loc", None) or getattr(stmt, "loc", None)
@@ -114,11 +118,16 @@ class _Verifier:
             self.fail(f"%{name} is bound twice (names are unique in a kernel)", node, stmt)
 
     def type_ok(self, t: object, node: Node, stmt: Node | None) -> None:
+        if id(t) in self.good_type_objects:
+            return
         if isinstance(t, Type) and t in self.good_types:
+            self.good_type_objects[id(t)] = t
             return
         if (err := check_type(t, self.stage)) is not None:
             self.fail(err, node, stmt)
         self.good_types.add(t)
+        if isinstance(t, Type):
+            self.good_type_objects[id(t)] = t
 
     def bind(self, var: object, scope: Scope, stmt: Stmt) -> None:
         if not isinstance(var, Var):
@@ -135,12 +144,13 @@ class _Verifier:
             self.fail(f"{type(stmt).__name__}: expected a value, not {type(v).__name__}", stmt)
         if not let and type(v) in LET_ONLY:
             self.fail(f"{type(v).__name__} must be bound by a Let (its position among statements matters)", v, stmt)
-        for var in self.tree(v, stmt):
+        found = self.free_by_id.get(id(v))
+        for var in self.tree(v, stmt) if found is None else found:
             seen = scope.get(var.name)
             if seen is None:
                 where = "outside the body that binds it" if var.name in self.bound else "before it is defined"
                 self.fail(f"%{var.name} is used {where}", var, stmt)
-            if seen != var:
+            if seen is not var and seen != var:
                 self.fail(f"%{var.name} is used as {var.type} but bound as {seen.type}", var, stmt)
         return v
 
@@ -148,27 +158,41 @@ class _Verifier:
         return [self.value(v, scope, stmt) for v in vs]
 
     def tree(self, root: Value, stmt: Stmt) -> frozenset[Var]:
-        """Check every node of `root` not checked before (children first, no recursion); return its Vars."""
+        """Check every node of `root` not checked before (children first, no recursion); return its Vars.
+
+        A node counts as checked when a structurally equal one was; `free_by_id` answers first for the
+        node objects met before, so that the structural table is consulted once per object."""
+        free, by_id = self.free, self.free_by_id
         stack: list[tuple[Node, list[Node] | None]] = [(root, None)]
         while stack:
             n, kids = stack.pop()
-            if n in self.free:
+            if id(n) in by_id:
+                continue
+            if (known := free.get(n)) is not None:
+                by_id[id(n)] = known
                 continue
             if kids is None:
-                kids = list(children(n))
+                kids = children(n)
                 for c in kids:
                     if not isinstance(c, Value):
                         self.fail(f"{type(n).__name__} has a {type(c).__name__} operand", n, stmt)
                 stack.append((n, kids))
-                stack.extend((c, None) for c in kids if c not in self.free)
+                stack.extend([(c, None) for c in kids if id(c) not in by_id])
                 continue
             self.node(n, kids, stmt)
-            self.free[n] = frozenset((n,)) if isinstance(n, Var) else frozenset().union(*(self.free[c] for c in kids))
-        return self.free[root]
+            if isinstance(n, Var):
+                used = frozenset((n,))
+            else:
+                used = _NO_VARS
+                for c in kids:
+                    if (more := by_id[id(c)]) and more is not used:
+                        used = more if not used else used | more
+            free[n] = by_id[id(n)] = used
+        return by_id[id(root)]
 
     def node(self, n: Node, kids: list[Node], stmt: Stmt) -> None:
         cls = type(n)
-        if cls not in ADMITTED[self.stage]:
+        if cls not in self.admitted:
             self.fail(f"{cls.__name__} is a {_level(cls)} node, not allowed in a {self.stage.value} kernel", n, stmt)
         for c in kids:
             if type(c) in LET_ONLY:
@@ -192,7 +216,7 @@ class _Verifier:
         for s in stmts:
             if not isinstance(s, Stmt):
                 self.fail(f"expected a statement, not {type(s).__name__}", s if isinstance(s, Node) else None)
-            if type(s) not in ADMITTED[self.stage]:
+            if type(s) not in self.admitted:
                 self.fail(f"{type(s).__name__} is a {_level(type(s))} statement, not allowed in a "
                           f"{self.stage.value} kernel", s)
             self.stmt(s, scope, depth)
