@@ -51,13 +51,23 @@ class Blocked:
     def thread_stride(self) -> int:
         return self.tv.stride[0]
 
+    @functools.cached_property
+    def offsets(self) -> tuple[int, ...]:
+        """`offset(slot)` for every slot (the layout evaluated once)."""
+        return tuple(self.tv((0, slot)) for slot in range(self.slots))
+
+    @functools.cached_property
+    def paddings(self) -> tuple[bool, ...]:
+        last = (self.threads - 1) * self.thread_stride
+        return tuple(off + last >= self.size for off in self.offsets)
+
     def offset(self, slot: int) -> int:
         """The flat index thread 0 holds in `slot`; thread `t` holds `offset(slot) + t * thread_stride`."""
-        return self.tv((0, slot))
+        return self.offsets[slot]
 
     def padded(self, slot: int) -> bool:
         """True when some thread's `slot` lies past the end of the tile."""
-        return self.offset(slot) + (self.threads - 1) * self.thread_stride >= self.size
+        return self.paddings[slot]
 
     @property
     def has_padding(self) -> bool:
@@ -77,6 +87,7 @@ def blocked(size: int, threads: int, vec: int) -> Blocked:
     return Blocked(size, threads, choose_vec(size, threads, vec))
 
 
+@functools.cache
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The element strides of a row-major tile (CuTe's compact right-major stride)."""
     if not shape:
