@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import weakref
 from contextlib import contextmanager
 
 from metile.frontend import semantic as sem
@@ -38,13 +39,21 @@ _MAX_WIDEN = 4
 _MAX_UNROLL = 100_000
 
 
+# Per statement, the names it assigns: a loop asks for them at least twice, and the parsed source (and so
+# each statement) is shared by every trace of a function. Weak keys, so a statement's entry goes with it.
+_ASSIGNED: weakref.WeakKeyDictionary[ast.stmt, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
 def assigned_names(body: list[ast.stmt]) -> list[str]:
     """Names a statement list assigns, in order of first appearance."""
     seen: dict[str, None] = {}
     for stmt in body:
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                seen.setdefault(n.id, None)
+        names = _ASSIGNED.get(stmt)
+        if names is None:
+            names = _ASSIGNED[stmt] = tuple({n.id: None for n in ast.walk(stmt)
+                                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
+        for name in names:
+            seen.setdefault(name, None)
     return list(seen)
 
 
