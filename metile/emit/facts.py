@@ -46,21 +46,37 @@ from metile.ir.stages import ADMITTED
 class Sharing:
     """Which nodes of a kernel are structurally equal, and how many distinct parents each one has.
 
-    `key(v)` is one int for every node structurally equal to `v` (the id of the first such node seen),
-    so the emitter can key its tables by ints instead of hashing and comparing trees; `uses(v)` is
-    how many structurally distinct parents refer to `v` (see `use_counts`).
+    `key(v)` is one int for every node structurally equal to `v` (the id of its representative, the
+    first such node the walk met), so the emitter can key its tables by ints; `count(key)` is how many
+    structurally distinct parents refer to those nodes (see `use_counts`). Representatives are found by
+    each node's cached hash (`Node._h`, read directly: `hash()` would call back into Python), then `==`;
+    a node that is not its representative is remembered by id, and held so that its id stays its own.
     """
 
-    __slots__ = ("_canon", "_counts", "_rep")
+    __slots__ = ("_by_hash", "_counts", "_held", "_others", "_twins")
 
-    def __init__(self, rep: dict[int, int], canon: dict[Node, Node], counts: dict[int, int]):
-        self._rep, self._canon, self._counts = rep, canon, counts
+    def __init__(self, by_hash: dict[int, Node], others: dict[Node, Node], counts: dict[int, int]):
+        self._by_hash, self._others, self._counts = by_hash, others, counts
+        self._twins: dict[int, int] = {}
+        self._held: list[Node] = []
 
     def key(self, v: Node) -> int:
-        found = self._rep.get(id(v))
-        if found is None:  # a node from outside the kernel: its equal in the kernel, else itself (kept alive)
-            found = id(self._canon.setdefault(v, v))
-        return found
+        r = self._by_hash.get(v._h)
+        if r is v:
+            return id(v)
+        found = self._twins.get(id(v))
+        if found is not None:
+            return found
+        if r is None:  # a node from outside the kernel
+            r = self._by_hash[v._h] = v
+        elif not r == v:  # another structure with the same hash holds that entry: the fallback table
+            r = self._others.setdefault(v, v)
+        self._twins[id(v)] = id(r)
+        self._held.append(v)
+        return id(r)
+
+    def count(self, key: int) -> int:
+        return self._counts.get(key, 0)
 
     def uses(self, v: Node) -> int:
         return self._counts.get(self.key(v), 0)
@@ -69,41 +85,42 @@ class Sharing:
 def scan(k: Kernel) -> tuple[Sharing, list[BuiltinKind]]:
     """`check_metal(k)`, then the kernel's `Sharing` and `builtins_used(k)`, in one walk of its nodes.
 
-    The walk goes once over each node object (children first, by identity) and looks each one up once
-    by structure; the results are those of the definitions below, which walk by structure throughout.
+    Like `distinct_nodes`, the walk expands one representative of each structure; the results are
+    those of the definitions below, which hash every node they meet.
     """
     if k.stage is not Stage.METAL:
         check_metal(k)
     admitted = ADMITTED[Stage.METAL]
-    rep: dict[int, int] = {}
-    canon: dict[Node, Node] = {}
+    by_hash: dict[int, Node] = {k._h: k}
+    others: dict[Node, Node] = {}   # structures whose hash another structure took first
     counts: dict[int, int] = {}
     kinds: set[BuiltinKind] = set()
     bad = False
-    stack: list[tuple[Node, list[Node] | None]] = [(k, None)]
+    stack: list[Node] = [k]
     while stack:
-        n, kids = stack.pop()
-        if id(n) in rep:
-            continue
-        if kids is None:
-            kids = children(n)
-            stack.append((n, kids))
-            stack.extend([(c, None) for c in kids if id(c) not in rep])
-            continue
-        r = canon.setdefault(n, n)
-        rep[id(n)] = id(r)
-        if r is not n:
-            continue
+        n = stack.pop()
         cls = n.__class__
         if cls not in admitted and cls is not Kernel:
             bad = True
         elif cls is Builtin:
             kinds.add(n.kind)
-        for c in {rep[id(c)] for c in kids}:
-            counts[c] = counts.get(c, 0) + 1
+        reps: set[int] = set()
+        for c in children(n):
+            r = by_hash.get(c._h)
+            if r is None:
+                r = by_hash[c._h] = c
+                stack.append(c)
+            elif r is not c and not r == c:
+                r = others.get(c)
+                if r is None:
+                    r = others[c] = c
+                    stack.append(c)
+            reps.add(id(r))
+        for i in reps:
+            counts[i] = counts.get(i, 0) + 1
     if bad:
         check_metal(k)  # raises, naming the node the structural walk meets first
-    return Sharing(rep, canon, counts), [kind for kind in BuiltinKind if kind in kinds]
+    return Sharing(by_hash, others, counts), [kind for kind in BuiltinKind if kind in kinds]
 
 
 def check_metal(k: Kernel) -> None:

@@ -45,6 +45,7 @@ from metile.ir import (
     Cast,
     Compare,
     Const,
+    DType,
     Extract,
     For,
     If,
@@ -85,8 +86,12 @@ def emit_msl(kernel: Kernel) -> str:
     return _Emitter(kernel).run()
 
 
+_NARROW_INTS = tuple(d for d in DType if d.is_int and d.bits < 32)
+_LEAVES = frozenset({Const, Param, Var, Builtin})  # `_inline` values whose text is the same everywhere
+
+
 def _narrow_int(t) -> bool:
-    return isinstance(t, TileType) and t.dtype.is_int and t.dtype.bits < 32
+    return isinstance(t, TileType) and t.dtype in _NARROW_INTS
 
 
 class _Emitter:
@@ -104,6 +109,7 @@ class _Emitter:
         # added: a value is named at most once at a time, since a name in scope is always found first.
         self.named: dict[int, str] = {}
         self.scopes: list[list[int]] = [[]]
+        self.leaves: dict[int, tuple[str, bool]] = {}  # the text of leaves by key (it depends on nothing else)
 
     # ---- output
 
@@ -174,11 +180,17 @@ class _Emitter:
         """The text of `v` and whether it needs no parentheses as an operand; a shared compound value is
         named once in the current body."""
         key = self.sharing.key(v)
+        if (leaf := self.leaves.get(key)) is not None:
+            return leaf
         if (name := self.named.get(key)) is not None:
             return name, True
-        text, atomic = self.render(v)
-        if _inline(v) or self.sharing.uses(v) < 2:
-            return text, atomic
+        out = self.render(v)
+        if v.__class__ in _LEAVES:
+            self.leaves[key] = out
+            return out
+        if self.sharing.count(key) < 2 or _inline(v):
+            return out
+        text = out[0]
         name = self.fresh("t")
         self.emit(f"{self.local_decl(name, v)} = {text};")
         self.named[key] = name
@@ -195,10 +207,14 @@ class _Emitter:
     def element(self, ptr: Value) -> str:
         """The element `ptr` points to: `base[offset]` for an unnamed `AddPtr`, else `ptr[0]`."""
         match ptr:
-            case AddPtr(base, offset) if self.lookup(ptr) is None and self.sharing.uses(ptr) < 2:
+            case AddPtr(base, offset) if self.unnamed_single_use(ptr):
                 return f"{self.operand(base)}[{self.full(offset)}]"
             case _:
                 return f"{self.operand(ptr)}[0]"
+
+    def unnamed_single_use(self, v: Value) -> bool:
+        key = self.sharing.key(v)
+        return key not in self.named and self.sharing.count(key) < 2
 
     def render(self, v: Value) -> tuple[str, bool]:
         match v:

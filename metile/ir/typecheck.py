@@ -130,11 +130,12 @@ def _unop_dtype(op: UnOp, dt: DType) -> str | None:
     return None if dt.is_float else f"{op.value} needs a float operand, not {dt}"
 
 
-def _same_operands(what: str, lhs, rhs) -> str | None:
-    if not _is_elementwise(lhs.type):
-        return f"{what}: operands must be values, not {lhs.type}"
-    if lhs.type != rhs.type:
-        return f"{what}: operand types differ: {lhs.type} and {rhs.type}"
+def _same_operands(op: BinOp | CmpOp, lhs, rhs) -> str | None:
+    lt, rt = lhs.type, rhs.type
+    if not _is_elementwise(lt):
+        return f"{op.value}: operands must be values, not {lt}"
+    if lt is not rt and lt != rt:
+        return f"{op.value}: operand types differ: {lt} and {rt}"
     return None
 
 
@@ -173,23 +174,15 @@ def _simd(x, lane, what: str) -> str | None:
 
 
 def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case per node kind
+    # The cases go from the most frequent node kinds (in Metal IR, which every compile verifies) to the
+    # rarest, since a match tries them in turn; the classes are disjoint, so the order changes nothing else.
     match n:
         case Const(value, dtype):
             return None if fits(value, dtype) else f"constant {value!r} does not fit {dtype}"
         case Param() | Var():
             return None
         case Binary(op, lhs, rhs) if isinstance(op, BinOp):
-            return _same_operands(op.value, lhs, rhs) or _binop_dtype(op, lhs.type.dtype, stage)
-        case Unary(op, x) if isinstance(op, UnOp):
-            if not _is_elementwise(x.type):
-                return f"{op.value}: the operand must be a value, not {x.type}"
-            return _unop_dtype(op, x.type.dtype)
-        case Compare(op, lhs, rhs) if isinstance(op, CmpOp):
-            return _same_operands(op.value, lhs, rhs)
-        case Where(cond, x, y):
-            return _where(cond, x, y)
-        case Cast(x, dtype) if isinstance(dtype, DType):
-            return None if _is_elementwise(x.type) else f"cast: the operand must be a value, not {x.type}"
+            return _same_operands(op, lhs, rhs) or _binop_dtype(op, lhs.type.dtype, stage)
         case AddPtr(ptr, offset):
             pt, ot = ptr.type, offset.type
             if not isinstance(pt, PtrType):
@@ -198,66 +191,28 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"addptr: the offset must be an integer tile of shape {pt.shape}, not {ot}"
         case Load(ptr, mask, other):
             return _memory(ptr, mask, other)
-        case SharedAlloc(shape, dtype):
-            if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-                return f"shared_alloc: the shape {shape} must be non-empty with positive dimensions"
-        case SimdShuffleXor(x, mask):
-            return _simd(x, mask, "simd_shuffle_xor")
-        case SimdBroadcast(x, lane):
-            return _simd(x, lane, "simd_broadcast")
-        case SimdReduce(op, x) if isinstance(op, ReduceOp):
-            err = _simd(x, None, f"simd_reduce {op.value}")
-            return err or (f"simd_reduce {op.value} is not defined on bool" if x.type.dtype is DType.BOOL else None)
-        case ProgramId(axis) | NumPrograms(axis):
-            return None if axis in (0, 1, 2) else f"the grid axis must be 0, 1 or 2, not {axis}"
-        case Arange(start, stop):
-            if not (isinstance(start, int) and isinstance(stop, int) and start < stop):
-                return f"arange {start}, {stop}: needs integers with start < stop"
-            if not (fits(start, DType.I32) and fits(stop - 1, DType.I32)):
-                return f"arange {start}, {stop}: out of i32 range"
-        case Full(shape, value):
-            if not isinstance(value, Const):
-                return f"full: the fill value must be a Const, not {type(value).__name__}"
-        case Broadcast(x, shape):
-            xt = x.type
-            if not isinstance(xt, (TileType, PtrType)) or not broadcast_shapes(xt.shape, tuple(shape)):
-                return f"broadcast: cannot broadcast {xt} to shape {tuple(shape)}"
-        case ExpandDims(x, axis):
-            xt = x.type
-            if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis <= len(xt.shape):
-                return f"expand_dims: axis {axis} is out of range for {xt}"
-        case Reshape(x, shape):
-            xt = x.type
-            if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):
-                return f"reshape: cannot reshape {xt} to shape {tuple(shape)}"
-        case Reduce(op, x, axis) if isinstance(op, ReduceOp):
-            xt = x.type
-            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape):
-                return f"reduce {op.value}: axis {axis} is out of range for {xt}"
-            if xt.dtype is DType.BOOL:
-                return f"reduce {op.value} is not defined on bool"
-        case Dot(a, b):
-            at, bt = a.type, b.type
-            if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
-                return f"dot: needs two 2-D tiles, not {at} and {bt}"
-            if at.shape[1] != bt.shape[0]:
-                return f"dot: inner dimensions differ: [{at.shape[0]}, {at.shape[1]}] x [{bt.shape[0]}, {bt.shape[1]}]"
-            if at.dtype != bt.dtype or at.dtype is DType.BOOL:
-                return f"dot: operands must have one numeric dtype, not {at.dtype} and {bt.dtype}"
-        case ThreadId() | SimdLaneId() | SimdgroupId():
-            return None
+        case Compare(op, lhs, rhs) if isinstance(op, CmpOp):
+            return _same_operands(op, lhs, rhs)
+        case Cast(x, dtype) if isinstance(dtype, DType):
+            return None if _is_elementwise(x.type) else f"cast: the operand must be a value, not {x.type}"
+        case Where(cond, x, y):
+            return _where(cond, x, y)
+        case Unary(op, x) if isinstance(op, UnOp):
+            if not _is_elementwise(x.type):
+                return f"{op.value}: the operand must be a value, not {x.type}"
+            return _unop_dtype(op, x.type.dtype)
         case Builtin(kind, axis) if isinstance(kind, BuiltinKind):
             allowed = (0, 1, 2) if kind.has_axes else (0,)
             return None if axis in allowed else f"builtin {kind.value}: axis {axis} is not one of {allowed}"
+        case Extract(vec, lane):
+            vt = vec.type
+            if not isinstance(vt, VectorType) or not 0 <= lane < vt.width:
+                return f"extract: lane {lane} is out of range for {vt}"
         case VecLoad(ptr, width):
             if not _is_scalar_ptr(ptr.type):
                 return f"vload: the address must be a scalar pointer, not {ptr.type}"
             if width not in (2, 3, 4):
                 return f"vload: vectors have 2, 3 or 4 lanes, not {width}"
-        case Extract(vec, lane):
-            vt = vec.type
-            if not isinstance(vt, VectorType) or not 0 <= lane < vt.width:
-                return f"extract: lane {lane} is out of range for {vt}"
         case MakeVector(elems):
             if not 2 <= len(elems) <= 4:
                 return f"vector: needs 2 to 4 lanes, not {len(elems)}"
@@ -284,6 +239,54 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"matrix_mac: needs three simdgroup matrices, not {', '.join(map(str, ts))}"
             if ts[0].dtype != ts[1].dtype:
                 return f"matrix_mac: a and b must have one dtype, not {ts[0].dtype} and {ts[1].dtype}"
+        case Broadcast(x, shape):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not broadcast_shapes(xt.shape, tuple(shape)):
+                return f"broadcast: cannot broadcast {xt} to shape {tuple(shape)}"
+        case ProgramId(axis) | NumPrograms(axis):
+            return None if axis in (0, 1, 2) else f"the grid axis must be 0, 1 or 2, not {axis}"
+        case Arange(start, stop):
+            if not (isinstance(start, int) and isinstance(stop, int) and start < stop):
+                return f"arange {start}, {stop}: needs integers with start < stop"
+            if not (fits(start, DType.I32) and fits(stop - 1, DType.I32)):
+                return f"arange {start}, {stop}: out of i32 range"
+        case Full(shape, value):
+            if not isinstance(value, Const):
+                return f"full: the fill value must be a Const, not {type(value).__name__}"
+        case ExpandDims(x, axis):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis <= len(xt.shape):
+                return f"expand_dims: axis {axis} is out of range for {xt}"
+        case Reshape(x, shape):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):
+                return f"reshape: cannot reshape {xt} to shape {tuple(shape)}"
+        case Reduce(op, x, axis) if isinstance(op, ReduceOp):
+            xt = x.type
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape):
+                return f"reduce {op.value}: axis {axis} is out of range for {xt}"
+            if xt.dtype is DType.BOOL:
+                return f"reduce {op.value} is not defined on bool"
+        case Dot(a, b):
+            at, bt = a.type, b.type
+            if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
+                return f"dot: needs two 2-D tiles, not {at} and {bt}"
+            if at.shape[1] != bt.shape[0]:
+                return f"dot: inner dimensions differ: [{at.shape[0]}, {at.shape[1]}] x [{bt.shape[0]}, {bt.shape[1]}]"
+            if at.dtype != bt.dtype or at.dtype is DType.BOOL:
+                return f"dot: operands must have one numeric dtype, not {at.dtype} and {bt.dtype}"
+        case ThreadId() | SimdLaneId() | SimdgroupId():
+            return None
+        case SharedAlloc(shape, dtype):
+            if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+                return f"shared_alloc: the shape {shape} must be non-empty with positive dimensions"
+        case SimdShuffleXor(x, mask):
+            return _simd(x, mask, "simd_shuffle_xor")
+        case SimdBroadcast(x, lane):
+            return _simd(x, lane, "simd_broadcast")
+        case SimdReduce(op, x) if isinstance(op, ReduceOp):
+            err = _simd(x, None, f"simd_reduce {op.value}")
+            return err or (f"simd_reduce {op.value} is not defined on bool" if x.type.dtype is DType.BOOL else None)
         case _:
             return f"{type(n).__name__} is not a well-formed value node"
     return None

@@ -65,8 +65,12 @@ class _Verifier:
         self.k = k
         self.after = after
         self.stage = k.stage
-        self.free: dict[Node, frozenset[Var]] = {}  # checked value -> the Vars it uses
-        self.free_by_id: dict[int, frozenset[Var]] = {}  # the same by object, a cheaper first look
+        # The Vars each checked value uses, by structure: under the node's cached hash (`Node._h`, read
+        # directly, as `hash()` would call back into Python) the first such node and its Vars, and any other
+        # structure with the same hash in `free_others`; `free_by_id` answers first for node objects met before.
+        self.free_by_hash: dict[int, tuple[Node, frozenset[Var]]] = {}
+        self.free_others: dict[Node, frozenset[Var]] = {}
+        self.free_by_id: dict[int, frozenset[Var]] = {}
         self.admitted = ADMITTED[self.stage] if isinstance(self.stage, Stage) else frozenset()
         self.params: dict[str, Param] = {}
         self.bound: set[str] = set()
@@ -159,26 +163,31 @@ class _Verifier:
 
     def tree(self, root: Value, stmt: Stmt) -> frozenset[Var]:
         """Check every node of `root` not checked before (children first, no recursion); return its Vars.
-
-        A node counts as checked when a structurally equal one was; `free_by_id` answers first for the
-        node objects met before, so that the structural table is consulted once per object."""
-        free, by_id = self.free, self.free_by_id
+        A node counts as checked when a structurally equal one was."""
+        by_id, by_hash, others = self.free_by_id, self.free_by_hash, self.free_others
         stack: list[tuple[Node, list[Node] | None]] = [(root, None)]
         while stack:
             n, kids = stack.pop()
             if id(n) in by_id:
                 continue
-            if (known := free.get(n)) is not None:
-                by_id[id(n)] = known
-                continue
             if kids is None:
+                if (e := by_hash.get(n._h)) is not None:
+                    known = e[1] if e[0] == n else others.get(n)
+                    if known is not None:
+                        by_id[id(n)] = known
+                        continue
                 kids = children(n)
+                waiting = False  # for a child to be checked: come back to `n` after its children
                 for c in kids:
                     if not isinstance(c, Value):
                         self.fail(f"{type(n).__name__} has a {type(c).__name__} operand", n, stmt)
-                stack.append((n, kids))
-                stack.extend([(c, None) for c in kids if id(c) not in by_id])
-                continue
+                    if id(c) not in by_id:
+                        if not waiting:
+                            stack.append((n, kids))
+                            waiting = True
+                        stack.append((c, None))
+                if waiting:
+                    continue
             self.node(n, kids, stmt)
             if isinstance(n, Var):
                 used = frozenset((n,))
@@ -187,7 +196,11 @@ class _Verifier:
                 for c in kids:
                     if (more := by_id[id(c)]) and more is not used:
                         used = more if not used else used | more
-            free[n] = by_id[id(n)] = used
+            by_id[id(n)] = used
+            if n._h in by_hash:
+                others[n] = used
+            else:
+                by_hash[n._h] = (n, used)
         return by_id[id(root)]
 
     def node(self, n: Node, kids: list[Node], stmt: Stmt) -> None:
@@ -201,8 +214,8 @@ class _Verifier:
             self.fail(f"%{n.name} is not a parameter of this kernel (or differs from it)", n, stmt)
         try:
             err = check_value(n, self.stage)
-            if err is None:
-                self.type_ok(n.type, n, stmt)
+            if err is None and id(t := n.type) not in self.good_type_objects:
+                self.type_ok(t, n, stmt)
         except VerifyError:
             raise
         except Exception as e:  # a field of the wrong kind: report it, don't crash
