@@ -53,6 +53,24 @@ def verify(k: Kernel, *, after: str = "construction") -> Kernel:
     return k
 
 
+def _vars_of(root: Value) -> frozenset[Var]:
+    """The Vars `root` uses, as a set built the way the verifier always built it (the union of its children's
+    sets, into a new set), so that when several Vars are wrong the one reported first is the one it always was:
+    `tree` builds cheaper sets of the same Vars, and `scope_error` comes here once it has found a wrong one."""
+    done: dict[Node, frozenset[Var]] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if n in done:
+            continue
+        if not expanded:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children(n) if c not in done)
+            continue
+        done[n] = frozenset((n,)) if isinstance(n, Var) else frozenset().union(*(done[c] for c in children(n)))
+    return done[root]
+
+
 def _level(cls: type) -> str:
     return "Tile IR" if cls in TILE_VALUES or cls in TILE_STMTS else "Metal IR"
 
@@ -148,15 +166,22 @@ class _Verifier:
             self.fail(f"{type(stmt).__name__}: expected a value, not {type(v).__name__}", stmt)
         if not let and type(v) in LET_ONLY:
             self.fail(f"{type(v).__name__} must be bound by a Let (its position among statements matters)", v, stmt)
-        found = self.free_by_id.get(id(v))
-        for var in self.tree(v, stmt) if found is None else found:
+        used = self.free_by_id.get(id(v))
+        for var in self.tree(v, stmt) if used is None else used:
+            seen = scope.get(var.name)
+            if seen is not var and (seen is None or seen != var):
+                self.scope_error(v, scope, stmt)
+        return v
+
+    def scope_error(self, v: Value, scope: Scope, stmt: Stmt) -> None:
+        """Fail on the first Var of `v` out of scope or of another type, in the order of `_vars_of(v)`."""
+        for var in _vars_of(v):
             seen = scope.get(var.name)
             if seen is None:
                 where = "outside the body that binds it" if var.name in self.bound else "before it is defined"
                 self.fail(f"%{var.name} is used {where}", var, stmt)
-            if seen is not var and seen != var:
+            if seen != var:
                 self.fail(f"%{var.name} is used as {var.type} but bound as {seen.type}", var, stmt)
-        return v
 
     def values(self, vs: Iterable[object], scope: Scope, stmt: Stmt) -> list[Value]:
         return [self.value(v, scope, stmt) for v in vs]
