@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from metile.emit.facts import bindings, c_names, pointer_roots, reads_any, scan, written_params
 from metile.emit.spell import (
+    BINARY_BY_IDS,
     COMPARE,
     SIMD_REDUCE,
+    UNARY_BY_IDS,
     EmitError,
     atomic_type,
     binary_spelling,
@@ -105,11 +107,13 @@ class _Emitter:
         self.count = 0
         self.lines: list[str] = []
         self.depth = 0
-        # The temporaries in scope, by `Sharing.key` (equal values share one), and the keys each open body
-        # added: a value is named at most once at a time, since a name in scope is always found first.
-        self.named: dict[int, str] = {}
+        self.key, self.counts = self.sharing.key, self.sharing.counts
+        # By `Sharing.key` (equal values share one): the text of the temporaries in scope, with the keys each
+        # open body added (a value is named at most once at a time, since a name in scope is always found
+        # first), and the text of leaves (constants, names, builtins), which reads the same everywhere.
+        self.known: dict[int, tuple[str, bool]] = {}
         self.scopes: list[list[int]] = [[]]
-        self.leaves: dict[int, tuple[str, bool]] = {}  # the text of leaves by key (it depends on nothing else)
+        self.const_ptrs: dict[int, bool] = {}  # `ptr_is_const` by key
 
     # ---- output
 
@@ -130,7 +134,7 @@ class _Emitter:
 
     def close_block(self, tail: str = "}") -> None:
         for key in self.scopes.pop():
-            del self.named[key]
+            del self.known[key]
         self.depth -= 1
         self.emit(tail)
 
@@ -140,7 +144,11 @@ class _Emitter:
         t = v.type
         if not isinstance(t, PtrType) or t.space is not AddressSpace.DEVICE:
             return False
-        return bool(pointer_roots(v, self.defs) - self.written)
+        key = self.key(v)
+        found = self.const_ptrs.get(key)
+        if found is None:
+            found = self.const_ptrs[key] = bool(pointer_roots(v, self.defs) - self.written)
+        return found
 
     def type_of(self, v: Value) -> str:
         return type_name(v.type, const=self.ptr_is_const(v))
@@ -173,27 +181,21 @@ class _Emitter:
 
     # ---- values
 
-    def lookup(self, v: Value) -> str | None:
-        return self.named.get(self.sharing.key(v))
-
     def expr(self, v: Value) -> tuple[str, bool]:
         """The text of `v` and whether it needs no parentheses as an operand; a shared compound value is
         named once in the current body."""
-        key = self.sharing.key(v)
-        if (leaf := self.leaves.get(key)) is not None:
-            return leaf
-        if (name := self.named.get(key)) is not None:
-            return name, True
+        key = self.key(v)
+        if (found := self.known.get(key)) is not None:
+            return found
         out = self.render(v)
         if v.__class__ in _LEAVES:
-            self.leaves[key] = out
+            self.known[key] = out
             return out
-        if self.sharing.count(key) < 2 or _inline(v):
+        if self.counts.get(key, 0) < 2 or _inline(v):
             return out
-        text = out[0]
         name = self.fresh("t")
-        self.emit(f"{self.local_decl(name, v)} = {text};")
-        self.named[key] = name
+        self.emit(f"{self.local_decl(name, v)} = {out[0]};")
+        self.known[key] = (name, True)
         self.scopes[-1].append(key)
         return name, True
 
@@ -213,8 +215,8 @@ class _Emitter:
                 return f"{self.operand(ptr)}[0]"
 
     def unnamed_single_use(self, v: Value) -> bool:
-        key = self.sharing.key(v)
-        return key not in self.named and self.sharing.count(key) < 2
+        key = self.key(v)
+        return key not in self.known and self.counts.get(key, 0) < 2
 
     def render(self, v: Value) -> tuple[str, bool]:
         match v:
@@ -226,13 +228,15 @@ class _Emitter:
             case Builtin(kind, axis):
                 return kind.value + ("." + "xyz"[axis] if kind.has_axes else ""), True
             case Binary(op, lhs, rhs):
-                word, infix = binary_spelling(op, lhs.type.dtype)
+                dtype = lhs.type.dtype
+                word, infix = BINARY_BY_IDS.get((id(op), id(dtype))) or binary_spelling(op, dtype)
                 if not infix:
                     return f"{word}({self.full(lhs)}, {self.full(rhs)})", True
                 text = f"{self.operand(lhs)} {word} {self.operand(rhs)}"
                 return (f"{v.type.dtype.msl}({text})", True) if _narrow_int(v.type) else (text, False)
             case Unary(op, x):
-                word, prefix = unary_spelling(op, x.type.dtype)
+                dtype = x.type.dtype
+                word, prefix = UNARY_BY_IDS.get((id(op), id(dtype))) or unary_spelling(op, dtype)
                 if not prefix:
                     return f"{word}({self.full(x)})", True
                 text = f"{word}{self.operand(x)}"

@@ -107,6 +107,19 @@ def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
             assert_never(op)
 
 
+def _by_member_ids(spell, ops, dtypes) -> dict[tuple[int, int], tuple[str, bool]]:
+    """`spell(op, dtype)` for every pair it spells, keyed by the ids of the two enum members: members live as
+    long as their class, so a lookup hashes two ints instead of calling `Enum.__hash__` twice."""
+    table = {}
+    for op in ops:
+        for dtype in dtypes:
+            try:
+                table[id(op), id(dtype)] = spell(op, dtype)
+            except EmitError:
+                pass
+    return table
+
+
 def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
     """`(spelling, prefix)` of `op` on `dtype`: `-`, `~` (`!` on bool), or a function name."""
     match op:
@@ -121,6 +134,8 @@ def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
             assert_never(op)
 
 
+BINARY_BY_IDS = _by_member_ids(binary_spelling, BinOp, DType)   # `binary_spelling` (None: call it, to raise)
+UNARY_BY_IDS = _by_member_ids(unary_spelling, UnOp, DType)      # `unary_spelling` likewise
 COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
                              CmpOp.NE: "!="}
 SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.MAX: "simd_max", ReduceOp.MIN: "simd_min"}
@@ -175,6 +190,6 @@ def c_identifier(name: str) -> str:
 
 
 __all__ = [
-    "EmitError", "atomic_type", "binary_spelling", "builtin_param", "c_identifier", "fence_flags",
-    "literal", "msl_bool", "type_name", "unary_spelling",
+    "BINARY_BY_IDS", "UNARY_BY_IDS", "EmitError", "atomic_type", "binary_spelling", "builtin_param", "c_identifier",
+    "fence_flags", "literal", "msl_bool", "type_name", "unary_spelling",
 ]
