@@ -47,16 +47,16 @@ class Sharing:
     """Which nodes of a kernel are structurally equal, and how many distinct parents each one has.
 
     `key(v)` is one int for every node structurally equal to `v` (the id of its representative, the
-    first such node the walk met), so the emitter can key its tables by ints; `count(key)` is how many
-    structurally distinct parents refer to those nodes (see `use_counts`). Representatives are found by
+    first such node the walk met), so the emitter can key its tables by ints; `counts[key]` is how many
+    structurally distinct parents refer to those nodes (see `use_counts`; absent for none). Representatives are found by
     each node's cached hash (`Node._h`, read directly: `hash()` would call back into Python), then `==`;
     a node that is not its representative is remembered by id, and held so that its id stays its own.
     """
 
-    __slots__ = ("_by_hash", "_counts", "_held", "_others", "_twins")
+    __slots__ = ("_by_hash", "_held", "_others", "_twins", "counts")
 
     def __init__(self, by_hash: dict[int, Node], others: dict[Node, Node], counts: dict[int, int]):
-        self._by_hash, self._others, self._counts = by_hash, others, counts
+        self._by_hash, self._others, self.counts = by_hash, others, counts
         self._twins: dict[int, int] = {}
         self._held: list[Node] = []
 
@@ -75,11 +75,8 @@ class Sharing:
         self._held.append(v)
         return id(r)
 
-    def count(self, key: int) -> int:
-        return self._counts.get(key, 0)
-
     def uses(self, v: Node) -> int:
-        return self._counts.get(self.key(v), 0)
+        return self.counts.get(self.key(v), 0)
 
 
 def scan(k: Kernel) -> tuple[Sharing, list[BuiltinKind]]:
