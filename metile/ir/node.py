@@ -117,13 +117,49 @@ def _specialise(cls: type) -> None:
                   "        if s or (s is None and _is_seq(v.__class__)):",
                   "            _extend(out, v)"]
     lines.append("    return out")
-    exec(compile("\n".join(lines) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
+    inherited = getattr(cls, "__attrs_post_init__", None)
+    generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
+    init = _init_lines(cls, scope) if generic else None
+    exec(compile("\n".join(lines + (init or [])) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
-    post_init = cls.__dict__.get("__attrs_post_init__")
-    if post_init is None and getattr(cls, "__attrs_post_init__", None) in _GENERIC_POST_INITS:
-        post_init = cls.__attrs_post_init__ = scope["__attrs_post_init__"]
-        _GENERIC_POST_INITS.add(post_init)
+    if generic:
+        cls.__attrs_post_init__ = scope["__attrs_post_init__"]
+        _GENERIC_POST_INITS.add(cls.__attrs_post_init__)
+    if init is not None:
+        scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+        cls.__init__ = scope["__init__"]
     _CHILDREN[cls] = scope["children"]
+
+
+def _init_lines(cls: type, scope: dict[str, object]) -> list[str] | None:
+    """An `__init__` doing what attrs' does (converters, defaults, fields set in order) and then the hash
+    set-up in the same function; None for a class with a validator, a factory or an attrs `Converter`."""
+    fields = attrs.fields(cls)
+    if any(a.eq and not a.init for a in fields):
+        return None
+    params, kw_params, body, eq_values = [], [], [], []
+    for a in fields:
+        if not a.init:
+            continue
+        if a.validator is not None or isinstance(a.default, attrs.Factory) or isinstance(a.converter, attrs.Converter):
+            return None
+        arg = a.alias
+        if a.default is attrs.NOTHING:
+            param = arg
+        else:
+            scope[f"_default_{arg}"] = a.default
+            param = f"{arg}=_default_{arg}"
+        (kw_params if a.kw_only else params).append(param)
+        if a.converter is not None:
+            scope[f"_convert_{arg}"] = a.converter
+            body.append(f"    {arg} = _convert_{arg}({arg})")
+        body.append(f"    _set(self, {a.name!r}, {arg})")
+        if a.eq:
+            eq_values.append(arg)
+    signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
+    return ["", f"def __init__({signature}):", *body,
+            f"    _set(self, '_h', hash((_qualname, ({''.join(f'{v}, ' for v in eq_values)}))))"]
+
 
 
 _CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}

@@ -56,6 +56,10 @@ def _normalize(value: object, dtype: DType) -> object:
     return value
 
 
+_INTS = tuple(d for d in DType if d.is_int)        # tuples, tested by identity: no `Enum.__hash__` call
+_FLOATS = tuple(d for d in DType if d.is_float)
+
+
 def _const_key(value: object) -> object:
     """What `Const` equality compares: NaN equals NaN, and -0.0 differs from 0.0 (their sign matters)."""
     if isinstance(value, float):
@@ -72,8 +76,17 @@ class Const(Value):
     dtype: DType
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "value", _normalize(self.value, self.dtype))
-        Node.__attrs_post_init__(self)
+        value, dtype = self.value, self.dtype
+        cls = value.__class__
+        # The common cases, which `_normalize` returns unchanged (a float only if it is not NaN).
+        if not ((cls is int and dtype in _INTS) or (cls is float and dtype in _FLOATS and value == value)
+                or (cls is bool and dtype is DType.BOOL)):
+            value = _normalize(value, dtype)
+            object.__setattr__(self, "value", value)
+        if type(self) is Const:
+            object.__setattr__(self, "_h", hash(("Const", (value, dtype))))
+        else:
+            Node.__attrs_post_init__(self)
 
     @cached_property
     def type(self) -> TileType:
