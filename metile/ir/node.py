@@ -8,13 +8,16 @@ so hashing and memoising a large DAG stays linear. `loc` is keyword-only and exc
 `map_children(f, n)` rebuilds `n` with `f` applied to each child node (also inside tuples and
 persistent vectors), and returns `n` itself when nothing changed, so "changed?" is an `is` test.
 
-Speed: compiling walks every node several times, so `@node` also gives each class its own `__eq__`,
-hash set-up and child getter, generated from its field list once (as attrs generates `__init__`):
+Speed: compiling builds and walks every node several times, so `@node` also gives each class its own
+`__eq__`, hash set-up and child getter, generated from its field list once (as attrs generates `__init__`):
 - `__eq__` compares the same fields in the same order as attrs would, but returns at once for the
   same object and for different cached hashes (attrs' `==` recurses into shared children, which is
   exponential in the depth of a DAG whose equal subtrees are distinct objects);
+- `__init__` (for fields without validators or factories) sets the fields as attrs' would and hashes
+  them in the same call, instead of calling `__attrs_post_init__` to read them back;
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
-The results are those of the generic definitions (`_generic_children` states them).
+The results are those of the generic definitions (`_generic_children` states them). The cached hash
+is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fetch it.
 """
 
 from __future__ import annotations
