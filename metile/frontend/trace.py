@@ -52,6 +52,20 @@ _SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions"
            ast.AsyncWith: "async with"}
 
 
+_HANDLERS: dict[tuple[type, str, type], object] = {}
+
+
+def _handler(tracer: type, prefix: str, node: type):
+    """The method of `tracer` named `prefix` + the ast class's name (None if there is none), looked up once
+    per class instead of building the name and looking it up per node."""
+    key = (tracer, prefix, node)
+    try:
+        return _HANDLERS[key]
+    except KeyError:
+        found = _HANDLERS[key] = getattr(tracer, prefix + node.__name__, None)
+        return found
+
+
 class Tracer(ControlFlow):
     """Builds the body of one kernel; `run()` returns the `Kernel`."""
 
@@ -111,11 +125,11 @@ class Tracer(ControlFlow):
             self.visit_stmt(stmt)
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        method = getattr(self, "stmt_" + type(node).__name__, None)
+        method = _handler(type(self), "stmt_", node.__class__)
         if method is None:
             what = _SYNTAX.get(type(node), f"{type(node).__name__} statements")
             raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
-        method(node)
+        method(self, node)
 
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -185,11 +199,11 @@ class Tracer(ControlFlow):
     # ---- expressions
 
     def eval(self, node: ast.expr):
-        method = getattr(self, "expr_" + type(node).__name__, None)
+        method = _handler(type(self), "expr_", node.__class__)
         if method is None:
             what = _SYNTAX.get(type(node), f"{type(node).__name__} expressions")
             raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
-        value = method(node)
+        value = method(self, node)
         return value.value if isinstance(value, constexpr) else value
 
     def expr_Constant(self, node: ast.Constant):
