@@ -48,27 +48,28 @@ class Sharing:
 
     `key(v)` is one int for every node structurally equal to `v` (the id of its representative, the
     first such node the walk met), so the emitter can key its tables by ints; `counts[key]` is how many
-    structurally distinct parents refer to those nodes (see `use_counts`; absent for none). Representatives are found by
-    each node's cached hash (`Node._h`, read directly: `hash()` would call back into Python), then `==`;
-    a node that is not its representative is remembered by id, and held so that its id stays its own.
+    structurally distinct parents refer to those nodes (see `use_counts`; absent for none).
+    Representatives are found under each node's cached hash in `reps` (`Node._h`, read directly: `hash()`
+    would call back into Python), then by `==`; a node that is not its representative is remembered by id,
+    and held so that its id stays its own. `reps.get(v._h) is v` is the common case of `key`, inlined.
     """
 
-    __slots__ = ("_by_hash", "_held", "_others", "_twins", "counts")
+    __slots__ = ("_held", "_others", "_twins", "counts", "reps")
 
     def __init__(self, by_hash: dict[int, Node], others: dict[Node, Node], counts: dict[int, int]):
-        self._by_hash, self._others, self.counts = by_hash, others, counts
+        self.reps, self._others, self.counts = by_hash, others, counts
         self._twins: dict[int, int] = {}
         self._held: list[Node] = []
 
     def key(self, v: Node) -> int:
-        r = self._by_hash.get(v._h)
+        r = self.reps.get(v._h)
         if r is v:
             return id(v)
         found = self._twins.get(id(v))
         if found is not None:
             return found
         if r is None:  # a node from outside the kernel
-            r = self._by_hash[v._h] = v
+            r = self.reps[v._h] = v
         elif not r == v:  # another structure with the same hash holds that entry: the fallback table
             r = self._others.setdefault(v, v)
         self._twins[id(v)] = id(r)

@@ -107,7 +107,7 @@ class _Emitter:
         self.count = 0
         self.lines: list[str] = []
         self.depth = 0
-        self.key, self.counts = self.sharing.key, self.sharing.counts
+        self.key, self.counts, self.reps = self.sharing.key, self.sharing.counts, self.sharing.reps
         # By `Sharing.key` (equal values share one): the text of the temporaries in scope, with the keys each
         # open body added (a value is named at most once at a time, since a name in scope is always found
         # first), and the text of leaves (constants, names, builtins), which reads the same everywhere.
@@ -184,7 +184,7 @@ class _Emitter:
     def expr(self, v: Value) -> tuple[str, bool]:
         """The text of `v` and whether it needs no parentheses as an operand; a shared compound value is
         named once in the current body."""
-        key = self.key(v)
+        key = id(v) if self.reps.get(v._h) is v else self.key(v)  # `Sharing.key`, its common case inline
         if (found := self.known.get(key)) is not None:
             return found
         out = self.render(v)
