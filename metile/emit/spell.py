@@ -185,6 +185,8 @@ def msl_bool(b: bool) -> str:
 
 def c_identifier(name: str) -> str:
     """`name` made a valid C identifier (non-word characters become `_`, a leading digit gets `v`)."""
+    if name.isascii() and name.isidentifier():  # already one (the usual case): nothing to replace
+        return name
     text = re.sub(r"\W", "_", name, flags=re.ASCII) or "v"
     return "v" + text if text[0].isdigit() else text
 
