@@ -141,6 +141,7 @@ class Lowering(ControlFlow, Collectives):
         self.out: list[Stmt] = []
         nodes = list(walk(k))
         self.taken = {n.name for n in nodes if isinstance(n, (Var, Param))}
+        self.suffix: dict[str, int] = {}
         self.defs = {n.var.name: n.value for n in nodes if isinstance(n, Let)}
         self.role_of: dict[str, SimdgroupRole] = {}
         for n in nodes:
@@ -156,10 +157,12 @@ class Lowering(ControlFlow, Collectives):
     # ---- plumbing
 
     def fresh(self, base: str) -> str:
-        name, i = base, 0
+        """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
+        name, i = base, self.suffix.get(base, 0)
         while name in self.taken:
             i += 1
             name = f"{base}_{i}"
+        self.suffix[base] = i
         self.taken.add(name)
         return name
 
