@@ -24,7 +24,7 @@ import math
 import attrs
 
 from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
-from metile.ir.node import Node
+from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
 from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import Broadcast, Dot, Full, Reduce, SimdgroupRole
@@ -47,6 +47,16 @@ class Group:
     first_sg: int
     sgs: int
     role: SimdgroupRole | None = None
+
+
+@attrs.frozen
+class Pt:
+    """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this
+    thread holds it in that slot."""
+
+    shape: tuple[int, ...]
+    flat: Value
+    key: tuple[Blocked, int] | None = None
 
 
 @attrs.frozen
@@ -163,8 +173,7 @@ class Collectives:
             layout = rep.layout
             base = self.scratch(rep.regs[0].type.dtype, layout.size)
             for slot in range(layout.slots):
-                flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
-                self.emit(Store(AddPtr(base, flat), rep.regs[slot], self.guard(layout, slot)))
+                self.emit(Store(AddPtr(base, self.raw_flat(layout, slot)), rep.regs[slot], self.guard(layout, slot)))
             self.published[id(rep)] = (base, ())
             bases.append(base)
         self.barrier(why)
@@ -172,7 +181,6 @@ class Collectives:
 
     def reps_in(self, v: Value) -> list[Regs]:
         """The register-held tiles `v` reads (through variables), so they can be published together."""
-        from metile.ir.node import walk
         out = []
         for n in walk(v):
             if isinstance(n, Var) and n.type.shape:
@@ -188,11 +196,10 @@ class Collectives:
             return
         seen: set[int] = set()
         stack: list[tuple[Value, bool]] = [(v, False)]
-        from metile.ir.node import children
         while stack:
             n, done = stack.pop()
             if done:
-                if isinstance(n, (Reduce, Dot)) or _dot_acc(n):
+                if isinstance(n, (Reduce, Dot)) or dot_acc(n):
                     self.heavy_rep(n)
                 continue
             if id(n) in seen or self.scope.lookup("memo", ("h", n)) is not None:
@@ -200,10 +207,10 @@ class Collectives:
             seen.add(id(n))
             stack.append((n, True))
             kids = list(children(n))
-            if _dot_acc(n):  # the Dot is consumed by the accumulation, not materialised alone
-                dot = n.rhs if isinstance(n.rhs, Dot) else n.lhs
-                other = n.lhs if dot is n.rhs else n.rhs
-                kids = [other, dot.a, dot.b]
+            pair = dot_acc(n)
+            if pair is not None:  # the Dot is consumed by the accumulation, not materialised alone
+                dot, acc = pair
+                kids = [acc, dot.a, dot.b]
             stack.extend((c, False) for c in kids if isinstance(c, Value))
 
     def heavy_rep(self, n: Value):
@@ -215,8 +222,7 @@ class Collectives:
             elif isinstance(n, Dot):
                 found = self.mma(n, None, n)
             else:
-                dot = n.rhs if isinstance(n.rhs, Dot) else n.lhs
-                found = self.mma(dot, n.lhs if dot is n.rhs else n.rhs, n)
+                found = self.mma(*dot_acc(n), n)
             self.scope.memo[key] = found
         return found
 
@@ -255,7 +261,6 @@ class Collectives:
         return Regs(layout, tuple(regs))
 
     def fold_line(self, op, x, base: Value, extent: int, stride: int, adt: DType, n: Reduce) -> Value:
-        from metile.rewrite.lower_tiles import Pt
         shape = x.type.shape
         if extent <= UNROLL_LIMIT:
             acc = None
@@ -286,10 +291,7 @@ class Collectives:
         self.barrier(n)
         buf = self.scratch(acc.type.dtype, nsg)
         lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
-        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-        if self.group.first_sg:
-            sg = Binary(BinOp.SUB, sg, mo.const(self.group.first_sg))
-        self.emit(Store(AddPtr(buf, sg), r, Compare(CmpOp.EQ, lane, mo.const(0))))
+        self.emit(Store(AddPtr(buf, sg_index(self.group.first_sg)), r, Compare(CmpOp.EQ, lane, mo.const(0))))
         self.barrier(n)
         total: Value | None = None
         for i in range(nsg):
@@ -320,11 +322,7 @@ class Collectives:
                               f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
         mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
         k = a.type.shape[1]
-        staged = [self.channel_of(x) for x in (a, b)]
-        todo = [(x, (x.type.shape[1] + PAD, 1)) for x, ch in zip((a, b), staged) if ch is None]
-        bases = iter(self.publish(todo, d) if todo else [])
-        (sa, lda), (sb, ldb) = [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), x.type.shape[1] + PAD)
-                                for x, ch in zip((a, b), staged)]
+        (sa, lda), (sb, ldb) = self.stage_operands(a, b, d)
         sm, sn = self.simdgroup_coords(geom)
         if mats is None:
             mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc") for _ in range(geom.pieces)]
@@ -339,6 +337,15 @@ class Collectives:
                     for p in range(geom.pieces)]
         return Mma(geom, tuple(mats))
 
+    def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
+        """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
+        else published to scratch with rows padded by `PAD` (one barrier pair for both)."""
+        found = [self.channel_of(x) for x in (a, b)]
+        todo = [x for x, ch in zip((a, b), found) if ch is None]
+        bases = iter(self.publish([(x, (x.type.shape[1] + PAD, 1)) for x in todo], d) if todo else ())
+        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), x.type.shape[1] + PAD)
+                for x, ch in zip((a, b), found)]
+
     def channel_of(self, v: Value) -> Channel | None:
         """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
         while isinstance(v, Var):
@@ -352,12 +359,16 @@ class Collectives:
 
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
         """The first row and column (in elements) of this simdgroup's block of pieces."""
-        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-        if geom.first_sg:
-            sg = Binary(BinOp.SUB, sg, mo.const(geom.first_sg))
+        sg = sg_index(geom.first_sg)
         sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
         sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
         return sm, sn
+
+    def piece_offset(self, geom: MmaGeometry, piece: int) -> Value:
+        """Where this simdgroup's `piece` starts in a row-major `[m, n]` array."""
+        sm, sn = self.simdgroup_coords(geom)
+        i, j = divmod(piece, geom.per_n)
+        return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
 
     def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
         """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
@@ -367,7 +378,7 @@ class Collectives:
                 return rep
             if isinstance(rep, Lazy):
                 return self.as_mma(rep.expr, geom)
-        if _dot_acc(v) or isinstance(v, Dot):
+        if dot_acc(v) or isinstance(v, Dot):
             rep = self.heavy_rep(v)
             if rep.geom == geom:
                 return rep
@@ -375,13 +386,8 @@ class Collectives:
         if fill is not None:
             return Mma(geom, tuple(self.let(MatrixFill(cast(fill, DType.F32)), "acc") for _ in range(geom.pieces)))
         (base,) = self.publish([(v, (geom.n, 1))], v)
-        sm, sn = self.simdgroup_coords(geom)
-        mats = []
-        for p in range(geom.pieces):
-            i, j = divmod(p, geom.per_n)
-            off = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
-            mats.append(self.let(MatrixLoad(AddPtr(base, off), mo.const(geom.n)), "acc"))
-        return Mma(geom, tuple(mats))
+        return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
+                               for p in range(geom.pieces)))
 
     def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
         key = ("regs", rep)
@@ -391,17 +397,11 @@ class Collectives:
         geom = rep.geom
         self.barrier(why)
         base = self.scratch(DType.F32, geom.m * geom.n)
-        sm, sn = self.simdgroup_coords(geom)
-        stores = []
-        for p, mat in enumerate(rep.mats):
-            i, j = divmod(p, geom.per_n)
-            off = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
-            stores.append(MatrixStore(mat, AddPtr(base, off), mo.const(geom.n)))
+        stores = [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n))
+                  for p, mat in enumerate(rep.mats)]
         owners = geom.sg_m * geom.sg_n
         if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):  # only the owners hold the matrices
-            sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-            self.emit(If(mo.both(Compare(CmpOp.GE, sg, mo.const(geom.first_sg)),
-                                 mo.lt(sg, mo.const(geom.first_sg + owners))), stores))
+            self.emit(If(sg_in(geom.first_sg, owners), stores))
         else:
             for st in stores:
                 self.emit(st)
@@ -424,9 +424,27 @@ class Channel:
     shape: tuple[int, ...]
 
 
-def _dot_acc(v: Node) -> bool:
-    return isinstance(v, Binary) and v.op is BinOp.ADD and (isinstance(v.lhs, Dot) or isinstance(v.rhs, Dot)) \
-        and v.type.dtype is DType.F32 and not (isinstance(v.lhs, Dot) and isinstance(v.rhs, Dot))
+def dot_acc(v: Node) -> tuple[Dot, Value] | None:
+    """`(dot, acc)` when `v` is the f32 accumulation `acc + dot(a, b)` (either order), else None."""
+    if not (isinstance(v, Binary) and v.op is BinOp.ADD and v.type.dtype is DType.F32):
+        return None
+    if isinstance(v.rhs, Dot) and not isinstance(v.lhs, Dot):
+        return v.rhs, v.lhs
+    if isinstance(v.lhs, Dot) and not isinstance(v.rhs, Dot):
+        return v.lhs, v.rhs
+    return None
+
+
+def sg_index(first: int) -> Value:
+    """This thread's simdgroup index counted from simdgroup `first`."""
+    sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+    return Binary(BinOp.SUB, sg, mo.const(first)) if first else sg
+
+
+def sg_in(first: int, count: int) -> Value:
+    """True on the simdgroups `first .. first + count - 1`."""
+    sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+    return mo.both(Compare(CmpOp.GE, sg, mo.const(first)), mo.lt(sg, mo.const(first + count)))
 
 
 def _constant_fill(v: Value) -> Value | None:
@@ -438,4 +456,5 @@ def _constant_fill(v: Value) -> Value | None:
     return None
 
 
-__all__ = ["Channel", "Collectives", "Group", "Lazy", "Mma", "Regs", "Scalar", "acc_dtype", "identity"]
+__all__ = ["Channel", "Collectives", "Group", "Lazy", "Mma", "Pt", "Regs", "Scalar", "acc_dtype", "dot_acc", "identity",
+           "sg_in", "sg_index"]

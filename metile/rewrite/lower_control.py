@@ -12,12 +12,12 @@ from __future__ import annotations
 from metile.ir.metal import MatrixFill
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store, While
-from metile.ir.tile import Dot, SimdgroupRole
+from metile.ir.tile import SimdgroupRole
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry
-from metile.rewrite.lower_collective import Channel, Group, Mma, Regs, Scalar, _dot_acc
+from metile.rewrite.lower_collective import Channel, Group, Mma, Regs, Scalar, dot_acc, sg_in
 
 
 class ControlFlow:
@@ -26,19 +26,19 @@ class ControlFlow:
     def carry_kind(self, carried: Var, init: Value, yielded: Value):
         """The representation a loop-carried value takes: a scalar, registers, or (an accumulator updated
         by `dot`) simdgroup matrices."""
-        t = carried.type
-        if t.shape == ():
+        if carried.type.shape == ():
             return None
-        role = None
-        while isinstance(yielded, Var) and yielded.name in self.defs:
-            role = self.role_of.get(yielded.name, role)
-            yielded = self.defs[yielded.name]
-        if _dot_acc(yielded) and carried in (yielded.lhs, yielded.rhs):
-            group = self.role_group(role) if role is not None else None
-            geom = self.mma_geometry(yielded.rhs if isinstance(yielded.rhs, Dot) else yielded.lhs, group)
+        yielded, role = self.resolve(yielded)
+        pair = dot_acc(yielded)
+        if pair is not None and pair[1] == carried:
+            geom = self.mma_geometry(pair[0], self.role_group(role) if role is not None else None)
             if geom is not None:
                 return geom
-        return self.layout(t.size)
+        return self.kind_of(carried)
+
+    def kind_of(self, v: Var):
+        """Registers for a tile, a plain variable (None) for a scalar."""
+        return None if v.type.shape == () else self.layout(v.type.size)
 
     def fresh_rep(self, kind, var: Var):
         if kind is None:
@@ -57,82 +57,56 @@ class ControlFlow:
             return list(self.regs_of(v, kind))
         return list(self.as_mma(v, kind).mats)
 
-    def prepare_all(self, vs) -> None:
+    def flat_values(self, kinds, vs) -> list[Value]:
+        """The Metal values of `vs` (carried inits, yields), each in its kind, one list."""
         for v in vs:
             self.prepare(v)
+        return [x for k, v in zip(kinds, vs) for x in self.values_for(k, v)]
 
-    def for_stmt(self, s: For) -> None:
-        self.prepare_all([s.start, s.stop, s.step, *s.inits])
-        start, stop, step = self.scalar(s.start), self.scalar(s.stop), self.scalar(s.step)
-        kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
-        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
-        index = Var(self.fresh(s.index.name), TileType(DType.I32))
-        divergent = s if self.is_varying(s.start, s.stop, s.step) else None
-        carried: list[Var] = []
-        with self.nested(divergent=divergent):
-            self.bind(s.index, Scalar(index))
-            for k, c in zip(kinds, s.carried):
-                rep, vs = self.fresh_rep(k, c)
-                self.bind(c, rep)
-                carried += vs
-
-            def tail():
-                self.prepare_all(s.yields)
-                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
-
-            body, yields = self.block(s.body, tail)
-        results = self.bind_results(kinds, s.results)
-        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
-
-    def bind_results(self, kinds, results) -> list[Var]:
+    def bind_fresh(self, kinds, tile_vars) -> list[Var]:
+        """Bind each of `tile_vars` to new Metal variables of its kind (loop-carried values, results)."""
         out: list[Var] = []
-        for k, r in zip(kinds, results):
-            rep, vs = self.fresh_rep(k, r)
-            self.bind(r, rep)
+        for k, v in zip(kinds, tile_vars):
+            rep, vs = self.fresh_rep(k, v)
+            self.bind(v, rep)
             out += vs
         return out
 
+    def for_stmt(self, s: For) -> None:
+        start, stop, step = self.flat_values([None] * 3, [s.start, s.stop, s.step])
+        kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
+        inits = self.flat_values(kinds, s.inits)
+        index = Var(self.fresh(s.index.name), TileType(DType.I32))
+        divergent = s if self.is_varying(s.start, s.stop, s.step) else None
+        with self.nested(divergent=divergent):
+            self.bind(s.index, Scalar(index))
+            carried = self.bind_fresh(kinds, s.carried)
+            body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
+        results = self.bind_fresh(kinds, s.results)
+        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
+
     def if_stmt(self, s: If) -> None:
-        self.prepare(s.cond)
-        cond = self.scalar(s.cond)
-        kinds = [None if r.type.shape == () else self.layout(r.type.size) for r in s.results]
+        (cond,) = self.flat_values([None], [s.cond])
+        kinds = [self.kind_of(r) for r in s.results]
         divergent = s if self.is_varying(s.cond) else None
         branches = []
         for stmts, ys in ((s.then, s.then_yields), (s.orelse, s.else_yields)):
             with self.nested(divergent=divergent):
-                def tail(ys=ys):
-                    self.prepare_all(ys)
-                    return [x for k, y in zip(kinds, ys) for x in self.values_for(k, y)]
-                branches.append(self.block(stmts, tail))
+                branches.append(self.block(stmts, lambda ys=ys: self.flat_values(kinds, ys)))
         (then, tys), (orelse, eys) = branches
-        results = self.bind_results(kinds, s.results)
+        results = self.bind_fresh(kinds, s.results)
         self.emit(If(cond, then, orelse, tys, eys, results, loc=s.loc))
 
     def while_stmt(self, s: While) -> None:
-        self.prepare_all(s.inits)
-        kinds = [None if c.type.shape == () else self.layout(c.type.size) for c in s.carried]
-        inits = [x for k, i in zip(kinds, s.inits) for x in self.values_for(k, i)]
+        kinds = [self.kind_of(c) for c in s.carried]
+        inits = self.flat_values(kinds, s.inits)
         divergent = s if self.is_varying(s.cond) or any(c.name in self.varying for c in s.carried) else None
-        carried: list[Var] = []
         with self.nested(divergent=divergent):
-            for k, c in zip(kinds, s.carried):
-                rep, vs = self.fresh_rep(k, c)
-                self.bind(c, rep)
-                carried += vs
-
-            def cond_tail():
-                self.prepare(s.cond)
-                return [self.scalar(s.cond)]
-
-            cond_body, (cond,) = self.block(s.cond_body, cond_tail)
-
-            def tail():
-                self.prepare_all(s.yields)
-                return [x for k, y in zip(kinds, s.yields) for x in self.values_for(k, y)]
-
+            carried = self.bind_fresh(kinds, s.carried)
+            cond_body, (cond,) = self.block(s.cond_body, lambda: self.flat_values([None], [s.cond]))
             with self.nested():
-                body, yields = self.block(s.body, tail)
-        results = self.bind_results(kinds, s.results)
+                body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
+        results = self.bind_fresh(kinds, s.results)
         self.emit(While(carried, inits, cond_body, cond, body, yields, results, loc=s.loc))
 
     def role_group(self, s: SimdgroupRole) -> Group:
@@ -148,8 +122,7 @@ class ControlFlow:
             raise self.refuse("simdgroup_role blocks cannot be nested", s)
         r = self.roles[s.role]
         group = self.role_group(s)
-        sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-        cond = mo.both(Compare(CmpOp.GE, sg, mo.const(r.first)), mo.lt(sg, mo.const(r.first + r.count)))
+        cond = sg_in(r.first, r.count)
         kinds = [self.role_result_kind(res, y, group) for res, y in zip(s.results, s.yields)]
         channels = [None if isinstance(k, MmaGeometry) else self.new_channel(res) for k, res in zip(kinds, s.results)]
         if any(ch is not None for ch in channels):
@@ -179,17 +152,16 @@ class ControlFlow:
             self.barrier(s)
 
     def role_result_kind(self, res: Var, y: Value, group: Group):
-        if res.type.shape and _dot_acc(self.resolve(y)):
-            d = self.resolve(y)
-            geom = self.mma_geometry(d.rhs if isinstance(d.rhs, Dot) else d.lhs, group)
-            if geom is not None:
-                return geom
-        return None
+        pair = dot_acc(self.resolve(y)[0]) if res.type.shape else None
+        return None if pair is None else self.mma_geometry(pair[0], group)
 
-    def resolve(self, v: Value) -> Value:
+    def resolve(self, v: Value) -> tuple[Value, SimdgroupRole | None]:
+        """`v` seen through the names bound to it, and the role block whose result it last passed through."""
+        role = None
         while isinstance(v, Var) and v.name in self.defs:
+            role = self.role_of.get(v.name, role)
             v = self.defs[v.name]
-        return v
+        return v, role
 
     def new_channel(self, res: Var) -> Channel:
         t = res.type

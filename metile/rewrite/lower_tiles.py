@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 
-import attrs
-
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import Node, walk
@@ -71,19 +69,9 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import AxisAnalysis
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Regs, Scalar, _dot_acc
+from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
 from metile.rewrite.lower_control import ControlFlow
-from metile.rewrite.plan import RoleRange, varying_names
-
-
-@attrs.frozen
-class Pt:
-    """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this
-    thread holds it in that slot."""
-
-    shape: tuple[int, ...]
-    flat: Value
-    key: tuple[Blocked, int] | None = None
+from metile.rewrite.plan import VARYING_SOURCES, RoleRange, varying_names
 
 
 class Scope:
@@ -204,7 +192,7 @@ class Lowering(ControlFlow, Collectives):
         return body, vals
 
     def is_varying(self, *vs: Value | None) -> bool:
-        return any(isinstance(n, (ThreadId, SimdLaneId, SimdgroupId)) or (isinstance(n, Var) and n.name in self.varying)
+        return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in self.varying)
                    for v in vs if v is not None for n in walk(v))
 
     def layout(self, size: int) -> Blocked:
@@ -228,17 +216,19 @@ class Lowering(ControlFlow, Collectives):
 
     # ---- points
 
+    def raw_flat(self, layout: Blocked, slot: int) -> Value:
+        """The flat index `layout` gives this thread's `slot` (past the end for padding)."""
+        return mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+
     def slot_pt(self, layout: Blocked, slot: int, shape: tuple[int, ...]) -> Pt:
-        flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+        flat = self.raw_flat(layout, slot)
         if layout.padded(slot):
             flat = mo.mod(flat, layout.size)
         return Pt(tuple(shape), flat, (layout, slot))
 
     def guard(self, layout: Blocked, slot: int) -> Value | None:
-        if not layout.padded(slot):
-            return None
-        flat = mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
-        return mo.lt(flat, mo.const(layout.size))
+        """True where `slot` holds a real element (None: it always does)."""
+        return mo.lt(self.raw_flat(layout, slot), mo.const(layout.size)) if layout.padded(slot) else None
 
     def coords(self, pt: Pt) -> list[Value]:
         out = []
@@ -350,7 +340,7 @@ class Lowering(ControlFlow, Collectives):
                 return self.at(x, Pt(x.type.shape, pt.flat, pt.key))
             case Reduce() | Dot():
                 return self.read(self.heavy_rep(v), pt, v)
-            case Binary() if _dot_acc(v):
+            case Binary() if dot_acc(v):
                 return self.read(self.heavy_rep(v), pt, v)
         return self.elementwise(v, lambda x: self.at(x, pt))
 

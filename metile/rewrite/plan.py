@@ -45,15 +45,6 @@ class RoleRange:
     count: int
 
 
-def _tile_size(t) -> int:
-    if isinstance(t, (TileType, PtrType)):
-        n = 1
-        for d in t.shape:
-            n *= d
-        return n
-    return 1
-
-
 def _roles(k: Kernel) -> list[SimdgroupRole]:
     return [n for n in walk(k) if isinstance(n, SimdgroupRole)]
 
@@ -102,7 +93,8 @@ def plan_launch(k: Kernel) -> Kernel:
     dots = [n for n in nodes if isinstance(n, Dot)]
     aranges = [n.stop - n.start for n in nodes if isinstance(n, Arange)]
     roles = _roles(k)
-    sizes = [_tile_size(n.type) for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)]
+    sizes = [n.type.size for n in nodes
+             if isinstance(n, Value) and not isinstance(n, SharedAlloc) and isinstance(n.type, (TileType, PtrType))]
     biggest = max(sizes, default=1)
     vec = 1
     simdgroups = 0
