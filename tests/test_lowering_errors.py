@@ -70,6 +70,16 @@ def too_many_threads(X, BLOCK: metile.constexpr):
     metile.store(X + t, 1.0)
 
 
+@metile.kernel
+def per_thread_value_out_of_role(X, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    with metile.simdgroup_role(role=0, num_roles=2):
+        mine = metile.load(X + t) * 2.0
+    with metile.simdgroup_role(role=1, num_roles=2):
+        other = 1.0
+    metile.store(X + t, mine + other)
+
+
 CASES = [
     (dot_not_multiple_of_8, (F32, F32, F32), {}, "metile.dot(a, b)", "multiple of 8"),
     (int_dot, (np.zeros(64, np.int32),) * 3, {}, "metile.dot(a, b)", "dot on i32 tiles is not supported"),
@@ -78,6 +88,8 @@ CASES = [
     (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread"),
     (thread_level_without_block, (F32,), {}, "metile.thread_id()", "BLOCK constexpr"),
     (too_many_threads, (F32,), {"BLOCK": 2048}, None, "2048 threads"),
+    (per_thread_value_out_of_role, (F32,), {"BLOCK": 64}, "with metile.simdgroup_role(role=0",
+     "assigned in this simdgroup_role block differs between threads"),
 ]
 
 

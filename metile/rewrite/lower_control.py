@@ -123,6 +123,12 @@ class ControlFlow:
         r = self.roles[s.role]
         group = self.role_group(s)
         cond = sg_in(r.first, r.count)
+        for res, y in zip(s.results, s.yields):
+            if not res.type.shape and self.is_varying(y):
+                raise self.refuse(
+                    "a value assigned in this simdgroup_role block differs between threads, so it cannot be used "
+                    "after the block (only tiles and values that are the same on every thread can); store it to "
+                    "metile.shared memory inside the block and load it after a barrier", s)
         kinds = [self.role_result_kind(res, y, group) for res, y in zip(s.results, s.yields)]
         channels = [None if isinstance(k, MmaGeometry) else self.new_channel(res) for k, res in zip(kinds, s.results)]
         if any(ch is not None for ch in channels):
