@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Every kernel the tests compile is verified after each pass (the debug mode's check, off in a normal compile);
+# tests about debug settings set or clear the variable themselves.
+os.environ.setdefault("METILE_DEBUG", "verify")
 
 
 def pytest_addoption(parser):

@@ -4,12 +4,12 @@ A pass is a plain, named function `Kernel -> Kernel`; a pipeline is a list of pa
 copy and edit (`[my_pass, *DEFAULT_PIPELINE]`). `check_pipeline` turns such a list into the tuple a
 kernel keeps, refusing entries that are not callable.
 
-Verification has two modes:
-- cheap (the default): `run` verifies only the kernel the last pass returns, once. A pass that breaks
-  the IR may then make a later pass fail first, and the error names the last pass, not the culprit;
-- `verify_each=True` (the debug mode; `@metile.kernel(debug=True)` or `METILE_DEBUG` set turns it
-  on): `run` verifies after every pass, so the first pass that breaks the IR is the one named.
-In both modes a pass that returns something other than a `Kernel` raises `PipelineError` naming it.
+Verification is part of the debug mode: with `verify_each=True` (`@metile.kernel(debug=True)`, or any
+`METILE_DEBUG`, e.g. `METILE_DEBUG=verify`) `run` verifies after every pass, so the first pass that breaks
+the IR is the one named. A normal compile does not verify: the verifier checks the compiler, not the
+user's program (the frontend has already type-checked that), and it would cost about a fifth of the
+compile time. The test suite runs with `METILE_DEBUG=verify`. In both modes a pass that returns
+something other than a `Kernel` raises `PipelineError` naming it.
 """
 
 from __future__ import annotations
@@ -52,27 +52,17 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
         on_pass: Callable[[str, Kernel], None] | None = None) -> Kernel:
     """`k` after each of `passes` in order, reported to `on_pass(name, kernel)` when given.
 
-    Verified after each pass when `verify_each`, otherwise once at the end (see the module docstring).
+    Verified after each pass when `verify_each` (see the module docstring).
     """
-    name, count = None, 0
     for p in passes:
-        name, count = pass_name(p), count + 1
         out = p(k)
         if not isinstance(out, Kernel):
-            raise PipelineError(f"pass {name} returned {type(out).__name__}, not a Kernel", k.loc)
+            raise PipelineError(f"pass {pass_name(p)} returned {type(out).__name__}, not a Kernel", k.loc)
         k = out
         if verify_each:
-            verify(k, after=name)
+            verify(k, after=pass_name(p))
         if on_pass is not None:
-            on_pass(name, k)
-    if not verify_each:
-        if name is None:
-            verify(k, after="an empty pipeline")
-        elif count == 1:
-            verify(k, after=name)
-        else:
-            verify(k, after=f"{name} (checked once, at the end of the pipeline; verify after each pass to find "
-                             f"the pass that broke it)")
+            on_pass(pass_name(p), k)
     return k
 
 
