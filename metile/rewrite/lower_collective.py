@@ -192,7 +192,7 @@ class Collectives:
     # ---- heavy values: reductions and dot, materialised where their statement starts
 
     def prepare(self, v: Value | None) -> None:
-        if v is None:
+        if v is None or not self.facts.heavy(v):
             return
         seen: set[int] = set()
         stack: list[tuple[Value, bool]] = [(v, False)]
@@ -326,15 +326,31 @@ class Collectives:
         sm, sn = self.simdgroup_coords(geom)
         if mats is None:
             mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc") for _ in range(geom.pieces)]
-        for kk in range(k // 8):
-            arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)),
-                                                            mo.const(kk * 8))), mo.const(lda)), "ma")
-                     for i in range(geom.per_m)]
-            bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.const(kk * 8 * ldb), mo.add(sn, mo.const(j * 8)))),
-                                         mo.const(ldb)), "mb")
-                     for j in range(geom.per_n)]
-            mats = [self.let(MatrixMultiplyAccumulate(arows[p // geom.per_n], bcols[p % geom.per_n], mats[p]), "acc")
-                    for p in range(geom.pieces)]
+        steps = k // 8
+        if steps == 1:
+            return Mma(geom, tuple(self.mma_step(geom, sa, lda, sb, ldb, sm, sn, mo.const(0), mats)))
+        # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same
+        # code as unrolling (Metal unrolls a constant trip count), at 1/steps of the size.
+        kk = Var(self.fresh("kk"), TileType(DType.I32))
+        carried = [Var(self.fresh("acc"), m.type) for m in mats]
+        saved, self.out = self.out, []
+        yields = self.mma_step(geom, sa, lda, sb, ldb, sm, sn, kk, carried)
+        body, self.out = self.out, saved
+        results = [Var(self.fresh("acc"), m.type) for m in mats]
+        self.emit(For(kk, mo.const(0), mo.const(k), mo.const(8), carried, mats, body, yields, results))
+        return Mma(geom, tuple(results))
+
+    def mma_step(self, geom: MmaGeometry, sa: Value, lda: int, sb: Value, ldb: int, sm: Value, sn: Value,
+                 kk: Value, mats: list[Value]) -> list[Value]:
+        """The accumulators `mats` after the 8-wide step of k starting at column `kk` of `a` (row of `b`)."""
+        arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)), kk)),
+                                     mo.const(lda)), "ma")
+                 for i in range(geom.per_m)]
+        bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, mo.const(ldb)), mo.add(sn, mo.const(j * 8)))),
+                                     mo.const(ldb)), "mb")
+                 for j in range(geom.per_n)]
+        return [self.let(MatrixMultiplyAccumulate(arows[p // geom.per_n], bcols[p % geom.per_n], mats[p]), "acc")
+                for p in range(geom.pieces)]
         return Mma(geom, tuple(mats))
 
     def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:

@@ -28,7 +28,7 @@ import contextlib
 
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
-from metile.ir.node import Node, walk
+from metile.ir.node import Node
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -71,7 +71,8 @@ from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
 from metile.rewrite.lower_control import ControlFlow
-from metile.rewrite.plan import VARYING_SOURCES, RoleRange, varying_names
+from metile.rewrite.plan import RoleRange, varying_names
+from metile.rewrite.scan import scan
 
 
 class Scope:
@@ -124,19 +125,18 @@ class Lowering(ControlFlow, Collectives):
         self.group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), threads, 0, -(-threads // 32))
         self.roles = {int(key[4:-6]): RoleRange(meta[key], meta[f"role{key[4:-6]}_count"])
                       for key in meta if key.startswith("role") and key.endswith("_first")}
+        self.facts = facts = scan(k)
         self.varying = varying_names(k)
         self.scope = Scope(None)
         self.out: list[Stmt] = []
-        nodes = list(walk(k))
-        self.taken = {n.name for n in nodes if isinstance(n, (Var, Param))}
+        self.taken = {n.name for n in facts.of(Var)} | {n.name for n in facts.of(Param)}
         self.suffix: dict[str, int] = {}
-        self.defs = {n.var.name: n.value for n in nodes if isinstance(n, Let)}
+        self.defs = {n.var.name: n.value for n in facts.of(Let)}
         self.role_of: dict[str, SimdgroupRole] = {}
-        for n in nodes:
-            if isinstance(n, SimdgroupRole):
-                for r, y in zip(n.results, n.yields):
-                    self.defs[r.name] = y
-                    self.role_of[r.name] = n
+        for n in facts.of(SimdgroupRole):
+            for r, y in zip(n.results, n.yields):
+                self.defs[r.name] = y
+                self.role_of[r.name] = n
         self.channels: list[Let] = []
         self.axes = AxisAnalysis(self.defs)
         self.divergent: Node | None = None
@@ -192,8 +192,7 @@ class Lowering(ControlFlow, Collectives):
         return body, vals
 
     def is_varying(self, *vs: Value | None) -> bool:
-        return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in self.varying)
-                   for v in vs if v is not None for n in walk(v))
+        return any(self.facts.depends(v, self.varying) for v in vs)
 
     def layout(self, size: int) -> Blocked:
         return blocked(size, self.group.threads, self.vec)
@@ -484,7 +483,7 @@ def lower_tiles(k: Kernel) -> Kernel:
     body, _ = low.block(k.body)
     prefix, scratch_bytes = low.scratch_allocations()
     prefix += low.channels
-    user = sum(n.size * n.dtype.itemsize for n in walk(k) if isinstance(n, SharedAlloc))
+    user = sum(n.size * n.dtype.itemsize for n in low.facts.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in low.channels)
     meta = k.meta.set("threadgroup_memory", user + scratch_bytes)
     return Kernel(k.name, Stage.METAL, k.params, prefix + body, meta, loc=k.loc)

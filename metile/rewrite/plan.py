@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.node import walk
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import Arange, Dot, SimdgroupId, SimdgroupRole, SimdLaneId, ThreadId
 from metile.ir.types import PtrType, TileType
-from metile.ir.values import SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
+from metile.ir.values import SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value
 from metile.rewrite.distribute import mma_split
 from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.scan import scan
 
 MAX_THREADS = 1024
 MAX_AUTO_THREADS = 256
@@ -36,17 +36,12 @@ SIMD_WIDTH = 32
 VECTOR_WIDTH = 4
 
 THREAD_LEVEL = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc)
-VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
 
 
 @attrs.frozen
 class RoleRange:
     first: int
     count: int
-
-
-def _roles(k: Kernel) -> list[SimdgroupRole]:
-    return [n for n in walk(k) if isinstance(n, SimdgroupRole)]
 
 
 def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[int, RoleRange], int | None]:
@@ -88,14 +83,14 @@ def plan_launch(k: Kernel) -> Kernel:
     """`k` with `threads_per_threadgroup`, `vector_width` and `simdgroups` in its meta."""
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"plan_launch takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
-    nodes = list(walk(k))
+    found = scan(k)
+    nodes = found.nodes
     thread_level = next((n for n in nodes if isinstance(n, THREAD_LEVEL)), None)
-    dots = [n for n in nodes if isinstance(n, Dot)]
-    aranges = [n.stop - n.start for n in nodes if isinstance(n, Arange)]
-    roles = _roles(k)
-    sizes = [n.type.size for n in nodes
-             if isinstance(n, Value) and not isinstance(n, SharedAlloc) and isinstance(n.type, (TileType, PtrType))]
-    biggest = max(sizes, default=1)
+    dots = found.of(Dot)
+    aranges = [n.stop - n.start for n in found.of(Arange)]
+    roles = found.of(SimdgroupRole)
+    biggest = max((n.type.size for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
+                   and isinstance(n.type, (TileType, PtrType))), default=1)
     vec = 1
     simdgroups = 0
     _, role_threads = role_ranges(roles, None)
@@ -147,11 +142,10 @@ def _dot_ok(d: Dot) -> bool:
 def varying_names(k: Kernel) -> frozenset[str]:
     """The names of the variables of `k` that may differ between the threads of one program."""
     names: set[str] = set()
+    facts = scan(k)
 
     def dep(v: Value | None) -> bool:
-        if v is None:
-            return False
-        return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in names) for n in walk(v))
+        return facts.depends(v, names)
 
     def mark(vs, flag: bool) -> bool:
         new = [v.name for v in vs if flag and v.name not in names]

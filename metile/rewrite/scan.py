@@ -1,0 +1,92 @@
+"""`scan(k)`: one walk over a Tile IR kernel, giving the facts `plan_launch` and `lower_tiles` ask of it.
+
+- `nodes`: every distinct node, children before parents (as `metile.ir.node.walk` gives them);
+- `of(cls)`: the nodes of one class (or tuple of classes), in that order;
+- per value node (by identity): whether it contains a source of per-thread variation
+  (`VARYING_SOURCES`), the names of the variables it reads, and whether it contains a `Reduce` or a
+  `Dot` (the values the lowering materialises before the statement that uses them).
+With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
+
+Both passes run on the same body (`plan_launch` changes only the kernel's meta), so `scan` keeps the
+scans of the last few kernels, keyed by their parameter and body objects themselves (held, so their
+identity stays valid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from metile.ir.node import Node, children, walk
+from metile.ir.stmts import Kernel
+from metile.ir.tile import Dot, Reduce, SimdgroupId, SimdLaneId, ThreadId
+from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
+
+VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
+_HEAVY = (Reduce, Dot)
+_NONE: frozenset[str] = frozenset()
+_KEEP = 8
+
+
+class Scan:
+    """The facts of one kernel body (see the module docstring); read-only once built."""
+
+    def __init__(self, k: Kernel):
+        self.nodes: list[Node] = list(walk(k))
+        self._by_type: dict[type, list[Node]] = {}
+        for n in self.nodes:
+            self._by_type.setdefault(n.__class__, []).append(n)
+        # id(value) -> (contains a varying source, names read, contains a heavy value)
+        facts: dict[int, tuple[bool, frozenset[str], bool]] = {}
+        for n in self.nodes:
+            if not isinstance(n, Value):
+                continue
+            src, heavy, names = isinstance(n, VARYING_SOURCES), isinstance(n, _HEAVY), _NONE
+            if isinstance(n, Var):
+                names = frozenset((n.name,))
+            for c in children(n):
+                f = facts.get(id(c))
+                if f is None:
+                    continue
+                src = src or f[0]
+                heavy = heavy or f[2]
+                if f[1]:
+                    names = f[1] if not names else names | f[1]
+            facts[id(n)] = (src, names, heavy)
+        self.facts = facts
+
+    def of(self, cls: type | tuple[type, ...]) -> list[Node]:
+        if isinstance(cls, type):
+            return list(self._by_type.get(cls, ()))
+        return [n for n in self.nodes if isinstance(n, cls)]
+
+    def depends(self, v: Value | None, names: Iterable[str] | frozenset[str] | set[str]) -> bool:
+        """Whether `v` contains a varying source or reads one of `names`."""
+        if v is None:
+            return False
+        f = self.facts.get(id(v))
+        if f is None:  # a value built after the scan
+            return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in names) for n in walk(v))
+        return f[0] or (bool(f[1]) and not f[1].isdisjoint(names))
+
+    def heavy(self, v: Value) -> bool:
+        """Whether `v` may contain a reduction or a `dot` (True for a value built after the scan)."""
+        f = self.facts.get(id(v))
+        return True if f is None else f[2]
+
+
+_SCANS: list[tuple[object, object, Scan]] = []
+
+
+def scan(k: Kernel) -> Scan:
+    """The `Scan` of `k` (shared by kernels with the same parameter and body objects)."""
+    params, body = k.params, k.body
+    for held_params, held_body, found in _SCANS:
+        if held_body is body and held_params is params:
+            return found
+    found = Scan(k)
+    _SCANS.insert(0, (params, body, found))
+    del _SCANS[_KEEP:]
+    return found
+
+
+__all__ = ["VARYING_SOURCES", "Scan", "scan"]
