@@ -25,7 +25,7 @@ import attrs
 from metile.layout import Layout, suffix_product
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Blocked:
     """The thread-value layout of an `size`-element tile over `threads` threads, `vec` elements per run."""
 
@@ -96,7 +96,7 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return strides if isinstance(strides, tuple) else (strides,)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class MmaGeometry:
     """A `[m, n]` result split into 8x8 pieces over `sg_m x sg_n` simdgroups: simdgroup `(i, j)` (index
     `i * sg_n + j`) owns the `per_m x per_n` pieces starting at piece `(i * per_m, j * per_n)`. As a

@@ -37,6 +37,19 @@ def first_of(*rules: Rule) -> Rule:
     return first
 
 
+def by_class(table: dict[type, Rule]) -> Rule:
+    """One rule running `table[type(n)]` on `n` (no match for a class not in the table): a dispatch on the
+    node's class before any `match`, for rule sets that each concern a few node kinds."""
+    get = table.get
+
+    def dispatch(n: Node) -> Node | None:
+        r = get(n.__class__)
+        return None if r is None else r(n)
+
+    dispatch.__name__ = "by_class(" + ", ".join(f"{c.__name__}: {r.__name__}" for c, r in table.items()) + ")"
+    return dispatch
+
+
 def _apply(rule: Rule, n: Node) -> Node | None:
     try:
         return rule(n)
@@ -74,27 +87,28 @@ def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
     """Rewrite children first, then the parent until `rule` stops matching; shared nodes are rewritten once.
 
     Same result as `bottom_up_reference`, with an explicit stack of frames
-    `[original, current, children_done, steps]` instead of recursion.
+    `[original, current, children (None until pushed), steps]` instead of recursion.
     """
     memo: dict[Node, Node | None] = {}
     active: set[Node] = set()
-    stack: list[list] = [[root, root, False, 0]]
+    stack: list[list] = [[root, root, None, 0]]
     while stack:
         frame = stack[-1]
-        orig, cur, children_done, steps = frame
-        if not children_done:
+        orig, cur, kids, steps = frame
+        if kids is None:
             if orig in memo and cur is orig:
                 stack.pop()
                 continue
             active.add(orig)
-            frame[2] = True
-            for c in children(cur):
+            frame[2] = kids = children(cur)
+            for c in kids:
                 if c in active:
                     raise RewriteError(f"rule {rule.__name__} built a node that contains itself", cur.loc)
                 if c not in memo:
-                    stack.append([c, c, False, 0])
+                    stack.append([c, c, None, 0])
             continue
-        cur = map_children(lambda c: _result(memo, c), cur)
+        if any(memo[c] is not None for c in kids):  # rebuild only when a child was rewritten
+            cur = map_children(lambda c: _result(memo, c), cur)
         nxt = _apply(rule, cur)
         if nxt is None:
             memo[orig] = None if cur is orig else cur
@@ -103,5 +117,5 @@ def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
             continue
         if steps + 1 > max_steps:
             raise RewriteError(f"rule {rule.__name__} did not converge", cur.loc)
-        frame[1], frame[2], frame[3] = nxt, False, steps + 1
+        frame[1], frame[2], frame[3] = nxt, None, steps + 1
     return _result(memo, root)

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import operator
 
-import attrs
-
 from metile.ir.node import Node
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import Kernel
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
-from metile.rewrite.driver import bottom_up, first_of
+from metile.rewrite.driver import bottom_up, by_class, first_of
 
 _INT_OPS = {
     BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul, BinOp.AND: operator.and_,
@@ -106,13 +104,14 @@ def fold_cast(n: Node) -> Node | None:
     return None
 
 
-FOLD_RULES = first_of(fold_binary, fold_identity, fold_compare, fold_where, fold_cast)
+FOLD_RULES = by_class({Binary: first_of(fold_binary, fold_identity), Compare: fold_compare, Where: fold_where,
+                       Cast: fold_cast})
 
 
 def fold_constants(k: Kernel) -> Kernel:
-    """`k` with constant integer and bool arithmetic folded (any stage)."""
-    body = [bottom_up(FOLD_RULES, s) for s in k.body]
-    return attrs.evolve(k, body=body) if any(a is not b for a, b in zip(body, k.body)) else k
+    """`k` with constant integer and bool arithmetic folded (any stage); one rewrite over the whole kernel,
+    so a value shared by several statements is folded once."""
+    return bottom_up(FOLD_RULES, k)
 
 
 __all__ = ["FOLD_RULES", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",

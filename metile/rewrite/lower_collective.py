@@ -184,7 +184,7 @@ class Collectives:
         out = []
         for n in walk(v):
             if isinstance(n, Var) and n.type.shape:
-                rep = self.scope.lookup("env", n.name)
+                rep = self.scope.lookup_env(n.name)
                 if isinstance(rep, Regs) and id(rep) not in self.published and rep not in out:
                     out.append(rep)
         return out
@@ -202,7 +202,7 @@ class Collectives:
                 if isinstance(n, (Reduce, Dot)) or dot_acc(n):
                     self.heavy_rep(n)
                 continue
-            if id(n) in seen or self.scope.lookup("memo", ("h", n)) is not None:
+            if id(n) in seen or self.memo.get(("h", n)) is not None:
                 continue
             seen.add(id(n))
             stack.append((n, True))
@@ -215,7 +215,7 @@ class Collectives:
 
     def heavy_rep(self, n: Value):
         key = ("h", n)
-        found = self.scope.lookup("memo", key)
+        found = self.memo.get(key)
         if found is None:
             if isinstance(n, Reduce):
                 found = self.reduce(n)
@@ -223,7 +223,7 @@ class Collectives:
                 found = self.mma(n, None, n)
             else:
                 found = self.mma(*dot_acc(n), n)
-            self.scope.memo[key] = found
+            self.memo.put(key, found)
         return found
 
     # ---- reductions
@@ -334,7 +334,8 @@ class Collectives:
         kk = Var(self.fresh("kk"), TileType(DType.I32))
         carried = [Var(self.fresh("acc"), m.type) for m in mats]
         saved, self.out = self.out, []
-        yields = self.mma_step(geom, sa, lda, sb, ldb, sm, sn, kk, carried)
+        with self.nested():
+            yields = self.mma_step(geom, sa, lda, sb, ldb, sm, sn, kk, carried)
         body, self.out = self.out, saved
         results = [Var(self.fresh("acc"), m.type) for m in mats]
         self.emit(For(kk, mo.const(0), mo.const(k), mo.const(8), carried, mats, body, yields, results))
@@ -365,7 +366,7 @@ class Collectives:
     def channel_of(self, v: Value) -> Channel | None:
         """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
         while isinstance(v, Var):
-            rep = self.scope.lookup("env", v.name)
+            rep = self.scope.lookup_env(v.name)
             if isinstance(rep, Channel):
                 return rep
             if not isinstance(rep, Lazy):
@@ -389,7 +390,7 @@ class Collectives:
     def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
         """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
         if isinstance(v, Var):
-            rep = self.scope.lookup("env", v.name)
+            rep = self.scope.lookup_env(v.name)
             if isinstance(rep, Mma) and rep.geom == geom:
                 return rep
             if isinstance(rep, Lazy):
@@ -407,7 +408,7 @@ class Collectives:
 
     def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
         key = ("regs", rep)
-        found = self.scope.lookup("memo", key)
+        found = self.memo.get(key)
         if found is not None:
             return found
         geom = rep.geom
@@ -428,7 +429,7 @@ class Collectives:
             pt = self.slot_pt(layout, slot, (geom.m, geom.n))
             regs.append(self.let(Load(AddPtr(base, pt.flat)), "c"))
         found = Regs(layout, tuple(regs))
-        self.scope.memo[key] = found
+        self.memo.put(key, found)
         return found
 
 

@@ -76,19 +76,51 @@ from metile.rewrite.scan import scan
 
 
 class Scope:
+    """The variables bound in one region (a block, a loop body), chained to the enclosing region's."""
+
     def __init__(self, parent: Scope | None):
         self.parent = parent
         self.env: dict[str, object] = {}
-        self.memo: dict[object, object] = {}
 
-    def lookup(self, table: str, key):
+    def lookup_env(self, name: str):
         s = self
         while s is not None:
-            found = getattr(s, table).get(key)
+            found = s.env.get(name)
             if found is not None:
                 return found
             s = s.parent
         return None
+
+
+class Memo:
+    """Values already lowered, valid in the region that computed them and the regions nested in it.
+
+    One dict for all regions (a key is hashed once per lookup): each entry records the region that
+    made it, and is used only while that region is still open."""
+
+    def __init__(self):
+        self.table: dict[object, tuple[object, int]] = {}
+        self.open: set[int] = {0}
+        self.region = 0
+        self.made = 0
+
+    def get(self, key):
+        found = self.table.get(key)
+        return found[0] if found is not None and found[1] in self.open else None
+
+    def put(self, key, value) -> None:
+        self.table[key] = (value, self.region)
+
+    def enter(self) -> int:
+        saved = self.region
+        self.made += 1
+        self.region = self.made
+        self.open.add(self.region)
+        return saved
+
+    def leave(self, saved: int) -> None:
+        self.open.discard(self.region)
+        self.region = saved
 
 
 def floor_div(a: Value, b: Value) -> Value:
@@ -128,6 +160,7 @@ class Lowering(ControlFlow, Collectives):
         self.facts = facts = scan(k)
         self.varying = varying_names(k)
         self.scope = Scope(None)
+        self.memo = Memo()
         self.out: list[Stmt] = []
         self.taken = {n.name for n in facts.of(Var)} | {n.name for n in facts.of(Param)}
         self.suffix: dict[str, int] = {}
@@ -169,6 +202,7 @@ class Lowering(ControlFlow, Collectives):
     def nested(self, *, divergent: Node | None = None, group: Group | None = None):
         saved = (self.scope, self.divergent, self.group)
         self.scope = Scope(self.scope)
+        region = self.memo.enter()
         if divergent is not None and self.divergent is None:
             self.divergent = divergent
         if group is not None:
@@ -177,6 +211,7 @@ class Lowering(ControlFlow, Collectives):
             yield
         finally:
             self.scope, self.divergent, self.group = saved
+            self.memo.leave(region)
 
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
         """Lower `stmts` into a new statement list; `tail()` (run after them, in the same list) gives values."""
@@ -251,10 +286,10 @@ class Lowering(ControlFlow, Collectives):
         if v is None:
             return None
         key = ("s", v)
-        found = self.scope.lookup("memo", key)
+        found = self.memo.get(key)
         if found is None:
             found = self._scalar(v)
-            self.scope.memo[key] = found
+            self.memo.put(key, found)
         return found
 
     def _scalar(self, v: Value) -> Value:
@@ -263,7 +298,7 @@ class Lowering(ControlFlow, Collectives):
             case Const() | Param():
                 return v
             case Var(name):
-                rep = self.scope.lookup("env", name)
+                rep = self.scope.lookup_env(name)
                 match rep:
                     case Scalar(value):
                         return value
@@ -317,16 +352,16 @@ class Lowering(ControlFlow, Collectives):
         if v.type.shape == ():
             return self.scalar(v)
         key = (v, pt.key if pt.key is not None else pt.flat)
-        found = self.scope.lookup("memo", key)
+        found = self.memo.get(key)
         if found is None:
             found = self._at(v, pt)
-            self.scope.memo[key] = found
+            self.memo.put(key, found)
         return found
 
     def _at(self, v: Value, pt: Pt) -> Value:
         match v:
             case Var(name):
-                return self.read(self.scope.lookup("env", name), pt, v)
+                return self.read(self.scope.lookup_env(name), pt, v)
             case Arange(start, _):
                 return mo.add(pt.flat, mo.const(start))
             case Full(_, value):

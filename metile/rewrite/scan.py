@@ -8,8 +8,8 @@
 With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
 
 Both passes run on the same body (`plan_launch` changes only the kernel's meta), so `scan` keeps the
-scans of the last few kernels, keyed by their parameter and body objects themselves (held, so their
-identity stays valid).
+scans of the last few kernels, found by the identity of their parameters and statements (held, so their
+identities stay valid; `attrs.evolve` copies the body vector but not the statements in it).
 """
 
 from __future__ import annotations
@@ -78,15 +78,19 @@ _SCANS: list[tuple[object, object, Scan]] = []
 
 
 def scan(k: Kernel) -> Scan:
-    """The `Scan` of `k` (shared by kernels with the same parameter and body objects)."""
+    """The `Scan` of `k` (shared by kernels whose parameters and statements are the same objects)."""
     params, body = k.params, k.body
     for held_params, held_body, found in _SCANS:
-        if held_body is body and held_params is params:
+        if _same(held_body, body) and _same(held_params, params):
             return found
     found = Scan(k)
     _SCANS.insert(0, (params, body, found))
     del _SCANS[_KEEP:]
     return found
+
+
+def _same(a, b) -> bool:
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
 
 
 __all__ = ["VARYING_SOURCES", "Scan", "scan"]
