@@ -42,7 +42,7 @@ from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
-from metile.frontend.trace import Tracer
+from metile.frontend.trace import Tracer, node_locs
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel
@@ -62,9 +62,10 @@ _PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 
 def visible_names(fn) -> dict:
     """The names a kernel's body and annotations can see: its module's globals and its closure's variables
     (so kernels defined inside functions resolve `metile.constexpr` and helpers like module-level ones)."""
+    if not fn.__closure__:
+        return fn.__globals__  # read, never written: no copy needed
     names = dict(fn.__globals__)
-    if fn.__closure__:
-        names.update(inspect.getclosurevars(fn).nonlocals)
+    names.update({var: cell.cell_contents for var, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
     return names
 
 
@@ -79,6 +80,7 @@ class _Parsed:
     col_offset: int
     line_offset: int
     fdef: ast.AST
+    locs: dict[int, Loc]  # per node of `fdef` (see `metile.frontend.trace.node_locs`), never mutated
 
 
 _PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
@@ -91,7 +93,8 @@ def _parse(fn) -> _Parsed:
     lines, first = inspect.getsourcelines(fn)
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
-    return _Parsed(fn.__code__, file, text, col_offset, first - 1, ast.parse(text).body[0])
+    fdef = ast.parse(text).body[0]
+    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, node_locs(fdef, file, first - 1, col_offset))
 
 
 def _parsed(fn) -> _Parsed:
@@ -114,16 +117,31 @@ class _Source:
         parsed = _parsed(fn)
         self.file, self.text = parsed.file, parsed.text
         self.col_offset, self.line_offset = parsed.col_offset, parsed.line_offset
+        self.locs = parsed.locs
         fdef = parsed.fdef
         if not isinstance(fdef, ast.FunctionDef):
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
         self.fdef = fdef
-        sig = inspect.signature(fn)
-        defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
-        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), defaults, self.loc)
+        self.def_loc = self.loc(fdef)
+        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
 
     def loc(self, node: ast.AST) -> Loc:
-        return Loc(self.file, node.lineno + self.line_offset, node.col_offset + self.col_offset)
+        return self.locs.get(id(node)) or Loc(self.file, node.lineno + self.line_offset,
+                                               node.col_offset + self.col_offset)
+
+
+def _defaults(fn) -> dict:
+    """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
+    function itself unless a wrapper or a `__signature__` makes the signature another one)."""
+    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        sig = inspect.signature(fn)
+        return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+    code = fn.__code__
+    out = dict(fn.__kwdefaults__ or {})
+    if fn.__defaults__:
+        n = code.co_argcount
+        out.update(zip(code.co_varnames[n - len(fn.__defaults__):n], fn.__defaults__))
+    return out
 
 
 @attrs.frozen
@@ -232,7 +250,7 @@ class JITKernel:
     def specialize(self, args: tuple, kwargs: dict):
         """`(cache key, runtime [(spec, value, type)], constexprs, options)` for one call."""
         src = self.source
-        values, consts, options = bind(src.specs, args, kwargs, self.fn.__name__, src.loc(src.fdef))
+        values, consts, options = bind(src.specs, args, kwargs, self.fn.__name__, src.def_loc)
         typed = [(s, v, arg_type(s, v)) for s, v in values]
         key = cache_key(self.fn, src.text, tuple(t for _, _, t in typed), consts, options)
         return key, typed, consts, options
@@ -257,7 +275,8 @@ class JITKernel:
             env = {p.name: p for p in params} | consts
             meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
-                            col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta)
+                            col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
+                            locs=src.locs)
             found = tracer.run()
             if verify_each:
                 verify(found, after="trace")

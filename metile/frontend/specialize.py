@@ -13,6 +13,7 @@ positionally after every runtime argument); other keywords are compiler options.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 
 import attrs
@@ -37,14 +38,43 @@ class ParamSpec:
     loc: Loc
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_annotation(text: str) -> ast.expr | None:
+    """A string annotation's expression (None when it does not parse), parsed once per string."""
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _dotted(annotation: ast.expr) -> tuple[str, ...] | None:
+    """`("metile", "constexpr")` for the annotation `metile.constexpr` (a name and attributes); None otherwise."""
+    path = []
+    while isinstance(annotation, ast.Attribute):
+        path.append(annotation.attr)
+        annotation = annotation.value
+    if not isinstance(annotation, ast.Name):
+        return None
+    path.append(annotation.id)
+    return tuple(reversed(path))
+
+
 def _is_constexpr(annotation: ast.expr | None, globals_: dict) -> bool:
     if annotation is None:
         return False
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        try:
-            annotation = ast.parse(annotation.value, mode="eval").body
-        except SyntaxError:
+        annotation = _parse_annotation(annotation.value)
+        if annotation is None:
             return False
+    path = _dotted(annotation)
+    if path is not None and path[0] in globals_:  # what `eval` does for a dotted name, without compiling it
+        value = globals_[path[0]]
+        try:
+            for attr in path[1:]:
+                value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 - as below
+            return False
+        return value is constexpr
     try:
         value = eval(compile(ast.Expression(annotation), "<annotation>", "eval"), dict(globals_))  # noqa: S307
     except Exception:  # noqa: BLE001 - an annotation we cannot evaluate is not metile.constexpr
@@ -98,15 +128,38 @@ def bind(specs: tuple[ParamSpec, ...], args: tuple, kwargs: dict, name: str, loc
     return values, consts, options
 
 
+_I32_SCALAR, _F32_SCALAR = TileType(DType.I32), TileType(DType.F32)
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_ARRAY_TYPES: dict[np.dtype, PtrType] = {}  # per numpy dtype, the type of a numpy array argument
+
+
 def arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     """The IR type of a runtime argument, or a `KernelArgumentError` at the parameter."""
+    cls = value.__class__
+    if cls is np.ndarray:
+        found = _ARRAY_TYPES.get(value.dtype)
+        if found is not None:
+            return found
+    elif cls is int:
+        if _I32_MIN <= value <= _I32_MAX:
+            return _I32_SCALAR
+    elif cls is float:
+        return _F32_SCALAR
+    return _arg_type(spec, value)
+
+
+def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
+    """`arg_type` of any value (the types of numpy arrays are kept per dtype: they depend on nothing else)."""
     dtype = getattr(value, "dtype", None)
     if isinstance(value, np.ndarray) or (dtype is not None and hasattr(value, "nbytes") and hasattr(value, "numpy")):
         dt = from_numpy(dtype)
         if dt is None:
             why = _REFUSED.get(np.dtype(dtype).name, "Metal cannot hold it")
             raise KernelArgumentError(f"argument '{spec.name}' is a {np.dtype(dtype).name} array: {why}", spec.loc)
-        return PtrType(dt, (), AddressSpace.DEVICE)
+        found = PtrType(dt, (), AddressSpace.DEVICE)
+        if value.__class__ is np.ndarray:
+            _ARRAY_TYPES[dtype] = found
+        return found
     if isinstance(value, np.generic):
         dt = from_numpy(value.dtype)
         if dt is not None:
@@ -132,10 +185,16 @@ def _hashable(v):
         return (type(v).__qualname__, repr(v))
 
 
+@functools.lru_cache(maxsize=1024)
+def source_digest(source: str) -> str:
+    """The sha256 of a function's source text, once per text (the parsed source keeps its text object)."""
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
 def cache_key(fn, source: str, types: tuple, consts: dict, options: dict) -> tuple:
     """The specialization key: the function (module, qualified name, file, identity of its code object,
     source hash), the constexpr values, the argument types and the compiler options."""
-    digest = hashlib.sha256(source.encode()).hexdigest()
+    digest = source_digest(source)
     ident = (fn.__module__, fn.__qualname__, fn.__code__.co_filename, id(fn.__code__), digest)
     return (ident, tuple(sorted((k, _hashable(v)) for k, v in consts.items())), types,
             tuple(sorted((k, _hashable(v)) for k, v in options.items())))

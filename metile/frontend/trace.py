@@ -52,6 +52,13 @@ _SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions"
            ast.AsyncWith: "async with"}
 
 
+def node_locs(fdef: ast.AST, file: str, line_offset: int, col_offset: int) -> dict[int, Loc]:
+    """The `Loc` of every node of `fdef` that has a position, by `id` of the node (`fdef` keeps them alive):
+    built once per parsed function and shared by all its traces."""
+    return {id(n): Loc(file, n.lineno + line_offset, n.col_offset + col_offset)
+            for n in ast.walk(fdef) if getattr(n, "lineno", None) is not None}
+
+
 _HANDLERS: dict[tuple[type, str, type], object] = {}
 
 
@@ -70,7 +77,8 @@ class Tracer(ControlFlow):
     """Builds the body of one kernel; `run()` returns the `Kernel`."""
 
     def __init__(self, fdef: ast.FunctionDef, *, name: str, file: str, line_offset: int, col_offset: int,
-                 globals_: dict, env: dict, params: list[Param], meta: dict[str, int]):
+                 globals_: dict, env: dict, params: list[Param], meta: dict[str, int],
+                 locs: dict[int, Loc] | None = None):
         self.fdef, self.name, self.file = fdef, name, file
         self.line_offset, self.col_offset = line_offset, col_offset
         self.globals = globals_
@@ -81,15 +89,15 @@ class Tracer(ControlFlow):
         self.depth = 0
         self.hidden: dict[str, str] = {}  # names defined only inside a runtime region -> why they are gone
         self.hint: str | None = None
-        self._locs: dict[int, Loc] = {}
+        self._locs: dict[int, Loc] = node_locs(fdef, file, line_offset, col_offset) if locs is None else locs
 
     # ---- helpers used by builtins and control flow
 
     def loc(self, node: ast.AST) -> Loc:
         found = self._locs.get(id(node))
-        if found is None:
+        if found is None:  # a node made while tracing, or one without a position
             line = getattr(node, "lineno", 1) + self.line_offset
-            found = self._locs[id(node)] = Loc(self.file, line, getattr(node, "col_offset", 0) + self.col_offset)
+            found = Loc(self.file, line, getattr(node, "col_offset", 0) + self.col_offset)
         return found
 
     def fresh(self, base: str) -> str:
@@ -371,4 +379,4 @@ class Tracer(ControlFlow):
 
 ShapeError = sem.ShapeMismatchError
 
-__all__ = ["Tracer"]
+__all__ = ["Tracer", "node_locs"]
