@@ -27,21 +27,63 @@ from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId
 from metile.ir.types import DType, PtrType, from_numpy
 from metile.ir.values import Binary, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
-_SIGS: dict[object, inspect.Signature] = {}
+_MISSING = object()
+_BINDERS: dict[object, tuple[tuple[str, ...], tuple[object, ...]]] = {}
+
+
+def _binder(fn) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    """The parameter names of the language function `fn` and their defaults (`_MISSING` when required)."""
+    found = _BINDERS.get(fn)
+    if found is None:
+        params = inspect.signature(fn).parameters.values()
+        assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        found = _BINDERS[fn] = (tuple(p.name for p in params),
+                                tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params))
+    return found
+
+
+def _bind_error(fn, args, kwargs, loc: Loc) -> KernelArgumentError:
+    """The error of a call that does not fit `fn`'s signature, worded by `inspect.Signature.bind`."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        return KernelArgumentError(f"metile.{fn.__name__}(): {e}", loc)
+    raise AssertionError(f"metile.{fn.__name__}() accepts arguments its binder refused")
+
+
+def bind_values(fn, args, kwargs, loc: Loc) -> list:
+    """The arguments of a call to the language function `fn`, one per parameter in order (defaults filled
+    in), as `inspect.Signature.bind` would bind them; a `KernelArgumentError` when they do not fit."""
+    names, defaults = _binder(fn)
+    n = len(args)
+    if n > len(names):
+        raise _bind_error(fn, args, kwargs, loc)
+    out = list(args)
+    if kwargs:
+        for k in kwargs:
+            if k not in names or names.index(k) < n:
+                raise _bind_error(fn, args, kwargs, loc)
+        for i in range(n, len(names)):
+            v = kwargs.get(names[i], defaults[i])
+            if v is _MISSING:
+                raise _bind_error(fn, args, kwargs, loc)
+            out.append(v)
+    else:
+        for i in range(n, len(names)):
+            v = defaults[i]
+            if v is _MISSING:
+                raise _bind_error(fn, args, kwargs, loc)
+            out.append(v)
+    return out
 
 
 def bind_args(fn, args, kwargs, loc: Loc) -> dict:
-    sig = _SIGS.get(fn) or _SIGS.setdefault(fn, inspect.signature(fn))
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError as e:
-        raise KernelArgumentError(f"metile.{fn.__name__}(): {e}", loc) from None
-    bound.apply_defaults()
-    return dict(bound.arguments)
+    """`bind_values` by parameter name."""
+    return dict(zip(_binder(fn)[0], bind_values(fn, args, kwargs, loc)))
 
 
 def call_builtin(tr, fn, args, kwargs, loc: Loc):
-    return BUILTINS[fn](tr, loc, **bind_args(fn, args, kwargs, loc))
+    return BUILTINS[fn](tr, loc, *bind_values(fn, args, kwargs, loc))
 
 
 def static_int(v, what: str, loc: Loc) -> int:
