@@ -54,8 +54,17 @@ def py_dtype(v: object) -> DType:
     return DType.BOOL if isinstance(v, bool) else DType.I32 if isinstance(v, int) else DType.F32
 
 
+_BOOL, _I32, _F32 = TileType(DType.BOOL), TileType(DType.I32), TileType(DType.F32)  # the types of Python numbers
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def const(v, dtype: DType, loc: Loc | None) -> Const:
     """The constant `v` as `dtype`, or an error when it does not fit."""
+    cls = v.__class__
+    if dtype is DType.I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
+        return Const(v, dtype, loc=loc)
+    if dtype is DType.F32 and cls is float:
+        return Const(v, dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
     if dtype.is_float:
@@ -79,10 +88,14 @@ def to_ir(v, loc: Loc | None) -> Value:
 
 
 def type_of(v, loc: Loc | None) -> TileType | PtrType:
-    if is_ir(v):
+    if isinstance(v, Value):
         return v.type
-    if is_number(v):
-        return TileType(py_dtype(v))
+    if isinstance(v, bool):
+        return _BOOL
+    if isinstance(v, int):
+        return _I32
+    if isinstance(v, float):
+        return _F32
     raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
 
 
@@ -104,6 +117,10 @@ def broadcast_to(x: Value, shape: tuple[int, ...], loc: Loc | None) -> Value:
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str, loc: Loc | None) -> tuple[int, ...]:
     """numpy's broadcast of two shapes, or a `ShapeMismatchError` naming `what`."""
+    if a == b or not b:
+        return a
+    if not a:
+        return b
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else 1
@@ -137,7 +154,13 @@ def common_dtype(a, b) -> DType:
 
 def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
     """`v` (traced or Python) as a value of `dtype` and `shape` (which it must broadcast to)."""
-    x = cast(v, dtype, loc) if is_ir(v) else const(v, dtype, loc)
+    if isinstance(v, Value):
+        t = v.type
+        if t.dtype is dtype and t.shape == shape:
+            return v
+        x = cast(v, dtype, loc)
+    else:
+        x = const(v, dtype, loc)
     return broadcast_to(x, shape, loc)
 
 
@@ -148,8 +171,14 @@ def unify(a, b, what: str, loc: Loc | None, dtype: DType | None = None) -> tuple
             raise KernelTypeError(f"{what}: expected a number or a traced value, not {type(x).__name__}", loc)
         if is_ir(x) and isinstance(x.type, PtrType):
             raise KernelTypeError(f"{what}: a pointer cannot be an operand here (only ptr + int offsets)", loc)
-    dt = dtype or common_dtype(a, b)
-    shape = broadcast_shape(type_of(a, loc).shape, type_of(b, loc).shape, what, loc)
+    return _unify(a, type_of(a, loc), b, type_of(b, loc), what, loc, dtype or common_dtype(a, b))
+
+
+def _unify(a, ta, b, tb, what: str, loc: Loc | None, dt: DType) -> tuple[Value, Value]:
+    """`unify` of two checked operands whose types are `ta` and `tb`, in `dt`."""
+    shape = ta.shape
+    if shape != tb.shape:
+        shape = broadcast_shape(shape, tb.shape, what, loc)
     return coerce(a, dt, shape, loc), coerce(b, dt, shape, loc)
 
 
@@ -160,30 +189,45 @@ def _python(fn, a, b, what: str, loc: Loc | None):
         raise FrontendError(f"{what} on compile-time values failed: {e}", loc) from None
 
 
+_FLOAT_ONLY = frozenset({"truediv", "pow"})
+_BITWISE = frozenset({"and", "or", "xor"})
+_SHIFTS = frozenset({"lshift", "rshift"})
+
+
 def binary(name: str, a, b, loc: Loc | None):
     """`a <op> b` for the operator `name` (a key of `BINOPS`)."""
-    sym = SYMBOLS[name]
-    if not is_ir(a) and not is_ir(b):
-        return _python(_PY[name], a, b, f"`{sym}`", loc)
-    if isinstance(type_of(a, loc), PtrType) or isinstance(type_of(b, loc), PtrType):
+    a_ir, b_ir = isinstance(a, Value), isinstance(b, Value)
+    if not a_ir and not b_ir:
+        return _python(_PY[name], a, b, f"`{SYMBOLS[name]}`", loc)
+    ta = a.type if a_ir else type_of(a, loc)
+    if isinstance(ta, PtrType):
         return pointer_arith(name, a, b, loc)
-    dt = common_dtype(a, b)
-    if name in ("truediv", "pow") and not dt.is_float:
-        dt = DType.F32
-    elif name in ("and", "or", "xor") and dt.is_float:
-        raise KernelTypeError(f"`{sym}` needs integer or bool operands, not {dt}", loc)
-    elif name in ("lshift", "rshift") and not dt.is_int:
-        raise KernelTypeError(f"`{sym}` needs integer operands, not {dt}", loc)
-    elif dt is DType.BOOL and name not in ("and", "or", "xor"):
+    tb = b.type if b_ir else type_of(b, loc)
+    if isinstance(tb, PtrType):
+        return pointer_arith(name, a, b, loc)
+    dt = promote(ta.dtype, tb.dtype) if a_ir and b_ir else _weak(ta.dtype, b) if a_ir else _weak(tb.dtype, a)
+    if name in _FLOAT_ONLY:
+        if not dt.is_float:
+            dt = DType.F32
+    elif name in _BITWISE:
+        if dt.is_float:
+            raise KernelTypeError(f"`{SYMBOLS[name]}` needs integer or bool operands, not {dt}", loc)
+    elif name in _SHIFTS and not dt.is_int:
+        raise KernelTypeError(f"`{SYMBOLS[name]}` needs integer operands, not {dt}", loc)
+    elif dt is DType.BOOL:
         dt = DType.I32
-    x, y = unify(a, b, f"`{sym}`", loc, dt)
+    x, y = _unify(a, ta, b, tb, f"`{SYMBOLS[name]}`", loc, dt)
     return Binary(BINOPS[name], x, y, loc=loc)
 
 
 def compare(name: str, a, b, loc: Loc | None):
-    if not is_ir(a) and not is_ir(b):
+    a_ir, b_ir = isinstance(a, Value), isinstance(b, Value)
+    if not a_ir and not b_ir:
         return _python(_PY_CMP[name], a, b, "comparison", loc)
-    x, y = unify(a, b, "comparison", loc)
+    if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
+        x, y = _unify(a, ta, b, tb, "comparison", loc, promote(ta.dtype, tb.dtype))
+    else:
+        x, y = unify(a, b, "comparison", loc)
     return Compare(CMPOPS[name], x, y, loc=loc)
 
 
