@@ -59,20 +59,6 @@ def node_locs(fdef: ast.AST, file: str, line_offset: int, col_offset: int) -> di
             for n in ast.walk(fdef) if getattr(n, "lineno", None) is not None}
 
 
-_HANDLERS: dict[tuple[type, str, type], object] = {}
-
-
-def _handler(tracer: type, prefix: str, node: type):
-    """The method of `tracer` named `prefix` + the ast class's name (None if there is none), looked up once
-    per class instead of building the name and looking it up per node."""
-    key = (tracer, prefix, node)
-    try:
-        return _HANDLERS[key]
-    except KeyError:
-        found = _HANDLERS[key] = getattr(tracer, prefix + node.__name__, None)
-        return found
-
-
 class Tracer(ControlFlow):
     """Builds the body of one kernel; `run()` returns the `Kernel`."""
 
@@ -130,10 +116,14 @@ class Tracer(ControlFlow):
 
     def visit_body(self, body: list[ast.stmt]) -> None:
         for stmt in body:
-            self.visit_stmt(stmt)
+            method = _STMTS.get(stmt.__class__)
+            if method is None:
+                self.visit_stmt(stmt)
+            else:
+                method(self, stmt)
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        method = _handler(type(self), "stmt_", node.__class__)
+        method = _STMTS.get(node.__class__)
         if method is None:
             what = _SYNTAX.get(type(node), f"{type(node).__name__} statements")
             raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
@@ -207,11 +197,17 @@ class Tracer(ControlFlow):
     # ---- expressions
 
     def eval(self, node: ast.expr):
-        method = _handler(type(self), "expr_", node.__class__)
-        if method is None:
-            what = _SYNTAX.get(type(node), f"{type(node).__name__} expressions")
-            raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
-        value = method(self, node)
+        cls = node.__class__
+        if cls is ast.Name:  # the most common expression, looked up inline
+            value = self.env.get(node.id, _UNSET)
+            if value is _UNSET:
+                value = self.lookup(node.id, node)
+        else:
+            method = _EXPRS.get(cls)
+            if method is None:
+                what = _SYNTAX.get(type(node), f"{type(node).__name__} expressions")
+                raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
+            value = method(self, node)
         return value.value if isinstance(value, constexpr) else value
 
     def expr_Constant(self, node: ast.Constant):
@@ -376,6 +372,17 @@ class Tracer(ControlFlow):
         raise UnsupportedCallError(f"cannot call '{name}' inside a @metile.kernel: only metile functions and "
                                    "Python builtins on compile-time values can be called", loc)
 
+
+_UNSET = object()
+_STMTS = {ast.Expr: Tracer.stmt_Expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: Tracer.stmt_Assign,
+          ast.AnnAssign: Tracer.stmt_AnnAssign, ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return,
+          ast.Assert: Tracer.stmt_Assert, ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For,
+          ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With}
+_EXPRS = {ast.Constant: Tracer.expr_Constant, ast.Name: Tracer.expr_Name, ast.Attribute: Tracer.expr_Attribute,
+          ast.Tuple: Tracer.expr_Tuple, ast.List: Tracer.expr_List, ast.BinOp: Tracer.expr_BinOp,
+          ast.UnaryOp: Tracer.expr_UnaryOp, ast.BoolOp: Tracer.expr_BoolOp, ast.Compare: Tracer.expr_Compare,
+          ast.IfExp: Tracer.expr_IfExp, ast.Subscript: Tracer.expr_Subscript, ast.Slice: Tracer.expr_Slice,
+          ast.Call: Tracer.expr_Call}
 
 ShapeError = sem.ShapeMismatchError
 
