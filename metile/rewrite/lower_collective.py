@@ -148,12 +148,19 @@ class Collectives:
             bases.append(self.scratch(dtype, strides[0] * rows if len(shape) > 1 else v.type.size))
         for (v, strides), base in zip(items, bases):
             layout = self.layout(v.type.size)
-            for slot in range(layout.slots):
+
+            def one(slot, v=v, strides=strides, base=base, layout=layout) -> None:
                 pt = self.slot_pt(layout, slot, v.type.shape)
                 off: Value = mo.const(0)
                 for c, s in zip(self.coords(pt), strides):
                     off = mo.add(off, mo.mul(c, mo.const(s)))
                 self.emit(Store(AddPtr(base, off), self.at(v, pt), self.guard(layout, slot)))
+
+            if self.rollable(layout, [v]) == []:
+                self.slot_loop(layout, one)
+            else:
+                for slot in range(layout.slots):
+                    one(slot)
         self.barrier(why)
         return bases
 
@@ -406,11 +413,11 @@ class Collectives:
         return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
                                for p in range(geom.pieces)))
 
-    def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
-        key = ("regs", rep)
-        found = self.memo.get(key)
+    def mma_in_scratch(self, rep: Mma, why: Node) -> Value:
+        """The base of `rep` copied to scratch (row-major `[m, n]`), once per statement."""
+        found = self.published.get(id(rep))
         if found is not None:
-            return found
+            return found[0]
         geom = rep.geom
         self.barrier(why)
         base = self.scratch(DType.F32, geom.m * geom.n)
@@ -423,6 +430,16 @@ class Collectives:
             for st in stores:
                 self.emit(st)
         self.barrier(why)
+        self.published[id(rep)] = (base, ())
+        return base
+
+    def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
+        key = ("regs", rep)
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        geom = rep.geom
+        base = self.mma_in_scratch(rep, why)
         layout = self.layout(geom.m * geom.n)
         regs = []
         for slot in range(layout.slots):

@@ -25,6 +25,7 @@ its line. Stores of program scalars are done once per program (by its first thre
 from __future__ import annotations
 
 import contextlib
+import math
 
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
@@ -71,6 +72,7 @@ from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
 from metile.rewrite.lower_control import ControlFlow
+from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.plan import RoleRange, varying_names
 from metile.rewrite.scan import scan
 
@@ -148,7 +150,7 @@ def _opposite_signs(r: Value, b: Value) -> Value:
     return Where(Compare(CmpOp.LT, b, zero), Compare(CmpOp.GT, r, zero), Compare(CmpOp.LT, r, zero))
 
 
-class Lowering(ControlFlow, Collectives):
+class Lowering(ControlFlow, Collectives, Rolled):
     def __init__(self, k: Kernel):
         self.k = k
         meta = k.meta
@@ -170,6 +172,9 @@ class Lowering(ControlFlow, Collectives):
             for r, y in zip(n.results, n.yields):
                 self.defs[r.name] = y
                 self.role_of[r.name] = n
+        self.yielded = {name for n in facts.of((For, If, While, SimdgroupRole)) for y in _tails(n)
+                        for name in facts.names(y)}  # read at the end of a block: never deferred
+        self.deferred: set[str] = set()
         self.channels: list[Let] = []
         self.axes = AxisAnalysis(self.defs)
         self.divergent: Node | None = None
@@ -216,6 +221,7 @@ class Lowering(ControlFlow, Collectives):
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
         """Lower `stmts` into a new statement list; `tail()` (run after them, in the same list) gives values."""
         saved, self.out = self.out, []
+        self.deferred |= self.deferred_loads(stmts)
         for s in stmts:
             self.new_statement()
             self.stmt(s)
@@ -250,19 +256,23 @@ class Lowering(ControlFlow, Collectives):
 
     # ---- points
 
-    def raw_flat(self, layout: Blocked, slot: int) -> Value:
-        """The flat index `layout` gives this thread's `slot` (past the end for padding)."""
-        return mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))
+    def raw_flat(self, layout: Blocked, slot: int | Value) -> Value:
+        """The flat index `layout` gives this thread's `slot` (an int, or a run-time slot; past the end for
+        padding)."""
+        return mo.add(mo.mul(self.group.tid, mo.const(layout.thread_stride)), self.slot_offset(layout, slot))
 
-    def slot_pt(self, layout: Blocked, slot: int, shape: tuple[int, ...]) -> Pt:
+    def slot_pt(self, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
+        """The element in `slot`; a run-time slot gives a point without a register key."""
         flat = self.raw_flat(layout, slot)
-        if layout.padded(slot):
+        fixed = isinstance(slot, int)
+        if layout.padded(slot) if fixed else layout.has_padding:
             flat = mo.mod(flat, layout.size)
-        return Pt(tuple(shape), flat, (layout, slot))
+        return Pt(tuple(shape), flat, (layout, slot) if fixed else None)
 
-    def guard(self, layout: Blocked, slot: int) -> Value | None:
+    def guard(self, layout: Blocked, slot: int | Value) -> Value | None:
         """True where `slot` holds a real element (None: it always does)."""
-        return mo.lt(self.raw_flat(layout, slot), mo.const(layout.size)) if layout.padded(slot) else None
+        padded = layout.padded(slot) if isinstance(slot, int) else layout.has_padding
+        return mo.lt(self.raw_flat(layout, slot), mo.const(layout.size)) if padded else None
 
     def coords(self, pt: Pt) -> list[Value]:
         out = []
@@ -376,6 +386,8 @@ class Lowering(ControlFlow, Collectives):
                 return self.read(self.heavy_rep(v), pt, v)
             case Binary() if dot_acc(v):
                 return self.read(self.heavy_rep(v), pt, v)
+            case Load():  # a deferred tile load (`lower_rolled`)
+                return self.deferred_load(v, pt)
         return self.elementwise(v, lambda x: self.at(x, pt))
 
     def read(self, rep, pt: Pt, where: Value) -> Value:
@@ -386,6 +398,8 @@ class Lowering(ControlFlow, Collectives):
                 return value
             case Channel(base):
                 return self.let(Load(AddPtr(base, pt.flat)), "ch")
+            case Mma() if pt.key is None and rep.geom.m * rep.geom.n == math.prod(pt.shape):
+                return self.let(Load(AddPtr(self.mma_in_scratch(rep, where), pt.flat)), "c")
             case Mma():
                 return self.read(self.mma_to_regs(rep, where), pt, where)
             case Regs(layout, regs):
@@ -423,6 +437,8 @@ class Lowering(ControlFlow, Collectives):
 
     def let_stmt(self, var: Var, value: Value) -> None:
         match value:
+            case Load() if var.name in self.deferred:
+                self.bind(var, Lazy(value))
             case Load(ptr, mask, other) if value.type.shape:
                 layout = self.layout(value.type.size)
                 self.bind(var, Regs(layout, self.load_regs(var.name, layout, ptr, mask, other, value)))
@@ -487,6 +503,18 @@ class Lowering(ControlFlow, Collectives):
             return
         layout = self.layout(ptr.type.size)
         width = self.vector_width(layout, ptr) if cls is Store else 1
+        mats = self.rollable(layout, (ptr, value, mask)) if width == 1 else None
+        if mats is not None:
+            for rep in mats:
+                self.mma_in_scratch(rep, s)
+
+            def one(slot: Value) -> None:
+                pt = self.slot_pt(layout, slot, shape)
+                guard = mo.both(self.at(mask, pt), self.guard(layout, slot))
+                self.emit(cls(self.at(ptr, pt), self.at(value, pt), guard))
+
+            self.slot_loop(layout, one)
+            return
         for first in range(0, layout.slots, width):
             slots = range(first, first + width)
             pts = [self.slot_pt(layout, s, shape) for s in slots]
@@ -498,6 +526,16 @@ class Lowering(ControlFlow, Collectives):
             vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]))
             cond = mo.all_of(masks)
             self.emit(vec if cond is None else If(cond, [vec], scalar))
+
+def _tails(n: Node) -> tuple:
+    """The values a compound statement reads at the end of its blocks."""
+    match n:
+        case If():
+            return (*n.then_yields, *n.else_yields)
+        case While():
+            return (n.cond, *n.yields)
+    return tuple(n.yields)
+
 
 def _what(n: Node) -> str:
     names = {"Reduce": "this reduction", "Dot": "this dot", "For": "this loop", "While": "this while loop",

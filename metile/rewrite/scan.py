@@ -68,6 +68,19 @@ class Scan:
             return any(isinstance(n, VARYING_SOURCES) or (isinstance(n, Var) and n.name in names) for n in walk(v))
         return f[0] or (bool(f[1]) and not f[1].isdisjoint(names))
 
+    def names(self, v: Value | None) -> frozenset[str]:
+        """The names of the variables `v` reads."""
+        if v is None:
+            return _NONE
+        f = self.facts.get(id(v))
+        if f is None:
+            return frozenset(n.name for n in walk(v) if isinstance(n, Var))
+        return f[1]
+
+    def depends_on_name(self, v: Value | None, name: str) -> bool:
+        """Whether `v` reads the variable `name`."""
+        return name in self.names(v)
+
     def heavy(self, v: Value) -> bool:
         """Whether `v` may contain a reduction or a `dot` (True for a value built after the scan)."""
         f = self.facts.get(id(v))

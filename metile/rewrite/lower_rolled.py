@@ -1,0 +1,129 @@
+"""The parts of `lower_tiles` that loop over a thread's slots at run time instead of unrolling them.
+
+A thread holding `R` slots of a tile normally gets `R` copies of each statement's code, one per slot.
+When `R >= ROLL_SLOTS` and nothing the statement reads sits in registers (which a run-time index
+cannot address), a store of the tile, or its publication to threadgroup memory, becomes one
+`for (s = 0; s < R; ++s)` over the slot: the element a thread handles in slot `s` is computed from `s`
+(`offset(s) = s % V + (s / V) * T * V` for runs of `V` over `T` threads), padding slots are guarded as
+when unrolled, and the Metal compiler unrolls the constant trip count again. Code size, and the
+compiler's own time, then grow with the statement instead of with the tile.
+
+Readable at a run-time slot: pure expressions, per-thread scalars, role channels, and `dot` results
+held in simdgroup matrices (copied to scratch once, before the loop). A tile loaded only to be staged
+for the `dot` that follows it (`a = tile_load(...)` then `acc += dot(a, b)`, with nothing in between
+that writes memory) is not loaded into registers at all: its load is deferred to the staging loop,
+which reads device memory and writes threadgroup memory in one pass.
+"""
+
+from __future__ import annotations
+
+from metile.ir.node import children
+from metile.ir.stmts import For, Let
+from metile.ir.tile import Dot, Reduce
+from metile.ir.types import DType, TileType
+from metile.ir.values import Load, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import Blocked
+from metile.rewrite.lower_collective import Channel, Lazy, Mma, Scalar, dot_acc
+
+ROLL_SLOTS = 8
+
+
+class Rolled:
+    """Mixed into `metile.rewrite.lower_tiles.Lowering` (which provides `at`, `emit`, `nested`...)."""
+
+    def slot_offset(self, layout: Blocked, slot) -> Value:
+        """`layout.offset(slot)` for an int or a run-time slot."""
+        if isinstance(slot, int):
+            return mo.const(layout.offset(slot))
+        v = layout.vec
+        if v == 1:
+            return mo.mul(slot, mo.const(layout.threads))
+        return mo.add(mo.mod(slot, v), mo.mul(mo.div(slot, v), mo.const(layout.threads * v)))
+
+    def slot_loop(self, layout: Blocked, body) -> None:
+        """Emit `for (s = 0; s < slots; ++s) { body(s) }`; values computed in the body stay in it."""
+        s = Var(self.fresh("s"), TileType(DType.I32))
+        saved, self.out = self.out, []
+        with self.nested():
+            body(s)
+        stmts, self.out = self.out, saved
+        self.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(1), [], [], stmts, [], []))
+
+    def rollable(self, layout: Blocked, vs) -> list | None:
+        """The matrices (`Mma`) that `vs` read, to copy to scratch before a loop over `layout`'s slots; None
+        when the slots should stay unrolled (too few, or a value held in registers)."""
+        if layout.slots < ROLL_SLOTS:
+            return None
+        mats: list = []
+        seen: set[int] = set()
+        stack = [v for v in vs if v is not None]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen or n.type.shape == ():
+                continue
+            seen.add(id(n))
+            rep = None
+            if isinstance(n, Var):
+                rep = self.scope.lookup_env(n.name)
+            elif isinstance(n, (Reduce, Dot)) or dot_acc(n):
+                rep = self.heavy_rep(n)
+            else:
+                stack.extend(c for c in children(n) if isinstance(c, Value))
+                continue
+            if isinstance(rep, Lazy):
+                stack.append(rep.expr)
+            elif isinstance(rep, Mma):
+                if rep not in mats:
+                    mats.append(rep)
+            elif not isinstance(rep, (Scalar, Channel)):
+                return None
+        return mats
+
+    def deferred_loads(self, stmts) -> set[str]:
+        """The tile loads among `stmts` to leave in memory until the `dot` right after them stages them (see
+        the module docstring): `name = load` read only as an operand of a `dot` in a later `Let`, with only
+        `Let`s of values that do not write memory in between, and never read again."""
+        out: set[str] = set()
+        stmts = list(stmts)
+        for i, s in enumerate(stmts):
+            if not (isinstance(s, Let) and isinstance(s.value, Load) and s.value.type.shape):
+                continue
+            name = s.var.name
+            if name in self.yielded or self.layout(s.value.type.size).slots < ROLL_SLOTS:
+                continue
+            if self.vector_width(self.layout(s.value.type.size), s.value.ptr) > 1:
+                continue
+            for j in range(i + 1, len(stmts)):
+                t = stmts[j]
+                if not isinstance(t, Let):
+                    break
+                if not self.facts.depends_on_name(t.value, name):
+                    continue
+                if self.dot_operand(t.value, s.var) and not any(
+                        self.reads_name(u, name) for u in stmts[j + 1:]):
+                    out.add(name)
+                break
+        return out
+
+    def dot_operand(self, v: Value, var: Var) -> bool:
+        """Whether `v` is `dot(a, b)` or `acc + dot(a, b)` reading `var` only as `a` or `b`."""
+        pair = dot_acc(v)
+        d, acc = pair if pair is not None else (v, None)
+        if not isinstance(d, Dot) or (acc is not None and self.facts.depends_on_name(acc, var.name)):
+            return False
+        return any(x == var for x in (d.a, d.b)) and all(
+            x == var or not self.facts.depends_on_name(x, var.name) for x in (d.a, d.b))
+
+    def reads_name(self, s, name: str) -> bool:
+        """Whether statement `s` (or anything nested in it) reads the variable `name`."""
+        return any(isinstance(c, Value) and self.facts.depends_on_name(c, name) or
+                   (not isinstance(c, Value) and self.reads_name(c, name)) for c in children(s))
+
+    def deferred_load(self, load: Load, pt) -> Value:
+        """Element `pt` of a deferred tile load, read where it is needed."""
+        return self.let(Load(self.at(load.ptr, pt), self.at(load.mask, pt),
+                             self.at(load.other, pt) if load.mask is not None else None), "ld")
+
+
+__all__ = ["ROLL_SLOTS", "Rolled"]
