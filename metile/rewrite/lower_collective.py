@@ -332,7 +332,7 @@ class Collectives:
         (sa, lda), (sb, ldb) = self.stage_operands(a, b, d)
         sm, sn = self.simdgroup_coords(geom)
         if mats is None:
-            mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc") for _ in range(geom.pieces)]
+            mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
         steps = k // 8
         if steps == 1:
             return Mma(geom, tuple(self.mma_step(geom, sa, lda, sb, ldb, sm, sn, mo.const(0), mats)))
@@ -408,7 +408,7 @@ class Collectives:
                 return rep
         fill = _constant_fill(v)
         if fill is not None:
-            return Mma(geom, tuple(self.let(MatrixFill(cast(fill, DType.F32)), "acc") for _ in range(geom.pieces)))
+            return Mma(geom, (self.let(MatrixFill(cast(fill, DType.F32)), "acc"),) * geom.pieces)
         (base,) = self.publish([(v, (geom.n, 1))], v)
         return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
                                for p in range(geom.pieces)))
