@@ -163,6 +163,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
         self.varying = varying_names(k)
         self.scope = Scope(None)
         self.memo = Memo()
+        self.points: dict[tuple, Pt] = {}
         self.out: list[Stmt] = []
         self.taken = {n.name for n in facts.of(Var)} | {n.name for n in facts.of(Param)}
         self.suffix: dict[str, int] = {}
@@ -263,8 +264,17 @@ class Lowering(ControlFlow, Collectives, Rolled):
 
     def slot_pt(self, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
         """The element in `slot`; a run-time slot gives a point without a register key."""
-        flat = self.raw_flat(layout, slot)
         fixed = isinstance(slot, int)
+        if fixed:  # the same few points are asked for by every statement
+            key = (layout, slot, shape, self.group.tid)
+            found = self.points.get(key)
+            if found is None:
+                found = self.points[key] = self._slot_pt(layout, slot, shape, True)
+            return found
+        return self._slot_pt(layout, slot, shape, False)
+
+    def _slot_pt(self, layout: Blocked, slot: int | Value, shape: tuple[int, ...], fixed: bool) -> Pt:
+        flat = self.raw_flat(layout, slot)
         if layout.padded(slot) if fixed else layout.has_padding:
             flat = mo.mod(flat, layout.size)
         return Pt(tuple(shape), flat, (layout, slot) if fixed else None)
