@@ -41,6 +41,7 @@ from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
+from metile.frontend.exprs import Evaluator, compile_exprs
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
 from metile.frontend.trace import Tracer, node_locs
 from metile.ir.errors import Loc
@@ -81,6 +82,7 @@ class _Parsed:
     line_offset: int
     fdef: ast.AST
     locs: dict[int, Loc]  # per node of `fdef` (see `metile.frontend.trace.node_locs`), never mutated
+    evals: dict[int, Evaluator]  # per expression of `fdef` (see `metile.frontend.exprs`), never mutated
 
 
 _PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
@@ -94,7 +96,8 @@ def _parse(fn) -> _Parsed:
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
     fdef = ast.parse(text).body[0]
-    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, node_locs(fdef, file, first - 1, col_offset))
+    locs = node_locs(fdef, file, first - 1, col_offset)
+    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, locs, compile_exprs(fdef, locs))
 
 
 def _parsed(fn) -> _Parsed:
@@ -117,7 +120,7 @@ class _Source:
         parsed = _parsed(fn)
         self.file, self.text = parsed.file, parsed.text
         self.col_offset, self.line_offset = parsed.col_offset, parsed.line_offset
-        self.locs = parsed.locs
+        self.locs, self.evals = parsed.locs, parsed.evals
         fdef = parsed.fdef
         if not isinstance(fdef, ast.FunctionDef):
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
@@ -276,7 +279,7 @@ class JITKernel:
             meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
-                            locs=src.locs)
+                            locs=src.locs, evals=src.evals)
             found = tracer.run()
             if verify_each:
                 verify(found, after="trace")

@@ -49,29 +49,34 @@ def is_number(x: object) -> bool:
     return isinstance(x, (bool, int, float)) and not is_ir(x)
 
 
+# Reading a member off `DType` and the `is_float`/`is_int` properties cost a Python call each; the frontend tests
+# dtypes against these module constants instead (`dt in FLOATS` is an identity test, most common dtype first).
+BOOL, I32, F32 = DType.BOOL, DType.I32, DType.F32
+FLOATS = tuple(d for d in DType if d.is_float)
+INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
+_BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def py_dtype(v: object) -> DType:
     """The dtype a Python number takes on its own: bool, i32 or f32."""
-    return DType.BOOL if isinstance(v, bool) else DType.I32 if isinstance(v, int) else DType.F32
-
-
-_BOOL, _I32, _F32 = TileType(DType.BOOL), TileType(DType.I32), TileType(DType.F32)  # the types of Python numbers
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+    return BOOL if isinstance(v, bool) else I32 if isinstance(v, int) else F32
 
 
 def const(v, dtype: DType, loc: Loc | None) -> Const:
     """The constant `v` as `dtype`, or an error when it does not fit."""
     cls = v.__class__
-    if dtype is DType.I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
+    if dtype is I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
         return Const(v, dtype, loc=loc)
-    if dtype is DType.F32 and cls is float:
+    if dtype is F32 and cls is float:
         return Const(v, dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
-    if dtype.is_float:
+    if dtype in FLOATS:
         v = float(v)
-    elif dtype.is_int and isinstance(v, bool):
+    elif dtype in INTS and isinstance(v, bool):
         v = int(v)
-    elif dtype.is_int and isinstance(v, float):
+    elif dtype in INTS and isinstance(v, float):
         raise KernelTypeError(f"the float constant {v!r} cannot be used as {dtype}", loc)
     if not fits(v, dtype):
         raise KernelTypeError(f"the constant {v!r} does not fit {dtype}", loc)
@@ -91,18 +96,18 @@ def type_of(v, loc: Loc | None) -> TileType | PtrType:
     if isinstance(v, Value):
         return v.type
     if isinstance(v, bool):
-        return _BOOL
+        return _BOOL_T
     if isinstance(v, int):
-        return _I32
+        return _I32_T
     if isinstance(v, float):
-        return _F32
+        return _F32_T
     raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
 
 
 def cast(x: Value, dtype: DType, loc: Loc | None) -> Value:
     if x.type.dtype is dtype:
         return x
-    if isinstance(x, Const) and fits(x.value, dtype) and not (dtype.is_int and isinstance(x.value, float)):
+    if isinstance(x, Const) and fits(x.value, dtype) and not (dtype in INTS and isinstance(x.value, float)):
         return const(x.value, dtype, loc)
     return Cast(x, dtype, loc=loc)
 
@@ -134,10 +139,10 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str, loc: Loc 
 def _weak(tile: DType, scalar) -> DType:
     if isinstance(scalar, bool):
         return tile
-    if tile is DType.BOOL:
+    if tile is BOOL:
         return py_dtype(scalar)
-    if isinstance(scalar, float) and not tile.is_float:
-        return DType.F32
+    if isinstance(scalar, float) and tile not in FLOATS:
+        return F32
     return tile
 
 
@@ -189,9 +194,10 @@ def _python(fn, a, b, what: str, loc: Loc | None):
         raise FrontendError(f"{what} on compile-time values failed: {e}", loc) from None
 
 
-_FLOAT_ONLY = frozenset({"truediv", "pow"})
-_BITWISE = frozenset({"and", "or", "xor"})
-_SHIFTS = frozenset({"lshift", "rshift"})
+_PLAIN, _FLOAT_ONLY, _BITWISE, _SHIFT = range(4)
+_KIND = {"add": _PLAIN, "sub": _PLAIN, "mul": _PLAIN, "truediv": _FLOAT_ONLY, "floordiv": _PLAIN, "mod": _PLAIN,
+         "pow": _FLOAT_ONLY, "and": _BITWISE, "or": _BITWISE, "xor": _BITWISE, "lshift": _SHIFT, "rshift": _SHIFT,
+         "max": _PLAIN, "min": _PLAIN}
 
 
 def binary(name: str, a, b, loc: Loc | None):
@@ -205,18 +211,27 @@ def binary(name: str, a, b, loc: Loc | None):
     tb = b.type if b_ir else type_of(b, loc)
     if isinstance(tb, PtrType):
         return pointer_arith(name, a, b, loc)
-    dt = promote(ta.dtype, tb.dtype) if a_ir and b_ir else _weak(ta.dtype, b) if a_ir else _weak(tb.dtype, a)
-    if name in _FLOAT_ONLY:
-        if not dt.is_float:
-            dt = DType.F32
-    elif name in _BITWISE:
-        if dt.is_float:
+    da, db = ta.dtype, tb.dtype
+    if a_ir and b_ir:
+        dt = da if da is db else promote(da, db)
+    else:
+        dt = _weak(da, b) if a_ir else _weak(db, a)
+    kind = _KIND[name]
+    if kind == _PLAIN:
+        if dt is BOOL:
+            dt = I32
+    elif kind == _FLOAT_ONLY:
+        if dt not in FLOATS:
+            dt = F32
+    elif kind == _BITWISE:
+        if dt in FLOATS:
             raise KernelTypeError(f"`{SYMBOLS[name]}` needs integer or bool operands, not {dt}", loc)
-    elif name in _SHIFTS and not dt.is_int:
+    elif dt not in INTS:
         raise KernelTypeError(f"`{SYMBOLS[name]}` needs integer operands, not {dt}", loc)
-    elif dt is DType.BOOL:
-        dt = DType.I32
-    x, y = _unify(a, ta, b, tb, f"`{SYMBOLS[name]}`", loc, dt)
+    sa, sb = ta.shape, tb.shape
+    shape = sa if sa == sb else broadcast_shape(sa, sb, f"`{SYMBOLS[name]}`", loc)
+    x = a if a_ir and da is dt and sa == shape else coerce(a, dt, shape, loc)
+    y = b if b_ir and db is dt and sb == shape else coerce(b, dt, shape, loc)
     return Binary(BINOPS[name], x, y, loc=loc)
 
 
@@ -225,7 +240,8 @@ def compare(name: str, a, b, loc: Loc | None):
     if not a_ir and not b_ir:
         return _python(_PY_CMP[name], a, b, "comparison", loc)
     if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
-        x, y = _unify(a, ta, b, tb, "comparison", loc, promote(ta.dtype, tb.dtype))
+        da, db = ta.dtype, tb.dtype
+        x, y = _unify(a, ta, b, tb, "comparison", loc, da if da is db else promote(da, db))
     else:
         x, y = unify(a, b, "comparison", loc)
     return Compare(CMPOPS[name], x, y, loc=loc)
@@ -238,12 +254,13 @@ def pointer_arith(name: str, a, b, loc: Loc | None) -> Value:
         raise KernelTypeError(f"`{SYMBOLS[name]}` is not defined on pointers: only pointer + integer offset "
                               "and pointer - integer offset", loc)
     odt = type_of(off, loc).dtype
-    if not odt.is_int:
+    if odt not in INTS:
         raise KernelTypeError(f"pointer offsets must be integers, not {odt}", loc)
     if name == "sub":
         off = -off if not is_ir(off) else Unary(UnOp.NEG, off, loc=loc)
     off = to_ir(off, loc)
-    shape = broadcast_shape(ptr.type.shape, off.type.shape, "pointer arithmetic", loc)
+    pshape, oshape = ptr.type.shape, off.type.shape
+    shape = pshape if pshape == oshape else broadcast_shape(pshape, oshape, "pointer arithmetic", loc)
     return AddPtr(broadcast_to(ptr, shape, loc), broadcast_to(off, shape, loc), loc=loc)
 
 
@@ -262,22 +279,22 @@ def unary(name: str, x, loc: Loc | None):
         raise KernelTypeError(f"{name} is not defined on pointers", loc)
     dt = x.type.dtype
     if name == "neg":
-        return Unary(UnOp.NEG, cast(x, DType.I32, loc) if dt is DType.BOOL else x, loc=loc)
+        return Unary(UnOp.NEG, cast(x, I32, loc) if dt is BOOL else x, loc=loc)
     if name == "invert":
-        if dt.is_float:
+        if dt in FLOATS:
             raise KernelTypeError(f"`~` needs integer or bool operands, not {dt}", loc)
         return Unary(UnOp.NOT, x, loc=loc)
     op = _MATH[name][0]
     if op is UnOp.ABS:
-        return Unary(op, cast(x, DType.I32, loc) if dt is DType.BOOL else x, loc=loc)
-    return Unary(op, cast(x, DType.F32, loc) if not dt.is_float else x, loc=loc)
+        return Unary(op, cast(x, I32, loc) if dt is BOOL else x, loc=loc)
+    return Unary(op, cast(x, F32, loc) if dt not in FLOATS else x, loc=loc)
 
 
 def where(cond, x, y, loc: Loc | None):
     """`metile.where`: a Python bool picks a side at compile time; a traced bool selects per element."""
     if not is_ir(cond):
         return x if cond else y
-    if cond.type.dtype is not DType.BOOL or isinstance(cond.type, PtrType):
+    if cond.type.dtype is not BOOL or isinstance(cond.type, PtrType):
         raise KernelTypeError(f"where: the condition must be bool, not {cond.type} (compare first, e.g. x > 0)", loc)
     xs, ys = unify(x, y, "where", loc)
     shape = broadcast_shape(cond.type.shape, xs.type.shape, "where", loc)
