@@ -1,63 +1,159 @@
-"""Whole-kernel facts the MSL emitter needs before it writes a line, all computed from the kernel alone.
+"""Facts about a kernel that the MSL emitter needs, and the definitions its own walk is checked against.
 
+- `scan`: one walk of the statements in program order (values are not visited): the C names of the
+  parameters and bound names (`c_names`), the values each name may take (`bindings`) and the pointer
+  parameters written through (`written_params`). It checks the stage and the statements first.
+- `Structures`: one int key per structure (structurally equal nodes share it), for the emitter's tables.
+- `value_children`: `children` of a Metal IR value, read field by field.
 - `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
 - `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
-  counts); a compound value with two or more is named once instead of repeated.
-- `scan`: `check_metal`, `use_counts` (as a `Sharing`, which also keys structurally equal nodes by one
-  int) and `builtins_used` in a single walk; the emitter uses it, the separate definitions state what
-  it computes.
-- `written_params`: the pointer parameters some store, vector store, matrix store or atomic add writes
-  through, following `AddPtr`, `Where` and every name binding back to the parameter.
-- `c_names`: a valid, distinct C identifier for each parameter and bound name, in definition order.
-- `reads_any`: whether a value reads one of some bound names (for parallel assignment of yields).
+  counts); the emitter counts the same while it writes, and names a compound value with two or more
+  once instead of repeating it.
+- `pointer_roots`: the parameters pointers may point into, following `AddPtr`, `Where` and every name
+  binding back to the parameter; `written_params`: the pointer parameters some store, vector store,
+  matrix store or atomic add writes through.
+- `reads_any`: whether some values read one of some bound names (for parallel assignment of yields).
 - `builtins_used`: the thread-position attributes the body reads, in `BuiltinKind` order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier
 from metile.ir import (
     AddPtr,
     AtomicAdd,
+    Barrier,
+    Binary,
     Builtin,
     BuiltinKind,
+    Cast,
+    Compare,
+    Const,
+    Extract,
     For,
     If,
     Kernel,
     Let,
+    Load,
+    MakeVector,
+    MatrixFill,
+    MatrixLoad,
+    MatrixMultiplyAccumulate,
     MatrixStore,
     Node,
     Param,
+    SharedAlloc,
+    SimdBroadcast,
+    SimdReduce,
+    SimdShuffleXor,
+    Splat,
     Stage,
     Store,
+    Unary,
     Value,
     Var,
+    VecLoad,
     VecStore,
     Where,
     While,
     admits,
     children,
 )
+from metile.ir.errors import assert_never
 from metile.ir.stages import ADMITTED
 
+LEAVES = frozenset({Const, Param, Var, Builtin})  # values without children, whose text reads the same everywhere
+_ADMITTED = ADMITTED[Stage.METAL]
 
-class Sharing:
-    """Which nodes of a kernel are structurally equal, and how many distinct parents each one has.
 
-    `key(v)` is one int for every node structurally equal to `v` (the id of its representative, the
-    first such node the walk met), so the emitter can key its tables by ints; `counts[key]` is how many
-    structurally distinct parents refer to those nodes (see `use_counts`; absent for none).
-    Representatives are found under each node's cached hash in `reps` (`Node._h`, read directly: `hash()`
-    would call back into Python), then by `==`; a node that is not its representative is remembered by id,
-    and held so that its id stays its own. `reps.get(v._h) is v` is the common case of `key`, inlined.
+class Facts:
+    """What `scan` found: `names` (`c_names`), `defs` (`bindings`) and `written` (`written_params`)."""
+
+    __slots__ = ("defs", "names", "written")
+
+    def __init__(self, names: dict[str, str], defs: dict[str, tuple[Value, ...]], written: frozenset[str]):
+        self.names, self.defs, self.written = names, defs, written
+
+
+def scan(k: Kernel) -> Facts:
+    """`check_metal(k)` for the stage and the statements, then the facts about the kernel's names, in one walk
+    of its statements in program order (values are not visited)."""
+    if k.stage is not Stage.METAL:
+        check_metal(k)
+    names: dict[str, str] = {}
+    taken = set(MSL_RESERVED)
+    taken.add(c_identifier(k.name))
+    defs: dict[str, tuple[Value, ...]] = {}
+    stores: list[Value] = []
+
+    def claim(name: str) -> None:
+        if name in names:
+            return
+        base = c_identifier(name)
+        text, i = base, 1
+        while text in taken:
+            text, i = f"{base}_{i}", i + 1
+        taken.add(text)
+        names[name] = text
+
+    def walk(body) -> None:
+        for s in body:
+            match s:
+                case Let():
+                    claim(s.var.name)
+                    defs[s.var.name] = (s.value,)
+                case Store() | AtomicAdd() | VecStore() | MatrixStore():
+                    stores.append(s.ptr)
+                case For():
+                    for v in (s.index, *s.carried, *s.results):
+                        claim(v.name)
+                    for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
+                        defs[c.name] = (i, y)
+                        defs[r.name] = (c,)
+                    walk(s.body)
+                case If():
+                    for v in s.results:
+                        claim(v.name)
+                    for r, a, b in zip(s.results, s.then_yields, s.else_yields):
+                        defs[r.name] = (a, b)
+                    walk(s.then)
+                    walk(s.orelse)
+                case While():
+                    for v in (*s.carried, *s.results):
+                        claim(v.name)
+                    for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
+                        defs[c.name] = (i, y)
+                        defs[r.name] = (c,)
+                    walk(s.cond_body)
+                    walk(s.body)
+                case Barrier():
+                    pass
+                case _:
+                    check_metal(k)  # raises for a statement Metal IR does not admit
+                    assert_never(s)
+
+    for p in sorted(k.params, key=lambda p: p.index):
+        claim(p.name)
+    walk(k.body)
+    return Facts(names, defs, pointer_roots(stores, defs))
+
+
+class Structures:
+    """One int key for all structurally equal nodes met so far: the id of the first of them (its representative).
+
+    Representatives are found under each node's cached hash in `reps` (`Node._h`, read directly: `hash()` would
+    call back into Python), then by `==`; a node that is not its representative is remembered by id, and held
+    so that its id stays its own. `reps.get(v._h) is v` is the common case of `key`, which callers inline.
+    `key` refuses a node class Metal IR does not admit when it first meets it.
     """
 
-    __slots__ = ("_held", "_others", "_twins", "counts", "reps")
+    __slots__ = ("_held", "_others", "_twins", "reps")
 
-    def __init__(self, by_hash: dict[int, Node], others: dict[Node, Node], counts: dict[int, int]):
-        self.reps, self._others, self.counts = by_hash, others, counts
+    def __init__(self) -> None:
+        self.reps: dict[int, Node] = {}
+        self._others: dict[Node, Node] = {}  # structures whose hash another structure took first
         self._twins: dict[int, int] = {}
         self._held: list[Node] = []
 
@@ -65,60 +161,66 @@ class Sharing:
         r = self.reps.get(v._h)
         if r is v:
             return id(v)
-        found = self._twins.get(id(v))
-        if found is not None:
-            return found
-        if r is None:  # a node from outside the kernel
+        if r is None:
             r = self.reps[v._h] = v
-        elif not r == v:  # another structure with the same hash holds that entry: the fallback table
-            r = self._others.setdefault(v, v)
-        self._twins[id(v)] = id(r)
-        self._held.append(v)
-        return id(r)
+        else:
+            found = self._twins.get(id(v))
+            if found is not None:
+                return found
+            if not r == v:
+                r = self._others.setdefault(v, v)
+            if r is not v:
+                self._twins[id(v)] = id(r)
+                self._held.append(v)
+                return id(r)
+        if v.__class__ not in _ADMITTED:
+            raise EmitError(f"{type(v).__name__} is not a Metal IR node", v.loc)
+        return id(v)
 
-    def uses(self, v: Node) -> int:
-        return self.counts.get(self.key(v), 0)
 
-
-def scan(k: Kernel) -> tuple[Sharing, list[BuiltinKind]]:
-    """`check_metal(k)`, then the kernel's `Sharing` and `builtins_used(k)`, in one walk of its nodes.
-
-    Like `distinct_nodes`, the walk expands one representative of each structure; the results are
-    those of the definitions below, which hash every node they meet.
-    """
-    if k.stage is not Stage.METAL:
-        check_metal(k)
-    admitted = ADMITTED[Stage.METAL]
-    by_hash: dict[int, Node] = {k._h: k}
-    others: dict[Node, Node] = {}   # structures whose hash another structure took first
-    counts: dict[int, int] = {}
-    kinds: set[BuiltinKind] = set()
-    bad = False
-    stack: list[Node] = [k]
-    while stack:
-        n = stack.pop()
-        cls = n.__class__
-        if cls not in admitted and cls is not Kernel:
-            bad = True
-        elif cls is Builtin:
-            kinds.add(n.kind)
-        reps: set[int] = set()
-        for c in children(n):
-            r = by_hash.get(c._h)
-            if r is None:
-                r = by_hash[c._h] = c
-                stack.append(c)
-            elif r is not c and not r == c:
-                r = others.get(c)
-                if r is None:
-                    r = others[c] = c
-                    stack.append(c)
-            reps.add(id(r))
-        for i in reps:
-            counts[i] = counts.get(i, 0) + 1
-    if bad:
-        check_metal(k)  # raises, naming the node the structural walk meets first
-    return Sharing(by_hash, others, counts), [kind for kind in BuiltinKind if kind in kinds]
+def value_children(v: Value) -> tuple[Node, ...]:
+    """`children(v)` of a Metal IR value, read field by field (faster than the generic getter)."""
+    match v:
+        case Binary():
+            return (v.lhs, v.rhs)
+        case AddPtr():
+            return (v.ptr, v.offset)
+        case Load():
+            if v.mask is None and v.other is None:
+                return (v.ptr,)
+            return tuple(c for c in (v.ptr, v.mask, v.other) if c is not None)
+        case Compare():
+            return (v.lhs, v.rhs)
+        case Cast():
+            return (v.x,)
+        case Where():
+            return (v.cond, v.x, v.y)
+        case MatrixMultiplyAccumulate():
+            return (v.a, v.b, v.c)
+        case MatrixLoad():
+            return (v.ptr, v.stride)
+        case Unary():
+            return (v.x,)
+        case Extract():
+            return (v.vec,)
+        case VecLoad():
+            return (v.ptr,)
+        case MakeVector():
+            return v.elems
+        case Splat():
+            return (v.x,)
+        case MatrixFill():
+            return (v.value,)
+        case SimdShuffleXor():
+            return (v.x, v.mask)
+        case SimdBroadcast():
+            return (v.x, v.lane)
+        case SimdReduce():
+            return (v.x,)
+        case SharedAlloc() | Const() | Param() | Var() | Builtin():
+            return ()
+        case _:
+            assert_never(v)
 
 
 def check_metal(k: Kernel) -> None:
@@ -143,7 +245,7 @@ def distinct_nodes(root: Node) -> Iterator[Node]:
 
 
 def use_counts(k: Kernel) -> dict[Node, int]:
-    """How many structurally distinct parents refer to each node (`Sharing.uses` computes the same)."""
+    """How many structurally distinct parents refer to each node (`scan` names the values with two or more)."""
     counts: dict[Node, int] = {}
     for n in distinct_nodes(k):
         for c in set(children(n)):
@@ -185,32 +287,30 @@ def bindings(k: Kernel) -> dict[str, tuple[Value, ...]]:
     return defs
 
 
-def pointer_roots(v: Value, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
-    """The names of the parameters the pointer `v` may point into."""
+def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
+    """The names of the parameters the pointers `ptrs` may point into."""
     found: set[str] = set()
     seen: set[str] = set()
-    stack = [v]
+    stack = list(ptrs)
     while stack:
-        match stack.pop():
-            case Param(name):
-                found.add(name)
-            case Var(name) if name not in seen:
-                seen.add(name)
-                stack.extend(defs.get(name, ()))
-            case AddPtr(ptr, _):
-                stack.append(ptr)
-            case Where(_, x, y):
-                stack += [x, y]
+        v = stack.pop()
+        match v:
+            case Param():
+                found.add(v.name)
+            case Var():
+                if v.name not in seen:
+                    seen.add(v.name)
+                    stack.extend(defs.get(v.name, ()))
+            case AddPtr():
+                stack.append(v.ptr)
+            case Where():
+                stack += [v.x, v.y]
     return frozenset(found)
 
 
 def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
-    written: set[str] = set()
-    for s in statements(k.body):
-        match s:
-            case Store(ptr=ptr) | AtomicAdd(ptr=ptr) | VecStore(ptr=ptr) | MatrixStore(ptr=ptr):
-                written |= pointer_roots(ptr, defs)
-    return frozenset(written)
+    stores = (Store, AtomicAdd, VecStore, MatrixStore)
+    return pointer_roots([s.ptr for s in statements(k.body) if isinstance(s, stores)], defs)
 
 
 def c_names(k: Kernel) -> dict[str, str]:
@@ -246,25 +346,30 @@ def c_names(k: Kernel) -> dict[str, str]:
     return names
 
 
-def reads_any(v: Value, names: set[str]) -> bool:
-    """True when the value tree `v` reads one of the bound `names` directly."""
-    stack: list[Node] = [v]
+def reads_any(values: Iterable[Value], names: set[str]) -> bool:
+    """True when one of the value trees `values` reads one of the bound `names` directly."""
+    stack: list[Node] = list(values)
+    seen: set[int] = set()
     while stack:
-        match stack.pop():
-            case Var(name) if name in names:
-                return True
-            case n:
-                stack.extend(children(n))
+        n = stack.pop()
+        match n:
+            case Var():
+                if n.name in names:
+                    return True
+            case _:
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    stack.extend(children(n))
     return False
 
 
 def builtins_used(k: Kernel) -> list[BuiltinKind]:
-    """The thread-position attributes the kernel reads, in `BuiltinKind` order (`scan` computes the same)."""
+    """The thread-position attributes the kernel reads, in `BuiltinKind` order (`Facts.builtins`)."""
     used = {n.kind for n in distinct_nodes(k) if isinstance(n, Builtin)}
     return [kind for kind in BuiltinKind if kind in used]
 
 
 __all__ = [
-    "Sharing", "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots", "reads_any", "scan",
-    "use_counts", "written_params",
+    "LEAVES", "Facts", "Structures", "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots",
+    "reads_any", "scan", "use_counts", "value_children", "written_params",
 ]

@@ -19,7 +19,7 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 
 from __future__ import annotations
 
-from metile.emit.facts import bindings, c_names, pointer_roots, reads_any, scan, written_params
+from metile.emit.facts import LEAVES, Structures, check_metal, pointer_roots, reads_any, scan, value_children
 from metile.emit.spell import (
     BINARY_BY_IDS,
     COMPARE,
@@ -33,17 +33,18 @@ from metile.emit.spell import (
     fence_flags,
     literal,
     msl_bool,
+    plain_type_name,
     type_name,
     unary_spelling,
 )
 from metile.ir import (
-    LET_ONLY,
     AddPtr,
     AddressSpace,
     AtomicAdd,
     Barrier,
     Binary,
     Builtin,
+    BuiltinKind,
     Cast,
     Compare,
     Const,
@@ -88,37 +89,63 @@ def emit_msl(kernel: Kernel) -> str:
     return _Emitter(kernel).run()
 
 
-_NARROW_INTS = tuple(d for d in DType if d.is_int and d.bits < 32)
-_LEAVES = frozenset({Const, Param, Var, Builtin})  # `_inline` values whose text is the same everywhere
-
-
-def _narrow_int(t) -> bool:
-    return isinstance(t, TileType) and t.dtype in _NARROW_INTS
+# Sub-32-bit integer types by the id of their member (a lookup hashes an int, not an `Enum`): C promotes their
+# arithmetic to `int`, so it is converted back.
+_NARROW_INTS = {id(d): d.msl for d in DType if d.is_int and d.bits < 32}
 
 
 class _Emitter:
+    """One walk of the statements in program order writes the text, with each compound value that may be named
+    (a *declaration*, `decl`) left as a reference, and counts the distinct parents of each structure (as
+    `use_counts` does). `resolve` then writes each declaration as a `const` local where its structure has two or
+    more parents and inline elsewhere, and fills in the references.
+
+    Rendering does not depend on that choice: a value rendered in a body is found again (named or written out)
+    wherever the body is open, as a named value would be, and an unnamed value, written out again, would read
+    the same. References are `str.format` fields into three lists indexed by declaration: `{0[i]}` its text,
+    `{1[i]}` its text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces,
+    so only text with a reference is formatted.
+    """
+
     def __init__(self, k: Kernel):
-        self.sharing, self.builtins = scan(k)  # checks the kernel first
-        self.k = k
-        self.defs = bindings(k)
-        self.written = written_params(k, self.defs)
-        self.names = c_names(k)
-        self.taken = set(self.names.values())
-        self.count = 0
-        self.lines: list[str] = []
-        self.depth = 0
-        self.key, self.counts, self.reps = self.sharing.key, self.sharing.counts, self.sharing.reps
-        # By `Sharing.key` (equal values share one): the text of the temporaries in scope, with the keys each
-        # open body added (a value is named at most once at a time, since a name in scope is always found
-        # first), and the text of leaves (constants, names, builtins), which reads the same everywhere.
-        self.known: dict[int, tuple[str, bool]] = {}
+        facts = scan(k)  # checks the stage first
+        self.k, self.facts, self.names = k, facts, facts.names
+        self.structures = Structures()
+        self.reps = self.structures.reps
+        self.first: dict[int, int] = {}  # structure key -> key of the first parent structure met
+        self.shared: set[int] = set()  # the structures with two or more parents
+        self.kinds: set[BuiltinKind] = set()  # the attributes the kernel reads
+        self.consts: dict[int, tuple[str, str]] = {}  # the texts of each `Const` node, by id
+        # The declarations in scope by structure key, with the keys each open body added.
+        self.known: dict[int, tuple[str, ...]] = {}
         self.scopes: list[list[int]] = [[]]
-        self.const_ptrs: dict[int, bool] = {}  # `ptr_is_const` by key
+        # Lines: a `str` is final; `(pad, text, tail)` is a line with references; a declaration is
+        # `(index, key, text, atomic, value, pad, element)`; `(index, prefix)` names a temporary, which a
+        # declaration with `key` None then holds.
+        self.lines: list = []
+        self.decls = 0
+        self.depth = 0
+        self.pad = ""  # INDENT * depth
+        self.taken: set[str] = set()
+        self.count = 0
 
     # ---- output
 
     def emit(self, text: str) -> None:
-        self.lines.append(INDENT * self.depth + text)
+        self.lines.append((self.pad, text, "") if "{" in text else self.pad + text)
+
+    def open_block(self, head: str) -> None:
+        self.lines.append((self.pad, head, " {") if "{" in head else f"{self.pad}{head} {{")
+        self.depth += 1
+        self.pad = INDENT * self.depth
+        self.scopes.append([])
+
+    def close_block(self, tail: str = "}") -> None:
+        for key in self.scopes.pop():
+            del self.known[key]
+        self.depth -= 1
+        self.pad = INDENT * self.depth
+        self.lines.append(self.pad + tail)
 
     def fresh(self, prefix: str) -> str:
         while True:
@@ -127,16 +154,50 @@ class _Emitter:
                 self.taken.add(name)
                 return name
 
-    def open_block(self, head: str) -> None:
-        self.emit(head + " {")
-        self.depth += 1
-        self.scopes.append([])
+    def declare_value(self, key: int, text: str, atomic: bool, v: Value, element: str | None = None) -> tuple[str, ...]:
+        """A reference to `v`, declared here: its texts (with the element it points to, for an `AddPtr`)."""
+        i = self.decls
+        self.decls = i + 1
+        self.lines.append((i, key, text, atomic, v, self.pad, element))
+        ref = f"{{0[{i}]}}"
+        texts = (ref, ref) if atomic else (ref, f"{{1[{i}]}}")
+        if element is not None:
+            texts += (f"{{2[{i}]}}",)
+        self.known[key] = texts
+        self.scopes[-1].append(key)
+        return texts
 
-    def close_block(self, tail: str = "}") -> None:
-        for key in self.scopes.pop():
-            del self.known[key]
-        self.depth -= 1
-        self.emit(tail)
+    def resolve(self) -> list[str]:
+        """The lines, each declaration named (`const T tN = ...;`) or written out."""
+        self.taken = set(self.names.values())
+        shared, n = self.shared, self.decls
+        full, oper, elem = [""] * n, [""] * n, [""] * n
+        out = []
+        for e in self.lines:
+            if e.__class__ is str:
+                out.append(e)
+            elif len(e) == 3:
+                pad, text, tail = e
+                out.append(pad + text.format(full, oper, elem) + tail)
+            elif len(e) == 2:
+                i, prefix = e
+                full[i] = oper[i] = self.fresh(prefix)
+            else:
+                i, key, text, atomic, v, pad, element = e
+                if "{" in text:
+                    text = text.format(full, oper, elem)
+                if key is None or key in shared:
+                    name = full[i] if key is None else self.fresh("t")
+                    out.append(f"{pad}{self.local_decl(name, v)} = {text};")
+                    full[i] = oper[i] = name
+                    if element is not None:
+                        elem[i] = name + "[0]"
+                else:
+                    full[i] = text
+                    oper[i] = text if atomic else f"({text})"
+                    if element is not None:
+                        elem[i] = element.format(full, oper, elem) if "{" in element else element
+        return out
 
     # ---- types
 
@@ -144,136 +205,173 @@ class _Emitter:
         t = v.type
         if not isinstance(t, PtrType) or t.space is not AddressSpace.DEVICE:
             return False
-        key = self.key(v)
-        found = self.const_ptrs.get(key)
-        if found is None:
-            found = self.const_ptrs[key] = bool(pointer_roots(v, self.defs) - self.written)
-        return found
-
-    def type_of(self, v: Value) -> str:
-        return type_name(v.type, const=self.ptr_is_const(v))
+        return bool(pointer_roots((v,), self.facts.defs) - self.facts.written)
 
     def local_decl(self, name: str, v: Value, *, mutable: bool = False) -> str:
         """`const float x`, `device const float* const p`, or without `const` when `mutable`."""
-        t = self.type_of(v)
-        if mutable:
-            return f"{t} {name}"
-        return f"{t} const {name}" if isinstance(v.type, PtrType) else f"const {t} {name}"
+        t = v.type
+        if isinstance(t, PtrType):
+            text = type_name(t, const=self.ptr_is_const(v))
+            return f"{text} {name}" if mutable else f"{text} const {name}"
+        return f"{plain_type_name(t)} {name}" if mutable else f"const {plain_type_name(t)} {name}"
 
     # ---- kernel
 
     def run(self) -> str:
         k = self.k
-        args = []
-        for p in sorted(k.params, key=lambda p: p.index):
-            match p.type:
-                case PtrType():
-                    args.append(f"{self.type_of(p)} {self.names[p.name]} [[buffer({p.index})]]")
-                case _:
-                    args.append(f"constant {type_name(p.type)}& {self.names[p.name]} [[buffer({p.index})]]")
-        args += [builtin_param(kind) for kind in self.builtins]
+        try:
+            args = []
+            for p in sorted(k.params, key=lambda p: p.index):
+                match p.type:
+                    case PtrType():
+                        args.append(f"{type_name(p.type, const=self.ptr_is_const(p))} {self.names[p.name]} "
+                                    f"[[buffer({p.index})]]")
+                    case _:
+                        args.append(f"constant {type_name(p.type)}& {self.names[p.name]} [[buffer({p.index})]]")
+            self.depth, self.pad = 1, INDENT
+            self.body(k.body)
+            lines = self.resolve()
+        except Exception:
+            check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
+            raise
+        args += [builtin_param(kind) for kind in BuiltinKind if kind in self.kinds]
         head = f"kernel void {c_identifier(k.name)}("
         sep = ",\n" + " " * len(head)
-        self.open_block(head + sep.join(args) + ")")
-        self.body(k.body)
-        self.close_block()
-        return HEADER + "\n" + "\n".join(self.lines) + "\n"
+        return "\n".join([HEADER, head + sep.join(args) + ") {", *lines, "}\n"])
 
     # ---- values
 
-    def expr(self, v: Value) -> tuple[str, bool]:
-        """The text of `v` and whether it needs no parentheses as an operand; a shared compound value is
-        named once in the current body."""
-        key = id(v) if self.reps.get(v._h) is v else self.key(v)  # `Sharing.key`, its common case inline
-        if (found := self.known.get(key)) is not None:
-            return found
-        out = self.render(v)
-        if v.__class__ in _LEAVES:
-            self.known[key] = out
-            return out
-        if self.counts.get(key, 0) < 2 or _inline(v):
-            return out
-        name = self.fresh("t")
-        self.emit(f"{self.local_decl(name, v)} = {out[0]};")
-        self.known[key] = (name, True)
-        self.scopes[-1].append(key)
-        return name, True
+    def expr(self, v: Value, parent: int) -> tuple[str, ...]:
+        """The texts of `v`, a child of the structure keyed `parent`: as a whole, and as an operand (in
+        parentheses unless atomic); with the element it points to, for an `AddPtr`."""
+        match v:
+            case Var() | Param():
+                text = self.names[v.name]
+                return text, text
+            case Const():
+                found = self.consts.get(id(v))
+                if found is None:
+                    text = literal(v.value, v.dtype)
+                    found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+                    self.consts[id(v)] = found
+                return found
+            case Builtin():
+                self.kinds.add(v.kind)
+                text = v.kind.value + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
+                return text, text
+            case _:
+                key = id(v) if self.reps.get(v._h) is v else self.structures.key(v)  # its common case inline
+                if self.first.setdefault(key, parent) != parent:
+                    self.shared.add(key)
+                found = self.known.get(key)
+                if found is not None:
+                    return found
+                return self.render(v, key)
 
-    def full(self, v: Value) -> str:
-        return self.expr(v)[0]
+    def count_only(self, values, parent: int) -> None:
+        """Count the parents in values the text leaves out (a `Load`'s `other` without a mask, yields past the
+        results), as `use_counts` does: their structures may be written elsewhere."""
+        todo = [(parent, tuple(values))]
+        seen: set[int] = set()
+        while todo:
+            p, kids = todo.pop()
+            for c in kids:
+                if c.__class__ in LEAVES:
+                    if c.__class__ is Builtin:
+                        self.kinds.add(c.kind)
+                    continue
+                key = self.structures.key(c)
+                if self.first.setdefault(key, p) != p:
+                    self.shared.add(key)
+                if key not in seen:
+                    seen.add(key)
+                    todo.append((key, value_children(c)))
 
-    def operand(self, v: Value) -> str:
-        text, atomic = self.expr(v)
-        return text if atomic else f"({text})"
-
-    def element(self, ptr: Value) -> str:
+    def element(self, ptr: Value, parent: int) -> str:
         """The element `ptr` points to: `base[offset]` for an unnamed `AddPtr`, else `ptr[0]`."""
         match ptr:
-            case AddPtr(base, offset) if self.unnamed_single_use(ptr):
-                return f"{self.operand(base)}[{self.full(offset)}]"
+            case AddPtr():
+                return self.expr(ptr, parent)[2]
             case _:
-                return f"{self.operand(ptr)}[0]"
+                return self.expr(ptr, parent)[1] + "[0]"
 
-    def unnamed_single_use(self, v: Value) -> bool:
-        key = self.key(v)
-        return key not in self.known and self.counts.get(key, 0) < 2
-
-    def render(self, v: Value) -> tuple[str, bool]:
+    def render(self, v: Value, key: int) -> tuple[str, ...]:
+        """The texts of the compound value `v` (keyed `key`), a reference when it may be named."""
         match v:
-            case Const(value, dtype):
-                text = literal(value, dtype)
-                return text, not text.startswith(("-", "("))
-            case Param(name) | Var(name):
-                return self.names[name], True
-            case Builtin(kind, axis):
-                return kind.value + ("." + "xyz"[axis] if kind.has_axes else ""), True
-            case Binary(op, lhs, rhs):
-                dtype = lhs.type.dtype
-                word, infix = BINARY_BY_IDS.get((id(op), id(dtype))) or binary_spelling(op, dtype)
+            case Binary():
+                lhs, rhs = v.lhs, v.rhs
+                t = lhs.type
+                dtype = t.dtype
+                word, infix = BINARY_BY_IDS.get((id(v.op), id(dtype))) or binary_spelling(v.op, dtype)
                 if not infix:
-                    return f"{word}({self.full(lhs)}, {self.full(rhs)})", True
-                text = f"{self.operand(lhs)} {word} {self.operand(rhs)}"
-                return (f"{v.type.dtype.msl}({text})", True) if _narrow_int(v.type) else (text, False)
-            case Unary(op, x):
-                dtype = x.type.dtype
-                word, prefix = UNARY_BY_IDS.get((id(op), id(dtype))) or unary_spelling(op, dtype)
+                    return self.declare_value(key, f"{word}({self.expr(lhs, key)[0]}, {self.expr(rhs, key)[0]})",
+                                              True, v)
+                text = f"{self.expr(lhs, key)[1]} {word} {self.expr(rhs, key)[1]}"
+                if isinstance(t, TileType) and (narrow := _NARROW_INTS.get(id(dtype))) is not None:
+                    return self.declare_value(key, f"{narrow}({text})", True, v)
+                return self.declare_value(key, text, False, v)
+            case AddPtr():
+                base, offset = self.expr(v.ptr, key)[1], self.expr(v.offset, key)
+                return self.declare_value(key, f"{base} + {offset[1]}", False, v, f"{base}[{offset[0]}]")
+            case Load():
+                if v.mask is None:
+                    if v.other is not None:
+                        self.count_only((v.other,), key)
+                    text = self.element(v.ptr, key)
+                    return text, text
+                cond = self.expr(v.mask, key)[1]
+                alt = self.expr(v.other, key)[1] if v.other is not None else literal(0, v.type.dtype)
+                text = f"{cond} ? {self.element(v.ptr, key)} : {alt}"
+                return text, f"({text})"
+            case Compare():
+                return self.declare_value(
+                    key, f"{self.expr(v.lhs, key)[1]} {COMPARE[v.op]} {self.expr(v.rhs, key)[1]}", False, v)
+            case Cast():
+                return self.declare_value(key, f"static_cast<{plain_type_name(v.type)}>({self.expr(v.x, key)[0]})",
+                                          True, v)
+            case Where():
+                if isinstance(v.cond.type, TileType):
+                    text = f"{self.expr(v.cond, key)[1]} ? {self.expr(v.x, key)[1]} : {self.expr(v.y, key)[1]}"
+                    return self.declare_value(key, text, False, v)
+                text = f"select({self.expr(v.y, key)[0]}, {self.expr(v.x, key)[0]}, {self.expr(v.cond, key)[0]})"
+                return self.declare_value(key, text, True, v)
+            case Unary():
+                x = v.x
+                t = x.type
+                dtype = t.dtype
+                word, prefix = UNARY_BY_IDS.get((id(v.op), id(dtype))) or unary_spelling(v.op, dtype)
                 if not prefix:
-                    return f"{word}({self.full(x)})", True
-                text = f"{word}{self.operand(x)}"
-                return (f"{v.type.dtype.msl}({text})", True) if _narrow_int(v.type) else (text, False)
-            case Compare(op, lhs, rhs):
-                return f"{self.operand(lhs)} {COMPARE[op]} {self.operand(rhs)}", False
-            case Where(cond, x, y):
-                if isinstance(cond.type, TileType):
-                    return f"{self.operand(cond)} ? {self.operand(x)} : {self.operand(y)}", False
-                return f"select({self.full(y)}, {self.full(x)}, {self.full(cond)})", True
-            case Cast(x, _):
-                return f"static_cast<{type_name(v.type)}>({self.full(x)})", True
-            case AddPtr(ptr, offset):
-                return f"{self.operand(ptr)} + {self.operand(offset)}", False
-            case Load(ptr, mask, other):
-                if mask is None:
-                    return self.element(ptr), True
-                cond = self.operand(mask)
-                alt = self.operand(other) if other is not None else literal(0, v.type.dtype)
-                return f"{cond} ? {self.element(ptr)} : {alt}", False
-            case SimdShuffleXor(x, mask):
-                return f"simd_shuffle_xor({self.full(x)}, {self.full(mask)})", True
-            case SimdBroadcast(x, lane):
-                return f"simd_broadcast({self.full(x)}, {self.full(lane)})", True
-            case SimdReduce(op, x):
-                return f"{SIMD_REDUCE[op]}({self.full(x)})", True
-            case VecLoad(ptr, _):
-                space = ptr.type.space.value
-                return f"*({space} const {type_name(v.type)}*)({self.full(ptr)})", False
-            case Extract(vec, lane):
-                return f"{self.operand(vec)}[{lane}]", True
-            case MakeVector(elems):
-                return f"{type_name(v.type)}({', '.join(self.full(e) for e in elems)})", True
-            case Splat(x, _):
-                return f"{type_name(v.type)}({self.full(x)})", True
-            case MatrixFill(value):
-                return f"make_filled_{type_name(v.type)}({self.full(value)})", True
+                    return self.declare_value(key, f"{word}({self.expr(x, key)[0]})", True, v)
+                text = f"{word}{self.expr(x, key)[1]}"
+                if isinstance(t, TileType) and (narrow := _NARROW_INTS.get(id(dtype))) is not None:
+                    return self.declare_value(key, f"{narrow}({text})", True, v)
+                return self.declare_value(key, text, False, v)
+            case Extract():
+                text = f"{self.expr(v.vec, key)[1]}[{v.lane}]"
+                if v.vec.__class__ in LEAVES:  # a lane of a named vector is never named
+                    return text, text
+                return self.declare_value(key, text, True, v)
+            case VecLoad():
+                space = v.ptr.type.space.value
+                text = f"*({space} const {plain_type_name(v.type)}*)({self.expr(v.ptr, key)[0]})"
+                return text, f"({text})"
+            case MakeVector():
+                elems = ", ".join([self.expr(e, key)[0] for e in v.elems])
+                return self.declare_value(key, f"{plain_type_name(v.type)}({elems})", True, v)
+            case Splat():
+                return self.declare_value(key, f"{plain_type_name(v.type)}({self.expr(v.x, key)[0]})", True, v)
+            case MatrixFill():
+                return self.declare_value(
+                    key, f"make_filled_{plain_type_name(v.type)}({self.expr(v.value, key)[0]})", True, v)
+            case SimdShuffleXor():
+                text = f"simd_shuffle_xor({self.expr(v.x, key)[0]}, {self.expr(v.mask, key)[0]})"
+                return text, text
+            case SimdBroadcast():
+                text = f"simd_broadcast({self.expr(v.x, key)[0]}, {self.expr(v.lane, key)[0]})"
+                return text, text
+            case SimdReduce():
+                text = f"{SIMD_REDUCE[v.op]}({self.expr(v.x, key)[0]})"
+                return text, text
             case SharedAlloc() | MatrixLoad() | MatrixMultiplyAccumulate():
                 raise EmitError(f"{type(v).__name__} is only ever the value of a Let", v.loc)
             case _:
@@ -286,129 +384,130 @@ class _Emitter:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
+        key = id(s) if self.reps.get(s._h) is s else self.structures.key(s)
         match s:
-            case Let(var, value):
-                self.let(self.names[var.name], var, value)
-            case Store(ptr, value, mask):
-                self.open_mask(mask)
-                self.emit(f"{self.element(ptr)} = {self.full(value)};")
-                self.close_mask(mask)
-            case AtomicAdd(ptr, value, mask):
-                self.open_mask(mask)
-                target = f"({ptr.type.space.value} {atomic_type(ptr.type.dtype)}*)({self.full(ptr)})"
-                self.emit(f"atomic_fetch_add_explicit({target}, {self.full(value)}, memory_order_relaxed);")
-                self.close_mask(mask)
-            case VecStore(ptr, value):
-                space = ptr.type.space.value
-                self.emit(f"*({space} {type_name(value.type)}*)({self.full(ptr)}) = {self.full(value)};")
-            case MatrixStore(value, ptr, stride, transpose):
-                args = f"{self.full(value)}, {self.full(ptr)}, {self.full(stride)}, 0, {msl_bool(transpose)}"
-                self.emit(f"simdgroup_store({args});")
-            case Barrier(fence):
-                self.emit(f"threadgroup_barrier({fence_flags(fence)});")
+            case Let():
+                self.let(self.names[s.var.name], s.var, s.value, key)
+            case Store():
+                if s.mask is not None:
+                    self.open_block(f"if ({self.expr(s.mask, key)[0]})")
+                self.emit(f"{self.element(s.ptr, key)} = {self.expr(s.value, key)[0]};")
+                if s.mask is not None:
+                    self.close_block()
             case For():
-                self.for_loop(s)
+                self.for_loop(s, key)
             case If():
-                self.if_stmt(s)
+                self.if_stmt(s, key)
+            case AtomicAdd():
+                ptr = s.ptr
+                if s.mask is not None:
+                    self.open_block(f"if ({self.expr(s.mask, key)[0]})")
+                target = f"({ptr.type.space.value} {atomic_type(ptr.type.dtype)}*)({self.expr(ptr, key)[0]})"
+                self.emit(f"atomic_fetch_add_explicit({target}, {self.expr(s.value, key)[0]}, memory_order_relaxed);")
+                if s.mask is not None:
+                    self.close_block()
+            case VecStore():
+                space = s.ptr.type.space.value
+                self.emit(f"*({space} {plain_type_name(s.value.type)}*)({self.expr(s.ptr, key)[0]}) = "
+                          f"{self.expr(s.value, key)[0]};")
+            case MatrixStore():
+                self.emit(f"simdgroup_store({self.expr(s.value, key)[0]}, {self.expr(s.ptr, key)[0]}, "
+                          f"{self.expr(s.stride, key)[0]}, 0, {msl_bool(s.transpose)});")
+            case Barrier():
+                self.emit(f"threadgroup_barrier({fence_flags(s.fence)});")
             case While():
-                self.while_loop(s)
+                self.while_loop(s, key)
             case _:
                 assert_never(s)
 
-    def let(self, name: str, var: Var, value: Value) -> None:
+    def let(self, name: str, var: Var, value: Value, key: int) -> None:
         match value:
-            case SharedAlloc(_, dtype):
-                self.emit(f"threadgroup {dtype.msl} {name}[{value.size}];")
-            case MatrixLoad(ptr, stride, transpose):
-                args = f"{name}, {self.full(ptr)}, {self.full(stride)}, 0, {msl_bool(transpose)}"
-                self.emit(f"{type_name(var.type)} {name};")
+            case SharedAlloc():
+                self.emit(f"threadgroup {value.dtype.msl} {name}[{value.size}];")
+            case MatrixLoad():
+                args = (f"{name}, {self.expr(value.ptr, key)[0]}, {self.expr(value.stride, key)[0]}, 0, "
+                        f"{msl_bool(value.transpose)}")
+                self.emit(f"{plain_type_name(var.type)} {name};")
                 self.emit(f"simdgroup_load({args});")
-            case MatrixMultiplyAccumulate(a, b, c):
-                args = f"{name}, {self.full(a)}, {self.full(b)}, {self.full(c)}"
-                self.emit(f"{type_name(var.type)} {name};")
+            case MatrixMultiplyAccumulate():
+                a, b, c = self.expr(value.a, key)[0], self.expr(value.b, key)[0], self.expr(value.c, key)[0]
+                args = f"{name}, {a}, {b}, {c}"
+                self.emit(f"{plain_type_name(var.type)} {name};")
                 self.emit(f"simdgroup_multiply_accumulate({args});")
             case _:
-                self.emit(f"{self.local_decl(name, var if isinstance(var.type, PtrType) else value)} = "
-                          f"{self.full(value)};")
+                decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
+                self.emit(f"{decl} = {self.expr(value, key)[0]};")
 
-    def open_mask(self, mask: Value | None) -> None:
-        if mask is not None:
-            self.open_block(f"if ({self.full(mask)})")
-
-    def close_mask(self, mask: Value | None) -> None:
-        if mask is not None:
-            self.close_block()
-
-    def declare(self, var: Var, init: Value | None) -> None:
+    def declare(self, var: Var, init: Value | None, key: int) -> None:
         """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
         decl = self.local_decl(self.names[var.name], var, mutable=True)
-        self.emit(f"{decl} = {self.full(init)};" if init is not None else f"{decl};")
+        self.emit(f"{decl} = {self.expr(init, key)[0]};" if init is not None else f"{decl};")
 
-    def assign(self, targets, values) -> None:
+    def assign(self, targets, values, key: int) -> None:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value)."""
+        if len(values) > len(targets):
+            self.count_only(values[len(targets):], key)
         pairs = [(t, v) for t, v in zip(targets, values) if v != t]
-        names = {t.name for t, _ in pairs}
-        reads = any(reads_any(v, names) for _, v in pairs)
-        if len(pairs) > 1 and reads:
-            temps = []
-            for t, v in pairs:
-                tmp = self.fresh(f"next_{self.names[t.name]}_")
-                self.emit(f"{self.local_decl(tmp, t)} = {self.full(v)};")
-                temps.append(tmp)
-            texts = temps
+        if len(pairs) > 1 and reads_any([v for _, v in pairs], {t.name for t, _ in pairs}):
+            texts = [self.temporary(t, v, key) for t, v in pairs]
         else:
-            texts = [self.full(v) for _, v in pairs]
+            texts = [self.expr(v, key)[0] for _, v in pairs]
         for (t, _), text in zip(pairs, texts):
             self.emit(f"{self.names[t.name]} = {text};")
 
-    def for_loop(self, s: For) -> None:
-        for c, init in zip(s.carried, s.inits):
-            self.declare(c, init)
+    def temporary(self, t: Var, v: Value, key: int) -> str:
+        """A reference to `next_<t>_N`, a `const` local holding `v` (named before `v` is written, as the
+        temporaries `v` needs are named after it)."""
+        i = self.decls
+        self.decls = i + 1
+        self.lines.append((i, f"next_{self.names[t.name]}_"))
+        self.lines.append((i, None, self.expr(v, key)[0], True, t, self.pad, None))
+        return f"{{0[{i}]}}"
+
+    def loop_inits(self, carried, inits, key: int) -> None:
+        if len(inits) > len(carried):
+            self.count_only(inits[len(carried):], key)
+        for c, init in zip(carried, inits):
+            self.declare(c, init, key)
+
+    def for_loop(self, s: For, key: int) -> None:
+        self.loop_inits(s.carried, s.inits, key)
         i = self.names[s.index.name]
-        start, stop, step = self.full(s.start), self.operand(s.stop), self.operand(s.step)
+        start, stop, step = self.expr(s.start, key)[0], self.expr(s.stop, key)[1], self.expr(s.step, key)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
         head = f"for ({type_name(s.index.type)} {i} = {start}; {i} {'>' if down else '<'} {stop}; {i} += {step})"
         self.open_block(head)
         self.body(s.body)
-        self.assign(s.carried, s.yields)
+        self.assign(s.carried, s.yields, key)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c)
+            self.declare(r, c, key)
 
-    def if_stmt(self, s: If) -> None:
+    def if_stmt(self, s: If, key: int) -> None:
         for r in s.results:
-            self.declare(r, None)
-        self.open_block(f"if ({self.full(s.cond)})")
+            self.declare(r, None, key)
+        self.open_block(f"if ({self.expr(s.cond, key)[0]})")
         self.body(s.then)
-        self.assign(s.results, s.then_yields)
+        self.assign(s.results, s.then_yields, key)
         if s.orelse or s.else_yields:
             self.close_block("} else {")
             self.depth += 1
+            self.pad = INDENT * self.depth
             self.scopes.append([])
             self.body(s.orelse)
-            self.assign(s.results, s.else_yields)
+            self.assign(s.results, s.else_yields, key)
         self.close_block()
 
-    def while_loop(self, s: While) -> None:
-        for c, init in zip(s.carried, s.inits):
-            self.declare(c, init)
+    def while_loop(self, s: While, key: int) -> None:
+        self.loop_inits(s.carried, s.inits, key)
         self.open_block("while (true)")
         self.body(s.cond_body)
-        self.emit(f"if (!{self.operand(s.cond)}) break;")
+        self.emit(f"if (!{self.expr(s.cond, key)[1]}) break;")
         self.body(s.body)
-        self.assign(s.carried, s.yields)
+        self.assign(s.carried, s.yields, key)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c)
-
-
-def _inline(v: Value) -> bool:
-    """Values never named as temporaries: leaves, lanes of a named vector, and the `Let`-only values."""
-    match v:
-        case Const() | Param() | Var() | Builtin() | Extract(Var() | Param(), _):
-            return True
-        case _:
-            return type(v) in LET_ONLY
+            self.declare(r, c, key)
 
 
 __all__ = ["EmitError", "emit_msl"]

@@ -6,6 +6,7 @@ Metal IR cannot hold (`FLOORDIV`/`MOD`, tile shapes, atomics on types Metal has 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -50,6 +51,12 @@ def type_name(t: Type, *, const: bool = False) -> str:
             return f"simdgroup_matrix<{dtype.msl}, {MatrixType.ROWS}, {MatrixType.COLS}>"
         case _:
             assert_never(t)
+
+
+@functools.cache
+def plain_type_name(t: Type) -> str:
+    """`type_name(t)` without `const`, cached (types are small immutable keys)."""
+    return type_name(t)
 
 
 def _float_text(x: float) -> str:
@@ -193,5 +200,5 @@ def c_identifier(name: str) -> str:
 
 __all__ = [
     "BINARY_BY_IDS", "UNARY_BY_IDS", "EmitError", "atomic_type", "binary_spelling", "builtin_param", "c_identifier",
-    "fence_flags", "literal", "msl_bool", "type_name", "unary_spelling",
+    "fence_flags", "literal", "msl_bool", "plain_type_name", "type_name", "unary_spelling",
 ]
