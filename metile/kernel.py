@@ -41,9 +41,8 @@ from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
-from metile.frontend.exprs import Evaluator, compile_exprs
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
-from metile.frontend.trace import Tracer, node_locs
+from metile.frontend.trace import Prepared, Tracer, prepare
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel
@@ -81,8 +80,7 @@ class _Parsed:
     col_offset: int
     line_offset: int
     fdef: ast.AST
-    locs: dict[int, Loc]  # per node of `fdef` (see `metile.frontend.trace.node_locs`), never mutated
-    evals: dict[int, Evaluator]  # per expression of `fdef` (see `metile.frontend.exprs`), never mutated
+    prepared: Prepared  # per node of `fdef`: its Loc, evaluator or executor (`metile.frontend.trace.prepare`)
 
 
 _PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
@@ -96,8 +94,7 @@ def _parse(fn) -> _Parsed:
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
     fdef = ast.parse(text).body[0]
-    locs = node_locs(fdef, file, first - 1, col_offset)
-    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, locs, compile_exprs(fdef, locs))
+    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, prepare(fdef, file, first - 1, col_offset))
 
 
 def _parsed(fn) -> _Parsed:
@@ -120,7 +117,7 @@ class _Source:
         parsed = _parsed(fn)
         self.file, self.text = parsed.file, parsed.text
         self.col_offset, self.line_offset = parsed.col_offset, parsed.line_offset
-        self.locs, self.evals = parsed.locs, parsed.evals
+        self.prepared = parsed.prepared
         fdef = parsed.fdef
         if not isinstance(fdef, ast.FunctionDef):
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
@@ -129,7 +126,7 @@ class _Source:
         self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
 
     def loc(self, node: ast.AST) -> Loc:
-        return self.locs.get(id(node)) or Loc(self.file, node.lineno + self.line_offset,
+        return self.prepared.locs.get(id(node)) or Loc(self.file, node.lineno + self.line_offset,
                                                node.col_offset + self.col_offset)
 
 
@@ -279,7 +276,7 @@ class JITKernel:
             meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
-                            locs=src.locs, evals=src.evals)
+                            prepared=src.prepared)
             found = tracer.run()
             if verify_each:
                 verify(found, after="trace")

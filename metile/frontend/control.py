@@ -57,8 +57,85 @@ def assigned_names(body: list[ast.stmt]) -> list[str]:
     return list(seen)
 
 
+def _same_var(old: Var | None, name: str, t, loc) -> Var:
+    """`Var(name, t, loc=loc)`, or `old` when it is that variable (a loop's `loc` is the same every attempt)."""
+    if old is not None and old.name == name and old.type == t:
+        return old
+    return Var(name, t, loc=loc)
+
+
+_UNSET = object()
+
+
+class BodyMemo:
+    """What the last attempt at tracing a runtime loop's body did, statement by statement, so that the next
+    attempt (after the carried types widened) replays the statements it starts with whose inputs did not
+    change instead of tracing them again.
+
+    Replaying a statement is tracing it: the tracer's state it reads is the same (the same objects for the
+    names it reads, the same reasons for those that are hidden, the same names taken before it, the same
+    globals) and tracing is deterministic, so it would emit the same statements, take the same fresh names
+    and bind the same values, which the record holds. Only assignments and expression statements are recorded
+    (`SIMPLE`); replaying stops at the first statement that cannot be replayed, since what follows may then
+    see other fresh names.
+    """
+
+    __slots__ = ("names", "records")
+
+    def __init__(self):
+        self.names: set[str] | None = None   # the names taken when the body started
+        self.records: list[tuple | None] = []  # per statement: (inputs, hidden, stmts, names, outputs) or None
+
+
+SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
+
+
+def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names a simple statement reads (an augmented assignment reads its target) and the names it assigns."""
+    reads = {n.id: None for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        reads[stmt.target.id] = None
+    writes = {n.id: None for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return tuple(reads), tuple(writes)
+
+
 class ControlFlow:
     """Mixin of `Tracer`: the control-flow statements."""
+
+    def visit_loop_body(self, body: list[ast.stmt], memo: BodyMemo) -> None:
+        """`visit_body` for a runtime loop's body, replaying what `memo` recorded when it applies (see
+        `BodyMemo`) and recording what the statements do for the next attempt."""
+        previous = memo.records
+        replaying = memo.names is not None and memo.names == self.names
+        memo.names, memo.records = set(self.names), []
+        env, hidden, io, execs = self.env, self.hidden, self._io, self._execs
+        for i, stmt in enumerate(body):
+            names = io.get(id(stmt))
+            if names is None:  # not a simple statement
+                replaying = False
+                memo.records.append(None)
+                self.visit_body([stmt])
+                continue
+            reads, writes = names
+            inputs = tuple([env.get(n, _UNSET) for n in reads])
+            why = tuple([hidden.get(n) for n in reads])
+            if replaying:
+                record = previous[i] if i < len(previous) else None
+                if (record is not None and all(a is b for a, b in zip(inputs, record[0])) and why == record[1]):
+                    _, _, stmts, taken, outputs = record
+                    self.stmts.extend(stmts)
+                    self.names.update(taken)
+                    self.taken.extend(taken)
+                    for name, value in outputs:
+                        env[name] = value
+                        hidden.pop(name, None)
+                    memo.records.append(record)
+                    continue
+                replaying = False
+            n_stmts, n_taken = len(self.stmts), len(self.taken)
+            execs[id(stmt)](self)
+            memo.records.append((inputs, why, self.stmts[n_stmts:], self.taken[n_taken:],
+                                 [(n, env[n]) for n in writes]))
 
     @contextmanager
     def block(self):
@@ -157,9 +234,13 @@ class ControlFlow:
         loc = self.loc(node)
         before = self.env
         types = {n: sem.type_of(before[n], loc) for n in names}
+        carried: list[Var] = []
         for _ in range(_MAX_WIDEN):
             used = set(self.names)
-            carried = [Var(self.fresh(n), types[n], loc=loc) for n in names]
+            # The variables of the previous attempt whose name and type stay are kept, so that the statements
+            # the body starts with can be replayed (`visit_loop_body`).
+            carried = [_same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
+                       for i, n in enumerate(names)]
             self.env = dict(before)
             self.env.update(zip(names, carried))
             out = trace_body()
@@ -215,13 +296,15 @@ class ControlFlow:
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
         names = self.carried_names(node.body, node, exclude=(index_name,))
-        holder = {}
+        holder = {"index": None}
+        memo = BodyMemo()
 
         def body():
-            holder["index"] = index = Var(self.fresh(index_name), start.type, loc=self.loc(node.target))
+            holder["index"] = index = _same_var(holder["index"], self.fresh(index_name), start.type,
+                                                self.loc(node.target))
             self.env[index_name] = index
             with self.block() as stmts:
-                self.visit_body(node.body)
+                self.visit_loop_body(node.body, memo)
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
@@ -258,6 +341,7 @@ class ControlFlow:
             return
         self.truth(first, node.test, "while")
         names = self.carried_names(node.body, node)
+        memo = BodyMemo()
 
         def body():
             with self.block() as cond_stmts:
@@ -265,7 +349,7 @@ class ControlFlow:
             if not isinstance(cond, Value):
                 raise RuntimeConditionError("the condition of a runtime `while` must stay a traced value", loc)
             with self.block() as stmts:
-                self.visit_body(node.body)
+                self.visit_loop_body(node.body, memo)
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)

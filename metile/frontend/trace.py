@@ -11,9 +11,12 @@ source is parsed (`node_locs`). Expressions are evaluated by `metile.frontend.ex
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+
+import attrs
 
 from metile.frontend import semantic as sem
-from metile.frontend.control import ControlFlow
+from metile.frontend.control import SIMPLE, ControlFlow, statement_io
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import BINOPS, SYNTAX, Evaluator, compile_exprs, evaluator, lookup
 from metile.ir.errors import Loc
@@ -21,12 +24,81 @@ from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel, Let
 from metile.ir.values import Const, Param, Stmt, Value, Var
 
+Executor = Callable[["Tracer"], None]
+
 
 def node_locs(fdef: ast.AST, file: str, line_offset: int, col_offset: int) -> dict[int, Loc]:
-    """The `Loc` of every node of `fdef` that has a position, by `id` of the node (`fdef` keeps them alive):
-    built once per parsed function and shared by all its traces."""
+    """The `Loc` of every node of `fdef` that has a position, by `id` of the node (`fdef` keeps them alive)."""
     return {id(n): Loc(file, n.lineno + line_offset, n.col_offset + col_offset)
             for n in ast.walk(fdef) if getattr(n, "lineno", None) is not None}
+
+
+@attrs.frozen
+class Prepared:
+    """What tracing a function needs that only depends on its parsed source, found once per parse and
+    shared by all its traces (never mutated): the `Loc` of each node, an evaluator per expression
+    (`metile.frontend.exprs`) and an executor per statement, by `id` of the node."""
+
+    locs: dict[int, Loc]
+    evals: dict[int, Evaluator]
+    execs: dict[int, Executor]
+    io: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]  # per simple statement (`control.statement_io`)
+
+
+def prepare(fdef: ast.FunctionDef, file: str, line_offset: int, col_offset: int) -> Prepared:
+    locs = node_locs(fdef, file, line_offset, col_offset)
+    evals = compile_exprs(fdef, locs)
+    stmts = [n for n in ast.walk(fdef) if isinstance(n, ast.stmt)]
+    return Prepared(locs, evals, {id(n): _executor(n, locs, evals) for n in stmts},
+                    {id(n): statement_io(n) for n in stmts if isinstance(n, SIMPLE)})
+
+
+def _executor(stmt: ast.stmt, locs: dict[int, Loc], evals: dict[int, Evaluator]) -> Executor:
+    """What tracing `stmt` does: assignments of one name and expression statements are specialised, the
+    other statements call their `Tracer.stmt_*` method."""
+    cls = stmt.__class__
+    if cls is ast.Assign and len(stmt.targets) == 1 and stmt.targets[0].__class__ is ast.Name:
+        return _assign_name(stmt.targets[0].id, locs[id(stmt.targets[0])], evals[id(stmt.value)])
+    if cls is ast.Expr:
+        if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+            return _nothing  # a docstring
+        value_ev = evals[id(stmt.value)]
+
+        def ex(tr):
+            value_ev(tr)
+        return ex
+    method = _STMTS.get(cls)
+    if method is None:
+        what = SYNTAX.get(cls, f"{cls.__name__} statements")
+        loc = locs[id(stmt)]
+
+        def ex(tr):
+            raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", loc)
+        return ex
+
+    def ex(tr):
+        method(tr, stmt)
+    return ex
+
+
+def _nothing(tr) -> None:
+    return
+
+
+def _assign_name(name: str, loc: Loc, value_ev: Evaluator) -> Executor:
+    """`name = value` (`Tracer.stmt_Assign` and `Tracer.assign` for one name, with `Tracer.bind` inline)."""
+
+    def ex(tr):
+        tr.hint = name
+        value = value_ev(tr)
+        tr.hint = None
+        if isinstance(value, Value) and not isinstance(value, (Var, Param, Const)):
+            var = Var(tr.fresh(name), value.type, loc=loc)
+            tr.stmts.append(Let(var, value, loc=loc))
+            value = var
+        tr.env[name] = value
+        tr.hidden.pop(name, None)
+    return ex
 
 
 class Tracer(ControlFlow):
@@ -34,7 +106,7 @@ class Tracer(ControlFlow):
 
     def __init__(self, fdef: ast.FunctionDef, *, name: str, file: str, line_offset: int, col_offset: int,
                  globals_: dict, env: dict, params: list[Param], meta: dict[str, int],
-                 locs: dict[int, Loc] | None = None, evals: dict[int, Evaluator] | None = None):
+                 prepared: Prepared | None = None):
         self.fdef, self.name, self.file = fdef, name, file
         self.line_offset, self.col_offset = line_offset, col_offset
         self.globals = globals_
@@ -45,8 +117,9 @@ class Tracer(ControlFlow):
         self.depth = 0
         self.hidden: dict[str, str] = {}  # names defined only inside a runtime region -> why they are gone
         self.hint: str | None = None
-        self._locs: dict[int, Loc] = node_locs(fdef, file, line_offset, col_offset) if locs is None else locs
-        self._evals: dict[int, Evaluator] = compile_exprs(fdef, self._locs) if evals is None else evals
+        prepared = prepare(fdef, file, line_offset, col_offset) if prepared is None else prepared
+        self._locs, self._evals, self._execs, self._io = prepared.locs, prepared.evals, prepared.execs, prepared.io
+        self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
 
     # ---- helpers used by builtins and control flow
 
@@ -62,6 +135,7 @@ class Tracer(ControlFlow):
         while name in self.names:
             name, i = f"{base}_{i}", i + 1
         self.names.add(name)
+        self.taken.append(name)
         return name
 
     def emit(self, stmt: Stmt) -> None:
@@ -86,19 +160,15 @@ class Tracer(ControlFlow):
     # ---- statements
 
     def visit_body(self, body: list[ast.stmt]) -> None:
+        execs = self._execs
         for stmt in body:
-            method = _STMTS.get(stmt.__class__)
-            if method is None:
-                self.visit_stmt(stmt)
-            else:
-                method(self, stmt)
+            ex = execs.get(id(stmt))
+            if ex is None:  # a statement from outside the function's parsed source
+                ex = _executor(stmt, node_locs(stmt, self.file, self.line_offset, self.col_offset), {})
+            ex(self)
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        method = _STMTS.get(node.__class__)
-        if method is None:
-            what = SYNTAX.get(type(node), f"{type(node).__name__} statements")
-            raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", self.loc(node))
-        method(self, node)
+        self.visit_body([node])
 
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -182,4 +252,4 @@ _STMTS = {ast.Expr: Tracer.stmt_Expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: Tr
           ast.AnnAssign: Tracer.stmt_AnnAssign, ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return,
           ast.Assert: Tracer.stmt_Assert, ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For,
           ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With}
-__all__ = ["Tracer", "node_locs"]
+__all__ = ["Executor", "Prepared", "Tracer", "node_locs", "prepare"]
