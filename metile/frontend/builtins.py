@@ -97,6 +97,12 @@ def static_int(v, what: str, loc: Loc) -> int:
 
 def static_shape(v, what: str, loc: Loc) -> tuple[int, ...]:
     dims = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
+    for d in dims:  # the common case: positive Python ints
+        if d.__class__ is not int or d <= 0:
+            break
+    else:
+        if dims:
+            return dims
     out = tuple(static_int(d, f"{what} dimension", loc) for d in dims)
     if not out or any(d <= 0 for d in out):
         raise ShapeMismatchError(f"{what} must have positive dimensions, not {list(out)}", loc)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import weakref
-from contextlib import contextmanager
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import static_int
@@ -99,6 +98,26 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(reads), tuple(writes)
 
 
+class Block:
+    """The context of `ControlFlow.block` (a class: cheaper to enter than a generator-based context manager)."""
+
+    __slots__ = ("saved", "tracer")
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self) -> list:
+        tr = self.tracer
+        self.saved, tr.stmts = tr.stmts, []
+        tr.depth += 1
+        return tr.stmts
+
+    def __exit__(self, *exc) -> None:
+        tr = self.tracer
+        tr.stmts = self.saved
+        tr.depth -= 1
+
+
 class ControlFlow:
     """Mixin of `Tracer`: the control-flow statements."""
 
@@ -137,15 +156,9 @@ class ControlFlow:
             memo.records.append((inputs, why, self.stmts[n_stmts:], self.taken[n_taken:],
                                  [(n, env[n]) for n in writes]))
 
-    @contextmanager
-    def block(self):
-        saved, self.stmts = self.stmts, []
-        self.depth += 1
-        try:
-            yield self.stmts
-        finally:
-            self.stmts = saved
-            self.depth -= 1
+    def block(self) -> Block:
+        """`with self.block() as stmts:` collects the statements traced inside into `stmts`, one level deeper."""
+        return Block(self)
 
     def truth(self, value, node: ast.AST, what: str):
         """A compile-time bool, or a traced scalar bool for a runtime construct."""

@@ -163,10 +163,9 @@ def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
         t = v.type
         if t.dtype is dtype and t.shape == shape:
             return v
-        x = cast(v, dtype, loc)
-    else:
-        x = const(v, dtype, loc)
-    return broadcast_to(x, shape, loc)
+        return broadcast_to(cast(v, dtype, loc), shape, loc)
+    x = const(v, dtype, loc)  # a scalar: `broadcast_to` without computing its type
+    return x if shape == () else Full(shape, x, loc=loc)
 
 
 def unify(a, b, what: str, loc: Loc | None, dtype: DType | None = None) -> tuple[Value, Value]:
