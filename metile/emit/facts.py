@@ -3,7 +3,7 @@
 - `scan`: one walk of the statements in program order (values are not visited): the C names of the
   parameters and bound names (`c_names`), the values each name may take (`bindings`) and the pointer
   parameters written through (`written_params`). It checks the stage and the statements first.
-- `Structures`: one int key per structure (structurally equal nodes share it), for the emitter's tables.
+- `Records`: one record per structure (structurally equal nodes share it), for the emitter.
 - `value_children`: `children` of a Metal IR value, read field by field.
 - `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
 - `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
@@ -65,7 +65,7 @@ from metile.ir.errors import assert_never
 from metile.ir.stages import ADMITTED
 
 LEAVES = frozenset({Const, Param, Var, Builtin})  # values without children, whose text reads the same everywhere
-_ADMITTED = ADMITTED[Stage.METAL]
+ADMITTED_METAL = ADMITTED[Stage.METAL]
 
 
 class Facts:
@@ -140,42 +140,50 @@ def scan(k: Kernel) -> Facts:
     return Facts(names, defs, pointer_roots(stores, defs))
 
 
-class Structures:
-    """One int key for all structurally equal nodes met so far: the id of the first of them (its representative).
+class Records:
+    """One record per structure met (structurally equal nodes share it), a list `[node, parent, texts, shared]`:
+    the first node of the structure, the record of the first parent it was met under, the emitter's texts for
+    it while they are in scope (else None), and whether a second distinct parent has been met.
 
-    Representatives are found under each node's cached hash in `reps` (`Node._h`, read directly: `hash()` would
-    call back into Python), then by `==`; a node that is not its representative is remembered by id, and held
-    so that its id stays its own. `reps.get(v._h) is v` is the common case of `key`, which callers inline.
-    `key` refuses a node class Metal IR does not admit when it first meets it.
+    Records are found under each node's cached hash in `by_hash` (`Node._h`, read directly: `hash()` would call
+    back into Python), then by `==`. `by_hash.get(v._h)` holding `v` itself is the common case, which callers
+    test before calling `record`; a node structurally equal to an earlier one is remembered by id, and held so
+    that its id stays its own.
     """
 
-    __slots__ = ("_held", "_others", "_twins", "reps")
+    __slots__ = ("_held", "_others", "_twins", "by_hash")
 
     def __init__(self) -> None:
-        self.reps: dict[int, Node] = {}
-        self._others: dict[Node, Node] = {}  # structures whose hash another structure took first
-        self._twins: dict[int, int] = {}
+        self.by_hash: dict[int, list] = {}
+        self._others: dict[Node, list] = {}  # structures whose hash another structure took first
+        self._twins: dict[int, list] = {}
         self._held: list[Node] = []
 
-    def key(self, v: Node) -> int:
-        r = self.reps.get(v._h)
-        if r is v:
-            return id(v)
-        if r is None:
-            r = self.reps[v._h] = v
-        else:
-            found = self._twins.get(id(v))
-            if found is not None:
-                return found
-            if not r == v:
-                r = self._others.setdefault(v, v)
-            if r is not v:
-                self._twins[id(v)] = id(r)
-                self._held.append(v)
-                return id(r)
-        if v.__class__ not in _ADMITTED:
+    def record(self, v: Node, found: list | None, parent: list | None) -> list:
+        """The record of `v`, for which `by_hash` gave `found` (None, or not `v`'s own); a new structure's
+        first parent is `parent`. Refuses a node class Metal IR does not admit."""
+        if found is None:
+            self._check(v)
+            found = self.by_hash[v._h] = [v, parent, None, False]
+            return found
+        rec = self._twins.get(id(v))
+        if rec is None:
+            if found[0] == v:
+                rec = found
+            else:
+                rec = self._others.get(v)
+                if rec is None:
+                    self._check(v)
+                    rec = self._others[v] = [v, parent, None, False]
+                    return rec
+            self._twins[id(v)] = rec
+            self._held.append(v)
+        return rec
+
+    @staticmethod
+    def _check(v: Node) -> None:
+        if v.__class__ not in ADMITTED_METAL:
             raise EmitError(f"{type(v).__name__} is not a Metal IR node", v.loc)
-        return id(v)
 
 
 def value_children(v: Value) -> tuple[Node, ...]:
@@ -370,6 +378,6 @@ def builtins_used(k: Kernel) -> list[BuiltinKind]:
 
 
 __all__ = [
-    "LEAVES", "Facts", "Structures", "bindings", "builtins_used", "c_names", "check_metal", "pointer_roots",
-    "reads_any", "scan", "use_counts", "value_children", "written_params",
+    "ADMITTED_METAL", "LEAVES", "Facts", "Records", "bindings", "builtins_used", "c_names", "check_metal",
+    "pointer_roots", "reads_any", "scan", "use_counts", "value_children", "written_params",
 ]

@@ -19,15 +19,26 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 
 from __future__ import annotations
 
-from metile.emit.facts import LEAVES, Structures, check_metal, pointer_roots, reads_any, scan, value_children
+import functools
+
+from metile.emit.facts import (
+    ADMITTED_METAL,
+    LEAVES,
+    Records,
+    check_metal,
+    pointer_roots,
+    reads_any,
+    scan,
+    value_children,
+)
 from metile.emit.spell import (
-    BINARY_BY_IDS,
-    COMPARE,
-    SIMD_REDUCE,
-    UNARY_BY_IDS,
+    BINARY_FORMS,
+    COMPARE_BY_VALUE,
+    SIMD_REDUCE_BY_VALUE,
+    UNARY_FORMS,
     EmitError,
     atomic_type,
-    binary_spelling,
+    binary_form,
     builtin_param,
     c_identifier,
     fence_flags,
@@ -35,7 +46,7 @@ from metile.emit.spell import (
     msl_bool,
     plain_type_name,
     type_name,
-    unary_spelling,
+    unary_form,
 )
 from metile.ir import (
     AddPtr,
@@ -48,7 +59,6 @@ from metile.ir import (
     Cast,
     Compare,
     Const,
-    DType,
     Extract,
     For,
     If,
@@ -89,41 +99,44 @@ def emit_msl(kernel: Kernel) -> str:
     return _Emitter(kernel).run()
 
 
-# Sub-32-bit integer types by the id of their member (a lookup hashes an int, not an `Enum`): C promotes their
-# arithmetic to `int`, so it is converted back.
-_NARROW_INTS = {id(d): d.msl for d in DType if d.is_int and d.bits < 32}
+_LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+
+
+@functools.cache
+def _references(i: int) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str, str]]:
+    """The texts referring to declaration `i`: of an atomic value, of another value, of an `AddPtr`."""
+    full, operand, element = f"{{0[{i}]}}", f"{{1[{i}]}}", f"{{2[{i}]}}"
+    return (full, full), (full, operand), (full, operand, element)
 
 
 class _Emitter:
-    """One walk of the statements in program order writes the text, with each compound value that may be named
-    (a *declaration*, `decl`) left as a reference, and counts the distinct parents of each structure (as
-    `use_counts` does). `resolve` then writes each declaration as a `const` local where its structure has two or
-    more parents and inline elsewhere, and fills in the references.
+    """One walk of the statements in program order writes the text and counts the distinct parents of each
+    structure (as `use_counts` does, in `Records`). Each compound value that may be named is written as a
+    reference to a *declaration* at its first use in a body; `resolve` then writes a declaration as a `const`
+    local where its structure has two or more parents and inline elsewhere, and fills in the references.
 
-    Rendering does not depend on that choice: a value rendered in a body is found again (named or written out)
-    wherever the body is open, as a named value would be, and an unnamed value, written out again, would read
-    the same. References are `str.format` fields into three lists indexed by declaration: `{0[i]}` its text,
-    `{1[i]}` its text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces,
-    so only text with a reference is formatted.
+    Writing does not depend on that choice: a value declared in a body is found again (named or inline) while
+    the body is open, as a named value would be, and an inline value written again would read the same.
+    References are `str.format` fields into three lists indexed by declaration: `{0[i]}` its text, `{1[i]}` its
+    text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces, so only text
+    holding a reference is formatted.
     """
 
     def __init__(self, k: Kernel):
         facts = scan(k)  # checks the stage first
         self.k, self.facts, self.names = k, facts, facts.names
-        self.structures = Structures()
-        self.reps = self.structures.reps
-        self.first: dict[int, int] = {}  # structure key -> key of the first parent structure met
-        self.shared: set[int] = set()  # the structures with two or more parents
+        self.records = Records()
+        self.by_hash = self.records.by_hash
         self.kinds: set[BuiltinKind] = set()  # the attributes the kernel reads
         self.consts: dict[int, tuple[str, str]] = {}  # the texts of each `Const` node, by id
-        # The declarations in scope by structure key, with the keys each open body added.
-        self.known: dict[int, tuple[str, ...]] = {}
-        self.scopes: list[list[int]] = [[]]
-        # Lines: a `str` is final; `(pad, text, tail)` is a line with references; a declaration is
-        # `(index, key, text, atomic, value, pad, element)`; `(index, prefix)` names a temporary, which a
-        # declaration with `key` None then holds.
+        self.type_names: dict[int, str] = {}  # `plain_type_name` by the id of the type
+        self.scopes: list[list[list]] = [[]]  # the records whose texts each open body set
+        # Declaration i: `(record, text, atomic, value, pad, element)`, the record None for a temporary (named
+        # with its prefix in `prefixes`); `element` is the text of the element an `AddPtr` points to.
+        self.decls: list[tuple] = []
+        self.prefixes: dict[int, str] = {}
+        # Lines: a `str` is final; `(pad, text, tail)` is a line with references; an int is a declaration.
         self.lines: list = []
-        self.decls = 0
         self.depth = 0
         self.pad = ""  # INDENT * depth
         self.taken: set[str] = set()
@@ -141,8 +154,8 @@ class _Emitter:
         self.scopes.append([])
 
     def close_block(self, tail: str = "}") -> None:
-        for key in self.scopes.pop():
-            del self.known[key]
+        for rec in self.scopes.pop():
+            rec[2] = None
         self.depth -= 1
         self.pad = INDENT * self.depth
         self.lines.append(self.pad + tail)
@@ -154,49 +167,39 @@ class _Emitter:
                 self.taken.add(name)
                 return name
 
-    def declare_value(self, key: int, text: str, atomic: bool, v: Value, element: str | None = None) -> tuple[str, ...]:
-        """A reference to `v`, declared here: its texts (with the element it points to, for an `AddPtr`)."""
-        i = self.decls
-        self.decls = i + 1
-        self.lines.append((i, key, text, atomic, v, self.pad, element))
-        ref = f"{{0[{i}]}}"
-        texts = (ref, ref) if atomic else (ref, f"{{1[{i}]}}")
-        if element is not None:
-            texts += (f"{{2[{i}]}}",)
-        self.known[key] = texts
-        self.scopes[-1].append(key)
-        return texts
-
     def resolve(self) -> list[str]:
-        """The lines, each declaration named (`const T tN = ...;`) or written out."""
+        """The lines, each declaration named (`const T tN = ...;`) or written inline. Names are given in the
+        order of the declarations (a value's after those of its operands, a temporary's before them); an
+        inline value refers to earlier declarations only."""
         self.taken = set(self.names.values())
-        shared, n = self.shared, self.decls
-        full, oper, elem = [""] * n, [""] * n, [""] * n
+        decls, prefixes, fresh = self.decls, self.prefixes, self.fresh
+        full = [""] * len(decls)
+        oper, elem = full[:], full[:]
+        for i, (rec, text, atomic, _, _, element) in enumerate(decls):
+            if rec is None or rec[3]:  # a temporary, or a value with two or more parents: named
+                full[i] = oper[i] = name = fresh(prefixes[i] if rec is None else "t")
+                if element is not None:
+                    elem[i] = name + "[0]"
+            else:
+                if "{" in text:
+                    text = text.format(full, oper, elem)
+                full[i] = text
+                oper[i] = text if atomic else f"({text})"
+                if element is not None:
+                    elem[i] = element.format(full, oper, elem) if "{" in element else element
         out = []
         for e in self.lines:
             if e.__class__ is str:
                 out.append(e)
-            elif len(e) == 3:
+            elif e.__class__ is int:
+                rec, text, _, v, pad, _ = decls[e]
+                if rec is None or rec[3]:
+                    if "{" in text:
+                        text = text.format(full, oper, elem)
+                    out.append(f"{pad}{self.local_decl(full[e], v)} = {text};")
+            else:
                 pad, text, tail = e
                 out.append(pad + text.format(full, oper, elem) + tail)
-            elif len(e) == 2:
-                i, prefix = e
-                full[i] = oper[i] = self.fresh(prefix)
-            else:
-                i, key, text, atomic, v, pad, element = e
-                if "{" in text:
-                    text = text.format(full, oper, elem)
-                if key is None or key in shared:
-                    name = full[i] if key is None else self.fresh("t")
-                    out.append(f"{pad}{self.local_decl(name, v)} = {text};")
-                    full[i] = oper[i] = name
-                    if element is not None:
-                        elem[i] = name + "[0]"
-                else:
-                    full[i] = text
-                    oper[i] = text if atomic else f"({text})"
-                    if element is not None:
-                        elem[i] = element.format(full, oper, elem) if "{" in element else element
         return out
 
     # ---- types
@@ -213,7 +216,10 @@ class _Emitter:
         if isinstance(t, PtrType):
             text = type_name(t, const=self.ptr_is_const(v))
             return f"{text} {name}" if mutable else f"{text} const {name}"
-        return f"{plain_type_name(t)} {name}" if mutable else f"const {plain_type_name(t)} {name}"
+        text = self.type_names.get(id(t))
+        if text is None:
+            text = self.type_names[id(t)] = plain_type_name(t)
+        return f"{text} {name}" if mutable else f"const {text} {name}"
 
     # ---- kernel
 
@@ -241,34 +247,128 @@ class _Emitter:
 
     # ---- values
 
-    def expr(self, v: Value, parent: int) -> tuple[str, ...]:
-        """The texts of `v`, a child of the structure keyed `parent`: as a whole, and as an operand (in
+    def expr(self, v: Value, parent: list) -> tuple[str, ...]:
+        """The texts of `v`, a child of the structure whose record is `parent`: as a whole, and as an operand (in
         parentheses unless atomic); with the element it points to, for an `AddPtr`."""
-        match v:
-            case Var() | Param():
-                text = self.names[v.name]
-                return text, text
-            case Const():
-                found = self.consts.get(id(v))
-                if found is None:
-                    text = literal(v.value, v.dtype)
-                    found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
-                    self.consts[id(v)] = found
-                return found
-            case Builtin():
-                self.kinds.add(v.kind)
-                text = v.kind.value + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
-                return text, text
-            case _:
-                key = id(v) if self.reps.get(v._h) is v else self.structures.key(v)  # its common case inline
-                if self.first.setdefault(key, parent) != parent:
-                    self.shared.add(key)
-                found = self.known.get(key)
-                if found is not None:
+        if v.__class__ in LEAVES:
+            match v:
+                case Var():
+                    text = self.names[v.name]
+                    return text, text
+                case Const():
+                    found = self.consts.get(id(v))
+                    if found is None:
+                        text = literal(v.value, v.dtype)
+                        found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+                        self.consts[id(v)] = found
                     return found
-                return self.render(v, key)
+                case Param():
+                    text = self.names[v.name]
+                    return text, text
+                case Builtin():
+                    self.kinds.add(v.kind)
+                    text = v.kind.value + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
+                    return text, text
+                case _:
+                    assert_never(v)
+        rec = self.by_hash.get(v._h)
+        if rec is None and v.__class__ in ADMITTED_METAL:  # the first node of its structure
+            rec = self.by_hash[v._h] = [v, parent, None, False]
+        elif rec is None or rec[0] is not v:
+            rec = self.records.record(v, rec, parent)
+        if rec[1] is not parent:
+            rec[3] = True
+        if rec[2] is not None:
+            return rec[2]
+        expr, element = self.expr, None
+        match v:  # values that may be named set `text`, `atomic` (and `element`) and are declared below
+            case Binary():
+                lhs, rhs = v.lhs, v.rhs
+                t = lhs.type
+                word, infix, narrow = (BINARY_FORMS[v.op._value_].get(t.dtype._value_)
+                                       or binary_form(v.op, t.dtype))
+                if not infix:
+                    text, atomic = f"{word}({expr(lhs, rec)[0]}, {expr(rhs, rec)[0]})", True
+                elif narrow is not None and isinstance(t, TileType):
+                    text, atomic = f"{narrow}({expr(lhs, rec)[1]} {word} {expr(rhs, rec)[1]})", True
+                else:
+                    text, atomic = f"{expr(lhs, rec)[1]} {word} {expr(rhs, rec)[1]}", False
+            case AddPtr():
+                base, offset = expr(v.ptr, rec)[1], expr(v.offset, rec)
+                text, atomic, element = f"{base} + {offset[1]}", False, f"{base}[{offset[0]}]"
+            case Load():
+                if v.mask is None:
+                    if v.other is not None:
+                        self.count_only((v.other,), rec)
+                    text = self.element(v.ptr, rec)
+                    return text, text
+                cond = expr(v.mask, rec)[1]
+                alt = expr(v.other, rec)[1] if v.other is not None else literal(0, v.type.dtype)
+                text = f"{cond} ? {self.element(v.ptr, rec)} : {alt}"
+                return text, f"({text})"
+            case Compare():
+                text, atomic = f"{expr(v.lhs, rec)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs, rec)[1]}", False
+            case Cast():
+                text, atomic = f"static_cast<{plain_type_name(v.type)}>({expr(v.x, rec)[0]})", True
+            case Where():
+                if isinstance(v.cond.type, TileType):
+                    text, atomic = f"{expr(v.cond, rec)[1]} ? {expr(v.x, rec)[1]} : {expr(v.y, rec)[1]}", False
+                else:
+                    text, atomic = f"select({expr(v.y, rec)[0]}, {expr(v.x, rec)[0]}, {expr(v.cond, rec)[0]})", True
+            case Unary():
+                x = v.x
+                t = x.type
+                word, prefix, narrow = UNARY_FORMS[v.op._value_].get(t.dtype._value_) or unary_form(v.op, t.dtype)
+                if not prefix:
+                    text, atomic = f"{word}({expr(x, rec)[0]})", True
+                elif narrow is not None and isinstance(t, TileType):
+                    text, atomic = f"{narrow}({word}{expr(x, rec)[1]})", True
+                else:
+                    text, atomic = f"{word}{expr(x, rec)[1]}", False
+            case Extract():
+                text, atomic = f"{expr(v.vec, rec)[1]}[{v.lane}]", True
+                if v.vec.__class__ in LEAVES:  # a lane of a named vector is never named
+                    return text, text
+            case VecLoad():
+                text = f"*({v.ptr.type.space.value} const {plain_type_name(v.type)}*)({expr(v.ptr, rec)[0]})"
+                return text, f"({text})"
+            case MakeVector():
+                elems = ", ".join([expr(e, rec)[0] for e in v.elems])
+                text, atomic = f"{plain_type_name(v.type)}({elems})", True
+            case Splat():
+                text, atomic = f"{plain_type_name(v.type)}({expr(v.x, rec)[0]})", True
+            case MatrixFill():
+                text, atomic = f"make_filled_{plain_type_name(v.type)}({expr(v.value, rec)[0]})", True
+            case SimdShuffleXor():
+                text = f"simd_shuffle_xor({expr(v.x, rec)[0]}, {expr(v.mask, rec)[0]})"
+                return text, text
+            case SimdBroadcast():
+                text = f"simd_broadcast({expr(v.x, rec)[0]}, {expr(v.lane, rec)[0]})"
+                return text, text
+            case SimdReduce():
+                text = f"{SIMD_REDUCE_BY_VALUE[v.op._value_]}({expr(v.x, rec)[0]})"
+                return text, text
+            case SharedAlloc() | MatrixLoad() | MatrixMultiplyAccumulate():
+                raise EmitError(f"{type(v).__name__} is only ever the value of a Let", v.loc)
+            case _:
+                assert_never(v)
+        i = len(self.decls)
+        self.decls.append((rec, text, atomic, v, self.pad, element))
+        self.lines.append(i)
+        refs = _references(i)
+        texts = rec[2] = refs[2] if element is not None else refs[0] if atomic else refs[1]
+        self.scopes[-1].append(rec)
+        return texts
 
-    def count_only(self, values, parent: int) -> None:
+    def element(self, ptr: Value, parent: list) -> str:
+        """The element `ptr` points to: `base[offset]` for an inline `AddPtr`, else `ptr[0]`."""
+        match ptr:
+            case AddPtr():
+                return self.expr(ptr, parent)[2]
+            case _:
+                return self.expr(ptr, parent)[1] + "[0]"
+
+    def count_only(self, values, parent: list) -> None:
         """Count the parents in values the text leaves out (a `Load`'s `other` without a mask, yields past the
         results), as `use_counts` does: their structures may be written elsewhere."""
         todo = [(parent, tuple(values))]
@@ -280,102 +380,14 @@ class _Emitter:
                     if c.__class__ is Builtin:
                         self.kinds.add(c.kind)
                     continue
-                key = self.structures.key(c)
-                if self.first.setdefault(key, p) != p:
-                    self.shared.add(key)
-                if key not in seen:
-                    seen.add(key)
-                    todo.append((key, value_children(c)))
-
-    def element(self, ptr: Value, parent: int) -> str:
-        """The element `ptr` points to: `base[offset]` for an unnamed `AddPtr`, else `ptr[0]`."""
-        match ptr:
-            case AddPtr():
-                return self.expr(ptr, parent)[2]
-            case _:
-                return self.expr(ptr, parent)[1] + "[0]"
-
-    def render(self, v: Value, key: int) -> tuple[str, ...]:
-        """The texts of the compound value `v` (keyed `key`), a reference when it may be named."""
-        match v:
-            case Binary():
-                lhs, rhs = v.lhs, v.rhs
-                t = lhs.type
-                dtype = t.dtype
-                word, infix = BINARY_BY_IDS.get((id(v.op), id(dtype))) or binary_spelling(v.op, dtype)
-                if not infix:
-                    return self.declare_value(key, f"{word}({self.expr(lhs, key)[0]}, {self.expr(rhs, key)[0]})",
-                                              True, v)
-                text = f"{self.expr(lhs, key)[1]} {word} {self.expr(rhs, key)[1]}"
-                if isinstance(t, TileType) and (narrow := _NARROW_INTS.get(id(dtype))) is not None:
-                    return self.declare_value(key, f"{narrow}({text})", True, v)
-                return self.declare_value(key, text, False, v)
-            case AddPtr():
-                base, offset = self.expr(v.ptr, key)[1], self.expr(v.offset, key)
-                return self.declare_value(key, f"{base} + {offset[1]}", False, v, f"{base}[{offset[0]}]")
-            case Load():
-                if v.mask is None:
-                    if v.other is not None:
-                        self.count_only((v.other,), key)
-                    text = self.element(v.ptr, key)
-                    return text, text
-                cond = self.expr(v.mask, key)[1]
-                alt = self.expr(v.other, key)[1] if v.other is not None else literal(0, v.type.dtype)
-                text = f"{cond} ? {self.element(v.ptr, key)} : {alt}"
-                return text, f"({text})"
-            case Compare():
-                return self.declare_value(
-                    key, f"{self.expr(v.lhs, key)[1]} {COMPARE[v.op]} {self.expr(v.rhs, key)[1]}", False, v)
-            case Cast():
-                return self.declare_value(key, f"static_cast<{plain_type_name(v.type)}>({self.expr(v.x, key)[0]})",
-                                          True, v)
-            case Where():
-                if isinstance(v.cond.type, TileType):
-                    text = f"{self.expr(v.cond, key)[1]} ? {self.expr(v.x, key)[1]} : {self.expr(v.y, key)[1]}"
-                    return self.declare_value(key, text, False, v)
-                text = f"select({self.expr(v.y, key)[0]}, {self.expr(v.x, key)[0]}, {self.expr(v.cond, key)[0]})"
-                return self.declare_value(key, text, True, v)
-            case Unary():
-                x = v.x
-                t = x.type
-                dtype = t.dtype
-                word, prefix = UNARY_BY_IDS.get((id(v.op), id(dtype))) or unary_spelling(v.op, dtype)
-                if not prefix:
-                    return self.declare_value(key, f"{word}({self.expr(x, key)[0]})", True, v)
-                text = f"{word}{self.expr(x, key)[1]}"
-                if isinstance(t, TileType) and (narrow := _NARROW_INTS.get(id(dtype))) is not None:
-                    return self.declare_value(key, f"{narrow}({text})", True, v)
-                return self.declare_value(key, text, False, v)
-            case Extract():
-                text = f"{self.expr(v.vec, key)[1]}[{v.lane}]"
-                if v.vec.__class__ in LEAVES:  # a lane of a named vector is never named
-                    return text, text
-                return self.declare_value(key, text, True, v)
-            case VecLoad():
-                space = v.ptr.type.space.value
-                text = f"*({space} const {plain_type_name(v.type)}*)({self.expr(v.ptr, key)[0]})"
-                return text, f"({text})"
-            case MakeVector():
-                elems = ", ".join([self.expr(e, key)[0] for e in v.elems])
-                return self.declare_value(key, f"{plain_type_name(v.type)}({elems})", True, v)
-            case Splat():
-                return self.declare_value(key, f"{plain_type_name(v.type)}({self.expr(v.x, key)[0]})", True, v)
-            case MatrixFill():
-                return self.declare_value(
-                    key, f"make_filled_{plain_type_name(v.type)}({self.expr(v.value, key)[0]})", True, v)
-            case SimdShuffleXor():
-                text = f"simd_shuffle_xor({self.expr(v.x, key)[0]}, {self.expr(v.mask, key)[0]})"
-                return text, text
-            case SimdBroadcast():
-                text = f"simd_broadcast({self.expr(v.x, key)[0]}, {self.expr(v.lane, key)[0]})"
-                return text, text
-            case SimdReduce():
-                text = f"{SIMD_REDUCE[v.op]}({self.expr(v.x, key)[0]})"
-                return text, text
-            case SharedAlloc() | MatrixLoad() | MatrixMultiplyAccumulate():
-                raise EmitError(f"{type(v).__name__} is only ever the value of a Let", v.loc)
-            case _:
-                assert_never(v)
+                rec = self.by_hash.get(c._h)
+                if rec is None or rec[0] is not c:
+                    rec = self.records.record(c, rec, p)
+                if rec[1] is not p:
+                    rec[3] = True
+                if id(rec) not in seen:
+                    seen.add(id(rec))
+                    todo.append((rec, value_children(c)))
 
     # ---- statements
 
@@ -384,130 +396,135 @@ class _Emitter:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
-        key = id(s) if self.reps.get(s._h) is s else self.structures.key(s)
+        rec = self.by_hash.get(s._h)
+        if rec is None and s.__class__ in ADMITTED_METAL:
+            rec = self.by_hash[s._h] = [s, None, None, False]
+        elif rec is None or rec[0] is not s:
+            rec = self.records.record(s, rec, None)
+        expr = self.expr
         match s:
             case Let():
-                self.let(self.names[s.var.name], s.var, s.value, key)
+                self.let(self.names[s.var.name], s.var, s.value, rec)
             case Store():
                 if s.mask is not None:
-                    self.open_block(f"if ({self.expr(s.mask, key)[0]})")
-                self.emit(f"{self.element(s.ptr, key)} = {self.expr(s.value, key)[0]};")
+                    self.open_block(f"if ({expr(s.mask, rec)[0]})")
+                self.emit(f"{self.element(s.ptr, rec)} = {expr(s.value, rec)[0]};")
                 if s.mask is not None:
                     self.close_block()
             case For():
-                self.for_loop(s, key)
+                self.for_loop(s, rec)
             case If():
-                self.if_stmt(s, key)
+                self.if_stmt(s, rec)
             case AtomicAdd():
                 ptr = s.ptr
                 if s.mask is not None:
-                    self.open_block(f"if ({self.expr(s.mask, key)[0]})")
-                target = f"({ptr.type.space.value} {atomic_type(ptr.type.dtype)}*)({self.expr(ptr, key)[0]})"
-                self.emit(f"atomic_fetch_add_explicit({target}, {self.expr(s.value, key)[0]}, memory_order_relaxed);")
+                    self.open_block(f"if ({expr(s.mask, rec)[0]})")
+                target = f"({ptr.type.space.value} {atomic_type(ptr.type.dtype)}*)({expr(ptr, rec)[0]})"
+                self.emit(f"atomic_fetch_add_explicit({target}, {expr(s.value, rec)[0]}, memory_order_relaxed);")
                 if s.mask is not None:
                     self.close_block()
             case VecStore():
                 space = s.ptr.type.space.value
-                self.emit(f"*({space} {plain_type_name(s.value.type)}*)({self.expr(s.ptr, key)[0]}) = "
-                          f"{self.expr(s.value, key)[0]};")
+                self.emit(f"*({space} {plain_type_name(s.value.type)}*)({expr(s.ptr, rec)[0]}) = "
+                          f"{expr(s.value, rec)[0]};")
             case MatrixStore():
-                self.emit(f"simdgroup_store({self.expr(s.value, key)[0]}, {self.expr(s.ptr, key)[0]}, "
-                          f"{self.expr(s.stride, key)[0]}, 0, {msl_bool(s.transpose)});")
+                self.emit(f"simdgroup_store({expr(s.value, rec)[0]}, {expr(s.ptr, rec)[0]}, "
+                          f"{expr(s.stride, rec)[0]}, 0, {msl_bool(s.transpose)});")
             case Barrier():
                 self.emit(f"threadgroup_barrier({fence_flags(s.fence)});")
             case While():
-                self.while_loop(s, key)
+                self.while_loop(s, rec)
             case _:
                 assert_never(s)
 
-    def let(self, name: str, var: Var, value: Value, key: int) -> None:
+    def let(self, name: str, var: Var, value: Value, rec: list) -> None:
         match value:
+            case _ if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
+                decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
+                self.emit(f"{decl} = {self.expr(value, rec)[0]};")
             case SharedAlloc():
                 self.emit(f"threadgroup {value.dtype.msl} {name}[{value.size}];")
             case MatrixLoad():
-                args = (f"{name}, {self.expr(value.ptr, key)[0]}, {self.expr(value.stride, key)[0]}, 0, "
-                        f"{msl_bool(value.transpose)}")
+                ptr, stride = self.expr(value.ptr, rec)[0], self.expr(value.stride, rec)[0]
                 self.emit(f"{plain_type_name(var.type)} {name};")
-                self.emit(f"simdgroup_load({args});")
+                self.emit(f"simdgroup_load({name}, {ptr}, {stride}, 0, {msl_bool(value.transpose)});")
             case MatrixMultiplyAccumulate():
-                a, b, c = self.expr(value.a, key)[0], self.expr(value.b, key)[0], self.expr(value.c, key)[0]
-                args = f"{name}, {a}, {b}, {c}"
+                a, b, c = self.expr(value.a, rec)[0], self.expr(value.b, rec)[0], self.expr(value.c, rec)[0]
                 self.emit(f"{plain_type_name(var.type)} {name};")
-                self.emit(f"simdgroup_multiply_accumulate({args});")
+                self.emit(f"simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
             case _:
-                decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
-                self.emit(f"{decl} = {self.expr(value, key)[0]};")
+                assert_never(value)
 
-    def declare(self, var: Var, init: Value | None, key: int) -> None:
+    def declare(self, var: Var, init: Value | None, rec: list) -> None:
         """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
         decl = self.local_decl(self.names[var.name], var, mutable=True)
-        self.emit(f"{decl} = {self.expr(init, key)[0]};" if init is not None else f"{decl};")
+        self.emit(f"{decl} = {self.expr(init, rec)[0]};" if init is not None else f"{decl};")
 
-    def assign(self, targets, values, key: int) -> None:
+    def assign(self, targets, values, rec: list) -> None:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value)."""
         if len(values) > len(targets):
-            self.count_only(values[len(targets):], key)
+            self.count_only(values[len(targets):], rec)
         pairs = [(t, v) for t, v in zip(targets, values) if v != t]
         if len(pairs) > 1 and reads_any([v for _, v in pairs], {t.name for t, _ in pairs}):
-            texts = [self.temporary(t, v, key) for t, v in pairs]
+            texts = [self.temporary(t, v, rec) for t, v in pairs]
         else:
-            texts = [self.expr(v, key)[0] for _, v in pairs]
+            texts = [self.expr(v, rec)[0] for _, v in pairs]
         for (t, _), text in zip(pairs, texts):
             self.emit(f"{self.names[t.name]} = {text};")
 
-    def temporary(self, t: Var, v: Value, key: int) -> str:
-        """A reference to `next_<t>_N`, a `const` local holding `v` (named before `v` is written, as the
-        temporaries `v` needs are named after it)."""
-        i = self.decls
-        self.decls = i + 1
-        self.lines.append((i, f"next_{self.names[t.name]}_"))
-        self.lines.append((i, None, self.expr(v, key)[0], True, t, self.pad, None))
-        return f"{{0[{i}]}}"
+    def temporary(self, t: Var, v: Value, rec: list) -> str:
+        """A reference to `next_<t>_N`, a `const` local holding `v` (named before the temporaries `v` needs)."""
+        i = len(self.decls)
+        self.prefixes[i] = f"next_{self.names[t.name]}_"
+        self.decls.append(None)
+        self.decls[i] = (None, self.expr(v, rec)[0], True, t, self.pad, None)
+        self.lines.append(i)
+        return _references(i)[0][0]
 
-    def loop_inits(self, carried, inits, key: int) -> None:
+    def loop_inits(self, carried, inits, rec: list) -> None:
         if len(inits) > len(carried):
-            self.count_only(inits[len(carried):], key)
+            self.count_only(inits[len(carried):], rec)
         for c, init in zip(carried, inits):
-            self.declare(c, init, key)
+            self.declare(c, init, rec)
 
-    def for_loop(self, s: For, key: int) -> None:
-        self.loop_inits(s.carried, s.inits, key)
+    def for_loop(self, s: For, rec: list) -> None:
+        self.loop_inits(s.carried, s.inits, rec)
         i = self.names[s.index.name]
-        start, stop, step = self.expr(s.start, key)[0], self.expr(s.stop, key)[1], self.expr(s.step, key)[1]
+        start, stop, step = self.expr(s.start, rec)[0], self.expr(s.stop, rec)[1], self.expr(s.step, rec)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
         head = f"for ({type_name(s.index.type)} {i} = {start}; {i} {'>' if down else '<'} {stop}; {i} += {step})"
         self.open_block(head)
         self.body(s.body)
-        self.assign(s.carried, s.yields, key)
+        self.assign(s.carried, s.yields, rec)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c, key)
+            self.declare(r, c, rec)
 
-    def if_stmt(self, s: If, key: int) -> None:
+    def if_stmt(self, s: If, rec: list) -> None:
         for r in s.results:
-            self.declare(r, None, key)
-        self.open_block(f"if ({self.expr(s.cond, key)[0]})")
+            self.declare(r, None, rec)
+        self.open_block(f"if ({self.expr(s.cond, rec)[0]})")
         self.body(s.then)
-        self.assign(s.results, s.then_yields, key)
+        self.assign(s.results, s.then_yields, rec)
         if s.orelse or s.else_yields:
             self.close_block("} else {")
             self.depth += 1
             self.pad = INDENT * self.depth
             self.scopes.append([])
             self.body(s.orelse)
-            self.assign(s.results, s.else_yields, key)
+            self.assign(s.results, s.else_yields, rec)
         self.close_block()
 
-    def while_loop(self, s: While, key: int) -> None:
-        self.loop_inits(s.carried, s.inits, key)
+    def while_loop(self, s: While, rec: list) -> None:
+        self.loop_inits(s.carried, s.inits, rec)
         self.open_block("while (true)")
         self.body(s.cond_body)
-        self.emit(f"if (!{self.expr(s.cond, key)[1]}) break;")
+        self.emit(f"if (!{self.expr(s.cond, rec)[1]}) break;")
         self.body(s.body)
-        self.assign(s.carried, s.yields, key)
+        self.assign(s.carried, s.yields, rec)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c, key)
+            self.declare(r, c, rec)
 
 
 __all__ = ["EmitError", "emit_msl"]

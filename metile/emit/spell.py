@@ -59,17 +59,23 @@ def plain_type_name(t: Type) -> str:
     return type_name(t)
 
 
+@functools.lru_cache(maxsize=4096)
 def _float_text(x: float) -> str:
-    """The shortest decimal that reads back as the float32 `x` (`1.0`, `1e-08`, `3.4028235e+38`)."""
+    """The shortest decimal that reads back as the float32 `x` (`1.0`, `1e-08`, `3.4028235e+38`); `x` is finite
+    and not zero (`0.0 == -0.0` would share one cache entry)."""
     text = str(np.float32(x))
     return text if ("." in text or "e" in text) else text + ".0"
 
 
+_FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity: no `Enum.__hash__` call
+
+
 def literal(value: object, dtype: DType) -> str:
     """A constant of `dtype`, typed exactly: `1.5f`, `half(0.5f)`, `INFINITY`, `7u`, `short(-3)`, `true`."""
-    if dtype is DType.BOOL:
-        return "true" if value else "false"
-    if dtype.is_float:
+    if dtype is DType.I32:
+        n = int(value)
+        return str(n) if n != -(1 << 31) else "(-2147483647 - 1)"
+    if dtype in _FLOAT_DTYPES:
         x = float(value)
         if dtype is DType.F16:
             x = float(np.float16(x))
@@ -77,14 +83,16 @@ def literal(value: object, dtype: DType) -> str:
             text = "NAN"
         elif math.isinf(x):
             text = "INFINITY" if x > 0 else "-INFINITY"
+        elif x == 0.0:
+            text = "-0.0f" if math.copysign(1.0, x) < 0 else "0.0f"
         else:
             text = _float_text(x) + "f"
         return text if dtype is DType.F32 else f"{dtype.msl}({text})"
+    if dtype is DType.BOOL:
+        return "true" if value else "false"
     n = int(value)
-    if dtype is DType.I32 and n == -(1 << 31):
-        return "(-2147483647 - 1)"
     text = f"{n}u" if not dtype.is_signed else str(n)
-    return text if dtype in (DType.I32, DType.U32) else f"{dtype.msl}({text})"
+    return text if dtype is DType.U32 else f"{dtype.msl}({text})"
 
 
 INFIX: dict[BinOp, str] = {
@@ -114,19 +122,6 @@ def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
             assert_never(op)
 
 
-def _by_member_ids(spell, ops, dtypes) -> dict[tuple[int, int], tuple[str, bool]]:
-    """`spell(op, dtype)` for every pair it spells, keyed by the ids of the two enum members: members live as
-    long as their class, so a lookup hashes two ints instead of calling `Enum.__hash__` twice."""
-    table = {}
-    for op in ops:
-        for dtype in dtypes:
-            try:
-                table[id(op), id(dtype)] = spell(op, dtype)
-            except EmitError:
-                pass
-    return table
-
-
 def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
     """`(spelling, prefix)` of `op` on `dtype`: `-`, `~` (`!` on bool), or a function name."""
     match op:
@@ -141,11 +136,47 @@ def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
             assert_never(op)
 
 
-BINARY_BY_IDS = _by_member_ids(binary_spelling, BinOp, DType)   # `binary_spelling` (None: call it, to raise)
-UNARY_BY_IDS = _by_member_ids(unary_spelling, UnOp, DType)      # `unary_spelling` likewise
+Form = tuple[str, bool, "str | None"]
+
+
+def _form(spell, op, dtype: DType) -> Form:
+    """`spell(op, dtype)`, with the MSL type an operator's result is converted back to: a sub-32-bit integer
+    type (C promotes its arithmetic to `int`), else None."""
+    word, operator = spell(op, dtype)
+    return word, operator, dtype.msl if operator and dtype.is_int and dtype.bits < 32 else None
+
+
+def _forms(spell, ops) -> dict[str, dict[str, Form]]:
+    """`_form` of every pair `spell` spells, keyed by the `_value_` of each member (a plain attribute: `.value`
+    and `hash(member)` call back into Python)."""
+    table: dict[str, dict[str, Form]] = {}
+    for op in ops:
+        row = table[op._value_] = {}
+        for dtype in DType:
+            try:
+                row[dtype._value_] = _form(spell, op, dtype)
+            except EmitError:
+                pass
+    return table
+
+
+def binary_form(op: BinOp, dtype: DType) -> Form:
+    """`(spelling, infix, converted to)` of `op` on `dtype` (see `binary_spelling`, `_form`)."""
+    return BINARY_FORMS[op._value_].get(dtype._value_) or _form(binary_spelling, op, dtype)
+
+
+def unary_form(op: UnOp, dtype: DType) -> Form:
+    """`(spelling, prefix, converted to)` of `op` on `dtype` (see `unary_spelling`, `_form`)."""
+    return UNARY_FORMS[op._value_].get(dtype._value_) or _form(unary_spelling, op, dtype)
+
+
+BINARY_FORMS = _forms(binary_spelling, BinOp)
+UNARY_FORMS = _forms(unary_spelling, UnOp)
 COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
                              CmpOp.NE: "!="}
 SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.MAX: "simd_max", ReduceOp.MIN: "simd_min"}
+COMPARE_BY_VALUE = {op._value_: text for op, text in COMPARE.items()}  # keyed as `_forms` is
+SIMD_REDUCE_BY_VALUE = {op._value_: text for op, text in SIMD_REDUCE.items()}
 ATOMIC: dict[DType, str] = {DType.I32: "atomic_int", DType.U32: "atomic_uint", DType.F32: "atomic_float"}
 
 
@@ -199,6 +230,7 @@ def c_identifier(name: str) -> str:
 
 
 __all__ = [
-    "BINARY_BY_IDS", "UNARY_BY_IDS", "EmitError", "atomic_type", "binary_spelling", "builtin_param", "c_identifier",
-    "fence_flags", "literal", "msl_bool", "plain_type_name", "type_name", "unary_spelling",
+    "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
+    "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "literal", "msl_bool",
+    "plain_type_name", "type_name", "unary_form", "unary_spelling",
 ]
