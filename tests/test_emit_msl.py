@@ -16,7 +16,17 @@ import pytest
 from test_ir_examples import METAL_EXAMPLES, add, f32, i32, let, mul, ptr, scalar
 
 import metile
-from metile.emit.msl import emit_msl
+from metile.emit.facts import (
+    bindings,
+    builtins_used,
+    c_names,
+    distinct_nodes,
+    scan,
+    use_counts,
+    value_children,
+    written_params,
+)
+from metile.emit.msl import _Emitter, emit_msl
 from metile.emit.spell import EmitError, literal
 from metile.ir import (
     AddPtr,
@@ -50,11 +60,13 @@ from metile.ir import (
     TileType,
     Unary,
     UnOp,
+    Value,
     Var,
     VecLoad,
     VecStore,
     Where,
     While,
+    children,
     parse,
     pretty,
     verify,
@@ -248,6 +260,53 @@ def test_golden(case, request):
 def test_emission_depends_only_on_the_kernel(case):
     k = CASES[case]()
     assert emit_msl(parse(pretty(k))) == emit_msl(k) == emit_msl(CASES[case]())
+
+
+# ---- the emitter's facts against their definitions in `metile.emit.facts`
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_scan_agrees_with_the_definitions(case):
+    k = CASES[case]()
+    facts = scan(k)
+    assert facts.names == c_names(k)
+    assert facts.defs == bindings(k)
+    assert facts.written == written_params(k, bindings(k))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_value_children_are_children(case):
+    for n in distinct_nodes(CASES[case]()):
+        if isinstance(n, Value):
+            assert value_children(n) == tuple(children(n))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_walk_counts_parents_as_use_counts_does(case):
+    """Each value structure the emitter met is shared exactly when `use_counts` gives it two or more parents, and
+    the attributes the kernel declares are `builtins_used`."""
+    k = CASES[case]()
+    emitter = _Emitter(k)
+    emitter.run()
+    counts = use_counts(k)
+    records = [*emitter.records.by_hash.values(), *emitter.records._others.values()]
+    values = [rec for rec in records if isinstance(rec[0], Value)]
+    assert values and all(rec[3] == (counts.get(rec[0], 0) >= 2) for rec in values)
+    assert emitter.kinds == {kind._value_ for kind in builtins_used(k)}
+
+
+def test_values_left_out_of_the_text_still_count_as_parents():
+    """A `Load`'s `other` without a mask is not written, but it is a parent of what it reads: `N + 1` has two
+    parents, so it is named; so is a yield past the results of an `If`."""
+    N, P, Out = scalar("N", 0), ptr("P", 1, I32), ptr("Out", 2, I32)
+    shared = add(N, i32(1))
+    s_x, x = let("x", Load(P, None, shared))
+    k = Kernel("k", Stage.METAL, (N, P, Out), [s_x, Store(AddPtr(Out, mul(N, i32(2))), add(shared, x))])
+    assert "const int t0 = N + 1;" in emit_msl(k)
+    other = mul(N, i32(3))
+    branch = If(Compare(CmpOp.LT, N, i32(0)), [], [], [i32(1), other], [i32(2)], [Var("r", TileType(I32))])
+    k = Kernel("k", Stage.METAL, (N, P, Out), [branch, Store(Out, other)])
+    assert "const int t0 = N * 3;" in emit_msl(k)
 
 
 # ---- the Metal IR examples, run

@@ -364,10 +364,12 @@ def reads_any(values: Iterable[Value], names: set[str]) -> bool:
             case Var():
                 if n.name in names:
                     return True
+            case Const() | Param() | Builtin():
+                pass
             case _:
                 if id(n) not in seen:
                     seen.add(id(n))
-                    stack.extend(children(n))
+                    stack.extend(value_children(n))
     return False
 
 

@@ -44,8 +44,8 @@ from metile.emit.spell import (
     fence_flags,
     literal,
     msl_bool,
-    plain_type_name,
     type_name,
+    type_text,
     unary_form,
 )
 from metile.ir import (
@@ -127,15 +127,14 @@ class _Emitter:
         self.k, self.facts, self.names = k, facts, facts.names
         self.records = Records()
         self.by_hash = self.records.by_hash
-        self.kinds: set[BuiltinKind] = set()  # the attributes the kernel reads
-        self.consts: dict[int, tuple[str, str]] = {}  # the texts of each `Const` node, by id
-        self.type_names: dict[int, str] = {}  # `plain_type_name` by the id of the type
+        self.kinds: set[str] = set()  # the attributes the kernel reads, by `_value_`
+        self.consts: dict[int, tuple[str, str]] = {}  # the texts of each `Const` and `Builtin` node, by id
         self.scopes: list[list[list]] = [[]]  # the records whose texts each open body set
         # Declaration i: `(record, text, atomic, value, pad, element)`, the record None for a temporary (named
         # with its prefix in `prefixes`); `element` is the text of the element an `AddPtr` points to.
         self.decls: list[tuple] = []
         self.prefixes: dict[int, str] = {}
-        # Lines: a `str` is final; `(pad, text, tail)` is a line with references; an int is a declaration.
+        # Lines: a `str` is a line (braces doubled, as `str.format` reads text); an int is a declaration.
         self.lines: list = []
         self.depth = 0
         self.pad = ""  # INDENT * depth
@@ -145,15 +144,15 @@ class _Emitter:
     # ---- output
 
     def emit(self, text: str) -> None:
-        self.lines.append((self.pad, text, "") if "{" in text else self.pad + text)
+        self.lines.append(self.pad + text)
 
     def open_block(self, head: str) -> None:
-        self.lines.append((self.pad, head, " {") if "{" in head else f"{self.pad}{head} {{")
+        self.lines.append(f"{self.pad}{head} {{{{")  # a brace, as `str.format` reads it
         self.depth += 1
         self.pad = INDENT * self.depth
         self.scopes.append([])
 
-    def close_block(self, tail: str = "}") -> None:
+    def close_block(self, tail: str = "}}") -> None:
         for rec in self.scopes.pop():
             rec[2] = None
         self.depth -= 1
@@ -167,8 +166,8 @@ class _Emitter:
                 self.taken.add(name)
                 return name
 
-    def resolve(self) -> list[str]:
-        """The lines, each declaration named (`const T tN = ...;`) or written inline. Names are given in the
+    def resolve(self) -> str:
+        """The body's text, each declaration named (`const T tN = ...;`) or written inline. Names are given in the
         order of the declarations (a value's after those of its operands, a temporary's before them); an
         inline value refers to earlier declarations only."""
         self.taken = set(self.names.values())
@@ -187,20 +186,15 @@ class _Emitter:
                 oper[i] = text if atomic else f"({text})"
                 if element is not None:
                     elem[i] = element.format(full, oper, elem) if "{" in element else element
-        out = []
+        body = []
         for e in self.lines:
             if e.__class__ is str:
-                out.append(e)
-            elif e.__class__ is int:
+                body.append(e)
+            else:
                 rec, text, _, v, pad, _ = decls[e]
                 if rec is None or rec[3]:
-                    if "{" in text:
-                        text = text.format(full, oper, elem)
-                    out.append(f"{pad}{self.local_decl(full[e], v)} = {text};")
-            else:
-                pad, text, tail = e
-                out.append(pad + text.format(full, oper, elem) + tail)
-        return out
+                    body.append(f"{pad}{self.local_decl(full[e], v)} = {text};")
+        return "\n".join(body).format(full, oper, elem)
 
     # ---- types
 
@@ -208,6 +202,11 @@ class _Emitter:
         t = v.type
         if not isinstance(t, PtrType) or t.space is not AddressSpace.DEVICE:
             return False
+        base = v
+        while base.__class__ is AddPtr:
+            base = base.ptr
+        if base.__class__ is Param:  # the common case of `pointer_roots`: one parameter
+            return base.name not in self.facts.written
         return bool(pointer_roots((v,), self.facts.defs) - self.facts.written)
 
     def local_decl(self, name: str, v: Value, *, mutable: bool = False) -> str:
@@ -216,9 +215,7 @@ class _Emitter:
         if isinstance(t, PtrType):
             text = type_name(t, const=self.ptr_is_const(v))
             return f"{text} {name}" if mutable else f"{text} const {name}"
-        text = self.type_names.get(id(t))
-        if text is None:
-            text = self.type_names[id(t)] = plain_type_name(t)
+        text = type_text(t)
         return f"{text} {name}" if mutable else f"const {text} {name}"
 
     # ---- kernel
@@ -236,14 +233,15 @@ class _Emitter:
                         args.append(f"constant {type_name(p.type)}& {self.names[p.name]} [[buffer({p.index})]]")
             self.depth, self.pad = 1, INDENT
             self.body(k.body)
-            lines = self.resolve()
+            body = self.resolve()
         except Exception:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
-        args += [builtin_param(kind) for kind in BuiltinKind if kind in self.kinds]
+        args += [builtin_param(kind) for kind in BuiltinKind if kind._value_ in self.kinds]
         head = f"kernel void {c_identifier(k.name)}("
         sep = ",\n" + " " * len(head)
-        return "\n".join([HEADER, head + sep.join(args) + ") {", *lines, "}\n"])
+        text = f"{HEADER}\n{head}{sep.join(args)}) {{\n"
+        return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
 
     # ---- values
 
@@ -266,9 +264,12 @@ class _Emitter:
                     text = self.names[v.name]
                     return text, text
                 case Builtin():
-                    self.kinds.add(v.kind)
-                    text = v.kind.value + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
-                    return text, text
+                    found = self.consts.get(id(v))
+                    if found is None:
+                        self.kinds.add(v.kind._value_)
+                        text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
+                        found = self.consts[id(v)] = text, text
+                    return found
                 case _:
                     assert_never(v)
         rec = self.by_hash.get(v._h)
@@ -309,7 +310,7 @@ class _Emitter:
             case Compare():
                 text, atomic = f"{expr(v.lhs, rec)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs, rec)[1]}", False
             case Cast():
-                text, atomic = f"static_cast<{plain_type_name(v.type)}>({expr(v.x, rec)[0]})", True
+                text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x, rec)[0]})", True
             case Where():
                 if isinstance(v.cond.type, TileType):
                     text, atomic = f"{expr(v.cond, rec)[1]} ? {expr(v.x, rec)[1]} : {expr(v.y, rec)[1]}", False
@@ -330,15 +331,15 @@ class _Emitter:
                 if v.vec.__class__ in LEAVES:  # a lane of a named vector is never named
                     return text, text
             case VecLoad():
-                text = f"*({v.ptr.type.space.value} const {plain_type_name(v.type)}*)({expr(v.ptr, rec)[0]})"
+                text = f"*({v.ptr.type.space._value_} const {type_text(v.type)}*)({expr(v.ptr, rec)[0]})"
                 return text, f"({text})"
             case MakeVector():
                 elems = ", ".join([expr(e, rec)[0] for e in v.elems])
-                text, atomic = f"{plain_type_name(v.type)}({elems})", True
+                text, atomic = f"{type_text(v.type)}({elems})", True
             case Splat():
-                text, atomic = f"{plain_type_name(v.type)}({expr(v.x, rec)[0]})", True
+                text, atomic = f"{type_text(v.type)}({expr(v.x, rec)[0]})", True
             case MatrixFill():
-                text, atomic = f"make_filled_{plain_type_name(v.type)}({expr(v.value, rec)[0]})", True
+                text, atomic = f"make_filled_{type_text(v.type)}({expr(v.value, rec)[0]})", True
             case SimdShuffleXor():
                 text = f"simd_shuffle_xor({expr(v.x, rec)[0]}, {expr(v.mask, rec)[0]})"
                 return text, text
@@ -378,7 +379,7 @@ class _Emitter:
             for c in kids:
                 if c.__class__ in LEAVES:
                     if c.__class__ is Builtin:
-                        self.kinds.add(c.kind)
+                        self.kinds.add(c.kind._value_)
                     continue
                 rec = self.by_hash.get(c._h)
                 if rec is None or rec[0] is not c:
@@ -419,13 +420,13 @@ class _Emitter:
                 ptr = s.ptr
                 if s.mask is not None:
                     self.open_block(f"if ({expr(s.mask, rec)[0]})")
-                target = f"({ptr.type.space.value} {atomic_type(ptr.type.dtype)}*)({expr(ptr, rec)[0]})"
+                target = f"({ptr.type.space._value_} {atomic_type(ptr.type.dtype)}*)({expr(ptr, rec)[0]})"
                 self.emit(f"atomic_fetch_add_explicit({target}, {expr(s.value, rec)[0]}, memory_order_relaxed);")
                 if s.mask is not None:
                     self.close_block()
             case VecStore():
-                space = s.ptr.type.space.value
-                self.emit(f"*({space} {plain_type_name(s.value.type)}*)({expr(s.ptr, rec)[0]}) = "
+                space = s.ptr.type.space._value_
+                self.emit(f"*({space} {type_text(s.value.type)}*)({expr(s.ptr, rec)[0]}) = "
                           f"{expr(s.value, rec)[0]};")
             case MatrixStore():
                 self.emit(f"simdgroup_store({expr(s.value, rec)[0]}, {expr(s.ptr, rec)[0]}, "
@@ -446,11 +447,11 @@ class _Emitter:
                 self.emit(f"threadgroup {value.dtype.msl} {name}[{value.size}];")
             case MatrixLoad():
                 ptr, stride = self.expr(value.ptr, rec)[0], self.expr(value.stride, rec)[0]
-                self.emit(f"{plain_type_name(var.type)} {name};")
+                self.emit(f"{type_text(var.type)} {name};")
                 self.emit(f"simdgroup_load({name}, {ptr}, {stride}, 0, {msl_bool(value.transpose)});")
             case MatrixMultiplyAccumulate():
                 a, b, c = self.expr(value.a, rec)[0], self.expr(value.b, rec)[0], self.expr(value.c, rec)[0]
-                self.emit(f"{plain_type_name(var.type)} {name};")
+                self.emit(f"{type_text(var.type)} {name};")
                 self.emit(f"simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
             case _:
                 assert_never(value)
@@ -464,7 +465,7 @@ class _Emitter:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value)."""
         if len(values) > len(targets):
             self.count_only(values[len(targets):], rec)
-        pairs = [(t, v) for t, v in zip(targets, values) if v != t]
+        pairs = [(t, v) for t, v in zip(targets, values) if not (v.__class__ is t.__class__ and v == t)]
         if len(pairs) > 1 and reads_any([v for _, v in pairs], {t.name for t, _ in pairs}):
             texts = [self.temporary(t, v, rec) for t, v in pairs]
         else:
@@ -507,7 +508,7 @@ class _Emitter:
         self.body(s.then)
         self.assign(s.results, s.then_yields, rec)
         if s.orelse or s.else_yields:
-            self.close_block("} else {")
+            self.close_block("}} else {{")
             self.depth += 1
             self.pad = INDENT * self.depth
             self.scopes.append([])

@@ -59,6 +59,16 @@ def plain_type_name(t: Type) -> str:
     return type_name(t)
 
 
+_SCALAR_NAMES = {d._value_: d.msl for d in DType}  # keyed as `_forms` is
+
+
+def type_text(t: Type) -> str:
+    """`plain_type_name(t)`; a scalar's straight from its element type (hashing a type calls into Python)."""
+    if t.__class__ is TileType and not t.shape:
+        return _SCALAR_NAMES[t.dtype._value_]
+    return plain_type_name(t)
+
+
 @functools.lru_cache(maxsize=4096)
 def _float_text(x: float) -> str:
     """The shortest decimal that reads back as the float32 `x` (`1.0`, `1e-08`, `3.4028235e+38`); `x` is finite
@@ -232,5 +242,5 @@ def c_identifier(name: str) -> str:
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
     "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "literal", "msl_bool",
-    "plain_type_name", "type_name", "unary_form", "unary_spelling",
+    "plain_type_name", "type_name", "type_text", "unary_form", "unary_spelling",
 ]
