@@ -212,7 +212,7 @@ class _Emitter:
     def local_decl(self, name: str, v: Value, *, mutable: bool = False) -> str:
         """`const float x`, `device const float* const p`, or without `const` when `mutable`."""
         t = v.type
-        if isinstance(t, PtrType):
+        if t.__class__ is PtrType:
             text = type_name(t, const=self.ptr_is_const(v))
             return f"{text} {name}" if mutable else f"{text} const {name}"
         text = type_text(t)

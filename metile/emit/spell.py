@@ -37,29 +37,31 @@ class EmitError(MetileError):
 def type_name(t: Type, *, const: bool = False) -> str:
     """The MSL type of a value: `float`, `float4`, `simdgroup_matrix<float, 8, 8>`, `device const float*`."""
     match t:
-        case TileType(dtype, shape):
-            if shape != ():
+        case TileType():
+            if t.shape != ():
                 raise EmitError(f"a tile value ({t}) reached the MSL emitter; Metal IR holds scalars only")
-            return dtype.msl
-        case PtrType(dtype, shape, space):
-            if shape != ():
+            return _SCALAR_NAMES[t.dtype._value_]
+        case PtrType():
+            if t.shape != ():
                 raise EmitError(f"a tile of pointers ({t}) reached the MSL emitter")
-            return f"{space.value} {'const ' if const else ''}{dtype.msl}*"
-        case VectorType(dtype, width):
-            return f"{dtype.msl}{width}"
-        case MatrixType(dtype):
-            return f"simdgroup_matrix<{dtype.msl}, {MatrixType.ROWS}, {MatrixType.COLS}>"
+            return f"{t.space._value_} {'const ' if const else ''}{_SCALAR_NAMES[t.dtype._value_]}*"
+        case VectorType():
+            return f"{_SCALAR_NAMES[t.dtype._value_]}{t.width}"
+        case MatrixType():
+            return f"simdgroup_matrix<{_SCALAR_NAMES[t.dtype._value_]}, {MatrixType.ROWS}, {MatrixType.COLS}>"
         case _:
             assert_never(t)
+
+
+# The MSL name of each element type by the member's `_value_`, a plain attribute (`.value`, `.msl` and
+# `hash(member)` call back into Python).
+_SCALAR_NAMES = {d._value_: d.msl for d in DType}
 
 
 @functools.cache
 def plain_type_name(t: Type) -> str:
     """`type_name(t)` without `const`, cached (types are small immutable keys)."""
     return type_name(t)
-
-
-_SCALAR_NAMES = {d._value_: d.msl for d in DType}  # keyed as `_forms` is
 
 
 def type_text(t: Type) -> str:
@@ -212,7 +214,7 @@ def fence_flags(fence: Fence) -> str:
 
 def builtin_param(kind: BuiltinKind) -> str:
     """The kernel argument declaring `kind`, named after its attribute: `uint3 x [[x]]`."""
-    return f"{'uint3' if kind.has_axes else 'uint'} {kind.value} [[{kind.value}]]"
+    return f"{'uint3' if kind.has_axes else 'uint'} {kind._value_} [[{kind._value_}]]"
 
 
 MSL_RESERVED = frozenset("""
