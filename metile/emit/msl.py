@@ -328,7 +328,7 @@ class _Emitter:
                     text, atomic = f"{word}{expr(x, rec)[1]}", False
             case Extract():
                 text, atomic = f"{expr(v.vec, rec)[1]}[{v.lane}]", True
-                if v.vec.__class__ in LEAVES:  # a lane of a named vector is never named
+                if v.vec.__class__ in (Var, Param):  # a lane of a named vector is never named
                     return text, text
             case VecLoad():
                 text = f"*({v.ptr.type.space._value_} const {type_text(v.type)}*)({expr(v.ptr, rec)[0]})"

@@ -58,17 +58,11 @@ def type_name(t: Type, *, const: bool = False) -> str:
 _SCALAR_NAMES = {d._value_: d.msl for d in DType}
 
 
-@functools.cache
-def plain_type_name(t: Type) -> str:
-    """`type_name(t)` without `const`, cached (types are small immutable keys)."""
-    return type_name(t)
-
-
 def type_text(t: Type) -> str:
-    """`plain_type_name(t)`; a scalar's straight from its element type (hashing a type calls into Python)."""
+    """`type_name(t)` (without `const`), a scalar's straight from its element type."""
     if t.__class__ is TileType and not t.shape:
         return _SCALAR_NAMES[t.dtype._value_]
-    return plain_type_name(t)
+    return type_name(t)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -244,5 +238,5 @@ def c_identifier(name: str) -> str:
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
     "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "literal", "msl_bool",
-    "plain_type_name", "type_name", "type_text", "unary_form", "unary_spelling",
+    "type_name", "type_text", "unary_form", "unary_spelling",
 ]
