@@ -118,8 +118,9 @@ class _Emitter:
     Writing does not depend on that choice: a value declared in a body is found again (named or inline) while
     the body is open, as a named value would be, and an inline value written again would read the same.
     References are `str.format` fields into three lists indexed by declaration: `{0[i]}` its text, `{1[i]}` its
-    text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces, so only text
-    holding a reference is formatted.
+    text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces, so a
+    declaration's text is formatted only when it holds a reference, and the lines (their block braces doubled)
+    are formatted once, as a whole.
     """
 
     def __init__(self, k: Kernel):
@@ -138,8 +139,6 @@ class _Emitter:
         self.lines: list = []
         self.depth = 0
         self.pad = ""  # INDENT * depth
-        self.taken: set[str] = set()
-        self.count = 0
 
     # ---- output
 
@@ -159,24 +158,22 @@ class _Emitter:
         self.pad = INDENT * self.depth
         self.lines.append(self.pad + tail)
 
-    def fresh(self, prefix: str) -> str:
-        while True:
-            name, self.count = f"{prefix}{self.count}", self.count + 1
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
-
     def resolve(self) -> str:
         """The body's text, each declaration named (`const T tN = ...;`) or written inline. Names are given in the
-        order of the declarations (a value's after those of its operands, a temporary's before them); an
-        inline value refers to earlier declarations only."""
-        self.taken = set(self.names.values())
-        decls, prefixes, fresh = self.decls, self.prefixes, self.fresh
+        order of the declarations (a value's after those of its operands, a temporary's before them), skipping
+        the kernel's own names; an inline value refers to earlier declarations only."""
+        decls, prefixes, taken, count = self.decls, self.prefixes, set(self.names.values()), 0
         full = [""] * len(decls)
-        oper, elem = full[:], full[:]
-        for i, (rec, text, atomic, _, _, element) in enumerate(decls):
+        oper, elem, lines = full[:], full[:], full[:]  # `lines`: the line declaring each named value
+        for i, (rec, text, atomic, v, pad, element) in enumerate(decls):
             if rec is None or rec[3]:  # a temporary, or a value with two or more parents: named
-                full[i] = oper[i] = name = fresh(prefixes[i] if rec is None else "t")
+                prefix = prefixes[i] if rec is None else "t"
+                name, count = f"{prefix}{count}", count + 1
+                while name in taken:
+                    name, count = f"{prefix}{count}", count + 1
+                taken.add(name)
+                full[i] = oper[i] = name
+                lines[i] = f"{pad}{self.local_decl(name, v)} = {text};"
                 if element is not None:
                     elem[i] = name + "[0]"
             else:
@@ -186,15 +183,8 @@ class _Emitter:
                 oper[i] = text if atomic else f"({text})"
                 if element is not None:
                     elem[i] = element.format(full, oper, elem) if "{" in element else element
-        body = []
-        for e in self.lines:
-            if e.__class__ is str:
-                body.append(e)
-            else:
-                rec, text, _, v, pad, _ = decls[e]
-                if rec is None or rec[3]:
-                    body.append(f"{pad}{self.local_decl(full[e], v)} = {text};")
-        return "\n".join(body).format(full, oper, elem)
+        body = [e if e.__class__ is str else lines[e] for e in self.lines]
+        return "\n".join(filter(None, body)).format(full, oper, elem)  # an inline value has no line
 
     # ---- types
 
