@@ -309,6 +309,23 @@ def test_values_left_out_of_the_text_still_count_as_parents():
     assert "const int t0 = N * 3;" in emit_msl(k)
 
 
+def test_structures_with_one_hash_stay_apart():
+    """`N + (-1)` and `N + (-2)` hash alike (as -1 and -2 do), and so do `x * 0.0` and `x * -0.0`: each is named or
+    written out on its own parent count; a structure met again in another node is found by `==`."""
+    N, Out, F = scalar("N", 0), ptr("Out", 1, I32), ptr("F", 2)
+    a, b = add(N, i32(-1)), add(N, i32(-2))
+    x = Cast(N, F32)
+    zero, minus_zero = mul(x, f32(0.0)), mul(x, f32(-0.0))
+    assert hash(a) == hash(b) and hash(zero) == hash(minus_zero)
+    body = [Store(AddPtr(Out, a), b), Store(AddPtr(Out, b), a), Store(AddPtr(Out, add(N, i32(-1))), i32(3)),
+            Store(AddPtr(F, N), zero), Store(AddPtr(F, i32(1)), minus_zero), Store(AddPtr(F, i32(2)), mul(x, f32(0.0)))]
+    text = emit_msl(Kernel("k", Stage.METAL, (N, Out, F), body))
+    for line in ("const int t0 = N + (-1);", "device int* const t1 = Out + t0;", "const int t2 = N + (-2);",
+                 "t1[0] = t2;", "Out[t2] = t0;", "t1[0] = 3;", "const float t4 = t3 * 0.0f;",
+                 "F[1] = t3 * (-0.0f);", "F[2] = t4;"):
+        assert f"    {line}\n" in text
+
+
 # ---- the Metal IR examples, run
 
 
