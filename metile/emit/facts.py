@@ -253,7 +253,7 @@ def distinct_nodes(root: Node) -> Iterator[Node]:
 
 
 def use_counts(k: Kernel) -> dict[Node, int]:
-    """How many structurally distinct parents refer to each node (`scan` names the values with two or more)."""
+    """How many structurally distinct parents refer to each node (the emitter counts the same in `Records`)."""
     counts: dict[Node, int] = {}
     for n in distinct_nodes(k):
         for c in set(children(n)):
