@@ -1,7 +1,8 @@
 """Lowered Metal IR to MSL text: pure string building.
 
-Modules: `msl` (`emit_msl`, the emitter), `facts` (whole-kernel facts it needs first: stage check, use
-counts, written parameters, C names, builtins), `spell` (MSL spellings of types, literals, operators).
+Modules: `msl` (`emit_msl`, the emitter), `facts` (the stage check, written parameters, C names and
+builtins, and `Records`, the per-structure table the emitter fills as it writes), `spell` (MSL spellings
+of types, literals, operators).
 """
 
 from __future__ import annotations
