@@ -85,9 +85,9 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
 
 def to_ir(v, loc: Loc | None) -> Value:
     """A traced value for `v` (a Python number becomes a constant of its own dtype)."""
-    if is_ir(v):
+    if isinstance(v, Value):
         return v
-    if is_number(v):
+    if isinstance(v, (bool, int, float)):
         return const(v, py_dtype(v), loc)
     raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
 
@@ -148,11 +148,13 @@ def _weak(tile: DType, scalar) -> DType:
 
 def common_dtype(a, b) -> DType:
     """The dtype two operands (traced or Python) are computed in."""
-    if is_ir(a) and is_ir(b):
-        return promote(a.type.dtype, b.type.dtype)
-    if is_ir(a):
+    a_ir, b_ir = isinstance(a, Value), isinstance(b, Value)
+    if a_ir and b_ir:
+        da, db = a.type.dtype, b.type.dtype
+        return da if da is db else promote(da, db)
+    if a_ir:
         return _weak(a.type.dtype, b)
-    if is_ir(b):
+    if b_ir:
         return _weak(b.type.dtype, a)
     return promote(py_dtype(a), py_dtype(b))
 
@@ -170,20 +172,28 @@ def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
 
 def unify(a, b, what: str, loc: Loc | None, dtype: DType | None = None) -> tuple[Value, Value]:
     """Both operands as values of one dtype (`dtype`, else the common one) and one shape."""
-    for x in (a, b):
-        if not (is_ir(x) or is_number(x)):
-            raise KernelTypeError(f"{what}: expected a number or a traced value, not {type(x).__name__}", loc)
-        if is_ir(x) and isinstance(x.type, PtrType):
+    ta, tb = _operand_type(a, what, loc), _operand_type(b, what, loc)
+    return _unify(a, ta, b, tb, what, loc, dtype or common_dtype(a, b))[:2]
+
+
+def _operand_type(x, what: str, loc: Loc | None) -> TileType:
+    """The type of an operand of an element-wise operation: a traced value that is not a pointer, or a number."""
+    if isinstance(x, Value):
+        t = x.type
+        if isinstance(t, PtrType):
             raise KernelTypeError(f"{what}: a pointer cannot be an operand here (only ptr + int offsets)", loc)
-    return _unify(a, type_of(a, loc), b, type_of(b, loc), what, loc, dtype or common_dtype(a, b))
+        return t
+    if isinstance(x, (bool, int, float)):
+        return type_of(x, loc)
+    raise KernelTypeError(f"{what}: expected a number or a traced value, not {type(x).__name__}", loc)
 
 
-def _unify(a, ta, b, tb, what: str, loc: Loc | None, dt: DType) -> tuple[Value, Value]:
-    """`unify` of two checked operands whose types are `ta` and `tb`, in `dt`."""
+def _unify(a, ta, b, tb, what: str, loc: Loc | None, dt: DType) -> tuple[Value, Value, tuple[int, ...]]:
+    """`unify` of two checked operands whose types are `ta` and `tb`, in `dt`, and their common shape."""
     shape = ta.shape
     if shape != tb.shape:
         shape = broadcast_shape(shape, tb.shape, what, loc)
-    return coerce(a, dt, shape, loc), coerce(b, dt, shape, loc)
+    return coerce(a, dt, shape, loc), coerce(b, dt, shape, loc), shape
 
 
 def _python(fn, a, b, what: str, loc: Loc | None):
@@ -206,10 +216,10 @@ def binary(name: str, a, b, loc: Loc | None):
         return _python(_PY[name], a, b, f"`{SYMBOLS[name]}`", loc)
     ta = a.type if a_ir else type_of(a, loc)
     if isinstance(ta, PtrType):
-        return pointer_arith(name, a, b, loc)
+        return pointer_arith(name, a, b, loc, ta)
     tb = b.type if b_ir else type_of(b, loc)
     if isinstance(tb, PtrType):
-        return pointer_arith(name, a, b, loc)
+        return pointer_arith(name, a, b, loc, ta, tb)
     da, db = ta.dtype, tb.dtype
     if a_ir and b_ir:
         dt = da if da is db else promote(da, db)
@@ -240,27 +250,36 @@ def compare(name: str, a, b, loc: Loc | None):
         return _python(_PY_CMP[name], a, b, "comparison", loc)
     if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
         da, db = ta.dtype, tb.dtype
-        x, y = _unify(a, ta, b, tb, "comparison", loc, da if da is db else promote(da, db))
+        x, y, _ = _unify(a, ta, b, tb, "comparison", loc, da if da is db else promote(da, db))
     else:
         x, y = unify(a, b, "comparison", loc)
     return Compare(CMPOPS[name], x, y, loc=loc)
 
 
-def pointer_arith(name: str, a, b, loc: Loc | None) -> Value:
-    a_ptr = isinstance(type_of(a, loc), PtrType)
+def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
+    """`a <op> b` where one operand is a pointer (`ta` and `tb` are the operands' types when known)."""
+    ta = type_of(a, loc) if ta is None else ta
+    a_ptr = isinstance(ta, PtrType)
     ptr, off = (a, b) if a_ptr else (b, a)
-    if name not in ("add", "sub") or (name == "sub" and not a_ptr) or isinstance(type_of(off, loc), PtrType):
+    if name not in ("add", "sub") or (name == "sub" and not a_ptr):
         raise KernelTypeError(f"`{SYMBOLS[name]}` is not defined on pointers: only pointer + integer offset "
                               "and pointer - integer offset", loc)
-    odt = type_of(off, loc).dtype
+    ot = (tb if tb is not None else type_of(b, loc)) if a_ptr else ta
+    if isinstance(ot, PtrType):
+        raise KernelTypeError(f"`{SYMBOLS[name]}` is not defined on pointers: only pointer + integer offset "
+                              "and pointer - integer offset", loc)
+    odt = ot.dtype
     if odt not in INTS:
         raise KernelTypeError(f"pointer offsets must be integers, not {odt}", loc)
     if name == "sub":
-        off = -off if not is_ir(off) else Unary(UnOp.NEG, off, loc=loc)
+        off = -off if not isinstance(off, Value) else Unary(UnOp.NEG, off, loc=loc)
     off = to_ir(off, loc)
-    pshape, oshape = ptr.type.shape, off.type.shape
-    shape = pshape if pshape == oshape else broadcast_shape(pshape, oshape, "pointer arithmetic", loc)
-    return AddPtr(broadcast_to(ptr, shape, loc), broadcast_to(off, shape, loc), loc=loc)
+    pshape, oshape = (ta if a_ptr else tb if tb is not None else ptr.type).shape, ot.shape
+    if pshape == oshape:
+        return AddPtr(ptr, off, loc=loc)
+    shape = broadcast_shape(pshape, oshape, "pointer arithmetic", loc)
+    return AddPtr(ptr if pshape == shape else broadcast_to(ptr, shape, loc),
+                  off if oshape == shape else broadcast_to(off, shape, loc), loc=loc)
 
 
 _MATH = {"exp": (UnOp.EXP, math.exp), "log": (UnOp.LOG, math.log), "sqrt": (UnOp.SQRT, math.sqrt),
@@ -269,9 +288,9 @@ _MATH = {"exp": (UnOp.EXP, math.exp), "log": (UnOp.LOG, math.log), "sqrt": (UnOp
 
 def unary(name: str, x, loc: Loc | None):
     """`-x`, `~x` and the math functions `exp log sqrt tanh abs`."""
-    if not (is_ir(x) or is_number(x)):
-        raise KernelTypeError(f"{name}: expected a number or a traced value, not {type(x).__name__}", loc)
-    if not is_ir(x):
+    if not isinstance(x, Value):
+        if not isinstance(x, (bool, int, float)):
+            raise KernelTypeError(f"{name}: expected a number or a traced value, not {type(x).__name__}", loc)
         fn = {"neg": operator.neg, "invert": operator.invert}.get(name) or _MATH[name][1]
         return _python(lambda v, _: fn(v), x, None, name, loc)
     if isinstance(x.type, PtrType):
@@ -291,13 +310,20 @@ def unary(name: str, x, loc: Loc | None):
 
 def where(cond, x, y, loc: Loc | None):
     """`metile.where`: a Python bool picks a side at compile time; a traced bool selects per element."""
-    if not is_ir(cond):
+    if not isinstance(cond, Value):
         return x if cond else y
-    if cond.type.dtype is not BOOL or isinstance(cond.type, PtrType):
-        raise KernelTypeError(f"where: the condition must be bool, not {cond.type} (compare first, e.g. x > 0)", loc)
-    xs, ys = unify(x, y, "where", loc)
-    shape = broadcast_shape(cond.type.shape, xs.type.shape, "where", loc)
-    return Where(broadcast_to(cond, shape, loc), broadcast_to(xs, shape, loc), broadcast_to(ys, shape, loc), loc=loc)
+    tc = cond.type
+    if tc.dtype is not BOOL or isinstance(tc, PtrType):
+        raise KernelTypeError(f"where: the condition must be bool, not {tc} (compare first, e.g. x > 0)", loc)
+    tx, ty = _operand_type(x, "where", loc), _operand_type(y, "where", loc)
+    xs, ys, xy_shape = _unify(x, tx, y, ty, "where", loc, common_dtype(x, y))
+    cshape = tc.shape
+    if cshape == xy_shape:
+        return Where(cond, xs, ys, loc=loc)
+    shape = broadcast_shape(cshape, xy_shape, "where", loc)
+    if xy_shape != shape:
+        xs, ys = broadcast_to(xs, shape, loc), broadcast_to(ys, shape, loc)
+    return Where(cond if cshape == shape else broadcast_to(cond, shape, loc), xs, ys, loc=loc)
 
 
 def join_type(t: TileType | PtrType, v, what: str, loc: Loc | None) -> TileType | PtrType:
@@ -307,5 +333,5 @@ def join_type(t: TileType | PtrType, v, what: str, loc: Loc | None) -> TileType 
         if not (isinstance(t, PtrType) and isinstance(vt, PtrType) and t.dtype is vt.dtype and t.space is vt.space):
             raise KernelTypeError(f"{what}: it holds {t} in one place and {vt} in another", loc)
         return t.with_shape(broadcast_shape(t.shape, vt.shape, what, loc))
-    dt = promote(t.dtype, vt.dtype) if is_ir(v) else _weak(t.dtype, v)
+    dt = promote(t.dtype, vt.dtype) if isinstance(v, Value) else _weak(t.dtype, v)
     return TileType(dt, broadcast_shape(t.shape, vt.shape, what, loc))
