@@ -133,7 +133,7 @@ class _Source:
 def _defaults(fn) -> dict:
     """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
     function itself unless a wrapper or a `__signature__` makes the signature another one)."""
-    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+    if "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
         sig = inspect.signature(fn)
         return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
     code = fn.__code__

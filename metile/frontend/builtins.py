@@ -54,7 +54,7 @@ def _bind_error(fn, args, kwargs, loc: Loc) -> KernelArgumentError:
 def bind_values(fn, args, kwargs, loc: Loc) -> list:
     """The arguments of a call to the language function `fn`, one per parameter in order (defaults filled
     in), as `inspect.Signature.bind` would bind them; a `KernelArgumentError` when they do not fit."""
-    names, defaults = _binder(fn)
+    names, defaults = _BINDERS.get(fn) or _binder(fn)
     n = len(args)
     if n > len(names):
         raise _bind_error(fn, args, kwargs, loc)
