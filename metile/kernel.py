@@ -42,7 +42,7 @@ from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
 from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
-from metile.frontend.trace import Prepared, Tracer, prepare
+from metile.frontend.trace import Prepared, Tracer
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel
@@ -72,7 +72,7 @@ def visible_names(fn) -> dict:
 @attrs.frozen
 class _Parsed:
     """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
-    mutated: tracing only reads the `ast`)."""
+    mutated: tracing only reads the `ast`), and what its traces make of the nodes once (`Prepared`)."""
 
     code: object
     file: str
@@ -80,7 +80,7 @@ class _Parsed:
     col_offset: int
     line_offset: int
     fdef: ast.AST
-    prepared: Prepared  # per node of `fdef`: its Loc, evaluator or executor (`metile.frontend.trace.prepare`)
+    prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, evaluator or executor
 
 
 _PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
@@ -94,7 +94,7 @@ def _parse(fn) -> _Parsed:
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
     fdef = ast.parse(text).body[0]
-    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, prepare(fdef, file, first - 1, col_offset))
+    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
 
 
 def _parsed(fn) -> _Parsed:
@@ -126,8 +126,7 @@ class _Source:
         self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
 
     def loc(self, node: ast.AST) -> Loc:
-        return self.prepared.locs.get(id(node)) or Loc(self.file, node.lineno + self.line_offset,
-                                               node.col_offset + self.col_offset)
+        return self.prepared.loc(node)
 
 
 def _defaults(fn) -> dict:

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import ast
-import weakref
+from collections import deque
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import static_int
@@ -36,24 +36,6 @@ from metile.language import simdgroup_role, tile_range
 
 _MAX_WIDEN = 4
 _MAX_UNROLL = 100_000
-
-
-# Per statement, the names it assigns: a loop asks for them at least twice, and the parsed source (and so
-# each statement) is shared by every trace of a function. Weak keys, so a statement's entry goes with it.
-_ASSIGNED: weakref.WeakKeyDictionary[ast.stmt, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def assigned_names(body: list[ast.stmt]) -> list[str]:
-    """Names a statement list assigns, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for stmt in body:
-        names = _ASSIGNED.get(stmt)
-        if names is None:
-            names = _ASSIGNED[stmt] = tuple({n.id: None for n in ast.walk(stmt)
-                                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
-        for name in names:
-            seen.setdefault(name, None)
-    return list(seen)
 
 
 def _same_var(old: Var | None, name: str, t, loc) -> Var:
@@ -90,11 +72,24 @@ SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
 
 
 def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The names a simple statement reads (an augmented assignment reads its target) and the names it assigns."""
-    reads = {n.id: None for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
+    order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    todo = deque([stmt])
+    while todo:  # `ast.walk`, without its generators
+        n = todo.popleft()
+        if n.__class__ is ast.Name:
+            (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
+            continue  # its only child is its context
+        for field in n._fields:
+            v = getattr(n, field, None)
+            if isinstance(v, ast.AST):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend([x for x in v if isinstance(x, ast.AST)])
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         reads[stmt.target.id] = None
-    writes = {n.id: None for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return tuple(reads), tuple(writes)
 
 
@@ -121,21 +116,29 @@ class Block:
 class ControlFlow:
     """Mixin of `Tracer`: the control-flow statements."""
 
+    def assigned_names(self, body: list[ast.stmt]) -> list[str]:
+        """Names a statement list assigns, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for stmt in body:
+            for name in self.prepared.statement_io(stmt)[1]:
+                seen.setdefault(name, None)
+        return list(seen)
+
     def visit_loop_body(self, body: list[ast.stmt], memo: BodyMemo) -> None:
         """`visit_body` for a runtime loop's body, replaying what `memo` recorded when it applies (see
         `BodyMemo`) and recording what the statements do for the next attempt."""
         previous = memo.records
         replaying = memo.names is not None and memo.names == self.names
         memo.names, memo.records = set(self.names), []
-        env, hidden, io, execs = self.env, self.hidden, self._io, self._execs
+        env, hidden, prepared = self.env, self.hidden, self.prepared
         for i, stmt in enumerate(body):
-            names = io.get(id(stmt))
-            if names is None:  # not a simple statement
+            if stmt.__class__ not in SIMPLE:
                 replaying = False
                 memo.records.append(None)
                 self.visit_body([stmt])
+                env = self.env
                 continue
-            reads, writes = names
+            reads, writes = prepared.statement_io(stmt)
             inputs = tuple([env.get(n, _UNSET) for n in reads])
             why = tuple([hidden.get(n) for n in reads])
             if replaying:
@@ -152,7 +155,7 @@ class ControlFlow:
                     continue
                 replaying = False
             n_stmts, n_taken = len(self.stmts), len(self.taken)
-            execs[id(stmt)](self)
+            prepared.executor(stmt)(self)
             memo.records.append((inputs, why, self.stmts[n_stmts:], self.taken[n_taken:],
                                  [(n, env[n]) for n in writes]))
 
@@ -196,7 +199,7 @@ class ControlFlow:
             blocks.append(stmts)
         self.env = before
         loc = self.loc(node)
-        names = assigned_names(node.body + node.orelse)
+        names = self.assigned_names(node.body + node.orelse)
         results, then_ys, else_ys = [], [], []
         for name in names:
             if name not in envs[0] or name not in envs[1]:
@@ -230,7 +233,7 @@ class ControlFlow:
 
     def carried_names(self, body: list[ast.stmt], node: ast.AST, exclude=()) -> list[str]:
         names = []
-        for name in assigned_names(body):
+        for name in self.assigned_names(body):
             if name in exclude or name not in self.env:
                 continue
             v = self.env[name]
@@ -321,8 +324,8 @@ class ControlFlow:
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
-        self.hide([index_name, *assigned_names(node.body)], f"it is only assigned inside the tile_range loop at line "
-                  f"{loc.line}")
+        self.hide([index_name, *self.assigned_names(node.body)],
+                  f"it is only assigned inside the tile_range loop at line {loc.line}")
         self.emit(For(holder["index"], start, stop, Const(step, DType.I32, loc=loc), carried, inits, stmts, yields,
                       results, num_stages=stages, loc=loc))
 
@@ -366,7 +369,7 @@ class ControlFlow:
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)
-        self.hide(assigned_names(node.body), f"it is only assigned inside the `while` loop at line {loc.line}")
+        self.hide(self.assigned_names(node.body), f"it is only assigned inside the `while` loop at line {loc.line}")
         self.emit(While(carried, inits, cond_stmts, cond, stmts, yields, results, loc=loc))
 
     # ---- with
@@ -391,7 +394,7 @@ class ControlFlow:
             self.visit_body(node.body)
         inside, self.env = self.env, before
         yields, results = [], []
-        for name in assigned_names(node.body):
+        for name in self.assigned_names(node.body):
             v = inside.get(name)
             if v is None or v is before.get(name):
                 continue

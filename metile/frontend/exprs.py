@@ -1,12 +1,13 @@
-"""Expressions of a kernel, compiled once per parsed function into evaluators the tracer calls.
+"""Expressions of a kernel, compiled into evaluators the tracer calls, once per parsed function.
 
-`compile_exprs(fdef, locs)` turns every `ast.expr` of a function into an evaluator `ev(tracer) -> value`
-that does what walking that node does: it evaluates compile-time values (constexprs, Python numbers,
-tuples, modules, functions) with Python and builds IR for traced values through `metile.frontend.semantic`
-and the builtins. What only depends on the node (its `Loc`, operator, argument layout, its children's
-evaluators) is found once, when the parsed source is cached, instead of on every trace; a node the kernel
-may not use (a lambda, `@`...) compiles to an evaluator that raises its error when it runs, as walking it
-would. An evaluator's result is never a `metile.constexpr`: wrapped values are unwrapped, as names are.
+`evaluator(node, loc_of, table)` turns an `ast.expr` into an evaluator `ev(tracer) -> value` that does
+what walking that node does: it evaluates compile-time values (constexprs, Python numbers, tuples,
+modules, functions) with Python and builds IR for traced values through `metile.frontend.semantic` and
+the builtins. What only depends on the node (its `Loc`, operator, argument layout, its children's
+evaluators) is found the first time a trace evaluates it and kept with the parsed source
+(`metile.frontend.trace.Prepared`), instead of on every trace; a node the kernel may not use (a lambda,
+`@`...) compiles to an evaluator that raises its error when it runs, as walking it would. An evaluator's
+result is never a `metile.constexpr`: wrapped values are unwrapped, as names are.
 """
 
 from __future__ import annotations
@@ -59,21 +60,12 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions",
 _UNSET = object()
 
 
-def compile_exprs(root: ast.AST, locs: dict[int, Loc]) -> dict[int, Evaluator]:
-    """An evaluator for every expression under `root`, by `id` of the node (`root` keeps the nodes alive);
-    `locs` holds the `Loc` of each of them (see `metile.frontend.trace.node_locs`)."""
-    table: dict[int, Evaluator] = {}
-    for n in ast.walk(root):
-        if isinstance(n, ast.expr):
-            evaluator(n, locs, table)
-    return table
-
-
-def evaluator(node: ast.expr, locs: dict[int, Loc], table: dict[int, Evaluator]) -> Evaluator:
-    """The evaluator of `node`, compiled into `table` with its children's the first time."""
-    found = table.get(id(node))
+def evaluator(node: ast.expr, loc_of: Callable[[ast.AST], Loc], table: dict[ast.expr, Evaluator]) -> Evaluator:
+    """The evaluator of `node`, compiled into `table` (with its children's) the first time; `loc_of` gives the
+    `Loc` of a node."""
+    found = table.get(node)
     if found is None:
-        found = table[id(node)] = _COMPILERS.get(node.__class__, _unsupported)(node, locs[id(node)], locs, table)
+        found = table[node] = _COMPILERS.get(node.__class__, _unsupported)(node, loc_of(node), loc_of, table)
     return found
 
 
@@ -91,9 +83,9 @@ def lookup(tr, name: str, node: ast.AST):
     raise UndefinedNameError(f"name '{name}' is not defined", tr.loc(node))
 
 
-# ---- one compiler per expression class: (node, its Loc, locs, table) -> evaluator
+# ---- one compiler per expression class: (node, its Loc, loc_of, table) -> evaluator
 
-def _unsupported(node: ast.expr, loc: Loc, locs, table) -> Evaluator:
+def _unsupported(node: ast.expr, loc: Loc, loc_of, table) -> Evaluator:
     what = SYNTAX.get(type(node), f"{type(node).__name__} expressions")
 
     def ev(tr):
@@ -101,7 +93,7 @@ def _unsupported(node: ast.expr, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _constant(node: ast.Constant, loc: Loc, locs, table) -> Evaluator:
+def _constant(node: ast.Constant, loc: Loc, loc_of, table) -> Evaluator:
     value = node.value
 
     def ev(tr):
@@ -109,7 +101,7 @@ def _constant(node: ast.Constant, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _name(node: ast.Name, loc: Loc, locs, table) -> Evaluator:
+def _name(node: ast.Name, loc: Loc, loc_of, table) -> Evaluator:
     name = node.id
 
     def ev(tr):
@@ -120,8 +112,8 @@ def _name(node: ast.Name, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _attribute(node: ast.Attribute, loc: Loc, locs, table) -> Evaluator:
-    base_ev, attr = evaluator(node.value, locs, table), node.attr
+def _attribute(node: ast.Attribute, loc: Loc, loc_of, table) -> Evaluator:
+    base_ev, attr = evaluator(node.value, loc_of, table), node.attr
 
     def ev(tr):
         base = base_ev(tr)
@@ -140,25 +132,25 @@ def _attribute(node: ast.Attribute, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _tuple(node: ast.Tuple, loc: Loc, locs, table) -> Evaluator:
-    elts = [evaluator(e, locs, table) for e in node.elts]
+def _tuple(node: ast.Tuple, loc: Loc, loc_of, table) -> Evaluator:
+    elts = [evaluator(e, loc_of, table) for e in node.elts]
 
     def ev(tr):
         return tuple([e(tr) for e in elts])
     return ev
 
 
-def _list(node: ast.List, loc: Loc, locs, table) -> Evaluator:
-    elts = [evaluator(e, locs, table) for e in node.elts]
+def _list(node: ast.List, loc: Loc, loc_of, table) -> Evaluator:
+    elts = [evaluator(e, loc_of, table) for e in node.elts]
 
     def ev(tr):
         return [e(tr) for e in elts]
     return ev
 
 
-def _binop(node: ast.BinOp, loc: Loc, locs, table) -> Evaluator:
+def _binop(node: ast.BinOp, loc: Loc, loc_of, table) -> Evaluator:
     op = BINOPS.get(type(node.op))
-    left, right = evaluator(node.left, locs, table), evaluator(node.right, locs, table)
+    left, right = evaluator(node.left, loc_of, table), evaluator(node.right, loc_of, table)
     if op is None:
         def ev(tr):
             raise UnsupportedSyntaxError("the `@` operator is not supported; use metile.dot(a, b)", loc)
@@ -171,8 +163,8 @@ def _binop(node: ast.BinOp, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _unaryop(node: ast.UnaryOp, loc: Loc, locs, table) -> Evaluator:
-    operand, op = evaluator(node.operand, locs, table), node.op.__class__
+def _unaryop(node: ast.UnaryOp, loc: Loc, loc_of, table) -> Evaluator:
+    operand, op = evaluator(node.operand, loc_of, table), node.op.__class__
 
     def ev(tr):
         x = operand(tr)
@@ -190,9 +182,9 @@ def _unaryop(node: ast.UnaryOp, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _boolop(node: ast.BoolOp, loc: Loc, locs, table) -> Evaluator:
+def _boolop(node: ast.BoolOp, loc: Loc, loc_of, table) -> Evaluator:
     word, sym = ("and", "&") if isinstance(node.op, ast.And) else ("or", "|")
-    operands = [(evaluator(v, locs, table), locs[id(v)]) for v in node.values]
+    operands = [(evaluator(v, loc_of, table), loc_of(v)) for v in node.values]
 
     def ev(tr):
         value = None
@@ -207,9 +199,9 @@ def _boolop(node: ast.BoolOp, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _compare(node: ast.Compare, loc: Loc, locs, table) -> Evaluator:
-    first = evaluator(node.left, locs, table)
-    steps = [(op.__class__, evaluator(right, locs, table)) for op, right in zip(node.ops, node.comparators)]
+def _compare(node: ast.Compare, loc: Loc, loc_of, table) -> Evaluator:
+    first = evaluator(node.left, loc_of, table)
+    steps = [(op.__class__, evaluator(right, loc_of, table)) for op, right in zip(node.ops, node.comparators)]
 
     def ev(tr):
         left = first(tr)
@@ -231,8 +223,8 @@ def _compare(node: ast.Compare, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _ifexp(node: ast.IfExp, loc: Loc, locs, table) -> Evaluator:
-    test, body, orelse = (evaluator(n, locs, table) for n in (node.test, node.body, node.orelse))
+def _ifexp(node: ast.IfExp, loc: Loc, loc_of, table) -> Evaluator:
+    test, body, orelse = (evaluator(n, loc_of, table) for n in (node.test, node.body, node.orelse))
 
     def ev(tr):
         cond = test(tr)
@@ -243,8 +235,8 @@ def _ifexp(node: ast.IfExp, loc: Loc, locs, table) -> Evaluator:
     return ev
 
 
-def _subscript(node: ast.Subscript, loc: Loc, locs, table) -> Evaluator:
-    base_ev, key_ev, index = evaluator(node.value, locs, table), evaluator(node.slice, locs, table), node.slice
+def _subscript(node: ast.Subscript, loc: Loc, loc_of, table) -> Evaluator:
+    base_ev, key_ev, index = evaluator(node.value, loc_of, table), evaluator(node.slice, loc_of, table), node.slice
 
     def ev(tr):
         base = base_ev(tr)
@@ -276,21 +268,21 @@ def expand(base: Value, index: ast.expr, loc: Loc) -> Value:
     return out
 
 
-def _slice(node: ast.Slice, loc: Loc, locs, table) -> Evaluator:
-    parts = [None if e is None else evaluator(e, locs, table) for e in (node.lower, node.upper, node.step)]
+def _slice(node: ast.Slice, loc: Loc, loc_of, table) -> Evaluator:
+    parts = [None if e is None else evaluator(e, loc_of, table) for e in (node.lower, node.upper, node.step)]
 
     def ev(tr):
         return slice(*[None if p is None else p(tr) for p in parts])
     return ev
 
 
-def _call(node: ast.Call, loc: Loc, locs, table) -> Evaluator:
-    func = evaluator(node.func, locs, table)
+def _call(node: ast.Call, loc: Loc, loc_of, table) -> Evaluator:
+    func = evaluator(node.func, loc_of, table)
     starred = any(isinstance(a, ast.Starred) for a in node.args)
-    args_evs = [(isinstance(a, ast.Starred), evaluator(a.value if isinstance(a, ast.Starred) else a, locs, table))
+    args_evs = [(isinstance(a, ast.Starred), evaluator(a.value if isinstance(a, ast.Starred) else a, loc_of, table))
                 for a in node.args]
     plain_evs = [e for _, e in args_evs]
-    keywords = [(kw.arg, evaluator(kw.value, locs, table)) for kw in node.keywords]
+    keywords = [(kw.arg, evaluator(kw.value, loc_of, table)) for kw in node.keywords]
 
     def ev(tr):
         fn = func(tr)
@@ -339,4 +331,4 @@ _COMPILERS = {ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribut
               ast.List: _list, ast.BinOp: _binop, ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare,
               ast.IfExp: _ifexp, ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call}
 
-__all__ = ["BINOPS", "SYNTAX", "Evaluator", "call", "compile_exprs", "evaluator", "expand", "lookup"]
+__all__ = ["BINOPS", "SYNTAX", "Evaluator", "call", "evaluator", "expand", "lookup"]

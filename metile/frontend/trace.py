@@ -3,8 +3,8 @@
 Python-level values (constexprs, Python numbers, tuples, modules, functions) are evaluated at
 compile time; traced values are IR `Value`s. An assignment of a traced expression binds it with a
 `Let` named after the variable (suffixed to stay unique), so the IR reads like the source. Each
-`Loc` is built once per ast node, offset by the function's first line and indentation, when the
-source is parsed (`node_locs`). Expressions are evaluated by `metile.frontend.exprs`; control flow
+`Loc` is built once per ast node, offset by the function's first line and indentation, and kept with
+the parsed source (`Prepared`). Expressions are evaluated by `metile.frontend.exprs`; control flow
 (`if`, `for`, `while`, `with`) lives in `metile.frontend.control`.
 """
 
@@ -13,12 +13,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-import attrs
-
 from metile.frontend import semantic as sem
-from metile.frontend.control import SIMPLE, ControlFlow, statement_io
+from metile.frontend.control import ControlFlow, statement_io
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
-from metile.frontend.exprs import BINOPS, SYNTAX, Evaluator, compile_exprs, evaluator, lookup
+from metile.frontend.exprs import BINOPS, SYNTAX, Evaluator, evaluator, lookup
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel, Let
@@ -27,42 +25,58 @@ from metile.ir.values import Const, Param, Stmt, Value, Var
 Executor = Callable[["Tracer"], None]
 
 
-def node_locs(fdef: ast.AST, file: str, line_offset: int, col_offset: int) -> dict[int, Loc]:
-    """The `Loc` of every node of `fdef` that has a position, by `id` of the node (`fdef` keeps them alive)."""
-    return {id(n): Loc(file, n.lineno + line_offset, n.col_offset + col_offset)
-            for n in ast.walk(fdef) if getattr(n, "lineno", None) is not None}
-
-
-@attrs.frozen
 class Prepared:
-    """What tracing a function needs that only depends on its parsed source, found once per parse and
-    shared by all its traces (never mutated): the `Loc` of each node, an evaluator per expression
-    (`metile.frontend.exprs`) and an executor per statement, by `id` of the node."""
+    """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
+    all its traces: the `Loc` of each node (offset by the function's first line and indentation), an evaluator
+    per expression (`metile.frontend.exprs`), an executor per statement and the names a simple statement reads
+    and assigns (`metile.frontend.control.statement_io`). Each is made the first time a trace needs it, so
+    parsing stays cheap and a node nothing evaluates costs nothing; the tables are keyed by the node itself
+    (an ast node hashes by identity) and only ever grow by entries that depend on the node alone."""
 
-    locs: dict[int, Loc]
-    evals: dict[int, Evaluator]
-    execs: dict[int, Executor]
-    io: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]  # per simple statement (`control.statement_io`)
+    __slots__ = ("col_offset", "evals", "execs", "file", "io", "line_offset", "locs")
+
+    def __init__(self, file: str, line_offset: int, col_offset: int):
+        self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
+        self.locs: dict[ast.AST, Loc] = {}
+        self.evals: dict[ast.expr, Evaluator] = {}
+        self.execs: dict[ast.stmt, Executor] = {}
+        self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+    def loc(self, node: ast.AST) -> Loc:
+        found = self.locs.get(node)
+        if found is None:
+            found = self.locs[node] = Loc(self.file, getattr(node, "lineno", 1) + self.line_offset,
+                                          getattr(node, "col_offset", 0) + self.col_offset)
+        return found
+
+    def evaluator(self, node: ast.expr) -> Evaluator:
+        found = self.evals.get(node)
+        return found if found is not None else evaluator(node, self.loc, self.evals)
+
+    def executor(self, stmt: ast.stmt) -> Executor:
+        found = self.execs.get(stmt)
+        if found is None:
+            found = self.execs[stmt] = _executor(stmt, self)
+        return found
+
+    def statement_io(self, stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        found = self.io.get(stmt)
+        if found is None:
+            found = self.io[stmt] = statement_io(stmt)
+        return found
 
 
-def prepare(fdef: ast.FunctionDef, file: str, line_offset: int, col_offset: int) -> Prepared:
-    locs = node_locs(fdef, file, line_offset, col_offset)
-    evals = compile_exprs(fdef, locs)
-    stmts = [n for n in ast.walk(fdef) if isinstance(n, ast.stmt)]
-    return Prepared(locs, evals, {id(n): _executor(n, locs, evals) for n in stmts},
-                    {id(n): statement_io(n) for n in stmts if isinstance(n, SIMPLE)})
-
-
-def _executor(stmt: ast.stmt, locs: dict[int, Loc], evals: dict[int, Evaluator]) -> Executor:
+def _executor(stmt: ast.stmt, prepared: Prepared) -> Executor:
     """What tracing `stmt` does: assignments of one name and expression statements are specialised, the
     other statements call their `Tracer.stmt_*` method."""
     cls = stmt.__class__
     if cls is ast.Assign and len(stmt.targets) == 1 and stmt.targets[0].__class__ is ast.Name:
-        return _assign_name(stmt.targets[0].id, locs[id(stmt.targets[0])], evals[id(stmt.value)])
+        target = stmt.targets[0]
+        return _assign_name(target.id, prepared.loc(target), prepared.evaluator(stmt.value))
     if cls is ast.Expr:
         if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
             return _nothing  # a docstring
-        value_ev = evals[id(stmt.value)]
+        value_ev = prepared.evaluator(stmt.value)
 
         def ex(tr):
             value_ev(tr)
@@ -70,7 +84,7 @@ def _executor(stmt: ast.stmt, locs: dict[int, Loc], evals: dict[int, Evaluator])
     method = _STMTS.get(cls)
     if method is None:
         what = SYNTAX.get(cls, f"{cls.__name__} statements")
-        loc = locs[id(stmt)]
+        loc = prepared.loc(stmt)
 
         def ex(tr):
             raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", loc)
@@ -117,18 +131,13 @@ class Tracer(ControlFlow):
         self.depth = 0
         self.hidden: dict[str, str] = {}  # names defined only inside a runtime region -> why they are gone
         self.hint: str | None = None
-        prepared = prepare(fdef, file, line_offset, col_offset) if prepared is None else prepared
-        self._locs, self._evals, self._execs, self._io = prepared.locs, prepared.evals, prepared.execs, prepared.io
+        self.prepared = Prepared(file, line_offset, col_offset) if prepared is None else prepared
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
 
     # ---- helpers used by builtins and control flow
 
     def loc(self, node: ast.AST) -> Loc:
-        found = self._locs.get(id(node))
-        if found is None:  # a node made while tracing, or one without a position
-            line = getattr(node, "lineno", 1) + self.line_offset
-            found = Loc(self.file, line, getattr(node, "col_offset", 0) + self.col_offset)
-        return found
+        return self.prepared.loc(node)
 
     def fresh(self, base: str) -> str:
         name, i = base, 1
@@ -160,11 +169,12 @@ class Tracer(ControlFlow):
     # ---- statements
 
     def visit_body(self, body: list[ast.stmt]) -> None:
-        execs = self._execs
+        prepared = self.prepared
+        execs = prepared.execs
         for stmt in body:
-            ex = execs.get(id(stmt))
-            if ex is None:  # a statement from outside the function's parsed source
-                ex = _executor(stmt, node_locs(stmt, self.file, self.line_offset, self.col_offset), {})
+            ex = execs.get(stmt)
+            if ex is None:
+                ex = prepared.executor(stmt)
             ex(self)
 
     def visit_stmt(self, node: ast.stmt) -> None:
@@ -179,16 +189,18 @@ class Tracer(ControlFlow):
         return
 
     def stmt_Assign(self, node: ast.Assign) -> None:
-        self.hint = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
-        value = self.eval(node.value)
+        self.assign_value(node.targets, node.value)
+
+    def assign_value(self, targets: list[ast.expr], value_node: ast.expr) -> None:
+        self.hint = targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
+        value = self.eval(value_node)
         self.hint = None
-        for target in node.targets:
+        for target in targets:
             self.assign(target, value)
 
     def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
-            self.stmt_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno,
-                                        col_offset=node.col_offset))
+            self.assign_value([node.target], node.value)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         if not isinstance(node.target, ast.Name):
@@ -239,9 +251,9 @@ class Tracer(ControlFlow):
 
     def eval(self, node: ast.expr):
         """The value of the expression `node` (see `metile.frontend.exprs`)."""
-        ev = self._evals.get(id(node))
-        if ev is None:  # an expression from outside the function's parsed source
-            ev = evaluator(node, node_locs(node, self.file, self.line_offset, self.col_offset), {})
+        ev = self.prepared.evals.get(node)
+        if ev is None:
+            ev = self.prepared.evaluator(node)
         return ev(self)
 
     def lookup(self, name: str, node: ast.AST):
@@ -252,4 +264,4 @@ _STMTS = {ast.Expr: Tracer.stmt_Expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: Tr
           ast.AnnAssign: Tracer.stmt_AnnAssign, ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return,
           ast.Assert: Tracer.stmt_Assert, ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For,
           ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With}
-__all__ = ["Executor", "Prepared", "Tracer", "node_locs", "prepare"]
+__all__ = ["Executor", "Prepared", "Tracer"]
