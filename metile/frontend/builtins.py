@@ -28,16 +28,17 @@ from metile.ir.types import DType, PtrType, from_numpy
 from metile.ir.values import Binary, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
 _MISSING = object()
-_BINDERS: dict[object, tuple[tuple[str, ...], tuple[object, ...]]] = {}
+_BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
 
 
-def _binder(fn) -> tuple[tuple[str, ...], tuple[object, ...]]:
-    """The parameter names of the language function `fn` and their defaults (`_MISSING` when required)."""
+def _binder(fn) -> tuple[dict[str, int], tuple[object, ...]]:
+    """The position of each parameter of the language function `fn` and their defaults (`_MISSING` when
+    required)."""
     found = _BINDERS.get(fn)
     if found is None:
         params = inspect.signature(fn).parameters.values()
         assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
-        found = _BINDERS[fn] = (tuple(p.name for p in params),
+        found = _BINDERS[fn] = ({p.name: i for i, p in enumerate(params)},
                                 tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params))
     return found
 
@@ -54,26 +55,19 @@ def _bind_error(fn, args, kwargs, loc: Loc) -> KernelArgumentError:
 def bind_values(fn, args, kwargs, loc: Loc) -> list:
     """The arguments of a call to the language function `fn`, one per parameter in order (defaults filled
     in), as `inspect.Signature.bind` would bind them; a `KernelArgumentError` when they do not fit."""
-    names, defaults = _BINDERS.get(fn) or _binder(fn)
+    index, defaults = _BINDERS.get(fn) or _binder(fn)
     n = len(args)
-    if n > len(names):
+    if n > len(defaults):
         raise _bind_error(fn, args, kwargs, loc)
-    out = list(args)
-    if kwargs:
-        for k in kwargs:
-            if k not in names or names.index(k) < n:
-                raise _bind_error(fn, args, kwargs, loc)
-        for i in range(n, len(names)):
-            v = kwargs.get(names[i], defaults[i])
-            if v is _MISSING:
-                raise _bind_error(fn, args, kwargs, loc)
-            out.append(v)
-    else:
-        for i in range(n, len(names)):
-            v = defaults[i]
-            if v is _MISSING:
-                raise _bind_error(fn, args, kwargs, loc)
-            out.append(v)
+    out = [*args, *defaults[n:]]
+    for k, v in kwargs.items():
+        i = index.get(k, -1)
+        if i < n:  # unknown, or given by position too
+            raise _bind_error(fn, args, kwargs, loc)
+        out[i] = v
+    for i in range(n, len(out)):
+        if out[i] is _MISSING:
+            raise _bind_error(fn, args, kwargs, loc)
     return out
 
 
