@@ -5,7 +5,8 @@ the cache key), `semantic` (typing of operators: promotion, broadcasting, pointe
 `builtins` (one implementation per `metile.language` function), `exprs` (expressions compiled once
 per parsed function into evaluators that compute compile-time values and build IR), `trace` (the walk
 over a kernel's statements), `control` (runtime `if`/`while`/`tile_range` with loop-carried values and
-branch results).
+branch results), `replay` (a loop body traced again after its carried types widened replays what did not
+change).
 """
 
 from __future__ import annotations

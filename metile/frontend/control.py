@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import ast
-from collections import deque
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import static_int
@@ -27,6 +26,7 @@ from metile.frontend.errors import (
     RuntimeConditionError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.replay import BodyMemo, same_var, visit_loop_body
 from metile.ir.ops import CmpOp
 from metile.ir.stmts import For, If, While
 from metile.ir.tile import SimdgroupRole
@@ -36,61 +36,6 @@ from metile.language import simdgroup_role, tile_range
 
 _MAX_WIDEN = 4
 _MAX_UNROLL = 100_000
-
-
-def _same_var(old: Var | None, name: str, t, loc) -> Var:
-    """`Var(name, t, loc=loc)`, or `old` when it is that variable (a loop's `loc` is the same every attempt)."""
-    if old is not None and old.name == name and old.type == t:
-        return old
-    return Var(name, t, loc=loc)
-
-
-_UNSET = object()
-
-
-class BodyMemo:
-    """What the last attempt at tracing a runtime loop's body did, statement by statement, so that the next
-    attempt (after the carried types widened) replays the statements it starts with whose inputs did not
-    change instead of tracing them again.
-
-    Replaying a statement is tracing it: the tracer's state it reads is the same (the same objects for the
-    names it reads, the same reasons for those that are hidden, the same names taken before it, the same
-    globals) and tracing is deterministic, so it would emit the same statements, take the same fresh names
-    and bind the same values, which the record holds. Only assignments and expression statements are recorded
-    (`SIMPLE`); replaying stops at the first statement that cannot be replayed, since what follows may then
-    see other fresh names.
-    """
-
-    __slots__ = ("names", "records")
-
-    def __init__(self):
-        self.names: set[str] | None = None   # the names taken when the body started
-        self.records: list[tuple | None] = []  # per statement: (inputs, hidden, stmts, names, outputs) or None
-
-
-SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
-
-
-def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
-    order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
-    reads: dict[str, None] = {}
-    writes: dict[str, None] = {}
-    todo = deque([stmt])
-    while todo:  # `ast.walk`, without its generators
-        n = todo.popleft()
-        if n.__class__ is ast.Name:
-            (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
-            continue  # its only child is its context
-        for field in n._fields:
-            v = getattr(n, field, None)
-            if isinstance(v, ast.AST):
-                todo.append(v)
-            elif isinstance(v, list):
-                todo.extend([x for x in v if isinstance(x, ast.AST)])
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-        reads[stmt.target.id] = None
-    return tuple(reads), tuple(writes)
 
 
 class Block:
@@ -124,40 +69,6 @@ class ControlFlow:
                 seen.setdefault(name, None)
         return list(seen)
 
-    def visit_loop_body(self, body: list[ast.stmt], memo: BodyMemo) -> None:
-        """`visit_body` for a runtime loop's body, replaying what `memo` recorded when it applies (see
-        `BodyMemo`) and recording what the statements do for the next attempt."""
-        previous = memo.records
-        replaying = memo.names is not None and memo.names == self.names
-        memo.names, memo.records = set(self.names), []
-        env, hidden, prepared = self.env, self.hidden, self.prepared
-        for i, stmt in enumerate(body):
-            if stmt.__class__ not in SIMPLE:
-                replaying = False
-                memo.records.append(None)
-                self.visit_body([stmt])
-                env = self.env
-                continue
-            reads, writes = prepared.statement_io(stmt)
-            inputs = tuple([env.get(n, _UNSET) for n in reads])
-            why = tuple([hidden.get(n) for n in reads])
-            if replaying:
-                record = previous[i] if i < len(previous) else None
-                if (record is not None and all(a is b for a, b in zip(inputs, record[0])) and why == record[1]):
-                    _, _, stmts, taken, outputs = record
-                    self.stmts.extend(stmts)
-                    self.names.update(taken)
-                    self.taken.extend(taken)
-                    for name, value in outputs:
-                        env[name] = value
-                        hidden.pop(name, None)
-                    memo.records.append(record)
-                    continue
-                replaying = False
-            n_stmts, n_taken = len(self.stmts), len(self.taken)
-            prepared.executor(stmt)(self)
-            memo.records.append((inputs, why, self.stmts[n_stmts:], self.taken[n_taken:],
-                                 [(n, env[n]) for n in writes]))
 
     def block(self) -> Block:
         """`with self.block() as stmts:` collects the statements traced inside into `stmts`, one level deeper."""
@@ -255,7 +166,7 @@ class ControlFlow:
             used = set(self.names)
             # The variables of the previous attempt whose name and type stay are kept, so that the statements
             # the body starts with can be replayed (`visit_loop_body`).
-            carried = [_same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
+            carried = [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
                        for i, n in enumerate(names)]
             self.env = dict(before)
             self.env.update(zip(names, carried))
@@ -316,11 +227,11 @@ class ControlFlow:
         memo = BodyMemo()
 
         def body():
-            holder["index"] = index = _same_var(holder["index"], self.fresh(index_name), start.type,
+            holder["index"] = index = same_var(holder["index"], self.fresh(index_name), start.type,
                                                 self.loc(node.target))
             self.env[index_name] = index
             with self.block() as stmts:
-                self.visit_loop_body(node.body, memo)
+                visit_loop_body(self, node.body, memo)
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
@@ -365,7 +276,7 @@ class ControlFlow:
             if not isinstance(cond, Value):
                 raise RuntimeConditionError("the condition of a runtime `while` must stay a traced value", loc)
             with self.block() as stmts:
-                self.visit_loop_body(node.body, memo)
+                visit_loop_body(self, node.body, memo)
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)

@@ -14,9 +14,10 @@ import ast
 from collections.abc import Callable
 
 from metile.frontend import semantic as sem
-from metile.frontend.control import ControlFlow, statement_io
+from metile.frontend.control import ControlFlow
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import BINOPS, SYNTAX, Evaluator, evaluator, lookup
+from metile.frontend.replay import statement_io
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel, Let
@@ -29,7 +30,7 @@ class Prepared:
     """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
     all its traces: the `Loc` of each node (offset by the function's first line and indentation), an evaluator
     per expression (`metile.frontend.exprs`), an executor per statement and the names a simple statement reads
-    and assigns (`metile.frontend.control.statement_io`). Each is made the first time a trace needs it, so
+    and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a trace needs it, so
     parsing stays cheap and a node nothing evaluates costs nothing; the tables are keyed by the node itself
     (an ast node hashes by identity) and only ever grow by entries that depend on the node alone."""
 

@@ -1,0 +1,111 @@
+"""Tracing a runtime loop's body again, after its carried types widened, without redoing what did not change.
+
+`metile.frontend.control.ControlFlow.trace_loop` traces a loop body until the types of its carried variables
+settle; a Python `0.0` carried into a loop that adds tiles to it takes two attempts. The statements a body
+starts with often do not depend on the widened variables (`cols = c0 + metile.arange(0, BLOCK)`, loads): a
+`BodyMemo` records what each attempt's statements did, and the next attempt replays the leading ones whose
+inputs are unchanged, so they emit the same statements, take the same fresh names and bind the same values
+as tracing them again would. The loop variables whose name and type stay are kept from one attempt to the
+next (`same_var`), so that statements reading them can be replayed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+
+from metile.ir.values import Var
+
+
+def same_var(old: Var | None, name: str, t, loc) -> Var:
+    """`Var(name, t, loc=loc)`, or `old` when it is that variable (a loop's `loc` is the same every attempt)."""
+    if old is not None and old.name == name and old.type == t:
+        return old
+    return Var(name, t, loc=loc)
+
+
+_UNSET = object()
+
+
+class BodyMemo:
+    """What the last attempt at tracing a runtime loop's body did, statement by statement, so that the next
+    attempt (after the carried types widened) replays the statements it starts with whose inputs did not
+    change instead of tracing them again.
+
+    Replaying a statement is tracing it: the tracer's state it reads is the same (the same objects for the
+    names it reads, the same reasons for those that are hidden, the same names taken before it, the same
+    globals) and tracing is deterministic, so it would emit the same statements, take the same fresh names
+    and bind the same values, which the record holds. Only assignments and expression statements are recorded
+    (`SIMPLE`); replaying stops at the first statement that cannot be replayed, since what follows may then
+    see other fresh names.
+    """
+
+    __slots__ = ("names", "records")
+
+    def __init__(self):
+        self.names: set[str] | None = None   # the names taken when the body started
+        self.records: list[tuple | None] = []  # per statement: (inputs, hidden, stmts, names, outputs) or None
+
+
+SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
+
+
+def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
+    order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    todo = deque([stmt])
+    while todo:  # `ast.walk`, without its generators
+        n = todo.popleft()
+        if n.__class__ is ast.Name:
+            (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
+            continue  # its only child is its context
+        for field in n._fields:
+            v = getattr(n, field, None)
+            if isinstance(v, ast.AST):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend([x for x in v if isinstance(x, ast.AST)])
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        reads[stmt.target.id] = None
+    return tuple(reads), tuple(writes)
+
+
+def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
+    """`Tracer.visit_body` for a runtime loop's body, replaying what `memo` recorded when it applies (see
+    `BodyMemo`) and recording what the statements do for the next attempt."""
+    previous = memo.records
+    replaying = memo.names is not None and memo.names == tr.names
+    memo.names, memo.records = set(tr.names), []
+    env, hidden, prepared = tr.env, tr.hidden, tr.prepared
+    for i, stmt in enumerate(body):
+        if stmt.__class__ not in SIMPLE:
+            replaying = False
+            memo.records.append(None)
+            tr.visit_body([stmt])
+            env = tr.env
+            continue
+        reads, writes = prepared.statement_io(stmt)
+        inputs = tuple([env.get(n, _UNSET) for n in reads])
+        why = tuple([hidden.get(n) for n in reads])
+        if replaying:
+            record = previous[i] if i < len(previous) else None
+            if (record is not None and all(a is b for a, b in zip(inputs, record[0])) and why == record[1]):
+                _, _, stmts, taken, outputs = record
+                tr.stmts.extend(stmts)
+                tr.names.update(taken)
+                tr.taken.extend(taken)
+                for name, value in outputs:
+                    env[name] = value
+                    hidden.pop(name, None)
+                memo.records.append(record)
+                continue
+            replaying = False
+        n_stmts, n_taken = len(tr.stmts), len(tr.taken)
+        prepared.executor(stmt)(tr)
+        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:],
+                             [(n, env[n]) for n in writes]))
+
+
+__all__ = ["SIMPLE", "BodyMemo", "same_var", "statement_io", "visit_loop_body"]
