@@ -2,8 +2,8 @@
 
 `kernel.trace(*args, **constexprs)` classifies the arguments (`metile.frontend.specialize`), traces
 the function's `ast` (`metile.frontend.trace`) and returns the Tile IR `Kernel`, cached per
-specialization key. The function's source is read and parsed once per code object. The Tile IR is
-verified in debug mode only: otherwise the pipeline verifies the Metal IR it ends with, once.
+specialization key. The function's source is read and parsed once per code object. The IR is
+verified in debug mode only (the Tile IR here, each pass's result in the pipeline).
 `kernel.compile(*args, **constexprs)` runs the kernel's pipeline on it (`metile.DEFAULT_PIPELINE`
 unless `@metile.kernel(pipeline=[...])` or `kernel.with_pipeline([...])` chose another), checks the
 result against the device's limits, emits MSL and compiles it on the default device. Compiles are
@@ -264,8 +264,7 @@ class JITKernel:
         return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
 
     def _trace(self, spec, verify_each: bool) -> Kernel:
-        """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode), since
-        otherwise the pipeline verifies the Metal IR it ends with, once."""
+        """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode)."""
         key, typed, consts, _ = spec
         found = self._cache.get(key)
         if found is None:

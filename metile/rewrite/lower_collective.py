@@ -359,7 +359,6 @@ class Collectives:
                  for j in range(geom.per_n)]
         return [self.let(MatrixMultiplyAccumulate(arows[p // geom.per_n], bcols[p % geom.per_n], mats[p]), "acc")
                 for p in range(geom.pieces)]
-        return Mma(geom, tuple(mats))
 
     def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
         """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything

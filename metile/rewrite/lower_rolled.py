@@ -89,10 +89,8 @@ class Rolled:
         for i, s in enumerate(stmts):
             if not (isinstance(s, Let) and isinstance(s.value, Load) and s.value.type.shape):
                 continue
-            name = s.var.name
-            if name in self.yielded or self.layout(s.value.type.size).slots < ROLL_SLOTS:
-                continue
-            if self.vector_width(self.layout(s.value.type.size), s.value.ptr) > 1:
+            name, layout = s.var.name, self.layout(s.value.type.size)
+            if name in self.yielded or layout.slots < ROLL_SLOTS or self.vector_width(layout, s.value.ptr) > 1:
                 continue
             for j in range(i + 1, len(stmts)):
                 t = stmts[j]

@@ -25,7 +25,6 @@ its line. Stores of program scalars are done once per program (by its first thre
 from __future__ import annotations
 
 import contextlib
-import math
 
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
@@ -408,7 +407,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 return value
             case Channel(base):
                 return self.let(Load(AddPtr(base, pt.flat)), "ch")
-            case Mma() if pt.key is None and rep.geom.m * rep.geom.n == math.prod(pt.shape):
+            case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
                 return self.let(Load(AddPtr(self.mma_in_scratch(rep, where), pt.flat)), "c")
             case Mma():
                 return self.read(self.mma_to_regs(rep, where), pt, where)
@@ -536,6 +535,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
             vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]))
             cond = mo.all_of(masks)
             self.emit(vec if cond is None else If(cond, [vec], scalar))
+
 
 def _tails(n: Node) -> tuple:
     """The values a compound statement reads at the end of its blocks."""
