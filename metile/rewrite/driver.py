@@ -50,6 +50,11 @@ def by_class(table: dict[type, Rule]) -> Rule:
     return dispatch
 
 
+def matches(rule: Rule, n: Node) -> bool:
+    """Whether `rule` rewrites `n` (a rule that raises is reported as the drivers report it)."""
+    return _apply(rule, n) is not None
+
+
 def _apply(rule: Rule, n: Node) -> Node | None:
     try:
         return rule(n)

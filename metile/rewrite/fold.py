@@ -9,7 +9,7 @@ Rules (each returns a smaller node, or None when it does not apply):
 - `fold_cast`: an integer or bool constant converted to an integer type (wrapped), or to a float type.
 
 Floats are never folded (rounding would have to match Metal's exactly). The rules run bottom-up over the
-whole kernel with `metile.rewrite.driver.bottom_up`.
+whole kernel with `metile.rewrite.driver.bottom_up`, when at least one of them matches somewhere.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import Kernel
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
-from metile.rewrite.driver import bottom_up, by_class, first_of
+from metile.rewrite.driver import bottom_up, by_class, first_of, matches
+from metile.rewrite.scan import scan
 
 _INT_OPS = {
     BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul, BinOp.AND: operator.and_,
@@ -110,7 +111,14 @@ FOLD_RULES = by_class({Binary: first_of(fold_binary, fold_identity), Compare: fo
 
 def fold_constants(k: Kernel) -> Kernel:
     """`k` with constant integer and bool arithmetic folded (any stage); one rewrite over the whole kernel,
-    so a value shared by several statements is folded once."""
+    so a value shared by several statements is folded once.
+
+    Most kernels have nothing to fold, so the rules are first tried on the nodes of `scan(k)`, the walk
+    the later passes share: when none matches, the bottom-up rewrite could not change anything (it
+    rebuilds a node only when a rule matched inside it) and `k` itself is returned, so
+    its scan stays valid for `plan_launch` and `lower_tiles`."""
+    if not any(matches(FOLD_RULES, n) for n in scan(k).nodes):
+        return k
     return bottom_up(FOLD_RULES, k)
 
 

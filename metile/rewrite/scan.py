@@ -31,20 +31,41 @@ class Scan:
     """The facts of one kernel body (see the module docstring); read-only once built."""
 
     def __init__(self, k: Kernel):
-        self.nodes: list[Node] = list(walk(k))
-        self._by_type: dict[type, list[Node]] = {}
-        for n in self.nodes:
-            self._by_type.setdefault(n.__class__, []).append(n)
+        # `metile.ir.node.walk`'s order (children before parents, first child first), with each node's
+        # children listed once and its facts computed when it is reached the second time.
+        nodes: list[Node] = []
+        by_type: dict[type, list[Node]] = {}
         # id(value) -> (contains a varying source, names read, contains a heavy value)
         facts: dict[int, tuple[bool, frozenset[str], bool]] = {}
-        for n in self.nodes:
+        seen: set[int] = set()
+        stack: list[tuple[Node, list[Node] | None]] = [(k, None)]
+        pop, push, get = stack.pop, stack.append, facts.get
+        while stack:
+            n, kids = pop()
+            if kids is None:
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                kids = children(n)
+                push((n, kids))
+                for c in reversed(kids):
+                    if id(c) not in seen:
+                        push((c, None))
+                continue
+            nodes.append(n)
+            cls = n.__class__
+            same = by_type.get(cls)
+            if same is None:
+                by_type[cls] = [n]
+            else:
+                same.append(n)
             if not isinstance(n, Value):
                 continue
             src, heavy, names = isinstance(n, VARYING_SOURCES), isinstance(n, _HEAVY), _NONE
             if isinstance(n, Var):
                 names = frozenset((n.name,))
-            for c in children(n):
-                f = facts.get(id(c))
+            for c in kids:
+                f = get(id(c))
                 if f is None:
                     continue
                 src = src or f[0]
@@ -52,6 +73,8 @@ class Scan:
                 if f[1]:
                     names = f[1] if not names else names | f[1]
             facts[id(n)] = (src, names, heavy)
+        self.nodes = nodes
+        self._by_type = by_type
         self.facts = facts
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
