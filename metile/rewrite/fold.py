@@ -105,8 +105,9 @@ def fold_cast(n: Node) -> Node | None:
     return None
 
 
-FOLD_RULES = by_class({Binary: first_of(fold_binary, fold_identity), Compare: fold_compare, Where: fold_where,
-                       Cast: fold_cast})
+FOLD_TABLE = {Binary: first_of(fold_binary, fold_identity), Compare: fold_compare, Where: fold_where,
+              Cast: fold_cast}
+FOLD_RULES = by_class(FOLD_TABLE)
 
 
 def fold_constants(k: Kernel) -> Kernel:
@@ -117,10 +118,11 @@ def fold_constants(k: Kernel) -> Kernel:
     the later passes share: when none matches, the bottom-up rewrite could not change anything (it
     rebuilds a node only when a rule matched inside it) and `k` itself is returned, so
     its scan stays valid for `plan_launch` and `lower_tiles`."""
-    if not any(matches(FOLD_RULES, n) for n in scan(k).nodes):
+    found = scan(k)
+    if not any(matches(rule, n) for cls, rule in FOLD_TABLE.items() for n in found.of(cls)):
         return k
     return bottom_up(FOLD_RULES, k)
 
 
-__all__ = ["FOLD_RULES", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",
+__all__ = ["FOLD_RULES", "FOLD_TABLE", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",
            "fold_where", "wrap"]

@@ -292,7 +292,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
 
     def project(self, pt: Pt, shape: tuple[int, ...]) -> Pt:
         """The element of a tile of `shape` that element `pt` of a broadcast of it reads."""
-        cs = self.coords(pt)[len(pt.shape) - len(shape):]
+        cs = self.coords(pt)[len(pt.shape) - len(shape):]  # the leading coordinates are dropped
         flat: Value = mo.const(0)
         for c, extent, stride in zip(cs, shape, row_major_strides(shape)):
             if extent != 1:
@@ -304,6 +304,8 @@ class Lowering(ControlFlow, Collectives, Rolled):
     def scalar(self, v: Value | None) -> Value | None:
         if v is None:
             return None
+        if v.__class__ is Const or v.__class__ is Param:
+            return v
         key = ("s", v)
         found = self.memo.get(key)
         if found is None:
@@ -370,6 +372,10 @@ class Lowering(ControlFlow, Collectives, Rolled):
             return None
         if v.type.shape == ():
             return self.scalar(v)
+        if v.__class__ is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
+            rep = self.scope.lookup_env(v.name)
+            if rep.__class__ is Regs and pt.key[0] == rep.layout:
+                return rep.regs[pt.key[1]]
         key = (v, pt.key if pt.key is not None else pt.flat)
         found = self.memo.get(key)
         if found is None:
@@ -386,9 +392,12 @@ class Lowering(ControlFlow, Collectives, Rolled):
             case Full(_, value):
                 return value
             case Broadcast(x, shape):
-                if x.type.shape == tuple(shape):
+                xs = x.type.shape
+                if not xs:  # every element reads the one scalar
+                    return self.scalar(x)
+                if xs == tuple(shape):
                     return self.at(x, pt)
-                return self.at(x, self.project(pt, x.type.shape))
+                return self.at(x, self.project(pt, xs))
             case ExpandDims(x, _) | Reshape(x, _):
                 return self.at(x, Pt(x.type.shape, pt.flat, pt.key))
             case Reduce() | Dot():

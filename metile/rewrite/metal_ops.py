@@ -27,28 +27,32 @@ def is_const(v: Value, x=None) -> bool:
 
 
 def add(a: Value, b: Value) -> Value:
-    if is_const(a, 0):
+    ca, cb = isinstance(a, Const), isinstance(b, Const)
+    if ca and a.value == 0:
         return b
-    if is_const(b, 0):
+    if cb and b.value == 0:
         return a
-    if isinstance(a, Const) and isinstance(b, Const) and a.dtype is b.dtype is I32:
+    if ca and cb and a.dtype is b.dtype is I32:
         return const(a.value + b.value)
-    if isinstance(a, Const) and not isinstance(b, Const):
-        a, b = b, a
-    if isinstance(b, Const) and isinstance(a, Binary) and a.op is BinOp.ADD and isinstance(a.rhs, Const) \
+    if ca and not cb:
+        a, b, cb = b, a, True
+    if cb and isinstance(a, Binary) and a.op is BinOp.ADD and isinstance(a.rhs, Const) \
             and a.rhs.dtype is b.dtype is I32:
         return add(a.lhs, const(a.rhs.value + b.value))
     return Binary(BinOp.ADD, a, b)
 
 
 def mul(a: Value, b: Value) -> Value:
-    if is_const(a, 1):
+    ca, cb = isinstance(a, Const), isinstance(b, Const)
+    if not (ca or cb):  # the common case: nothing to fold
+        return Binary(BinOp.MUL, a, b)
+    if ca and a.value == 1:
         return b
-    if is_const(b, 1):
+    if cb and b.value == 1:
         return a
-    if (is_const(a, 0) and a.dtype.is_int) or (is_const(b, 0) and b.dtype.is_int):
+    if (ca and a.value == 0 and a.dtype.is_int) or (cb and b.value == 0 and b.dtype.is_int):
         return const(0, a.type.dtype)
-    if isinstance(a, Const) and isinstance(b, Const) and a.dtype is b.dtype is I32:
+    if ca and cb and a.dtype is b.dtype is I32:
         return const(a.value * b.value)
     return Binary(BinOp.MUL, a, b)
 
