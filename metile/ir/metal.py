@@ -34,8 +34,10 @@ import attrs
 
 from metile.ir.node import node
 from metile.ir.ops import BuiltinKind
-from metile.ir.types import DType, MatrixType, TileType, VectorType
+from metile.ir.types import DType, MatrixType, TileType, VectorType, tile_type
 from metile.ir.values import Stmt, Value
+
+_U32 = TileType(DType.U32)   # the type of every builtin
 
 
 @node
@@ -47,7 +49,7 @@ class Builtin(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.U32)
+        return _U32
 
 
 @node
@@ -79,7 +81,7 @@ class Extract(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(self.vec.type.dtype)
+        return tile_type(self.vec.type.dtype)
 
 
 @node

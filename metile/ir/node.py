@@ -9,12 +9,20 @@ so hashing and memoising a large DAG stays linear. `loc` is keyword-only and exc
 persistent vectors), and returns `n` itself when nothing changed, so "changed?" is an `is` test.
 
 Speed: compiling builds and walks every node several times, so `@node` also gives each class its own
-`__eq__`, hash set-up and child getter, generated from its field list once (as attrs generates `__init__`):
-- `__eq__` compares the same fields in the same order as attrs would, but returns at once for the
-  same object and for different cached hashes (attrs' `==` recurses into shared children, which is
-  exponential in the depth of a DAG whose equal subtrees are distinct objects);
-- `__init__` (for fields without validators or factories) sets the fields as attrs' would and hashes
-  them in the same call, instead of calling `__attrs_post_init__` to read them back;
+`__eq__`, `__init__`, hash set-up and child getter, generated from its field list once (as attrs generates
+`__init__`):
+- `__eq__` compares the same fields in the same order as attrs would (each one by `is` first, as attrs'
+  tuple comparison does), but returns at once for the same object and for different cached hashes
+  (attrs' `==` recurses into shared children, which is exponential in the depth of a DAG whose equal
+  subtrees are distinct objects);
+- `__init__` (for fields without validators) sets the fields as attrs' would, through each slot's
+  descriptor, and hashes them in the same call instead of calling `__attrs_post_init__` to read them
+  back (a class with its own `__attrs_post_init__` still gets it called). A converter to `tuple`,
+  `pvector` or `pmap` is skipped when the argument already has that class;
+- a value's derived `type` (its `cached_property`) is computed by `__init__` too, once its children are
+  set: most values have their type read, and the first read of a `cached_property` on a slotted class
+  goes through `__getattr__` after a failed slot lookup. A node whose type cannot be computed (a
+  malformed one, for the verifier to report) is left for the lazy read to raise as before;
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
 The results are those of the generic definitions (`_generic_children` states them). The cached hash
 is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fetch it.
@@ -22,11 +30,13 @@ is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fe
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from typing import TypeVar
 
 import attrs
-from pyrsistent import PVector, pvector
+from pyrsistent import PVector, pmap, pvector
 from pyrsistent.typing import PVector as PVectorType
 
 from metile.ir.errors import Loc
@@ -40,9 +50,10 @@ def _cached_hash(self) -> int:
 
 def node(cls: type[T]) -> type[T]:
     """Class decorator for IR nodes (use it on every node class, never a bare `attrs.frozen`)."""
+    derived = cls.__dict__.get("type")
     cls = attrs.frozen(cls)
     cls.__hash__ = _cached_hash
-    _specialise(cls)
+    _specialise(cls, derived.func if isinstance(derived, cached_property) else None)
     return cls
 
 
@@ -80,18 +91,31 @@ def _extend(out: list[Node], v) -> None:
 
 # ---- per-class code
 
-def _specialise(cls: type) -> None:
-    """Give `cls` its generated `__eq__`, hash set-up and child getter (see the module docstring)."""
+_DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
+_NOTHING = object()
+# Converters whose result class is known: a value of that class is kept as it is (the same value, or one
+# equal to what the converter would build, as persistent collections are immutable), without a call.
+_CONVERTED: dict[object, type] = {tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
+
+
+def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> None:
+    """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
     if cls.__qualname__ == "Node" and cls.__module__ == __name__:
         return  # the base itself, which has no fields (and is not bound yet)
     fields = [a for a in attrs.fields(cls) if a.eq]
     names = _EQ_NAMES[cls] = tuple(a.name for a in fields)
+    if derived_type is not None:
+        _DERIVED_TYPE[cls] = derived_type
+    elif not any(a.name == "type" for a in attrs.fields(cls)):
+        owner = next((k for k in cls.__mro__ if "type" in k.__dict__), None)
+        derived_type = _DERIVED_TYPE.get(owner)
     scope: dict[str, object] = {"Node": Node, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq, "_extend": _extend,
-                                "_set": object.__setattr__, "_qualname": cls.__qualname__}
+                                "_set": object.__setattr__, "_qualname": cls.__qualname__, "_NOTHING": _NOTHING,
+                                "_type_of": derived_type}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
-            keys.append(f"self.{a.name} == other.{a.name}")
+            keys.append(f"(self.{a.name} is other.{a.name} or self.{a.name} == other.{a.name})")
         else:
             scope[f"_key{i}"] = a.eq_key
             keys.append(f"_key{i}(self.{a.name}) == _key{i}(other.{a.name})")
@@ -99,6 +123,12 @@ def _specialise(cls: type) -> None:
     # `Const`'s may equate values whose hashes differ), so only then may unequal hashes answer.
     if all(a.eq_key is None for a in fields):
         keys.insert(0, "self._h == other._h")
+    derive = [] if derived_type is None else [
+        "    try:",
+        f"        {_setter(cls, 'type', scope)}_type_of(self))",
+        "    except Exception:",
+        "        pass   # a malformed node: reading `type` raises, as the verifier expects",
+    ]
     lines = ["def __eq__(self, other):",
              "    if other.__class__ is not self.__class__:",
              "        return NotImplemented",
@@ -107,7 +137,8 @@ def _specialise(cls: type) -> None:
              f"    return {' and '.join(keys) or 'True'}",
              "",
              "def __attrs_post_init__(self):",
-             f"    _set(self, '_h', hash((_qualname, ({''.join(f'self.{n}, ' for n in names)}))))",
+             f"    {_setter(cls, '_h', scope)}hash((_qualname, ({''.join(f'self.{n}, ' for n in names)}))))",
+             *derive,
              "",
              "def children(n):",
              "    out = []"]
@@ -122,7 +153,7 @@ def _specialise(cls: type) -> None:
     lines.append("    return out")
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
-    init = _init_lines(cls, scope) if generic else None
+    init = _init_lines(cls, scope, None if generic else "__attrs_post_init__", derive)
     exec(compile("\n".join(lines + (init or [])) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
     if generic:
@@ -134,9 +165,20 @@ def _specialise(cls: type) -> None:
     _CHILDREN[cls] = scope["children"]
 
 
-def _init_lines(cls: type, scope: dict[str, object]) -> list[str] | None:
-    """An `__init__` doing what attrs' does (converters, defaults, fields set in order) and then the hash
-    set-up in the same function; None for a class with a validator, a factory or an attrs `Converter`."""
+def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
+    """The start of a call that sets the slot `name` of `self` (its member descriptor's `__set__`, which skips
+    the attribute lookup `object.__setattr__` makes), to be followed by the value and `)`."""
+    slot = getattr(cls, name, None)
+    if isinstance(slot, types.MemberDescriptorType):
+        scope[f"_set_{name}"] = slot.__set__
+        return f"_set_{name}(self, "
+    return f"_set(self, {name!r}, "
+
+
+def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str]) -> list[str] | None:
+    """An `__init__` doing what attrs' does (converters, defaults, factories, fields set in order, then
+    `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
+    otherwise; None for a class with a validator, a factory taking `self` or an attrs `Converter`."""
     fields = attrs.fields(cls)
     if any(a.eq and not a.init for a in fields):
         return None
@@ -144,25 +186,40 @@ def _init_lines(cls: type, scope: dict[str, object]) -> list[str] | None:
     for a in fields:
         if not a.init:
             continue
-        if a.validator is not None or isinstance(a.default, attrs.Factory) or isinstance(a.converter, attrs.Converter):
+        if a.validator is not None or isinstance(a.converter, attrs.Converter) or (
+                isinstance(a.default, attrs.Factory) and a.default.takes_self):
             return None
         arg = a.alias
         if a.default is attrs.NOTHING:
             param = arg
+        elif isinstance(a.default, attrs.Factory):
+            scope[f"_factory_{arg}"] = a.default.factory
+            param = f"{arg}=_NOTHING"
+            body.append(f"    if {arg} is _NOTHING:")
+            body.append(f"        {arg} = _factory_{arg}()")
         else:
             scope[f"_default_{arg}"] = a.default
             param = f"{arg}=_default_{arg}"
         (kw_params if a.kw_only else params).append(param)
         if a.converter is not None:
             scope[f"_convert_{arg}"] = a.converter
-            body.append(f"    {arg} = _convert_{arg}({arg})")
-        body.append(f"    _set(self, {a.name!r}, {arg})")
+            known = _CONVERTED.get(a.converter) if a.converter.__hash__ is not None else None
+            if known is not None:
+                scope[f"_class_{arg}"] = known
+                body.append(f"    if {arg}.__class__ is not _class_{arg}:")
+                body.append(f"        {arg} = _convert_{arg}({arg})")
+            else:
+                body.append(f"    {arg} = _convert_{arg}({arg})")
+        body.append(f"    {_setter(cls, a.name, scope)}{arg})")
         if a.eq:
             eq_values.append(arg)
     signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
-    return ["", f"def __init__({signature}):", *body,
-            f"    _set(self, '_h', hash((_qualname, ({''.join(f'{v}, ' for v in eq_values)}))))"]
-
+    if post_init is not None:
+        tail = [f"    self.{post_init}()", *derive]
+    else:
+        tail = [f"    {_setter(cls, '_h', scope)}hash((_qualname, ({''.join(f'{v}, ' for v in eq_values)}))))",
+                *derive]
+    return ["", f"def __init__({signature}):", *body, *tail]
 
 
 _CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}
@@ -251,17 +308,21 @@ def _nodes_in(v) -> Iterator[Node]:
 def walk(root: Node) -> Iterator[Node]:
     """Every distinct node reachable from `root`, children before parents (an explicit stack, no recursion)."""
     seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(root, False)]
+    stack: list = [root]   # a node to expand, or a 1-tuple holding a node whose children are done
+    pop, push, add, getters = stack.pop, stack.append, seen.add, _CHILDREN
     while stack:
-        n, expanded = stack.pop()
-        if expanded:
-            yield n
+        n = pop()
+        if n.__class__ is tuple:
+            yield n[0]
             continue
         if id(n) in seen:
             continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend([(c, False) for c in reversed(children(n)) if id(c) not in seen])
+        add(id(n))
+        push((n,))
+        get = getters.get(n.__class__)
+        for c in reversed(get(n) if get is not None else _generic_children(n)):
+            if id(c) not in seen:
+                push(c)
 
 
 __all__ = ["Node", "PVectorType", "children", "map_children", "node", "walk"]

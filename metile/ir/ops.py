@@ -20,7 +20,15 @@ from __future__ import annotations
 import enum
 
 
-class BinOp(enum.Enum):
+class IdentityEnum(enum.Enum):
+    """An enum hashed by identity, as its members compare (each member is a singleton): CPython then hashes
+    a member in C, where `Enum.__hash__` calls back into Python to hash the member's name. Every IR enum
+    derives from it, so that dict and set lookups keyed by kinds, dtypes and stages stay in C."""
+
+    __hash__ = object.__hash__
+
+
+class BinOp(IdentityEnum):
     ADD = "add"
     SUB = "sub"
     MUL = "mul"
@@ -39,7 +47,7 @@ class BinOp(enum.Enum):
     MIN = "min"
 
 
-class UnOp(enum.Enum):
+class UnOp(IdentityEnum):
     NEG = "neg"
     NOT = "not"  # bitwise complement on integers, logical negation on bool
     EXP = "exp"
@@ -56,7 +64,7 @@ class UnOp(enum.Enum):
     CEIL = "ceil"
 
 
-class CmpOp(enum.Enum):
+class CmpOp(IdentityEnum):
     LT = "lt"
     LE = "le"
     GT = "gt"
@@ -65,13 +73,13 @@ class CmpOp(enum.Enum):
     NE = "ne"
 
 
-class ReduceOp(enum.Enum):
+class ReduceOp(IdentityEnum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
 
 
-class Stage(enum.Enum):
+class Stage(IdentityEnum):
     """Which nodes a kernel may hold: `TILE` (frontend output), `METAL` (emitter input), and `SIMT` in
     between, where a lowering in progress may mix both node sets (see `metile.ir.stages`)."""
 
@@ -80,7 +88,7 @@ class Stage(enum.Enum):
     METAL = "metal"
 
 
-class Fence(enum.Enum):
+class Fence(IdentityEnum):
     """The memory a barrier orders, as MSL's `mem_flags`."""
 
     NONE = "none"
@@ -89,7 +97,7 @@ class Fence(enum.Enum):
     DEVICE_AND_THREADGROUP = "device_and_threadgroup"
 
 
-class BuiltinKind(enum.Enum):
+class BuiltinKind(IdentityEnum):
     """Metal's thread-position attributes; the value is the MSL attribute name."""
 
     THREAD_POSITION_IN_GRID = "thread_position_in_grid"
@@ -104,10 +112,8 @@ class BuiltinKind(enum.Enum):
     SIMDGROUPS_PER_THREADGROUP = "simdgroups_per_threadgroup"
     THREADS_PER_SIMDGROUP = "threads_per_simdgroup"
 
-    @property
-    def has_axes(self) -> bool:
-        """True for the `uint3` attributes (position and size per axis); the others are one `uint`."""
-        return self in _VECTOR_BUILTINS
+    has_axes: bool
+    """True for the `uint3` attributes (position and size per axis); the others are one `uint`."""
 
 
 _VECTOR_BUILTINS = frozenset({
@@ -115,5 +121,8 @@ _VECTOR_BUILTINS = frozenset({
     BuiltinKind.THREAD_POSITION_IN_THREADGROUP, BuiltinKind.THREADS_PER_THREADGROUP,
     BuiltinKind.THREADGROUPS_PER_GRID, BuiltinKind.THREADS_PER_GRID,
 })
+for _kind in BuiltinKind:   # a plain attribute of each member: no property call per read
+    _kind.has_axes = _kind in _VECTOR_BUILTINS
+del _kind
 
-__all__ = ["BinOp", "BuiltinKind", "CmpOp", "Fence", "ReduceOp", "Stage", "UnOp"]
+__all__ = ["BinOp", "BuiltinKind", "CmpOp", "Fence", "IdentityEnum", "ReduceOp", "Stage", "UnOp"]

@@ -17,12 +17,10 @@ from pyrsistent.typing import PVector
 
 from metile.ir.node import node
 from metile.ir.ops import ReduceOp
-from metile.ir.types import DType, TileType, Type
+from metile.ir.types import DType, TileType, Type, tile_type
 from metile.ir.values import Const, Stmt, Value, Var
 
-
-def _int_tuple(dims) -> tuple[int, ...]:
-    return tuple(dims)
+_I32 = TileType(DType.I32)   # the type of the identities below (held here, so the intern table keeps it)
 
 
 @node
@@ -33,7 +31,7 @@ class ProgramId(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32)
+        return _I32
 
 
 @node
@@ -44,7 +42,7 @@ class NumPrograms(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32)
+        return _I32
 
 
 @node
@@ -56,19 +54,19 @@ class Arange(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32, (self.stop - self.start,))
+        return tile_type(DType.I32, (self.stop - self.start,))
 
 
 @node
 class Full(Value):
     """A tile of `shape` with every element `value`."""
 
-    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
     value: Const
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(self.value.dtype, self.shape)
+        return tile_type(self.value.dtype, self.shape)
 
 
 @node
@@ -76,7 +74,7 @@ class Broadcast(Value):
     """`x` (a tile or a scalar, of values or pointers) broadcast to `shape` by numpy's rules."""
 
     x: Value
-    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
 
     @cached_property
     def type(self) -> Type:
@@ -101,7 +99,7 @@ class Reshape(Value):
     """`x` with the same elements in row-major order and a new `shape` of the same size."""
 
     x: Value
-    shape: tuple[int, ...] = attrs.field(converter=_int_tuple)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
 
     @cached_property
     def type(self) -> Type:
@@ -120,7 +118,7 @@ class Reduce(Value):
     @cached_property
     def type(self) -> TileType:
         shape = self.x.type.shape
-        return TileType(self.x.type.dtype, shape[: self.axis] + shape[self.axis + 1:])
+        return tile_type(self.x.type.dtype, shape[: self.axis] + shape[self.axis + 1:])
 
 
 def dot_dtype(dtype: DType) -> DType:
@@ -139,7 +137,7 @@ class Dot(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(dot_dtype(self.a.type.dtype), (self.a.type.shape[0], self.b.type.shape[1]))
+        return tile_type(dot_dtype(self.a.type.dtype), (self.a.type.shape[0], self.b.type.shape[1]))
 
 
 @node
@@ -148,7 +146,7 @@ class ThreadId(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32)
+        return _I32
 
 
 @node
@@ -157,7 +155,7 @@ class SimdLaneId(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32)
+        return _I32
 
 
 @node
@@ -166,7 +164,7 @@ class SimdgroupId(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(DType.I32)
+        return _I32
 
 
 @node

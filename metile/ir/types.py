@@ -6,6 +6,9 @@ Value types (frozen, hashable, not IR nodes: rewrites never visit them), printed
   pointer (a kernel's buffer, a threadgroup array) is `ptr<f32, device>`.
 - `VectorType(dtype, width)`: a Metal vector of 2 to 4 lanes (`float4`), `vec<4xf32>` (Metal IR only).
 - `MatrixType(dtype)`: an 8x8 `simdgroup_matrix`, `simdgroup_matrix<8x8xf32>` (Metal IR only).
+They are interned (see `Interned`): constructing a type equal to a live one returns that object, so `==`
+and `hash` on types are identity tests done in C. The enums' facts (`DType.bits`, `.is_float`, `.msl`...)
+are plain attributes of each member.
 
 Promotion (`promote(a, b)`), applied to both operands of a binary operator:
 - a float type beats an integer type or bool;
@@ -21,14 +24,18 @@ integer tile gives f32.
 
 from __future__ import annotations
 
-import enum
 import math
+import operator
+import weakref
+from collections.abc import Callable
 
 import attrs
 import numpy as np
 
+from metile.ir.ops import IdentityEnum
 
-class DType(enum.Enum):
+
+class DType(IdentityEnum):
     F32 = "f32"
     F16 = "f16"
     BF16 = "bf16"
@@ -40,34 +47,15 @@ class DType(enum.Enum):
     U32 = "u32"
     BOOL = "bool"
 
-    @property
-    def bits(self) -> int:
-        return _BITS[self]
-
-    @property
-    def itemsize(self) -> int:
-        return max(self.bits // 8, 1)
-
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.F32, DType.F16, DType.BF16)
-
-    @property
-    def is_int(self) -> bool:
-        return not self.is_float and self is not DType.BOOL
-
-    @property
-    def is_signed(self) -> bool:
-        return self in (DType.I8, DType.I16, DType.I32) or self.is_float
-
-    @property
-    def msl(self) -> str:
-        return _MSL[self]
-
-    @property
-    def numpy(self) -> np.dtype | None:
-        """The numpy dtype holding this type (None for bf16, which numpy lacks; raw bits travel as u16)."""
-        return _NUMPY.get(self)
+    # Facts about each member, set once below as plain attributes (a property would run Python code per read).
+    bits: int
+    itemsize: int
+    is_float: bool
+    is_int: bool
+    is_signed: bool
+    msl: str
+    numpy: np.dtype | None
+    """The numpy dtype holding this type (None for bf16, which numpy lacks; raw bits travel as u16)."""
 
     def __str__(self) -> str:
         return self.value
@@ -81,6 +69,16 @@ _NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16), DTyp
           DType.U8: np.dtype(np.uint8), DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
           DType.I32: np.dtype(np.int32), DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_)}
 _FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+for _d in DType:
+    _d.bits = _BITS[_d]
+    _d.itemsize = max(_d.bits // 8, 1)
+    _d.is_float = _d in (DType.F32, DType.F16, DType.BF16)
+    _d.is_int = not _d.is_float and _d is not DType.BOOL
+    _d.is_signed = _d in (DType.I8, DType.I16, DType.I32) or _d.is_float
+    _d.msl = _MSL[_d]
+    _d.numpy = _NUMPY.get(_d)
+del _d
 
 
 def from_numpy(dtype) -> DType | None:
@@ -120,7 +118,7 @@ def weak_promote(tile: DType, scalar: object) -> DType:
     return tile
 
 
-class AddressSpace(enum.Enum):
+class AddressSpace(IdentityEnum):
     DEVICE = "device"
     THREADGROUP = "threadgroup"
     CONSTANT = "constant"
@@ -130,8 +128,77 @@ def _shape(dims) -> tuple[int, ...]:
     return tuple(dims)
 
 
-@attrs.frozen(cache_hash=True)
-class TileType:
+_TABLES: dict[type, dict[tuple, weakref.ref]] = {}
+_RECENT: list[object] = [None] * 1024   # the types made last, kept alive so that later compiles find them
+_recent_next = 0
+_FIELDS: dict[type, Callable[[object], tuple]] = {}  # per class, the getter of all its fields as a tuple
+_PURGE_AT: dict[type, int] = {}           # per class, the table size at which dead entries are dropped next
+
+
+class Interned(type):
+    """Metaclass of the value types: a constructor call returns the one live object of that class with
+    those fields, so equal types are the same object and compare and hash by identity, which CPython does
+    in C. The tables hold weak references (as tinygrad's UOp cache does), plus strong ones to the types
+    made last; copying and pickling go through the constructor (`__reduce__`), so no second equal object
+    can appear. A call with the same positional arguments as an earlier one is one dict lookup (the
+    arguments are also a key of the table)."""
+
+    def __call__(cls, *args, **kwargs):
+        table = _TABLES[cls]
+        if kwargs:
+            return _intern(table, super().__call__(*args, **kwargs), None)
+        try:
+            ref = table.get(args)
+        except TypeError:   # an unhashable argument, such as a shape given as a list
+            return _intern(table, super().__call__(*args), None)
+        if ref is not None and (t := ref()) is not None:
+            return t
+        return _intern(table, super().__call__(*args), args)
+
+
+def _intern(table: dict[tuple, weakref.ref], new, alias: tuple | None):
+    """The live object equal to `new` (`new` itself, entered in `table`, if there is none); `alias`, the
+    constructor arguments, becomes a second key for it."""
+    global _recent_next
+    cls = new.__class__
+    key = _FIELDS[cls](new)
+    while (t := (found := table.setdefault(key, weakref.ref(new)))()) is None:
+        if table.get(key) is found:   # the entry of an equal type that no longer exists
+            del table[key]
+    if t is new:
+        _RECENT[_recent_next] = new
+        _recent_next = (_recent_next + 1) % len(_RECENT)
+    if alias is not None and alias != key:
+        table[alias] = found
+    if len(table) > _PURGE_AT[cls]:
+        for k in [k for k, r in table.items() if r() is None]:
+            del table[k]
+        _PURGE_AT[cls] = max(1024, 2 * len(table))
+    return t
+
+
+def _interned(cls: type) -> type:
+    """Register `cls` (an attrs class whose metaclass is `Interned`) and let copies go through its constructor."""
+    _TABLES[cls] = {}
+    _PURGE_AT[cls] = 1024
+    names = [a.name for a in attrs.fields(cls)]
+    if len(names) > 1:
+        fields = operator.attrgetter(*names)
+    else:
+        def fields(t: object, name: str = names[0]) -> tuple:
+            return (getattr(t, name),)
+    _FIELDS[cls] = fields
+
+    def __reduce__(self):
+        return cls, fields(self)
+
+    cls.__reduce__ = __reduce__
+    return cls
+
+
+@_interned
+@attrs.frozen(eq=False)
+class TileType(metaclass=Interned):
     """A tile of `dtype` elements; `shape == ()` is a scalar (per program in Tile IR, per thread in Metal IR)."""
 
     dtype: DType
@@ -146,17 +213,18 @@ class TileType:
         return math.prod(self.shape)
 
     def with_dtype(self, dtype: DType) -> TileType:
-        return TileType(dtype, self.shape)
+        return tile_type(dtype, self.shape)
 
     def with_shape(self, shape: tuple[int, ...]) -> TileType:
-        return TileType(self.dtype, shape)
+        return tile_type(self.dtype, shape)
 
     def __str__(self) -> str:
         return str(self.dtype) if not self.shape else f"tile<{_dims(self.shape)}x{self.dtype}>"
 
 
-@attrs.frozen(cache_hash=True)
-class PtrType:
+@_interned
+@attrs.frozen(eq=False)
+class PtrType(metaclass=Interned):
     """A tile of pointers to `dtype` elements in `space`; `shape == ()` is one pointer."""
 
     dtype: DType
@@ -179,8 +247,9 @@ class PtrType:
         return elem if not self.shape else f"tile<{_dims(self.shape)}x{elem}>"
 
 
-@attrs.frozen(cache_hash=True)
-class VectorType:
+@_interned
+@attrs.frozen(eq=False)
+class VectorType(metaclass=Interned):
     """A Metal vector (`float4`, `half2`...): `width` lanes of `dtype`, held by one thread."""
 
     dtype: DType
@@ -193,8 +262,9 @@ class VectorType:
         return f"vec<{self.width}x{self.dtype}>"
 
 
-@attrs.frozen(cache_hash=True)
-class MatrixType:
+@_interned
+@attrs.frozen(eq=False)
+class MatrixType(metaclass=Interned):
     """An 8x8 `simdgroup_matrix<T, 8, 8>`, spread over the 32 lanes of a simdgroup (two elements each)."""
 
     dtype: DType
@@ -203,6 +273,17 @@ class MatrixType:
 
     def __str__(self) -> str:
         return f"simdgroup_matrix<{self.ROWS}x{self.COLS}x{self.dtype}>"
+
+
+_TILE_TYPES = _TABLES[TileType]
+
+
+def tile_type(dtype: DType, shape: tuple[int, ...] = ()) -> TileType:
+    """`TileType(dtype, shape)`, without the constructor call when that type exists (one dict lookup)."""
+    ref = _TILE_TYPES.get((dtype, shape))
+    if ref is not None and (t := ref()) is not None:
+        return t
+    return TileType(dtype, shape)
 
 
 Type = TileType | PtrType | VectorType | MatrixType

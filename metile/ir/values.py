@@ -2,8 +2,9 @@
 
 Values are pure expression trees: equal trees mean equal values, so rules can `match` them and
 drivers can memoise them. Each value's `type` is a `functools.cached_property` computed from its
-children (`Var` and `Param` carry theirs as a field); it assumes the node is well formed and the
-verifier checks that first.
+children (`Var` and `Param` carry theirs as a field; `@node` computes the others at construction, see
+`metile.ir.node`); it assumes the node is well formed and the verifier checks that first. Types are
+interned (`metile.ir.types`), so equal types are the same object.
 
 Values whose position among statements matters are only ever the direct value of a `Let`
 (`LET_ONLY` in `metile.ir.stages`): loads (they observe earlier stores), `SharedAlloc` (each one is a
@@ -25,7 +26,7 @@ import numpy as np
 
 from metile.ir.node import Node, node
 from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
-from metile.ir.types import AddressSpace, DType, PtrType, TileType, Type
+from metile.ir.types import AddressSpace, DType, PtrType, TileType, Type, tile_type
 
 
 @node
@@ -90,7 +91,7 @@ class Const(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(self.dtype)
+        return tile_type(self.dtype)
 
 
 @node
@@ -196,7 +197,8 @@ class Load(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return TileType(self.ptr.type.dtype, self.ptr.type.shape)
+        t = self.ptr.type
+        return tile_type(t.dtype, t.shape)
 
 
 @node
