@@ -3,12 +3,16 @@ the type of every value node, constants, enums and the stage tables."""
 
 from __future__ import annotations
 
+import copy
+import gc
 import math
+import pickle
+import weakref
 
 import attrs
 import numpy as np
 import pytest
-from pyrsistent import PMap, PVector, pvector
+from pyrsistent import PMap, PVector, pmap, pvector
 
 from metile.ir import (
     LET_ONLY,
@@ -209,6 +213,43 @@ def test_type_is_cached_and_not_a_field():
     assert attrs.evolve(b, lhs=Var("y", TileType(F16, (8,)))).type == TileType(F16, (8,))
 
 
+def test_type_is_computed_at_construction_unless_the_node_is_malformed():
+    b = Binary(BinOp.ADD, x8, x8)
+    slot = next(k.__dict__["type"] for k in Binary.__mro__ if "type" in k.__dict__)
+    assert slot.__get__(b, Binary) is x8.type  # already in the slot: no `__getattr__` on the first read
+    bad = Dot(x8, x8)  # 1-D operands: built without error, for the verifier to report
+    with pytest.raises(IndexError):
+        bad.type  # noqa: B018 - the read raises, as it did when the type was only computed on first read
+
+
+def test_equal_subtrees_that_are_distinct_objects_compare_equal():
+    def chain(depth):
+        v = x8
+        for i in range(depth):
+            v = Binary(BinOp.ADD, v, Const(i, I32))
+        return v
+    a, b = chain(200), chain(200)
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert a != chain(199) and Binary(BinOp.ADD, a, a) == Binary(BinOp.ADD, a, b)
+
+
+def test_nan_in_a_plain_field_equals_itself_as_attrs_compares():
+    nan = float("nan")
+    assert Var("n", TileType(F32)) == Var("n", TileType(F32))
+    assert For(Var("i", TileType(I32)), n, n, n, (), (), [], (), (), num_stages=nan) == \
+        For(Var("i", TileType(I32)), n, n, n, (), (), [], (), (), num_stages=nan)
+
+
+def test_converters_keep_arguments_of_the_right_class():
+    body, meta = pvector([Barrier()]), pmap({"BLOCK": 4})
+    k = Kernel("k", Stage.TILE, (), body, meta)
+    assert k.body is body and k.meta is meta
+    assert k == Kernel("k", Stage.TILE, [], [Barrier()], {"BLOCK": 4})
+    assert hash(k) == hash(Kernel("k", Stage.TILE, [], [Barrier()], {"BLOCK": 4}))
+    assert isinstance(Kernel("k", Stage.TILE, (), []).meta, PMap)
+    assert If(Const(True, BOOL), []).orelse == pvector() and If(Const(True, BOOL), []).orelse is not None
+
+
 # ---- constants
 
 
@@ -248,6 +289,29 @@ def test_type_text_round_trips(t, text):
     assert str(t) == text
     assert parse_type(text) == t
     assert hash(parse_type(text)) == hash(t)
+
+
+def test_types_are_interned():
+    t = TileType(F32, (4, 8))
+    assert TileType(F32, [4, 8]) is t and TileType(dtype=F32, shape=(4, 8)) is t and t.with_shape((4, 8)) is t
+    assert TileType(F32) is TileType(F32, ()) and TileType(F32).is_scalar and t.size == 32 and not t.is_scalar
+    assert pickle.loads(pickle.dumps(t)) is t and copy.copy(t) is t and copy.deepcopy(t) is t
+    assert attrs.evolve(t, shape=(8,)) is TileType(F32, (8,))
+    assert PtrType(F16, (2,), AddressSpace.DEVICE) is PtrType(F16, (2,), AddressSpace.DEVICE)
+    assert VectorType(F16, 4) is VectorType(F16, 4) and MatrixType(F32) is MatrixType(F32)
+    assert TileType(F32, (4, 8)) != TileType(F16, (4, 8)) and TileType(F32) != PtrType(F32, (), AddressSpace.DEVICE)
+    assert repr(t) == "TileType(dtype=<DType.F32: 'f32'>, shape=(4, 8))"
+    assert TileType.__match_args__ == ("dtype", "shape")
+
+
+def test_types_that_no_longer_exist_are_rebuilt():
+    ref = weakref.ref(TileType(DType.I8, (3, 5, 7)))
+    for i in range(1100):  # more types than the recently made ones kept alive
+        TileType(DType.U16, (100_000 + i,))
+    gc.collect()
+    assert ref() is None
+    again = TileType(DType.I8, (3, 5, 7))
+    assert again.shape == (3, 5, 7) and again.size == 105 and TileType(DType.I8, [3, 5, 7]) is again
 
 
 def test_broadcast_shapes_follows_numpy():

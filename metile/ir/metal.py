@@ -34,10 +34,8 @@ import attrs
 
 from metile.ir.node import node
 from metile.ir.ops import BuiltinKind
-from metile.ir.types import DType, MatrixType, TileType, VectorType, tile_type
+from metile.ir.types import SCALAR_TYPES, DType, MatrixType, TileType, VectorType
 from metile.ir.values import Stmt, Value
-
-_U32 = TileType(DType.U32)   # the type of every builtin
 
 
 @node
@@ -49,7 +47,7 @@ class Builtin(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return _U32
+        return SCALAR_TYPES[DType.U32]
 
 
 @node
@@ -81,7 +79,8 @@ class Extract(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return tile_type(self.vec.type.dtype)
+        dtype = self.vec.type.dtype
+        return SCALAR_TYPES.get(dtype) or TileType(dtype)
 
 
 @node

@@ -93,6 +93,7 @@ def _extend(out: list[Node], v) -> None:
 
 _DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
 _NOTHING = object()
+_NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fields declared as nodes
 # Converters whose result class is known: a value of that class is kept as it is (the same value, or one
 # equal to what the converter would build, as persistent collections are immutable), without a call.
 _CONVERTED: dict[object, type] = {tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
@@ -109,9 +110,10 @@ def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> Non
     elif not any(a.name == "type" for a in attrs.fields(cls)):
         owner = next((k for k in cls.__mro__ if "type" in k.__dict__), None)
         derived_type = _DERIVED_TYPE.get(owner)
-    scope: dict[str, object] = {"Node": Node, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq, "_extend": _extend,
-                                "_set": object.__setattr__, "_qualname": cls.__qualname__, "_NOTHING": _NOTHING,
-                                "_type_of": derived_type}
+    _NODE_NAMES.add(cls.__name__)
+    scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
+                                "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
+                                "_NOTHING": _NOTHING, "_type_of": derived_type}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
@@ -137,7 +139,7 @@ def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> Non
              f"    return {' and '.join(keys) or 'True'}",
              "",
              "def __attrs_post_init__(self):",
-             f"    {_setter(cls, '_h', scope)}hash((_qualname, ({''.join(f'self.{n}, ' for n in names)}))))",
+             f"    {_setter(cls, '_h', scope)}{_hash_expr(fields, 'self.')}",
              *derive,
              "",
              "def children(n):",
@@ -165,6 +167,21 @@ def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> Non
     _CHILDREN[cls] = scope["children"]
 
 
+def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
+    """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
+    A field declared as a node contributes its cached hash, read directly when it holds a node, instead of
+    `hash()` calling back into Python for it; equal fields still contribute equal numbers."""
+    parts = []
+    for a in fields:
+        v = prefix + (a.name if prefix else a.alias)
+        declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
+        if declared & _NODE_NAMES:
+            parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
+        else:
+            parts.append(f"{v}, ")
+    return f"hash((_qualname, ({''.join(parts)}))))"
+
+
 def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
     """The start of a call that sets the slot `name` of `self` (its member descriptor's `__set__`, which skips
     the attribute lookup `object.__setattr__` makes), to be followed by the value and `)`."""
@@ -182,7 +199,7 @@ def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, deri
     fields = attrs.fields(cls)
     if any(a.eq and not a.init for a in fields):
         return None
-    params, kw_params, body, eq_values = [], [], [], []
+    params, kw_params, body, eq_fields = [], [], [], []
     for a in fields:
         if not a.init:
             continue
@@ -212,12 +229,12 @@ def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, deri
                 body.append(f"    {arg} = _convert_{arg}({arg})")
         body.append(f"    {_setter(cls, a.name, scope)}{arg})")
         if a.eq:
-            eq_values.append(arg)
+            eq_fields.append(a)
     signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
     if post_init is not None:
         tail = [f"    self.{post_init}()", *derive]
     else:
-        tail = [f"    {_setter(cls, '_h', scope)}hash((_qualname, ({''.join(f'{v}, ' for v in eq_values)}))))",
+        tail = [f"    {_setter(cls, '_h', scope)}{_hash_expr(eq_fields, '')}",
                 *derive]
     return ["", f"def __init__({signature}):", *body, *tail]
 

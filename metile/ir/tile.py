@@ -17,10 +17,10 @@ from pyrsistent.typing import PVector
 
 from metile.ir.node import node
 from metile.ir.ops import ReduceOp
-from metile.ir.types import DType, TileType, Type, tile_type
+from metile.ir.types import SCALAR_TYPES, DType, TileType, Type, tile_type
 from metile.ir.values import Const, Stmt, Value, Var
 
-_I32 = TileType(DType.I32)   # the type of the identities below (held here, so the intern table keeps it)
+_I32 = SCALAR_TYPES[DType.I32]   # the type of the identities below
 
 
 @node

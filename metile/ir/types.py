@@ -178,10 +178,11 @@ def _intern(table: dict[tuple, weakref.ref], new, alias: tuple | None):
 
 
 def _interned(cls: type) -> type:
-    """Register `cls` (an attrs class whose metaclass is `Interned`) and let copies go through its constructor."""
+    """Register `cls` (an attrs class whose metaclass is `Interned`) and let copies go through its constructor
+    (the fields it does not take are derived from the others, once per type)."""
     _TABLES[cls] = {}
     _PURGE_AT[cls] = 1024
-    names = [a.name for a in attrs.fields(cls)]
+    names = [a.name for a in attrs.fields(cls) if a.init]
     if len(names) > 1:
         fields = operator.attrgetter(*names)
     else:
@@ -203,14 +204,12 @@ class TileType(metaclass=Interned):
 
     dtype: DType
     shape: tuple[int, ...] = attrs.field(default=(), converter=_shape)
+    is_scalar: bool = attrs.field(init=False, repr=False)   # shape == ()
+    size: int = attrs.field(init=False, repr=False)         # the number of elements
 
-    @property
-    def is_scalar(self) -> bool:
-        return self.shape == ()
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "is_scalar", self.shape == ())
+        object.__setattr__(self, "size", math.prod(self.shape))
 
     def with_dtype(self, dtype: DType) -> TileType:
         return tile_type(dtype, self.shape)
@@ -230,14 +229,12 @@ class PtrType(metaclass=Interned):
     dtype: DType
     shape: tuple[int, ...] = attrs.field(converter=_shape)
     space: AddressSpace
+    is_scalar: bool = attrs.field(init=False, repr=False)   # shape == ()
+    size: int = attrs.field(init=False, repr=False)         # the number of pointers
 
-    @property
-    def is_scalar(self) -> bool:
-        return self.shape == ()
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "is_scalar", self.shape == ())
+        object.__setattr__(self, "size", math.prod(self.shape))
 
     def with_shape(self, shape: tuple[int, ...]) -> PtrType:
         return PtrType(self.dtype, shape, self.space)
@@ -276,6 +273,7 @@ class MatrixType(metaclass=Interned):
 
 
 _TILE_TYPES = _TABLES[TileType]
+SCALAR_TYPES: dict[DType, TileType] = {d: TileType(d) for d in DType}   # kept alive here, read by one lookup
 
 
 def tile_type(dtype: DType, shape: tuple[int, ...] = ()) -> TileType:

@@ -26,7 +26,7 @@ import numpy as np
 
 from metile.ir.node import Node, node
 from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
-from metile.ir.types import AddressSpace, DType, PtrType, TileType, Type, tile_type
+from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType, Type, tile_type
 
 
 @node
@@ -91,7 +91,7 @@ class Const(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return tile_type(self.dtype)
+        return SCALAR_TYPES[self.dtype]
 
 
 @node
