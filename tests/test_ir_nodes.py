@@ -240,6 +240,14 @@ def test_nan_in_a_plain_field_equals_itself_as_attrs_compares():
         For(Var("i", TileType(I32)), n, n, n, (), (), [], (), (), num_stages=nan)
 
 
+def test_copies_and_pickles_are_rebuilt_equal():
+    k = Kernel("k", Stage.TILE, (n,), [Let(Var("y", T8), Binary(BinOp.ADD, x8, x8, loc=Loc("f.py", 3, 4)))],
+               {"BLOCK": 8}, loc=Loc("f.py", 1))
+    for c in (pickle.loads(pickle.dumps(k)), copy.deepcopy(k), copy.copy(k)):
+        assert c == k and hash(c) == hash(k) and c.loc == k.loc and c.body[0].value.loc == Loc("f.py", 3, 4)
+        assert c.body[0].value.type is T8 and c.params[0].type is n.type
+
+
 def test_converters_keep_arguments_of_the_right_class():
     body, meta = pvector([Barrier()]), pmap({"BLOCK": 4})
     k = Kernel("k", Stage.TILE, (), body, meta)

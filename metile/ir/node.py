@@ -92,7 +92,7 @@ def _extend(out: list[Node], v) -> None:
 # ---- per-class code
 
 _DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
-_NOTHING = object()
+_NOTHING = attrs.NOTHING   # the default of a field with a factory, as in the `__init__` attrs writes
 _NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fields declared as nodes
 # Converters whose result class is known: a value of that class is kept as it is (the same value, or one
 # equal to what the converter would build, as persistent collections are immutable), without a call.
@@ -240,6 +240,7 @@ def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, deri
 
 
 _CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}
+_INIT_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}   # per class, (attribute, `__init__` argument) pairs
 
 
 @node
@@ -250,6 +251,19 @@ class Node:
     def __attrs_post_init__(self) -> None:
         names = _EQ_NAMES.get(type(self)) or _eq_names(type(self))
         object.__setattr__(self, "_h", hash((type(self).__qualname__, tuple([getattr(self, a) for a in names]))))
+
+    def __reduce__(self):
+        """Copies and pickles are rebuilt by the constructor, so the cached hash is computed anew (hashes of
+        strings, enums and types differ between processes) and the types are the interned ones."""
+        cls = self.__class__
+        init = _INIT_NAMES.get(cls)
+        if init is None:
+            init = _INIT_NAMES[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
+        return _rebuild, (cls, {alias: getattr(self, name) for name, alias in init})
+
+
+def _rebuild(cls: type[Node], kwargs: dict[str, object]) -> Node:
+    return cls(**kwargs)
 
 
 _GENERIC_POST_INITS = {Node.__attrs_post_init__}   # hash set-ups a subclass may replace with its own
@@ -269,9 +283,6 @@ def _map_value(f: Callable[[Node], Node], v):
         new = [_map_value(f, x) for x in v]
         return v if all(a is b for a, b in zip(new, v)) else pvector(new)
     return v
-
-
-_INIT_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def map_children(f: Callable[[Node], Node], n: Node) -> Node:
