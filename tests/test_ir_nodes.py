@@ -302,6 +302,7 @@ def test_type_text_round_trips(t, text):
 def test_types_are_interned():
     t = TileType(F32, (4, 8))
     assert TileType(F32, [4, 8]) is t and TileType(dtype=F32, shape=(4, 8)) is t and t.with_shape((4, 8)) is t
+    assert t.with_shape([4, 8]) is t and TileType(F16, (4, 8)).with_dtype(F32) is t
     assert TileType(F32) is TileType(F32, ()) and TileType(F32).is_scalar and t.size == 32 and not t.is_scalar
     assert pickle.loads(pickle.dumps(t)) is t and copy.copy(t) is t and copy.deepcopy(t) is t
     assert attrs.evolve(t, shape=(8,)) is TileType(F32, (8,))

@@ -278,7 +278,10 @@ SCALAR_TYPES: dict[DType, TileType] = {d: TileType(d) for d in DType}   # kept a
 
 def tile_type(dtype: DType, shape: tuple[int, ...] = ()) -> TileType:
     """`TileType(dtype, shape)`, without the constructor call when that type exists (one dict lookup)."""
-    ref = _TILE_TYPES.get((dtype, shape))
+    try:
+        ref = _TILE_TYPES.get((dtype, shape))
+    except TypeError:   # a shape given as a list
+        return TileType(dtype, shape)
     if ref is not None and (t := ref()) is not None:
         return t
     return TileType(dtype, shape)
