@@ -272,6 +272,7 @@ def test_scan_agrees_with_the_definitions(case):
     assert facts.names == c_names(k)
     assert facts.defs == bindings(k)
     assert facts.written == written_params(k, bindings(k))
+    assert facts.kinds == {kind._value_ for kind in builtins_used(k)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

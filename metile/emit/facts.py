@@ -1,14 +1,16 @@
-"""Facts about a kernel that the MSL emitter needs, and the definitions its own walk is checked against.
+"""Facts about a kernel that the MSL emitter needs, and the definitions they are checked against.
 
-- `scan`: one walk of the statements in program order (values are not visited): the C names of the
-  parameters and bound names (`c_names`), the values each name may take (`bindings`) and the pointer
-  parameters written through (`written_params`). It checks the stage and the statements first.
+- `scan`: one walk of the kernel in program order, before any text is written: the C names of the
+  parameters and bound names (`c_names`), the values each name may take (`bindings`), the pointer
+  parameters written through (`written_params`), the thread-position attributes read (`builtins_used`),
+  and in `Records` whether each structure has two or more distinct parents (`use_counts`), which decides
+  whether the emitter names it. It checks the stage first.
 - `Records`: one record per structure (structurally equal nodes share it), for the emitter.
 - `value_children`: `children` of a Metal IR value, read field by field.
 - `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
 - `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
-  counts); the emitter counts the same while it writes, and names a compound value with two or more
-  once instead of repeating it.
+  counts); `scan` counts the same, and the emitter names a compound value with two or more once instead
+  of repeating it.
 - `pointer_roots`: the parameters pointers may point into, following `AddPtr`, `Where` and every name
   binding back to the parameter; `written_params`: the pointer parameters some store, vector store,
   matrix store or atomic add writes through.
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator
 
 from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier
@@ -68,76 +71,150 @@ LEAVES = frozenset({Const, Param, Var, Builtin})  # values without children, who
 ADMITTED_METAL = ADMITTED[Stage.METAL]
 
 
+_LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+
+
 class Facts:
-    """What `scan` found: `names` (`c_names`), `defs` (`bindings`) and `written` (`written_params`)."""
+    """What `scan` found: `names` (`c_names`), `defs` (`bindings`), `written` (`written_params`), `kinds` (the
+    `_value_` of each of `builtins_used`) and `records` (each structure's record, shared when it has two or more
+    distinct parents)."""
 
-    __slots__ = ("defs", "names", "written")
+    __slots__ = ("defs", "kinds", "names", "records", "written")
 
-    def __init__(self, names: dict[str, str], defs: dict[str, tuple[Value, ...]], written: frozenset[str]):
-        self.names, self.defs, self.written = names, defs, written
+    def __init__(self, names: dict[str, str], defs: dict[str, tuple[Value, ...]], written: frozenset[str],
+                 kinds: set[str], records: Records):
+        self.names, self.defs, self.written, self.kinds, self.records = names, defs, written, kinds, records
 
 
 def scan(k: Kernel) -> Facts:
-    """`check_metal(k)` for the stage and the statements, then the facts about the kernel's names, in one walk
-    of its statements in program order (values are not visited)."""
+    """The facts about `k` the emitter needs, from one walk of its statements in program order that also visits
+    each value structure once. A statement is the parent of the values the emitter writes for it (of a matrix
+    load or multiply-accumulate, its operands), and of those it leaves out (a `Load`'s `other` without a mask,
+    yields and inits past the carried values or results)."""
     if k.stage is not Stage.METAL:
         check_metal(k)
     names: dict[str, str] = {}
-    taken = set(MSL_RESERVED)
-    taken.add(c_identifier(k.name))
+    taken = {c_identifier(k.name)}  # with `MSL_RESERVED`, never given
     defs: dict[str, tuple[Value, ...]] = {}
     stores: list[Value] = []
+    kinds: set[str] = set()
+    records = Records()
+    by_hash, twins, record = records.by_hash, records.twins, records.record
 
     def claim(name: str) -> None:
-        if name in names:
-            return
-        base = c_identifier(name)
-        text, i = base, 1
-        while text in taken:
-            text, i = f"{base}_{i}", i + 1
-        taken.add(text)
-        names[name] = text
+        if name not in names:
+            text = base = c_identifier(name)
+            i = 1
+            while text in taken or text in MSL_RESERVED:
+                text, i = f"{base}_{i}", i + 1
+            taken.add(text)
+            names[name] = text
+
+    todo: list[tuple[list, tuple]] = []  # (the record of a parent, values it is a parent of), counted after the walk
 
     def walk(body) -> None:
         for s in body:
+            rec = by_hash.get(s._h)
+            if rec is None and s.__class__ in ADMITTED_METAL:
+                rec = by_hash[s._h] = [s, None, None, False]
+            elif rec is None or rec[0] is not s:
+                rec = twins.get(id(s)) or record(s, rec, None)
             match s:
                 case Let():
-                    claim(s.var.name)
-                    defs[s.var.name] = (s.value,)
-                case Store() | AtomicAdd() | VecStore() | MatrixStore():
+                    var, value = s.var, s.value
+                    claim(var.name)
+                    defs[var.name] = (value,)
+                    todo.append((rec, value_children(value) if value.__class__ in _LET_DECLARED else (value,)))
+                case Store():
                     stores.append(s.ptr)
+                    todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
                 case For():
-                    for v in (s.index, *s.carried, *s.results):
+                    claim(s.index.name)
+                    for v in s.carried:
+                        claim(v.name)
+                    for v in s.results:
                         claim(v.name)
                     for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
                         defs[c.name] = (i, y)
                         defs[r.name] = (c,)
+                    todo.append((rec, (*s.inits, s.start, s.stop, s.step, *s.yields)))
                     walk(s.body)
                 case If():
                     for v in s.results:
                         claim(v.name)
                     for r, a, b in zip(s.results, s.then_yields, s.else_yields):
                         defs[r.name] = (a, b)
+                    todo.append((rec, (s.cond, *s.then_yields, *s.else_yields)))
                     walk(s.then)
                     walk(s.orelse)
+                case AtomicAdd():
+                    stores.append(s.ptr)
+                    todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
+                case VecStore():
+                    stores.append(s.ptr)
+                    todo.append((rec, (s.ptr, s.value)))
+                case MatrixStore():
+                    stores.append(s.ptr)
+                    todo.append((rec, (s.value, s.ptr, s.stride)))
+                case Barrier():
+                    pass
                 case While():
-                    for v in (*s.carried, *s.results):
+                    for v in s.carried:
+                        claim(v.name)
+                    for v in s.results:
                         claim(v.name)
                     for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
                         defs[c.name] = (i, y)
                         defs[r.name] = (c,)
+                    todo.append((rec, (*s.inits, s.cond, *s.yields)))
                     walk(s.cond_body)
                     walk(s.body)
-                case Barrier():
-                    pass
                 case _:
                     check_metal(k)  # raises for a statement Metal IR does not admit
                     assert_never(s)
 
-    for p in sorted(k.params, key=lambda p: p.index):
+    for p in sorted(k.params, key=_index):
         claim(p.name)
     walk(k.body)
-    return Facts(names, defs, pointer_roots(stores, defs))
+    # Each parent's values; a structure met for the first time is then the parent of its children (one met again
+    # has the same children). Which node of a structure is met first does not change what is counted.
+    while todo:
+        parent, values = todo.pop()
+        for v in values:
+            cls = v.__class__
+            if cls in LEAVES:
+                if cls is Builtin:
+                    kinds.add(v.kind._value_)
+                continue
+            rec = by_hash.get(v._h)
+            if rec is None and cls in ADMITTED_METAL:
+                rec = by_hash[v._h] = [v, parent, None, False]
+                get = _CHILDREN.get(cls)
+                todo.append((rec, get(v) if get is not None else value_children(v)))
+                continue
+            if rec is None or rec[0] is not v:
+                found = twins.get(id(v))
+                if found is None:
+                    found = record(v, rec, parent)
+                    if found[0] is v:  # a structure whose hash another one took first
+                        todo.append((found, value_children(v)))
+                        continue
+                rec = found
+            if rec[1] is not parent:
+                rec[3] = True
+    return Facts(names, defs, pointer_roots(stores, defs), kinds, records)
+
+
+# `value_children` of the classes with two or more children, read by one C call.
+_CHILDREN = {cls: operator.attrgetter(*fields) for cls, fields in (
+    (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Compare, ("lhs", "rhs")), (Where, ("cond", "x", "y")),
+    (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixLoad, ("ptr", "stride")), (SimdShuffleXor, ("x", "mask")),
+    (SimdBroadcast, ("x", "lane")),
+)}
+
+
+def _index(p: Param) -> int:
+    return p.index
 
 
 class Records:
@@ -147,37 +224,35 @@ class Records:
 
     Records are found under each node's cached hash in `by_hash` (`Node._h`, read directly: `hash()` would call
     back into Python), then by `==`. `by_hash.get(v._h)` holding `v` itself is the common case, which callers
-    test before calling `record`; a node structurally equal to an earlier one is remembered by id, and held so
-    that its id stays its own.
+    test before calling `record`; any other node is remembered by id in `twins` (which callers read first), and
+    held so that its id stays its own. `record` gives a new record only to a node it does not find, and that
+    record's node is the node itself.
     """
 
-    __slots__ = ("_held", "_others", "_twins", "by_hash")
+    __slots__ = ("_held", "_others", "by_hash", "twins")
 
     def __init__(self) -> None:
         self.by_hash: dict[int, list] = {}
         self._others: dict[Node, list] = {}  # structures whose hash another structure took first
-        self._twins: dict[int, list] = {}
+        self.twins: dict[int, list] = {}
         self._held: list[Node] = []
 
     def record(self, v: Node, found: list | None, parent: list | None) -> list:
-        """The record of `v`, for which `by_hash` gave `found` (None, or not `v`'s own); a new structure's
-        first parent is `parent`. Refuses a node class Metal IR does not admit."""
+        """The record of `v`, for which `by_hash` gave `found` (None, or not `v`'s own) and `twins` nothing; a new
+        structure's first parent is `parent`. Refuses a node class Metal IR does not admit."""
         if found is None:
             self._check(v)
             found = self.by_hash[v._h] = [v, parent, None, False]
             return found
-        rec = self._twins.get(id(v))
-        if rec is None:
-            if found[0] == v:
-                rec = found
-            else:
-                rec = self._others.get(v)
-                if rec is None:
-                    self._check(v)
-                    rec = self._others[v] = [v, parent, None, False]
-                    return rec
-            self._twins[id(v)] = rec
-            self._held.append(v)
+        if found[0] == v:
+            rec = found
+        else:
+            rec = self._others.get(v)
+            if rec is None:
+                self._check(v)
+                rec = self._others[v] = [v, parent, None, False]
+        self.twins[id(v)] = rec
+        self._held.append(v)
         return rec
 
     @staticmethod

@@ -19,18 +19,7 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 
 from __future__ import annotations
 
-import functools
-
-from metile.emit.facts import (
-    ADMITTED_METAL,
-    LEAVES,
-    Records,
-    check_metal,
-    pointer_roots,
-    reads_any,
-    scan,
-    value_children,
-)
+from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.spell import (
     BINARY_FORMS,
     COMPARE_BY_VALUE,
@@ -44,6 +33,7 @@ from metile.emit.spell import (
     fence_flags,
     literal,
     msl_bool,
+    pointer_text,
     type_name,
     type_text,
     unary_form,
@@ -100,175 +90,137 @@ def emit_msl(kernel: Kernel) -> str:
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+_BUILTIN_PARAMS = tuple((kind._value_, builtin_param(kind)) for kind in BuiltinKind)  # in `BuiltinKind` order
 
 
-@functools.cache
-def _references(i: int) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str, str]]:
-    """The texts referring to declaration `i`: of an atomic value, of another value, of an `AddPtr`."""
-    full, operand, element = f"{{0[{i}]}}", f"{{1[{i}]}}", f"{{2[{i}]}}"
-    return (full, full), (full, operand), (full, operand, element)
+def _index(p: Param) -> int:
+    return p.index
 
 
 class _Emitter:
-    """One walk of the statements in program order writes the text and counts the distinct parents of each
-    structure (as `use_counts` does, in `Records`). Each compound value that may be named is written as a
-    reference to a *declaration* at its first use in a body; `resolve` then writes a declaration as a `const`
-    local where its structure has two or more parents and inline elsewhere, and fills in the references.
-
-    Writing does not depend on that choice: a value declared in a body is found again (named or inline) while
-    the body is open, as a named value would be, and an inline value written again would read the same.
-    References are `str.format` fields into three lists indexed by declaration: `{0[i]}` its text, `{1[i]}` its
-    text as an operand, `{2[i]}` the element an `AddPtr` points to. MSL expressions hold no braces, so a
-    declaration's text is formatted only when it holds a reference, and the lines (their block braces doubled)
-    are formatted once, as a whole.
+    """`scan` first gathers the kernel's names, bindings, stores and builtins, and whether each structure has two
+    or more distinct parents (its record's `shared`). One walk of the statements in program order then writes
+    the text: a compound value that may be named is written at its first use in a body, as a `const` local if
+    its structure is shared (named `tN` in the order of these declarations, skipping the kernel's own names) and
+    inline otherwise. Its texts stay in its record while the body is open, so that it is found again (named or
+    inline) there; an inline value written again would read the same.
     """
 
     def __init__(self, k: Kernel):
-        facts = scan(k)  # checks the stage first
-        self.k, self.facts, self.names = k, facts, facts.names
-        self.records = Records()
-        self.by_hash = self.records.by_hash
+        self.k = k
+        self.records = Records()  # `scan`'s, once `run` has begun
         self.kinds: set[str] = set()  # the attributes the kernel reads, by `_value_`
-        self.consts: dict[int, tuple[str, str]] = {}  # the texts of each `Const` and `Builtin` node, by id
-        self.scopes: list[list[list]] = [[]]  # the records whose texts each open body set
-        # Declaration i: `(record, text, atomic, value, pad, element)`, the record None for a temporary (named
-        # with its prefix in `prefixes`); `element` is the text of the element an `AddPtr` points to.
-        self.decls: list[tuple] = []
-        self.prefixes: dict[int, str] = {}
-        # Lines: a `str` is a line (braces doubled, as `str.format` reads text); an int is a declaration.
-        self.lines: list = []
+        self.leaves: dict[int, tuple[str, str]] = {}  # the texts of each value without children, by id
+        self.scope: list[list] = []  # the records whose texts the innermost open body set
+        self.scopes: list[list[list]] = [self.scope]
+        self.lines: list[str] = []
+        self.count = 0  # the number of locals named `tN` or `next_..._N` so far
         self.depth = 0
         self.pad = ""  # INDENT * depth
 
     # ---- output
 
-    def emit(self, text: str) -> None:
-        self.lines.append(self.pad + text)
-
     def open_block(self, head: str) -> None:
-        self.lines.append(f"{self.pad}{head} {{{{")  # a brace, as `str.format` reads it
+        self.lines.append(f"{self.pad}{head} {{")
         self.depth += 1
         self.pad = INDENT * self.depth
-        self.scopes.append([])
+        self.scope = []
+        self.scopes.append(self.scope)
 
-    def close_block(self, tail: str = "}}") -> None:
-        for rec in self.scopes.pop():
+    def close_block(self, tail: str = "}") -> None:
+        scopes = self.scopes
+        for rec in scopes.pop():
             rec[2] = None
+        self.scope = scopes[-1]
         self.depth -= 1
         self.pad = INDENT * self.depth
         self.lines.append(self.pad + tail)
 
-    def resolve(self) -> str:
-        """The body's text, each declaration named (`const T tN = ...;`) or written inline. Names are given in the
-        order of the declarations (a value's after those of its operands, a temporary's before them), skipping
-        the kernel's own names; an inline value refers to earlier declarations only."""
-        decls, prefixes, taken, count = self.decls, self.prefixes, set(self.names.values()), 0
-        full = [""] * len(decls)
-        oper, elem, lines = full[:], full[:], full[:]  # `lines`: the line declaring each named value
-        for i, (rec, text, atomic, v, pad, element) in enumerate(decls):
-            if rec is None or rec[3]:  # a temporary, or a value with two or more parents: named
-                prefix = prefixes[i] if rec is None else "t"
-                name, count = f"{prefix}{count}", count + 1
-                while name in taken:
-                    name, count = f"{prefix}{count}", count + 1
-                taken.add(name)
-                full[i] = oper[i] = name
-                lines[i] = f"{pad}{self.local_decl(name, v)} = {text};"
-                if element is not None:
-                    elem[i] = name + "[0]"
-            else:
-                if "{" in text:
-                    text = text.format(full, oper, elem)
-                full[i] = text
-                oper[i] = text if atomic else f"({text})"
-                if element is not None:
-                    elem[i] = element.format(full, oper, elem) if "{" in element else element
-        body = [e if e.__class__ is str else lines[e] for e in self.lines]
-        return "\n".join(filter(None, body)).format(full, oper, elem)  # an inline value has no line
+    def local_name(self, prefix: str) -> str:
+        """The next local name `<prefix>N` (N counts all locals named so far) that is not one of the kernel's."""
+        count, taken = self.count, self.taken
+        name, count = f"{prefix}{count}", count + 1
+        while name in taken:
+            name, count = f"{prefix}{count}", count + 1
+        taken.add(name)
+        self.count = count
+        return name
 
     # ---- types
 
-    def ptr_is_const(self, v: Value) -> bool:
-        t = v.type
-        if not isinstance(t, PtrType) or t.space is not AddressSpace.DEVICE:
+    def ptr_is_const(self, v: Value, t: PtrType) -> bool:
+        """Whether nothing is written through the pointer `v` of type `t`."""
+        if t.space is not AddressSpace.DEVICE:
             return False
         base = v
         while base.__class__ is AddPtr:
             base = base.ptr
         if base.__class__ is Param:  # the common case of `pointer_roots`: one parameter
-            return base.name not in self.facts.written
-        return bool(pointer_roots((v,), self.facts.defs) - self.facts.written)
+            return base.name not in self.written
+        return bool(pointer_roots((v,), self.defs) - self.written)
 
-    def local_decl(self, name: str, v: Value, *, mutable: bool = False) -> str:
-        """`const float x`, `device const float* const p`, or without `const` when `mutable`."""
+    def decl_type(self, v: Value) -> str:
+        """The type `v` is declared with: `float`, `device const float*` (`const` when nothing is written
+        through it)."""
         t = v.type
         if t.__class__ is PtrType:
-            text = type_name(t, const=self.ptr_is_const(v))
-            return f"{text} {name}" if mutable else f"{text} const {name}"
-        text = type_text(t)
-        return f"{text} {name}" if mutable else f"const {text} {name}"
+            return pointer_text(t, self.ptr_is_const(v, t))
+        return type_text(t)
+
+    def local_decl(self, name: str, v: Value) -> str:
+        """`const float x` or `device const float* const p`."""
+        t = v.type
+        if t.__class__ is PtrType:
+            return f"{pointer_text(t, self.ptr_is_const(v, t))} const {name}"
+        return f"const {type_text(t)} {name}"
 
     # ---- kernel
 
     def run(self) -> str:
         k = self.k
         try:
+            facts = scan(k)  # checks the stage first
+            self.names, self.defs, self.written, self.kinds = facts.names, facts.defs, facts.written, facts.kinds
+            self.records = records = facts.records
+            self.by_hash, self.twins = records.by_hash, records.twins
+            self.taken = set(self.names.values())  # the local names `local_name` may not give
             args = []
-            for p in sorted(k.params, key=lambda p: p.index):
-                match p.type:
+            for p in sorted(k.params, key=_index):
+                t = p.type
+                match t:
                     case PtrType():
-                        args.append(f"{type_name(p.type, const=self.ptr_is_const(p))} {self.names[p.name]} "
+                        args.append(f"{pointer_text(t, self.ptr_is_const(p, t))} {self.names[p.name]} "
                                     f"[[buffer({p.index})]]")
                     case _:
-                        args.append(f"constant {type_name(p.type)}& {self.names[p.name]} [[buffer({p.index})]]")
+                        args.append(f"constant {type_name(t)}& {self.names[p.name]} [[buffer({p.index})]]")
             self.depth, self.pad = 1, INDENT
             self.body(k.body)
-            body = self.resolve()
         except Exception:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
-        args += [builtin_param(kind) for kind in BuiltinKind if kind._value_ in self.kinds]
+        args += [text for kind, text in _BUILTIN_PARAMS if kind in self.kinds]
         head = f"kernel void {c_identifier(k.name)}("
         sep = ",\n" + " " * len(head)
         text = f"{HEADER}\n{head}{sep.join(args)}) {{\n"
+        body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
 
     # ---- values
 
-    def expr(self, v: Value, parent: list) -> tuple[str, ...]:
-        """The texts of `v`, a child of the structure whose record is `parent`: as a whole, and as an operand (in
-        parentheses unless atomic); with the element it points to, for an `AddPtr`."""
-        if v.__class__ in LEAVES:
-            match v:
-                case Var():
-                    text = self.names[v.name]
-                    return text, text
-                case Const():
-                    found = self.consts.get(id(v))
-                    if found is None:
-                        text = literal(v.value, v.dtype)
-                        found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
-                        self.consts[id(v)] = found
-                    return found
-                case Param():
-                    text = self.names[v.name]
-                    return text, text
-                case Builtin():
-                    found = self.consts.get(id(v))
-                    if found is None:
-                        self.kinds.add(v.kind._value_)
-                        text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
-                        found = self.consts[id(v)] = text, text
-                    return found
-                case _:
-                    assert_never(v)
+    def expr(self, v: Value) -> tuple[str, ...]:
+        """The texts of `v`: as a whole, and as an operand (in parentheses unless atomic); with the element it points
+        to, for an `AddPtr`."""
+        cls = v.__class__
+        if cls is Var:  # the most common value
+            text = self.names[v.name]
+            return text, text
+        if cls in LEAVES:
+            found = self.leaves.get(id(v))
+            return found if found is not None else self.leaf(v)
         rec = self.by_hash.get(v._h)
-        if rec is None and v.__class__ in ADMITTED_METAL:  # the first node of its structure
-            rec = self.by_hash[v._h] = [v, parent, None, False]
-        elif rec is None or rec[0] is not v:
-            rec = self.records.record(v, rec, parent)
-        if rec[1] is not parent:
-            rec[3] = True
+        if rec is None or rec[0] is not v:
+            rec = self.twins.get(id(v)) or self.records.record(v, rec, None)
+            v = rec[0]  # equal, so written alike: the node `scan` met the children of
         if rec[2] is not None:
             return rec[2]
         expr, element = self.expr, None
@@ -279,106 +231,102 @@ class _Emitter:
                 word, infix, narrow = (BINARY_FORMS[v.op._value_].get(t.dtype._value_)
                                        or binary_form(v.op, t.dtype))
                 if not infix:
-                    text, atomic = f"{word}({expr(lhs, rec)[0]}, {expr(rhs, rec)[0]})", True
+                    text, atomic = f"{word}({expr(lhs)[0]}, {expr(rhs)[0]})", True
                 elif narrow is not None and isinstance(t, TileType):
-                    text, atomic = f"{narrow}({expr(lhs, rec)[1]} {word} {expr(rhs, rec)[1]})", True
+                    text, atomic = f"{narrow}({expr(lhs)[1]} {word} {expr(rhs)[1]})", True
                 else:
-                    text, atomic = f"{expr(lhs, rec)[1]} {word} {expr(rhs, rec)[1]}", False
+                    text, atomic = f"{expr(lhs)[1]} {word} {expr(rhs)[1]}", False
             case AddPtr():
-                base, offset = expr(v.ptr, rec)[1], expr(v.offset, rec)
+                base, offset = expr(v.ptr)[1], expr(v.offset)
                 text, atomic, element = f"{base} + {offset[1]}", False, f"{base}[{offset[0]}]"
+            case Compare():
+                text, atomic = f"{expr(v.lhs)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs)[1]}", False
             case Load():
                 if v.mask is None:
-                    if v.other is not None:
-                        self.count_only((v.other,), rec)
-                    text = self.element(v.ptr, rec)
+                    text = self.element(v.ptr)
                     return text, text
-                cond = expr(v.mask, rec)[1]
-                alt = expr(v.other, rec)[1] if v.other is not None else literal(0, v.type.dtype)
-                text = f"{cond} ? {self.element(v.ptr, rec)} : {alt}"
+                cond = expr(v.mask)[1]
+                alt = expr(v.other)[1] if v.other is not None else literal(0, v.type.dtype)
+                text = f"{cond} ? {self.element(v.ptr)} : {alt}"
                 return text, f"({text})"
-            case Compare():
-                text, atomic = f"{expr(v.lhs, rec)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs, rec)[1]}", False
             case Cast():
-                text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x, rec)[0]})", True
+                text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
             case Where():
                 if isinstance(v.cond.type, TileType):
-                    text, atomic = f"{expr(v.cond, rec)[1]} ? {expr(v.x, rec)[1]} : {expr(v.y, rec)[1]}", False
+                    text, atomic = f"{expr(v.cond)[1]} ? {expr(v.x)[1]} : {expr(v.y)[1]}", False
                 else:
-                    text, atomic = f"select({expr(v.y, rec)[0]}, {expr(v.x, rec)[0]}, {expr(v.cond, rec)[0]})", True
+                    text, atomic = f"select({expr(v.y)[0]}, {expr(v.x)[0]}, {expr(v.cond)[0]})", True
             case Unary():
                 x = v.x
                 t = x.type
                 word, prefix, narrow = UNARY_FORMS[v.op._value_].get(t.dtype._value_) or unary_form(v.op, t.dtype)
                 if not prefix:
-                    text, atomic = f"{word}({expr(x, rec)[0]})", True
+                    text, atomic = f"{word}({expr(x)[0]})", True
                 elif narrow is not None and isinstance(t, TileType):
-                    text, atomic = f"{narrow}({word}{expr(x, rec)[1]})", True
+                    text, atomic = f"{narrow}({word}{expr(x)[1]})", True
                 else:
-                    text, atomic = f"{word}{expr(x, rec)[1]}", False
+                    text, atomic = f"{word}{expr(x)[1]}", False
             case Extract():
-                text, atomic = f"{expr(v.vec, rec)[1]}[{v.lane}]", True
+                text, atomic = f"{expr(v.vec)[1]}[{v.lane}]", True
                 if v.vec.__class__ in (Var, Param):  # a lane of a named vector is never named
                     return text, text
             case VecLoad():
-                text = f"*({v.ptr.type.space._value_} const {type_text(v.type)}*)({expr(v.ptr, rec)[0]})"
+                text = f"*({v.ptr.type.space._value_} const {type_text(v.type)}*)({expr(v.ptr)[0]})"
                 return text, f"({text})"
             case MakeVector():
-                elems = ", ".join([expr(e, rec)[0] for e in v.elems])
+                elems = ", ".join([expr(e)[0] for e in v.elems])
                 text, atomic = f"{type_text(v.type)}({elems})", True
             case Splat():
-                text, atomic = f"{type_text(v.type)}({expr(v.x, rec)[0]})", True
+                text, atomic = f"{type_text(v.type)}({expr(v.x)[0]})", True
             case MatrixFill():
-                text, atomic = f"make_filled_{type_text(v.type)}({expr(v.value, rec)[0]})", True
+                text, atomic = f"make_filled_{type_text(v.type)}({expr(v.value)[0]})", True
             case SimdShuffleXor():
-                text = f"simd_shuffle_xor({expr(v.x, rec)[0]}, {expr(v.mask, rec)[0]})"
+                text = f"simd_shuffle_xor({expr(v.x)[0]}, {expr(v.mask)[0]})"
                 return text, text
             case SimdBroadcast():
-                text = f"simd_broadcast({expr(v.x, rec)[0]}, {expr(v.lane, rec)[0]})"
+                text = f"simd_broadcast({expr(v.x)[0]}, {expr(v.lane)[0]})"
                 return text, text
             case SimdReduce():
-                text = f"{SIMD_REDUCE_BY_VALUE[v.op._value_]}({expr(v.x, rec)[0]})"
+                text = f"{SIMD_REDUCE_BY_VALUE[v.op._value_]}({expr(v.x)[0]})"
                 return text, text
             case SharedAlloc() | MatrixLoad() | MatrixMultiplyAccumulate():
                 raise EmitError(f"{type(v).__name__} is only ever the value of a Let", v.loc)
             case _:
                 assert_never(v)
-        i = len(self.decls)
-        self.decls.append((rec, text, atomic, v, self.pad, element))
-        self.lines.append(i)
-        refs = _references(i)
-        texts = rec[2] = refs[2] if element is not None else refs[0] if atomic else refs[1]
-        self.scopes[-1].append(rec)
+        if not rec[3]:  # one parent: inline (met again only as a part of that parent, written anew)
+            if element is not None:
+                return text, f"({text})", element
+            return (text, text) if atomic else (text, f"({text})")
+        name = self.local_name("t")  # two or more parents: named, and found again while the body is open
+        self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
+        texts = rec[2] = (name, name) if element is None else (name, name, name + "[0]")
+        self.scope.append(rec)
         return texts
 
-    def element(self, ptr: Value, parent: list) -> str:
+    def leaf(self, v: Value) -> tuple[str, str]:
+        """The texts of a value without children (the same wherever it is), kept by id in `leaves`."""
+        match v:
+            case Var() | Param():
+                text = self.names[v.name]
+                found = text, text
+            case Const():
+                text = literal(v.value, v.dtype)
+                found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+            case Builtin():
+                text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
+                found = text, text
+            case _:
+                assert_never(v)
+        self.leaves[id(v)] = found
+        return found
+
+    def element(self, ptr: Value) -> str:
         """The element `ptr` points to: `base[offset]` for an inline `AddPtr`, else `ptr[0]`."""
         match ptr:
             case AddPtr():
-                return self.expr(ptr, parent)[2]
+                return self.expr(ptr)[2]
             case _:
-                return self.expr(ptr, parent)[1] + "[0]"
-
-    def count_only(self, values, parent: list) -> None:
-        """Count the parents in values the text leaves out (a `Load`'s `other` without a mask, yields past the
-        results), as `use_counts` does: their structures may be written elsewhere."""
-        todo = [(parent, tuple(values))]
-        seen: set[int] = set()
-        while todo:
-            p, kids = todo.pop()
-            for c in kids:
-                if c.__class__ in LEAVES:
-                    if c.__class__ is Builtin:
-                        self.kinds.add(c.kind._value_)
-                    continue
-                rec = self.by_hash.get(c._h)
-                if rec is None or rec[0] is not c:
-                    rec = self.records.record(c, rec, p)
-                if rec[1] is not p:
-                    rec[3] = True
-                if id(rec) not in seen:
-                    seen.add(id(rec))
-                    todo.append((rec, value_children(c)))
+                return self.expr(ptr)[1] + "[0]"
 
     # ---- statements
 
@@ -387,135 +335,124 @@ class _Emitter:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
-        rec = self.by_hash.get(s._h)
-        if rec is None and s.__class__ in ADMITTED_METAL:
-            rec = self.by_hash[s._h] = [s, None, None, False]
-        elif rec is None or rec[0] is not s:
-            rec = self.records.record(s, rec, None)
         expr = self.expr
         match s:
             case Let():
-                self.let(self.names[s.var.name], s.var, s.value, rec)
+                self.let(self.names[s.var.name], s.var, s.value)
             case Store():
                 if s.mask is not None:
-                    self.open_block(f"if ({expr(s.mask, rec)[0]})")
-                self.emit(f"{self.element(s.ptr, rec)} = {expr(s.value, rec)[0]};")
+                    self.open_block(f"if ({expr(s.mask)[0]})")
+                self.lines.append(f"{self.pad}{self.element(s.ptr)} = {expr(s.value)[0]};")
                 if s.mask is not None:
                     self.close_block()
             case For():
-                self.for_loop(s, rec)
+                self.for_loop(s)
             case If():
-                self.if_stmt(s, rec)
+                self.if_stmt(s)
             case AtomicAdd():
                 ptr = s.ptr
                 if s.mask is not None:
-                    self.open_block(f"if ({expr(s.mask, rec)[0]})")
-                target = f"({ptr.type.space._value_} {atomic_type(ptr.type.dtype)}*)({expr(ptr, rec)[0]})"
-                self.emit(f"atomic_fetch_add_explicit({target}, {expr(s.value, rec)[0]}, memory_order_relaxed);")
+                    self.open_block(f"if ({expr(s.mask)[0]})")
+                target = f"({ptr.type.space._value_} {atomic_type(ptr.type.dtype)}*)({expr(ptr)[0]})"
+                self.lines.append(f"{self.pad}atomic_fetch_add_explicit({target}, {expr(s.value)[0]}, "
+                                  "memory_order_relaxed);")
                 if s.mask is not None:
                     self.close_block()
             case VecStore():
-                space = s.ptr.type.space._value_
-                self.emit(f"*({space} {type_text(s.value.type)}*)({expr(s.ptr, rec)[0]}) = "
-                          f"{expr(s.value, rec)[0]};")
+                self.lines.append(f"{self.pad}*({s.ptr.type.space._value_} {type_text(s.value.type)}*)"
+                                  f"({expr(s.ptr)[0]}) = {expr(s.value)[0]};")
             case MatrixStore():
-                self.emit(f"simdgroup_store({expr(s.value, rec)[0]}, {expr(s.ptr, rec)[0]}, "
-                          f"{expr(s.stride, rec)[0]}, 0, {msl_bool(s.transpose)});")
+                self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
+                                  f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case Barrier():
-                self.emit(f"threadgroup_barrier({fence_flags(s.fence)});")
+                self.lines.append(f"{self.pad}threadgroup_barrier({fence_flags(s.fence)});")
             case While():
-                self.while_loop(s, rec)
+                self.while_loop(s)
             case _:
                 assert_never(s)
 
-    def let(self, name: str, var: Var, value: Value, rec: list) -> None:
+    def let(self, name: str, var: Var, value: Value) -> None:
+        pad = self.pad
         match value:
             case _ if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
                 decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
-                self.emit(f"{decl} = {self.expr(value, rec)[0]};")
+                self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
             case SharedAlloc():
-                self.emit(f"threadgroup {value.dtype.msl} {name}[{value.size}];")
+                self.lines.append(f"{pad}threadgroup {value.dtype.msl} {name}[{value.size}];")
             case MatrixLoad():
-                ptr, stride = self.expr(value.ptr, rec)[0], self.expr(value.stride, rec)[0]
-                self.emit(f"{type_text(var.type)} {name};")
-                self.emit(f"simdgroup_load({name}, {ptr}, {stride}, 0, {msl_bool(value.transpose)});")
+                ptr, stride = self.expr(value.ptr)[0], self.expr(value.stride)[0]
+                self.lines += (f"{pad}{type_text(var.type)} {name};",
+                               f"{pad}simdgroup_load({name}, {ptr}, {stride}, 0, {msl_bool(value.transpose)});")
             case MatrixMultiplyAccumulate():
-                a, b, c = self.expr(value.a, rec)[0], self.expr(value.b, rec)[0], self.expr(value.c, rec)[0]
-                self.emit(f"{type_text(var.type)} {name};")
-                self.emit(f"simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
+                a, b, c = self.expr(value.a)[0], self.expr(value.b)[0], self.expr(value.c)[0]
+                self.lines += (f"{pad}{type_text(var.type)} {name};",
+                               f"{pad}simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
             case _:
                 assert_never(value)
 
-    def declare(self, var: Var, init: Value | None, rec: list) -> None:
+    def declare(self, var: Var, init: Value | None) -> None:
         """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
-        decl = self.local_decl(self.names[var.name], var, mutable=True)
-        self.emit(f"{decl} = {self.expr(init, rec)[0]};" if init is not None else f"{decl};")
+        decl = f"{self.pad}{self.decl_type(var)} {self.names[var.name]}"
+        self.lines.append(f"{decl} = {self.expr(init)[0]};" if init is not None else f"{decl};")
 
-    def assign(self, targets, values, rec: list) -> None:
+    def assign(self, targets, values) -> None:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value)."""
-        if len(values) > len(targets):
-            self.count_only(values[len(targets):], rec)
         pairs = [(t, v) for t, v in zip(targets, values) if not (v.__class__ is t.__class__ and v == t)]
         if len(pairs) > 1 and reads_any([v for _, v in pairs], {t.name for t, _ in pairs}):
-            texts = [self.temporary(t, v, rec) for t, v in pairs]
+            texts = [self.temporary(t, v) for t, v in pairs]
         else:
-            texts = [self.expr(v, rec)[0] for _, v in pairs]
-        for (t, _), text in zip(pairs, texts):
-            self.emit(f"{self.names[t.name]} = {text};")
+            texts = [self.expr(v)[0] for _, v in pairs]
+        names, pad = self.names, self.pad
+        self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
 
-    def temporary(self, t: Var, v: Value, rec: list) -> str:
-        """A reference to `next_<t>_N`, a `const` local holding `v` (named before the temporaries `v` needs)."""
-        i = len(self.decls)
-        self.prefixes[i] = f"next_{self.names[t.name]}_"
-        self.decls.append(None)
-        self.decls[i] = (None, self.expr(v, rec)[0], True, t, self.pad, None)
-        self.lines.append(i)
-        return _references(i)[0][0]
+    def temporary(self, t: Var, v: Value) -> str:
+        """`next_<t>_N`, a `const` local holding `v` (named before the locals `v` needs)."""
+        name = self.local_name(f"next_{self.names[t.name]}_")
+        text = self.expr(v)[0]
+        self.lines.append(f"{self.pad}{self.local_decl(name, t)} = {text};")
+        return name
 
-    def loop_inits(self, carried, inits, rec: list) -> None:
-        if len(inits) > len(carried):
-            self.count_only(inits[len(carried):], rec)
-        for c, init in zip(carried, inits):
-            self.declare(c, init, rec)
-
-    def for_loop(self, s: For, rec: list) -> None:
-        self.loop_inits(s.carried, s.inits, rec)
+    def for_loop(self, s: For) -> None:
+        for c, init in zip(s.carried, s.inits):
+            self.declare(c, init)
         i = self.names[s.index.name]
-        start, stop, step = self.expr(s.start, rec)[0], self.expr(s.stop, rec)[1], self.expr(s.step, rec)[1]
+        start, stop, step = self.expr(s.start)[0], self.expr(s.stop)[1], self.expr(s.step)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
         head = f"for ({type_name(s.index.type)} {i} = {start}; {i} {'>' if down else '<'} {stop}; {i} += {step})"
         self.open_block(head)
         self.body(s.body)
-        self.assign(s.carried, s.yields, rec)
+        self.assign(s.carried, s.yields)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c, rec)
+            self.declare(r, c)
 
-    def if_stmt(self, s: If, rec: list) -> None:
+    def if_stmt(self, s: If) -> None:
         for r in s.results:
-            self.declare(r, None, rec)
-        self.open_block(f"if ({self.expr(s.cond, rec)[0]})")
+            self.declare(r, None)
+        self.open_block(f"if ({self.expr(s.cond)[0]})")
         self.body(s.then)
-        self.assign(s.results, s.then_yields, rec)
+        self.assign(s.results, s.then_yields)
         if s.orelse or s.else_yields:
-            self.close_block("}} else {{")
+            self.close_block("} else {")
             self.depth += 1
             self.pad = INDENT * self.depth
-            self.scopes.append([])
+            self.scope = []
+            self.scopes.append(self.scope)
             self.body(s.orelse)
-            self.assign(s.results, s.else_yields, rec)
+            self.assign(s.results, s.else_yields)
         self.close_block()
 
-    def while_loop(self, s: While, rec: list) -> None:
-        self.loop_inits(s.carried, s.inits, rec)
+    def while_loop(self, s: While) -> None:
+        for c, init in zip(s.carried, s.inits):
+            self.declare(c, init)
         self.open_block("while (true)")
         self.body(s.cond_body)
-        self.emit(f"if (!{self.expr(s.cond, rec)[1]}) break;")
+        self.lines.append(f"{self.pad}if (!{self.expr(s.cond)[1]}) break;")
         self.body(s.body)
-        self.assign(s.carried, s.yields, rec)
+        self.assign(s.carried, s.yields)
         self.close_block()
         for r, c in zip(s.results, s.carried):
-            self.declare(r, c, rec)
+            self.declare(r, c)
 
 
 __all__ = ["EmitError", "emit_msl"]

@@ -59,10 +59,29 @@ _SCALAR_NAMES = {d._value_: d.msl for d in DType}
 
 
 def type_text(t: Type) -> str:
-    """`type_name(t)` (without `const`), a scalar's straight from its element type."""
-    if t.__class__ is TileType and not t.shape:
-        return _SCALAR_NAMES[t.dtype._value_]
+    """`type_name(t)` (without `const`): a scalar's or a matrix's straight from its element type."""
+    cls = t.__class__
+    if cls is TileType:
+        if not t.shape:
+            return _SCALAR_NAMES[t.dtype._value_]
+    elif cls is MatrixType:
+        return _MATRIX_NAMES[t.dtype._value_]
     return type_name(t)
+
+
+def pointer_text(t: PtrType, const: bool) -> str:
+    """`type_name(t, const=const)` of a pointer type (one string per address space, element type and `const`)."""
+    if t.shape:
+        return type_name(t, const=const)  # refused
+    key = (t.space._value_, t.dtype._value_, const)
+    text = _POINTER_NAMES.get(key)
+    if text is None:
+        text = _POINTER_NAMES[key] = type_name(t, const=const)
+    return text
+
+
+_MATRIX_NAMES = {d._value_: type_name(MatrixType(d)) for d in DType}
+_POINTER_NAMES: dict[tuple[str, str, bool], str] = {}  # a cache: at most 3 * len(DType) * 2 entries
 
 
 @functools.lru_cache(maxsize=4096)
@@ -227,6 +246,7 @@ def msl_bool(b: bool) -> str:
     return "true" if b else "false"
 
 
+@functools.lru_cache(maxsize=4096)
 def c_identifier(name: str) -> str:
     """`name` made a valid C identifier (non-word characters become `_`, a leading digit gets `v`)."""
     if name.isascii() and name.isidentifier():  # already one (the usual case): nothing to replace
@@ -238,5 +258,5 @@ def c_identifier(name: str) -> str:
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
     "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "literal", "msl_bool",
-    "type_name", "type_text", "unary_form", "unary_spelling",
+    "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]
