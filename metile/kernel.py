@@ -72,7 +72,7 @@ def visible_names(fn) -> dict:
 @attrs.frozen
 class _Parsed:
     """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
-    mutated: tracing only reads the `ast`), and what its traces make of the nodes once (`Prepared`)."""
+    mutated: tracing only reads the `ast`), and what its traces find out about the nodes once (`Prepared`)."""
 
     code: object
     file: str
@@ -80,7 +80,7 @@ class _Parsed:
     col_offset: int
     line_offset: int
     fdef: ast.AST
-    prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, evaluator or executor
+    prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, the names it reads and assigns
 
 
 _PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)

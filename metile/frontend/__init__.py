@@ -2,11 +2,10 @@
 
 Modules: `errors` (the user-facing error classes), `specialize` (parameter kinds, argument types,
 the cache key), `semantic` (typing of operators: promotion, broadcasting, pointer arithmetic),
-`builtins` (one implementation per `metile.language` function), `exprs` (expressions compiled once
-per parsed function into evaluators that compute compile-time values and build IR), `trace` (the walk
-over a kernel's statements), `control` (runtime `if`/`while`/`tile_range` with loop-carried values and
-branch results), `replay` (a loop body traced again after its carried types widened replays what did not
-change).
+`builtins` (one implementation per `metile.language` function), `exprs` (the walk over expressions:
+compile-time values are computed, traced ones build IR), `trace` (the walk over a kernel's statements),
+`control` (runtime `if`/`while`/`tile_range` with loop-carried values and branch results), `replay`
+(a loop body traced again after its carried types widened replays what did not change).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""Expressions of a kernel, compiled into evaluators the tracer calls, once per parsed function.
+"""Expressions of a kernel, evaluated by walking their `ast`.
 
-`evaluator(node, loc_of, table)` turns an `ast.expr` into an evaluator `ev(tracer) -> value` that does
-what walking that node does: it evaluates compile-time values (constexprs, Python numbers, tuples,
-modules, functions) with Python and builds IR for traced values through `metile.frontend.semantic` and
-the builtins. What only depends on the node (its `Loc`, operator, argument layout, its children's
-evaluators) is found the first time a trace evaluates it and kept with the parsed source
-(`metile.frontend.trace.Prepared`), instead of on every trace; a node the kernel may not use (a lambda,
-`@`...) compiles to an evaluator that raises its error when it runs, as walking it would. An evaluator's
-result is never a `metile.constexpr`: wrapped values are unwrapped, as names are.
+`eval_expr(tracer, node)` does what an expression means in a kernel: it evaluates compile-time values
+(constexprs, Python numbers, tuples, modules, functions) with Python and builds IR for traced values through
+`metile.frontend.semantic` and the builtins. It dispatches on the node's class (`EVAL`, one function per
+class); a node the kernel may not use (a lambda, `@`...) raises its error when it is evaluated. Nothing is
+prepared per node ahead of time: most nodes are evaluated once or twice per trace, so compiling them first
+would cost more than it saves. A node's `Loc` is found through the tracer (kept with the parsed source), and
+only when an IR node or an error needs it. A result is never a `metile.constexpr`: wrapped values are
+unwrapped, as names are.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-from collections.abc import Callable
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import BUILTINS, bind_values
@@ -32,8 +31,6 @@ from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
 from metile.language import constexpr
-
-Evaluator = Callable[[object], object]   # takes the `Tracer`
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
@@ -60,13 +57,16 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions",
 _UNSET = object()
 
 
-def evaluator(node: ast.expr, loc_of: Callable[[ast.AST], Loc], table: dict[ast.expr, Evaluator]) -> Evaluator:
-    """The evaluator of `node`, compiled into `table` (with its children's) the first time; `loc_of` gives the
-    `Loc` of a node."""
-    found = table.get(node)
-    if found is None:
-        found = table[node] = _COMPILERS.get(node.__class__, _unsupported)(node, loc_of(node), loc_of, table)
-    return found
+class _Table(dict):
+    """Per ast class, the function evaluating its nodes; `_unsupported` for the classes kernels may not use."""
+
+    def __missing__(self, cls):
+        return _unsupported
+
+
+def eval_expr(tr, node: ast.expr):
+    """The value of the expression `node` in the tracer `tr`."""
+    return EVAL[node.__class__](tr, node)
 
 
 def lookup(tr, name: str, node: ast.AST):
@@ -83,172 +83,137 @@ def lookup(tr, name: str, node: ast.AST):
     raise UndefinedNameError(f"name '{name}' is not defined", tr.loc(node))
 
 
-# ---- one compiler per expression class: (node, its Loc, loc_of, table) -> evaluator
+# ---- one function per expression class: (tracer, node) -> value
 
-def _unsupported(node: ast.expr, loc: Loc, loc_of, table) -> Evaluator:
+def _unsupported(tr, node: ast.expr):
     what = SYNTAX.get(type(node), f"{type(node).__name__} expressions")
-
-    def ev(tr):
-        raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", loc)
-    return ev
+    raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", tr.loc(node))
 
 
-def _constant(node: ast.Constant, loc: Loc, loc_of, table) -> Evaluator:
-    value = node.value
-
-    def ev(tr):
-        return value
-    return ev
+def _constant(tr, node: ast.Constant):
+    return node.value
 
 
-def _name(node: ast.Name, loc: Loc, loc_of, table) -> Evaluator:
-    name = node.id
-
-    def ev(tr):
-        value = tr.env.get(name, _UNSET)
-        if value is _UNSET:
-            value = lookup(tr, name, node)
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+def _name(tr, node: ast.Name):
+    value = tr.env.get(node.id, _UNSET)
+    if value is _UNSET:
+        value = lookup(tr, node.id, node)
+    return value.value if isinstance(value, constexpr) else value
 
 
-def _attribute(node: ast.Attribute, loc: Loc, loc_of, table) -> Evaluator:
-    base_ev, attr = evaluator(node.value, loc_of, table), node.attr
-
-    def ev(tr):
-        base = base_ev(tr)
-        if isinstance(base, Value):
-            if attr == "shape":
-                return tuple(base.type.shape)
-            if attr == "dtype":
-                return str(base.type.dtype)
-            raise KernelTypeError(f"traced values have no attribute '{attr}' (only .shape and .dtype)", loc)
-        try:
-            value = getattr(base, attr)
-        except AttributeError:
-            owner = getattr(base, "__name__", type(base).__name__)
-            raise UndefinedNameError(f"'{owner}' has no attribute '{attr}'", loc) from None
-        return value.value if isinstance(value, constexpr) else value
-    return ev
-
-
-def _tuple(node: ast.Tuple, loc: Loc, loc_of, table) -> Evaluator:
-    elts = [evaluator(e, loc_of, table) for e in node.elts]
-
-    def ev(tr):
-        return tuple([e(tr) for e in elts])
-    return ev
+def _attribute(tr, node: ast.Attribute):
+    base_node = node.value
+    if base_node.__class__ is ast.Name:  # `module.name`: `_name` inline
+        base = tr.env.get(base_node.id, _UNSET)
+        if base is _UNSET:
+            base = lookup(tr, base_node.id, base_node)
+        if isinstance(base, constexpr):
+            base = base.value
+    else:
+        base = EVAL[base_node.__class__](tr, base_node)
+    attr = node.attr
+    if isinstance(base, Value):
+        if attr == "shape":
+            return tuple(base.type.shape)
+        if attr == "dtype":
+            return str(base.type.dtype)
+        raise KernelTypeError(f"traced values have no attribute '{attr}' (only .shape and .dtype)", tr.loc(node))
+    try:
+        value = getattr(base, attr)
+    except AttributeError:
+        owner = getattr(base, "__name__", type(base).__name__)
+        raise UndefinedNameError(f"'{owner}' has no attribute '{attr}'", tr.loc(node)) from None
+    return value.value if isinstance(value, constexpr) else value
 
 
-def _list(node: ast.List, loc: Loc, loc_of, table) -> Evaluator:
-    elts = [evaluator(e, loc_of, table) for e in node.elts]
-
-    def ev(tr):
-        return [e(tr) for e in elts]
-    return ev
+def _tuple(tr, node: ast.Tuple):
+    return tuple([EVAL[e.__class__](tr, e) for e in node.elts])
 
 
-def _binop(node: ast.BinOp, loc: Loc, loc_of, table) -> Evaluator:
-    op = BINOPS.get(type(node.op))
-    left, right = evaluator(node.left, loc_of, table), evaluator(node.right, loc_of, table)
+def _list(tr, node: ast.List):
+    return [EVAL[e.__class__](tr, e) for e in node.elts]
+
+
+def _binop(tr, node: ast.BinOp):
+    op = BINOPS.get(node.op.__class__)
     if op is None:
-        def ev(tr):
-            raise UnsupportedSyntaxError("the `@` operator is not supported; use metile.dot(a, b)", loc)
-        return ev
-    binary = sem.binary
-
-    def ev(tr):
-        value = binary(op, left(tr), right(tr), loc)
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+        raise UnsupportedSyntaxError("the `@` operator is not supported; use metile.dot(a, b)", tr.loc(node))
+    left, right = node.left, node.right
+    value = sem.binary(op, EVAL[left.__class__](tr, left), EVAL[right.__class__](tr, right),
+                       tr.locs.get(node) or tr.loc(node))
+    return value.value if isinstance(value, constexpr) else value
 
 
-def _unaryop(node: ast.UnaryOp, loc: Loc, loc_of, table) -> Evaluator:
-    operand, op = evaluator(node.operand, loc_of, table), node.op.__class__
-
-    def ev(tr):
-        x = operand(tr)
-        if op is ast.USub:
-            value = sem.unary("neg", x, loc)
-        elif op is ast.UAdd:
-            value = x
-        elif op is ast.Invert:
-            value = sem.unary("invert", x, loc)
-        elif isinstance(x, Value):
-            raise RuntimeConditionError("`not` cannot take a traced value; use `~mask` or `x == 0`", loc)
-        else:
-            value = not x
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+def _unaryop(tr, node: ast.UnaryOp):
+    operand = node.operand
+    x = EVAL[operand.__class__](tr, operand)
+    op = node.op.__class__
+    if op is ast.USub:
+        value = sem.unary("neg", x, tr.loc(node))
+    elif op is ast.UAdd:
+        value = x
+    elif op is ast.Invert:
+        value = sem.unary("invert", x, tr.loc(node))
+    elif isinstance(x, Value):
+        raise RuntimeConditionError("`not` cannot take a traced value; use `~mask` or `x == 0`", tr.loc(node))
+    else:
+        value = not x
+    return value.value if isinstance(value, constexpr) else value
 
 
-def _boolop(node: ast.BoolOp, loc: Loc, loc_of, table) -> Evaluator:
+def _boolop(tr, node: ast.BoolOp):
     word, sym = ("and", "&") if isinstance(node.op, ast.And) else ("or", "|")
-    operands = [(evaluator(v, loc_of, table), loc_of(v)) for v in node.values]
-
-    def ev(tr):
-        value = None
-        for operand, operand_loc in operands:
-            value = operand(tr)
-            if isinstance(value, Value):
-                raise RuntimeConditionError(f"`{word}` cannot take a traced value; combine masks with `{sym}` "
-                                            "(with parentheses around comparisons)", operand_loc)
-            if (word == "and") != bool(value):
-                break
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+    value = None
+    for operand in node.values:
+        value = EVAL[operand.__class__](tr, operand)
+        if isinstance(value, Value):
+            raise RuntimeConditionError(f"`{word}` cannot take a traced value; combine masks with `{sym}` "
+                                        "(with parentheses around comparisons)", tr.loc(operand))
+        if (word == "and") != bool(value):
+            break
+    return value.value if isinstance(value, constexpr) else value
 
 
-def _compare(node: ast.Compare, loc: Loc, loc_of, table) -> Evaluator:
-    first = evaluator(node.left, loc_of, table)
-    steps = [(op.__class__, evaluator(right, loc_of, table)) for op, right in zip(node.ops, node.comparators)]
-
-    def ev(tr):
-        left = first(tr)
-        result = None
-        for op, right_ev in steps:
-            right = right_ev(tr)
-            name = _CMPOPS.get(op)
-            if name is None:
-                if isinstance(left, Value) or isinstance(right, Value):
-                    raise KernelTypeError("`is`, `is not`, `in` and `not in` need compile-time operands", loc)
-                part = _PY_CMPOPS[op](left, right)
-            else:
-                part = sem.compare(name, left, right, loc)
-            result = part if result is None else sem.binary("and", result, part, loc)
-            if not isinstance(result, Value) and not result:
-                break
-            left = right
-        return result.value if isinstance(result, constexpr) else result
-    return ev
+def _compare(tr, node: ast.Compare):
+    left = node.left
+    left = EVAL[left.__class__](tr, left)
+    loc = tr.locs.get(node) or tr.loc(node)
+    result = None
+    for op, right in zip(node.ops, node.comparators):
+        right = EVAL[right.__class__](tr, right)
+        name = _CMPOPS.get(op.__class__)
+        if name is None:
+            if isinstance(left, Value) or isinstance(right, Value):
+                raise KernelTypeError("`is`, `is not`, `in` and `not in` need compile-time operands", loc)
+            part = _PY_CMPOPS[op.__class__](left, right)
+        else:
+            part = sem.compare(name, left, right, loc)
+        result = part if result is None else sem.binary("and", result, part, loc)
+        if not isinstance(result, Value) and not result:
+            break
+        left = right
+    return result.value if isinstance(result, constexpr) else result
 
 
-def _ifexp(node: ast.IfExp, loc: Loc, loc_of, table) -> Evaluator:
-    test, body, orelse = (evaluator(n, loc_of, table) for n in (node.test, node.body, node.orelse))
-
-    def ev(tr):
-        cond = test(tr)
-        if isinstance(cond, Value):
-            raise RuntimeConditionError("a conditional expression needs a compile-time condition; use "
-                                        "metile.where(cond, a, b) to select per element", loc)
-        return body(tr) if cond else orelse(tr)
-    return ev
+def _ifexp(tr, node: ast.IfExp):
+    cond = EVAL[node.test.__class__](tr, node.test)
+    if isinstance(cond, Value):
+        raise RuntimeConditionError("a conditional expression needs a compile-time condition; use "
+                                    "metile.where(cond, a, b) to select per element", tr.loc(node))
+    branch = node.body if cond else node.orelse
+    return EVAL[branch.__class__](tr, branch)
 
 
-def _subscript(node: ast.Subscript, loc: Loc, loc_of, table) -> Evaluator:
-    base_ev, key_ev, index = evaluator(node.value, loc_of, table), evaluator(node.slice, loc_of, table), node.slice
-
-    def ev(tr):
-        base = base_ev(tr)
-        if isinstance(base, Value):
-            return expand(base, index, loc)
-        key = key_ev(tr)
-        try:
-            value = base[key]
-        except (IndexError, KeyError, TypeError) as e:
-            raise KernelTypeError(f"indexing failed at compile time: {e}", loc) from None
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+def _subscript(tr, node: ast.Subscript):
+    base = EVAL[node.value.__class__](tr, node.value)
+    if isinstance(base, Value):
+        return expand(base, node.slice, tr.loc(node))
+    key = EVAL[node.slice.__class__](tr, node.slice)
+    try:
+        value = base[key]
+    except (IndexError, KeyError, TypeError) as e:
+        raise KernelTypeError(f"indexing failed at compile time: {e}", tr.loc(node)) from None
+    return value.value if isinstance(value, constexpr) else value
 
 
 def expand(base: Value, index: ast.expr, loc: Loc) -> Value:
@@ -268,42 +233,28 @@ def expand(base: Value, index: ast.expr, loc: Loc) -> Value:
     return out
 
 
-def _slice(node: ast.Slice, loc: Loc, loc_of, table) -> Evaluator:
-    parts = [None if e is None else evaluator(e, loc_of, table) for e in (node.lower, node.upper, node.step)]
-
-    def ev(tr):
-        return slice(*[None if p is None else p(tr) for p in parts])
-    return ev
+def _slice(tr, node: ast.Slice):
+    return slice(*[None if e is None else EVAL[e.__class__](tr, e) for e in (node.lower, node.upper, node.step)])
 
 
-def _call(node: ast.Call, loc: Loc, loc_of, table) -> Evaluator:
-    func = evaluator(node.func, loc_of, table)
-    starred = any(isinstance(a, ast.Starred) for a in node.args)
-    args_evs = [(isinstance(a, ast.Starred), evaluator(a.value if isinstance(a, ast.Starred) else a, loc_of, table))
-                for a in node.args]
-    plain_evs = [e for _, e in args_evs]
-    keywords = [(kw.arg, evaluator(kw.value, loc_of, table)) for kw in node.keywords]
-
-    def ev(tr):
-        fn = func(tr)
-        if starred:
-            args = []
-            for star, a in args_evs:
-                if star:
-                    args.extend(a(tr))
-                else:
-                    args.append(a(tr))
+def _call(tr, node: ast.Call):
+    func = node.func
+    fn = EVAL[func.__class__](tr, func)
+    args = []
+    for a in node.args:
+        if a.__class__ is ast.Starred:
+            args.extend(EVAL[a.value.__class__](tr, a.value))
         else:
-            args = [a(tr) for a in plain_evs]
-        kwargs = {}
-        for name, kw in keywords:
-            if name is None:
-                raise UnsupportedSyntaxError("`**kwargs` in calls is not supported inside a kernel", loc)
-            kwargs[name] = kw(tr)
-        impl = BUILTINS.get(fn)
-        value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
-        return value.value if isinstance(value, constexpr) else value
-    return ev
+            args.append(EVAL[a.__class__](tr, a))
+    kwargs = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise UnsupportedSyntaxError("`**kwargs` in calls is not supported inside a kernel", tr.loc(node))
+        kwargs[kw.arg] = EVAL[kw.value.__class__](tr, kw.value)
+    loc = tr.locs.get(node) or tr.loc(node)
+    impl = BUILTINS.get(fn)
+    value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
+    return value.value if isinstance(value, constexpr) else value
 
 
 def call(fn, args: list, kwargs: dict, loc: Loc):
@@ -327,8 +278,8 @@ def call(fn, args: list, kwargs: dict, loc: Loc):
                                "Python builtins on compile-time values can be called", loc)
 
 
-_COMPILERS = {ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.Tuple: _tuple,
-              ast.List: _list, ast.BinOp: _binop, ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare,
-              ast.IfExp: _ifexp, ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call}
+EVAL = _Table({ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.Tuple: _tuple,
+               ast.List: _list, ast.BinOp: _binop, ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare,
+               ast.IfExp: _ifexp, ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call})
 
-__all__ = ["BINOPS", "SYNTAX", "Evaluator", "call", "evaluator", "expand", "lookup"]
+__all__ = ["BINOPS", "EVAL", "SYNTAX", "call", "eval_expr", "expand", "lookup"]

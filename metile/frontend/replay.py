@@ -12,7 +12,6 @@ next (`same_var`), so that statements reading them can be replayed.
 from __future__ import annotations
 
 import ast
-from collections import deque
 
 from metile.ir.values import Var
 
@@ -50,23 +49,35 @@ class BodyMemo:
 SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
 
 
+# Fields that hold no names: contexts, operators, strings and numbers.
+_LEAVES = frozenset({"ctx", "op", "ops", "attr", "arg", "kind", "type_comment", "conversion", "level", "module"})
+_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}   # per class, the fields a walk looks into
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    """The fields of the ast class `cls` that may hold names; none for what lists hold besides nodes (the
+    strings of `global` statements, the `None` keys of `**` in dict displays)."""
+    found = _FIELDS[cls] = tuple(f for f in getattr(cls, "_fields", ()) if f not in _LEAVES)
+    return found
+
+
 def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
     order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
-    todo = deque([stmt])
-    while todo:  # `ast.walk`, without its generators
-        n = todo.popleft()
-        if n.__class__ is ast.Name:
+    todo = [stmt]
+    for n in todo:  # `ast.walk`: breadth first, without its generators or the nodes that hold no names
+        cls = n.__class__
+        if cls is ast.Name:
             (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
-            continue  # its only child is its context
-        for field in n._fields:
+            continue
+        for field in _FIELDS.get(cls) or _fields(cls):
             v = getattr(n, field, None)
-            if isinstance(v, ast.AST):
+            if v.__class__ is list:
+                todo += v
+            elif isinstance(v, ast.AST):
                 todo.append(v)
-            elif isinstance(v, list):
-                todo.extend([x for x in v if isinstance(x, ast.AST)])
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         reads[stmt.target.id] = None
     return tuple(reads), tuple(writes)
@@ -83,7 +94,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         if stmt.__class__ not in SIMPLE:
             replaying = False
             memo.records.append(None)
-            tr.visit_body([stmt])
+            tr.visit_stmt(stmt)
             env = tr.env
             continue
         reads, writes = prepared.statement_io(stmt)
@@ -103,7 +114,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
                 continue
             replaying = False
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
-        prepared.executor(stmt)(tr)
+        tr.visit_stmt(stmt)
         memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:],
                              [(n, env[n]) for n in writes]))
 

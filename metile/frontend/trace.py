@@ -11,53 +11,42 @@ the parsed source (`Prepared`). Expressions are evaluated by `metile.frontend.ex
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 
 from metile.frontend import semantic as sem
 from metile.frontend.control import ControlFlow
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
-from metile.frontend.exprs import BINOPS, SYNTAX, Evaluator, evaluator, lookup
+from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.replay import statement_io
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel, Let
 from metile.ir.values import Const, Param, Stmt, Value, Var
 
-Executor = Callable[["Tracer"], None]
-
 
 class Prepared:
     """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
-    all its traces: the `Loc` of each node (offset by the function's first line and indentation), an evaluator
-    per expression (`metile.frontend.exprs`), an executor per statement and the names a simple statement reads
-    and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a trace needs it, so
-    parsing stays cheap and a node nothing evaluates costs nothing; the tables are keyed by the node itself
-    (an ast node hashes by identity) and only ever grow by entries that depend on the node alone."""
+    all its traces: the `Loc` of each node (offset by the function's first line and indentation) and the names
+    a simple statement reads and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a
+    trace needs it, so parsing stays cheap and a node nothing asks about costs nothing; the tables are keyed by
+    the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
+    alone. Nodes at one position of the source share their `Loc`."""
 
-    __slots__ = ("col_offset", "evals", "execs", "file", "io", "line_offset", "locs")
+    __slots__ = ("at", "col_offset", "file", "io", "line_offset", "locs")
 
     def __init__(self, file: str, line_offset: int, col_offset: int):
         self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
         self.locs: dict[ast.AST, Loc] = {}
-        self.evals: dict[ast.expr, Evaluator] = {}
-        self.execs: dict[ast.stmt, Executor] = {}
+        self.at: dict[tuple[int, int], Loc] = {}  # per (line, column) in the parsed text
         self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     def loc(self, node: ast.AST) -> Loc:
         found = self.locs.get(node)
         if found is None:
-            found = self.locs[node] = Loc(self.file, getattr(node, "lineno", 1) + self.line_offset,
-                                          getattr(node, "col_offset", 0) + self.col_offset)
-        return found
-
-    def evaluator(self, node: ast.expr) -> Evaluator:
-        found = self.evals.get(node)
-        return found if found is not None else evaluator(node, self.loc, self.evals)
-
-    def executor(self, stmt: ast.stmt) -> Executor:
-        found = self.execs.get(stmt)
-        if found is None:
-            found = self.execs[stmt] = _executor(stmt, self)
+            pos = (getattr(node, "lineno", 1), getattr(node, "col_offset", 0))
+            found = self.at.get(pos)
+            if found is None:
+                found = self.at[pos] = Loc(self.file, pos[0] + self.line_offset, pos[1] + self.col_offset)
+            self.locs[node] = found
         return found
 
     def statement_io(self, stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -67,53 +56,46 @@ class Prepared:
         return found
 
 
-def _executor(stmt: ast.stmt, prepared: Prepared) -> Executor:
-    """What tracing `stmt` does: assignments of one name and expression statements are specialised, the
-    other statements call their `Tracer.stmt_*` method."""
+class _Statements(dict):
+    """Per ast class, the function tracing its statements (`Tracer.stmt_*`); for the classes kernels may not
+    use, one raising their error."""
+
+    def __missing__(self, cls):
+        return _unsupported
+
+
+def _unsupported(tr, stmt: ast.stmt) -> None:
     cls = stmt.__class__
-    if cls is ast.Assign and len(stmt.targets) == 1 and stmt.targets[0].__class__ is ast.Name:
-        target = stmt.targets[0]
-        return _assign_name(target.id, prepared.loc(target), prepared.evaluator(stmt.value))
-    if cls is ast.Expr:
-        if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
-            return _nothing  # a docstring
-        value_ev = prepared.evaluator(stmt.value)
-
-        def ex(tr):
-            value_ev(tr)
-        return ex
-    method = _STMTS.get(cls)
-    if method is None:
-        what = SYNTAX.get(cls, f"{cls.__name__} statements")
-        loc = prepared.loc(stmt)
-
-        def ex(tr):
-            raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", loc)
-        return ex
-
-    def ex(tr):
-        method(tr, stmt)
-    return ex
+    what = SYNTAX.get(cls, f"{cls.__name__} statements")
+    raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", tr.loc(stmt))
 
 
-def _nothing(tr) -> None:
-    return
+def _assign(tr, stmt: ast.Assign) -> None:
+    """An assignment; to one name, with `Tracer.assign` and `Tracer.bind` inline."""
+    targets = stmt.targets
+    target = targets[0]
+    if len(targets) != 1 or target.__class__ is not ast.Name:
+        tr.assign_value(targets, stmt.value)
+        return
+    name, value = target.id, stmt.value
+    tr.hint = name
+    value = EVAL[value.__class__](tr, value)
+    tr.hint = None
+    if isinstance(value, Value) and not isinstance(value, (Var, Param, Const)):
+        loc = tr.locs.get(target) or tr.loc(target)
+        var = Var(tr.fresh(name), value.type, loc=loc)
+        tr.stmts.append(Let(var, value, loc=loc))
+        value = var
+    tr.env[name] = value
+    tr.hidden.pop(name, None)
 
 
-def _assign_name(name: str, loc: Loc, value_ev: Evaluator) -> Executor:
-    """`name = value` (`Tracer.stmt_Assign` and `Tracer.assign` for one name, with `Tracer.bind` inline)."""
-
-    def ex(tr):
-        tr.hint = name
-        value = value_ev(tr)
-        tr.hint = None
-        if isinstance(value, Value) and not isinstance(value, (Var, Param, Const)):
-            var = Var(tr.fresh(name), value.type, loc=loc)
-            tr.stmts.append(Let(var, value, loc=loc))
-            value = var
-        tr.env[name] = value
-        tr.hidden.pop(name, None)
-    return ex
+def _expr(tr, stmt: ast.Expr) -> None:
+    """An expression statement: its value is evaluated (a docstring is skipped)."""
+    value = stmt.value
+    if value.__class__ is ast.Constant and isinstance(value.value, str):
+        return  # a docstring
+    EVAL[value.__class__](tr, value)
 
 
 class Tracer(ControlFlow):
@@ -133,6 +115,7 @@ class Tracer(ControlFlow):
         self.hidden: dict[str, str] = {}  # names defined only inside a runtime region -> why they are gone
         self.hint: str | None = None
         self.prepared = Prepared(file, line_offset, col_offset) if prepared is None else prepared
+        self.locs = self.prepared.locs  # read first by the hot paths: `tr.locs.get(node) or tr.loc(node)`
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
 
     # ---- helpers used by builtins and control flow
@@ -170,27 +153,14 @@ class Tracer(ControlFlow):
     # ---- statements
 
     def visit_body(self, body: list[ast.stmt]) -> None:
-        prepared = self.prepared
-        execs = prepared.execs
         for stmt in body:
-            ex = execs.get(stmt)
-            if ex is None:
-                ex = prepared.executor(stmt)
-            ex(self)
+            STMTS[stmt.__class__](self, stmt)
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        self.visit_body([node])
-
-    def stmt_Expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # a docstring
-        self.eval(node.value)
+        STMTS[node.__class__](self, node)
 
     def stmt_Pass(self, node: ast.Pass) -> None:
         return
-
-    def stmt_Assign(self, node: ast.Assign) -> None:
-        self.assign_value(node.targets, node.value)
 
     def assign_value(self, targets: list[ast.expr], value_node: ast.expr) -> None:
         self.hint = targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
@@ -252,17 +222,14 @@ class Tracer(ControlFlow):
 
     def eval(self, node: ast.expr):
         """The value of the expression `node` (see `metile.frontend.exprs`)."""
-        ev = self.prepared.evals.get(node)
-        if ev is None:
-            ev = self.prepared.evaluator(node)
-        return ev(self)
+        return EVAL[node.__class__](self, node)
 
     def lookup(self, name: str, node: ast.AST):
         return lookup(self, name, node)
 
 
-_STMTS = {ast.Expr: Tracer.stmt_Expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: Tracer.stmt_Assign,
-          ast.AnnAssign: Tracer.stmt_AnnAssign, ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return,
-          ast.Assert: Tracer.stmt_Assert, ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For,
-          ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With}
-__all__ = ["Executor", "Prepared", "Tracer"]
+STMTS = _Statements({
+    ast.Expr: _expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: _assign, ast.AnnAssign: Tracer.stmt_AnnAssign,
+    ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return, ast.Assert: Tracer.stmt_Assert,
+    ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For, ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With})
+__all__ = ["STMTS", "Prepared", "Tracer"]
