@@ -342,6 +342,16 @@ def test_op_mnemonics_are_distinct():
     assert len(words) == len(set(words)) and not set(words) & ops
 
 
+def test_dtype_facts_are_plain_attributes_and_enums_hash_by_identity():
+    assert DType.F16.bits == 16 and DType.BF16.itemsize == 2 and DType.BOOL.itemsize == 1 and DType.BOOL.bits == 1
+    assert DType.U8.is_int and not DType.U8.is_signed and DType.F32.is_signed and not DType.BOOL.is_int
+    assert DType.F32.msl == "float" and DType.BF16.numpy is None and DType.I16.numpy == np.dtype(np.int16)
+    assert [d for d in DType if d.is_float] == [F32, F16, DType.BF16]
+    for e in (F32, BinOp.ADD, Stage.TILE, BuiltinKind.THREADS_PER_GRID, AddressSpace.DEVICE):
+        assert hash(e) == object.__hash__(e) and {e: 1}[e] == 1
+        assert pickle.loads(pickle.dumps(e)) is e
+
+
 def test_builtin_axes():
     assert BuiltinKind.THREADGROUP_POSITION_IN_GRID.has_axes
     assert not BuiltinKind.THREAD_INDEX_IN_SIMDGROUP.has_axes
