@@ -17,6 +17,9 @@ from test_ir_examples import METAL_EXAMPLES, add, f32, i32, let, mul, ptr, scala
 
 import metile
 from metile.emit.facts import (
+    ADMITTED_METAL,
+    CHILDREN,
+    LEAVES,
     bindings,
     builtins_used,
     c_names,
@@ -280,6 +283,12 @@ def test_value_children_are_children(case):
     for n in distinct_nodes(CASES[case]()):
         if isinstance(n, Value):
             assert value_children(n) == tuple(children(n))
+            if type(n) in CHILDREN:
+                assert CHILDREN[type(n)](n) == value_children(n)
+
+
+def test_every_compound_metal_value_has_a_children_getter():
+    assert {cls for cls in ADMITTED_METAL if issubclass(cls, Value)} - LEAVES == set(CHILDREN)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

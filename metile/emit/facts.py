@@ -6,7 +6,8 @@
   and in `Records` whether each structure has two or more distinct parents (`use_counts`), which decides
   whether the emitter names it. It checks the stage first.
 - `Records`: one record per structure (structurally equal nodes share it), for the emitter.
-- `value_children`: `children` of a Metal IR value, read field by field.
+- `value_children`: `children` of a Metal IR value, read field by field; `CHILDREN`: the same per class,
+  found by one lookup (what the hot walks use).
 - `check_metal`: the kernel is at `Stage.METAL` and holds only nodes that stage admits.
 - `use_counts`: how many distinct parents refer to each value (structural, so equal kernels give equal
   counts); `scan` counts the same, and the emitter names a compound value with two or more once instead
@@ -21,7 +22,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier
 from metile.ir import (
@@ -70,7 +71,6 @@ from metile.ir.stages import ADMITTED
 LEAVES = frozenset({Const, Param, Var, Builtin})  # values without children, whose text reads the same everywhere
 ADMITTED_METAL = ADMITTED[Stage.METAL]
 
-
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
 
 
@@ -103,10 +103,9 @@ def scan(k: Kernel) -> Facts:
 
     def claim(name: str) -> None:
         if name not in names:
-            text = base = c_identifier(name)
-            i = 1
-            while text in taken or text in MSL_RESERVED:
-                text, i = f"{base}_{i}", i + 1
+            text = c_identifier(name)
+            if text in taken or text in MSL_RESERVED:
+                text = _numbered(text, taken)
             taken.add(text)
             names[name] = text
 
@@ -124,7 +123,8 @@ def scan(k: Kernel) -> Facts:
                     var, value = s.var, s.value
                     claim(var.name)
                     defs[var.name] = (value,)
-                    todo.append((rec, value_children(value) if value.__class__ in _LET_DECLARED else (value,)))
+                    cls = value.__class__
+                    todo.append((rec, CHILDREN[cls](value) if cls in _LET_DECLARED else (value,)))
                 case Store():
                     stores.append(s.ptr)
                     todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
@@ -178,43 +178,97 @@ def scan(k: Kernel) -> Facts:
     walk(k.body)
     # Each parent's values; a structure met for the first time is then the parent of its children (one met again
     # has the same children). Which node of a structure is met first does not change what is counted.
+    pop, push, get_record, children_of = todo.pop, todo.append, by_hash.get, CHILDREN
     while todo:
-        parent, values = todo.pop()
+        parent, values = pop()
         for v in values:
             cls = v.__class__
             if cls in LEAVES:
                 if cls is Builtin:
                     kinds.add(v.kind._value_)
                 continue
-            rec = by_hash.get(v._h)
-            if rec is None and cls in ADMITTED_METAL:
+            rec = get_record(v._h)
+            if rec is None:
+                if cls not in ADMITTED_METAL:
+                    record(v, None, parent)  # refused
                 rec = by_hash[v._h] = [v, parent, None, False]
-                get = _CHILDREN.get(cls)
-                todo.append((rec, get(v) if get is not None else value_children(v)))
+                push((rec, children_of[cls](v)))
                 continue
-            if rec is None or rec[0] is not v:
+            if rec[0] is not v:
                 found = twins.get(id(v))
                 if found is None:
                     found = record(v, rec, parent)
                     if found[0] is v:  # a structure whose hash another one took first
-                        todo.append((found, value_children(v)))
+                        push((found, value_children(v)))
                         continue
                 rec = found
             if rec[1] is not parent:
                 rec[3] = True
-    return Facts(names, defs, pointer_roots(stores, defs), kinds, records)
-
-
-# `value_children` of the classes with two or more children, read by one C call.
-_CHILDREN = {cls: operator.attrgetter(*fields) for cls, fields in (
-    (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Compare, ("lhs", "rhs")), (Where, ("cond", "x", "y")),
-    (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixLoad, ("ptr", "stride")), (SimdShuffleXor, ("x", "mask")),
-    (SimdBroadcast, ("x", "lane")),
-)}
+    return Facts(names, defs, _written(stores, defs), kinds, records)
 
 
 def _index(p: Param) -> int:
     return p.index
+
+
+def _numbered(base: str, taken: set[str]) -> str:
+    """`base_1`, `base_2`, ...: the first that is neither taken nor reserved."""
+    i = 1
+    while (text := f"{base}_{i}") in taken or text in MSL_RESERVED:
+        i += 1
+    return text
+
+
+def _written(stores: list[Value], defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
+    """`pointer_roots(stores, defs)`, a parameter offset by `AddPtr`s read directly."""
+    found: set[str] = set()
+    others = []
+    for p in stores:
+        while p.__class__ is AddPtr:
+            p = p.ptr
+        if p.__class__ is Param:
+            found.add(p.name)
+        else:
+            others.append(p)
+    return frozenset(found) | pointer_roots(others, defs) if others else frozenset(found)
+
+
+def _load_children(v: Load) -> tuple[Value, ...]:
+    if v.mask is None:
+        return (v.ptr,) if v.other is None else (v.ptr, v.other)
+    return (v.ptr, v.mask) if v.other is None else (v.ptr, v.mask, v.other)
+
+
+def _x(v: Value) -> tuple[Value]:
+    return (v.x,)
+
+
+def _vec(v: Extract) -> tuple[Value]:
+    return (v.vec,)
+
+
+def _ptr(v: VecLoad) -> tuple[Value]:
+    return (v.ptr,)
+
+
+def _value(v: MatrixFill) -> tuple[Value]:
+    return (v.value,)
+
+
+def _none(v: SharedAlloc) -> tuple[()]:
+    return ()
+
+
+# `value_children` of each compound Metal IR value class, found by one lookup (the `match` of `value_children` tries
+# the classes in turn); those with two or more children are read by one C call.
+CHILDREN: dict[type, Callable[[Value], tuple]] = {
+    **{cls: operator.attrgetter(*fields) for cls, fields in (
+        (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Compare, ("lhs", "rhs")), (Where, ("cond", "x", "y")),
+        (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixLoad, ("ptr", "stride")), (SimdShuffleXor, ("x", "mask")),
+        (SimdBroadcast, ("x", "lane")), (MakeVector, ("elems",)))},
+    Load: _load_children, Cast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
+    MatrixFill: _value, SharedAlloc: _none,
+}
 
 
 class Records:
@@ -435,16 +489,14 @@ def reads_any(values: Iterable[Value], names: set[str]) -> bool:
     seen: set[int] = set()
     while stack:
         n = stack.pop()
-        match n:
-            case Var():
-                if n.name in names:
-                    return True
-            case Const() | Param() | Builtin():
-                pass
-            case _:
-                if id(n) not in seen:
-                    seen.add(id(n))
-                    stack.extend(value_children(n))
+        cls = n.__class__
+        if cls is Var:
+            if n.name in names:
+                return True
+        elif cls not in LEAVES and id(n) not in seen:
+            seen.add(id(n))
+            get = CHILDREN.get(cls)
+            stack.extend(get(n) if get is not None else value_children(n))
     return False
 
 
@@ -455,6 +507,6 @@ def builtins_used(k: Kernel) -> list[BuiltinKind]:
 
 
 __all__ = [
-    "ADMITTED_METAL", "LEAVES", "Facts", "Records", "bindings", "builtins_used", "c_names", "check_metal",
+    "ADMITTED_METAL", "CHILDREN", "LEAVES", "Facts", "Records", "bindings", "builtins_used", "c_names", "check_metal",
     "pointer_roots", "reads_any", "scan", "use_counts", "value_children", "written_params",
 ]

@@ -90,7 +90,8 @@ def emit_msl(kernel: Kernel) -> str:
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
-_BUILTIN_PARAMS = tuple((kind._value_, builtin_param(kind)) for kind in BuiltinKind)  # in `BuiltinKind` order
+_BUILTIN_PARAMS = {kind._value_: builtin_param(kind) for kind in BuiltinKind}  # in `BuiltinKind` order
+_BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 
 
 def _index(p: Param) -> int:
@@ -159,14 +160,6 @@ class _Emitter:
             return base.name not in self.written
         return bool(pointer_roots((v,), self.defs) - self.written)
 
-    def decl_type(self, v: Value) -> str:
-        """The type `v` is declared with: `float`, `device const float*` (`const` when nothing is written
-        through it)."""
-        t = v.type
-        if t.__class__ is PtrType:
-            return pointer_text(t, self.ptr_is_const(v, t))
-        return type_text(t)
-
     def local_decl(self, name: str, v: Value) -> str:
         """`const float x` or `device const float* const p`."""
         t = v.type
@@ -198,7 +191,7 @@ class _Emitter:
         except Exception:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
-        args += [text for kind, text in _BUILTIN_PARAMS if kind in self.kinds]
+        args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {c_identifier(k.name)}("
         sep = ",\n" + " " * len(head)
         text = f"{HEADER}\n{head}{sep.join(args)}) {{\n"
@@ -392,7 +385,9 @@ class _Emitter:
 
     def declare(self, var: Var, init: Value | None) -> None:
         """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
-        decl = f"{self.pad}{self.decl_type(var)} {self.names[var.name]}"
+        t = var.type
+        decl = pointer_text(t, self.ptr_is_const(var, t)) if t.__class__ is PtrType else type_text(t)
+        decl = f"{self.pad}{decl} {self.names[var.name]}"
         self.lines.append(f"{decl} = {self.expr(init)[0]};" if init is not None else f"{decl};")
 
     def assign(self, targets, values) -> None:
