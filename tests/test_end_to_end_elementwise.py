@@ -228,3 +228,31 @@ def test_two_d_tiles_and_loops_run():
     z = np.arange(50, dtype=np.float32)
     looped[(1,)](z, 50, BLOCK=8)
     np.testing.assert_array_equal(z, np.arange(50) + 1.0)
+
+
+@metile.kernel
+def row_scale(X, Y, n_cols, BLOCK: metile.constexpr):
+    cols = metile.arange(0, BLOCK)
+    ok = cols < n_cols
+    row = metile.program_id(0) * n_cols  # a run-time row length: no access is provably aligned to 4
+    x = metile.load(X + row + cols, mask=ok)
+    metile.store(Y + row + cols, x * 2.0 + 1.0, mask=ok)
+
+
+def test_runs_of_four_are_planned_only_when_an_access_moves_as_a_vector():
+    x = np.zeros(1024, np.float32)
+    vectors = vec_add.compile(x, x, x, 1024, BLOCK=BLOCK)
+    assert vectors.metal_ir.meta["vector_width"] == 4 and vectors.threadgroup_size == BLOCK // 4
+    scalars = row_scale.compile(x, x, 300, BLOCK=BLOCK)
+    assert scalars.metal_ir.meta["vector_width"] == 1 and scalars.threadgroup_size == BLOCK  # one element each
+    assert "float4" not in scalars.msl
+
+
+@pytest.mark.parametrize(("n_cols", "block"), [(300, 512), (7, 256), (256, 256), (1000, 1024)])
+def test_rows_of_a_run_time_length_match_numpy(n_cols, block):
+    rows = 3
+    x = np.random.default_rng(n_cols).standard_normal(rows * n_cols).astype(np.float32)
+    y = np.full(rows * n_cols + 5, -7.0, np.float32)
+    row_scale[(rows,)](x, y, n_cols, BLOCK=block)
+    np.testing.assert_allclose(y[:rows * n_cols], x * 2.0 + 1.0, rtol=1e-6)
+    assert (y[rows * n_cols:] == -7.0).all()

@@ -19,7 +19,7 @@ import attrs
 
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
-from metile.ir.types import PtrType
+from metile.ir.types import DType, PtrType
 from metile.ir.values import AddPtr, Binary, Cast, Const, Param, Value, Var
 
 BIG = 1 << 30
@@ -100,10 +100,20 @@ class AxisAnalysis:
         return AxisInfo(contig, math.gcd(a.div, b.div), min(a.const, b.const))
 
 
+def vector_width(axes: AxisAnalysis, vec: int, ptr: Value) -> int:
+    """`vec` when each aligned run of `vec` elements of the pointer tile `ptr` is `vec` consecutive,
+    `vec`-aligned addresses of a type that moves as a vector, else 1."""
+    t = ptr.type
+    if vec == 1 or t.shape[-1] % vec or t.dtype in (DType.BOOL, DType.BF16):
+        return 1
+    info = axes.info(ptr)
+    return vec if info.contig % vec == 0 and info.div % vec == 0 else 1
+
+
 def _is_one(v: Value) -> bool:
     while isinstance(v, Broadcast):
         v = v.x
     return isinstance(v, Const) and v.value == 1
 
 
-__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "UNKNOWN", "pow2_factor"]
+__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "UNKNOWN", "pow2_factor", "vector_width"]

@@ -46,7 +46,6 @@ from metile.ir.tile import (
     SimdLaneId,
     ThreadId,
 )
-from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
     Binary,
@@ -66,13 +65,13 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.axis_info import AxisAnalysis
+from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.lower_rolled import Rolled
-from metile.rewrite.plan import RoleRange, varying_names
+from metile.rewrite.plan import RoleRange, axis_analysis, varying_names
 from metile.rewrite.scan import scan
 
 
@@ -166,17 +165,13 @@ class Lowering(ControlFlow, Collectives, Rolled):
         self.out: list[Stmt] = []
         self.taken = {n.name for n in facts.of(Var)} | {n.name for n in facts.of(Param)}
         self.suffix: dict[str, int] = {}
-        self.defs = {n.var.name: n.value for n in facts.of(Let)}
-        self.role_of: dict[str, SimdgroupRole] = {}
-        for n in facts.of(SimdgroupRole):
-            for r, y in zip(n.results, n.yields):
-                self.defs[r.name] = y
-                self.role_of[r.name] = n
+        self.axes = axis_analysis(facts)
+        self.defs = self.axes.defs  # read only
+        self.role_of = {r.name: n for n in facts.of(SimdgroupRole) for r in n.results}
         self.yielded = {name for n in facts.of((For, If, While, SimdgroupRole)) for y in _tails(n)
                         for name in facts.names(y)}  # read at the end of a block: never deferred
         self.deferred: set[str] = set()
         self.channels: list[Let] = []
-        self.axes = AxisAnalysis(self.defs)
         self.divergent: Node | None = None
         self.init_scratch()
 
@@ -479,12 +474,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
 
     def vector_width(self, layout: Blocked, ptr: Value) -> int:
         """`layout.vec` when every run of `layout` is `vec` consecutive, aligned addresses, else 1."""
-        v = layout.vec
-        t = ptr.type
-        if v == 1 or t.shape[-1] % v or t.dtype in (DType.BOOL, DType.BF16):
-            return 1
-        info = self.axes.info(ptr)
-        return v if info.contig % v == 0 and info.div % v == 0 else 1
+        return vector_width(self.axes, layout.vec, ptr)
 
     def load_regs(self, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
         shape = ptr.type.shape

@@ -8,7 +8,9 @@ Threads per program (`meta["threads_per_threadgroup"]`), in order of precedence:
 - a kernel with `dot` runs `32 * NUM_SG` threads, `NUM_SG` (a launch option, default 4) lowered until
   every product's 8x8 pieces split evenly among the simdgroups;
 - otherwise the longest tile decides: up to 256 threads, each holding runs of `meta["vector_width"]`
-  (4 when tiles are large enough) consecutive elements.
+  consecutive elements. That is 4 when tiles are large enough and some load or store of a tile can
+  move 4 elements as one vector (the axis analysis proves them consecutive and aligned); else 1, so
+  that neighbouring threads hold neighbouring elements and each thread as few as possible.
 Roles without explicit `num_sgs` share the program's simdgroups evenly; the thread count is then raised
 to a multiple of `32 * num_roles` so that every role has whole simdgroups.
 
@@ -22,13 +24,14 @@ from __future__ import annotations
 import attrs
 
 from metile.ir.ops import Stage
-from metile.ir.stmts import For, If, Kernel, Let, While
+from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Arange, Dot, SimdgroupId, SimdgroupRole, SimdLaneId, ThreadId
 from metile.ir.types import PtrType, TileType
-from metile.ir.values import SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value
-from metile.rewrite.distribute import mma_split
+from metile.ir.values import Load, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value
+from metile.rewrite.axis_info import AxisAnalysis, vector_width
+from metile.rewrite.distribute import choose_vec, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.scan import scan
+from metile.rewrite.scan import Scan, scan
 
 MAX_THREADS = 1024
 MAX_AUTO_THREADS = 256
@@ -111,6 +114,8 @@ def plan_launch(k: Kernel) -> Kernel:
     else:
         vec = VECTOR_WIDTH if biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
         threads = min(MAX_AUTO_THREADS, max(1, -(-biggest // vec)))
+        if vec > 1 and not roles and not _moves_vectors(found, threads, vec):
+            vec, threads = 1, min(MAX_AUTO_THREADS, biggest)
     if roles and role_threads is None and thread_level is None:  # room for an even split among the roles
         share = SIMD_WIDTH * roles[0].num_roles
         threads = -(-max(threads, share) // share) * share
@@ -123,6 +128,32 @@ def plan_launch(k: Kernel) -> Kernel:
     for role, r in ranges.items():
         meta = meta.update({f"role{role}_first": r.first, f"role{role}_count": r.count})
     return attrs.evolve(k, meta=meta)
+
+
+def value_defs(found: Scan) -> dict[str, Value]:
+    """The value each name stands for: a `Let`'s value, or the yield of a `simdgroup_role` result."""
+    defs = {n.var.name: n.value for n in found.of(Let)}
+    for n in found.of(SimdgroupRole):
+        for r, y in zip(n.results, n.yields):
+            defs[r.name] = y
+    return defs
+
+
+def axis_analysis(found: Scan) -> AxisAnalysis:
+    """The axis analysis of the scanned kernel (over `value_defs`), made once per scan and shared by
+    `plan_launch` and the lowering."""
+    axes = found.derived.get("axes")
+    if axes is None:
+        axes = found.derived["axes"] = AxisAnalysis(value_defs(found))
+    return axes
+
+
+def _moves_vectors(found: Scan, threads: int, vec: int) -> bool:
+    """Whether some load or store of a tile would move runs of `vec` elements at once on `threads` threads
+    (the lowering's test, `metile.rewrite.axis_info.vector_width`, on the layout it would choose)."""
+    axes = axis_analysis(found)
+    ptrs = [n.ptr for n in found.of(Load) if n.type.shape] + [n.ptr for n in found.of(Store) if n.ptr.type.shape]
+    return any(vector_width(axes, choose_vec(p.type.size, threads, vec), p) > 1 for p in ptrs)
 
 
 def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:

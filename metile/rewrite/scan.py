@@ -76,6 +76,7 @@ class Scan:
         self.nodes = nodes
         self._by_type = by_type
         self.facts = facts
+        self.derived: dict[str, object] = {}  # analyses built on this scan by the passes, kept with it
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if isinstance(cls, type):
