@@ -27,6 +27,16 @@ _NONE: frozenset[str] = frozenset()
 _KEEP = 8
 
 
+_NOT_VALUE: tuple = ()  # the kind of a class that is not a value (an empty tuple, never a value's kind)
+_KINDS: dict[type, tuple] = {}  # node class -> (varying source, heavy, Var), or _NOT_VALUE
+
+
+def _kind(cls: type) -> tuple:
+    if not issubclass(cls, Value):
+        return _NOT_VALUE
+    return issubclass(cls, VARYING_SOURCES), issubclass(cls, _HEAVY), issubclass(cls, Var)
+
+
 class Scan:
     """The facts of one kernel body (see the module docstring); read-only once built."""
 
@@ -47,11 +57,12 @@ class Scan:
                     continue
                 seen.add(id(n))
                 kids = children(n)
-                push((n, kids))
-                for c in reversed(kids):
-                    if id(c) not in seen:
-                        push((c, None))
-                continue
+                if kids:
+                    push((n, kids))
+                    for c in reversed(kids):
+                        if id(c) not in seen:
+                            push((c, None))
+                    continue
             nodes.append(n)
             cls = n.__class__
             same = by_type.get(cls)
@@ -59,11 +70,13 @@ class Scan:
                 by_type[cls] = [n]
             else:
                 same.append(n)
-            if not isinstance(n, Value):
+            kind = _KINDS.get(cls)
+            if kind is None:
+                kind = _KINDS[cls] = _kind(cls)
+            if not kind:
                 continue
-            src, heavy, names = isinstance(n, VARYING_SOURCES), isinstance(n, _HEAVY), _NONE
-            if isinstance(n, Var):
-                names = frozenset((n.name,))
+            src, heavy, is_var = kind
+            names = frozenset((n.name,)) if is_var else _NONE
             for c in kids:
                 f = get(id(c))
                 if f is None:
