@@ -1,8 +1,8 @@
 """Lowered Metal IR to MSL text: pure string building.
 
-Modules: `msl` (`emit_msl`, the emitter), `facts` (the stage check, written parameters, C names and
-builtins, and `Records`, the per-structure table the emitter fills as it writes), `spell` (MSL spellings
-of types, literals, operators).
+Modules: `msl` (`emit_msl`, the emitter), `facts` (`scan`, one walk before any text is written: the stage
+check, C names, bindings, written parameters, builtins, and in `Records`, one per structure, whether it has
+two or more parents), `spell` (MSL spellings of types, literals, operators).
 """
 
 from __future__ import annotations
