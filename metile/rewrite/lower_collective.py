@@ -116,6 +116,7 @@ class Collectives:
         self.arena: dict[DType, tuple[Var, int]] = {}
         self.bump: dict[DType, int] = {}
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}
+        self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
 
     def new_statement(self) -> None:
         self.bump = {}
@@ -381,11 +382,15 @@ class Collectives:
         return None
 
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
-        """The first row and column (in elements) of this simdgroup's block of pieces."""
-        sg = sg_index(geom.first_sg)
-        sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
-        sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
-        return sm, sn
+        """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
+        builtins, built once per geometry so that every piece shares the same nodes)."""
+        found = self.sg_coords.get(geom)
+        if found is None:
+            sg = sg_index(geom.first_sg)
+            sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
+            sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
+            found = self.sg_coords[geom] = (sm, sn)
+        return found
 
     def piece_offset(self, geom: MmaGeometry, piece: int) -> Value:
         """Where this simdgroup's `piece` starts in a row-major `[m, n]` array."""

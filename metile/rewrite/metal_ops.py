@@ -100,7 +100,10 @@ def select(c: Value | None, x: Value, y: Value) -> Value:
     return x if c is None else Where(c, x, y)
 
 
+@functools.lru_cache(maxsize=64)
 def builtin(kind: BuiltinKind, axis: int = 0) -> Value:
+    """The builtin as an `int`; one node per (kind, axis), so that its uses are the same object (the IR is
+    immutable, and identical operands are found by identity before structure)."""
     return Cast(Builtin(kind, axis), I32)
 
 
