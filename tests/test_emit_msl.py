@@ -464,6 +464,22 @@ def test_control_runs(cpu):
     np.testing.assert_allclose(tot[0], x.sum(), rtol=1e-4, atol=1e-4)
 
 
+def test_a_loop_result_is_its_carried_local_and_a_pointer_result_its_own(cpu):
+    """The int result is written as the carried local; the pointer result gets a local of its own, since
+    only it is stored through (the carried pointer is only read, so it is a `device const` pointer)."""
+    X, Out = ptr("X", 0, I32), ptr("Out", 1, I32)
+    i, p, acc = Var("i", TileType(I32)), Var("p", Out.type), Var("acc", TileType(I32))
+    end, total = Var("end", Out.type), Var("total", TileType(I32))
+    loop = For(i, i32(0), i32(4), i32(1), [p, acc], [Out, i32(0)], [],
+               [AddPtr(p, i32(1)), add(acc, Load(AddPtr(X, i)))], [end, total])
+    k = Kernel("results", Stage.METAL, (X, Out), [loop, Store(end, total)])
+    text = emit_msl(k)
+    assert " total" not in text and "end = p;" in text
+    x, out = np.array([3, 5, 7, 11], np.int32), np.zeros(6, np.int32)
+    cpu.dispatch_threadgroups(compile_fn(cpu, k), (1, 1, 1), (1, 1, 1), [x, out])
+    np.testing.assert_array_equal(out, [0, 0, 0, 0, 26, 0])
+
+
 # ---- spellings and errors
 
 

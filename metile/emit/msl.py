@@ -8,9 +8,10 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
   array, a matrix load or multiply-accumulate a matrix local filled by `simdgroup_load` or
   `simdgroup_multiply_accumulate`). Other values are inline expressions; a compound value that several
   parents share is named once, as `const T tN`, in the innermost open body at its first use.
-- Loop-carried values and results are mutable locals declared before the loop (`If` results before
-  the `if`) and assigned at the end of each body. When one yield reads a carried value that an
-  earlier assignment would overwrite, every yield is first computed into a `next_` temporary.
+- Loop-carried values are mutable locals declared before the loop (`If` results before the `if`) and
+  assigned at the end of each body; a loop's results are its carried locals (pointers excepted). When
+  one yield reads a carried value that an earlier assignment would overwrite, every yield is first
+  computed into a `next_` temporary.
 - Masked loads are `m ? p[i] : other`; masked stores and atomics sit inside `if (m) { ... }`, with
   their operands computed there.
 - Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it to
@@ -418,8 +419,17 @@ class _Emitter:
         self.body(s.body)
         self.assign(s.carried, s.yields)
         self.close_block()
-        for r, c in zip(s.results, s.carried):
-            self.declare(r, c)
+        self.results_of(s.results, s.carried)
+
+    def results_of(self, results, carried) -> None:
+        """A loop's results: after the loop nothing assigns its carried locals again, so a result is written
+        as the carried local itself; a pointer gets its own local, since it may be declared `const` apart."""
+        names = self.names
+        for r, c in zip(results, carried):
+            if r.type.__class__ is PtrType:
+                self.declare(r, c)
+            else:
+                names[r.name] = names[c.name]
 
     def if_stmt(self, s: If) -> None:
         for r in s.results:
@@ -446,8 +456,7 @@ class _Emitter:
         self.body(s.body)
         self.assign(s.carried, s.yields)
         self.close_block()
-        for r, c in zip(s.results, s.carried):
-            self.declare(r, c)
+        self.results_of(s.results, s.carried)
 
 
 __all__ = ["EmitError", "emit_msl"]

@@ -44,8 +44,6 @@ kernel void control(device const float* X [[buffer(0)]],
         n = next_n_0;
         acc = next_acc_1;
     }
-    int n_out = n;
-    int total = acc;
     int fa = 0;
     int fb = 1;
     for (int i = 0; i < (tid % 10); i += 1) {
@@ -54,8 +52,6 @@ kernel void control(device const float* X [[buffer(0)]],
         fa = next_fa_2;
         fb = next_fb_3;
     }
-    int fib = fa;
-    int fib1 = fb;
     const int t4 = tid * 4;
     const float4 v = *(device const float4*)(Vin + t4);
     const half4 hv = *(device const half4*)(Hin + t4);
@@ -71,8 +67,8 @@ kernel void control(device const float* X [[buffer(0)]],
     Out[t7 + 4] = r_max;
     Out[t7 + 5] = r_min;
     Out[t7 + 6] = r;
-    Out[t7 + 7] = static_cast<float>(total);
-    Out[t7 + 8] = static_cast<float>(fib);
+    Out[t7 + 7] = static_cast<float>(acc);
+    Out[t7 + 8] = static_cast<float>(fa);
     if (lane == 0) {
         atomic_fetch_add_explicit((device atomic_int*)(Cnt), 1, memory_order_relaxed);
     }

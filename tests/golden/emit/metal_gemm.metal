@@ -30,11 +30,9 @@ kernel void matmul(device const half* A [[buffer(0)]],
         acc0 = d0;
         acc1 = d1;
     }
-    simdgroup_matrix<float, 8, 8> c0 = acc0;
-    simdgroup_matrix<float, 8, 8> c1 = acc1;
     const int t3 = row0 * N;
     const int t4 = col0 + 0;
-    simdgroup_store(c0, C + (t3 + t4), N, 0, false);
+    simdgroup_store(acc0, C + (t3 + t4), N, 0, false);
     const int t5 = col0 + 8;
-    simdgroup_store(c1, C + (t3 + t5), N, 0, false);
+    simdgroup_store(acc1, C + (t3 + t5), N, 0, false);
 }

@@ -20,8 +20,7 @@ kernel void row_sum(device const float* X [[buffer(0)]],
         const float x = row_ptr[i];
         acc = acc + x;
     }
-    float total = acc;
-    const float s = simd_sum(total);
+    const float s = simd_sum(acc);
     if (lane == 0u) {
         partials[sg] = s;
     }
