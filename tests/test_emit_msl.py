@@ -480,6 +480,42 @@ def test_a_loop_result_is_its_carried_local_and_a_pointer_result_its_own(cpu):
     np.testing.assert_array_equal(out, [0, 0, 0, 0, 26, 0])
 
 
+def test_an_inner_loop_carries_the_outer_accumulators_in_place(cpu):
+    """An inner loop whose inits are the outer loop's carried values, read nowhere else, carries them in the
+    same locals; the outer yields swap the results, which must still be a parallel assignment."""
+    Out = ptr("Out", 0, I32)
+    i, j = Var("i", TileType(I32)), Var("j", TileType(I32))
+    x1, x2, c1, c2, r1, r2, e1, e2 = (Var(n, TileType(I32)) for n in ("x1", "x2", "c1", "c2", "r1", "r2", "e1", "e2"))
+    inner = For(j, i32(0), i32(2), i32(1), [c1, c2], [x1, x2], [], [add(c1, i32(10)), add(c2, i32(100))], [r1, r2])
+    outer = For(i, i32(0), i32(3), i32(1), [x1, x2], [i32(1), i32(2)], [inner], [r2, r1], [e1, e2])
+    k = Kernel("in_place", Stage.METAL, (Out,), [outer, Store(Out, e1), Store(AddPtr(Out, i32(1)), e2)])
+    text = emit_msl(k)
+    assert "int c1" not in text and "int r1" not in text  # carried in x1, x2; results written as them
+    a, b = 1, 2
+    for _ in range(3):
+        a, b = b + 200, a + 20
+    out = np.zeros(2, np.int32)
+    cpu.dispatch_threadgroups(compile_fn(cpu, k), (1, 1, 1), (1, 1, 1), [out])
+    np.testing.assert_array_equal(out, [a, b])
+
+
+def test_an_init_read_elsewhere_gets_a_local_of_its_own(cpu):
+    """When the outer value is read again after the inner loop, the inner loop copies it."""
+    Out = ptr("Out", 0, I32)
+    i, j = Var("i", TileType(I32)), Var("j", TileType(I32))
+    x, c, r, e = (Var(n, TileType(I32)) for n in ("x", "c", "r", "e"))
+    inner = For(j, i32(0), i32(2), i32(1), [c], [x], [], [add(c, i32(10))], [r])
+    outer = For(i, i32(0), i32(3), i32(1), [x], [i32(1)], [inner], [add(r, x)], [e])
+    k = Kernel("copied", Stage.METAL, (Out,), [outer, Store(Out, e)])
+    assert "int c = x;" in emit_msl(k)
+    v = 1
+    for _ in range(3):
+        v = (v + 20) + v
+    out = np.zeros(1, np.int32)
+    cpu.dispatch_threadgroups(compile_fn(cpu, k), (1, 1, 1), (1, 1, 1), [out])
+    assert out[0] == v
+
+
 # ---- spellings and errors
 
 

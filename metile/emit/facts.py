@@ -76,14 +76,16 @@ _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  
 
 class Facts:
     """What `scan` found: `names` (`c_names`), `defs` (`bindings`), `written` (`written_params`), `kinds` (the
-    `_value_` of each of `builtins_used`) and `records` (each structure's record, shared when it has two or more
-    distinct parents)."""
+    `_value_` of each of `builtins_used`), `records` (each structure's record, shared when it has two or more
+    distinct parents) and `reads` (per variable, how many times it is read as an operand, a structure met again
+    counted once: 1 means its one reader is the only one)."""
 
-    __slots__ = ("defs", "kinds", "names", "records", "written")
+    __slots__ = ("defs", "kinds", "names", "reads", "records", "written")
 
     def __init__(self, names: dict[str, str], defs: dict[str, tuple[Value, ...]], written: frozenset[str],
-                 kinds: set[str], records: Records):
+                 kinds: set[str], records: Records, reads: dict[str, int]):
         self.names, self.defs, self.written, self.kinds, self.records = names, defs, written, kinds, records
+        self.reads = reads
 
 
 def scan(k: Kernel) -> Facts:
@@ -98,6 +100,7 @@ def scan(k: Kernel) -> Facts:
     defs: dict[str, tuple[Value, ...]] = {}
     stores: list[Value] = []
     kinds: set[str] = set()
+    reads: dict[str, int] = {}
     records = Records()
     by_hash, twins, record = records.by_hash, records.twins, records.record
 
@@ -184,7 +187,9 @@ def scan(k: Kernel) -> Facts:
         for v in values:
             cls = v.__class__
             if cls in LEAVES:
-                if cls is Builtin:
+                if cls is Var:
+                    reads[v.name] = reads.get(v.name, 0) + 1
+                elif cls is Builtin:
                     kinds.add(v.kind._value_)
                 continue
             rec = get_record(v._h)
@@ -204,7 +209,7 @@ def scan(k: Kernel) -> Facts:
                 rec = found
             if rec[1] is not parent:
                 rec[3] = True
-    return Facts(names, defs, _written(stores, defs), kinds, records)
+    return Facts(names, defs, _written(stores, defs), kinds, records, reads)
 
 
 def _index(p: Param) -> int:

@@ -9,7 +9,8 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
   `simdgroup_multiply_accumulate`). Other values are inline expressions; a compound value that several
   parents share is named once, as `const T tN`, in the innermost open body at its first use.
 - Loop-carried values are mutable locals declared before the loop (`If` results before the `if`) and
-  assigned at the end of each body; a loop's results are its carried locals (pointers excepted). When
+  assigned at the end of each body; a loop's results are its carried locals, and a carried value whose
+  init is a mutable local read nowhere else is carried in that local (pointers excepted in both). When
   one yield reads a carried value that an earlier assignment would overwrite, every yield is first
   computed into a `next_` temporary.
 - Masked loads are `m ? p[i] : other`; masked stores and atomics sit inside `if (m) { ... }`, with
@@ -176,6 +177,9 @@ class _Emitter:
             facts = scan(k)  # checks the stage first
             self.names, self.defs, self.written, self.kinds = facts.names, facts.defs, facts.written, facts.kinds
             self.records = records = facts.records
+            self.reads = facts.reads
+            self.mutable: set[str] = set()  # variables written as mutable locals (carried values, results)
+            self.sharing: dict[str, set[str]] = {}  # C name -> the variables written as it, when more than one
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
             args = []
@@ -386,20 +390,42 @@ class _Emitter:
 
     def declare(self, var: Var, init: Value | None) -> None:
         """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
+        self.mutable.add(var.name)
         t = var.type
         decl = pointer_text(t, self.ptr_is_const(var, t)) if t.__class__ is PtrType else type_text(t)
         decl = f"{self.pad}{decl} {self.names[var.name]}"
         self.lines.append(f"{decl} = {self.expr(init)[0]};" if init is not None else f"{decl};")
 
     def assign(self, targets, values) -> None:
-        """`target = value` for each pair, as a parallel assignment (a yield may read a carried value)."""
-        pairs = [(t, v) for t, v in zip(targets, values) if not (v.__class__ is t.__class__ and v == t)]
-        if len(pairs) > 1 and reads_any([v for _, v in pairs], {t.name for t, _ in pairs}):
+        """`target = value` for each pair, as a parallel assignment (a yield may read a carried value); a value
+        written as its own target is left out."""
+        names = self.names
+        pairs = [(t, v) for t, v in zip(targets, values)
+                 if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
+        if len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
             texts = [self.temporary(t, v) for t, v in pairs]
         else:
             texts = [self.expr(v)[0] for _, v in pairs]
-        names, pad = self.names, self.pad
+        pad = self.pad
         self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+
+    def written_as(self, targets) -> set[str]:
+        """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
+        out: set[str] = set()
+        for t in targets:
+            out.add(t.name)
+            shared = self.sharing.get(self.names[t.name])
+            if shared:
+                out |= shared
+        return out
+
+    def same_local(self, var: Var, other: Var) -> None:
+        """Write `var` as `other`'s local from here on."""
+        names = self.names
+        text = names[var.name] = names[other.name]
+        self.sharing.setdefault(text, {other.name}).add(var.name)
+        if other.name in self.mutable:
+            self.mutable.add(var.name)
 
     def temporary(self, t: Var, v: Value) -> str:
         """`next_<t>_N`, a `const` local holding `v` (named before the locals `v` needs)."""
@@ -408,9 +434,21 @@ class _Emitter:
         self.lines.append(f"{self.pad}{self.local_decl(name, t)} = {text};")
         return name
 
+    def carry(self, carried, inits) -> None:
+        """Declare a loop's carried locals. A carried value whose init is a mutable local read nowhere else (say
+        an enclosing loop's accumulator, handed to an inner loop) is carried in that local, in place: nothing
+        can observe the old value any more. A pointer keeps a local of its own (its const-ness is decided
+        apart)."""
+        reads, mutable = self.reads, self.mutable
+        for c, init in zip(carried, inits):
+            if (init.__class__ is Var and init.name in mutable and reads.get(init.name) == 1
+                    and c.type.__class__ is not PtrType):
+                self.same_local(c, init)
+            else:
+                self.declare(c, init)
+
     def for_loop(self, s: For) -> None:
-        for c, init in zip(s.carried, s.inits):
-            self.declare(c, init)
+        self.carry(s.carried, s.inits)
         i = self.names[s.index.name]
         start, stop, step = self.expr(s.start)[0], self.expr(s.stop)[1], self.expr(s.step)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
@@ -424,12 +462,11 @@ class _Emitter:
     def results_of(self, results, carried) -> None:
         """A loop's results: after the loop nothing assigns its carried locals again, so a result is written
         as the carried local itself; a pointer gets its own local, since it may be declared `const` apart."""
-        names = self.names
         for r, c in zip(results, carried):
             if r.type.__class__ is PtrType:
                 self.declare(r, c)
             else:
-                names[r.name] = names[c.name]
+                self.same_local(r, c)
 
     def if_stmt(self, s: If) -> None:
         for r in s.results:
@@ -448,8 +485,7 @@ class _Emitter:
         self.close_block()
 
     def while_loop(self, s: While) -> None:
-        for c, init in zip(s.carried, s.inits):
-            self.declare(c, init)
+        self.carry(s.carried, s.inits)
         self.open_block("while (true)")
         self.body(s.cond_body)
         self.lines.append(f"{self.pad}if (!{self.expr(s.cond)[1]}) break;")
