@@ -57,6 +57,8 @@ def bind_values(fn, args, kwargs, loc: Loc) -> list:
     in), as `inspect.Signature.bind` would bind them; a `KernelArgumentError` when they do not fit."""
     index, defaults = _BINDERS.get(fn) or _binder(fn)
     n = len(args)
+    if n == len(defaults) and not kwargs:
+        return args
     if n > len(defaults):
         raise _bind_error(fn, args, kwargs, loc)
     out = [*args, *defaults[n:]]

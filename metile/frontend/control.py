@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import static_int
+from metile.frontend.builtins import bind_args, static_int
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelTypeError,
@@ -207,18 +207,18 @@ class ControlFlow:
             self.visit_body(node.body)
 
     def runtime_for(self, node: ast.For) -> None:
-        from metile.frontend.builtins import bind_args
-
         loc = self.loc(node)
         call = node.iter
+        call_loc = self.loc(call)
         args = [self.eval(a) for a in call.args]
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
-        a = bind_args(tile_range, args, kwargs, self.loc(call))
-        start, stop = (self.loop_bound(a[k], k, call) for k in ("start", "stop"))
-        step = static_int(a["step"], "the step of metile.tile_range", self.loc(call))
-        stages = static_int(a["num_stages"], "num_stages", self.loc(call))
+        a = bind_args(tile_range, args, kwargs, call_loc)
+        start = self.loop_bound(a["start"], "start", call)
+        stop = self.loop_bound(a["stop"], "stop", call)
+        step = static_int(a["step"], "the step of metile.tile_range", call_loc)
+        stages = static_int(a["num_stages"], "num_stages", call_loc)
         if step <= 0 or stages < 1:
-            raise KernelTypeError("metile.tile_range needs step > 0 and num_stages >= 1", self.loc(call))
+            raise KernelTypeError("metile.tile_range needs step > 0 and num_stages >= 1", call_loc)
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
@@ -286,8 +286,6 @@ class ControlFlow:
     # ---- with
 
     def stmt_With(self, node: ast.With) -> None:
-        from metile.frontend.builtins import bind_args
-
         loc = self.loc(node)
         call = node.items[0].context_expr if len(node.items) == 1 else None
         if not (isinstance(call, ast.Call) and self.eval(call.func) is simdgroup_role) or node.items[0].optional_vars:

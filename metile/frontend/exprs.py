@@ -103,10 +103,13 @@ def _name(tr, node: ast.Name):
 
 def _attribute(tr, node: ast.Attribute):
     base_node = node.value
-    if base_node.__class__ is ast.Name:  # `module.name`: `_name` inline
-        base = tr.env.get(base_node.id, _UNSET)
+    if base_node.__class__ is ast.Name:  # `module.name`: `_name` inline, and `lookup` of a global
+        name = base_node.id
+        base = tr.env.get(name, _UNSET)
         if base is _UNSET:
-            base = lookup(tr, base_node.id, base_node)
+            base = _UNSET if name in tr.hidden else tr.globals.get(name, _UNSET)
+            if base is _UNSET:
+                base = lookup(tr, name, base_node)
         if isinstance(base, constexpr):
             base = base.value
     else:

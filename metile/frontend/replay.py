@@ -12,6 +12,8 @@ next (`same_var`), so that statements reading them can be replayed.
 from __future__ import annotations
 
 import ast
+from itertools import repeat
+from operator import is_
 
 from metile.ir.values import Var
 
@@ -90,6 +92,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
     replaying = memo.names is not None and memo.names == tr.names
     memo.names, memo.records = set(tr.names), []
     env, hidden, prepared = tr.env, tr.hidden, tr.prepared
+    io = prepared.io
     for i, stmt in enumerate(body):
         if stmt.__class__ not in SIMPLE:
             replaying = False
@@ -97,12 +100,12 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             tr.visit_stmt(stmt)
             env = tr.env
             continue
-        reads, writes = prepared.statement_io(stmt)
-        inputs = tuple([env.get(n, _UNSET) for n in reads])
-        why = tuple([hidden.get(n) for n in reads])
+        reads, writes = io.get(stmt) or prepared.statement_io(stmt)
+        inputs = tuple(map(env.get, reads, repeat(_UNSET)))
+        why = tuple(map(hidden.get, reads))
         if replaying:
             record = previous[i] if i < len(previous) else None
-            if (record is not None and all(a is b for a, b in zip(inputs, record[0])) and why == record[1]):
+            if record is not None and all(map(is_, inputs, record[0])) and why == record[1]:
                 _, _, stmts, taken, outputs = record
                 tr.stmts.extend(stmts)
                 tr.names.update(taken)
@@ -116,7 +119,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
         tr.visit_stmt(stmt)
         memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:],
-                             [(n, env[n]) for n in writes]))
+                             list(zip(writes, map(env.__getitem__, writes)))))
 
 
 __all__ = ["SIMPLE", "BodyMemo", "same_var", "statement_io", "visit_loop_body"]

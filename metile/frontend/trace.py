@@ -115,13 +115,11 @@ class Tracer(ControlFlow):
         self.hidden: dict[str, str] = {}  # names defined only inside a runtime region -> why they are gone
         self.hint: str | None = None
         self.prepared = Prepared(file, line_offset, col_offset) if prepared is None else prepared
+        self.loc = self.prepared.loc    # `tr.loc(node)`: the Loc of a node
         self.locs = self.prepared.locs  # read first by the hot paths: `tr.locs.get(node) or tr.loc(node)`
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
 
     # ---- helpers used by builtins and control flow
-
-    def loc(self, node: ast.AST) -> Loc:
-        return self.prepared.loc(node)
 
     def fresh(self, base: str) -> str:
         name, i = base, 1
