@@ -41,7 +41,7 @@ from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
-from metile.frontend.specialize import ParamSpec, arg_type, bind, cache_key, classify
+from metile.frontend.specialize import Binding, ParamSpec, arg_type, bind, cache_key, classify, function_ident
 from metile.frontend.trace import Prepared, Tracer
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
@@ -124,6 +124,14 @@ class _Source:
         self.fdef = fdef
         self.def_loc = self.loc(fdef)
         self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
+        self._binding: Binding | None = None
+
+    @property
+    def binding(self) -> Binding:
+        """How calls bind to the parameters (made by the first call that needs it)."""
+        if self._binding is None:
+            self._binding = Binding(self.specs)
+        return self._binding
 
     def loc(self, node: ast.AST) -> Loc:
         return self.prepared.loc(node)
@@ -231,6 +239,7 @@ class JITKernel:
         self._launches: dict[tuple, _Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
         self._n_runtime: int | None = None
         self._runtime_names: frozenset[str] = frozenset()
+        self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
         """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
@@ -249,9 +258,12 @@ class JITKernel:
     def specialize(self, args: tuple, kwargs: dict):
         """`(cache key, runtime [(spec, value, type)], constexprs, options)` for one call."""
         src = self.source
-        values, consts, options = bind(src.specs, args, kwargs, self.fn.__name__, src.def_loc)
+        values, consts, options = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
         typed = [(s, v, arg_type(s, v)) for s, v in values]
-        key = cache_key(self.fn, src.text, tuple(t for _, _, t in typed), consts, options)
+        ident = self._ident
+        if ident is None:
+            ident = self._ident = function_ident(self.fn, src.text)
+        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options)
         return key, typed, consts, options
 
     def cache_key(self, *args, **kwargs) -> tuple:

@@ -93,34 +93,47 @@ def classify(fdef: ast.FunctionDef, globals_: dict, defaults: dict, loc_of) -> t
     return tuple(out)
 
 
-def bind(specs: tuple[ParamSpec, ...], args: tuple, kwargs: dict, name: str, loc: Loc):
+class Binding:
+    """How a call's arguments bind to a kernel's parameters, made once per function from its `ParamSpec`s:
+    positional arguments fill the runtime parameters, then the constexprs, each group in declaration order."""
+
+    __slots__ = ("n_runtime", "names", "ordered", "specs")
+
+    def __init__(self, specs: tuple[ParamSpec, ...]):
+        self.specs = specs
+        runtime = [s.name for s in specs if not s.constexpr]
+        self.n_runtime = len(runtime)
+        self.ordered = (*runtime, *[s.name for s in specs if s.constexpr])
+        self.names = frozenset(self.ordered)
+
+
+def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
     """`(runtime [(spec, value)], constexprs {name: value}, options {name: value})`."""
-    runtime = [s for s in specs if not s.constexpr]
-    ordered = runtime + [s for s in specs if s.constexpr]
+    ordered = binding.ordered
     if len(args) > len(ordered):
-        raise KernelArgumentError(f"{name}() takes {len(runtime)} runtime arguments but {len(args)} were given "
+        raise KernelArgumentError(f"{name}() takes {binding.n_runtime} runtime arguments but {len(args)} were given "
                                   f"(pass constexpr parameters by keyword)", loc)
-    given = dict(zip((s.name for s in ordered), args))
-    by_name = {s.name: s for s in specs}
+    given = dict(zip(ordered, args))
     options = {}
-    for k, v in kwargs.items():
-        if k in given:
-            raise KernelArgumentError(f"{name}() got multiple values for argument '{k}'", loc)
-        if k in by_name:
-            given[k] = v
-        else:
-            options[k] = v
+    if kwargs:
+        names = binding.names
+        for k, v in kwargs.items():
+            if k in given:
+                raise KernelArgumentError(f"{name}() got multiple values for argument '{k}'", loc)
+            if k in names:
+                given[k] = v
+            else:
+                options[k] = v
     values, consts = [], {}
-    for s in specs:
-        if s.name in given:
-            v = given[s.name]
-        elif s.default is not _NO_DEFAULT:
+    for s in binding.specs:
+        v = given.get(s.name, _NO_DEFAULT)
+        if v is _NO_DEFAULT:
             v = s.default
-        elif s.constexpr:
-            raise KernelArgumentError(f"missing constexpr '{s.name}': pass it by keyword, e.g. "
-                                      f"{name}[grid](..., {s.name}=...)", s.loc)
-        else:
-            raise KernelArgumentError(f"{name}() is missing the runtime argument '{s.name}'", s.loc)
+            if v is _NO_DEFAULT:
+                if s.constexpr:
+                    raise KernelArgumentError(f"missing constexpr '{s.name}': pass it by keyword, e.g. "
+                                              f"{name}[grid](..., {s.name}=...)", s.loc)
+                raise KernelArgumentError(f"{name}() is missing the runtime argument '{s.name}'", s.loc)
         if s.constexpr:
             consts[s.name] = v.value if isinstance(v, constexpr) else v
         else:
@@ -191,10 +204,17 @@ def source_digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def cache_key(fn, source: str, types: tuple, consts: dict, options: dict) -> tuple:
-    """The specialization key: the function (module, qualified name, file, identity of its code object,
-    source hash), the constexpr values, the argument types and the compiler options."""
-    digest = source_digest(source)
-    ident = (fn.__module__, fn.__qualname__, fn.__code__.co_filename, id(fn.__code__), digest)
-    return (ident, tuple(sorted((k, _hashable(v)) for k, v in consts.items())), types,
-            tuple(sorted((k, _hashable(v)) for k, v in options.items())))
+def function_ident(fn, source: str) -> tuple:
+    """What identifies a function in its cache keys: module, qualified name, file, identity of its code object and
+    source hash."""
+    return (fn.__module__, fn.__qualname__, fn.__code__.co_filename, id(fn.__code__), source_digest(source))
+
+
+def _items(values: dict) -> tuple:
+    return tuple(sorted([(k, _hashable(v)) for k, v in values.items()])) if values else ()
+
+
+def cache_key(ident: tuple, types: tuple, consts: dict, options: dict) -> tuple:
+    """The specialization key: the function (`function_ident`), the constexpr values, the argument types and the
+    compiler options."""
+    return (ident, _items(consts), types, _items(options))
