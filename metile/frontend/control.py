@@ -231,7 +231,10 @@ class ControlFlow:
                                                 self.loc(node.target))
             self.env[index_name] = index
             with self.block() as stmts:
-                visit_loop_body(self, node.body, memo)
+                if names:
+                    visit_loop_body(self, node.body, memo)
+                else:  # nothing carried, so no type widens: one attempt, with nothing to replay
+                    self.visit_body(node.body)
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
@@ -276,7 +279,10 @@ class ControlFlow:
             if not isinstance(cond, Value):
                 raise RuntimeConditionError("the condition of a runtime `while` must stay a traced value", loc)
             with self.block() as stmts:
-                visit_loop_body(self, node.body, memo)
+                if names:
+                    visit_loop_body(self, node.body, memo)
+                else:  # nothing carried, so no type widens: one attempt, with nothing to replay
+                    self.visit_body(node.body)
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)

@@ -74,7 +74,8 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if cls is ast.Name:
             (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
             continue
-        for field in _FIELDS.get(cls) or _fields(cls):
+        fields = _FIELDS.get(cls)
+        for field in fields if fields is not None else _fields(cls):
             v = getattr(n, field, None)
             if v.__class__ is list:
                 todo += v
