@@ -142,9 +142,10 @@ class ControlFlow:
 
     # ---- loops
 
-    def carried_names(self, body: list[ast.stmt], node: ast.AST, exclude=()) -> list[str]:
+    def carried_names(self, assigned: list[str], node: ast.AST, exclude=()) -> list[str]:
+        """The names among `assigned` (those a loop's body assigns) that a runtime loop carries."""
         names = []
-        for name in self.assigned_names(body):
+        for name in assigned:
             if name in exclude or name not in self.env:
                 continue
             v = self.env[name]
@@ -158,8 +159,13 @@ class ControlFlow:
     def trace_loop(self, names: list[str], node: ast.AST, trace_body):
         """Trace a runtime loop body until the carried types are stable; returns
         `(carried vars, coerced inits, coerced yields, results, trace_body's result)`."""
-        loc = self.loc(node)
         before = self.env
+        if not names:  # nothing carried: one attempt
+            self.env = dict(before)
+            out = trace_body()
+            self.env = before
+            return [], [], [], [], out
+        loc = self.loc(node)
         types = {n: sem.type_of(before[n], loc) for n in names}
         carried: list[Var] = []
         for _ in range(_MAX_WIDEN):
@@ -222,7 +228,8 @@ class ControlFlow:
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
-        names = self.carried_names(node.body, node, exclude=(index_name,))
+        assigned = self.assigned_names(node.body)
+        names = self.carried_names(assigned, node, exclude=(index_name,))
         holder = {"index": None}
         memo = BodyMemo()
 
@@ -238,7 +245,7 @@ class ControlFlow:
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
-        self.hide([index_name, *self.assigned_names(node.body)],
+        self.hide([index_name, *assigned],
                   f"it is only assigned inside the tile_range loop at line {loc.line}")
         self.emit(For(holder["index"], start, stop, Const(step, DType.I32, loc=loc), carried, inits, stmts, yields,
                       results, num_stages=stages, loc=loc))
@@ -270,7 +277,8 @@ class ControlFlow:
                                                 "loop; start it from a traced value to make a runtime loop", loc)
             return
         self.truth(first, node.test, "while")
-        names = self.carried_names(node.body, node)
+        assigned = self.assigned_names(node.body)
+        names = self.carried_names(assigned, node)
         memo = BodyMemo()
 
         def body():
@@ -286,7 +294,7 @@ class ControlFlow:
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)
-        self.hide(self.assigned_names(node.body), f"it is only assigned inside the `while` loop at line {loc.line}")
+        self.hide(assigned, f"it is only assigned inside the `while` loop at line {loc.line}")
         self.emit(While(carried, inits, cond_stmts, cond, stmts, yields, results, loc=loc))
 
     # ---- with

@@ -29,24 +29,23 @@ class Prepared:
     a simple statement reads and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a
     trace needs it, so parsing stays cheap and a node nothing asks about costs nothing; the tables are keyed by
     the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
-    alone. Nodes at one position of the source share their `Loc`."""
+    alone."""
 
-    __slots__ = ("at", "col_offset", "file", "io", "line_offset", "locs")
+    __slots__ = ("col_offset", "file", "io", "line_offset", "locs")
 
     def __init__(self, file: str, line_offset: int, col_offset: int):
         self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
         self.locs: dict[ast.AST, Loc] = {}
-        self.at: dict[tuple[int, int], Loc] = {}  # per (line, column) in the parsed text
         self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     def loc(self, node: ast.AST) -> Loc:
         found = self.locs.get(node)
         if found is None:
-            pos = (getattr(node, "lineno", 1), getattr(node, "col_offset", 0))
-            found = self.at.get(pos)
-            if found is None:
-                found = self.at[pos] = Loc(self.file, pos[0] + self.line_offset, pos[1] + self.col_offset)
-            self.locs[node] = found
+            try:
+                line, col = node.lineno, node.col_offset
+            except AttributeError:  # a node without a position
+                line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
+            found = self.locs[node] = Loc(self.file, line + self.line_offset, col + self.col_offset)
         return found
 
     def statement_io(self, stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
