@@ -101,9 +101,11 @@ class Binding:
 
     def __init__(self, specs: tuple[ParamSpec, ...]):
         self.specs = specs
-        runtime = [s.name for s in specs if not s.constexpr]
+        runtime, consts = [], []
+        for s in specs:
+            (consts if s.constexpr else runtime).append(s.name)
         self.n_runtime = len(runtime)
-        self.ordered = (*runtime, *[s.name for s in specs if s.constexpr])
+        self.ordered = (*runtime, *consts)
         self.names = frozenset(self.ordered)
 
 
