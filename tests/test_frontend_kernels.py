@@ -3,11 +3,14 @@ expected structure (loops, carried values, loads, stores, dot)."""
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import pytest
 
 import metile
 from metile.frontend.errors import LoweringUnavailableError, OutsideKernelError
+from metile.frontend.replay import statement_io
 from metile.ir import For, If, Kernel, Let, Load, Store, While, pretty, verify, walk
 from metile.ir.ops import BinOp, Stage
 from metile.ir.values import Binary
@@ -266,3 +269,21 @@ def test_kernel_defined_inside_a_function_sees_its_closure():
 
     k = scale.trace(F32, F32.copy(), 16, BLOCK=16)
     assert [p.name for p in k.params] == ["X", "Y", "n"]
+
+
+@pytest.mark.parametrize("source", [
+    "x = a + b * c", "a, (b, c), d = f(e)[g]", "y = [i for i in r if i > k]", "z = (w := q) + w",
+    "x += y", "f(*a, k=v, **m)", "d = {**m, 'k': v}", "s.t = u[v:w]", "global g, h", "assert p, msg",
+    "for i in r:\n    t = i + t", "if c:\n    a = 1\nelse:\n    (b, a) = 2, 3",
+])
+def test_statement_names_come_in_ast_walk_order(source):
+    """The names a statement reads and assigns, as `ast.walk` meets them (the order of carried variables)."""
+    stmt = ast.parse(source).body[0]
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name):
+            (writes if isinstance(n.ctx, ast.Store) else reads)[n.id] = None
+    if isinstance(stmt, ast.AugAssign):
+        reads[stmt.target.id] = None
+    assert statement_io(stmt) == (tuple(reads), tuple(writes))
