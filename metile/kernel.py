@@ -40,7 +40,13 @@ import numpy as np
 from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
-from metile.frontend.errors import GridError, KernelArgumentError, LoweringUnavailableError, UnsupportedSyntaxError
+from metile.frontend.errors import (
+    GridError,
+    KernelArgumentError,
+    KernelSourceError,
+    LoweringUnavailableError,
+    UnsupportedSyntaxError,
+)
 from metile.frontend.specialize import Binding, ParamSpec, arg_type, bind, cache_key, classify, function_ident
 from metile.frontend.trace import Prepared, Tracer
 from metile.ir.errors import Loc
@@ -90,7 +96,12 @@ _PARSED_MAX = 1024
 def _parse(fn) -> _Parsed:
     """Read and parse the source of `fn` (`inspect.getsourcelines` tokenizes the file to find the block)."""
     file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-    lines, first = inspect.getsourcelines(fn)
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise KernelSourceError(
+            f"cannot read the source of kernel {fn.__qualname__!r} (from {file}): metile traces a kernel from its "
+            "Python source, so define it in a .py file, not at an interactive prompt or with exec") from e
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
     fdef = ast.parse(text).body[0]

@@ -324,3 +324,11 @@ def test_grid_errors(grid, message):
 def test_argument_errors_come_before_grid_errors():
     with pytest.raises(E.KernelArgumentError):
         k_args[(0,)](np.zeros(4, np.float64), 1, BLOCK=4)
+
+
+def test_a_kernel_without_readable_source_is_refused_by_name():
+    scope: dict = {"metile": metile}
+    exec("def typed_in(X):\n    metile.store(X, 1.0)\n", scope)  # no file to read the source from
+    k = metile.kernel(scope["typed_in"])
+    with pytest.raises(E.KernelSourceError, match=r"cannot read the source of kernel 'typed_in'.*\.py file"):
+        k.compile(F32)

@@ -17,6 +17,11 @@ class OutsideKernelError(FrontendError):
     """A `metile` language function was called as ordinary Python, outside a `@metile.kernel`."""
 
 
+class KernelSourceError(FrontendError):
+    """The source of a kernel function cannot be read (defined at an interactive prompt, by `exec`, or in a
+    module shipped without its `.py` file): metile traces a kernel from its source."""
+
+
 class UnsupportedSyntaxError(FrontendError):
     """Python syntax that kernels do not support (lambda, try, with, class, comprehensions...)."""
 
