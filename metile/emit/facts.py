@@ -114,6 +114,17 @@ def scan(k: Kernel) -> Facts:
 
     todo: list[tuple[list, tuple]] = []  # (the record of a parent, values it is a parent of), counted after the walk
 
+    def loop_vars(s: For | While) -> None:
+        """Name a loop's carried values and results: a carried value is bound to its init and yield, a result
+        to its carried value."""
+        for v in s.carried:
+            claim(v.name)
+        for v in s.results:
+            claim(v.name)
+        for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
+            defs[c.name] = (i, y)
+            defs[r.name] = (c,)
+
     def walk(body) -> None:
         for s in body:
             rec = by_hash.get(s._h)
@@ -128,18 +139,12 @@ def scan(k: Kernel) -> Facts:
                     defs[var.name] = (value,)
                     cls = value.__class__
                     todo.append((rec, CHILDREN[cls](value) if cls in _LET_DECLARED else (value,)))
-                case Store():
+                case Store() | AtomicAdd():
                     stores.append(s.ptr)
                     todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
                 case For():
                     claim(s.index.name)
-                    for v in s.carried:
-                        claim(v.name)
-                    for v in s.results:
-                        claim(v.name)
-                    for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
-                        defs[c.name] = (i, y)
-                        defs[r.name] = (c,)
+                    loop_vars(s)
                     todo.append((rec, (*s.inits, s.start, s.stop, s.step, *s.yields)))
                     walk(s.body)
                 case If():
@@ -150,9 +155,6 @@ def scan(k: Kernel) -> Facts:
                     todo.append((rec, (s.cond, *s.then_yields, *s.else_yields)))
                     walk(s.then)
                     walk(s.orelse)
-                case AtomicAdd():
-                    stores.append(s.ptr)
-                    todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
                 case VecStore():
                     stores.append(s.ptr)
                     todo.append((rec, (s.ptr, s.value)))
@@ -162,13 +164,7 @@ def scan(k: Kernel) -> Facts:
                 case Barrier():
                     pass
                 case While():
-                    for v in s.carried:
-                        claim(v.name)
-                    for v in s.results:
-                        claim(v.name)
-                    for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
-                        defs[c.name] = (i, y)
-                        defs[r.name] = (c,)
+                    loop_vars(s)
                     todo.append((rec, (*s.inits, s.cond, *s.yields)))
                     walk(s.cond_body)
                     walk(s.body)

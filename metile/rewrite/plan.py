@@ -25,20 +25,20 @@ import attrs
 
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
-from metile.ir.tile import Arange, Dot, SimdgroupId, SimdgroupRole, SimdLaneId, ThreadId
+from metile.ir.tile import Arange, Dot, SimdgroupRole
 from metile.ir.types import PtrType, TileType
-from metile.ir.values import Load, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Value
+from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
 from metile.rewrite.distribute import choose_vec, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.scan import Scan, scan
+from metile.rewrite.scan import VARYING_SOURCES, Scan, scan
 
 MAX_THREADS = 1024
 MAX_AUTO_THREADS = 256
 SIMD_WIDTH = 32
 VECTOR_WIDTH = 4
 
-THREAD_LEVEL = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc)
+THREAD_LEVEL = (*VARYING_SOURCES, SharedAlloc)  # what makes a kernel run one thread per element
 
 
 @attrs.frozen

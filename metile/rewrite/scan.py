@@ -1,4 +1,5 @@
-"""`scan(k)`: one walk over a Tile IR kernel, giving the facts `plan_launch` and `lower_tiles` ask of it.
+"""`scan(k)`: one walk over a Tile IR kernel, giving the facts `fold_constants`, `plan_launch` and
+`lower_tiles` ask of it.
 
 - `nodes`: every distinct node, children before parents (as `metile.ir.node.walk` gives them);
 - `of(cls)`: the nodes of one class (or tuple of classes), in that order;
@@ -7,9 +8,10 @@
   `Dot` (the values the lowering materialises before the statement that uses them).
 With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
 
-Both passes run on the same body (`plan_launch` changes only the kernel's meta), so `scan` keeps the
-scans of the last few kernels, found by the identity of their parameters and statements (held, so their
-identities stay valid; `attrs.evolve` copies the body vector but not the statements in it).
+The three passes run on the same body (`fold_constants` returns the kernel itself when nothing folds,
+and `plan_launch` changes only the kernel's meta), so `scan` keeps the scans of the last few kernels,
+found by the identity of their parameters and statements (held, so their identities stay valid;
+`attrs.evolve` copies the body vector but not the statements in it).
 """
 
 from __future__ import annotations
