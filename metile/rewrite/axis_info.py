@@ -100,6 +100,70 @@ class AxisAnalysis:
         return AxisInfo(contig, math.gcd(a.div, b.div), min(a.const, b.const))
 
 
+# A stride of `strides`: an int, or `(k, s)` for `k` times the uniform scalar Tile IR value `s`.
+Stride = int | tuple[int, Value]
+
+
+def strides(v: Value, defs: dict[str, Value]) -> tuple[Stride, ...] | None:
+    """Per axis, what the integer or pointer tile `v` adds from one element to the next along that axis, when
+    `v` is affine in the element's coordinates (`v[i, j] = v[0, 0] + i * s0 + j * s1`); None when the rules
+    cannot show it. The rules: aranges, broadcasts and expansions of scalars or of affine tiles, sums, and
+    products with a value constant over the tile whose scalar is known (a constant, or a broadcast scalar),
+    seen through `Let` names (`defs`) and widening integer casts."""
+    match v:
+        case Var(name) if name in defs:
+            return strides(defs[name], defs)
+        case Arange():
+            return (1,)
+        case _ if v.type.shape == ():
+            return None
+        case Full():
+            return (0,) * len(v.type.shape)
+        case Broadcast(x, shape):
+            if x.type.shape == ():
+                return (0,) * len(shape)
+            inner = strides(x, defs)
+            if inner is None or len(x.type.shape) != len(shape):
+                return None
+            return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
+        case ExpandDims(x, axis):
+            inner = strides(x, defs)
+            return None if inner is None else (*inner[:axis], 0, *inner[axis:])
+        case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
+            return strides(x, defs)
+        case AddPtr(p, off) | Binary(BinOp.ADD, p, off):
+            a, b = strides(p, defs), strides(off, defs)
+            if a is None or b is None:
+                return None
+            out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
+                   for x, y in zip(a, b)]
+            return None if None in out else tuple(out)
+        case Binary(BinOp.MUL, a, b):
+            for x, y in ((a, b), (b, a)):
+                scale, inner = _uniform_scalar(y), strides(x, defs)
+                if scale is not None and inner is not None:
+                    out = [_scaled(s, scale) for s in inner]
+                    return None if None in out else tuple(out)
+    return None
+
+
+def _uniform_scalar(v: Value) -> Value | None:
+    """The scalar every element of `v` equals, when `v` is a broadcast, expansion or fill of one."""
+    while isinstance(v, (Broadcast, ExpandDims)):
+        v = v.x
+    if isinstance(v, Full):
+        return v.value
+    return v if v.type.shape == () else None
+
+
+def _scaled(s: Stride, scale: Value) -> Stride | None:
+    if isinstance(scale, Const) and isinstance(scale.value, int) and not isinstance(scale.value, bool):
+        return s * scale.value if isinstance(s, int) else (s[0] * scale.value, s[1])
+    if isinstance(s, int):
+        return 0 if s == 0 else (s, scale)
+    return None
+
+
 def vector_width(axes: AxisAnalysis, vec: int, ptr: Value) -> int:
     """`vec` when each aligned run of `vec` elements of the pointer tile `ptr` is `vec` consecutive,
     `vec`-aligned addresses of a type that moves as a vector, else 1."""
@@ -116,4 +180,4 @@ def _is_one(v: Value) -> bool:
     return isinstance(v, Const) and v.value == 1
 
 
-__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "UNKNOWN", "pow2_factor", "vector_width"]
+__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "Stride", "UNKNOWN", "pow2_factor", "strides", "vector_width"]

@@ -118,10 +118,20 @@ def fold_constants(k: Kernel) -> Kernel:
     the later passes share: when none matches, the bottom-up rewrite could not change anything (it
     rebuilds a node only when a rule matched inside it) and `k` itself is returned, so
     its scan stays valid for `plan_launch` and `lower_tiles`."""
-    found = scan(k)
-    if not any(matches(rule, n) for cls, rule in FOLD_TABLE.items() for n in found.of(cls)):
+    if not any(matches(FOLD_TABLE[n.__class__], n) for n in _candidates(scan(k))):
         return k
     return bottom_up(FOLD_RULES, k)
+
+
+def _candidates(found) -> list[Node]:
+    """The nodes of the scan that some rule of `FOLD_TABLE` could match: every rule needs a constant operand
+    (both operands of a `Compare`, the condition of a `Where`), so a node without one is skipped before any
+    `match` runs. The property test of the fast path checks this against the full rewrite."""
+    out = [n for n in found.of(Binary) if isinstance(n.lhs, Const) or isinstance(n.rhs, Const)]
+    out += [n for n in found.of(Compare) if isinstance(n.lhs, Const) and isinstance(n.rhs, Const)]
+    out += [n for n in found.of(Where) if isinstance(n.cond, Const)]
+    out += [n for n in found.of(Cast) if isinstance(n.x, Const)]
+    return out
 
 
 __all__ = ["FOLD_RULES", "FOLD_TABLE", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",

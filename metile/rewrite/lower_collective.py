@@ -14,7 +14,9 @@ element's line.
 `dot(a, b)` (and `acc + dot(a, b)`): `a` and `b` are published to scratch (rows padded by 4 elements),
 and each simdgroup multiplies-accumulates its 8x8 pieces of the result (`MmaGeometry`) with
 `simdgroup_load` / `simdgroup_multiply_accumulate`. The result stays in simdgroup matrices while it
-only feeds further `dot` accumulation; any other use copies it to registers through scratch.
+only feeds further `dot` accumulation; an unmasked store of it through a row-major address grid is
+`simdgroup_store` straight to device memory (`mma_store`); any other use copies it to registers through
+scratch.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import Broadcast, Dot, Full, Reduce, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
+from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
 from metile.rewrite.plan import SIMD_WIDTH
@@ -425,17 +428,57 @@ class Collectives:
         geom = rep.geom
         self.barrier(why)
         base = self.scratch(DType.F32, geom.m * geom.n)
-        stores = [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n))
-                  for p, mat in enumerate(rep.mats)]
-        owners = geom.sg_m * geom.sg_n
-        if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):  # only the owners hold the matrices
-            self.emit(If(sg_in(geom.first_sg, owners), stores))
-        else:
-            for st in stores:
-                self.emit(st)
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n))
+                               for p, mat in enumerate(rep.mats)])
         self.barrier(why)
         self.published[id(rep)] = (base, ())
         return base
+
+    def held_mma(self, v: Value) -> Mma | None:
+        """The simdgroup matrices holding `v`, when it is (or names) a `dot` result kept in them."""
+        while isinstance(v, Var):
+            rep = self.scope.lookup_env(v.name)
+            if isinstance(rep, Mma):
+                return rep
+            if not isinstance(rep, Lazy):
+                return None
+            v = rep.expr
+        return self.heavy_rep(v) if isinstance(v, Dot) or dot_acc(v) else None
+
+    def mma_store(self, ptr: Value, value: Value) -> bool:
+        """Store the tile `value` through the pointer tile `ptr` straight from the simdgroup matrices holding it,
+        each simdgroup its own pieces (no scratch, no barrier); False, having emitted nothing, unless `value` is
+        held in matrices (f32, as a `dot` result is: a store to another dtype converts it first, so its value is
+        not held) and `ptr` is the same for the whole program and row-major with unit column stride
+        (`metile.rewrite.axis_info.strides`), and every thread runs the store (a matrix store is a simdgroup
+        collective). The caller checks that the store is unmasked."""
+        rep = self.held_mma(value)
+        if rep is None or self.divergent is not None:
+            return False
+        found = axis_info.strides(ptr, self.defs)
+        if found is None or found[1] != 1 or self.is_varying(ptr):
+            return False
+        geom = rep.geom
+        row = found[0]
+        ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
+        origin = self.at(ptr, Pt(ptr.type.shape, mo.const(0)))
+        sm, sn = self.simdgroup_coords(geom)
+        stores = []
+        for p, mat in enumerate(rep.mats):
+            i, j = divmod(p, geom.per_n)
+            offset = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
+            stores.append(MatrixStore(mat, AddPtr(origin, offset), ld))
+        self.emit_owned(geom, stores)
+        return True
+
+    def emit_owned(self, geom: MmaGeometry, stmts: list) -> None:
+        """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
+        owners = geom.sg_m * geom.sg_n
+        if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):
+            self.emit(If(sg_in(geom.first_sg, owners), stmts))
+        else:
+            for st in stmts:
+                self.emit(st)
 
     def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
         key = ("regs", rep)

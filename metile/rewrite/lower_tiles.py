@@ -509,6 +509,8 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 m = mo.both(m, Compare(CmpOp.EQ, self.group.tid, mo.const(0)))
             self.emit(cls(self.scalar(ptr), self.scalar(value), m))
             return
+        if cls is Store and mask is None and self.mma_store(ptr, value):
+            return
         layout = self.layout(ptr.type.size)
         width = self.vector_width(layout, ptr) if cls is Store else 1
         mats = self.rollable(layout, (ptr, value, mask)) if width == 1 else None

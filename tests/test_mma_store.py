@@ -1,0 +1,110 @@
+"""A `dot` result stored from its simdgroup matrices straight to device memory (`Collectives.mma_store`), and the
+stores that must take the general path instead; every result is checked against numpy on the CPU device.
+
+Straight: an unmasked store of the result itself, through a row-major address grid with unit column stride and a
+row stride that is a run-time argument or a constant. General (through scratch, one element per thread): a
+transposed grid, a masked store, a store converting to f16, and a result read element-wise by an epilogue.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import metile
+from metile.ir.metal import MatrixStore
+from metile.ir.node import walk
+from metile.ir.types import AddressSpace
+
+DEVICE, THREADGROUP = AddressSpace.DEVICE, AddressSpace.THREADGROUP
+
+
+
+@pytest.fixture(autouse=True)
+def cpu_device(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
+def _operands(m: int, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+
+
+def _matrix_stores(compiled) -> dict[AddressSpace, int]:
+    """How many matrix stores the Metal IR makes to each address space."""
+    return Counter(n.ptr.type.space for n in walk(compiled.metal_ir) if isinstance(n, MatrixStore))
+
+
+@metile.kernel
+def gemm_into(A, B, C, M, N, K, LDC, COL0, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BM, BN), dtype="f32")
+    for k in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, pid_m * BM, k, K, (BM, BK))
+        b = metile.tile_load(B, k, pid_n * BN, N, (BK, BN))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BM, COL0 + pid_n * BN, LDC, acc, (BM, BN))
+
+
+@pytest.mark.parametrize(("m", "n", "k", "bm", "bn", "bk"),
+                         [(64, 64, 32, 64, 64, 32), (128, 64, 64, 32, 64, 32), (32, 96, 16, 32, 32, 16)])
+def test_a_result_is_stored_from_its_matrices_into_a_wider_array(m, n, k, bm, bn, bk):
+    a, b = _operands(m, n, k, m + n + k)
+    col0, ldc = 5, n + 11  # C is a window of a wider array: its own row stride and first column
+    c = np.full((m, ldc), -7.0, np.float32)
+    consts = dict(BM=bm, BN=bn, BK=bk)
+    compiled = gemm_into.compile(a, b, c, m, n, k, ldc, col0, **consts)
+    # Each of the 4 simdgroups stores its own pieces, with the row stride LDC; only the operand staging has barriers.
+    assert _matrix_stores(compiled) == {DEVICE: (bm // 8) * (bn // 8) // 4}
+    assert compiled.msl.count(", LDC, 0, false);") == (bm // 8) * (bn // 8) // 4
+    assert compiled.msl.count("threadgroup_barrier") == 2
+    gemm_into[(m // bm, n // bn)](a, b, c, m, n, k, ldc, col0, **consts)
+    want = np.full((m, ldc), -7.0, np.float32)
+    want[:, col0:col0 + n] = a @ b
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+@metile.kernel
+def square(A, B, C, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    metile.tile_store(C, 0, 0, BLOCK, metile.dot(a, b), (BLOCK, BLOCK))
+
+
+def test_a_constant_row_stride_is_stored_straight_too():
+    a, b = _operands(32, 32, 32, 3)
+    c = np.zeros((32, 32), np.float32)
+    compiled = square.compile(a, b, c, BLOCK=32)
+    assert _matrix_stores(compiled) == {DEVICE: 4} and compiled.msl.count(", 32, 0, false);") == 4
+    square[(1,)](a, b, c, BLOCK=32)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@metile.kernel
+def general_stores(A, B, T, Masked, Half, Relu, M, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    acc = metile.dot(a, b)
+    rows, cols = metile.arange(0, BLOCK)[:, None], metile.arange(0, BLOCK)[None, :]
+    metile.store(T + cols * BLOCK + rows, acc)  # transposed: the column stride is not 1
+    metile.store(Masked + rows * BLOCK + cols, acc, mask=rows < M)
+    metile.tile_store(Half, 0, 0, BLOCK, acc, (BLOCK, BLOCK))  # converted to f16 on the way
+    metile.tile_store(Relu, 0, 0, BLOCK, metile.maximum(acc, 0.0), (BLOCK, BLOCK))
+
+
+def test_stores_the_matrices_cannot_make_take_the_general_path():
+    n, m = 32, 19
+    a, b = _operands(n, n, n, 4)
+    t, masked, relu = (np.full((n, n), -1.0, np.float32) for _ in range(3))
+    half = np.zeros((n, n), np.float16)
+    args = (a, b, t, masked, half, relu, m)
+    assert _matrix_stores(general_stores.compile(*args, BLOCK=n)) == {THREADGROUP: 4 * 4}
+    general_stores[(1,)](*args, BLOCK=n)
+    want = a @ b
+    np.testing.assert_allclose(t, want.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(masked[:m], want[:m], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(masked[m:], -1.0)
+    np.testing.assert_allclose(half, want.astype(np.float16), rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(relu, np.maximum(want, 0.0), rtol=1e-4, atol=1e-4)
