@@ -40,6 +40,7 @@ import numpy as np
 from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
+from metile.emit.spell import function_name
 from metile.frontend.errors import (
     GridError,
     KernelArgumentError,
@@ -347,13 +348,14 @@ class JITKernel:
         msl = emit_msl(metal_ir)
         if dump is not None:
             dump.msl(msl)
-        fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(metal_ir.name)
+        entry = function_name(metal_ir.name)
+        fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(entry)
         fn_max = getattr(fn, "max_total_threads_per_threadgroup", tpt)
         if tpt > fn_max:
             raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; its compiled pipeline on "
                               f"device {dev.name!r} allows at most {fn_max}", tile_ir.loc)
         max_grid = (min(MAX_GRID, MAX_GRID_THREADS // tpt), MAX_GRID, MAX_GRID)
-        compiled = CompiledKernel(metal_ir.name, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
+        compiled = CompiledKernel(entry, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
         self._compiled[key] = compiled
         return compiled
 
@@ -419,7 +421,7 @@ def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, i
     limit = compiled.max_grid[axis]
     why = (f"{compiled.threadgroup_size} threads per program, and Metal numbers the threads of a grid dimension "
            f"with a 32-bit uint: at most {MAX_GRID_THREADS}" if limit < MAX_GRID else "program ids are i32")
-    raise GridError(f"grid {grid!r} is too large for {compiled.entry}: axis {axis} allows at most {limit} "
+    raise GridError(f"grid {grid!r} is too large for {compiled.tile_ir.name}: axis {axis} allows at most {limit} "
                     f"programs ({why})")
 
 

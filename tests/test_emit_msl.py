@@ -30,7 +30,7 @@ from metile.emit.facts import (
     written_params,
 )
 from metile.emit.msl import _Emitter, emit_msl
-from metile.emit.spell import EmitError, literal
+from metile.emit.spell import EmitError, function_name, literal
 from metile.ir import (
     AddPtr,
     AtomicAdd,
@@ -102,7 +102,7 @@ def cpu():
 
 
 def compile_fn(cpu, k: Kernel):
-    return cpu.compile(emit_msl(k), name=f"{k.name}.metal").function(k.name)
+    return cpu.compile(emit_msl(k), name=f"{k.name}.metal").function(function_name(k.name))
 
 
 def tid_let(name: str = "tid", kind: BuiltinKind = TPIG):

@@ -180,11 +180,32 @@ def test_metal_ir_has_no_floor_operators():
     assert not ops & {BinOp.FLOORDIV, BinOp.MOD}
 
 
+def _doubler(name: str):
+    """A kernel called `name`, doubling `device` into `half` (parameter names that are MSL keywords too)."""
+
+    def body(device, half, n, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        live = offs < n
+        metile.store(half + offs, metile.load(device + offs, mask=live) * 2.0, mask=live)
+
+    body.__name__ = body.__qualname__ = name
+    return metile.kernel(body)
+
+
+@pytest.mark.parametrize(("name", "entry"), [("kernel", "mtile_kernel"), ("abs", "mtile_abs"), ("half", "mtile_half")])
+def test_kernels_named_like_msl_keywords_or_functions_compile_and_run(name, entry):
+    k = _doubler(name)
+    x, y = np.arange(-5, 5, dtype=np.float32), np.zeros(10, np.float32)
+    assert k.compile(x, y, 10, BLOCK=32).entry == entry
+    k[(1,)](x, y, 10, BLOCK=32)
+    np.testing.assert_array_equal(y, 2 * x)
+
+
 def test_compile_without_launching():
     x = np.zeros(16, np.float32)
     compiled = vec_add.compile(x, x, x, 16, BLOCK=BLOCK)
-    assert "kernel void vec_add" in compiled.msl
-    assert compiled.entry == "vec_add" and compiled.threadgroup_memory == 0
+    assert "kernel void mtile_vec_add(" in compiled.msl
+    assert compiled.entry == "mtile_vec_add" and compiled.threadgroup_memory == 0
     assert compiled.threadgroup_size == compiled.metal_ir.meta["threads_per_threadgroup"] == BLOCK // 4
     assert "float4" in compiled.msl  # 256 elements on 64 threads: aligned runs of four move as vectors
     assert compiled.tile_ir.stage is Stage.TILE and compiled.metal_ir.stage is Stage.METAL

@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Iterator
 
-from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier
+from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, function_name
 from metile.ir import (
     AddPtr,
     AtomicAdd,
@@ -96,7 +96,7 @@ def scan(k: Kernel) -> Facts:
     if k.stage is not Stage.METAL:
         check_metal(k)
     names: dict[str, str] = {}
-    taken = {c_identifier(k.name)}  # with `MSL_RESERVED`, never given
+    taken = {function_name(k.name)}  # with `MSL_RESERVED`, never given
     defs: dict[str, tuple[Value, ...]] = {}
     stores: list[Value] = []
     kinds: set[str] = set()
@@ -454,7 +454,7 @@ def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[s
 def c_names(k: Kernel) -> dict[str, str]:
     """A distinct C identifier for every parameter and bound name (the IR name when it is one)."""
     names: dict[str, str] = {}
-    taken: set[str] = set(MSL_RESERVED) | {c_identifier(k.name)}
+    taken: set[str] = set(MSL_RESERVED) | {function_name(k.name)}
 
     def claim(name: str) -> None:
         if name in names:

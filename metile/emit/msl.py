@@ -31,8 +31,8 @@ from metile.emit.spell import (
     atomic_type,
     binary_form,
     builtin_param,
-    c_identifier,
     fence_flags,
+    function_name,
     literal,
     msl_bool,
     pointer_text,
@@ -197,7 +197,7 @@ class _Emitter:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
         args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
-        head = f"kernel void {c_identifier(k.name)}("
+        head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
         text = f"{HEADER}\n{head}{sep.join(args)}) {{\n"
         body = "\n".join(self.lines)

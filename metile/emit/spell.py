@@ -255,8 +255,15 @@ def c_identifier(name: str) -> str:
     return "v" + text if text[0].isdigit() else text
 
 
+def function_name(kernel_name: str) -> str:
+    """The MSL function of the kernel `kernel_name`: `mtile_<name>`, as the original meTile names it (the prefix
+    also keeps a kernel called `kernel`, `half` or `abs` clear of MSL's keywords and functions)."""
+    return "mtile_" + c_identifier(kernel_name)
+
+
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
-    "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "literal", "msl_bool",
+    "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "function_name", "literal",
+    "msl_bool",
     "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]

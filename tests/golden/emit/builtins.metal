@@ -2,18 +2,18 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void builtins(device uint* Out [[buffer(0)]],
-                     uint3 thread_position_in_grid [[thread_position_in_grid]],
-                     uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
-                     uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
-                     uint3 threads_per_threadgroup [[threads_per_threadgroup]],
-                     uint3 threadgroups_per_grid [[threadgroups_per_grid]],
-                     uint3 threads_per_grid [[threads_per_grid]],
-                     uint thread_index_in_threadgroup [[thread_index_in_threadgroup]],
-                     uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
-                     uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]],
-                     uint simdgroups_per_threadgroup [[simdgroups_per_threadgroup]],
-                     uint threads_per_simdgroup [[threads_per_simdgroup]]) {
+kernel void mtile_builtins(device uint* Out [[buffer(0)]],
+                           uint3 thread_position_in_grid [[thread_position_in_grid]],
+                           uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
+                           uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+                           uint3 threads_per_threadgroup [[threads_per_threadgroup]],
+                           uint3 threadgroups_per_grid [[threadgroups_per_grid]],
+                           uint3 threads_per_grid [[threads_per_grid]],
+                           uint thread_index_in_threadgroup [[thread_index_in_threadgroup]],
+                           uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
+                           uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]],
+                           uint simdgroups_per_threadgroup [[simdgroups_per_threadgroup]],
+                           uint threads_per_simdgroup [[threads_per_simdgroup]]) {
     const int linear = static_cast<int>(thread_position_in_grid.x + (threads_per_grid.x * (thread_position_in_grid.y + (threads_per_grid.y * thread_position_in_grid.z))));
     const int t0 = linear * 23;
     Out[t0 + 0] = thread_position_in_grid.x;

@@ -2,16 +2,16 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void control(device const float* X [[buffer(0)]],
-                    device const float* Vin [[buffer(1)]],
-                    device const half* Hin [[buffer(2)]],
-                    device float* Out [[buffer(3)]],
-                    device float* VOut [[buffer(4)]],
-                    device int* Cnt [[buffer(5)]],
-                    device float* Tot [[buffer(6)]],
-                    uint3 thread_position_in_grid [[thread_position_in_grid]],
-                    uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
-                    uint thread_index_in_simdgroup [[thread_index_in_simdgroup]]) {
+kernel void mtile_control(device const float* X [[buffer(0)]],
+                          device const float* Vin [[buffer(1)]],
+                          device const half* Hin [[buffer(2)]],
+                          device float* Out [[buffer(3)]],
+                          device float* VOut [[buffer(4)]],
+                          device int* Cnt [[buffer(5)]],
+                          device float* Tot [[buffer(6)]],
+                          uint3 thread_position_in_grid [[thread_position_in_grid]],
+                          uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+                          uint thread_index_in_simdgroup [[thread_index_in_simdgroup]]) {
     threadgroup float buf[64];
     const int tid = static_cast<int>(thread_position_in_grid.x);
     const int lid = static_cast<int>(thread_position_in_threadgroup.x);

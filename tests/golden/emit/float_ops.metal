@@ -2,12 +2,12 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void float_ops(device const float* X [[buffer(0)]],
-                      device const float* Y [[buffer(1)]],
-                      device const half* H [[buffer(2)]],
-                      device float* Out [[buffer(3)]],
-                      device half* HOut [[buffer(4)]],
-                      uint3 thread_position_in_grid [[thread_position_in_grid]]) {
+kernel void mtile_float_ops(device const float* X [[buffer(0)]],
+                            device const float* Y [[buffer(1)]],
+                            device const half* H [[buffer(2)]],
+                            device float* Out [[buffer(3)]],
+                            device half* HOut [[buffer(4)]],
+                            uint3 thread_position_in_grid [[thread_position_in_grid]]) {
     const int tid = static_cast<int>(thread_position_in_grid.x);
     const float x = X[tid];
     const float y = Y[tid];

@@ -2,17 +2,17 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void int_ops(device const int* A [[buffer(0)]],
-                    device const int* B [[buffer(1)]],
-                    device const uint* U [[buffer(2)]],
-                    device const uint* V [[buffer(3)]],
-                    device const uchar* C8 [[buffer(4)]],
-                    device const short* S16 [[buffer(5)]],
-                    device int* Out [[buffer(6)]],
-                    device uint* OutU [[buffer(7)]],
-                    device uchar* Out8 [[buffer(8)]],
-                    device short* Out16 [[buffer(9)]],
-                    uint3 thread_position_in_grid [[thread_position_in_grid]]) {
+kernel void mtile_int_ops(device const int* A [[buffer(0)]],
+                          device const int* B [[buffer(1)]],
+                          device const uint* U [[buffer(2)]],
+                          device const uint* V [[buffer(3)]],
+                          device const uchar* C8 [[buffer(4)]],
+                          device const short* S16 [[buffer(5)]],
+                          device int* Out [[buffer(6)]],
+                          device uint* OutU [[buffer(7)]],
+                          device uchar* Out8 [[buffer(8)]],
+                          device short* Out16 [[buffer(9)]],
+                          uint3 thread_position_in_grid [[thread_position_in_grid]]) {
     const int tid = static_cast<int>(thread_position_in_grid.x);
     const int a = A[tid];
     const int b = B[tid];

@@ -2,13 +2,13 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void matmul(device const half* A [[buffer(0)]],
-                   device const half* B [[buffer(1)]],
-                   device float* C [[buffer(2)]],
-                   constant int& M [[buffer(3)]],
-                   constant int& N [[buffer(4)]],
-                   constant int& K [[buffer(5)]],
-                   uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]]) {
+kernel void mtile_matmul(device const half* A [[buffer(0)]],
+                         device const half* B [[buffer(1)]],
+                         device float* C [[buffer(2)]],
+                         constant int& M [[buffer(3)]],
+                         constant int& N [[buffer(4)]],
+                         constant int& K [[buffer(5)]],
+                         uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]]) {
     const int row0 = static_cast<int>(threadgroup_position_in_grid.x) * 8;
     const int col0 = static_cast<int>(threadgroup_position_in_grid.y) * 16;
     simdgroup_matrix<float, 8, 8> acc0 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);

@@ -2,13 +2,13 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void row_sum(device const float* X [[buffer(0)]],
-                    device float* Out [[buffer(1)]],
-                    constant int& N [[buffer(2)]],
-                    uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
-                    uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
-                    uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
-                    uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]]) {
+kernel void mtile_row_sum(device const float* X [[buffer(0)]],
+                          device float* Out [[buffer(1)]],
+                          constant int& N [[buffer(2)]],
+                          uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
+                          uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
+                          uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
+                          uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]]) {
     threadgroup float partials[8];
     const int row = static_cast<int>(threadgroup_position_in_grid.x);
     const int lid = static_cast<int>(thread_position_in_threadgroup.x);

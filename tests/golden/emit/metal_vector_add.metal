@@ -2,11 +2,11 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
-kernel void add(device const float* X [[buffer(0)]],
-                device const float* Y [[buffer(1)]],
-                device float* Out [[buffer(2)]],
-                constant int& N [[buffer(3)]],
-                uint3 thread_position_in_grid [[thread_position_in_grid]]) {
+kernel void mtile_add(device const float* X [[buffer(0)]],
+                      device const float* Y [[buffer(1)]],
+                      device float* Out [[buffer(2)]],
+                      constant int& N [[buffer(3)]],
+                      uint3 thread_position_in_grid [[thread_position_in_grid]]) {
     const int tid = static_cast<int>(thread_position_in_grid.x);
     const int base = tid * 4;
     const int t0 = base + 4;
