@@ -373,16 +373,20 @@ class Collectives:
         return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), x.type.shape[1] + PAD)
                 for x, ch in zip((a, b), found)]
 
-    def channel_of(self, v: Value) -> Channel | None:
-        """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
+    def named_rep(self, v: Value) -> tuple[object | None, Value]:
+        """`v` followed through names bound to pure expressions (`Lazy`): the representation of the first name
+        bound to anything else, with that name; or None, with the first value that is not a name."""
         while isinstance(v, Var):
             rep = self.scope.lookup_env(v.name)
-            if isinstance(rep, Channel):
-                return rep
             if not isinstance(rep, Lazy):
-                return None
+                return rep, v
             v = rep.expr
-        return None
+        return None, v
+
+    def channel_of(self, v: Value) -> Channel | None:
+        """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
+        rep, _ = self.named_rep(v)
+        return rep if isinstance(rep, Channel) else None
 
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
         """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
@@ -395,20 +399,18 @@ class Collectives:
             found = self.sg_coords[geom] = (sm, sn)
         return found
 
-    def piece_offset(self, geom: MmaGeometry, piece: int) -> Value:
-        """Where this simdgroup's `piece` starts in a row-major `[m, n]` array."""
+    def piece_offset(self, geom: MmaGeometry, piece: int, ld: Value | None = None) -> Value:
+        """Where this simdgroup's `piece` starts in a row-major `[m, n]` array with row stride `ld` (default `n`)."""
         sm, sn = self.simdgroup_coords(geom)
         i, j = divmod(piece, geom.per_n)
-        return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), mo.const(geom.n)), mo.add(sn, mo.const(8 * j)))
+        ld = mo.const(geom.n) if ld is None else ld
+        return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
 
     def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
         """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
-        if isinstance(v, Var):
-            rep = self.scope.lookup_env(v.name)
-            if isinstance(rep, Mma) and rep.geom == geom:
-                return rep
-            if isinstance(rep, Lazy):
-                return self.as_mma(rep.expr, geom)
+        rep, v = self.named_rep(v)
+        if isinstance(rep, Mma) and rep.geom == geom:
+            return rep
         if dot_acc(v) or isinstance(v, Dot):
             rep = self.heavy_rep(v)
             if rep.geom == geom:
@@ -436,13 +438,9 @@ class Collectives:
 
     def held_mma(self, v: Value) -> Mma | None:
         """The simdgroup matrices holding `v`, when it is (or names) a `dot` result kept in them."""
-        while isinstance(v, Var):
-            rep = self.scope.lookup_env(v.name)
-            if isinstance(rep, Mma):
-                return rep
-            if not isinstance(rep, Lazy):
-                return None
-            v = rep.expr
+        rep, v = self.named_rep(v)
+        if rep is not None:
+            return rep if isinstance(rep, Mma) else None
         return self.heavy_rep(v) if isinstance(v, Dot) or dot_acc(v) else None
 
     def mma_store(self, ptr: Value, value: Value) -> bool:
@@ -462,13 +460,8 @@ class Collectives:
         row = found[0]
         ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
         origin = self.at(ptr, Pt(ptr.type.shape, mo.const(0)))
-        sm, sn = self.simdgroup_coords(geom)
-        stores = []
-        for p, mat in enumerate(rep.mats):
-            i, j = divmod(p, geom.per_n)
-            offset = mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
-            stores.append(MatrixStore(mat, AddPtr(origin, offset), ld))
-        self.emit_owned(geom, stores)
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(origin, self.piece_offset(geom, p, ld)), ld)
+                               for p, mat in enumerate(rep.mats)])
         return True
 
     def emit_owned(self, geom: MmaGeometry, stmts: list) -> None:
