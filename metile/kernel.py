@@ -52,6 +52,7 @@ from metile.frontend.specialize import Binding, ParamSpec, arg_type, bind, cache
 from metile.frontend.trace import Prepared, Tracer
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
+from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
 from metile.ir.types import PtrType
 from metile.ir.values import Param
@@ -293,10 +294,10 @@ class JITKernel:
         found = self._cache.get(key)
         if found is None:
             src = self.source
-            params = [Param(s.name, i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
-            env = {p.name: p for p in params} | consts
-            meta = {k: int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
-            tracer = Tracer(src.fdef, name=self.fn.__name__, file=src.file, line_offset=src.line_offset,
+            params = [Param(ir_name(s.name), i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
+            env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
+            meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
+            tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
                             prepared=src.prepared)
             found = tracer.run()

@@ -3,13 +3,15 @@ MSL, compiled and launched with `kernel[grid](...)`, compared with numpy."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 import metile
-from metile.ir import walk
+from metile.ir import parse, pretty, walk
 from metile.ir.ops import BinOp, Stage
-from metile.ir.values import Binary, Cast
+from metile.ir.values import Binary, Cast, Var
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.lower_tiles import lower_tiles
@@ -199,6 +201,39 @@ def test_kernels_named_like_msl_keywords_or_functions_compile_and_run(name, entr
     assert k.compile(x, y, 10, BLOCK=32).entry == entry
     k[(1,)](x, y, 10, BLOCK=32)
     np.testing.assert_array_equal(y, 2 * x)
+
+
+def _unicode_module(tmp_path, name: str):
+    """A module whose kernel, parameters, constexpr and locals have non-ASCII names; `x\u0301` holds a
+    combining mark, which Python allows in identifiers but the IR's word characters do not include."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "import metile\n"
+        "@metile.kernel(debug=True)\n"
+        "def café(Aα, Bβ, n, BLOCKΔ: metile.constexpr):\n"
+        "    offs = metile.program_id(0) * BLOCKΔ + metile.arange(0, BLOCKΔ)\n"
+        "    x\u0301 = metile.load(Aα + offs, mask=offs < n)\n"
+        "    δ = x\u0301 * 2.0\n"
+        "    metile.store(Bβ + offs, δ + 1.0, mask=offs < n)\n", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_non_ascii_names_compile_verify_and_run(tmp_path):
+    k = _unicode_module(tmp_path, "unicode_kernel").café
+    x, y = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
+    k[(2,)](x, y, 40, BLOCKΔ=32)
+    np.testing.assert_array_equal(y, 2 * x + 1)
+    compiled = k.compile(x, y, 40, BLOCKΔ=32)
+    assert compiled.entry == "mtile_cafu00e9" and compiled.msl.isascii()
+    tile = compiled.tile_ir
+    assert tile.name == "café" and [p.name for p in tile.params][:2] == ["Aα", "Bβ"]
+    assert "BLOCKΔ" in tile.meta
+    assert parse(pretty(tile)) == tile  # the IR text spells and reads the names back
+    names = {n.name for n in walk(tile) if isinstance(n, Var)}
+    assert "δ" in names and "x_" in names  # the combining mark became `_`
 
 
 def test_compile_without_launching():

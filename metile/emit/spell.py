@@ -248,10 +248,12 @@ def msl_bool(b: bool) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def c_identifier(name: str) -> str:
-    """`name` made a valid C identifier (non-word characters become `_`, a leading digit gets `v`)."""
+    """`name` made a valid C identifier: a non-ASCII character becomes `u` and its code point in hex (`α` is
+    `u03b1`), any other non-word character `_`, and a leading digit gets `v`."""
     if name.isascii() and name.isidentifier():  # already one (the usual case): nothing to replace
         return name
-    text = re.sub(r"\W", "_", name, flags=re.ASCII) or "v"
+    text = re.sub(r"[^\x00-\x7f]", lambda m: f"u{ord(m[0]):04x}", name)
+    text = re.sub(r"\W", "_", text, flags=re.ASCII) or "v"
     return "v" + text if text[0].isdigit() else text
 
 

@@ -19,6 +19,7 @@ from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.replay import statement_io
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
+from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
 from metile.ir.values import Const, Param, Stmt, Value, Var
 
@@ -121,6 +122,8 @@ class Tracer(ControlFlow):
     # ---- helpers used by builtins and control flow
 
     def fresh(self, base: str) -> str:
+        if not base.isascii():
+            base = ir_name(base)
         name, i = base, 1
         while name in self.names:
             name, i = f"{base}_{i}", i + 1

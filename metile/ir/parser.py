@@ -18,13 +18,13 @@ from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
 from metile.ir.parse_ops import parse_op
-from metile.ir.scanner import ParseError, Scanner
+from metile.ir.scanner import NAME, ParseError, Scanner
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import Type
 from metile.ir.values import Param, Stmt, Value, Var
 
-_NAME = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*|[0-9]+)")
+_NAME = re.compile(rf"%({NAME}|[0-9]+)")
 
 
 def parse(text: str, *, file: str = "<ir>") -> Kernel:

@@ -19,13 +19,13 @@ The error names the pass (`after`) and carries the offending node's location (or
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from metile.ir.errors import Loc, MetileError
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node, children
 from metile.ir.ops import Fence, Stage
+from metile.ir.scanner import is_ir_name
 from metile.ir.stages import ADMITTED, LET_ONLY
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, SimdgroupRole
@@ -33,7 +33,6 @@ from metile.ir.typecheck import check_type, check_value
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
 _NO_VARS: frozenset[Var] = frozenset()
 
@@ -107,12 +106,12 @@ class _Verifier:
             self.fail(f"expected a Kernel, not {type(k).__name__}", None)
         if not isinstance(k.stage, Stage):
             self.fail(f"the kernel's stage {k.stage!r} is not a Stage", k)
-        if not isinstance(k.name, str) or not _IDENT.match(k.name):
+        if not is_ir_name(k.name):
             self.fail(f"the kernel name {k.name!r} is not an identifier", k)
         for i, p in enumerate(k.params):
             self.param(i, p)
         for key, value in k.meta.items():
-            if not isinstance(key, str) or not _IDENT.match(key):
+            if not is_ir_name(key):
                 self.fail(f"meta key {key!r} is not an identifier", k)
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
@@ -134,7 +133,7 @@ class _Verifier:
         self.bound.add(p.name)
 
     def name_ok(self, name: object, node: Node, stmt: Node | None) -> None:
-        if not isinstance(name, str) or not _IDENT.match(name):
+        if not is_ir_name(name):
             self.fail(f"{name!r} is not an identifier", node, stmt)
         if name in self.bound:
             self.fail(f"%{name} is bound twice (names are unique in a kernel)", node, stmt)
