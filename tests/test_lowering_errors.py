@@ -59,6 +59,42 @@ def reduction_under_thread_branch(X, Out, BLOCK: metile.constexpr):
 
 
 @metile.kernel
+def simd_reduction_under_thread_branch(X, Out, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    x = metile.load(X + metile.arange(0, BLOCK))
+    if t < 8:
+        metile.store(Out + t, metile.sum(x))  # one simdgroup: a simd_sum, whose inactive lanes would not count
+
+
+@metile.kernel
+def shuffle_under_thread_branch(X, Out, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    v = metile.load(X + t)
+    if t < 8:
+        metile.store(Out + t, metile.simd_shuffle_xor(v, 16))
+
+
+@metile.kernel
+def broadcast_in_thread_loop(X, Out, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    v = metile.load(X + t)
+    acc = 0.0
+    i = 0
+    while i < t:
+        acc = acc + metile.simd_broadcast(v, 0)
+        i = i + 1
+    metile.store(Out + t, acc)
+
+
+@metile.kernel
+def dot_under_thread_branch(A, B, C, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, 8, (8, 8))
+    b = metile.tile_load(B, 0, 0, 8, (8, 8))
+    if metile.thread_id() < 4:
+        metile.tile_store(C, 0, 0, 8, metile.dot(a, b), (8, 8))
+
+
+@metile.kernel
 def thread_level_without_block(X):
     t = metile.thread_id()
     metile.store(X + t, 1.0)
@@ -86,6 +122,13 @@ CASES = [
     (barrier_in_role, (F32,), {"BLOCK": 128}, "metile.barrier()", "cannot be placed inside simdgroup_role"),
     (reduction_in_role, (F32, F32), {"BLOCK": 128}, "metile.sum(", "cannot be placed inside simdgroup_role"),
     (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread"),
+    (simd_reduction_under_thread_branch, (F32, F32), {"BLOCK": 32}, "metile.sum(",
+     r"this reduction is a simdgroup collective, .*depends on the thread \(line \d+\)"),
+    (shuffle_under_thread_branch, (F32, F32), {"BLOCK": 32}, "metile.simd_shuffle_xor(",
+     "metile.simd_shuffle_xor is a simdgroup collective"),
+    (broadcast_in_thread_loop, (F32, F32), {"BLOCK": 32}, "metile.simd_broadcast(",
+     "metile.simd_broadcast is a simdgroup collective"),
+    (dot_under_thread_branch, (F32, F32, F32), {"BLOCK": 32}, "metile.dot(a, b)", "this dot is a simdgroup collective"),
     (thread_level_without_block, (F32,), {}, "metile.thread_id()", "BLOCK constexpr"),
     (too_many_threads, (F32,), {"BLOCK": 2048}, None, "2048 threads"),
     (per_thread_value_out_of_role, (F32,), {"BLOCK": 64}, "with metile.simdgroup_role(role=0",
@@ -116,3 +159,20 @@ def test_reductions_inside_a_one_simdgroup_role_need_no_barrier():
     out = np.zeros(2, np.float32)
     role_sum[(1,)](x, out, BLOCK=128)
     np.testing.assert_allclose(out, [x.sum(), x.max()])
+
+
+def test_simd_collectives_under_a_uniform_branch_still_run():
+    """A condition every thread agrees on (here a scalar argument) keeps whole simdgroups together."""
+
+    @metile.kernel
+    def uniform(X, Out, n, BLOCK: metile.constexpr):
+        t = metile.thread_id()
+        v = metile.load(X + t)
+        x = metile.load(X + metile.arange(0, BLOCK))
+        if n > 4:
+            metile.store(Out + t, metile.simd_shuffle_xor(v, 1) + metile.sum(x))
+
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    uniform[(1,)](x, out, 5, BLOCK=32)
+    np.testing.assert_array_equal(out, (np.arange(32) ^ 1) + x.sum())

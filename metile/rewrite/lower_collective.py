@@ -295,6 +295,7 @@ class Collectives:
         threads = self.group.threads
         if threads == 1:
             return acc
+        self.collective(n)
         r = self.let(SimdReduce(op, acc), "simd")
         if threads <= SIMD_WIDTH:
             return r
@@ -323,6 +324,7 @@ class Collectives:
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
         a, b = d.a, d.b
+        self.collective(d)
         geom = self.mma_geometry(d)
         if geom is None:
             (m, k), n = a.type.shape, b.type.shape[1]

@@ -249,6 +249,15 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 "use metile.where to select per thread instead", why)
         self.emit(Barrier() if fence is None else Barrier(fence))
 
+    def collective(self, why: Node) -> None:
+        """Refuse a simdgroup collective (a simd reduction, shuffle or broadcast, or simdgroup matrix work) where
+        some lanes of a simdgroup may not run it: Metal leaves what inactive lanes contribute undefined."""
+        if self.divergent is not None:
+            raise self.refuse(
+                f"{_what(why)} is a simdgroup collective, which every lane of a simdgroup must run, but it runs "
+                f"under control flow that depends on the thread (line {_line(self.divergent.loc)}); compute it "
+                "before that branch or loop, and select per thread with metile.where", why)
+
     # ---- points
 
     def raw_flat(self, layout: Blocked, slot: int | Value) -> Value:
@@ -463,8 +472,10 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 self.emit(Let(v, value))
                 self.bind(var, Scalar(v))
             case SimdShuffleXor(x, lane) | SimdBroadcast(x, lane):
+                self.collective(value)
                 self.bind(var, Scalar(self.let(type(value)(self.scalar(x), self.scalar(lane)), var.name)))
             case SimdReduce(op, x):
+                self.collective(value)
                 self.bind(var, Scalar(self.let(SimdReduce(op, self.scalar(x)), var.name)))
             case _ if value.type.shape == ():
                 low = self.scalar(value)
@@ -551,7 +562,9 @@ def _tails(n: Node) -> tuple:
 def _what(n: Node) -> str:
     names = {"Reduce": "this reduction", "Dot": "this dot", "For": "this loop", "While": "this while loop",
              "If": "this branch", "Barrier": "metile.barrier()", "Binary": "this dot",
-             "SimdgroupRole": "simdgroup_role", "Load": "this load", "Store": "this store"}
+             "SimdgroupRole": "simdgroup_role", "Load": "this load", "Store": "this store",
+             "SimdShuffleXor": "metile.simd_shuffle_xor", "SimdBroadcast": "metile.simd_broadcast",
+             "SimdReduce": "this simd reduction"}
     return names.get(type(n).__name__, type(n).__name__)
 
 
