@@ -168,3 +168,32 @@ def test_gemm_bf16_operands_accumulate_in_f32(bf16, M, N, K):
     metile.synchronize()
     ref = A.numpy().astype(np.float64) @ B.numpy().astype(np.float64)
     np.testing.assert_allclose(C.numpy().astype(np.float32), ref, rtol=1e-2, atol=5e-2)
+
+
+# ---- loop-carried accumulators started from a Python number
+
+
+@metile.kernel
+def column_sums(X, Out, n, BLOCK: metile.constexpr, START: metile.constexpr):
+    acc = START
+    for c in metile.tile_range(0, n, BLOCK):
+        acc = acc + metile.load(X + c + metile.arange(0, BLOCK))
+    metile.store(Out + metile.arange(0, BLOCK), acc)
+
+
+def test_a_float_accumulator_over_f16_tiles_adds_in_f32():
+    """`acc = 0.0` carries an f32 tile (the promotion of f32 and f16): 4096 ones per position sum to 4096,
+    where f16 additions would stop at 2048 (2048 + 1 rounds back to 2048)."""
+    x = np.ones(16 * 4096, np.float16)
+    out = np.zeros(16, np.float16)
+    column_sums[(1,)](x, out, x.size, BLOCK=16, START=0.0)
+    np.testing.assert_array_equal(out, np.full(16, 4096, np.float16))
+
+
+def test_an_int_accumulator_over_i8_tiles_adds_in_i32():
+    """`acc = 0` carries an i32 tile (the promotion of i32 and i8): 64 values of 100 per position sum to
+    6400, which no 8-bit addition could hold."""
+    x = np.full(16 * 64, 100, np.int8)
+    out = np.zeros(16, np.int32)
+    column_sums[(1,)](x, out, x.size, BLOCK=16, START=0)
+    np.testing.assert_array_equal(out, np.full(16, 6400, np.int32))
