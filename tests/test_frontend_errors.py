@@ -7,9 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import metile
 from metile.frontend import errors as E
+from metile.frontend.semantic import const
+from metile.ir.types import DType
 
 F32 = np.zeros(8, np.float32)
 LINES = Path(__file__).read_text().splitlines()
@@ -242,6 +246,12 @@ def k_args(X, n, BLOCK: metile.constexpr):  # E:args
     metile.store(X + n, 1.0)
 
 
+@metile.kernel
+def k_half_overflow(X):
+    x = metile.load(X + metile.arange(0, 16))
+    metile.store(X + metile.arange(0, 16), metile.where(x > 0.0, x, -3.0e38))  # E:half_overflow
+
+
 CASES = [
     ("lambda", k_lambda, (F32,), {}, E.UnsupportedSyntaxError, "lambda expressions are not supported"),
     ("try", k_try, (F32,), {}, E.UnsupportedSyntaxError, "try statements are not supported"),
@@ -281,6 +291,8 @@ CASES = [
     ("shared_loop", k_shared_loop, (F32, 3), {}, E.UnsupportedSyntaxError, "top level of the kernel"),
     ("carry_shape", k_carry_shape, (F32, 3), {}, E.ShapeMismatchError, r"`\+`: shapes \[8, 8\] and \[16\]"),
     ("args", k_args, (F32,), {"BLOCK": 4}, E.KernelArgumentError, "missing the runtime argument 'n'"),
+    ("half_overflow", k_half_overflow, (np.zeros(16, np.float16),), {}, E.KernelTypeError,
+     r"the constant -3e\+38 is beyond the range of f16 \(largest finite value 65504\): it would become -inf"),
 ]
 
 
@@ -332,3 +344,39 @@ def test_a_kernel_without_readable_source_is_refused_by_name():
     k = metile.kernel(scope["typed_in"])
     with pytest.raises(E.KernelSourceError, match=r"cannot read the source of kernel 'typed_in'.*\.py file"):
         k.compile(F32)
+
+
+_LIMITS = {DType.F16: 65520.0, DType.F32: 3.4028235677973366e38, DType.BF16: 3.3961775292304453e38}
+"""Roughly where each float type overflows; the test draws around it and asks numpy where the edge is."""
+
+
+def _rounds_to_infinity(v: float, dtype: DType) -> bool:
+    """What the literal metile writes for `v` gives: f16 rounded once from the Python float, f32, and bf16
+    through an f32 literal."""
+    with np.errstate(over="ignore"):
+        if dtype is DType.F16:
+            return bool(np.isinf(np.float16(v)))
+        if dtype is DType.F32:
+            return bool(np.isinf(np.float32(v)))
+        return bool(np.isinf(np.float32(v).astype(pytest.importorskip("ml_dtypes").bfloat16)))
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.F32, DType.BF16])
+@settings(max_examples=300, deadline=None)
+@given(scale=st.one_of(st.floats(0.5, 1.5), st.floats(1 - 1e-6, 1 + 1e-6),
+                       st.sampled_from([1.0, float(np.nextafter(1.0, 0.0))])), negative=st.booleans())
+def test_float_constants_are_refused_exactly_when_they_would_round_to_infinity(dtype, scale, negative):
+    v = _LIMITS[dtype] * scale * (-1 if negative else 1)
+    if _rounds_to_infinity(v, dtype):
+        with pytest.raises(E.KernelTypeError, match=f"beyond the range of {dtype}"):
+            const(v, dtype, None)
+    else:
+        assert const(v, dtype, None).value == v
+
+
+@pytest.mark.parametrize(("dtype", "largest"), [(DType.F16, 65504.0), (DType.F32, float(np.finfo(np.float32).max))])
+def test_the_largest_finite_constant_is_accepted_and_infinities_stay_allowed(dtype, largest):
+    for v in (largest, -largest, float("inf"), float("-inf")):
+        assert const(v, dtype, None).value == v
+    with pytest.raises(E.KernelTypeError, match="it would become -inf"):
+        const(-2 * largest, dtype, None)

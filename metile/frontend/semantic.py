@@ -56,6 +56,10 @@ FLOATS = tuple(d for d in DType if d.is_float)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+# The largest finite value of each float type, and the magnitude from which a number rounds to infinity there
+# (half a unit in the last place above the largest: (2 - 2**-(mantissa bits + 1)) * 2**max exponent).
+_FLOAT_MAX = {DType.F32: (2 - 2.0**-23) * 2.0**127, DType.F16: 65504.0, DType.BF16: (2 - 2.0**-7) * 2.0**127}
+_OVERFLOW = {DType.F32: (2 - 2.0**-24) * 2.0**127, DType.F16: 65520.0, DType.BF16: (2 - 2.0**-8) * 2.0**127}
 
 
 def py_dtype(v: object) -> DType:
@@ -68,12 +72,17 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
     cls = v.__class__
     if dtype is I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
         return Const(v, dtype, loc=loc)
-    if dtype is F32 and cls is float:
+    if dtype is F32 and cls is float and -_OVERFLOW[F32] < v < _OVERFLOW[F32]:
         return Const(v, dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
     if dtype in FLOATS:
         v = float(v)
+        if math.isfinite(v) and _magnitude(v, dtype) >= _OVERFLOW[dtype]:
+            raise KernelTypeError(
+                f"the constant {v!r} is beyond the range of {dtype} (largest finite value {_FLOAT_MAX[dtype]:g}): "
+                f"it would become {'-' if v < 0 else ''}inf; write float('{'-' if v < 0 else ''}inf') if that is "
+                f"meant, or a constant within range", loc)
     elif dtype in INTS and isinstance(v, bool):
         v = int(v)
     elif dtype in INTS and isinstance(v, float):
@@ -81,6 +90,13 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
     if not fits(v, dtype):
         raise KernelTypeError(f"the constant {v!r} does not fit {dtype}", loc)
     return Const(v, dtype, loc=loc)
+
+
+def _magnitude(v: float, dtype: DType) -> float:
+    """|v| as rounding to `dtype` sees it: a bf16 constant is written as an f32 literal and rounded again."""
+    if dtype is DType.BF16 and abs(v) < _OVERFLOW[F32]:
+        return abs(float(np.float32(v)))
+    return abs(v)
 
 
 def to_ir(v, loc: Loc | None) -> Value:
