@@ -175,3 +175,34 @@ def test_masked_rows_and_columns_are_not_written():
         np.testing.assert_array_equal(out[29:], 77)
     np.testing.assert_array_equal(per_row[1][:13], x.max(1))
     np.testing.assert_array_equal(per_col[2][:29], x.min(0))
+
+
+@metile.kernel
+def any_all(X, Out, M, N, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr):
+    rows = metile.arange(0, BLOCK_M)
+    cols = metile.arange(0, BLOCK_N)
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    x = metile.load(X + rows[:, None] * N + cols[None, :], mask=inside)
+    pos = x > 0.0
+    metile.store(Out, metile.where(metile.max(pos & inside), 1, 0))  # any element positive
+    outside = (rows[:, None] >= M) | (cols[None, :] >= N)
+    metile.store(Out + 1, metile.where(metile.min(pos | outside), 1, 0))  # every element positive
+    metile.store(Out + 2 + rows, metile.where(metile.max(pos & inside, axis=1), 1, 0), mask=rows < M)
+    metile.store(Out + 2 + M + cols, metile.where(metile.min(pos | (rows[:, None] >= M), axis=0), 1, 0),
+                 mask=cols < N)
+    if metile.max(x > 100.0):  # a runtime branch on "any", as the error for a tile condition suggests
+        metile.store(Out + 2 + M + N, 1)
+
+
+@pytest.mark.parametrize("fill", ["mixed", "negative", "positive", "one_large"])
+def test_max_and_min_of_bool_tiles_are_any_and_all(fill):
+    M, N = 5, 7
+    x = np.random.default_rng(M * N).standard_normal((M, N)).astype(np.float32)
+    x = {"mixed": x, "negative": -np.abs(x) - 0.5, "positive": np.abs(x) + 0.5,
+         "one_large": np.where(np.arange(M * N).reshape(M, N) == 17, 200.0, -np.abs(x)).astype(np.float32)}[fill]
+    x[0, 0] = abs(x[0, 0]) + 0.5 if fill == "mixed" else x[0, 0]  # row 0 and column 0 have a positive element
+    out = np.zeros(2 + M + N + 1, np.int32)
+    any_all[(1,)](x, out, M, N, BLOCK_M=8, BLOCK_N=8)
+    pos = x > 0
+    expected = [pos.any(), pos.all(), *pos.any(axis=1), *pos.all(axis=0), (x > 100).any()]
+    np.testing.assert_array_equal(out, np.array(expected, np.int32))

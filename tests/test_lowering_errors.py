@@ -95,6 +95,18 @@ def dot_under_thread_branch(A, B, C, BLOCK: metile.constexpr):
 
 
 @metile.kernel
+def barrier_in_thread_while(X, Out, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    buf = metile.shared(BLOCK)
+    v = metile.load(X + t)
+    while v < 100.0:  # each thread leaves the loop after its own number of turns
+        metile.store(buf + t, v)
+        metile.barrier()
+        v = v + metile.load(buf + (BLOCK - 1 - t)) + 1.0
+    metile.store(Out + t, v)
+
+
+@metile.kernel
 def thread_level_without_block(X):
     t = metile.thread_id()
     metile.store(X + t, 1.0)
@@ -129,6 +141,8 @@ CASES = [
     (broadcast_in_thread_loop, (F32, F32), {"BLOCK": 32}, "metile.simd_broadcast(",
      "metile.simd_broadcast is a simdgroup collective"),
     (dot_under_thread_branch, (F32, F32, F32), {"BLOCK": 32}, "metile.dot(a, b)", "this dot is a simdgroup collective"),
+    (barrier_in_thread_while, (F32, F32), {"BLOCK": 64}, "metile.barrier()",
+     r"needs a barrier, but it runs under control flow that depends on the thread \(line \d+\)"),
     (thread_level_without_block, (F32,), {}, "metile.thread_id()", "BLOCK constexpr"),
     (too_many_threads, (F32,), {"BLOCK": 2048}, None, "2048 threads"),
     (per_thread_value_out_of_role, (F32,), {"BLOCK": 64}, "with metile.simdgroup_role(role=0",
@@ -176,3 +190,30 @@ def test_simd_collectives_under_a_uniform_branch_still_run():
     out = np.zeros(32, np.float32)
     uniform[(1,)](x, out, 5, BLOCK=32)
     np.testing.assert_array_equal(out, (np.arange(32) ^ 1) + x.sum())
+
+
+def test_a_while_loop_on_a_uniform_condition_may_carry_per_thread_values_across_barriers():
+    """Every thread takes the same number of turns when the condition reads only uniform values, whatever else
+    the loop carries."""
+
+    @metile.kernel
+    def mirror_sums(X, Out, n, BLOCK: metile.constexpr):
+        t = metile.thread_id()
+        buf = metile.shared(BLOCK)
+        v = metile.load(X + t)
+        k = 0
+        while k < n:
+            metile.store(buf + t, v)
+            metile.barrier()
+            v = v + metile.load(buf + (BLOCK - 1 - t))
+            metile.barrier()
+            k = k + 1
+        metile.store(Out + t, v)
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    mirror_sums[(1,)](x, out, 3, BLOCK=64)
+    expected = x.astype(np.float64)
+    for _ in range(3):
+        expected = expected + expected[::-1]
+    np.testing.assert_array_equal(out, expected)

@@ -276,10 +276,9 @@ def _reduce(op: ReduceOp):
         if not isinstance(x, Value) or isinstance(x.type, PtrType) or not x.type.shape:
             kind = x.type if isinstance(x, Value) else type(x).__name__
             raise ShapeMismatchError(f"metile.{op.value}() reduces a tile, not {kind}", loc)
-        if x.type.dtype is DType.BOOL:
-            if op is not ReduceOp.SUM:
-                raise KernelTypeError(f"metile.{op.value}() is not defined on bool tiles", loc)
-            x = sem.cast(x, DType.I32, loc)
+        if x.type.dtype is DType.BOOL:  # sum counts the true elements; max is "any", min is "all"
+            red = impl(tr, loc, sem.cast(x, DType.I32, loc), axis)
+            return red if op is ReduceOp.SUM else sem.compare("ne", red, 0, loc)
         shape = x.type.shape
         if axis is None:
             flat = x if len(shape) == 1 else Reshape(x, (x.type.size,), loc=loc)

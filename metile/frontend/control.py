@@ -83,7 +83,8 @@ class ControlFlow:
         if isinstance(t, PtrType) or t.shape:
             raise RuntimeConditionError(
                 f"the condition of `{what}` is a {t}, not a scalar: use metile.where(cond, a, b) to choose per "
-                "element, or reduce it first (metile.max(mask) ...)", loc)
+                "element, or reduce it first (metile.max(mask) is true when any element is, metile.min(mask) when "
+                "all are)", loc)
         if t.dtype is not DType.BOOL:
             value = Compare(CmpOp.NE, value, sem.const(0, t.dtype, loc), loc=loc)
         return value

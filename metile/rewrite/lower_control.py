@@ -100,7 +100,7 @@ class ControlFlow:
     def while_stmt(self, s: While) -> None:
         kinds = [self.kind_of(c) for c in s.carried]
         inits = self.flat_values(kinds, s.inits)
-        divergent = s if self.is_varying(s.cond) or any(c.name in self.varying for c in s.carried) else None
+        divergent = s if self.is_varying(s.cond) else None  # the condition reads the carried values it needs
         with self.nested(divergent=divergent):
             carried = self.bind_fresh(kinds, s.carried)
             cond_body, (cond,) = self.block(s.cond_body, lambda: self.flat_values([None], [s.cond]))
