@@ -201,3 +201,24 @@ def test_nested_runtime_loops(rows, cols):
     assert out[rows] == -7.0
     padded = np.concatenate([sums, np.zeros(programs * per_program - rows)])
     np.testing.assert_allclose(grand, padded.reshape(programs, per_program).sum(1), rtol=1e-5, atol=1e-3)
+
+
+@metile.kernel
+def count_turns(Out, start, end, STEP: metile.constexpr):
+    turns = 0
+    last = 0
+    for i in metile.tile_range(start, end, STEP):
+        turns = turns + 1
+        last = i
+    metile.store(Out, turns)
+    metile.store(Out + 1, last)
+
+
+@pytest.mark.parametrize(("start", "end", "step"), [(2**31 - 10, 2**31 - 1, 7), (0, 2**31 - 1, 2**30), (0, 10, 3),
+                                                    (-(2**31), 2**31 - 1, 2**30 + 1)])
+def test_tile_range_near_the_i32_limit_runs_as_range(start, end, step):
+    """The loop index never wraps around past 2**31 - 1 (which would loop forever or miscount)."""
+    out = np.zeros(2, np.int32)
+    count_turns[(1,)](out, start, end, STEP=step)
+    r = range(start, end, step)
+    np.testing.assert_array_equal(out, [len(r), r[-1]])

@@ -52,6 +52,7 @@ from metile.ir import (
     Load,
     MakeVector,
     MetileError,
+    Param,
     ReduceOp,
     SharedAlloc,
     SimdBroadcast,
@@ -514,6 +515,42 @@ def test_an_init_read_elsewhere_gets_a_local_of_its_own(cpu):
     out = np.zeros(1, np.int32)
     cpu.dispatch_threadgroups(compile_fn(cpu, k), (1, 1, 1), (1, 1, 1), [out])
     assert out[0] == v
+
+
+def _counting_loop(start, stop, step: int, dtype: DType = I32) -> Kernel:
+    """A kernel storing how many times a `For` from `start` to `stop` by `step` runs, and its last index."""
+    Out = ptr("Out", 2, dtype)
+    i, n, last, rn, rl = (Var(name, TileType(dtype)) for name in ("i", "n", "last", "rn", "rl"))
+    loop = For(i, start, stop, Const(step, dtype), [n, last], [Const(0, dtype), Const(0, dtype)], [],
+               [add(n, Const(1, dtype)), i], [rn, rl])
+    params = tuple(p for p in (start, stop) if isinstance(p, Param)) + (Out,)
+    return Kernel("count", Stage.METAL, params, [loop, Store(Out, rn), Store(AddPtr(Out, Const(1, dtype)), rl)])
+
+
+@pytest.mark.parametrize(("dtype", "step", "start", "stop"), [
+    (I32, 7, 2**31 - 10, 2**31 - 1), (I32, 2**30, 0, 2**31 - 1), (I32, 3, -(2**31), 2**31 - 1),
+    (I32, 256, 0, 1000), (I32, 1, 2**31 - 3, 2**31 - 1), (I32, -5, -(2**31) + 9, -(2**31)),
+    (I32, -2**30, 2**31 - 1, -(2**31)), (U32, 7, 2**32 - 10, 2**32 - 1), (U32, 1, 0, 5), (I32, 4, 5, 5)])
+def test_a_for_loop_steps_as_range_does_without_wrapping_around(cpu, dtype, step, start, stop):
+    """Near the index type's limits the index must not wrap around (it would run forever, or again from the
+    other end); the loop runs as Python's `range` does."""
+    k = _counting_loop(scalar("start", 0, dtype), scalar("stop", 1, dtype), step, dtype)
+    out = np.zeros(2, dtype.numpy)
+    cpu.dispatch_threadgroups(compile_fn(cpu, k), (1, 1, 1), (1, 1, 1),
+                              [dtype.numpy.type(start), dtype.numpy.type(stop), out])
+    r = range(start, stop, step)
+    np.testing.assert_array_equal(out, [len(r), r[-1] if r else 0])
+
+
+def test_a_loop_that_cannot_pass_the_limit_keeps_the_plain_step():
+    """A step of one, or a constant end far enough from the limit, cannot wrap: `i += step` stays."""
+    for k in (_counting_loop(scalar("start", 0), scalar("stop", 1), 1),
+              _counting_loop(scalar("start", 0), i32(2**31 - 8), 8),
+              _counting_loop(scalar("start", 0), i32(-(2**31) + 2), -2)):
+        assert "i += " in emit_msl(k) and "static_cast<uint>" not in emit_msl(k)
+    for k in (_counting_loop(scalar("start", 0), scalar("stop", 1), 2),
+              _counting_loop(scalar("start", 0), i32(2**31 - 7), 8)):
+        assert "i += " not in emit_msl(k)
 
 
 # ---- spellings and errors

@@ -81,6 +81,7 @@ from metile.ir import (
     While,
 )
 from metile.ir.errors import assert_never
+from metile.ir.types import DType
 
 HEADER = "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n"
 INDENT = "    "
@@ -452,12 +453,27 @@ class _Emitter:
         i = self.names[s.index.name]
         start, stop, step = self.expr(s.start)[0], self.expr(s.stop)[1], self.expr(s.step)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
-        head = f"for ({type_name(s.index.type)} {i} = {start}; {i} {'>' if down else '<'} {stop}; {i} += {step})"
-        self.open_block(head)
+        test = f"{i} {'>' if down else '<'} {stop}"
+        self.open_block(f"for ({type_name(s.index.type)} {i} = {start}; {test}; {self.advance(s, i, stop, step)})")
         self.body(s.body)
         self.assign(s.carried, s.yields)
         self.close_block()
         self.results_of(s.results, s.carried)
+
+    @staticmethod
+    def advance(s: For, i: str, stop: str, step: str) -> str:
+        """The step of a `for` loop, as `range` has it: the index never wraps around. `i += step` unless the index
+        could pass the type's limit before leaving the loop; then the step stops at `stop` when fewer than `step`
+        remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
+        if _steps_within_range(s):
+            return f"{i} += {step}"
+        dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else 0
+        if dtype not in (DType.I32, DType.U32) or not by:
+            raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
+        left = (stop, i) if by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
+        if dtype is DType.I32:
+            left = tuple(f"static_cast<uint>({x})" for x in left)
+        return f"{i} = {left[0]} - {left[1]} > {abs(by)}u ? {i} + {step} : {stop}"
 
     def results_of(self, results, carried) -> None:
         """A loop's results: after the loop nothing assigns its carried locals again, so a result is written
@@ -493,6 +509,21 @@ class _Emitter:
         self.assign(s.carried, s.yields)
         self.close_block()
         self.results_of(s.results, s.carried)
+
+
+def _steps_within_range(s: For) -> bool:
+    """Whether `index += step` stays within the index type until the loop exits, whatever the run-time bounds: the
+    last index inside the loop is one short of `stop` (of the type's limit when `stop` is not a constant)."""
+    step, stop = s.step, s.stop
+    if not isinstance(step, Const) or s.index.type.dtype not in _INDEX_RANGE:
+        return False
+    lo, hi = _INDEX_RANGE[s.index.type.dtype]
+    if step.value > 0:
+        return (stop.value - 1 if isinstance(stop, Const) else hi - 1) + step.value <= hi
+    return (stop.value + 1 if isinstance(stop, Const) else lo + 1) + step.value >= lo
+
+
+_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1)}
 
 
 __all__ = ["EmitError", "emit_msl"]

@@ -13,7 +13,7 @@ kernel void mtile_matmul(device const half* A [[buffer(0)]],
     const int col0 = static_cast<int>(threadgroup_position_in_grid.y) * 16;
     simdgroup_matrix<float, 8, 8> acc0 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
     simdgroup_matrix<float, 8, 8> acc1 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-    for (int k = 0; k < K; k += 8) {
+    for (int k = 0; k < K; k = static_cast<uint>(K) - static_cast<uint>(k) > 8u ? k + 8 : K) {
         simdgroup_matrix<half, 8, 8> a;
         simdgroup_load(a, A + ((row0 * K) + k), K, 0, false);
         const int t0 = k * N;

@@ -16,7 +16,7 @@ kernel void mtile_row_sum(device const float* X [[buffer(0)]],
     const uint lane = thread_index_in_simdgroup;
     device const float* const row_ptr = X + (row * N);
     float acc = 0.0f;
-    for (int i = lid; i < N; i += 256) {
+    for (int i = lid; i < N; i = static_cast<uint>(N) - static_cast<uint>(i) > 256u ? i + 256 : N) {
         const float x = row_ptr[i];
         acc = acc + x;
     }
