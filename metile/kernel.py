@@ -54,7 +54,7 @@ from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
-from metile.ir.types import PtrType
+from metile.ir.types import FLOAT_OVERFLOW, DType, PtrType, from_numpy
 from metile.ir.values import Param
 from metile.ir.verify import verify
 from metile.metal.errors import LaunchError
@@ -64,6 +64,7 @@ from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
 MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
+_F32_END = FLOAT_OVERFLOW[DType.F32]  # from here on a float rounds to infinity in f32
 _PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
 
 
@@ -201,8 +202,12 @@ def _type_token(v):
         return (cls, v.dtype)
     if cls is int:
         return cls if _I32_MIN <= v < _I32_END else None
-    if cls is float or cls is bool or isinstance(v, np.generic):
+    if cls is float:
+        return cls if -_F32_END < v < _F32_END else None  # beyond f32, infinities and NaN: checked every time
+    if cls is bool:
         return cls
+    if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
+        return cls if from_numpy(v.dtype) is not None else _type_token(v.item())
     if _is_array_like(cls):
         dtype = getattr(v, "dtype", None)
         return None if dtype is None else (cls, dtype)

@@ -338,6 +338,30 @@ def test_argument_errors_come_before_grid_errors():
         k_args[(0,)](np.zeros(4, np.float64), 1, BLOCK=4)
 
 
+@metile.kernel
+def k_fill(X, s, BLOCK: metile.constexpr):
+    metile.store(X + metile.arange(0, BLOCK), s)
+
+
+@pytest.mark.parametrize(("fits", "beyond", "message"), [
+    (np.int64(5), np.int64(2**32 + 5), "does not fit a 32-bit signed int"),
+    (np.uint64(5), np.uint64(2**63), "does not fit a 32-bit signed int"),
+    (2.5, 1e39, "beyond the range of a 32-bit float"),
+    (np.float64(2.5), np.float64(-1e39), "beyond the range of a 32-bit float")])
+def test_scalars_out_of_range_are_refused_on_every_launch(fits, beyond, message):
+    """A scalar of a type wider than Metal's (numpy int64, a Python or numpy float64) is checked on every
+    launch, also once a launch with a value that fits has cached the kernel; infinities stay allowed."""
+    x = np.zeros(4, np.int32 if isinstance(fits, np.integer) else np.float32)
+    k_fill[(1,)](x, fits, BLOCK=4)
+    assert (x == fits).all()
+    with pytest.raises(E.KernelArgumentError, match=message):
+        k_fill[(1,)](x, beyond, BLOCK=4)
+    assert (x == fits).all()
+    if isinstance(fits, float):
+        k_fill[(1,)](x, float("-inf"), BLOCK=4)
+        assert (x == -np.inf).all()
+
+
 def test_a_kernel_without_readable_source_is_refused_by_name():
     scope: dict = {"metile": metile}
     exec("def typed_in(X):\n    metile.store(X, 1.0)\n", scope)  # no file to read the source from

@@ -24,7 +24,7 @@ from metile.frontend.errors import FrontendError, KernelTypeError, ShapeMismatch
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp, UnOp
 from metile.ir.tile import Broadcast, Full
-from metile.ir.types import DType, PtrType, TileType, fits, promote
+from metile.ir.types import FLOAT_MAX, FLOAT_OVERFLOW, DType, PtrType, TileType, fits, promote
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Unary, Value, Where
 
 BINOPS = {"add": BinOp.ADD, "sub": BinOp.SUB, "mul": BinOp.MUL, "truediv": BinOp.DIV,
@@ -56,10 +56,7 @@ FLOATS = tuple(d for d in DType if d.is_float)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-# The largest finite value of each float type, and the magnitude from which a number rounds to infinity there
-# (half a unit in the last place above the largest: (2 - 2**-(mantissa bits + 1)) * 2**max exponent).
-_FLOAT_MAX = {DType.F32: (2 - 2.0**-23) * 2.0**127, DType.F16: 65504.0, DType.BF16: (2 - 2.0**-7) * 2.0**127}
-_OVERFLOW = {DType.F32: (2 - 2.0**-24) * 2.0**127, DType.F16: 65520.0, DType.BF16: (2 - 2.0**-8) * 2.0**127}
+_F32_END = FLOAT_OVERFLOW[F32]  # from here on a float rounds to infinity in f32
 
 
 def py_dtype(v: object) -> DType:
@@ -72,15 +69,15 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
     cls = v.__class__
     if dtype is I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
         return Const(v, dtype, loc=loc)
-    if dtype is F32 and cls is float and -_OVERFLOW[F32] < v < _OVERFLOW[F32]:
+    if dtype is F32 and cls is float and -_F32_END < v < _F32_END:
         return Const(v, dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
     if dtype in FLOATS:
         v = float(v)
-        if math.isfinite(v) and _magnitude(v, dtype) >= _OVERFLOW[dtype]:
+        if math.isfinite(v) and _magnitude(v, dtype) >= FLOAT_OVERFLOW[dtype]:
             raise KernelTypeError(
-                f"the constant {v!r} is beyond the range of {dtype} (largest finite value {_FLOAT_MAX[dtype]:g}): "
+                f"the constant {v!r} is beyond the range of {dtype} (largest finite value {FLOAT_MAX[dtype]:g}): "
                 f"it would become {'-' if v < 0 else ''}inf; write float('{'-' if v < 0 else ''}inf') if that is "
                 f"meant, or a constant within range", loc)
     elif dtype in INTS and isinstance(v, bool):
@@ -94,7 +91,7 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
 
 def _magnitude(v: float, dtype: DType) -> float:
     """|v| as rounding to `dtype` sees it: a bf16 constant is written as an f32 literal and rounded again."""
-    if dtype is DType.BF16 and abs(v) < _OVERFLOW[F32]:
+    if dtype is DType.BF16 and abs(v) < _F32_END:
         return abs(float(np.float32(v)))
     return abs(v)
 

@@ -81,6 +81,12 @@ for _d in DType:
 del _d
 
 
+# The largest finite value of each float type, and the magnitude from which a number rounds to infinity in it
+# (half a unit in the last place above the largest: (2 - 2**-(mantissa bits + 1)) * 2**largest exponent).
+FLOAT_MAX = {DType.F32: (2 - 2.0**-23) * 2.0**127, DType.F16: 65504.0, DType.BF16: (2 - 2.0**-7) * 2.0**127}
+FLOAT_OVERFLOW = {DType.F32: (2 - 2.0**-24) * 2.0**127, DType.F16: 65520.0, DType.BF16: (2 - 2.0**-8) * 2.0**127}
+
+
 def from_numpy(dtype) -> DType | None:
     """The DType for a numpy dtype, or None when Metal cannot hold it (float64, int64, complex...)."""
     dt = np.dtype(dtype)
