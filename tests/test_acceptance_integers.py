@@ -161,3 +161,95 @@ def test_mixed_type_promotion(n):
     np.testing.assert_array_equal(of[2], (f16 + np.float16(0.0001)).astype(np.float32))
     np.testing.assert_array_equal(of[3], i32.astype(np.float32) * np.float32(0.5))
     np.testing.assert_allclose(of[4], i32.astype(np.float32) / i16.astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+def test_the_lowest_value_divided_by_minus_one_wraps_and_leaves_no_remainder(dtype):
+    """`MIN % -1` is 0 (as in Python and numpy); `MIN // -1` wraps around to MIN (numpy's result; Python's
+    does not fit). An i32 division of MIN by -1 traps on CPUs, so the lowering never issues one."""
+    low = np.iinfo(dtype).min
+    a = np.array([low, low, low + 1, 7, low], dtype)
+    b = np.array([-1, 1, -1, -1, 2], dtype)
+    s = np.zeros_like(a)
+    outs = [np.zeros_like(a) for _ in range(8)]
+    int_ops[(1,)](a, b, s, *outs, a.size, BLOCK=BLOCK)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(outs[0], np.floor_divide(a, b))
+    np.testing.assert_array_equal(outs[1], [0, 0, 0, 0, 0])
+
+
+@metile.kernel
+def float_floor(A, B, Q, R, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    a = metile.load(A + offs, mask=live)
+    b = metile.load(B + offs, mask=live, other=1.0)
+    metile.store(Q + offs, a // b, mask=live)
+    metile.store(R + offs, a % b, mask=live)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_float_floor_division_follows_numpy(dtype):
+    """numpy's (and Python's) float `//` comes from the remainder, not from flooring the rounded quotient:
+    `1.0 // 0.1` is 9, though 1.0 / 0.1 rounds to 10; `a == (a // b) * b + a % b` up to rounding."""
+    rng = np.random.default_rng(7)
+    special = [(1.0, 0.1), (5.375, -np.inf), (-5.0, np.inf), (np.inf, 2.0), (-4.0, 0.01785), (-129.0, 4.777),
+               (7.0, 0.0), (-7.0, 0.0), (0.0, -3.0), (6.0, 3.0), (-6.0, 3.0), (6.0, -0.5)]
+    a = np.concatenate([[p[0] for p in special], rng.standard_normal(2000) * 100]).astype(dtype)
+    b = np.concatenate([[p[1] for p in special], rng.standard_normal(2000) * 3]).astype(dtype)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    float_floor[(cdiv(a.size, BLOCK),)](a, b, q, r, a.size, BLOCK=BLOCK)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(q, np.floor_divide(a, b))
+        np.testing.assert_array_equal(r, np.remainder(a, b))
+
+
+def test_constant_zero_divisors_and_shift_counts_out_of_range_are_refused():
+    @metile.kernel
+    def bad(A, Out, BLOCK: metile.constexpr, OP: metile.constexpr):
+        offs = metile.arange(0, BLOCK)
+        a = metile.load(A + offs)
+        if OP == 0:
+            metile.store(Out + offs, a // 0)
+        if OP == 1:
+            metile.store(Out + offs, a % metile.zeros((BLOCK,), dtype="i32"))
+        if OP == 2:
+            metile.store(Out + offs, a >> 32)
+        if OP == 3:
+            metile.store(Out + offs, a << -1)
+
+    a = np.ones(16, np.int32)
+    for op, message in ((0, r"integer division by zero: the divisor of `//`"),
+                        (1, r"integer division by zero: the divisor of `%`"),
+                        (2, r"the shift count 32 is out of range for i32 \(0 to 31\)"),
+                        (3, r"the shift count -1 is out of range for i32")):
+        with pytest.raises(metile.MetileError, match=message) as info:
+            bad[(1,)](a, a, BLOCK=16, OP=op)
+        assert "metile.store(Out + offs" in str(info.value)
+
+
+@metile.kernel
+def fill_constant(Out, In, n, VALUE: metile.constexpr, OTHER: metile.constexpr, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Out + offs, VALUE, mask=offs < n)
+    metile.store(Out + n + offs, metile.load(In + offs, mask=offs < 2, other=OTHER), mask=offs < n)
+
+
+@pytest.mark.parametrize(("dtype", "value", "expected"), [
+    (np.int32, 2.75, 2), (np.int32, -2.75, -2), (np.uint8, 200.9, 200), (np.int16, 3.0, 3), (np.bool_, 2, True),
+    (np.bool_, 0.0, False), (np.bool_, 0.5, True), (np.float16, 7, 7.0)])
+def test_a_number_stored_or_loaded_as_other_converts_to_the_memory_type(dtype, value, expected):
+    """As a traced value would: floats truncate toward zero into integers, nonzero numbers are true."""
+    out = np.zeros(8, dtype)
+    src = np.ones(2, dtype)
+    fill_constant[(1,)](out, src, 4, VALUE=value, OTHER=value, BLOCK=16)
+    np.testing.assert_array_equal(out, np.array([expected] * 4 + [1, 1, expected, expected], dtype))
+
+
+@pytest.mark.parametrize(("dtype", "value", "message"), [(np.int32, 3e10, "does not fit i32"),
+                                                         (np.uint8, -1.5, "does not fit u8"),
+                                                         (np.int32, float("nan"), "cannot be converted to i32")])
+def test_a_number_that_the_memory_type_cannot_hold_is_refused(dtype, value, message):
+    out = np.zeros(8, dtype)
+    with pytest.raises(metile.MetileError, match=message):
+        fill_constant[(1,)](out, out, 4, VALUE=value, OTHER=0, BLOCK=16)

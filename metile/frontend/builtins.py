@@ -165,7 +165,7 @@ def next_power_of_2(tr, loc, n):
 def load(tr, loc, ptr, mask, other):
     p = _pointer(ptr, "load", loc)
     m, shape = _mask(mask, p.type.shape, loc)
-    o = None if other is None else sem.coerce(other, p.type.dtype, shape, loc)
+    o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
     m = None if m is None else sem.broadcast_to(m, shape, loc)
     return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, loc=loc), tr.hint or "load", loc, force=True)
 
@@ -177,7 +177,7 @@ def _store_like(cls, tr, loc, ptr, value, mask, what):
         raise KernelTypeError(f"{what}: cannot write a pointer", loc)
     shape = sem.broadcast_shape(p.type.shape, vshape, f"{what} value", loc)
     m, shape = _mask(mask, shape, loc)
-    v = sem.coerce(value, p.type.dtype, shape, loc)
+    v = sem.converted(value, p.type.dtype, shape, loc)
     tr.emit(cls(sem.broadcast_to(p, shape, loc), v, None if m is None else sem.broadcast_to(m, shape, loc), loc=loc))
 
 

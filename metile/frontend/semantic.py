@@ -8,7 +8,9 @@ broadcasting rules) with explicit `Cast`, `Broadcast` and `Full` nodes, so IR op
 Per operator:
 - `/` and `**` are float operations: integer operands are converted to f32 first (Python's `7 / 2`).
 - `//` and `%` keep Python's floor semantics on every dtype (`FLOORDIV`, `MOD`): `-7 // 2 == -4`,
-  `-7 % 2 == 1`, on integers and floats alike.
+  `-7 % 2 == 1`, on integers and floats alike (numpy's results where Python raises: see
+  `metile.rewrite.metal_ops.floor_div`). A constant integer divisor of 0, and a constant shift count
+  outside `0 .. bits - 1`, are refused.
 - `& | ^` take integers or bools; `<< >>` integers; arithmetic on bools computes in i32.
 - `ptr + n`, `n + ptr`, `ptr - n` with integer `n` are pointer arithmetic (`AddPtr`, in elements).
 """
@@ -183,6 +185,20 @@ def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
     return x if shape == () else Full(shape, x, loc=loc)
 
 
+def converted(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
+    """`coerce` for a value written to memory of `dtype` (a store, a load's `other=`): a Python number converts
+    as a traced one would, a float truncating toward zero into an integer type and any nonzero number being
+    true as a bool, and must fit."""
+    if isinstance(v, (int, float)) and not isinstance(v, Value):
+        if dtype is BOOL:
+            v = bool(v)
+        elif dtype in INTS and isinstance(v, float):
+            if not math.isfinite(v):
+                raise KernelTypeError(f"the float constant {v!r} cannot be converted to {dtype}", loc)
+            v = math.trunc(v)
+    return coerce(v, dtype, shape, loc)
+
+
 def unify(a, b, what: str, loc: Loc | None, dtype: DType | None = None) -> tuple[Value, Value]:
     """Both operands as values of one dtype (`dtype`, else the common one) and one shape."""
     ta, tb = _operand_type(a, what, loc), _operand_type(b, what, loc)
@@ -254,7 +270,27 @@ def binary(name: str, a, b, loc: Loc | None):
     shape = sa if sa == sb else broadcast_shape(sa, sb, f"`{SYMBOLS[name]}`", loc)
     x = a if a_ir and da is dt and sa == shape else coerce(a, dt, shape, loc)
     y = b if b_ir and db is dt and sb == shape else coerce(b, dt, shape, loc)
-    return Binary(BINOPS[name], x, y, loc=loc)
+    op = BINOPS[name]
+    if op in _RIGHT_CHECKED and dt in INTS:
+        _check_right_operand(op, y, dt, loc)
+    return Binary(op, x, y, loc=loc)
+
+
+_RIGHT_CHECKED = frozenset({BinOp.FLOORDIV, BinOp.MOD, BinOp.SHL, BinOp.SHR})
+
+
+def _check_right_operand(op: BinOp, y: Value, dtype: DType, loc: Loc | None) -> None:
+    """Refuse an integer divisor of 0 and a shift count outside `0 <= count < bits` that are known at compile
+    time (Python raises for the first and for negative counts; Metal leaves the others undefined)."""
+    c = y.value if isinstance(y, Full) else y
+    if not isinstance(c, Const):
+        return
+    if op in (BinOp.FLOORDIV, BinOp.MOD):
+        if c.value == 0:
+            raise KernelTypeError(f"integer division by zero: the divisor of `{'//' if op is BinOp.FLOORDIV else '%'}` "
+                                  "is the constant 0", loc)
+    elif not 0 <= c.value < dtype.bits:
+        raise KernelTypeError(f"the shift count {c.value} is out of range for {dtype} (0 to {dtype.bits - 1})", loc)
 
 
 def compare(name: str, a, b, loc: Loc | None):

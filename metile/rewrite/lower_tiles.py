@@ -29,7 +29,7 @@ import contextlib
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import Node
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage, UnOp
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
@@ -121,31 +121,6 @@ class Memo:
     def leave(self, saved: int) -> None:
         self.open.discard(self.region)
         self.region = saved
-
-
-def floor_div(a: Value, b: Value) -> Value:
-    """Python's `a // b` from Metal IR operators."""
-    dtype = a.type.dtype
-    if dtype.is_float:
-        return Unary(UnOp.FLOOR, Binary(BinOp.DIV, a, b))
-    q = Binary(BinOp.TRUNCDIV, a, b)
-    if not dtype.is_signed:
-        return q
-    r = Binary(BinOp.REM, a, b)
-    return Where(_opposite_signs(r, b), Binary(BinOp.SUB, q, Const(1, dtype)), q)
-
-
-def floor_mod(a: Value, b: Value) -> Value:
-    """Python's `a % b` (the result has the divisor's sign) from Metal IR operators."""
-    r = Binary(BinOp.REM, a, b)
-    if not (a.type.dtype.is_float or a.type.dtype.is_signed):
-        return r
-    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
-
-
-def _opposite_signs(r: Value, b: Value) -> Value:
-    zero = Const(0, r.type.dtype)
-    return Where(Compare(CmpOp.LT, b, zero), Compare(CmpOp.GT, r, zero), Compare(CmpOp.LT, r, zero))
 
 
 class Lowering(ControlFlow, Collectives, Rolled):
@@ -354,9 +329,9 @@ class Lowering(ControlFlow, Collectives, Rolled):
         """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
         match v:
             case Binary(BinOp.FLOORDIV, a, b):
-                return floor_div(f(a), f(b))
+                return mo.floor_div(f(a), f(b))
             case Binary(BinOp.MOD, a, b):
-                return floor_mod(f(a), f(b))
+                return mo.floor_mod(f(a), f(b))
             case Binary(op, a, b):
                 return Binary(op, f(a), f(b))
             case Unary(op, x):
@@ -565,6 +540,8 @@ def _what(n: Node) -> str:
              "SimdgroupRole": "simdgroup_role", "Load": "this load", "Store": "this store",
              "SimdShuffleXor": "metile.simd_shuffle_xor", "SimdBroadcast": "metile.simd_broadcast",
              "SimdReduce": "this simd reduction"}
+    if isinstance(n, Var):
+        return f"using the tile {n.name!r} here"
     return names.get(type(n).__name__, type(n).__name__)
 
 
@@ -586,4 +563,4 @@ def lower_tiles(k: Kernel) -> Kernel:
     return Kernel(k.name, Stage.METAL, k.params, prefix + body, meta, loc=k.loc)
 
 
-__all__ = ["Lowering", "Pt", "floor_div", "floor_mod", "lower_tiles"]
+__all__ = ["Lowering", "Pt", "lower_tiles"]

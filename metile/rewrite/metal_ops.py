@@ -3,6 +3,7 @@
 Index arithmetic built from layouts is full of `x * 1`, `x + 0` and constant products; folding them
 while building keeps the emitted MSL readable and the IR small. Each helper returns a plain
 `Binary`/`Compare`... node when nothing folds, so the result is always valid Metal IR.
+`floor_div` and `floor_mod` spell Python's `//` and `%` with Metal's truncating operators.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import functools
 
 from metile.ir.metal import Builtin
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
 from metile.ir.types import DType
-from metile.ir.values import Binary, Cast, Compare, Const, Value, Where
+from metile.ir.values import Binary, Cast, Compare, Const, Unary, Value, Where
 
 I32 = DType.I32
 
@@ -107,4 +108,62 @@ def builtin(kind: BuiltinKind, axis: int = 0) -> Value:
     return Cast(Builtin(kind, axis), I32)
 
 
-__all__ = ["add", "all_of", "both", "builtin", "const", "div", "is_const", "lt", "mod", "mul", "select"]
+def floor_div(a: Value, b: Value) -> Value:
+    """Python's `a // b` from Metal IR operators (numpy's where Python raises: a zero divisor gives `a / b` on
+    floats, and `INT_MIN // -1` wraps around to `INT_MIN`)."""
+    dtype = a.type.dtype
+    if dtype in (DType.F16, DType.BF16):  # in f32, rounded once at the end, as numpy computes 16-bit floats
+        return Cast(floor_div(Cast(a, DType.F32), Cast(b, DType.F32)), dtype)
+    if dtype.is_float:
+        # As Python and numpy compute it, from the remainder: flooring the rounded quotient `a / b` is off by
+        # one when it rounds up to an integer (`1.0 // 0.1` is 9, and 1.0 / 0.1 rounds to 10).
+        one = Const(1.0, dtype)
+        r = Binary(BinOp.REM, a, b)
+        exact = Binary(BinOp.DIV, Binary(BinOp.SUB, a, r), b)  # an integer, up to the division's rounding
+        exact = Where(_opposite_signs(r, b), Binary(BinOp.SUB, exact, one), exact)
+        down = Unary(UnOp.FLOOR, exact)
+        q = Where(Compare(CmpOp.GT, Binary(BinOp.SUB, exact, down), Const(0.5, dtype)), Binary(BinOp.ADD, down, one),
+                  down)
+        return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q)
+    if not dtype.is_signed:
+        return Binary(BinOp.TRUNCDIV, a, b)
+    minus_one = _is_minus_one(b)
+    if minus_one is True:
+        return Binary(BinOp.SUB, Const(0, dtype), a)
+    safe = b if minus_one is False else Where(Compare(CmpOp.EQ, b, Const(-1, dtype)), Const(1, dtype), b)
+    q = Binary(BinOp.TRUNCDIV, a, safe)
+    q = Where(_opposite_signs(Binary(BinOp.REM, a, safe), safe), Binary(BinOp.SUB, q, Const(1, dtype)), q)
+    return q if minus_one is False else Where(Compare(CmpOp.EQ, b, Const(-1, dtype)),
+                                              Binary(BinOp.SUB, Const(0, dtype), a), q)
+
+
+def floor_mod(a: Value, b: Value) -> Value:
+    """Python's `a % b` (the result has the divisor's sign) from Metal IR operators."""
+    dtype = a.type.dtype
+    if not (dtype.is_float or dtype.is_signed):
+        return Binary(BinOp.REM, a, b)
+    minus_one = False if dtype.is_float else _is_minus_one(b)
+    if minus_one is True:
+        return Const(0, dtype)
+    if minus_one is None:
+        b = Where(Compare(CmpOp.EQ, b, Const(-1, dtype)), Const(1, dtype), b)
+    r = Binary(BinOp.REM, a, b)
+    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
+
+
+def _opposite_signs(r: Value, b: Value) -> Value:
+    """Whether the remainder `r` is nonzero with the sign opposite to the divisor `b`."""
+    zero = Const(0, r.type.dtype)
+    return Where(Compare(CmpOp.LT, b, zero), Compare(CmpOp.GT, r, zero), Compare(CmpOp.LT, r, zero))
+
+
+def _is_minus_one(b: Value) -> bool | None:
+    """Whether the integer divisor `b` is -1 (None: known only at run time). An i32 `INT_MIN / -1` traps on
+    CPUs, so a divisor that may be -1 is handled apart; narrower types divide in 32 bits and cannot."""
+    if isinstance(b, Const):
+        return b.value == -1
+    return None if b.type.dtype is DType.I32 else False
+
+
+__all__ = ["add", "all_of", "both", "builtin", "const", "div", "floor_div", "floor_mod", "is_const", "lt", "mod", "mul",
+           "select"]
