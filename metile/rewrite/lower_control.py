@@ -10,6 +10,7 @@ index, and its body runs on a smaller group of threads (its own layouts, thread 
 from __future__ import annotations
 
 from metile.ir.metal import MatrixFill
+from metile.ir.node import walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store, While
 from metile.ir.tile import SimdgroupRole
@@ -17,7 +18,7 @@ from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry
-from metile.rewrite.lower_collective import Channel, Group, Mma, Regs, Scalar, dot_acc, sg_in
+from metile.rewrite.lower_collective import Channel, Group, Lazy, Mma, Regs, Scalar, dot_acc, sg_in
 
 
 class ControlFlow:
@@ -131,9 +132,14 @@ class ControlFlow:
                     "metile.shared memory inside the block and load it after a barrier", s)
         kinds = [self.role_result_kind(res, y, group) for res, y in zip(s.results, s.yields)]
         channels = [None if isinstance(k, MmaGeometry) else self.new_channel(res) for k, res in zip(kinds, s.results)]
-        if any(ch is not None for ch in channels):
+        feeds = self.role_inputs(s, group)
+        for var, ch in feeds:
+            self.write_channel(ch, var)
+        if feeds or any(ch is not None for ch in channels):
             self.barrier(s)
         with self.nested(group=group):
+            for var, ch in feeds:
+                self.bind(var, ch)
             def tail():
                 vals = []
                 for kind, y, ch in zip(kinds, s.yields, channels):
@@ -156,6 +162,29 @@ class ControlFlow:
         self.emit(If(cond, body, [], yields, others, results, loc=s.loc))
         if any(ch is not None for ch in channels):
             self.barrier(s)
+
+    def role_inputs(self, s: SimdgroupRole, group: Group) -> list[tuple[Var, Channel]]:
+        """The tiles the block reads that the threads outside it hold in registers laid out for the whole program,
+        each with a channel to hand it to the role's threads through, written before the block (a barrier cannot
+        be placed inside it)."""
+        feeds: list[tuple[Var, Channel]] = []
+        seen: set[str] = set()
+        roots: list = [*s.body, *s.yields]
+        while roots:
+            for n in walk(roots.pop()):
+                if n.__class__ is not Var or not n.type.shape or n.name in seen:
+                    continue
+                seen.add(n.name)
+                rep = self.scope.lookup_env(n.name)
+                if isinstance(rep, Lazy):  # evaluated inside the block: what it reads counts too
+                    roots.append(rep.expr)
+                elif isinstance(rep, Regs) and rep.layout != self.group_layout(group, n):
+                    feeds.append((n, self.new_channel(n)))
+        return feeds
+
+    def group_layout(self, group: Group, v: Var):
+        with self.nested(group=group):
+            return self.layout(v.type.size)
 
     def role_result_kind(self, res: Var, y: Value, group: Group):
         pair = dot_acc(self.resolve(y)[0]) if res.type.shape else None
