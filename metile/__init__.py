@@ -42,6 +42,7 @@ from metile.language import (  # noqa: A004 - the language shadows abs, max, min
     zeros,
 )
 from metile.metal.errors import (
+    BufferError,
     CompilerNotFoundError,
     DeviceError,
     DeviceFault,
@@ -54,7 +55,8 @@ from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, PipelineError
 
 __all__ = [
-    "Buffer", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "LoweringUnavailableError",
+    "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError",
+    "LoweringUnavailableError",
     "PipelineError", "UnsupportedConstructError", "DeviceError", "DeviceFault", "DeviceUnavailableError",
     "LaunchError", "Loc", "MSLCompileError", "MSLUnsupportedError", "MetileError", "device", "synchronize",
     "JITKernel", "kernel", "constexpr", "abs", "arange", "atomic_add", "barrier", "cdiv", "dot", "exp", "load",

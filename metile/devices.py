@@ -60,6 +60,8 @@ def default_device_name() -> str:
 
 def device(name: str | None = None):
     """The device called `name` ("cpu" or "metal"), or the default device; created once per process."""
+    if name is not None and not isinstance(name, str):
+        raise DeviceUnavailableError(f"a device is named by a string (\"cpu\" or \"metal\"), not {name!r}")
     name = (name or default_device_name()).lower()
     if name not in DEVICE_NAMES:
         raise DeviceUnavailableError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_NAMES)}")
@@ -71,7 +73,8 @@ def device(name: str | None = None):
 
 
 def _default_if_none(dev):
-    return device() if dev is None else dev
+    """The device `dev` stands for: the default one for None, the one of that name for a string."""
+    return device(dev) if dev is None or isinstance(dev, str) else dev
 
 
 def synchronize() -> None:
@@ -81,7 +84,8 @@ def synchronize() -> None:
 
 
 class Buffer(_DeviceBuffer):
-    """Zero-copy device memory on the default device (or `device=`); see `metile.metal.buffer.Buffer`."""
+    """Zero-copy device memory on the default device (or `device=`, a device or its name); see
+    `metile.metal.buffer.Buffer`."""
 
     def __init__(self, data=None, *, shape=None, dtype=np.float32, device=None, _fill: int | None = 0):
         super().__init__(data, shape=shape, dtype=dtype, device=_default_if_none(device), _fill=_fill)

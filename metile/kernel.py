@@ -33,6 +33,7 @@ import functools
 import inspect
 import os
 import textwrap
+import types
 
 import attrs
 import numpy as np
@@ -245,6 +246,9 @@ class JITKernel:
     """
 
     def __init__(self, fn, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
+        if not isinstance(fn, types.FunctionType):
+            raise UnsupportedSyntaxError(f"@metile.kernel applies to functions written with `def`, not to "
+                                         f"{type(fn).__name__} {fn!r:.60}")
         self.fn = fn
         functools.update_wrapper(self, fn)
         self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)

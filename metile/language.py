@@ -83,6 +83,8 @@ def _plain_int(name: str, value) -> int:
 def cdiv(a, b):
     """`ceil(a / b)` for integers (the number of `b`-sized blocks covering `a`)."""
     x, y = _plain_int("cdiv", a), _plain_int("cdiv", b)
+    if y == 0:
+        raise KernelArgumentError("metile.cdiv: division by zero (the block size is 0)")
     result = -(-x // y)
     return constexpr(result) if isinstance(a, constexpr) and isinstance(b, constexpr) else result
 

@@ -249,12 +249,21 @@ def msl_bool(b: bool) -> str:
 @functools.lru_cache(maxsize=4096)
 def c_identifier(name: str) -> str:
     """`name` made a valid C identifier: a non-ASCII character becomes `u` and its code point in hex (`α` is
-    `u03b1`), any other non-word character `_`, and a leading digit gets `v`."""
-    if name.isascii() and name.isidentifier():  # already one (the usual case): nothing to replace
+    `u03b1`), any other non-word character `_`, and a leading digit gets `v`; a name that the C++ or Metal
+    headers may define as a macro (`NULL`, `FLT_MAX`, `M_PI_F`, `__LINE__`...) gets `v_` in front."""
+    if name.isascii() and name.isidentifier() and not _MACRO_LIKE.match(name):  # the usual case
         return name
     text = re.sub(r"[^\x00-\x7f]", lambda m: f"u{ord(m[0]):04x}", name)
     text = re.sub(r"\W", "_", text, flags=re.ASCII) or "v"
-    return "v" + text if text[0].isdigit() else text
+    text = "v" + text if text[0].isdigit() else text
+    return "v_" + text if _MACRO_LIKE.match(text) else text
+
+
+# Names the preprocessor may replace: reserved ones (`__x`, `_X`), the metal_stdlib and <climits>/<cfloat> limits and
+# constants, and the prefixes of the CPU device's compatibility header.
+_MACRO_LIKE = re.compile(r"__|_[A-Z]|MT_|METILE_|M_\w+\Z|(?:FLT|DBL|LDBL|HALF|BFLOAT)_"
+                         r"|[SU]?(?:CHAR|SHRT|INT|LONG|LLONG)_(?:MAX|MIN|BIT)\Z|HUGE_VAL[FHL]?\Z"
+                         r"|(?:MAXFLOAT|MAXHALF|NULL|EOF|restrict|errno|assert)\Z")
 
 
 def function_name(kernel_name: str) -> str:

@@ -25,7 +25,7 @@ from metile.ir.ops import BinOp, ReduceOp
 from metile.ir.stmts import AtomicAdd, Barrier, Store
 from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import DType, PtrType, from_numpy
-from metile.ir.values import Binary, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
+from metile.ir.values import Binary, Const, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
 _MISSING = object()
 _BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
@@ -154,6 +154,9 @@ def arange(tr, loc, start, stop):
 
 def cdiv(tr, loc, a, b):
     if not isinstance(a, Value) and not isinstance(b, Value):
+        static_int(a, "the first argument of metile.cdiv", loc)
+        if static_int(b, "the second argument of metile.cdiv", loc) == 0:
+            raise KernelTypeError("metile.cdiv: division by zero (the block size is 0)", loc)
         return L.cdiv(a, b)
     return sem.binary("floordiv", sem.binary("sub", sem.binary("add", a, b, loc), 1, loc), b, loc)
 
@@ -165,6 +168,8 @@ def next_power_of_2(tr, loc, n):
 def load(tr, loc, ptr, mask, other):
     p = _pointer(ptr, "load", loc)
     m, shape = _mask(mask, p.type.shape, loc)
+    if other is not None and isinstance(sem.type_of(other, loc), PtrType):
+        raise KernelTypeError("load: `other` must be a number or a tile of values, not a pointer", loc)
     o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
     m = None if m is None else sem.broadcast_to(m, shape, loc)
     return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, loc=loc), tr.hint or "load", loc, force=True)
@@ -212,10 +217,12 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape):
     if len(static_shape(shape, "the shape of tile_store", loc)) != 2:
         raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
     addr, dims = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
-    vshape = sem.type_of(value, loc).shape
-    if vshape not in ((), dims):
-        raise ShapeMismatchError(f"tile_store: the value has shape {list(vshape)}, the tile is {list(dims)}", loc)
-    tr.emit(Store(addr, sem.coerce(value, addr.type.dtype, dims, loc), loc=loc))
+    vtype = sem.type_of(value, loc)
+    if isinstance(vtype, PtrType):
+        raise KernelTypeError("tile_store: cannot write a pointer", loc)
+    if vtype.shape not in ((), dims):
+        raise ShapeMismatchError(f"tile_store: the value has shape {list(vtype.shape)}, the tile is {list(dims)}", loc)
+    tr.emit(Store(addr, sem.converted(value, addr.type.dtype, dims, loc), loc=loc))
 
 
 def zeros(tr, loc, shape, dtype):
@@ -302,6 +309,8 @@ def _lane(v, what, loc):
     v = _per_thread(v, what, loc)
     if not v.type.dtype.is_int:
         raise KernelTypeError(f"{what} needs an integer lane operand, not {v.type.dtype}", loc)
+    if isinstance(v, Const) and not 0 <= v.value < 32:
+        raise KernelTypeError(f"{what}: lane operand {v.value} is outside 0..31 (a simdgroup has 32 lanes)", loc)
     return v
 
 

@@ -13,6 +13,7 @@ positionally after every runtime argument); other keywords are compiler options.
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import hashlib
 import math
@@ -110,6 +111,12 @@ class Binding:
         self.names = frozenset(self.ordered)
 
 
+MET_TILE_OPTIONS = frozenset({"NUM_SG", "WM", "WN", "SWIZZLE_SMEM"})
+"""The original meTile's GEMM tuning keywords (docs/language.md 2.2): accepted at launch when the kernel has
+no parameter of that name, and part of the cache key, but they steer nothing in metile (a kernel reads a
+value it wants through a constexpr parameter of that name). Any other unknown keyword is refused."""
+
+
 def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
     """`(runtime [(spec, value)], constexprs {name: value}, options {name: value})`."""
     ordered = binding.ordered
@@ -125,8 +132,13 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
                 raise KernelArgumentError(f"{name}() got multiple values for argument '{k}'", loc)
             if k in names:
                 given[k] = v
-            else:
+            elif k in MET_TILE_OPTIONS:
                 options[k] = v
+            else:
+                close = difflib.get_close_matches(k, names, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise KernelArgumentError(f"{name}() got an unexpected keyword argument '{k}': it names no parameter "
+                                          f"of the kernel{hint}", loc)
     values, consts = [], {}
     for s in binding.specs:
         v = given.get(s.name, _NO_DEFAULT)

@@ -10,7 +10,42 @@ import math
 
 import numpy as np
 
+from metile.metal.errors import BufferError
+
 _DLPACK_CPU = 1
+
+
+def _shape_of(shape) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints (an int is a 1-D shape)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        dims = None
+    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                               for d in dims):
+        raise BufferError(f"Buffer: the shape must be an int or a tuple of non-negative ints, not {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _dtype_of(dtype) -> np.dtype:
+    """A numpy dtype from one (or its name), or from metile's element type names ("f32", "f16", "i8", ...)."""
+    from metile.ir.types import DType
+
+    if isinstance(dtype, str) and dtype in DType._value2member_map_:
+        dt = DType(dtype)
+        if dt.numpy is not None:
+            return dt.numpy
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise BufferError("Buffer: bf16 needs the ml_dtypes package (pip install ml_dtypes)") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise BufferError(f"Buffer: {dtype!r} is not a dtype (use a numpy dtype or one of metile's names, such as "
+                          "'f32')") from None
 
 
 class Buffer:
@@ -22,20 +57,24 @@ class Buffer:
     """
 
     def __init__(self, data=None, *, shape=None, dtype=np.float32, device=None, _fill: int | None = 0):
-        if device is None:
-            raise TypeError("Buffer needs a device")
+        if device is None or not hasattr(device, "allocate"):
+            raise BufferError(f"Buffer needs a device (a metile.device(...)), not {device!r}")
         if data is not None:
             arr = np.asarray(data)
-            if shape is not None and tuple(np.atleast_1d(shape)) != arr.shape:
-                raise ValueError(f"shape {shape} does not match the data's shape {arr.shape}")
+            if shape is not None and _shape_of(shape) != arr.shape:
+                raise BufferError(f"Buffer: shape {shape} does not match the data's shape {arr.shape}")
+            if dtype is not np.float32 and _dtype_of(dtype) != arr.dtype:
+                raise BufferError(f"Buffer: dtype {dtype} does not match the data's dtype {arr.dtype} (convert the "
+                                  "data first, e.g. with arr.astype)")
             shape, dtype = arr.shape, arr.dtype
         elif shape is None:
-            raise TypeError("Buffer needs `data` or a `shape`")
-        self._shape = tuple(int(s) for s in np.atleast_1d(shape)) if shape != () else ()
-        self._dtype = np.dtype(dtype)
-        if any(s < 0 for s in self._shape):
-            raise ValueError(f"negative dimension in shape {shape}")
+            raise BufferError("Buffer needs `data` or a `shape`")
+        self._shape = _shape_of(shape)
+        self._dtype = _dtype_of(dtype)
         self._nbytes = int(math.prod(self._shape)) * self._dtype.itemsize
+        if self._nbytes >= 1 << 40:
+            raise BufferError(f"Buffer of shape {self._shape} and dtype {self._dtype} needs {self._nbytes} bytes, more "
+                              "than any device has")
         self.device = device
         self._mem = device.allocate(self._nbytes)
         view = self.numpy()

@@ -30,6 +30,10 @@ class MSLUnsupportedError(MSLCompileError):
     """Valid MSL that uses a feature the CPU device does not support yet."""
 
 
+class BufferError(MetileError):
+    """A `metile.Buffer` that cannot be made as asked (a bad shape or dtype, data that disagrees with them)."""
+
+
 class LaunchError(MetileError):
     """A dispatch that does not fit the kernel's signature or the device's limits."""
 

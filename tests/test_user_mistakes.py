@@ -1,0 +1,138 @@
+"""User mistakes around the kernel language and the host API: each raises a `MetileError` subclass that names
+the problem (at the user's line for kernel code), never a raw Python exception, a C++ compile error of the
+emitted MSL, or a silently different result."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+import numpy as np
+import pytest
+
+import metile
+from metile.frontend import errors as E
+
+X = np.zeros(64, np.float32)
+
+
+@pytest.fixture(autouse=True)
+def cpu_device(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
+@metile.kernel
+def bad_other(X, KIND: metile.constexpr):
+    o = metile.arange(0, 64)
+    metile.store(X + o, metile.load(X + o, mask=o < 3, other=X if KIND == 1 else "a"))
+
+
+@metile.kernel
+def store_pointer_tile(X):
+    metile.tile_store(X, 0, 0, 8, X, (8, 8))
+
+
+@metile.kernel
+def cdiv_by_zero(X, BLOCK: metile.constexpr):
+    metile.store(X + metile.arange(0, metile.cdiv(BLOCK, 0)), 1.0)
+
+
+@metile.kernel
+def lane_out_of_range(X, LANE: metile.constexpr, BROADCAST: metile.constexpr, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    v = metile.load(X + t)
+    w = metile.simd_broadcast(v, LANE) if BROADCAST else metile.simd_shuffle_xor(v, LANE)
+    metile.store(X + t, w)
+
+
+@pytest.mark.parametrize(("call", "cls", "message"), [
+    (lambda: bad_other[(1,)](X, KIND=1), E.KernelTypeError,
+     "`other` must be a number or a tile of values, not a pointer"),
+    (lambda: bad_other[(1,)](X, KIND=0), E.KernelTypeError, "expected a number or a traced value, not str"),
+    (lambda: store_pointer_tile[(1,)](X), E.KernelTypeError, "tile_store: cannot write a pointer"),
+    (lambda: cdiv_by_zero[(1,)](X, BLOCK=64), E.KernelTypeError, r"metile.cdiv: division by zero"),
+    (lambda: lane_out_of_range[(1,)](X, LANE=32, BROADCAST=False, BLOCK=32), E.KernelTypeError,
+     r"simd_shuffle_xor: lane operand 32 is outside 0..31"),
+    (lambda: lane_out_of_range[(1,)](X, LANE=-1, BROADCAST=True, BLOCK=32), E.KernelTypeError,
+     r"simd_broadcast: lane operand -1 is outside 0..31"),
+], ids=["other_pointer", "other_str", "tile_store_pointer", "cdiv_zero", "shuffle_lane", "broadcast_lane"])
+def test_kernel_mistakes_are_refused_at_their_line(call, cls, message):
+    with pytest.raises(cls, match=message) as info:
+        call()
+    assert info.value.loc is not None and info.value.loc.file == __file__
+
+
+def test_lane_out_of_range_kernel_is_fine_within_range():
+    x = np.arange(32, dtype=np.float32)
+    lane_out_of_range[(1,)](x, LANE=31, BROADCAST=True, BLOCK=32)
+    np.testing.assert_array_equal(x, np.full(32, 31.0))
+
+
+def test_cdiv_by_zero_on_the_host():
+    with pytest.raises(metile.MetileError, match="division by zero"):
+        metile.cdiv(5, 0)
+
+
+@metile.kernel
+def fill(Out, n, value, BLOCK: metile.constexpr = 64):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    metile.store(Out + offs, value, mask=offs < n)
+
+
+def test_a_misspelt_constexpr_is_refused_instead_of_falling_back_to_its_default():
+    out = np.zeros(256, np.float32)
+    with pytest.raises(E.KernelArgumentError, match=r"unexpected keyword argument 'BLOKC'.*did you mean 'BLOCK'"):
+        fill[(1,)](out, 256, 1.0, BLOKC=256)
+    fill[(4,)](out, 256, 1.0, NUM_SG=4)  # the original meTile's tuning keywords are still accepted
+    assert out.sum() == 256
+
+
+@pytest.mark.parametrize("thing", [5, len, functools.partial(lambda x: x, 1), type("Callable", (), {"__call__": id})()])
+def test_only_functions_become_kernels(thing):
+    with pytest.raises(E.UnsupportedSyntaxError, match="applies to functions written with `def`"):
+        metile.kernel(thing)
+
+
+MACROS = ["NULL", "FLT_MAX", "INT_MAX", "M_PI_F", "HUGE_VALF", "__LINE__", "restrict", "MT_F1", "_Foo"]
+
+
+def test_parameters_named_like_c_or_metal_macros_compile_and_run(tmp_path):
+    """Parameter names reach the MSL; the ones a header may define as macros are renamed there."""
+    path = tmp_path / "macro_params.py"
+    path.write_text("import metile\n" + "".join(
+        f"@metile.kernel\ndef k{i}({name}, Y, BLOCK: metile.constexpr):\n"
+        f"    t = metile.arange(0, BLOCK)\n    metile.store(Y + t, metile.load({name} + t) * 2.0)\n"
+        for i, name in enumerate(MACROS)))
+    spec = importlib.util.spec_from_file_location("macro_params", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.arange(32, dtype=np.float32)
+    for i in range(len(MACROS)):
+        y = np.zeros(32, np.float32)
+        getattr(module, f"k{i}")[(1,)](x, y, BLOCK=32)
+        np.testing.assert_array_equal(y, 2 * x, err_msg=MACROS[i])
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: metile.Buffer(), "needs `data` or a `shape`"),
+    (lambda: metile.Buffer(shape=(-1,)), "non-negative ints, not"),
+    (lambda: metile.Buffer(shape="abc"), "non-negative ints, not 'abc'"),
+    (lambda: metile.Buffer(shape=(2.5,)), r"non-negative ints, not \(2.5,\)"),
+    (lambda: metile.Buffer(shape=(2**62,)), "more than any device has"),
+    (lambda: metile.Buffer(shape=(4,), dtype="f33"), "'f33' is not a dtype"),
+    (lambda: metile.Buffer(data=np.zeros(4, np.float32), shape=(8,)), r"shape \(8,\) does not match"),
+    (lambda: metile.Buffer(data=np.zeros(4, np.float32), dtype=np.int32), "does not match the data's dtype"),
+    (lambda: metile.Buffer(shape=(4,), device=5), "needs a device"),
+    (lambda: metile.device(5), "a device is named by a string"),
+])
+def test_buffer_and_device_mistakes(make, message):
+    with pytest.raises(metile.MetileError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("f32", np.float32), ("f16", np.float16), ("i8", np.int8),
+                                             ("u32", np.uint32), ("bool", np.bool_)])
+def test_buffers_take_metiles_element_type_names(name, dtype):
+    """"f16" is metile's half, not numpy's 16-byte float128 ("f16" read as a numpy type string)."""
+    buf = metile.Buffer.zeros((4,), dtype=name, device="cpu")
+    assert buf.dtype == np.dtype(dtype) and buf.numpy().shape == (4,)
