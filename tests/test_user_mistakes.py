@@ -136,3 +136,22 @@ def test_buffers_take_metiles_element_type_names(name, dtype):
     """"f16" is metile's half, not numpy's 16-byte float128 ("f16" read as a numpy type string)."""
     buf = metile.Buffer.zeros((4,), dtype=name, device="cpu")
     assert buf.dtype == np.dtype(dtype) and buf.numpy().shape == (4,)
+
+
+@metile.kernel
+def huge_tile(X, KIND: metile.constexpr):
+    if KIND == 0:
+        metile.store(X + metile.arange(0, 1 << 40), 1.0)
+    if KIND == 1:
+        metile.store(X, metile.sum(metile.zeros((512, 512))))
+    if KIND == 2:
+        r = metile.arange(0, 1024)
+        metile.store(X, metile.sum(r[:, None] + r[None, :]))
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_tiles_beyond_the_size_limit_are_refused_at_once(kind):
+    """A huge tile used to make the lowering run for minutes or forever; the limit is 65536 elements."""
+    with pytest.raises(E.ShapeMismatchError, match=r"more than metile's limit of 65536") as info:
+        huge_tile[(1,)](X, KIND=kind)
+    assert info.value.loc.file == __file__

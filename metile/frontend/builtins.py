@@ -98,11 +98,11 @@ def static_shape(v, what: str, loc: Loc) -> tuple[int, ...]:
             break
     else:
         if dims:
-            return dims
+            return sem.check_tile_size(dims, loc)
     out = tuple(static_int(d, f"{what} dimension", loc) for d in dims)
     if not out or any(d <= 0 for d in out):
         raise ShapeMismatchError(f"{what} must have positive dimensions, not {list(out)}", loc)
-    return out
+    return sem.check_tile_size(out, loc)
 
 
 def parse_dtype(v, loc: Loc) -> DType:
@@ -149,6 +149,7 @@ def arange(tr, loc, start, stop):
     lo, hi = static_int(start, "the start of arange", loc), static_int(stop, "the stop of arange", loc)
     if lo >= hi:
         raise ShapeMismatchError(f"arange({lo}, {hi}) is empty: stop must be greater than start", loc)
+    sem.check_tile_size((hi - lo,), loc)
     return Arange(lo, hi, loc=loc)
 
 

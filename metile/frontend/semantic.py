@@ -148,7 +148,22 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str, loc: Loc 
         if x != y and 1 not in (x, y):
             raise ShapeMismatchError(f"{what}: shapes {list(a)} and {list(b)} do not broadcast together", loc)
         out.append(x if y == 1 else y)
-    return tuple(reversed(out))
+    return check_tile_size(tuple(reversed(out)), loc)
+
+
+MAX_TILE_ELEMENTS = 1 << 16
+"""The most elements one tile may have: a program keeps its tiles in its threads' registers (at most 1024
+threads), and a larger tile would neither fit nor compile in reasonable time."""
+
+
+def check_tile_size(shape: tuple[int, ...], loc: Loc | None) -> tuple[int, ...]:
+    """`shape`, or a `ShapeMismatchError` when a tile of it would be larger than `MAX_TILE_ELEMENTS`."""
+    if math.prod(shape) > MAX_TILE_ELEMENTS:
+        raise ShapeMismatchError(
+            f"a tile of shape {list(shape)} has {math.prod(shape)} elements, more than metile's limit of "
+            f"{MAX_TILE_ELEMENTS}: a program holds its tiles in registers; split the work over more programs, or "
+            "loop over blocks with metile.tile_range", loc)
+    return shape
 
 
 def _weak(tile: DType, scalar) -> DType:
