@@ -55,7 +55,7 @@ from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
-from metile.ir.types import FLOAT_OVERFLOW, DType, PtrType, from_numpy
+from metile.ir.types import F32_OVERFLOW, PtrType, from_numpy
 from metile.ir.values import Param
 from metile.ir.verify import verify
 from metile.metal.errors import LaunchError
@@ -65,7 +65,6 @@ from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
 MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
-_F32_END = FLOAT_OVERFLOW[DType.F32]  # from here on a float rounds to infinity in f32
 _PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
 
 
@@ -204,7 +203,7 @@ def _type_token(v):
     if cls is int:
         return cls if _I32_MIN <= v < _I32_END else None
     if cls is float:
-        return cls if -_F32_END < v < _F32_END else None  # beyond f32, infinities and NaN: checked every time
+        return cls if -F32_OVERFLOW < v < F32_OVERFLOW else None  # beyond f32, infinities and NaN: checked every time
     if cls is bool:
         return cls
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time

@@ -178,32 +178,6 @@ def test_the_lowest_value_divided_by_minus_one_wraps_and_leaves_no_remainder(dty
     np.testing.assert_array_equal(outs[1], [0, 0, 0, 0, 0])
 
 
-@metile.kernel
-def float_floor(A, B, Q, R, n, BLOCK: metile.constexpr):
-    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
-    live = offs < n
-    a = metile.load(A + offs, mask=live)
-    b = metile.load(B + offs, mask=live, other=1.0)
-    metile.store(Q + offs, a // b, mask=live)
-    metile.store(R + offs, a % b, mask=live)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_float_floor_division_follows_numpy(dtype):
-    """numpy's (and Python's) float `//` comes from the remainder, not from flooring the rounded quotient:
-    `1.0 // 0.1` is 9, though 1.0 / 0.1 rounds to 10; `a == (a // b) * b + a % b` up to rounding."""
-    rng = np.random.default_rng(7)
-    special = [(1.0, 0.1), (5.375, -np.inf), (-5.0, np.inf), (np.inf, 2.0), (-4.0, 0.01785), (-129.0, 4.777),
-               (7.0, 0.0), (-7.0, 0.0), (0.0, -3.0), (6.0, 3.0), (-6.0, 3.0), (6.0, -0.5)]
-    a = np.concatenate([[p[0] for p in special], rng.standard_normal(2000) * 100]).astype(dtype)
-    b = np.concatenate([[p[1] for p in special], rng.standard_normal(2000) * 3]).astype(dtype)
-    q, r = np.zeros_like(a), np.zeros_like(a)
-    float_floor[(cdiv(a.size, BLOCK),)](a, b, q, r, a.size, BLOCK=BLOCK)
-    with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(q, np.floor_divide(a, b))
-        np.testing.assert_array_equal(r, np.remainder(a, b))
-
-
 def test_constant_zero_divisors_and_shift_counts_out_of_range_are_refused():
     @metile.kernel
     def bad(A, Out, BLOCK: metile.constexpr, OP: metile.constexpr):

@@ -57,7 +57,7 @@ def bias_act(X, Bias, Y, n, scale, ACT: metile.constexpr, BLOCK: metile.constexp
 
 
 @metile.kernel
-def int_floor(A, B, Q, R, n, BLOCK: metile.constexpr):
+def floor_ops(A, B, Q, R, n, BLOCK: metile.constexpr):  # any element type: `other=1` converts to it
     offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
     live = offs < n
     a = metile.load(A + offs, mask=live)
@@ -143,7 +143,7 @@ def test_integer_floor_division_and_modulo_follow_python():
     a, b = (m.ravel().astype(np.int32) for m in np.meshgrid(vals, divs))
     n = a.size
     q, r = np.zeros(n, np.int32), np.zeros(n, np.int32)
-    int_floor[(cdiv(n, 64),)](a, b, q, r, n, BLOCK=64)
+    floor_ops[(cdiv(n, 64),)](a, b, q, r, n, BLOCK=64)
     np.testing.assert_array_equal(q, a // b)
     np.testing.assert_array_equal(r, a % b)
 
@@ -165,6 +165,22 @@ def test_float_floor_division_and_modulo_follow_python():
     np.testing.assert_array_equal(r, a % np.float32(2.0))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_float_floor_division_follows_numpy(dtype):
+    """numpy's (and Python's) float `//` comes from the remainder, not from flooring the rounded quotient:
+    `1.0 // 0.1` is 9, though 1.0 / 0.1 rounds to 10; `a == (a // b) * b + a % b` up to rounding."""
+    rng = np.random.default_rng(7)
+    special = [(1.0, 0.1), (5.375, -np.inf), (-5.0, np.inf), (np.inf, 2.0), (-4.0, 0.01785), (-129.0, 4.777),
+               (7.0, 0.0), (-7.0, 0.0), (0.0, -3.0), (6.0, 3.0), (-6.0, 3.0), (6.0, -0.5)]
+    a = np.concatenate([[p[0] for p in special], rng.standard_normal(2000) * 100]).astype(dtype)
+    b = np.concatenate([[p[1] for p in special], rng.standard_normal(2000) * 3]).astype(dtype)
+    q, r = np.zeros_like(a), np.zeros_like(a)
+    floor_ops[(cdiv(a.size, 64),)](a, b, q, r, a.size, BLOCK=64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(q, np.floor_divide(a, b))
+        np.testing.assert_array_equal(r, np.remainder(a, b))
+
+
 def test_casts_stay_casts():
     n = 100
     x = np.arange(-50, 50, dtype=np.int32)
@@ -175,7 +191,7 @@ def test_casts_stay_casts():
 
 
 def test_metal_ir_has_no_floor_operators():
-    k = run(DEFAULT_PIPELINE, int_floor.trace(*[np.zeros(4, np.int32)] * 4, 4, BLOCK=64))
+    k = run(DEFAULT_PIPELINE, floor_ops.trace(*[np.zeros(4, np.int32)] * 4, 4, BLOCK=64))
     assert k.stage is Stage.METAL and k.meta["threads_per_threadgroup"] == 64
     ops = {n.op for n in walk(k) if isinstance(n, Binary)}
     assert BinOp.TRUNCDIV in ops and BinOp.REM in ops

@@ -26,7 +26,7 @@ from metile.frontend.errors import FrontendError, KernelTypeError, ShapeMismatch
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp, UnOp
 from metile.ir.tile import Broadcast, Full
-from metile.ir.types import FLOAT_MAX, FLOAT_OVERFLOW, DType, PtrType, TileType, fits, promote
+from metile.ir.types import F32_OVERFLOW, FLOAT_MAX, FLOAT_OVERFLOW, DType, PtrType, TileType, fits, promote
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Unary, Value, Where
 
 BINOPS = {"add": BinOp.ADD, "sub": BinOp.SUB, "mul": BinOp.MUL, "truediv": BinOp.DIV,
@@ -58,7 +58,6 @@ FLOATS = tuple(d for d in DType if d.is_float)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_F32_END = FLOAT_OVERFLOW[F32]  # from here on a float rounds to infinity in f32
 
 
 def py_dtype(v: object) -> DType:
@@ -71,7 +70,7 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
     cls = v.__class__
     if dtype is I32 and cls is int and _I32_MIN <= v <= _I32_MAX:  # the common cases, checked as below
         return Const(v, dtype, loc=loc)
-    if dtype is F32 and cls is float and -_F32_END < v < _F32_END:
+    if dtype is F32 and cls is float and -F32_OVERFLOW < v < F32_OVERFLOW:
         return Const(v, dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
@@ -93,7 +92,7 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
 
 def _magnitude(v: float, dtype: DType) -> float:
     """|v| as rounding to `dtype` sees it: a bf16 constant is written as an f32 literal and rounded again."""
-    if dtype is DType.BF16 and abs(v) < _F32_END:
+    if dtype is DType.BF16 and abs(v) < F32_OVERFLOW:
         return abs(float(np.float32(v)))
     return abs(v)
 
@@ -204,7 +203,7 @@ def converted(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value
     """`coerce` for a value written to memory of `dtype` (a store, a load's `other=`): a Python number converts
     as a traced one would, a float truncating toward zero into an integer type and any nonzero number being
     true as a bool, and must fit."""
-    if isinstance(v, (int, float)) and not isinstance(v, Value):
+    if isinstance(v, (int, float)):
         if dtype is BOOL:
             v = bool(v)
         elif dtype in INTS and isinstance(v, float):

@@ -23,7 +23,7 @@ import numpy as np
 
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import Loc
-from metile.ir.types import FLOAT_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
+from metile.ir.types import F32_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
 from metile.language import constexpr
 
 _NO_DEFAULT = object()
@@ -158,7 +158,6 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
 
 _I32_SCALAR, _F32_SCALAR = TileType(DType.I32), TileType(DType.F32)
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_F32_END = FLOAT_OVERFLOW[DType.F32]  # from here on a float rounds to infinity in f32
 _ARRAY_TYPES: dict[np.dtype, PtrType] = {}  # per numpy dtype, the type of a numpy array argument
 
 
@@ -173,7 +172,7 @@ def arg_type(spec: ParamSpec, value) -> PtrType | TileType:
         if _I32_MIN <= value <= _I32_MAX:
             return _I32_SCALAR
     elif cls is float:
-        if -_F32_END < value < _F32_END:
+        if -F32_OVERFLOW < value < F32_OVERFLOW:
             return _F32_SCALAR
     return _arg_type(spec, value)
 
@@ -202,7 +201,7 @@ def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
             raise KernelArgumentError(f"argument '{spec.name}' = {value} does not fit a 32-bit signed int", spec.loc)
         return TileType(DType.I32)
     if isinstance(value, float):
-        if math.isfinite(value) and abs(value) >= _F32_END:
+        if math.isfinite(value) and abs(value) >= F32_OVERFLOW:
             raise KernelArgumentError(f"argument '{spec.name}' = {value!r} is beyond the range of a 32-bit float (it "
                                       "would become an infinity; pass float('inf') if that is meant)", spec.loc)
         return TileType(DType.F32)

@@ -85,6 +85,7 @@ del _d
 # (half a unit in the last place above the largest: (2 - 2**-(mantissa bits + 1)) * 2**largest exponent).
 FLOAT_MAX = {DType.F32: (2 - 2.0**-23) * 2.0**127, DType.F16: 65504.0, DType.BF16: (2 - 2.0**-7) * 2.0**127}
 FLOAT_OVERFLOW = {DType.F32: (2 - 2.0**-24) * 2.0**127, DType.F16: 65520.0, DType.BF16: (2 - 2.0**-8) * 2.0**127}
+F32_OVERFLOW = FLOAT_OVERFLOW[DType.F32]  # read on hot paths without the dict lookup
 
 
 def from_numpy(dtype) -> DType | None:

@@ -127,14 +127,10 @@ def floor_div(a: Value, b: Value) -> Value:
         return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q)
     if not dtype.is_signed:
         return Binary(BinOp.TRUNCDIV, a, b)
-    minus_one = _is_minus_one(b)
-    if minus_one is True:
-        return Binary(BinOp.SUB, Const(0, dtype), a)
-    safe = b if minus_one is False else Where(Compare(CmpOp.EQ, b, Const(-1, dtype)), Const(1, dtype), b)
+    safe, minus_one = _divisor(b)
     q = Binary(BinOp.TRUNCDIV, a, safe)
     q = Where(_opposite_signs(Binary(BinOp.REM, a, safe), safe), Binary(BinOp.SUB, q, Const(1, dtype)), q)
-    return q if minus_one is False else Where(Compare(CmpOp.EQ, b, Const(-1, dtype)),
-                                              Binary(BinOp.SUB, Const(0, dtype), a), q)
+    return q if minus_one is None else Where(minus_one, Binary(BinOp.SUB, Const(0, dtype), a), q)
 
 
 def floor_mod(a: Value, b: Value) -> Value:
@@ -142,11 +138,8 @@ def floor_mod(a: Value, b: Value) -> Value:
     dtype = a.type.dtype
     if not (dtype.is_float or dtype.is_signed):
         return Binary(BinOp.REM, a, b)
-    minus_one = False if dtype.is_float else _is_minus_one(b)
-    if minus_one is True:
-        return Const(0, dtype)
-    if minus_one is None:
-        b = Where(Compare(CmpOp.EQ, b, Const(-1, dtype)), Const(1, dtype), b)
+    if not dtype.is_float:
+        b = _divisor(b)[0]  # `x % -1` is `x % 1`: 0
     r = Binary(BinOp.REM, a, b)
     return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
 
@@ -157,12 +150,14 @@ def _opposite_signs(r: Value, b: Value) -> Value:
     return Where(Compare(CmpOp.LT, b, zero), Compare(CmpOp.GT, r, zero), Compare(CmpOp.LT, r, zero))
 
 
-def _is_minus_one(b: Value) -> bool | None:
-    """Whether the integer divisor `b` is -1 (None: known only at run time). An i32 `INT_MIN / -1` traps on
-    CPUs, so a divisor that may be -1 is handled apart; narrower types divide in 32 bits and cannot."""
-    if isinstance(b, Const):
-        return b.value == -1
-    return None if b.type.dtype is DType.I32 else False
+def _divisor(b: Value) -> tuple[Value, Value | None]:
+    """The signed integer divisor `b` made safe, and the test that it is -1 (None when it cannot be). An i32
+    `INT_MIN / -1` traps on CPUs, so a divisor that may be -1 divides as 1 and the caller selects the result for
+    -1 apart; narrower types divide in 32 bits and cannot trap."""
+    if b.type.dtype is not DType.I32 or (isinstance(b, Const) and b.value != -1):
+        return b, None
+    minus_one = Compare(CmpOp.EQ, b, Const(-1, DType.I32))
+    return Where(minus_one, Const(1, DType.I32), b), minus_one
 
 
 __all__ = ["add", "all_of", "both", "builtin", "const", "div", "floor_div", "floor_mod", "is_const", "lt", "mod", "mul",
