@@ -40,7 +40,7 @@ import numpy as np
 
 from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
-from metile.emit.msl import emit_msl
+from metile.emit.msl import emit_msl, msl_locations
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
     GridError,
@@ -58,7 +58,7 @@ from metile.ir.stmts import Kernel
 from metile.ir.types import F32_OVERFLOW, PtrType, from_numpy
 from metile.ir.values import Param
 from metile.ir.verify import verify
-from metile.metal.errors import LaunchError
+from metile.metal.errors import DeviceFault, LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 
@@ -234,7 +234,29 @@ class _Launch:
         if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
             raise_grid_too_large(self.compiled, grid, dims)
         bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
-        self.dispatch(self.function, dims, self.tpt, bound)
+        try:
+            self.dispatch(self.function, dims, self.tpt, bound)
+        except DeviceFault as e:
+            raise at_python_line(self.compiled, e) from None
+
+
+def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
+    """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
+    (`metile.emit.msl.msl_locations`), the `.metal` line named in the message; `fault` itself when its line
+    leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
+    at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
+    if at is None or at.file != metal:
+        return fault
+    text, locs = msl_locations(compiled.metal_ir)
+    loc = locs.get(at.line) if text == compiled.msl else None
+    if loc is None:
+        return fault
+    message = f"{fault.message} (generated MSL: {metal}:{at.line})"
+    other = fault.other_loc
+    if other is not None and other.line in locs:
+        there = locs[other.line]
+        message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
+    return fault.moved(message, loc)
 
 
 class JITKernel:

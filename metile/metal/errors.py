@@ -41,18 +41,29 @@ class LaunchError(MetileError):
 class DeviceFault(MetileError):
     """A fault inside a running kernel (bad access, divergence, hang, sanitizer report, ...).
 
-    Attributes give what is known: ``kind`` (a short name such as ``"out-of-bounds"``), ``kernel``,
-    ``threadgroup`` and ``thread`` (3-tuples), ``buffer`` (index) and ``offset`` (bytes), and ``loc``
-    (the ``.metal`` line).
+    Attributes give what is known: ``kind`` (a short name such as ``"bad-access"``), ``kernel``,
+    ``threadgroup`` and ``thread`` (3-tuples), ``buffer`` (index) and ``offset`` (bytes), ``loc`` (the
+    kernel's Python line for a `@metile.kernel` launch that leads back to one, else the ``.metal`` line),
+    ``metal_loc`` (the ``.metal`` line) and ``other_loc`` (the ``.metal`` line of the other thread of a
+    race or a divergence).
     """
 
     def __init__(self, message: str, loc: Loc | None = None, *, kind: str = "fault", kernel: str = "",
                  threadgroup: tuple[int, int, int] | None = None, thread: tuple[int, int, int] | None = None,
-                 buffer: int | None = None, offset: int | None = None, source_line: str | None = None):
+                 buffer: int | None = None, offset: int | None = None, source_line: str | None = None,
+                 metal_loc: Loc | None = None, other_loc: Loc | None = None):
         self.kind = kind
         self.kernel = kernel
         self.threadgroup = threadgroup
         self.thread = thread
         self.buffer = buffer
         self.offset = offset
+        self.metal_loc = metal_loc if metal_loc is not None else loc
+        self.other_loc = other_loc
         super().__init__(message, loc, source_line=source_line)
+
+    def moved(self, message: str, loc: Loc) -> DeviceFault:
+        """This fault reported at `loc` (a line of the kernel's source) with `message`, the rest kept."""
+        return DeviceFault(message, loc, kind=self.kind, kernel=self.kernel, threadgroup=self.threadgroup,
+                           thread=self.thread, buffer=self.buffer, offset=self.offset, metal_loc=self.metal_loc,
+                           other_loc=self.other_loc)

@@ -158,7 +158,7 @@ class Collectives:
                 off: Value = mo.const(0)
                 for c, s in zip(self.coords(pt), strides):
                     off = mo.add(off, mo.mul(c, mo.const(s)))
-                self.emit(Store(AddPtr(base, off), self.at(v, pt), self.guard(layout, slot)))
+                self.emit(Store(AddPtr(base, off), self.at(v, pt), self.guard(layout, slot), loc=self.loc))
 
             if self.rollable(layout, [v]) == []:
                 self.slot_loop(layout, one)
@@ -184,7 +184,8 @@ class Collectives:
             layout = rep.layout
             base = self.scratch(rep.regs[0].type.dtype, layout.size)
             for slot in range(layout.slots):
-                self.emit(Store(AddPtr(base, self.raw_flat(layout, slot)), rep.regs[slot], self.guard(layout, slot)))
+                self.emit(Store(AddPtr(base, self.raw_flat(layout, slot)), rep.regs[slot], self.guard(layout, slot),
+                                loc=self.loc))
             self.published[id(rep)] = (base, ())
             bases.append(base)
         self.barrier(why)
@@ -288,7 +289,7 @@ class Collectives:
             body = self.out
         self.out = saved
         self.emit(For(k, mo.const(0), mo.const(extent), mo.const(1), [acc], [identity(op, adt)], body,
-                      [combine(op, acc, v)], [result]))
+                      [combine(op, acc, v)], [result], loc=self.loc))
         return result
 
     def across_threads(self, op: ReduceOp, acc: Value, n: Node) -> Value:
@@ -303,7 +304,8 @@ class Collectives:
         self.barrier(n)
         buf = self.scratch(acc.type.dtype, nsg)
         lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
-        self.emit(Store(AddPtr(buf, sg_index(self.group.first_sg)), r, Compare(CmpOp.EQ, lane, mo.const(0))))
+        self.emit(Store(AddPtr(buf, sg_index(self.group.first_sg)), r, Compare(CmpOp.EQ, lane, mo.const(0)),
+                        loc=self.loc))
         self.barrier(n)
         total: Value | None = None
         for i in range(nsg):
@@ -351,7 +353,7 @@ class Collectives:
             yields = self.mma_step(geom, sa, lda, sb, ldb, sm, sn, kk, carried)
         body, self.out = self.out, saved
         results = [Var(self.fresh("acc"), m.type) for m in mats]
-        self.emit(For(kk, mo.const(0), mo.const(k), mo.const(8), carried, mats, body, yields, results))
+        self.emit(For(kk, mo.const(0), mo.const(k), mo.const(8), carried, mats, body, yields, results, loc=self.loc))
         return Mma(geom, tuple(results))
 
     def mma_step(self, geom: MmaGeometry, sa: Value, lda: int, sb: Value, ldb: int, sm: Value, sn: Value,
@@ -432,8 +434,8 @@ class Collectives:
         geom = rep.geom
         self.barrier(why)
         base = self.scratch(DType.F32, geom.m * geom.n)
-        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n))
-                               for p, mat in enumerate(rep.mats)])
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n),
+                                           loc=self.loc) for p, mat in enumerate(rep.mats)])
         self.barrier(why)
         self.published[id(rep)] = (base, ())
         return base
@@ -462,7 +464,7 @@ class Collectives:
         row = found[0]
         ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
         origin = self.at(ptr, Pt(ptr.type.shape, mo.const(0)))
-        self.emit_owned(geom, [MatrixStore(mat, AddPtr(origin, self.piece_offset(geom, p, ld)), ld)
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(origin, self.piece_offset(geom, p, ld)), ld, loc=self.loc)
                                for p, mat in enumerate(rep.mats)])
         return True
 
@@ -470,7 +472,7 @@ class Collectives:
         """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
         owners = geom.sg_m * geom.sg_n
         if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):
-            self.emit(If(sg_in(geom.first_sg, owners), stmts))
+            self.emit(If(sg_in(geom.first_sg, owners), stmts, loc=self.loc))
         else:
             for st in stmts:
                 self.emit(st)

@@ -206,12 +206,12 @@ class ControlFlow:
 
     def write_channel(self, ch: Channel, y: Value) -> None:
         if not ch.shape:
-            self.emit(Store(ch.base, self.scalar(y), Compare(CmpOp.EQ, self.group.tid, mo.const(0))))
+            self.emit(Store(ch.base, self.scalar(y), Compare(CmpOp.EQ, self.group.tid, mo.const(0)), loc=self.loc))
             return
         layout = self.layout(y.type.size)
         for slot in range(layout.slots):
             pt = self.slot_pt(layout, slot, y.type.shape)
-            self.emit(Store(AddPtr(ch.base, pt.flat), self.at(y, pt), self.guard(layout, slot)))
+            self.emit(Store(AddPtr(ch.base, pt.flat), self.at(y, pt), self.guard(layout, slot), loc=self.loc))
 
 
 __all__ = ["ControlFlow"]

@@ -48,7 +48,7 @@ class Rolled:
         with self.nested():
             body(s)
         stmts, self.out = self.out, saved
-        self.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(1), [], [], stmts, [], []))
+        self.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(1), [], [], stmts, [], [], loc=self.loc))
 
     def rollable(self, layout: Blocked, vs) -> list | None:
         """The matrices (`Mma`) that `vs` read, to copy to scratch before a loop over `layout`'s slots; None

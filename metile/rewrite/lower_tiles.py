@@ -148,6 +148,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
         self.deferred: set[str] = set()
         self.channels: list[Let] = []
         self.divergent: Node | None = None
+        self.loc: Loc | None = None  # the location of the Tile IR statement being lowered, given to what it emits
         self.init_scratch()
 
     # ---- plumbing
@@ -167,7 +168,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
 
     def let(self, value: Value, base: str = "t") -> Var:
         v = Var(self.fresh(base), value.type)
-        self.emit(Let(v, value))
+        self.emit(Let(v, value, loc=self.loc))
         return v
 
     def bind(self, var: Var, rep) -> None:
@@ -190,11 +191,13 @@ class Lowering(ControlFlow, Collectives, Rolled):
 
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
         """Lower `stmts` into a new statement list; `tail()` (run after them, in the same list) gives values."""
-        saved, self.out = self.out, []
+        saved, self.out, loc = self.out, [], self.loc
         self.deferred |= self.deferred_loads(stmts)
         for s in stmts:
             self.new_statement()
+            self.loc = s.loc
             self.stmt(s)
+        self.loc = loc
         vals = []
         if tail is not None:
             self.new_statement()
@@ -222,7 +225,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 f"{_what(why)} needs a barrier, but it runs under control flow that depends on the thread "
                 f"(line {_line(self.divergent.loc)}): every thread of the program must reach the same barriers; "
                 "use metile.where to select per thread instead", why)
-        self.emit(Barrier() if fence is None else Barrier(fence))
+        self.emit(Barrier(loc=self.loc) if fence is None else Barrier(fence, loc=self.loc))
 
     def collective(self, why: Node) -> None:
         """Refuse a simdgroup collective (a simd reduction, shuffle or broadcast, or simdgroup matrix work) where
@@ -329,21 +332,21 @@ class Lowering(ControlFlow, Collectives, Rolled):
         """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
         match v:
             case Binary(BinOp.FLOORDIV, a, b):
-                return mo.floor_div(f(a), f(b))
+                return mo.floor_div(f(a), f(b), v.loc)
             case Binary(BinOp.MOD, a, b):
-                return mo.floor_mod(f(a), f(b))
+                return mo.floor_mod(f(a), f(b), v.loc)
             case Binary(op, a, b):
-                return Binary(op, f(a), f(b))
+                return Binary(op, f(a), f(b), loc=v.loc)
             case Unary(op, x):
-                return Unary(op, f(x))
+                return Unary(op, f(x), loc=v.loc)
             case Compare(op, a, b):
-                return Compare(op, f(a), f(b))
+                return Compare(op, f(a), f(b), loc=v.loc)
             case Where(c, x, y):
-                return Where(f(c), f(x), f(y))
+                return Where(f(c), f(x), f(y), loc=v.loc)
             case Cast(x, dtype):
-                return Cast(f(x), dtype)
+                return Cast(f(x), dtype, loc=v.loc)
             case AddPtr(p, off):
-                return AddPtr(f(p), f(off))
+                return AddPtr(f(p), f(off), loc=v.loc)
         raise self.refuse(f"{_what(v)} cannot be used here", v)
 
     def at(self, v: Value | None, pt: Pt) -> Value | None:
@@ -444,7 +447,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 self.bind(var, Scalar(self.let(v, var.name)))
             case SharedAlloc():
                 v = Var(self.fresh(var.name), value.type)
-                self.emit(Let(v, value))
+                self.emit(Let(v, value, loc=self.loc))
                 self.bind(var, Scalar(v))
             case SimdShuffleXor(x, lane) | SimdBroadcast(x, lane):
                 self.collective(value)
@@ -483,7 +486,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
             fast, slow = Var(self.fresh(name), vec.type), [Var(self.fresh(name), x.type) for x in scalar]
             results = [Var(self.fresh(name), x.type) for x in scalar]
             self.emit(If(cond, [Let(fast, vec)], [Let(s, x) for s, x in zip(slow, scalar)],
-                         [Extract(fast, j) for j in range(width)], slow, results))
+                         [Extract(fast, j) for j in range(width)], slow, results, loc=self.loc))
             regs += results
         return tuple(regs)
 
@@ -493,7 +496,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
             m = self.scalar(mask)
             if self.divergent is None and not self.is_varying(ptr, value, mask):
                 m = mo.both(m, Compare(CmpOp.EQ, self.group.tid, mo.const(0)))
-            self.emit(cls(self.scalar(ptr), self.scalar(value), m))
+            self.emit(cls(self.scalar(ptr), self.scalar(value), m, loc=self.loc))
             return
         if cls is Store and mask is None and self.mma_store(ptr, value):
             return
@@ -507,7 +510,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
             def one(slot: Value) -> None:
                 pt = self.slot_pt(layout, slot, shape)
                 guard = mo.both(self.at(mask, pt), self.guard(layout, slot))
-                self.emit(cls(self.at(ptr, pt), self.at(value, pt), guard))
+                self.emit(cls(self.at(ptr, pt), self.at(value, pt), guard, loc=self.loc))
 
             self.slot_loop(layout, one)
             return
@@ -515,13 +518,13 @@ class Lowering(ControlFlow, Collectives, Rolled):
             slots = range(first, first + width)
             pts = [self.slot_pt(layout, s, shape) for s in slots]
             masks = [mo.both(self.at(mask, pt), self.guard(layout, s)) for s, pt in zip(slots, pts)]
-            scalar = [cls(self.at(ptr, pt), self.at(value, pt), m) for pt, m in zip(pts, masks)]
+            scalar = [cls(self.at(ptr, pt), self.at(value, pt), m, loc=self.loc) for pt, m in zip(pts, masks)]
             if width == 1:
                 self.emit(scalar[0])
                 continue
-            vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]))
+            vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=self.loc)
             cond = mo.all_of(masks)
-            self.emit(vec if cond is None else If(cond, [vec], scalar))
+            self.emit(vec if cond is None else If(cond, [vec], scalar, loc=self.loc))
 
 
 def _tails(n: Node) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from metile.ir.errors import Loc
 from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
 from metile.ir.types import DType
@@ -108,12 +109,12 @@ def builtin(kind: BuiltinKind, axis: int = 0) -> Value:
     return Cast(Builtin(kind, axis), I32)
 
 
-def floor_div(a: Value, b: Value) -> Value:
+def floor_div(a: Value, b: Value, loc: Loc | None = None) -> Value:
     """Python's `a // b` from Metal IR operators (numpy's where Python raises: a zero divisor gives `a / b` on
-    floats, and `INT_MIN // -1` wraps around to `INT_MIN`)."""
+    floats, and `INT_MIN // -1` wraps around to `INT_MIN`); the result node has the location `loc`."""
     dtype = a.type.dtype
     if dtype in (DType.F16, DType.BF16):  # in f32, rounded once at the end, as numpy computes 16-bit floats
-        return Cast(floor_div(Cast(a, DType.F32), Cast(b, DType.F32)), dtype)
+        return Cast(floor_div(Cast(a, DType.F32), Cast(b, DType.F32)), dtype, loc=loc)
     if dtype.is_float:
         # As Python and numpy compute it, from the remainder: flooring the rounded quotient `a / b` is off by
         # one when it rounds up to an integer (`1.0 // 0.1` is 9, and 1.0 / 0.1 rounds to 10).
@@ -124,24 +125,27 @@ def floor_div(a: Value, b: Value) -> Value:
         down = Unary(UnOp.FLOOR, exact)
         q = Where(Compare(CmpOp.GT, Binary(BinOp.SUB, exact, down), Const(0.5, dtype)), Binary(BinOp.ADD, down, one),
                   down)
-        return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q)
+        return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q, loc=loc)
     if not dtype.is_signed:
-        return Binary(BinOp.TRUNCDIV, a, b)
+        return Binary(BinOp.TRUNCDIV, a, b, loc=loc)
     safe, minus_one = _divisor(b)
     q = Binary(BinOp.TRUNCDIV, a, safe)
-    q = Where(_opposite_signs(Binary(BinOp.REM, a, safe), safe), Binary(BinOp.SUB, q, Const(1, dtype)), q)
-    return q if minus_one is None else Where(minus_one, Binary(BinOp.SUB, Const(0, dtype), a), q)
+    floored = (_opposite_signs(Binary(BinOp.REM, a, safe), safe), Binary(BinOp.SUB, q, Const(1, dtype)), q)
+    if minus_one is None:
+        return Where(*floored, loc=loc)
+    return Where(minus_one, Binary(BinOp.SUB, Const(0, dtype), a), Where(*floored), loc=loc)
 
 
-def floor_mod(a: Value, b: Value) -> Value:
-    """Python's `a % b` (the result has the divisor's sign) from Metal IR operators."""
+def floor_mod(a: Value, b: Value, loc: Loc | None = None) -> Value:
+    """Python's `a % b` (the result has the divisor's sign) from Metal IR operators; the result node has the
+    location `loc`."""
     dtype = a.type.dtype
     if not (dtype.is_float or dtype.is_signed):
-        return Binary(BinOp.REM, a, b)
+        return Binary(BinOp.REM, a, b, loc=loc)
     if not dtype.is_float:
         b = _divisor(b)[0]  # `x % -1` is `x % 1`: 0
     r = Binary(BinOp.REM, a, b)
-    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
+    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r, loc=loc)
 
 
 def _opposite_signs(r: Value, b: Value) -> Value:

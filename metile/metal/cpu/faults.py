@@ -1,4 +1,5 @@
-"""Turning a runtime fault record into a `DeviceFault` that names kernel, thread, buffer and `.metal` line."""
+"""Turning a runtime fault record into a `DeviceFault` that names kernel, thread, buffer and `.metal` line
+(`metile.kernel` then leads the `.metal` line back to the kernel's Python line)."""
 
 from __future__ import annotations
 
@@ -104,11 +105,13 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
             parts.append(f"address {rec.address:#x}")
     if detail:
         parts.append(detail)
+    other_loc = None
     if rec.has_other:
         other_line = rec.other_line or metal_line(module, rec.other_pc_offset, metal_name)
         other = f"other thread {tuple(rec.other_thread)}"
         if other_line:
             other += f" at {metal_name}:{other_line}"
+            other_loc = Loc(metal_name, other_line, 0)
         parts.append(other)
     message = "; ".join(parts)
     if kind == "internal":
@@ -116,7 +119,7 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
     lines = source.splitlines()
     loc = Loc(metal_name, line, _first_col(lines[line - 1])) if 0 < line <= len(lines) else None
     return DeviceFault(message, loc, kind=kind, kernel=kernel, threadgroup=tg, thread=th, buffer=buffer,
-                       offset=offset, source_line=lines[line - 1] if loc else None)
+                       offset=offset, source_line=lines[line - 1] if loc else None, other_loc=other_loc)
 
 
 def _first_col(text: str) -> int:

@@ -1,0 +1,145 @@
+"""A fault inside a `@metile.kernel` launch is reported at the kernel's Python line, with a caret, the `.metal`
+line it happened on named in the message and kept as `metal_loc`."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import metile
+from metile.emit.msl import emit_msl, msl_locations
+from metile.kernel import at_python_line
+from metile.metal.errors import DeviceFault
+from tests.acceptance_kernels import docs_examples as docs
+
+
+@pytest.fixture(autouse=True)
+def cpu_device(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
+def line_of(fn, marker: str) -> int:
+    """The file line of `fn`'s source line holding `marker`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, text in enumerate(lines) if marker in text)
+
+
+@metile.kernel
+def far_load(A, B, n, SHIFT: metile.constexpr, MASKED: metile.constexpr, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    if MASKED:
+        a = metile.load(A + offs + SHIFT, mask=offs < n)  # masked load
+    else:
+        a = metile.load(A + offs + SHIFT)  # plain load
+    metile.store(B + offs, a)
+
+
+@metile.kernel
+def far_store(A, B, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    a = metile.load(A + offs, mask=offs < n)
+    metile.store(B + offs * n, a + 1.0)  # the store
+    metile.store(A + offs, a, mask=offs < n)
+
+
+@metile.kernel
+def divide(X, d, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs)
+    q = x // d  # the division
+    metile.store(X + offs, q)
+
+
+@metile.kernel
+def loop_reads_past(X, Y, n, BLOCK: metile.constexpr):
+    acc = metile.zeros((BLOCK,), dtype="f32")
+    for c in metile.tile_range(0, n, BLOCK):
+        acc = acc + metile.load(X + c + metile.arange(0, BLOCK))  # in the loop
+    metile.store(Y + metile.arange(0, BLOCK), acc)
+
+
+def fault_of(launch) -> DeviceFault:
+    with pytest.raises(DeviceFault) as info:
+        launch()
+    return info.value
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+def test_a_bad_load_is_reported_at_its_python_line(masked):
+    a, b = np.ones(64, np.float32), np.zeros(64, np.float32)
+    err = fault_of(lambda: far_load[(1,)](a, b, 64, SHIFT=64, MASKED=masked, BLOCK=64))
+    assert err.kind == "bad-access"
+    assert err.loc.file == __file__
+    assert err.loc.line == line_of(far_load.fn, "# masked load" if masked else "# plain load")
+    text = str(err).splitlines()
+    assert text[0].startswith(f"{__file__}:{err.loc.line}:")
+    assert "metile.load(A + offs + SHIFT" in text[1] and text[2].strip() == "^"
+    assert text[1].index("metile.load") == text[2].index("^")  # the caret is under the load
+    metal = err.metal_loc
+    assert metal.file == "far_load.metal"
+    assert f"(generated MSL: far_load.metal:{metal.line})" in err.message
+    msl = far_load.compile(a, b, 64, SHIFT=64, MASKED=masked, BLOCK=64).msl
+    assert "A + " in msl.splitlines()[metal.line - 1]  # the load's line
+    assert err.thread is not None and err.buffer == 0 and err.offset >= 256
+
+
+def test_a_bad_store_is_reported_at_its_python_line():
+    a, b = np.ones(64, np.float32), np.zeros(64, np.float32)
+    err = fault_of(lambda: far_store[(1,)](a, b, 64, BLOCK=64))
+    assert err.kind == "bad-access" and err.buffer == 1
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(far_store.fn, "# the store"))
+
+
+def test_an_integer_division_by_zero_is_reported_at_its_python_line():
+    x = np.arange(32, dtype=np.int32)
+    err = fault_of(lambda: divide[(1,)](x, 0, BLOCK=32))
+    assert err.kind == "division-by-zero"
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(divide.fn, "# the division"))
+
+
+def test_a_fault_in_a_loop_body_is_reported_at_its_python_line():
+    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)  # the second iteration reads past the end
+    err = fault_of(lambda: loop_reads_past[(1,)](x, y, 1024, BLOCK=64))
+    assert err.kind == "bad-access" and err.buffer == 0
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(loop_reads_past.fn, "# in the loop"))
+
+
+def test_a_metal_line_that_leads_nowhere_keeps_the_fault_as_it_is():
+    a = np.ones(64, np.float32)
+    compiled = far_load.compile(a, a, 64, SHIFT=0, MASKED=False, BLOCK=64)
+    header = metile.ir.errors.Loc("far_load.metal", 1, 0)  # the `#include` line: no statement wrote it
+    for loc in (header, metile.ir.errors.Loc("other.metal", 14, 4), None):
+        fault = DeviceFault("bad", loc, kind="bad-access")
+        assert at_python_line(compiled, fault) is fault
+
+
+@pytest.mark.parametrize("case", ["softmax", "gemm", "layernorm", "vec_add"])
+def test_every_line_that_touches_memory_leads_back_to_the_kernel_source(case):
+    """`msl_locations` emits the same text as `emit_msl`, and each body line that reads or writes memory (or
+    computes a value) leads to a line of the kernel's own function."""
+    kernels = {
+        "softmax": (docs.softmax_rows, (np.zeros(64 * 300, np.float32), np.zeros(64 * 300, np.float32), 300),
+                    {"BLOCK": 256}),
+        "gemm": (docs.matmul, (np.zeros(64 * 64, np.float32),) * 3 + (64, 64, 64),
+                 {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}),
+        "layernorm": (docs.layernorm, (np.zeros(32 * 300, np.float32), np.zeros(300, np.float32),
+                                       np.zeros(300, np.float32), np.zeros(32 * 300, np.float32), 300, 1e-5),
+                      {"BLOCK": 256}),
+        "vec_add": (docs.vec_add, (np.zeros(1000, np.float32),) * 3 + (1000,), {"BLOCK": 256}),
+    }
+    kern, args, constexprs = kernels[case]
+    compiled = kern.compile(*args, **constexprs)
+    text, locs = msl_locations(compiled.metal_ir)
+    assert text == emit_msl(compiled.metal_ir) == compiled.msl
+    lines, first = inspect.getsourcelines(kern.fn)
+    file = inspect.getsourcefile(kern.fn)
+    body = text.splitlines()
+    start = next(i for i, t in enumerate(body) if t.startswith("kernel void")) + 1
+    own = [i + 1 for i, t in enumerate(body) if i > start and " = " in t and "[" in t]
+    assert own, "the kernel reads or writes memory somewhere"
+    for line in own:
+        loc = locs.get(line)
+        assert loc is not None, body[line - 1]
+        assert loc.file == file and first < loc.line < first + len(lines), (body[line - 1], loc)
