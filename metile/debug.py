@@ -34,7 +34,8 @@ WORDS = (*STAGES, "all", "verify", "1")
 
 
 class DebugSettingError(MetileError):
-    """`METILE_DEBUG` holds a word that names no stage."""
+    """`METILE_DEBUG` holds a word that names no stage, or `METILE_DEBUG_DIR` names a directory that cannot be
+    written."""
 
 
 @attrs.frozen
@@ -110,9 +111,14 @@ class Dump:
             sys.stderr.flush()
             return
         folder = Path(self.settings.directory)
-        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.kernel}-{self.key_hash}.{file_stage}.{suffix}"
         body = text if suffix == "metal" else f"{self.header(stage)}\n{text}"
-        (folder / f"{self.kernel}-{self.key_hash}.{file_stage}.{suffix}").write_text(body)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        except OSError as e:
+            raise DebugSettingError(f"METILE_DEBUG_DIR={self.settings.directory!r}: cannot write {str(path)!r} "
+                                    f"({e.strerror or e})") from None
 
 
 __all__ = ["STAGES", "WORDS", "DebugSettingError", "DebugSettings", "Dump", "debug_settings", "short_hash"]

@@ -7,16 +7,18 @@ here, once, and reach the device as a frozen options object.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import threading
+from pathlib import Path
 
 import numpy as np
 
 from metile.metal.buffer import Buffer as _DeviceBuffer
 from metile.metal.cpu.device import CpuDevice, CpuOptions
 from metile.metal.cpu.toolchain import default_cache_dir
-from metile.metal.errors import DeviceUnavailableError
+from metile.metal.errors import DeviceError, DeviceUnavailableError
 
 DEVICE_NAMES = ("cpu", "metal")
 _devices: dict[str, object] = {}
@@ -28,14 +30,48 @@ def metal_available() -> bool:
     return platform.system() == "Darwin" and platform.machine() == "arm64"
 
 
+MAX_CPU_WORKERS = 1024
+
+
 def _cpu_options() -> CpuOptions:
     env = os.environ
     return CpuOptions(
-        cache_dir=default_cache_dir(env),
+        cache_dir=_cache_dir(),
         compiler=env.get("CXX") or None,
-        workers=int(env.get("METILE_CPU_WORKERS", "0") or 0),
-        timeout_s=float(env.get("METILE_CPU_TIMEOUT", "120") or 120),
+        workers=_setting(env, "METILE_CPU_WORKERS", 0, int, lambda n: 0 <= n <= MAX_CPU_WORKERS,
+                         f"a whole number of worker threads from 0 (one per core) to {MAX_CPU_WORKERS}"),
+        timeout_s=_setting(env, "METILE_CPU_TIMEOUT", 120.0, float, lambda t: math.isfinite(t) and t >= 0,
+                           "the seconds a dispatch may run, a number >= 0 (0: no limit)"),
     )
+
+
+def _setting(env, name: str, default, kind, ok, rule: str):
+    """The environment variable `name` read as `kind` (`default` when unset or blank), refused unless `ok`."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise DeviceError(f"{name}={text!r} is not a valid setting of the CPU device: it takes {rule}")
+    return value
+
+
+def _cache_dir() -> Path:
+    """The kernel cache directory (see `default_cache_dir`), made if missing; refused when it cannot be used."""
+    path = default_cache_dir(os.environ)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        usable = os.access(path, os.W_OK | os.X_OK)
+        why = "it is not writable"
+    except OSError as e:
+        usable, why = False, e.strerror or str(e)
+    if not usable:
+        raise DeviceError(f"metile cannot use {str(path)!r} as its kernel cache directory ({why}); set "
+                          "METILE_CACHE_DIR to a writable directory")
+    return path
 
 
 def _create(name: str):
@@ -48,7 +84,7 @@ def _create(name: str):
         )
     from metile.metal.gpu.device import MetalDevice, MetalOptions
 
-    return MetalDevice(MetalOptions(cache_dir=default_cache_dir(os.environ)))
+    return MetalDevice(MetalOptions(cache_dir=_cache_dir()))
 
 
 def default_device_name() -> str:

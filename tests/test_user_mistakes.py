@@ -155,3 +155,57 @@ def test_tiles_beyond_the_size_limit_are_refused_at_once(kind):
     with pytest.raises(E.ShapeMismatchError, match=r"more than metile's limit of 65536") as info:
         huge_tile[(1,)](X, KIND=kind)
     assert info.value.loc.file == __file__
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("METILE_CPU_WORKERS", "abc", "a whole number of worker threads from 0"),
+    ("METILE_CPU_WORKERS", "-3", "a whole number of worker threads from 0"),
+    ("METILE_CPU_WORKERS", "100000", r"to 1024"),
+    ("METILE_CPU_TIMEOUT", "soon", r"a number >= 0 \(0: no limit\)"),
+    ("METILE_CPU_TIMEOUT", "-1", r"a number >= 0"),
+    ("METILE_CPU_TIMEOUT", "nan", r"a number >= 0"),
+])
+def test_bad_cpu_device_settings_are_refused_by_name(monkeypatch, name, value, message):
+    """They used to escape as a raw ValueError or OverflowError at the first launch."""
+    from metile.devices import _cpu_options
+    monkeypatch.setenv(name, value)
+    with pytest.raises(metile.DeviceError, match=f"{name}='{value}' is not a valid setting.*{message}"):
+        _cpu_options()
+
+
+@pytest.mark.parametrize(("name", "value", "field", "expected"), [
+    ("METILE_CPU_WORKERS", "3", "workers", 3), ("METILE_CPU_WORKERS", " ", "workers", 0),
+    ("METILE_CPU_TIMEOUT", "0", "timeout_s", 0.0), ("METILE_CPU_TIMEOUT", "2.5", "timeout_s", 2.5),
+])
+def test_good_cpu_device_settings_are_read(monkeypatch, name, value, field, expected):
+    from metile.devices import _cpu_options
+    monkeypatch.setenv(name, value)
+    assert getattr(_cpu_options(), field) == expected
+
+
+def test_an_unusable_cache_directory_is_refused_by_name(monkeypatch, tmp_path):
+    from metile.devices import _cache_dir
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("METILE_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(metile.DeviceError, match="cannot use .*a_file/cache.* as its kernel cache directory"):
+        _cache_dir()
+    monkeypatch.setenv("METILE_CACHE_DIR", str(tmp_path / "new" / "cache"))
+    assert _cache_dir().is_dir()
+
+
+@metile.kernel
+def add_one(X, BLOCK: metile.constexpr):
+    o = metile.arange(0, BLOCK)
+    metile.store(X + o, metile.load(X + o) + 1.0)
+
+
+def test_an_unwritable_debug_directory_is_refused_by_name(monkeypatch, tmp_path):
+    """It used to escape as a raw FileNotFoundError or NotADirectoryError from the compile."""
+    from metile.debug import DebugSettingError
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("METILE_DEBUG", "msl")
+    monkeypatch.setenv("METILE_DEBUG_DIR", str(blocker / "dumps"))
+    with pytest.raises(DebugSettingError, match="METILE_DEBUG_DIR=.*a_file/dumps.*: cannot write"):
+        add_one[(1,)](np.zeros(64, np.float32), BLOCK=64)
