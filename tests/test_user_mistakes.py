@@ -209,3 +209,43 @@ def test_an_unwritable_debug_directory_is_refused_by_name(monkeypatch, tmp_path)
     monkeypatch.setenv("METILE_DEBUG_DIR", str(blocker / "dumps"))
     with pytest.raises(DebugSettingError, match="METILE_DEBUG_DIR=.*a_file/dumps.*: cannot write"):
         add_one[(1,)](np.zeros(64, np.float32), BLOCK=64)
+
+
+@metile.kernel
+def pick_from_tuple(X, i):
+    table = (1.0, 2.0)
+    metile.store(X, table[i])
+
+
+def test_a_tuple_indexed_by_a_runtime_value_is_refused_at_the_index():
+    """The message used to name the tracer's internal class ('not Param')."""
+    with pytest.raises(E.KernelTypeError, match="a compile-time tuple can only be indexed by a compile-time value"
+                       ".*metile.where") as info:
+        pick_from_tuple[(1,)](np.zeros(4, np.float32), 1)
+    head, source, caret = str(info.value).splitlines()
+    assert head.startswith(f"{__file__}:{info.value.loc.line}:") and "table[i]" in source
+    assert caret.index("^") == source.index("i]")  # under the index
+
+
+class _TensorLike:
+    """An array of another library: `dtype`, `nbytes` and `numpy()`, with a dtype numpy does not know."""
+
+    dtype = "torch.float32"
+    nbytes = 16
+    shape = (4,)
+
+    def numpy(self):
+        return np.zeros(4, np.float32)
+
+
+@pytest.mark.parametrize(("arg", "message"), [
+    (np.zeros(64, ">f4"), r"argument 'X' is a big-endian float32 array \(>f4\): Apple GPUs are little-endian; "
+                          r"convert with .astype\(np.float32\)"),
+    (np.zeros(64, ">i2"), r"a big-endian int16 array \(>i2\)"),
+    (np.zeros(64, object), "argument 'X' is an object array: Metal cannot hold it"),
+    (_TensorLike(), "argument 'X' has the element type 'torch.float32', which numpy does not know"),
+], ids=["big_endian_f32", "big_endian_i16", "object", "tensor_like"])
+def test_arrays_metal_cannot_hold_are_refused_with_the_reason(arg, message):
+    with pytest.raises(E.KernelArgumentError, match=message) as info:
+        add_one[(1,)](arg, BLOCK=64)
+    assert info.value.loc.file == __file__

@@ -212,6 +212,10 @@ def _subscript(tr, node: ast.Subscript):
     if isinstance(base, Value):
         return expand(base, node.slice, tr.loc(node))
     key = EVAL[node.slice.__class__](tr, node.slice)
+    if isinstance(key, Value):
+        raise KernelTypeError(f"a compile-time {type(base).__name__} can only be indexed by a compile-time value "
+                              "(a constexpr or a number), not by a traced value: select with metile.where instead",
+                              tr.loc(node.slice))
     try:
         value = base[key]
     except (IndexError, KeyError, TypeError) as e:

@@ -177,14 +177,33 @@ def arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     return _arg_type(spec, value)
 
 
+def _numpy_dtype(spec: ParamSpec, dtype) -> np.dtype:
+    """`dtype` as numpy reads it, or a `KernelArgumentError` (an array-like of another library, say)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise KernelArgumentError(f"argument '{spec.name}' has the element type {dtype!r}, which numpy does not "
+                                  "know: pass a numpy array (e.g. `.numpy()` of a tensor) or a metile.Buffer",
+                                  spec.loc) from None
+
+
+def _refused_array(name: str, dt: np.dtype) -> str:
+    """Why an array of `dt` cannot be a kernel argument."""
+    if not dt.isnative and from_numpy(dt.newbyteorder("=")) is not None:
+        return (f"argument '{name}' is a big-endian {dt.name} array ({dt.str}): Apple GPUs are little-endian; "
+                f"convert with .astype(np.{dt.name})")
+    why = _REFUSED.get(dt.name, "Metal cannot hold it")
+    article = "an" if dt.name[0] in "aeiou" else "a"
+    return f"argument '{name}' is {article} {dt.name} array: {why}"
+
+
 def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     """`arg_type` of any value (the types of numpy arrays are kept per dtype: they depend on nothing else)."""
     dtype = getattr(value, "dtype", None)
     if isinstance(value, np.ndarray) or (dtype is not None and hasattr(value, "nbytes") and hasattr(value, "numpy")):
-        dt = from_numpy(dtype)
+        dt = from_numpy(_numpy_dtype(spec, dtype))
         if dt is None:
-            why = _REFUSED.get(np.dtype(dtype).name, "Metal cannot hold it")
-            raise KernelArgumentError(f"argument '{spec.name}' is a {np.dtype(dtype).name} array: {why}", spec.loc)
+            raise KernelArgumentError(_refused_array(spec.name, np.dtype(dtype)), spec.loc)
         found = PtrType(dt, (), AddressSpace.DEVICE)
         if value.__class__ is np.ndarray:
             _ARRAY_TYPES[dtype] = found
