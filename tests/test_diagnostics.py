@@ -35,3 +35,13 @@ def test_error_elsewhere_without_a_source_site_names_that_file():
 def test_unparseable_output_is_quoted_whole():
     e = first_error("ld: cannot find -lfoo\n", source=SRC, metal_name="k.metal")
     assert "cannot find -lfoo" in str(e) and e.compiler_output.startswith("ld:")
+
+
+def test_the_caret_counts_characters_not_bytes():
+    """Python's `ast` columns count UTF-8 bytes: after `é` (two bytes) the caret used to land one column right."""
+    from metile.ir.errors import Loc, render_diagnostic
+    text = "    é = metile.load(A + offs)"
+    col = len(text[:text.index("metile")].encode())  # as `ast` gives it
+    out = render_diagnostic("bad", Loc("k.py", 3, col), source_line=text).splitlines()
+    assert out[0] == f"k.py:3:{text.index('metile') + 1}: error: bad"
+    assert out[2].index("^") == out[1].index("metile")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import metile
-from metile.emit.msl import emit_msl, msl_locations
+from metile.emit.msl import emit_msl
+from metile.emit.source_map import msl_locations
 from metile.kernel import at_python_line
 from metile.metal.errors import DeviceFault
 from tests.acceptance_kernels import docs_examples as docs
@@ -60,6 +61,22 @@ def loop_reads_past(X, Y, n, BLOCK: metile.constexpr):
     metile.store(Y + metile.arange(0, BLOCK), acc)
 
 
+@metile.kernel
+def staged_operand(A, B, C, lda, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    acc = metile.zeros((BM, BN), dtype="f32")
+    a = metile.tile_load(A, 0, 0, lda, (BM, BK))  # the tile load
+    b = metile.tile_load(B, 0, 0, BN, (BK, BN))
+    acc = metile.dot(a, b, acc)
+    metile.tile_store(C, 0, 0, BN, acc, (BM, BN))
+
+
+@metile.kernel
+def folded_load(A, B, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    a = metile.load(A + offs + 1)  # the load
+    metile.store(B + offs, a * 2.0)
+
+
 def fault_of(launch) -> DeviceFault:
     with pytest.raises(DeviceFault) as info:
         launch()
@@ -83,6 +100,47 @@ def test_a_bad_load_is_reported_at_its_python_line(masked):
     msl = far_load.compile(a, b, 64, SHIFT=64, MASKED=masked, BLOCK=64).msl
     assert "A + " in msl.splitlines()[metal.line - 1]  # the load's line
     assert err.thread is not None and err.buffer == 0 and err.offset >= 256
+
+
+def test_a_wide_bad_load_is_reported_at_its_python_line():
+    """With 8192 elements the C++ compiler's line table names the translation unit instead of the `.metal`
+    file for the faulting instruction (with the `.metal` line number); the fault used to have no location."""
+    a, b = np.ones(8192, np.float32), np.zeros(8192, np.float32)
+    err = fault_of(lambda: far_load[(1,)](a, b, 8192, SHIFT=8192, MASKED=False, BLOCK=8192))
+    assert err.metal_loc is not None and err.metal_loc.file == "far_load.metal"
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(far_load.fn, "# plain load"))
+
+
+def test_a_tile_load_staged_by_dot_is_reported_at_the_tile_load():
+    """The staging loads are emitted while the `dot` is lowered; they used to be reported at the `dot`."""
+    x = np.ones(32 * 32, np.float32)
+    err = fault_of(lambda: staged_operand[(1,)](x, x.copy(), np.zeros_like(x), 33, BM=32, BN=32, BK=32))
+    assert err.kind == "bad-access" and err.buffer == 0
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(staged_operand.fn, "# the tile load"))
+
+
+def test_a_load_folded_into_its_use_is_reported_at_the_load():
+    """The C++ compiler folds the load into the multiply of the store's line, where the runtime finds the
+    faulting instruction; that line does not touch buffer 0, so the access is the line above that reads it."""
+    a, b = np.ones(64, np.float32), np.zeros(64, np.float32)
+    err = fault_of(lambda: folded_load[(1,)](a, b, BLOCK=64))
+    assert err.kind == "bad-access" and err.buffer == 0
+    assert (err.loc.file, err.loc.line) == (__file__, line_of(folded_load.fn, "# the load"))
+
+
+def test_the_access_line_is_the_nearest_line_above_that_reads_the_buffer():
+    from metile.emit.source_map import _access_line
+    src = ("kernel void k(device const float* A [[buffer(0)]],\n"
+           "              device float* B [[buffer(1)]]) {\n"
+           "    const float x = A[3];\n"
+           "    device const float* const t0 = A + 8;\n"
+           "    const float y = t0[1];\n"
+           "    B[0] = x * y;\n"
+           "}\n").splitlines()
+    assert _access_line(src, 6, 0) == 5  # through the pointer made from A, not its declaration
+    assert _access_line(src, 6, 1) == 6  # the line stores to B itself
+    assert _access_line(src, 3, 0) == 3
+    assert _access_line(src, 3, 1) == 3  # nothing above reads B within the body: the line stays
 
 
 def test_a_bad_store_is_reported_at_its_python_line():

@@ -80,7 +80,7 @@ from metile.ir import (
     Where,
     While,
 )
-from metile.ir.errors import Loc, assert_never
+from metile.ir.errors import assert_never
 from metile.ir.types import DType
 
 HEADER = "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n"
@@ -90,23 +90,6 @@ INDENT = "    "
 def emit_msl(kernel: Kernel) -> str:
     """The MSL source of the Metal IR `kernel` (raises `EmitError` for any other stage)."""
     return _Emitter(kernel).run()
-
-
-def msl_locations(kernel: Kernel) -> tuple[str, dict[int, Loc]]:
-    """`emit_msl(kernel)` and, for each of its lines (numbered from 1) that a located node wrote, that location:
-    - a named value's declaration: the value's own `loc`, else that of the innermost located value it is written
-      for (the expansion of a `//`, say);
-    - the assignments of a loop's or a branch's carried values: the first located value assigned;
-    - any other line: the innermost statement with a `loc` whose emission wrote it.
-    The lowering gives its statements the location of the Tile IR statement they come from, and the element-wise
-    values it rebuilds the location of their Tile IR value, so a `.metal` line leads back to a Python line (an
-    expression written inline leads to the statement it is part of).
-
-    Emission does not track locations: this emits again, for the rare reader (a fault report)."""
-    emitter = _Locating(kernel)
-    text = emitter.run()
-    first = text.count("\n") - len(emitter.lines)  # the line number of the body's first line
-    return text, {first + i: loc for i, loc in emitter.owner.items()}
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
@@ -532,48 +515,6 @@ class _Emitter:
         self.results_of(s.results, s.carried)
 
 
-class _Locating(_Emitter):
-    """`_Emitter`, noting which statement wrote each line of the body (see `msl_locations`)."""
-
-    def __init__(self, k: Kernel):
-        super().__init__(k)
-        self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
-        self.within: Loc | None = None  # the location of the innermost located value being written
-
-    def own(self, start: int, loc: Loc | None) -> None:
-        """Give the lines written since `start` that have no owner yet to `loc`."""
-        if loc is not None:
-            owner = self.owner
-            for i in range(start, len(self.lines)):
-                owner.setdefault(i, loc)
-
-    def stmt(self, s: Stmt) -> None:
-        start = len(self.lines)
-        super().stmt(s)
-        self.own(start, s.loc)  # after the inner statements and values, which keep their lines
-
-    def expr(self, v: Value) -> tuple[str, ...]:
-        loc = v.loc
-        if loc is None or loc is self.within:
-            return super().expr(v)
-        saved, self.within = self.within, loc
-        try:
-            return super().expr(v)
-        finally:
-            self.within = saved
-
-    def named(self, name: str, v: Value, text: str) -> None:
-        loc = v.loc or self.within
-        if loc is not None:
-            self.owner[len(self.lines)] = loc
-        super().named(name, v, text)
-
-    def assign(self, targets, values) -> None:
-        start = len(self.lines)
-        super().assign(targets, values)
-        self.own(start, next((v.loc for v in values if v.loc is not None), None))
-
-
 def _steps_within_range(s: For) -> bool:
     """Whether `index += step` stays within the index type until the loop exits, whatever the run-time bounds: the
     last index inside the loop is one short of `stop` (of the type's limit when `stop` is not a constant)."""
@@ -589,4 +530,4 @@ def _steps_within_range(s: For) -> bool:
 _INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1)}
 
 
-__all__ = ["EmitError", "emit_msl", "msl_locations"]
+__all__ = ["EmitError", "emit_msl"]

@@ -15,7 +15,9 @@ import attrs
 
 @attrs.frozen
 class Loc:
-    """A position in a source file (1-based line, 0-based column, as Python's ``ast``)."""
+    """A position in a source file (1-based line, 0-based column, as Python's ``ast``: the column counts the
+    line's UTF-8 bytes, so a line with non-ASCII characters before the position renders its caret and column
+    at the character instead)."""
 
     file: str
     line: int
@@ -30,12 +32,15 @@ def render_diagnostic(message: str, loc: Loc | None, *, kind: str = "error",
     """Format ``message`` at ``loc`` with the source line and a caret under the column."""
     if loc is None:
         return f"{kind}: {message}"
-    head = f"{loc}: {kind}: {message}"
     text = source_line if source_line is not None else linecache.getline(loc.file, loc.line)
     text = text.rstrip("\n")
+    col = max(loc.col, 0)
+    if not text.isascii():  # the column counts bytes: the character it falls in
+        col = len(text.encode()[:col].decode(errors="ignore"))
+    head = f"{loc.file}:{loc.line}:{col + 1}: {kind}: {message}"
     if not text:
         return head
-    caret = " " * min(max(loc.col, 0), len(text)) + "^"
+    caret = " " * min(col, len(text)) + "^"
     return f"{head}\n    {text}\n    {caret}"
 
 

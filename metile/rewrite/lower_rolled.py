@@ -119,9 +119,9 @@ class Rolled:
                    (not isinstance(c, Value) and self.reads_name(c, name)) for c in children(s))
 
     def deferred_load(self, load: Load, pt) -> Value:
-        """Element `pt` of a deferred tile load, read where it is needed."""
+        """Element `pt` of a deferred tile load, read where it is needed (located at the load's line)."""
         return self.let(Load(self.at(load.ptr, pt), self.at(load.mask, pt),
-                             self.at(load.other, pt) if load.mask is not None else None), "ld")
+                             self.at(load.other, pt) if load.mask is not None else None), "ld", load.loc)
 
 
 __all__ = ["ROLL_SLOTS", "Rolled"]

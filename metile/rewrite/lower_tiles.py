@@ -166,9 +166,10 @@ class Lowering(ControlFlow, Collectives, Rolled):
     def emit(self, s: Stmt) -> None:
         self.out.append(s)
 
-    def let(self, value: Value, base: str = "t") -> Var:
+    def let(self, value: Value, base: str = "t", loc: Loc | None = None) -> Var:
+        """A new variable bound to `value` by a `Let` located at `loc` (default: the statement being lowered)."""
         v = Var(self.fresh(base), value.type)
-        self.emit(Let(v, value, loc=self.loc))
+        self.emit(Let(v, value, loc=loc or self.loc))
         return v
 
     def bind(self, var: Var, rep) -> None:

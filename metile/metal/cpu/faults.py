@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from pathlib import Path
 
 import attrs
 
@@ -61,8 +62,15 @@ def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
 
 
 def metal_line(module: str, offset: int, metal_name: str) -> int:
+    """The `.metal` line of the instruction at `offset` in `module` (0 when unknown).
+
+    The kernel's C++ translation unit (`module`'s name with `.cpp`, built from `<hash>.cpp`, or `<hash>-san.so`
+    for the sanitizer build) is `#include` and `#line 1 "<metal_name>"` followed by the MSL, so every line of
+    code in it is a `.metal` line; some tools name the unit itself for such lines (addr2line on DWARF 5 line
+    tables names file 0, the unit), with the `.metal` line number, so those frames count too."""
+    unit = str(Path(module).with_name(Path(module).stem.removesuffix("-san") + ".cpp")) if module else ""
     for file, line in source_lines(module, offset):
-        if file == metal_name or file.endswith("/" + metal_name):
+        if file == metal_name or file.endswith("/" + metal_name) or file == unit:
             return line
     return 0
 
