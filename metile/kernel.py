@@ -50,7 +50,16 @@ from metile.frontend.errors import (
     LoweringUnavailableError,
     UnsupportedSyntaxError,
 )
-from metile.frontend.specialize import Binding, ParamSpec, arg_type, bind, cache_key, classify, function_ident
+from metile.frontend.specialize import (
+    Binding,
+    ParamSpec,
+    arg_type,
+    bind,
+    cache_key,
+    classify,
+    exact_key,
+    function_ident,
+)
 from metile.frontend.trace import Prepared, Tracer
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
@@ -416,13 +425,15 @@ class JITKernel:
                 return None
             out.append(tok)
         for a in args[n:]:
-            out.append((a.__class__, a))
+            cls = a.__class__
+            out.append((cls, a) if cls is int or cls is bool or cls is str else exact_key(a))
         if kwargs:
             runtime = self._runtime_names
             for k, v in kwargs.items():
                 if k in runtime:
                     return None
-                out.append((k, v.__class__, v))
+                cls = v.__class__
+                out.append((k, cls, v) if cls is int or cls is bool or cls is str else (k, exact_key(v)))
         return tuple(out)
 
     def _globals(self) -> dict:

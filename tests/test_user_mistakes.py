@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -249,3 +250,45 @@ def test_arrays_metal_cannot_hold_are_refused_with_the_reason(arg, message):
     with pytest.raises(E.KernelArgumentError, match=message) as info:
         add_one[(1,)](arg, BLOCK=64)
     assert info.value.loc.file == __file__
+
+
+@metile.kernel
+def from_constexpr(Out, C: metile.constexpr, KIND: metile.constexpr):
+    if KIND == "sign":
+        metile.store(Out + metile.arange(0, 32), math.copysign(1.0, C))
+    if KIND == "table":
+        metile.store(Out + metile.arange(0, 32), C[1500] * 1.0)
+    if KIND == "zeros":
+        metile.store(Out + metile.arange(0, 32), metile.sum(metile.zeros(C)) + 1.0)
+
+
+def test_constexprs_that_compare_equal_but_trace_apart_get_kernels_of_their_own():
+    """The compile caches used to key a constexpr by `(class, value)` (and an unhashable one by its `repr`), so
+    `-0.0` reused the kernel of `0.0`, two 2000-element tables whose `repr`s numpy abbreviates alike shared one,
+    and a `(8.0, 8)` shape reused the kernel of `(8, 8)` instead of being refused."""
+    out = np.zeros(32, np.float32)
+    from_constexpr[(1,)](out, C=0.0, KIND="sign")
+    from_constexpr[(1,)](out, C=-0.0, KIND="sign")
+    assert out[0] == -1.0
+    t1, t2 = np.zeros(2000), np.zeros(2000)
+    t1[1500], t2[1500] = 1.0, 2.0
+    assert repr(t1) == repr(t2)
+    from_constexpr[(1,)](out, C=t1, KIND="table")
+    assert out[0] == 1.0
+    from_constexpr[(1,)](out, C=t2, KIND="table")
+    assert out[0] == 2.0
+    from_constexpr[(1,)](out, C=(8, 8), KIND="zeros")
+    with pytest.raises(E.KernelTypeError, match="must be an int, not float"):
+        from_constexpr[(1,)](out, C=(8.0, 8), KIND="zeros")
+
+
+def test_exact_keys_tell_apart_what_traces_apart():
+    from metile.frontend.specialize import exact_key
+    assert exact_key(0.0) != exact_key(-0.0) and exact_key(1) != exact_key(1.0) != exact_key(True)
+    assert exact_key((1, 2.0)) == exact_key((1, 2.0)) and exact_key((1, 2.0)) != exact_key((1, 2))
+    assert exact_key(np.arange(3)) != exact_key(np.arange(3.0)) != exact_key(np.arange(4.0)[:3].reshape(3, 1))
+    assert exact_key({"a": [1, 2]}) == exact_key({"a": [1, 2]}) != exact_key({"a": [1, 3]})
+    thing = object.__new__(type("Unhashable", (), {"__hash__": None}))
+    assert exact_key(thing) == exact_key(thing) and exact_key(thing) != exact_key(
+        object.__new__(type(thing)))
+    hash(exact_key(thing))

@@ -228,12 +228,44 @@ def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
                               f"not {type(value).__name__}", spec.loc)
 
 
-def _hashable(v):
+class _Same:
+    """A key part for a value that has no exact key of its own: equal only to itself, and holding the value, so
+    that its identity is not reused while the key lives."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return other.__class__ is _Same and other.value is self.value
+
+    def __hash__(self):
+        return id(self.value)
+
+
+def exact_key(v):
+    """A hashable key equal for two constexpr values only when they trace alike: the class takes part (`8.0` is
+    not `8`), floats are exact (`-0.0` is not `0.0`), containers and numpy arrays by content (their `repr`
+    abbreviates), any other unhashable value by identity."""
+    cls = v.__class__
+    if cls is int or cls is bool or cls is str or v is None:
+        return cls, v
+    if cls is float:
+        return cls, v.hex()
+    if cls is tuple or cls is list:
+        return cls, tuple([exact_key(x) for x in v])
+    if cls is dict:
+        return cls, tuple(sorted(((exact_key(k), exact_key(x)) for k, x in v.items()), key=repr))
+    if isinstance(v, (np.ndarray, np.generic)):
+        return cls, v.dtype.str, v.shape, v.tobytes()
+    if isinstance(v, constexpr):
+        return cls, exact_key(v.value)
     try:
         hash(v)
-        return (type(v).__qualname__, v)
     except TypeError:
-        return (type(v).__qualname__, repr(v))
+        return cls, _Same(v)
+    return cls, v
 
 
 @functools.lru_cache(maxsize=1024)
@@ -249,7 +281,11 @@ def function_ident(fn, source: str) -> tuple:
 
 
 def _items(values: dict) -> tuple:
-    return tuple(sorted([(k, _hashable(v)) for k, v in values.items()])) if values else ()
+    return tuple(sorted([(k, exact_key(v)) for k, v in values.items()], key=_first)) if values else ()
+
+
+def _first(item: tuple):
+    return item[0]
 
 
 def cache_key(ident: tuple, types: tuple, consts: dict, options: dict) -> tuple:
