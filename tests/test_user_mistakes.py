@@ -292,3 +292,46 @@ def test_exact_keys_tell_apart_what_traces_apart():
     assert exact_key(thing) == exact_key(thing) and exact_key(thing) != exact_key(
         object.__new__(type(thing)))
     hash(exact_key(thing))
+
+
+@metile.kernel
+def tile_mistakes(X, KIND: metile.constexpr):
+    o = metile.arange(0, 32)
+    if KIND == "bool_acc":
+        a = metile.zeros((16, 16))
+        metile.store(X + o, metile.sum(metile.dot(a, a, a < 1.0)))
+    if KIND == "other_shape":
+        metile.store(X + o, metile.load(X + o, mask=o < 3, other=metile.arange(0, 16) * 1.0))
+    if KIND == "tuple_mask":
+        metile.store(X + o, 1.0, mask=(1, 2))
+    if KIND == "str_mask":
+        metile.store(X + o, metile.load(X + o, mask="abc"))
+    if KIND == "arange_i32":
+        metile.store(X + o, metile.sum(metile.arange(2**31 - 10, 2**31 + 10)) * 1.0)
+
+
+@pytest.mark.parametrize(("kind", "cls", "message"), [
+    ("bool_acc", E.KernelTypeError, "dot: the accumulator is a bool tile"),
+    ("other_shape", E.ShapeMismatchError, r"a tile of shape \[16\] cannot be broadcast to shape \[32\]"),
+    ("tuple_mask", E.KernelTypeError, r"the mask must be bool .*not tuple \(1, 2\)"),
+    ("str_mask", E.KernelTypeError, r"the mask must be bool .*not str 'abc'"),
+    ("arange_i32", E.KernelTypeError, r"arange\(2147483638, 2147483658\) holds values beyond i32"),
+])
+def test_tile_mistakes_that_used_to_give_silent_results(kind, cls, message):
+    """Each compiled and ran: a bool accumulator added as bools, a 16-element `other` was read as 32, a tuple
+    or string mask meant True, and the arange wrapped around."""
+    with pytest.raises(cls, match=message) as info:
+        tile_mistakes[(1,)](np.zeros(32, np.float32), KIND=kind)
+    assert info.value.loc.file == __file__
+
+
+@metile.kernel
+def bool_zeros(X):
+    metile.store(X + metile.arange(0, 32), metile.zeros((32,), dtype="bool"))
+
+
+def test_bool_zeros_are_false():
+    """`zeros(dtype="bool")` used to be refused with "the constant 0 does not fit bool"."""
+    x = np.ones(32, np.bool_)
+    bool_zeros[(1,)](x)
+    assert not x.any()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+import numpy as np
+
 from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.errors import (
@@ -132,6 +134,9 @@ def _mask(mask, shape, loc: Loc):
     if mask is None:
         return None, shape
     if not isinstance(mask, Value):
+        if not isinstance(mask, (bool, np.bool_)):
+            raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n, or True or False), not "
+                                  f"{type(mask).__name__} {mask!r}", loc)
         mask = sem.const(bool(mask), DType.BOOL, loc)
     if mask.type.dtype is not DType.BOOL or isinstance(mask.type, PtrType):
         raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n), not {mask.type}", loc)
@@ -150,6 +155,8 @@ def arange(tr, loc, start, stop):
     if lo >= hi:
         raise ShapeMismatchError(f"arange({lo}, {hi}) is empty: stop must be greater than start", loc)
     sem.check_tile_size((hi - lo,), loc)
+    if lo < -(1 << 31) or hi - 1 > (1 << 31) - 1:
+        raise KernelTypeError(f"arange({lo}, {hi}) holds values beyond i32, the type of its elements", loc)
     return Arange(lo, hi, loc=loc)
 
 
@@ -228,7 +235,8 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape):
 
 def zeros(tr, loc, shape, dtype):
     dt = parse_dtype(dtype, loc)
-    return Full(static_shape(shape, "the shape of zeros", loc), sem.const(0, dt, loc), loc=loc)
+    return Full(static_shape(shape, "the shape of zeros", loc), sem.const(False if dt is DType.BOOL else 0, dt, loc),
+                loc=loc)
 
 
 def dot(tr, loc, a, b, acc):
@@ -250,6 +258,9 @@ def dot(tr, loc, a, b, acc):
     if at.shape not in ((), (m, n)):
         raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is [{m}, {n}]", loc)
     dt = at.dtype if isinstance(acc, Value) else prod.type.dtype
+    if dt is DType.BOOL:
+        raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
+                              loc)
     return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
 
 

@@ -127,10 +127,14 @@ def cast(x: Value, dtype: DType, loc: Loc | None) -> Value:
 
 
 def broadcast_to(x: Value, shape: tuple[int, ...], loc: Loc | None) -> Value:
-    if x.type.shape == shape:
+    """`x` broadcast to `shape`, numpy's way (a `ShapeMismatchError` when its shape does not broadcast there)."""
+    have = x.type.shape
+    if have == shape:
         return x
     if isinstance(x, Const):
         return Full(shape, x, loc=loc)
+    if len(have) > len(shape) or any(h != 1 and h != w for h, w in zip(reversed(have), reversed(shape))):
+        raise ShapeMismatchError(f"a tile of shape {list(have)} cannot be broadcast to shape {list(shape)}", loc)
     return Broadcast(x, shape, loc=loc)
 
 
