@@ -13,8 +13,7 @@ import platform
 import threading
 from pathlib import Path
 
-import numpy as np
-
+from metile.metal.buffer import NOT_GIVEN
 from metile.metal.buffer import Buffer as _DeviceBuffer
 from metile.metal.cpu.device import CpuDevice, CpuOptions
 from metile.metal.cpu.toolchain import default_cache_dir
@@ -123,5 +122,5 @@ class Buffer(_DeviceBuffer):
     """Zero-copy device memory on the default device (or `device=`, a device or its name); see
     `metile.metal.buffer.Buffer`."""
 
-    def __init__(self, data=None, *, shape=None, dtype=np.float32, device=None, _fill: int | None = 0):
+    def __init__(self, data=None, *, shape=None, dtype=NOT_GIVEN, device=None, _fill: int | None = 0):
         super().__init__(data, shape=shape, dtype=dtype, device=_default_if_none(device), _fill=_fill)

@@ -124,6 +124,12 @@ def test_parameters_named_like_c_or_metal_macros_compile_and_run(tmp_path):
     (lambda: metile.Buffer(data=np.zeros(4, np.float32), shape=(8,)), r"shape \(8,\) does not match"),
     (lambda: metile.Buffer(data=np.zeros(4, np.float32), dtype=np.int32), "does not match the data's dtype"),
     (lambda: metile.Buffer(shape=(4,), device=5), "needs a device"),
+    (lambda: metile.Buffer((1024,), dtype=np.float32), r"the data must be an array .* not tuple \(1024,\)"),
+    (lambda: metile.Buffer([[1, 2], [3]]), r"the data must be an array .* not list"),
+    (lambda: metile.Buffer(data=np.zeros(4, np.int32), dtype=np.float32), "does not match the data's dtype int32"),
+    (lambda: metile.Buffer(shape=(4,), dtype=None), "dtype=None names no element type"),
+    (lambda: metile.Buffer(data=np.zeros(4, object)), "Metal kernels cannot hold object elements"),
+    (lambda: metile.Buffer(shape=(4,), dtype=np.float64), "Metal kernels cannot hold float64 elements"),
     (lambda: metile.device(5), "a device is named by a string"),
 ])
 def test_buffer_and_device_mistakes(make, message):

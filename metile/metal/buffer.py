@@ -15,6 +15,16 @@ from metile.metal.errors import BufferError
 _DLPACK_CPU = 1
 
 
+class _NotGiven:
+    """The default of `dtype`: float32 for a buffer of a shape, the data's own type for a buffer made from data."""
+
+    def __repr__(self) -> str:
+        return "float32"
+
+
+NOT_GIVEN = _NotGiven()
+
+
 def _shape_of(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (an int is a 1-D shape)."""
     dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
@@ -30,7 +40,7 @@ def _shape_of(shape) -> tuple[int, ...]:
 
 def _dtype_of(dtype) -> np.dtype:
     """A numpy dtype from one (or its name), or from metile's element type names ("f32", "f16", "i8", ...)."""
-    from metile.ir.types import DType
+    from metile.ir.types import DType, from_numpy
 
     if isinstance(dtype, str) and dtype in DType._value2member_map_:
         dt = DType(dtype)
@@ -41,11 +51,18 @@ def _dtype_of(dtype) -> np.dtype:
         except ImportError:
             raise BufferError("Buffer: bf16 needs the ml_dtypes package (pip install ml_dtypes)") from None
         return np.dtype(ml_dtypes.bfloat16)
+    if dtype is None:
+        raise BufferError("Buffer: dtype=None names no element type (use a numpy dtype or one of metile's names, such "
+                          "as 'f32'; the default is float32)")
     try:
-        return np.dtype(dtype)
+        dt = np.dtype(dtype)
     except TypeError:
         raise BufferError(f"Buffer: {dtype!r} is not a dtype (use a numpy dtype or one of metile's names, such as "
                           "'f32')") from None
+    if from_numpy(dt) is None:
+        raise BufferError(f"Buffer: Metal kernels cannot hold {dt} elements (its element types are "
+                          f"{', '.join(t.value for t in DType)}; convert the data first, e.g. with arr.astype)")
+    return dt
 
 
 class Buffer:
@@ -56,19 +73,25 @@ class Buffer:
     through it are seen by kernels and vice versa.
     """
 
-    def __init__(self, data=None, *, shape=None, dtype=np.float32, device=None, _fill: int | None = 0):
+    def __init__(self, data=None, *, shape=None, dtype=NOT_GIVEN, device=None, _fill: int | None = 0):
         if device is None or not hasattr(device, "allocate"):
             raise BufferError(f"Buffer needs a device (a metile.device(...)), not {device!r}")
         if data is not None:
+            if not hasattr(data, "dtype"):  # a shape given first (meTile's order), a list of Python numbers, ...
+                raise BufferError(f"Buffer: the data must be an array (numpy, or one with a dtype), not "
+                                  f"{type(data).__name__} {data!r:.60}; for a buffer of a given shape use "
+                                  "Buffer.zeros(shape, dtype) or Buffer(shape=..., dtype=...)")
             arr = np.asarray(data)
             if shape is not None and _shape_of(shape) != arr.shape:
                 raise BufferError(f"Buffer: shape {shape} does not match the data's shape {arr.shape}")
-            if dtype is not np.float32 and _dtype_of(dtype) != arr.dtype:
+            if dtype is not NOT_GIVEN and _dtype_of(dtype) != arr.dtype:
                 raise BufferError(f"Buffer: dtype {dtype} does not match the data's dtype {arr.dtype} (convert the "
                                   "data first, e.g. with arr.astype)")
             shape, dtype = arr.shape, arr.dtype
         elif shape is None:
             raise BufferError("Buffer needs `data` or a `shape`")
+        if dtype is NOT_GIVEN:
+            dtype = np.float32
         self._shape = _shape_of(shape)
         self._dtype = _dtype_of(dtype)
         self._nbytes = int(math.prod(self._shape)) * self._dtype.itemsize
