@@ -32,6 +32,7 @@ import ast
 import functools
 import inspect
 import os
+import sys
 import textwrap
 import types
 
@@ -47,6 +48,7 @@ from metile.frontend.errors import (
     GridError,
     KernelArgumentError,
     KernelSourceError,
+    KernelTypeError,
     LoweringUnavailableError,
     UnsupportedSyntaxError,
 )
@@ -250,6 +252,12 @@ class _Launch:
             raise at_python_line(self.compiled, e) from None
 
 
+def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
+    return KernelTypeError(f"kernel {name} computes a value through a chain of operations too deep for metile to "
+                           f"compile (Python's recursion limit, {sys.getrecursionlimit()}): a Python `for` over a "
+                           "long range unrolls into one expression; use metile.tile_range for a runtime loop", loc)
+
+
 def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
     """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
     (`metile.emit.source_map.fault_location`), the `.metal` line named in the message; `fault` itself when its
@@ -340,7 +348,10 @@ class JITKernel:
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
                             prepared=src.prepared)
-            found = tracer.run()
+            try:
+                found = tracer.run()
+            except RecursionError:
+                raise _too_deep(self.fn.__name__, src.def_loc) from None
             if verify_each:
                 verify(found, after="trace")
                 self._verified.add(key)
@@ -376,6 +387,8 @@ class JITKernel:
                            on_pass=dump.after_pass if dump is not None else None)
         except UnsupportedConstructError as e:
             raise LoweringUnavailableError(f"cannot launch {name}: {e.message}", e.loc) from e
+        except RecursionError:
+            raise _too_deep(name, tile_ir.loc) from None
         if metal_ir.stage is not Stage.METAL:
             last = pass_name(self.pipeline[-1]) if self.pipeline else "an empty pipeline"
             raise PipelineError(f"the pipeline of {name} ends in {metal_ir.stage.value} IR after {last}; "
@@ -386,7 +399,10 @@ class JITKernel:
         tg_memory = int(metal_ir.meta.get("threadgroup_memory", 0))
         dev = device()
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc)
-        msl = emit_msl(metal_ir)
+        try:
+            msl = emit_msl(metal_ir)
+        except RecursionError:
+            raise _too_deep(name, tile_ir.loc) from None
         if dump is not None:
             dump.msl(msl)
         entry = function_name(metal_ir.name)

@@ -94,11 +94,14 @@ def test_only_functions_become_kernels(thing):
         metile.kernel(thing)
 
 
-MACROS = ["NULL", "FLT_MAX", "INT_MAX", "M_PI_F", "HUGE_VALF", "__LINE__", "restrict", "MT_F1", "_Foo"]
+MACROS = ["NULL", "FLT_MAX", "INT_MAX", "M_PI_F", "HUGE_VALF", "__LINE__", "restrict", "MT_F1", "_Foo",
+          # C++ alternative tokens and keywords, and Metal type names, which are not macros but no name either
+          "bitand", "compl", "xor_eq", "thread_local", "char16_t", "sampler", "texture2d", "threadgroup_imageblock"]
 
 
 def test_parameters_named_like_c_or_metal_macros_compile_and_run(tmp_path):
-    """Parameter names reach the MSL; the ones a header may define as macros are renamed there."""
+    """Parameter names reach the MSL; the ones a header may define as macros, and C++ or Metal reserved words,
+    are renamed there (a parameter named `bitand` or `sampler` used to make MSL that does not compile)."""
     path = tmp_path / "macro_params.py"
     path.write_text("import metile\n" + "".join(
         f"@metile.kernel\ndef k{i}({name}, Y, BLOCK: metile.constexpr):\n"
@@ -341,3 +344,66 @@ def test_bool_zeros_are_false():
     x = np.ones(32, np.bool_)
     bool_zeros[(1,)](x)
     assert not x.any()
+
+
+@metile.kernel
+def python_mistakes(X, FLAGS: metile.constexpr, KIND: metile.constexpr):
+    if KIND == "truth":
+        if FLAGS:  # the truth of an array
+            metile.store(X + metile.arange(0, 32), 1.0)
+    if KIND == "in":
+        if 3 in FLAGS:  # membership in an int
+            metile.store(X + metile.arange(0, 32), 1.0)
+
+
+@pytest.mark.parametrize(("kind", "flags", "message"), [
+    ("truth", np.array([True, False]), "raised ValueError: The truth value of an array"),
+    ("in", 5, "raised TypeError: argument of type 'int' is not iterable"),
+])
+def test_python_errors_of_compile_time_code_are_reported_at_their_statement(kind, flags, message):
+    """They used to escape as raw Python exceptions from the tracer."""
+    with pytest.raises(E.KernelTypeError, match=f"running this statement at compile time {message}") as info:
+        python_mistakes[(1,)](X, FLAGS=flags, KIND=kind)
+    assert info.value.loc.file == __file__
+    assert ("# the truth" if kind == "truth" else "# membership") in str(info.value).splitlines()[1]
+
+
+def test_a_chain_too_deep_to_compile_is_refused_with_advice(tmp_path):
+    """A Python `for` over a constexpr range unrolls into one expression; past Python's recursion limit the
+    compile used to end in a raw RecursionError."""
+    path = tmp_path / "deep_chain.py"
+    path.write_text("import metile\n\n@metile.kernel\ndef deep(X, N: metile.constexpr):\n"
+                    "    o = metile.arange(0, 32)\n    x = metile.load(X + o)\n    acc = x\n"
+                    "    for _ in range(N):\n        acc = acc + x\n    metile.store(X + o, acc)\n")
+    spec = importlib.util.spec_from_file_location("deep_chain", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.ones(32, np.float32)
+    module.deep[(1,)](x, N=50)
+    assert x[0] == 51.0
+    with pytest.raises(E.KernelTypeError, match="too deep for metile to compile.*use metile.tile_range") as info:
+        module.deep[(1,)](x, N=2000)
+    assert info.value.loc.file == str(path)
+
+
+def test_a_pass_that_fails_is_named_in_a_pipeline_error():
+    from metile.rewrite.pipeline import PipelineError
+
+    def two_args(k, extra):
+        return k
+
+    for bad, message in ((two_args, "pass two_args raised TypeError"), (len, "pass len raised TypeError")):
+        with pytest.raises(PipelineError, match=message):
+            add_one.with_pipeline([bad, *metile.DEFAULT_PIPELINE])[(1,)](np.zeros(64, np.float32), BLOCK=64)
+
+
+def test_a_runtime_built_by_a_c_driver_is_refused_as_not_a_cpp_compiler(monkeypatch, tmp_path):
+    """With CXX=gcc (the C driver) the runtime builds without the C++ library and used to fail to load with a
+    raw OSError."""
+    from metile.metal.cpu import runtime_api
+    from metile.metal.cpu.toolchain import Compiler
+    broken = tmp_path / "libbroken.so"
+    broken.write_text("not a library")
+    monkeypatch.setattr(runtime_api, "build_runtime", lambda compiler, cache_dir: broken)
+    with pytest.raises(metile.CompilerNotFoundError, match="CXX must name a C\\+\\+ compiler"):
+        runtime_api.load_runtime(Compiler("/usr/bin/gcc", "gcc", 12, "gcc 12"), tmp_path)

@@ -239,6 +239,11 @@ template this thread throw true try typedef typeid typename union unsigned using
 wchar_t while xor device threadgroup constant kernel vertex fragment metal uchar ushort uint bfloat
 simd_sum simd_max simd_min max min pow select abs exp exp2 log log2 sqrt rsqrt tanh sin cos floor ceil
 fmod INFINITY NAN
+and_eq bitand bitor compl not_eq or_eq xor_eq char8_t char16_t char32_t concept consteval constinit co_await
+co_return co_yield requires thread_local import module final override
+threadgroup_imageblock ray_data object_data sampler texture1d texture1d_array texture2d texture2d_array texture3d
+texturecube texturecube_array texture2d_ms texture2d_ms_array texture_buffer depth2d depth2d_array depthcube
+depthcube_array depth2d_ms depth2d_ms_array visible stitchable patch mesh object
 """.split()) | {k.value for k in BuiltinKind}
 
 

@@ -23,6 +23,10 @@ from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
 from metile.ir.values import Const, Param, Stmt, Value, Var
 
+# What Python raises when the compile-time part of a statement misuses a value (the truth of a numpy array,
+# arithmetic between a constexpr and a string, an index out of range, ...): reported at the statement.
+_PYTHON_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError)
+
 
 class Prepared:
     """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
@@ -154,10 +158,22 @@ class Tracer(ControlFlow):
 
     def visit_body(self, body: list[ast.stmt]) -> None:
         for stmt in body:
-            STMTS[stmt.__class__](self, stmt)
+            try:
+                STMTS[stmt.__class__](self, stmt)
+            except _PYTHON_ERRORS as e:
+                raise self.python_error(e, stmt) from e
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        STMTS[node.__class__](self, node)
+        try:
+            STMTS[node.__class__](self, node)
+        except _PYTHON_ERRORS as e:
+            raise self.python_error(e, node) from e
+
+    def python_error(self, e: Exception, node: ast.stmt) -> KernelTypeError:
+        """A Python error raised by the compile-time part of statement `node` (the truth of a numpy array, a
+        constexpr that cannot be added, ...), at that statement."""
+        return KernelTypeError(f"running this statement at compile time raised {type(e).__name__}: {e}",
+                               self.loc(node))
 
     def stmt_Pass(self, node: ast.Pass) -> None:
         return

@@ -29,7 +29,8 @@ DEFAULT_PIPELINE: list[Pass] = [fold_constants, plan_launch, lower_tiles]
 
 
 class PipelineError(MetileError):
-    """A pipeline that is not a list of passes, or a pass that did not return a `Kernel`."""
+    """A pipeline that is not a list of passes, or a pass that failed (raised an exception that is not a
+    `MetileError`) or did not return a `Kernel`."""
 
 
 def pass_name(p: Pass) -> str:
@@ -55,7 +56,12 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
     Verified after each pass when `verify_each` (see the module docstring).
     """
     for p in passes:
-        out = p(k)
+        try:
+            out = p(k)
+        except (MetileError, RecursionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a pass of the user's that does not take a Kernel, or fails on it
+            raise PipelineError(f"pass {pass_name(p)} raised {type(e).__name__}: {e}", k.loc) from e
         if not isinstance(out, Kernel):
             raise PipelineError(f"pass {pass_name(p)} returned {type(out).__name__}, not a Kernel", k.loc)
         k = out

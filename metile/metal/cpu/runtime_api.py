@@ -13,6 +13,7 @@ from pathlib import Path
 import cffi
 
 from metile.metal.cpu.toolchain import HERE, Compiler, cached_build, run_compiler, sha256_hex, tree_digest
+from metile.metal.errors import CompilerNotFoundError
 
 CDEF = """
 typedef struct mt_thread_pos mt_thread_pos;
@@ -101,7 +102,12 @@ def load_runtime(compiler: Compiler, cache_dir: Path):
     with _lock:
         lib = _loaded.get(path)
         if lib is None:
-            lib = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+            try:
+                lib = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+            except OSError as e:  # built, but not loadable: a C driver (CXX=gcc) leaves out the C++ library
+                raise CompilerNotFoundError(
+                    f"the CPU runtime built by {compiler.path} does not load ({e}); CXX must name a C++ compiler "
+                    "(g++ >= 12 or clang++ >= 15), not a C one") from None
             version = lib.mt_runtime_abi_version()
             if version != ABI_VERSION:
                 raise RuntimeError(f"CPU runtime ABI {version} does not match the binding's {ABI_VERSION}")
