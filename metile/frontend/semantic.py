@@ -133,7 +133,11 @@ def broadcast_to(x: Value, shape: tuple[int, ...], loc: Loc | None) -> Value:
         return x
     if isinstance(x, Const):
         return Full(shape, x, loc=loc)
-    if len(have) > len(shape) or any(h != 1 and h != w for h, w in zip(reversed(have), reversed(shape))):
+    fits = len(have) <= len(shape)
+    for h, w in zip(reversed(have), reversed(shape)):
+        if h != 1 and h != w:
+            fits = False
+    if not fits:
         raise ShapeMismatchError(f"a tile of shape {list(have)} cannot be broadcast to shape {list(shape)}", loc)
     return Broadcast(x, shape, loc=loc)
 
