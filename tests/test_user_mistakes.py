@@ -317,6 +317,10 @@ def tile_mistakes(X, KIND: metile.constexpr):
         metile.store(X + o, metile.load(X + o, mask="abc"))
     if KIND == "arange_i32":
         metile.store(X + o, metile.sum(metile.arange(2**31 - 10, 2**31 + 10)) * 1.0)
+    if KIND == "tile_row_offset":
+        metile.store(X + o, metile.sum(metile.tile_load(X, metile.arange(0, 4), 0, 8, (4, 8))))
+    if KIND == "tile_stride":
+        metile.tile_store(X, 0, 0, 1.5, metile.zeros((4, 8)), (4, 8))
 
 
 @pytest.mark.parametrize(("kind", "cls", "message"), [
@@ -325,10 +329,12 @@ def tile_mistakes(X, KIND: metile.constexpr):
     ("tuple_mask", E.KernelTypeError, r"the mask must be bool .*not tuple \(1, 2\)"),
     ("str_mask", E.KernelTypeError, r"the mask must be bool .*not str 'abc'"),
     ("arange_i32", E.KernelTypeError, r"arange\(2147483638, 2147483658\) holds values beyond i32"),
+    ("tile_row_offset", E.KernelTypeError, r"tile_load: the row offset must be an integer scalar, not tile<4xi32>"),
+    ("tile_stride", E.KernelTypeError, r"tile_store: the row stride must be an integer scalar, not f32"),
 ])
 def test_tile_mistakes_that_used_to_give_silent_results(kind, cls, message):
     """Each compiled and ran: a bool accumulator added as bools, a 16-element `other` was read as 32, a tuple
-    or string mask meant True, and the arange wrapped around."""
+    or string mask meant True, the arange wrapped around, and a tile offset or a float stride read other rows."""
     with pytest.raises(cls, match=message) as info:
         tile_mistakes[(1,)](np.zeros(32, np.float32), KIND=kind)
     assert info.value.loc.file == __file__

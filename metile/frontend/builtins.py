@@ -207,7 +207,11 @@ def atomic_add(tr, loc, ptr, value, mask):
 
 def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
     p = _pointer(ptr, what, loc)
-    rows, cols = static_shape(shape, f"the shape of {what}", loc) + (0,) * 0
+    rows, cols = static_shape(shape, f"the shape of {what}", loc)
+    for x, name in ((row_offset, "row offset"), (col_offset, "column offset"), (stride, "row stride")):
+        t = sem.type_of(x, loc)
+        if isinstance(t, PtrType) or t.shape or not t.dtype.is_int:
+            raise KernelTypeError(f"{what}: the {name} must be an integer scalar, not {t}", loc)
     r = sem.binary("add", row_offset, Arange(0, rows, loc=loc), loc)
     c = sem.binary("add", col_offset, Arange(0, cols, loc=loc), loc)
     offs = sem.binary("add", sem.binary("mul", ExpandDims(r, 1, loc=loc), stride, loc), ExpandDims(c, 0, loc=loc), loc)
