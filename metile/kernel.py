@@ -42,7 +42,7 @@ import numpy as np
 from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
-from metile.emit.source_map import fault_location
+from metile.emit.source_map import FaultLocator
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
     GridError,
@@ -260,18 +260,18 @@ def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
 
 def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
     """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
-    (`metile.emit.source_map.fault_location`), the `.metal` line named in the message; `fault` itself when its
+    (`metile.emit.source_map.FaultLocator`), the `.metal` line named in the message; `fault` itself when its
     line leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
     at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
     if at is None or at.file != metal:
         return fault
-    access = fault.buffer if fault.kind in ("bad-access", "misaligned") else None
-    loc = fault_location(compiled.metal_ir, compiled.msl, at.line, access)
+    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
+    loc = locator.location(at.line, fault.buffer if fault.kind in ("bad-access", "misaligned") else None)
     if loc is None:
         return fault
     message = f"{fault.message} (generated MSL: {metal}:{at.line})"
     other = fault.other_loc
-    there = None if other is None else fault_location(compiled.metal_ir, compiled.msl, other.line)
+    there = None if other is None else locator.location(other.line)
     if there is not None:
         message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
     return fault.moved(message, loc)

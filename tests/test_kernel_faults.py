@@ -129,18 +129,18 @@ def test_a_load_folded_into_its_use_is_reported_at_the_load():
 
 
 def test_the_access_line_is_the_nearest_line_above_that_reads_the_buffer():
-    from metile.emit.source_map import _access_line
-    src = ("kernel void k(device const float* A [[buffer(0)]],\n"
-           "              device float* B [[buffer(1)]]) {\n"
-           "    const float x = A[3];\n"
-           "    device const float* const t0 = A + 8;\n"
-           "    const float y = t0[1];\n"
-           "    B[0] = x * y;\n"
-           "}\n").splitlines()
-    assert _access_line(src, 6, 0) == 5  # through the pointer made from A, not its declaration
-    assert _access_line(src, 6, 1) == 6  # the line stores to B itself
-    assert _access_line(src, 3, 0) == 3
-    assert _access_line(src, 3, 1) == 3  # nothing above reads B within the body: the line stays
+    from metile.emit.source_map import FaultLocator
+    locator = FaultLocator("kernel void k(device const float* A [[buffer(0)]],\n"
+                           "              device float* B [[buffer(1)]]) {\n"
+                           "    const float x = A[3];\n"
+                           "    device const float* const t0 = A + 8;\n"
+                           "    const float y = t0[1];\n"
+                           "    B[0] = x * y;\n"
+                           "}\n", {})
+    assert locator.access_line(6, 0) == 5  # through the pointer made from A, not its declaration
+    assert locator.access_line(6, 1) == 6  # the line stores to B itself
+    assert locator.access_line(3, 0) == 3
+    assert locator.access_line(3, 1) == 3  # nothing above reads B within the body: the line stays
 
 
 def test_a_bad_store_is_reported_at_its_python_line():

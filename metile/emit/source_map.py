@@ -1,4 +1,4 @@
-"""From a line of the emitted MSL back to the kernel's Python source: `msl_locations` and `fault_location`.
+"""From a line of the emitted MSL back to the kernel's Python source: `msl_locations` and `FaultLocator`.
 
 Emission itself does not track locations (it runs on every compile); these emit again, for the rare reader,
 a fault report.
@@ -30,47 +30,56 @@ def msl_locations(kernel: Kernel) -> tuple[str, dict[int, Loc]]:
     return text, {first + i: loc for i, loc in emitter.owner.items()}
 
 
-def fault_location(kernel: Kernel, msl: str, line: int, buffer: int | None = None) -> Loc | None:
-    """The Python location of `.metal` line `line` of `msl` (the text `kernel` emits), for a fault there; None
-    when the line leads nowhere (or `msl` is not `kernel`'s text).
+class FaultLocator:
+    """The Python locations `locs` of the lines of the `.metal` text `text`, for a fault report, asked about any
+    number of lines; `FaultLocator.of(kernel, msl)` makes one by a single re-emission (`msl_locations`)."""
 
-    For a bad access to the argument `buffer`, a line that does not touch that buffer is the consumer the C++
-    compiler folded the faulting load into (it reports the instruction at the consumer's line): the access is
-    then the nearest line above that reads the buffer, or a pointer made from it."""
-    text, locs = msl_locations(kernel)
-    if text != msl:
-        return None
-    if buffer is not None:
-        line = _access_line(text.splitlines(), line, buffer)
-    return locs.get(line)
+    def __init__(self, text: str, locs: dict[int, Loc]):
+        self.text, self.lines, self.locs = text, text.splitlines(), locs
+
+    @classmethod
+    def of(cls, kernel: Kernel, msl: str) -> FaultLocator:
+        """The locator of `msl`, the text `kernel` emits (when it is not, no line leads anywhere)."""
+        text, locs = msl_locations(kernel)
+        return cls(msl, locs if text == msl else {})
+
+    def location(self, line: int, buffer: int | None = None) -> Loc | None:
+        """The Python location of `.metal` line `line`, None when it leads nowhere.
+
+        For a bad access to the argument `buffer`, a line that does not touch that buffer is the consumer the C++
+        compiler folded the faulting load into (it reports the instruction at the consumer's line): the access
+        is then the nearest line above that reads the buffer, or a pointer made from it."""
+        if buffer is not None:
+            line = self.access_line(line, buffer)
+        return self.locs.get(line)
+
+    def access_line(self, line: int, buffer: int) -> int:
+        """`line`, or the nearest line above it that reads buffer `buffer` when `line` does not (lines are numbered
+        from 1)."""
+        lines = self.lines
+        name = next((m.group(1) for m in _BUFFER.finditer(self.text) if int(m.group(2)) == buffer), None)
+        if name is None or not 0 < line <= len(lines):
+            return line
+        aliases = {name}  # the buffer and the pointers made from it above `line`
+        declarations: set[int] = set()  # the lines declaring those pointers
+        for i in range(line):
+            m = _POINTER.match(lines[i])
+            if m is not None and aliases & set(_IDENT.findall(m.group(2))):
+                aliases.add(m.group(1))
+                declarations.add(i)
+        if aliases & set(_IDENT.findall(lines[line - 1])):
+            return line
+        head = next((i for i, t in enumerate(lines) if t.startswith("kernel void")), 0)
+        body = next((i + 1 for i in range(head, len(lines)) if lines[i].endswith(") {")), 0)  # its first line
+        for i in range(line - 2, body - 1, -1):
+            if i not in declarations and aliases & set(_IDENT.findall(lines[i])):
+                return i + 1
+        return line
 
 
 _BUFFER = re.compile(r"(\w+) \[\[buffer\((\d+)\)\]\]")
 _POINTER = re.compile(r"^\s*(?:device|threadgroup|constant)\b[^=;]*\*\s*(?:const\s+)?(\w+)\s*=\s*(.*);$")
 _IDENT = re.compile(r"\w+")
-
-
-def _access_line(lines: list[str], line: int, buffer: int) -> int:
-    """`line`, or the nearest line above it that reads buffer `buffer` when `line` does not (see
-    `fault_location`); lines are numbered from 1."""
-    name = next((m.group(1) for m in _BUFFER.finditer("\n".join(lines)) if int(m.group(2)) == buffer), None)
-    if name is None or not 0 < line <= len(lines):
-        return line
-    aliases = {name}  # the buffer and the pointers made from it above `line`
-    declares: dict[int, str] = {}
-    for i in range(line):
-        m = _POINTER.match(lines[i])
-        if m is not None and aliases & set(_IDENT.findall(m.group(2))):
-            aliases.add(m.group(1))
-            declares[i] = m.group(1)
-    if aliases & set(_IDENT.findall(lines[line - 1])):
-        return line
-    head = next((i for i, t in enumerate(lines) if t.startswith("kernel void")), 0)
-    body = next((i + 1 for i in range(head, len(lines)) if lines[i].endswith(") {")), 0)  # its first line
-    for i in range(line - 2, body - 1, -1):
-        if i not in declares and aliases & set(_IDENT.findall(lines[i])):
-            return i + 1
-    return line
 
 
 class _Locating(_Emitter):
@@ -115,4 +124,4 @@ class _Locating(_Emitter):
         self.own(start, next((v.loc for v in values if v.loc is not None), None))
 
 
-__all__ = ["fault_location", "msl_locations"]
+__all__ = ["FaultLocator", "msl_locations"]

@@ -164,10 +164,7 @@ class Tracer(ControlFlow):
                 raise self.python_error(e, stmt) from e
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        try:
-            STMTS[node.__class__](self, node)
-        except _PYTHON_ERRORS as e:
-            raise self.python_error(e, node) from e
+        self.visit_body((node,))
 
     def python_error(self, e: Exception, node: ast.stmt) -> KernelTypeError:
         """A Python error raised by the compile-time part of statement `node` (the truth of a numpy array, a

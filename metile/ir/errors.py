@@ -37,7 +37,7 @@ def render_diagnostic(message: str, loc: Loc | None, *, kind: str = "error",
     col = max(loc.col, 0)
     if not text.isascii():  # the column counts bytes: the character it falls in
         col = len(text.encode()[:col].decode(errors="ignore"))
-    head = f"{loc.file}:{loc.line}:{col + 1}: {kind}: {message}"
+    head = f"{Loc(loc.file, loc.line, col)}: {kind}: {message}"
     if not text:
         return head
     caret = " " * min(col, len(text)) + "^"
