@@ -16,10 +16,12 @@ from metile.ir import (
     AddPtr,
     AddressSpace,
     Arange,
+    ArgReduce,
     AtomicAdd,
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Broadcast,
     Builtin,
     BuiltinKind,
@@ -32,6 +34,7 @@ from metile.ir import (
     ExpandDims,
     Extract,
     Fence,
+    Fma,
     For,
     Full,
     If,
@@ -51,6 +54,7 @@ from metile.ir import (
     Reduce,
     ReduceOp,
     Reshape,
+    Scan,
     SharedAlloc,
     SimdBroadcast,
     SimdgroupId,
@@ -86,7 +90,8 @@ def binops(dt: DType, stage: Stage) -> list[BinOp]:
         return [BinOp.AND, BinOp.OR, BinOp.XOR]
     ops = [BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN, BinOp.TRUNCDIV, BinOp.REM]
     ops += [] if stage is Stage.METAL else [BinOp.FLOORDIV, BinOp.MOD]
-    ops += [BinOp.DIV, BinOp.POW] if dt.is_float else [BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.SHL, BinOp.SHR]
+    ops += [BinOp.DIV, BinOp.POW] if dt.is_float else [BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.SHL, BinOp.SHR,
+                                                        BinOp.MULHI]
     return ops
 
 
@@ -167,11 +172,15 @@ class Gen:
         d = depth - 1
         dt = ty.dtype
         builders = ["binary", "unary", "where", "cast"]
+        builders += ["bitcast"] if dt is not DType.BOOL else []
+        builders += ["fma"] if dt.is_float else []
         builders += ["compare"] if dt is DType.BOOL else []
         if self.tile and ty.shape:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
         if self.tile and dt is not DType.BOOL:
-            builders.append("reduce")
+            builders += ["reduce", "scan"]
+        if self.tile and dt is DType.I32:
+            builders.append("argreduce")
         if self.tile and len(ty.shape) == 2 and dt in (DType.F32, DType.I32):
             builders.append("dot")
         if not self.tile and isinstance(ty, TileType):
@@ -191,6 +200,11 @@ class Gen:
                 return Where(self.value(cond_ty, env, d), self.value(ty, env, d), self.value(ty, env, d))
             case "cast":
                 return Cast(self.value(self.same_kind(ty, self.pick(DTYPES)), env, d), dt)
+            case "bitcast":
+                same = [x for x in DTYPES if x is not DType.BOOL and x.bits == dt.bits]
+                return Bitcast(self.value(self.same_kind(ty, self.pick(same)), env, d), dt)
+            case "fma":
+                return Fma(self.value(ty, env, d), self.value(ty, env, d), self.value(ty, env, d))
             case "broadcast":
                 src = tuple(self.pick([n, 1]) for n in ty.shape)[self.draw(st.integers(0, len(ty.shape))):]
                 return Broadcast(self.value(TileType(dt, src), env, d), ty.shape)
@@ -203,6 +217,18 @@ class Gen:
                 axis = self.draw(st.integers(0, len(ty.shape)))
                 src = TileType(dt, ty.shape[:axis] + (self.pick([2, 4]),) + ty.shape[axis:])
                 return Reduce(self.pick(list(ReduceOp)), self.value(src, env, d), axis)
+            case "scan":
+                if not ty.shape:
+                    return self.leaf(ty, env)
+                axis = self.draw(st.integers(0, len(ty.shape) - 1))
+                return Scan(self.pick(list(ReduceOp)), self.value(ty, env, d), axis, self.coin())
+            case "argreduce":
+                axis = self.draw(st.integers(0, len(ty.shape)))
+                src = self.pick([x for x in DTYPES if x is not DType.BOOL])
+                shape = ty.shape[:axis] + (self.pick([2, 4]),) + ty.shape[axis:]
+                valid = self.value(TileType(DType.BOOL, shape), env, d) if self.coin() else None
+                op = self.pick([ReduceOp.MAX, ReduceOp.MIN])
+                return ArgReduce(op, self.value(TileType(src, shape), env, d), axis, valid)
             case "dot":
                 (m, n), k = ty.shape, self.pick([1, 2, 4])
                 src = self.pick(FLOATS if dt.is_float else [DType.I8, DType.U8, DType.I16, DType.I32])

@@ -443,7 +443,7 @@ def test_control_runs(cpu):
     x = rng.standard_normal(n).astype(np.float32)
     vin = rng.standard_normal(4 * n).astype(np.float32) * 4
     hin = rng.standard_normal(4 * n).astype(np.float16)
-    out, vout = np.zeros((n, 9), np.float32), np.zeros((n, 4), np.float32)
+    out, vout = np.zeros((n, 10), np.float32), np.zeros((n, 4), np.float32)
     cnt, tot = np.zeros(1, np.int32), np.zeros(1, np.float32)
     cpu.dispatch_threadgroups(compile_fn(cpu, control()), (groups, 1, 1), (64, 1, 1),
                               [x, vin, hin, out, vout, cnt, tot])
@@ -454,7 +454,8 @@ def test_control_runs(cpu):
         fib.append(fib[-1] + fib[-2])
     m = t % 5
     want = np.stack([x[(t // 64) * 64 + 63 - t % 64], x[t ^ 1], x[(t // 32) * 32 + 3],
-                     np.repeat(sg.sum(1), 32), np.repeat(sg.max(1), 32), np.repeat(sg.min(1), 32),
+                     np.repeat(sg.sum(1), 32), np.repeat(sg.prod(1), 32), np.repeat(sg.max(1), 32),
+                     np.repeat(sg.min(1), 32),
                      np.where(x > 0, x * 2, -x), m * (m + 1) // 2, np.array(fib)[t % 10]], 1)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     v = vin.reshape(n, 4)

@@ -15,10 +15,12 @@ from metile.ir import (
     AddPtr,
     AddressSpace,
     Arange,
+    ArgReduce,
     AtomicAdd,
     Barrier,
     Binary,
     BinOp,
+    Bitcast,
     Broadcast,
     Builtin,
     BuiltinKind,
@@ -30,6 +32,7 @@ from metile.ir import (
     DType,
     ExpandDims,
     Extract,
+    Fma,
     For,
     Full,
     If,
@@ -48,6 +51,7 @@ from metile.ir import (
     PtrType,
     Reduce,
     ReduceOp,
+    Scan,
     SharedAlloc,
     SimdBroadcast,
     SimdgroupRole,
@@ -153,6 +157,11 @@ def softmax(block: int = 256) -> Kernel:
     e2 = Unary(UnOp.EXP, Binary(BinOp.SUB, x2, bcast(m_final, (block,))))
     out = Binary(BinOp.DIV, e2, bcast(s_final, (block,)))
     body2.append(Store(AddPtr(bcast(orow, (block,)), offs2), out, mask2))
+    # The running position of the row's maximum and its cumulative sum, through bit casts and an fma.
+    where_max = ArgReduce(ReduceOp.MAX, x2, 0, mask2)
+    bits = Bitcast(Scan(ReduceOp.SUM, e2, 0, reverse=True), U32)
+    fused = Fma(Bitcast(bits, F32), out, Scan(ReduceOp.PROD, e2, 0))
+    body2.append(Store(AddPtr(orow, where_max), Reduce(ReduceOp.MAX, fused, 0)))
     loop2 = For(i2, i32(0), N, step, [], [], body2, [], [], num_stages=2)
     return Kernel("softmax", Stage.TILE, (X, Out, N), [s_base, s_row, s_orow, loop0, loop1, loop2],
                   {"BLOCK": block})

@@ -30,12 +30,14 @@ from metile.ir import (
     AtomicAdd,
     Barrier,
     Binary,
+    Bitcast,
     Builtin,
     BuiltinKind,
     Cast,
     Compare,
     Const,
     Extract,
+    Fma,
     For,
     If,
     Kernel,
@@ -264,10 +266,11 @@ def _none(v: SharedAlloc) -> tuple[()]:
 # the classes in turn); those with two or more children are read by one C call.
 CHILDREN: dict[type, Callable[[Value], tuple]] = {
     **{cls: operator.attrgetter(*fields) for cls, fields in (
-        (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Compare, ("lhs", "rhs")), (Where, ("cond", "x", "y")),
+        (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Fma, ("a", "b", "c")), (Compare, ("lhs", "rhs")),
+        (Where, ("cond", "x", "y")),
         (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixLoad, ("ptr", "stride")), (SimdShuffleXor, ("x", "mask")),
         (SimdBroadcast, ("x", "lane")), (MakeVector, ("elems",)))},
-    Load: _load_children, Cast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
+    Load: _load_children, Cast: _x, Bitcast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
     MatrixFill: _value, SharedAlloc: _none,
 }
 
@@ -329,8 +332,10 @@ def value_children(v: Value) -> tuple[Node, ...]:
             return tuple(c for c in (v.ptr, v.mask, v.other) if c is not None)
         case Compare():
             return (v.lhs, v.rhs)
-        case Cast():
+        case Cast() | Bitcast():
             return (v.x,)
+        case Fma():
+            return (v.a, v.b, v.c)
         case Where():
             return (v.cond, v.x, v.y)
         case MatrixMultiplyAccumulate():

@@ -46,12 +46,14 @@ from metile.ir import (
     AtomicAdd,
     Barrier,
     Binary,
+    Bitcast,
     Builtin,
     BuiltinKind,
     Cast,
     Compare,
     Const,
     Extract,
+    Fma,
     For,
     If,
     Kernel,
@@ -250,6 +252,10 @@ class _Emitter:
                 return text, f"({text})"
             case Cast():
                 text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
+            case Bitcast():
+                text, atomic = f"as_type<{type_text(v.type)}>({expr(v.x)[0]})", True
+            case Fma():
+                text, atomic = f"fma({expr(v.a)[0]}, {expr(v.b)[0]}, {expr(v.c)[0]})", True
             case Where():
                 if isinstance(v.cond.type, TileType):
                     text, atomic = f"{expr(v.cond)[1]} ? {expr(v.x)[1]} : {expr(v.y)[1]}", False

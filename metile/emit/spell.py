@@ -125,7 +125,7 @@ INFIX: dict[BinOp, str] = {
     BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
 }
 BOOL_INFIX: dict[BinOp, str] = {BinOp.AND: "&&", BinOp.OR: "||", BinOp.XOR: "!="}
-CALL: dict[BinOp, str] = {BinOp.MAX: "max", BinOp.MIN: "min", BinOp.POW: "pow"}
+CALL: dict[BinOp, str] = {BinOp.MAX: "max", BinOp.MIN: "min", BinOp.POW: "pow", BinOp.MULHI: "mulhi"}
 
 
 def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
@@ -138,7 +138,7 @@ def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
             return "fmod", False
         case BinOp.AND | BinOp.OR | BinOp.XOR if dtype is DType.BOOL:
             return BOOL_INFIX[op], True
-        case BinOp.MAX | BinOp.MIN | BinOp.POW:
+        case BinOp.MAX | BinOp.MIN | BinOp.POW | BinOp.MULHI:
             return CALL[op], False
         case (BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.DIV | BinOp.TRUNCDIV | BinOp.REM | BinOp.AND
               | BinOp.OR | BinOp.XOR | BinOp.SHL | BinOp.SHR):
@@ -199,7 +199,8 @@ BINARY_FORMS = _forms(binary_spelling, BinOp)
 UNARY_FORMS = _forms(unary_spelling, UnOp)
 COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
                              CmpOp.NE: "!="}
-SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.MAX: "simd_max", ReduceOp.MIN: "simd_min"}
+SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.PROD: "simd_product", ReduceOp.MAX: "simd_max",
+                                     ReduceOp.MIN: "simd_min"}
 COMPARE_BY_VALUE = {op._value_: text for op, text in COMPARE.items()}  # keyed as `_forms` is
 SIMD_REDUCE_BY_VALUE = {op._value_: text for op, text in SIMD_REDUCE.items()}
 ATOMIC: dict[DType, str] = {DType.I32: "atomic_int", DType.U32: "atomic_uint", DType.F32: "atomic_float"}

@@ -30,6 +30,7 @@ from metile.ir.stages import LET_ONLY, STMT_CLASSES, VALUE_CLASSES, admits
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
+    ArgReduce,
     Broadcast,
     Dot,
     ExpandDims,
@@ -38,6 +39,7 @@ from metile.ir.tile import (
     ProgramId,
     Reduce,
     Reshape,
+    Scan,
     SimdgroupId,
     SimdgroupRole,
     SimdLaneId,
@@ -48,9 +50,11 @@ from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, 
 from metile.ir.values import (
     AddPtr,
     Binary,
+    Bitcast,
     Cast,
     Compare,
     Const,
+    Fma,
     Load,
     Param,
     SharedAlloc,
@@ -66,12 +70,13 @@ from metile.ir.values import (
 from metile.ir.verify import VerifyError, verify
 
 __all__ = [
-    "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "AtomicAdd", "Barrier",
-    "BinOp", "Binary", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare", "Const", "DType",
-    "Dot", "ExpandDims", "Extract", "Fence", "For", "Full", "If", "Kernel", "Let", "Load", "Loc",
+    "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
+    "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
+    "Const", "DType",
+    "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "Kernel", "Let", "Load", "Loc",
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",
-    "Reshape", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "SimdgroupId",
+    "Reshape", "Scan", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "SimdgroupId",
     "SimdgroupRole", "Splat", "Stage", "Stmt", "Store", "ThreadId", "TileType", "Type", "UnOp", "Unary",
     "Value", "Var", "VecLoad", "VecStore", "VectorType", "VerifyError", "Where", "While", "admits",
     "children", "dot_dtype", "map_children", "node", "parse", "parse_type", "pretty", "render_diagnostic",

@@ -13,6 +13,7 @@ Semantics shared by every IR level (a rewrite may rely on them at any stage):
 - `SHR` is arithmetic on signed and logical on unsigned integers; shifting by the bit width or more is
   undefined, as in MSL.
 - `MAX`/`MIN` on floats follow MSL's `max`/`min` (`fmax` semantics: a NaN operand yields the other).
+- `MULHI` is the high half of the full-width product of two integers (`mulhi`), integers only.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class BinOp(IdentityEnum):
     SHR = "shr"
     MAX = "max"
     MIN = "min"
+    MULHI = "mulhi"
 
 
 class UnOp(IdentityEnum):
@@ -75,6 +77,7 @@ class CmpOp(IdentityEnum):
 
 class ReduceOp(IdentityEnum):
     SUM = "sum"
+    PROD = "prod"
     MAX = "max"
     MIN = "min"
 

@@ -22,6 +22,7 @@ from metile.ir.metal import (
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
 from metile.ir.tile import (
     Arange,
+    ArgReduce,
     Broadcast,
     Dot,
     ExpandDims,
@@ -30,6 +31,7 @@ from metile.ir.tile import (
     ProgramId,
     Reduce,
     Reshape,
+    Scan,
     SimdgroupId,
     SimdLaneId,
     ThreadId,
@@ -38,9 +40,11 @@ from metile.ir.types import DType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
     AddPtr,
     Binary,
+    Bitcast,
     Cast,
     Compare,
     Const,
+    Fma,
     Load,
     SharedAlloc,
     SimdBroadcast,
@@ -153,10 +157,13 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
         case "where":
             c, x, y = p.refs_n(3)
             return Where(c, x, y), _colon_type(p)
-        case "cast":
+        case "cast" | "bitcast":
             x = p.ref()
             ty = _colon_type(p)
-            return Cast(x, ty.dtype), ty
+            return (Cast(x, ty.dtype) if mn == "cast" else Bitcast(x, ty.dtype)), ty
+        case "fma":
+            a, b, c = p.refs_n(3)
+            return Fma(a, b, c), _colon_type(p)
         case "addptr":
             ptr, offset = p.refs_n(2)
             return AddPtr(ptr, offset), _colon_type(p)
@@ -188,6 +195,18 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
                 return SimdReduce(op, x), _colon_type(p)
             p.expect(",")
             return Reduce(op, x, p.int()), _colon_type(p)
+        case "argreduce" | "scan":
+            op = _enum(p, _REDUCE, "a reduction (sum, prod, max, min)")
+            x = p.ref()
+            p.expect(",")
+            axis = p.int()
+            word = "reverse" if mn == "scan" else "valid"
+            given = p.accept(",")
+            if given:
+                p.expect(word)
+            if mn == "scan":
+                return Scan(op, x, axis, given), _colon_type(p)
+            return ArgReduce(op, x, axis, p.ref() if given else None), _colon_type(p)
         case "dot":
             a, b = p.refs_n(2)
             return Dot(a, b), _colon_type(p)

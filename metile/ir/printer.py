@@ -49,6 +49,7 @@ from metile.ir.node import Node, children
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
+    ArgReduce,
     Broadcast,
     Dot,
     ExpandDims,
@@ -57,6 +58,7 @@ from metile.ir.tile import (
     ProgramId,
     Reduce,
     Reshape,
+    Scan,
     SimdgroupId,
     SimdgroupRole,
     SimdLaneId,
@@ -66,9 +68,11 @@ from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
     Binary,
+    Bitcast,
     Cast,
     Compare,
     Const,
+    Fma,
     Load,
     Param,
     SharedAlloc,
@@ -189,6 +193,10 @@ class _Printer:
                 body = f"where {r(cond)}, {r(x)}, {r(y)}"
             case Cast(x, _):
                 body = f"cast {r(x)}"
+            case Bitcast(x, _):
+                body = f"bitcast {r(x)}"
+            case Fma(a, b, c):
+                body = f"fma {r(a)}, {r(b)}, {r(c)}"
             case AddPtr(ptr, offset):
                 body = f"addptr {r(ptr)}, {r(offset)}"
             case Load(ptr, mask, other):
@@ -199,6 +207,10 @@ class _Printer:
                 body = f"shared_alloc [{', '.join(str(d) for d in shape)}]"
             case Reduce(op, x, axis):
                 body = f"reduce {op.value} {r(x)}, {axis}"
+            case ArgReduce(op, x, axis, valid):
+                body = f"argreduce {op.value} {r(x)}, {axis}" + (f", valid {r(valid)}" if valid is not None else "")
+            case Scan(op, x, axis, reverse):
+                body = f"scan {op.value} {r(x)}, {axis}" + (", reverse" if reverse else "")
             case Dot(a, b):
                 body = f"dot {r(a)}, {r(b)}"
             case ThreadId():

@@ -121,6 +121,39 @@ class Reduce(Value):
         return tile_type(self.x.type.dtype, shape[: self.axis] + shape[self.axis + 1:])
 
 
+@node
+class ArgReduce(Value):
+    """The index along dimension `axis` of `x`'s largest (`op` MAX) or smallest (MIN) element, the first on
+    ties; the dimension disappears and the result is `i32`. Where the bool tile `valid` (of `x`'s shape) is
+    false an element is skipped; when a whole line is skipped, its index is 0."""
+
+    op: ReduceOp
+    x: Value
+    axis: int
+    valid: Value | None = None
+
+    @cached_property
+    def type(self) -> TileType:
+        shape = self.x.type.shape
+        return tile_type(DType.I32, shape[: self.axis] + shape[self.axis + 1:])
+
+
+@node
+class Scan(Value):
+    """The inclusive scan of `x` along dimension `axis` by `op` (`SUM`: cumulative sum, `PROD`: product,
+    `MAX`/`MIN`): element `i` combines elements `0..i` of its line (`i..n-1` when `reverse`). Same type as
+    `x`; narrow integers and 16-bit floats combine in 32 bits and round back, as `Reduce` does."""
+
+    op: ReduceOp
+    x: Value
+    axis: int
+    reverse: bool = False
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
 def dot_dtype(dtype: DType) -> DType:
     """The accumulator type of `Dot`: f32 for float inputs (f16 and bf16 accumulate in f32), i32 for
     integers."""
@@ -184,12 +217,12 @@ class SimdgroupRole(Stmt):
 
 
 TILE_VALUES: tuple[type[Value], ...] = (
-    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Reduce, Dot,
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Reduce, ArgReduce, Scan, Dot,
     ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "TILE_STMTS", "TILE_VALUES", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
-    "ProgramId", "Reduce", "Reshape", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "dot_dtype",
+    "TILE_STMTS", "TILE_VALUES", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
+    "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "dot_dtype",
 ]

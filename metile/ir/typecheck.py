@@ -22,6 +22,7 @@ from metile.ir.metal import (
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
 from metile.ir.tile import (
     Arange,
+    ArgReduce,
     Broadcast,
     Dot,
     ExpandDims,
@@ -30,6 +31,7 @@ from metile.ir.tile import (
     ProgramId,
     Reduce,
     Reshape,
+    Scan,
     SimdgroupId,
     SimdLaneId,
     ThreadId,
@@ -47,9 +49,11 @@ from metile.ir.types import (
 from metile.ir.values import (
     AddPtr,
     Binary,
+    Bitcast,
     Cast,
     Compare,
     Const,
+    Fma,
     Load,
     Param,
     SharedAlloc,
@@ -62,7 +66,7 @@ from metile.ir.values import (
 )
 
 _BITWISE = (BinOp.AND, BinOp.OR, BinOp.XOR)
-_SHIFTS = (BinOp.SHL, BinOp.SHR)
+_SHIFTS = (BinOp.SHL, BinOp.SHR, BinOp.MULHI)
 _FLOAT_ONLY = (BinOp.DIV, BinOp.POW)
 _MATRIX_DTYPES = (DType.F32, DType.F16, DType.BF16)
 
@@ -195,6 +199,15 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             return _same_operands(op, lhs, rhs)
         case Cast(x, dtype) if isinstance(dtype, DType):
             return None if _is_elementwise(x.type) else f"cast: the operand must be a value, not {x.type}"
+        case Bitcast(x, dtype) if isinstance(dtype, DType):
+            if not _is_elementwise(x.type):
+                return f"bitcast: the operand must be a value, not {x.type}"
+            xd = x.type.dtype
+            if DType.BOOL in (xd, dtype) or xd.bits != dtype.bits:
+                return f"bitcast: {xd} and {dtype} do not have the same width"
+        case Fma(a, b, c):
+            return _same_operands(BinOp.MUL, a, b) or _same_operands(BinOp.ADD, a, c) or (
+                None if a.type.dtype.is_float else f"fma needs float operands, not {a.type.dtype}")
         case Where(cond, x, y):
             return _where(cond, x, y)
         case Unary(op, x) if isinstance(op, UnOp):
@@ -267,6 +280,16 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"reduce {op.value}: axis {axis} is out of range for {xt}"
             if xt.dtype is DType.BOOL:
                 return f"reduce {op.value} is not defined on bool"
+        case ArgReduce(op, x, axis, valid) if op in (ReduceOp.MAX, ReduceOp.MIN):
+            xt = x.type
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL:
+                return f"argreduce {op.value}: needs a numeric tile with axis {axis}, not {xt}"
+            if valid is not None and valid.type != xt.with_dtype(DType.BOOL):
+                return f"argreduce {op.value}: valid must be a bool tile of shape {xt.shape}, not {valid.type}"
+        case Scan(op, x, axis, reverse) if isinstance(op, ReduceOp) and isinstance(reverse, bool):
+            xt = x.type
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL:
+                return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
         case Dot(a, b):
             at, bt = a.type, b.type
             if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):

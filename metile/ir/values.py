@@ -175,6 +175,31 @@ class Cast(Value):
 
 
 @node
+class Bitcast(Value):
+    """Element-wise reinterpretation of the bits of `x` as `dtype`, a type of the same width (`as_type`)."""
+
+    x: Value
+    dtype: DType
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type.with_dtype(self.dtype)
+
+
+@node
+class Fma(Value):
+    """Element-wise `a * b + c` rounded once (floats; the three operands have one type)."""
+
+    a: Value
+    b: Value
+    c: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.a.type
+
+
+@node
 class AddPtr(Value):
     """Element-wise `ptr + offset` in elements; `offset` is an integer tile of the pointer's shape."""
 
@@ -255,11 +280,11 @@ class SimdReduce(Value):
 
 
 COMMON_VALUES: tuple[type[Value], ...] = (
-    Const, Param, Var, Binary, Unary, Compare, Where, Cast, AddPtr, Load, SharedAlloc,
+    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, Fma, AddPtr, Load, SharedAlloc,
     SimdShuffleXor, SimdBroadcast, SimdReduce,
 )
 
 __all__ = [
-    "COMMON_VALUES", "AddPtr", "Binary", "Cast", "Compare", "Const", "Load", "Param", "SharedAlloc",
-    "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
+    "COMMON_VALUES", "AddPtr", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "Load", "Param",
+    "SharedAlloc", "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
 ]

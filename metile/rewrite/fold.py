@@ -2,7 +2,8 @@
 
 Rules (each returns a smaller node, or None when it does not apply):
 - `fold_binary`: integer and bool operators on two constants (division and remainder only by a nonzero
-  divisor, shifts only within the bit width, results wrapped to the dtype);
+  divisor, shifts only within the bit width, `mulhi` as the high half of the product, results wrapped to the
+  dtype);
 - `fold_identity`: `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x & true`, `true & x` on scalars;
 - `fold_compare`: a comparison of two constants;
 - `fold_where`: a selection on a constant condition;
@@ -55,6 +56,8 @@ def _int_result(op: BinOp, a: int, b: int, dtype: DType) -> int | None:
         return a // b if op is BinOp.FLOORDIV else a % b
     if op in (BinOp.SHL, BinOp.SHR) and 0 <= b < dtype.bits:
         return a << b if op is BinOp.SHL else a >> b
+    if op is BinOp.MULHI:
+        return (a * b) >> dtype.bits
     return None
 
 

@@ -26,6 +26,7 @@ kernel void mtile_control(device const float* X [[buffer(0)]],
     const float shx = simd_shuffle_xor(x, 1);
     const float bc = simd_broadcast(x, 3);
     const float r_sum = simd_sum(x);
+    const float r_prod = simd_product(x);
     const float r_max = simd_max(x);
     const float r_min = simd_min(x);
     float r;
@@ -59,16 +60,17 @@ kernel void mtile_control(device const float* X [[buffer(0)]],
     const float4 w = select(v, t5, v < t5) + static_cast<float4>(hv);
     const float4 t6 = static_cast<float4>(static_cast<int4>(v));
     *(device float4*)(VOut + t4) = float4(w[3], t6[1], w[1], t6[3]);
-    const int t7 = tid * 9;
+    const int t7 = tid * 10;
     Out[t7 + 0] = nb;
     Out[t7 + 1] = shx;
     Out[t7 + 2] = bc;
     Out[t7 + 3] = r_sum;
-    Out[t7 + 4] = r_max;
-    Out[t7 + 5] = r_min;
-    Out[t7 + 6] = r;
-    Out[t7 + 7] = static_cast<float>(acc);
-    Out[t7 + 8] = static_cast<float>(fa);
+    Out[t7 + 4] = r_prod;
+    Out[t7 + 5] = r_max;
+    Out[t7 + 6] = r_min;
+    Out[t7 + 7] = r;
+    Out[t7 + 8] = static_cast<float>(acc);
+    Out[t7 + 9] = static_cast<float>(fa);
     if (lane == 0) {
         atomic_fetch_add_explicit((device atomic_int*)(Cnt), 1, memory_order_relaxed);
     }
