@@ -125,13 +125,49 @@ def barrier(): _outside("barrier")
 def shared(size, dtype="f32"): _outside("shared")
 def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2): _outside("tile_swizzle")
 def atomic_add(ptr, value, mask=None): _outside("atomic_add")
+def num_programs(axis=0): _outside("num_programs")
+def cast(x, dtype, bitcast=False): _outside("cast")
+def exp2(x): _outside("exp2")
+def log2(x): _outside("log2")
+def sin(x): _outside("sin")
+def cos(x): _outside("cos")
+def rsqrt(x): _outside("rsqrt")
+def floor(x): _outside("floor")
+def ceil(x): _outside("ceil")
+def sigmoid(x): _outside("sigmoid")
+def erf(x): _outside("erf")
+def pow(x, y): _outside("pow")  # noqa: A001
+def fma(a, b, c): _outside("fma")
+def clamp(x, lo, hi): _outside("clamp")
+def argmax(x, axis=None): _outside("argmax")
+def argmin(x, axis=None): _outside("argmin")
+def cumsum(x, axis=0, reverse=False): _outside("cumsum")
+def cumprod(x, axis=0, reverse=False): _outside("cumprod")
+def rand(seed, offsets, n_rounds=10): _outside("rand")
+def randn(seed, offsets, n_rounds=10): _outside("randn")
+def randint(seed, offsets, n_rounds=10): _outside("randint")
+def randint4x(seed, offsets, n_rounds=10): _outside("randint4x")
+def rand4x(seed, offsets, n_rounds=10): _outside("rand4x")
+def randn4x(seed, offsets, n_rounds=10): _outside("randn4x")
 
+
+# Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
+# string metile spells the type with, so `x.dtype == metile.float16` holds for an f16 tile.
+float32, float16, bfloat16 = "f32", "f16", "bf16"
+int8, uint8, int16, uint16, int32, uint32 = "i8", "u8", "i16", "u16", "i32", "u32"
+int1 = bool_ = "bool"
+float8_e4m3, float8_e5m2 = "f8e4m3", "f8e5m2"
+float8e4nv, float8e5 = float8_e4m3, float8_e5m2  # Triton's names of the same two formats
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int1",
+               "bool_", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5")
 
 LANGUAGE_NAMES = (
     "program_id", "arange", "cdiv", "next_power_of_2", "load", "store", "tile_load", "tile_store", "zeros",
     "dot", "tile_range", "exp", "log", "sqrt", "abs", "tanh", "where", "maximum", "minimum", "sum", "max",
     "min", "thread_id", "simd_lane_id", "simd_shuffle_xor", "simd_broadcast", "simdgroup_role", "barrier",
-    "shared", "tile_swizzle", "atomic_add",
+    "shared", "tile_swizzle", "atomic_add", "num_programs", "cast", "exp2", "log2", "sin", "cos", "rsqrt",
+    "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
+    "randn", "randint", "randint4x", "rand4x", "randn4x",
 )
 
-__all__ = ["LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES]
+__all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

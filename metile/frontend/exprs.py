@@ -16,6 +16,7 @@ import ast
 import builtins
 import math
 
+from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import BUILTINS, bind_values
 from metile.frontend.errors import (
@@ -27,6 +28,7 @@ from metile.frontend.errors import (
     UnsupportedCallError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -55,6 +57,19 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions",
           ast.Break: "break statements", ast.Continue: "continue statements", ast.AsyncFor: "async for",
           ast.AsyncWith: "async with"}
 _UNSET = object()
+CALLS = {**BUILTINS, **LIBRARY}
+"""Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
+_METHODS = {"to": L.cast}
+"""The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
+
+
+class Method:
+    """`value.name`, a method of a traced value: calling it calls `fn(value, ...)`."""
+
+    __slots__ = ("fn", "value")
+
+    def __init__(self, fn, value: Value):
+        self.fn, self.value = fn, value
 
 
 class _Table(dict):
@@ -120,7 +135,11 @@ def _attribute(tr, node: ast.Attribute):
             return tuple(base.type.shape)
         if attr == "dtype":
             return str(base.type.dtype)
-        raise KernelTypeError(f"traced values have no attribute '{attr}' (only .shape and .dtype)", tr.loc(node))
+        fn = _METHODS.get(attr)
+        if fn is not None:
+            return Method(fn, base)
+        raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype and .to(dtype))",
+                              tr.loc(node))
     try:
         value = getattr(base, attr)
     except AttributeError:
@@ -259,7 +278,10 @@ def _call(tr, node: ast.Call):
             raise UnsupportedSyntaxError("`**kwargs` in calls is not supported inside a kernel", tr.loc(node))
         kwargs[kw.arg] = EVAL[kw.value.__class__](tr, kw.value)
     loc = tr.locs.get(node) or tr.loc(node)
-    impl = BUILTINS.get(fn)
+    if fn.__class__ is Method:
+        args.insert(0, fn.value)
+        fn = fn.fn
+    impl = CALLS.get(fn)
     value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
     return value.value if isinstance(value, constexpr) else value
 
@@ -289,4 +311,4 @@ EVAL = _Table({ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribu
                ast.List: _list, ast.BinOp: _binop, ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare,
                ast.IfExp: _ifexp, ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call})
 
-__all__ = ["BINOPS", "EVAL", "SYNTAX", "call", "eval_expr", "expand", "lookup"]
+__all__ = ["BINOPS", "CALLS", "EVAL", "SYNTAX", "Method", "call", "eval_expr", "expand", "lookup"]

@@ -354,11 +354,15 @@ def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
 
 
 _MATH = {"exp": (UnOp.EXP, math.exp), "log": (UnOp.LOG, math.log), "sqrt": (UnOp.SQRT, math.sqrt),
-         "tanh": (UnOp.TANH, math.tanh), "abs": (UnOp.ABS, abs)}
+         "tanh": (UnOp.TANH, math.tanh), "abs": (UnOp.ABS, abs), "exp2": (UnOp.EXP2, lambda v: 2.0 ** v),
+         "log2": (UnOp.LOG2, math.log2), "sin": (UnOp.SIN, math.sin), "cos": (UnOp.COS, math.cos),
+         "rsqrt": (UnOp.RSQRT, lambda v: 1.0 / math.sqrt(v)), "floor": (UnOp.FLOOR, lambda v: float(math.floor(v))),
+         "ceil": (UnOp.CEIL, lambda v: float(math.ceil(v)))}
 
 
 def unary(name: str, x, loc: Loc | None):
-    """`-x`, `~x` and the math functions `exp log sqrt tanh abs`."""
+    """`-x`, `~x` and the math functions of `_MATH` (`exp log sqrt tanh abs exp2 log2 sin cos rsqrt floor
+    ceil`); on compile-time numbers Python computes them."""
     if not isinstance(x, Value):
         if not isinstance(x, (bool, int, float)):
             raise KernelTypeError(f"{name}: expected a number or a traced value, not {type(x).__name__}", loc)

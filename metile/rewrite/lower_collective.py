@@ -29,13 +29,14 @@ from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, Ma
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
 from metile.ir.stmts import For, If, Let, Store
-from metile.ir.tile import Broadcast, Dot, Full, Reduce, SimdgroupRole
+from metile.ir.tile import ArgReduce, Broadcast, Dot, Full, Reduce, Scan, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
 from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
 from metile.rewrite.plan import SIMD_WIDTH
+from metile.rewrite.scan import HEAVY
 
 PAD = 4
 UNROLL_LIMIT = 8
@@ -95,6 +96,8 @@ def acc_dtype(dtype: DType) -> DType:
 def identity(op: ReduceOp, dtype: DType) -> Const:
     if op is ReduceOp.SUM:
         return Const(0, dtype)
+    if op is ReduceOp.PROD:
+        return Const(1, dtype)
     if dtype.is_float:
         return Const(-math.inf if op is ReduceOp.MAX else math.inf, dtype)
     bits = dtype.bits
@@ -102,8 +105,11 @@ def identity(op: ReduceOp, dtype: DType) -> Const:
     return Const(lo if op is ReduceOp.MAX else hi, dtype)
 
 
+COMBINE = {ReduceOp.SUM: BinOp.ADD, ReduceOp.PROD: BinOp.MUL, ReduceOp.MAX: BinOp.MAX, ReduceOp.MIN: BinOp.MIN}
+
+
 def combine(op: ReduceOp, a: Value, b: Value) -> Value:
-    return Binary({ReduceOp.SUM: BinOp.ADD, ReduceOp.MAX: BinOp.MAX, ReduceOp.MIN: BinOp.MIN}[op], a, b)
+    return Binary(COMBINE[op], a, b)
 
 
 def cast(v: Value, dtype: DType) -> Value:
@@ -211,7 +217,7 @@ class Collectives:
         while stack:
             n, done = stack.pop()
             if done:
-                if isinstance(n, (Reduce, Dot)) or dot_acc(n):
+                if isinstance(n, HEAVY) or dot_acc(n):
                     self.heavy_rep(n)
                 continue
             if id(n) in seen or self.memo.get(("h", n)) is not None:
@@ -231,6 +237,10 @@ class Collectives:
         if found is None:
             if isinstance(n, Reduce):
                 found = self.reduce(n)
+            elif isinstance(n, ArgReduce):
+                found = self.arg_reduce(n)
+            elif isinstance(n, Scan):
+                found = self.scan(n)
             elif isinstance(n, Dot):
                 found = self.mma(n, None, n)
             else:

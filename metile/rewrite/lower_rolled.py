@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from metile.ir.node import children
 from metile.ir.stmts import For, Let
-from metile.ir.tile import Dot, Reduce
+from metile.ir.tile import Dot
 from metile.ir.types import DType, TileType
 from metile.ir.values import Load, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
 from metile.rewrite.lower_collective import Channel, Lazy, Mma, Scalar, dot_acc
+from metile.rewrite.scan import HEAVY
 
 ROLL_SLOTS = 8
 
@@ -66,7 +67,7 @@ class Rolled:
             rep = None
             if isinstance(n, Var):
                 rep = self.scope.lookup_env(n.name)
-            elif isinstance(n, (Reduce, Dot)) or dot_acc(n):
+            elif isinstance(n, HEAVY) or dot_acc(n):
                 rep = self.heavy_rep(n)
             else:
                 stack.extend(c for c in children(n) if isinstance(c, Value))

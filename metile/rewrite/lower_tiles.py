@@ -33,6 +33,7 @@ from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
+    ArgReduce,
     Broadcast,
     Dot,
     ExpandDims,
@@ -41,6 +42,7 @@ from metile.ir.tile import (
     ProgramId,
     Reduce,
     Reshape,
+    Scan,
     SimdgroupId,
     SimdgroupRole,
     SimdLaneId,
@@ -49,9 +51,11 @@ from metile.ir.tile import (
 from metile.ir.values import (
     AddPtr,
     Binary,
+    Bitcast,
     Cast,
     Compare,
     Const,
+    Fma,
     Load,
     Param,
     SharedAlloc,
@@ -71,6 +75,7 @@ from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.lower_rolled import Rolled
+from metile.rewrite.lower_scan import Scans
 from metile.rewrite.plan import RoleRange, axis_analysis, varying_names
 from metile.rewrite.scan import scan
 
@@ -123,7 +128,7 @@ class Memo:
         self.region = saved
 
 
-class Lowering(ControlFlow, Collectives, Rolled):
+class Lowering(ControlFlow, Collectives, Scans, Rolled):
     def __init__(self, k: Kernel):
         self.k = k
         meta = k.meta
@@ -321,7 +326,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 return mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
             case SimdgroupId():
                 return mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
-            case Reduce():
+            case Reduce() | ArgReduce():
                 return self.heavy_rep(v).value
             case Full(_, value):
                 return value
@@ -346,6 +351,10 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 return Where(f(c), f(x), f(y), loc=v.loc)
             case Cast(x, dtype):
                 return Cast(f(x), dtype, loc=v.loc)
+            case Bitcast(x, dtype):
+                return Bitcast(f(x), dtype, loc=v.loc)
+            case Fma(a, b, c):
+                return Fma(f(a), f(b), f(c), loc=v.loc)
             case AddPtr(p, off):
                 return AddPtr(f(p), f(off), loc=v.loc)
         raise self.refuse(f"{_what(v)} cannot be used here", v)
@@ -383,7 +392,7 @@ class Lowering(ControlFlow, Collectives, Rolled):
                 return self.at(x, self.project(pt, xs))
             case ExpandDims(x, _) | Reshape(x, _):
                 return self.at(x, Pt(x.type.shape, pt.flat, pt.key))
-            case Reduce() | Dot():
+            case Reduce() | ArgReduce() | Scan() | Dot():
                 return self.read(self.heavy_rep(v), pt, v)
             case Binary() if dot_acc(v):
                 return self.read(self.heavy_rep(v), pt, v)
@@ -539,8 +548,9 @@ def _tails(n: Node) -> tuple:
 
 
 def _what(n: Node) -> str:
-    names = {"Reduce": "this reduction", "Dot": "this dot", "For": "this loop", "While": "this while loop",
-             "If": "this branch", "Barrier": "metile.barrier()", "Binary": "this dot",
+    names = {"Reduce": "this reduction", "ArgReduce": "this arg-reduction", "Scan": "this scan", "Dot": "this dot",
+             "For": "this loop", "While": "this while loop", "If": "this branch", "Barrier": "metile.barrier()",
+             "Binary": "this dot",
              "SimdgroupRole": "simdgroup_role", "Load": "this load", "Store": "this store",
              "SimdShuffleXor": "metile.simd_shuffle_xor", "SimdBroadcast": "metile.simd_broadcast",
              "SimdReduce": "this simd reduction"}

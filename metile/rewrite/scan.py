@@ -4,8 +4,8 @@
 - `nodes`: every distinct node, children before parents (as `metile.ir.node.walk` gives them);
 - `of(cls)`: the nodes of one class (or tuple of classes), in that order;
 - per value node (by identity): whether it contains a source of per-thread variation
-  (`VARYING_SOURCES`), the names of the variables it reads, and whether it contains a `Reduce` or a
-  `Dot` (the values the lowering materialises before the statement that uses them).
+  (`VARYING_SOURCES`), the names of the variables it reads, and whether it contains a value of `HEAVY`
+  (reductions, scans, `Dot`: the values the lowering materialises before the statement that uses them).
 With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
 
 The three passes run on the same body (`fold_constants` returns the kernel itself when nothing folds,
@@ -20,11 +20,12 @@ from collections.abc import Iterable
 
 from metile.ir.node import Node, children, walk
 from metile.ir.stmts import Kernel
-from metile.ir.tile import Dot, Reduce, SimdgroupId, SimdLaneId, ThreadId
+from metile.ir.tile import ArgReduce, Dot, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
 
 VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
-_HEAVY = (Reduce, Dot)
+HEAVY = (Reduce, ArgReduce, Scan, Dot)
+"""The values the lowering materialises before the statement that uses them (through scratch memory)."""
 _NONE: frozenset[str] = frozenset()
 _KEEP = 8
 
@@ -36,7 +37,7 @@ _KINDS: dict[type, tuple] = {}  # node class -> (varying source, heavy, Var), or
 def _kind(cls: type) -> tuple:
     if not issubclass(cls, Value):
         return _NOT_VALUE
-    return issubclass(cls, VARYING_SOURCES), issubclass(cls, _HEAVY), issubclass(cls, Var)
+    return issubclass(cls, VARYING_SOURCES), issubclass(cls, HEAVY), issubclass(cls, Var)
 
 
 class Scan:
@@ -145,4 +146,4 @@ def _same(a, b) -> bool:
     return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
 
 
-__all__ = ["VARYING_SOURCES", "Scan", "scan"]
+__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan"]
