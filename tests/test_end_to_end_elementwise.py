@@ -14,6 +14,7 @@ from metile.ir.ops import BinOp, Stage
 from metile.ir.values import Binary, Cast, Var
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.fold import fold_constants
+from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 from metile.rewrite.plan import plan_launch
@@ -262,7 +263,7 @@ def test_compile_without_launching():
     assert compiled.tile_ir.stage is Stage.TILE and compiled.metal_ir.stage is Stage.METAL
     assert vec_add.compile(x, x, x, 16, BLOCK=BLOCK) is compiled
     assert vec_add.compile(x, x, x, 16, BLOCK=128) is not compiled
-    assert metile.DEFAULT_PIPELINE == [fold_constants, plan_launch, lower_tiles]
+    assert metile.DEFAULT_PIPELINE == [fold_constants, skip_inactive, plan_launch, lower_tiles]
 
 
 def test_row_sum_runs():

@@ -20,12 +20,13 @@ from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
 from metile.ir.verify import verify
 from metile.rewrite.fold import fold_constants
+from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.plan import plan_launch
 
 Pass = Callable[[Kernel], Kernel]
 
-DEFAULT_PIPELINE: list[Pass] = [fold_constants, plan_launch, lower_tiles]
+DEFAULT_PIPELINE: list[Pass] = [fold_constants, skip_inactive, plan_launch, lower_tiles]
 
 
 class PipelineError(MetileError):

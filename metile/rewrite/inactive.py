@@ -1,0 +1,375 @@
+"""`skip_inactive`: what masked-off elements mean, made explicit in Tile IR.
+
+A load with `mask=` and no `other=` makes the elements where the mask is false *inactive*. An inactive
+element reads 0 wherever it is used element-wise, but:
+- an update of a loop-carried value (a `tile_range` or `while` loop, directly or through a runtime `if` in
+  its body) leaves the old value at the elements where the new one is inactive;
+- every reduction (`sum`, `max`, `min`, `argmax`, `argmin`) and scan (`cumsum`, `cumprod`) skips them.
+
+Activity is a bool of each value's shape, where true means active; `None` stands for "everywhere true". It
+flows through element-wise operations (an element is active where all its operands are), `where(c, a, b)`
+takes each side's activity, `other=` makes a load's elements active with that value, and a reduction or a
+`dot` result is active everywhere. A loop-carried value starts with its initial value's activity and gains
+the elements each iteration makes active; a runtime `if` or `simdgroup_role` result has the activity of the
+value its branch yields. Nothing else (stores, atomics, simdgroup exchanges) looks at activity.
+
+The pass makes all of this ordinary IR, so no later pass knows about activity:
+- `skip_reduction` (a rule): `reduce(x)` -> `reduce(where(active(x), x, identity))`, and the same for scans
+  and arg-reductions (whose skipped elements lose every tie);
+- a loop's yield `y` of carried `c` -> `where(active(y), y, c)`;
+- the activity of a loop-carried value, and of an `if` or role result, becomes a bool value carried or
+  yielded beside it, but only where some rewrite reads it: a first walk over the kernel finds which of these
+  activity values the rewrites use, and a second walk builds the kernel with only those.
+A kernel without a masked load, or whose inactive elements reach no reduction and no loop update, is
+returned as it is (the same object, so later passes share its scan).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from metile.ir.node import Node, walk
+from metile.ir.ops import BinOp, Stage, UnOp
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole
+from metile.ir.types import DType, TileType
+from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
+from metile.rewrite.driver import bottom_up
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.lower_collective import identity
+from metile.rewrite.scan import scan
+
+_TRUE = Const(True, DType.BOOL)
+
+
+# ---- activity values: None is "active everywhere"
+
+def both(a: Value | None, b: Value | None) -> Value | None:
+    """Active where `a` and `b` are."""
+    if a is None or a == b:
+        return b
+    if b is None:
+        return a
+    return Binary(BinOp.AND, a, b)
+
+
+def either(a: Value | None, b: Value | None) -> Value | None:
+    """Active where `a` or `b` is."""
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    return Binary(BinOp.OR, a, b)
+
+
+def pick(c: Value, a: Value | None, b: Value | None) -> Value | None:
+    """The activity of `where(c, x, y)`, `x` active at `a` and `y` at `b`."""
+    if a == b:
+        return a
+    if a is None:
+        return None if b == Unary(UnOp.NOT, c) else Binary(BinOp.OR, c, b)
+    if b is None:
+        return None if a == c else Binary(BinOp.OR, Unary(UnOp.NOT, c), a)
+    return Where(c, a, b)
+
+
+def everywhere(shape: tuple[int, ...]) -> Value:
+    """An activity value that is true at every element of a value of `shape`."""
+    return _TRUE if shape == () else Full(shape, _TRUE)
+
+
+def _node_activity(n: Node, act) -> Value | None:
+    """The activity of value `n` from the activity `act(child)` of its children (already known)."""
+    match n:
+        case Var():
+            return act(n)
+        case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
+            return both(act(a), act(b))
+        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | Scan(_, x, _, _):
+            return act(x)
+        case Fma(a, b, c):
+            return both(both(act(a), act(b)), act(c))
+        case Where(c, x, y):
+            return pick(c, act(x), act(y))
+        case Load(ptr, None, _):
+            return act(ptr)
+        case Load(ptr, mask, None):
+            return both(mask, act(ptr))
+        case Load(ptr, mask, other):
+            return pick(mask, act(ptr), act(other))
+        case Broadcast(x, shape):
+            a = act(x)
+            return None if a is None else Broadcast(a, shape)
+        case ExpandDims(x, axis):
+            a = act(x)
+            return None if a is None else ExpandDims(a, axis)
+        case Reshape(x, shape):
+            a = act(x)
+            return None if a is None else Reshape(a, shape)
+    # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
+    return None
+
+
+@attrs.frozen
+class Rewrite:
+    """The context of `skip_reduction`: the activity of any value, as the walk knows it at that point."""
+
+    activity: object  # Callable[[Value], Value | None]
+
+
+def skip_reduction(n: Node, ctx: Rewrite) -> Node | None:
+    """`reduce(x)` over a partly inactive `x` -> `reduce(where(active, x, identity))`; the same for a scan, and
+    for an arg-reduction, which also skips the inactive elements (`valid`) so that they lose every tie."""
+    match n:
+        case Reduce(op, x, axis) if (a := ctx.activity(x)) is not None:
+            return Reduce(op, _identity_where(a, x, op), axis, loc=n.loc)
+        case Scan(op, x, axis, reverse) if (a := ctx.activity(x)) is not None:
+            return Scan(op, _identity_where(a, x, op), axis, reverse, loc=n.loc)
+        case ArgReduce(op, x, axis, valid) if (a := ctx.activity(x)) is not None:
+            return ArgReduce(op, _identity_where(a, x, op), axis, both(valid, a), loc=n.loc)
+    return None
+
+
+def _identity_where(a: Value, x: Value, op) -> Value:
+    """`x` with the identity of `op` where `a` is false (active nowhere there: its activity is everywhere)."""
+    return Where(a, x, Full(x.type.shape, identity(op, x.type.dtype)), loc=x.loc)
+
+
+class _Walk:
+    """One walk over a kernel body, rebuilding it with the rewrites of the module docstring.
+
+    `keep` names the activity values to build (None: all of them, as the first walk does); `used` collects
+    the names of the activity values the rewrites read, and `defs` what each activity value is made of, so
+    that the first walk can tell the second which to keep."""
+
+    def __init__(self, found, names: set[str], keep: frozenset[str] | None):
+        self.found = found
+        self.names = set(names)
+        self.keep = keep
+        self.env: dict[str, Value | None] = {}
+        self.memo: dict[Node, Value | None] = {}
+        self.used: set[str] = set()
+        self.defs: dict[str, list[Value]] = {}
+        self.changed = False
+        self.rule = functools.partial(skip_reduction, ctx=Rewrite(self.activity))
+        self.rule.__name__ = skip_reduction.__name__
+
+    # ---- activity
+
+    def activity(self, v: Value | None) -> Value | None:
+        """The activity of `v` (None: active everywhere)."""
+        if v is None:
+            return None
+        memo = self.memo
+        if v in memo:
+            return memo[v]
+        for n in walk(v):
+            if n not in memo and isinstance(n, Value):
+                memo[n] = self.env.get(n.name) if n.__class__ is Var else _node_activity(n, memo.get)
+        return memo[v]
+
+    def consume(self, a: Value | None) -> Value | None:
+        """`a`, read by a rewrite: the activity values it names are needed."""
+        if a is not None:
+            self.used.update(n.name for n in walk(a) if n.__class__ is Var)
+            self.changed = True
+        return a
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.names:
+            name, i = f"{base}_{i}", i + 1
+        self.names.add(name)
+        return name
+
+    def activity_var(self, of: Var, shape: tuple[int, ...], defs: list[Value]) -> Var | None:
+        """A new variable holding the activity of `of`, made of `defs`; None when this walk does not keep it."""
+        name = self.fresh(f"{of.name}_active")
+        self.defs[name] = defs
+        if self.keep is not None and name not in self.keep:
+            return None
+        return Var(name, TileType(DType.BOOL, shape), loc=of.loc)
+
+    # ---- values and statements
+
+    def value(self, v: Value | None) -> Value | None:
+        """`v` with its reductions over inactive elements rewritten."""
+        if v is None or not self.found.heavy(v):
+            return v
+        out = bottom_up(self.rule, v)
+        if out is not v:
+            self.changed = True
+            self.used.update(n.name for n in walk(out) if n.__class__ is Var and n.name in self.defs)
+        return out
+
+    def block(self, stmts) -> list:
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return out
+
+    def stmt(self, s) -> list:
+        match s:
+            case Let(var, value):
+                value = self.value(value)
+                self.env[var.name] = self.activity(value)
+                return [s if value is s.value else Let(var, value, loc=s.loc)]
+            case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
+                parts = [self.value(x) for x in (ptr, value, mask)]
+                same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
+                return [s if same else type(s)(*parts, loc=s.loc)]
+            case Barrier():
+                return [s]
+            case For():
+                return [self.for_loop(s)]
+            case While():
+                return [self.while_loop(s)]
+            case If():
+                return [self.branch(s)]
+            case SimdgroupRole():
+                return [self.role(s)]
+        raise UnsupportedConstructError(f"skip_inactive does not know the statement {type(s).__name__}", s.loc)
+
+    def carry(self, carried, inits) -> list[tuple[Var, Var, Value]]:
+        """Bind the activity of each carried variable; returns the activity variables the loop carries (each
+        with its carried variable and initial activity)."""
+        tracked = []
+        for c, init in zip(carried, inits):
+            a = self.activity(init)
+            if a is None:
+                self.env[c.name] = None
+                continue
+            var = self.activity_var(c, c.type.shape, [a])
+            self.env[c.name] = var
+            if var is not None:
+                tracked.append((c, var, a))
+        return tracked
+
+    def keep_old(self, carried, yields) -> list[Value]:
+        """Each yield `y` of a carried `c` as `where(active(y), y, c)`."""
+        out = []
+        for c, y in zip(carried, yields):
+            a = self.activity(y)
+            out.append(y if a is None or y == c else Where(self.consume(a), y, c, loc=y.loc))
+        return out
+
+    def gained(self, tracked, yields_by_name: dict[str, Value]) -> list[Value]:
+        """The activity each tracked carried variable has after an iteration (its own, or the yield's)."""
+        out = []
+        for c, var, _ in tracked:
+            a = either(self.activity(yields_by_name[c.name]), var)
+            self.defs[var.name].append(everywhere(c.type.shape) if a is None else a)
+            out.append(everywhere(c.type.shape) if a is None else a)
+        return out
+
+    def results(self, carried, tracked, results) -> list[Var]:
+        """Bind the activity of each loop result; returns the variables holding the tracked ones."""
+        out = []
+        by_carried = {c.name: var for c, var, _ in tracked}
+        for c, r in zip(carried, results):
+            var = by_carried.get(c.name)
+            if var is None:
+                self.env[r.name] = None
+                continue
+            rv = Var(self.fresh(f"{r.name}_active"), var.type, loc=r.loc)
+            self.env[r.name] = rv
+            out.append(rv)
+        return out
+
+    def for_loop(self, s: For) -> For:
+        start, stop, step = (self.value(x) for x in (s.start, s.stop, s.step))
+        inits = [self.value(x) for x in s.inits]
+        self.env[s.index.name] = None
+        tracked = self.carry(s.carried, inits)
+        body = self.block(s.body)
+        ys = [self.value(y) for y in s.yields]
+        new_ys = self.keep_old(s.carried, ys)
+        extra_ys = self.gained(tracked, {c.name: y for c, y in zip(s.carried, ys)})
+        extra_rs = self.results(s.carried, tracked, s.results)
+        return For(s.index, start, stop, step, [*s.carried, *(v for _, v, _ in tracked)],
+                   [*inits, *(a for _, _, a in tracked)], body, [*new_ys, *extra_ys], [*s.results, *extra_rs],
+                   s.num_stages, loc=s.loc)
+
+    def while_loop(self, s: While) -> While:
+        inits = [self.value(x) for x in s.inits]
+        tracked = self.carry(s.carried, inits)
+        cond_body = self.block(s.cond_body)
+        cond = self.value(s.cond)
+        body = self.block(s.body)
+        ys = [self.value(y) for y in s.yields]
+        new_ys = self.keep_old(s.carried, ys)
+        extra_ys = self.gained(tracked, {c.name: y for c, y in zip(s.carried, ys)})
+        extra_rs = self.results(s.carried, tracked, s.results)
+        return While([*s.carried, *(v for _, v, _ in tracked)], [*inits, *(a for _, _, a in tracked)], cond_body,
+                     cond, body, [*new_ys, *extra_ys], [*s.results, *extra_rs], loc=s.loc)
+
+    def yielded(self, results, *branches) -> tuple[list[list[Value]], list[Var]]:
+        """For each result whose yields are partly inactive in some branch: an extra yield per branch (its
+        activity there) and an extra result holding it."""
+        extra = [[] for _ in branches]
+        new_results = []
+        for i, r in enumerate(results):
+            acts = [self.activity(ys[i]) for ys in branches]
+            if all(a is None for a in acts):
+                self.env[r.name] = None
+                continue
+            whole = [everywhere(r.type.shape) if a is None else a for a in acts]
+            var = self.activity_var(r, r.type.shape, whole)
+            self.env[r.name] = var
+            if var is None:
+                continue
+            for out, a in zip(extra, whole):
+                out.append(a)
+            new_results.append(var)
+        return extra, new_results
+
+    def branch(self, s: If) -> If:
+        cond = self.value(s.cond)
+        then = self.block(s.then)
+        tys = [self.value(y) for y in s.then_yields]
+        orelse = self.block(s.orelse)
+        eys = [self.value(y) for y in s.else_yields]
+        (t_extra, e_extra), rs = self.yielded(s.results, tys, eys)
+        return If(cond, then, orelse, [*tys, *t_extra], [*eys, *e_extra], [*s.results, *rs], loc=s.loc)
+
+    def role(self, s: SimdgroupRole) -> SimdgroupRole:
+        body = self.block(s.body)
+        ys = [self.value(y) for y in s.yields]
+        (extra,), rs = self.yielded(s.results, ys)
+        return SimdgroupRole(s.role, s.num_roles, s.num_sgs, body, [*ys, *extra], [*s.results, *rs], loc=s.loc)
+
+
+def _needed(used: set[str], defs: dict[str, list[Value]]) -> frozenset[str]:
+    """The activity values to build: those the rewrites read, and what those are made of."""
+    keep: set[str] = set()
+    todo = [n for n in used if n in defs]
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        for d in defs[name]:
+            todo.extend(n.name for n in walk(d) if n.__class__ is Var and n.name in defs and n.name not in keep)
+    return frozenset(keep)
+
+
+def skip_inactive(k: Kernel) -> Kernel:
+    """`k` with the semantics of inactive elements made explicit (see the module docstring)."""
+    if k.stage is not Stage.TILE:
+        raise UnsupportedConstructError(f"skip_inactive takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
+    found = scan(k)
+    if not any(n.mask is not None and n.other is None for n in found.of(Load)):
+        return k
+    names = {n.name for n in found.of(Var)}
+    first = _Walk(found, names, None)
+    first.block(k.body)
+    if not first.changed:
+        return k
+    second = _Walk(found, names, _needed(first.used, first.defs))
+    body = second.block(k.body)
+    return attrs.evolve(k, body=body)
+
+
+__all__ = ["Rewrite", "both", "either", "everywhere", "pick", "skip_inactive", "skip_reduction"]
