@@ -30,7 +30,7 @@ import functools
 
 import attrs
 
-from metile.ir.node import Node, walk
+from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole
@@ -42,6 +42,7 @@ from metile.rewrite.lower_collective import identity
 from metile.rewrite.scan import scan
 
 _TRUE = Const(True, DType.BOOL)
+_UNKNOWN = object()
 
 
 # ---- activity values: None is "active everywhere"
@@ -83,8 +84,6 @@ def everywhere(shape: tuple[int, ...]) -> Value:
 def _node_activity(n: Node, act) -> Value | None:
     """The activity of value `n` from the activity `act(child)` of its children (already known)."""
     match n:
-        case Var():
-            return act(n)
         case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
             return both(act(a), act(b))
         case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | Scan(_, x, _, _):
@@ -144,11 +143,13 @@ class _Walk:
     the names of the activity values the rewrites read, and `defs` what each activity value is made of, so
     that the first walk can tell the second which to keep."""
 
-    def __init__(self, found, names: set[str], keep: frozenset[str] | None):
+    def __init__(self, found, names: set[str], keep: frozenset[str] | None, maybe: frozenset[str]):
         self.found = found
+        self.maybe = maybe
         self.names = set(names)
         self.keep = keep
-        self.env: dict[str, Value | None] = {}
+        self.env: dict[str, Value | None] = {}  # the activity of each variable known so far
+        self.lets: dict[str, Value] = {}  # the value of each variable bound by a `Let`
         self.memo: dict[Node, Value | None] = {}
         self.used: set[str] = set()
         self.defs: dict[str, list[Value]] = {}
@@ -159,15 +160,43 @@ class _Walk:
     # ---- activity
 
     def activity(self, v: Value | None) -> Value | None:
-        """The activity of `v` (None: active everywhere)."""
+        """The activity of `v` (None: active everywhere), from its children's, each computed once and only when
+        asked for (a `Let`'s value when a use of its variable is)."""
         if v is None:
             return None
         memo = self.memo
-        if v in memo:
-            return memo[v]
-        for n in walk(v):
-            if n not in memo and isinstance(n, Value):
-                memo[n] = self.env.get(n.name) if n.__class__ is Var else _node_activity(n, memo.get)
+        found = memo.get(v, _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found
+        facts, maybe, env, lets = self.found.facts, self.maybe, self.env, self.lets
+        stack = [v]
+        while stack:
+            n = stack[-1]
+            if n in memo:
+                stack.pop()
+                continue
+            f = facts.get(id(n))
+            if f is not None and n.__class__ is not Load and f[1].isdisjoint(maybe):
+                memo[n] = None  # a value of the kernel that reads nothing inactive
+                stack.pop()
+                continue
+            if n.__class__ is Var:
+                name = n.name
+                if name not in env:
+                    d = lets.get(name)
+                    if d is not None and d not in memo:
+                        stack.append(d)
+                        continue
+                    env[name] = None if d is None else memo[d]
+                memo[n] = env[name]
+                stack.pop()
+                continue
+            todo = [c for c in children(n) if c not in memo and isinstance(c, Value)]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            memo[n] = _node_activity(n, memo.get)
         return memo[v]
 
     def consume(self, a: Value | None) -> Value | None:
@@ -214,7 +243,7 @@ class _Walk:
         match s:
             case Let(var, value):
                 value = self.value(value)
-                self.env[var.name] = self.activity(value)
+                self.lets[var.name] = value  # its activity is computed when a use asks for it
                 return [s if value is s.value else Let(var, value, loc=s.loc)]
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 parts = [self.value(x) for x in (ptr, value, mask)]
@@ -248,12 +277,41 @@ class _Walk:
         return tracked
 
     def keep_old(self, carried, yields) -> list[Value]:
-        """Each yield `y` of a carried `c` as `where(active(y), y, c)`."""
+        """Each yield `y` of a carried `c` as `where(active(y), y, c)`; `c + v` stays as it is where `v` is 0
+        wherever `y` is inactive (a masked load's zeros add nothing)."""
         out = []
         for c, y in zip(carried, yields):
             a = self.activity(y)
-            out.append(y if a is None or y == c else Where(self.consume(a), y, c, loc=y.loc))
+            if a is None or y == c or (self.activity(c) is None and self.adds_zeros(c, y, a)):
+                out.append(y)
+            else:
+                out.append(Where(self.consume(a), y, c, loc=y.loc))
         return out
+
+    def adds_zeros(self, c: Var, y: Value, a: Value) -> bool:
+        """Whether `y` is `c + v` (either order) with `v` exactly 0 wherever `a` (its activity) is false."""
+        if y.__class__ is Var:
+            y = self.lets.get(y.name, y)
+        match y:
+            case Binary(BinOp.ADD, lhs, v) if lhs == c:
+                return self.zero_where_inactive(v, a)
+            case Binary(BinOp.ADD, v, rhs) if rhs == c:
+                return self.zero_where_inactive(v, a)
+        return False
+
+    def zero_where_inactive(self, v: Value, a: Value) -> bool:
+        """Whether `v` is 0 at every element where `a` is false: a masked load without `other=` whose mask is
+        `a`, a conversion of one, or a product of two."""
+        match v:
+            case Var(name) if (d := self.lets.get(name)) is not None:
+                return self.zero_where_inactive(d, a)
+            case Load(_, mask, None) if mask is not None:
+                return mask == a
+            case Cast(x, _):
+                return self.zero_where_inactive(x, a)
+            case Binary(BinOp.MUL, x, z):
+                return self.zero_where_inactive(x, a) and self.zero_where_inactive(z, a)
+        return False
 
     def gained(self, tracked, yields_by_name: dict[str, Value]) -> list[Value]:
         """The activity each tracked carried variable has after an iteration (its own, or the yield's)."""
@@ -288,9 +346,9 @@ class _Walk:
         new_ys = self.keep_old(s.carried, ys)
         extra_ys = self.gained(tracked, {c.name: y for c, y in zip(s.carried, ys)})
         extra_rs = self.results(s.carried, tracked, s.results)
-        return For(s.index, start, stop, step, [*s.carried, *(v for _, v, _ in tracked)],
-                   [*inits, *(a for _, _, a in tracked)], body, [*new_ys, *extra_ys], [*s.results, *extra_rs],
-                   s.num_stages, loc=s.loc)
+        return _rebuilt(s, start=start, stop=stop, step=step, carried=[*s.carried, *(v for _, v, _ in tracked)],
+                        inits=[*inits, *(a for _, _, a in tracked)], body=body, yields=[*new_ys, *extra_ys],
+                        results=[*s.results, *extra_rs])
 
     def while_loop(self, s: While) -> While:
         inits = [self.value(x) for x in s.inits]
@@ -302,8 +360,10 @@ class _Walk:
         new_ys = self.keep_old(s.carried, ys)
         extra_ys = self.gained(tracked, {c.name: y for c, y in zip(s.carried, ys)})
         extra_rs = self.results(s.carried, tracked, s.results)
-        return While([*s.carried, *(v for _, v, _ in tracked)], [*inits, *(a for _, _, a in tracked)], cond_body,
-                     cond, body, [*new_ys, *extra_ys], [*s.results, *extra_rs], loc=s.loc)
+        return _rebuilt(s, carried=[*s.carried, *(v for _, v, _ in tracked)],
+                        inits=[*inits, *(a for _, _, a in tracked)], cond_body=cond_body, cond=cond, body=body,
+                        yields=[*new_ys, *extra_ys],
+                        results=[*s.results, *extra_rs])
 
     def yielded(self, results, *branches) -> tuple[list[list[Value]], list[Var]]:
         """For each result whose yields are partly inactive in some branch: an extra yield per branch (its
@@ -332,13 +392,45 @@ class _Walk:
         orelse = self.block(s.orelse)
         eys = [self.value(y) for y in s.else_yields]
         (t_extra, e_extra), rs = self.yielded(s.results, tys, eys)
-        return If(cond, then, orelse, [*tys, *t_extra], [*eys, *e_extra], [*s.results, *rs], loc=s.loc)
+        return _rebuilt(s, cond=cond, then=then, orelse=orelse, then_yields=[*tys, *t_extra],
+                        else_yields=[*eys, *e_extra], results=[*s.results, *rs])
 
     def role(self, s: SimdgroupRole) -> SimdgroupRole:
         body = self.block(s.body)
         ys = [self.value(y) for y in s.yields]
         (extra,), rs = self.yielded(s.results, ys)
-        return SimdgroupRole(s.role, s.num_roles, s.num_sgs, body, [*ys, *extra], [*s.results, *rs], loc=s.loc)
+        return _rebuilt(s, body=body, yields=[*ys, *extra], results=[*s.results, *rs])
+
+
+def _rebuilt(s, **fields):
+    """`s` with `fields` (values or lists of nodes), or `s` itself when every one is the same as before."""
+    for name, new in fields.items():
+        old = getattr(s, name)
+        if isinstance(new, list):
+            if len(new) != len(old) or any(a is not b for a, b in zip(new, old)):
+                break
+        elif new is not old:
+            break
+    else:
+        return s
+    return attrs.evolve(s, **fields)
+
+
+def _maybe_inactive(found) -> frozenset[str]:
+    """The names that may hold inactive elements: what a masked load without `other=` binds, what reads such a
+    name, and (without looking closer) every loop-carried value and every result of a loop, branch or role."""
+    maybe: set[str] = set()
+    for cls in (For, While):
+        for n in found.of(cls):
+            maybe.update(v.name for v in (*n.carried, *n.results))
+    for cls in (If, SimdgroupRole):
+        for n in found.of(cls):
+            maybe.update(v.name for v in n.results)
+    for n in found.of(Let):
+        v = n.value
+        if (v.__class__ is Load and v.mask is not None and v.other is None) or not found.names(v).isdisjoint(maybe):
+            maybe.add(n.var.name)
+    return frozenset(maybe)
 
 
 def _needed(used: set[str], defs: dict[str, list[Value]]) -> frozenset[str]:
@@ -363,12 +455,14 @@ def skip_inactive(k: Kernel) -> Kernel:
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
         return k
     names = {n.name for n in found.of(Var)}
-    first = _Walk(found, names, None)
-    first.block(k.body)
+    maybe = _maybe_inactive(found)
+    first = _Walk(found, names, None, maybe)
+    body = first.block(k.body)
     if not first.changed:
         return k
-    second = _Walk(found, names, _needed(first.used, first.defs))
-    body = second.block(k.body)
+    keep = _needed(first.used, first.defs)
+    if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
+        body = _Walk(found, names, keep, maybe).block(k.body)
     return attrs.evolve(k, body=body)
 
 
