@@ -5,6 +5,7 @@ from __future__ import annotations
 from metile.debug import DebugSettingError
 from metile.devices import Buffer, device, synchronize
 from metile.frontend.errors import LoweringUnavailableError
+from metile.frontend.funcs import func
 from metile.ir.errors import Loc, MetileError
 from metile.kernel import JITKernel, kernel
 from metile.language import (  # noqa: A004 - the language shadows abs, max, min, pow and sum on purpose
@@ -97,7 +98,7 @@ __all__ = [
     "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "DeviceError",
     "DeviceFault", "DeviceUnavailableError", "JITKernel", "LaunchError", "Loc", "LoweringUnavailableError",
     "MSLCompileError", "MSLUnsupportedError", "MetileError", "PipelineError", "UnsupportedConstructError", "device",
-    "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16", "bool_",
+    "func", "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16", "bool_",
     "cast", "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2",
     "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "float16", "float32", "floor", "fma", "int1", "int8",
     "int16", "int32", "load", "log", "log2", "max", "maximum", "min", "minimum", "next_power_of_2", "num_programs",

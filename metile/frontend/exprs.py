@@ -28,6 +28,7 @@ from metile.frontend.errors import (
     UnsupportedCallError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.funcs import Func, call_func
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
@@ -281,6 +282,9 @@ def _call(tr, node: ast.Call):
     if fn.__class__ is Method:
         args.insert(0, fn.value)
         fn = fn.fn
+    elif fn.__class__ is Func:
+        value = call_func(tr, fn, args, kwargs, loc)
+        return value.value if isinstance(value, constexpr) else value
     impl = CALLS.get(fn)
     value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
     return value.value if isinstance(value, constexpr) else value
@@ -303,8 +307,9 @@ def call(fn, args: list, kwargs: dict, loc: Loc):
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     if type(fn).__name__ == "JITKernel":
         raise UnsupportedCallError(f"calling the kernel '{name}' from inside a kernel is not supported", loc)
-    raise UnsupportedCallError(f"cannot call '{name}' inside a @metile.kernel: only metile functions and "
-                               "Python builtins on compile-time values can be called", loc)
+    raise UnsupportedCallError(f"cannot call '{name}' inside a @metile.kernel: only metile functions, @metile.func "
+                               "helpers and Python builtins on compile-time values can be called (mark a helper "
+                               "function with @metile.func to call it here)", loc)
 
 
 EVAL = _Table({ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.Tuple: _tuple,

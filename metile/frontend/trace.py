@@ -16,7 +16,8 @@ from metile.frontend import semantic as sem
 from metile.frontend.control import ControlFlow
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
-from metile.frontend.replay import statement_io
+from metile.frontend.funcs import return_from_func
+from metile.frontend.source import Prepared
 from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
@@ -26,38 +27,6 @@ from metile.ir.values import Const, Param, Stmt, Value, Var
 # What Python raises when the compile-time part of a statement misuses a value (the truth of a numpy array,
 # arithmetic between a constexpr and a string, an index out of range, ...): reported at the statement.
 _PYTHON_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError)
-
-
-class Prepared:
-    """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
-    all its traces: the `Loc` of each node (offset by the function's first line and indentation) and the names
-    a simple statement reads and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a
-    trace needs it, so parsing stays cheap and a node nothing asks about costs nothing; the tables are keyed by
-    the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
-    alone."""
-
-    __slots__ = ("col_offset", "file", "io", "line_offset", "locs")
-
-    def __init__(self, file: str, line_offset: int, col_offset: int):
-        self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
-        self.locs: dict[ast.AST, Loc] = {}
-        self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-
-    def loc(self, node: ast.AST) -> Loc:
-        found = self.locs.get(node)
-        if found is None:
-            try:
-                line, col = node.lineno, node.col_offset
-            except AttributeError:  # a node without a position
-                line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
-            found = self.locs[node] = Loc(self.file, line + self.line_offset, col + self.col_offset)
-        return found
-
-    def statement_io(self, stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        found = self.io.get(stmt)
-        if found is None:
-            found = self.io[stmt] = statement_io(stmt)
-        return found
 
 
 class _Statements(dict):
@@ -122,6 +91,7 @@ class Tracer(ControlFlow):
         self.loc = self.prepared.loc    # `tr.loc(node)`: the Loc of a node
         self.locs = self.prepared.locs  # read first by the hot paths: `tr.locs.get(node) or tr.loc(node)`
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
+        self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
 
     # ---- helpers used by builtins and control flow
 
@@ -215,6 +185,8 @@ class Tracer(ControlFlow):
                 raise UnsupportedSyntaxError(f"cannot assign to {type(target).__name__} inside a kernel", loc)
 
     def stmt_Return(self, node: ast.Return) -> None:
+        if self.calls:  # in the body of a @metile.func
+            return_from_func(self, node)
         if node.value is not None:
             raise UnsupportedSyntaxError("a kernel cannot return a value; write results with metile.store",
                                          self.loc(node))

@@ -1,0 +1,110 @@
+"""The parsed source of a Python function that metile traces (a kernel or a `@metile.func` helper), and what
+tracing learns about its nodes once (`Prepared`).
+
+`parsed(fn)` reads the function's source (`inspect.getsourcelines`, which tokenizes its file to find the block),
+dedents and parses it once per code object, and keeps what tracing needs with it: the file, the line and column
+offsets of the dedented text in the file, the `def` node, and the per-node facts tracing finds (`Prepared`).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import attrs
+
+from metile.frontend.errors import KernelSourceError
+from metile.frontend.replay import statement_io
+from metile.ir.errors import Loc
+
+
+class Prepared:
+    """What tracing a function needs that only depends on its parsed source, kept with the parse and shared by
+    all its traces: the `Loc` of each node (offset by the function's first line and indentation) and the names
+    a simple statement reads and assigns (`metile.frontend.replay.statement_io`). Each is made the first time a
+    trace needs it, so parsing stays cheap and a node nothing asks about costs nothing; the tables are keyed by
+    the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
+    alone."""
+
+    __slots__ = ("col_offset", "file", "io", "line_offset", "locs")
+
+    def __init__(self, file: str, line_offset: int, col_offset: int):
+        self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
+        self.locs: dict[ast.AST, Loc] = {}
+        self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+    def loc(self, node: ast.AST) -> Loc:
+        found = self.locs.get(node)
+        if found is None:
+            try:
+                line, col = node.lineno, node.col_offset
+            except AttributeError:  # a node without a position
+                line, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
+            found = self.locs[node] = Loc(self.file, line + self.line_offset, col + self.col_offset)
+        return found
+
+    def statement_io(self, stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        found = self.io.get(stmt)
+        if found is None:
+            found = self.io[stmt] = statement_io(stmt)
+        return found
+
+
+@attrs.frozen
+class Parsed:
+    """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
+    mutated: tracing only reads the `ast`), and what its traces find out about the nodes once (`Prepared`)."""
+
+    code: object
+    file: str
+    text: str
+    col_offset: int
+    line_offset: int
+    fdef: ast.AST
+    prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, the names it reads and assigns
+
+
+_PARSED: dict[int, Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
+_PARSED_MAX = 1024
+
+
+def parse(fn, what: str = "kernel") -> Parsed:
+    """Read and parse the source of `fn` (a `what`, for the error when its source cannot be read)."""
+    file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise KernelSourceError(
+            f"cannot read the source of {what} {fn.__qualname__!r} (from {file}): metile traces it from its Python "
+            "source, so define it in a .py file, not at an interactive prompt or with exec") from e
+    text = textwrap.dedent("".join(lines))
+    col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
+    fdef = ast.parse(text).body[0]
+    return Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
+
+
+def parsed(fn, what: str = "kernel") -> Parsed:
+    """`parse(fn)`, cached per code object: decorating a function again (or another closure of the same `def`)
+    does not read and parse its file again."""
+    code = fn.__code__
+    found = _PARSED.get(id(code))
+    if found is None or found.code is not code:
+        found = parse(fn, what)
+        if len(_PARSED) >= _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[id(code)] = found
+    return found
+
+
+def visible_names(fn) -> dict:
+    """The names a function's body and annotations can see: its module's globals and its closure's variables
+    (so functions defined inside functions resolve `metile.constexpr` and helpers like module-level ones)."""
+    if not fn.__closure__:
+        return fn.__globals__  # read, never written: no copy needed
+    names = dict(fn.__globals__)
+    names.update({var: cell.cell_contents for var, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
+    return names
+
+
+__all__ = ["Parsed", "Prepared", "parse", "parsed", "visible_names"]
