@@ -19,11 +19,8 @@ This is the only module that reads the environment, and only when it matters:
   dispatch (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
 
-Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory
-(`meta["threads_per_threadgroup"]`, `meta["threadgroup_memory"]` of the Metal IR) against the device
-raise `LaunchError` at compile time; a grid dimension over `MAX_GRID` programs (program ids are i32),
-or whose threads (`programs * threads_per_threadgroup`) exceed `MAX_GRID_THREADS` (Metal numbers the
-threads of a grid dimension with a 32-bit uint), raises `GridError` at launch.
+The dispatch itself, the device and grid limits and the reports of faults at Python lines are in
+`metile.launch`.
 """
 
 from __future__ import annotations
@@ -42,10 +39,8 @@ import numpy as np
 from metile.debug import DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
-from metile.emit.source_map import FaultLocator
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
-    GridError,
     KernelArgumentError,
     KernelSourceError,
     KernelTypeError,
@@ -67,17 +62,24 @@ from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
-from metile.ir.types import F32_OVERFLOW, PtrType, from_numpy
+from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Param
 from metile.ir.verify import verify
-from metile.metal.errors import DeviceFault, LaunchError
+from metile.launch import (
+    MAX_GRID,
+    MAX_GRID_THREADS,
+    CompiledKernel,
+    Launch,
+    at_python_line,
+    check_device_limits,
+    grid3,
+    normalize_grid,
+)
+from metile.metal.errors import LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 
-MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
-MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
-_PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
 
 
 def visible_names(fn) -> dict:
@@ -177,24 +179,6 @@ def _defaults(fn) -> dict:
     return out
 
 
-@attrs.frozen
-class CompiledKernel:
-    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function.
-
-    `max_grid` is the largest grid (programs per dimension) a launch may use on this device.
-    """
-
-    entry: str
-    tile_ir: Kernel
-    metal_ir: Kernel
-    msl: str
-    threadgroup_size: int
-    threadgroup_memory: int
-    max_grid: tuple[int, int, int]
-    function: object = attrs.field(repr=False)
-    device: object = attrs.field(repr=False)
-
-
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
 
 
@@ -226,55 +210,10 @@ def _type_token(v):
     return None
 
 
-class _Launch:
-    """A compiled kernel ready to dispatch: what a repeated launch needs, found by one dict lookup."""
-
-    __slots__ = ("compiled", "convert", "dispatch", "function", "max_grid", "tpt")
-
-    def __init__(self, compiled: CompiledKernel, typed):
-        self.compiled = compiled
-        self.convert = tuple(None if isinstance(t, PtrType) else t.dtype.numpy.type for _, _, t in typed)
-        self.dispatch = compiled.device.dispatch_threadgroups
-        self.function = compiled.function
-        self.max_grid = compiled.max_grid
-        self.tpt = (compiled.threadgroup_size, 1, 1)
-
-    def __call__(self, grid, args) -> None:
-        """Dispatch over `grid` (as the user wrote it) with the runtime arguments first in `args`."""
-        dims = grid3(grid)
-        m = self.max_grid
-        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
-            raise_grid_too_large(self.compiled, grid, dims)
-        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
-        try:
-            self.dispatch(self.function, dims, self.tpt, bound)
-        except DeviceFault as e:
-            raise at_python_line(self.compiled, e) from None
-
-
 def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
     return KernelTypeError(f"kernel {name} computes a value through a chain of operations too deep for metile to "
                            f"compile (Python's recursion limit, {sys.getrecursionlimit()}): a Python `for` over a "
                            "long range unrolls into one expression; use metile.tile_range for a runtime loop", loc)
-
-
-def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
-    """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
-    (`metile.emit.source_map.FaultLocator`), the `.metal` line named in the message; `fault` itself when its
-    line leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
-    at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
-    if at is None or at.file != metal:
-        return fault
-    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
-    loc = locator.location(at.line, fault.buffer if fault.kind in ("bad-access", "misaligned") else None)
-    if loc is None:
-        return fault
-    message = f"{fault.message} (generated MSL: {metal}:{at.line})"
-    other = fault.other_loc
-    there = None if other is None else locator.location(other.line)
-    if there is not None:
-        message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
-    return fault.moved(message, loc)
 
 
 class JITKernel:
@@ -297,7 +236,7 @@ class JITKernel:
         self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
         self._verified: set[tuple] = set()                  # the keys whose Tile IR has been verified
         self._compiled: dict[tuple, CompiledKernel] = {}     # per (specialization key, pipeline, debug settings)
-        self._launches: dict[tuple, _Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
+        self._launches: dict[tuple, Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
         self._n_runtime: int | None = None
         self._runtime_names: frozenset[str] = frozenset()
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
@@ -465,55 +404,6 @@ class JITKernel:
         return f"<metile.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
 
 
-def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None) -> None:
-    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows."""
-    if tpt > dev.max_threads_per_threadgroup:
-        raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; device {dev.name!r} allows at most "
-                          f"{dev.max_threads_per_threadgroup}", loc)
-    if tg_memory > dev.max_threadgroup_memory:
-        raise LaunchError(f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows "
-                          f"at most {dev.max_threadgroup_memory} bytes", loc)
-
-
-def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, int]) -> None:
-    axis = next(a for a in range(3) if dims[a] > compiled.max_grid[a])
-    limit = compiled.max_grid[axis]
-    why = (f"{compiled.threadgroup_size} threads per program, and Metal numbers the threads of a grid dimension "
-           f"with a 32-bit uint: at most {MAX_GRID_THREADS}" if limit < MAX_GRID else "program ids are i32")
-    raise GridError(f"grid {grid!r} is too large for {compiled.tile_ir.name}: axis {axis} allows at most {limit} "
-                    f"programs ({why})")
-
-
-def normalize_grid(grid) -> tuple[int, ...]:
-    """`grid` as a tuple of 1 to 3 positive ints, or a `GridError`."""
-    if callable(grid):
-        raise GridError("a callable grid is only accepted by autotuned kernels; pass a tuple of ints")
-    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
-    if not 1 <= len(dims) <= 3:
-        raise GridError(f"a grid has 1, 2 or 3 dimensions, not {len(dims)}")
-    out = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise GridError(f"grid dimensions must be ints, not {type(d).__name__}")
-        if not 0 < int(d) <= MAX_GRID:
-            raise GridError(f"grid {tuple(dims)} is empty or too large: each dimension must be in 1..{MAX_GRID}")
-        out.append(int(d))
-    return tuple(out)
-
-
-def grid3(grid) -> tuple[int, int, int]:
-    """`normalize_grid(grid)` padded to 3 dimensions; a tuple of Python ints in range skips the general checks."""
-    dims = grid if grid.__class__ is tuple else (grid,) if grid.__class__ is int else None
-    if dims is not None and 0 < len(dims) <= 3:
-        for d in dims:
-            if d.__class__ is not int or not 0 < d <= MAX_GRID:
-                break
-        else:
-            return dims + _PAD[len(dims)]
-    dims = normalize_grid(grid)
-    return dims + _PAD[len(dims)]
-
-
 class Launcher:
     """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches."""
 
@@ -541,7 +431,7 @@ class Launcher:
         settings = k._settings(env)
         k._trace(spec, settings.verify_each)
         grid3(self.grid)
-        entry = _Launch(k._compile(spec, settings), spec[1])
+        entry = Launch(k._compile(spec, settings), spec[1], {})
         if key is not None:
             k._launches[key] = entry
         entry(self.grid, [v for _, v, _ in spec[1]])
@@ -558,5 +448,5 @@ def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, de
     return JITKernel(fn, pipeline=pipeline, debug=debug)
 
 
-__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "check_device_limits",
-           "grid3", "kernel", "normalize_grid"]
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "at_python_line",
+           "check_device_limits", "grid3", "kernel", "normalize_grid"]
