@@ -13,10 +13,14 @@ per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs exclu
 are written back, and Python numbers travel as numpy scalars of the parameter's type. A kernel that
 the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
 
+`sanitize=` and `timeout=` at a launch are launch options, handed to the device (unless the kernel has a
+parameter of that name, which takes the keyword); they are no part of the compile's key.
+
 This is the only module that reads the environment, and only when it matters:
-- `METILE_DEBUG` (see `metile.debug`) on every launch, with one `os.environ.get`: a launch whose
-  argument types, constexprs and `METILE_DEBUG` were seen before is one dict lookup away from the
-  dispatch (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
+- `METILE_DEBUG` (see `metile.debug`) and `METILE_SANITIZE` (1: every launch runs with `sanitize=True` unless
+  it says `sanitize=False`) on every launch, each with one dict lookup: a launch whose argument types,
+  constexprs, launch options and these two were seen before is one more dict lookup away from the dispatch
+  (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
 
 The dispatch itself, the device and grid limits and the reports of faults at Python lines are in
@@ -36,7 +40,7 @@ import types
 import attrs
 import numpy as np
 
-from metile.debug import DebugSettings, Dump, debug_settings, short_hash
+from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.emit.spell import function_name
@@ -75,11 +79,45 @@ from metile.launch import (
     grid3,
     normalize_grid,
 )
+from metile.metal.args import run_options_problem
 from metile.metal.errors import LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
+
+
+# The launch path reads the environment through os.environ's own dict where CPython keeps one (`os.environ.get` of
+# a name that is not set raises and catches a KeyError inside it: about 0.7 us, 30 times a dict lookup). The dict is
+# what os.environ updates in place, so the reads see every change made through os.environ.
+_ENVIRON = os.environ._data if isinstance(getattr(os.environ, "_data", None), dict) else os.environ
+
+
+def _env_key(name: str):
+    """The key of the variable `name` in `_ENVIRON`."""
+    return os.environ.encodekey(name) if _ENVIRON is not os.environ else name
+
+
+def _decoded(raw) -> str | None:
+    """A value of `_ENVIRON` as `os.environ.get` gives it."""
+    return raw if raw is None or _ENVIRON is os.environ else os.environ.decodevalue(raw)
+
+
+_DEBUG, _SANITIZE = _env_key("METILE_DEBUG"), _env_key("METILE_SANITIZE")
+_SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": False,
+                   "1": True, "true": True, "yes": True, "on": True}
+
+
+def _sanitize_setting(raw) -> bool:
+    """`METILE_SANITIZE` (as `_ENVIRON` holds it, None when unset) as a bool, or a `DebugSettingError`."""
+    if raw is None:
+        return False
+    text = _decoded(raw)
+    found = _SANITIZE_WORDS.get(text.strip().lower())
+    if found is None:
+        raise DebugSettingError(f"METILE_SANITIZE={text!r} is not a setting: use 1 to run every @metile.kernel launch "
+                                "with the CPU device's sanitizer, or 0 (or leave it unset) for none")
+    return found
 
 
 def visible_names(fn) -> dict:
@@ -256,15 +294,20 @@ class JITKernel:
         return self._src
 
     def specialize(self, args: tuple, kwargs: dict):
-        """`(cache key, runtime [(spec, value, type)], constexprs, options)` for one call."""
+        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options)` for one call (the launch
+        options' values are checked here; they are no part of the key)."""
         src = self.source
-        values, consts, options = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        if launch:
+            problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"))
+            if problem is not None:
+                raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         typed = [(s, v, arg_type(s, v)) for s, v in values]
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
         key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options)
-        return key, typed, consts, options
+        return key, typed, consts, options, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
         return self.specialize(args, kwargs)[0]
@@ -277,7 +320,7 @@ class JITKernel:
 
     def _trace(self, spec, verify_each: bool) -> Kernel:
         """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode)."""
-        key, typed, consts, _ = spec
+        key, typed, consts = spec[:3]
         found = self._cache.get(key)
         if found is None:
             src = self.source
@@ -363,9 +406,10 @@ class JITKernel:
                        for p in self.pipeline)
         return (ident[0], ident[1], ident[-1], *key[1:], passes)
 
-    def _fast_key(self, args: tuple, kwargs: dict, env: str | None) -> tuple | None:
-        """The launch-cache key: `METILE_DEBUG`, each runtime argument's type token and each constexpr or
-        option with its class; None when a runtime argument comes by keyword or has no cheap token."""
+    def _fast_key(self, args: tuple, kwargs: dict, debug, sanitize) -> tuple | None:
+        """The launch-cache key: `METILE_DEBUG` and `METILE_SANITIZE` as the environment holds them, each runtime
+        argument's type token and each constexpr or option with its class; None when a runtime argument comes by
+        keyword or has no cheap token."""
         n = self._n_runtime
         if n is None:
             specs = self.source.specs
@@ -373,7 +417,7 @@ class JITKernel:
             n = self._n_runtime = len(self._runtime_names)
         if len(args) < n:
             return None
-        out = [env]
+        out = [debug, sanitize]
         for a in args[:n]:
             tok = _type_token(a)
             if tok is None:
@@ -390,6 +434,24 @@ class JITKernel:
                 cls = v.__class__
                 out.append((k, cls, v) if cls is int or cls is bool or cls is str else (k, exact_key(v)))
         return tuple(out)
+
+    def _launch_options(self, given: dict, sanitize_env, dev) -> dict:
+        """The keywords a launch gives its device: `sanitize=True` when the launch or `METILE_SANITIZE` (as the
+        environment holds it) asks for it, the launch's keyword first; `timeout=` when the launch gives one."""
+        sanitize = given.get("sanitize")
+        if sanitize is None:
+            sanitize = _sanitize_setting(sanitize_env)
+        out = {}
+        if sanitize:
+            if not getattr(dev, "supports_sanitize", False):
+                asked = "sanitize=True" if given.get("sanitize") else "METILE_SANITIZE asks for the sanitizer, but it"
+                raise LaunchError(f"{asked} is a CPU device feature; kernel {self.fn.__name__} runs on device "
+                                  f"{dev.name!r} (run it on metile.device('cpu'), e.g. with METILE_DEVICE=cpu)",
+                                  self.source.def_loc)
+            out["sanitize"] = True
+        if given.get("timeout") is not None:
+            out["timeout"] = given["timeout"]
+        return out
 
     def _globals(self) -> dict:
         return visible_names(self.fn)
@@ -415,23 +477,25 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         k = self.kernel
-        env = os.environ.get("METILE_DEBUG")
-        key = k._fast_key(args, kwargs, env)
+        env = _ENVIRON
+        debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
+        key = k._fast_key(args, kwargs, debug, sanitize)
         try:
             entry = k._launches.get(key)
         except TypeError:  # an unhashable constexpr: no launch cache for this call
             key = entry = None
         if entry is None:
-            return self._first(key, env, args, kwargs)
+            return self._first(key, debug, sanitize, args, kwargs)
         entry(self.grid, args)
 
-    def _first(self, key, env, args, kwargs) -> None:
+    def _first(self, key, debug, sanitize, args, kwargs) -> None:
         k = self.kernel
         spec = k.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
-        settings = k._settings(env)
+        settings = k._settings(_decoded(debug))
         k._trace(spec, settings.verify_each)
         grid3(self.grid)
-        entry = Launch(k._compile(spec, settings), spec[1], {})
+        compiled = k._compile(spec, settings)
+        entry = Launch(compiled, spec[1], k._launch_options(spec[4], sanitize, compiled.device))
         if key is not None:
             k._launches[key] = entry
         entry(self.grid, [v for _, v, _ in spec[1]])
