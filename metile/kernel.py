@@ -12,6 +12,8 @@ share a compiled entry. `kernel[grid](*args, **constexprs)` compiles, then dispa
 per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs excluded), numpy arrays
 are written back, and Python numbers travel as numpy scalars of the parameter's type. A kernel that
 the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
+`kernel[grid].prepare(*args, **constexprs)` does all of it but the dispatch once and returns a
+`PreparedLaunch`, which dispatches the same arguments again, unchecked, each time it is called.
 
 `sanitize=` and `timeout=` at a launch are launch options, handed to the device (unless the kernel has a
 parameter of that name, which takes the keyword); they are no part of the compile's key.
@@ -80,7 +82,7 @@ from metile.launch import (
     normalize_grid,
 )
 from metile.metal.args import run_options_problem
-from metile.metal.errors import LaunchError
+from metile.metal.errors import DeviceFault, LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 
@@ -467,7 +469,8 @@ class JITKernel:
 
 
 class Launcher:
-    """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches."""
+    """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches;
+    `prepare(...)` does all but the launch once and returns a `PreparedLaunch` that launches when called."""
 
     __slots__ = ("grid", "kernel")
 
@@ -489,8 +492,14 @@ class Launcher:
         entry(self.grid, args)
 
     def _first(self, key, debug, sanitize, args, kwargs) -> None:
+        entry, values = self._launch(key, debug, sanitize, args, kwargs)
+        entry(self.grid, values)
+
+    def _launch(self, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
+        """The launch for these arguments (compiled if need be, and cached under `key` unless it is None) and the
+        runtime arguments; argument errors come first, then the kernel's, then the grid's."""
         k = self.kernel
-        spec = k.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
+        spec = k.specialize(args, kwargs)
         settings = k._settings(_decoded(debug))
         k._trace(spec, settings.verify_each)
         grid3(self.grid)
@@ -498,7 +507,39 @@ class Launcher:
         entry = Launch(compiled, spec[1], k._launch_options(spec[4], sanitize, compiled.device))
         if key is not None:
             k._launches[key] = entry
-        entry(self.grid, [v for _, v, _ in spec[1]])
+        return entry, [v for _, v, _ in spec[1]]
+
+    def prepare(self, *args, **kwargs) -> PreparedLaunch:
+        """This launch compiled, checked and bound once, as a `PreparedLaunch`: calling it dispatches it again."""
+        env = _ENVIRON
+        entry, values = self._launch(None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
+        return PreparedLaunch(entry.compiled, self.grid, entry.prepare(self.grid, values))
+
+
+class PreparedLaunch:
+    """`kernel[grid].prepare(*args, **constexprs)`: a launch compiled, checked and bound once (every check of a
+    launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
+    of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
+    launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
+    at its Python line. The object holds its arguments. An autotuned kernel's `prepare` returns one too, made by
+    the `prepare` of the configuration it chose.
+    """
+
+    __slots__ = ("compiled", "grid", "_dispatch")
+
+    def __init__(self, compiled: CompiledKernel, grid, dispatch):
+        self.compiled = compiled      # the specialization it runs
+        self.grid = grid              # as given
+        self._dispatch = dispatch     # the device's prepared dispatch
+
+    def __call__(self) -> None:
+        try:
+            self._dispatch()
+        except DeviceFault as e:
+            raise at_python_line(self.compiled, e) from None
+
+    def __repr__(self) -> str:
+        return f"<metile prepared launch of {self.compiled.tile_ir.name} over {self.grid!r}>"
 
 
 def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
@@ -512,5 +553,5 @@ def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, de
     return JITKernel(fn, pipeline=pipeline, debug=debug)
 
 
-__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "at_python_line",
-           "check_device_limits", "grid3", "kernel", "normalize_grid"]
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "PreparedLaunch",
+           "at_python_line", "check_device_limits", "grid3", "kernel", "normalize_grid"]
