@@ -382,7 +382,7 @@ class JITKernel:
         tpt = int(metal_ir.meta["threads_per_threadgroup"])
         tg_memory = int(metal_ir.meta.get("threadgroup_memory", 0))
         dev = device()
-        check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc)
+        check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:
             msl = emit_msl(metal_ir)
         except RecursionError:

@@ -8,7 +8,8 @@ moved to the kernel's Python line (`at_python_line`); a numpy view the device ca
 `KernelArgumentError` at its parameter.
 
 Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (`meta` of the Metal
-IR) against the device raise `LaunchError` at compile time (`check_device_limits`); a grid dimension over
+IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
+threadgroup memory and points at the line that needs the most); a grid dimension over
 `MAX_GRID` programs (program ids are i32), or whose threads (`programs * threads_per_threadgroup`) exceed
 `MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`.
 """
@@ -23,8 +24,9 @@ import numpy as np
 from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc
-from metile.ir.stmts import Kernel
+from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType
+from metile.ir.values import SharedAlloc
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -120,14 +122,55 @@ def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
     return fault.moved(message, loc)
 
 
-def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None) -> None:
-    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows."""
+def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None,
+                        metal_ir: Kernel | None = None, tile_ir: Kernel | None = None) -> None:
+    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows. Over the
+    memory limit, the message lists the threadgroup arrays of `metal_ir` that use it, largest first (see
+    `threadgroup_arrays`), and the error points at the line that needs the largest (at `loc` when none has one)."""
     if tpt > dev.max_threads_per_threadgroup:
         raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; device {dev.name!r} allows at most "
                           f"{dev.max_threads_per_threadgroup}", loc)
     if tg_memory > dev.max_threadgroup_memory:
-        raise LaunchError(f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows "
-                          f"at most {dev.max_threadgroup_memory} bytes", loc)
+        message = (f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows at most "
+                   f"{dev.max_threadgroup_memory} bytes")
+        uses = sorted(threadgroup_arrays(metal_ir, tile_ir), key=_bytes, reverse=True) if metal_ir is not None else []
+        if uses:
+            message += ":" + "".join(f"\n  {n} bytes{'' if at is None else f' at line {at.line}'}: {what}"
+                                     for n, what, at in uses)
+            loc = next((at for _, _, at in uses if at is not None), loc)
+        raise LaunchError(message, loc)
+
+
+def _bytes(use: tuple) -> int:
+    return use[0]
+
+
+def threadgroup_arrays(k: Kernel, tile_ir: Kernel | None = None) -> list[tuple[int, str, Loc | None]]:
+    """`(bytes, what, location)` of each threadgroup array of the Metal IR kernel `k` (the `Let`s of `SharedAlloc`s at
+    its top level): the `metile.shared` arrays at their call (the allocation keeps the user's location; the user's
+    name for it comes from `tile_ir`, the Tile IR `k` was lowered from, when given), the lowering's per-dtype scratch
+    at the statement that needs the most of it, a `simdgroup_role` block's channels at the block (the `Let` has the
+    location of those two)."""
+    names = {}
+    for s in tile_ir.body if tile_ir is not None else ():
+        match s:
+            case Let(var, SharedAlloc() as alloc) if alloc.loc is not None:
+                names[alloc.loc] = var.name
+    out = []
+    for s in k.body:
+        match s:
+            case Let(var, SharedAlloc() as alloc):
+                size = f"{'x'.join(str(d) for d in alloc.shape)} {alloc.dtype.value}"
+                if alloc.loc is not None:
+                    what = f"metile.shared array `{names.get(alloc.loc, var.name)}` ({size})"
+                elif var.name.endswith("_channel"):
+                    what = f"a channel ({size}) through which a simdgroup_role block hands a tile to other threads"
+                else:
+                    what = (f"the compiler's {alloc.dtype.value} scratch ({size}), through which threads exchange "
+                            "the values of tiles they reduce along an axis, broadcast or give to dot (smaller tiles "
+                            "need less)")
+                out.append((alloc.size * alloc.dtype.itemsize, what, alloc.loc or s.loc))
+    return out
 
 
 def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, int]) -> None:
@@ -170,4 +213,4 @@ def grid3(grid) -> tuple[int, int, int]:
 
 
 __all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "Launch", "at_python_line", "check_device_limits",
-           "grid3", "normalize_grid", "raise_grid_too_large"]
+           "grid3", "normalize_grid", "raise_grid_too_large", "threadgroup_arrays"]
