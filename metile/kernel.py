@@ -24,6 +24,9 @@ This is the only module that reads the environment, and only when it matters:
   constexprs, launch options and these two were seen before is one more dict lookup away from the dispatch
   (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
+- `METILE_TRACEBACK` when a `MetileError` leaves a public entry point (a launch, `prepare`, a prepared launch's
+  call, `compile`, `trace`, `cache_key`, the decorator): unless it is `full`, the error is raised with the
+  user's frames only, ending at the kernel's line (`metile.tracebacks`).
 
 The dispatch itself, the device and grid limits and the reports of faults at Python lines are in
 `metile.launch`.
@@ -64,7 +67,7 @@ from metile.frontend.specialize import (
     function_ident,
 )
 from metile.frontend.trace import Prepared, Tracer
-from metile.ir.errors import Loc
+from metile.ir.errors import Loc, MetileError
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
@@ -76,15 +79,17 @@ from metile.launch import (
     MAX_GRID_THREADS,
     CompiledKernel,
     Launch,
+    PreparedLaunch,
     at_python_line,
     check_device_limits,
     grid3,
     normalize_grid,
 )
 from metile.metal.args import run_options_problem
-from metile.metal.errors import DeviceFault, LaunchError
+from metile.metal.errors import LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
+from metile.tracebacks import for_user, traceback_setting
 
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
 
@@ -312,13 +317,19 @@ class JITKernel:
         return key, typed, consts, options, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
-        return self.specialize(args, kwargs)[0]
+        try:
+            return self.specialize(args, kwargs)[0]
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def trace(self, *args, **kwargs) -> Kernel:
         """The Tile IR of the kernel for these arguments and constexprs (verified in debug mode)."""
-        spec = self.specialize(args, kwargs)
-        env = os.environ.get("METILE_DEBUG")
-        return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
+        try:
+            spec = self.specialize(args, kwargs)
+            env = os.environ.get("METILE_DEBUG")
+            return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def _trace(self, spec, verify_each: bool) -> Kernel:
         """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode)."""
@@ -347,8 +358,11 @@ class JITKernel:
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
-        spec = self.specialize(args, kwargs)
-        return self._compile(spec, self._settings(os.environ.get("METILE_DEBUG")))
+        try:
+            spec = self.specialize(args, kwargs)
+            return self._compile(spec, self._settings(os.environ.get("METILE_DEBUG")))
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def _settings(self, spec: str | None) -> DebugSettings:
         """The debug settings for `METILE_DEBUG=spec` (read by the caller) and this kernel's `debug`."""
@@ -462,7 +476,8 @@ class JITKernel:
         return Launcher(self, grid)
 
     def __call__(self, *args, **kwargs):
-        raise KernelArgumentError(f"a kernel is launched with {self.fn.__name__}[grid](...), not called directly")
+        error = KernelArgumentError(f"a kernel is launched with {self.fn.__name__}[grid](...), not called directly")
+        raise _user_error(error, self.fn.__name__) from None
 
     def __repr__(self) -> str:
         return f"<metile.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
@@ -480,16 +495,19 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         k = self.kernel
-        env = _ENVIRON
-        debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
-        key = k._fast_key(args, kwargs, debug, sanitize)
         try:
-            entry = k._launches.get(key)
-        except TypeError:  # an unhashable constexpr: no launch cache for this call
-            key = entry = None
-        if entry is None:
-            return self._first(key, debug, sanitize, args, kwargs)
-        entry(self.grid, args)
+            env = _ENVIRON
+            debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
+            key = k._fast_key(args, kwargs, debug, sanitize)
+            try:
+                entry = k._launches.get(key)
+            except TypeError:  # an unhashable constexpr: no launch cache for this call
+                key = entry = None
+            if entry is None:
+                return self._first(key, debug, sanitize, args, kwargs)
+            entry(self.grid, args)
+        except MetileError as e:
+            raise _user_error(e, k.fn.__name__) from None
 
     def _first(self, key, debug, sanitize, args, kwargs) -> None:
         entry, values = self._launch(key, debug, sanitize, args, kwargs)
@@ -511,35 +529,13 @@ class Launcher:
 
     def prepare(self, *args, **kwargs) -> PreparedLaunch:
         """This launch compiled, checked and bound once, as a `PreparedLaunch`: calling it dispatches it again."""
-        env = _ENVIRON
-        entry, values = self._launch(None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
-        return PreparedLaunch(entry.compiled, self.grid, entry.prepare(self.grid, values))
-
-
-class PreparedLaunch:
-    """`kernel[grid].prepare(*args, **constexprs)`: a launch compiled, checked and bound once (every check of a
-    launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
-    of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
-    launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
-    at its Python line. The object holds its arguments. An autotuned kernel's `prepare` returns one too, made by
-    the `prepare` of the configuration it chose.
-    """
-
-    __slots__ = ("compiled", "grid", "_dispatch")
-
-    def __init__(self, compiled: CompiledKernel, grid, dispatch):
-        self.compiled = compiled      # the specialization it runs
-        self.grid = grid              # as given
-        self._dispatch = dispatch     # the device's prepared dispatch
-
-    def __call__(self) -> None:
+        name = self.kernel.fn.__name__
         try:
-            self._dispatch()
-        except DeviceFault as e:
-            raise at_python_line(self.compiled, e) from None
-
-    def __repr__(self) -> str:
-        return f"<metile prepared launch of {self.compiled.tile_ir.name} over {self.grid!r}>"
+            env = _ENVIRON
+            entry, values = self._launch(None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
+            return PreparedLaunch(entry.compiled, self.grid, entry.prepare(self.grid, values), name, _user_error)
+        except MetileError as e:
+            raise _user_error(e, name) from None
 
 
 def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
@@ -550,7 +546,21 @@ def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, de
     """
     if fn is None:
         return functools.partial(kernel, pipeline=pipeline, debug=debug)
-    return JITKernel(fn, pipeline=pipeline, debug=debug)
+    try:
+        return JITKernel(fn, pipeline=pipeline, debug=debug)
+    except MetileError as e:
+        raise _user_error(e, getattr(fn, "__name__", "kernel")) from None
+
+
+def _user_error(error: MetileError, name: str) -> MetileError:
+    """What a public entry point raises `from None` for `error`, caught there: the error with a traceback of the
+    kernel's line only (`metile.tracebacks.for_user`; `name` is the kernel's). With `METILE_TRACEBACK=full` this
+    raises the error itself, its traceback and the exceptions it came from kept (less the entry point's frame,
+    which the raise adds again)."""
+    if traceback_setting(os.environ.get("METILE_TRACEBACK")):
+        tb = error.__traceback__
+        raise error.with_traceback(None if tb is None else tb.tb_next)
+    return for_user(error, name)
 
 
 __all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "PreparedLaunch",

@@ -3,7 +3,8 @@ faults and argument errors reported at the kernel's Python lines.
 
 `Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
 call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
-`Launch.prepare` does the same checks once and returns the device's prepared dispatch. A fault inside the kernel is
+`Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
+calls. A fault inside the kernel is
 moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter.
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
-from metile.ir.errors import Loc
+from metile.ir.errors import Loc, MetileError
 from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType
 from metile.ir.values import SharedAlloc
@@ -101,6 +102,38 @@ class Launch:
         the buffers in parameter order)."""
         spec = self.specs[e.index]
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
+
+
+class PreparedLaunch:
+    """`kernel[grid].prepare(*args, **constexprs)`: a launch compiled, checked and bound once (every check of a
+    launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
+    of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
+    launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
+    at its Python line. The object holds its arguments. An autotuned kernel's `prepare` returns one too, made by
+    the `prepare` of the configuration it chose.
+
+    `report(error, name)` gives what a call raises (`from None`) for a `MetileError` (`metile.kernel` passes the
+    one its entry points use, which shortens tracebacks).
+    """
+
+    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report")
+
+    def __init__(self, compiled: CompiledKernel, grid, dispatch, name: str, report):
+        self.compiled = compiled      # the specialization it runs
+        self.grid = grid              # as given
+        self.name = name              # the kernel's
+        self._dispatch = dispatch     # the device's prepared dispatch
+        self._report = report
+
+    def __call__(self) -> None:
+        try:
+            self._dispatch()
+        except MetileError as e:
+            error = at_python_line(self.compiled, e) if isinstance(e, DeviceFault) else e
+            raise self._report(error, self.name) from None
+
+    def __repr__(self) -> str:
+        return f"<metile prepared launch of {self.compiled.tile_ir.name} over {self.grid!r}>"
 
 
 def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
@@ -212,5 +245,5 @@ def grid3(grid) -> tuple[int, int, int]:
     return dims + _PAD[len(dims)]
 
 
-__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "Launch", "at_python_line", "check_device_limits",
-           "grid3", "normalize_grid", "raise_grid_too_large", "threadgroup_arrays"]
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "Launch", "PreparedLaunch", "at_python_line",
+           "check_device_limits", "grid3", "normalize_grid", "raise_grid_too_large", "threadgroup_arrays"]
