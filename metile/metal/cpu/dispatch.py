@@ -34,7 +34,8 @@ class _Array:
         self.nbytes = b.nbytes
         self.source = ffi.cast("void*", data_address(arr)) if b.strided else ffi.from_buffer(arr)
         # what a write-back reads: the elements in device memory, for a strided view or a read-only array
-        self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if b.strided or not arr.flags.writeable else None
+        viewed = b.write_back and (b.strided or not arr.flags.writeable)
+        self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
 
     def write_back(self) -> None:
         b = self.bound

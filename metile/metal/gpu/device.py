@@ -214,20 +214,15 @@ class MetalDevice:
         with self._lock:
             self.stream.synchronize()
 
-    def _checked(self, fn, kind, size, tpt, sanitize, timeout):
+    def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> None:
         size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
         tpt = _dim3(tpt, "threads_per_threadgroup")
         if fn.__class__ is not MetalFunction or fn.device is not self:
-            raise LaunchError(f"expected a function compiled by this Metal device, got {fn!r}")
+            raise _not_ours(fn)
         if sanitize is not False or timeout is not None:
             _refuse_run_options(sanitize, timeout)
         if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
-            raise LaunchError(f"threads_per_threadgroup {tpt} has {tpt[0] * tpt[1] * tpt[2]} threads; kernel "
-                              f"`{fn.name}` allows at most {fn.max_total_threads_per_threadgroup}")
-        return size, tpt
-
-    def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> None:
-        size, tpt = self._checked(fn, kind, size, tpt, sanitize, timeout)
+            raise _too_many_threads(fn, tpt)
         if tg_memory.__class__ is not tuple:
             tg_memory = tuple(tg_memory) if tg_memory is not None else ()
         if args.__class__ is not list and args.__class__ is not tuple:
@@ -239,7 +234,13 @@ class MetalDevice:
             self.stream.encode(fn, prepared, args, kind, size, tpt)
 
     def _prepare(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> MetalDispatch:
-        size, tpt = self._checked(fn, kind, size, tpt, sanitize, timeout)
+        size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
+        tpt = _dim3(tpt, "threads_per_threadgroup")
+        if fn.__class__ is not MetalFunction or fn.device is not self:
+            raise _not_ours(fn)
+        _refuse_run_options(sanitize, timeout)
+        if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
+            raise _too_many_threads(fn, tpt)
         args = tuple(args)
         tg_memory = tuple(tg_memory) if tg_memory is not None else ()
         self._live_handle()
@@ -288,6 +289,15 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
                 and 0 < x < _DIM_LIMIT and 0 < y < _DIM_LIMIT and 0 < z < _DIM_LIMIT):
             return value
     return dim3(value, what)
+
+
+def _not_ours(fn) -> LaunchError:
+    return LaunchError(f"expected a function compiled by this Metal device, got {fn!r}")
+
+
+def _too_many_threads(fn: MetalFunction, tpt: tuple[int, int, int]) -> LaunchError:
+    return LaunchError(f"threads_per_threadgroup {tpt} has {tpt[0] * tpt[1] * tpt[2]} threads; kernel `{fn.name}` "
+                       f"allows at most {fn.max_total_threads_per_threadgroup}")
 
 
 def _refuse_run_options(sanitize, timeout) -> None:
