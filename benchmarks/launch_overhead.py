@@ -9,7 +9,11 @@ argument specialization, the cache lookup and the binding of scalars, with a dev
 entry is compiled normally on the default device, then its `device` field is replaced in the kernel's
 compile cache by a stand-in whose `dispatch_threadgroups` only counts calls (`attrs.evolve` on the cached
 `CompiledKernel`; nothing in metile is patched). The count is checked, so a change in how launches reach
-their device cannot go unnoticed. Target: <= 10 microseconds per launch.
+their device cannot go unnoticed. Target: <= 10 microseconds per launch. Beside them, the call of a prepared
+launch (`kernel[grid].prepare(...)`, whose call dispatches without any checks) on the same device.
+
+CPU device paths launch the same vector add for real on the CPU device (a tiny grid, so that the runtime's own
+work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays and with Buffers.
 Run: python benchmarks/launch_overhead.py
 """
 
@@ -112,6 +116,18 @@ def metal_numpy_arguments(dev) -> float:
                       n=LAUNCHES // 4)
 
 
+def metal_prepared(dev) -> float:
+    """A prepared dispatch (prepare_threadgroups) of Buffers and a scalar, called again and again."""
+    from metal_stub import KERNELS
+
+    import metile
+
+    fn = dev.compile(KERNELS, name="kernels.metal").function("add")
+    bufs = [metile.Buffer.zeros(4096, device=dev) for _ in range(3)]
+    run = dev.prepare_threadgroups(fn, (16, 1, 1), (256, 1, 1), [*bufs, np.uint32(4096)])
+    return per_launch(run, dev.synchronize)
+
+
 def metal_synchronize(dev) -> float:
     """One synchronize() after 64 prebound launches (commit, wait, release on the stand-in)."""
     from metal_stub import KERNELS
@@ -154,6 +170,12 @@ class NullDevice:
     def dispatch_threadgroups(self, function, threadgroups, threads_per_threadgroup, args) -> None:
         self.dispatches += 1
 
+    def prepare_threadgroups(self, function, threadgroups, threads_per_threadgroup, args):
+        return self.count
+
+    def count(self) -> None:
+        self.dispatches += 1
+
 
 def cached_vec_add(null: NullDevice, n: int):
     """An `@metile.kernel` vector add, compiled on the default device for f32 arrays, an int and BLOCK=256, whose
@@ -190,6 +212,7 @@ def compiler_launches() -> list[tuple[str, float, float]]:
         ("kernel[grid](numpy arrays, int)", lambda: kernel[grid](*arrays, n, BLOCK=256)),
         ("kernel[grid](Buffers, int)", lambda: kernel[grid](*buffers, n, BLOCK=256)),
         ("same launcher object, Buffers, int", lambda: launcher(*buffers, n, BLOCK=256)),
+        ("prepared = kernel[grid].prepare(Buffers, int); prepared()", kernel[grid].prepare(*buffers, n, BLOCK=256)),
         ("for reference: kernel.cache_key(Buffers, int)", lambda: kernel.cache_key(*buffers, n, BLOCK=256)),
     ]
     out = []
@@ -203,6 +226,29 @@ def compiler_launches() -> list[tuple[str, float, float]]:
     return out
 
 
+def cpu_device_launches() -> list[tuple[str, float, float]]:
+    """(label, median, min) seconds per launch of a vector add of 1024 floats run for real on the CPU device: as a
+    launch and as a prepared launch, with numpy arrays and with Buffers."""
+    import metile
+
+    @metile.kernel
+    def vec_add(A, B, C, n, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        live = offs < n
+        metile.store(C + offs, metile.load(A + offs, mask=live) + metile.load(B + offs, mask=live), mask=live)
+
+    n = 1024
+    arrays = [np.ones(n, np.float32) for _ in range(3)]
+    buffers = [metile.Buffer(data=a) for a in arrays]
+    cases = [
+        ("kernel[grid](numpy arrays, int)", lambda: vec_add[(4,)](*arrays, n, BLOCK=256)),
+        ("prepared launch, numpy arrays", vec_add[(4,)].prepare(*arrays, n, BLOCK=256)),
+        ("kernel[grid](Buffers, int)", lambda: vec_add[(4,)](*buffers, n, BLOCK=256)),
+        ("prepared launch, Buffers", vec_add[(4,)].prepare(*buffers, n, BLOCK=256)),
+    ]
+    return [(label, *per_launch_spread(launch, batch=20, batches=100)) for label, launch in cases]
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dev = stub_device(Path(tmp), max_batch=64)
@@ -211,6 +257,7 @@ def main() -> None:
             ("same objects in a new list", metal_new_list(dev), "us/launch"),
             ("new scalar each launch (full check)", metal_checked_arguments(dev), "us/launch"),
             ("numpy arrays (staged, written back)", metal_numpy_arguments(dev), "us/launch"),
+            ("prepared dispatch, Buffers + scalar", metal_prepared(dev), "us/launch"),
             ("synchronize after 64 launches", metal_synchronize(dev), "us"),
         ]
         for label, seconds, unit in figures:
@@ -220,7 +267,10 @@ def main() -> None:
           f"(median / min over {BATCHES} x {BATCH} launches; target <= {LAUNCH_TARGET_US:.0f} us):")
     for label, med, best in compiler_launches():
         verdict = "" if "cache_key" in label else ("OK" if med * 1e6 <= LAUNCH_TARGET_US else "OVER")
-        print(f"compiler, {label:47s} {med * 1e6:7.2f} / {best * 1e6:5.2f} us/launch  {verdict}")
+        print(f"compiler, {label:60s} {med * 1e6:7.2f} / {best * 1e6:5.2f} us/launch  {verdict}")
+    print("\nCPU device, a vector add of 1024 floats run for real (median / min over 100 x 20 launches):")
+    for label, med, best in cpu_device_launches():
+        print(f"cpu, {label:47s} {med * 1e6:7.2f} / {best * 1e6:5.2f} us/launch")
 
 
 if __name__ == "__main__":

@@ -12,18 +12,24 @@ share a compiled entry. `kernel[grid](*args, **constexprs)` compiles, then dispa
 per program: arguments bind `[[buffer(i)]]` in parameter order (constexprs excluded), numpy arrays
 are written back, and Python numbers travel as numpy scalars of the parameter's type. A kernel that
 the lowering does not handle yet raises `LoweringUnavailableError` at its source line.
+`kernel[grid].prepare(*args, **constexprs)` does all of it but the dispatch once and returns a
+`PreparedLaunch`, which dispatches the same arguments again, unchecked, each time it is called.
+
+`sanitize=` and `timeout=` at a launch are launch options, handed to the device (unless the kernel has a
+parameter of that name, which takes the keyword); they are no part of the compile's key.
 
 This is the only module that reads the environment, and only when it matters:
-- `METILE_DEBUG` (see `metile.debug`) on every launch, with one `os.environ.get`: a launch whose
-  argument types, constexprs and `METILE_DEBUG` were seen before is one dict lookup away from the
-  dispatch (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
+- `METILE_DEBUG` (see `metile.debug`) and `METILE_SANITIZE` (1: every launch runs with `sanitize=True` unless
+  it says `sanitize=False`) on every launch, each with one dict lookup: a launch whose argument types,
+  constexprs, launch options and these two were seen before is one more dict lookup away from the dispatch
+  (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
+- `METILE_TRACEBACK` when a `MetileError` leaves a public entry point (a launch, `prepare`, a prepared launch's
+  call, `compile`, `trace`, `cache_key`, the decorator): unless it is `full`, the error is raised with the
+  user's frames only, ending at the kernel's line (`metile.tracebacks`).
 
-Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory
-(`meta["threads_per_threadgroup"]`, `meta["threadgroup_memory"]` of the Metal IR) against the device
-raise `LaunchError` at compile time; a grid dimension over `MAX_GRID` programs (program ids are i32),
-or whose threads (`programs * threads_per_threadgroup`) exceed `MAX_GRID_THREADS` (Metal numbers the
-threads of a grid dimension with a 32-bit uint), raises `GridError` at launch.
+The dispatch itself, the device and grid limits and the reports of faults at Python lines are in
+`metile.launch`.
 """
 
 from __future__ import annotations
@@ -39,13 +45,11 @@ import types
 import attrs
 import numpy as np
 
-from metile.debug import DebugSettings, Dump, debug_settings, short_hash
+from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.msl import emit_msl
-from metile.emit.source_map import FaultLocator
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
-    GridError,
     KernelArgumentError,
     KernelSourceError,
     KernelTypeError,
@@ -63,21 +67,64 @@ from metile.frontend.specialize import (
     function_ident,
 )
 from metile.frontend.trace import Prepared, Tracer
-from metile.ir.errors import Loc
+from metile.ir.errors import Loc, MetileError
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
-from metile.ir.types import F32_OVERFLOW, PtrType, from_numpy
+from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Param
 from metile.ir.verify import verify
-from metile.metal.errors import DeviceFault, LaunchError
+from metile.launch import (
+    MAX_GRID,
+    MAX_GRID_THREADS,
+    CompiledKernel,
+    Launch,
+    PreparedLaunch,
+    at_python_line,
+    check_device_limits,
+    grid3,
+    normalize_grid,
+)
+from metile.metal.args import run_options_problem
+from metile.metal.errors import LaunchError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
+from metile.tracebacks import for_user, traceback_setting
 
-MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
-MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
-_PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
+
+
+# The launch path reads the environment through os.environ's own dict where CPython keeps one (`os.environ.get` of
+# a name that is not set raises and catches a KeyError inside it: about 0.7 us, 30 times a dict lookup). The dict is
+# what os.environ updates in place, so the reads see every change made through os.environ.
+_ENVIRON = os.environ._data if isinstance(getattr(os.environ, "_data", None), dict) else os.environ
+
+
+def _env_key(name: str):
+    """The key of the variable `name` in `_ENVIRON`."""
+    return os.environ.encodekey(name) if _ENVIRON is not os.environ else name
+
+
+def _decoded(raw) -> str | None:
+    """A value of `_ENVIRON` as `os.environ.get` gives it."""
+    return raw if raw is None or _ENVIRON is os.environ else os.environ.decodevalue(raw)
+
+
+_DEBUG, _SANITIZE = _env_key("METILE_DEBUG"), _env_key("METILE_SANITIZE")
+_SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": False,
+                   "1": True, "true": True, "yes": True, "on": True}
+
+
+def _sanitize_setting(raw) -> bool:
+    """`METILE_SANITIZE` (as `_ENVIRON` holds it, None when unset) as a bool, or a `DebugSettingError`."""
+    if raw is None:
+        return False
+    text = _decoded(raw)
+    found = _SANITIZE_WORDS.get(text.strip().lower())
+    if found is None:
+        raise DebugSettingError(f"METILE_SANITIZE={text!r} is not a setting: use 1 to run every @metile.kernel launch "
+                                "with the CPU device's sanitizer, or 0 (or leave it unset) for none")
+    return found
 
 
 def visible_names(fn) -> dict:
@@ -177,24 +224,6 @@ def _defaults(fn) -> dict:
     return out
 
 
-@attrs.frozen
-class CompiledKernel:
-    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function.
-
-    `max_grid` is the largest grid (programs per dimension) a launch may use on this device.
-    """
-
-    entry: str
-    tile_ir: Kernel
-    metal_ir: Kernel
-    msl: str
-    threadgroup_size: int
-    threadgroup_memory: int
-    max_grid: tuple[int, int, int]
-    function: object = attrs.field(repr=False)
-    device: object = attrs.field(repr=False)
-
-
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
 
 
@@ -226,55 +255,10 @@ def _type_token(v):
     return None
 
 
-class _Launch:
-    """A compiled kernel ready to dispatch: what a repeated launch needs, found by one dict lookup."""
-
-    __slots__ = ("compiled", "convert", "dispatch", "function", "max_grid", "tpt")
-
-    def __init__(self, compiled: CompiledKernel, typed):
-        self.compiled = compiled
-        self.convert = tuple(None if isinstance(t, PtrType) else t.dtype.numpy.type for _, _, t in typed)
-        self.dispatch = compiled.device.dispatch_threadgroups
-        self.function = compiled.function
-        self.max_grid = compiled.max_grid
-        self.tpt = (compiled.threadgroup_size, 1, 1)
-
-    def __call__(self, grid, args) -> None:
-        """Dispatch over `grid` (as the user wrote it) with the runtime arguments first in `args`."""
-        dims = grid3(grid)
-        m = self.max_grid
-        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
-            raise_grid_too_large(self.compiled, grid, dims)
-        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
-        try:
-            self.dispatch(self.function, dims, self.tpt, bound)
-        except DeviceFault as e:
-            raise at_python_line(self.compiled, e) from None
-
-
 def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
     return KernelTypeError(f"kernel {name} computes a value through a chain of operations too deep for metile to "
                            f"compile (Python's recursion limit, {sys.getrecursionlimit()}): a Python `for` over a "
                            "long range unrolls into one expression; use metile.tile_range for a runtime loop", loc)
-
-
-def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
-    """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
-    (`metile.emit.source_map.FaultLocator`), the `.metal` line named in the message; `fault` itself when its
-    line leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
-    at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
-    if at is None or at.file != metal:
-        return fault
-    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
-    loc = locator.location(at.line, fault.buffer if fault.kind in ("bad-access", "misaligned") else None)
-    if loc is None:
-        return fault
-    message = f"{fault.message} (generated MSL: {metal}:{at.line})"
-    other = fault.other_loc
-    there = None if other is None else locator.location(other.line)
-    if there is not None:
-        message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
-    return fault.moved(message, loc)
 
 
 class JITKernel:
@@ -297,7 +281,7 @@ class JITKernel:
         self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
         self._verified: set[tuple] = set()                  # the keys whose Tile IR has been verified
         self._compiled: dict[tuple, CompiledKernel] = {}     # per (specialization key, pipeline, debug settings)
-        self._launches: dict[tuple, _Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
+        self._launches: dict[tuple, Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
         self._n_runtime: int | None = None
         self._runtime_names: frozenset[str] = frozenset()
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
@@ -317,28 +301,39 @@ class JITKernel:
         return self._src
 
     def specialize(self, args: tuple, kwargs: dict):
-        """`(cache key, runtime [(spec, value, type)], constexprs, options)` for one call."""
+        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options)` for one call (the launch
+        options' values are checked here; they are no part of the key)."""
         src = self.source
-        values, consts, options = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        if launch:
+            problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"))
+            if problem is not None:
+                raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         typed = [(s, v, arg_type(s, v)) for s, v in values]
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
         key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options)
-        return key, typed, consts, options
+        return key, typed, consts, options, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
-        return self.specialize(args, kwargs)[0]
+        try:
+            return self.specialize(args, kwargs)[0]
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def trace(self, *args, **kwargs) -> Kernel:
         """The Tile IR of the kernel for these arguments and constexprs (verified in debug mode)."""
-        spec = self.specialize(args, kwargs)
-        env = os.environ.get("METILE_DEBUG")
-        return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
+        try:
+            spec = self.specialize(args, kwargs)
+            env = os.environ.get("METILE_DEBUG")
+            return self._trace(spec, self.debug or bool(env and env.strip()))  # as `_settings(env).verify_each`
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def _trace(self, spec, verify_each: bool) -> Kernel:
         """The traced Tile IR, cached per specialization; verified when `verify_each` (debug mode)."""
-        key, typed, consts, _ = spec
+        key, typed, consts = spec[:3]
         found = self._cache.get(key)
         if found is None:
             src = self.source
@@ -363,8 +358,11 @@ class JITKernel:
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
         """Lower, emit and compile the kernel for these arguments and constexprs, without launching."""
-        spec = self.specialize(args, kwargs)
-        return self._compile(spec, self._settings(os.environ.get("METILE_DEBUG")))
+        try:
+            spec = self.specialize(args, kwargs)
+            return self._compile(spec, self._settings(os.environ.get("METILE_DEBUG")))
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
 
     def _settings(self, spec: str | None) -> DebugSettings:
         """The debug settings for `METILE_DEBUG=spec` (read by the caller) and this kernel's `debug`."""
@@ -398,7 +396,7 @@ class JITKernel:
         tpt = int(metal_ir.meta["threads_per_threadgroup"])
         tg_memory = int(metal_ir.meta.get("threadgroup_memory", 0))
         dev = device()
-        check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc)
+        check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:
             msl = emit_msl(metal_ir)
         except RecursionError:
@@ -424,9 +422,10 @@ class JITKernel:
                        for p in self.pipeline)
         return (ident[0], ident[1], ident[-1], *key[1:], passes)
 
-    def _fast_key(self, args: tuple, kwargs: dict, env: str | None) -> tuple | None:
-        """The launch-cache key: `METILE_DEBUG`, each runtime argument's type token and each constexpr or
-        option with its class; None when a runtime argument comes by keyword or has no cheap token."""
+    def _fast_key(self, args: tuple, kwargs: dict, debug, sanitize) -> tuple | None:
+        """The launch-cache key: `METILE_DEBUG` and `METILE_SANITIZE` as the environment holds them, each runtime
+        argument's type token and each constexpr or option with its class; None when a runtime argument comes by
+        keyword or has no cheap token."""
         n = self._n_runtime
         if n is None:
             specs = self.source.specs
@@ -434,7 +433,7 @@ class JITKernel:
             n = self._n_runtime = len(self._runtime_names)
         if len(args) < n:
             return None
-        out = [env]
+        out = [debug, sanitize]
         for a in args[:n]:
             tok = _type_token(a)
             if tok is None:
@@ -452,6 +451,24 @@ class JITKernel:
                 out.append((k, cls, v) if cls is int or cls is bool or cls is str else (k, exact_key(v)))
         return tuple(out)
 
+    def _launch_options(self, given: dict, sanitize_env, dev) -> dict:
+        """The keywords a launch gives its device: `sanitize=True` when the launch or `METILE_SANITIZE` (as the
+        environment holds it) asks for it, the launch's keyword first; `timeout=` when the launch gives one."""
+        sanitize = given.get("sanitize")
+        if sanitize is None:
+            sanitize = _sanitize_setting(sanitize_env)
+        out = {}
+        if sanitize:
+            if not getattr(dev, "supports_sanitize", False):
+                asked = "sanitize=True" if given.get("sanitize") else "METILE_SANITIZE asks for the sanitizer, but it"
+                raise LaunchError(f"{asked} is a CPU device feature; kernel {self.fn.__name__} runs on device "
+                                  f"{dev.name!r} (run it on metile.device('cpu'), e.g. with METILE_DEVICE=cpu)",
+                                  self.source.def_loc)
+            out["sanitize"] = True
+        if given.get("timeout") is not None:
+            out["timeout"] = given["timeout"]
+        return out
+
     def _globals(self) -> dict:
         return visible_names(self.fn)
 
@@ -459,63 +476,16 @@ class JITKernel:
         return Launcher(self, grid)
 
     def __call__(self, *args, **kwargs):
-        raise KernelArgumentError(f"a kernel is launched with {self.fn.__name__}[grid](...), not called directly")
+        error = KernelArgumentError(f"a kernel is launched with {self.fn.__name__}[grid](...), not called directly")
+        raise _user_error(error, self.fn.__name__) from None
 
     def __repr__(self) -> str:
         return f"<metile.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
 
 
-def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None) -> None:
-    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows."""
-    if tpt > dev.max_threads_per_threadgroup:
-        raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; device {dev.name!r} allows at most "
-                          f"{dev.max_threads_per_threadgroup}", loc)
-    if tg_memory > dev.max_threadgroup_memory:
-        raise LaunchError(f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows "
-                          f"at most {dev.max_threadgroup_memory} bytes", loc)
-
-
-def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, int]) -> None:
-    axis = next(a for a in range(3) if dims[a] > compiled.max_grid[a])
-    limit = compiled.max_grid[axis]
-    why = (f"{compiled.threadgroup_size} threads per program, and Metal numbers the threads of a grid dimension "
-           f"with a 32-bit uint: at most {MAX_GRID_THREADS}" if limit < MAX_GRID else "program ids are i32")
-    raise GridError(f"grid {grid!r} is too large for {compiled.tile_ir.name}: axis {axis} allows at most {limit} "
-                    f"programs ({why})")
-
-
-def normalize_grid(grid) -> tuple[int, ...]:
-    """`grid` as a tuple of 1 to 3 positive ints, or a `GridError`."""
-    if callable(grid):
-        raise GridError("a callable grid is only accepted by autotuned kernels; pass a tuple of ints")
-    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
-    if not 1 <= len(dims) <= 3:
-        raise GridError(f"a grid has 1, 2 or 3 dimensions, not {len(dims)}")
-    out = []
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise GridError(f"grid dimensions must be ints, not {type(d).__name__}")
-        if not 0 < int(d) <= MAX_GRID:
-            raise GridError(f"grid {tuple(dims)} is empty or too large: each dimension must be in 1..{MAX_GRID}")
-        out.append(int(d))
-    return tuple(out)
-
-
-def grid3(grid) -> tuple[int, int, int]:
-    """`normalize_grid(grid)` padded to 3 dimensions; a tuple of Python ints in range skips the general checks."""
-    dims = grid if grid.__class__ is tuple else (grid,) if grid.__class__ is int else None
-    if dims is not None and 0 < len(dims) <= 3:
-        for d in dims:
-            if d.__class__ is not int or not 0 < d <= MAX_GRID:
-                break
-        else:
-            return dims + _PAD[len(dims)]
-    dims = normalize_grid(grid)
-    return dims + _PAD[len(dims)]
-
-
 class Launcher:
-    """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches."""
+    """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches;
+    `prepare(...)` does all but the launch once and returns a `PreparedLaunch` that launches when called."""
 
     __slots__ = ("grid", "kernel")
 
@@ -525,26 +495,47 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         k = self.kernel
-        env = os.environ.get("METILE_DEBUG")
-        key = k._fast_key(args, kwargs, env)
         try:
-            entry = k._launches.get(key)
-        except TypeError:  # an unhashable constexpr: no launch cache for this call
-            key = entry = None
-        if entry is None:
-            return self._first(key, env, args, kwargs)
-        entry(self.grid, args)
+            env = _ENVIRON
+            debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
+            key = k._fast_key(args, kwargs, debug, sanitize)
+            try:
+                entry = k._launches.get(key)
+            except TypeError:  # an unhashable constexpr: no launch cache for this call
+                key = entry = None
+            if entry is None:
+                return self._first(key, debug, sanitize, args, kwargs)
+            entry(self.grid, args)
+        except MetileError as e:
+            raise _user_error(e, k.fn.__name__) from None
 
-    def _first(self, key, env, args, kwargs) -> None:
+    def _first(self, key, debug, sanitize, args, kwargs) -> None:
+        entry, values = self._launch(key, debug, sanitize, args, kwargs)
+        entry(self.grid, values)
+
+    def _launch(self, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
+        """The launch for these arguments (compiled if need be, and cached under `key` unless it is None) and the
+        runtime arguments; argument errors come first, then the kernel's, then the grid's."""
         k = self.kernel
-        spec = k.specialize(args, kwargs)  # argument errors first, then kernel errors, then the grid
-        settings = k._settings(env)
+        spec = k.specialize(args, kwargs)
+        settings = k._settings(_decoded(debug))
         k._trace(spec, settings.verify_each)
         grid3(self.grid)
-        entry = _Launch(k._compile(spec, settings), spec[1])
+        compiled = k._compile(spec, settings)
+        entry = Launch(compiled, spec[1], k._launch_options(spec[4], sanitize, compiled.device))
         if key is not None:
             k._launches[key] = entry
-        entry(self.grid, [v for _, v, _ in spec[1]])
+        return entry, [v for _, v, _ in spec[1]]
+
+    def prepare(self, *args, **kwargs) -> PreparedLaunch:
+        """This launch compiled, checked and bound once, as a `PreparedLaunch`: calling it dispatches it again."""
+        name = self.kernel.fn.__name__
+        try:
+            env = _ENVIRON
+            entry, values = self._launch(None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
+            return PreparedLaunch(entry.compiled, self.grid, entry.prepare(self.grid, values), name, _user_error)
+        except MetileError as e:
+            raise _user_error(e, name) from None
 
 
 def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
@@ -555,8 +546,22 @@ def kernel(fn=None, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, de
     """
     if fn is None:
         return functools.partial(kernel, pipeline=pipeline, debug=debug)
-    return JITKernel(fn, pipeline=pipeline, debug=debug)
+    try:
+        return JITKernel(fn, pipeline=pipeline, debug=debug)
+    except MetileError as e:
+        raise _user_error(e, getattr(fn, "__name__", "kernel")) from None
 
 
-__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "check_device_limits",
-           "grid3", "kernel", "normalize_grid"]
+def _user_error(error: MetileError, name: str) -> MetileError:
+    """What a public entry point raises `from None` for `error`, caught there: the error with a traceback of the
+    kernel's line only (`metile.tracebacks.for_user`; `name` is the kernel's). With `METILE_TRACEBACK=full` this
+    raises the error itself, its traceback and the exceptions it came from kept (less the entry point's frame,
+    which the raise adds again)."""
+    if traceback_setting(os.environ.get("METILE_TRACEBACK")):
+        tb = error.__traceback__
+        raise error.with_traceback(None if tb is None else tb.tb_next)
+    return for_user(error, name)
+
+
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "JITKernel", "Launcher", "PreparedLaunch",
+           "at_python_line", "check_device_limits", "grid3", "kernel", "normalize_grid"]

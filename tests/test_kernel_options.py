@@ -455,10 +455,12 @@ def test_buffers_take_the_launch_cache_too():
 
 # -- docs/compiling.md ---------------------------------------------------------------------------------------------
 
-def test_the_pipeline_example_in_the_docs_runs_as_written(tmp_path):
+def test_the_examples_in_the_docs_run_as_written(tmp_path):
     docs = Path(__file__).resolve().parents[1] / "docs" / "compiling.md"
     blocks = re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
-    (example,) = [b for b in blocks if "import metile" in b]
-    path = tmp_path / "compiling_example.py"          # kernels need their source in a file
-    path.write_text(example)
-    runpy.run_path(str(path), run_name="compiling_example")
+    examples = [b for b in blocks if "import metile" in b]
+    assert len(examples) >= 2
+    for i, example in enumerate(examples):
+        path = tmp_path / f"compiling_example_{i}.py"   # kernels need their source in a file
+        path.write_text(example)
+        runpy.run_path(str(path), run_name=f"compiling_example_{i}")

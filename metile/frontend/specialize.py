@@ -7,7 +7,8 @@ take their type from each call's argument: a numpy array or `metile.Buffer` is a
 its element type (float64 and int64 arrays are refused: Metal cannot hold them), a Python `int` an
 `i32` scalar, a Python `float` an `f32` scalar (a `bool` is an `i32` 0 or 1; numpy scalars keep a
 supported dtype). Runtime arguments go positionally or by keyword; constexprs by keyword (or
-positionally after every runtime argument); other keywords are compiler options.
+positionally after every runtime argument); `sanitize` and `timeout` are launch options (unless the
+kernel has a parameter of that name, which they then set); meTile's tuning keywords are compiler options.
 """
 
 from __future__ import annotations
@@ -117,14 +118,20 @@ no parameter of that name, and part of the cache key, but they steer nothing in 
 value it wants through a constexpr parameter of that name). Any other unknown keyword is refused."""
 
 
+LAUNCH_OPTIONS = frozenset({"sanitize", "timeout"})
+"""Keywords of a launch that are not the kernel's: how the device runs it (`sanitize=`, `timeout=`), not what it
+compiles to, so they are no part of the specialization key. A kernel parameter of that name takes the keyword
+instead."""
+
+
 def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
-    """`(runtime [(spec, value)], constexprs {name: value}, options {name: value})`."""
+    """`(runtime [(spec, value)], constexprs {name: value}, options {name: value}, launch options {name: value})`."""
     ordered = binding.ordered
     if len(args) > len(ordered):
         raise KernelArgumentError(f"{name}() takes {binding.n_runtime} runtime arguments but {len(args)} were given "
                                   f"(pass constexpr parameters by keyword)", loc)
     given = dict(zip(ordered, args))
-    options = {}
+    options, launch = {}, {}
     if kwargs:
         names = binding.names
         for k, v in kwargs.items():
@@ -134,8 +141,10 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
                 given[k] = v
             elif k in MET_TILE_OPTIONS:
                 options[k] = v
+            elif k in LAUNCH_OPTIONS:
+                launch[k] = v
             else:
-                close = difflib.get_close_matches(k, names, n=1)
+                close = difflib.get_close_matches(k, [*names, *LAUNCH_OPTIONS], n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise KernelArgumentError(f"{name}() got an unexpected keyword argument '{k}': it names no parameter "
                                           f"of the kernel{hint}", loc)
@@ -153,7 +162,7 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
             consts[s.name] = v.value if isinstance(v, constexpr) else v
         else:
             values.append((s, v))
-    return values, consts, options
+    return values, consts, options, launch
 
 
 _I32_SCALAR, _F32_SCALAR = TileType(DType.I32), TileType(DType.F32)

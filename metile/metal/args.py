@@ -14,7 +14,7 @@ import numbers
 import attrs
 import numpy as np
 
-from metile.metal.errors import LaunchError
+from metile.metal.errors import ArrayLayoutError, LaunchError
 from metile.metal.msl_signature import KernelSignature, Param
 
 SCALARS: dict[str, np.dtype | None] = {
@@ -78,9 +78,10 @@ class BoundArg:
     """One checked argument: what to bind and whether results must be copied back."""
 
     param: Param
-    value: object            # np.ndarray (contiguous copy source), Buffer, or bytes for a scalar
-    nbytes: int
+    value: object            # np.ndarray, Buffer, or bytes for a scalar
+    nbytes: int              # for an array, its span: from its first element to the end of its last
     write_back: bool
+    strided: bool = False    # an array that is not C-contiguous (its span holds gaps of its parent)
 
 
 def describe(p: Param) -> str:
@@ -120,8 +121,14 @@ def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
         _check_array_dtype(p, et, value.dtype, value.nbytes)
         return BoundArg(p, value, value.nbytes, False)
     if isinstance(value, np.ndarray):
-        _check_array_dtype(p, et, value.dtype, value.nbytes)
-        return BoundArg(p, value, value.nbytes, not p.is_const)
+        if value.flags.c_contiguous:
+            _check_array_dtype(p, et, value.dtype, value.nbytes)
+            return BoundArg(p, value, value.nbytes, not p.is_const)
+        nbytes = array_span(value)
+        if isinstance(nbytes, str):
+            raise ArrayLayoutError(f"{describe(p)} {nbytes}", index=p.index, reason=nbytes)
+        _check_array_dtype(p, et, value.dtype, nbytes)
+        return BoundArg(p, value, nbytes, not p.is_const, strided=True)
     if isinstance(value, (numbers.Number, np.generic)):
         raise LaunchError(f"{describe(p)} is a pointer: pass a numpy array or metile.Buffer, "
                           f"not the scalar {value!r}")
@@ -139,7 +146,52 @@ def _check_array_dtype(p: Param, et: ElementType, dtype: np.dtype, nbytes: int) 
                           f"({et.size} bytes each)")
 
 
+def array_span(arr: np.ndarray) -> int | str:
+    """The bytes from the first element of `arr` to the end of its last, as a kernel sees them; or why a kernel cannot
+    take the view as it is (a phrase following the argument's name).
+
+    The strides must be non-negative whole numbers of elements, and each dimension's stride must step past
+    everything the smaller strides reach (so no two elements share an address)."""
+    shape, strides, itemsize = arr.shape, arr.strides, arr.itemsize
+    if 0 in shape:
+        return 0
+    dims = [(st, n) for st, n in zip(strides, shape) if n > 1]
+    fix = "pass np.ascontiguousarray(...) of it (and that copy's strides) instead"
+    for st, _ in dims:
+        if st < 0:
+            return (f"is a numpy view with a negative stride (strides {strides} bytes, as x[::-1] makes): a kernel "
+                    f"indexes memory upwards from the view's first element; {fix}")
+        if st % itemsize:
+            return (f"is a numpy view with a stride of {st} bytes, not a whole number of its {itemsize}-byte "
+                    f"elements (strides {strides}): a kernel indexes whole elements; {fix}")
+    reach = itemsize
+    for st, n in sorted(dims):
+        if st < reach:
+            return (f"is a numpy view whose elements overlap in memory (shape {shape}, strides {strides} bytes; a zero "
+                    f"stride as np.broadcast_to makes, or an as_strided view): a store to one element would change "
+                    f"others; {fix}")
+        reach += st * (n - 1)
+    return reach
+
+
+def data_address(arr: np.ndarray) -> int:
+    """The address of the first element of `arr`."""
+    return arr.__array_interface__["data"][0]
+
+
+def staged_view(b: BoundArg, raw) -> np.ndarray:
+    """The elements of the array argument `b` in `raw`, the device memory it was copied into (its span)."""
+    arr: np.ndarray = b.value
+    if b.strided:
+        return np.ndarray(arr.shape, arr.dtype, buffer=raw, strides=arr.strides)
+    return np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape)
+
+
 def _bind_reference(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
+    if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+        reason = (f"binds {et.size or 'a fixed number of'} bytes; pass a C-contiguous array "
+                  f"(np.ascontiguousarray), not a view with strides {value.strides}")
+        raise ArrayLayoutError(f"{describe(p)} {reason}", index=p.index, reason=reason)
     if isinstance(value, (np.ndarray, buffer_type)):
         _check_array_dtype(p, et, value.dtype, value.nbytes)
         if et.size and value.nbytes != et.size:
@@ -169,6 +221,19 @@ def _bind_reference(p: Param, et: ElementType, value, buffer_type: type) -> Boun
             raise LaunchError(f"{describe(p)} is an integer parameter; got the float {value!r}")
         return BoundArg(p, np.asarray(value, dtype=dtype).tobytes(), et.size, False)
     raise LaunchError(f"{describe(p)}: cannot bind a {type(value).__name__}")
+
+
+def run_options_problem(sanitize, timeout) -> str | None:
+    """Why a dispatch's `sanitize=` (a bool) or `timeout=` (None, or seconds >= 0; 0 and inf mean no limit) is not
+    taken, or None when both are."""
+    if sanitize.__class__ is not bool and not isinstance(sanitize, np.bool_):
+        return f"sanitize={sanitize!r} must be True or False"
+    if timeout is not None:
+        if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
+            return f"timeout={timeout!r} must be a number of seconds, or None for the device's default"
+        if not timeout >= 0:  # NaN too
+            return f"timeout={timeout!r} must be a number of seconds >= 0 (0 or inf: no limit)"
+    return None
 
 
 THREADGROUP_MEMORY_ALIGN = 16  # threadgroup memory lengths are multiples of 16 bytes (setThreadgroupMemoryLength)

@@ -38,6 +38,17 @@ class LaunchError(MetileError):
     """A dispatch that does not fit the kernel's signature or the device's limits."""
 
 
+class ArrayLayoutError(LaunchError):
+    """A numpy argument whose memory a kernel cannot take as it is (negative strides, overlapping elements, strides
+    that are not a whole number of elements): ``index`` is its ``[[buffer(i)]]`` and ``reason`` the message without
+    the argument's name, for callers that name it their own way."""
+
+    def __init__(self, message: str, *, index: int, reason: str):
+        self.index = index
+        self.reason = reason
+        super().__init__(message)
+
+
 class DeviceFault(MetileError):
     """A fault inside a running kernel (bad access, divergence, hang, sanitizer report, ...).
 

@@ -25,6 +25,7 @@ import math
 
 import attrs
 
+from metile.ir.errors import Loc
 from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
@@ -123,6 +124,7 @@ class Collectives:
 
     def init_scratch(self) -> None:
         self.arena: dict[DType, tuple[Var, int]] = {}
+        self.arena_loc: dict[DType, Loc | None] = {}  # per arena, the statement that needs the most of it
         self.bump: dict[DType, int] = {}
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}
         self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
@@ -137,13 +139,15 @@ class Collectives:
             base = Var(self.fresh(f"scratch_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
         off = self.bump.get(dtype, 0)
         self.bump[dtype] = off + -(-n // 4) * 4
+        if self.bump[dtype] > size:
+            self.arena_loc[dtype] = self.loc
         self.arena[dtype] = (base, max(size, self.bump[dtype]))
         return base if off == 0 else AddPtr(base, mo.const(off))
 
     def scratch_allocations(self) -> tuple[list, int]:
         lets, total = [], 0
         for dtype, (base, size) in self.arena.items():
-            lets.append(Let(base, SharedAlloc((size,), dtype)))
+            lets.append(Let(base, SharedAlloc((size,), dtype), loc=self.arena_loc.get(dtype)))
             total += size * dtype.itemsize
         return lets, total
 

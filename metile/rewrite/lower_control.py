@@ -201,7 +201,7 @@ class ControlFlow:
     def new_channel(self, res: Var) -> Channel:
         t = res.type
         base = Var(self.fresh(f"{res.name}_channel"), PtrType(t.dtype, (), AddressSpace.THREADGROUP))
-        self.channels.append(Let(base, SharedAlloc((max(t.size, 1),), t.dtype)))
+        self.channels.append(Let(base, SharedAlloc((max(t.size, 1),), t.dtype), loc=self.loc))  # the role block's
         return Channel(base, t.shape)
 
     def write_channel(self, ch: Channel, y: Value) -> None:

@@ -4,6 +4,10 @@
 and `dispatch_threads` run it on every core (threadgroups are taken by one worker per core; the
 threads of a threadgroup are cooperative fibers). Dispatches complete before they return, so
 `synchronize()` has nothing to wait for; numpy arrays are written back as soon as a dispatch ends.
+`prepare_threadgroups` and `prepare_threads` check and bind a dispatch once and return it
+(`metile.metal.cpu.dispatch.CpuDispatch`) to be called again and again. `sanitize=True` runs a build of
+the kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=`
+(seconds, 0 for none) replaces the device's watchdog time for one dispatch.
 """
 
 from __future__ import annotations
@@ -13,12 +17,10 @@ import threading
 from pathlib import Path
 
 import attrs
-import numpy as np
 
-from metile.metal.args import BoundArg, bind_arguments, dim3, threadgroup_sizes
-from metile.metal.buffer import Buffer
-from metile.metal.cpu.build import TRAP_MEANS, KernelBuilder
-from metile.metal.cpu.faults import BufferRange, to_exception
+from metile.metal.args import dim3, run_options_problem, threadgroup_sizes
+from metile.metal.cpu.build import KernelBuilder
+from metile.metal.cpu.dispatch import CpuDispatch
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
@@ -130,6 +132,7 @@ class CpuDevice:
     max_threadgroup_memory = MAX_THREADGROUP_MEMORY
     simd_width = SIMD_WIDTH
     supports_tensor_ops = False
+    supports_sanitize = True      # sanitize=True on a dispatch
 
     def __init__(self, options: CpuOptions):
         self.options = options
@@ -181,24 +184,42 @@ class CpuDevice:
     # -- dispatch -------------------------------------------------------------------------------------------------
     def dispatch_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                               threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
-        groups = dim3(threadgroups, "threadgroups")
-        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
-        grid = tuple(g * t for g, t in zip(groups, tpt))
-        self._launch(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+        self.prepare_threadgroups(fn, threadgroups, threads_per_threadgroup, args,
+                                  threadgroup_memory=threadgroup_memory, sanitize=sanitize, timeout=timeout).run()
 
     def dispatch_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
                          threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+        self.prepare_threads(fn, threads, threads_per_threadgroup, args, threadgroup_memory=threadgroup_memory,
+                             sanitize=sanitize, timeout=timeout).run()
+
+    def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
+                             threadgroup_memory=(), sanitize: bool = False,
+                             timeout: float | None = None) -> CpuDispatch:
+        """`dispatch_threadgroups` checked and bound once: calling the result dispatches it (with the arguments'
+        contents at that time), as often as wanted."""
+        groups = dim3(threadgroups, "threadgroups")
+        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
+        grid = tuple(g * t for g, t in zip(groups, tpt))
+        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+
+    def prepare_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
+                        threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> CpuDispatch:
+        """`dispatch_threads` checked and bound once (see `prepare_threadgroups`)."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
-        self._launch(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
 
     def synchronize(self) -> None:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
-    def _launch(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout) -> None:
+    def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
+        if sanitize.__class__ is not bool or timeout is not None:
+            problem = run_options_problem(sanitize, timeout)
+            if problem is not None:
+                raise LaunchError(problem)
         sig = fn.signature
         threads = tpt[0] * tpt[1] * tpt[2]
         if threads > fn.max_total_threads_per_threadgroup:
@@ -206,65 +227,4 @@ class CpuDevice:
                               f"at most {fn.max_total_threads_per_threadgroup}")
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
-        bound = bind_arguments(sig, list(args), Buffer)
-        staged = [_stage(self, b) for b in bound]
-        ptrs = ffi.new("void*[]", max(len(staged), 1))
-        ranges = []
-        for i, (b, s) in enumerate(zip(bound, staged)):
-            if b is None:
-                continue
-            ptrs[i] = s[0]
-            ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", s[0])), b.nbytes))
-        sizes = ffi.new("size_t[]", tg_sizes or [0])
-        desc = ffi.new("mt_launch_desc*")
-        desc.fn = fn.entry(sanitize)
-        desc.buffers = ptrs
-        desc.n_buffers = len(staged)
-        desc.tg_param_bytes = sizes
-        desc.n_tg_params = len(tg_sizes)
-        desc.threadgroups = list(groups)
-        desc.threads_per_tg = list(tpt)
-        desc.grid_threads = list(grid)
-        desc.workers = self.options.workers
-        desc.timeout_s = self.options.timeout_s if timeout is None else float(timeout)
-        desc.sanitize = 1 if sanitize else 0
-        desc.tg_fill = 0xFF
-        desc.max_tg_memory = self.max_threadgroup_memory
-        desc.stack_bytes = self.options.stack_bytes
-        rec = ffi.new("mt_fault*")
-        status = self.rt.mt_launch(desc, rec)
-        if status != 0:
-            tr = fn.library.translation
-            raise to_exception(rec, kernel=sig.name, metal_name=tr.metal_name, source=tr.source, buffers=ranges,
-                               trap_is_misalignment=not sanitize and TRAP_MEANS == "misaligned")
-        for b, s in zip(bound, staged):
-            if b is not None and b.write_back:
-                _write_back(b, s)
-
-
-def _stage(dev: CpuDevice, b: BoundArg | None):
-    """Device memory for one argument: (pointer, owner). Arrays are copied into guarded memory."""
-    if b is None:
-        return (ffi.NULL, None)
-    v = b.value
-    if isinstance(v, Buffer):
-        if v.device is not dev:
-            raise LaunchError(f"argument {b.param.index} (`{b.param.name}`) lives on device "
-                              f"{v.device.name!r}, not on this CPU device")
-        return (ffi.cast("void*", v._mem), v)
-    mem = dev.allocate(b.nbytes)
-    if isinstance(v, np.ndarray):
-        src = np.ascontiguousarray(v)
-        ffi.memmove(mem, ffi.from_buffer(src.reshape(-1).view(np.uint8)), b.nbytes)
-    else:
-        ffi.memmove(mem, v, b.nbytes)
-    return (ffi.cast("void*", mem), mem)
-
-
-def _write_back(b: BoundArg, staged) -> None:
-    arr: np.ndarray = b.value
-    result = np.frombuffer(ffi.buffer(staged[1], b.nbytes), dtype=arr.dtype).reshape(arr.shape)
-    if arr.flags.writeable:
-        np.copyto(arr, result)
-    elif not np.array_equal(arr, result, equal_nan=arr.dtype.kind == "f"):
-        raise LaunchError(f"kernel wrote to argument {b.param.index} (`{b.param.name}`), a read-only array")
+        return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout)

@@ -1,7 +1,9 @@
 """The Apple GPU device: `MetalDevice`, `MetalLibrary` and `MetalFunction`, over the shim of `shim.h`.
 
 It has the CPU device's interface: `compile(msl)` -> library, `library.function(name)` -> function,
-`dispatch_threadgroups` / `dispatch_threads`, `synchronize()`, and the memory hooks `metile.Buffer` uses.
+`dispatch_threadgroups` / `dispatch_threads` (and `prepare_threadgroups` / `prepare_threads`, which check and
+bind a launch once and return it to be queued again by calling it), `synchronize()`, and the memory hooks
+`metile.Buffer` uses. `sanitize=True` and `timeout=` are refused: they are CPU device features.
 Unlike the CPU device, launches are asynchronous: they are batched into command buffers and finish at
 `synchronize()`, which also writes numpy arguments back and raises GPU errors (see `stream.py`).
 `metile.Buffer` is zero-copy: its memory is a shared `MTLBuffer` whose contents numpy views directly.
@@ -17,11 +19,11 @@ from pathlib import Path
 
 import attrs
 
-from metile.metal.args import dim3
+from metile.metal.args import dim3, run_options_problem
 from metile.metal.errors import DeviceError, LaunchError
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
-from metile.metal.gpu.launch import prepare_arguments
+from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
 from metile.metal.msl_signature import KernelSignature, kernel_signatures
@@ -101,6 +103,7 @@ class MetalDevice:
 
     name = "metal"
     simd_width = SIMD_WIDTH
+    supports_sanitize = False     # sanitize=True is the CPU device's
 
     def __init__(self, options: MetalOptions, *, shim: Shim | None = None, runner: Runner = run_command):
         self.options = options
@@ -181,31 +184,45 @@ class MetalDevice:
                               threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
         """Queue `fn` over `threadgroups` groups of `threads_per_threadgroup` threads (runs by synchronize()).
 
-        `timeout` is accepted for parity with the CPU device; the GPU's own watchdog applies instead.
+        `sanitize=True` and a `timeout` are CPU device features, refused here: Metal cannot stop a running
+        command buffer, and the GPU's own watchdog ends kernels that run too long.
         """
         self._launch(fn, DISPATCH_THREADGROUPS, threadgroups, threads_per_threadgroup, args, threadgroup_memory,
-                     sanitize)
+                     sanitize, timeout)
 
     def dispatch_threads(self, fn: MetalFunction, threads, threads_per_threadgroup, args=(), *,
                          threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
         """Queue `fn` over a grid of `threads` threads (edge threadgroups may be partial)."""
-        self._launch(fn, DISPATCH_THREADS, threads, threads_per_threadgroup, args, threadgroup_memory, sanitize)
+        self._launch(fn, DISPATCH_THREADS, threads, threads_per_threadgroup, args, threadgroup_memory, sanitize,
+                     timeout)
+
+    def prepare_threadgroups(self, fn: MetalFunction, threadgroups, threads_per_threadgroup, args=(), *,
+                             threadgroup_memory=(), sanitize: bool = False,
+                             timeout: float | None = None) -> MetalDispatch:
+        """`dispatch_threadgroups` checked and bound once: calling the result queues it again."""
+        return self._prepare(fn, DISPATCH_THREADGROUPS, threadgroups, threads_per_threadgroup, args,
+                             threadgroup_memory, sanitize, timeout)
+
+    def prepare_threads(self, fn: MetalFunction, threads, threads_per_threadgroup, args=(), *,
+                        threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> MetalDispatch:
+        """`dispatch_threads` checked and bound once: calling the result queues it again."""
+        return self._prepare(fn, DISPATCH_THREADS, threads, threads_per_threadgroup, args, threadgroup_memory,
+                             sanitize, timeout)
 
     def synchronize(self) -> None:
         """Wait for every queued launch; write numpy arguments back; raise GPU errors as DeviceFault."""
         with self._lock:
             self.stream.synchronize()
 
-    def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize) -> None:
+    def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> None:
         size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
         tpt = _dim3(tpt, "threads_per_threadgroup")
         if fn.__class__ is not MetalFunction or fn.device is not self:
-            raise LaunchError(f"expected a function compiled by this Metal device, got {fn!r}")
-        if sanitize:
-            raise LaunchError("sanitize=True is a CPU device feature; run the kernel on metile.device('cpu')")
+            raise _not_ours(fn)
+        if sanitize is not False or timeout is not None:
+            _refuse_run_options(sanitize, timeout)
         if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
-            raise LaunchError(f"threads_per_threadgroup {tpt} has {tpt[0] * tpt[1] * tpt[2]} threads; kernel "
-                              f"`{fn.name}` allows at most {fn.max_total_threads_per_threadgroup}")
+            raise _too_many_threads(fn, tpt)
         if tg_memory.__class__ is not tuple:
             tg_memory = tuple(tg_memory) if tg_memory is not None else ()
         if args.__class__ is not list and args.__class__ is not tuple:
@@ -215,6 +232,19 @@ class MetalDevice:
             prepared = fn._prepared = prepare_arguments(self, fn, args, tg_memory)
         with self._lock:
             self.stream.encode(fn, prepared, args, kind, size, tpt)
+
+    def _prepare(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> MetalDispatch:
+        size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
+        tpt = _dim3(tpt, "threads_per_threadgroup")
+        if fn.__class__ is not MetalFunction or fn.device is not self:
+            raise _not_ours(fn)
+        _refuse_run_options(sanitize, timeout)
+        if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
+            raise _too_many_threads(fn, tpt)
+        args = tuple(args)
+        tg_memory = tuple(tg_memory) if tg_memory is not None else ()
+        self._live_handle()
+        return MetalDispatch(self, fn, kind, size, tpt, args, prepare_arguments(self, fn, args, tg_memory))
 
     # -- life cycle ---------------------------------------------------------------------------------------------
     def _live_handle(self):
@@ -259,3 +289,25 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
                 and 0 < x < _DIM_LIMIT and 0 < y < _DIM_LIMIT and 0 < z < _DIM_LIMIT):
             return value
     return dim3(value, what)
+
+
+def _not_ours(fn) -> LaunchError:
+    return LaunchError(f"expected a function compiled by this Metal device, got {fn!r}")
+
+
+def _too_many_threads(fn: MetalFunction, tpt: tuple[int, int, int]) -> LaunchError:
+    return LaunchError(f"threads_per_threadgroup {tpt} has {tpt[0] * tpt[1] * tpt[2]} threads; kernel `{fn.name}` "
+                       f"allows at most {fn.max_total_threads_per_threadgroup}")
+
+
+def _refuse_run_options(sanitize, timeout) -> None:
+    """`LaunchError` for a `sanitize=` or `timeout=` other than the defaults (or not of their types)."""
+    problem = run_options_problem(sanitize, timeout)
+    if problem is not None:
+        raise LaunchError(problem)
+    if sanitize:
+        raise LaunchError("sanitize=True is a CPU device feature; run the kernel on metile.device('cpu')")
+    if timeout is not None:
+        raise LaunchError(f"timeout={timeout!r} is a CPU device feature: Metal cannot stop a running command "
+                          "buffer (the GPU's own watchdog ends kernels that run too long); leave timeout unset, or "
+                          "run the kernel on metile.device('cpu')")

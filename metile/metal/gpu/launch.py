@@ -21,15 +21,17 @@ from metile.metal.gpu.memory import MetalMemory
 
 
 class ArraySlot:
-    """Where a numpy argument goes: its [[buffer(i)]] index, name, size and whether results come back."""
+    """Where a numpy argument goes: its [[buffer(i)]] index, name, size (its span) and whether results come back."""
 
-    __slots__ = ("index", "name", "nbytes", "write_back")
+    __slots__ = ("bound", "index", "name", "nbytes", "write_back", "strided")
 
     def __init__(self, b: BoundArg):
+        self.bound = b
         self.index = b.param.index
         self.name = b.param.name
         self.nbytes = b.nbytes
         self.write_back = b.write_back
+        self.strided = b.strided
 
 
 class PreparedArgs:
@@ -91,3 +93,24 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
     refs = tuple(weakref.ref(a) if isinstance(a, (Buffer, np.ndarray)) else a for a in args)
     tg = ffi.new("uint64_t[]", [round_up(s) for s in sizes] or [0])
     return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned)
+
+
+class MetalDispatch:
+    """A launch checked and bound once (`MetalDevice.prepare_threadgroups` / `prepare_threads`): calling it queues
+    it again with the same arguments, as a dispatch with them would (numpy arrays are staged and written back at
+    `synchronize()`), without checking them again."""
+
+    __slots__ = ("device", "function", "kind", "size", "tpt", "args", "prepared")
+
+    def __init__(self, device, fn, kind: int, size, tpt, args, prepared: PreparedArgs):
+        self.device, self.function, self.kind, self.size, self.tpt = device, fn, kind, size, tpt
+        self.args = args            # held, so that the table's weak references stay valid
+        self.prepared = prepared
+
+    def __call__(self) -> None:
+        dev = self.device
+        with dev._lock:
+            dev.stream.encode(self.function, self.prepared, self.args, self.kind, self.size, self.tpt)
+
+    def __repr__(self) -> str:
+        return f"<prepared Metal dispatch of {self.function.name}>"

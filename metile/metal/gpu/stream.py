@@ -11,7 +11,9 @@ A numpy argument is staged once between two `synchronize()` calls, however many 
 later launches see what earlier ones wrote, as on a stream; the array itself receives the results at
 `synchronize()`. A C-contiguous, writeable array that starts on a page boundary and spans whole pages
 is wrapped without a copy (`newBufferWithBytesNoCopy`), so until `synchronize()` the GPU and the host
-share it; any other array is copied into a shared buffer at its first launch and copied back.
+share it; any other array is copied into a shared buffer at its first launch and copied back. A strided
+view is copied as its span (from its first element to its last, gaps included) and only its own elements
+are copied back (`metile.metal.args.staged_view`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections import deque
 
 import numpy as np
 
+from metile.metal.args import data_address, staged_view
 from metile.metal.errors import DeviceError, DeviceFault, LaunchError, MetileError
 from metile.metal.gpu.binding import ERR_GPU, Shim, check, shim_error, take_message
 from metile.metal.gpu.launch import ArraySlot, PreparedArgs
@@ -35,10 +38,11 @@ GPU_ERROR_KINDS = {
 class Staged:
     """A numpy argument's device copy (or no-copy wrapper) for the current stretch between syncs."""
 
-    __slots__ = ("array", "handle", "memory", "nbytes", "write_back", "index", "name")
+    __slots__ = ("array", "bound", "handle", "memory", "nbytes", "write_back", "index", "name")
 
     def __init__(self, array: np.ndarray, handle, memory: MetalMemory | None, slot: ArraySlot):
         self.array = array
+        self.bound = slot.bound
         self.handle = handle
         self.memory = memory            # None when the array's own pages are bound
         self.nbytes = slot.nbytes
@@ -195,8 +199,10 @@ class CommandStream:
             if address % page == 0:
                 handle = wrap_host_memory(shim, self.device_handle, self._err, address, nbytes)
                 return Staged(arr, handle, None, slot)
-        flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        data = ffi.from_buffer(flat) if nbytes else ffi.NULL
+        if not nbytes:
+            data = ffi.NULL
+        else:
+            data = ffi.cast("void*", data_address(arr)) if slot.strided else ffi.from_buffer(arr)
         memory = copy_to_memory(shim, self.device_handle, self._err, data, nbytes)
         return Staged(arr, memory.handle, memory, slot)
 
@@ -204,7 +210,7 @@ class CommandStream:
         if not s.write_back:
             return None
         arr = s.array
-        result = np.frombuffer(self.shim.ffi.buffer(s.memory.ptr, s.nbytes), dtype=arr.dtype).reshape(arr.shape)
+        result = staged_view(s.bound, self.shim.ffi.buffer(s.memory.ptr, s.nbytes))
         if arr.flags.writeable:
             np.copyto(arr, result)
             return None

@@ -1,0 +1,249 @@
+"""From a compiled `@metile.kernel` to its dispatch: `CompiledKernel`, `Launch`, the grid and device-limit checks, and
+faults and argument errors reported at the kernel's Python lines.
+
+`Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
+call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
+`Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
+calls. A fault inside the kernel is
+moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
+`KernelArgumentError` at its parameter.
+
+Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (`meta` of the Metal
+IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
+threadgroup memory and points at the line that needs the most); a grid dimension over
+`MAX_GRID` programs (program ids are i32), or whose threads (`programs * threads_per_threadgroup`) exceed
+`MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+import numpy as np
+
+from metile.emit.source_map import FaultLocator
+from metile.frontend.errors import GridError, KernelArgumentError
+from metile.ir.errors import Loc, MetileError
+from metile.ir.stmts import Kernel, Let
+from metile.ir.types import PtrType
+from metile.ir.values import SharedAlloc
+from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError
+
+MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
+MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
+_PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 3
+
+
+@attrs.frozen
+class CompiledKernel:
+    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function.
+
+    `max_grid` is the largest grid (programs per dimension) a launch may use on this device.
+    """
+
+    entry: str
+    tile_ir: Kernel
+    metal_ir: Kernel
+    msl: str
+    threadgroup_size: int
+    threadgroup_memory: int
+    max_grid: tuple[int, int, int]
+    function: object = attrs.field(repr=False)
+    device: object = attrs.field(repr=False)
+
+
+class Launch:
+    """A compiled kernel ready to dispatch with its launch options (`sanitize=`, `timeout=`, given to the device only
+    when set): what a repeated launch needs, found by one dict lookup."""
+
+    __slots__ = ("compiled", "convert", "dispatch", "function", "max_grid", "options", "specs", "tpt")
+
+    def __init__(self, compiled: CompiledKernel, typed, options: dict):
+        self.compiled = compiled
+        self.specs = tuple(s for s, _, _ in typed)
+        self.convert = tuple(None if isinstance(t, PtrType) else t.dtype.numpy.type for _, _, t in typed)
+        self.options = options
+        dispatch = compiled.device.dispatch_threadgroups
+        self.dispatch = functools.partial(dispatch, **options) if options else dispatch
+        self.function = compiled.function
+        self.max_grid = compiled.max_grid
+        self.tpt = (compiled.threadgroup_size, 1, 1)
+
+    def __call__(self, grid, args) -> None:
+        """Dispatch over `grid` (as the user wrote it) with the runtime arguments first in `args`."""
+        dims = grid3(grid)
+        m = self.max_grid
+        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
+            raise_grid_too_large(self.compiled, grid, dims)
+        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        try:
+            self.dispatch(self.function, dims, self.tpt, bound)
+        except DeviceFault as e:
+            raise at_python_line(self.compiled, e) from None
+        except ArrayLayoutError as e:
+            raise self.argument_error(e) from None
+
+    def prepare(self, grid, args):
+        """The device's dispatch over `grid` with these runtime arguments, checked and bound once: calling it
+        dispatches again (see `metile.kernel.PreparedLaunch`, which reports its faults)."""
+        dims = grid3(grid)
+        m = self.max_grid
+        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
+            raise_grid_too_large(self.compiled, grid, dims)
+        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        try:
+            return self.compiled.device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
+        except ArrayLayoutError as e:
+            raise self.argument_error(e) from None
+
+    def argument_error(self, e: ArrayLayoutError) -> KernelArgumentError:
+        """`e`, about the array bound at `[[buffer(e.index)]]`, as an error at that parameter (runtime arguments bind
+        the buffers in parameter order)."""
+        spec = self.specs[e.index]
+        return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
+
+
+class PreparedLaunch:
+    """`kernel[grid].prepare(*args, **constexprs)`: a launch compiled, checked and bound once (every check of a
+    launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
+    of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
+    launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
+    at its Python line. The object holds its arguments. An autotuned kernel's `prepare` returns one too, made by
+    the `prepare` of the configuration it chose.
+
+    `report(error, name)` gives what a call raises (`from None`) for a `MetileError` (`metile.kernel` passes the
+    one its entry points use, which shortens tracebacks).
+    """
+
+    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report")
+
+    def __init__(self, compiled: CompiledKernel, grid, dispatch, name: str, report):
+        self.compiled = compiled      # the specialization it runs
+        self.grid = grid              # as given
+        self.name = name              # the kernel's
+        self._dispatch = dispatch     # the device's prepared dispatch
+        self._report = report
+
+    def __call__(self) -> None:
+        try:
+            self._dispatch()
+        except MetileError as e:
+            error = at_python_line(self.compiled, e) if isinstance(e, DeviceFault) else e
+            raise self._report(error, self.name) from None
+
+    def __repr__(self) -> str:
+        return f"<metile prepared launch of {self.compiled.tile_ir.name} over {self.grid!r}>"
+
+
+def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
+    """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
+    (`metile.emit.source_map.FaultLocator`), the `.metal` line named in the message; `fault` itself when its
+    line leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
+    at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
+    if at is None or at.file != metal:
+        return fault
+    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
+    loc = locator.location(at.line, fault.buffer if fault.kind in ("bad-access", "misaligned") else None)
+    if loc is None:
+        return fault
+    message = f"{fault.message} (generated MSL: {metal}:{at.line})"
+    other = fault.other_loc
+    there = None if other is None else locator.location(other.line)
+    if there is not None:
+        message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
+    return fault.moved(message, loc)
+
+
+def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None,
+                        metal_ir: Kernel | None = None, tile_ir: Kernel | None = None) -> None:
+    """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows. Over the
+    memory limit, the message lists the threadgroup arrays of `metal_ir` that use it, largest first (see
+    `threadgroup_arrays`), and the error points at the line that needs the largest (at `loc` when none has one)."""
+    if tpt > dev.max_threads_per_threadgroup:
+        raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; device {dev.name!r} allows at most "
+                          f"{dev.max_threads_per_threadgroup}", loc)
+    if tg_memory > dev.max_threadgroup_memory:
+        message = (f"kernel {name} uses {tg_memory} bytes of threadgroup memory; device {dev.name!r} allows at most "
+                   f"{dev.max_threadgroup_memory} bytes")
+        uses = sorted(threadgroup_arrays(metal_ir, tile_ir), key=_bytes, reverse=True) if metal_ir is not None else []
+        if uses:
+            message += ":" + "".join(f"\n  {n} bytes{'' if at is None else f' at line {at.line}'}: {what}"
+                                     for n, what, at in uses)
+            loc = next((at for _, _, at in uses if at is not None), loc)
+        raise LaunchError(message, loc)
+
+
+def _bytes(use: tuple) -> int:
+    return use[0]
+
+
+def threadgroup_arrays(k: Kernel, tile_ir: Kernel | None = None) -> list[tuple[int, str, Loc | None]]:
+    """`(bytes, what, location)` of each threadgroup array of the Metal IR kernel `k` (the `Let`s of `SharedAlloc`s at
+    its top level): the `metile.shared` arrays at their call (the allocation keeps the user's location; the user's
+    name for it comes from `tile_ir`, the Tile IR `k` was lowered from, when given), the lowering's per-dtype scratch
+    at the statement that needs the most of it, a `simdgroup_role` block's channels at the block (the `Let` has the
+    location of those two)."""
+    names = {}
+    for s in tile_ir.body if tile_ir is not None else ():
+        match s:
+            case Let(var, SharedAlloc() as alloc) if alloc.loc is not None:
+                names[alloc.loc] = var.name
+    out = []
+    for s in k.body:
+        match s:
+            case Let(var, SharedAlloc() as alloc):
+                size = f"{'x'.join(str(d) for d in alloc.shape)} {alloc.dtype.value}"
+                if alloc.loc is not None:
+                    what = f"metile.shared array `{names.get(alloc.loc, var.name)}` ({size})"
+                elif var.name.endswith("_channel"):
+                    what = f"a channel ({size}) through which a simdgroup_role block hands a tile to other threads"
+                else:
+                    what = (f"the compiler's {alloc.dtype.value} scratch ({size}), through which threads exchange "
+                            "the values of tiles they reduce along an axis, broadcast or give to dot (smaller tiles "
+                            "need less)")
+                out.append((alloc.size * alloc.dtype.itemsize, what, alloc.loc or s.loc))
+    return out
+
+
+def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, int]) -> None:
+    axis = next(a for a in range(3) if dims[a] > compiled.max_grid[a])
+    limit = compiled.max_grid[axis]
+    why = (f"{compiled.threadgroup_size} threads per program, and Metal numbers the threads of a grid dimension "
+           f"with a 32-bit uint: at most {MAX_GRID_THREADS}" if limit < MAX_GRID else "program ids are i32")
+    raise GridError(f"grid {grid!r} is too large for {compiled.tile_ir.name}: axis {axis} allows at most {limit} "
+                    f"programs ({why})")
+
+
+def normalize_grid(grid) -> tuple[int, ...]:
+    """`grid` as a tuple of 1 to 3 positive ints, or a `GridError`."""
+    if callable(grid):
+        raise GridError("a callable grid is only accepted by autotuned kernels; pass a tuple of ints")
+    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(dims) <= 3:
+        raise GridError(f"a grid has 1, 2 or 3 dimensions, not {len(dims)}")
+    out = []
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise GridError(f"grid dimensions must be ints, not {type(d).__name__}")
+        if not 0 < int(d) <= MAX_GRID:
+            raise GridError(f"grid {tuple(dims)} is empty or too large: each dimension must be in 1..{MAX_GRID}")
+        out.append(int(d))
+    return tuple(out)
+
+
+def grid3(grid) -> tuple[int, int, int]:
+    """`normalize_grid(grid)` padded to 3 dimensions; a tuple of Python ints in range skips the general checks."""
+    dims = grid if grid.__class__ is tuple else (grid,) if grid.__class__ is int else None
+    if dims is not None and 0 < len(dims) <= 3:
+        for d in dims:
+            if d.__class__ is not int or not 0 < d <= MAX_GRID:
+                break
+        else:
+            return dims + _PAD[len(dims)]
+    dims = normalize_grid(grid)
+    return dims + _PAD[len(dims)]
+
+
+__all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "Launch", "PreparedLaunch", "at_python_line",
+           "check_device_limits", "grid3", "normalize_grid", "raise_grid_too_large", "threadgroup_arrays"]

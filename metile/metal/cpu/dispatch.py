@@ -1,0 +1,128 @@
+"""One dispatch on the CPU device, checked and bound once: `CpuDispatch`.
+
+`CpuDevice.dispatch_threadgroups` and `dispatch_threads` make one and run it once; `prepare_threadgroups` and
+`prepare_threads` return one to be called any number of times with the same arguments. Making it binds the
+arguments against the kernel's signature, allocates guarded device memory for each numpy array (its span: a
+strided view's gaps included) and each scalar, and fills the runtime's launch descriptor. Running it copies each
+numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
+strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from metile.metal.args import BoundArg, bind_arguments, data_address, staged_view
+from metile.metal.buffer import Buffer
+from metile.metal.cpu.build import TRAP_MEANS
+from metile.metal.cpu.faults import BufferRange, to_exception
+from metile.metal.cpu.runtime_api import ffi
+from metile.metal.errors import LaunchError
+
+
+class _Array:
+    """A numpy argument: its device memory, where its bytes come from, and how results go back."""
+
+    __slots__ = ("bound", "memory", "source", "nbytes", "result")
+
+    def __init__(self, b: BoundArg, memory):
+        arr: np.ndarray = b.value
+        self.bound = b
+        self.memory = memory
+        self.nbytes = b.nbytes
+        self.source = ffi.cast("void*", data_address(arr)) if b.strided else ffi.from_buffer(arr)
+        # what a write-back reads: the elements in device memory, for a strided view or a read-only array
+        viewed = b.write_back and (b.strided or not arr.flags.writeable)
+        self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
+
+    def write_back(self) -> None:
+        b = self.bound
+        arr: np.ndarray = b.value
+        if self.result is None:  # a writeable C-contiguous array: its bytes as they are
+            ffi.memmove(self.source, self.memory, self.nbytes)
+        elif arr.flags.writeable:
+            np.copyto(arr, self.result)
+        elif not np.array_equal(arr, self.result, equal_nan=arr.dtype.kind == "f"):
+            raise LaunchError(f"kernel wrote to argument {b.param.index} (`{b.param.name}`), a read-only array")
+
+
+class CpuDispatch:
+    """A dispatch of `fn` on `dev`, bound to `args` (see the module docstring); `run()` runs it, and calling it runs
+    it under a lock (threads that call one prepared dispatch share its device memory)."""
+
+    __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
+                 "_ptrs", "_sizes")
+
+    def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout):
+        sig = fn.signature
+        bound = bind_arguments(sig, list(args), Buffer)
+        ptrs = ffi.new("void*[]", max(len(bound), 1))
+        self.owned: list = []      # what the pointers point into
+        self.arrays: list[_Array] = []
+        self.ranges: list[BufferRange] = []
+        for i, b in enumerate(bound):
+            if b is None:
+                continue
+            ptrs[i] = self._stage(dev, b)
+            self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", ptrs[i])), b.nbytes))
+        self.written = [a for a in self.arrays if a.bound.write_back]
+        sizes = ffi.new("size_t[]", tg_sizes or [0])
+        desc = ffi.new("mt_launch_desc*")
+        desc.fn = fn.entry(sanitize)
+        desc.buffers = ptrs
+        desc.n_buffers = len(bound)
+        desc.tg_param_bytes = sizes
+        desc.n_tg_params = len(tg_sizes)
+        desc.threadgroups = list(groups)
+        desc.threads_per_tg = list(tpt)
+        desc.grid_threads = list(grid)
+        desc.workers = dev.options.workers
+        desc.timeout_s = dev.options.timeout_s if timeout is None else float(timeout)
+        desc.sanitize = 1 if sanitize else 0
+        desc.tg_fill = 0xFF
+        desc.max_tg_memory = dev.max_threadgroup_memory
+        desc.stack_bytes = dev.options.stack_bytes
+        self.device, self.function, self.sanitize = dev, fn, bool(sanitize)
+        self.desc, self.rec, self._ptrs, self._sizes = desc, ffi.new("mt_fault*"), ptrs, sizes
+        self.lock = threading.Lock()
+
+    def _stage(self, dev, b: BoundArg):
+        """The device pointer for one argument: a Buffer's own memory, else new guarded memory (a scalar's bytes are
+        copied now, an array's at each run)."""
+        v = b.value
+        if isinstance(v, Buffer):
+            if v.device is not dev:
+                raise LaunchError(f"argument {b.param.index} (`{b.param.name}`) lives on device "
+                                  f"{v.device.name!r}, not on this CPU device")
+            self.owned.append(v)
+            return ffi.cast("void*", v._mem)
+        mem = dev.allocate(b.nbytes)
+        self.owned.append(mem)
+        if isinstance(v, np.ndarray):
+            self.arrays.append(_Array(b, mem))
+        else:
+            ffi.memmove(mem, v, b.nbytes)
+        return ffi.cast("void*", mem)
+
+    def run(self) -> None:
+        """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault)."""
+        for a in self.arrays:
+            if a.nbytes:
+                ffi.memmove(a.memory, a.source, a.nbytes)
+        rec = self.rec
+        if self.device.rt.mt_launch(self.desc, rec) != 0:
+            tr = self.function.library.translation
+            raise to_exception(rec, kernel=self.function.name, metal_name=tr.metal_name, source=tr.source,
+                               buffers=self.ranges,
+                               trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned")
+        for a in self.written:
+            a.write_back()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.run()
+
+    def __repr__(self) -> str:
+        return f"<prepared CPU dispatch of {self.function.name}>"
