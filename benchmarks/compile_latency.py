@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 import metile  # noqa: E402 - after the path set-up, so the checkout is measured
 from metile.emit.msl import emit_msl  # noqa: E402
+from metile.frontend.source import _PARSED  # noqa: E402 - the per-code-object parse cache, emptied to time a cold parse
 from metile.ir.errors import MetileError  # noqa: E402
-from metile.kernel import _PARSED  # noqa: E402 - the per-code-object parse cache, emptied to time a cold parse
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run  # noqa: E402
 
 WARMUP = 3

@@ -39,10 +39,8 @@ import functools
 import inspect
 import os
 import sys
-import textwrap
 import types
 
-import attrs
 import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
@@ -51,11 +49,12 @@ from metile.emit.msl import emit_msl
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
     KernelArgumentError,
-    KernelSourceError,
     KernelTypeError,
     LoweringUnavailableError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.source import parsed as parse_cached
+from metile.frontend.source import visible_names
 from metile.frontend.specialize import (
     Binding,
     ParamSpec,
@@ -66,7 +65,7 @@ from metile.frontend.specialize import (
     exact_key,
     function_ident,
 )
-from metile.frontend.trace import Prepared, Tracer
+from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
@@ -127,67 +126,11 @@ def _sanitize_setting(raw) -> bool:
     return found
 
 
-def visible_names(fn) -> dict:
-    """The names a kernel's body and annotations can see: its module's globals and its closure's variables
-    (so kernels defined inside functions resolve `metile.constexpr` and helpers like module-level ones)."""
-    if not fn.__closure__:
-        return fn.__globals__  # read, never written: no copy needed
-    names = dict(fn.__globals__)
-    names.update({var: cell.cell_contents for var, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
-    return names
-
-
-@attrs.frozen
-class _Parsed:
-    """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
-    mutated: tracing only reads the `ast`), and what its traces find out about the nodes once (`Prepared`)."""
-
-    code: object
-    file: str
-    text: str
-    col_offset: int
-    line_offset: int
-    fdef: ast.AST
-    prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, the names it reads and assigns
-
-
-_PARSED: dict[int, _Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
-_PARSED_MAX = 1024
-
-
-def _parse(fn) -> _Parsed:
-    """Read and parse the source of `fn` (`inspect.getsourcelines` tokenizes the file to find the block)."""
-    file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-    try:
-        lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as e:
-        raise KernelSourceError(
-            f"cannot read the source of kernel {fn.__qualname__!r} (from {file}): metile traces a kernel from its "
-            "Python source, so define it in a .py file, not at an interactive prompt or with exec") from e
-    text = textwrap.dedent("".join(lines))
-    col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
-    fdef = ast.parse(text).body[0]
-    return _Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
-
-
-def _parsed(fn) -> _Parsed:
-    """`_parse(fn)`, cached per code object: decorating a function again (or another closure of the same
-    `def`) does not read and parse its file again."""
-    code = fn.__code__
-    found = _PARSED.get(id(code))
-    if found is None or found.code is not code:
-        found = _parse(fn)
-        if len(_PARSED) >= _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
-        _PARSED[id(code)] = found
-    return found
-
-
 class _Source:
     """The parsed function: its `ast`, file, line and column offsets, and parameter kinds."""
 
     def __init__(self, fn):
-        parsed = _parsed(fn)
+        parsed = parse_cached(fn)
         self.file, self.text = parsed.file, parsed.text
         self.col_offset, self.line_offset = parsed.col_offset, parsed.line_offset
         self.prepared = parsed.prepared
