@@ -26,7 +26,7 @@ from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc, MetileError
 from metile.ir.stmts import Kernel, Let
-from metile.ir.types import PtrType
+from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError
 
@@ -62,7 +62,7 @@ class Launch:
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
-        self.convert = tuple(None if isinstance(t, PtrType) else t.dtype.numpy.type for _, _, t in typed)
+        self.convert = tuple(None if isinstance(t, PtrType) else host_dtype(t.dtype).type for _, _, t in typed)
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch

@@ -354,7 +354,8 @@ def test_dtype_facts_are_plain_attributes_and_enums_hash_by_identity():
     assert DType.F16.bits == 16 and DType.BF16.itemsize == 2 and DType.BOOL.itemsize == 1 and DType.BOOL.bits == 1
     assert DType.U8.is_int and not DType.U8.is_signed and DType.F32.is_signed and not DType.BOOL.is_int
     assert DType.F32.msl == "float" and DType.BF16.numpy is None and DType.I16.numpy == np.dtype(np.int16)
-    assert [d for d in DType if d.is_float] == [F32, F16, DType.BF16]
+    assert [d for d in DType if d.is_float] == [F32, F16, DType.BF16, DType.F8E4M3, DType.F8E5M2]
+    assert [d for d in DType if d.storage_only] == [DType.F8E4M3, DType.F8E5M2] and DType.F8E5M2.msl == "uchar"
     for e in (F32, BinOp.ADD, Stage.TILE, BuiltinKind.THREADS_PER_GRID, AddressSpace.DEVICE):
         assert hash(e) == object.__hash__(e) and {e: 1}[e] == 1
         assert pickle.loads(pickle.dumps(e)) is e

@@ -22,6 +22,7 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 from __future__ import annotations
 
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
+from metile.emit.fp8 import HELPERS, fp8_cast
 from metile.emit.spell import (
     BINARY_FORMS,
     COMPARE_BY_VALUE,
@@ -123,6 +124,7 @@ class _Emitter:
         self.count = 0  # the number of locals named `tN` or `next_..._N` so far
         self.depth = 0
         self.pad = ""  # INDENT * depth
+        self.helpers: set[str] = set()  # the functions of `metile.emit.fp8.HELPERS` the kernel calls
 
     # ---- output
 
@@ -202,7 +204,8 @@ class _Emitter:
         args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        text = f"{HEADER}\n{head}{sep.join(args)}) {{\n"
+        helpers = "".join(f"\n{code}\n" for name, code in HELPERS.items() if name in self.helpers)
+        text = f"{HEADER}{helpers}\n{head}{sep.join(args)}) {{\n"
         body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
 
@@ -251,7 +254,13 @@ class _Emitter:
                 text = f"{cond} ? {self.element(v.ptr)} : {alt}"
                 return text, f"({text})"
             case Cast():
-                text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
+                src, dst = v.x.type.dtype, v.type.dtype
+                if src.storage_only or dst.storage_only:
+                    text, used = fp8_cast(expr(v.x)[0], src, dst)
+                    self.helpers.update(used)
+                    atomic = True
+                else:
+                    text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
             case Bitcast():
                 text, atomic = f"as_type<{type_text(v.type)}>({expr(v.x)[0]})", True
             case Fma():

@@ -24,9 +24,9 @@ from metile.frontend.errors import (
 )
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, ReduceOp
-from metile.ir.stmts import AtomicAdd, Barrier, Store
+from metile.ir.stmts import AtomicAdd, Barrier, If, Store
 from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
-from metile.ir.types import DType, PtrType, from_numpy
+from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
 from metile.ir.values import Binary, Const, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
 _MISSING = object()
@@ -206,41 +206,104 @@ def atomic_add(tr, loc, ptr, value, mask):
 
 
 def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
+    """The address tile of `what`, its shape, and its row and column index tiles."""
     p = _pointer(ptr, what, loc)
     rows, cols = static_shape(shape, f"the shape of {what}", loc)
     for x, name in ((row_offset, "row offset"), (col_offset, "column offset"), (stride, "row stride")):
-        t = sem.type_of(x, loc)
-        if isinstance(t, PtrType) or t.shape or not t.dtype.is_int:
-            raise KernelTypeError(f"{what}: the {name} must be an integer scalar, not {t}", loc)
+        _int_scalar(x, f"{what}: the {name}", loc)
     r = sem.binary("add", row_offset, Arange(0, rows, loc=loc), loc)
     c = sem.binary("add", col_offset, Arange(0, cols, loc=loc), loc)
     offs = sem.binary("add", sem.binary("mul", ExpandDims(r, 1, loc=loc), stride, loc), ExpandDims(c, 0, loc=loc), loc)
-    return sem.pointer_arith("add", p, offs, loc), (rows, cols)
+    return sem.pointer_arith("add", p, offs, loc), (rows, cols), r, c
 
 
-def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape):
+def _int_scalar(x, what: str, loc: Loc) -> None:
+    t = sem.type_of(x, loc)
+    if isinstance(t, PtrType) or t.shape or not t.dtype.is_int:
+        raise KernelTypeError(f"{what} must be an integer scalar, not {t}", loc)
+
+
+def _bounds(bounds, what: str, loc: Loc) -> tuple:
+    """`(rows, cols)`, the extent of the matrix a bounded `tile_load`/`tile_store` may touch."""
+    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+        raise KernelTypeError(f"{what}: bounds must be a pair (rows, cols) of integer scalars, not {bounds!r:.60}",
+                              loc)
+    for b, name in zip(bounds, ("rows", "cols")):
+        _int_scalar(b, f"{what}: the bound on {name}", loc)
+    return tuple(bounds)
+
+
+def _within(i, extent, loc: Loc):
+    """`0 <= i < extent`, element-wise."""
+    return sem.binary("and", sem.compare("ge", i, 0, loc), sem.compare("lt", i, extent, loc), loc)
+
+
+def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
     if len(static_shape(shape, "the shape of tile_load", loc)) != 2:
         raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
-    addr, _ = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
-    return tr.bind(Load(addr, loc=loc), tr.hint or "tile", loc, force=True)
+    addr, _, r, c = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
+    mask = None
+    if bounds is not None:
+        rows, cols = _bounds(bounds, "tile_load", loc)
+        mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc),
+                          ExpandDims(_within(c, cols, loc), 0, loc=loc), loc)
+        mask = sem.broadcast_to(mask, addr.type.shape, loc)
+    return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
 
 
-def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape):
+def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bounds):
+    """A bounded store is two: a plain one when the whole tile lies within the bounds (so a `dot` result keeps
+    its direct matrix store), and a masked one for a tile on the edge."""
     if len(static_shape(shape, "the shape of tile_store", loc)) != 2:
         raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
-    addr, dims = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
+    addr, dims, r, c = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
     vtype = sem.type_of(value, loc)
     if isinstance(vtype, PtrType):
         raise KernelTypeError("tile_store: cannot write a pointer", loc)
     if vtype.shape not in ((), dims):
         raise ShapeMismatchError(f"tile_store: the value has shape {list(vtype.shape)}, the tile is {list(dims)}", loc)
-    tr.emit(Store(addr, sem.converted(value, addr.type.dtype, dims, loc), loc=loc))
+    v = sem.converted(value, addr.type.dtype, dims, loc)
+    if bounds is None:
+        tr.emit(Store(addr, v, loc=loc))
+        return
+    rows, cols = _bounds(bounds, "tile_store", loc)
+    inside = _within(row_offset, sem.binary("sub", rows, dims[0] - 1, loc), loc)
+    inside = sem.binary("and", inside, _within(col_offset, sem.binary("sub", cols, dims[1] - 1, loc), loc), loc)
+    mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc), ExpandDims(_within(c, cols, loc), 0,
+                                                                                        loc=loc), loc)
+    masked = Store(addr, v, sem.broadcast_to(mask, dims, loc), loc=loc)
+    if not isinstance(inside, Value):  # decided at compile time
+        tr.emit(Store(addr, v, loc=loc) if inside else masked)
+        return
+    tr.emit(If(inside, [Store(addr, v, loc=loc)], [masked], loc=loc))
 
 
 def zeros(tr, loc, shape, dtype):
     dt = parse_dtype(dtype, loc)
-    return Full(static_shape(shape, "the shape of zeros", loc), sem.const(False if dt is DType.BOOL else 0, dt, loc),
-                loc=loc)
+    dims = static_shape(shape, "the shape of zeros", loc)
+    if dt.storage_only:
+        return sem.coerce(0.0, dt, dims, loc)
+    return Full(dims, sem.const(False if dt is DType.BOOL else 0, dt, loc), loc=loc)
+
+
+_MATRIX_INPUTS = (DType.F32, DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2, DType.I8, DType.U8)
+MAX_INT_DOT_K = 1024
+"""The longest inner dimension of a `dot` of integer tiles: its products (at most 2**14 each) are summed in f32,
+exact up to 2**24."""
+
+
+def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
+    """The simdgroup-matrix type `dot` converts operands of types `da` and `db` to: one that holds every value of
+    both (f16 holds the 8-bit floats and integers, bf16 too; f16 with bf16 needs f32)."""
+    for d in (da, db):
+        if d not in _MATRIX_INPUTS:
+            raise KernelTypeError(f"dot takes tiles of {', '.join(x.value for x in _MATRIX_INPUTS)}, not {d}: convert "
+                                  "it first (x.to(metile.float32))", loc)
+    if DType.F32 in (da, db):
+        return DType.F32
+    if DType.BF16 in (da, db):
+        return DType.F32 if DType.F16 in (da, db) else DType.BF16
+    return DType.F16
 
 
 def dot(tr, loc, a, b, acc):
@@ -251,11 +314,14 @@ def dot(tr, loc, a, b, acc):
     (m, k), (k2, n) = a.type.shape, b.type.shape
     if k != k2:
         raise ShapeMismatchError(f"dot: inner dimensions differ: [{m}, {k}] x [{k2}, {n}]", loc)
-    if a.type.dtype is not b.type.dtype:
-        raise KernelTypeError(f"dot: 'a' and 'b' must have one dtype, not {a.type.dtype} and {b.type.dtype}", loc)
-    if a.type.dtype is DType.BOOL:
-        raise KernelTypeError("dot is not defined on bool tiles", loc)
-    prod = Dot(a, b, loc=loc)
+    da, db = a.type.dtype, b.type.dtype
+    mt = matrix_dtype(da, db, loc)
+    prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), loc=loc)
+    if da.is_int and db.is_int:  # integers multiply exactly in f32 matrices, then convert
+        if k > MAX_INT_DOT_K:
+            raise ShapeMismatchError(f"dot of integer tiles sums at most {MAX_INT_DOT_K} products exactly, not {k}: "
+                                     "split the inner dimension (a smaller BLOCK_K in the tile_range loop)", loc)
+        prod = sem.cast(prod, DType.I32, loc)
     if acc is None:
         return prod
     at = sem.type_of(acc, loc)
@@ -265,6 +331,7 @@ def dot(tr, loc, a, b, acc):
     if dt is DType.BOOL:
         raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
                               loc)
+    dt = COMPUTE_AS.get(dt, dt)
     return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
 
 
@@ -302,6 +369,8 @@ def _reduce(op: ReduceOp):
         if x.type.dtype is DType.BOOL:  # sum counts the true elements; max is "any", min is "all"
             red = impl(tr, loc, sem.cast(x, DType.I32, loc), axis)
             return red if op is ReduceOp.SUM else sem.compare("ne", red, 0, loc)
+        if x.type.dtype.storage_only:  # 8-bit floats reduce as f16
+            x = sem.cast(x, COMPUTE_AS[x.type.dtype], loc)
         shape = x.type.shape
         if axis is None:
             flat = x if len(shape) == 1 else Reshape(x, (x.type.size,), loc=loc)

@@ -25,7 +25,7 @@ from metile.frontend.builtins import parse_dtype, static_int
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
 from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan
-from metile.ir.types import DType, PtrType
+from metile.ir.types import COMPUTE_AS, DType, PtrType
 from metile.ir.values import Binary, Bitcast, Const, Fma, Unary, Value
 
 U32, I32, F32 = DType.U32, DType.I32, DType.F32
@@ -148,7 +148,10 @@ def _tile(x, what: str, loc) -> Value:
     if not isinstance(x, Value) or isinstance(x.type, PtrType) or not x.type.shape:
         kind = x.type if isinstance(x, Value) else type(x).__name__
         raise ShapeMismatchError(f"metile.{what}() takes a tile, not {kind}", loc)
-    return sem.cast(x, I32, loc) if x.type.dtype is DType.BOOL else x
+    dt = x.type.dtype
+    if dt is DType.BOOL:
+        return sem.cast(x, I32, loc)
+    return sem.cast(x, COMPUTE_AS[dt], loc) if dt.storage_only else x
 
 
 def _axis(axis, shape, loc) -> int:

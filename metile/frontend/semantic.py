@@ -26,7 +26,17 @@ from metile.frontend.errors import FrontendError, KernelTypeError, ShapeMismatch
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp, UnOp
 from metile.ir.tile import Broadcast, Full
-from metile.ir.types import F32_OVERFLOW, FLOAT_MAX, FLOAT_OVERFLOW, DType, PtrType, TileType, fits, promote
+from metile.ir.types import (
+    COMPUTE_AS,
+    F32_OVERFLOW,
+    FLOAT_MAX,
+    FLOAT_OVERFLOW,
+    DType,
+    PtrType,
+    TileType,
+    fits,
+    promote,
+)
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Unary, Value, Where
 
 BINOPS = {"add": BinOp.ADD, "sub": BinOp.SUB, "mul": BinOp.MUL, "truediv": BinOp.DIV,
@@ -55,6 +65,7 @@ def is_number(x: object) -> bool:
 # dtypes against these module constants instead (`dt in FLOATS` is an identity test, most common dtype first).
 BOOL, I32, F32 = DType.BOOL, DType.I32, DType.F32
 FLOATS = tuple(d for d in DType if d.is_float)
+STORAGE = tuple(d for d in DType if d.storage_only)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -203,6 +214,8 @@ def coerce(v, dtype: DType, shape: tuple[int, ...], loc: Loc | None) -> Value:
         if t.dtype is dtype and t.shape == shape:
             return v
         return broadcast_to(cast(v, dtype, loc), shape, loc)
+    if dtype in STORAGE:  # an 8-bit float has no constants: the number converts from f32 when the kernel runs
+        return Cast(coerce(v, F32, shape, loc), dtype, loc=loc)
     x = const(v, dtype, loc)  # a scalar: `broadcast_to` without computing its type
     return x if shape == () else Full(shape, x, loc=loc)
 
@@ -276,6 +289,8 @@ def binary(name: str, a, b, loc: Loc | None):
         dt = da if da is db else promote(da, db)
     else:
         dt = _weak(da, b) if a_ir else _weak(db, a)
+    if dt in STORAGE:  # 8-bit floats compute in f16
+        dt = COMPUTE_AS[dt]
     kind = _KIND[name]
     if kind == _PLAIN:
         if dt is BOOL:
@@ -321,9 +336,11 @@ def compare(name: str, a, b, loc: Loc | None):
         return _python(_PY_CMP[name], a, b, "comparison", loc)
     if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
         da, db = ta.dtype, tb.dtype
-        x, y, _ = _unify(a, ta, b, tb, "comparison", loc, da if da is db else promote(da, db))
+        dt = da if da is db else promote(da, db)
+        x, y, _ = _unify(a, ta, b, tb, "comparison", loc, COMPUTE_AS.get(dt, dt))
     else:
-        x, y = unify(a, b, "comparison", loc)
+        dt = common_dtype(a, b)
+        x, y = unify(a, b, "comparison", loc, COMPUTE_AS.get(dt, dt))
     return Compare(CMPOPS[name], x, y, loc=loc)
 
 
@@ -371,6 +388,8 @@ def unary(name: str, x, loc: Loc | None):
     if isinstance(x.type, PtrType):
         raise KernelTypeError(f"{name} is not defined on pointers", loc)
     dt = x.type.dtype
+    if dt in STORAGE:  # 8-bit floats compute in f16
+        x, dt = cast(x, COMPUTE_AS[dt], loc), COMPUTE_AS[dt]
     if name == "neg":
         return Unary(UnOp.NEG, cast(x, I32, loc) if dt is BOOL else x, loc=loc)
     if name == "invert":

@@ -115,6 +115,8 @@ def _per_thread(t) -> bool:
 
 
 def _binop_dtype(op: BinOp, dt: DType, stage: Stage) -> str | None:
+    if dt.storage_only:
+        return _STORAGE_ONLY.format(what=op.value, dt=dt)
     if stage is Stage.METAL and op in (BinOp.FLOORDIV, BinOp.MOD):
         return f"{op.value} has no single MSL operator: lower it to truncdiv/rem before Metal IR"
     if op in _BITWISE:
@@ -126,7 +128,12 @@ def _binop_dtype(op: BinOp, dt: DType, stage: Stage) -> str | None:
     return f"{op.value} is not defined on bool (cast to an integer first)" if dt is DType.BOOL else None
 
 
+_STORAGE_ONLY = "{what} is not defined on {dt}, which holds values for storage: convert to f16 or f32 first"
+
+
 def _unop_dtype(op: UnOp, dt: DType) -> str | None:
+    if dt.storage_only:
+        return _STORAGE_ONLY.format(what=op.value, dt=dt)
     if op is UnOp.NOT:
         return None if dt.is_int or dt is DType.BOOL else f"not needs an integer or bool operand, not {dt}"
     if op in (UnOp.NEG, UnOp.ABS):
@@ -196,7 +203,9 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
         case Load(ptr, mask, other):
             return _memory(ptr, mask, other)
         case Compare(op, lhs, rhs) if isinstance(op, CmpOp):
-            return _same_operands(op, lhs, rhs)
+            err = _same_operands(op, lhs, rhs)
+            storage = lhs.type.dtype.storage_only if err is None else False
+            return err or (_STORAGE_ONLY.format(what=op.value, dt=lhs.type.dtype) if storage else None)
         case Cast(x, dtype) if isinstance(dtype, DType):
             return None if _is_elementwise(x.type) else f"cast: the operand must be a value, not {x.type}"
         case Bitcast(x, dtype) if isinstance(dtype, DType):
@@ -280,15 +289,19 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"reduce {op.value}: axis {axis} is out of range for {xt}"
             if xt.dtype is DType.BOOL:
                 return f"reduce {op.value} is not defined on bool"
+            if xt.dtype.storage_only:
+                return _STORAGE_ONLY.format(what=f"reduce {op.value}", dt=xt.dtype)
         case ArgReduce(op, x, axis, valid) if op in (ReduceOp.MAX, ReduceOp.MIN):
             xt = x.type
-            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL:
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL \
+                    or xt.dtype.storage_only:
                 return f"argreduce {op.value}: needs a numeric tile with axis {axis}, not {xt}"
             if valid is not None and valid.type != xt.with_dtype(DType.BOOL):
                 return f"argreduce {op.value}: valid must be a bool tile of shape {xt.shape}, not {valid.type}"
         case Scan(op, x, axis, reverse) if isinstance(op, ReduceOp) and isinstance(reverse, bool):
             xt = x.type
-            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL:
+            if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL \
+                    or xt.dtype.storage_only:
                 return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
         case Dot(a, b):
             at, bt = a.type, b.type
@@ -296,7 +309,7 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"dot: needs two 2-D tiles, not {at} and {bt}"
             if at.shape[1] != bt.shape[0]:
                 return f"dot: inner dimensions differ: [{at.shape[0]}, {at.shape[1]}] x [{bt.shape[0]}, {bt.shape[1]}]"
-            if at.dtype != bt.dtype or at.dtype is DType.BOOL:
+            if at.dtype != bt.dtype or at.dtype is DType.BOOL or at.dtype.storage_only:
                 return f"dot: operands must have one numeric dtype, not {at.dtype} and {bt.dtype}"
         case ThreadId() | SimdLaneId() | SimdgroupId():
             return None

@@ -46,6 +46,8 @@ class DType(IdentityEnum):
     I32 = "i32"
     U32 = "u32"
     BOOL = "bool"
+    F8E4M3 = "f8e4m3"
+    F8E5M2 = "f8e5m2"
 
     # Facts about each member, set once below as plain attributes (a property would run Python code per read).
     bits: int
@@ -55,16 +57,21 @@ class DType(IdentityEnum):
     is_signed: bool
     msl: str
     numpy: np.dtype | None
-    """The numpy dtype holding this type (None for bf16, which numpy lacks; raw bits travel as u16)."""
+    """The numpy dtype holding this type (None for bf16 and the f8 types, which numpy lacks: see `host_dtype`)."""
+    storage_only: bool
+    """True for the 8-bit float types: they hold values in memory, and every computation on them converts them to
+    f16 first (`COMPUTE_AS`); in registers and in MSL they are their bits (`uchar`)."""
 
     def __str__(self) -> str:
         return self.value
 
 
 _BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.I8: 8, DType.U8: 8, DType.I16: 16,
-         DType.U16: 16, DType.I32: 32, DType.U32: 32, DType.BOOL: 1}
+         DType.U16: 16, DType.I32: 32, DType.U32: 32, DType.BOOL: 1, DType.F8E4M3: 8, DType.F8E5M2: 8}
 _MSL = {DType.F32: "float", DType.F16: "half", DType.BF16: "bfloat", DType.I8: "char", DType.U8: "uchar",
-        DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.BOOL: "bool"}
+        DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.BOOL: "bool",
+        DType.F8E4M3: "uchar", DType.F8E5M2: "uchar"}
+_STORAGE = (DType.F8E4M3, DType.F8E5M2)
 _NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16), DType.I8: np.dtype(np.int8),
           DType.U8: np.dtype(np.uint8), DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
           DType.I32: np.dtype(np.int32), DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_)}
@@ -73,7 +80,8 @@ _FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
 for _d in DType:
     _d.bits = _BITS[_d]
     _d.itemsize = max(_d.bits // 8, 1)
-    _d.is_float = _d in (DType.F32, DType.F16, DType.BF16)
+    _d.is_float = _d in (DType.F32, DType.F16, DType.BF16, *_STORAGE)
+    _d.storage_only = _d in _STORAGE
     _d.is_int = not _d.is_float and _d is not DType.BOOL
     _d.is_signed = _d in (DType.I8, DType.I16, DType.I32) or _d.is_float
     _d.msl = _MSL[_d]
@@ -88,12 +96,30 @@ FLOAT_OVERFLOW = {DType.F32: (2 - 2.0**-24) * 2.0**127, DType.F16: 65520.0, DTyp
 F32_OVERFLOW = FLOAT_OVERFLOW[DType.F32]  # read on hot paths without the dict lookup
 
 
+COMPUTE_AS = {DType.F8E4M3: DType.F16, DType.F8E5M2: DType.F16}
+"""The type an 8-bit float computes in: f16 holds every value of both formats exactly."""
+_EXTENSION_NAMES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.F8E4M3, "float8_e5m2": DType.F8E5M2}
+
+
 def from_numpy(dtype) -> DType | None:
-    """The DType for a numpy dtype, or None when Metal cannot hold it (float64, int64, complex...)."""
+    """The DType for a numpy dtype (ml_dtypes' bfloat16, float8_e4m3fn and float8_e5m2 included), or None when Metal
+    cannot hold it (float64, int64, complex...)."""
     dt = np.dtype(dtype)
-    if dt.name == "bfloat16":
-        return DType.BF16
-    return _FROM_NUMPY.get(dt)
+    found = _FROM_NUMPY.get(dt)
+    return found if found is not None else _EXTENSION_NAMES.get(dt.name)
+
+
+def host_dtype(dtype: DType) -> np.dtype | None:
+    """The numpy dtype of host arrays of `dtype`: numpy's own, or ml_dtypes' for bf16 and the f8 types (None when
+    ml_dtypes is not installed)."""
+    if dtype.numpy is not None:
+        return dtype.numpy
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    name = next(n for n, d in _EXTENSION_NAMES.items() if d is dtype)
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 def promote(a: DType, b: DType) -> DType:
@@ -108,6 +134,8 @@ def promote(a: DType, b: DType) -> DType:
         if a.is_float and b.is_float:
             if {a, b} == {DType.F16, DType.BF16}:
                 return DType.F32
+            if a.storage_only and b.storage_only:  # two different 8-bit formats: f16 holds both
+                return DType.F16
             return a if a.bits >= b.bits else b
         return a if a.is_float else b
     if a.is_signed == b.is_signed:
@@ -312,6 +340,8 @@ def fits(value: object, dtype: DType) -> bool:
     """True when the Python scalar `value` is representable as a constant of `dtype`."""
     if dtype is DType.BOOL:
         return isinstance(value, bool)
+    if dtype.storage_only:  # no constants of the 8-bit float types: a number converts to them at run time
+        return False
     if dtype.is_float:
         return isinstance(value, float)
     if not isinstance(value, int) or isinstance(value, bool):

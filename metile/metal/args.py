@@ -26,6 +26,7 @@ SCALARS: dict[str, np.dtype | None] = {
     "uint16_t": np.dtype(np.uint16), "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32),
     "int64_t": np.dtype(np.int64), "uint64_t": np.dtype(np.uint64), "size_t": np.dtype(np.uint64),
 }
+_FLOAT8_NAMES = ("float8_e4m3fn", "float8_e5m2")  # ml_dtypes' names of the 8-bit floats metile stores as uchar
 _ATOMICS = {"atomic_int": "int", "atomic_uint": "uint", "atomic_float": "float", "atomic_bool": "bool"}
 
 
@@ -69,6 +70,8 @@ def accepts_dtype(et: ElementType, dtype: np.dtype) -> bool:
         return True
     if et.scalar == "bfloat":
         return dtype == np.dtype(np.uint16) or dtype.name == "bfloat16"
+    if et.scalar == "uchar" and dtype.name in _FLOAT8_NAMES:  # an 8-bit float is its bits in MSL
+        return True
     want = et.dtype
     return dtype == want
 

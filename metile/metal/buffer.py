@@ -40,17 +40,14 @@ def _shape_of(shape) -> tuple[int, ...]:
 
 def _dtype_of(dtype) -> np.dtype:
     """A numpy dtype from one (or its name), or from metile's element type names ("f32", "f16", "i8", ...)."""
-    from metile.ir.types import DType, from_numpy
+    from metile.ir.types import DType, from_numpy, host_dtype
 
     if isinstance(dtype, str) and dtype in DType._value2member_map_:
         dt = DType(dtype)
-        if dt.numpy is not None:
-            return dt.numpy
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise BufferError("Buffer: bf16 needs the ml_dtypes package (pip install ml_dtypes)") from None
-        return np.dtype(ml_dtypes.bfloat16)
+        found = host_dtype(dt)
+        if found is None:
+            raise BufferError(f"Buffer: {dt} needs the ml_dtypes package (pip install ml_dtypes)")
+        return found
     if dtype is None:
         raise BufferError("Buffer: dtype=None names no element type (use a numpy dtype or one of metile's names, such "
                           "as 'f32'; the default is float32)")

@@ -168,7 +168,7 @@ def vector_width(axes: AxisAnalysis, vec: int, ptr: Value) -> int:
     """`vec` when each aligned run of `vec` elements of the pointer tile `ptr` is `vec` consecutive,
     `vec`-aligned addresses of a type that moves as a vector, else 1."""
     t = ptr.type
-    if vec == 1 or t.shape[-1] % vec or t.dtype in (DType.BOOL, DType.BF16):
+    if vec == 1 or t.shape[-1] % vec or t.dtype in (DType.BOOL, DType.BF16) or t.dtype.storage_only:
         return 1
     info = axes.info(ptr)
     return vec if info.contig % vec == 0 and info.div % vec == 0 else 1

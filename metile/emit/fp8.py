@@ -1,0 +1,84 @@
+"""MSL functions converting between `float` and the 8-bit float formats, which MSL lacks.
+
+An 8-bit float is its bits in a `uchar`. Reading one is exact (f32 holds both formats); writing one rounds to
+nearest, ties to even, as ml_dtypes converts numpy arrays: f8e4m3 (`float8_e4m3fn`, largest finite 448, no
+infinities) turns anything beyond into its NaN, f8e5m2 (`float8_e5m2`, largest finite 57344) into infinity, and a
+NaN stays a NaN of the same sign. The emitter adds the functions a kernel calls before the kernel
+(`metile.emit.msl`), in `HELPERS` order.
+"""
+
+from __future__ import annotations
+
+from metile.ir.types import DType
+
+F8E4M3_TO_FLOAT = """inline float mt_f8e4m3_to_float(uchar b) {
+    const uint e = (b >> 3) & 15u, m = b & 7u;
+    const float v = (e == 15u && m == 7u) ? NAN
+        : e == 0u ? float(m) * 0.001953125f : as_type<float>(((e + 120u) << 23) | (m << 20));
+    return (b & 128u) ? -v : v;
+}"""
+
+F8E5M2_TO_FLOAT = """inline float mt_f8e5m2_to_float(uchar b) {
+    return float(as_type<half>(ushort(ushort(b) << 8)));
+}"""
+
+# f32 bits -> the f8 magnitude: a normal exponent `e` keeps the top mantissa bits, a subnormal result counts units of
+# the smallest subnormal; the bits shifted out round to nearest, ties to even (a carry may raise the exponent).
+FLOAT_TO_F8E4M3 = """inline uchar mt_float_to_f8e4m3(float x) {
+    const uint u = as_type<uint>(x), sign = (u >> 24) & 128u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return uchar(sign | 127u);
+    const int e = int(a >> 23) - 127;
+    uint r = 0u, rest = 0u, half_ulp = 1u;
+    if (e >= -6) {
+        r = (uint(e + 7) << 3) | ((a & 0x7FFFFFu) >> 20);
+        rest = a & 0xFFFFFu;
+        half_ulp = 0x80000u;
+    } else if (e >= -10) {
+        const uint sig = (a & 0x7FFFFFu) | 0x800000u, shift = uint(14 - e);
+        r = sig >> shift;
+        rest = sig & ((1u << shift) - 1u);
+        half_ulp = 1u << (shift - 1u);
+    }
+    if (rest > half_ulp || (rest == half_ulp && (r & 1u) != 0u)) r += 1u;
+    return uchar(sign | (r > 126u ? 127u : r));
+}"""
+
+FLOAT_TO_F8E5M2 = """inline uchar mt_float_to_f8e5m2(float x) {
+    const uint u = as_type<uint>(x), sign = (u >> 24) & 128u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return uchar(sign | 126u);
+    const int e = int(a >> 23) - 127;
+    uint r = 0u, rest = 0u, half_ulp = 1u;
+    if (e >= -14) {
+        r = (uint(e + 15) << 2) | ((a & 0x7FFFFFu) >> 21);
+        rest = a & 0x1FFFFFu;
+        half_ulp = 0x100000u;
+    } else if (e >= -17) {
+        const uint sig = (a & 0x7FFFFFu) | 0x800000u, shift = uint(7 - e);
+        r = sig >> shift;
+        rest = sig & ((1u << shift) - 1u);
+        half_ulp = 1u << (shift - 1u);
+    }
+    if (rest > half_ulp || (rest == half_ulp && (r & 1u) != 0u)) r += 1u;
+    return uchar(sign | (r > 124u ? 124u : r));
+}"""
+
+HELPERS = {"mt_f8e4m3_to_float": F8E4M3_TO_FLOAT, "mt_f8e5m2_to_float": F8E5M2_TO_FLOAT,
+           "mt_float_to_f8e4m3": FLOAT_TO_F8E4M3, "mt_float_to_f8e5m2": FLOAT_TO_F8E5M2}
+
+
+def fp8_cast(x: str, src: DType, dst: DType) -> tuple[str, tuple[str, ...]]:
+    """The MSL converting the expression `x` of `src` to `dst` (at least one of them an 8-bit float), through
+    `float`, and the helper functions it calls."""
+    used = []
+    if src.storage_only:
+        used.append(f"mt_{src.value}_to_float")
+        value = f"{used[-1]}({x})"
+    else:
+        value = x if src is DType.F32 else f"static_cast<float>({x})"
+    if dst.storage_only:
+        used.append(f"mt_float_to_{dst.value}")
+        return f"{used[-1]}({value})", tuple(used)
+    return (value if dst is DType.F32 else f"static_cast<{dst.msl}>({value})"), tuple(used)
+
+
+__all__ = ["HELPERS", "fp8_cast"]
