@@ -22,45 +22,34 @@ F8E5M2_TO_FLOAT = """inline float mt_f8e5m2_to_float(uchar b) {
     return float(as_type<half>(ushort(ushort(b) << 8)));
 }"""
 
-# f32 bits -> the f8 magnitude: a normal exponent `e` keeps the top mantissa bits, a subnormal result counts units of
-# the smallest subnormal; the bits shifted out round to nearest, ties to even (a carry may raise the exponent).
-FLOAT_TO_F8E4M3 = """inline uchar mt_float_to_f8e4m3(float x) {
+def _float_to_f8(fmt: str, man: int, bias: int, top: int, over: int, nan: int) -> str:
+    """The MSL of `mt_float_to_<fmt>`: f32 bits -> the 8-bit magnitude with `man` mantissa bits and exponent bias
+    `bias`. A normal exponent keeps the top mantissa bits; a subnormal result counts units of the smallest
+    subnormal; the bits shifted out round to nearest, ties to even (a carry may raise the exponent). Codes above
+    `top` (the largest finite value) become `over`, NaN becomes `nan`, each with the input's sign."""
+    low = 1 - bias  # the smallest normal exponent
+    return f"""inline uchar mt_float_to_{fmt}(float x) {{
     const uint u = as_type<uint>(x), sign = (u >> 24) & 128u, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return uchar(sign | 127u);
+    if (a > 0x7F800000u) return uchar(sign | {nan}u);
     const int e = int(a >> 23) - 127;
     uint r = 0u, rest = 0u, half_ulp = 1u;
-    if (e >= -6) {
-        r = (uint(e + 7) << 3) | ((a & 0x7FFFFFu) >> 20);
-        rest = a & 0xFFFFFu;
-        half_ulp = 0x80000u;
-    } else if (e >= -10) {
-        const uint sig = (a & 0x7FFFFFu) | 0x800000u, shift = uint(14 - e);
+    if (e >= {low}) {{
+        r = (uint(e + {bias}) << {man}) | ((a & 0x7FFFFFu) >> {23 - man});
+        rest = a & {hex((1 << (23 - man)) - 1)}u;
+        half_ulp = {hex(1 << (22 - man))}u;
+    }} else if (e >= {low - man - 1}) {{
+        const uint sig = (a & 0x7FFFFFu) | 0x800000u, shift = uint({23 - man + low} - e);
         r = sig >> shift;
         rest = sig & ((1u << shift) - 1u);
         half_ulp = 1u << (shift - 1u);
-    }
+    }}
     if (rest > half_ulp || (rest == half_ulp && (r & 1u) != 0u)) r += 1u;
-    return uchar(sign | (r > 126u ? 127u : r));
-}"""
+    return uchar(sign | (r > {top}u ? {over}u : r));
+}}"""
 
-FLOAT_TO_F8E5M2 = """inline uchar mt_float_to_f8e5m2(float x) {
-    const uint u = as_type<uint>(x), sign = (u >> 24) & 128u, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return uchar(sign | 126u);
-    const int e = int(a >> 23) - 127;
-    uint r = 0u, rest = 0u, half_ulp = 1u;
-    if (e >= -14) {
-        r = (uint(e + 15) << 2) | ((a & 0x7FFFFFu) >> 21);
-        rest = a & 0x1FFFFFu;
-        half_ulp = 0x100000u;
-    } else if (e >= -17) {
-        const uint sig = (a & 0x7FFFFFu) | 0x800000u, shift = uint(7 - e);
-        r = sig >> shift;
-        rest = sig & ((1u << shift) - 1u);
-        half_ulp = 1u << (shift - 1u);
-    }
-    if (rest > half_ulp || (rest == half_ulp && (r & 1u) != 0u)) r += 1u;
-    return uchar(sign | (r > 124u ? 124u : r));
-}"""
+
+FLOAT_TO_F8E4M3 = _float_to_f8("f8e4m3", man=3, bias=7, top=126, over=127, nan=127)  # no infinity: beyond is NaN
+FLOAT_TO_F8E5M2 = _float_to_f8("f8e5m2", man=2, bias=15, top=123, over=124, nan=126)  # beyond 57344: infinity
 
 HELPERS = {"mt_f8e4m3_to_float": F8E4M3_TO_FLOAT, "mt_f8e5m2_to_float": F8E5M2_TO_FLOAT,
            "mt_float_to_f8e4m3": FLOAT_TO_F8E4M3, "mt_float_to_f8e5m2": FLOAT_TO_F8E5M2}
