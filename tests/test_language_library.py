@@ -8,6 +8,8 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import metile
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
@@ -303,3 +305,24 @@ def test_scan_and_argmax_mistakes_are_refused():
                                ("reverse", KernelTypeError, "reverse must be True or False")]:
         with pytest.raises(error, match=words):
             bad[(1,)](x, WHAT=what)
+
+
+@metile.kernel
+def scan_arg(X, CS, AM, AN, n, BLOCK: metile.constexpr, REV: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    x = metile.load(X + offs, mask=offs < n)
+    metile.store(CS + offs, metile.cumsum(x, reverse=REV), mask=offs < n)
+    metile.store(AM, metile.argmax(x))
+    metile.store(AN, metile.argmin(x))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([32, 64, 256, 1024, 2048]), st.integers(1, 2048), st.booleans(), st.integers(0, 2**16))
+def test_scans_and_arg_reductions_match_numpy(block, n, reverse, seed):
+    n = min(n, block)
+    x = np.random.default_rng(seed).integers(-50, 50, n).astype(np.int32)
+    cs, am, an = np.zeros(n, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32)
+    scan_arg[(1,)](x, cs, am, an, n, BLOCK=block, REV=reverse)
+    want = np.cumsum(x[::-1])[::-1] if reverse else np.cumsum(x)
+    np.testing.assert_array_equal(cs, want)
+    assert (am[0], an[0]) == (np.argmax(x), np.argmin(x))
