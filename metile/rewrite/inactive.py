@@ -150,7 +150,8 @@ class _Walk:
         self.keep = keep
         self.env: dict[str, Value | None] = {}  # the activity of each variable known so far
         self.lets: dict[str, Value] = {}  # the value of each variable bound by a `Let`
-        self.memo: dict[Node, Value | None] = {}
+        self.memo: dict[int, Value | None] = {}  # by id of the node, held in `held`
+        self.held: list[Node] = []
         self.used: set[str] = set()
         self.defs: dict[str, list[Value]] = {}
         self.changed = False
@@ -161,43 +162,51 @@ class _Walk:
 
     def activity(self, v: Value | None) -> Value | None:
         """The activity of `v` (None: active everywhere), from its children's, each computed once and only when
-        asked for (a `Let`'s value when a use of its variable is)."""
+        asked for (a `Let`'s value when a use of its variable is). Known activities are kept by node identity (a
+        node's hash is a Python call), with the nodes held so that their identities stay their own."""
         if v is None:
             return None
         memo = self.memo
-        found = memo.get(v, _UNKNOWN)
+        found = memo.get(id(v), _UNKNOWN)
         if found is not _UNKNOWN:
             return found
-        facts, maybe, env, lets = self.found.facts, self.maybe, self.env, self.lets
+        facts, maybe, env, lets, held = self.found.facts, self.maybe, self.env, self.lets, self.held
         stack = [v]
         while stack:
             n = stack[-1]
-            if n in memo:
+            key = id(n)
+            if key in memo:
                 stack.pop()
                 continue
-            f = facts.get(id(n))
+            f = facts.get(key)
             if f is not None and n.__class__ is not Load and f[1].isdisjoint(maybe):
-                memo[n] = None  # a value of the kernel that reads nothing inactive
+                memo[key] = None  # a value of the kernel that reads nothing inactive
                 stack.pop()
                 continue
             if n.__class__ is Var:
                 name = n.name
                 if name not in env:
                     d = lets.get(name)
-                    if d is not None and d not in memo:
+                    if d is not None and id(d) not in memo:
                         stack.append(d)
                         continue
-                    env[name] = None if d is None else memo[d]
-                memo[n] = env[name]
+                    env[name] = None if d is None else memo[id(d)]
+                memo[key] = env[name]
+                held.append(n)
                 stack.pop()
                 continue
-            todo = [c for c in children(n) if c not in memo and isinstance(c, Value)]
+            todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)]
             if todo:
                 stack.extend(todo)
                 continue
             stack.pop()
-            memo[n] = _node_activity(n, memo.get)
-        return memo[v]
+            memo[key] = _node_activity(n, self.known)
+            held.append(n)
+        return memo[id(v)]
+
+    def known(self, v: Value) -> Value | None:
+        """The activity of a child whose activity `activity` has computed."""
+        return self.memo[id(v)]
 
     def consume(self, a: Value | None) -> Value | None:
         """`a`, read by a rewrite: the activity values it names are needed."""
