@@ -48,6 +48,7 @@ from metile.devices import device
 from metile.emit.msl import emit_msl
 from metile.emit.spell import function_name
 from metile.frontend.errors import (
+    GridError,
     KernelArgumentError,
     KernelTypeError,
     LoweringUnavailableError,
@@ -56,6 +57,7 @@ from metile.frontend.errors import (
 from metile.frontend.source import parsed as parse_cached
 from metile.frontend.source import visible_names
 from metile.frontend.specialize import (
+    NO_DEFAULT,
     Binding,
     ParamSpec,
     arg_type,
@@ -430,15 +432,17 @@ class Launcher:
     """`kernel[grid]`: calling it compiles (once per argument types and constexprs), checks the grid, launches;
     `prepare(...)` does all but the launch once and returns a `PreparedLaunch` that launches when called."""
 
-    __slots__ = ("grid", "kernel")
+    __slots__ = ("grid", "kernel", "meta_grid")
 
     def __init__(self, kernel: JITKernel, grid):
         self.kernel = kernel
         self.grid = grid
+        self.meta_grid = callable(grid)  # Triton's `grid(meta)`: called with the launch's arguments by name
 
     def __call__(self, *args, **kwargs):
         k = self.kernel
         try:
+            grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
             env = _ENVIRON
             debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
             key = k._fast_key(args, kwargs, debug, sanitize)
@@ -447,23 +451,38 @@ class Launcher:
             except TypeError:  # an unhashable constexpr: no launch cache for this call
                 key = entry = None
             if entry is None:
-                return self._first(key, debug, sanitize, args, kwargs)
-            entry(self.grid, args)
+                return self._first(grid, key, debug, sanitize, args, kwargs)
+            entry(grid, args)
         except MetileError as e:
             raise _user_error(e, k.fn.__name__) from None
 
-    def _first(self, key, debug, sanitize, args, kwargs) -> None:
-        entry, values = self._launch(key, debug, sanitize, args, kwargs)
-        entry(self.grid, values)
+    def grid_of(self, args: tuple, kwargs: dict):
+        """The grid a callable `grid` gives for this call: it receives the kernel's arguments by name (runtime
+        arguments, constexprs with their defaults, and the other launch keywords), as Triton's `grid(meta)` does."""
+        src = self.kernel.source
+        meta = {s.name: s.default for s in src.specs if s.default is not NO_DEFAULT}
+        meta.update(zip(src.binding.ordered, args))
+        meta.update(kwargs)
+        try:
+            return self.grid(meta)
+        except MetileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's function: its error, at the launch
+            raise GridError(f"the grid function {getattr(self.grid, '__name__', self.grid)!r} raised "
+                            f"{type(e).__name__}: {e}") from e
 
-    def _launch(self, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
+    def _first(self, grid, key, debug, sanitize, args, kwargs) -> None:
+        entry, values = self._launch(grid, key, debug, sanitize, args, kwargs)
+        entry(grid, values)
+
+    def _launch(self, grid, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
         """The launch for these arguments (compiled if need be, and cached under `key` unless it is None) and the
         runtime arguments; argument errors come first, then the kernel's, then the grid's."""
         k = self.kernel
         spec = k.specialize(args, kwargs)
         settings = k._settings(_decoded(debug))
         k._trace(spec, settings.verify_each)
-        grid3(self.grid)
+        grid3(grid)
         compiled = k._compile(spec, settings)
         entry = Launch(compiled, spec[1], k._launch_options(spec[4], sanitize, compiled.device))
         if key is not None:
@@ -475,8 +494,9 @@ class Launcher:
         name = self.kernel.fn.__name__
         try:
             env = _ENVIRON
-            entry, values = self._launch(None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
-            return PreparedLaunch(entry.compiled, self.grid, entry.prepare(self.grid, values), name, _user_error)
+            grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
+            entry, values = self._launch(grid, None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
+            return PreparedLaunch(entry.compiled, grid, entry.prepare(grid, values), name, _user_error)
         except MetileError as e:
             raise _user_error(e, name) from None
 

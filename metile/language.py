@@ -98,12 +98,12 @@ def next_power_of_2(n):
 
 def program_id(axis=0): _outside("program_id")
 def arange(start, stop): _outside("arange")
-def load(ptr, mask=None, other=None): _outside("load")
-def store(ptr, value, mask=None): _outside("store")
+def load(ptr, mask=None, other=None, cache_modifier="", eviction_policy="", volatile=False): _outside("load")
+def store(ptr, value, mask=None, cache_modifier="", eviction_policy=""): _outside("store")
 def tile_load(ptr, row_offset, col_offset, stride, shape, bounds=None): _outside("tile_load")
 def tile_store(ptr, row_offset, col_offset, stride, value, shape, bounds=None): _outside("tile_store")
 def zeros(shape, dtype="f32"): _outside("zeros")
-def dot(a, b, acc=None): _outside("dot")
+def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=None): _outside("dot")
 def tile_range(start, stop, step=1, num_stages=1): _outside("tile_range")
 def exp(x): _outside("exp")
 def log(x): _outside("log")
@@ -113,9 +113,9 @@ def tanh(x): _outside("tanh")
 def where(cond, x, y): _outside("where")
 def maximum(a, b): _outside("maximum")
 def minimum(a, b): _outside("minimum")
-def sum(x, axis=None): _outside("sum")  # noqa: A001
-def max(x, axis=None): _outside("max")  # noqa: A001
-def min(x, axis=None): _outside("min")  # noqa: A001
+def sum(x, axis=None, keep_dims=False): _outside("sum")  # noqa: A001
+def max(x, axis=None, keep_dims=False): _outside("max")  # noqa: A001
+def min(x, axis=None, keep_dims=False): _outside("min")  # noqa: A001
 def thread_id(): _outside("thread_id")
 def simd_lane_id(): _outside("simd_lane_id")
 def simd_shuffle_xor(value, mask): _outside("simd_shuffle_xor")
@@ -139,8 +139,8 @@ def erf(x): _outside("erf")
 def pow(x, y): _outside("pow")  # noqa: A001
 def fma(a, b, c): _outside("fma")
 def clamp(x, lo, hi): _outside("clamp")
-def argmax(x, axis=None): _outside("argmax")
-def argmin(x, axis=None): _outside("argmin")
+def argmax(x, axis=None, keep_dims=False): _outside("argmax")
+def argmin(x, axis=None, keep_dims=False): _outside("argmin")
 def cumsum(x, axis=0, reverse=False): _outside("cumsum")
 def cumprod(x, axis=0, reverse=False): _outside("cumprod")
 def rand(seed, offsets, n_rounds=10): _outside("rand")
@@ -149,6 +149,11 @@ def randint(seed, offsets, n_rounds=10): _outside("randint")
 def randint4x(seed, offsets, n_rounds=10): _outside("randint4x")
 def rand4x(seed, offsets, n_rounds=10): _outside("rand4x")
 def randn4x(seed, offsets, n_rounds=10): _outside("randn4x")
+def full(shape, value, dtype=None): _outside("full")
+def trans(x): _outside("trans")
+def multiple_of(x, values): _outside("multiple_of")
+def max_contiguous(x, values): _outside("max_contiguous")
+def max_constancy(x, values): _outside("max_constancy")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -167,7 +172,8 @@ LANGUAGE_NAMES = (
     "min", "thread_id", "simd_lane_id", "simd_shuffle_xor", "simd_broadcast", "simdgroup_role", "barrier",
     "shared", "tile_swizzle", "atomic_add", "num_programs", "cast", "exp2", "log2", "sin", "cos", "rsqrt",
     "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
-    "randn", "randint", "randint4x", "rand4x", "randn4x",
+    "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
+    "max_constancy",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

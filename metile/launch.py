@@ -218,7 +218,8 @@ def raise_grid_too_large(compiled: CompiledKernel, grid, dims: tuple[int, int, i
 def normalize_grid(grid) -> tuple[int, ...]:
     """`grid` as a tuple of 1 to 3 positive ints, or a `GridError`."""
     if callable(grid):
-        raise GridError("a callable grid is only accepted by autotuned kernels; pass a tuple of ints")
+        raise GridError("a callable grid is called with the launch's arguments (kernel[grid](...)); here it needs "
+                        "a tuple of ints")
     dims = grid if isinstance(grid, (tuple, list)) else (grid,)
     if not 1 <= len(dims) <= 3:
         raise GridError(f"a grid has 1, 2 or 3 dimensions, not {len(dims)}")

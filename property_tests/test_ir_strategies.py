@@ -67,6 +67,7 @@ from metile.ir import (
     Store,
     ThreadId,
     TileType,
+    Transpose,
     Unary,
     UnOp,
     Var,
@@ -177,6 +178,7 @@ class Gen:
         builders += ["compare"] if dt is DType.BOOL else []
         if self.tile and ty.shape:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
+            builders += ["transpose"] if len(ty.shape) == 2 else []
         if self.tile and dt is not DType.BOOL:
             builders += ["reduce", "scan"]
         if self.tile and dt is DType.I32:
@@ -210,6 +212,8 @@ class Gen:
                 return Broadcast(self.value(TileType(dt, src), env, d), ty.shape)
             case "reshape":
                 return Reshape(self.value(TileType(dt, self.pick([(ty.size,), ty.shape[::-1]])), env, d), ty.shape)
+            case "transpose":
+                return Transpose(self.value(TileType(dt, ty.shape[::-1]), env, d))
             case "expand_dims":
                 axis = ty.shape.index(1)
                 return ExpandDims(self.value(TileType(dt, ty.shape[:axis] + ty.shape[axis + 1:]), env, d), axis)

@@ -160,7 +160,7 @@ def k_arange_runtime(X, n):
 
 @metile.kernel
 def k_range_runtime(X, n):
-    for i in range(n):  # E:range_runtime
+    for i in metile.load(X + metile.arange(0, 4)):  # E:range_runtime
         metile.store(X + i, 1.0)
 
 
@@ -327,7 +327,8 @@ def test_argument_errors(args, kwargs, message):
 
 
 @pytest.mark.parametrize("grid,message", [((0,), "empty"), ((1, 2, 3, 4), "1, 2 or 3 dimensions"),
-                                          (lambda c: (1,), "callable grid"), ((1.5,), "must be ints")])
+                                          (lambda meta: (0,), "empty"), (lambda meta: meta["nope"], "KeyError"),
+                                          ((1.5,), "must be ints")])
 def test_grid_errors(grid, message):
     with pytest.raises(E.GridError, match=message):
         k_args[grid](F32, 1, BLOCK=4)

@@ -119,7 +119,7 @@ def test_prepare_raises_what_a_launch_raises():
             call(axpy[(1,)])
         with pytest.raises(error, match=says):
             call(axpy[(1,)].prepare)
-    for grid in [(0,), 2.0, lambda cfg: (1,)]:
+    for grid in [(0,), 2.0, lambda meta: (0,)]:
         with pytest.raises(GridError):
             axpy[grid].prepare(x, y, out, 64, 1.0, BLOCK=64)
     with pytest.raises(GridError, match="too large for axpy: axis 0 allows at most"):

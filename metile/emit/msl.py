@@ -473,6 +473,8 @@ class _Emitter:
         start, stop, step = self.expr(s.start)[0], self.expr(s.stop)[1], self.expr(s.step)[1]
         down = isinstance(s.step, Const) and s.step.value < 0
         test = f"{i} {'>' if down else '<'} {stop}"
+        if not isinstance(s.step, Const):  # a run-time step below 1 runs no iteration
+            test = f"{step} > 0 && {test}"
         self.open_block(f"for ({type_name(s.index.type)} {i} = {start}; {test}; {self.advance(s, i, stop, step)})")
         self.body(s.body)
         self.assign(s.carried, s.yields)
@@ -486,13 +488,15 @@ class _Emitter:
         remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
         if _steps_within_range(s):
             return f"{i} += {step}"
-        dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else 0
-        if dtype not in (DType.I32, DType.U32) or not by:
+        dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None
+        if dtype not in (DType.I32, DType.U32) or by == 0:
             raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
-        left = (stop, i) if by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
+        left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
+        size = f"{abs(by)}u" if by is not None else step  # a run-time step is positive inside the loop
         if dtype is DType.I32:
             left = tuple(f"static_cast<uint>({x})" for x in left)
-        return f"{i} = {left[0]} - {left[1]} > {abs(by)}u ? {i} + {step} : {stop}"
+            size = size if by is not None else f"static_cast<uint>({step})"
+        return f"{i} = {left[0]} - {left[1]} > {size} ? {i} + {step} : {stop}"
 
     def results_of(self, results, carried) -> None:
         """A loop's results: after the loop nothing assigns its carried locals again, so a result is written

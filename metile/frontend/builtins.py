@@ -173,7 +173,24 @@ def next_power_of_2(tr, loc, n):
     return L.next_power_of_2(static_int(n, "the argument of next_power_of_2", loc))
 
 
-def load(tr, loc, ptr, mask, other):
+_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".wb", ".cs", ".wt")
+_EVICTION_POLICIES = ("", "evict_first", "evict_last", "evict_normal")
+
+
+def _memory_hints(cache_modifier, eviction_policy, what: str, loc: Loc) -> None:
+    """Triton's cache hints, which change nothing on Apple GPUs: accepted when Triton would accept them."""
+    if cache_modifier not in _CACHE_MODIFIERS:
+        raise KernelArgumentError(f"{what}: cache_modifier must be one of {_CACHE_MODIFIERS}, not {cache_modifier!r}",
+                                  loc)
+    if eviction_policy not in _EVICTION_POLICIES:
+        raise KernelArgumentError(f"{what}: eviction_policy must be one of {_EVICTION_POLICIES}, not "
+                                  f"{eviction_policy!r}", loc)
+
+
+def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
+    _memory_hints(cache_modifier, eviction_policy, "load", loc)
+    if not isinstance(volatile, bool):
+        raise KernelArgumentError(f"load: volatile must be True or False, not {volatile!r}", loc)
     p = _pointer(ptr, "load", loc)
     m, shape = _mask(mask, p.type.shape, loc)
     if other is not None and isinstance(sem.type_of(other, loc), PtrType):
@@ -194,7 +211,8 @@ def _store_like(cls, tr, loc, ptr, value, mask, what):
     tr.emit(cls(sem.broadcast_to(p, shape, loc), v, None if m is None else sem.broadcast_to(m, shape, loc), loc=loc))
 
 
-def store(tr, loc, ptr, value, mask):
+def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
+    _memory_hints(cache_modifier, eviction_policy, "store", loc)
     _store_like(Store, tr, loc, ptr, value, mask, "store")
 
 
@@ -306,7 +324,21 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     return DType.F16
 
 
-def dot(tr, loc, a, b, acc):
+_PRECISIONS = (None, "ieee", "tf32", "tf32x3", "bf16x3")
+
+
+def dot(tr, loc, a, b, acc, input_precision, allow_tf32, out_dtype):
+    """`a @ b` (+ `acc`); `input_precision` and `allow_tf32` may allow less precise products, and metile's are
+    always exact; `out_dtype` converts the result."""
+    if input_precision not in _PRECISIONS:
+        raise KernelArgumentError(f"dot: input_precision must be one of {_PRECISIONS}, not {input_precision!r}", loc)
+    if allow_tf32 not in (None, True, False):
+        raise KernelArgumentError(f"dot: allow_tf32 must be True, False or None, not {allow_tf32!r}", loc)
+    out = _dot(a, b, acc, loc)
+    return out if out_dtype is None else sem.cast(out, parse_dtype(out_dtype, loc), loc)
+
+
+def _dot(a, b, acc, loc: Loc):
     for x, n in ((a, "a"), (b, "b")):
         if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) != 2:
             kind = x.type if isinstance(x, Value) else type(x).__name__
@@ -361,7 +393,22 @@ def minimum(tr, loc, a, b):
     return sem.binary("min", a, b, loc)
 
 
+def keep_dims(reduced, x: Value, axis, keep: bool, loc: Loc):
+    """A reduction's result `reduced` of `x` with the reduced axis (every axis for `axis=None`) kept as size 1."""
+    if not isinstance(keep, bool):
+        raise KernelArgumentError(f"keep_dims must be True or False, not {keep!r}", loc)
+    if not keep:
+        return reduced
+    shape = tuple(x.type.shape)
+    if axis is None:
+        return Reshape(sem.to_ir(reduced, loc), (1,) * len(shape), loc=loc)
+    return ExpandDims(reduced, static_int(axis, "the reduction axis", loc) % len(shape), loc=loc)
+
+
 def _reduce(op: ReduceOp):
+    def reduce(tr, loc, x, axis, keep):
+        return keep_dims(impl(tr, loc, x, axis), x, axis, keep, loc)
+
     def impl(tr, loc, x, axis):
         if not isinstance(x, Value) or isinstance(x.type, PtrType) or not x.type.shape:
             kind = x.type if isinstance(x, Value) else type(x).__name__
@@ -379,7 +426,7 @@ def _reduce(op: ReduceOp):
         if not -len(shape) <= ax < len(shape):
             raise ShapeMismatchError(f"axis {ax} is out of range for a {len(shape)}-D tile", loc)
         return Reduce(op, x, ax % len(shape), loc=loc)
-    return impl
+    return reduce
 
 
 def _per_thread(x, what, loc):

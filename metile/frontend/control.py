@@ -197,9 +197,24 @@ class ControlFlow:
         if node.orelse:
             raise UnsupportedSyntaxError("`for ... else` is not supported inside a kernel", loc)
         it = node.iter
-        if isinstance(it, ast.Call) and self.eval(it.func) is tile_range:
-            return self.runtime_for(node)
-        seq = self.eval(it)
+        if isinstance(it, ast.Call):
+            fn = self.eval(it.func)
+            if fn is tile_range:
+                a = bind_args(tile_range, [self.eval(x) for x in it.args],
+                              {k.arg: self.eval(k.value) for k in it.keywords}, self.loc(it))
+                return self.runtime_for(node, a["start"], a["stop"], a["step"], a["num_stages"])
+            if fn is range and not it.keywords:
+                args = [self.eval(x) for x in it.args]
+                if any(isinstance(x, Value) for x in args):  # a traced bound: a runtime loop, as Triton's `range`
+                    if not 1 <= len(args) <= 3:
+                        raise KernelTypeError(f"range() takes 1 to 3 arguments, not {len(args)}", self.loc(it))
+                    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+                    return self.runtime_for(node, start, stop, step, 1)
+                seq = range(*args)
+            else:
+                seq = self.eval(it)
+        else:
+            seq = self.eval(it)
         if isinstance(seq, Value):
             raise ConstexprRequiredError("a Python `for` loop needs a compile-time iterable; use "
                                          "metile.tile_range(start, stop, step) for a runtime loop", self.loc(it))
@@ -213,19 +228,22 @@ class ControlFlow:
             self.assign(node.target, item)
             self.visit_body(node.body)
 
-    def runtime_for(self, node: ast.For) -> None:
+    def runtime_for(self, node: ast.For, start, stop, step, num_stages) -> None:
+        """A `for` over `tile_range(start, stop, step, num_stages)` (or a `range` with a traced bound): a `For`."""
         loc = self.loc(node)
         call = node.iter
         call_loc = self.loc(call)
-        args = [self.eval(a) for a in call.args]
-        kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
-        a = bind_args(tile_range, args, kwargs, call_loc)
-        start = self.loop_bound(a["start"], "start", call)
-        stop = self.loop_bound(a["stop"], "stop", call)
-        step = static_int(a["step"], "the step of metile.tile_range", call_loc)
-        stages = static_int(a["num_stages"], "num_stages", call_loc)
-        if step <= 0 or stages < 1:
-            raise KernelTypeError("metile.tile_range needs step > 0 and num_stages >= 1", call_loc)
+        start = self.loop_bound(start, "start", call)
+        stop = self.loop_bound(stop, "stop", call)
+        stages = static_int(num_stages, "num_stages", call_loc)
+        if isinstance(step, Value):  # a runtime step, which must be positive when the loop runs
+            step = self.loop_bound(step, "step", call)
+        elif static_int(step, "the step of the loop", call_loc) <= 0:
+            raise KernelTypeError("a runtime loop needs step > 0", call_loc)
+        else:
+            step = Const(step, DType.I32, loc=loc)
+        if stages < 1:
+            raise KernelTypeError("metile.tile_range needs num_stages >= 1", call_loc)
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
@@ -248,8 +266,8 @@ class ControlFlow:
         carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
         self.hide([index_name, *assigned],
                   f"it is only assigned inside the tile_range loop at line {loc.line}")
-        self.emit(For(holder["index"], start, stop, Const(step, DType.I32, loc=loc), carried, inits, stmts, yields,
-                      results, num_stages=stages, loc=loc))
+        self.emit(For(holder["index"], start, stop, step, carried, inits, stmts, yields, results, num_stages=stages,
+                      loc=loc))
 
     def loop_bound(self, v, what: str, node: ast.AST) -> Value:
         loc = self.loc(node)

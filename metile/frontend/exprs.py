@@ -136,11 +136,13 @@ def _attribute(tr, node: ast.Attribute):
             return tuple(base.type.shape)
         if attr == "dtype":
             return str(base.type.dtype)
+        if attr == "T":
+            return CALLS[L.trans](tr, tr.loc(node), base)
         fn = _METHODS.get(attr)
         if fn is not None:
             return Method(fn, base)
-        raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype and .to(dtype))",
-                              tr.loc(node))
+        raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype, .T and "
+                              ".to(dtype))", tr.loc(node))
     try:
         value = getattr(base, attr)
     except AttributeError:
@@ -295,6 +297,12 @@ def call(fn, args: list, kwargs: dict, loc: Loc):
     function on compile-time values."""
     if fn is constexpr:
         return args[0] if args else None
+    if (fn is builtins.min or fn is builtins.max) and len(args) >= 2 and not kwargs \
+            and any(isinstance(a, Value) for a in args):  # element-wise, as Triton reads them
+        out = args[0]
+        for a in args[1:]:
+            out = sem.binary("min" if fn is builtins.min else "max", out, a, loc)
+        return out
     if fn in _PY_CALLABLES or getattr(fn, "__module__", None) == "math" or fn is math.prod:
         if any(isinstance(a, Value) for a in [*args, *kwargs.values()]):
             hint = _SUGGEST.get(fn, "a metile function")

@@ -21,10 +21,10 @@ import math
 
 from metile import language as L
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import parse_dtype, static_int
+from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_shape
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
-from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan
+from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
 from metile.ir.types import COMPUTE_AS, DType, PtrType
 from metile.ir.values import Binary, Bitcast, Const, Fma, Unary, Value
 
@@ -162,12 +162,14 @@ def _axis(axis, shape, loc) -> int:
 
 
 def _arg(op: ReduceOp):
-    def impl(tr, loc, x, axis):
+    def impl(tr, loc, x, axis, keep):
         x = _tile(x, f"arg{op.value}", loc)
         if axis is None:
             flat = x if len(x.type.shape) == 1 else Reshape(x, (x.type.size,), loc=loc)
-            return ArgReduce(op, flat, 0, loc=loc)
-        return ArgReduce(op, x, _axis(axis, x.type.shape, loc), loc=loc)
+            out = ArgReduce(op, flat, 0, loc=loc)
+        else:
+            out = ArgReduce(op, x, _axis(axis, x.type.shape, loc), loc=loc)
+        return keep_dims(out, x, axis, keep, loc)
     return impl
 
 
@@ -177,6 +179,41 @@ def _scan(op: ReduceOp, name: str):
         if not isinstance(reverse, bool):
             raise KernelTypeError(f"metile.{name}(): reverse must be True or False, not {reverse!r}", loc)
         return Scan(op, x, _axis(axis, x.type.shape, loc), reverse, loc=loc)
+    return impl
+
+
+# ---- tiles
+
+
+def full(tr, loc, shape, value, dtype):
+    """A tile of `shape` holding `value` (a number or a traced scalar) as `dtype` (by default the value's own)."""
+    dims = static_shape(shape, "the shape of full", loc)
+    t = sem.type_of(value, loc)
+    if isinstance(t, PtrType) or t.shape:
+        raise KernelTypeError(f"full: the value must be a number or a scalar, not {t}", loc)
+    dt = parse_dtype(dtype, loc) if dtype is not None else t.dtype
+    return sem.coerce(value, dt, dims, loc) if isinstance(value, Value) else sem.converted(value, dt, dims, loc)
+
+
+def trans(tr, loc, x):
+    """The 2-D tile `x` transposed (also `x.T`)."""
+    t = sem.type_of(x, loc)
+    if not isinstance(x, Value) or isinstance(t, PtrType) or len(t.shape) != 2:
+        raise ShapeMismatchError(f"metile.trans() takes a 2-D tile, not {t}", loc)
+    return Transpose(x, loc=loc)
+
+
+def _hint(name: str):
+    def impl(tr, loc, x, values):
+        """Triton's hints about the values of an integer tile: checked for their form, and `x` itself (metile's
+        own analysis finds what they would tell)."""
+        vals = values if isinstance(values, (tuple, list)) else (values,)
+        for v in vals:
+            static_int(v, f"the values of {name}", loc)
+        if not isinstance(x, Value) or isinstance(x.type, PtrType) or not x.type.dtype.is_int:
+            raise KernelTypeError(f"metile.{name}() takes an integer tile, not {sem.type_of(x, loc)}", loc)
+        return x
+    impl.__name__ = name
     return impl
 
 
@@ -304,6 +341,8 @@ LIBRARY = {
     L.argmax: _arg(ReduceOp.MAX), L.argmin: _arg(ReduceOp.MIN),
     L.cumsum: _scan(ReduceOp.SUM, "cumsum"), L.cumprod: _scan(ReduceOp.PROD, "cumprod"),
     L.rand: rand, L.randn: randn, L.randint: randint, L.randint4x: randint4x, L.rand4x: rand4x, L.randn4x: randn4x,
+    L.full: full, L.trans: trans, L.multiple_of: _hint("multiple_of"), L.max_contiguous: _hint("max_contiguous"),
+    L.max_constancy: _hint("max_constancy"),
 }
 
 __all__ = ["LIBRARY", "philox", "uniform"]

@@ -407,8 +407,12 @@ def where(cond, x, y, loc: Loc | None):
     if not isinstance(cond, Value):
         return x if cond else y
     tc = cond.type
-    if tc.dtype is not BOOL or isinstance(tc, PtrType):
-        raise KernelTypeError(f"where: the condition must be bool, not {tc} (compare first, e.g. x > 0)", loc)
+    if isinstance(tc, PtrType) or tc.dtype in FLOATS:
+        raise KernelTypeError(f"where: the condition must be bool (or an integer, true where it is not 0), not {tc} "
+                              "(compare first, e.g. x > 0)", loc)
+    if tc.dtype is not BOOL:  # an integer is true where it is not zero, as in C and Triton
+        cond = compare("ne", cond, 0, loc)
+        tc = cond.type
     tx, ty = _operand_type(x, "where", loc), _operand_type(y, "where", loc)
     xs, ys, xy_shape = _unify(x, tx, y, ty, "where", loc, common_dtype(x, y))
     cshape = tc.shape

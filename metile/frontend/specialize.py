@@ -27,7 +27,7 @@ from metile.ir.errors import Loc
 from metile.ir.types import F32_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
 from metile.language import constexpr
 
-_NO_DEFAULT = object()
+NO_DEFAULT = _NO_DEFAULT = object()  # the default of a parameter that has none
 _REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)",
             "int64": "Metal kernels take 32-bit integers; convert with .astype(np.int32)",
             "uint64": "Metal kernels take 32-bit integers; convert with .astype(np.uint32)"}

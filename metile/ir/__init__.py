@@ -44,6 +44,7 @@ from metile.ir.tile import (
     SimdgroupRole,
     SimdLaneId,
     ThreadId,
+    Transpose,
     dot_dtype,
 )
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
@@ -77,7 +78,7 @@ __all__ = [
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",
     "Reshape", "Scan", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "SimdgroupId",
-    "SimdgroupRole", "Splat", "Stage", "Stmt", "Store", "ThreadId", "TileType", "Type", "UnOp", "Unary",
+    "SimdgroupRole", "Splat", "Stage", "Stmt", "Store", "ThreadId", "TileType", "Transpose", "Type", "UnOp", "Unary",
     "Value", "Var", "VecLoad", "VecStore", "VectorType", "VerifyError", "Where", "While", "admits",
     "children", "dot_dtype", "map_children", "node", "parse", "parse_type", "pretty", "render_diagnostic",
     "verify", "walk",

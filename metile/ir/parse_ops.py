@@ -35,6 +35,7 @@ from metile.ir.tile import (
     SimdgroupId,
     SimdLaneId,
     ThreadId,
+    Transpose,
 )
 from metile.ir.types import DType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
@@ -150,6 +151,8 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             ty = _colon_type(p)
             shape = _shaped(p, ty, mn, at)
             return (Broadcast(x, shape) if mn == "broadcast" else Reshape(x, shape)), ty
+        case "transpose":
+            return Transpose(p.ref()), _colon_type(p)
         case "expand_dims":
             x = p.ref()
             p.expect(",")

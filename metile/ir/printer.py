@@ -63,6 +63,7 @@ from metile.ir.tile import (
     SimdgroupRole,
     SimdLaneId,
     ThreadId,
+    Transpose,
 )
 from metile.ir.types import DType
 from metile.ir.values import (
@@ -185,6 +186,8 @@ class _Printer:
                 body = f"expand_dims {r(x)}, {axis}"
             case Reshape(x, _):
                 body = f"reshape {r(x)}"
+            case Transpose(x):
+                body = f"transpose {r(x)}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):

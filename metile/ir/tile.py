@@ -107,6 +107,18 @@ class Reshape(Value):
 
 
 @node
+class Transpose(Value):
+    """The 2-D tile `x` with its two dimensions swapped: element `[i, j]` is `x[j, i]`."""
+
+    x: Value
+
+    @cached_property
+    def type(self) -> Type:
+        rows, cols = self.x.type.shape
+        return self.x.type.with_shape((cols, rows))
+
+
+@node
 class Reduce(Value):
     """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
     keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
@@ -217,12 +229,13 @@ class SimdgroupRole(Stmt):
 
 
 TILE_VALUES: tuple[type[Value], ...] = (
-    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Reduce, ArgReduce, Scan, Dot,
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Reduce, ArgReduce, Scan, Dot,
     ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
     "TILE_STMTS", "TILE_VALUES", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
-    "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "dot_dtype",
+    "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "Transpose",
+    "dot_dtype",
 ]

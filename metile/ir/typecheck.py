@@ -35,6 +35,7 @@ from metile.ir.tile import (
     SimdgroupId,
     SimdLaneId,
     ThreadId,
+    Transpose,
 )
 from metile.ir.types import (
     AddressSpace,
@@ -279,6 +280,10 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis <= len(xt.shape):
                 return f"expand_dims: axis {axis} is out of range for {xt}"
+        case Transpose(x):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or len(xt.shape) != 2:
+                return f"transpose: needs a 2-D tile, not {xt}"
         case Reshape(x, shape):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):

@@ -33,7 +33,7 @@ import attrs
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
-from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole
+from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.driver import bottom_up
@@ -107,6 +107,9 @@ def _node_activity(n: Node, act) -> Value | None:
         case Reshape(x, shape):
             a = act(x)
             return None if a is None else Reshape(a, shape)
+        case Transpose(x):
+            a = act(x)
+            return None if a is None else Transpose(a)
     # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
     return None
 

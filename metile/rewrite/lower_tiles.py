@@ -47,6 +47,7 @@ from metile.ir.tile import (
     SimdgroupRole,
     SimdLaneId,
     ThreadId,
+    Transpose,
 )
 from metile.ir.values import (
     AddPtr,
@@ -392,6 +393,9 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
                 return self.at(x, self.project(pt, xs))
             case ExpandDims(x, _) | Reshape(x, _):
                 return self.at(x, Pt(x.type.shape, pt.flat, pt.key))
+            case Transpose(x):
+                i, j = self.coords(pt)
+                return self.at(x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
             case Reduce() | ArgReduce() | Scan() | Dot():
                 return self.read(self.heavy_rep(v), pt, v)
             case Binary() if dot_acc(v):
