@@ -51,9 +51,7 @@ def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: metile.constexp
 def add(x: np.ndarray, y: np.ndarray, block_size: int = 1024) -> np.ndarray:
     output = np.empty_like(x)
     n_elements = output.size
-    # Triton launches with `grid = lambda meta: (cdiv(n_elements, meta["BLOCK_SIZE"]),)`; metile takes a callable
-    # grid only from autotuned kernels, so the grid is computed here.
-    grid = (metile.cdiv(n_elements, block_size),)
+    grid = lambda meta: (metile.cdiv(n_elements, meta["BLOCK_SIZE"]),)  # noqa: E731 - Triton's spelling
     add_kernel[grid](x, y, output, n_elements, BLOCK_SIZE=block_size)
     return output
 
@@ -81,11 +79,9 @@ def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n
 @metile.kernel
 def softmax_kernel_persistent(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
                               BLOCK_SIZE: metile.constexpr):
-    # Triton loops `for row_idx in tl.range(row_start, n_rows, row_step)`; metile.tile_range needs a compile-time
-    # step and the step here is the number of programs, so the loop is a runtime `while`.
-    row_idx = metile.program_id(0)
+    row_start = metile.program_id(0)
     row_step = metile.num_programs(0)
-    while row_idx < n_rows:
+    for row_idx in metile.tile_range(row_start, n_rows, row_step):
         row_start_ptr = input_ptr + row_idx * input_row_stride
         col_offsets = metile.arange(0, BLOCK_SIZE)
         mask = col_offsets < n_cols
@@ -95,7 +91,6 @@ def softmax_kernel_persistent(output_ptr, input_ptr, input_row_stride, output_ro
         denominator = metile.sum(numerator, axis=0)
         output_row_start_ptr = output_ptr + row_idx * output_row_stride
         metile.store(output_row_start_ptr + col_offsets, numerator / denominator, mask=mask)
-        row_idx += row_step
 
 
 def softmax(x: np.ndarray, num_programs: int | None = None) -> np.ndarray:
@@ -126,8 +121,7 @@ def grouped_tile(pid, M, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M):
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
-    # Triton writes Python's `min(...)` here, which it maps to tl.minimum; metile refuses `min` of traced values.
-    group_size_m = metile.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
     return pid_m, pid_n
@@ -174,9 +168,7 @@ def matmul_kernel_ptrs(a_ptr, b_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
     accumulator = metile.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=metile.float32)
-    # Triton writes `for k in range(0, tl.cdiv(K, BLOCK_SIZE_K))`: its `range` with a runtime bound is a runtime
-    # loop, metile's `range` unrolls at compile time and refuses a traced bound, so the loop is a tile_range.
-    for k in metile.tile_range(0, metile.cdiv(K, BLOCK_SIZE_K)):
+    for k in range(0, metile.cdiv(K, BLOCK_SIZE_K)):  # a runtime bound: a runtime loop, as in Triton
         a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         b = metile.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         accumulator = metile.dot(a, b, accumulator)
@@ -226,9 +218,7 @@ def _dropout(x_ptr, x_keep_ptr, output_ptr, n_elements, p, BLOCK_SIZE: metile.co
     mask = offsets < n_elements
     x = metile.load(x_ptr + offsets, mask=mask)
     x_keep = metile.load(x_keep_ptr + offsets, mask=mask)
-    # Triton's `tl.where(x_keep, ...)` takes the int32 keep mask as its condition; metile's `where` wants a bool
-    # condition, so the mask is compared with 0.
-    output = metile.where(x_keep != 0, x / (1 - p), 0.0)
+    output = metile.where(x_keep, x / (1 - p), 0.0)   # the integer keep mask: true where it is not 0
     metile.store(output_ptr + offsets, output, mask=mask)
 
 
@@ -269,13 +259,13 @@ def _layer_norm_fwd_fused(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: me
     X += row * stride
     mean = 0
     _mean = metile.zeros([BLOCK_SIZE], dtype=metile.float32)
-    for off in metile.tile_range(0, N, BLOCK_SIZE):  # Triton: `for off in range(0, N, BLOCK_SIZE)`, see 03
+    for off in range(0, N, BLOCK_SIZE):  # N is a runtime value: a runtime loop
         cols = off + metile.arange(0, BLOCK_SIZE)
         a = metile.load(X + cols, mask=cols < N, other=0.).to(metile.float32)
         _mean += a
     mean = metile.sum(_mean, axis=0) / N
     _var = metile.zeros([BLOCK_SIZE], dtype=metile.float32)
-    for off in metile.tile_range(0, N, BLOCK_SIZE):
+    for off in range(0, N, BLOCK_SIZE):
         cols = off + metile.arange(0, BLOCK_SIZE)
         x = metile.load(X + cols, mask=cols < N, other=0.).to(metile.float32)
         x = metile.where(cols < N, x - mean, 0.)
@@ -284,7 +274,7 @@ def _layer_norm_fwd_fused(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: me
     rstd = 1 / metile.sqrt(var + eps)
     metile.store(Mean + row, mean)
     metile.store(Rstd + row, rstd)
-    for off in metile.tile_range(0, N, BLOCK_SIZE):
+    for off in range(0, N, BLOCK_SIZE):
         cols = off + metile.arange(0, BLOCK_SIZE)
         mask = cols < N
         w = metile.load(W + cols, mask=mask)
@@ -415,8 +405,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, K_ptr, V_ptr, stride_kn, stride_kk, stride
     else:
         lo, hi = 0, N_CTX
     offs_d = metile.arange(0, HEAD_DIM)
-    # Triton's tl.multiple_of hints have no metile counterpart (and are not needed).
-    for start_n in metile.tile_range(lo, hi, BLOCK_N):
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = metile.multiple_of(start_n, BLOCK_N)
         keys = start_n + offs_n
         # K is read transposed (HEAD_DIM x BLOCK_N) by its strides; Triton reads it through a block pointer
         # of order (0, 1). Keys past the end of the sequence read 0.
