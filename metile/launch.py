@@ -70,13 +70,18 @@ class Launch:
         self.max_grid = compiled.max_grid
         self.tpt = (compiled.threadgroup_size, 1, 1)
 
-    def __call__(self, grid, args) -> None:
-        """Dispatch over `grid` (as the user wrote it) with the runtime arguments first in `args`."""
+    def checked(self, grid, args) -> tuple[tuple[int, int, int], list]:
+        """`grid` (as the user wrote it) as three dimensions within the kernel's limits, and the runtime arguments
+        first in `args` converted to their parameters' types."""
         dims = grid3(grid)
         m = self.max_grid
         if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
             raise_grid_too_large(self.compiled, grid, dims)
-        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
+
+    def __call__(self, grid, args) -> None:
+        """Dispatch over `grid` with the runtime arguments first in `args`."""
+        dims, bound = self.checked(grid, args)
         try:
             self.dispatch(self.function, dims, self.tpt, bound)
         except DeviceFault as e:
@@ -87,11 +92,7 @@ class Launch:
     def prepare(self, grid, args):
         """The device's dispatch over `grid` with these runtime arguments, checked and bound once: calling it
         dispatches again (see `metile.kernel.PreparedLaunch`, which reports its faults)."""
-        dims = grid3(grid)
-        m = self.max_grid
-        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
-            raise_grid_too_large(self.compiled, grid, dims)
-        bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        dims, bound = self.checked(grid, args)
         try:
             return self.compiled.device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
         except ArrayLayoutError as e:
