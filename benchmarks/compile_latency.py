@@ -1,6 +1,6 @@
 """Compile latency: the host time from a kernel's Python source to its MSL text, without the C++/Metal compile.
 
-For four kernels written as in docs/language.md section 5 (vector add, three-pass softmax, layer norm, GEMM
+For four kernels written as in docs/language.md section 11 (vector add, three-pass softmax, layer norm, GEMM
 with `dot` and `tile_range`), these figures:
 - first compile in a warm process: a fresh `JITKernel` made from the same function each repetition, traced
   anew, then `DEFAULT_PIPELINE` and `emit_msl`, after warm-up runs have imported everything and filled the

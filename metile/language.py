@@ -6,12 +6,12 @@ Python each raises `OutsideKernelError`. The exceptions are `cdiv` and `next_pow
 the host also uses to size grids (`kernel[(metile.cdiv(n, 256),)]`): on Python ints they compute
 the answer anywhere.
 
-Semantics chosen where `docs/language.md` leaves a question open (each builtin repeats its part):
-- `load(ptr, mask, other)` takes Triton's `other=` (OQ-2): the value of masked-off elements, 0 if omitted.
-- Reductions take `axis=None` (OQ-3): `None` reduces the whole tile to a scalar, an int reduces that axis.
-- `//` and `%` on traced values follow Python (floor division, modulo with the divisor's sign) (OQ-5).
-- Mixed types promote as `metile.ir.types` documents, Python numbers are weak; unary minus works (OQ-6).
-- `tile_swizzle` computes the remapped `(pid_m, pid_n)`, a bijection of the grid (OQ-11).
+Semantics where metile goes beyond the original meTile (`docs/language.md`, section 13; each builtin repeats its part):
+- `load(ptr, mask, other)` takes Triton's `other=`: the value of masked-off elements, which are otherwise inactive.
+- Reductions take `axis=None`: `None` reduces the whole tile to a scalar, an int reduces that axis.
+- `//` and `%` on traced values follow Python (floor division, modulo with the divisor's sign).
+- Mixed types promote as `metile.ir.types` documents, Python numbers are weak; unary minus works.
+- `tile_swizzle` computes the remapped `(pid_m, pid_n)`, a bijection of the grid.
 """
 
 from __future__ import annotations

@@ -110,8 +110,7 @@ class PreparedLaunch:
     launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
     of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
     launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
-    at its Python line. The object holds its arguments. An autotuned kernel's `prepare` returns one too, made by
-    the `prepare` of the configuration it chose.
+    at its Python line. The object holds its arguments.
 
     `report(error, name)` gives what a call raises (`from None`) for a `MetileError` (`metile.kernel` passes the
     one its entry points use, which shortens tracebacks).

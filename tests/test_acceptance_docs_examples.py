@@ -1,4 +1,4 @@
-"""Acceptance: the worked examples of docs/language.md section 5 run on the CPU device and match numpy.
+"""Acceptance: the worked examples of docs/language.md section 11 run on the CPU device and match numpy.
 
 The kernels live verbatim in `tests/acceptance_kernels/docs_examples.py`; the first tests check that they
 still match the reference word for word and that the frontend traces them. The launches use the
@@ -27,15 +27,19 @@ def cpu_device(monkeypatch):
     monkeypatch.setenv("METILE_DEVICE", "cpu")
 
 
-def section5() -> str:
+def worked_examples() -> str:
+    """The section of the reference that holds the worked examples, from its heading to the next one."""
     text = DOCS.read_text()
-    return text[text.index("## 5. Worked examples"):text.index("## 6. Open questions")]
+    start = re.search(r"^## \d+\. Worked examples$", text, re.M)
+    assert start is not None, "docs/language.md has no 'Worked examples' section"
+    end = re.compile(r"^## ", re.M).search(text, start.end())
+    return text[start.start():end.start() if end else len(text)]
 
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_kernel_is_a_verbatim_copy_of_the_reference(name):
     source = inspect.getsource(getattr(ex, name).fn)
-    blocks = "\n".join(re.findall(r"```python\n(.*?)```", section5(), re.S))
+    blocks = "\n".join(re.findall(r"```python\n(.*?)```", worked_examples(), re.S))
     assert source in blocks
 
 
@@ -43,7 +47,7 @@ F32, I32 = np.zeros(16, np.float32), np.zeros(16, np.int32)
 TRACE_ARGS = {
     "vec_add": ((F32, F32, F32, 16), {"BLOCK": 256}),
     "softmax_rows": ((F32, F32, 300), {"BLOCK": 256}),
-    "matmul": ((F32, F32, F32, 128, 128, 128), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}),
+    "matmul": ((F32, F32, F32, 200, 130, 72), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}),
     "matmul_act": ((F32, F32, F32, 128, 64, 96), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "ACT": "gelu"}),
     "layernorm": ((F32, F32, F32, F32, 300, 1e-5), {"BLOCK": 256}),
     "rmsnorm": ((F32, F32, F32, 1000, 1e-6), {"BLOCK": 128}),
@@ -59,11 +63,11 @@ def test_reference_kernel_traces(name):
     assert kernel.name == name
 
 
-# ---- 5.1 vector add
+# ---- 11.1 vector add
 
 
 @pytest.mark.parametrize("n", [10_007, 1, 256])
-def test_5_1_vector_add(n):
+def test_11_1_vector_add(n):
     rng = np.random.default_rng(51)
     a = rng.random(n, dtype=np.float32)
     b = rng.random(n, dtype=np.float32)
@@ -72,7 +76,7 @@ def test_5_1_vector_add(n):
     np.testing.assert_allclose(c, a + b, rtol=1e-6)
 
 
-# ---- 5.2 softmax
+# ---- 11.2 softmax
 
 
 def softmax_ref(x: np.ndarray) -> np.ndarray:
@@ -82,7 +86,7 @@ def softmax_ref(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(64, 300), (3, 256), (5, 1000), (2, 1)])
-def test_5_2_softmax_three_passes(rows, cols):
+def test_11_2_softmax_three_passes(rows, cols):
     rng = np.random.default_rng(52)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
     y = np.zeros_like(x)
@@ -90,7 +94,7 @@ def test_5_2_softmax_three_passes(rows, cols):
     np.testing.assert_allclose(y, softmax_ref(x), rtol=1e-4, atol=1e-6)
 
 
-def test_5_2_softmax_of_large_negative_rows():
+def test_11_2_softmax_of_large_negative_rows():
     """Every value below zero: the row maximum must not be clamped to 0 by a wrong reduction identity."""
     rng = np.random.default_rng(520)
     x = rng.uniform(-90.0, -80.0, (4, 300)).astype(np.float32)
@@ -99,31 +103,34 @@ def test_5_2_softmax_of_large_negative_rows():
     np.testing.assert_allclose(y, softmax_ref(x), rtol=1e-4, atol=1e-6)
 
 
-# ---- 5.3 GEMM
+# ---- 11.3 GEMM
 
 
-def test_5_3_gemm_with_buffers_and_synchronize():
+def test_11_3_gemm_with_buffers_and_synchronize():
     rng = np.random.default_rng(53)
-    M = N = K = 128
+    M, N, K = 200, 130, 72
     A = metile.Buffer(data=rng.standard_normal((M, K), dtype=np.float32))
     B = metile.Buffer(data=rng.standard_normal((K, N), dtype=np.float32))
     C = metile.Buffer.zeros((M, N))
-    ex.matmul[(M // 64, N // 64)](A, B, C, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    ex.matmul[(metile.cdiv(M, 64), metile.cdiv(N, 64))](A, B, C, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
     metile.synchronize()
     np.testing.assert_allclose(C.numpy(), A.numpy() @ B.numpy(), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("M", "N", "K"), [(128, 128, 128), (192, 64, 96), (64, 256, 32)])
-def test_5_3_gemm_with_numpy_arrays(M, N, K):
+@pytest.mark.parametrize(("M", "N", "K"), [(128, 128, 128), (192, 64, 96), (64, 256, 32), (1, 1, 1), (65, 3, 33),
+                                           (7, 130, 200)])
+def test_11_3_gemm_with_numpy_arrays_at_any_size(M, N, K):
+    """The bounds make the GEMM right when the blocks do not divide M, N or K, and untouched outside C."""
     rng = np.random.default_rng(530 + K)
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)
-    c = np.zeros((M, N), np.float32)
-    ex.matmul[(M // 64, N // 64)](a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    c = np.full((M + 1, N), 7.0, np.float32)          # a row past the matrix that must stay as it is
+    ex.matmul[(metile.cdiv(M, 64), metile.cdiv(N, 64))](a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    np.testing.assert_allclose(c[:M], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert (c[M:] == 7.0).all()
 
 
-# ---- 5.4 fused epilogues
+# ---- 11.4 fused epilogues
 
 EPILOGUES = {
     "relu": lambda z: np.maximum(z, 0),
@@ -133,7 +140,7 @@ EPILOGUES = {
 
 
 @pytest.mark.parametrize("act", sorted(EPILOGUES))
-def test_5_4_fused_activation_epilogue(act):
+def test_11_4_fused_activation_epilogue(act):
     rng = np.random.default_rng(54)
     a = rng.standard_normal((128, 96), dtype=np.float32)
     b = rng.standard_normal((96, 64), dtype=np.float32)
@@ -142,11 +149,11 @@ def test_5_4_fused_activation_epilogue(act):
     np.testing.assert_allclose(c, EPILOGUES[act](a.astype(np.float64) @ b), rtol=1e-4, atol=1e-3)
 
 
-# ---- 5.5 layernorm, 5.6 rmsnorm
+# ---- 11.5 layernorm, 11.6 rmsnorm
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(32, 300), (4, 256), (3, 1000)])
-def test_5_5_layernorm(rows, cols):
+def test_11_5_layernorm(rows, cols):
     rng = np.random.default_rng(55)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
     w = rng.random(cols, dtype=np.float32)
@@ -159,7 +166,7 @@ def test_5_5_layernorm(rows, cols):
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(16, 1000), (2, 128), (3, 77)])
-def test_5_6_rmsnorm(rows, cols):
+def test_11_6_rmsnorm(rows, cols):
     rng = np.random.default_rng(56)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
     w = rng.random(cols, dtype=np.float32)
@@ -170,11 +177,11 @@ def test_5_6_rmsnorm(rows, cols):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
 
 
-# ---- 5.7 FFT
+# ---- 11.7 FFT
 
 
 @pytest.mark.parametrize("npts", [16, 64, 256])
-def test_5_7_fft_rows(npts):
+def test_11_7_fft_rows(npts):
     rng = np.random.default_rng(57)
     rows = 4
     xr = rng.standard_normal((rows, npts), dtype=np.float32)
@@ -188,11 +195,11 @@ def test_5_7_fft_rows(npts):
     np.testing.assert_allclose(yr + 1j * yi, ref, rtol=1e-3, atol=1e-3)
 
 
-# ---- 5.8 producer/consumer GEMM
+# ---- 11.8 producer/consumer GEMM
 
 
 @pytest.mark.parametrize(("M", "N", "K"), [(128, 128, 128), (64, 96, 32)])
-def test_5_8_producer_consumer_gemm(M, N, K):
+def test_11_8_producer_consumer_gemm(M, N, K):
     rng = np.random.default_rng(58)
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)

@@ -5,10 +5,11 @@ f16 travels as numpy float16 arrays. numpy has no bfloat16 of its own: bf16 argu
 those tests need the `ml_dtypes` package. One bf16 test needs nothing extra: it rounds f32 data to bf16
 through a bf16 threadgroup array and compares with a bit-exact numpy rounding.
 
-The softmax here is the docs kernel (5.2) with two changes for 16-bit inputs: -6.0e4 is the identity of
-`max` (-3.0e38 does not fit in f16), and the sum of exponentials accumulates in an f32 tile from
-`metile.zeros((BLOCK,), dtype="f32")` (promotion makes each addition f32), so the tolerance only has to
-cover 16-bit rounding of the inputs and outputs. GEMMs use the docs kernel (5.3) unchanged.
+The softmax here is a three-pass softmax in the identity style (masked-off elements replaced with `where`),
+written for 16-bit inputs: -6.0e4 is the identity of `max` (-3.0e38 does not fit in f16), and the sum of
+exponentials accumulates in an f32 tile from `metile.zeros((BLOCK,), dtype="f32")` (promotion makes each addition
+f32), so the tolerance only has to cover 16-bit rounding of the inputs and outputs. GEMMs use the docs kernel
+(docs/language.md 11.3) unchanged.
 """
 
 from __future__ import annotations

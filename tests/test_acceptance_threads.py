@@ -3,7 +3,7 @@
 - thread level (one element per thread, `BLOCK` threads per program): `thread_id`, `simd_lane_id`,
   `simd_broadcast` from a fixed and from a runtime lane, `simd_shuffle_xor` pairs and butterfly sums,
   per-thread `atomic_add` into a lane histogram;
-- `shared` + `barrier`: the row reversal of docs/language.md 4.15 at thread level, and a tile-level
+- `shared` + `barrier`: the row reversal of docs/language.md 8.3 at thread level, and a tile-level
   reversal through an i32 threadgroup array;
 - `atomic_add` from tiles: an i32 histogram, a u32 parity count, and f32 totals, both element-wise and
   once per program from a reduction.

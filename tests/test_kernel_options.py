@@ -5,9 +5,6 @@ dispatch, and the launch cache that skips tracing, passes and emission on repeat
 from __future__ import annotations
 
 import importlib
-import re
-import runpy
-from pathlib import Path
 
 import attrs
 import numpy as np
@@ -451,16 +448,3 @@ def test_buffers_take_the_launch_cache_too():
         for _ in range(2):
             vec_add[(1,)](*bufs, 64, BLOCK=64)
             np.testing.assert_array_equal(bufs[2].numpy(), a + b)
-
-
-# -- docs/compiling.md ---------------------------------------------------------------------------------------------
-
-def test_the_examples_in_the_docs_run_as_written(tmp_path):
-    docs = Path(__file__).resolve().parents[1] / "docs" / "compiling.md"
-    blocks = re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
-    examples = [b for b in blocks if "import metile" in b]
-    assert len(examples) >= 2
-    for i, example in enumerate(examples):
-        path = tmp_path / f"compiling_example_{i}.py"   # kernels need their source in a file
-        path.write_text(example)
-        runpy.run_path(str(path), run_name=f"compiling_example_{i}")

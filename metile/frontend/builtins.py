@@ -2,8 +2,8 @@
 
 Each implementation takes the tracer, the call's `Loc` and the arguments bound by the language
 function's own signature, checks them (shapes, dtypes, compile-time arguments) and returns a
-traced value, a Python value, or None after emitting a statement. Semantics for the open
-questions of `docs/language.md` are stated in `metile.language`'s docstring.
+traced value, a Python value, or None after emitting a statement. The semantics are those of
+`docs/language.md`; where they go beyond the original meTile, `metile.language`'s docstring says so.
 """
 
 from __future__ import annotations
