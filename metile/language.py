@@ -113,7 +113,7 @@ def tanh(x): _outside("tanh")
 def where(cond, x, y): _outside("where")
 def maximum(a, b): _outside("maximum")
 def minimum(a, b): _outside("minimum")
-def sum(x, axis=None, keep_dims=False): _outside("sum")  # noqa: A001
+def sum(x, axis=None, keep_dims=False, dtype=None): _outside("sum")  # noqa: A001
 def max(x, axis=None, keep_dims=False): _outside("max")  # noqa: A001
 def min(x, axis=None, keep_dims=False): _outside("min")  # noqa: A001
 def thread_id(): _outside("thread_id")
@@ -141,8 +141,8 @@ def fma(a, b, c): _outside("fma")
 def clamp(x, lo, hi): _outside("clamp")
 def argmax(x, axis=None, keep_dims=False): _outside("argmax")
 def argmin(x, axis=None, keep_dims=False): _outside("argmin")
-def cumsum(x, axis=0, reverse=False): _outside("cumsum")
-def cumprod(x, axis=0, reverse=False): _outside("cumprod")
+def cumsum(x, axis=0, reverse=False, dtype=None): _outside("cumsum")
+def cumprod(x, axis=0, reverse=False, dtype=None): _outside("cumprod")
 def rand(seed, offsets, n_rounds=10): _outside("rand")
 def randn(seed, offsets, n_rounds=10): _outside("randn")
 def randint(seed, offsets, n_rounds=10): _outside("randint")

@@ -162,3 +162,43 @@ def misuse(X, WHAT: metile.constexpr):
 def test_misuse_is_refused(what, error, words):
     with pytest.raises(error, match=words):
         misuse[(1,)](np.zeros(32, np.float32), WHAT=what)
+
+
+@metile.kernel
+def narrow_sums(X, S, C, DT: metile.constexpr):
+    offs = metile.arange(0, 64)
+    x = metile.load(X + offs)
+    if DT == "none":
+        metile.store(S, metile.sum(x))
+        metile.store(C + offs, metile.cumsum(x))
+    else:
+        metile.store(S, metile.sum(x, dtype=DT))
+        metile.store(C + offs, metile.cumsum(x, dtype=DT))
+
+
+def test_sums_of_narrow_integers_do_not_wrap():
+    """As in Triton, integers narrower than 32 bits sum in 32 bits unless `dtype=` says otherwise."""
+    x = np.full(64, 100, np.int8)
+    s, c = np.zeros(1, np.int32), np.zeros(64, np.int32)
+    narrow_sums[(1,)](x, s, c, DT="none")
+    assert s[0] == 6400 and (c == np.arange(1, 65) * 100).all()
+    narrow_sums[(1,)](x, s, c, DT="i8")
+    wrapped = np.array(6400, np.int32).astype(np.int8)   # 0: the sum in i8 wraps around
+    assert s[0] == wrapped and c[-1] == wrapped
+
+
+@metile.kernel
+def store_wider(Out, WHAT: metile.constexpr):
+    r = metile.arange(0, 4)
+    if WHAT == "value":
+        metile.store(Out + r, r[:, None] * 1.0)
+    else:
+        metile.store(Out, r * 1.0)
+
+
+@pytest.mark.parametrize("what", ["value", "scalar pointer"])
+def test_a_store_of_more_values_than_addresses_is_refused(what):
+    """Several values for one address would leave which one lands undefined: refused, not raced."""
+    with pytest.raises(Exception, match="a store writes one value per address") as e:
+        store_wider[(1,)](np.zeros(16, np.float32), WHAT=what)
+    assert type(e.value).__name__ == "ShapeMismatchError"

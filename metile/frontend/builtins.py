@@ -207,6 +207,10 @@ def _store_like(cls, tr, loc, ptr, value, mask, what):
         raise KernelTypeError(f"{what}: cannot write a pointer", loc)
     shape = sem.broadcast_shape(p.type.shape, vshape, f"{what} value", loc)
     m, shape = _mask(mask, shape, loc)
+    if cls is Store and shape != p.type.shape:  # several values for one address: which one lands is undefined
+        raise ShapeMismatchError(f"store: the value and mask have shape {list(shape)}, larger than the pointers' "
+                                 f"{list(p.type.shape)}: a store writes one value per address (reduce the value "
+                                 "first, or address every element)", loc)
     v = sem.converted(value, p.type.dtype, shape, loc)
     tr.emit(cls(sem.broadcast_to(p, shape, loc), v, None if m is None else sem.broadcast_to(m, shape, loc), loc=loc))
 
@@ -405,6 +409,16 @@ def keep_dims(reduced, x: Value, axis, keep: bool, loc: Loc):
     return ExpandDims(reduced, static_int(axis, "the reduction axis", loc) % len(shape), loc=loc)
 
 
+def summed(x, dtype, loc: Loc):
+    """`x` as a sum or product computes it: in `dtype` when given, else integers narrower than 32 bits in 32 bits
+    (as Triton does, so that a sum of bytes does not wrap around)."""
+    if dtype is not None:
+        return sem.cast(x, parse_dtype(dtype, loc), loc) if isinstance(x, Value) else x
+    if isinstance(x, Value) and not isinstance(x.type, PtrType) and x.type.dtype.is_int and x.type.dtype.bits < 32:
+        return sem.cast(x, DType.I32 if x.type.dtype.is_signed else DType.U32, loc)
+    return x
+
+
 def _reduce(op: ReduceOp):
     def reduce(tr, loc, x, axis, keep):
         return keep_dims(impl(tr, loc, x, axis), x, axis, keep, loc)
@@ -427,6 +441,13 @@ def _reduce(op: ReduceOp):
             raise ShapeMismatchError(f"axis {ax} is out of range for a {len(shape)}-D tile", loc)
         return Reduce(op, x, ax % len(shape), loc=loc)
     return reduce
+
+
+_SUM = _reduce(ReduceOp.SUM)
+
+
+def _sum(tr, loc, x, axis, keep, dtype):
+    return _SUM(tr, loc, summed(x, dtype, loc), axis, keep)
 
 
 def _per_thread(x, what, loc):
@@ -513,7 +534,7 @@ BUILTINS = {
     L.load: load, L.store: store, L.tile_load: tile_load, L.tile_store: tile_store, L.zeros: zeros, L.dot: dot,
     L.tile_range: tile_range, L.exp: _math("exp"), L.log: _math("log"), L.sqrt: _math("sqrt"),
     L.abs: _math("abs"), L.tanh: _math("tanh"), L.where: where, L.maximum: maximum, L.minimum: minimum,
-    L.sum: _reduce(ReduceOp.SUM), L.max: _reduce(ReduceOp.MAX), L.min: _reduce(ReduceOp.MIN),
+    L.sum: _sum, L.max: _reduce(ReduceOp.MAX), L.min: _reduce(ReduceOp.MIN),
     L.thread_id: lambda tr, loc: tr.bind(ThreadId(loc=loc), tr.hint or "tid", loc, force=True),
     L.simd_lane_id: lambda tr, loc: tr.bind(SimdLaneId(loc=loc), tr.hint or "lane", loc, force=True),
     L.simd_shuffle_xor: simd_shuffle_xor, L.simd_broadcast: simd_broadcast, L.simdgroup_role: simdgroup_role,

@@ -21,7 +21,7 @@ import math
 
 from metile import language as L
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_shape
+from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_shape, summed
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
 from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
@@ -174,8 +174,8 @@ def _arg(op: ReduceOp):
 
 
 def _scan(op: ReduceOp, name: str):
-    def impl(tr, loc, x, axis, reverse):
-        x = _tile(x, name, loc)
+    def impl(tr, loc, x, axis, reverse, dtype):
+        x = _tile(summed(x, dtype, loc), name, loc)
         if not isinstance(reverse, bool):
             raise KernelTypeError(f"metile.{name}(): reverse must be True or False, not {reverse!r}", loc)
         return Scan(op, x, _axis(axis, x.type.shape, loc), reverse, loc=loc)
