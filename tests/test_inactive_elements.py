@@ -17,6 +17,7 @@ from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from tests.acceptance_kernels import docs_examples as docs
 from tests.acceptance_kernels import seed_examples as seed
+from tests.test_seed_examples import softmax_identity
 
 F32 = np.zeros(16, np.float32)
 
@@ -111,33 +112,8 @@ def test_a_loop_started_from_a_partly_inactive_tile_carries_its_activity(n):
     assert out[0] == x.max()
 
 
-@metile.kernel
-def softmax_identity_style(X, Y, n_cols, BLOCK: metile.constexpr):
-    """A softmax whose masked-off elements meet the reductions and the loops only through `where` (Triton's habit)."""
-    row = metile.program_id(0)
-    run_max = -3.0e38
-    for c0 in metile.tile_range(0, n_cols, BLOCK):
-        cols = c0 + metile.arange(0, BLOCK)
-        ok = cols < n_cols
-        x = metile.load(X + row * n_cols + cols, mask=ok)
-        run_max = metile.maximum(run_max, metile.where(ok, x, -3.0e38))
-    row_max = metile.max(run_max)
-    run_sum = 0.0
-    for c0 in metile.tile_range(0, n_cols, BLOCK):
-        cols = c0 + metile.arange(0, BLOCK)
-        ok = cols < n_cols
-        x = metile.load(X + row * n_cols + cols, mask=ok)
-        run_sum = run_sum + metile.where(ok, metile.exp(x - row_max), 0.0)
-    denom = metile.sum(run_sum)
-    for c0 in metile.tile_range(0, n_cols, BLOCK):
-        cols = c0 + metile.arange(0, BLOCK)
-        ok = cols < n_cols
-        x = metile.load(X + row * n_cols + cols, mask=ok)
-        metile.store(Y + row * n_cols + cols, metile.exp(x - row_max) / denom, mask=ok)
-
-
 def test_kernels_without_inactive_elements_are_returned_as_they_are():
-    for k in (softmax_identity_style.trace(F32, F32, 300, BLOCK=256),     # the identity style: nothing to skip
+    for k in (softmax_identity.trace(F32, F32, 300, BLOCK=256),           # the identity style: nothing to skip
               docs.vec_add.trace(F32, F32, F32, 10, BLOCK=256),            # masked loads no reduction reads
               docs.matmul.trace(F32, F32, F32, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)):
         assert skip_inactive(fold_constants(k)) is fold_constants(k)
