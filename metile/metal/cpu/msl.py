@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import attrs
 
+from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token, rewrite_float_literal, split_top_level, tokenize
 from metile.metal.msl_signature import (
@@ -68,7 +69,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     errors = SourceErrors(src, metal_name)
     tokens = lex(src, errors)
     _refuse_unsupported(tokens, errors)
-    edits: list[tuple[int, int, str]] = []
+    edits: list[tuple[int, int, str]] = address_space_edits(src, tokens, errors)
     kernels: list[KernelSignature] = []
     slot = 0
     depth = 0
