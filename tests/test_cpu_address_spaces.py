@@ -216,20 +216,31 @@ float twice(thread float& x) { return 2.0f * x; }
 float twice(device float& x) { return 3.0f * x; }
 #endif
 constant float scale = 4.0f;
-kernel void k(device float* out [[buffer(0)]], uint thread_position [[thread_position_in_grid]]) {
+// differ in const as well: kept both, which is right as long as their bodies agree
+struct no_mask {
+  char x;
+  operator bool() thread { return true; }
+  operator bool() const threadgroup { return true; }
+  operator bool() const device { return true; }
+};
+kernel void k(device float* out [[buffer(0)]], device no_mask* masks [[buffer(1)]],
+              uint thread_position [[thread_position_in_grid]]) {
   thread_t a{1};
   device_t b{2};
   float y = float(thread_position);
-  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value;
+  no_mask m{0};
+  float on = (m && masks[thread_position]) ? 1.0f : 0.0f;
+  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value + on;
 }
 """
 
 
 def test_identifiers_containing_address_space_words_are_other_words(cpu):
     out = np.zeros(4, np.float32)
+    masks = np.zeros(4, np.int8)
     fn = cpu.compile(TOKENS, name="tokens.metal").function("k")
-    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out])
-    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12)
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out, masks])
+    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12 + 1)
 
 
 def test_overloads_with_different_bodies_are_refused_naming_both_lines(cpu):
@@ -269,6 +280,10 @@ kernel void k(device int* out [[buffer(0)]]) { out[0] = space_of<device int*>::v
         translate(spec, "spec.metal")
     assert f"spec.metal:{line_of(spec, 'struct space_of<device')}" in str(info.value)
     assert info.value.loc.line == line_of(spec, "struct space_of<threadgroup")
+    by_const = member.replace("float get() const thread", "float get() thread")
+    with pytest.raises(metile.MSLUnsupportedError, match="address space and const.*by const alone") as info:
+        translate(by_const, "member.metal")
+    assert info.value.loc.line == line_of(member, "float get() const device")
 
 
 def test_line_markers_inside_and_before_merged_declarations(cpu):

@@ -111,7 +111,26 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
             if raw != keep_raw:
                 dropped.add(d)
                 edits += _blank(sc, src, d)
+    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms if m[0] not in dropped])
     return edits, dropped
+
+
+def _refuse_choice_by_const(sc: Scan, src: str, errors: SourceErrors,
+                            kept: list[tuple[Decl, tuple[str, ...]]]) -> None:
+    """Refuse definitions that differ in address space and in `const` (`T get() thread` and
+    `T get() const device`) and whose bodies differ: with one address space, overload resolution would
+    choose between them by const alone (a non-const device object would run the thread body)."""
+    groups: dict[tuple, list[tuple[Decl, tuple[str, ...]]]] = {}
+    for d, raw in kept:
+        if d.has_body:
+            loose = tuple(x for x in raw if x not in ADDRESS_SPACES and x not in ("const", "volatile"))
+            groups.setdefault((d.scope, d.branch, loose), []).append((d, raw))
+    for members in groups.values():
+        for n, (second, raw2) in enumerate(members):
+            for first, raw1 in members[:n]:
+                if [x for x in raw1 if x in ADDRESS_SPACES] != [x for x in raw2 if x in ADDRESS_SPACES] \
+                        and _erased_body(sc, first) != _erased_body(sc, second):
+                    raise _differing_bodies(sc, src, errors, first, second, " and const")
 
 
 def _erased_body(sc: Scan, d: Decl) -> tuple[str, ...]:
@@ -119,13 +138,16 @@ def _erased_body(sc: Scan, d: Decl) -> tuple[str, ...]:
                  if t.kind is not Tok.DIRECTIVE and not (t.kind is Tok.IDENT and t.text in ADDRESS_SPACES))
 
 
-def _differing_bodies(sc: Scan, src: str, errors: SourceErrors, first: Decl, second: Decl) -> MSLCompileError:
+def _differing_bodies(sc: Scan, src: str, errors: SourceErrors, first: Decl, second: Decl,
+                      also: str = "") -> MSLCompileError:
     at = logical_loc(sc, first.start, errors)
+    then = ("calls would choose between them by const alone" if also
+            else "they would be one function there, and it cannot run both")
     return error_at(
         sc, second.start, errors,
         f"`{head_text(sc, src, second)}` and `{head_text(sc, src, first)}` (at {at.file}:{at.line}) differ "
-        "only in address space, and their bodies differ; the CPU device has a single address space, so "
-        "they would be one function there, and it cannot run both",
+        f"only in address space{also}, and their bodies differ; the CPU device has a single address space, "
+        f"so {then}",
         MSLUnsupportedError)
 
 
