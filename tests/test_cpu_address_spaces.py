@@ -41,6 +41,8 @@ struct cplx {
   operator float2() const threadgroup { return float2(re, im); }
   operator float2() const device { return float2(re, im); }
   operator float2() const constant { return float2(re, im); }
+  float re_of() const thread { return re; }
+  float re_of() const device;                     // declared in one space, defined in-class in another
   float norm2() const thread;
   float norm2() const device;
   float norm2() const constant;
@@ -77,7 +79,7 @@ kernel void k(device cplx* io [[buffer(0)]], constant cplx* cin [[buffer(1)]],
   threadgroup pair_t<float> tp[8];
   tp[lid] = p;
   out[i * 6 + 0] = here.norm2();
-  out[i * 6 + 1] = io[i].norm2() + cin[i].norm2();
+  out[i * 6 + 1] = io[i].norm2() + cin[i].norm2() + io[i].re_of() - here.re_of();
   out[i * 6 + 2] = from_device.x + from_device.y;
   out[i * 6 + 3] = from_tg.x;
   out[i * 6 + 4] = p.sum() + pairs[i].sum();
@@ -99,7 +101,7 @@ def test_conversions_constructors_and_members_on_four_address_spaces(cpu):
     cpu.dispatch_threads(fn, (n, 1, 1), (n, 1, 1), [io, cin, out, pairs])
     o = out.reshape(n, 6)
     np.testing.assert_allclose(o[:, 0], (cin ** 2).sum(1), rtol=1e-6)
-    np.testing.assert_allclose(o[:, 1], (io0 ** 2).sum(1) + (cin ** 2).sum(1), rtol=1e-6)
+    np.testing.assert_allclose(o[:, 1], (io0 ** 2).sum(1) + (cin ** 2).sum(1) + io0[:, 0] - cin[:, 0], rtol=1e-6)
     np.testing.assert_allclose(o[:, 2], io0.sum(1), rtol=1e-6)
     np.testing.assert_array_equal(o[:, 3], np.arange(n)[::-1])
     np.testing.assert_allclose(o[:, 4], 2 * pairs.sum(1), rtol=1e-6)

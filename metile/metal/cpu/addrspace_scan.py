@@ -242,7 +242,7 @@ class _Walker:
                 j += 1
                 continue
             if x == ";":
-                self._add(scope, branch, i, j + 1, j + 1, False, kernel, templated)
+                self._add(scope, branch, i, j, j + 1, False, kernel, templated)
                 return j + 1
             if x == "=" and t[j - 1].text != "operator":
                 assign = True
