@@ -150,6 +150,11 @@ template <typename T> void bump(threadgroup T& x, T by) { x += by; }
 float first(const thread float* p) { return p[0]; }
 float first(const device float* p) { return p[0]; }
 float first(const constant float* p) { return p[0]; }
+
+float add_one(device const float& x);       // declared first and used before the other spaces appear
+float use_add_one(device const float* p) { return add_one(*p); }
+float add_one(thread const float& x) { return x + 1.0f; }
+float add_one(device const float& x) { return x + 1.0f; }
 }  // namespace ops
 
 // same names, other scopes: not overloads of each other, so their different bodies are fine
@@ -178,7 +183,7 @@ kernel void k(device const float* x [[buffer(0)]], constant float* c [[buffer(1)
   out[i * 8 + 3] = load_twice(local, 1u);
   out[i * 8 + 4] = ops::first(x + i) + ops::first(c + i) + ops::first(local);
   out[i * 8 + 5] = other::first(x + i);
-  out[i * 8 + 6] = A().get(x + i) + B().get(x + i);
+  out[i * 8 + 6] = A().get(x + i) + B().get(x + i) + ops::use_add_one(x + i);
   out[i * 8 + 7] = float(tgi[lid]);
 }
 """
@@ -200,7 +205,7 @@ def test_specializations_and_free_overloads_on_pointer_and_reference_spaces(cpu)
     np.testing.assert_allclose(o[:, 3], 6.0)
     np.testing.assert_allclose(o[:, 4], 2 * x[:n] + c)
     np.testing.assert_allclose(o[:, 5], x[1:n + 1])
-    np.testing.assert_allclose(o[:, 6], x[:n] + x[2:n + 2])
+    np.testing.assert_allclose(o[:, 6], x[:n] + x[2:n + 2] + x[:n] + 1)
     np.testing.assert_array_equal(o[:, 7], 5.0)
     np.testing.assert_array_equal(acc, 100 + i + 10)
 

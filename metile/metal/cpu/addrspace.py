@@ -6,15 +6,19 @@ constructor may be defined once per address space of its object (`operator vec<T
 (`S<thread T*>`, `S<device T*>`), and a free function may be overloaded on the address space of a reference
 or pointer (`f(thread T&)`, `f(device T&)`). The compatibility header defines those words as nothing, so
 such overloads would become redefinitions. With one address space they are one function when their bodies
-are the same once the words are erased from them too: `merge_overloads` keeps the first and blanks the
-others (line breaks and directives stay, so `#line` mapping holds). Overloads whose bodies differ are
+are the same once the words are erased from them too: `merge_overloads` keeps one and blanks the others
+(line breaks and directives stay, so `#line` mapping holds). Overloads whose bodies differ are
 refused: keeping either would run the wrong code for the callers of the other.
 
 Collisions are looked for among the declarations of one namespace (namespaces reopen) or one class body,
 in one branch of `#if` directives, comparing heads token by token: a template head is part of a head, and
-`integral_constant` or `thread_position_in_grid` are other words than `constant` and `thread`. A
-declaration is the group's definition if it has a body; declarations without one (in-class declarations
-of members defined out of class, prototypes) follow the definition's choice.
+`integral_constant` or `thread_position_in_grid` are other words than `constant` and `thread`. The
+variant kept is the one declared first among those defined in the group (so that uses between a prototype
+and the definitions still see a declaration); declarations without a body (prototypes, in-class
+declarations of members defined out of class, which group with the out-of-class definitions of their own
+scope) follow that choice. Definitions that differ in address space and in `const` (`T get() thread` and
+`T get() const device`) stay overloads, chosen by const alone on the CPU: they are refused when their
+bodies differ.
 
 The same scan catches the commonest address-space mistake that the single address space would otherwise
 run: a pointer declared in one address space and initialized from a parameter (or a local) that points
@@ -103,7 +107,10 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
         if len(members) < 2 or len({raw for _, raw in members}) < 2:
             continue
         definitions = [(d, raw) for d, raw in members if d.has_body]
-        keep, keep_raw = definitions[0] if definitions else members[0]
+        # keep the variant declared first among those defined here, so that earlier uses still see a declaration
+        defined = {raw for _, raw in definitions}
+        keep_raw = next((raw for _, raw in members if raw in defined), members[0][1])
+        keep = next((d for d, raw in definitions if raw == keep_raw), members[0][0])
         for d, raw in definitions:
             if raw != keep_raw and _erased_body(sc, d) != _erased_body(sc, keep):
                 raise _differing_bodies(sc, src, errors, keep, d)
