@@ -287,6 +287,19 @@ kernel void k(device int* out [[buffer(0)]]) { out[0] = space_of<device int*>::v
         translate(spec, "spec.metal")
     assert f"spec.metal:{line_of(spec, 'struct space_of<device')}" in str(info.value)
     assert info.value.loc.line == line_of(spec, "struct space_of<threadgroup")
+    widened = HEAD + """
+template <typename T> struct is_dev { static constant bool value = false; };
+template <typename T> struct is_dev<device T*> { static constant bool value = true; };
+kernel void k(device int* out [[buffer(0)]]) { out[0] = is_dev<device int*>::value; }
+"""
+    with pytest.raises(metile.MSLUnsupportedError, match=r"on the device address space but not on constant, "
+                       r"thread, threadgroup.*struct is_dev` \(at widened\.metal:4\)") as info:
+        translate(widened, "widened.metal")
+    assert info.value.loc.line == 5
+    # an empty primary says nothing the other spaces could get wrong; a pair of spaces is still partial
+    translate(widened.replace("struct is_dev { static constant bool value = false; };", "struct is_dev {};"))
+    with pytest.raises(metile.MSLUnsupportedError, match="on the device and threadgroup address space"):
+        translate(widened.replace("<device T*>", "<threadgroup T*>") + widened.split("\n")[4] + "\n")
     by_const = member.replace("float get() const thread", "float get() thread")
     with pytest.raises(metile.MSLUnsupportedError, match="address space and const.*by const alone") as info:
         translate(by_const, "member.metal")

@@ -119,7 +119,44 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
                 dropped.add(d)
                 edits += _blank(sc, src, d)
     _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms if m[0] not in dropped])
+    _refuse_widened_specializations(sc, src, errors, groups)
     return edits, dropped
+
+
+def _refuse_widened_specializations(sc: Scan, src: str, errors: SourceErrors, groups: dict) -> None:
+    """Refuse specializations on some address spaces only (`is_dev<device T*>`) of a template whose primary
+    definition says something: with the words erased they would also take the other spaces' pointers,
+    which get the primary on Metal."""
+    toks = sc.tokens
+    primaries: dict[tuple, Decl] = {}
+    for d in sc.decls:
+        if d.is_class and d.name_at >= 0 and toks[d.name_at + 1].text != "<":
+            primaries.setdefault((d.scope, toks[d.name_at].text), d)
+    for members in groups.values():
+        d = members[0][0]
+        if not d.is_class or d.name_at < 0 or toks[d.name_at + 1].text != "<":
+            continue
+        spaces = {x for m, _ in members for x in _argument_words(sc, m, upto=":") if x in _POINTER_SPACES}
+        primary = primaries.get((d.scope, toks[d.name_at].text))
+        if not spaces or spaces >= _POINTER_SPACES or primary is None or primary.opaque:
+            continue
+        if toks[primary.head_end + 1].text == "}" and ":" not in _argument_words(sc, primary):
+            continue  # an empty primary: Metal would refuse the other spaces' uses, which cannot run wrong here
+        at = logical_loc(sc, primary.start, errors)
+        others = ", ".join(sorted(_POINTER_SPACES - spaces))
+        raise error_at(
+            sc, d.start, errors,
+            f"`{head_text(sc, src, d)}` specializes on the {' and '.join(sorted(spaces))} address space but not "
+            f"on {others}; the CPU device has a single address space, so it would also take the {others} "
+            f"pointers that get `{head_text(sc, src, primary)}` (at {at.file}:{at.line}) on Metal",
+            MSLUnsupportedError)
+
+
+def _argument_words(sc: Scan, d: Decl, upto: str = "") -> list[str]:
+    """The words of a class head after its name: specialization arguments, then base classes (not with
+    upto=":")."""
+    words = sc.texts[d.name_at + 1:d.head_end]
+    return words[:words.index(upto)] if upto in words else words
 
 
 def _refuse_choice_by_const(sc: Scan, src: str, errors: SourceErrors,
