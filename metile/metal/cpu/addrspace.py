@@ -18,7 +18,8 @@ and the definitions still see a declaration); declarations without a body (proto
 declarations of members defined out of class, which group with the out-of-class definitions of their own
 scope) follow that choice. Definitions that differ in address space and in `const` (`T get() thread` and
 `T get() const device`) stay overloads, chosen by const alone on the CPU: they are refused when their
-bodies differ.
+bodies differ. A class template specialized on some address spaces but not all (`is_dev<device T*>`) whose
+primary definition is not empty is refused too: erased, the specialization would take every pointer.
 
 The same scan catches the commonest address-space mistake that the single address space would otherwise
 run: a pointer declared in one address space and initialized from a parameter (or a local) that points
