@@ -210,7 +210,8 @@ def test_specializations_and_free_overloads_on_pointer_and_reference_spaces(cpu)
     np.testing.assert_array_equal(acc, 100 + i + 10)
 
 
-# Words that only contain an address-space word, and overloads in branches of #if, are left alone.
+# Words that only contain an address-space word, overloads in branches of #if, and overloads on const
+# that the address spaces do not decide, are left alone.
 TOKENS = HEAD + """
 struct thread_t { int v; };
 struct device_t { int v; };
@@ -230,24 +231,35 @@ struct no_mask {
   operator bool() const threadgroup { return true; }
   operator bool() const device { return true; }
 };
+// overloads on const defined alike in every space choose alike on the CPU, whatever their bodies
+struct cell {
+  float v;
+  float at() thread { return v; }
+  float at() device { return v; }
+  float at() const thread { return v + 100.0f; }
+  float at() const device { return v + 100.0f; }
+};
 kernel void k(device float* out [[buffer(0)]], device no_mask* masks [[buffer(1)]],
-              uint thread_position [[thread_position_in_grid]]) {
+              device cell* cells [[buffer(2)]], uint thread_position [[thread_position_in_grid]]) {
+  const device cell* fixed = cells;
   thread_t a{1};
   device_t b{2};
   float y = float(thread_position);
   no_mask m{0};
   float on = (m && masks[thread_position]) ? 1.0f : 0.0f;
-  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value + on;
+  float c = cells[thread_position].at() + fixed[thread_position].at();
+  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value + on + c;
 }
 """
 
 
-def test_identifiers_containing_address_space_words_are_other_words(cpu):
+def test_what_is_not_an_address_space_overload_is_left_alone(cpu):
     out = np.zeros(4, np.float32)
     masks = np.zeros(4, np.int8)
+    cells = np.arange(4, dtype=np.float32) * 10
     fn = cpu.compile(TOKENS, name="tokens.metal").function("k")
-    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out, masks])
-    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12 + 1)
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out, masks, cells])
+    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12 + 1 + 2 * cells + 100)
 
 
 def test_overloads_with_different_bodies_are_refused_naming_both_lines(cpu):

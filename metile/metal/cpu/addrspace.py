@@ -119,7 +119,7 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
             if raw != keep_raw:
                 dropped.add(d)
                 edits += _blank(sc, src, d)
-    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms if m[0] not in dropped])
+    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms])
     _refuse_widened_specializations(sc, src, errors, groups)
     return edits, dropped
 
@@ -161,21 +161,25 @@ def _argument_words(sc: Scan, d: Decl, upto: str = "") -> list[str]:
 
 
 def _refuse_choice_by_const(sc: Scan, src: str, errors: SourceErrors,
-                            kept: list[tuple[Decl, tuple[str, ...]]]) -> None:
-    """Refuse definitions that differ in address space and in `const` (`T get() thread` and
-    `T get() const device`) and whose bodies differ: with one address space, overload resolution would
-    choose between them by const alone (a non-const device object would run the thread body)."""
-    groups: dict[tuple, list[tuple[Decl, tuple[str, ...]]]] = {}
-    for d, raw in kept:
+                            members: list[tuple[Decl, tuple[str, ...]]]) -> None:
+    """Refuse definitions that differ in `const` and are not defined in the same address spaces
+    (`T get() thread` and `T get() const device`) when their bodies differ: with one address space, calls
+    choose between them by const alone (a non-const device object would run the thread body), while on
+    Metal the object's space chooses. Overloads on const defined alike in every space choose alike."""
+    groups: dict[tuple, dict[tuple[str, ...], list]] = {}
+    for d, raw in members:
         if d.has_body:
-            loose = tuple(x for x in raw if x not in ADDRESS_SPACES and x not in ("const", "volatile"))
-            groups.setdefault((d.scope, d.branch, loose), []).append((d, raw))
-    for members in groups.values():
-        for n, (second, raw2) in enumerate(members):
-            for first, raw1 in members[:n]:
-                if [x for x in raw1 if x in ADDRESS_SPACES] != [x for x in raw2 if x in ADDRESS_SPACES] \
-                        and _erased_body(sc, first) != _erased_body(sc, second):
-                    raise _differing_bodies(sc, src, errors, first, second, " and const")
+            erased = tuple(x for x in raw if x not in ADDRESS_SPACES)
+            loose = tuple(x for x in erased if x not in ("const", "volatile"))
+            variants = groups.setdefault((d.scope, d.branch, loose), {})
+            variants.setdefault(erased, []).append((d, tuple(x for x in raw if x in ADDRESS_SPACES)))
+    for variants in groups.values():
+        if len(variants) < 2 or len({frozenset(sp for _, sp in ds) for ds in variants.values()}) < 2:
+            continue
+        first = [ds[0][0] for ds in variants.values()]
+        for second in first[1:]:
+            if _erased_body(sc, first[0]) != _erased_body(sc, second):
+                raise _differing_bodies(sc, src, errors, first[0], second, " and const")
 
 
 def _erased_body(sc: Scan, d: Decl) -> tuple[str, ...]:
