@@ -284,3 +284,53 @@ def test_mlx_steel_gemm_constants_are_found_in_its_header():
                                "200: bool align_M; 201: bool align_N; 202: bool align_K")
     assert [c.name for c in table.required("k")] == ["use_out_source", "do_axpby"]
     assert "#define __mt_function_constant_unknown_to_metile_110 = bool(__MT_FC_VALUE_do_axpby)" in tr.cpp
+
+
+# -- the Apple GPU device, on the C stand-in for its shim ----------------------------------------------------------
+def _hex(values: bytes) -> str:
+    return values.ljust(32, b"\0").hex()
+
+
+def test_metal_device_passes_values_through_function_constant_values(stub, make_device):
+    dev = make_device()
+    lib = dev.compile(SCALARS, name="scalars.metal")
+    stub.clear_log()
+    fn = lib.function("k", constants={0: 3, "scale": 1.5, 3: np.uint32(7), "bias": 0.5})
+    (line,) = stub.calls("pipeline_create_specialized")
+    assert line.endswith("function=k"
+                         f" constant=#0:29:{_hex(np.int32(3).tobytes())}"
+                         f" constant=scale:3:{_hex(np.float32(1.5).tobytes())}"
+                         f" constant=#3:33:{_hex(np.uint32(7).tobytes())}"
+                         f" constant=bias:16:{_hex(np.float16(0.5).tobytes())}")
+    assert lib.function("k", constants={"count": 3, 1: 1.5, 3: 7, 2: 0.5}) is fn
+    assert len(stub.calls("pipeline_create_specialized")) == 1
+
+
+def test_metal_device_specialises_every_function_of_a_library_with_constants(stub, make_device):
+    """Metal cannot build a pipeline from a function that has function constants without specialising it."""
+    dev = make_device()
+    src = HEAD + """
+constant int a [[function_constant(4)]];
+kernel void k(device int* out [[buffer(0)]]) { out[0] = is_function_constant_defined(a) ? a : -1; }
+"""
+    lib = dev.compile(src, name="defined.metal")
+    stub.clear_log()
+    lib.function("k")
+    assert [line.endswith("function=k") for line in stub.calls("pipeline_create_specialized")] == [True]
+    assert stub.calls("pipeline_create") == []
+    plain = dev.compile(HEAD + "kernel void p(device int* o [[buffer(0)]]) { o[0] = 1; }", name="plain.metal")
+    plain.function("p")
+    assert len(stub.calls("pipeline_create")) == 1
+
+
+def test_metal_device_refuses_what_the_cpu_device_refuses(make_device):
+    dev = make_device()
+    lib = dev.compile(ADDMM, name="addmm.metal")
+    with pytest.raises(FunctionConstantError, match=r"requires a value for function constant\(s\) `use_out_source`"):
+        lib.function("addmm")
+    with pytest.raises(FunctionConstantError, match=r"is a bool; got 1"):
+        lib.function("addmm", constants={100: 1, 110: False, 10: False})
+    with pytest.raises(FunctionConstantError, match="no function constant with index 5"):
+        lib.function("addmm", constants={5: True})
+    fn = lib.function("addmm", constants={100: False, 110: False, 10: False})
+    assert [p.index for p in fn.signature.buffers] == [0, 1, 3, 4]
