@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import attrs
 
-from metile.metal import function_constants
+from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
@@ -109,8 +109,8 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
     # function constants (metile/metal/function_constants.py, cpu/function_constants.py)
-    headers = function_constants.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
-    constants = function_constants.scan(tokens, errors, tuple(kernels), headers)
+    headers = function_constant_scan.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
+    constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
     body = _apply_edits(src, edits)
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
