@@ -116,6 +116,7 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
 
 def test_int_float_half_constants_by_index_and_by_name(cpu):
     lib = cpu.compile(SCALARS, name="scalars.metal")
+    assert lib.function_constants.listing() == "0: int count; 1: float scale; 2: half bias; 3: uint mask"
     out = np.zeros(2, np.float32)
     fn = lib.function("k", constants={0: 3, "scale": 1.5, "mask": 0xF1})
     cpu.dispatch_threads(fn, 2, 2, [out])
