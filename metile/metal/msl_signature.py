@@ -56,6 +56,7 @@ class Param:
     attribute: str = ""     # position attribute name
     is_reference: bool = False
     line: int = 0
+    function_constant: str = ""   # [[buffer(i), function_constant(b)]]: present only when the bool b is true
 
     @property
     def address_space(self) -> str:
@@ -198,7 +199,8 @@ def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, edits: list)
         if aname == "threadgroup" and "threadgroup" not in type_text.split():
             raise errors.at(decl[0], f"[[threadgroup({index})]] parameter `{name}` must be a threadgroup pointer")
         kind = ParamKind.BUFFER if aname == "buffer" else ParamKind.THREADGROUP
-        return Param(name, kind, type_text, index=index, is_reference=is_ref, line=decl[-1].line)
+        return Param(name, kind, type_text, index=index, is_reference=is_ref, line=decl[-1].line,
+                     function_constant=_function_constant_attribute(attr, errors))
     if aname in POSITION_ATTRIBUTES:
         _, comps = POSITION_ATTRIBUTES[aname]
         base = type_text.split()[-1] if type_text else ""
@@ -209,6 +211,17 @@ def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, edits: list)
         return Param(name, ParamKind.POSITION, type_text, attribute=aname, line=decl[-1].line)
     raise errors.at(attr[0] if attr else run[a0], f"unsupported kernel parameter attribute [[{aname}]]",
                     MSLUnsupportedError)
+
+
+def _function_constant_attribute(attr: list[Token], errors: SourceErrors) -> str:
+    """The `b` of a `function_constant(b)` in a parameter's attribute list, or ""."""
+    for n, t in enumerate(attr):
+        if t.kind is Tok.IDENT and t.text == "function_constant":
+            if n + 3 >= len(attr) or attr[n + 1].text != "(" or attr[n + 2].kind is not Tok.IDENT \
+                    or attr[n + 3].text != ")":
+                raise errors.at(t, "expected function_constant(name) with the name of a bool constant")
+            return attr[n + 2].text
+    return ""
 
 
 def _check_params(params: list[Param], errors: SourceErrors, fn: Token) -> None:

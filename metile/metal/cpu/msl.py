@@ -16,6 +16,9 @@ from __future__ import annotations
 import attrs
 
 from metile.metal.cpu.addrspace import address_space_edits
+from metile.metal import function_constant_scan, function_constants
+from metile.metal.cpu import function_constants as cpu_function_constants
+from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token, rewrite_float_literal, split_top_level, tokenize
 from metile.metal.msl_signature import (
@@ -55,6 +58,7 @@ class Translation:
     kernels: tuple[KernelSignature, ...]
     metal_name: str
     threadgroup_slots: int
+    function_constants: function_constants.ConstantTable = function_constants.EMPTY
 
     def kernel(self, name: str) -> KernelSignature | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -64,8 +68,10 @@ def entry_symbol(kernel_name: str) -> str:
     return f"__mt_entry_{kernel_name}"
 
 
-def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h") -> Translation:
-    """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring)."""
+def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h",
+              include_dirs: tuple = ()) -> Translation:
+    """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring). `include_dirs` are
+    where the C++ compiler looks for the source's `#include "..."` files."""
     errors = SourceErrors(src, metal_name)
     tokens = lex(src, errors)
     _refuse_unsupported(tokens, errors)
@@ -103,9 +109,14 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     if not kernels:
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
+    # function constants (metile/metal/function_constants.py, cpu/function_constants.py)
+    headers = function_constant_scan.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
+    constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
+    edits += cpu_function_constants.edits(constants)
     body = _apply_edits(src, edits)
-    cpp = _assemble(body, kernels, metal_name, header)
-    return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot)
+    cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
+    return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
+                       function_constants=constants)
 
 
 def _refuse_unsupported(tokens: list[Token], errors: SourceErrors) -> None:
