@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import attrs
 
-from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
+from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token, rewrite_float_literal, split_top_level, tokenize
