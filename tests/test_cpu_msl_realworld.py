@@ -166,7 +166,7 @@ def test_includes_from_include_dirs_and_beside_the_file(cpu, tmp_path):
     out = np.zeros(4, np.float32)
     cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out])
     np.testing.assert_array_equal(out, np.arange(4) * 2 + 5)
-    with pytest.raises(metile.MSLCompileError, match="ops.h: No such file") as e:
+    with pytest.raises(metile.MSLCompileError, match="lib/ops.h") as e:
         cpu.compile(None, path=path)                       # without the include directory
     assert (e.value.loc.file, e.value.loc.line) == (str(tmp_path / "local.h"), 2)
 

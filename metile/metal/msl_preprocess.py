@@ -162,7 +162,7 @@ def preprocessor_error(output: str, src: str, metal_name: str) -> MSLCompileErro
     if _UNSUPPORTED_MARK in msg:   # a stand-in header refusing: report the line that included it
         cls = MSLUnsupportedError
         msg = msg.split(_UNSUPPORTED_MARK, 1)[1].strip()
-        site = _INCLUDED_FROM.search(output[:m.start()])
+        site = _innermost_include(output[:m.start()])
         if site is not None:
             file, line, col = site.group(1), int(site.group(2)), 1
     msg = msg.removeprefix("#error ").strip()
@@ -170,6 +170,21 @@ def preprocessor_error(output: str, src: str, metal_name: str) -> MSLCompileErro
     lines = text.splitlines() if text is not None else []
     source_line = lines[line - 1] if 0 < line <= len(lines) else ""
     return cls(msg, Loc(file, line, max(col - 1, 0)), source_line=source_line, compiler_output=output)
+
+
+def _innermost_include(output: str) -> re.Match | None:
+    """The innermost `#include` of an include stack: g++ lists it first ("In file included from a.h:1,\n from
+    k.metal:3:"), clang last (one "In file included from" line each, outermost first)."""
+    block = []   # the include stack printed right before the error (not those of earlier warnings)
+    for line in reversed(output.rstrip("\n").split("\n")):
+        if _INCLUDED_FROM.match(line) is None:
+            break
+        block.append(line)
+    sites = [m for line in reversed(block) if (m := _INCLUDED_FROM.match(line)) is not None]
+    if not sites:
+        return None
+    clang = sum(s.group(0).startswith("In file included from") for s in sites) > 1
+    return sites[-1] if clang else sites[0]
 
 
 def _with_line_map(out: str, src: str, metal_name: str) -> Preprocessed:
