@@ -296,3 +296,16 @@ def test_function_constant_attributes_are_recorded():
                   "function_constant(has_c)]]) {}\n")
     (sig,) = kernel_signatures(src)
     assert [(p.index, p.function_constant) for p in sig.params] == [(0, ""), (5, "has_c")]
+
+
+def test_a_fault_in_an_included_header_names_its_line(cpu, tmp_path):
+    (tmp_path / "poke.h").write_text("#pragma once\n// writes far past the end\n"
+                                     "__attribute__((noinline)) void poke(device float* o, uint i) {\n"
+                                     "  o[i + 100000000] = 1.0;\n}\n")
+    src = HEAD + ('#include "poke.h"\n'
+                  "kernel void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+                  "  poke(o, i);\n}\n")
+    fn = cpu.compile(src, name="poke.metal", include_dirs=[tmp_path]).function("k")
+    with pytest.raises(metile.DeviceFault, match="invalid memory access") as e:
+        cpu.dispatch_threads(fn, (1, 1, 1), (1, 1, 1), [np.zeros(4, np.float32)])
+    assert (e.value.loc.file, e.value.loc.line) == (str(tmp_path / "poke.h"), 4)
