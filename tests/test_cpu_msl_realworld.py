@@ -309,3 +309,10 @@ def test_a_fault_in_an_included_header_names_its_line(cpu, tmp_path):
     with pytest.raises(metile.DeviceFault, match="invalid memory access") as e:
         cpu.dispatch_threads(fn, (1, 1, 1), (1, 1, 1), [np.zeros(4, np.float32)])
     assert (e.value.loc.file, e.value.loc.line) == (str(tmp_path / "poke.h"), 4)
+
+
+def test_bad_paths_are_msl_errors(cpu, tmp_path):
+    with pytest.raises(metile.MSLCompileError, match="does not exist"):
+        cpu.compile(HEAD, name="x.metal", include_dirs=[tmp_path / "nowhere"])
+    with pytest.raises(metile.MSLCompileError, match="cannot read the MSL file"):
+        cpu.compile(None, path=tmp_path / "missing.metal")

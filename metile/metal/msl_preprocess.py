@@ -10,8 +10,10 @@ of its lines back to the file and line it came from, for the front end's message
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +58,29 @@ def metal_version_code(language_version: str | None) -> int:
         return METAL_VERSION
     major, minor = (int(x) for x in language_version.split("."))
     return major * 100 + minor * 10
+
+
+def read_msl_file(path: Path) -> str:
+    """The text of an MSL file given by path (a file that cannot be read is an `MSLCompileError`)."""
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MSLCompileError(f"cannot read the MSL file {str(path)!r}: {e}") from None
+
+
+def include_directories(dirs) -> tuple[Path, ...]:
+    """`include_dirs=` as absolute paths (one path alone is taken as a list of one); a missing one is an error."""
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    out = []
+    for d in dirs:
+        if not isinstance(d, (str, os.PathLike)):
+            raise MSLCompileError(f"include_dirs holds paths, not {d!r}")
+        path = Path(d).resolve()
+        if not path.is_dir():
+            raise MSLCompileError(f"include directory {str(d)!r} does not exist")
+        out.append(path)
+    return tuple(out)
 
 
 def needs_preprocessing(src: str) -> bool:
@@ -126,7 +151,7 @@ def stub_headers(cache_dir: Path) -> Path:
 
 def _write_once(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")   # processes may race here
     tmp.write_text(text)
     tmp.replace(path)
 
@@ -143,7 +168,7 @@ def preprocess(src: str, metal_name: str, *, compiler: str, stub_dir: Path, incl
            *(f"-I{d}" for d in include_dirs), f"-I{stub_dir}", "-"]
     try:
         proc = subprocess.run(cmd, input=f'#line 1 "{quoted}"\n{src}', capture_output=True, text=True,
-                              cwd=stub_dir, timeout=300)
+                              errors="replace", cwd=stub_dir, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
         raise MSLCompileError(f"{metal_name}: cannot run the C preprocessor ({compiler}): {e}") from None
     if proc.returncode != 0:

@@ -26,7 +26,13 @@ from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import LaunchError, MSLCompileError
-from metile.metal.msl_preprocess import needs_preprocessing, preprocess, stub_headers
+from metile.metal.msl_preprocess import (
+    include_directories,
+    needs_preprocessing,
+    preprocess,
+    read_msl_file,
+    stub_headers,
+)
 from metile.metal.msl_signature import KernelSignature
 
 MAX_THREADS_PER_THREADGROUP = 1024
@@ -168,13 +174,11 @@ class CpuDevice:
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
         if not isinstance(source, str):
             raise MSLCompileError(f"compile() takes MSL source text, not {type(source).__name__}")
         metal_name = str(path) if path is not None else (name or "kernel.metal")
-        if isinstance(include_dirs, (str, os.PathLike)):
-            include_dirs = [include_dirs]
-        dirs = tuple(Path(d).resolve() for d in include_dirs)
+        dirs = include_directories(include_dirs)
         key = (source, metal_name, str(path.parent if path else ""), tuple(map(str, dirs)))
         with self._lock:
             lib = self._libraries.get(key)

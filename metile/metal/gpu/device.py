@@ -31,9 +31,11 @@ from metile.metal.gpu.stream import CommandStream
 from metile.metal.msl_preprocess import (
     Preprocessed,
     has_quoted_include,
+    include_directories,
     metal_version_code,
     needs_preprocessing,
     preprocess,
+    read_msl_file,
     stub_headers,
 )
 from metile.metal.msl_signature import KernelSignature, kernel_signatures
@@ -165,12 +167,10 @@ class MetalDevice:
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         include_dir = path.parent if path is not None else None
-        if isinstance(include_dirs, (str, os.PathLike)):
-            include_dirs = [include_dirs]
-        dirs = tuple(Path(d).resolve() for d in include_dirs)
+        dirs = include_directories(include_dirs)
         key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)))
         with self._lock:
             self._live_handle()
