@@ -107,6 +107,16 @@ class LineMap:
             return self.origins[line - 1]
         return self.main_name, line
 
+    def metal_headers(self) -> tuple[str, ...]:
+        """Metal's own headers the source included (by the stand-ins the preprocessor took), in order."""
+        names: list[str] = []
+        for file, _ in self.origins:
+            head, sep, rest = file.partition("/msl-stubs/")
+            name = rest.partition("/")[2] if sep else ""
+            if name and name not in names:
+                names.append(name)
+        return tuple(names)
+
     def user_file(self, file: str) -> str | None:
         """The text of `file` if the source or its includes are it (not a header of Metal's or the CPU device's)."""
         if not any(f == file for f, _ in self.origins):
@@ -135,16 +145,18 @@ class Preprocessed:
     line_map: LineMap
 
 
-def stub_headers(cache_dir: Path) -> Path:
-    """A folder of empty stand-ins for Metal's headers (and refusing ones for features the CPU device lacks)."""
-    folder = Path(cache_dir) / "msl-stubs" / STUB_VERSION
+def stub_headers(cache_dir: Path, *, refuse: bool = True) -> Path:
+    """A folder of empty stand-ins for Metal's headers; with `refuse`, those of features the CPU device lacks
+    stop the preprocessor with a message saying so (the Apple GPU has them all)."""
+    folder = Path(cache_dir) / "msl-stubs" / (STUB_VERSION + ("" if refuse else "-all"))
     marker = folder / ".complete"
     if marker.exists():
         return folder
     for name in _SUPPORTED_HEADERS:
         _write_once(folder / name, "")
     for name, what in UNSUPPORTED_HEADERS.items():
-        _write_once(folder / name, f"#error {_UNSUPPORTED_MARK} {what} are not supported by the CPU device yet\n")
+        _write_once(folder / name, f"#error {_UNSUPPORTED_MARK} {what} are not supported by the CPU device yet\n"
+                    if refuse else "")
     marker.write_text("ok\n")
     return folder
 

@@ -22,7 +22,7 @@ import attrs
 
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
-from metile.metal.errors import CompilerNotFoundError, DeviceError, LaunchError
+from metile.metal.errors import CompilerNotFoundError, DeviceError, LaunchError, MSLCompileError
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
@@ -187,21 +187,27 @@ class MetalDevice:
     def _preprocess(self, source: str, metal_name: str, dirs: tuple[Path, ...],
                     include_dir: Path | None) -> Preprocessed | None:
         """The source through the C preprocessor (for its kernel signatures, and for Metal's runtime compiler when
-        it includes files of its own); None when it needs none, or when no C++ compiler is there and it has no
-        quoted include (its signatures are then read from the text as written)."""
+        it includes files of its own); None when it needs none. When no C++ compiler is there, or the host's
+        preprocessor rejects what Metal's may take (a Metal header it does not know), and the source includes no
+        file of its own, the signatures are read from the text as written and Metal's compiler judges it."""
         if not needs_preprocessing(source):
             return None
+        own_includes = bool(dirs) or has_quoted_include(source)
         try:
             compiler = find_compiler(None)
+            return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
+                              stub_dir=stub_headers(self.options.cache_dir, refuse=False),
+                              source_dir=include_dir.resolve() if include_dir is not None else None,
+                              metal_version=metal_version_code(self.options.language_version))
         except CompilerNotFoundError as e:
-            if dirs or has_quoted_include(source):
+            if own_includes:
                 raise DeviceError(f"{metal_name} includes files of its own; reading its kernels then needs the "
                                   f"C preprocessor of a C++ compiler: {e}") from None
             return None
-        return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
-                          stub_dir=stub_headers(self.options.cache_dir),
-                          source_dir=include_dir.resolve() if include_dir is not None else None,
-                          metal_version=metal_version_code(self.options.language_version))
+        except MSLCompileError:
+            if own_includes:
+                raise
+            return None
 
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)
