@@ -198,7 +198,7 @@ def test_include_and_preprocessor_errors(cpu, tmp_path):
     assert (e.value.loc.file, e.value.loc.line) == (str(tmp_path / "tensor.h"), 1)
 
 
-def test_include_dirs_are_part_of_the_library_key(cpu, tmp_path):
+def test_include_dirs_and_header_contents_are_part_of_the_library_key(cpu, tmp_path):
     for n, value in ((1, "1.0"), (2, "2.0")):
         (tmp_path / f"d{n}").mkdir()
         (tmp_path / f"d{n}" / "v.h").write_text(f"#define V {value}\n")
@@ -209,7 +209,12 @@ def test_include_dirs_are_part_of_the_library_key(cpu, tmp_path):
         cpu.dispatch_threads(cpu.compile(src, name="v.metal", include_dirs=[tmp_path / f"d{n}"]).function("k"),
                              (1, 1, 1), (1, 1, 1), [out])
         got.append(out[0])
-    assert got == [1.0, 2.0]
+    (tmp_path / "d1" / "v.h").write_text("#define V 3.0\n")   # an edited header is read again
+    out = np.zeros(1, np.float32)
+    cpu.dispatch_threads(cpu.compile(src, name="v.metal", include_dirs=[tmp_path / "d1"]).function("k"),
+                         (1, 1, 1), (1, 1, 1), [out])
+    got.append(out[0])
+    assert got == [1.0, 2.0, 3.0]
 
 
 def test_max_total_threads_is_a_constant_expression(cpu):

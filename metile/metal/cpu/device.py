@@ -147,7 +147,7 @@ class CpuDevice:
         self.compiler: Compiler = find_compiler(options.compiler)
         self.rt = load_runtime(self.compiler, options.cache_dir)
         self.builder = KernelBuilder(self.compiler, options.cache_dir)
-        self._libraries: dict[tuple[str, str, str], CpuLibrary] = {}
+        self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -179,16 +179,16 @@ class CpuDevice:
             raise MSLCompileError(f"compile() takes MSL source text, not {type(source).__name__}")
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         dirs = include_directories(include_dirs)
-        key = (source, metal_name, str(path.parent if path else ""), tuple(map(str, dirs)))
+        pre = None
+        if needs_preprocessing(source):   # each time: the headers it includes may have changed
+            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
+                             stub_dir=stub_headers(self.options.cache_dir),
+                             source_dir=path.parent.resolve() if path is not None else None)
+        key = (source, metal_name, str(path.parent if path else ""), pre.text if pre is not None else None)
         with self._lock:
             lib = self._libraries.get(key)
         if lib is not None:
             return lib
-        pre = None
-        if needs_preprocessing(source):
-            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
-                             stub_dir=stub_headers(self.options.cache_dir),
-                             source_dir=path.parent.resolve() if path is not None else None)
         tr = translate(source, metal_name, preprocessed=pre)
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
         lib.handle(False)  # compile now so that errors surface at compile()

@@ -141,7 +141,7 @@ class MetalDevice:
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
                                     max_in_flight=options.max_in_flight)
-        self._libraries: dict[tuple[str, str, str], MetalLibrary] = {}
+        self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -171,12 +171,12 @@ class MetalDevice:
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         include_dir = path.parent if path is not None else None
         dirs = include_directories(include_dirs)
-        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)))
+        pre = self._preprocess(source, metal_name, dirs, include_dir)   # each time: its headers may have changed
+        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)), pre.text if pre else None)
         with self._lock:
             self._live_handle()
             lib = self._libraries.get(key)
             if lib is None:
-                pre = self._preprocess(source, metal_name, dirs, include_dir)
                 handle = self.compiler.library(source, metal_name, include_dir, include_dirs=dirs, preprocessed=pre)
                 sigs = (kernel_signatures(source, metal_name) if pre is None else
                         kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
