@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -28,6 +29,13 @@ from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
+from metile.metal.msl_preprocess import (
+    include_directories,
+    needs_preprocessing,
+    preprocess,
+    read_msl_file,
+    stub_headers,
+)
 from metile.metal.msl_signature import KernelSignature
 
 MAX_THREADS_PER_THREADGROUP = 1024
@@ -179,7 +187,7 @@ class CpuDevice:
         self.compiler: Compiler = find_compiler(options.compiler)
         self.rt = load_runtime(self.compiler, options.cache_dir)
         self.builder = KernelBuilder(self.compiler, options.cache_dir)
-        self._libraries: dict[tuple[str, str, str], CpuLibrary] = {}
+        self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -199,19 +207,29 @@ class CpuDevice:
         return ffi.buffer(mem, nbytes)
 
     # -- compilation ----------------------------------------------------------------------------------------------
-    def compile(self, source: str, *, name: str | None = None, path: str | os.PathLike | None = None) -> CpuLibrary:
-        """Compile MSL text. `name` (or `path`) is the file name messages and faults use."""
+    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
+                include_dirs: Sequence[str | os.PathLike] = ()) -> CpuLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name messages and faults use; `include_dirs` are
+        searched by `#include` (quoted includes first beside `path`)."""
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
+        if not isinstance(source, str):
+            raise MSLCompileError(f"compile() takes MSL source text, not {type(source).__name__}")
         metal_name = str(path) if path is not None else (name or "kernel.metal")
-        key = (source, metal_name, str(path.parent if path else ""))
+        dirs = include_directories(include_dirs)
+        pre = None
+        if needs_preprocessing(source):   # each time: the headers it includes may have changed
+            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
+                             stub_dir=stub_headers(self.options.cache_dir),
+                             source_dir=path.parent.resolve() if path is not None else None)
+        key = (source, metal_name, str(path.parent if path else ""), pre.text if pre is not None else None)
         with self._lock:
             lib = self._libraries.get(key)
         if lib is not None:
             return lib
-        tr = translate(source, metal_name, include_dirs=(path.parent,) if path is not None else ())
+        tr = translate(source, metal_name, include_dirs=(path.parent,) if path is not None else (), preprocessed=pre)
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
         lib.handle(False)  # compile now so that errors surface at compile()
         with self._lock:

@@ -19,9 +19,11 @@ DATA_TYPES: dict[str, int] = {
 }
 
 
-def constant_table(source: str, metal_name: str, kernels: tuple[KernelSignature, ...], include_dirs) -> ConstantTable:
-    """The function constants of an MSL source and of the headers it includes from `include_dirs`."""
-    errors = SourceErrors(source, metal_name)
+def constant_table(source: str, metal_name: str, kernels: tuple[KernelSignature, ...], include_dirs, *,
+                   line_map=None) -> ConstantTable:
+    """The function constants of an MSL source and of the headers it includes from `include_dirs` (`source` may be
+    preprocessed text, with the `line_map` saying where its lines came from)."""
+    errors = SourceErrors(source, metal_name, line_map)
     tokens = lex(source, errors)
     return scan(tokens, errors, kernels, included_headers(tokens, include_dirs))
 

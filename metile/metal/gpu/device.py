@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
 from metile.metal.args import dim3, run_options_problem
-from metile.metal.errors import DeviceError, FunctionConstantError, LaunchError
+from metile.metal.cpu.toolchain import find_compiler
+from metile.metal.errors import CompilerNotFoundError, DeviceError, FunctionConstantError, LaunchError, MSLCompileError
 from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
@@ -30,6 +32,16 @@ from metile.metal.gpu.constants import constant_table, shim_constants
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
+from metile.metal.msl_preprocess import (
+    Preprocessed,
+    has_quoted_include,
+    include_directories,
+    metal_version_code,
+    needs_preprocessing,
+    preprocess,
+    read_msl_file,
+    stub_headers,
+)
 from metile.metal.msl_signature import KernelSignature, kernel_signatures
 
 SIMD_WIDTH = 32                  # every Apple GPU family runs 32-wide simdgroups
@@ -76,8 +88,10 @@ class MetalLibrary:
     """MSL compiled by Metal (an `MTLLibrary`); functions get their pipeline on first request."""
 
     def __init__(self, device: MetalDevice, handle, source: str, metal_name: str,
-                 kernels: tuple[KernelSignature, ...], include_dir: Path | None = None):
+                 kernels: tuple[KernelSignature, ...], include_dir: Path | None = None,
+                 preprocessed: Preprocessed | None = None):
         self.device = device
+        self.preprocessed = preprocessed
         self.handle = handle
         self.source = source
         self.metal_name = metal_name
@@ -94,8 +108,11 @@ class MetalLibrary:
     def function_constants(self) -> ConstantTable:
         """The function constants the source (and the headers it includes by path) declares."""
         if self._constants is None:
-            self._constants = constant_table(self.source, self.metal_name, tuple(self._kernels.values()),
-                                             (self.include_dir,) if self.include_dir is not None else ())
+            pre = self.preprocessed   # a preprocessed source has its headers in its text
+            dirs = (self.include_dir,) if self.include_dir is not None and pre is None else ()
+            self._constants = constant_table(self.source if pre is None else pre.text, self.metal_name,
+                                             tuple(self._kernels.values()), dirs,
+                                             line_map=pre.line_map if pre is not None else None)
         return self._constants
 
     def function(self, name: str, constants: dict | None = None) -> MetalFunction:
@@ -160,7 +177,7 @@ class MetalDevice:
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
                                     max_in_flight=options.max_in_flight)
-        self._libraries: dict[tuple[str, str, str], MetalLibrary] = {}
+        self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -179,25 +196,54 @@ class MetalDevice:
         return self.shim.ffi.buffer(mem.ptr, nbytes)
 
     # -- compilation --------------------------------------------------------------------------------------------
-    def compile(self, source: str | None, *, name: str | None = None,
-                path: str | os.PathLike | None = None) -> MetalLibrary:
-        """Compile MSL text. `name` (or `path`) is the file name compiler messages use."""
+    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
+                include_dirs: Sequence[str | os.PathLike] = ()) -> MetalLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name compiler messages use; `include_dirs` are
+        searched by `#include` (quoted includes first beside `path`)."""
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         include_dir = path.parent if path is not None else None
-        key = (source, metal_name, str(include_dir or ""))
+        dirs = include_directories(include_dirs)
+        pre = self._preprocess(source, metal_name, dirs, include_dir)   # each time: its headers may have changed
+        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)), pre.text if pre else None)
         with self._lock:
             self._live_handle()
             lib = self._libraries.get(key)
             if lib is None:
-                handle = self.compiler.library(source, metal_name, include_dir)
-                lib = MetalLibrary(self, handle, source, metal_name, kernel_signatures(source, metal_name),
-                                   include_dir)
+                handle = self.compiler.library(source, metal_name, include_dir, include_dirs=dirs, preprocessed=pre)
+                sigs = (kernel_signatures(source, metal_name) if pre is None else
+                        kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
+                lib = MetalLibrary(self, handle, source, metal_name, sigs, include_dir, pre)
                 self._libraries[key] = lib
         return lib
+
+    def _preprocess(self, source: str, metal_name: str, dirs: tuple[Path, ...],
+                    include_dir: Path | None) -> Preprocessed | None:
+        """The source through the C preprocessor (for its kernel signatures, and for Metal's runtime compiler when
+        it includes files of its own); None when it needs none. When no C++ compiler is there, or the host's
+        preprocessor rejects what Metal's may take (a Metal header it does not know), and the source includes no
+        file of its own, the signatures are read from the text as written and Metal's compiler judges it."""
+        if not needs_preprocessing(source):
+            return None
+        own_includes = bool(dirs) or has_quoted_include(source)
+        try:
+            compiler = find_compiler(None)
+            return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
+                              stub_dir=stub_headers(self.options.cache_dir, refuse=False),
+                              source_dir=include_dir.resolve() if include_dir is not None else None,
+                              metal_version=metal_version_code(self.options.language_version))
+        except CompilerNotFoundError as e:
+            if own_includes:
+                raise DeviceError(f"{metal_name} includes files of its own; reading its kernels then needs the "
+                                  f"C preprocessor of a C++ compiler: {e}") from None
+            return None
+        except MSLCompileError:
+            if own_includes:
+                raise
+            return None
 
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)
