@@ -99,9 +99,23 @@ def test_parameters_without_buffer_indices_take_them_in_order(cpu):
     np.testing.assert_allclose(out, x.sum(axis=1), rtol=1e-5)
 
 
-def test_mixing_indexed_and_unindexed_buffers_is_refused(cpu):
+def test_unindexed_buffers_after_indexed_ones_take_the_next_indices(cpu):
+    """As MLX's rope kernel writes them: `in [[buffer(0)]], out [[buffer(1)]]`, then scalars bound at 2, 3."""
+    src = HEAD + """kernel void k(const device float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                  constant float& scale, constant int& n, uint i [[thread_position_in_grid]]) {
+    if (int(i) < n) y[i] = x[i] * scale;
+}
+"""
+    fn = cpu.compile(src, name="mixed.metal").function("k")
+    assert [(p.name, p.index) for p in fn.signature.buffers] == [("x", 0), ("y", 1), ("scale", 2), ("n", 3)]
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    cpu.dispatch_threads(fn, (8, 1, 1), (8, 1, 1), [x, y, np.float32(3), np.int32(5)])
+    assert np.array_equal(y, np.r_[x[:5] * 3, np.zeros(3, np.float32)])
+
+
+def test_an_unindexed_buffer_whose_index_metal_rules_could_read_two_ways_is_refused(cpu):
     src = HEAD + "kernel void k(device float* a [[buffer(1)]], device float* b) { b[0] = a[0]; }\n"
-    with pytest.raises(metile.MSLUnsupportedError, match="all or none"):
+    with pytest.raises(metile.MSLUnsupportedError, match="binds it at 0 or 2: give it an index"):
         cpu.compile(src, name="mixed.metal")
 
 
