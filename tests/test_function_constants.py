@@ -291,6 +291,51 @@ def test_mlx_steel_gemm_constants_are_found_in_its_header():
     assert "#define __mt_function_constant_unknown_to_metile_110 = bool(__MT_FC_VALUE_do_axpby)" in tr.cpp
 
 
+# Two kernel templates instantiated by host_name, each using its own constant (and one a default template argument).
+TWO_TEMPLATES = HEAD + """
+constant int scale_a [[function_constant(0)]];
+constant int scale_b [[function_constant(1)]];
+constant int n [[function_constant(2)]];
+template <typename T, int N = 2>
+[[kernel]] void ka(device T* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = T(scale_a * N); }
+template <typename T>
+[[kernel]] void kb(device T* out [[buffer(0)]], constant int& n [[buffer(1)]],
+                   uint i [[thread_position_in_grid]]) { out[i] = T(scale_b + n); }
+template [[host_name("ka_float")]] [[kernel]] decltype(ka<float>) ka<float>;
+template [[host_name("kb_int")]] [[kernel]] void kb<int>(device int* out [[buffer(0)]], constant int& n [[buffer(1)]],
+                                                         uint i [[thread_position_in_grid]]);
+"""
+
+
+def test_host_name_kernels_require_only_the_constants_their_template_uses(cpu):
+    """A host_name kernel's body is its template's: it needs only what that template uses (and `n`, a parameter of
+    kb, hides the constant `n`, as sdpa_vector_2pass_2's `blocks` does)."""
+    lib = cpu.compile(TWO_TEMPLATES, name="two.metal")
+    table = lib.function_constants
+    assert [c.name for c in table.required("ka_float")] == ["scale_a"]
+    assert [c.name for c in table.required("kb_int")] == ["scale_b"]
+    out_f, out_i = np.zeros(4, np.float32), np.zeros(4, np.int32)
+    cpu.dispatch_threads(lib.function("ka_float", constants={"scale_a": 3}), 4, 4, [out_f])
+    cpu.dispatch_threads(lib.function("kb_int", constants={1: 5}), 4, 4, [out_i, np.int32(10)])
+    assert out_f.tolist() == [6.0] * 4 and out_i.tolist() == [15] * 4
+    with pytest.raises(FunctionConstantError, match=r"`ka_float` .* requires a value for function constant\(s\) "
+                                                    r"`scale_a` \(index 0, int\): it uses"):
+        lib.function("ka_float", constants={"scale_b": 1})
+
+
+@pytest.mark.skipif(not MLX.exists(), reason="MLX's Metal headers are not unpacked at /tmp/mlx-include")
+def test_mlx_sdpa_vector_pass_two_needs_no_constants(cpu):
+    src = ('#include <metal_stdlib>\n#include "mlx/backend/metal/kernels/utils.h"\n'
+           '#include "mlx/backend/metal/kernels/sdpa_vector.h"\n'
+           'template [[host_name("p1")]] [[kernel]] decltype(sdpa_vector_2pass_1<float, 64, 64>) '
+           'sdpa_vector_2pass_1<float, 64, 64>;\n'
+           'template [[host_name("p2")]] [[kernel]] decltype(sdpa_vector_2pass_2<float, 64>) '
+           'sdpa_vector_2pass_2<float, 64>;\n')
+    table = cpu.compile(src, name="sdpa.metal", include_dirs=["/tmp/mlx-include"]).function_constants
+    assert [c.index for c in table.required("p1")] == [20, 21, 22, 23, 24, 25, 26]
+    assert table.required("p2") == ()
+
+
 # -- the Apple GPU device, on the C stand-in for its shim ----------------------------------------------------------
 def _hex(values: bytes) -> str:
     return values.ljust(32, b"\0").hex()
@@ -326,6 +371,17 @@ kernel void k(device int* out [[buffer(0)]]) { out[0] = is_function_constant_def
     plain = dev.compile(HEAD + "kernel void p(device int* o [[buffer(0)]]) { o[0] = 1; }", name="plain.metal")
     plain.function("p")
     assert len(stub.calls("pipeline_create")) == 1
+
+
+def test_metal_device_finds_the_constants_of_host_name_kernels_as_the_cpu_device_does(stub, make_device):
+    lib = make_device().compile(TWO_TEMPLATES, name="two.metal")
+    table = lib.function_constants
+    assert [c.name for c in table.required("ka_float")] == ["scale_a"]
+    assert [c.name for c in table.required("kb_int")] == ["scale_b"]
+    stub.clear_log()
+    lib.function("kb_int", constants={"scale_b": 2})
+    (line,) = stub.calls("pipeline_create_specialized")
+    assert line.endswith(f"function=kb_int constant=scale_b:29:{_hex(np.int32(2).tobytes())}")
 
 
 def test_metal_device_refuses_what_the_cpu_device_refuses(make_device):

@@ -22,6 +22,7 @@ from metile.metal.function_constants import (
 )
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, tokenize
 from metile.metal.msl_signature import KernelSignature, SourceErrors
+from metile.metal.msl_templates import TemplateSyntaxError, match_angle
 
 
 @attrs.frozen
@@ -207,16 +208,19 @@ def _kernel_uses(token_lists: list[list[Token]], kernels, names: set[str]):
             always.append(it)
     uses, guarded = {}, {}
     for k in kernels:
-        own = [it for it in by_name.get(k.name, ()) if it.is_kernel]
+        own = [it for it in by_name.get(k.defined_as, ()) if it.is_kernel]   # a host_name kernel: its template
         if not own:
-            continue  # not found by name (e.g. an instantiated template): every constant counts as used
+            continue  # not found by name: every constant counts as used
+        # a parameter named like a program-scope name hides it in the kernel's body (sdpa_vector_2pass_2's `blocks`)
+        hidden = frozenset(p.name for p in k.params)
+        own_ids = {id(it) for it in own}
         reached, seen_items, work = set(), set(), [*own, *always]
         while work:
             it = work.pop()
             if id(it) in seen_items:
                 continue
             seen_items.add(id(it))
-            for ident in it.idents - reached:
+            for ident in (it.idents - hidden if id(it) in own_ids else it.idents) - reached:
                 reached.add(ident)
                 work += by_name.get(ident, ())
         used = frozenset(reached & names)
@@ -269,7 +273,16 @@ def _item(toks: list[Token], names: frozenset[str] | None = None) -> Item:
 
 
 def _declared_name(toks: list[Token]) -> str | None:
-    top, n = [], 0
+    """The name a program-scope declaration declares (a template's name; an explicit instantiation counts as
+    declaring the template it instantiates), or None when unknown."""
+    n = 0
+    while n + 1 < len(toks) and toks[n].text == "template" and toks[n + 1].text == "<":
+        try:
+            n = match_angle(toks, n + 1) + 1   # a template header: its parameters are not the declared name
+        except TemplateSyntaxError:
+            return None
+    instantiation = n == 0 and bool(toks) and toks[0].text == "template"
+    top = []
     while n < len(toks):  # the tokens outside [[...]], (...) and {...}, each bracket kept as one marker
         t = toks[n]
         if t.kind is Tok.PUNCT and t.text in ("[[", "(", "{", "["):
@@ -284,6 +297,9 @@ def _declared_name(toks: list[Token]) -> str | None:
         top.append(t)
         n += 1
     words = [t.text for t in top]
+    if instantiation:   # `template [[host_name("x")]] [[kernel]] decltype(f<A>) f<A>;`, `template void f<A>(...);`
+        return next((w for w, nxt in zip(words, words[1:]) if nxt == "<" and w.isidentifier()
+                     and w not in ("template", "decltype")), None)
     for kw in ("struct", "class", "union", "enum"):
         if kw in words and "(" not in words[:words.index(kw)]:
             rest = [w for w in words[words.index(kw) + 1:] if w not in ("class", "struct")]

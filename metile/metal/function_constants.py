@@ -8,8 +8,9 @@ A kernel is specialised by giving values by index or by name (`lib.function(name
 (Metal's `MTLFunctionConstant.required`); creating it without a value for a required constant is refused. A kernel
 parameter `[[buffer(i), function_constant(b)]]` exists only when the bool `b` is true.
 
-Which constants a kernel uses is found by name: the identifiers of the kernel, and of every program-scope
-declaration (function, struct, constant, macro) whose name it reaches. Name collisions can only make the set
+Which constants a kernel uses is found by name: the identifiers of the kernel (of its template, for one instantiated
+with `[[host_name]]`; its parameters hide program-scope names they share), and of every program-scope declaration
+(function, struct, constant, macro) whose name it reaches. Name collisions can only make the set
 larger, so a false answer is a refusal, never a constant silently read as zero. Finding all this in a source is
 `metile.metal.function_constant_scan`; this module holds what was found and checks values against it.
 """

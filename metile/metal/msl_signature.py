@@ -108,6 +108,12 @@ class KernelSignature:
     line: int
     max_total_threads: int = 0  # [[max_total_threads_per_threadgroup(n)]], 0 if absent
     callee: str = ""            # the C++ function to call when it is not `name` (e.g. "f<float>" for a host_name)
+    function: str = ""          # the name its definition has in the source (a kernel template's name), if not `name`
+
+    @property
+    def defined_as(self) -> str:
+        """The name of the function (or function template) whose body is this kernel's."""
+        return self.function or self.name
 
     @property
     def call_name(self) -> str:
@@ -346,7 +352,8 @@ def signature(decl: KernelDecl, errors: SourceErrors, mapping: dict[str, str], *
     if not callee and name != fn.text:
         callee = fn.text
     return KernelSignature(name=name, params=tuple(params), line=errors.origin(line or fn.line)[1],
-                           max_total_threads=max_threads, callee=callee)
+                           max_total_threads=max_threads, callee=callee,
+                           function=fn.text if fn.text != name else "")
 
 
 def _int_argument(item, errors: SourceErrors, mapping: dict[str, str]) -> int:
