@@ -251,3 +251,34 @@ kernel void k(device const float* a [[buffer(0)]], device float* b [[buffer(1)]]
     assert err.kind == "bad-access" and err.buffer == 0 and err.offset == -4 and err.thread == (0, 0, 0)
     assert "4 bytes before the start of buffer 0 (`a`, 256 bytes)" in str(err) and "reads" in str(err)
     assert err.loc.line == line_of(src, "// UNDER")
+
+
+UNBOUND = HEAD + """
+kernel void k(device float* out [[buffer(0)]], const device float* bias [[buffer(1)]],
+              constant int& mode [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    out[i] = mode == 1 ? bias[i] : 2.0f;   // READ
+}
+"""
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_a_buffer_left_unbound_runs_until_the_kernel_touches_it(cpu, sanitize):
+    """Metal lets a dispatch leave unbound a buffer the kernel does not access (MLX leaves gemv's bias so)."""
+    fn = cpu.compile(UNBOUND, name="unbound.metal").function("k")
+    out = np.zeros(64, np.float32)
+    cpu.dispatch_threads(fn, 64, 64, [out, None, np.int32(0)], sanitize=sanitize)
+    assert out.tolist() == [2.0] * 64
+    run = cpu.prepare_threads(fn, 64, 64, [out, None, np.int32(1)], sanitize=sanitize)
+    for _ in range(2):   # a prepared dispatch faults each time, and the device stays usable
+        with pytest.raises(metile.DeviceFault) as info:
+            run()
+        err = info.value
+        assert err.kind == "bad-access" and err.buffer == 1 and err.offset == 0
+        assert err.loc.line == line_of(UNBOUND, "// READ")
+        assert ("of buffer 1 (`bias`, [[buffer(1)]]), which was not bound (args[1] is None): a dispatch may leave "
+                "unbound only a buffer the kernel does not access") in str(err)
+        assert "guard page" not in str(err)
+    err = run_fault(cpu, UNBOUND, "unbound.metal", args=[out, np.zeros(64, np.float32), None])
+    assert err.buffer == 2 and "buffer 2 (`mode`, [[buffer(2)]]), which was not bound (args[2] is None)" in str(err)
+    with pytest.raises(metile.LaunchError, match="takes 3 buffer"):
+        cpu.dispatch_threads(fn, 64, 64, [out, None])

@@ -94,6 +94,40 @@ def test_optional_buffer_parameters_follow_their_constant(cpu):
         cpu.dispatch_threads(fn, (n, n), (n, n), [a, b, None, d, np.uint32(n)])
 
 
+def test_a_switched_off_parameter_reads_zeros_and_a_write_to_it_faults_naming_it(cpu):
+    """MLX's steel GEMM reads `addmm_params->alpha` when use_out_source is false: dead on the GPU, a read of 0 here."""
+    src = HEAD + """
+struct Params { float alpha; float beta; int pad[3]; float gamma; };
+constant bool use_params [[function_constant(0)]];
+kernel void k(device float* out [[buffer(0)]],
+              const constant Params* params [[buffer(1), function_constant(use_params)]],
+              device float* extra [[buffer(2), function_constant(use_params)]],
+              constant int& mode [[buffer(3)]],
+              uint i [[thread_position_in_grid]]) {
+    float g = params->gamma + extra[i];     // read whatever use_params says
+    if (mode == 1) extra[i] = 1.0f;         // WRITE
+    out[i] = use_params ? g : g + 1.0f;
+}
+"""
+    lib = cpu.compile(src, name="off.metal")
+    fn = lib.function("k", constants={"use_params": False})
+    out = np.full(4, 9.0, np.float32)
+    cpu.dispatch_threads(fn, 4, 4, [out, None, None, np.int32(0)])
+    assert out.tolist() == [1.0] * 4
+    with pytest.raises(metile.DeviceFault) as info:
+        cpu.dispatch_threads(fn, 4, 4, [out, None, None, np.int32(1)])
+    err = info.value
+    assert err.kind == "bad-access" and err.buffer == 2
+    assert err.loc.line == next(n for n, t in enumerate(src.splitlines(), 1) if "// WRITE" in t)
+    assert ("buffer 2 (`extra`, [[buffer(2)]]), which was removed by function constant `use_params` (false in this "
+            "specialisation): reads of it give 0 and it cannot be written") in str(err)
+    on = lib.function("k", constants={"use_params": True})
+    params = np.array([0, 0, 0, 0, 0, 5.0], np.float32)
+    extra = np.arange(4, dtype=np.float32)
+    cpu.dispatch_threads(on, 4, 4, [out, params, extra, np.int32(0)])
+    assert out.tolist() == [5.0, 6.0, 7.0, 8.0]
+
+
 SCALARS = HEAD + """
 constant int count [[function_constant(0)]];
 constant float scale [[function_constant(1)]];

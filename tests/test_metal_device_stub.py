@@ -251,6 +251,28 @@ def test_read_only_array_written_by_a_kernel_is_an_error(dev, add):
         dev.synchronize()
 
 
+def test_a_buffer_may_be_left_unbound(stub, dev, add):
+    """Metal lets a dispatch leave unbound an index the kernel does not access: None leaves it empty in the encoder
+    (the stand-in replays it as None; the CPU device takes it too)."""
+    from metal_stub import cpu_device_executor
+
+    seen = []
+    stub.execute_with(lambda r: seen.append(r.args))
+    a, out = vectors()[0], np.zeros(N, np.float32)
+    stub.clear_log()
+    dev.dispatch_threads(add, N, 256, [a, None, out, 0])
+    dev.synchronize()
+    (args,) = seen
+    assert [x is None for x in args] == [False, True, False, False]
+    assert stub.calls("commands_encode")[0].endswith("bindings=4 tg=0")
+    stub.execute_with(cpu_device_executor(metile.device("cpu")))
+    dev.dispatch_threads(add, N, 256, [a, a, None, 0])
+    dev.synchronize()
+    assert not stub.errors, stub.errors
+    with pytest.raises(metile.LaunchError, match="takes 4 buffer argument"):
+        dev.dispatch_threads(add, N, 256, [a, None, out])
+
+
 @pytest.mark.parametrize("make_args,msg", [
     (lambda a, out: [a, a, out], "takes 4 buffer argument"),
     (lambda a, out: [a.astype(np.float64), a, out, 1], "needs float32 data, got float64"),

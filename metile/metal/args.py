@@ -3,7 +3,8 @@
 `args[i]` binds `[[buffer(i)]]`. Pointer parameters take numpy arrays or `metile.Buffer`s whose dtype
 matches the pointee (`device float4*` takes float32 data whose size is a multiple of 16 bytes);
 `constant T&` parameters take a numpy scalar of T's dtype, a Python number that T can hold exactly,
-or an array of exactly `sizeof(T)` bytes. Anything else is a `LaunchError` naming the parameter.
+or an array of exactly `sizeof(T)` bytes. `None` leaves a parameter unbound, as Metal allows for an index the kernel
+does not access (a `BoundArg` whose value is None). Anything else is a `LaunchError` naming the parameter.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class BoundArg:
     """One checked argument: what to bind and whether results must be copied back."""
 
     param: Param
-    value: object            # np.ndarray, Buffer, or bytes for a scalar
+    value: object            # np.ndarray, Buffer, bytes for a scalar, or None: left unbound
     nbytes: int              # for an array, its span: from its first element to the end of its last
     write_back: bool
     strided: bool = False    # an array that is not C-contiguous (its span holds gaps of its parent)
@@ -113,7 +114,8 @@ def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) 
                 raise LaunchError(f"kernel `{sig.name}` has no [[buffer({i})]] parameter; pass None at index {i}")
             bound.append(None)
             continue
-        bound.append(_bind_one(entry[0], entry[1], value, buffer_type))
+        bound.append(BoundArg(entry[0], None, 0, False) if value is None
+                     else _bind_one(entry[0], entry[1], value, buffer_type))
     return bound
 
 

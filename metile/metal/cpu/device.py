@@ -26,6 +26,7 @@ from metile.metal.cpu.build import KernelBuilder
 from metile.metal.cpu.dispatch import CpuDispatch
 from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
+from metile.metal.cpu.placeholders import Placeholders
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
@@ -36,7 +37,7 @@ from metile.metal.msl_preprocess import (
     read_msl_file,
     stub_headers,
 )
-from metile.metal.msl_signature import KernelSignature
+from metile.metal.msl_signature import KernelSignature, Param
 
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_THREADGROUP_MEMORY = 32 * 1024
@@ -57,12 +58,14 @@ class CpuOptions:
 class CpuFunction:
     """One kernel function of a compiled library (the counterpart of a compute pipeline state)."""
 
-    def __init__(self, library: CpuLibrary, signature: KernelSignature, buffer_slots: int = 0):
+    def __init__(self, library: CpuLibrary, signature: KernelSignature, buffer_slots: int = 0,
+                 removed: tuple[Param, ...] = ()):
         self.library = library
         self.signature = signature
         self.name = signature.name
         # [[buffer(i)]] slots of the kernel's C++ function, with the parameters a function constant removed
         self.buffer_slots = buffer_slots
+        self.removed = removed   # those parameters (bound to read-only zeros, see metile.metal.cpu.placeholders)
         self._entry = {}
 
     @property
@@ -101,7 +104,9 @@ class CpuLibrary:
         if values is not None or translation.function_constants or conditional:
             translation = specialize(translation, values or {})
         self.translation = translation
-        self._functions = {k.name: CpuFunction(self, k, slots[k.name]) for k in translation.kernels}
+        full = {k.name: k for k in self._unspecialized.kernels}
+        self._functions = {k.name: CpuFunction(self, k, slots[k.name], _removed(full[k.name], k))
+                           for k in translation.kernels}
 
     @property
     def function_names(self) -> list[str]:
@@ -154,6 +159,12 @@ class CpuLibrary:
         return lib
 
 
+def _removed(full: KernelSignature, specialised: KernelSignature) -> tuple[Param, ...]:
+    """The buffer parameters of `full` that a function constant removed and whose index no other parameter takes."""
+    present = {p.index for p in specialised.buffers}
+    return tuple(p for p in full.buffers if p not in specialised.params and p.index not in present)
+
+
 _ffi_lock = threading.Lock()
 _kernel_ffis: dict[str, object] = {}
 
@@ -187,6 +198,7 @@ class CpuDevice:
         self.compiler: Compiler = find_compiler(options.compiler)
         self.rt = load_runtime(self.compiler, options.cache_dir)
         self.builder = KernelBuilder(self.compiler, options.cache_dir)
+        self.placeholders = Placeholders()   # what parameters without memory of their own point at
         self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
 

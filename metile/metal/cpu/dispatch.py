@@ -3,7 +3,9 @@
 `CpuDevice.dispatch_threadgroups` and `dispatch_threads` make one and run it once; `prepare_threadgroups` and
 `prepare_threads` return one to be called any number of times with the same arguments. Making it binds the
 arguments against the kernel's signature, allocates guarded device memory for each numpy array (its span: a
-strided view's gaps included) and each scalar, and fills the runtime's launch descriptor. Running it copies each
+strided view's gaps included) and each scalar, points the parameters that get no memory (removed by a function
+constant, or passed as None) at placeholders (`metile.metal.cpu.placeholders`), and fills the runtime's launch
+descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
 strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies.
 """
@@ -58,13 +60,21 @@ class CpuDispatch:
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout):
         sig = fn.signature
         bound = bind_arguments(sig, list(args), Buffer)
-        # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed stay NULL
+        # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
+        # left unbound (None) point at placeholders (metile.metal.cpu.placeholders)
         ptrs = ffi.new("void*[]", max(len(bound), fn.buffer_slots, 1))
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self.ranges: list[BufferRange] = []
+        for p in fn.removed:
+            ptrs[p.index], where = dev.placeholders.switched_off(p)
+            self.ranges.append(where)
         for i, b in enumerate(bound):
             if b is None:
+                continue
+            if b.value is None:
+                ptrs[i], where = dev.placeholders.unbound(b.param)
+                self.ranges.append(where)
                 continue
             ptrs[i] = self._stage(dev, b)
             self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))

@@ -44,6 +44,7 @@ class BufferRange:
     nbytes: int
     lo: int = 0
     hi: int = 0
+    note: str = ""   # why the parameter has no memory of its own (see metile.metal.cpu.placeholders)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -128,9 +129,15 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
         if hit is not None:
             b, off = hit
             buffer, offset = b.index, off
-            where = (f"{off - b.nbytes} bytes past the end" if off >= b.nbytes
-                     else f"{-off} bytes before the start" if off < 0 else f"at byte offset {off}")
-            parts.append(f"address {rec.address:#x} is {where} of buffer {b.index} (`{b.name}`, {b.nbytes} bytes)")
+            if b.note:   # a placeholder: the runtime's words about guard pages do not apply
+                parts.append(f"address {rec.address:#x} is at byte offset {off} of buffer {b.index} (`{b.name}`, "
+                             f"[[buffer({b.index})]]), which {b.note}")
+                detail = ""
+            else:
+                where = (f"{off - b.nbytes} bytes past the end" if off >= b.nbytes
+                         else f"{-off} bytes before the start" if off < 0 else f"at byte offset {off}")
+                parts.append(f"address {rec.address:#x} is {where} of buffer {b.index} (`{b.name}`, "
+                             f"{b.nbytes} bytes)")
         else:
             parts.append(f"address {rec.address:#x}")
     if detail:

@@ -74,7 +74,7 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
     owned: list = []
     arrays: list[ArraySlot] = []
     for i, b in enumerate(bound):
-        if b is None:
+        if b is None or b.value is None:   # no parameter, or one left unbound: Metal lets the index stay empty
             continue
         v = b.value
         if isinstance(v, Buffer):
