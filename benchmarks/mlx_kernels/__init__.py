@@ -1,14 +1,15 @@
 """The MLX kernel corpus: MLX's Metal kernels compiled as shipped, dispatched as MLX does, compared with numpy.
 
-`CASES` lists every case in order: the row-wise families (`cases_rows`), then the matrix, attention and
-quantized families (`cases_matmul`, when present).
+`CASES` lists every case in order: the row-wise families (`cases_rows`, `cases_reduce`, and `cases_source` for
+kernels defined only in MLX's `.metal` files), then the matrix, attention and quantized
+families (`cases_matmul`, when present).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from benchmarks.mlx_kernels import cases_rows
+from benchmarks.mlx_kernels import cases_reduce, cases_rows, cases_source
 from benchmarks.mlx_kernels.common import Case, CorpusUnavailable, Mismatch, Result
 
 __all__ = ["CASES", "Case", "CorpusUnavailable", "Mismatch", "Result"]
@@ -24,4 +25,5 @@ def _optional_cases(module: str) -> list[Case]:
     return list(getattr(mod, "CASES", []))
 
 
-CASES: list[Case] = list(cases_rows.CASES) + _optional_cases("benchmarks.mlx_kernels.cases_matmul")
+CASES: list[Case] = [*cases_rows.CASES, *cases_reduce.CASES, *cases_source.CASES,
+                     *_optional_cases("benchmarks.mlx_kernels.cases_matmul")]
