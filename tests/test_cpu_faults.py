@@ -216,3 +216,43 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     out = np.zeros(64, np.float32)
     cpu.dispatch_threads(fn, (64, 1, 1), (64, 1, 1), [out], sanitize=True)
     np.testing.assert_array_equal(out, 63 - np.arange(64) + 1 + 32)
+
+
+THREE_BUFFERS = HEAD + """
+kernel void k(device float* a [[buffer(0)]], device float* b [[buffer(1)]], device float* c [[buffer(2)]],
+              constant int& which [[buffer(3)]], constant int& off [[buffer(4)]], uint i [[thread_position_in_grid]]) {
+    device float* p = which == 0 ? a : which == 1 ? b : c;
+    if (i == 0) p[off] = 1.0f;   // STRAY
+}
+"""
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("off", [64, 64 + 2000, -1, -3000])
+def test_over_and_under_runs_name_the_right_one_of_three_buffers(cpu, which, off):
+    """Over-runs fault in the buffer's own trailing guard (up to 64 KiB past its end), never in a neighbour's
+    mapping; writes before the start fault in the leading guard, or (within the first page, which no guard can
+    cover) are found after the dispatch."""
+    names = "abc"
+    args = [np.zeros(64, np.float32) for _ in range(3)] + [np.int32(which), np.int32(off)]
+    err = run_fault(cpu, THREE_BUFFERS, "three.metal", dispatch=("threads", (4, 1, 1), (4, 1, 1)), args=args)
+    assert err.kind == "bad-access" and err.buffer == which, str(err)
+    assert err.offset == off * 4
+    where = f"{off * 4 - 256} bytes past the end" if off > 0 else f"{-off * 4} bytes before the start"
+    assert f"{where} of buffer {which} (`{names[which]}`, 256 bytes)" in str(err)
+    if off == -1:  # found after the dispatch: no thread, no line
+        assert err.thread is None and "in front of buffer" in str(err) and "thread (" not in str(err)
+    else:
+        assert err.thread == (0, 0, 0) and err.loc.line == line_of(THREE_BUFFERS, "// STRAY")
+
+
+def test_a_write_in_front_of_a_buffer_is_caught_again_on_the_next_dispatch(cpu):
+    fn = cpu.compile(THREE_BUFFERS, name="three.metal").function("k")
+    args = [np.zeros(64, np.float32) for _ in range(3)] + [np.int32(1), np.int32(-2)]
+    prepared = cpu.prepare_threads(fn, (1, 1, 1), (1, 1, 1), args)
+    for _ in range(2):
+        with pytest.raises(metile.DeviceFault, match="8 bytes before the start of buffer 1"):
+            prepared()
+    args[-1] = np.int32(5)
+    cpu.dispatch_threads(fn, (1, 1, 1), (1, 1, 1), args)
+    assert args[1][5] == 1.0

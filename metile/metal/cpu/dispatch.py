@@ -66,7 +66,7 @@ class CpuDispatch:
             if b is None:
                 continue
             ptrs[i] = self._stage(dev, b)
-            self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", ptrs[i])), b.nbytes))
+            self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
         self.written = [a for a in self.arrays if a.bound.write_back]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
@@ -87,6 +87,14 @@ class CpuDispatch:
         self.device, self.function, self.sanitize = dev, fn, bool(sanitize)
         self.desc, self.rec, self._ptrs, self._sizes = desc, ffi.new("mt_fault*"), ptrs, sizes
         self.lock = threading.Lock()
+
+    @staticmethod
+    def _range(dev, index: int, name: str, ptr, nbytes: int) -> BufferRange:
+        """Where buffer `index` lies, with its whole guarded mapping (for fault reports)."""
+        ext = ffi.new("uint64_t[2]")
+        found = dev.rt.mt_buffer_extent(ptr, ext, ext + 1)
+        lo, hi = (int(ext[0]), int(ext[1])) if found else (0, 0)
+        return BufferRange(index, name, int(ffi.cast("uintptr_t", ptr)), nbytes, lo, hi)
 
     def _stage(self, dev, b: BoundArg):
         """The device pointer for one argument: a Buffer's own memory, else new guarded memory (a scalar's bytes are

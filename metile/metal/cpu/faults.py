@@ -35,10 +35,14 @@ _TITLES = {
 
 @attrs.frozen
 class BufferRange:
+    """A bound buffer: its start and size, and the extent [lo, hi) of its mapping, guards included (0, 0 when
+    unknown). The runtime's mappings never overlap, so an address in one names that buffer."""
     index: int
     name: str
     address: int
     nbytes: int
+    lo: int = 0
+    hi: int = 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -76,11 +80,21 @@ def metal_line(module: str, offset: int, metal_name: str) -> int:
 
 
 def locate(address: int, buffers: list[BufferRange]) -> tuple[BufferRange, int] | None:
-    """The buffer an address falls in or next to (within a page either side)."""
+    """The buffer an address falls in or next to, and the offset from its start: the buffer whose mapping holds the
+    address, else (mapping unknown) the nearest buffer within a page either side."""
     for b in buffers:
-        if b.address - PAGE <= address < b.address + b.nbytes + PAGE:
+        if b.lo <= address < b.hi:
             return b, address - b.address
-    return None
+    near = [(_distance(address, b), b) for b in buffers if not b.hi and b.address - PAGE <= address < b.address
+            + b.nbytes + PAGE]
+    if not near:
+        return None
+    b = min(near, key=lambda t: (t[0], t[1].index))[1]
+    return b, address - b.address
+
+
+def _distance(address: int, b: BufferRange) -> int:
+    return b.address - address if address < b.address else max(0, address - (b.address + b.nbytes) + 1)
 
 
 def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: list[BufferRange],
@@ -98,7 +112,8 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
     th = tuple(rec.thread)
     line = rec.line or metal_line(module, rec.pc_offset, metal_name)
     parts = [f"{_TITLES.get(kind, kind)} in kernel `{kernel}`"]
-    if kind not in ("internal", "threadgroup-memory") or rec.line:
+    known = max(th) != 0xFFFFFFFF  # a write in front of a buffer is found after the dispatch, by no thread
+    if (kind not in ("internal", "threadgroup-memory") or rec.line) and known:
         parts.append(f"thread {th} of threadgroup {tg}")
     buffer = offset = None
     if kind in ("bad-access", "misaligned") and rec.address:
@@ -126,7 +141,8 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
         return LaunchError(message)
     lines = source.splitlines()
     loc = Loc(metal_name, line, _first_col(lines[line - 1])) if 0 < line <= len(lines) else None
-    return DeviceFault(message, loc, kind=kind, kernel=kernel, threadgroup=tg, thread=th, buffer=buffer,
+    return DeviceFault(message, loc, kind=kind, kernel=kernel, threadgroup=tg if known else None,
+                       thread=th if known else None, buffer=buffer,
                        offset=offset, source_line=lines[line - 1] if loc else None, other_loc=other_loc)
 
 

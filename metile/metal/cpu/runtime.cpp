@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 
@@ -335,6 +334,8 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
         L->fault.kind = MT_FAULT_HANG;
         L->claimed.store(1);
     }
+    if (!L->claimed.load()) check_buffer_fronts(desc, &L->fault, &L->claimed);
+    reset_buffer_fronts(desc);
     if (L->claimed.load()) {
         mt_fault& f = L->fault;
         locate_pc(L->pc, f.module, sizeof f.module, &f.pc_offset);
@@ -345,51 +346,6 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
         *fault = f;
     }
     return fault->kind;
-}
-
-namespace {
-struct BufferMap {
-    std::mutex mu;
-    std::map<void*, std::pair<void*, size_t>> maps;
-};
-BufferMap& buffers() {
-    static BufferMap* m = new BufferMap();
-    return *m;
-}
-} // namespace
-
-MT_EXPORT void* mt_buffer_alloc(size_t bytes) {
-    const size_t page = page_size();
-    const size_t used = round_up(bytes, 16);
-    if (used < bytes) return nullptr;
-    const size_t data = round_up(used, page);
-    const size_t len = data + 2 * page;
-    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return nullptr;
-    char* base = static_cast<char*>(m);
-    if (data && mprotect(base + page, data, PROT_READ | PROT_WRITE) != 0) {
-        munmap(m, len);
-        return nullptr;
-    }
-    char* start = base + page + data - used;
-    BufferMap& b = buffers();
-    std::lock_guard<std::mutex> lk(b.mu);
-    b.maps[start] = {m, len};
-    return start;
-}
-
-MT_EXPORT void mt_buffer_free(void* data) {
-    if (!data) return;
-    BufferMap& b = buffers();
-    std::pair<void*, size_t> m;
-    {
-        std::lock_guard<std::mutex> lk(b.mu);
-        auto it = b.maps.find(data);
-        if (it == b.maps.end()) return;
-        m = it->second;
-        b.maps.erase(it);
-    }
-    munmap(m.first, m.second);
 }
 
 MT_EXPORT uint32_t mt_runtime_abi_version(void) { return MT_RUNTIME_ABI_VERSION; }

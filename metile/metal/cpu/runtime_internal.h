@@ -204,6 +204,11 @@ mt_fault* claim_fault(Launch* L, Worker* w, int32_t kind, uint32_t line);
     __attribute__((format(printf, 4, 5)));
 void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]);
 
+/* runtime_buffers.cpp: after a launch, the bytes in front of each bound buffer (its first page up to its start, which
+ * no guard page can cover) are checked for writes, which become a fault record if none was claimed yet, and reset. */
+void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed);
+void reset_buffer_fronts(const mt_launch_desc* d);
+
 /* runtime_signals.cpp */
 int watchdog_signal();
 void install_handlers();

@@ -19,6 +19,9 @@ typedef unsigned long ulong;
 typedef unsigned char uchar;
 typedef _Float16 half; /* IEEE binary16; arithmetic rounds to half after every operation, as on the GPU */
 
+/* Function qualifier of Apple's <metal_stdlib> (always inline there; a plain inline function here). */
+#define METAL_FUNC inline
+
 /* Element loops over vector components are unrolled, so that the compiler sees straight-line code it can keep in
  * registers and vectorize. */
 #define MT_UNROLL _Pragma("GCC unroll 4")

@@ -6,7 +6,7 @@
  * `max(uint, uint)`, `exp(float)` or `max(x, 1.0f)` resolve without ambiguity next to the C library's functions.
  * Arguments may mix scalars and vectors of one size: scalars are converted to the vectors' element type and
  * broadcast. half and bfloat compute in float and round back. fast:: and precise:: name the same functions (the
- * CPU computes every function to the C library's precision).
+ * CPU computes every function to the C library's precision), by using-declarations (see the end of the file).
  */
 #ifndef METILE_MT_MATH_H
 #define METILE_MT_MATH_H
@@ -494,9 +494,22 @@ template <class To, class From> inline To as_type(const From& from) {
     return to;
 }
 
-/* fast:: and precise:: variants name the same functions. */
-namespace fast { using namespace metal; }
-namespace precise { using namespace metal; }
+/* fast:: and precise:: name the same functions through using-declarations, not a using-directive: a kernel that adds
+ * an overload to metal::fast (say `bfloat exp(bfloat)`) must add to these, not hide them, or fast::exp(float) would
+ * convert to bfloat. */
+#define MT_MATH_NAMES(X)                                                                                          \
+    X(exp) X(exp2) X(exp10) X(log) X(log2) X(log10) X(sqrt) X(rsqrt) X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) \
+    X(sinh) X(cosh) X(tanh) X(asinh) X(acosh) X(atanh) X(sinpi) X(cospi) X(tanpi) X(floor) X(ceil) X(round)       \
+    X(rint) X(trunc) X(fabs) X(fract) X(saturate) X(sign) X(logb) X(pow) X(powr) X(atan2) X(fmod) X(remainder)    \
+    X(copysign) X(fdim) X(nextafter) X(step) X(divide) X(ldexp) X(pown) X(rootn) X(fma) X(mad) X(mix) X(fmin3)    \
+    X(fmax3) X(fmedian3) X(smoothstep) X(sincos) X(modf) X(frexp) X(abs) X(min) X(max) X(fmin) X(fmax) X(clamp)  \
+    X(min3) X(max3) X(median3) X(isnan) X(isinf) X(isfinite) X(isnormal) X(signbit) X(dot) X(cross) X(length)    \
+    X(length_squared) X(distance) X(distance_squared) X(normalize) X(reflect) X(faceforward)
+#define MT_USING(name) using metal::name;
+namespace fast { MT_MATH_NAMES(MT_USING) }
+namespace precise { MT_MATH_NAMES(MT_USING) }
+#undef MT_USING
+#undef MT_MATH_NAMES
 
 #undef MT_F1
 #undef MT_F2

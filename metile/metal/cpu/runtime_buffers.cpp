@@ -1,0 +1,126 @@
+/* runtime_buffers.cpp - device memory for buffers: guarded mappings, and the check of the bytes in front of them.
+ *
+ * A buffer is one mapping: a PROT_NONE guard, the front (the rest of the first data page before the buffer's start),
+ * the buffer's bytes rounded up to 16, and another guard. The buffer ends against its trailing guard, so reads and
+ * writes past its end fault at once. Accesses far enough before its start land in the leading guard and fault too;
+ * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte: it is
+ * filled with a canary, and after every launch the fronts of the bound buffers are compared with it, so a write
+ * before a buffer's start is reported (without thread or line), and the canary is restored. Guards are 64 KiB (or
+ * a page when pages are bigger) of address space, so that an overrun of up to that many bytes faults in the
+ * overrun buffer's own guard instead of reaching its neighbour, and fault reports can name the right buffer.
+ */
+#include "runtime_internal.h"
+
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include <map>
+#include <mutex>
+
+namespace mtrt {
+namespace {
+
+constexpr unsigned char kCanary = 0xA7;
+
+struct Mapping {
+    char* map;
+    size_t len;
+    char* front; /* first byte of the front, which ends at the buffer's start */
+};
+
+struct BufferMap {
+    std::mutex mu;
+    std::map<const void*, Mapping> maps;
+};
+
+BufferMap& buffers() {
+    static BufferMap* m = new BufferMap();
+    return *m;
+}
+
+size_t guard_bytes() { return page_size() > 64 * 1024 ? page_size() : 64 * 1024; }
+
+} // namespace
+
+void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed) {
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    for (uint32_t i = 0; i < d->n_buffers; ++i) {
+        auto it = b.maps.find(d->buffers[i]);
+        if (it == b.maps.end()) continue;
+        const char* start = static_cast<const char*>(d->buffers[i]);
+        for (const char* p = it->second.front; p < start; ++p) {
+            if (static_cast<unsigned char>(*p) == kCanary) continue;
+            memset(f, 0, sizeof *f);
+            f->kind = MT_FAULT_BAD_ACCESS;
+            for (int k = 0; k < 3; ++k) f->thread[k] = f->threadgroup[k] = UINT32_MAX; /* not known */
+            f->address = reinterpret_cast<uintptr_t>(p);
+            snprintf(f->message, sizeof f->message,
+                     "kernel code wrote in front of buffer %u (%zu bytes before its start, found after the dispatch: "
+                     "the thread and the line are not known)", i, static_cast<size_t>(start - p));
+            claimed->store(1);
+            return;
+        }
+    }
+}
+
+void reset_buffer_fronts(const mt_launch_desc* d) {
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    for (uint32_t i = 0; i < d->n_buffers; ++i) {
+        auto it = b.maps.find(d->buffers[i]);
+        if (it == b.maps.end()) continue;
+        char* start = static_cast<char*>(const_cast<void*>(d->buffers[i]));
+        memset(it->second.front, kCanary, static_cast<size_t>(start - it->second.front));
+    }
+}
+
+} // namespace mtrt
+
+using namespace mtrt;
+
+MT_EXPORT void* mt_buffer_alloc(size_t bytes) {
+    const size_t page = page_size(), guard = guard_bytes();
+    const size_t used = round_up(bytes, 16);
+    if (used < bytes) return nullptr;
+    const size_t data = round_up(used, page);
+    const size_t len = data + 2 * guard;
+    if (len < data) return nullptr;
+    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    char* base = static_cast<char*>(m);
+    if (data && mprotect(base + guard, data, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, len);
+        return nullptr;
+    }
+    char* start = base + guard + data - used;
+    memset(base + guard, kCanary, static_cast<size_t>(start - (base + guard)));
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    b.maps[start] = Mapping{base, len, base + guard};
+    return start;
+}
+
+MT_EXPORT void mt_buffer_free(void* data) {
+    if (!data) return;
+    BufferMap& b = buffers();
+    Mapping m;
+    {
+        std::lock_guard<std::mutex> lk(b.mu);
+        auto it = b.maps.find(data);
+        if (it == b.maps.end()) return;
+        m = it->second;
+        b.maps.erase(it);
+    }
+    munmap(m.map, m.len);
+}
+
+MT_EXPORT int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi) {
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    auto it = b.maps.find(data);
+    if (it == b.maps.end()) return 0;
+    *lo = reinterpret_cast<uintptr_t>(it->second.map);
+    *hi = *lo + it->second.len;
+    return 1;
+}
