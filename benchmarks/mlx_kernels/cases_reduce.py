@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.mlx_kernels.cases_rows import MAX_TG, case, ceildiv, library, np_type, random
+from benchmarks.mlx_kernels.cases_rows import MAX_TG, case, ceildiv, library, np_type, random, unary_work_per_thread
 from benchmarks.mlx_kernels.common import Result, check_close, check_equal, rng
 
 REDUCE_N_READS = 4
@@ -299,11 +299,11 @@ def run_to_fp8(dev, tname: str) -> Result:
     import ml_dtypes
 
     r = rng(15)
-    x = np.concatenate([r.uniform(-500, 500, 700), r.uniform(-0.02, 0.02, 300), [0.0, -0.0, 448.0, 1e6, -1e6]])
+    size = 70001 if tname == "float32" else 1005          # 2**16 elements or more take the vn_ kernel
+    x = np.concatenate([r.uniform(-500, 500, size - 305), r.uniform(-0.02, 0.02, 300), [0, -0.0, 448, 1e6, -1e6]])
     x = x.astype(np_type(tname))
-    per_thread = tname == "float32"
-    fn = _fp8_fn(dev, f"{'vn' if per_thread else 'v'}_ToFP8{tname}uint8")
-    wpt = 8 // x.itemsize if per_thread else 1
+    wpt = unary_work_per_thread(x.size, x.itemsize)
+    fn = _fp8_fn(dev, f"{'vn' if wpt > 1 else 'v'}_ToFP8{tname}uint8")
     n = ceildiv(x.size, wpt)
     out = np.zeros(x.size, np.uint8)
     dev.dispatch_threads(fn, (n, 1, 1), (min(MAX_TG, n), 1, 1), [x, out, np.uint32(x.size)])
@@ -312,13 +312,14 @@ def run_to_fp8(dev, tname: str) -> Result:
 
 
 def run_from_fp8(dev, tname: str) -> Result:
-    """Every e4m3 byte but the two NaNs, to float32 or half: exact."""
+    """Every e4m3 byte but the two NaNs (repeated past 2**16 for float32), to float32 or half: exact."""
     import ml_dtypes
 
     bits = np.array([b for b in range(256) if b & 0x7F != 0x7F], np.uint8)
-    per_thread = tname == "float32"
-    fn = _fp8_fn(dev, f"{'vn' if per_thread else 'v'}_FromFP8uint8{tname}")
-    wpt = 8 if per_thread else 1                         # WorkPerThread<uint8_t>::n
+    if tname == "float32":
+        bits = np.tile(bits, 300)[:70003]                  # 2**16 elements or more take the vn_ kernel
+    wpt = unary_work_per_thread(bits.size, 1)
+    fn = _fp8_fn(dev, f"{'vn' if wpt > 1 else 'v'}_FromFP8uint8{tname}")
     n = ceildiv(bits.size, wpt)
     out = np.zeros(bits.size, np_type(tname))
     dev.dispatch_threads(fn, (n, 1, 1), (min(MAX_TG, n), 1, 1), [bits, out, np.uint32(bits.size)])

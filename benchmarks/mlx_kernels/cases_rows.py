@@ -104,12 +104,18 @@ _UNARY = (
 )
 
 
-def run_unary_contiguous(dev, op: str, tname: str, size: int, per_thread: bool, rtol: float, atol: float):
+def unary_work_per_thread(size: int, itemsize: int) -> int:
+    """MLX's `get_work_per_thread(dtype, size)`: one element per thread below 2**16 elements, else 8 bytes' worth
+    (the `vn_` kernels, whose default N is `WorkPerThread<T>::n`)."""
+    return 1 if size < (1 << 16) else max(1, 8 // itemsize)
+
+
+def run_unary_contiguous(dev, op: str, tname: str, size: int, rtol: float, atol: float):
     low = 0.01 if op == "Log" else -4.0
     x = random(size, tname, seed=size, low=low)
-    name = ("vn_" if per_thread else "v_") + op + tname + tname
+    wpt = unary_work_per_thread(size, x.itemsize)
+    name = ("vn_" if wpt > 1 else "v_") + op + tname + tname
     fn = library(dev, "unary.metal", ("unary_ops.h", "unary.h"), _UNARY).function(name)
-    wpt = 8 // x.itemsize if per_thread else 1          # WorkPerThread<T>::n, as get_work_per_thread gives
     nthreads = ceildiv(size, wpt)
     out = np.zeros_like(x)
     dev.dispatch_threads(fn, (nthreads, 1, 1), (min(MAX_TG, nthreads), 1, 1), [x, out, np.uint32(size)])
@@ -224,10 +230,10 @@ CASES: list[Case] = [
     case("softmax_block_f16", "softmax", run_softmax, "float16", 4, 100, False, 1e-2, 1e-4),
     case("softmax_block_precise_bf16", "softmax", run_softmax, "bfloat16", 4, 301, True, 1e-2, 1e-5),
     case("softmax_looped_precise_f16", "softmax", run_softmax, "float16", 2, 4099, True, 2e-3, 1e-7),
-    case("unary_exp_f32", "unary", run_unary_contiguous, "Exp", "float32", 1000, False, 2e-6, 0.0),
-    case("unary_log_f32_n", "unary", run_unary_contiguous, "Log", "float32", 1001, True, 2e-6, 1e-7),
-    case("unary_sin_f16_n", "unary", run_unary_contiguous, "Sin", "float16", 1003, True, 1e-3, 1e-3),
-    case("unary_abs_bf16", "unary", run_unary_contiguous, "Abs", "bfloat16", 515, False, 0.0, 0.0),
+    case("unary_exp_f32", "unary", run_unary_contiguous, "Exp", "float32", 1000, 2e-6, 0.0),
+    case("unary_log_f32_n", "unary", run_unary_contiguous, "Log", "float32", 65539, 2e-6, 1e-7),
+    case("unary_sin_f16_n", "unary", run_unary_contiguous, "Sin", "float16", 65541, 1e-3, 1e-3),
+    case("unary_abs_bf16", "unary", run_unary_contiguous, "Abs", "bfloat16", 515, 0.0, 0.0),
     case("unary_sin_f32_general", "unary", run_unary_general),
     case("binary_add_vv_f32", "binary", run_binary_contiguous, "vv", "Add", "float32", 1027, 1e-7),
     case("binary_mul_sv_f32", "binary", run_binary_contiguous, "sv", "Multiply", "float32", 999, 1e-7),
