@@ -262,8 +262,9 @@ def test_compile_error_points_at_metal_line(cpu):
     assert "float y = x[i] * undefined_thing;" in str(e)
 
 
-def test_kernel_parameter_without_attribute_is_an_error(cpu):
-    src = "kernel void k(device float* x, uint i [[thread_position_in_grid]]) { x[i] = 0.0f; }"
+def test_kernel_value_parameter_without_attribute_is_an_error(cpu):
+    # a pointer without [[buffer(i)]] takes the next buffer index (see test_cpu_msl_realworld.py); a value cannot
+    src = "kernel void k(device float* x, float s, uint i [[thread_position_in_grid]]) { x[i] = s; }"
     with pytest.raises(metile.MSLCompileError, match="needs an attribute"):
         cpu.compile(src, name="noattr.metal")
 

@@ -1,6 +1,11 @@
 """Kernel signatures of MSL sources: the `[[buffer(i)]]`, `[[threadgroup(i)]]` and thread-position
 parameters of each `kernel` function, as every device needs them to bind arguments.
 
+Kernels are `kernel`/`[[kernel]]` functions, and explicit instantiations of kernel templates named
+with `[[host_name("name")]]` (their parameter types with the template arguments substituted).
+Parameters without `[[buffer(i)]]` take buffer indices in order, as Metal assigns them; an array
+parameter (`constant int s[2]`) is a buffer holding the array.
+
 Parsing also records the source edits the CPU device's front end makes to a kernel's declaration
 (`kernel` becomes `static`, parameter attributes are dropped); other devices ignore them.
 """
@@ -14,6 +19,19 @@ import attrs
 from metile.ir.errors import Loc
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, split_top_level, tokenize
+from metile.metal.msl_preprocess import LineMap
+from metile.metal.msl_templates import (
+    TemplateParam,
+    TemplateSyntaxError,
+    bind,
+    const_int,
+    join,
+    match_angle,
+    parse_header,
+    split_args,
+    string_literal,
+    substitute,
+)
 
 
 class ParamKind(enum.Enum):
@@ -47,15 +65,22 @@ POSITION_ATTRIBUTES: dict[str, tuple[str, int]] = {
 }
 _SCALAR_POSITION_TYPES = {"uint", "ushort", "int", "short", "uint32_t", "uint16_t"}
 VECTOR_POSITION_TYPES = {f"{t}{n}": n for t in ("uint", "ushort") for n in (2, 3)}
+# attributes of kernel parameters that are only recorded (the `fconst` work reads them)
+_RECORDED_ATTRIBUTES = {"function_constant"}
+METAL_PARAM_ATTRIBUTES = {"buffer", "threadgroup", "id", "stage_in", "texture", "sampler", *POSITION_ATTRIBUTES}
+
+
 @attrs.frozen
 class Param:
     name: str
     kind: ParamKind
-    type_text: str          # declared type with address-space words, e.g. "device const float*"
-    index: int = -1         # [[buffer(i)]] / [[threadgroup(i)]]
+    type_text: str          # declared type with address-space words, e.g. "device const float*" (arrays as pointers)
+    index: int = -1         # [[buffer(i)]] / [[threadgroup(i)]], or the index Metal assigns
     attribute: str = ""     # position attribute name
     is_reference: bool = False
     line: int = 0
+    function_constant: str = ""   # the argument of [[function_constant(...)]], "" if absent
+    array: str = ""               # the declared array bounds of an array parameter, e.g. "[2]"
 
     @property
     def address_space(self) -> str:
@@ -82,6 +107,11 @@ class KernelSignature:
     params: tuple[Param, ...]
     line: int
     max_total_threads: int = 0  # [[max_total_threads_per_threadgroup(n)]], 0 if absent
+    callee: str = ""            # the C++ function to call when it is not `name` (e.g. "f<float>" for a host_name)
+
+    @property
+    def call_name(self) -> str:
+        return self.callee or self.name
 
     @property
     def buffers(self) -> tuple[Param, ...]:
@@ -93,67 +123,148 @@ class KernelSignature:
 
 
 class SourceErrors:
-    def __init__(self, src: str, metal_name: str):
+    """Errors located on the user's file and line (through the preprocessor's line map when there is one)."""
+
+    def __init__(self, src: str, metal_name: str, line_map: LineMap | None = None):
         self.lines = src.splitlines()
         self.metal_name = metal_name
+        self.line_map = line_map
+
+    def origin(self, line: int) -> tuple[str, int]:
+        return self.line_map.locate(line) if self.line_map is not None else (self.metal_name, line)
+
+    def at_line(self, line: int, col: int, message: str, cls: type[MSLCompileError] = MSLCompileError, *,
+                word: str = "") -> MSLCompileError:
+        file, n = self.origin(line)
+        if self.line_map is not None:   # columns of preprocessed text are not the file's: find the word
+            text = self.line_map.source_line(file, n)
+            col = text.find(word) if word and word in text else len(text) - len(text.lstrip())
+        else:
+            text = self.lines[n - 1] if 0 < n <= len(self.lines) else ""
+        return cls(message, Loc(file, n, col), source_line=text)
 
     def at(self, tok: Token, message: str, cls: type[MSLCompileError] = MSLCompileError) -> MSLCompileError:
-        line = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
-        return cls(message, Loc(self.metal_name, tok.line, tok.col), source_line=line)
+        return self.at_line(tok.line, tok.col, message, cls, word=tok.text)
 
 
 def lex(src: str, errors: SourceErrors) -> list[Token]:
     try:
         return tokenize(src)
     except LexError as e:
-        n = e.line
-        raise MSLCompileError(str(e), Loc(errors.metal_name, n, e.col),
-                              source_line=errors.lines[n - 1] if n <= len(errors.lines) else "") from None
+        raise errors.at_line(e.line, e.col, str(e)) from None
 
 
-def kernel_signatures(src: str, metal_name: str = "kernel.metal") -> tuple[KernelSignature, ...]:
-    """The kernel functions of an MSL source and their parameters (for any device: nothing is refused)."""
-    errors = SourceErrors(src, metal_name)
-    tokens = lex(src, errors)
-    found, depth, i = [], 0, 0
+@attrs.frozen
+class KernelDecl:
+    """A kernel function's declaration as written: attribute items, name and parameter token runs."""
+
+    items: tuple[tuple[Token, ...], ...]
+    name_tok: Token
+    runs: tuple[tuple[Token, ...], ...]
+
+
+@attrs.frozen
+class KernelTemplate:
+    params: tuple[TemplateParam, ...]
+    decl: KernelDecl
+
+
+def kernel_signatures(src: str, metal_name: str = "kernel.metal", *, text: str | None = None,
+                      line_map: LineMap | None = None) -> tuple[KernelSignature, ...]:
+    """The kernel functions of an MSL source and their parameters (for any device: nothing is refused).
+
+    `text` and `line_map` are the preprocessed source when it needed the preprocessor."""
+    errors = SourceErrors(src, metal_name, line_map)
+    tokens = [t for t in lex(src if text is None else text, errors) if t.kind is not Tok.DIRECTIVE]
+    found: list[KernelSignature] = []
+    templates: dict[str, KernelTemplate] = {}
+    depth, i = 0, 0
     while i < len(tokens):
         t = tokens[i]
         if t.kind is Tok.PUNCT and t.text in ("{", "}"):
             depth += 1 if t.text == "{" else -1
-        elif depth == 0 and starts_kernel(tokens, i):
-            sig, _, i = parse_kernel(tokens, i, errors)
-            found.append(sig)
+        elif depth == 0 and (hit := kernel_at(tokens, i, errors, templates)) is not None:
+            sigs, _, i = hit
+            add_kernels(found, sigs, errors)
             continue
         i += 1
     return tuple(found)
 
 
-def starts_kernel(tokens: list[Token], i: int) -> bool:
+def add_kernels(found: list[KernelSignature], sigs: list[KernelSignature], errors: SourceErrors) -> None:
+    for sig in sigs:
+        if any(k.name == sig.name for k in found):
+            raise errors.at_line(sig.line, 0, f"two kernel functions are named `{sig.name}`")
+        found.append(sig)
+
+
+def kernel_at(tokens: list[Token], i: int, errors: SourceErrors, templates: dict[str, KernelTemplate]):
+    """If a kernel, a kernel template or an instantiation of one starts at tokens[i]: (signatures, edits,
+    index after it); else None. Kernel templates found are added to `templates`."""
     t = tokens[i]
-    if t.kind is Tok.IDENT and t.text == "kernel":
-        return True
-    if t.kind is Tok.PUNCT and t.text == "[[":
-        j = match_paren(tokens, i)
-        return any(x.kind is Tok.IDENT and x.text == "kernel" for x in tokens[i + 1:j])
+    try:
+        if t.kind is Tok.IDENT and t.text == "template" and i + 1 < len(tokens):
+            if tokens[i + 1].text == "<":
+                params, j = parse_header(tokens, i)
+                if j < len(tokens) and starts_kernel(tokens, j):
+                    decl, edits, end = parse_kernel(tokens, j, errors)
+                    templates[decl.name_tok.text] = KernelTemplate(tuple(params), decl)
+                    return [], edits, end
+                return None
+            if starts_kernel(tokens, i + 1):
+                return _instantiation(tokens, i, errors, templates)
+            return None
+        if starts_kernel(tokens, i):
+            decl, edits, end = parse_kernel(tokens, i, errors)
+            return [signature(decl, errors, {})], edits, end
+    except TemplateSyntaxError as e:
+        raise errors.at(e.token, str(e)) from None
+    except LexError as e:
+        raise errors.at_line(e.line, e.col, str(e)) from None
+    return None
+
+
+def starts_kernel(tokens: list[Token], i: int) -> bool:
+    """Whether the attributes and `kernel` words starting at tokens[i] declare a kernel."""
+    j = i
+    while j < len(tokens):
+        t = tokens[j]
+        if t.kind is Tok.IDENT and t.text == "kernel":
+            return True
+        if not (t.kind is Tok.PUNCT and t.text == "[["):
+            return False
+        close = match_paren(tokens, j)
+        if any(item and item[0].text == "kernel" for item in split_top_level(tokens[j + 1:close])):
+            return True
+        j = close + 1
     return False
 
 
-def parse_kernel(tokens: list[Token], i: int, errors: SourceErrors) -> tuple[KernelSignature, list, int]:
-    """Parse `[[kernel]] void name(params) {` starting at tokens[i]; returns the signature and edits."""
+def _head(tokens: list[Token], i: int) -> tuple[list[list[Token]], list[tuple[int, int, str]], int]:
+    """The attribute items and `kernel` words from tokens[i] on, the edits that blank them, and the index after."""
+    items: list[list[Token]] = []
     edits: list[tuple[int, int, str]] = []
-    max_threads = 0
-    if tokens[i].text == "[[":
-        close = match_paren(tokens, i)
-        for a, attr in enumerate(tokens[i + 1:close]):
-            if attr.text == "max_total_threads_per_threadgroup":
-                arg = tokens[i + 1 + a + 2]
-                max_threads = int(arg.text.rstrip("uU"), 0)
-        edits.append((tokens[i].start, tokens[close].end, "static"))
-        j = close + 1
-    else:
-        edits.append((tokens[i].start, tokens[i].end, "static"))
-        j = i + 1
-    # return type ... name (
+    j = i
+    while j < len(tokens):
+        t = tokens[j]
+        if t.kind is Tok.PUNCT and t.text == "[[":
+            close = match_paren(tokens, j)
+            items += [x for x in split_top_level(tokens[j + 1:close]) if x]
+            edits.append((t.start, tokens[close].end, " "))
+            j = close + 1
+        elif t.kind is Tok.IDENT and t.text == "kernel":
+            items.append([t])
+            edits.append((t.start, t.end, " "))
+            j += 1
+        else:
+            break
+    return items, edits, j
+
+
+def parse_kernel(tokens: list[Token], i: int, errors: SourceErrors) -> tuple[KernelDecl, list, int]:
+    """Parse `[[kernel]] void name(params) {` starting at tokens[i]; returns the declaration and edits."""
+    items, edits, j = _head(tokens, i)
+    edits[0] = (edits[0][0], edits[0][1], "static")
     k = j
     while k < len(tokens) and not (tokens[k].text == "(" and tokens[k - 1].kind is Tok.IDENT):
         k += 1
@@ -164,51 +275,158 @@ def parse_kernel(tokens: list[Token], i: int, errors: SourceErrors) -> tuple[Ker
     if ret != "void":
         raise errors.at(tokens[j], f"kernel function `{name_tok.text}` must return void, not `{ret}`")
     close = match_paren(tokens, k)
-    params = [
-        _parse_param(run, errors, name_tok, edits)
-        for run in split_top_level(tokens[k + 1:close])
-    ]
-    _check_params(params, errors, name_tok)
-    sig = KernelSignature(name=name_tok.text, params=tuple(params), line=name_tok.line,
-                          max_total_threads=max_threads)
-    return sig, edits, close + 1
+    runs = split_top_level(tokens[k + 1:close])
+    for run in runs:
+        edits += [(run[a].start, run[match_paren(run, a)].end, " ") for a, t in enumerate(run) if t.text == "[["]
+    decl = KernelDecl(tuple(tuple(x) for x in items), name_tok, tuple(tuple(r) for r in runs))
+    return decl, edits, close + 1
 
 
-def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, edits: list) -> Param:
-    attrs_at = [n for n, t in enumerate(run) if t.text == "[["]
-    if not attrs_at:
-        raise errors.at(run[0], f"parameter `{' '.join(t.text for t in run)}` of kernel `{fn.text}` "
-                                "needs an attribute such as [[buffer(0)]]")
-    a0 = attrs_at[0]
-    a1 = match_paren(run, a0)
-    decl, attr = run[:a0], run[a0 + 1:a1]
-    edits.append((run[a0].start, run[a1].end, " "))
+def _instantiation(tokens: list[Token], i: int, errors: SourceErrors, templates: dict[str, KernelTemplate]):
+    """`template [[host_name("n")]] [[kernel]] decltype(f<A>) f<A>;` (or `... void f<A>(...);`) at tokens[i]."""
+    items, _, j = _head(tokens, i + 1)
+    end = j
+    paren, found = 0, None
+    while end < len(tokens) and not (paren == 0 and tokens[end].text == ";"):
+        t = tokens[end]
+        if t.kind is Tok.PUNCT and t.text in ("(", "[", "{"):
+            paren += 1
+        elif t.kind is Tok.PUNCT and t.text in (")", "]", "}"):
+            paren -= 1
+        elif paren == 0 and t.kind is Tok.IDENT and end + 1 < len(tokens) and tokens[end + 1].text == "<":
+            found = end
+        end += 1
+    if found is None or end >= len(tokens):
+        raise errors.at(tokens[i], "cannot read this kernel instantiation (expected "
+                                   "`template [[host_name(\"name\")]] [[kernel]] decltype(f<T>) f<T>;`)")
+    name = tokens[found].text
+    tmpl = templates.get(name)
+    if tmpl is None:
+        raise errors.at(tokens[found], f"`{name}` is not a kernel template defined before this instantiation")
+    close = match_angle(tokens, found + 1)
+    args = [join([t.text for t in run]) for run in split_args(tokens[found + 2:close])]
+    mapping = bind(list(tmpl.params), args, tokens[found], f"kernel template `{name}`")
+    host = _host_name(items, errors)
+    if host is None:
+        raise errors.at(tokens[i], f"an instantiation of kernel template `{name}` needs [[host_name(\"name\")]] "
+                                   "to be callable")
+    callee = f"{name}<{', '.join(args)}>"
+    sig = signature(tmpl.decl, errors, mapping, extra=items, callee=callee, line=tokens[i].line)
+    cpp = f"template decltype({callee}) {callee};"
+    return [sig], [(tokens[i].start, tokens[end].end, cpp)], end + 1
+
+
+def _host_name(items, errors: SourceErrors) -> str | None:
+    for item in items:
+        if item[0].text == "host_name":
+            value = string_literal(list(item[2:-1])) if len(item) > 3 and item[1].text == "(" else None
+            if value is None:
+                raise errors.at(item[0], "[[host_name(...)]] needs a string literal")
+            return value
+    return None
+
+
+def signature(decl: KernelDecl, errors: SourceErrors, mapping: dict[str, str], *, extra=(), callee: str = "",
+              line: int = 0) -> KernelSignature:
+    """The signature of a kernel declaration, with template parameters replaced as `mapping` says."""
+    fn = decl.name_tok
+    max_threads = 0
+    for item in (*decl.items, *extra):
+        aname = item[0].text
+        if aname == "max_total_threads_per_threadgroup":
+            max_threads = _int_argument(item, errors, mapping)
+            if max_threads <= 0:
+                raise errors.at(item[0], f"[[max_total_threads_per_threadgroup]] must be positive, not {max_threads}")
+        elif aname not in ("kernel", "host_name"):
+            raise errors.at(item[0], f"unsupported kernel function attribute [[{aname}]]", MSLUnsupportedError)
+    host = _host_name(decl.items, errors)
+    params = _assign_indices([_parse_param(list(run), errors, fn, mapping) for run in decl.runs], errors, fn)
+    _check_params(params, errors, fn)
+    name = _host_name(extra, errors) or host or fn.text
+    if not callee and name != fn.text:
+        callee = fn.text
+    return KernelSignature(name=name, params=tuple(params), line=errors.origin(line or fn.line)[1],
+                           max_total_threads=max_threads, callee=callee)
+
+
+def _int_argument(item, errors: SourceErrors, mapping: dict[str, str]) -> int:
+    """The integer constant expression in `name(expr)`."""
+    if len(item) < 4 or item[1].text != "(" or item[-1].text != ")":
+        raise errors.at(item[0], f"[[{item[0].text}(...)]] needs an integer argument")
+    texts = [t.text for t in tokenize(substitute([t.text for t in item[2:-1]], mapping))]
+    value = const_int(texts)
+    if value is None:
+        raise errors.at(item[0], f"[[{item[0].text}({join([t.text for t in item[2:-1]])})]]: the CPU device "
+                                 "reads only integer constant expressions of literals here", MSLUnsupportedError)
+    return value
+
+
+def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, mapping: dict[str, str]) -> Param:
+    a0 = next((n for n, t in enumerate(run) if t.text == "[["), None)
+    decl, items = run, []
+    if a0 is not None:
+        a1 = match_paren(run, a0)
+        decl, items = run[:a0], [x for x in split_top_level(run[a0 + 1:a1]) if x]
+    dims: list[str] = []
+    while len(decl) > 2 and decl[-1].text == "]":
+        opener = max(n for n, t in enumerate(decl) if t.text == "[")
+        dims.insert(0, "[" + join([t.text for t in decl[opener + 1:-1]]) + "]")
+        decl = decl[:opener]
     if len(decl) < 2 or decl[-1].kind is not Tok.IDENT:
         raise errors.at(run[0], "cannot read this kernel parameter (expected `type name [[attribute]]`)")
     name = decl[-1].text
-    type_text = " ".join(t.text for t in decl[:-1]).replace(" *", "*").replace(" &", "&")
-    aname = attr[0].text if attr else ""
-    if aname in ("buffer", "threadgroup"):
-        if len(attr) < 4 or attr[1].text != "(" or attr[2].kind is not Tok.NUMBER:
-            raise errors.at(attr[0], f"[[{aname}(...)]] needs an integer index")
-        index = int(attr[2].text.rstrip("uU"), 0)
-        is_ref = type_text.endswith("&")
-        if not (type_text.endswith("*") or is_ref):
-            raise errors.at(decl[0], f"[[{aname}({index})]] parameter `{name}` must be a pointer or reference")
-        if aname == "threadgroup" and "threadgroup" not in type_text.split():
-            raise errors.at(decl[0], f"[[threadgroup({index})]] parameter `{name}` must be a threadgroup pointer")
-        kind = ParamKind.BUFFER if aname == "buffer" else ParamKind.THREADGROUP
-        return Param(name, kind, type_text, index=index, is_reference=is_ref, line=decl[-1].line)
-    if aname in POSITION_ATTRIBUTES:
-        _, comps = POSITION_ATTRIBUTES[aname]
+    type_text = substitute([t.text for t in decl[:-1]], mapping)
+    line = errors.origin(decl[-1].line)[1]
+    index, bound_as, position, fconst = -1, "", "", ""
+    for item in items:
+        aname = item[0].text
+        if aname in ("buffer", "threadgroup"):
+            index, bound_as = _int_argument(item, errors, mapping), aname
+            if index < 0:
+                raise errors.at(item[0], f"[[{aname}({index})]] of `{name}` is negative")
+        elif aname in POSITION_ATTRIBUTES:
+            position = aname
+        elif aname in _RECORDED_ATTRIBUTES:
+            fconst = join([t.text for t in item[2:-1]])
+        else:
+            raise errors.at(item[0], f"unsupported kernel parameter attribute [[{aname}]]", MSLUnsupportedError)
+    if position:
+        _, comps = POSITION_ATTRIBUTES[position]
         base = type_text.split()[-1] if type_text else ""
         ok = base in _SCALAR_POSITION_TYPES or (base in VECTOR_POSITION_TYPES and comps == 3)
         if not ok:
-            raise errors.at(decl[0], f"[[{aname}]] parameter `{name}` has type `{type_text}`; "
+            raise errors.at(decl[0], f"[[{position}]] parameter `{name}` has type `{type_text}`; "
                                      f"expected uint, ushort" + (", uint2/3 or ushort2/3" if comps == 3 else ""))
-        return Param(name, ParamKind.POSITION, type_text, attribute=aname, line=decl[-1].line)
-    raise errors.at(attr[0] if attr else run[a0], f"unsupported kernel parameter attribute [[{aname}]]",
-                    MSLUnsupportedError)
+        return Param(name, ParamKind.POSITION, type_text, attribute=position, line=line, function_constant=fconst)
+    if dims:
+        type_text += "*"
+    is_ref = type_text.endswith("&")
+    if not (type_text.endswith("*") or is_ref):
+        if bound_as:
+            raise errors.at(decl[0], f"[[{bound_as}({index})]] parameter `{name}` must be a pointer or reference")
+        raise errors.at(run[0], f"parameter `{join([t.text for t in run])}` of kernel `{fn.text}` "
+                                "needs an attribute such as [[buffer(0)]], or a pointer or reference type")
+    words = type_text.replace("*", " ").replace("&", " ").split()
+    if bound_as == "threadgroup" and "threadgroup" not in words:
+        raise errors.at(decl[0], f"[[threadgroup({index})]] parameter `{name}` must be a threadgroup pointer")
+    kind = ParamKind.THREADGROUP if bound_as == "threadgroup" or (not bound_as and "threadgroup" in words) \
+        else ParamKind.BUFFER
+    return Param(name, kind, type_text, index=index, is_reference=is_ref, line=line, function_constant=fconst,
+                 array="".join(dims))
+
+
+def _assign_indices(params: list[Param], errors: SourceErrors, fn: Token) -> list[Param]:
+    """Parameters without an index take 0, 1, 2, ... in order (per kind), as Metal assigns them."""
+    for kind in (ParamKind.BUFFER, ParamKind.THREADGROUP):
+        mine = [p for p in params if p.kind is kind]
+        implicit = [p for p in mine if p.index < 0]
+        if implicit and len(implicit) != len(mine):
+            raise errors.at(fn, f"kernel `{fn.text}` gives some {kind.value} parameters an index "
+                                f"([[{kind.value}(i)]]) and not others (`{implicit[0].name}`); the CPU device "
+                                "needs all or none of them indexed", MSLUnsupportedError)
+        for n, p in enumerate(implicit):
+            params[params.index(p)] = attrs.evolve(p, index=n)
+    return params
 
 
 def _check_params(params: list[Param], errors: SourceErrors, fn: Token) -> None:

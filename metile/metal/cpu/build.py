@@ -124,6 +124,8 @@ class KernelBuilder:
 
 
 def compile_error(output: str, tr: Translation) -> MSLCompileError:
-    """The first compiler error, located on the `.metal` line when it lies there."""
-    return first_error(output, source=tr.source, metal_name=tr.metal_name,
+    """The first compiler error, located on the `.metal` line when it lies there (or on a header's line)."""
+    headers = tr.line_map.user_file if tr.line_map is not None else None
+    return first_error(output, source=tr.source, metal_name=tr.metal_name, read_other=headers,
                        elsewhere="generated for the kernel signature of", compiler="the C++ compiler")
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -24,7 +25,8 @@ from metile.metal.cpu.dispatch import CpuDispatch
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
-from metile.metal.errors import LaunchError
+from metile.metal.errors import LaunchError, MSLCompileError
+from metile.metal.msl_preprocess import needs_preprocessing, preprocess, stub_headers
 from metile.metal.msl_signature import KernelSignature
 
 MAX_THREADS_PER_THREADGROUP = 1024
@@ -159,19 +161,31 @@ class CpuDevice:
         return ffi.buffer(mem, nbytes)
 
     # -- compilation ----------------------------------------------------------------------------------------------
-    def compile(self, source: str, *, name: str | None = None, path: str | os.PathLike | None = None) -> CpuLibrary:
-        """Compile MSL text. `name` (or `path`) is the file name messages and faults use."""
+    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
+                include_dirs: Sequence[str | os.PathLike] = ()) -> CpuLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name messages and faults use; `include_dirs` are
+        searched by `#include` (quoted includes first beside `path`)."""
         if path is not None:
             path = Path(path)
             if source is None:
                 source = path.read_text()
+        if not isinstance(source, str):
+            raise MSLCompileError(f"compile() takes MSL source text, not {type(source).__name__}")
         metal_name = str(path) if path is not None else (name or "kernel.metal")
-        key = (source, metal_name, str(path.parent if path else ""))
+        if isinstance(include_dirs, (str, os.PathLike)):
+            include_dirs = [include_dirs]
+        dirs = tuple(Path(d).resolve() for d in include_dirs)
+        key = (source, metal_name, str(path.parent if path else ""), tuple(map(str, dirs)))
         with self._lock:
             lib = self._libraries.get(key)
         if lib is not None:
             return lib
-        tr = translate(source, metal_name)
+        pre = None
+        if needs_preprocessing(source):
+            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
+                             stub_dir=stub_headers(self.options.cache_dir),
+                             source_dir=path.parent.resolve() if path is not None else None)
+        tr = translate(source, metal_name, preprocessed=pre)
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
         lib.handle(False)  # compile now so that errors surface at compile()
         with self._lock:

@@ -5,31 +5,46 @@ messages, `__builtin_LINE()` in the compatibility header and debug line tables a
 lines. The rewrites are the few places where MSL and C++ differ in meaning:
 
 - `kernel` / `[[kernel]]` functions become `static` functions; a wrapper with C linkage per kernel
-  binds `[[buffer(i)]]`, `[[threadgroup(i)]]` and thread-position parameters;
+  binds `[[buffer(i)]]`, `[[threadgroup(i)]]` and thread-position parameters (for an instantiation of
+  a kernel template named by `[[host_name]]`, it calls the specialization, with parameter types taken
+  from `decltype(&f<A>)`);
+- parameter attributes of other functions (`threadgroup T* buf [[threadgroup(0)]]` in a helper) go;
+- an explicit specialization of a member function template at class scope (which Metal's compiler and
+  clang accept, g++ does not) becomes a plain member overload with the same parameters: calls that
+  would pick the specialization pick the overload, which has the same body;
 - `threadgroup T name[N];` in a function body becomes a reference to storage from the runtime
   (`mt_threadgroup_alloc`), shared by every thread of the threadgroup;
 - `1.5h` becomes `half(1.5f)` and unsuffixed floating literals get an `f` (MSL has no double).
+
+Sources with macros, conditionals or quoted includes are preprocessed first (`metile.metal.msl_preprocess`);
+the output's `#line` directives keep naming the user's files and lines.
 """
 
 from __future__ import annotations
 
+import re
+
 import attrs
 
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
-from metile.metal.msl_lex import Tok, Token, rewrite_float_literal, split_top_level, tokenize
+from metile.metal.msl_lex import Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
+from metile.metal.msl_preprocess import LineMap, Preprocessed
 from metile.metal.msl_signature import (
+    METAL_PARAM_ATTRIBUTES,
     POSITION_ATTRIBUTES,
     VECTOR_POSITION_TYPES,
     KernelSignature,
+    KernelTemplate,
     Param,
     ParamKind,
     SourceErrors,
+    add_kernels,
+    kernel_at,
     lex,
-    parse_kernel,
-    starts_kernel,
 )
+from metile.metal.msl_templates import TemplateSyntaxError, match_angle
 
-FRONTEND_VERSION = "1"
+FRONTEND_VERSION = "2"
 
 
 _UNSUPPORTED_HEADERS = {
@@ -54,24 +69,36 @@ class Translation:
     kernels: tuple[KernelSignature, ...]
     metal_name: str
     threadgroup_slots: int
+    line_map: LineMap | None = None   # where the lines of preprocessed text came from (None: `cpp` has `source`)
 
     def kernel(self, name: str) -> KernelSignature | None:
         return next((k for k in self.kernels if k.name == name), None)
 
 
 def entry_symbol(kernel_name: str) -> str:
-    return f"__mt_entry_{kernel_name}"
+    """The C symbol of a kernel's wrapper (characters a host_name may have and C names may not are spelled out)."""
+    return "__mt_entry_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", kernel_name)
 
 
-def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h") -> Translation:
-    """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring)."""
-    errors = SourceErrors(src, metal_name)
-    tokens = lex(src, errors)
+def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h",
+              preprocessed: Preprocessed | None = None) -> Translation:
+    """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring).
+
+    `preprocessed` is `src` after the preprocessor, when it needed one."""
+    text = preprocessed.text if preprocessed is not None else src
+    line_map = preprocessed.line_map if preprocessed is not None else None
+    errors = SourceErrors(src, metal_name, line_map)
+    tokens = lex(text, errors)
     _refuse_unsupported(tokens, errors)
     edits: list[tuple[int, int, str]] = []
+    for t in tokens:
+        if t.kind is Tok.DIRECTIVE:
+            edits += _rewrite_directive(t)
+    tokens = [t for t in tokens if t.kind is not Tok.DIRECTIVE]
     kernels: list[KernelSignature] = []
+    templates: dict[str, KernelTemplate] = {}
+    braces: list[str] = []   # "class" for a class body, "" for any other brace
     slot = 0
-    depth = 0
     i = 0
     while i < len(tokens):
         t = tokens[i]
@@ -79,21 +106,25 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
             new = rewrite_float_literal(t.text)
             if new != t.text:
                 edits.append((t.start, t.end, new))
-        elif t.kind is Tok.DIRECTIVE:
-            edits += _rewrite_directive(t)
         elif t.kind is Tok.PUNCT and t.text == "{":
-            depth += 1
+            braces.append(_brace_kind(tokens, i))
         elif t.kind is Tok.PUNCT and t.text == "}":
-            depth -= 1
-        elif depth == 0 and starts_kernel(tokens, i):
-            sig, kedits, i = parse_kernel(tokens, i, errors)
-            kernels.append(sig)
+            if braces:
+                braces.pop()
+        elif not braces and (hit := kernel_at(tokens, i, errors, templates)) is not None:
+            sigs, kedits, i = hit
+            add_kernels(kernels, sigs, errors)
             edits += kedits
             continue
-        elif (depth > 0 and t.kind is Tok.IDENT and t.text == "threadgroup"
+        elif t.kind is Tok.PUNCT and t.text == "[[":
+            edits += _strip_metal_attributes(tokens, i, errors)
+        elif (braces and braces[-1] == "class" and t.text == "template" and i + 2 < len(tokens)
+              and tokens[i + 1].text == "<" and tokens[i + 2].text == ">"):
+            edits += _member_specialization(tokens, i, errors)
+        elif (braces and t.kind is Tok.IDENT and t.text == "threadgroup"
               and (i == 0 or tokens[i - 1].text in (";", "{", "}"))):
             stmt_end = _statement_end(tokens, i)
-            new_edits, slot = _rewrite_threadgroup_decl(src, tokens[i:stmt_end + 1], slot, errors)
+            new_edits, slot = _rewrite_threadgroup_decl(text, tokens[i:stmt_end + 1], slot, errors)
             edits += new_edits
             if new_edits:
                 i = stmt_end + 1
@@ -102,9 +133,66 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     if not kernels:
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
-    body = _apply_edits(src, edits)
+    body = _apply_edits(text, edits)
     cpp = _assemble(body, kernels, metal_name, header)
-    return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot)
+    return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
+                       line_map=line_map)
+
+
+def _brace_kind(tokens: list[Token], i: int) -> str:
+    """"class" if the `{` at tokens[i] opens a class body (after its template headers), else ""."""
+    j = i
+    while j > 0 and tokens[j - 1].text not in (";", "{", "}"):
+        j -= 1
+    while j < i and tokens[j].text == "template" and j + 1 < i and tokens[j + 1].text == "<":
+        try:
+            j = match_angle(tokens, j + 1) + 1
+        except TemplateSyntaxError:
+            return ""
+    for t in tokens[j:i]:
+        if t.text == "(":
+            return ""
+        if t.kind is Tok.IDENT and t.text in ("struct", "class", "union"):
+            return "class"
+    return ""
+
+
+def _strip_metal_attributes(tokens: list[Token], i: int, errors: SourceErrors) -> list[tuple[int, int, str]]:
+    """`[[threadgroup(0)]]` and the like on a parameter of a function that is not a kernel bind nothing: drop them
+    (`threadgroup` is an empty macro in C++, which would leave `[[(0)]]`)."""
+    close = _match(tokens, i, errors)
+    items = [x for x in split_top_level(tokens[i + 1:close]) if x]
+    if items and all(x[0].text in METAL_PARAM_ATTRIBUTES for x in items):
+        return [(tokens[i].start, tokens[close].end, " ")]
+    return []
+
+
+def _match(tokens: list[Token], i: int, errors: SourceErrors) -> int:
+    from metile.metal.msl_lex import LexError
+
+    try:
+        return match_paren(tokens, i)
+    except LexError as e:
+        raise errors.at(tokens[i], str(e)) from None
+
+
+def _member_specialization(tokens: list[Token], i: int, errors: SourceErrors) -> list[tuple[int, int, str]]:
+    """`template <> R f(params)` (or `f<A>(params)`) in a class body -> `R f(params)` (see the module docstring)."""
+    edits = [(tokens[i].start, tokens[i + 2].end, " ")]
+    k = i + 3
+    while k < len(tokens) and tokens[k].text not in ("(", ";", "{", "}"):
+        k += 1
+    if k >= len(tokens) or tokens[k].text != "(":
+        return edits   # a class specialization: left for the C++ compiler to judge
+    if tokens[k - 1].text in (">", ">>"):
+        depth = 0
+        for j in range(k - 1, i + 2, -1):
+            depth += {">": 1, ">>": 2, "<": -1}.get(tokens[j].text, 0)
+            if depth == 0:
+                if tokens[j - 1].kind is Tok.IDENT and tokens[j - 1].text != "operator":
+                    edits.append((tokens[j].start, tokens[k - 1].end, " "))
+                break
+    return edits
 
 
 def _refuse_unsupported(tokens: list[Token], errors: SourceErrors) -> None:
@@ -195,6 +283,8 @@ def _apply_edits(src: str, edits: list[tuple[int, int, str]]) -> str:
             continue
         out.append(src[pos:start])
         keep = src.count("\n", start, end) - text.count("\n")
+        if keep == 0 and "\n" not in text and len(text) < end - start:
+            text = text.ljust(end - start)   # keep the columns of what follows on the line
         out.append(text + "\n" * max(keep, 0))
         pos = end
     out.append(src[pos:])
@@ -216,27 +306,49 @@ def _position_expr(p: Param) -> str:
 
 
 def _wrapper(sig: KernelSignature) -> str:
+    templated = "<" in sig.call_name
     args = []
-    for p in sig.params:
+    for n, p in enumerate(sig.params):
+        ptype = f"__mt_param_t<{n}, __F>" if templated else p.type_text
         if p.kind is ParamKind.BUFFER:
             if p.is_reference:
-                args.append(f"*({p.type_text[:-1]}*)__b[{p.index}]")
+                pointer = f"__mt_pointer_t<{ptype}>" if templated else f"{ptype[:-1]}*"
+                args.append(f"*({pointer})__b[{p.index}]")
             else:
-                args.append(f"({p.type_text})__b[{p.index}]")
+                args.append(f"({ptype})__b[{p.index}]")
         elif p.kind is ParamKind.THREADGROUP:
-            args.append(f"({p.type_text})mt_threadgroup_param({p.index}u)")
+            args.append(f"({ptype})mt_threadgroup_param({p.index}u)")
         else:
             args.append(_position_expr(p))
     joined = ",\n        ".join(args)
+    alias = f"    using __F = decltype(&{sig.call_name});\n" if templated else ""
     return (
         f'extern "C" __attribute__((visibility("default"))) void {entry_symbol(sig.name)}'
         f"(void* const* __b, const mt_thread_pos* __p) {{\n"
-        f"    (void)__b; (void)__p;\n    {sig.name}(\n        {joined});\n}}\n"
+        f"    (void)__b; (void)__p;\n{alias}    {sig.call_name}(\n        {joined});\n}}\n"
     )
+
+
+# parameter types of a function pointer type, for the wrappers of template instantiations
+_PARAM_TYPES = """\
+template <unsigned I, class... A> struct __mt_nth;
+template <class H, class... T> struct __mt_nth<0, H, T...> { using type = H; };
+template <unsigned I, class H, class... T> struct __mt_nth<I, H, T...> {
+    using type = typename __mt_nth<I - 1, T...>::type; };
+template <unsigned I, class F> struct __mt_param;
+template <unsigned I, class R, class... A> struct __mt_param<I, R (*)(A...)> {
+    using type = typename __mt_nth<I, A...>::type; };
+template <unsigned I, class F> using __mt_param_t = typename __mt_param<I, F>::type;
+template <class T> struct __mt_pointer { using type = T*; };
+template <class T> struct __mt_pointer<T&> { using type = T*; };
+template <class T> using __mt_pointer_t = typename __mt_pointer<T>::type;
+"""
 
 
 def _assemble(body: str, kernels: list[KernelSignature], metal_name: str, header: str) -> str:
     wrappers = "\n".join(_wrapper(k) for k in kernels)
+    if any("<" in k.call_name for k in kernels):
+        wrappers = _PARAM_TYPES + wrappers
     quoted = metal_name.replace("\\", "\\\\").replace('"', '\\"')
     return (
         f'#include "{header}"\n'

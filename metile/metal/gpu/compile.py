@@ -23,6 +23,7 @@ from metile.metal.cpu.toolchain import BuildFailed, cached_build, sha256_hex, tr
 from metile.metal.diagnostics import DIAGNOSTIC, first_error
 from metile.metal.errors import DeviceError, MSLCompileError
 from metile.metal.gpu.binding import ERR_COMPILE, ERR_LOAD, Shim, shim_error, take_message
+from metile.metal.msl_preprocess import Preprocessed, has_quoted_include
 
 JIT_FILE_NAME = "program_source"     # what Metal's runtime compiler calls the source it was given
 HEADER_SUFFIXES = (".h", ".hpp", ".metal")
@@ -92,10 +93,13 @@ def find_toolchain(runner: Runner) -> Toolchain | None:
     return Toolchain(version=version.output.strip()) if version.returncode == 0 else None
 
 
-def compile_error(output: str, *, source: str, metal_name: str, aliases: Sequence[str] = ()) -> MSLCompileError:
-    """The first error in Metal compiler output; `aliases` are the other names it used for the source."""
+def compile_error(output: str, *, source: str, metal_name: str, aliases: Sequence[str] = (),
+                  read_other: Callable[[str], str | None] | None = None) -> MSLCompileError:
+    """The first error in Metal compiler output; `aliases` are the other names it used for the source, and
+    `read_other` reads the files it included (see `first_error`)."""
     return first_error(output, source=source, metal_name=metal_name, aliases=(JIT_FILE_NAME, *aliases),
-                       compiler="the Metal compiler")
+                       compiler="the Metal compiler", read_other=read_other)
+
 
 
 class MetalCompiler:
@@ -131,45 +135,57 @@ class MetalCompiler:
         """"aot" or "jit": how the next source will be compiled."""
         return "aot" if self.toolchain is not None and not self.aot_fallback_reason else "jit"
 
-    def library(self, source: str, metal_name: str, include_dir: Path | None):
-        """A library handle (owned by the caller through ffi.gc) for `source`; raises MSLCompileError."""
+    def library(self, source: str, metal_name: str, include_dir: Path | None, *,
+                include_dirs: Sequence[Path] = (), preprocessed: Preprocessed | None = None):
+        """A library handle (owned by the caller through ffi.gc) for `source`; raises MSLCompileError.
+
+        `include_dirs` go to `xcrun metal` as `-I`; Metal's runtime compiler has no include path, so a source
+        that includes files of its own reaches it preprocessed (`preprocessed`, its `#line` directives naming
+        the files), after `#include <metal_stdlib>`."""
         if self.mode == "aot":
-            path = self.build_metallib(source, metal_name, include_dir)
+            path = self.build_metallib(source, metal_name, include_dir, include_dirs, preprocessed)
             handle = self._load(path) if path is not None else None
             if handle is not None:
                 return handle
             if self.aot:
                 raise DeviceError(f"aot=True, but the Metal toolchain failed: {self.aot_fallback_reason}")
+        if preprocessed is not None and has_quoted_include(source):
+            return self._jit(source, metal_name, preprocessed)
         return self._jit(source, metal_name)
 
     # -- JIT ----------------------------------------------------------------------------------------------------
-    def _jit(self, source: str, metal_name: str):
+    def _jit(self, source: str, metal_name: str, preprocessed: Preprocessed | None = None):
         ffi, lib = self.shim.ffi, self.shim.lib
+        text = "#include <metal_stdlib>\n" + preprocessed.text if preprocessed is not None else source
         opts = ffi.new("mts_compile_options*", {"language_version": self.settings.version_code,
                                                  "fast_math": int(self.settings.fast_math)})
         out = ffi.new("mts_library**")
-        code = lib.mts_library_from_source(self.device_handle, source.encode(), opts, out, self._err)
+        code = lib.mts_library_from_source(self.device_handle, text.encode(), opts, out, self._err)
         if code == ERR_COMPILE:
-            raise compile_error(take_message(self.shim, self._err), source=source, metal_name=metal_name)
+            raise compile_error(take_message(self.shim, self._err), source=source, metal_name=metal_name,
+                                read_other=preprocessed.line_map.user_file if preprocessed else None)
         if code:
             raise shim_error(code, take_message(self.shim, self._err), f"compiling {metal_name}")
         return ffi.gc(out[0], lib.mts_library_release)
 
     # -- AOT ----------------------------------------------------------------------------------------------------
-    def metallib_path(self, source: str, include_dir: Path | None) -> Path:
+    def metallib_path(self, source: str, include_dir: Path | None, include_dirs: Sequence[Path] = (),
+                      preprocessed: Preprocessed | None = None) -> Path:
         headers = sorted(p for p in include_dir.iterdir() if p.suffix in HEADER_SUFFIXES) if include_dir else []
-        key = sha256_hex("metallib", source, str(include_dir or ""), tree_digest(headers) if headers else "",
+        included = (preprocessed.text, *map(str, include_dirs)) if preprocessed is not None else ()
+        key = sha256_hex("metallib", source, str(include_dir or ""), tree_digest(headers) if headers else "", *included,
                          self.os_version, f"apple{self.gpu_family}", repr(self.settings), self.toolchain.version)
         return self.cache_dir / "metallib" / key[:2] / f"{key[2:26]}.metallib"
 
-    def build_metallib(self, source: str, metal_name: str, include_dir: Path | None) -> Path | None:
+    def build_metallib(self, source: str, metal_name: str, include_dir: Path | None,
+                       include_dirs: Sequence[Path] = (), preprocessed: Preprocessed | None = None) -> Path | None:
         """The cached .metallib for `source`, compiled with `xcrun metal -O2` on a miss.
 
         Compiler errors (`file:line:col: error: ...`) raise MSLCompileError; a toolchain failure of any
         other kind gives up AOT for this device (None, with `aot_fallback_reason` set), and the driver
         compiles instead.
         """
-        path = self.metallib_path(source, include_dir)
+        path = self.metallib_path(source, include_dir, include_dirs, preprocessed)
         path.parent.mkdir(parents=True, exist_ok=True)
         stem = Path(metal_name).stem or "kernel"
 
@@ -180,7 +196,7 @@ class MetalCompiler:
                 src, air = work / f"{stem}.metal", work / f"{stem}.air"
                 src.write_text(source)
                 target = ["-target", f"air64-apple-macos{_major_minor(self.os_version)}"] if self.os_version else []
-                includes = [f"-I{include_dir}"] if include_dir else []
+                includes = [f"-I{d}" for d in (*([include_dir] if include_dir else []), *include_dirs)]
                 compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *self.settings.metal_flags(),
                                *target, *includes, str(src), "-o", str(air)]
                 result = self.runner(compile_cmd)
@@ -197,7 +213,8 @@ class MetalCompiler:
             return cached_build(path, build)
         except _MetalRejected as e:
             if DIAGNOSTIC.search(e.output):   # the compiler ran and found errors in the source or its headers
-                raise compile_error(e.output, source=source, metal_name=metal_name, aliases=(e.path,)) from None
+                raise compile_error(e.output, source=source, metal_name=metal_name, aliases=(e.path,),
+                                    read_other=preprocessed.line_map.user_file if preprocessed else None) from None
             self.aot_fallback_reason = f"`xcrun metal` failed: {e.output.strip()}"
         except BuildFailed as e:
             self.aot_fallback_reason = f"`xcrun metallib` failed: {e.output.strip()}"

@@ -15,17 +15,27 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
 from metile.metal.args import dim3, run_options_problem
-from metile.metal.errors import DeviceError, LaunchError
+from metile.metal.cpu.toolchain import find_compiler
+from metile.metal.errors import CompilerNotFoundError, DeviceError, LaunchError
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
+from metile.metal.msl_preprocess import (
+    Preprocessed,
+    has_quoted_include,
+    metal_version_code,
+    needs_preprocessing,
+    preprocess,
+    stub_headers,
+)
 from metile.metal.msl_signature import KernelSignature, kernel_signatures
 
 SIMD_WIDTH = 32                  # every Apple GPU family runs 32-wide simdgroups
@@ -148,24 +158,50 @@ class MetalDevice:
         return self.shim.ffi.buffer(mem.ptr, nbytes)
 
     # -- compilation --------------------------------------------------------------------------------------------
-    def compile(self, source: str | None, *, name: str | None = None,
-                path: str | os.PathLike | None = None) -> MetalLibrary:
-        """Compile MSL text. `name` (or `path`) is the file name compiler messages use."""
+    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
+                include_dirs: Sequence[str | os.PathLike] = ()) -> MetalLibrary:
+        """Compile MSL text. `name` (or `path`) is the file name compiler messages use; `include_dirs` are
+        searched by `#include` (quoted includes first beside `path`)."""
         if path is not None:
             path = Path(path)
             if source is None:
                 source = path.read_text()
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         include_dir = path.parent if path is not None else None
-        key = (source, metal_name, str(include_dir or ""))
+        if isinstance(include_dirs, (str, os.PathLike)):
+            include_dirs = [include_dirs]
+        dirs = tuple(Path(d).resolve() for d in include_dirs)
+        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)))
         with self._lock:
             self._live_handle()
             lib = self._libraries.get(key)
             if lib is None:
-                handle = self.compiler.library(source, metal_name, include_dir)
-                lib = MetalLibrary(self, handle, source, metal_name, kernel_signatures(source, metal_name))
+                pre = self._preprocess(source, metal_name, dirs, include_dir)
+                handle = self.compiler.library(source, metal_name, include_dir, include_dirs=dirs, preprocessed=pre)
+                sigs = (kernel_signatures(source, metal_name) if pre is None else
+                        kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
+                lib = MetalLibrary(self, handle, source, metal_name, sigs)
                 self._libraries[key] = lib
         return lib
+
+    def _preprocess(self, source: str, metal_name: str, dirs: tuple[Path, ...],
+                    include_dir: Path | None) -> Preprocessed | None:
+        """The source through the C preprocessor (for its kernel signatures, and for Metal's runtime compiler when
+        it includes files of its own); None when it needs none, or when no C++ compiler is there and it has no
+        quoted include (its signatures are then read from the text as written)."""
+        if not needs_preprocessing(source):
+            return None
+        try:
+            compiler = find_compiler(None)
+        except CompilerNotFoundError as e:
+            if dirs or has_quoted_include(source):
+                raise DeviceError(f"{metal_name} includes files of its own; reading its kernels then needs the "
+                                  f"C preprocessor of a C++ compiler: {e}") from None
+            return None
+        return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
+                          stub_dir=stub_headers(self.options.cache_dir),
+                          source_dir=include_dir.resolve() if include_dir is not None else None,
+                          metal_version=metal_version_code(self.options.language_version))
 
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)

@@ -1,0 +1,189 @@
+"""The C preprocessor for MSL sources that need one (macros, conditionals, quoted includes).
+
+Sources with no directive beyond `#include <metal_...>` (all that metile emits) skip it. The others go
+through the system C++ compiler's preprocessor (`-E`) with Metal's predefined macros, the user's
+include directories and EMPTY stand-ins for Metal's own headers (their contents come with the
+compatibility header later, so macros they define, such as `METAL_FUNC`, stay unexpanded here).
+The output keeps the preprocessor's line markers as `#line` directives, and a `LineMap` leads each
+of its lines back to the file and line it came from, for the front end's messages.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.metal.errors import MSLCompileError, MSLUnsupportedError
+
+METAL_VERSION = 310   # the MSL version the CPU device implements (3.1)
+METAL_MACROS = {"__METAL_VERSION__": str(METAL_VERSION), "__METAL__": "1", "__METAL_MACOS__": "1",
+                "__HAVE_BFLOAT__": "1"}
+_SUPPORTED_HEADERS = (
+    "metal_stdlib", "metal_atomic", "metal_common", "metal_compute", "metal_geometric", "metal_integer",
+    "metal_math", "metal_numeric", "metal_relational", "metal_simdgroup", "metal_simdgroup_matrix",
+    "metal_types", "metal_matrix", "metal_pack", "metal_quadgroup", "metal_uniform", "metal_config",
+)
+UNSUPPORTED_HEADERS = {
+    "metal_tensor": "Metal 4 tensors (metal_tensor)",
+    "MetalPerformancePrimitives/MetalPerformancePrimitives.h":
+        "Metal 4 tensor ops (MetalPerformancePrimitives: matmul2d, cooperative_tensor)",
+    "metal_raytracing": "ray tracing",
+    "metal_texture": "textures", "metal_graphics": "graphics functions", "metal_imageblocks": "imageblocks",
+}
+_UNSUPPORTED_MARK = "metile-unsupported:"
+STUB_VERSION = "1"
+
+# directives that need no preprocessor: Metal's own headers (the compatibility header stands in for them)
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w*)(.*)$", re.M)
+_METAL_INCLUDE = re.compile(r"^\s*<metal_\w+>\s*(//.*)?$")
+_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)$')
+_INCLUDED_FROM = re.compile(r"^(?:In file included from|\s+from) (.+?):(\d+)[:,]", re.M)
+
+
+def has_quoted_include(src: str) -> bool:
+    """Whether `src` includes a file of its own (`#include "x.h"`), which Metal's runtime compiler cannot find."""
+    return any(m.group(1) == "include" and m.group(2).lstrip().startswith('"') for m in _DIRECTIVE.finditer(src))
+
+
+def metal_version_code(language_version: str | None) -> int:
+    """`__METAL_VERSION__` for an MSL version such as "3.2" (320); the CPU device's 3.1 when None."""
+    if not language_version:
+        return METAL_VERSION
+    major, minor = (int(x) for x in language_version.split("."))
+    return major * 100 + minor * 10
+
+
+def needs_preprocessing(src: str) -> bool:
+    """Whether `src` has a directive other than `#include <metal_...>` (or a line continuation in one)."""
+    if "#" not in src:
+        return False
+    for m in _DIRECTIVE.finditer(src):
+        word, rest = m.group(1), m.group(2)
+        if word != "include" or not _METAL_INCLUDE.match(rest) or rest.endswith("\\"):
+            return True
+    return False
+
+
+@attrs.frozen
+class LineMap:
+    """Where each line of preprocessed text came from: `origins[k]` is the (file, line) of line k + 1."""
+
+    origins: tuple[tuple[str, int], ...]
+    main_name: str
+    main_source: str
+
+    def locate(self, line: int) -> tuple[str, int]:
+        if 0 < line <= len(self.origins):
+            return self.origins[line - 1]
+        return self.main_name, line
+
+    def user_file(self, file: str) -> str | None:
+        """The text of `file` if the source or its includes are it (not a header of Metal's or the CPU device's)."""
+        if not any(f == file for f, _ in self.origins):
+            return None
+        return read_source(file, self.main_name, self.main_source)
+
+    def source_line(self, file: str, line: int) -> str:
+        text = read_source(file, self.main_name, self.main_source)
+        lines = text.splitlines() if text is not None else []
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def read_source(file: str, main_name: str, main_source: str) -> str | None:
+    """The text of `file` as the preprocessor saw it (the main source, or a header on disk)."""
+    if file == main_name:
+        return main_source
+    try:
+        return Path(file).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+@attrs.frozen
+class Preprocessed:
+    text: str          # with `#line N "file"` directives where the preprocessor put line markers
+    line_map: LineMap
+
+
+def stub_headers(cache_dir: Path) -> Path:
+    """A folder of empty stand-ins for Metal's headers (and refusing ones for features the CPU device lacks)."""
+    folder = Path(cache_dir) / "msl-stubs" / STUB_VERSION
+    marker = folder / ".complete"
+    if marker.exists():
+        return folder
+    for name in _SUPPORTED_HEADERS:
+        _write_once(folder / name, "")
+    for name, what in UNSUPPORTED_HEADERS.items():
+        _write_once(folder / name, f"#error {_UNSUPPORTED_MARK} {what} are not supported by the CPU device yet\n")
+    marker.write_text("ok\n")
+    return folder
+
+
+def _write_once(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def preprocess(src: str, metal_name: str, *, compiler: str, stub_dir: Path, include_dirs: Sequence[Path] = (),
+               source_dir: Path | None = None, metal_version: int = METAL_VERSION) -> Preprocessed:
+    """Run the C preprocessor on `src` (see the module docstring); errors become `MSLCompileError`.
+
+    `metal_version` is `__METAL_VERSION__` (310 for MSL 3.1)."""
+    quoted = metal_name.replace("\\", "\\\\").replace('"', '\\"')
+    defines = [f"-D{k}={v}" for k, v in {**METAL_MACROS, "__METAL_VERSION__": str(metal_version)}.items()]
+    quote_dirs = [f"-iquote{source_dir}"] if source_dir is not None else []
+    cmd = [compiler, "-E", "-x", "c++", "-std=c++17", "-nostdinc", *defines, *quote_dirs,
+           *(f"-I{d}" for d in include_dirs), f"-I{stub_dir}", "-"]
+    try:
+        proc = subprocess.run(cmd, input=f'#line 1 "{quoted}"\n{src}', capture_output=True, text=True,
+                              cwd=stub_dir, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise MSLCompileError(f"{metal_name}: cannot run the C preprocessor ({compiler}): {e}") from None
+    if proc.returncode != 0:
+        raise preprocessor_error(proc.stderr, src, metal_name)
+    return _with_line_map(proc.stdout, src, metal_name)
+
+
+def preprocessor_error(output: str, src: str, metal_name: str) -> MSLCompileError:
+    from metile.metal.diagnostics import DIAGNOSTIC
+
+    m = DIAGNOSTIC.search(output)
+    if m is None:
+        return MSLCompileError(f"the C preprocessor rejected {metal_name}:\n{output.strip()}", compiler_output=output)
+    file, line, col, msg = m.group("file"), int(m.group("line")), int(m.group("col")), m.group("msg").strip()
+    cls = MSLCompileError
+    if _UNSUPPORTED_MARK in msg:   # a stand-in header refusing: report the line that included it
+        cls = MSLUnsupportedError
+        msg = msg.split(_UNSUPPORTED_MARK, 1)[1].strip()
+        site = _INCLUDED_FROM.search(output[:m.start()])
+        if site is not None:
+            file, line, col = site.group(1), int(site.group(2)), 1
+    msg = msg.removeprefix("#error ").strip()
+    text = read_source(file, metal_name, src)
+    lines = text.splitlines() if text is not None else []
+    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    return cls(msg, Loc(file, line, max(col - 1, 0)), source_line=source_line, compiler_output=output)
+
+
+def _with_line_map(out: str, src: str, metal_name: str) -> Preprocessed:
+    lines = out.split("\n")
+    origins: list[tuple[str, int]] = []
+    file, line = metal_name, 1
+    for k, text in enumerate(lines):
+        m = _MARKER.match(text) if text.startswith("# ") else None
+        if m is not None:
+            file = m.group(2).encode().decode("unicode_escape") if "\\" in m.group(2) else m.group(2)
+            line = int(m.group(1))
+            lines[k] = f'#line {line} "{m.group(2)}"' if line > 0 and not file.startswith("<") else ""
+            origins.append((file, line - 1))
+            continue
+        origins.append((file, line))
+        line += 1
+    return Preprocessed("\n".join(lines), LineMap(tuple(origins), metal_name, src))
