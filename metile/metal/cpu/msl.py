@@ -26,6 +26,7 @@ import re
 
 import attrs
 
+from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
 from metile.metal.msl_preprocess import LineMap, Preprocessed
@@ -90,7 +91,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     errors = SourceErrors(src, metal_name, line_map)
     tokens = lex(text, errors)
     _refuse_unsupported(tokens, errors)
-    edits: list[tuple[int, int, str]] = []
+    edits: list[tuple[int, int, str]] = address_space_edits(text, tokens, errors)
     for t in tokens:
         if t.kind is Tok.DIRECTIVE:
             edits += _rewrite_directive(t)
