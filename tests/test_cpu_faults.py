@@ -111,24 +111,6 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     assert "exit" in str(err).lower()
 
 
-def test_simd_collectives_reached_by_different_lanes(cpu):
-    src = HEAD + """
-kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
-    float v = float(i);
-    if (i % 2 == 0) {
-        v = simd_sum(v);   // EVEN
-    } else {
-        v = simd_max(v);   // ODD
-    }
-    out[i] = v;
-}
-"""
-    err = run_fault(cpu, src, "simd.metal", dispatch=("threads", (32, 1, 1), (32, 1, 1)))
-    assert err.kind == "simd-divergence"
-    text = str(err)
-    assert str(line_of(src, "// EVEN")) in text and str(line_of(src, "// ODD")) in text
-
-
 def test_hang_is_stopped_by_the_watchdog(cpu):
     src = HEAD + """
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {

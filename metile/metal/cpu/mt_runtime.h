@@ -61,16 +61,18 @@ typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
  * is a barrier-divergence fault. */
 void mt_threadgroup_barrier(uint32_t line);
 
-/* simdgroup_barrier: the same for the lanes of this thread's simdgroup. */
+/* simdgroup_barrier: suspends like a simd exchange (below) that publishes nothing: the lanes that reach it at `line`
+ * wait for one another, the others take no part. */
 void mt_simdgroup_barrier(uint32_t line);
 
 /* Simd exchange, the one primitive under every simd_* / quad_* collective and simdgroup_multiply_accumulate.
- * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot, suspends until every live lane of the
- * simdgroup has arrived at an exchange, and returns the base of the slot array: lane j's published bytes are at
- * base + j * MT_SLOT_BYTES. `*live` receives the mask of lanes that took part (bit j = lane j; lanes that exited
- * or lie beyond a partial simdgroup are 0). All lanes must arrive with the same (`site`, `line`); otherwise it is
- * a simd-divergence fault. `site` names the collective kind (a small integer chosen by the caller).
- * The returned slots stay valid until this lane's next exchange. */
+ * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot and suspends. When every live lane of the
+ * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange with the lowest
+ * (`line`, `site`) among those the lanes wait at completes, over the lanes waiting at that same (`site`, `line`):
+ * the active lanes of a collective in divergent control flow. It returns the base of the slot array: lane j's
+ * published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live` (bit j = lane j took part; lanes
+ * elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the collective kind (a small integer
+ * chosen by the caller). The returned slots stay valid until this lane's next exchange. */
 const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
                                       uint32_t* live);
 
@@ -109,7 +111,7 @@ enum mt_fault_kind {
     MT_FAULT_MISALIGNED = 2,         /* misaligned access (alignment trap) */
     MT_FAULT_DIV_ZERO = 3,           /* integer division by zero */
     MT_FAULT_BARRIER_DIVERGENCE = 4, /* barrier reached at different lines, or exit while others wait */
-    MT_FAULT_SIMD_DIVERGENCE = 5,    /* simd collective reached by lanes at different sites/lines */
+    MT_FAULT_SIMD_DIVERGENCE = 5,    /* unused: collectives run over the lanes that reach them (kept for the ABI) */
     MT_FAULT_HANG = 6,               /* watchdog timeout */
     MT_FAULT_TG_MEMORY = 7,          /* threadgroup memory over the limit */
     MT_FAULT_STACK_OVERFLOW = 8,     /* a fiber overflowed its stack */

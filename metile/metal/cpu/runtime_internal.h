@@ -73,8 +73,10 @@ struct alignas(64) Fiber {
     mt_thread_pos pos;
     uint32_t index = 0, sg = 0, lane = 0;
     Wait wait = kRunnable;
-    uint32_t wait_line = 0, wait_site = 0;
-    uint32_t xbuf = 0; /* exchange buffer this fiber waits on */
+    uint32_t wait_line = 0, wait_site = 0; /* where it waits; wait_site 0 is a simdgroup barrier */
+    uint32_t xbuf = 0;  /* slot buffer holding its published bytes, then the completed exchange's bytes */
+    uint32_t xnext = 0; /* slot buffer its next exchange publishes into (each lane alternates) */
+    uint32_t xmask = 0; /* lanes that took part in its last completed exchange */
 };
 
 bool stack_alloc(Stack& s, size_t bytes);
@@ -126,15 +128,16 @@ struct Launch {
     int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
 };
 
+/* Lanes of a simdgroup that reach simd collectives in divergent control flow: a collective completes when every live
+ * lane of the simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup barrier); the lanes
+ * waiting at the same call (site and line) take part, the others do not (runtime_sched.cpp). */
 struct Simdgroup {
     uint32_t lanes = 0, live = 0, first = 0; /* lanes, lanes not exited, index of lane 0 */
-    Wait pending = kRunnable;                /* collective the waiting lanes are in (kRunnable: none) */
-    uint32_t site = 0, line = 0, first_thread = 0;
-    uint32_t arrived = 0, mask = 0;
-    uint32_t tg_waiters = 0; /* lanes waiting at the threadgroup barrier */
-    uint32_t xcount = 0;     /* completed exchanges: selects the slot buffer */
+    uint32_t suspended = 0;  /* live lanes waiting at a collective, a simdgroup barrier or the threadgroup barrier */
+    uint32_t in_collective = 0; /* of those, lanes waiting at a collective or a simdgroup barrier */
+    uint32_t tg_waiters = 0; /* of those, lanes waiting at the threadgroup barrier */
     uint32_t epoch = 0;      /* sanitizer: synchronisations of this simdgroup */
-    uint32_t done_mask[2] = {0, 0};
+    /* published bytes: lane j's k-th exchange writes slots[k-th buffer][j] (see Fiber::xnext) */
     alignas(64) unsigned char slots[2][MT_SIMD_WIDTH][MT_SLOT_BYTES];
 };
 

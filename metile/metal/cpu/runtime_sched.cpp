@@ -2,10 +2,21 @@
  * thread exit, threadgroup memory.
  *
  * Every fiber of a threadgroup is in one of: runnable (in the ready queue or running), waiting at the threadgroup
- * barrier, waiting at its simdgroup's barrier, waiting in its simdgroup's exchange, or done. The last thread to
- * arrive at a barrier or exchange completes it, puts the waiters back in the ready queue and carries on; a thread
- * that blocks switches straight to the next runnable fiber. Inconsistent arrivals are divergence faults reported
- * as soon as they are seen, so that no fiber ever waits on something that cannot complete.
+ * barrier, waiting at its simdgroup's barrier, waiting in a simd exchange, or done. The last thread to arrive at
+ * the threadgroup barrier completes it, puts the waiters back in the ready queue and carries on; a thread that
+ * blocks switches straight to the next runnable fiber. Inconsistent threadgroup barriers are divergence faults
+ * reported as soon as they are seen, so that no fiber ever waits on something that cannot complete.
+ *
+ * Simd collectives and simdgroup barriers run over the lanes that reach them, as on Apple GPUs in divergent control
+ * flow: when every live lane of a simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup
+ * barrier), one collective completes, with the lanes waiting at the same call (site and .metal line) as its active
+ * set; lanes elsewhere or exited take no part. Which one, when lanes wait at several: the one with the lowest .metal
+ * line (then site). That is the order a GPU runs them in when the lanes that skipped a branch with a collective wait
+ * at a later collective (`if (lane < 16) x = simd_sum(x); y = simd_sum(y);`), in an if/else with collectives in
+ * both arms, and when lanes leave a loop with a collective in it early. Not so in a loop whose body has a
+ * collective on a line before a divergent branch with a collective (the lanes that skipped the branch wait at the
+ * earlier line of the next iteration); nor are two calls of one helper function in different arms told apart (the
+ * collective's line is the same). design notes: /work/shared/design/metal_on_cpu.md.
  */
 #include "runtime_internal.h"
 
@@ -76,44 +87,14 @@ __attribute__((always_inline)) inline void block(Worker* w, Fiber* f) {
     switch_to(w, f, next);
 }
 
-/* Wake the lanes of `sg` waiting in `kind` (in run order). */
-void wake_simdgroup(Worker* w, Simdgroup& sg, Wait kind) {
-    Threadgroup* tg = w->tg;
-    Fiber** lanes = w->fibers.data() + sg.first;
-    if (!w->reverse) {
-        for (uint32_t i = 0; i < sg.lanes; ++i)
-            if (lanes[i]->wait == kind) {
-                lanes[i]->wait = kRunnable;
-                rq_push(tg, lanes[i]);
-            }
-    } else {
-        for (uint32_t i = sg.lanes; i-- > 0;)
-            if (lanes[i]->wait == kind) {
-                lanes[i]->wait = kRunnable;
-                rq_push(tg, lanes[i]);
-            }
-    }
-}
-
-void complete_simd(Worker* w, Simdgroup& sg) {
-    const Wait kind = sg.pending;
-    if (kind == kExchange) {
-        sg.done_mask[sg.xcount & 1] = sg.mask;
-        ++sg.xcount;
-    }
-    ++sg.epoch;
-    sg.pending = kRunnable;
-    sg.arrived = 0;
-    sg.mask = 0;
-    wake_simdgroup(w, sg, kind);
-}
-
 void complete_tg_barrier(Worker* w) {
     Threadgroup* tg = w->tg;
     ++tg->epoch;
     for (uint32_t s = 0; s < tg->nsg; ++s) {
-        ++w->sgs[s].epoch;
-        w->sgs[s].tg_waiters = 0;
+        Simdgroup& sg = w->sgs[s];
+        ++sg.epoch;
+        sg.suspended -= sg.tg_waiters;
+        sg.tg_waiters = 0;
     }
     tg->bar_count = 0;
     Fiber** F = w->fibers.data();
@@ -132,40 +113,50 @@ void complete_tg_barrier(Worker* w) {
     }
 }
 
-/* A lane arrives at a simdgroup collective of kind `kind` while the simdgroup is in an inconsistent state. */
-[[noreturn]] void simd_divergence(Worker* w, Simdgroup& sg, Wait kind, uint32_t site, uint32_t line) {
-    Fiber* f = w->cur;
-    uint32_t other[3];
-    int32_t fault = (kind == kExchange || sg.pending == kExchange) ? MT_FAULT_SIMD_DIVERGENCE : MT_FAULT_BARRIER_DIVERGENCE;
-    if (sg.tg_waiters) { /* some lanes wait at the threadgroup barrier */
-        uint32_t j = sg.first;
-        while (w->fibers[j]->wait != kTgBarrier) ++j;
-        thread_coords(w, j, other);
-        if (mt_fault* rec = claim_fault(w->launch, w, fault, line)) {
-            rec->has_other = 1;
-            memcpy(rec->other_thread, other, sizeof other);
-            rec->other_line = w->tg->bar_line;
-            snprintf(rec->message, sizeof rec->message,
-                     "simdgroup %u: lane %u reached %s at line %u while lane %u waits at the threadgroup barrier at "
-                     "line %u", f->sg, f->lane, wait_name(kind), line, w->fibers[j]->lane, w->tg->bar_line);
+/* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) with the lowest line, then
+ * site, over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
+ * buffer: no lane reads slots while all are suspended, so any lane's other buffer is free. The running fiber, if it
+ * takes part, is made runnable without being queued. */
+void resolve(Worker* w, Simdgroup& sg) {
+    Fiber** F = w->fibers.data() + sg.first;
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < sg.lanes; ++i)
+        if (F[i]->wait == kExchange || F[i]->wait == kSgBarrier) {
+            const uint64_t key = (uint64_t(F[i]->wait_line) << 32) | F[i]->wait_site;
+            if (key < best) best = key;
         }
-        abandon(w);
+    uint32_t mask = 0, buf = 2;
+    for (uint32_t i = 0; i < sg.lanes; ++i) {
+        Fiber* f = F[i];
+        if ((f->wait != kExchange && f->wait != kSgBarrier) || ((uint64_t(f->wait_line) << 32) | f->wait_site) != best)
+            continue;
+        mask |= 1u << i;
+        if (f->wait != kExchange) continue;
+        if (buf == 2) buf = f->xbuf;
+        if (f->xbuf != buf) {
+            memcpy(sg.slots[buf][i], sg.slots[f->xbuf][i], MT_SLOT_BYTES);
+            f->xbuf = buf;
+            f->xnext = buf ^ 1u;
+        }
     }
-    thread_coords(w, sg.first_thread, other);
-    if (mt_fault* rec = claim_fault(w->launch, w, fault, line)) {
-        rec->has_other = 1;
-        memcpy(rec->other_thread, other, sizeof other);
-        rec->other_line = sg.line;
-        if (kind == kExchange && sg.pending == kExchange)
-            snprintf(rec->message, sizeof rec->message,
-                     "simdgroup %u: lane %u reached a simd collective (kind %u) at line %u while lane %u waits in one "
-                     "(kind %u) at line %u", f->sg, f->lane, site, line, w->fibers[sg.first_thread]->lane, sg.site, sg.line);
-        else
-            snprintf(rec->message, sizeof rec->message,
-                     "simdgroup %u: lane %u reached %s at line %u while lane %u waits at %s at line %u", f->sg, f->lane,
-                     wait_name(kind), line, w->fibers[sg.first_thread]->lane, wait_name(sg.pending), sg.line);
+    ++sg.epoch;
+    const int n = __builtin_popcount(mask);
+    sg.suspended -= n;
+    sg.in_collective -= n;
+    Threadgroup* tg = w->tg;
+    for (uint32_t k = 0; k < sg.lanes; ++k) {
+        const uint32_t i = w->reverse ? sg.lanes - 1 - k : k;
+        if (!((mask >> i) & 1u)) continue;
+        Fiber* f = F[i];
+        f->wait = kRunnable;
+        f->xmask = mask;
+        if (f != w->cur) rq_push(tg, f);
     }
-    abandon(w);
+}
+
+/* A lane of `sg` suspended (already counted): complete a collective if that was the last running lane. */
+inline void maybe_resolve(Worker* w, Simdgroup& sg) {
+    if (sg.suspended == sg.live && sg.in_collective) resolve(w, sg);
 }
 
 void fill_positions(Worker* w, Launch* L) {
@@ -203,6 +194,7 @@ void fill_positions(Worker* w, Launch* L) {
         f->lane = i % MT_SIMD_WIDTH;
         f->wait = kRunnable;
         f->wait_line = 0;
+        f->xbuf = f->xnext = f->xmask = 0;
         ctx_prepare(f);
     }
 }
@@ -295,8 +287,7 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         sg.first = s * MT_SIMD_WIDTH;
         sg.lanes = tg->n - sg.first < MT_SIMD_WIDTH ? tg->n - sg.first : MT_SIMD_WIDTH;
         sg.live = sg.lanes;
-        sg.pending = kRunnable;
-        sg.arrived = sg.mask = sg.tg_waiters = sg.xcount = sg.epoch = 0;
+        sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = 0;
     }
     fill_positions(w, L);
     /* threadgroup memory: a fresh fill for the regions of this launch */
@@ -349,7 +340,7 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
         }
         abandon(w);
     }
-    if (sg.pending != kRunnable && sg.arrived == sg.live) complete_simd(w, sg);
+    maybe_resolve(w, sg);
     Fiber* next = rq_pop(tg);
     if (next) switch_to(w, f, next);
     else if (tg->live == 0) ctx_switch(&f->ctx, &w->sched);
@@ -362,7 +353,6 @@ MT_EXPORT void mt_threadgroup_barrier(uint32_t line) {
     Fiber* f = w->cur;
     Threadgroup* tg = w->tg;
     Simdgroup& sg = w->sgs[f->sg];
-    if (sg.pending != kRunnable) simd_divergence(w, sg, kTgBarrier, 0, line);
     if (tg->bar_count == 0) {
         tg->bar_line = line;
         tg->bar_first = f->index;
@@ -387,6 +377,8 @@ MT_EXPORT void mt_threadgroup_barrier(uint32_t line) {
     f->wait = kTgBarrier;
     f->wait_line = line;
     ++sg.tg_waiters;
+    ++sg.suspended;
+    maybe_resolve(w, sg);
     block(w, f);
 }
 
@@ -394,20 +386,13 @@ MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
     Worker* w = tl_worker;
     Fiber* f = w->cur;
     Simdgroup& sg = w->sgs[f->sg];
-    if (sg.tg_waiters || sg.pending == kExchange || (sg.pending == kSgBarrier && sg.line != line))
-        simd_divergence(w, sg, kSgBarrier, 0, line);
-    if (sg.pending == kRunnable) {
-        sg.pending = kSgBarrier;
-        sg.line = line;
-        sg.first_thread = f->index;
-    }
-    if (++sg.arrived == sg.live) {
-        complete_simd(w, sg);
-        return;
-    }
     f->wait = kSgBarrier;
     f->wait_line = line;
-    block(w, f);
+    f->wait_site = 0;
+    ++sg.suspended;
+    ++sg.in_collective;
+    maybe_resolve(w, sg);
+    if (f->wait != kRunnable) block(w, f);
 }
 
 MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
@@ -418,32 +403,19 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
     if (__builtin_expect(bytes > MT_SLOT_BYTES, 0))
         raise_fault(w, MT_FAULT_KERNEL, line, "simd exchange of %u bytes (a lane may publish at most %u)", bytes,
                     MT_SLOT_BYTES);
-    if (sg.pending != kExchange) {
-        if (sg.pending != kRunnable || sg.tg_waiters) simd_divergence(w, sg, kExchange, site, line);
-        sg.pending = kExchange;
-        sg.site = site;
-        sg.line = line;
-        sg.first_thread = f->index;
-    } else if (sg.site != site || sg.line != line) {
-        simd_divergence(w, sg, kExchange, site, line);
-    } else if (sg.tg_waiters) {
-        simd_divergence(w, sg, kExchange, site, line);
-    }
-    const uint32_t buf = sg.xcount & 1;
-    unsigned char* base = &sg.slots[buf][0][0];
-    memcpy(base + f->lane * MT_SLOT_BYTES, src, bytes);
-    sg.mask |= 1u << f->lane;
-    if (++sg.arrived == sg.live) {
-        complete_simd(w, sg);
-        *live = sg.done_mask[buf];
-        return base;
-    }
+    if (__builtin_expect(site == 0, 0)) raise_fault(w, MT_FAULT_KERNEL, line, "simd exchange site 0 is reserved");
+    f->xbuf = f->xnext;
+    f->xnext ^= 1u;
+    memcpy(sg.slots[f->xbuf][f->lane], src, bytes);
     f->wait = kExchange;
     f->wait_line = line;
-    f->xbuf = buf;
-    block(w, f);
-    *live = sg.done_mask[buf];
-    return base;
+    f->wait_site = site;
+    ++sg.suspended;
+    ++sg.in_collective;
+    maybe_resolve(w, sg);
+    if (f->wait != kRunnable) block(w, f);
+    *live = f->xmask;
+    return &sg.slots[f->xbuf][0][0];
 }
 
 MT_EXPORT void* mt_threadgroup_alloc(uint32_t slot, size_t bytes, size_t align, uint32_t line) {

@@ -2,13 +2,14 @@
  *
  * Part of metal_compat.h; include that instead.
  *
- * Every collective is one mt_simd_exchange: each lane publishes its value, waits for the live lanes of its
- * simdgroup, and computes its own result from everyone's slots, visiting lanes in increasing order so that all lanes
- * get bit-identical results. Each collective kind passes its own `site` number; the .metal line of the call comes
- * from a defaulted `__builtin_LINE()` argument (the front end's #line directives make it the .metal line), so
- * lanes reaching different collectives are reported as simd divergence by the runtime.
- * Reading a lane that is not live (exited, or beyond a partial simdgroup) gives the caller's own value (Metal
- * leaves it undefined); reductions, scans and votes cover live lanes only. Quads are lanes 4q .. 4q+3.
+ * Every collective is one mt_simd_exchange: each lane publishes its value, waits for the lanes of its simdgroup
+ * that take part, and computes its own result from their slots, visiting lanes in increasing order so that all
+ * lanes get bit-identical results. Each collective kind passes its own `site` number; the .metal line of the call
+ * comes from a defaulted `__builtin_LINE()` argument (the front end's #line directives make it the .metal line).
+ * The runtime lets the lanes that reach the same (site, line) take part, as Apple GPUs run a collective over the
+ * active lanes in divergent control flow (see mt_runtime.h). Reading a lane that takes no part (it is elsewhere,
+ * exited, or beyond a partial simdgroup) gives the caller's own value (Metal leaves it undefined); reductions,
+ * scans, votes and broadcast_first cover the lanes that take part only. Quads are lanes 4q .. 4q+3.
  */
 #ifndef METILE_MT_SIMD_H
 #define METILE_MT_SIMD_H
