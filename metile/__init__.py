@@ -92,6 +92,7 @@ from metile.metal.errors import (
     DeviceError,
     DeviceFault,
     DeviceUnavailableError,
+    FunctionConstantError,
     LaunchError,
     MSLCompileError,
     MSLUnsupportedError,
@@ -101,7 +102,8 @@ from metile.rewrite.pipeline import DEFAULT_PIPELINE, PipelineError
 
 __all__ = [
     "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "DeviceError",
-    "DeviceFault", "DeviceUnavailableError", "JITKernel", "LaunchError", "Loc", "LoweringUnavailableError",
+    "DeviceFault", "DeviceUnavailableError", "FunctionConstantError", "JITKernel", "LaunchError", "Loc",
+    "LoweringUnavailableError",
     "MSLCompileError", "MSLUnsupportedError", "MetileError", "PipelineError", "UnsupportedConstructError", "device",
     "func", "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16",
     "bool_", "cast", "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2",

@@ -38,6 +38,11 @@ class LaunchError(MetileError):
     """A dispatch that does not fit the kernel's signature or the device's limits."""
 
 
+class FunctionConstantError(LaunchError):
+    """Function constant values that cannot specialise a kernel: an unknown index or name, a value of the wrong
+    type, or no value for a constant the kernel requires (`lib.function(name, constants=...)`)."""
+
+
 class ArrayLayoutError(LaunchError):
     """A numpy argument whose memory a kernel cannot take as it is (negative strides, overlapping elements, strides
     that are not a whole number of elements): ``index`` is its ``[[buffer(i)]]`` and ``reason`` the message without

@@ -429,6 +429,17 @@ def _assign_indices(params: list[Param], errors: SourceErrors, fn: Token) -> lis
     return params
 
 
+def _function_constant_attribute(attr: list[Token], errors: SourceErrors) -> str:
+    """The `b` of a `function_constant(b)` in a parameter's attribute list, or ""."""
+    for n, t in enumerate(attr):
+        if t.kind is Tok.IDENT and t.text == "function_constant":
+            if n + 3 >= len(attr) or attr[n + 1].text != "(" or attr[n + 2].kind is not Tok.IDENT \
+                    or attr[n + 3].text != ")":
+                raise errors.at(t, "expected function_constant(name) with the name of a bool constant")
+            return attr[n + 2].text
+    return ""
+
+
 def _check_params(params: list[Param], errors: SourceErrors, fn: Token) -> None:
     for kind in (ParamKind.BUFFER, ParamKind.THREADGROUP):
         seen: dict[int, str] = {}

@@ -429,14 +429,14 @@ void mts_library_release(mts_library* lib) {
     }
 }
 
-int32_t mts_pipeline_create(mts_device* d, mts_library* lib, const char* function_name, mts_pipeline** out,
-                            mts_pipeline_info* info, char** err) {
+static int32_t create_pipeline(mts_device* d, mts_library* lib, const char* function_name, const char* entry,
+                               const char* constants_text, mts_pipeline** out, mts_pipeline_info* info, char** err) {
     if (!live_handle(d, K_DEVICE) || !live_handle(lib, K_LIBRARY) || function_name == NULL || out == NULL
         || info == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_pipeline_create: bad argument");
     }
     *out = NULL;
-    int32_t code = injected("pipeline_create", err, NULL);
+    int32_t code = injected(entry, err, NULL);
     if (code != MTS_OK) {
         return code;
     }
@@ -450,10 +450,42 @@ int32_t mts_pipeline_create(mts_device* d, mts_library* lib, const char* functio
     p->function = strdup(function_name);
     p->info = g_pipeline_info;
     *info = p->info;
-    log_line("pipeline_create pipeline=%lld library=%lld function=%s", (long long)p->h.id, (long long)lib->h.id,
-             function_name);
+    log_line("%s pipeline=%lld library=%lld function=%s%s", entry, (long long)p->h.id, (long long)lib->h.id,
+             function_name, constants_text);
     *out = p;
     return MTS_OK;
+}
+
+int32_t mts_pipeline_create(mts_device* d, mts_library* lib, const char* function_name, mts_pipeline** out,
+                            mts_pipeline_info* info, char** err) {
+    return create_pipeline(d, lib, function_name, "pipeline_create", "", out, info, err);
+}
+
+/* Logs each constant as ` constant=<name or #index>:<MTLDataType>:<value bytes in hex>`. */
+int32_t mts_pipeline_create_specialized(mts_device* d, mts_library* lib, const char* function_name,
+                                        const mts_constant* constants, uint32_t n_constants, mts_pipeline** out,
+                                        mts_pipeline_info* info, char** err) {
+    if (n_constants > 0 && constants == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_pipeline_create_specialized: NULL constants");
+    }
+    size_t cap = 64 + (size_t)n_constants * 400;
+    char* text = malloc(cap);
+    size_t used = 0;
+    text[0] = 0;
+    for (uint32_t i = 0; i < n_constants; ++i) {
+        const mts_constant* c = &constants[i];
+        if (c->name != NULL) {
+            used += (size_t)snprintf(text + used, cap - used, " constant=%.200s:%u:", c->name, c->data_type);
+        } else {
+            used += (size_t)snprintf(text + used, cap - used, " constant=#%u:%u:", c->index, c->data_type);
+        }
+        for (size_t b = 0; b < sizeof c->value; ++b) {
+            used += (size_t)snprintf(text + used, cap - used, "%02x", c->value[b]);
+        }
+    }
+    int32_t code = create_pipeline(d, lib, function_name, "pipeline_create_specialized", text, out, info, err);
+    free(text);
+    return code;
 }
 
 void mts_pipeline_release(mts_pipeline* p) {

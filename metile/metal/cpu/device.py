@@ -1,6 +1,8 @@
 """The CPU device: compiles MSL text with the system C++ compiler and runs it with Metal's execution model.
 
-`dev.compile(msl)` returns a `CpuLibrary`; `lib.function(name)` a `CpuFunction`; `dispatch_threadgroups`
+`dev.compile(msl)` returns a `CpuLibrary`; `lib.function(name)` a `CpuFunction` (`lib.function(name,
+constants={index_or_name: value})` one specialised with function constant values, each value set built once and
+cached, see `metile.metal.function_constants`); `dispatch_threadgroups`
 and `dispatch_threads` run it on every core (threadgroups are taken by one worker per core; the
 threads of a threadgroup are cooperative fibers). Dispatches complete before they return, so
 `synchronize()` has nothing to wait for; numpy arrays are written back as soon as a dispatch ends.
@@ -22,10 +24,11 @@ import attrs
 from metile.metal.args import dim3, run_options_problem, threadgroup_sizes
 from metile.metal.cpu.build import KernelBuilder
 from metile.metal.cpu.dispatch import CpuDispatch
+from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
-from metile.metal.errors import LaunchError, MSLCompileError
+from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
 from metile.metal.msl_preprocess import needs_preprocessing, preprocess, stub_headers
 from metile.metal.msl_signature import KernelSignature
 
@@ -48,10 +51,12 @@ class CpuOptions:
 class CpuFunction:
     """One kernel function of a compiled library (the counterpart of a compute pipeline state)."""
 
-    def __init__(self, library: CpuLibrary, signature: KernelSignature):
+    def __init__(self, library: CpuLibrary, signature: KernelSignature, buffer_slots: int = 0):
         self.library = library
         self.signature = signature
         self.name = signature.name
+        # [[buffer(i)]] slots of the kernel's C++ function, with the parameters a function constant removed
+        self.buffer_slots = buffer_slots
         self._entry = {}
 
     @property
@@ -78,28 +83,57 @@ class CpuFunction:
 class CpuLibrary:
     """MSL compiled for the CPU device (the counterpart of an `MTLLibrary`)."""
 
-    def __init__(self, device: CpuDevice, translation: Translation, source_dir: Path | None):
+    def __init__(self, device: CpuDevice, translation: Translation, source_dir: Path | None,
+                 values: dict[str, object] | None = None):
         self.device = device
-        self.translation = translation
         self.source_dir = source_dir
         self._handles: dict[bool, object] = {}
-        self._functions = {k.name: CpuFunction(self, k) for k in translation.kernels}
+        self._specialized: dict[tuple, CpuLibrary] = {}
+        self._unspecialized = translation
+        slots = {k.name: max((p.index + 1 for p in k.buffers), default=0) for k in translation.kernels}
+        if values is not None or translation.function_constants:
+            translation = specialize(translation, values or {})
+        self.translation = translation
+        self._functions = {k.name: CpuFunction(self, k, slots[k.name]) for k in translation.kernels}
 
     @property
     def function_names(self) -> list[str]:
         return list(self._functions)
 
-    def function(self, name: str) -> CpuFunction:
+    def function(self, name: str, constants: dict | None = None) -> CpuFunction:
+        """The kernel `name`; `constants` gives function constant values by index or name (Metal's
+        `newFunctionWithName:constantValues:error:`), refused if a value does not fit its constant or a constant
+        the kernel requires has none."""
         fn = self._functions.get(name)
         if fn is None:
             raise LaunchError(f"no kernel function `{name}` in {self.translation.metal_name}; "
                               f"it defines: {', '.join(self._functions)}")
-        return fn
+        table = self.translation.function_constants
+        if not table:
+            if constants:
+                raise FunctionConstantError(f"{self.translation.metal_name} declares no function constants; "
+                                            f"kernel `{name}` takes no constants= (got {constants!r})")
+            return fn
+        values = table.resolve(name, constants, self.translation.metal_name)
+        if not values:
+            return fn
+        key = tuple(sorted((table.by_name(n).index, repr(v)) for n, v in values.items()))
+        with self.device._lock:
+            lib = self._specialized.get(key)
+        if lib is None:
+            lib = CpuLibrary(self.device, self._unspecialized, self.source_dir, values)
+            lib.handle(False)  # compile now so that errors surface here
+            with self.device._lock:
+                lib = self._specialized.setdefault(key, lib)
+        return lib._functions[name]
 
     def handle(self, sanitize: bool):
         lib = self._handles.get(sanitize)
         if lib is None:
-            path = self.device.builder.build(self.translation, sanitize=sanitize, source_dir=self.source_dir)
+            try:
+                path = self.device.builder.build(self.translation, sanitize=sanitize, source_dir=self.source_dir)
+            except MSLCompileError as e:
+                raise explain_unseen(e) from None
             cdefs = "".join(f"void {entry_symbol(n)}(void* const*, const mt_thread_pos*);\n"
                             for n in self._functions)
             kffi = _kernel_ffi(cdefs)
@@ -185,7 +219,7 @@ class CpuDevice:
             pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
                              stub_dir=stub_headers(self.options.cache_dir),
                              source_dir=path.parent.resolve() if path is not None else None)
-        tr = translate(source, metal_name, preprocessed=pre)
+        tr = translate(source, metal_name, preprocessed=pre, include_dirs=tuple(dirs))
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
         lib.handle(False)  # compile now so that errors surface at compile()
         with self._lock:

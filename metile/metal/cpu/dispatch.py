@@ -58,7 +58,8 @@ class CpuDispatch:
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout):
         sig = fn.signature
         bound = bind_arguments(sig, list(args), Buffer)
-        ptrs = ffi.new("void*[]", max(len(bound), 1))
+        # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed stay NULL
+        ptrs = ffi.new("void*[]", max(len(bound), fn.buffer_slots, 1))
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self.ranges: list[BufferRange] = []

@@ -27,6 +27,9 @@ import re
 import attrs
 
 from metile.metal.cpu.addrspace import address_space_edits
+from metile.metal import function_constants
+from metile.metal.cpu import function_constants as cpu_function_constants
+from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
 from metile.metal.msl_preprocess import LineMap, Preprocessed
@@ -71,6 +74,7 @@ class Translation:
     metal_name: str
     threadgroup_slots: int
     line_map: LineMap | None = None   # where the lines of preprocessed text came from (None: `cpp` has `source`)
+    function_constants: function_constants.ConstantTable = function_constants.EMPTY
 
     def kernel(self, name: str) -> KernelSignature | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -82,7 +86,7 @@ def entry_symbol(kernel_name: str) -> str:
 
 
 def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h",
-              preprocessed: Preprocessed | None = None) -> Translation:
+              preprocessed: Preprocessed | None = None, include_dirs: tuple = ()) -> Translation:
     """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring).
 
     `preprocessed` is `src` after the preprocessor, when it needed one."""
@@ -92,6 +96,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     tokens = lex(text, errors)
     _refuse_unsupported(tokens, errors)
     edits: list[tuple[int, int, str]] = address_space_edits(text, tokens, errors)
+    headers = function_constants.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
     for t in tokens:
         if t.kind is Tok.DIRECTIVE:
             edits += _rewrite_directive(t)
@@ -134,10 +139,13 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     if not kernels:
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
+    # function constants (metile/metal/function_constants.py, cpu/function_constants.py)
+    constants = function_constants.scan(tokens, errors, tuple(kernels), headers)
+    edits += cpu_function_constants.edits(constants)
     body = _apply_edits(text, edits)
-    cpp = _assemble(body, kernels, metal_name, header)
+    cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
-                       line_map=line_map)
+                       line_map=line_map, function_constants=constants)
 
 
 def _brace_kind(tokens: list[Token], i: int) -> str:

@@ -1,6 +1,8 @@
 """The Apple GPU device: `MetalDevice`, `MetalLibrary` and `MetalFunction`, over the shim of `shim.h`.
 
-It has the CPU device's interface: `compile(msl)` -> library, `library.function(name)` -> function,
+It has the CPU device's interface: `compile(msl)` -> library, `library.function(name)` -> function
+(`library.function(name, constants={index_or_name: value})` specialised with function constant values through
+`MTLFunctionConstantValues`, checked first as the CPU device checks them; see `metile.metal.function_constants`),
 `dispatch_threadgroups` / `dispatch_threads` (and `prepare_threadgroups` / `prepare_threads`, which check and
 bind a launch once and return it to be queued again by calling it), `synchronize()`, and the memory hooks
 `metile.Buffer` uses. `sanitize=True` and `timeout=` are refused: they are CPU device features.
@@ -22,9 +24,11 @@ import attrs
 
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
-from metile.metal.errors import CompilerNotFoundError, DeviceError, LaunchError
+from metile.metal.errors import CompilerNotFoundError, DeviceError, FunctionConstantError, LaunchError
+from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
+from metile.metal.gpu.constants import constant_table, shim_constants
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
@@ -82,26 +86,53 @@ class MetalLibrary:
     """MSL compiled by Metal (an `MTLLibrary`); functions get their pipeline on first request."""
 
     def __init__(self, device: MetalDevice, handle, source: str, metal_name: str,
-                 kernels: tuple[KernelSignature, ...]):
+                 kernels: tuple[KernelSignature, ...], include_dir: Path | None = None):
         self.device = device
         self.handle = handle
         self.source = source
         self.metal_name = metal_name
+        self.include_dir = include_dir
         self._kernels = {k.name: k for k in kernels}
-        self._functions: dict[str, MetalFunction] = {}
+        self._functions: dict[object, MetalFunction] = {}
+        self._constants: ConstantTable | None = None
 
     @property
     def function_names(self) -> list[str]:
         return list(self._kernels)
 
-    def function(self, name: str) -> MetalFunction:
-        fn = self._functions.get(name)
+    @property
+    def function_constants(self) -> ConstantTable:
+        """The function constants the source (and the headers it includes by path) declares."""
+        if self._constants is None:
+            self._constants = constant_table(self.source, self.metal_name, tuple(self._kernels.values()),
+                                             (self.include_dir,) if self.include_dir is not None else ())
+        return self._constants
+
+    def function(self, name: str, constants: dict | None = None) -> MetalFunction:
+        """The kernel `name`; `constants` gives function constant values by index or name
+        (`newFunctionWithName:constantValues:error:`), checked against the constants' declared types."""
+        sig = self._kernels.get(name)
+        if sig is None:
+            raise LaunchError(f"no kernel function `{name}` in {self.metal_name}; "
+                              f"it defines: {', '.join(self._kernels) or 'none'}")
+        table = self.function_constants
+        if not table:
+            if constants:
+                raise FunctionConstantError(f"{self.metal_name} declares no function constants; kernel `{name}` "
+                                            f"takes no constants= (got {constants!r})")
+            fn = self._functions.get(name)
+            if fn is None:
+                fn = self._functions[name] = self.device._pipeline(self, sig)
+            return fn
+        values = table.resolve(name, constants, self.metal_name)
+        given = {table.by_name(n).index: (n, v) for n, v in values.items()}
+        named = {k for k in (constants or {}) if isinstance(k, str)}
+        key = (name, tuple(sorted((i, repr(v)) for i, (_, v) in given.items())))
+        fn = self._functions.get(key)
         if fn is None:
-            sig = self._kernels.get(name)
-            if sig is None:
-                raise LaunchError(f"no kernel function `{name}` in {self.metal_name}; "
-                                  f"it defines: {', '.join(self._kernels) or 'none'}")
-            fn = self._functions[name] = self.device._pipeline(self, sig)
+            spec = table.specialize_signature(sig, values, self.metal_name)
+            entries = [(table.by_name(n), v, n in named) for n, v in values.items()]
+            fn = self._functions[key] = self.device._pipeline(self, spec, entries)
         return fn
 
     def __repr__(self) -> str:
@@ -180,7 +211,7 @@ class MetalDevice:
                 handle = self.compiler.library(source, metal_name, include_dir, include_dirs=dirs, preprocessed=pre)
                 sigs = (kernel_signatures(source, metal_name) if pre is None else
                         kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
-                lib = MetalLibrary(self, handle, source, metal_name, sigs)
+                lib = MetalLibrary(self, handle, source, metal_name, sigs, include_dir)
                 self._libraries[key] = lib
         return lib
 
@@ -206,12 +237,20 @@ class MetalDevice:
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)
 
-    def _pipeline(self, library: MetalLibrary, sig: KernelSignature) -> MetalFunction:
+    def _pipeline(self, library: MetalLibrary, sig: KernelSignature, constants=None) -> MetalFunction:
+        """The pipeline of `sig`'s function; `constants` ((FunctionConstant, value, by_name) triples, possibly none)
+        specialises it, as every function of a library that declares function constants must be."""
         ffi, lib = self.shim.ffi, self.shim.lib
         out, info = ffi.new("mts_pipeline**"), ffi.new("mts_pipeline_info*")
         with self._lock:
-            code = lib.mts_pipeline_create(self._live_handle(), library.handle, sig.name.encode(), out, info,
-                                           self.errp)
+            if constants is None:
+                code = lib.mts_pipeline_create(self._live_handle(), library.handle, sig.name.encode(), out, info,
+                                               self.errp)
+            else:
+                entries, keep = shim_constants(ffi, constants)
+                code = lib.mts_pipeline_create_specialized(self._live_handle(), library.handle, sig.name.encode(),
+                                                           entries, len(constants), out, info, self.errp)
+                del keep
             check(self.shim, code, self.errp, f"building the pipeline of `{sig.name}` ({library.metal_name})")
         return MetalFunction(library, sig, ffi.gc(out[0], lib.mts_pipeline_release), info)
 
@@ -301,7 +340,7 @@ class MetalDevice:
             finally:
                 self.stream.device_handle = None
                 for lib in self._libraries.values():
-                    for fn in lib._functions.values():
+                    for fn in lib._functions.values():  # by name, and by (name, values) for specialisations
                         fn._prepared = None
                         self.shim.ffi.release(fn.handle)
                     self.shim.ffi.release(lib.handle)

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* CDEF BEGIN */
-#define MTS_ABI_VERSION 1
+#define MTS_ABI_VERSION 2
 
 #define MTS_OK 0
 #define MTS_ERR_NO_DEVICE 1
@@ -84,6 +84,17 @@ typedef struct mts_binding {
     uint64_t length;
 } mts_binding;
 
+/* One function constant value for mts_pipeline_create_specialized. With a name it is set with
+ * MTLFunctionConstantValues setConstantValue:type:withName:, else with setConstantValue:type:atIndex:.
+ * data_type is an MTLDataType value (MTLDataTypeBool 53, MTLDataTypeInt 29, MTLDataTypeFloat 3, ...);
+ * value holds the constant's bytes as the type lays them out (a vector's components one after another). */
+typedef struct mts_constant {
+    const char* name;            /* NULL: by index */
+    uint32_t index;
+    uint32_t data_type;
+    uint8_t value[32];
+} mts_constant;
+
 typedef struct mts_completion {
     int32_t status;              /* MTLCommandBufferStatus: 4 completed, 5 error */
     int32_t error_code;          /* MTLCommandBufferError code when status is 5, else 0 */
@@ -106,6 +117,11 @@ void mts_library_release(mts_library* library);
 
 int32_t mts_pipeline_create(mts_device* device, mts_library* library, const char* function_name,
                             mts_pipeline** out, mts_pipeline_info* info, char** err);
+/* The pipeline of a function specialised with function constant values (newFunctionWithName:constantValues:error:);
+ * n_constants may be 0 (a function whose constants are all optional and unset). */
+int32_t mts_pipeline_create_specialized(mts_device* device, mts_library* library, const char* function_name,
+                                        const mts_constant* constants, uint32_t n_constants,
+                                        mts_pipeline** out, mts_pipeline_info* info, char** err);
 void mts_pipeline_release(mts_pipeline* pipeline);
 
 /* shared storage; *contents receives the CPU address of the bytes */

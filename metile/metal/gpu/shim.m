@@ -259,9 +259,49 @@ void mts_library_release(mts_library* library) {
     }
 }
 
-int32_t mts_pipeline_create(mts_device* d, mts_library* library, const char* function_name,
-                            mts_pipeline** out, mts_pipeline_info* info, char** err) {
-    if (d == NULL || library == NULL || function_name == NULL || out == NULL || info == NULL) {
+/* The function `name`: newFunctionWithName: unless `specialize`, else newFunctionWithName:constantValues:error:
+ * with `constants`. Returns nil with *code and *err set on failure. */
+static id<MTLFunction> new_function(mts_library* library, NSString* name, const mts_constant* constants,
+                                    uint32_t n_constants, int32_t specialize, int32_t* code, char** err) {
+    if (!specialize) {
+        id<MTLFunction> function = [AS_LIBRARY(library) newFunctionWithName:name];
+        if (function == nil) {
+            *code = fail_ns(err, MTS_ERR_NOT_FOUND,
+                            [NSString stringWithFormat:@"the library has no function named '%@'", name]);
+        }
+        return function;
+    }
+    MTLFunctionConstantValues* values = [[MTLFunctionConstantValues alloc] init];
+    for (uint32_t i = 0; i < n_constants; ++i) {
+        const mts_constant* c = &constants[i];
+        if (c->name != NULL) {
+            NSString* constant_name = utf8_string(c->name);
+            if (constant_name == nil) {
+                [values release];
+                *code = fail_text(err, MTS_ERR_ARGUMENT, "a function constant name is not valid UTF-8");
+                return nil;
+            }
+            [values setConstantValue:c->value type:(MTLDataType)c->data_type withName:constant_name];
+        } else {
+            [values setConstantValue:c->value type:(MTLDataType)c->data_type atIndex:(NSUInteger)c->index];
+        }
+    }
+    NSError* error = nil;
+    id<MTLFunction> function = [AS_LIBRARY(library) newFunctionWithName:name constantValues:values error:&error];
+    [values release];
+    if (function == nil) {
+        NSString* what = [NSString stringWithFormat:@"cannot specialise '%@' with the function constant values "
+                                                     @"given", name];
+        *code = fail_error(err, MTS_ERR_PIPELINE, what, error);
+    }
+    return function;
+}
+
+static int32_t create_pipeline(mts_device* d, mts_library* library, const char* function_name,
+                               const mts_constant* constants, uint32_t n_constants, int32_t specialize,
+                               mts_pipeline** out, mts_pipeline_info* info, char** err) {
+    if (d == NULL || library == NULL || function_name == NULL || out == NULL || info == NULL
+        || (n_constants > 0 && constants == NULL)) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_pipeline_create: NULL argument");
     }
     *out = NULL;
@@ -269,11 +309,13 @@ int32_t mts_pipeline_create(mts_device* d, mts_library* library, const char* fun
     @autoreleasepool {
         @try {
             NSString* name = utf8_string(function_name);
-            id<MTLFunction> function = name != nil ? [AS_LIBRARY(library) newFunctionWithName:name] : nil;
+            if (name == nil) {
+                return fail_text(err, MTS_ERR_NOT_FOUND, "the function name is not valid UTF-8");
+            }
+            int32_t code = MTS_OK;
+            id<MTLFunction> function = new_function(library, name, constants, n_constants, specialize, &code, err);
             if (function == nil) {
-                char text[512];
-                snprintf(text, sizeof text, "the library has no function named '%s'", function_name);
-                return fail_text(err, MTS_ERR_NOT_FOUND, text);
+                return code;
             }
             NSError* error = nil;
             id<MTLComputePipelineState> pipeline = [d->device newComputePipelineStateWithFunction:function
@@ -294,6 +336,17 @@ int32_t mts_pipeline_create(mts_device* d, mts_library* library, const char* fun
             return fail_unknown_throw(err, "mts_pipeline_create");
         }
     }
+}
+
+int32_t mts_pipeline_create(mts_device* d, mts_library* library, const char* function_name,
+                            mts_pipeline** out, mts_pipeline_info* info, char** err) {
+    return create_pipeline(d, library, function_name, NULL, 0, 0, out, info, err);
+}
+
+int32_t mts_pipeline_create_specialized(mts_device* d, mts_library* library, const char* function_name,
+                                        const mts_constant* constants, uint32_t n_constants,
+                                        mts_pipeline** out, mts_pipeline_info* info, char** err) {
+    return create_pipeline(d, library, function_name, constants, n_constants, 1, out, info, err);
 }
 
 void mts_pipeline_release(mts_pipeline* pipeline) {
