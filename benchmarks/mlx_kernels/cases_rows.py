@@ -23,11 +23,11 @@ def bf16():
     return np.dtype(ml_dtypes.bfloat16)
 
 
-TYPES = {"float32": ("float", np.float32), "float16": ("half", np.float16), "bfloat16": ("bfloat16_t", None)}
 
 
 def np_type(tname: str) -> np.dtype:
-    return bf16() if tname == "bfloat16" else np.dtype(TYPES[tname][1])
+    """numpy's dtype for MLX's type name (float32, bfloat16, int32, ...)."""
+    return bf16() if tname == "bfloat16" else np.dtype(tname)
 
 
 def random(shape, tname: str, seed: int, low: float = -4.0, high: float = 4.0) -> np.ndarray:
