@@ -27,6 +27,19 @@ typedef _Float16 half; /* IEEE binary16; arithmetic rounds to half after every o
 #define MT_UNROLL _Pragma("GCC unroll 4")
 
 namespace metal {
+
+/* <metal_type_traits>: every predicate is a bool_constant, as in C++. */
+template <class T, T v> struct integral_constant {
+    static constexpr T value = v;
+    typedef T value_type;
+    typedef integral_constant type;
+    constexpr operator value_type() const noexcept { return value; }
+    constexpr value_type operator()() const noexcept { return value; }
+};
+template <bool B> using bool_constant = integral_constant<bool, B>;
+typedef bool_constant<true> true_type;
+typedef bool_constant<false> false_type;
+
 namespace _mt {
 
 /* ---- minimal type traits ---------------------------------------------------------------------------------- */
@@ -35,8 +48,8 @@ template <class T> struct enable_if<true, T> { typedef T type; };
 template <bool B, class T = void> using enable_if_t = typename enable_if<B, T>::type;
 template <bool B, class A, class C> struct conditional { typedef A type; };
 template <class A, class C> struct conditional<false, A, C> { typedef C type; };
-template <class T, class U> struct is_same { static constexpr bool value = false; };
-template <class T> struct is_same<T, T> { static constexpr bool value = true; };
+template <class T, class U> struct is_same : false_type {};
+template <class T> struct is_same<T, T> : true_type {};
 template <class T> struct rm { typedef T type; };
 template <class T> struct rm<const T> { typedef T type; };
 template <class T> struct rm<volatile T> { typedef T type; };
@@ -187,28 +200,124 @@ enum thread_scope {
     thread_scope_device = 3,
 };
 
-/* ---- type traits of <metal_type_traits> (the common ones) ---------------------------------------------------- */
+/* ---- type traits of <metal_type_traits> ------------------------------------------------------------------------
+ * Not here, because real-world MSL defines them in namespace metal itself (Apple's library does not have them):
+ * is_empty, void_t, make_void. */
 using _mt::conditional;
 using _mt::enable_if;
 using _mt::enable_if_t;
 using _mt::is_same;
-template <class T> struct is_floating_point { static constexpr bool value = _mt::is_fp<_mt::rm_t<T>>; };
-template <class T> struct is_integral {
-    static constexpr bool value = _mt::kind<_mt::rm_t<T>>::value == 1 || _mt::kind<_mt::rm_t<T>>::value == 2;
-};
-template <class T> struct is_arithmetic { static constexpr bool value = _mt::is_scalar<_mt::rm_t<T>>; };
-template <class T> struct is_signed {
-    static constexpr bool value = _mt::is_fp<_mt::rm_t<T>> || _mt::is_signed_int<_mt::rm_t<T>>;
-};
-template <class T> struct is_unsigned {
-    static constexpr bool value = is_integral<T>::value && !_mt::is_signed_int<_mt::rm_t<T>>;
-};
+using _mt::declval;
+template <bool B, class A, class C> using conditional_t = typename conditional<B, A, C>::type;
+/* cv-qualifiers apply to a scalar's own type: is_integral<const int> holds (references do not count) */
+template <class T> struct remove_const { typedef T type; };
+template <class T> struct remove_const<const T> { typedef T type; };
+template <class T> struct remove_volatile { typedef T type; };
+template <class T> struct remove_volatile<volatile T> { typedef T type; };
+template <class T> struct remove_cv { typedef typename remove_const<typename remove_volatile<T>::type>::type type; };
+template <class T> struct remove_reference { typedef T type; };
+template <class T> struct remove_reference<T&> { typedef T type; };
+template <class T> struct remove_reference<T&&> { typedef T type; };
+template <class T> struct remove_pointer { typedef T type; };
+template <class T> struct remove_pointer<T*> { typedef T type; };
+template <class T> struct remove_pointer<T* const> { typedef T type; };
+/* address spaces are empty words on the CPU: nothing to remove */
+template <class T> struct remove_addrspace { typedef T type; };
+template <class T> struct remove_cvref { typedef typename remove_cv<typename remove_reference<T>::type>::type type; };
+template <class T> using remove_const_t = typename remove_const<T>::type;
+template <class T> using remove_volatile_t = typename remove_volatile<T>::type;
+template <class T> using remove_cv_t = typename remove_cv<T>::type;
+template <class T> using remove_reference_t = typename remove_reference<T>::type;
+template <class T> using remove_pointer_t = typename remove_pointer<T>::type;
+template <class T> using remove_addrspace_t = typename remove_addrspace<T>::type;
+template <class T> using remove_cvref_t = typename remove_cvref<T>::type;
+template <class T> struct is_floating_point : bool_constant<_mt::is_fp<remove_cv_t<T>>> {};
+template <class T> struct is_integral
+    : bool_constant<_mt::kind<remove_cv_t<T>>::value == 1 || _mt::kind<remove_cv_t<T>>::value == 2> {};
+template <class T> struct is_arithmetic : bool_constant<_mt::is_scalar<remove_cv_t<T>>> {};
+template <class T> struct is_signed
+    : bool_constant<_mt::is_fp<remove_cv_t<T>> || _mt::is_signed_int<remove_cv_t<T>>> {};
+template <class T> struct is_unsigned : bool_constant<is_integral<T>::value && !_mt::is_signed_int<remove_cv_t<T>>> {};
+template <class T> struct is_const : false_type {};
+template <class T> struct is_const<const T> : true_type {};
+template <class T> struct is_pointer : false_type {};
+template <class T> struct is_pointer<T*> : true_type {};
+template <class T> struct is_pointer<T* const> : true_type {};
+template <class T> struct is_reference : false_type {};
+template <class T> struct is_reference<T&> : true_type {};
+template <class T> struct is_reference<T&&> : true_type {};
+namespace _mt {
+template <class T> void take(T) noexcept;
+template <class F, class T, class = decltype(take<T>(declval<F>()))> true_type convertible(int);
+template <class, class> false_type convertible(...);
+}  // namespace _mt
+/* From converts to To implicitly (void to void only) */
+template <class From, class To> struct is_convertible : decltype(_mt::convertible<From, To>(0)) {};
+template <class From> struct is_convertible<From, void> : bool_constant<_mt::is_same<remove_cv_t<From>, void>::value> {};
+template <class From, class To> constexpr bool is_convertible_v = is_convertible<From, To>::value;
+template <class T> constexpr bool is_const_v = is_const<T>::value;
+template <class T> constexpr bool is_pointer_v = is_pointer<T>::value;
+template <class T> constexpr bool is_reference_v = is_reference<T>::value;
+/* make_signed / make_unsigned of the integer types (cv-qualifiers kept) */
+namespace _mt {
+template <class T> struct sign_pair {};
+#define MT_SIGN_PAIR(S, U)                                                                                        \
+    template <> struct sign_pair<S> { typedef S s; typedef U u; };                                               \
+    template <> struct sign_pair<U> { typedef S s; typedef U u; };
+MT_SIGN_PAIR(signed char, unsigned char)
+MT_SIGN_PAIR(short, unsigned short)
+MT_SIGN_PAIR(int, unsigned int)
+MT_SIGN_PAIR(long, unsigned long)
+MT_SIGN_PAIR(long long, unsigned long long)
+#undef MT_SIGN_PAIR
+template <> struct sign_pair<char> { typedef signed char s; typedef unsigned char u; };
+}  // namespace _mt
+template <class T> struct make_signed { typedef typename _mt::sign_pair<T>::s type; };
+template <class T> struct make_signed<const T> { typedef const typename make_signed<T>::type type; };
+template <class T> struct make_unsigned { typedef typename _mt::sign_pair<T>::u type; };
+template <class T> struct make_unsigned<const T> { typedef const typename make_unsigned<T>::type type; };
+template <class T> using make_signed_t = typename make_signed<T>::type;
+template <class T> using make_unsigned_t = typename make_unsigned<T>::type;
+/* the logical combinations of traits Apple's library has under `#pragma METAL internals` */
+template <class... B> struct _disjunction : false_type {};
+template <class B, class... R> struct _disjunction<B, R...> : bool_constant<bool(B::value) || _disjunction<R...>::value> {};
+template <class... B> struct _conjunction : true_type {};
+template <class B, class... R> struct _conjunction<B, R...> : bool_constant<bool(B::value) && _conjunction<R...>::value> {};
+template <class B> struct _negation : bool_constant<!bool(B::value)> {};
 template <class T, class U> constexpr bool is_same_v = is_same<T, U>::value;
 template <class T> constexpr bool is_floating_point_v = is_floating_point<T>::value;
 template <class T> constexpr bool is_integral_v = is_integral<T>::value;
 template <class T> constexpr bool is_arithmetic_v = is_arithmetic<T>::value;
 template <class T> constexpr bool is_signed_v = is_signed<T>::value;
 template <class T> constexpr bool is_unsigned_v = is_unsigned<T>::value;
+
+/* ---- uniform<T>: a value the same in every thread (a hint to the GPU compiler; an ordinary value here) ------- */
+template <class T> struct uniform {
+    T value_;
+    uniform() = default;
+    constexpr uniform(const T& v) : value_(v) {}
+    constexpr operator T() const { return value_; }
+    template <class U> constexpr uniform& operator=(const U& v) { value_ = T(v); return *this; }
+};
+template <class T> constexpr uniform<T> make_uniform(const T& v) { return uniform<T>(v); }
+
+/* ---- array<T, N> of <metal_array> ------------------------------------------------------------------------------ */
+template <class T, unsigned long N> struct array {
+    T elems_[N ? N : 1];
+    typedef T value_type;
+    constexpr T& operator[](unsigned long i) { return elems_[i]; }
+    constexpr const T& operator[](unsigned long i) const { return elems_[i]; }
+    static constexpr unsigned long size() { return N; }
+    static constexpr bool empty() { return N == 0; }
+    constexpr T* data() { return elems_; }
+    constexpr const T* data() const { return elems_; }
+    constexpr T* begin() { return elems_; }
+    constexpr T* end() { return elems_ + N; }
+    constexpr const T* begin() const { return elems_; }
+    constexpr const T* end() const { return elems_ + N; }
+    constexpr T& front() { return elems_[0]; }
+    constexpr T& back() { return elems_[N - 1]; }
+};
 
 /* ---- numeric_limits ------------------------------------------------------------------------------------------ */
 template <class T> struct numeric_limits {
