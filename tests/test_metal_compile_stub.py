@@ -288,3 +288,31 @@ def test_a_shim_of_another_abi_is_refused(stub, monkeypatch, tmp_path_factory):
     monkeypatch.setattr(binding, "ABI_VERSION", 99)
     with pytest.raises(metile.DeviceError, match="has ABI 2; this metile expects 99"):
         binding.load_extension(stub_path(tmp_path_factory.getbasetemp() / "metal_stub"), MODULE_NAME)
+
+
+# -- includes -------------------------------------------------------------------------------------------------
+INCLUDED = """#include <metal_stdlib>
+using namespace metal;
+#define instantiate(name, f, ...) \\
+  template [[host_name(name)]] [[kernel]] decltype(f<__VA_ARGS__>) f<__VA_ARGS__>;
+template <typename T>
+[[kernel]] void add_t(device const T* a, device const T* b, device T* out, constant uint& n,
+                      uint gid [[thread_position_in_grid]]) {
+    if (gid < n) out[gid] = a[gid] + b[gid];
+}
+"""
+
+
+def test_include_dirs_reach_both_compilers(stub, make_device, tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "ops.h").write_text(INCLUDED)
+    src = '#include <metal_stdlib>\n#include "ops.h"\ninstantiate("add_float", add_t, float)\n'
+    lib = make_device().compile(src, name="inc.metal", include_dirs=[tmp_path / "inc"])   # JIT: preprocessed
+    sig = lib.function("add_float").signature
+    assert [p.type_text for p in sig.buffers] == ["device const float*"] * 2 + ["device float*", "constant uint&"]
+    sent = int(stub.calls("library_from_source")[0].rsplit("bytes=", 1)[1])
+    assert sent > len(src) + len(INCLUDED) // 2     # the header's text went along, Metal's JIT has no include path
+    xcrun = FakeXcrun()
+    make_device(runner=xcrun).compile(src, name="inc.metal", include_dirs=[tmp_path / "inc"])
+    compile_cmd = next(c for c in xcrun.calls if "-c" in c)
+    assert f"-I{(tmp_path / 'inc').resolve()}" in compile_cmd

@@ -179,7 +179,7 @@ def _with_line_map(out: str, src: str, metal_name: str) -> Preprocessed:
     for k, text in enumerate(lines):
         m = _MARKER.match(text) if text.startswith("# ") else None
         if m is not None:
-            file = m.group(2).encode().decode("unicode_escape") if "\\" in m.group(2) else m.group(2)
+            file = re.sub(r"\\(.)", r"\1", m.group(2))
             line = int(m.group(1))
             lines[k] = f'#line {line} "{m.group(2)}"' if line > 0 and not file.startswith("<") else ""
             origins.append((file, line - 1))

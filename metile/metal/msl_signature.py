@@ -182,7 +182,7 @@ def kernel_signatures(src: str, metal_name: str = "kernel.metal", *, text: str |
     while i < len(tokens):
         t = tokens[i]
         if t.kind is Tok.PUNCT and t.text in ("{", "}"):
-            depth += 1 if t.text == "{" else -1
+            depth = depth + 1 if t.text == "{" else max(depth - 1, 0)   # as translate() counts them
         elif depth == 0 and (hit := kernel_at(tokens, i, errors, templates)) is not None:
             sigs, _, i = hit
             add_kernels(found, sigs, errors)
@@ -367,8 +367,10 @@ def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, mapping: dic
     if a0 is not None:
         a1 = match_paren(run, a0)
         decl, items = run[:a0], [x for x in split_top_level(run[a0 + 1:a1]) if x]
+    if not run:
+        raise errors.at(fn, f"kernel `{fn.text}` has an empty parameter")
     dims: list[str] = []
-    while len(decl) > 2 and decl[-1].text == "]":
+    while len(decl) > 2 and decl[-1].text == "]" and any(t.text == "[" for t in decl):
         opener = max(n for n, t in enumerate(decl) if t.text == "[")
         dims.insert(0, "[" + join([t.text for t in decl[opener + 1:-1]]) + "]")
         decl = decl[:opener]

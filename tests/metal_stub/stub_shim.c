@@ -186,8 +186,36 @@ static int is_ident_char(char c) {
 
 /* Whether `source` declares a kernel called `name`: the identifier followed by "(" with the word
  * "kernel" between it and the previous ';' or '}'. */
+/* `[[host_name("name")]]` names a kernel (an instantiation of a kernel template) */
+static int has_host_name(const char* source, const char* name) {
+    size_t n = strlen(name);
+    for (const char* p = strstr(source, name); p != NULL; p = strstr(p + 1, name)) {
+        if (p == source || p[-1] != '"' || p[n] != '"') {
+            continue;
+        }
+        const char* q = p - 1;
+        while (q > source && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\n')) {
+            q--;
+        }
+        if (q == source || q[-1] != '(') {
+            continue;
+        }
+        q--;
+        while (q > source && (q[-1] == ' ' || q[-1] == '\t')) {
+            q--;
+        }
+        if (q - source >= 9 && strncmp(q - 9, "host_name", 9) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int has_kernel(const char* source, const char* name) {
     size_t n = strlen(name);
+    if (has_host_name(source, name)) {
+        return 1;
+    }
     for (const char* p = strstr(source, name); p != NULL; p = strstr(p + 1, name)) {
         if ((p > source && is_ident_char(p[-1])) || is_ident_char(p[n])) {
             continue;

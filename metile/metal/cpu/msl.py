@@ -31,7 +31,7 @@ from metile.metal import function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
-from metile.metal.msl_lex import Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
+from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
 from metile.metal.msl_preprocess import LineMap, Preprocessed
 from metile.metal.msl_signature import (
     METAL_PARAM_ATTRIBUTES,
@@ -177,8 +177,6 @@ def _strip_metal_attributes(tokens: list[Token], i: int, errors: SourceErrors) -
 
 
 def _match(tokens: list[Token], i: int, errors: SourceErrors) -> int:
-    from metile.metal.msl_lex import LexError
-
     try:
         return match_paren(tokens, i)
     except LexError as e:
@@ -221,7 +219,11 @@ def _rewrite_directive(t: Token) -> list[tuple[int, int, str]]:
     if not stripped[1:].lstrip().startswith("define"):
         return []
     edits = []
-    for sub in tokenize(t.text.replace("#", " ", 1)):
+    try:
+        subs = tokenize(t.text.replace("#", " ", 1))
+    except LexError:
+        return []   # left to the C++ compiler to judge
+    for sub in subs:
         if sub.kind is Tok.NUMBER:
             new = rewrite_float_literal(sub.text)
             if new != sub.text:

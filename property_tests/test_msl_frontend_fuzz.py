@@ -1,0 +1,78 @@
+"""The CPU device's MSL front end on truncated and garbled MSL: every failure is an `MSLCompileError` (or its
+`MSLUnsupportedError`) naming a line, never a raw Python exception; what it accepts it accepts consistently
+(the kernels `translate` finds are the ones `kernel_signatures` finds)."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from metile.metal.cpu.msl import translate
+from metile.metal.errors import MSLCompileError
+from metile.metal.msl_signature import kernel_signatures
+
+SEEDS = (
+    """#include <metal_stdlib>
+using namespace metal;
+template <typename T, int N = 2>
+[[kernel, max_total_threads_per_threadgroup(8 * 32)]] void scale(const device T* in, device T* out,
+    constant int64_t strides[2], constant int& n [[function_constant(has_n)]], uint i [[thread_position_in_grid]]) {
+  threadgroup T tile[N * 32];
+  tile[i % 32] = in[i];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[i] = tile[i % 32] * T(N) + T(strides[1]) + 1.5h;
+}
+template [[host_name("scale_float")]] [[kernel]] decltype(scale<float>) scale<float>;
+template [[host_name("scale_" "int")]] [[kernel]] decltype(scale<int, 3>) scale<int, 3>;
+""",
+    """struct Op {
+  template <typename T> T operator()(T x) thread { return x; }
+  template <> int operator()<int>(int x) thread { return -x; }
+};
+template <typename T> void helper(threadgroup T* buf [[threadgroup(0)]], uint i) { buf[i] = T(i); }
+kernel void k(device float* o [[buffer(0)]], threadgroup float* s [[threadgroup(0)]],
+              uint3 g [[threadgroup_position_in_grid]], ushort l [[thread_index_in_simdgroup]]) {
+  helper(s, l);
+  o[g.x] = Op()(s[0]);
+}
+[[kernel, host_name("other")]] void k2(device float* o, constant float& s) { o[0] = s; }
+""",
+)
+PIECES = ("template", "<", ">", ">>", "[[", "]]", "(", ")", "{", "}", ";", ",", "kernel", "host_name", "\"x\"",
+          "threadgroup", "=", "*", "&", "[", "]", "buffer", "decltype", "#define X", "\\\n", "\"", "'", "/*",
+          "max_total_threads_per_threadgroup", "0x", "1e", ".", "::", "void", "int", "T", "N", "\n", " ")
+
+
+@st.composite
+def garbled(draw) -> str:
+    src = draw(st.sampled_from(SEEDS))
+    for _ in range(draw(st.integers(0, 4))):
+        cut = draw(st.integers(0, len(src)))
+        match draw(st.sampled_from(("truncate", "delete", "insert", "swap"))):
+            case "truncate":
+                src = src[:cut]
+            case "delete":
+                src = src[:cut] + src[cut + draw(st.integers(1, 12)):]
+            case "insert":
+                src = src[:cut] + draw(st.sampled_from(PIECES)) + src[cut:]
+            case "swap":
+                other = draw(st.integers(0, len(src)))
+                a, b = sorted((cut, other))
+                src = src[:a] + src[b:b + 8] + src[a + 8:b] + src[a:a + 8] + src[b + 8:]
+    return src
+
+
+@settings(max_examples=300)
+@given(garbled())
+@example("template <")
+@example("template [[host_name(\"a\")]] [[kernel]] decltype(f<float>) f<float>;")
+@example("[[kernel]] void k(device float* o [[buffer(-1)]]) {}")
+@example("template <typename T> [[kernel]] void f(device T* o) {}\ntemplate [[kernel]] decltype(f<float>) f<float>;")
+@example("kernel void k(constant int x[) {}")
+def test_front_end_failures_are_msl_errors(src):
+    try:
+        tr = translate(src, "fuzz.metal")
+    except MSLCompileError as e:
+        assert e.loc is None or e.loc.line >= 0
+        return
+    assert [k.name for k in tr.kernels] == [k.name for k in kernel_signatures(src, "fuzz.metal")]
