@@ -41,6 +41,8 @@ struct cplx {
   operator float2() const threadgroup { return float2(re, im); }
   operator float2() const device { return float2(re, im); }
   operator float2() const constant { return float2(re, im); }
+  float re_of() const thread { return re; }
+  float re_of() const device;                     // declared in one space, defined in-class in another
   float norm2() const thread;
   float norm2() const device;
   float norm2() const constant;
@@ -77,7 +79,7 @@ kernel void k(device cplx* io [[buffer(0)]], constant cplx* cin [[buffer(1)]],
   threadgroup pair_t<float> tp[8];
   tp[lid] = p;
   out[i * 6 + 0] = here.norm2();
-  out[i * 6 + 1] = io[i].norm2() + cin[i].norm2();
+  out[i * 6 + 1] = io[i].norm2() + cin[i].norm2() + io[i].re_of() - here.re_of();
   out[i * 6 + 2] = from_device.x + from_device.y;
   out[i * 6 + 3] = from_tg.x;
   out[i * 6 + 4] = p.sum() + pairs[i].sum();
@@ -99,7 +101,7 @@ def test_conversions_constructors_and_members_on_four_address_spaces(cpu):
     cpu.dispatch_threads(fn, (n, 1, 1), (n, 1, 1), [io, cin, out, pairs])
     o = out.reshape(n, 6)
     np.testing.assert_allclose(o[:, 0], (cin ** 2).sum(1), rtol=1e-6)
-    np.testing.assert_allclose(o[:, 1], (io0 ** 2).sum(1) + (cin ** 2).sum(1), rtol=1e-6)
+    np.testing.assert_allclose(o[:, 1], (io0 ** 2).sum(1) + (cin ** 2).sum(1) + io0[:, 0] - cin[:, 0], rtol=1e-6)
     np.testing.assert_allclose(o[:, 2], io0.sum(1), rtol=1e-6)
     np.testing.assert_array_equal(o[:, 3], np.arange(n)[::-1])
     np.testing.assert_allclose(o[:, 4], 2 * pairs.sum(1), rtol=1e-6)
@@ -148,6 +150,11 @@ template <typename T> void bump(threadgroup T& x, T by) { x += by; }
 float first(const thread float* p) { return p[0]; }
 float first(const device float* p) { return p[0]; }
 float first(const constant float* p) { return p[0]; }
+
+float add_one(device const float& x);       // declared first and used before the other spaces appear
+float use_add_one(device const float* p) { return add_one(*p); }
+float add_one(thread const float& x) { return x + 1.0f; }
+float add_one(device const float& x) { return x + 1.0f; }
 }  // namespace ops
 
 // same names, other scopes: not overloads of each other, so their different bodies are fine
@@ -176,7 +183,7 @@ kernel void k(device const float* x [[buffer(0)]], constant float* c [[buffer(1)
   out[i * 8 + 3] = load_twice(local, 1u);
   out[i * 8 + 4] = ops::first(x + i) + ops::first(c + i) + ops::first(local);
   out[i * 8 + 5] = other::first(x + i);
-  out[i * 8 + 6] = A().get(x + i) + B().get(x + i);
+  out[i * 8 + 6] = A().get(x + i) + B().get(x + i) + ops::use_add_one(x + i);
   out[i * 8 + 7] = float(tgi[lid]);
 }
 """
@@ -198,12 +205,13 @@ def test_specializations_and_free_overloads_on_pointer_and_reference_spaces(cpu)
     np.testing.assert_allclose(o[:, 3], 6.0)
     np.testing.assert_allclose(o[:, 4], 2 * x[:n] + c)
     np.testing.assert_allclose(o[:, 5], x[1:n + 1])
-    np.testing.assert_allclose(o[:, 6], x[:n] + x[2:n + 2])
+    np.testing.assert_allclose(o[:, 6], x[:n] + x[2:n + 2] + x[:n] + 1)
     np.testing.assert_array_equal(o[:, 7], 5.0)
     np.testing.assert_array_equal(acc, 100 + i + 10)
 
 
-# Words that only contain an address-space word, and overloads in branches of #if, are left alone.
+# Words that only contain an address-space word, overloads in branches of #if, and overloads on const
+# that the address spaces do not decide, are left alone.
 TOKENS = HEAD + """
 struct thread_t { int v; };
 struct device_t { int v; };
@@ -216,20 +224,42 @@ float twice(thread float& x) { return 2.0f * x; }
 float twice(device float& x) { return 3.0f * x; }
 #endif
 constant float scale = 4.0f;
-kernel void k(device float* out [[buffer(0)]], uint thread_position [[thread_position_in_grid]]) {
+// differ in const as well: kept both, which is right as long as their bodies agree
+struct no_mask {
+  char x;
+  operator bool() thread { return true; }
+  operator bool() const threadgroup { return true; }
+  operator bool() const device { return true; }
+};
+// overloads on const defined alike in every space choose alike on the CPU, whatever their bodies
+struct cell {
+  float v;
+  float at() thread { return v; }
+  float at() device { return v; }
+  float at() const thread { return v + 100.0f; }
+  float at() const device { return v + 100.0f; }
+};
+kernel void k(device float* out [[buffer(0)]], device no_mask* masks [[buffer(1)]],
+              device cell* cells [[buffer(2)]], uint thread_position [[thread_position_in_grid]]) {
+  const device cell* fixed = cells;
   thread_t a{1};
   device_t b{2};
   float y = float(thread_position);
-  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value;
+  no_mask m{0};
+  float on = (m && masks[thread_position]) ? 1.0f : 0.0f;
+  float c = cells[thread_position].at() + fixed[thread_position].at();
+  out[thread_position] = pick(a) + pick(b) + twice(y) + scale * my_integral_constant<int, 3>::value + on + c;
 }
 """
 
 
-def test_identifiers_containing_address_space_words_are_other_words(cpu):
+def test_what_is_not_an_address_space_overload_is_left_alone(cpu):
     out = np.zeros(4, np.float32)
+    masks = np.zeros(4, np.int8)
+    cells = np.arange(4, dtype=np.float32) * 10
     fn = cpu.compile(TOKENS, name="tokens.metal").function("k")
-    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out])
-    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12)
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [out, masks, cells])
+    np.testing.assert_allclose(out, 2 + 4 + 2 * np.arange(4) + 12 + 1 + 2 * cells + 100)
 
 
 def test_overloads_with_different_bodies_are_refused_naming_both_lines(cpu):
@@ -269,6 +299,23 @@ kernel void k(device int* out [[buffer(0)]]) { out[0] = space_of<device int*>::v
         translate(spec, "spec.metal")
     assert f"spec.metal:{line_of(spec, 'struct space_of<device')}" in str(info.value)
     assert info.value.loc.line == line_of(spec, "struct space_of<threadgroup")
+    widened = HEAD + """
+template <typename T> struct is_dev { static constant bool value = false; };
+template <typename T> struct is_dev<device T*> { static constant bool value = true; };
+kernel void k(device int* out [[buffer(0)]]) { out[0] = is_dev<device int*>::value; }
+"""
+    with pytest.raises(metile.MSLUnsupportedError, match=r"on the device address space but not on constant, "
+                       r"thread, threadgroup.*struct is_dev` \(at widened\.metal:4\)") as info:
+        translate(widened, "widened.metal")
+    assert info.value.loc.line == 5
+    # an empty primary says nothing the other spaces could get wrong; a pair of spaces is still partial
+    translate(widened.replace("struct is_dev { static constant bool value = false; };", "struct is_dev {};"))
+    with pytest.raises(metile.MSLUnsupportedError, match="on the device and threadgroup address space"):
+        translate(widened.replace("<device T*>", "<threadgroup T*>") + widened.split("\n")[4] + "\n")
+    by_const = member.replace("float get() const thread", "float get() thread")
+    with pytest.raises(metile.MSLUnsupportedError, match="address space and const.*by const alone") as info:
+        translate(by_const, "member.metal")
+    assert info.value.loc.line == line_of(member, "float get() const device")
 
 
 def test_line_markers_inside_and_before_merged_declarations(cpu):

@@ -6,15 +6,20 @@ constructor may be defined once per address space of its object (`operator vec<T
 (`S<thread T*>`, `S<device T*>`), and a free function may be overloaded on the address space of a reference
 or pointer (`f(thread T&)`, `f(device T&)`). The compatibility header defines those words as nothing, so
 such overloads would become redefinitions. With one address space they are one function when their bodies
-are the same once the words are erased from them too: `merge_overloads` keeps the first and blanks the
-others (line breaks and directives stay, so `#line` mapping holds). Overloads whose bodies differ are
+are the same once the words are erased from them too: `merge_overloads` keeps one and blanks the others
+(line breaks and directives stay, so `#line` mapping holds). Overloads whose bodies differ are
 refused: keeping either would run the wrong code for the callers of the other.
 
 Collisions are looked for among the declarations of one namespace (namespaces reopen) or one class body,
 in one branch of `#if` directives, comparing heads token by token: a template head is part of a head, and
-`integral_constant` or `thread_position_in_grid` are other words than `constant` and `thread`. A
-declaration is the group's definition if it has a body; declarations without one (in-class declarations
-of members defined out of class, prototypes) follow the definition's choice.
+`integral_constant` or `thread_position_in_grid` are other words than `constant` and `thread`. The
+variant kept is the one declared first among those defined in the group (so that uses between a prototype
+and the definitions still see a declaration); declarations without a body (prototypes, in-class
+declarations of members defined out of class, which group with the out-of-class definitions of their own
+scope) follow that choice. Definitions that differ in address space and in `const` (`T get() thread` and
+`T get() const device`) stay overloads, chosen by const alone on the CPU: they are refused when their
+bodies differ. A class template specialized on some address spaces but not all (`is_dev<device T*>`) whose
+primary definition is not empty is refused too: erased, the specialization would take every pointer.
 
 The same scan catches the commonest address-space mistake that the single address space would otherwise
 run: a pointer declared in one address space and initialized from a parameter (or a local) that points
@@ -103,7 +108,10 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
         if len(members) < 2 or len({raw for _, raw in members}) < 2:
             continue
         definitions = [(d, raw) for d, raw in members if d.has_body]
-        keep, keep_raw = definitions[0] if definitions else members[0]
+        # keep the variant declared first among those defined here, so that earlier uses still see a declaration
+        defined = {raw for _, raw in definitions}
+        keep_raw = next((raw for _, raw in members if raw in defined), members[0][1])
+        keep = next((d for d, raw in definitions if raw == keep_raw), members[0][0])
         for d, raw in definitions:
             if raw != keep_raw and _erased_body(sc, d) != _erased_body(sc, keep):
                 raise _differing_bodies(sc, src, errors, keep, d)
@@ -111,7 +119,67 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
             if raw != keep_raw:
                 dropped.add(d)
                 edits += _blank(sc, src, d)
+    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms])
+    _refuse_widened_specializations(sc, src, errors, groups)
     return edits, dropped
+
+
+def _refuse_widened_specializations(sc: Scan, src: str, errors: SourceErrors, groups: dict) -> None:
+    """Refuse specializations on some address spaces only (`is_dev<device T*>`) of a template whose primary
+    definition says something: with the words erased they would also take the other spaces' pointers,
+    which get the primary on Metal."""
+    toks = sc.tokens
+    primaries: dict[tuple, Decl] = {}
+    for d in sc.decls:
+        if d.is_class and d.name_at >= 0 and toks[d.name_at + 1].text != "<":
+            primaries.setdefault((d.scope, toks[d.name_at].text), d)
+    for members in groups.values():
+        d = members[0][0]
+        if not d.is_class or d.name_at < 0 or toks[d.name_at + 1].text != "<":
+            continue
+        spaces = {x for m, _ in members for x in _argument_words(sc, m, upto=":") if x in _POINTER_SPACES}
+        primary = primaries.get((d.scope, toks[d.name_at].text))
+        if not spaces or spaces >= _POINTER_SPACES or primary is None or primary.opaque:
+            continue
+        if toks[primary.head_end + 1].text == "}" and ":" not in _argument_words(sc, primary):
+            continue  # an empty primary: Metal would refuse the other spaces' uses, which cannot run wrong here
+        at = logical_loc(sc, primary.start, errors)
+        others = ", ".join(sorted(_POINTER_SPACES - spaces))
+        raise error_at(
+            sc, d.start, errors,
+            f"`{head_text(sc, src, d)}` specializes on the {' and '.join(sorted(spaces))} address space but not "
+            f"on {others}; the CPU device has a single address space, so it would also take the {others} "
+            f"pointers that get `{head_text(sc, src, primary)}` (at {at.file}:{at.line}) on Metal",
+            MSLUnsupportedError)
+
+
+def _argument_words(sc: Scan, d: Decl, upto: str = "") -> list[str]:
+    """The words of a class head after its name: specialization arguments, then base classes (not with
+    upto=":")."""
+    words = sc.texts[d.name_at + 1:d.head_end]
+    return words[:words.index(upto)] if upto in words else words
+
+
+def _refuse_choice_by_const(sc: Scan, src: str, errors: SourceErrors,
+                            members: list[tuple[Decl, tuple[str, ...]]]) -> None:
+    """Refuse definitions that differ in `const` and are not defined in the same address spaces
+    (`T get() thread` and `T get() const device`) when their bodies differ: with one address space, calls
+    choose between them by const alone (a non-const device object would run the thread body), while on
+    Metal the object's space chooses. Overloads on const defined alike in every space choose alike."""
+    groups: dict[tuple, dict[tuple[str, ...], list]] = {}
+    for d, raw in members:
+        if d.has_body:
+            erased = tuple(x for x in raw if x not in ADDRESS_SPACES)
+            loose = tuple(x for x in erased if x not in ("const", "volatile"))
+            variants = groups.setdefault((d.scope, d.branch, loose), {})
+            variants.setdefault(erased, []).append((d, tuple(x for x in raw if x in ADDRESS_SPACES)))
+    for variants in groups.values():
+        if len(variants) < 2 or len({frozenset(sp for _, sp in ds) for ds in variants.values()}) < 2:
+            continue
+        first = [ds[0][0] for ds in variants.values()]
+        for second in first[1:]:
+            if _erased_body(sc, first[0]) != _erased_body(sc, second):
+                raise _differing_bodies(sc, src, errors, first[0], second, " and const")
 
 
 def _erased_body(sc: Scan, d: Decl) -> tuple[str, ...]:
@@ -119,13 +187,16 @@ def _erased_body(sc: Scan, d: Decl) -> tuple[str, ...]:
                  if t.kind is not Tok.DIRECTIVE and not (t.kind is Tok.IDENT and t.text in ADDRESS_SPACES))
 
 
-def _differing_bodies(sc: Scan, src: str, errors: SourceErrors, first: Decl, second: Decl) -> MSLCompileError:
+def _differing_bodies(sc: Scan, src: str, errors: SourceErrors, first: Decl, second: Decl,
+                      also: str = "") -> MSLCompileError:
     at = logical_loc(sc, first.start, errors)
+    then = ("calls would choose between them by const alone" if also
+            else "they would be one function there, and it cannot run both")
     return error_at(
         sc, second.start, errors,
         f"`{head_text(sc, src, second)}` and `{head_text(sc, src, first)}` (at {at.file}:{at.line}) differ "
-        "only in address space, and their bodies differ; the CPU device has a single address space, so "
-        "they would be one function there, and it cannot run both",
+        f"only in address space{also}, and their bodies differ; the CPU device has a single address space, "
+        f"so {then}",
         MSLUnsupportedError)
 
 

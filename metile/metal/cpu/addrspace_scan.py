@@ -49,6 +49,7 @@ class Decl:
     is_class: bool       # a class or enum definition (its members are declarations of their own)
     templated: bool      # a template, or a member of a class template
     opaque: bool         # holds a conditional directive: left alone
+    name_at: int = -1    # a class definition's name (a specialization's is followed by `<`)
 
 
 @attrs.frozen
@@ -216,6 +217,7 @@ class _Walker:
         j = self._after_template_heads(i, end)
         first_paren = -1
         class_key = assign = kernel = False
+        key_at = -1
         init_at = -1
         while j < end:
             tok = t[j]
@@ -223,6 +225,7 @@ class _Walker:
             if tok.kind is Tok.IDENT:
                 if x in _CLASS_KEYS and first_paren < 0:
                     class_key = True
+                    key_at = j if key_at < 0 else key_at
                 elif x == "kernel":
                     kernel = True
                 j += 1
@@ -242,7 +245,7 @@ class _Walker:
                 j += 1
                 continue
             if x == ";":
-                self._add(scope, branch, i, j + 1, j + 1, False, kernel, templated)
+                self._add(scope, branch, i, j, j + 1, False, kernel, templated)
                 return j + 1
             if x == "=" and t[j - 1].text != "operator":
                 assign = True
@@ -251,7 +254,7 @@ class _Walker:
             elif x == "{":
                 close = self.close[j]
                 if class_key and not assign:
-                    return self._class(i, j, end, scope, branch, templated)
+                    return self._class(i, j, key_at, end, scope, branch, templated)
                 if assign or first_paren < 0 or (init_at >= 0 and t[j - 1].kind is Tok.IDENT) \
                         or (init_at >= 0 and t[j - 1].text == ">"):
                     j = close + 1  # an initializer, or a braced member initializer
@@ -277,18 +280,27 @@ class _Walker:
         self.scope_body(j + 1, close, scope + ("".join(name),), False)
         return close + 1
 
-    def _class(self, i: int, brace: int, end: int, scope: tuple, branch: tuple, templated: bool) -> int:
+    def _class(self, i: int, brace: int, key_at: int, end: int, scope: tuple, branch: tuple,
+               templated: bool) -> int:
         """A class (or enum) definition: its body is a scope of its own; it ends at the `;` after it."""
         t = self.t
         close = self.close[brace]
         at = len(self.decls)
         self.decls.append(None)  # type: ignore[arg-type]  # the class comes before its members
         templated = templated or t[i].text == "template"
-        if not any(t[k].text == "enum" for k in range(i, brace)):
+        is_enum = any(t[k].text == "enum" for k in range(i, brace))
+        if not is_enum:
             self.scope_body(brace + 1, close, scope + (brace,), templated)
         j = close + 1
         while j < end and t[j].text != ";":
             j = self.close[j] + 1 if t[j].text in ("(", "{") else j + 1
+        name_at = key_at + 1
+        if name_at < brace and t[name_at].text == "[[":
+            while name_at < brace and t[name_at].text != "]]":
+                name_at += 1
+            name_at += 1
+        if is_enum or not (name_at < brace and t[name_at].kind is Tok.IDENT):
+            name_at = -1
         self.decls[at] = Decl(scope, branch, i, brace, min(j + 1, end), True, False, True, templated,
-                              self._opaque(i, min(j + 1, end)))
+                              self._opaque(i, min(j + 1, end)), name_at)
         return j + 1
