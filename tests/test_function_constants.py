@@ -116,6 +116,7 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
 
 def test_int_float_half_constants_by_index_and_by_name(cpu):
     lib = cpu.compile(SCALARS, name="scalars.metal")
+    assert lib.function_constants.listing() == "0: int count; 1: float scale; 2: half bias; 3: uint mask"
     out = np.zeros(2, np.float32)
     fn = lib.function("k", constants={0: 3, "scale": 1.5, "mask": 0xF1})
     cpu.dispatch_threads(fn, 2, 2, [out])
@@ -334,3 +335,22 @@ def test_metal_device_refuses_what_the_cpu_device_refuses(make_device):
         lib.function("addmm", constants={5: True})
     fn = lib.function("addmm", constants={100: False, 110: False, 10: False})
     assert [p.index for p in fn.signature.buffers] == [0, 1, 3, 4]
+
+
+def test_vector_constants(cpu):
+    src = HEAD + """
+constant float2 offs [[function_constant(6)]];
+constant int3 steps [[function_constant(7)]];
+constant float first = offs.x;         // not a compile-time constant: a vector is an ordinary constant here
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    out[i] = first + offs.y * float(i) + float(steps.x + steps.y + steps.z);
+}
+"""
+    lib = cpu.compile(src, name="vectors.metal")
+    out = np.zeros(3, np.float32)
+    cpu.dispatch_threads(lib.function("k", constants={6: (1.0, 0.5), "steps": np.array([1, 2, 3])}), 3, 3, [out])
+    assert out.tolist() == [7.0, 7.5, 8.0]
+    with pytest.raises(FunctionConstantError, match=r"`offs` \(index 6, `float2`\) .* takes 2 values, got 1.0"):
+        lib.function("k", constants={6: 1.0, 7: (1, 2, 3)})
+    with pytest.raises(FunctionConstantError, match=r"`steps` .* is an integer; got 1.5"):
+        lib.function("k", constants={6: (1.0, 2.0), 7: (1, 1.5, 3)})

@@ -100,6 +100,11 @@ class CpuLibrary:
     def function_names(self) -> list[str]:
         return list(self._functions)
 
+    @property
+    def function_constants(self):
+        """The function constants the source (and the headers it includes by path) declares."""
+        return self.translation.function_constants
+
     def function(self, name: str, constants: dict | None = None) -> CpuFunction:
         """The kernel `name`; `constants` gives function constant values by index or name (Metal's
         `newFunctionWithName:constantValues:error:`), refused if a value does not fit its constant or a constant

@@ -26,9 +26,9 @@ import re
 
 import attrs
 
-from metile.metal.cpu.addrspace import address_space_edits
-from metile.metal import function_constants
+from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
+from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
@@ -96,7 +96,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     tokens = lex(text, errors)
     _refuse_unsupported(tokens, errors)
     edits: list[tuple[int, int, str]] = address_space_edits(text, tokens, errors)
-    headers = function_constants.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
+    headers = function_constant_scan.included_headers(tokens, include_dirs, (INCLUDE_DIR,))
     for t in tokens:
         if t.kind is Tok.DIRECTIVE:
             edits += _rewrite_directive(t)
@@ -140,7 +140,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
     # function constants (metile/metal/function_constants.py, cpu/function_constants.py)
-    constants = function_constants.scan(tokens, errors, tuple(kernels), headers)
+    constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
     body = _apply_edits(text, edits)
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})

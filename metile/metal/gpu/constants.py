@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from metile.metal.args import SCALARS
-from metile.metal.function_constants import ConstantTable, FunctionConstant, included_headers, scan
+from metile.metal.function_constant_scan import included_headers, scan
+from metile.metal.function_constants import ConstantTable, FunctionConstant
 from metile.metal.msl_signature import KernelSignature, SourceErrors, lex
 
 # MTLDataType of each scalar kind (a vector of n lanes is the scalar's value + n - 1)
