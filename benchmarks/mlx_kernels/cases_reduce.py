@@ -15,6 +15,7 @@ _REDUCE_HEADERS = ("atomic.h", "reduction/ops.h", "reduce.h")
 _REDUCE = (
     'instantiate_kernel("all_reduce_sumfloat32", all_reduce, float, float, Sum<float>)',
     'instantiate_kernel("all_reduce_sumint8", all_reduce, int8_t, int32_t, Sum<int32_t>)',
+    'instantiate_kernel("all_reduce_sumint32", all_reduce, int32_t, int32_t, Sum<int32_t>)',
     'instantiate_kernel("all_reduce_maxfloat16", all_reduce, half, half, Max<half>)',
     'instantiate_kernel("row_reduce_simple_sumfloat32", row_reduce_simple, float, float, Sum<float>)',
     'instantiate_kernel("row_reduce_simple_maxfloat16", row_reduce_simple, half, half, Max<half>)',
@@ -32,7 +33,8 @@ def _all_reduce_pass(dev, fn, x: np.ndarray, out: np.ndarray, in_size: int, row_
 
 
 def run_all_reduce(dev, op: str, tname: str, size: int, out_tname: str | None = None) -> Result:
-    """MLX's all_reduce: one threadgroup up to 4096 elements, else 128 rows then one simdgroup over them."""
+    """MLX's all_reduce: one threadgroup up to 4096 elements, else 128 rows then one simdgroup over them (with the
+    kernel of the partial results' type)."""
     fn = _reduce_fn(dev, f"all_reduce_{op}{tname}")
     out_dtype = np_type(out_tname or tname)
     if tname == "int8":
@@ -49,7 +51,8 @@ def run_all_reduce(dev, op: str, tname: str, size: int, out_tname: str | None = 
         tg = ceildiv(min(ceildiv(row_size, REDUCE_N_READS), 1024), 32) * 32
         partial = np.zeros(n_rows, out_dtype)
         _all_reduce_pass(dev, fn, x, partial, size, row_size, n_rows, tg)
-        _all_reduce_pass(dev, fn, partial, out, n_rows, n_rows, 1, 32)
+        second = _reduce_fn(dev, f"all_reduce_{op}{out_tname or tname}")
+        _all_reduce_pass(dev, second, partial, out, n_rows, n_rows, 1, 32)
     x64 = x.astype(np.float64)
     if op == "max":
         return check_equal(out, np.array([x.max()], out_dtype))
