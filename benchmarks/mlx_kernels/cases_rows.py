@@ -1,8 +1,9 @@
-"""Row-wise and element-wise MLX kernels: softmax, unary, binary (with the shared dispatch helpers of the corpus's
-row-wise families). The reduce, scan, sort, normalization, arg_reduce and fp8 families are in `cases_reduce`.
+"""Row-wise and element-wise MLX kernels: softmax, unary, binary and hadamard (with the shared dispatch helpers of
+the corpus's row-wise families). Reductions, scans, sorts, logsumexp and fp8 are in `cases_reduce`; layer_norm,
+rms_norm and arg_reduce, which only MLX's `.metal` files define, in `cases_source`.
 
 Kernel names, template arguments, grids, threadgroup sizes and buffer order follow MLX's host code
-(`mlx/backend/metal/{softmax,unary,binary}.cpp`) and its `.metal` instantiation files; the instantiation lines
+(`mlx/backend/metal/{softmax,unary,binary,hadamard}.cpp`) and its `.metal` instantiation files; the instantiation lines
 here are our own, naming MLX's templates from the shipped headers.
 """
 
@@ -243,4 +244,78 @@ CASES: list[Case] = [
     case("binary_sub_g2_f32", "binary", run_binary_general, 2),
     case("binary_mul_g3_bf16", "binary", run_binary_general, 3),
     case("binary_add_gn2_f32", "binary", run_binary_general, 4),
+]
+
+
+# -- hadamard (mlx/backend/metal/hadamard.cpp: a JIT source of utils.h, a codelet for the factor m and hadamard.h) --
+def paley_hadamard_12() -> np.ndarray:
+    """A Hadamard matrix of order 12 by Paley's first construction (q = 11): any one tests the m-kernel's mechanics;
+    the reference applies the same matrix."""
+    q = 11
+    squares = {(k * k) % q for k in range(1, q)}
+    chi = np.array([0] + [1 if k in squares else -1 for k in range(1, q)])
+    s = np.zeros((q + 1, q + 1), np.int64)
+    s[0, 1:] = 1
+    s[1:, 0] = -1
+    s[1:, 1:] = chi[(np.arange(q)[None, :] - np.arange(q)[:, None]) % q]
+    return s + np.eye(q + 1, dtype=np.int64)
+
+
+def sylvester(n: int) -> np.ndarray:
+    h = np.ones((1, 1), np.int64)
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def _codelet(h: np.ndarray | None) -> str:
+    """Our `hadamard_radix_m(thread float* x)`, which hadamard.h's m-kernel calls: x <- h @ x (none for m = 1)."""
+    if h is None:
+        return "METAL_FUNC void hadamard_radix_m(thread float* x) {}"
+    m = h.shape[0]
+    rows = [f"  tmp[{r}] = " + " ".join(f"{'+' if v > 0 else '-'} x[{c}]" for c, v in enumerate(h[r])) + ";"
+            for r in range(m)]
+    return "\n".join([f"METAL_FUNC void hadamard_radix_m(thread float* x) {{\n  float tmp[{m}];", *rows,
+                      f"  for (int i = 0; i < {m}; i++) {{ x[i] = tmp[i]; }}\n}}"])
+
+
+def run_hadamard(dev, tname: str, batch: int, n: int, m: int, rtol: float):
+    """x @ hadamard(n * m) * scale along the last axis: one n-kernel pass (rows of n = 2**k, radix 16, read width 4,
+    threads_per = n / 16 threads per row) and, for m = 12, the m-kernel pass across the 12 blocks."""
+    from benchmarks.mlx_kernels.common import KERNELS
+
+    h12 = paley_hadamard_12() if m == 12 else None
+    max_radix, read_width = min(n, 16), (2 if n == 2 else 4)
+    ctype = {"float32": "float", "float16": "half", "bfloat16": "bfloat16_t"}[tname]
+    size = n * m
+    lines = [f'instantiate_kernel("nhadamard_{size}_{tname}", hadamard_n, {ctype}, {n}, {max_radix}, {read_width})']
+    if m > 1:
+        lines.append(f'instantiate_kernel("mhadamard_{size}_{tname}", hadamard_m, {ctype}, {n}, {m}, {read_width})')
+    src = "\n".join(["#include <metal_stdlib>", f'#include "{KERNELS}/utils.h"', _codelet(h12),
+                     f'#include "{KERNELS}/hadamard.h"', *lines, ""])
+    lib = compile_mlx(dev, src, f"hadamard_{size}_{tname}.metal")
+    x = random((batch, size), tname, seed=size)
+    scale = 1.0 / np.sqrt(size)
+    out = np.zeros_like(x)
+    threads_per = n // max_radix
+    first = out if m == 1 else np.zeros_like(x)
+    # hadamard.h's n-kernel takes its element from x and its row from y of the grid
+    dev.dispatch_threads(lib.function(f"nhadamard_{size}_{tname}"), (threads_per, batch * m, 1), (threads_per, 1, 1),
+                         [x, first, np.float32(scale if m == 1 else 1.0)])
+    if m > 1:
+        threads_per = min(n // read_width, 256)
+        groups = x.size // m // read_width // threads_per
+        dev.dispatch_threads(lib.function(f"mhadamard_{size}_{tname}"), (groups, threads_per, 1),
+                             (1, threads_per, 1), [first, out, np.float32(scale)])
+    x64 = x.astype(np.float64).reshape(batch, m, n) @ sylvester(n)
+    if m > 1:
+        x64 = np.einsum("ij,bjn->bin", h12, x64)
+    want = x64.reshape(batch, size) * scale
+    return check_close(out, want, rtol, rtol * float(np.abs(want).max()))
+
+
+CASES += [
+    case("hadamard_256_f32", "hadamard", run_hadamard, "float32", 3, 256, 1, 1e-5),
+    case("hadamard_128_f16", "hadamard", run_hadamard, "float16", 2, 128, 1, 2e-3),
+    case("hadamard_768_f32_m12", "hadamard", run_hadamard, "float32", 2, 64, 12, 1e-5),
 ]
