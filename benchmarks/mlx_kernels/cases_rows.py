@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from benchmarks.mlx_kernels.common import Case, check_close, compile_mlx, instantiation, rng
+from benchmarks.mlx_kernels.common import Case, check_close, check_equal, compile_mlx, instantiation, rng
 
 MAX_TG = 1024            # maxTotalThreadsPerThreadgroup of MLX's kernels on Apple GPUs; MLX's host code assumes it
 
@@ -215,6 +215,53 @@ def run_binary_general(dev, ndim: int):
     return check_close(out, want, 1e-2 if ndim == 3 else 1e-6, 0.0)
 
 
+# -- copy with a type conversion (mlx/backend/metal/copy.cpp; astype and every strided copy MLX makes) ------------
+_COPY_V = ('instantiate_kernel("v_copyfloat32bfloat16", copy_v, float, bfloat16_t, 1)',)
+_COPY_G = (
+    'instantiate_kernel("g2_copyfloat16float32", copy_g_nd2, half, float, int)',
+    'instantiate_kernel("g3_copyfloat32float16", copy_g_nd3, float, half, int)',
+    'instantiate_kernel("gn2_copyint32float32", copy_g, int32_t, float, 2, int)',
+)
+
+
+def run_copy_vector(dev):
+    """float32 to bfloat16, round to nearest even: random values and exact ties (low 16 bits 0x8000) both ways."""
+    r = rng(21)
+    x = r.uniform(-3, 3, 997).astype(np.float32)
+    ties = (r.integers(0, 1 << 15, 24).astype(np.uint32) << 16 | 0x8000).astype(np.uint32).view(np.float32)
+    x = np.concatenate([x, ties, np.array([0.0, -0.0, 3.4e38, 1e-40], np.float32)])
+    fn = library(dev, "copy_v.metal", ("copy.h",), _COPY_V).function("v_copyfloat32bfloat16")
+    out = np.zeros(x.size, bf16())
+    dev.dispatch_threads(fn, (x.size, 1, 1), (min(MAX_TG, x.size), 1, 1), [x, out, np.uint32(x.size)])
+    return check_equal(out.view(np.uint16), x.astype(bf16()).view(np.uint16))
+
+
+def run_copy_general(dev, ndim: int):
+    """Strided and broadcast sources into a contiguous destination of another type (exact conversions)."""
+    lib = library(dev, "copy_g.metal", ("copy.h",), _COPY_G)
+    if ndim == 2:
+        base = random((41, 23), "float16", seed=22)
+        src, name = base.T, "g2_copyfloat16float32"               # (23, 41), strides (1, 23)
+        args = [base, None, None, elem_strides(src)]
+    elif ndim == 3:
+        base = random((5, 1, 33), "float32", seed=23)
+        src, name = np.broadcast_to(base, (5, 7, 33)), "g3_copyfloat32float16"
+        args = [base, None, None, np.array([33, 0, 1], np.int64)]
+    else:
+        base = rng(24).integers(-1000, 1000, size=(3, 2, 19, 4)).astype(np.int32)
+        src, name = base.transpose(1, 0, 3, 2), "gn2_copyint32float32"   # (2, 3, 4, 19)
+        args = [base, None, np.array(src.shape, np.int32), elem_strides(src), None, np.int32(4)]
+    dst_dtype = np.float16 if ndim == 3 else np.float32
+    out = np.zeros(src.shape, dst_dtype)
+    args[1] = out
+    dim0, dim1 = src.shape[-1], src.shape[-2]
+    rest = src.size // (dim0 * dim1)
+    if ndim > 3:
+        dim0 = ceildiv(dim0, 2)                             # work_per_thread 2 for the n-d kernel
+    dev.dispatch_threads(lib.function(name), (dim0, dim1, rest), block_dims(dim0, dim1, rest), args)
+    return check_equal(out, src.astype(dst_dtype))
+
+
 def _bound(fn, args, kw, dev):
     return fn(dev, *args, **kw)
 
@@ -244,6 +291,10 @@ CASES: list[Case] = [
     case("binary_sub_g2_f32", "binary", run_binary_general, 2),
     case("binary_mul_g3_bf16", "binary", run_binary_general, 3),
     case("binary_add_gn2_f32", "binary", run_binary_general, 4),
+    case("copy_v_f32_to_bf16", "copy", run_copy_vector),
+    case("copy_g2_f16_to_f32_transposed", "copy", run_copy_general, 2),
+    case("copy_g3_f32_to_f16_broadcast", "copy", run_copy_general, 3),
+    case("copy_gn2_i32_to_f32", "copy", run_copy_general, 4),
 ]
 
 
