@@ -272,6 +272,25 @@ kernel void k(device float* o [[buffer(0)]], uint lid [[thread_position_in_threa
     np.testing.assert_array_equal(out, np.arange(8)[::-1])
 
 
+def test_threadgroup_arrays_of_template_types(cpu):
+    src = HEAD + """
+template <typename T, int N>
+void swap_halves(device T* o, uint lid) {
+  threadgroup vec<T, 2> pairs[N], spare[1];
+  pairs[lid] = vec<T, 2>(T(lid), T(10 * lid));
+  if (lid == 0) spare[0] = vec<T, 2>(T(1), T(2));
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  o[lid] = pairs[N - 1 - lid].y + spare[0].x;
+}
+kernel void k(device float* o [[buffer(0)]], uint lid [[thread_position_in_threadgroup]]) {
+  swap_halves<float, 4>(o, lid);
+}
+"""
+    out = np.zeros(4, np.float32)
+    cpu.dispatch_threads(cpu.compile(src, name="tgvec.metal").function("k"), (4, 1, 1), (4, 1, 1), [out])
+    np.testing.assert_array_equal(out, [31, 21, 11, 1])
+
+
 def test_function_constant_attributes_are_recorded():
     src = HEAD + ("kernel void k(device float* a [[buffer(0)]], device float* c [[buffer(5), "
                   "function_constant(has_c)]]) {}\n")

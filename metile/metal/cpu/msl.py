@@ -251,7 +251,7 @@ def _statement_end(tokens: list[Token], i: int) -> int:
 def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: SourceErrors):
     """`threadgroup T a[N], b;` -> references to runtime storage. Pointer declarations are left alone."""
     body = stmt[1:-1]  # without 'threadgroup' and ';'
-    declarators = split_top_level(body)
+    declarators = _declarators(body)
     if not declarators:
         return [], slot
     first = declarators[0]
@@ -270,7 +270,8 @@ def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: So
         if not toks or toks[0].kind is not Tok.IDENT:
             raise errors.at(stmt[0], "cannot read this threadgroup declaration")
         if any(t.text == "=" for t in toks):
-            raise errors.at(toks[0], f"threadgroup variable `{toks[0].text}` cannot have an initializer")
+            raise errors.at(toks[0], f"threadgroup variable `{toks[0].text}` cannot have an initializer (Metal does "
+                                     "not initialize threadgroup memory: store the value in the kernel, then barrier)")
         if any(t.text in ("*", "&") for t in toks[:1]):
             raise errors.at(toks[0], "mixing threadgroup storage and pointers in one declaration is not supported")
         name = toks[0].text
@@ -285,6 +286,27 @@ def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: So
     start, end = stmt[0].start, stmt[-1].end
     newlines = src.count("\n", start, end)
     return [(start, end, " ".join(pieces) + "\n" * newlines)], slot
+
+
+def _declarators(tokens: list[Token]) -> list[list[Token]]:
+    """Split a declaration at its top-level commas (not those of template arguments: `vec<T, 2> a, b`)."""
+    parts: list[list[Token]] = [[]]
+    paren = angle = 0
+    for t in tokens:
+        if t.kind is Tok.PUNCT:
+            if t.text in ("(", "[", "{", "[["):
+                paren += 1
+            elif t.text in (")", "]", "}", "]]"):
+                paren -= 1
+            elif paren == 0 and t.text == "<":
+                angle += 1
+            elif paren == 0 and t.text in (">", ">>"):
+                angle = max(angle - len(t.text), 0)
+            elif paren == 0 and angle == 0 and t.text == ",":
+                parts.append([])
+                continue
+        parts[-1].append(t)
+    return parts if parts != [[]] else []
 
 
 def _apply_edits(src: str, edits: list[tuple[int, int, str]]) -> str:
