@@ -93,7 +93,8 @@ def _outside_kernel_parameters(tokens: list[Token], words: list[int]) -> bool:
 
 
 def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit], set[Decl]]:
-    """Blank every declaration that differs from an earlier one only in address-space words."""
+    """Blank every declaration that differs only in address-space words from the one kept (see the module
+    docstring); returns the edits and the declarations blanked."""
     toks = sc.tokens
     groups: dict[tuple, list[tuple[Decl, tuple[str, ...]]]] = {}
     for d in sc.decls:
