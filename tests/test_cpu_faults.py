@@ -238,3 +238,16 @@ def test_a_write_in_front_of_a_buffer_is_caught_again_on_the_next_dispatch(cpu):
     args[-1] = np.int32(5)
     cpu.dispatch_threads(fn, (1, 1, 1), (1, 1, 1), args)
     assert args[1][5] == 1.0
+
+
+def test_the_sanitizer_catches_reads_in_front_of_a_buffer_with_thread_and_line(cpu):
+    src = HEAD + """
+kernel void k(device const float* a [[buffer(0)]], device float* b [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+    b[i] = a[int(i) - 1];   // UNDER
+}
+"""
+    args = [np.ones(64, np.float32), np.zeros(64, np.float32)]
+    err = run_fault(cpu, src, "under.metal", dispatch=("threads", (4, 1, 1), (4, 1, 1)), args=args, sanitize=True)
+    assert err.kind == "bad-access" and err.buffer == 0 and err.offset == -4 and err.thread == (0, 0, 0)
+    assert "4 bytes before the start of buffer 0 (`a`, 256 bytes)" in str(err) and "reads" in str(err)
+    assert err.loc.line == line_of(src, "// UNDER")

@@ -303,6 +303,7 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     std::lock_guard<std::mutex> serial(p.launch_mu);
     std::unique_ptr<Launch> L(new Launch());
     if (int32_t status = setup_launch(desc, L.get(), fault)) return status;
+    if (desc->sanitize) collect_buffer_fronts(desc, L->fronts);
     L->id = p.next_launch_id++;
     const uint32_t want = desc->workers ? desc->workers : default_workers();
     const uint32_t n = static_cast<uint32_t>(L->total_tgs < want ? L->total_tgs : want);

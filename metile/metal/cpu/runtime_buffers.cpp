@@ -5,7 +5,8 @@
  * writes past its end fault at once. Accesses far enough before its start land in the leading guard and fault too;
  * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte: it is
  * filled with a canary, and after every launch the fronts of the bound buffers are compared with it, so a write
- * before a buffer's start is reported (without thread or line), and the canary is restored. Guards are 64 KiB (or
+ * before a buffer's start is reported (without thread or line), and the canary is restored. A sanitized launch
+ * checks every access against the fronts (mt_san_access), so reads there are faults too, with thread and line. Guards are 64 KiB (or
  * a page when pages are bigger) of address space, so that an overrun of up to that many bytes faults in the
  * overrun buffer's own guard instead of reaching its neighbour, and fault reports can name the right buffer.
  */
@@ -72,6 +73,16 @@ void reset_buffer_fronts(const mt_launch_desc* d) {
         if (it == b.maps.end()) continue;
         char* start = static_cast<char*>(const_cast<void*>(d->buffers[i]));
         memset(it->second.front, kCanary, static_cast<size_t>(start - it->second.front));
+    }
+}
+
+void collect_buffer_fronts(const mt_launch_desc* d, std::vector<std::pair<const char*, const char*>>& out) {
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    out.clear();
+    for (uint32_t i = 0; i < d->n_buffers; ++i) {
+        auto it = b.maps.find(d->buffers[i]);
+        if (it != b.maps.end()) out.emplace_back(it->second.front, static_cast<const char*>(d->buffers[i]));
     }
 }
 

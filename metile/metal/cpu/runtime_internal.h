@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <utility>
 #include <vector>
 
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(MT_NO_ASM_SWITCH) /* the latter tests the fallback */
@@ -126,6 +127,8 @@ struct Launch {
     const void* other_pc = nullptr;
     int sig = 0, sig_code = 0;
     int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
+    /* sanitizer: the fronts of the bound buffers ([lo, hi) before each start), where any access is a fault */
+    std::vector<std::pair<const char*, const char*>> fronts;
 };
 
 /* Lanes of a simdgroup that reach simd collectives in divergent control flow: a collective completes when every live
@@ -211,6 +214,7 @@ void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]);
  * no guard page can cover) are checked for writes, which become a fault record if none was claimed yet, and reset. */
 void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed);
 void reset_buffer_fronts(const mt_launch_desc* d);
+void collect_buffer_fronts(const mt_launch_desc* d, std::vector<std::pair<const char*, const char*>>& out);
 
 /* runtime_signals.cpp */
 int watchdog_signal();

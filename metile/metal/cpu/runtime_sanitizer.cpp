@@ -9,6 +9,9 @@
  * ends the launch like a fault): reads of bytes no thread of the threadgroup wrote (the launch's fill does not
  * count), and unordered write/read or write/write pairs.
  *
+ * Accesses in front of a bound device buffer (the part of its first page before its start, which no guard page
+ * covers) are bad-access faults.
+ *
  * is_write: 0 read, 1 write, 2 atomic load, 3 atomic store, 4 atomic read-modify-write. Atomic accesses never
  * race with one another; loads and read-modify-writes of unwritten memory are still uninitialised reads, and
  * atomic writes count as writes for later plain accesses.
@@ -99,6 +102,19 @@ namespace {
     abandon(w);
 }
 
+/* An access in front of a device buffer (see runtime_buffers.cpp). */
+[[noreturn]] void front_access(Worker* w, const char* a, const char* start, int32_t is_write, const void* pc) {
+    w->in_kernel = 0;
+    Launch* L = w->launch;
+    if (mt_fault* f = claim_fault(L, w, MT_FAULT_BAD_ACCESS, 0)) {
+        f->address = reinterpret_cast<uintptr_t>(a);
+        L->pc = pc;
+        snprintf(f->message, sizeof f->message, "%s %zu bytes before the start of a buffer (found by the sanitizer)",
+                 is_write == 0 || is_write == 2 ? "reads" : "writes", static_cast<size_t>(start - a));
+    }
+    abandon(w);
+}
+
 } // namespace
 } // namespace mtrt
 
@@ -108,6 +124,8 @@ MT_EXPORT void mt_san_access(const void* addr, uint32_t size, int32_t is_write, 
     Worker* w = tl_worker;
     if (!w || !w->san_on || !w->cur) return;
     const char* a = static_cast<const char*>(addr);
+    for (const auto& fr : w->launch->fronts)
+        if (a < fr.second && a + size > fr.first) front_access(w, a, fr.second, is_write, pc);
     if (a >= w->san_hi || a + size <= w->san_lo) return;
     Fiber* f = w->cur;
     const uint32_t me = f->index, my_sg = f->sg;
