@@ -11,7 +11,7 @@ import pytest
 
 import metile
 from metile.metal.cpu.msl import translate
-from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
+from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError, MSLUnsupportedError
 
 HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
 
@@ -354,3 +354,9 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
         lib.function("k", constants={6: 1.0, 7: (1, 2, 3)})
     with pytest.raises(FunctionConstantError, match=r"`steps` .* is an integer; got 1.5"):
         lib.function("k", constants={6: (1.0, 2.0), 7: (1, 1.5, 3)})
+
+
+def test_a_parameter_conditional_on_an_unknown_constant_is_refused(cpu):
+    src = HEAD + "kernel void k(device int* o [[buffer(0)]], device int* p [[buffer(1), function_constant(nope)]]) {}"
+    with pytest.raises(MSLUnsupportedError, match="depends on `nope`, which is not a function constant"):
+        cpu.compile(src, name="nope.metal")

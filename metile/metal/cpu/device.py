@@ -91,7 +91,8 @@ class CpuLibrary:
         self._specialized: dict[tuple, CpuLibrary] = {}
         self._unspecialized = translation
         slots = {k.name: max((p.index + 1 for p in k.buffers), default=0) for k in translation.kernels}
-        if values is not None or translation.function_constants:
+        conditional = any(p.function_constant for k in translation.kernels for p in k.params)
+        if values is not None or translation.function_constants or conditional:
             translation = specialize(translation, values or {})
         self.translation = translation
         self._functions = {k.name: CpuFunction(self, k, slots[k.name]) for k in translation.kernels}
