@@ -115,7 +115,18 @@ kernel void shape(device int* out, constant int dims[3], uint i [[thread_positio
   out[i] = dims[i] * 2;
 }
 """
+    src += """
+template <int DIM>
+[[kernel]] void firsts(device int* out, constant const int shape[DIM], uint i [[thread_position_in_grid]]) {
+  out[i] = shape[DIM - 1 - i];
+}
+template [[host_name("firsts3")]] [[kernel]] decltype(firsts<3>) firsts<3>;
+"""
     lib = cpu.compile(src, name="arrays.metal")
+    assert lib.function("firsts3").signature.params[1].array == "[3]"
+    rev = np.zeros(3, np.int32)
+    cpu.dispatch_threads(lib.function("firsts3"), (3, 1, 1), (3, 1, 1), [rev, np.array([1, 2, 3], np.int32)])
+    np.testing.assert_array_equal(rev, [3, 2, 1])
     p = lib.function("strided").signature.params[1]
     assert (p.kind, p.index, p.type_text, p.array) == (ParamKind.BUFFER, 1, "constant int64_t*", "[2]")
     out = np.zeros((2, 3), np.float32)

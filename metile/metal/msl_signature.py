@@ -372,7 +372,7 @@ def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, mapping: dic
     dims: list[str] = []
     while len(decl) > 2 and decl[-1].text == "]" and any(t.text == "[" for t in decl):
         opener = max(n for n, t in enumerate(decl) if t.text == "[")
-        dims.insert(0, "[" + join([t.text for t in decl[opener + 1:-1]]) + "]")
+        dims.insert(0, "[" + substitute([t.text for t in decl[opener + 1:-1]], mapping) + "]")
         decl = decl[:opener]
     if len(decl) < 2 or decl[-1].kind is not Tok.IDENT:
         raise errors.at(run[0], "cannot read this kernel parameter (expected `type name [[attribute]]`)")
