@@ -4,7 +4,9 @@ Each case writes its own instantiation lines for the shipped headers and dispatc
 does (`mlx/backend/metal/matmul.cpp`, `rope.cpp`, `scaled_dot_product_attention.cpp`, `quantized.cpp`): the same
 kernel name, template arguments, function constants, buffer indices, scalar and struct arguments, grid and
 threadgroup size. Parameters MLX leaves unbound (a plain buffer the instantiation never reads, or one a function
-constant switches off) get `None`. bf16 data travels as its raw uint16 bits.
+constant switches off) are not bound by MLX: those a function constant switches off get `None`; plain ones
+the kernel never reads get a zero of their type, since the CPU device binds every declared plain parameter.
+bf16 data travels as its raw uint16 bits.
 """
 
 from __future__ import annotations
@@ -67,9 +69,11 @@ def _empty(shape, dtype: str) -> np.ndarray:
                    dtype=np.uint16 if dtype == "bfloat16" else np.dtype(dtype))
 
 
-def _args(count: int, bound: dict[int, object]) -> list:
-    """The buffer argument list: `bound[i]` at index i, None where MLX binds nothing."""
-    return [bound.get(i) for i in range(count)]
+def _args(count: int, bound: dict[int, object], unread: dict[int, object] | None = None) -> list:
+    """The buffer argument list: `bound[i]` at index i; `unread[i]` where MLX binds nothing to a plain parameter
+    the instantiation never reads; None where MLX binds nothing otherwise."""
+    unread = unread or {}
+    return [bound[i] if i in bound else unread.get(i) for i in range(count)]
 
 
 def _i32(*values) -> np.ndarray:
@@ -133,8 +137,9 @@ def _gemv_case(name: str, dtype: str, transpose_mat: bool, in_len: int, out_len:
             bias, bias_v = _random(gen, (out_len,), dtype)          # a bias row broadcast over the batch
             bound.update({2: bias, 7: np.float32(alpha), 8: np.float32(beta), 13: _i64(0), 14: np.int32(1)})
             want = alpha * _round_to(want, dtype) + beta * bias_v
+        unread = {2: _empty((1,), dtype), 7: np.float32(0), 8: np.float32(0), 13: _i64(0), 14: np.int32(0)}
         groups = (-(-out_len // per_tg), 1, batch)
-        dev.dispatch_threadgroups(fn, groups, (32, bn, bm), _args(15, bound))
+        dev.dispatch_threadgroups(fn, groups, (32, bn, bm), _args(15, bound, unread))
         return _check(out, want, dtype, scale=math.sqrt(in_len / 64) + 1)
 
     return Case(name, "gemv", run)
@@ -377,7 +382,9 @@ def _qmv_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, group_si
         y = _empty((M, N), dtype)
         want = x_v @ deq.T
         bound = {0: packed, 1: scales, 2: biases, 3: x, 4: y, 5: np.int32(K), 6: np.int32(N)}
-        dev.dispatch_threadgroups(fn, (M, -(-N // 8), 1), (32, 2, 1), _args(15, bound))
+        unread = {7: np.int32(0), 8: _i32(0), 9: _i64(0), 10: np.int32(0), 11: _i32(0), 12: _i64(0), 13: _i64(0),
+                  14: _i64(0)}                               # the batch arguments (add_strides_and_shapes skips them)
+        dev.dispatch_threadgroups(fn, (M, -(-N // 8), 1), (32, 2, 1), _args(15, bound, unread))
         return _check(y, want, dtype, scale=math.sqrt(K / 64) * 4)
 
     return Case(name, "qmv", run)
