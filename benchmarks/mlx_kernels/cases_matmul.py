@@ -73,7 +73,10 @@ def _args(count: int, bound: dict[int, object], unread: dict[int, object] | None
     """The buffer argument list: `bound[i]` at index i; `unread[i]` where MLX binds nothing to a plain parameter
     the instantiation never reads; None where MLX binds nothing otherwise."""
     unread = unread or {}
-    return [bound[i] if i in bound else unread.get(i) for i in range(count)]
+    args = [bound[i] if i in bound else unread.get(i) for i in range(count)]
+    while args and args[-1] is None:       # nothing bound past the last argument
+        args.pop()
+    return args
 
 
 def _i32(*values) -> np.ndarray:
