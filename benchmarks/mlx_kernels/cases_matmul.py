@@ -333,6 +333,88 @@ def _sdpa_vector_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL: int,
     return Case(name, "sdpa_vector", run)
 
 
+def _sdpa_vector_2pass_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL: int, N: int, D: int,
+                            blocks: int, seed: int = 0) -> Case:
+    """Two-pass vector attention (`sdpa_vector_2pass_1` then `_2`), as MLX routes long keys on large ('d', 's')
+    devices: each of `blocks` threadgroups per kv head scores every blocks-th key, the second pass merges them."""
+
+    def run(dev) -> Result:
+        _, msl, tstr = _TYPES[dtype]
+        one, two = f"sdpa_vector_2pass_1_{tstr}_{D}_{D}", f"sdpa_vector_2pass_2_{tstr}_{D}"
+        src = instantiation(["sdpa_vector.h"], [
+            f'instantiate_kernel("{one}", sdpa_vector_2pass_1, {msl}, {D}, {D})',
+            f'instantiate_kernel("{two}", sdpa_vector_2pass_2, {msl}, {D})'])
+        lib = compile_mlx(dev, src, f"{one}.metal")
+        constants = {20: False, 21: False, 22: False, 23: False, 24: False, 25: False, 26: blocks}
+        fn1, fn2 = lib.function(one, constants=constants), lib.function(two)
+        gen = rng(seed)
+        q, q_v = _random(gen, (B, Hq, qL, D), dtype)
+        k, k_v = _random(gen, (B, Hkv, N, D), dtype)
+        v, v_v = _random(gen, (B, Hkv, N, D), dtype)
+        scale = 1.0 / math.sqrt(D)
+        gqa = Hq // Hkv
+        partials = _empty((B, Hq, qL, blocks, D), dtype)
+        sums = np.full((B, Hq, qL, blocks), np.nan, np.float32)
+        maxs = np.full((B, Hq, qL, blocks), np.nan, np.float32)
+        bound = {0: q, 1: k, 2: v, 3: partials, 4: sums, 5: maxs, 7: np.int32(N), 8: np.uint64(N * D),
+                 9: np.uint64(D), 10: np.uint64(N * D), 11: np.uint64(D), 12: np.float32(scale)}
+        dev.dispatch_threadgroups(fn1, (Hkv, B, blocks), (32, gqa, qL), _args(19, bound))
+        out = _empty((B, Hq, qL, D), dtype)
+        dev.dispatch_threadgroups(fn2, (B * Hq, qL, 1), (1024, 1, 1), [partials, sums, maxs, out, np.int32(blocks)])
+        scores = scale * np.einsum("bhqd,bhkd->bhqk", q_v, np.repeat(k_v, gqa, axis=1))
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        want = (p / p.sum(-1, keepdims=True)) @ np.repeat(v_v, gqa, axis=1)
+        return _check(out, want, dtype)
+
+    return Case(name, "sdpa_vector", run)
+
+
+# -- steel attention -------------------------------------------------------------------------------------------------
+ATTN_PARAMS = np.dtype([  # steel/attn/params.h AttnParams as MSL lays it out
+    ("B", "<i4"), ("H", "<i4"), ("D", "<i4"), ("qL", "<i4"), ("kL", "<i4"), ("gqa_factor", "<i4"),
+    ("scale", "<f4"), ("NQ", "<i4"), ("NK", "<i4"), ("NQ_aligned", "<i4"), ("NK_aligned", "<i4"),
+    ("qL_rem", "<i4"), ("kL_rem", "<i4"), ("qL_off", "<i4"), ("Q_strides", "<i8", 3), ("K_strides", "<i8", 3),
+    ("V_strides", "<i8", 3), ("O_strides", "<i8", 3)], align=True)
+assert ATTN_PARAMS.itemsize == 152
+
+
+def _steel_attention_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int, kL: int, D: int,
+                          causal: bool = False, seed: int = 0) -> Case:
+    """Full attention with `steel_attention` (sdpa_full_self_attention_metal): queries in blocks of 32 per
+    threadgroup of 4 simdgroups, keys in blocks of 32 (16 from head dim 128)."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        bq, bk, wm, wn = 32, 32 if D < 128 else 16, 4, 1
+        host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}_bv{D}_wm{wm}_wn{wn}_mask{tname}"
+        src = instantiation(["steel/attn/kernels/steel_attention.h"], [
+            f'instantiate_kernel("{host}", attention, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
+        constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+        gen = rng(seed)
+        q, q_v = _random(gen, (B, H, qL, D), dtype)
+        k, k_v = _random(gen, (B, Hkv, kL, D), dtype)
+        v, v_v = _random(gen, (B, Hkv, kL, D), dtype)
+        out = _empty((B, H, qL, D), dtype)
+        scale = 1.0 / math.sqrt(D)
+        nq, nk = -(-qL // bq), -(-kL // bk)
+        params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
+                         NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
+                         kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
+                         K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
+                         O_strides=(H * qL * D, qL * D, D))
+        dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        scores = scale * np.einsum("bhqd,bhkd->bhqk", q_v, np.repeat(k_v, H // Hkv, axis=1))
+        if causal:
+            keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None]
+            scores = np.where(keep, scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        want = (p / p.sum(-1, keepdims=True)) @ np.repeat(v_v, H // Hkv, axis=1)
+        return _check(out, want, dtype)
+
+    return Case(name, "steel_attention", run)
+
+
 # -- quantized matvec ------------------------------------------------------------------------------------------------
 def _affine_quantize(w: np.ndarray, group_size: int, bits: int, dtype: str):
     """MLX's affine_quantize kernel in numpy: (packed uint32 weights, scales, biases as passed, and the
@@ -393,6 +475,42 @@ def _qmv_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, group_si
     return Case(name, "qmv", run)
 
 
+def _quantized_case(name: str, kind: str, dtype: str, bits: int, M: int, N: int, K: int, group_size: int = 64,
+                    seed: int = 0) -> Case:
+    """`affine_qvm` (y = x @ dequantize(w), w (K, N) quantized along N) or `affine_qmm_t` (y = x @
+    dequantize(w).T for many rows of x, tiles of 32 x 32), unbatched, as quantized.cpp's qvm and qmm dispatch."""
+
+    def run(dev) -> Result:
+        _, msl, tstr = _TYPES[dtype]
+        if kind == "qvm":
+            host, targs = f"affine_qvm_{tstr}_gs_{group_size}_b_{bits}_batch_0", f"{msl}, {group_size}, {bits}, false"
+            groups, tpt, w_shape = (M, -(-N // 64), 1), (32, 2, 1), (K, N)
+        else:
+            aligned = str(N % 32 == 0).lower()
+            host = f"affine_qmm_t_{tstr}_gs_{group_size}_b_{bits}_alN_{aligned}_batch_0"
+            targs = f"{msl}, {group_size}, {bits}, {aligned}, false"
+            groups, tpt, w_shape = (-(-N // 32), -(-M // 32), 1), (32, 2, 2), (N, K)
+        src = instantiation(["steel/gemm/gemm.h", "quantized_utils.h", "quantized.h"], [
+            f'instantiate_kernel("{host}", affine_{kind}, {targs})'])
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host)
+        gen = rng(seed)
+        w = gen.normal(0.0, 1.0, size=w_shape).astype(np.float32)
+        packed, scales, biases, deq = _affine_quantize(w, group_size, bits, dtype)
+        x, x_v = _random(gen, (M, K), dtype)
+        y = _empty((M, N), dtype)
+        want = x_v @ (deq if kind == "qvm" else deq.T)
+        bound = {0: packed, 1: scales, 2: biases, 3: x, 4: y, 5: np.int32(K), 6: np.int32(N)}
+        first = 7
+        if kind == "qmm_t":
+            bound[7], first = np.int32(M), 8
+        unread = {first: np.int32(0), first + 1: _i32(0), first + 2: _i64(0), first + 3: np.int32(0),
+                  first + 4: _i32(0), first + 5: _i64(0), first + 6: _i64(0), first + 7: _i64(0)}
+        dev.dispatch_threadgroups(fn, groups, tpt, _args(first + 8, bound, unread))
+        return _check(y, want, dtype, scale=math.sqrt(K / 64) * 4)
+
+    return Case(name, "quantized", run)
+
+
 # Tile shapes: those matmul.cpp's GEMM_TPARAM_MACRO picks on a small ('g'/'p') device, which MLX's
 # steel_gemm_fused.metal instantiates: float nn (64, 64, 16, 2, 2); any nt (64, 32, 32, 2, 2); half and bfloat
 # nn (64, 64, 16, 1, 2); and the (32, 32, 16, 2, 2) tile of the medium list.
@@ -426,4 +544,13 @@ CASES: list[Case] = [
     _qmv_case("affine_qmv_float32_4bit_ragged", "float32", 4, M=3, N=20, K=320),
     _qmv_case("affine_qmv_bfloat16_8bit_ragged", "bfloat16", 8, M=2, N=13, K=192),
     _qmv_case("affine_qmv_float16_8bit_narrow", "float16", 8, M=1, N=5, K=128),
+    _quantized_case("affine_qvm_float32_4bit", "qvm", "float32", 4, M=2, N=128, K=96),
+    _quantized_case("affine_qmm_t_float32_4bit_ragged", "qmm_t", "float32", 4, M=40, N=50, K=128),
+    _quantized_case("affine_qmm_t_float16_8bit_aligned", "qmm_t", "float16", 8, M=33, N=64, K=256),
+    # blocks as sdpa_vector_2pass picks them: 128 on a 'd' device (two simdgroups per kv head, N <= 8192), 64 on
+    # an 's' device (at most 4 simdgroups per kv head); MLX takes two passes from 1024 keys on either
+    _sdpa_vector_2pass_case("sdpa_vector_2pass_float32_gqa", "float32", 1, 4, 2, 1, 1100, 64, blocks=128),
+    _sdpa_vector_2pass_case("sdpa_vector_2pass_float16", "float16", 1, 2, 2, 2, 1030, 128, blocks=64),
+    _steel_attention_case("steel_attention_float32_ragged", "float32", 1, 2, 1, 40, 45, 64),
+    _steel_attention_case("steel_attention_float16_causal", "float16", 2, 2, 2, 33, 50, 128, causal=True),
 ]
