@@ -1,12 +1,12 @@
-"""Matrix, attention and quantized MLX kernels: gemv, gemv_t, steel GEMM (with addmm), rope, sdpa_vector, qmv.
+"""Matrix, attention and quantized MLX kernels: gemv and gemv_t, steel GEMM and addmm, rope, sdpa_vector (one and
+two passes), steel attention, steel conv2d, and affine quantized qmv, qvm and qmm_t.
 
 Each case writes its own instantiation lines for the shipped headers and dispatches the kernel as MLX's host code
-does (`mlx/backend/metal/matmul.cpp`, `rope.cpp`, `scaled_dot_product_attention.cpp`, `quantized.cpp`): the same
-kernel name, template arguments, function constants, buffer indices, scalar and struct arguments, grid and
-threadgroup size. Parameters MLX leaves unbound (a plain buffer the instantiation never reads, or one a function
-constant switches off) are not bound by MLX: those a function constant switches off get `None`; plain ones
-the kernel never reads get a zero of their type, since the CPU device binds every declared plain parameter.
-bf16 data travels as its raw uint16 bits.
+does (`mlx/backend/metal/matmul.cpp`, `rope.cpp`, `scaled_dot_product_attention.cpp`, `conv.cpp`, `quantized.cpp`):
+the same kernel name, template arguments, function constants, buffer indices, scalar and struct arguments (structs
+as numpy structured arrays laid out as MSL lays them out), grid and threadgroup size. Where MLX binds nothing, a
+buffer a function constant switches off gets None; a plain parameter the instantiation never reads gets a zero of
+its type, since the CPU device wants every declared plain parameter bound. bf16 data travels as raw uint16 bits.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from benchmarks.mlx_kernels.common import (
     rng,
 )
 
-_TYPES = {  # dtype name -> (MLX's type_to_name, MSL type in instantiations, get_type_string, bytes)
+_TYPES = {  # dtype name -> (MLX's type_to_name, the MSL type instantiations use, MLX's get_type_string)
     "float32": ("float32", "float", "float"),
     "float16": ("float16", "half", "float16_t"),
     "bfloat16": ("bfloat16", "bfloat16_t", "bfloat16_t"),
@@ -293,6 +293,14 @@ def _rope_case(name: str, dtype: str, shape: tuple[int, int, int, int], traditio
 
 
 # -- sdpa_vector -----------------------------------------------------------------------------------------------------
+def _attention(q, k, v, scale: float, keep=True) -> np.ndarray:
+    """softmax(scale * q k^T where `keep`) v over (B, H, L, D) arrays, kv heads shared by H / Hkv query heads."""
+    g = q.shape[1] // k.shape[1]
+    scores = np.where(keep, scale * np.einsum("bhqd,bhkd->bhqk", q, np.repeat(k, g, axis=1)), -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ np.repeat(v, g, axis=1)
+
+
 def _sdpa_vector_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL: int, N: int, D: int,
                       causal: bool = False, bool_mask: bool = False, seed: int = 0) -> Case:
     """Single-pass vector attention (`sdpa_vector`), as ScaledDotProductAttention::eval_gpu routes queries of
@@ -311,7 +319,6 @@ def _sdpa_vector_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL: int,
         out = _empty((B, Hq, qL, D), dtype)
         scale = 1.0 / math.sqrt(D)
         gqa = Hq // Hkv
-        scores = scale * np.einsum("bhqd,bhkd->bhqk", q_v, np.repeat(k_v, gqa, axis=1))
         keep = np.ones((B, Hq, qL, N), dtype=bool)
         if causal:
             keep &= np.arange(N)[None, :] <= (N - qL + np.arange(qL))[:, None]
@@ -324,11 +331,8 @@ def _sdpa_vector_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL: int,
             keep &= mask
             bound.update({11: mask, 13: np.int32(1), 14: np.int32(N if qL > 1 else 0),
                           15: np.int32(qL * N if Hq > 1 else 0)})
-        scores = np.where(keep, scores, -np.inf)
-        p = np.exp(scores - scores.max(-1, keepdims=True))
-        want = (p / p.sum(-1, keepdims=True)) @ np.repeat(v_v, gqa, axis=1)
         dev.dispatch_threadgroups(fn, (B * Hq, qL, 1), (1024, 1, 1), _args(18, bound))
-        return _check(out, want, dtype)
+        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
 
     return Case(name, "sdpa_vector", run)
 
@@ -361,10 +365,7 @@ def _sdpa_vector_2pass_case(name: str, dtype: str, B: int, Hq: int, Hkv: int, qL
         dev.dispatch_threadgroups(fn1, (Hkv, B, blocks), (32, gqa, qL), _args(19, bound))
         out = _empty((B, Hq, qL, D), dtype)
         dev.dispatch_threadgroups(fn2, (B * Hq, qL, 1), (1024, 1, 1), [partials, sums, maxs, out, np.int32(blocks)])
-        scores = scale * np.einsum("bhqd,bhkd->bhqk", q_v, np.repeat(k_v, gqa, axis=1))
-        p = np.exp(scores - scores.max(-1, keepdims=True))
-        want = (p / p.sum(-1, keepdims=True)) @ np.repeat(v_v, gqa, axis=1)
-        return _check(out, want, dtype)
+        return _check(out, _attention(q_v, k_v, v_v, scale), dtype)
 
     return Case(name, "sdpa_vector", run)
 
@@ -404,15 +405,73 @@ def _steel_attention_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: i
                          K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
                          O_strides=(H * qL * D, qL * D, D))
         dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
-        scores = scale * np.einsum("bhqd,bhkd->bhqk", q_v, np.repeat(k_v, H // Hkv, axis=1))
-        if causal:
-            keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None]
-            scores = np.where(keep, scores, -np.inf)
-        p = np.exp(scores - scores.max(-1, keepdims=True))
-        want = (p / p.sum(-1, keepdims=True)) @ np.repeat(v_v, H // Hkv, axis=1)
-        return _check(out, want, dtype)
+        keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
+        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
 
     return Case(name, "steel_attention", run)
+
+
+# -- steel conv ------------------------------------------------------------------------------------------------------
+CONV2D_PARAMS = np.dtype([  # steel/conv/params.h MLXConvParams<2>
+    ("N", "<i4"), ("C", "<i4"), ("O", "<i4"), ("iS", "<i4", 2), ("wS", "<i4", 2), ("oS", "<i4", 2),
+    ("str", "<i4", 2), ("pad", "<i4", 2), ("kdil", "<i4", 2), ("idil", "<i4", 2), ("in_strides", "<i8", 4),
+    ("wt_strides", "<i8", 4), ("out_strides", "<i8", 4), ("groups", "<i4"), ("flip", "?")], align=True)
+IMPLICIT_GEMM_CONV2D_PARAMS = np.dtype([(f, "<i4") for f in (
+    "M", "N", "K", "gemm_k_iterations", "inp_jump_w", "inp_jump_h", "inp_jump_c", "tiles_n", "tiles_m",
+    "swizzle_log")])
+assert CONV2D_PARAMS.itemsize == 176 and IMPLICIT_GEMM_CONV2D_PARAMS.itemsize == 40
+
+
+def _conv2d_case(name: str, dtype: str, N: int, H: int, W: int, C: int, O: int, kernel: tuple[int, int],
+                 stride: tuple[int, int], pad: tuple[int, int], seed: int = 0) -> Case:
+    """NHWC conv2d with OHWC weights by `implicit_gemm_conv_2d` (implicit_gemm_conv_2D_gpu), where MLX's
+    dispatch_conv_2D_gpu sends it: no input dilation, C <= 4 or a multiple of 16, O <= 16 or a multiple of 16,
+    too small for Winograd."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        kh, kw = kernel
+        oh, ow = (H + 2 * pad[0] - kh) // stride[0] + 1, (W + 2 * pad[1] - kw) // stride[1] + 1
+        gm, gn, gk = N * oh * ow, O, kh * kw * C
+        wm, wn, bk = 2, 2, 16
+        bm = 64 if gm >= 8192 and C >= 64 else 32
+        bn = 64 if bm == 64 or gn >= 64 else 32
+        if gn <= 16:
+            bn, wm, wn = 8, 4, 1
+        channels = C if C <= 4 else 0
+        k_iters = kh * kw * -(-C // bk)
+        if channels:
+            k_iters = -(-gk // bk) if C <= 2 else -(-(kh * kw * 4) // bk)
+        small_filter = not channels and kh <= 16 and kw <= 16
+        host = (f"implicit_gemm_conv_2d_{tname}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}_channel_{channels or 'l'}"
+                f"_filter_{'s' if small_filter else 'l'}")
+        src = instantiation(["steel/conv/conv.h", "steel/conv/kernels/steel_conv.h"], [
+            f'instantiate_kernel("{host}", implicit_gemm_conv_2d, {msl}, {bm}, {bn}, {bk}, {wm}, {wn}, {channels}, '
+            f'{str(small_filter).lower()})'])
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host)
+        gen = rng(seed)
+        x, x_v = _random(gen, (N, H, W, C), dtype)
+        w, w_v = _random(gen, (O, kh, kw, C), dtype)
+        out = _empty((N, oh, ow, O), dtype)
+        in_strides, wt_strides = (H * W * C, W * C, C, 1), (kh * kw * C, kw * C, C, 1)
+        conv = _struct(CONV2D_PARAMS, N=N, C=C, O=O, iS=(H, W), wS=(kh, kw), oS=(oh, ow), str=stride, pad=pad,
+                       kdil=(1, 1), idil=(1, 1), in_strides=in_strides, wt_strides=wt_strides,
+                       out_strides=(oh * ow * O, ow * O, O, 1), groups=1, flip=False)
+        ijw, ijh = in_strides[2], in_strides[1]
+        tn, tm = -(-gn // bn), -(-gm // bm)
+        gemm = _struct(IMPLICIT_GEMM_CONV2D_PARAMS, M=gm, N=gn, K=gk, gemm_k_iterations=k_iters, inp_jump_w=ijw,
+                       inp_jump_h=ijh - (kw - 1) * ijw, inp_jump_c=bk - (kh - 1) * ijh - (kw - 1) * ijw,
+                       tiles_n=tn, tiles_m=tm, swizzle_log=0)
+        dev.dispatch_threadgroups(fn, (tn, tm, 1), (32, wn, wm), [x, w, out, conv, gemm])
+        padded = np.pad(x_v, ((0, 0), (pad[0], pad[0]), (pad[1], pad[1]), (0, 0)))
+        want = np.zeros((N, oh, ow, O))
+        for i in range(kh):
+            for j in range(kw):
+                patch = padded[:, i:i + stride[0] * (oh - 1) + 1:stride[0], j:j + stride[1] * (ow - 1) + 1:stride[1]]
+                want += np.einsum("nhwc,oc->nhwo", patch, w_v[:, i, j, :])
+        return _check(out, want, dtype, scale=math.sqrt(gk / 64) + 1)
+
+    return Case(name, "steel_conv", run)
 
 
 # -- quantized matvec ------------------------------------------------------------------------------------------------
@@ -447,51 +506,29 @@ def _round_away(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
-def _qmv_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, group_size: int = 64,
-              seed: int = 0) -> Case:
-    """y = x @ dequantize(w).T with `affine_qmv_fast` (N % 8 == 0 and K % 512 == 0) or `affine_qmv`, as
-    quantized.cpp's qmv dispatches them: x (M, K), w (N, K) quantized along K, unbatched."""
-
-    def run(dev) -> Result:
-        _, msl, tstr = _TYPES[dtype]
-        fast = N % 8 == 0 and K % 512 == 0
-        kernel = "affine_qmv_fast" if fast else "affine_qmv"
-        host = f"{kernel}_{tstr}_gs_{group_size}_b_{bits}_batch_0"
-        src = instantiation(["steel/gemm/gemm.h", "quantized_utils.h", "quantized.h"], [
-            f'instantiate_kernel("{host}", {kernel}, {msl}, {group_size}, {bits}, false)'])
-        fn = compile_mlx(dev, src, f"{host}.metal").function(host)
-        gen = rng(seed)
-        w = gen.normal(0.0, 1.0, size=(N, K)).astype(np.float32)
-        packed, scales, biases, deq = _affine_quantize(w, group_size, bits, dtype)
-        x, x_v = _random(gen, (M, K), dtype)
-        y = _empty((M, N), dtype)
-        want = x_v @ deq.T
-        bound = {0: packed, 1: scales, 2: biases, 3: x, 4: y, 5: np.int32(K), 6: np.int32(N)}
-        unread = {7: np.int32(0), 8: _i32(0), 9: _i64(0), 10: np.int32(0), 11: _i32(0), 12: _i64(0), 13: _i64(0),
-                  14: _i64(0)}                               # the batch arguments (add_strides_and_shapes skips them)
-        dev.dispatch_threadgroups(fn, (M, -(-N // 8), 1), (32, 2, 1), _args(15, bound, unread))
-        return _check(y, want, dtype, scale=math.sqrt(K / 64) * 4)
-
-    return Case(name, "qmv", run)
-
-
 def _quantized_case(name: str, kind: str, dtype: str, bits: int, M: int, N: int, K: int, group_size: int = 64,
                     seed: int = 0) -> Case:
-    """`affine_qvm` (y = x @ dequantize(w), w (K, N) quantized along N) or `affine_qmm_t` (y = x @
-    dequantize(w).T for many rows of x, tiles of 32 x 32), unbatched, as quantized.cpp's qvm and qmm dispatch."""
+    """Affine quantized products as quantized.cpp dispatches them, unbatched, x (M, K): `qmv` (y = x @ deq(w).T,
+    w (N, K) quantized along K; `affine_qmv_fast` when N % 8 == 0 and K % 512 == 0, else `affine_qmv`), `qvm`
+    (y = x @ deq(w), w (K, N) quantized along N) and `qmm_t` (as qmv, for many rows, in 32 x 32 tiles)."""
 
     def run(dev) -> Result:
         _, msl, tstr = _TYPES[dtype]
-        if kind == "qvm":
-            host, targs = f"affine_qvm_{tstr}_gs_{group_size}_b_{bits}_batch_0", f"{msl}, {group_size}, {bits}, false"
+        tail = f"{tstr}_gs_{group_size}_b_{bits}"
+        if kind == "qmv":
+            kernel = "qmv_fast" if N % 8 == 0 and K % 512 == 0 else "qmv"
+            host, targs = f"affine_{kernel}_{tail}_batch_0", f"{msl}, {group_size}, {bits}, false"
+            groups, tpt, w_shape = (M, -(-N // 8), 1), (32, 2, 1), (N, K)
+        elif kind == "qvm":
+            kernel, host, targs = kind, f"affine_qvm_{tail}_batch_0", f"{msl}, {group_size}, {bits}, false"
             groups, tpt, w_shape = (M, -(-N // 64), 1), (32, 2, 1), (K, N)
         else:
             aligned = str(N % 32 == 0).lower()
-            host = f"affine_qmm_t_{tstr}_gs_{group_size}_b_{bits}_alN_{aligned}_batch_0"
+            kernel, host = kind, f"affine_qmm_t_{tail}_alN_{aligned}_batch_0"
             targs = f"{msl}, {group_size}, {bits}, {aligned}, false"
             groups, tpt, w_shape = (-(-N // 32), -(-M // 32), 1), (32, 2, 2), (N, K)
         src = instantiation(["steel/gemm/gemm.h", "quantized_utils.h", "quantized.h"], [
-            f'instantiate_kernel("{host}", affine_{kind}, {targs})'])
+            f'instantiate_kernel("{host}", affine_{kernel}, {targs})'])
         fn = compile_mlx(dev, src, f"{host}.metal").function(host)
         gen = rng(seed)
         w = gen.normal(0.0, 1.0, size=w_shape).astype(np.float32)
@@ -503,8 +540,8 @@ def _quantized_case(name: str, kind: str, dtype: str, bits: int, M: int, N: int,
         first = 7
         if kind == "qmm_t":
             bound[7], first = np.int32(M), 8
-        unread = {first: np.int32(0), first + 1: _i32(0), first + 2: _i64(0), first + 3: np.int32(0),
-                  first + 4: _i32(0), first + 5: _i64(0), first + 6: _i64(0), first + 7: _i64(0)}
+        unread = {first: np.int32(0), first + 1: _i32(0), first + 2: _i64(0), first + 3: np.int32(0),   # the batch
+                  first + 4: _i32(0), first + 5: _i64(0), first + 6: _i64(0), first + 7: _i64(0)}  # arguments
         dev.dispatch_threadgroups(fn, groups, tpt, _args(first + 8, bound, unread))
         return _check(y, want, dtype, scale=math.sqrt(K / 64) * 4)
 
@@ -539,11 +576,11 @@ CASES: list[Case] = [
     _sdpa_vector_case("sdpa_vector_float32_gqa", "float32", 1, 4, 2, 1, 37, 64),
     _sdpa_vector_case("sdpa_vector_float16_causal", "float16", 2, 2, 2, 3, 45, 128, causal=True),
     _sdpa_vector_case("sdpa_vector_bfloat16_bool_mask", "bfloat16", 1, 2, 1, 2, 33, 64, bool_mask=True),
-    _qmv_case("affine_qmv_fast_float16_4bit", "float16", 4, M=2, N=32, K=1024),
-    _qmv_case("affine_qmv_fast_float32_8bit", "float32", 8, M=1, N=16, K=512),
-    _qmv_case("affine_qmv_float32_4bit_ragged", "float32", 4, M=3, N=20, K=320),
-    _qmv_case("affine_qmv_bfloat16_8bit_ragged", "bfloat16", 8, M=2, N=13, K=192),
-    _qmv_case("affine_qmv_float16_8bit_narrow", "float16", 8, M=1, N=5, K=128),
+    _quantized_case("affine_qmv_fast_float16_4bit", "qmv", "float16", 4, M=2, N=32, K=1024),
+    _quantized_case("affine_qmv_fast_float32_8bit", "qmv", "float32", 8, M=1, N=16, K=512),
+    _quantized_case("affine_qmv_float32_4bit_ragged", "qmv", "float32", 4, M=3, N=20, K=320),
+    _quantized_case("affine_qmv_bfloat16_8bit_ragged", "qmv", "bfloat16", 8, M=2, N=13, K=192),
+    _quantized_case("affine_qmv_float16_8bit_narrow", "qmv", "float16", 8, M=1, N=5, K=128),
     _quantized_case("affine_qvm_float32_4bit", "qvm", "float32", 4, M=2, N=128, K=96),
     _quantized_case("affine_qmm_t_float32_4bit_ragged", "qmm_t", "float32", 4, M=40, N=50, K=128),
     _quantized_case("affine_qmm_t_float16_8bit_aligned", "qmm_t", "float16", 8, M=33, N=64, K=256),
@@ -553,4 +590,7 @@ CASES: list[Case] = [
     _sdpa_vector_2pass_case("sdpa_vector_2pass_float16", "float16", 1, 2, 2, 2, 1030, 128, blocks=64),
     _steel_attention_case("steel_attention_float32_ragged", "float32", 1, 2, 1, 40, 45, 64),
     _steel_attention_case("steel_attention_float16_causal", "float16", 2, 2, 2, 33, 50, 128, causal=True),
+    _conv2d_case("implicit_gemm_conv_2d_float32", "float32", 2, 9, 10, 16, 32, (3, 3), (1, 1), (1, 1)),
+    _conv2d_case("implicit_gemm_conv_2d_float16_small_channels", "float16", 1, 11, 7, 3, 8, (5, 3), (2, 2),
+                 (2, 1)),
 ]
