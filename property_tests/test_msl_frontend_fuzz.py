@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
-from hypothesis import example, given, settings
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from metile.metal.cpu.msl import translate
 from metile.metal.errors import MSLCompileError
+from metile.metal.msl_preprocess import preprocess, stub_headers
 from metile.metal.msl_signature import kernel_signatures
 
 SEEDS = (
@@ -38,6 +42,19 @@ kernel void k(device float* o [[buffer(0)]], threadgroup float* s [[threadgroup(
 [[kernel, host_name("other")]] void k2(device float* o, constant float& s) { o[0] = s; }
 """,
 )
+PREPROCESSED = """#include <metal_stdlib>
+#include "helpers.h"
+#define instantiate(name, f, ...) \\
+  template [[host_name(name)]] [[kernel]] decltype(f<__VA_ARGS__>) f<__VA_ARGS__>;
+#if defined(__METAL_VERSION__) && __METAL_VERSION__ >= 310
+template <typename T> [[kernel]] void f(device T* o, constant int& n, uint i [[thread_position_in_grid]]) {
+  o[i] = T(n) + TWICE(T(i));
+}
+#endif
+instantiate("f_float", f, float)
+instantiate("f_" "int", f, int)
+"""
+HELPERS = "#pragma once\n#define TWICE(x) ((x) * 2)\n"
 PIECES = ("template", "<", ">", ">>", "[[", "]]", "(", ")", "{", "}", ";", ",", "kernel", "host_name", "\"x\"",
           "threadgroup", "=", "*", "&", "[", "]", "buffer", "decltype", "#define X", "\\\n", "\"", "'", "/*",
           "max_total_threads_per_threadgroup", "0x", "1e", ".", "::", "void", "int", "T", "N", "\n", " ")
@@ -76,3 +93,36 @@ def test_front_end_failures_are_msl_errors(src):
         assert e.loc is None or e.loc.line >= 0
         return
     assert [k.name for k in tr.kernels] == [k.name for k in kernel_signatures(src, "fuzz.metal")]
+
+
+@pytest.fixture(scope="module")
+def include_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz_include")
+    (d / "helpers.h").write_text(HELPERS)
+    return d
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None, reason="needs a C++ compiler")
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbled_preprocessed=st.lists(st.tuples(st.integers(0, len(PREPROCESSED)), st.sampled_from(
+    PIECES + ("#if", "#endif", '#include "', "#include <", "#error x"))), max_size=3).map(
+    lambda ops: _apply(PREPROCESSED, ops)))
+@example(garbled_preprocessed=PREPROCESSED)
+def test_preprocessed_front_end_failures_are_msl_errors(include_dir, tmp_path_factory, garbled_preprocessed):
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    stubs = stub_headers(tmp_path_factory.getbasetemp() / "fuzz_cache")
+    try:
+        pre = preprocess(garbled_preprocessed, "fuzz.metal", compiler=compiler, stub_dir=stubs,
+                         include_dirs=[include_dir])
+        tr = translate(garbled_preprocessed, "fuzz.metal", preprocessed=pre)
+    except MSLCompileError as e:
+        assert e.loc is None or e.loc.line >= 0
+        return
+    if garbled_preprocessed == PREPROCESSED:
+        assert [k.name for k in tr.kernels] == ["f_float", "f_int"]
+
+
+def _apply(src: str, ops) -> str:
+    for at, piece in sorted(ops, reverse=True):
+        src = src[:at] + piece + src[at:]
+    return src

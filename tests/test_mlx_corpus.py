@@ -5,6 +5,7 @@ cannot be fetched or the source checkout it needs is absent."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import metile
@@ -34,3 +35,34 @@ def test_corpus_names_are_unique_and_cover_the_families():
     for family in ("softmax", "layer_norm", "rms_norm", "unary", "binary", "reduce", "arg_reduce", "scan", "sort",
                    "fp8"):
         assert family in families, family
+
+
+def test_the_comparison_names_the_worst_element_and_takes_nan_for_nan():
+    from benchmarks.mlx_kernels.common import Mismatch, check_close, check_equal
+
+    want = np.array([[1.0, 2.0], [np.nan, 4.0]])
+    assert check_close(want + 1e-7, want, 1e-6, 0.0).max_error <= 1e-7 * 1.0001
+    with pytest.raises(Mismatch, match=r"worst at \(1, 1\): got .*4\.1.*want .*4\.0"):
+        check_close(np.array([[1.0, 2.0], [np.nan, 4.1]]), want, 1e-3, 0.0)
+    with pytest.raises(Mismatch, match="1/4 elements beyond"):
+        check_close(np.array([[1.0, 2.0], [0.0, 4.0]]), want, 1e-3, 0.0)     # a number where numpy has NaN
+    with pytest.raises(Mismatch, match="shape"):
+        check_equal(np.zeros(3), np.zeros(4))
+
+
+def test_a_kernel_dispatched_unlike_mlx_fails_its_comparison(dev):
+    """The corpus would catch a wrong result: softmax told its rows are one element shorter than they are."""
+    from benchmarks.mlx_kernels import cases_rows
+    from benchmarks.mlx_kernels.common import Mismatch, check_close
+
+    try:
+        fn = cases_rows.library(dev, "softmax.metal", ("softmax.h",), cases_rows._SOFTMAX).function(
+            "block_softmax_float32")
+    except CorpusUnavailable as e:
+        pytest.skip(str(e))
+    x = np.random.default_rng(0).uniform(-4, 4, (2, 100)).astype(np.float32)
+    out = np.zeros_like(x)
+    dev.dispatch_threads(fn, (2 * 32, 1, 1), (32, 1, 1), [x, out, np.int32(99)])
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    with pytest.raises(Mismatch):
+        check_close(out, e / e.sum(axis=1, keepdims=True), 1e-5, 1e-9)

@@ -61,11 +61,25 @@ def cache_dir() -> Path:
     return default_cache_dir(os.environ)
 
 
+_fetch_failure: CorpusUnavailable | None = None   # a failed fetch is not retried by every case of a run
+
+
 def kernels_root() -> Path:
     """The include root of the shipped MLX headers (`<root>/mlx/backend/metal/kernels/*.h`), fetched once."""
+    global _fetch_failure
     root = cache_dir() / f"mlx-metal-{MLX_VERSION}"
     if (root / KERNELS / "utils.h").is_file():
         return root
+    if _fetch_failure is not None:
+        raise _fetch_failure
+    try:
+        return _fetch(root)
+    except CorpusUnavailable as e:
+        _fetch_failure = e
+        raise
+
+
+def _fetch(root: Path) -> Path:
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent, prefix=".mlx-metal-") as tmp:
         wheel = _download_wheel(Path(tmp) / "wheel")
@@ -81,7 +95,8 @@ def kernels_root() -> Path:
 
 def _download_wheel(dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--platform", "macosx_14_0_arm64", f"mlx-metal=={MLX_VERSION}", "-d", str(dest)]
+           "--retries", "1", "--timeout", "20", "--platform", "macosx_14_0_arm64", f"mlx-metal=={MLX_VERSION}",
+           "-d", str(dest)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -89,7 +104,8 @@ def _download_wheel(dest: Path) -> Path:
     wheels = sorted(dest.glob("mlx_metal-*.whl")) if dest.is_dir() else []
     if out.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
-        why = " / ".join(lines[-3:]) or f"pip exited with {out.returncode}"
+        errors = [ln for ln in lines if ln.startswith("ERROR")]
+        why = " / ".join((errors or lines)[-2:]) or f"pip exited with {out.returncode}"
         raise CorpusUnavailable(f"cannot fetch the mlx-metal {MLX_VERSION} wheel with pip (offline?): {why}")
     return wheels[0]
 

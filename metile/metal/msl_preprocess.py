@@ -10,8 +10,10 @@ of its lines back to the file and line it came from, for the front end's message
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,6 +60,29 @@ def metal_version_code(language_version: str | None) -> int:
     return major * 100 + minor * 10
 
 
+def read_msl_file(path: Path) -> str:
+    """The text of an MSL file given by path (a file that cannot be read is an `MSLCompileError`)."""
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise MSLCompileError(f"cannot read the MSL file {str(path)!r}: {e}") from None
+
+
+def include_directories(dirs) -> tuple[Path, ...]:
+    """`include_dirs=` as absolute paths (one path alone is taken as a list of one); a missing one is an error."""
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    out = []
+    for d in dirs:
+        if not isinstance(d, (str, os.PathLike)):
+            raise MSLCompileError(f"include_dirs holds paths, not {d!r}")
+        path = Path(d).resolve()
+        if not path.is_dir():
+            raise MSLCompileError(f"include directory {str(d)!r} does not exist")
+        out.append(path)
+    return tuple(out)
+
+
 def needs_preprocessing(src: str) -> bool:
     """Whether `src` has a directive other than `#include <metal_...>` (or a line continuation in one)."""
     if "#" not in src:
@@ -81,6 +106,16 @@ class LineMap:
         if 0 < line <= len(self.origins):
             return self.origins[line - 1]
         return self.main_name, line
+
+    def metal_headers(self) -> tuple[str, ...]:
+        """Metal's own headers the source included (by the stand-ins the preprocessor took), in order."""
+        names: list[str] = []
+        for file, _ in self.origins:
+            head, sep, rest = file.partition("/msl-stubs/")
+            name = rest.partition("/")[2] if sep else ""
+            if name and name not in names:
+                names.append(name)
+        return tuple(names)
 
     def user_file(self, file: str) -> str | None:
         """The text of `file` if the source or its includes are it (not a header of Metal's or the CPU device's)."""
@@ -110,23 +145,25 @@ class Preprocessed:
     line_map: LineMap
 
 
-def stub_headers(cache_dir: Path) -> Path:
-    """A folder of empty stand-ins for Metal's headers (and refusing ones for features the CPU device lacks)."""
-    folder = Path(cache_dir) / "msl-stubs" / STUB_VERSION
+def stub_headers(cache_dir: Path, *, refuse: bool = True) -> Path:
+    """A folder of empty stand-ins for Metal's headers; with `refuse`, those of features the CPU device lacks
+    stop the preprocessor with a message saying so (the Apple GPU has them all)."""
+    folder = Path(cache_dir) / "msl-stubs" / (STUB_VERSION + ("" if refuse else "-all"))
     marker = folder / ".complete"
     if marker.exists():
         return folder
     for name in _SUPPORTED_HEADERS:
         _write_once(folder / name, "")
     for name, what in UNSUPPORTED_HEADERS.items():
-        _write_once(folder / name, f"#error {_UNSUPPORTED_MARK} {what} are not supported by the CPU device yet\n")
+        _write_once(folder / name, f"#error {_UNSUPPORTED_MARK} {what} are not supported by the CPU device yet\n"
+                    if refuse else "")
     marker.write_text("ok\n")
     return folder
 
 
 def _write_once(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")   # processes may race here
     tmp.write_text(text)
     tmp.replace(path)
 
@@ -143,7 +180,7 @@ def preprocess(src: str, metal_name: str, *, compiler: str, stub_dir: Path, incl
            *(f"-I{d}" for d in include_dirs), f"-I{stub_dir}", "-"]
     try:
         proc = subprocess.run(cmd, input=f'#line 1 "{quoted}"\n{src}', capture_output=True, text=True,
-                              cwd=stub_dir, timeout=300)
+                              errors="replace", cwd=stub_dir, timeout=300)
     except (OSError, subprocess.SubprocessError) as e:
         raise MSLCompileError(f"{metal_name}: cannot run the C preprocessor ({compiler}): {e}") from None
     if proc.returncode != 0:
@@ -162,7 +199,7 @@ def preprocessor_error(output: str, src: str, metal_name: str) -> MSLCompileErro
     if _UNSUPPORTED_MARK in msg:   # a stand-in header refusing: report the line that included it
         cls = MSLUnsupportedError
         msg = msg.split(_UNSUPPORTED_MARK, 1)[1].strip()
-        site = _INCLUDED_FROM.search(output[:m.start()])
+        site = _innermost_include(output[:m.start()])
         if site is not None:
             file, line, col = site.group(1), int(site.group(2)), 1
     msg = msg.removeprefix("#error ").strip()
@@ -170,6 +207,21 @@ def preprocessor_error(output: str, src: str, metal_name: str) -> MSLCompileErro
     lines = text.splitlines() if text is not None else []
     source_line = lines[line - 1] if 0 < line <= len(lines) else ""
     return cls(msg, Loc(file, line, max(col - 1, 0)), source_line=source_line, compiler_output=output)
+
+
+def _innermost_include(output: str) -> re.Match | None:
+    """The innermost `#include` of an include stack: g++ lists it first ("In file included from a.h:1,\n from
+    k.metal:3:"), clang last (one "In file included from" line each, outermost first)."""
+    block = []   # the include stack printed right before the error (not those of earlier warnings)
+    for line in reversed(output.rstrip("\n").split("\n")):
+        if _INCLUDED_FROM.match(line) is None:
+            break
+        block.append(line)
+    sites = [m for line in reversed(block) if (m := _INCLUDED_FROM.match(line)) is not None]
+    if not sites:
+        return None
+    clang = sum(s.group(0).startswith("In file included from") for s in sites) > 1
+    return sites[-1] if clang else sites[0]
 
 
 def _with_line_map(out: str, src: str, metal_name: str) -> Preprocessed:

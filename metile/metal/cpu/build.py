@@ -30,9 +30,11 @@ HEADER = "metal_compat.h"
 # zero (SIGFPE), so an undefined-behaviour trap (SIGILL) there can only be a misaligned access.
 TRAP_CHECKS = "alignment" if platform.machine() in ("x86_64", "AMD64") else "alignment,integer-divide-by-zero"
 TRAP_MEANS = "misaligned" if TRAP_CHECKS == "alignment" else "misaligned-or-division"
+# -gdwarf-4: in DWARF 5 line tables addr2line names the lines of `#line "header.h"` regions after the unit itself,
+# so a fault inside an included header would be reported at a line of the `.metal` file.
 COMMON_FLAGS = [
     "-std=c++17", "-O2", "-fPIC", "-fwrapv", "-fno-strict-aliasing", "-fvisibility=hidden",
-    "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer",
+    "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-gdwarf-4", "-fno-omit-frame-pointer",
     "-fstack-clash-protection", "-fsigned-char",
     "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
     f"-fsanitize={TRAP_CHECKS}",

@@ -29,7 +29,13 @@ from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
-from metile.metal.msl_preprocess import needs_preprocessing, preprocess, stub_headers
+from metile.metal.msl_preprocess import (
+    include_directories,
+    needs_preprocessing,
+    preprocess,
+    read_msl_file,
+    stub_headers,
+)
 from metile.metal.msl_signature import KernelSignature
 
 MAX_THREADS_PER_THREADGROUP = 1024
@@ -181,7 +187,7 @@ class CpuDevice:
         self.compiler: Compiler = find_compiler(options.compiler)
         self.rt = load_runtime(self.compiler, options.cache_dir)
         self.builder = KernelBuilder(self.compiler, options.cache_dir)
-        self._libraries: dict[tuple[str, str, str], CpuLibrary] = {}
+        self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -208,23 +214,21 @@ class CpuDevice:
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
         if not isinstance(source, str):
             raise MSLCompileError(f"compile() takes MSL source text, not {type(source).__name__}")
         metal_name = str(path) if path is not None else (name or "kernel.metal")
-        if isinstance(include_dirs, (str, os.PathLike)):
-            include_dirs = [include_dirs]
-        dirs = tuple(Path(d).resolve() for d in include_dirs)
-        key = (source, metal_name, str(path.parent if path else ""), tuple(map(str, dirs)))
+        dirs = include_directories(include_dirs)
+        pre = None
+        if needs_preprocessing(source):   # each time: the headers it includes may have changed
+            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
+                             stub_dir=stub_headers(self.options.cache_dir),
+                             source_dir=path.parent.resolve() if path is not None else None)
+        key = (source, metal_name, str(path.parent if path else ""), pre.text if pre is not None else None)
         with self._lock:
             lib = self._libraries.get(key)
         if lib is not None:
             return lib
-        pre = None
-        if needs_preprocessing(source):
-            pre = preprocess(source, metal_name, compiler=self.compiler.path, include_dirs=dirs,
-                             stub_dir=stub_headers(self.options.cache_dir),
-                             source_dir=path.parent.resolve() if path is not None else None)
         tr = translate(source, metal_name, preprocessed=pre, include_dirs=tuple(dirs))
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
         lib.handle(False)  # compile now so that errors surface at compile()

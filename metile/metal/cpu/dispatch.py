@@ -125,7 +125,8 @@ class CpuDispatch:
             tr = self.function.library.translation
             raise to_exception(rec, kernel=self.function.name, metal_name=tr.metal_name, source=tr.source,
                                buffers=self.ranges,
-                               trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned")
+                               trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned",
+                               user_file=tr.line_map.user_file if tr.line_map is not None else None)
         for a in self.written:
             a.write_back()
 

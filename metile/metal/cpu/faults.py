@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -65,8 +66,10 @@ def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
     return tuple(frames)
 
 
-def metal_line(module: str, offset: int, metal_name: str) -> int:
-    """The `.metal` line of the instruction at `offset` in `module` (0 when unknown).
+def metal_line(module: str, offset: int, metal_name: str,
+               user_file: Callable[[str], str | None] | None = None) -> tuple[str, int]:
+    """The file and line of the instruction at `offset` in `module` (line 0 when unknown): a `.metal` line, or a
+    line of a header the source included when `user_file(file)` knows that file.
 
     The kernel's C++ translation unit (`module`'s name with `.cpp`, built from `<hash>.cpp`, or `<hash>-san.so`
     for the sanitizer build) is `#include` and `#line 1 "<metal_name>"` followed by the MSL, so every line of
@@ -75,8 +78,10 @@ def metal_line(module: str, offset: int, metal_name: str) -> int:
     unit = str(Path(module).with_name(Path(module).stem.removesuffix("-san") + ".cpp")) if module else ""
     for file, line in source_lines(module, offset):
         if file == metal_name or file.endswith("/" + metal_name) or file == unit:
-            return line
-    return 0
+            return metal_name, line
+        if user_file is not None and user_file(file) is not None:
+            return file, line
+    return metal_name, 0
 
 
 def locate(address: int, buffers: list[BufferRange]) -> tuple[BufferRange, int] | None:
@@ -98,11 +103,13 @@ def _distance(address: int, b: BufferRange) -> int:
 
 
 def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: list[BufferRange],
-                 trap_is_misalignment: bool = False) -> Exception:
+                 trap_is_misalignment: bool = False,
+                 user_file: Callable[[str], str | None] | None = None) -> Exception:
     """A DeviceFault (or LaunchError for runtime errors) from an `mt_fault` record.
 
     `trap_is_misalignment`: the kernel was built so that an undefined-behaviour trap can only be a
-    misaligned access (see build.TRAP_CHECKS)."""
+    misaligned access (see build.TRAP_CHECKS). `user_file` reads the headers a preprocessed source included,
+    so that a fault in one is reported at its line."""
     kind = FAULT_KINDS.get(rec.kind, "internal")
     if kind == "trap" and trap_is_misalignment:
         kind = "misaligned"
@@ -110,7 +117,7 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
     detail = ffi.string(rec.message).decode(errors="replace")
     tg = tuple(rec.threadgroup)
     th = tuple(rec.thread)
-    line = rec.line or metal_line(module, rec.pc_offset, metal_name)
+    file, line = (metal_name, rec.line) if rec.line else metal_line(module, rec.pc_offset, metal_name, user_file)
     parts = [f"{_TITLES.get(kind, kind)} in kernel `{kernel}`"]
     known = max(th) != 0xFFFFFFFF  # a write in front of a buffer is found after the dispatch, by no thread
     if (kind not in ("internal", "threadgroup-memory") or rec.line) and known:
@@ -130,17 +137,19 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
         parts.append(detail)
     other_loc = None
     if rec.has_other:
-        other_line = rec.other_line or metal_line(module, rec.other_pc_offset, metal_name)
+        other_file, other_line = ((metal_name, rec.other_line) if rec.other_line else
+                                  metal_line(module, rec.other_pc_offset, metal_name, user_file))
         other = f"other thread {tuple(rec.other_thread)}"
         if other_line:
-            other += f" at {metal_name}:{other_line}"
-            other_loc = Loc(metal_name, other_line, 0)
+            other += f" at {other_file}:{other_line}"
+            other_loc = Loc(other_file, other_line, 0)
         parts.append(other)
     message = "; ".join(parts)
     if kind == "internal":
         return LaunchError(message)
-    lines = source.splitlines()
-    loc = Loc(metal_name, line, _first_col(lines[line - 1])) if 0 < line <= len(lines) else None
+    text = source if file == metal_name else (user_file(file) if user_file is not None else None) or ""
+    lines = text.splitlines()
+    loc = Loc(file, line, _first_col(lines[line - 1])) if 0 < line <= len(lines) else None
     return DeviceFault(message, loc, kind=kind, kernel=kernel, threadgroup=tg if known else None,
                        thread=th if known else None, buffer=buffer,
                        offset=offset, source_line=lines[line - 1] if loc else None, other_loc=other_loc)

@@ -141,7 +141,7 @@ class MetalCompiler:
 
         `include_dirs` go to `xcrun metal` as `-I`; Metal's runtime compiler has no include path, so a source
         that includes files of its own reaches it preprocessed (`preprocessed`, its `#line` directives naming
-        the files), after `#include <metal_stdlib>`."""
+        the files), after `#include`s of the Metal headers it included."""
         if self.mode == "aot":
             path = self.build_metallib(source, metal_name, include_dir, include_dirs, preprocessed)
             handle = self._load(path) if path is not None else None
@@ -156,7 +156,10 @@ class MetalCompiler:
     # -- JIT ----------------------------------------------------------------------------------------------------
     def _jit(self, source: str, metal_name: str, preprocessed: Preprocessed | None = None):
         ffi, lib = self.shim.ffi, self.shim.lib
-        text = "#include <metal_stdlib>\n" + preprocessed.text if preprocessed is not None else source
+        text = source
+        if preprocessed is not None:   # Metal's own headers come back, before the text they were taken from
+            headers = dict.fromkeys(("metal_stdlib", *preprocessed.line_map.metal_headers()))
+            text = "".join(f"#include <{h}>\n" for h in headers) + preprocessed.text
         opts = ffi.new("mts_compile_options*", {"language_version": self.settings.version_code,
                                                  "fast_math": int(self.settings.fast_math)})
         out = ffi.new("mts_library**")

@@ -24,7 +24,7 @@ import attrs
 
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
-from metile.metal.errors import CompilerNotFoundError, DeviceError, FunctionConstantError, LaunchError
+from metile.metal.errors import CompilerNotFoundError, DeviceError, FunctionConstantError, LaunchError, MSLCompileError
 from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
@@ -35,9 +35,11 @@ from metile.metal.gpu.stream import CommandStream
 from metile.metal.msl_preprocess import (
     Preprocessed,
     has_quoted_include,
+    include_directories,
     metal_version_code,
     needs_preprocessing,
     preprocess,
+    read_msl_file,
     stub_headers,
 )
 from metile.metal.msl_signature import KernelSignature, kernel_signatures
@@ -170,7 +172,7 @@ class MetalDevice:
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
                                     max_in_flight=options.max_in_flight)
-        self._libraries: dict[tuple[str, str, str], MetalLibrary] = {}
+        self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -196,18 +198,16 @@ class MetalDevice:
         if path is not None:
             path = Path(path)
             if source is None:
-                source = path.read_text()
+                source = read_msl_file(path)
         metal_name = str(path) if path is not None else (name or "kernel.metal")
         include_dir = path.parent if path is not None else None
-        if isinstance(include_dirs, (str, os.PathLike)):
-            include_dirs = [include_dirs]
-        dirs = tuple(Path(d).resolve() for d in include_dirs)
-        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)))
+        dirs = include_directories(include_dirs)
+        pre = self._preprocess(source, metal_name, dirs, include_dir)   # each time: its headers may have changed
+        key = (source, metal_name, str(include_dir or ""), tuple(map(str, dirs)), pre.text if pre else None)
         with self._lock:
             self._live_handle()
             lib = self._libraries.get(key)
             if lib is None:
-                pre = self._preprocess(source, metal_name, dirs, include_dir)
                 handle = self.compiler.library(source, metal_name, include_dir, include_dirs=dirs, preprocessed=pre)
                 sigs = (kernel_signatures(source, metal_name) if pre is None else
                         kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
@@ -218,21 +218,27 @@ class MetalDevice:
     def _preprocess(self, source: str, metal_name: str, dirs: tuple[Path, ...],
                     include_dir: Path | None) -> Preprocessed | None:
         """The source through the C preprocessor (for its kernel signatures, and for Metal's runtime compiler when
-        it includes files of its own); None when it needs none, or when no C++ compiler is there and it has no
-        quoted include (its signatures are then read from the text as written)."""
+        it includes files of its own); None when it needs none. When no C++ compiler is there, or the host's
+        preprocessor rejects what Metal's may take (a Metal header it does not know), and the source includes no
+        file of its own, the signatures are read from the text as written and Metal's compiler judges it."""
         if not needs_preprocessing(source):
             return None
+        own_includes = bool(dirs) or has_quoted_include(source)
         try:
             compiler = find_compiler(None)
+            return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
+                              stub_dir=stub_headers(self.options.cache_dir, refuse=False),
+                              source_dir=include_dir.resolve() if include_dir is not None else None,
+                              metal_version=metal_version_code(self.options.language_version))
         except CompilerNotFoundError as e:
-            if dirs or has_quoted_include(source):
+            if own_includes:
                 raise DeviceError(f"{metal_name} includes files of its own; reading its kernels then needs the "
                                   f"C preprocessor of a C++ compiler: {e}") from None
             return None
-        return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
-                          stub_dir=stub_headers(self.options.cache_dir),
-                          source_dir=include_dir.resolve() if include_dir is not None else None,
-                          metal_version=metal_version_code(self.options.language_version))
+        except MSLCompileError:
+            if own_includes:
+                raise
+            return None
 
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)
