@@ -346,3 +346,27 @@ def test_bad_paths_are_msl_errors(cpu, tmp_path):
         cpu.compile(HEAD, name="x.metal", include_dirs=[tmp_path / "nowhere"])
     with pytest.raises(metile.MSLCompileError, match="cannot read the MSL file"):
         cpu.compile(None, path=tmp_path / "missing.metal")
+
+
+def test_a_kernel_template_instantiated_with_a_template_argument(cpu):
+    """`f<Sum<float>, 2>`: the template instantiated is `f`, not the last name followed by `<` (MLX's reductions)."""
+    src = HEAD + """template <typename U> struct Sum { U operator()(U a, U b) { return a + b; } };
+template <typename U> struct Max { U operator()(U a, U b) { return metal::max(a, b); } };
+template <typename Op, int N>
+[[kernel]] void fold(const device float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                     uint i [[thread_position_in_grid]]) {
+  Op op;
+  float acc = x[i * N];
+  for (int k = 1; k < N; ++k) acc = op(acc, x[i * N + k]);
+  y[i] = acc;
+}
+#define inst(name, op, n) template [[host_name(name)]] [[kernel]] decltype(fold<op, n>) fold<op, n>;
+inst("fold_sum", Sum<float>, 3)
+inst("fold_max", Max<float>, 3)
+"""
+    lib = cpu.compile(src, name="fold.metal")
+    x = np.random.default_rng(0).standard_normal(12).astype(np.float32)
+    for name, want in (("fold_sum", x.reshape(4, 3).sum(1)), ("fold_max", x.reshape(4, 3).max(1))):
+        y = np.zeros(4, np.float32)
+        cpu.dispatch_threads(lib.function(name), (4, 1, 1), (4, 1, 1), [x, y])
+        assert np.allclose(y, want, rtol=1e-6)

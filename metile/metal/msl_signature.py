@@ -300,7 +300,8 @@ def _instantiation(tokens: list[Token], i: int, errors: SourceErrors, templates:
         elif t.kind is Tok.PUNCT and t.text in (")", "]", "}"):
             paren -= 1
         elif paren == 0 and t.kind is Tok.IDENT and end + 1 < len(tokens) and tokens[end + 1].text == "<":
-            found = end
+            found = end   # the template's name; its arguments (`f<Sum<float>, 4>`) may name templates too
+            end = match_angle(tokens, end + 1)
         end += 1
     if found is None or end >= len(tokens):
         raise errors.at(tokens[i], "cannot read this kernel instantiation (expected "
