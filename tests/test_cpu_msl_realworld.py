@@ -370,3 +370,22 @@ inst("fold_max", Max<float>, 3)
         y = np.zeros(4, np.float32)
         cpu.dispatch_threads(lib.function(name), (4, 1, 1), (4, 1, 1), [x, y])
         assert np.allclose(y, want, rtol=1e-6)
+
+
+def test_a_threadgroup_variable_initializer_compiles_and_is_not_run(cpu):
+    """Metal compiles `threadgroup float t[4] = {0};` and documents no run of the initializer: the memory starts with
+    the device's fill bytes (NaN for floats) until a thread writes it, so a kernel relying on it shows it."""
+    src = HEAD + """kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_threadgroup]]) {
+  threadgroup float t[4] = {0};
+  threadgroup float u[4] = {0}, v = 1.0f;
+  if (i == 0) { v = 2.0f; }
+  u[i] = float(i);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[i] = t[i];
+  out[4 + i] = u[3 - i] + v;
+}
+"""
+    out = np.zeros(8, np.float32)
+    cpu.dispatch_threadgroups(cpu.compile(src, name="tginit.metal").function("k"), (1, 1, 1), (4, 1, 1), [out])
+    assert np.isnan(out[:4]).all()
+    assert out[4:].tolist() == [5.0, 4.0, 3.0, 2.0]

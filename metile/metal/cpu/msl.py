@@ -271,9 +271,12 @@ def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: So
         toks = decl[name_at:] if n == 0 else decl
         if not toks or toks[0].kind is not Tok.IDENT:
             raise errors.at(stmt[0], "cannot read this threadgroup declaration")
-        if any(t.text == "=" for t in toks):
-            raise errors.at(toks[0], f"threadgroup variable `{toks[0].text}` cannot have an initializer (Metal does "
-                                     "not initialize threadgroup memory: store the value in the kernel, then barrier)")
+        eq = next((k for k, t in enumerate(toks) if t.text == "="), None)
+        if eq is not None:
+            # Metal compiles an initializer on a threadgroup variable (MLX's layer_norm had `= {0}`) and documents no
+            # run of it: threadgroup memory starts uninitialised, so the initializer is dropped and the memory keeps
+            # the device's fill bytes until written (sanitize=True reports reads before writes).
+            toks = toks[:eq]
         if any(t.text in ("*", "&") for t in toks[:1]):
             raise errors.at(toks[0], "mixing threadgroup storage and pointers in one declaration is not supported")
         name = toks[0].text
