@@ -113,23 +113,46 @@ void complete_tg_barrier(Worker* w) {
     }
 }
 
-/* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) with the lowest line, then
- * site, over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
+/* Program order of the positions of two lanes waiting at collectives or simdgroup barriers (see the file comment):
+ * < 0 when a's comes first, 0 when both wait at the same collective. At the first level where their frames differ,
+ * frames compare by (order, sub, id, count); a frame and a call at a level by the frame's order and the call's
+ * cursor (a tie puts the frame first: the call is then in a statement after the construct began); two calls by
+ * (cursor, line, site). */
+int compare_positions(const Fiber* a, const Fiber* b) {
+    const mt_frames& x = a->frames;
+    const mt_frames& y = b->frames;
+    const uint32_t n = x.depth < y.depth ? x.depth : y.depth;
+    for (uint32_t i = 1; i <= n; ++i) {
+        const mt_frame& p = x.f[i];
+        const mt_frame& q = y.f[i];
+        if (p.order != q.order) return p.order < q.order ? -1 : 1;
+        if (p.sub != q.sub) return p.sub < q.sub ? -1 : 1;
+        if (p.id != q.id) return p.id < q.id ? -1 : 1;
+        if (p.count != q.count) return p.count < q.count ? -1 : 1;
+    }
+    if (x.depth > n) return x.f[n + 1].order <= y.f[n].cursor ? -1 : 1;
+    if (y.depth > n) return y.f[n + 1].order <= x.f[n].cursor ? 1 : -1;
+    if (x.f[n].cursor != y.f[n].cursor) return x.f[n].cursor < y.f[n].cursor ? -1 : 1;
+    if (a->wait_line != b->wait_line) return a->wait_line < b->wait_line ? -1 : 1;
+    if (a->wait_site != b->wait_site) return a->wait_site < b->wait_site ? -1 : 1;
+    return 0;
+}
+
+inline bool at_collective(const Fiber* f) { return f->wait == kExchange || f->wait == kSgBarrier; }
+
+/* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) that comes first in program
+ * order over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
  * buffer: no lane reads slots while all are suspended, so any lane's other buffer is free. The running fiber, if it
  * takes part, is made runnable without being queued. */
 void resolve(Worker* w, Simdgroup& sg) {
     Fiber** F = w->fibers.data() + sg.first;
-    uint64_t best = UINT64_MAX;
+    const Fiber* best = nullptr;
     for (uint32_t i = 0; i < sg.lanes; ++i)
-        if (F[i]->wait == kExchange || F[i]->wait == kSgBarrier) {
-            const uint64_t key = (uint64_t(F[i]->wait_line) << 32) | F[i]->wait_site;
-            if (key < best) best = key;
-        }
+        if (at_collective(F[i]) && (!best || compare_positions(F[i], best) < 0)) best = F[i];
     uint32_t mask = 0, buf = 2;
     for (uint32_t i = 0; i < sg.lanes; ++i) {
         Fiber* f = F[i];
-        if ((f->wait != kExchange && f->wait != kSgBarrier) || ((uint64_t(f->wait_line) << 32) | f->wait_site) != best)
-            continue;
+        if (!at_collective(f) || (f != best && compare_positions(f, best) != 0)) continue;
         mask |= 1u << i;
         if (f->wait != kExchange) continue;
         if (buf == 2) buf = f->xbuf;
@@ -195,6 +218,8 @@ void fill_positions(Worker* w, Launch* L) {
         f->wait = kRunnable;
         f->wait_line = 0;
         f->xbuf = f->xnext = f->xmask = 0;
+        f->frames.depth = 0;
+        f->frames.f[0] = mt_frame{};
         ctx_prepare(f);
     }
 }
@@ -478,6 +503,11 @@ MT_EXPORT void mt_yield(void) {
     Fiber* f = w->cur;
     rq_push(tg, f);
     switch_to(w, f, rq_pop(tg));
+}
+
+MT_EXPORT mt_frames* mt_current_frames(void) {
+    Worker* w = tl_worker;
+    return w && w->cur ? &w->cur->frames : nullptr;
 }
 
 MT_EXPORT const mt_thread_pos* mt_current_pos(void) {

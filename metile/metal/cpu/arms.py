@@ -1,0 +1,386 @@
+"""Guards that let the CPU runtime run simd collectives in divergent control flow as an Apple GPU does.
+
+A GPU runs the arms of a lane-divergent branch one after the other and the iterations of a loop in step, so a
+collective runs over the lanes that reach it in the same arm, the same loop iteration and the same call. The
+runtime (`runtime_sched.cpp`) sees only where each lane waits; this pass tells it the rest by putting guards from
+`include/mt_diverge.h` into the translated text, for every construct whose text contains a collective
+(transitively through the functions and macros of the source, by name):
+
+- an `if`/`switch` statement with such arms: `{ stmt(start, end); if (...) { arm(ID, line); ... } ... }`, each
+  such arm (and `case`/`default` group) braced with an `arm` guard, so the two arms of (b) in
+  `if (lane < 16) r = f(x); else r = f(y);` are two collectives;
+- a loop: `{ loop __mt_lID(ID, start, end); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc)) ... }`
+  (`while`: the condition; `do`: the body start), so lanes in different iterations never meet;
+- the body of a function: `{ fn(ID, line); ...`, ordered by its caller's statement.
+
+Guards are inserted without adding or removing a newline, so the `.metal` lines of the text stay. Collectives
+in an operand of `?:`, `&&` or `||` that not every lane evaluates are refused: no guard can tell which lanes
+evaluated them. A source without collectives gets no guards; one with collectives only in straight-line code
+and no loops gets none either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from metile.metal.errors import MSLUnsupportedError
+from metile.metal.msl_lex import Tok, Token, tokenize
+from metile.metal.msl_signature import SourceErrors
+
+_KINDS = (
+    "shuffle", "shuffle_xor", "shuffle_up", "shuffle_down", "shuffle_rotate_up", "shuffle_rotate_down",
+    "shuffle_and_fill_up", "shuffle_and_fill_down", "broadcast", "broadcast_first", "sum", "product", "min", "max",
+    "and", "or", "xor", "prefix_inclusive_sum", "prefix_exclusive_sum", "prefix_inclusive_product",
+    "prefix_exclusive_product", "all", "any", "ballot", "active_threads_mask", "is_first",
+)
+COLLECTIVES = frozenset(
+    {f"{group}_{kind}" for group in ("simd", "quad") for kind in _KINDS}
+    | {"simdgroup_barrier", "simdgroup_multiply_accumulate", "simdgroup_multiply"}
+)
+_NOT_FUNCTIONS = frozenset({
+    "if", "for", "while", "switch", "catch", "return", "sizeof", "alignof", "decltype", "static_assert",
+    "alignas", "noexcept", "requires",
+})
+_QUALIFIERS = frozenset({
+    "const", "noexcept", "override", "final", "volatile", "mutable", "thread", "device", "threadgroup",
+    "constant", "&", "&&",
+})
+_NS = "::metal::_mt::"
+
+
+def is_collective(name: str) -> bool:
+    """A call of this name runs over the lanes of a simdgroup (or quad)."""
+    return (name[8:] if name.startswith("__metal_") else name) in COLLECTIVES
+
+
+def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str]) -> list[tuple[int, int, str]]:
+    """Insertions (start, start, text) that put the guards of the module docstring into the source."""
+    if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens):
+        return []
+    close, open_of = _brackets(tokens)
+    if close is None:
+        first = next(t for t in tokens if t.kind is Tok.IDENT and is_collective(t.text))
+        raise errors.at(first, "cannot read the control flow around this simd collective (brackets do not balance "
+                        "outside preprocessor conditionals)", MSLUnsupportedError)
+    bodies = _function_bodies(tokens, close, open_of)
+    names = _collective_names(tokens, close, bodies)
+    guard = _Guards(tokens, close, names, errors)
+    kernels = set(kernel_names)
+    done_until = -1
+    for name, lbrace in bodies:
+        if lbrace < done_until:
+            continue  # a local class's member function: walked with its enclosing body
+        done_until = close[lbrace]
+        if name in names and name not in kernels:
+            guard.function_body(lbrace)
+        guard.block(lbrace + 1, close[lbrace])
+    return guard.edits()
+
+
+def _brackets(tokens: list[Token]) -> tuple[dict[int, int] | None, dict[int, int]]:
+    """close[i] for each (, [, {, [[ at i and open_of[j] for its closer; (None, {}) if they do not balance."""
+    close: dict[int, int] = {}
+    open_of: dict[int, int] = {}
+    stack: list[int] = []
+    pairs = {")": "(", "]": "[", "}": "{"}
+    for j, t in enumerate(tokens):
+        if t.kind is not Tok.PUNCT:
+            continue
+        x = t.text
+        if x in ("(", "[", "{", "[["):
+            stack.append(j)
+        elif x in pairs or x == "]]":
+            want = "[[" if x == "]]" and stack and tokens[stack[-1]].text == "[[" else pairs.get(x, "[")
+            for _ in range(2 if x == "]]" and want == "[" else 1):
+                if not stack or tokens[stack[-1]].text != want:
+                    return None, {}
+                i = stack.pop()
+                close[i] = j
+                open_of[j] = i
+    return (close, open_of) if not stack else (None, {})
+
+
+def _function_bodies(tokens: list[Token], close: dict[int, int], open_of: dict[int, int]) -> list[tuple[str, int]]:
+    """(name, index of `{`) of each function definition, in source order. Lambdas are part of their enclosing body;
+    an operator's name is `operator`."""
+    out = []
+    for i, t in enumerate(tokens):
+        if t.text != "{" or t.kind is not Tok.PUNCT:
+            continue
+        k = i - 1
+        while k >= 0 and (tokens[k].text in _QUALIFIERS or tokens[k].text == "]]"):
+            k = open_of.get(k, k + 1) - 1 if tokens[k].text == "]]" else k - 1
+        if k < 1 or tokens[k].text != ")" or k not in open_of:
+            continue
+        name = _callee_name(tokens, open_of[k] - 1, open_of)
+        if name is not None:
+            out.append((name, i))
+    return out
+
+
+def _callee_name(tokens: list[Token], k: int, open_of: dict[int, int]) -> str | None:
+    """The name of the function whose parameter list starts after tokens[k], or None for control statements and
+    lambdas. Walks back over a constructor's member initializers (`: a(x), b{y}`)."""
+    while k >= 0:
+        t = tokens[k]
+        if k >= 1 and tokens[k - 1].text == "operator" or k >= 2 and tokens[k - 2].text == "operator":
+            return "operator"
+        if t.text == ">":  # an explicit specialization: name<args>(...)
+            depth = 0
+            while k >= 0:
+                depth += {">": 1, ">>": 2, "<": -1}.get(tokens[k].text, 0)
+                k -= 1
+                if depth <= 0:
+                    break
+            continue
+        if t.kind is not Tok.IDENT or t.text in _NOT_FUNCTIONS:
+            return None
+        before = tokens[k - 1].text if k >= 1 else ""
+        if before in (",", ":") and k >= 2 and tokens[k - 2].text in (")", "}") and (k - 2) in open_of:
+            k = open_of[k - 2] - 1  # a member initializer: go on to the one before, or to the parameters
+            if before == ":":
+                return _callee_name(tokens, k, open_of) if tokens[k + 1].text == "(" else None
+            continue
+        return t.text
+    return None
+
+
+def _collective_names(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, int]]) -> frozenset[str]:
+    """Names whose call may run a collective: the collectives themselves, and by a fixpoint the functions and
+    function-like or object-like macros whose text names one."""
+    uses: dict[str, set[str]] = {}
+    for name, lbrace in bodies:
+        used = uses.setdefault(name, set())
+        used.update(t.text for t in tokens[lbrace + 1:close[lbrace]] if t.kind is Tok.IDENT)
+    for t in tokens:
+        if t.kind is Tok.DIRECTIVE and t.text.lstrip("# \t").startswith("define"):
+            words = [s.text for s in tokenize(t.text.replace("#", " ", 1)) if s.kind is Tok.IDENT]
+            if len(words) >= 2:
+                uses.setdefault(words[1], set()).update(words[2:])
+    names = {w for used in uses.values() for w in used if is_collective(w)}
+    changed = True
+    while changed:
+        changed = False
+        for name, used in uses.items():
+            if name not in names and not used.isdisjoint(names):
+                names.add(name)
+                changed = True
+    return frozenset(names)
+
+
+class _Guards:
+    """Walks the statements of function bodies and collects the insertions."""
+
+    def __init__(self, tokens: list[Token], close: dict[int, int], names: frozenset[str], errors: SourceErrors):
+        self.t = tokens
+        self.close = close
+        self.names = names
+        self.errors = errors
+        self.ids = 0
+        self.before: dict[int, list[str]] = {}  # insertions at a token's start, in order
+        self.after: dict[int, list[str]] = {}   # insertions at a token's end
+
+    def edits(self) -> list[tuple[int, int, str]]:
+        at: dict[int, list[str]] = {}
+        for i, texts in self.after.items():
+            at.setdefault(self.t[i].end, []).extend(texts)
+        for i, texts in self.before.items():
+            at.setdefault(self.t[i].start, []).extend(texts)
+        return [(pos, pos, "".join(texts)) for pos, texts in at.items()]
+
+    def _next_id(self) -> int:
+        self.ids += 1
+        return self.ids
+
+    def _has(self, start: int, end: int) -> bool:
+        return any(self.t[k].kind is Tok.IDENT and self.t[k].text in self.names for k in range(start, end))
+
+    def _wrap(self, start: int, end: int, opener: str) -> None:
+        """Brace tokens[start:end] with `opener` after the `{`."""
+        self.before.setdefault(start, []).append("{ " + opener)
+        self.after.setdefault(end - 1, []).append(" }")
+
+    def function_body(self, lbrace: int) -> None:
+        self.after.setdefault(lbrace, []).append(f" {_NS}fn __mt_f({self._next_id()}u, {self.t[lbrace].line}u);")
+
+    def block(self, i: int, end: int) -> None:
+        while i < end:
+            i = self.statement(i, end)
+
+    def extent(self, i: int, end: int) -> int:
+        """Index just past the statement starting at tokens[i]."""
+        t = self.t
+        if i >= end:
+            return end
+        word = t[i].text
+        if word == "{":
+            return self.close[i] + 1
+        if word in ("if", "for", "while", "switch"):
+            p = self._paren(i)
+            e = self.extent(self.close[p] + 1, end)
+            if word == "if" and e < end and t[e].text == "else":
+                e = self.extent(e + 1, end)
+            return e
+        if word == "do":
+            e = self.extent(i + 1, end)  # at `while`
+            p = self._paren(e)
+            return self.close[p] + 2
+        if word in ("case", "default") or (t[i].kind is Tok.IDENT and i + 1 < end and t[i + 1].text == ":"):
+            j = i
+            while j < end and t[j].text != ":":
+                j = self.close.get(j, j) + 1
+            return self.extent(j + 1, end)
+        j = i
+        while j < end:
+            if t[j].text == ";":
+                return j + 1
+            if t[j].text == "}" and j not in self.close:
+                return j
+            j = self.close.get(j, j) + 1
+        return end
+
+    def _paren(self, i: int) -> int:
+        p = i + 1
+        if self.t[p].text == "constexpr":
+            p += 1
+        if self.t[p].text != "(":
+            raise self.errors.at(self.t[i], f"cannot read this `{self.t[i].text}` statement")
+        return p
+
+    def statement(self, i: int, end: int) -> int:
+        t = self.t
+        e = self.extent(i, end)
+        word = t[i].text
+        if word == "{":
+            self.block(i + 1, e - 1)
+        elif word == "if":
+            self._if(i, e)
+        elif word in ("for", "while", "do"):
+            self._loop(i, e)
+        elif word == "switch":
+            self._switch(i, e)
+        else:
+            self._refuse_partial_operands(i, e)
+        return e
+
+    def _if(self, i: int, e: int) -> None:
+        t = self.t
+        p = self._paren(i)
+        self._refuse_partial_operands(p + 1, self.close[p])
+        then_start = self.close[p] + 1
+        then_end = self.extent(then_start, e)
+        arms = [(then_start, then_end)]
+        if then_end < e:  # `else`
+            arms.append((then_end + 1, e))
+        guarded = [a for a in arms if self._has(*a)]
+        if guarded:
+            self._wrap(i, e, f"{_NS}stmt __mt_s({t[i].line}u, {t[e - 1].line}u); ")
+            for start, stop in arms:
+                if (start, stop) in guarded:
+                    self._wrap(start, stop, f"{_NS}arm __mt_a({self._next_id()}u, {t[start].line}u); ")
+        for start, stop in arms:
+            self.statement(start, stop)
+
+    def _loop(self, i: int, e: int) -> None:
+        t = self.t
+        word = t[i].text
+        if word == "do":
+            body_end = self.extent(i + 1, e)
+            p = self._paren(body_end)
+            body = (i + 1, body_end)
+            parts = [(p + 1, self.close[p])]
+        else:
+            p = self._paren(i)
+            body = (self.close[p] + 1, e)
+            parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
+        for start, stop in parts:
+            self._refuse_partial_operands(start, stop)
+        if self._has(i, e):
+            n = self._next_id()
+            g = f"__mt_l{n}"
+            self._wrap(i, e, f"{_NS}loop {g}({n}u, {t[i].line}u, {t[e - 1].line}u); ")
+            last = t[e - 1].line
+            if word == "do":
+                self._wrap(body[0], body[1], f"{g}.next(); ")
+                self._around(parts[0], f"{g}.at({last}u) && (", ")")
+            elif len(parts) == 3:  # for (init; cond; inc)
+                _, cond, inc = parts
+                self._around(cond, f"{g}.next() && (", ")", empty=f"{g}.next()")
+                self._around(inc, f"{g}.at({last}u), (", ")", empty=f"{g}.at({last}u)")
+            elif word == "while":
+                self._around(parts[0], f"{g}.next() && (", ")")
+            else:  # a range-based for: count at the body's start
+                self._wrap(body[0], body[1], f"{g}.next(); ")
+        self.statement(*body)
+
+    def _around(self, span: tuple[int, int], left: str, right: str, empty: str = "") -> None:
+        start, stop = span
+        if start == stop:  # an empty part of a for header: insert before the `;` or `)` that ends it
+            self.before.setdefault(stop, []).append(empty)
+            return
+        self.before.setdefault(start, []).append(left)
+        self.after.setdefault(stop - 1, []).append(right)
+
+    def _for_parts(self, p: int) -> list[tuple[int, int]]:
+        """init, condition and increment of `for (...)` (one part for a range-based for)."""
+        t = self.t
+        semis = []
+        j = p + 1
+        while j < self.close[p]:
+            if t[j].text == ";":
+                semis.append(j)
+            j = self.close.get(j, j) + 1
+        if len(semis) != 2:
+            return [(p + 1, self.close[p])]
+        return [(p + 1, semis[0]), (semis[0] + 1, semis[1]), (semis[1] + 1, self.close[p])]
+
+    def _switch(self, i: int, e: int) -> None:
+        t = self.t
+        p = self._paren(i)
+        self._refuse_partial_operands(p + 1, self.close[p])
+        lbrace = self.close[p] + 1
+        if t[lbrace].text != "{":
+            self.statement(lbrace, e)
+            return
+        rbrace = self.close[lbrace]
+        groups = []  # (first statement, end) of each case group
+        j = lbrace + 1
+        while j < rbrace:
+            if t[j].text in ("case", "default"):
+                while j < rbrace and t[j].text != ":":
+                    j = self.close.get(j, j) + 1
+                j += 1
+                if j < rbrace and t[j].text not in ("case", "default"):
+                    groups.append([j, j])
+                continue
+            j = self.extent(j, rbrace)
+            if groups:
+                groups[-1][1] = j
+        guarded = self._has(lbrace + 1, rbrace)
+        if guarded:
+            self._wrap(i, e, f"{_NS}stmt __mt_s({t[i].line}u, {t[e - 1].line}u); ")
+        for start, stop in groups:
+            if guarded and start < stop:
+                self._wrap(start, stop, f"{_NS}arm __mt_a({self._next_id()}u, {t[start].line}u); ")
+            self.block(start, stop)
+
+    def _refuse_partial_operands(self, start: int, end: int) -> None:
+        """A collective in an operand of ?:, && or || that only some lanes may evaluate."""
+        t = self.t
+        for k in range(start, end):
+            op = t[k].text
+            if t[k].kind is not Tok.PUNCT or op not in ("?", "&&", "||"):
+                continue
+            if op == "&&" and k + 2 < end and t[k + 1].kind is Tok.IDENT and t[k + 2].text in ("=", ",", ")", ";"):
+                continue  # `T&& name = ...`: a reference, not a logical and
+            j = k + 1
+            stops = (")", "]", "}", ";", ",") if op == "?" else (")", "]", "}", ";", ",", "?", ":")
+            while j < end and t[j].text not in stops:
+                stop = self.close.get(j, j) + 1
+                hit = next((x for x in range(j, stop) if t[x].kind is Tok.IDENT and t[x].text in self.names), None)
+                if hit is not None:
+                    raise self.errors.at(
+                        t[hit], f"`{t[hit].text}` runs a simd collective in an operand of "
+                        f"`{'?:' if op == '?' else op}` that only some lanes may evaluate: the CPU device cannot "
+                        "tell which lanes reach it; write it as an if/else", MSLUnsupportedError)
+                j = stop
