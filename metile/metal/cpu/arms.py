@@ -203,6 +203,12 @@ class _Guards:
     def function_body(self, lbrace: int) -> None:
         self.after.setdefault(lbrace, []).append(f" {_NS}fn __mt_f({self._next_id()}u, {self.t[lbrace].line}u);")
 
+    def _stmt(self, i: int, e: int) -> str:
+        return f"{_NS}stmt __mt_s({i + 1}u, {e}u); "
+
+    def _arm(self, start: int) -> str:
+        return f"{_NS}arm __mt_a({self._next_id()}u, {start + 1}u, {self.t[start].line}u); "
+
     def block(self, i: int, end: int) -> None:
         while i < end:
             i = self.statement(i, end)
@@ -274,10 +280,10 @@ class _Guards:
             arms.append((then_end + 1, e))
         guarded = [a for a in arms if self._has(*a)]
         if guarded:
-            self._wrap(i, e, f"{_NS}stmt __mt_s({t[i].line}u, {t[e - 1].line}u); ")
+            self._wrap(i, e, self._stmt(i, e))
             for start, stop in arms:
                 if (start, stop) in guarded:
-                    self._wrap(start, stop, f"{_NS}arm __mt_a({self._next_id()}u, {t[start].line}u); ")
+                    self._wrap(start, stop, self._arm(start))
         for start, stop in arms:
             self.statement(start, stop)
 
@@ -298,8 +304,8 @@ class _Guards:
         if self._has(i, e):
             n = self._next_id()
             g = f"__mt_l{n}"
-            self._wrap(i, e, f"{_NS}loop {g}({n}u, {t[i].line}u, {t[e - 1].line}u); ")
-            last = t[e - 1].line
+            self._wrap(i, e, f"{_NS}loop {g}({n}u, {i + 1}u, {e}u, {t[i].line}u); ")
+            last = e
             if word == "do":
                 self._wrap(body[0], body[1], f"{g}.next(); ")
                 self._around(parts[0], f"{g}.at({last}u) && (", ")")
@@ -358,10 +364,10 @@ class _Guards:
                 groups[-1][1] = j
         guarded = self._has(lbrace + 1, rbrace)
         if guarded:
-            self._wrap(i, e, f"{_NS}stmt __mt_s({t[i].line}u, {t[e - 1].line}u); ")
+            self._wrap(i, e, self._stmt(i, e))
         for start, stop in groups:
             if guarded and start < stop:
-                self._wrap(start, stop, f"{_NS}arm __mt_a({self._next_id()}u, {t[start].line}u); ")
+                self._wrap(start, stop, self._arm(start))
             self.block(start, stop)
 
     def _refuse_partial_operands(self, start: int, end: int) -> None:

@@ -67,12 +67,13 @@ void mt_simdgroup_barrier(uint32_t line);
 
 /* Simd exchange, the one primitive under every simd_* / quad_* collective and simdgroup_multiply_accumulate.
  * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot and suspends. When every live lane of the
- * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange that comes first in
- * program order among those the lanes wait at completes, over the lanes waiting at the same position (frames as
- * above, then cursor, `line` and `site`): the active lanes of a collective in divergent control flow. It returns the base of the slot array: lane j's
- * published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live` (bit j = lane j took part; lanes
- * elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the collective kind (a small integer
- * chosen by the caller). The returned slots stay valid until this lane's next exchange. */
+ * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange that comes
+ * first in program order among those the lanes wait at completes, over the lanes waiting at the same position (the
+ * frames below, then `line` and `site`): the active lanes of a collective in divergent control flow. It returns
+ * the base of the slot array: lane j's published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live`
+ * (bit j = lane j took part; lanes elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the
+ * collective kind (a small integer chosen by the caller). The returned slots stay valid until this lane's next
+ * exchange. */
 const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
                                       uint32_t* live);
 
@@ -83,12 +84,14 @@ const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t 
  * that contains one. Frames compare by (order, sub, id, count); a collective at a level by (cursor, line, site). */
 #define MT_MAX_FRAMES 32u
 typedef struct mt_frame {
-    uint32_t order;  /* source line of the construct; for a function body, its caller's cursor */
-    uint32_t sub;    /* function bodies: the number of the call within its caller's statement, else 0 */
+    uint32_t order;  /* source position of the construct (the front end's token number); for a function body, its
+                        caller's cursor */
+    uint32_t sub;    /* function bodies: the call's number since the caller's cursor was set; arms and loops:
+                        0xffffffff (after the calls made at the same position) */
     uint32_t id;     /* the construct's number from the front end */
-    uint32_t count;  /* loops: the iteration (it starts at 1 on the first), else 0 */
-    uint32_t cursor; /* source line of the statement running at this level (set before each one with a collective) */
-    uint32_t calls;  /* calls of functions with collectives made from that statement so far */
+    uint32_t count;  /* loops: the iteration (1 on the first), else 0 */
+    uint32_t cursor; /* source position reached at this level: set at the start and end of each guarded statement */
+    uint32_t calls;  /* calls of functions with collectives made since the cursor was set */
 } mt_frame;
 typedef struct mt_frames {
     uint32_t depth; /* frames beyond f[0] */

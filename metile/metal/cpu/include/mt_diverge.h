@@ -39,7 +39,8 @@ inline mt_frame& push_frame(mt_frames* s, uint32_t order, uint32_t sub, uint32_t
 }
 constexpr uint32_t kNoCall = 0xffffffffu; /* `sub` of arms and loops: after the calls made from the same line */
 
-/* An `if`/`switch` statement with guarded arms: the statement running at this level, from `start` to `end`. */
+/* An `if`/`switch` statement with guarded arms: the statement running at this level, from `start` to `end`
+ * (positions in the source: the front end numbers its tokens from 1, so that no two points tie). */
 struct stmt {
     mt_frames* s;
     uint32_t end;
@@ -51,23 +52,25 @@ struct stmt {
     stmt& operator=(const stmt&) = delete;
 };
 
-/* One arm (`if`, `else`, `case`/`default` group) starting at `line`. */
+/* One arm (`if`, `else`, `case`/`default` group) starting at source position `start`, on `line`. */
 struct arm {
     mt_frames* s;
-    arm(uint32_t id, uint32_t line) : s(mt_current_frames()) { push_frame(s, line, kNoCall, id, line); }
+    arm(uint32_t id, uint32_t start, uint32_t line) : s(mt_current_frames()) {
+        push_frame(s, start, kNoCall, id, line);
+    }
     ~arm() { --s->depth; }
     arm(const arm&) = delete;
     arm& operator=(const arm&) = delete;
 };
 
-/* A loop from `start` to `end`; next() counts an iteration, at() marks the statement a do-while condition or a
- * for increment is (both run after the body). */
+/* A loop from source position `start` to `end`, on `line`; next() counts an iteration, at() marks the position of
+ * a do-while condition or a for increment (both run after the body). */
 struct loop {
     mt_frames* s;
     uint32_t d, end;
-    loop(uint32_t id, uint32_t start, uint32_t end_line) : s(mt_current_frames()), end(end_line) {
+    loop(uint32_t id, uint32_t start, uint32_t end_pos, uint32_t line) : s(mt_current_frames()), end(end_pos) {
         set_cursor(s->f[s->depth], start);
-        push_frame(s, start, kNoCall, id, start);
+        push_frame(s, start, kNoCall, id, line);
         d = s->depth;
     }
     ~loop() {
@@ -80,8 +83,8 @@ struct loop {
         set_cursor(f, 0);
         return true;
     }
-    bool at(uint32_t line) {
-        set_cursor(s->f[d], line);
+    bool at(uint32_t pos) {
+        set_cursor(s->f[d], pos);
         return true;
     }
     loop(const loop&) = delete;
