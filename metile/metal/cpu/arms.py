@@ -21,10 +21,11 @@ and no loops gets none either.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from metile.metal.errors import MSLUnsupportedError
-from metile.metal.msl_lex import Tok, Token, tokenize
+from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
 
 _KINDS = (
@@ -46,6 +47,7 @@ _QUALIFIERS = frozenset({
     "constant", "&", "&&",
 })
 _NS = "::metal::_mt::"
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_collective(name: str) -> bool:
@@ -53,9 +55,13 @@ def is_collective(name: str) -> bool:
     return (name[8:] if name.startswith("__metal_") else name) in COLLECTIVES
 
 
-def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str]) -> list[tuple[int, int, str]]:
-    """Insertions (start, start, text) that put the guards of the module docstring into the source."""
-    if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens):
+def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str],
+              headers: Iterable[tuple[str, list[Token]]] = ()) -> list[tuple[int, int, str]]:
+    """Insertions (start, start, text) that put the guards of the module docstring into the source. `headers` are
+    the (path, tokens) of the files it includes: calls of their functions with collectives get guards around them
+    too (their own bodies are compiled as they are)."""
+    extra = _header_uses(headers)
+    if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens) and not extra:
         return []
     close, open_of = _brackets(tokens)
     if close is None:
@@ -63,7 +69,9 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         raise errors.at(first, "cannot read the control flow around this simd collective (brackets do not balance "
                         "outside preprocessor conditionals)", MSLUnsupportedError)
     bodies = _function_bodies(tokens, close, open_of)
-    names = _collective_names(tokens, close, bodies)
+    names = _collective_names(tokens, close, bodies, extra)
+    if not any(t.kind is Tok.IDENT and t.text in names for t in tokens):
+        return []
     guard = _Guards(tokens, close, names, errors)
     kernels = set(kernel_names)
     done_until = -1
@@ -145,18 +153,39 @@ def _callee_name(tokens: list[Token], k: int, open_of: dict[int, int]) -> str | 
     return None
 
 
-def _collective_names(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, int]]) -> frozenset[str]:
-    """Names whose call may run a collective: the collectives themselves, and by a fixpoint the functions and
-    function-like or object-like macros whose text names one."""
+def _header_uses(headers: Iterable[tuple[str, list[Token]]]) -> dict[str, set[str]]:
+    """The names each function and macro of the headers uses, for headers that name a collective."""
+    uses: dict[str, set[str]] = {}
+    for _, toks in headers:
+        if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in toks):
+            continue
+        close, open_of = _brackets(toks)
+        bodies = _function_bodies(toks, close, open_of) if close is not None else []
+        for name, used in _uses(toks, close or {}, bodies).items():
+            uses.setdefault(name, set()).update(used)
+    return uses
+
+
+def _uses(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, int]]) -> dict[str, set[str]]:
     uses: dict[str, set[str]] = {}
     for name, lbrace in bodies:
         used = uses.setdefault(name, set())
         used.update(t.text for t in tokens[lbrace + 1:close[lbrace]] if t.kind is Tok.IDENT)
     for t in tokens:
         if t.kind is Tok.DIRECTIVE and t.text.lstrip("# \t").startswith("define"):
-            words = [s.text for s in tokenize(t.text.replace("#", " ", 1)) if s.kind is Tok.IDENT]
+            words = _WORD.findall(t.text)  # `define`, the name, its text (words in strings count too)
             if len(words) >= 2:
                 uses.setdefault(words[1], set()).update(words[2:])
+    return uses
+
+
+def _collective_names(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, int]],
+                      extra: dict[str, set[str]]) -> frozenset[str]:
+    """Names whose call may run a collective: the collectives themselves, and by a fixpoint the functions and
+    macros (of the source and its headers) whose text names one."""
+    uses = _uses(tokens, close, bodies)
+    for name, used in extra.items():
+        uses.setdefault(name, set()).update(used)
     names = {w for used in uses.values() for w in used if is_collective(w)}
     changed = True
     while changed:
@@ -270,7 +299,6 @@ class _Guards:
         return e
 
     def _if(self, i: int, e: int) -> None:
-        t = self.t
         p = self._paren(i)
         self._refuse_partial_operands(p + 1, self.close[p])
         then_start = self.close[p] + 1
