@@ -140,6 +140,19 @@ int compare_positions(const Fiber* a, const Fiber* b) {
 
 inline bool at_collective(const Fiber* f) { return f->wait == kExchange || f->wait == kSgBarrier; }
 
+/* The quick test of compare_positions(a, b) == 0 (equal frame hashes stand for equal frames). */
+inline bool same_position(const Fiber* a, const Fiber* b) {
+    return a->wait_key == b->wait_key && a->wait_line == b->wait_line && a->wait_site == b->wait_site;
+}
+
+/* Record where the running fiber waits. */
+inline void wait_at(Fiber* f, Wait kind, uint32_t line, uint32_t site) {
+    f->wait = kind;
+    f->wait_line = line;
+    f->wait_site = site;
+    f->wait_key = f->frames.key;
+}
+
 /* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) that comes first in program
  * order over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
  * buffer: no lane reads slots while all are suspended, so any lane's other buffer is free. The running fiber, if it
@@ -147,12 +160,22 @@ inline bool at_collective(const Fiber* f) { return f->wait == kExchange || f->wa
 void resolve(Worker* w, Simdgroup& sg) {
     Fiber** F = w->fibers.data() + sg.first;
     const Fiber* best = nullptr;
-    for (uint32_t i = 0; i < sg.lanes; ++i)
-        if (at_collective(F[i]) && (!best || compare_positions(F[i], best) < 0)) best = F[i];
+    bool same = true; /* every waiting lane is at one position (the usual case: no second comparison) */
+    for (uint32_t i = 0; i < sg.lanes; ++i) {
+        if (!at_collective(F[i])) continue;
+        if (!best) {
+            best = F[i];
+            continue;
+        }
+        const int c = same_position(F[i], best) ? 0 : compare_positions(F[i], best);
+        if (c == 0) continue;
+        same = false;
+        if (c < 0) best = F[i];
+    }
     uint32_t mask = 0, buf = 2;
     for (uint32_t i = 0; i < sg.lanes; ++i) {
         Fiber* f = F[i];
-        if (!at_collective(f) || (f != best && compare_positions(f, best) != 0)) continue;
+        if (!at_collective(f) || (!same && !same_position(f, best) && compare_positions(f, best) != 0)) continue;
         mask |= 1u << i;
         if (f->wait != kExchange) continue;
         if (buf == 2) buf = f->xbuf;
@@ -219,6 +242,7 @@ void fill_positions(Worker* w, Launch* L) {
         f->wait_line = 0;
         f->xbuf = f->xnext = f->xmask = 0;
         f->frames.depth = 0;
+        f->frames.key = 0;
         f->frames.f[0] = mt_frame{};
         ctx_prepare(f);
     }
@@ -411,9 +435,7 @@ MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
     Worker* w = tl_worker;
     Fiber* f = w->cur;
     Simdgroup& sg = w->sgs[f->sg];
-    f->wait = kSgBarrier;
-    f->wait_line = line;
-    f->wait_site = 0;
+    wait_at(f, kSgBarrier, line, 0);
     ++sg.suspended;
     ++sg.in_collective;
     maybe_resolve(w, sg);
@@ -432,9 +454,7 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
     f->xbuf = f->xnext;
     f->xnext ^= 1u;
     memcpy(sg.slots[f->xbuf][f->lane], src, bytes);
-    f->wait = kExchange;
-    f->wait_line = line;
-    f->wait_site = site;
+    wait_at(f, kExchange, line, site);
     ++sg.suspended;
     ++sg.in_collective;
     maybe_resolve(w, sg);

@@ -20,9 +20,26 @@ extern "C" mt_frames* mt_current_frames(void) __attribute__((const));
 namespace metal {
 namespace _mt {
 
-inline void set_cursor(mt_frame& f, uint32_t line) {
-    f.cursor = line;
+inline void refresh_key(mt_frames* s) {
+    const mt_frame& top = s->f[s->depth];
+    s->key = top.hash ^ ((uint64_t(top.cursor) << 32 | s->depth) * 0xD6E8FEB86659FD93ull);
+}
+inline void set_cursor(mt_frames* s, uint32_t level, uint32_t pos) {
+    mt_frame& f = s->f[level];
+    f.cursor = pos;
     f.calls = 0;
+    refresh_key(s);
+}
+inline void pop_frame(mt_frames* s) {
+    --s->depth;
+    refresh_key(s);
+}
+inline uint64_t frame_hash(uint64_t parent, const mt_frame& f) {
+    uint64_t h = parent ^ ((uint64_t(f.order) << 32 | f.sub) * 0x9E3779B97F4A7C15ull);
+    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+    h ^= (uint64_t(f.id) << 32 | f.count) * 0x94D049BB133111EBull;
+    h = (h ^ (h >> 31)) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 32);
 }
 inline mt_frame& push_frame(mt_frames* s, uint32_t order, uint32_t sub, uint32_t id, uint32_t line) {
     if (__builtin_expect(s->depth + 1u >= MT_MAX_FRAMES, 0))
@@ -35,6 +52,8 @@ inline mt_frame& push_frame(mt_frames* s, uint32_t order, uint32_t sub, uint32_t
     f.count = 0;
     f.cursor = 0;
     f.calls = 0;
+    f.hash = frame_hash(s->f[s->depth - 1].hash, f);
+    refresh_key(s);
     return f;
 }
 constexpr uint32_t kNoCall = 0xffffffffu; /* `sub` of arms and loops: after the calls made from the same line */
@@ -44,10 +63,8 @@ constexpr uint32_t kNoCall = 0xffffffffu; /* `sub` of arms and loops: after the 
 struct stmt {
     mt_frames* s;
     uint32_t end;
-    stmt(uint32_t start, uint32_t end_line) : s(mt_current_frames()), end(end_line) {
-        set_cursor(s->f[s->depth], start);
-    }
-    ~stmt() { set_cursor(s->f[s->depth], end); }
+    stmt(uint32_t start, uint32_t end_pos) : s(mt_current_frames()), end(end_pos) { set_cursor(s, s->depth, start); }
+    ~stmt() { set_cursor(s, s->depth, end); }
     stmt(const stmt&) = delete;
     stmt& operator=(const stmt&) = delete;
 };
@@ -58,7 +75,7 @@ struct arm {
     arm(uint32_t id, uint32_t start, uint32_t line) : s(mt_current_frames()) {
         push_frame(s, start, kNoCall, id, line);
     }
-    ~arm() { --s->depth; }
+    ~arm() { pop_frame(s); }
     arm(const arm&) = delete;
     arm& operator=(const arm&) = delete;
 };
@@ -69,22 +86,23 @@ struct loop {
     mt_frames* s;
     uint32_t d, end;
     loop(uint32_t id, uint32_t start, uint32_t end_pos, uint32_t line) : s(mt_current_frames()), end(end_pos) {
-        set_cursor(s->f[s->depth], start);
+        set_cursor(s, s->depth, start);
         push_frame(s, start, kNoCall, id, line);
         d = s->depth;
     }
     ~loop() {
         --s->depth;
-        set_cursor(s->f[s->depth], end);
+        set_cursor(s, s->depth, end);
     }
     bool next() {
         mt_frame& f = s->f[d];
         ++f.count;
-        set_cursor(f, 0);
+        f.hash = frame_hash(s->f[d - 1].hash, f);
+        set_cursor(s, d, 0);
         return true;
     }
     bool at(uint32_t pos) {
-        set_cursor(s->f[d], pos);
+        set_cursor(s, d, pos);
         return true;
     }
     loop(const loop&) = delete;
@@ -99,7 +117,7 @@ struct fn {
         const uint32_t cursor = caller.cursor, call = ++caller.calls;
         push_frame(s, cursor, call, id, line);
     }
-    ~fn() { --s->depth; }
+    ~fn() { pop_frame(s); }
     fn(const fn&) = delete;
     fn& operator=(const fn&) = delete;
 };
