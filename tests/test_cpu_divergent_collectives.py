@@ -449,3 +449,42 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
     with pytest.raises(metile.DeviceFault, match="nested too deeply") as e:
         run(cpu, src, x, 1)
     assert "divergent.metal:7" in str(e.value)
+
+
+LAMBDA_AND_OPERATOR = """
+struct acc {
+    float v;
+};
+acc operator+(acc a, acc b) { return acc{simd_sum(a.v) + b.v}; }   // a collective where no name shows
+
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {
+    auto total = [&](float v) {
+        if (lane % 2 == 0) return simd_sum(v);
+        return simd_max(v);
+    };
+    acc a{x[i]}, one{1.0f};
+    acc r = lane < 10 ? acc{0.0f} : one;
+    if (lane < 10) r = a + one; else r = one + a;   // two arms, one operator
+    float t;
+    if (lane < 20) t = total(x[i]); else t = total(-x[i]);
+    out[i * 2] = r.v;
+    out[i * 2 + 1] = t;
+}
+"""
+
+
+def test_lambdas_and_operators_with_collectives_in_both_arms(cpu):
+    x = np.random.default_rng(12).standard_normal(64).astype(np.float32)
+    o = run(cpu, LAMBDA_AND_OPERATOR, x, 2)
+    for sg in range(2):
+        v = lanes_of(x, sg)
+        lo = LANES < 10
+        want_r = np.where(lo, v[lo].sum() + 1.0, 1.0 * (~lo).sum() + v)
+        t = np.zeros(32)
+        for arm, val in ((LANES < 20, v), (LANES >= 20, -v)):
+            even, odd = arm & (LANES % 2 == 0), arm & (LANES % 2 == 1)
+            t[even] = val[even].sum()
+            t[odd] = val[odd].max()
+        np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0], want_r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 1], t, rtol=1e-5, atol=1e-5)

@@ -69,10 +69,11 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         raise errors.at(first, "cannot read the control flow around this simd collective (brackets do not balance "
                         "outside preprocessor conditionals)", MSLUnsupportedError)
     bodies = _function_bodies(tokens, close, open_of)
-    names = _collective_names(tokens, close, bodies, extra)
+    lambdas = _lambda_bodies(tokens, open_of)
+    names = _collective_names(tokens, close, bodies + [(n, i) for i, n in lambdas.items() if n], extra)
     if not any(t.kind is Tok.IDENT and t.text in names for t in tokens):
         return []
-    guard = _Guards(tokens, close, names, errors)
+    guard = _Guards(tokens, close, names, errors, frozenset(lambdas))
     kernels = set(kernel_names)
     done_until = -1
     for name, lbrace in bodies:
@@ -123,6 +124,27 @@ def _function_bodies(tokens: list[Token], close: dict[int, int], open_of: dict[i
         name = _callee_name(tokens, open_of[k] - 1, open_of)
         if name is not None:
             out.append((name, i))
+    return out
+
+
+def _lambda_bodies(tokens: list[Token], open_of: dict[int, int]) -> dict[int, str]:
+    """{index of `{`: the variable it initializes ("" for none)} of each lambda: `[...](...) {` or `[...] {`."""
+    out = {}
+    for i, t in enumerate(tokens):
+        if t.text != "{" or t.kind is not Tok.PUNCT:
+            continue
+        k = i - 1
+        while k >= 0 and tokens[k].text in _QUALIFIERS:
+            k -= 1
+        if k >= 1 and tokens[k].text == ")" and k in open_of:
+            k = open_of[k] - 1
+        if k < 1 or tokens[k].text != "]" or k not in open_of:
+            continue
+        cap = open_of[k]
+        if cap >= 1 and tokens[cap - 1].text not in ("=", "(", ",", "return", "{", ";", "}"):
+            continue  # `a[2] {...}`: an initializer, not a capture list
+        named = cap >= 2 and tokens[cap - 1].text == "=" and tokens[cap - 2].kind is Tok.IDENT
+        out[i] = tokens[cap - 2].text if named else ""
     return out
 
 
@@ -200,10 +222,14 @@ def _collective_names(tokens: list[Token], close: dict[int, int], bodies: list[t
 class _Guards:
     """Walks the statements of function bodies and collects the insertions."""
 
-    def __init__(self, tokens: list[Token], close: dict[int, int], names: frozenset[str], errors: SourceErrors):
+    def __init__(self, tokens: list[Token], close: dict[int, int], names: frozenset[str], errors: SourceErrors,
+                 lambdas: frozenset[int]):
         self.t = tokens
         self.close = close
         self.names = names
+        self.lambdas = lambdas
+        # an overloaded operator with a collective is called where no name shows: every construct gets guards
+        self.everywhere = "operator" in names
         self.errors = errors
         self.ids = 0
         self.before: dict[int, list[str]] = {}  # insertions at a token's start, in order
@@ -222,7 +248,8 @@ class _Guards:
         return self.ids
 
     def _has(self, start: int, end: int) -> bool:
-        return any(self.t[k].kind is Tok.IDENT and self.t[k].text in self.names for k in range(start, end))
+        t, names = self.t, self.names
+        return self.everywhere or any(t[k].kind is Tok.IDENT and t[k].text in names for k in range(start, end))
 
     def _wrap(self, start: int, end: int, opener: str) -> None:
         """Brace tokens[start:end] with `opener` after the `{`."""
@@ -296,7 +323,20 @@ class _Guards:
             self._switch(i, e)
         else:
             self._refuse_partial_operands(i, e)
+            self._lambdas_in(i, e)
         return e
+
+    def _lambdas_in(self, i: int, e: int) -> None:
+        """The bodies of the lambdas a simple statement defines: walked as function bodies."""
+        j = i
+        while j < e:
+            if j in self.lambdas:
+                if self._has(j + 1, self.close[j]):
+                    self.function_body(j)
+                self.block(j + 1, self.close[j])
+                j = self.close[j] + 1
+            else:
+                j += 1
 
     def _if(self, i: int, e: int) -> None:
         p = self._paren(i)

@@ -9,14 +9,18 @@
  *
  * Simd collectives and simdgroup barriers run over the lanes that reach them, as on Apple GPUs in divergent control
  * flow: when every live lane of a simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup
- * barrier), one collective completes, with the lanes waiting at the same call (site and .metal line) as its active
- * set; lanes elsewhere or exited take no part. Which one, when lanes wait at several: the one with the lowest .metal
- * line (then site). That is the order a GPU runs them in when the lanes that skipped a branch with a collective wait
- * at a later collective (`if (lane < 16) x = simd_sum(x); y = simd_sum(y);`), in an if/else with collectives in
- * both arms, and when lanes leave a loop with a collective in it early. Not so in a loop whose body has a
- * collective on a line before a divergent branch with a collective (the lanes that skipped the branch wait at the
- * earlier line of the next iteration); nor are two calls of one helper function in different arms told apart (the
- * collective's line is the same). design notes: /work/shared/design/metal_on_cpu.md.
+ * barrier), one collective completes, with the lanes waiting at the same position as its active set; lanes elsewhere
+ * or exited take no part. A position is the lane's frames (mt_runtime.h: the arms, loop iterations and calls of
+ * functions with collectives it is in, kept by guards the front end puts into the code, metile/metal/cpu/arms.py and
+ * include/mt_diverge.h), then the cursor of its innermost frame, the collective's .metal line and its site. The one
+ * that runs is the first in program order (compare_positions): a lane still in an arm of an earlier loop iteration,
+ * or inside an arm or call that the others have left, is behind them and runs first; two arms of one branch are
+ * disjoint and run in source order. So a GPU's order is kept for branches, if/else (a helper called from both arms is
+ * two collectives), loops left early or continued, lane-dependent trip counts, a loop whose body has a collective
+ * before a divergent branch with one, and lanes leaving a helper at an early return. Not modelled: branches in code
+ * the front end does not rewrite (included headers, lambdas, overloaded operators), where calls at the same frames
+ * run in (line, site) order as before; two calls of one helper in one statement left at different returns.
+ * design notes: /work/shared/design/metal_on_cpu.md.
  */
 #include "runtime_internal.h"
 
