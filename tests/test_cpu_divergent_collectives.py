@@ -488,3 +488,34 @@ def test_lambdas_and_operators_with_collectives_in_both_arms(cpu):
             t[odd] = val[odd].max()
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0], want_r, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 1], t, rtol=1e-5, atol=1e-5)
+
+
+def test_loops_after_a_pragma_or_a_macro_get_their_guards(cpu):
+    src = """
+#define UNROLL_HINT
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {
+    float a = x[i], b = x[i];
+    #pragma unroll
+    for (uint it = 0; it < 2; ++it) {
+        a = simd_sum(a) * 0.25f;
+        if (lane < 16) b = simd_sum(b) * 0.5f;
+    }
+    UNROLL_HINT for (uint it = 0; it < 2; ++it) {
+        a = simd_sum(a) * 0.25f;
+        if (lane >= 8) b = simd_sum(b) * 0.5f;
+    }
+    out[i * 2] = a;
+    out[i * 2 + 1] = b;
+}
+"""
+    x = np.random.default_rng(13).standard_normal(64).astype(np.float32)
+    o = run(cpu, src, x, 2)
+    for sg in range(2):
+        a, b = lanes_of(x, sg), lanes_of(x, sg)
+        for arm in (LANES < 16, LANES >= 8):
+            for _ in range(2):
+                a[:] = a.sum() * 0.25
+                b[arm] = b[arm].sum() * 0.5
+        np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0], a, rtol=1e-5)
+        np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 1], b, rtol=1e-5)

@@ -3,20 +3,23 @@
 A GPU runs the arms of a lane-divergent branch one after the other and the iterations of a loop in step, so a
 collective runs over the lanes that reach it in the same arm, the same loop iteration and the same call. The
 runtime (`runtime_sched.cpp`) sees only where each lane waits; this pass tells it the rest by putting guards from
-`include/mt_diverge.h` into the translated text, for every construct whose text contains a collective
-(transitively through the functions and macros of the source, by name):
+`include/mt_diverge.h` into the translated text, for every construct whose text names a collective (directly, or
+through the functions, lambdas and macros of the source and of the headers it includes, by a fixpoint on names):
 
-- an `if`/`switch` statement with such arms: `{ stmt(start, end); if (...) { arm(ID, line); ... } ... }`, each
-  such arm (and `case`/`default` group) braced with an `arm` guard, so the two arms of (b) in
+- an `if`/`switch` statement with such arms: `{ stmt(start, end); if (...) { arm(ID, pos, line); ... } ... }`, each
+  such arm (and `case`/`default` group) braced with an `arm` guard, so that the two arms of
   `if (lane < 16) r = f(x); else r = f(y);` are two collectives;
-- a loop: `{ loop __mt_lID(ID, start, end); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc)) ... }`
-  (`while`: the condition; `do`: the body start), so lanes in different iterations never meet;
-- the body of a function: `{ fn(ID, line); ...`, ordered by its caller's statement.
+- a loop: `{ loop __mt_lID(ID, start, end, line); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc))
+  ... }` (`while`: in the condition; `do` and range-for: at the body's start), so that lanes in different
+  iterations never meet and an earlier iteration runs first;
+- the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number.
 
-Guards are inserted without adding or removing a newline, so the `.metal` lines of the text stay. Collectives
-in an operand of `?:`, `&&` or `||` that not every lane evaluates are refused: no guard can tell which lanes
-evaluated them. A source without collectives gets no guards; one with collectives only in straight-line code
-and no loops gets none either.
+Positions are token numbers (from 1), so no two points of the source tie; lines are only for messages. Guards are
+inserted without adding or removing a newline, so the `.metal` lines of the text stay. A collective in an operand
+of `?:`, `&&` or `||` that not every lane evaluates is refused: no guard can tell which lanes evaluated it. A
+source without collectives gets no guards, nor does straight-line kernel code; an overloaded operator with a
+collective puts guards on every construct, since its calls show no name. Headers are compiled as they are: the
+control flow inside their functions is not marked.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ _QUALIFIERS = frozenset({
     "const", "noexcept", "override", "final", "volatile", "mutable", "thread", "device", "threadgroup",
     "constant", "&", "&&",
 })
+_STATEMENT_WORDS = frozenset({"if", "for", "while", "do", "switch", "return", "break", "continue"})
 _NS = "::metal::_mt::"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -292,12 +296,16 @@ class _Guards:
             while j < end and t[j].text != ":":
                 j = self.close.get(j, j) + 1
             return self.extent(j + 1, end)
+        if t[i].kind is Tok.DIRECTIVE:
+            return i + 1
         j = i
         while j < end:
             if t[j].text == ";":
                 return j + 1
             if t[j].text == "}" and j not in self.close:
                 return j
+            if j > i and (t[j].kind is Tok.DIRECTIVE or t[j].text in _STATEMENT_WORDS):
+                return j  # `MLX_MTL_PRAGMA_UNROLL for (...)`: a macro before a statement of its own
             j = self.close.get(j, j) + 1
         return end
 
