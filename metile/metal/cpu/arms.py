@@ -9,9 +9,11 @@ through the functions, lambdas and macros of the source and of the headers it in
 - an `if`/`switch` statement with such arms: `{ stmt(start, end); if (...) { arm(ID, pos, line); ... } ... }`, each
   such arm (and `case`/`default` group) braced with an `arm` guard, so that the two arms of
   `if (lane < 16) r = f(x); else r = f(y);` are two collectives;
-- a loop: `{ loop __mt_lID(ID, start, end, line); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc))
-  ... }` (`while`: in the condition; `do` and range-for: at the body's start), so that lanes in different
-  iterations never meet and an earlier iteration runs first;
+- a loop whose lanes may part ways inside (an arm or a nested loop with a collective, or `continue`):
+  `{ loop __mt_lID(ID, start, end, line); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc)) ... }`
+  (`while`: in the condition; `do` and range-for: at the body's start), so that lanes in different iterations
+  never meet and an earlier iteration runs first (other loops need none: their lanes run each iteration's
+  collectives together, and lanes that leave early wait after the loop);
 - the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number.
 
 Positions are token numbers (from 1), so no two points of the source tie; lines are only for messages. Guards are
@@ -377,7 +379,7 @@ class _Guards:
             parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
         for start, stop in parts:
             self._refuse_partial_operands(start, stop)
-        if self._has(i, e):
+        if self._has(i, e) and self._diverges(*body):
             n = self._next_id()
             g = f"__mt_l{n}"
             self._wrap(i, e, f"{_NS}loop {g}({n}u, {i + 1}u, {e}u, {t[i].line}u); ")
@@ -394,6 +396,27 @@ class _Guards:
             else:  # a range-based for: count at the body's start
                 self._wrap(body[0], body[1], f"{g}.next(); ")
         self.statement(*body)
+
+    def _diverges(self, start: int, end: int) -> bool:
+        """Whether lanes running the loop body tokens[start:end] together may part ways before its end and meet
+        its collectives in different iterations: through an arm with a collective, a nested loop with one (whose
+        lanes may leave at different iterations), or `continue`. Without any, the lanes that run an iteration
+        reach its collectives together, and those that leave the loop early wait after it: no frame is needed."""
+        t = self.t
+        j = start
+        while j < end:
+            e = self.extent(j, end)
+            word = t[j].text
+            if word == "{":
+                if self._diverges(j + 1, e - 1):
+                    return True
+            elif word in ("if", "switch", "for", "while", "do"):
+                if self._has(j, e) or any(t[k].text in ("continue", "goto") for k in range(j, e)):
+                    return True
+            elif any(t[k].text in ("continue", "goto") for k in range(j, e)):
+                return True
+            j = e
+        return False
 
     def _around(self, span: tuple[int, int], left: str, right: str, empty: str = "") -> None:
         start, stop = span

@@ -92,14 +92,14 @@ typedef struct mt_frame {
     uint32_t count;  /* loops: the iteration (1 on the first), else 0 */
     uint32_t cursor; /* source position reached at this level: set at the start and end of each guarded statement */
     uint32_t calls;  /* calls of functions with collectives made since the cursor was set */
-    uint64_t hash;   /* of (order, sub, id, count) of this frame and those above it (f[0]: 0), kept by the guards:
-                        the runtime's quick test that two lanes are in the same frames */
+    uint64_t hash;   /* of (order, sub, id) of this frame and (order, sub, id, count) of those above it (f[0]: 0),
+                        kept by the guards for the key below */
 } mt_frame;
 typedef struct mt_frames {
     uint32_t depth; /* frames beyond f[0] */
     uint32_t reserved;
-    uint64_t key;   /* f[depth].hash mixed with f[depth].cursor and depth, kept by the guards: where a collective
-                       called now would be, for the runtime's quick comparison */
+    uint64_t key;   /* f[depth]'s hash, count and cursor and depth mixed, kept by the guards: where a collective
+                       called now would be, for the runtime's quick comparison (equal keys: equal frames) */
     mt_frame f[MT_MAX_FRAMES];
 } mt_frames;
 

@@ -20,9 +20,11 @@ extern "C" mt_frames* mt_current_frames(void) __attribute__((const));
 namespace metal {
 namespace _mt {
 
+/* A frame's instance: its hash and its iteration. */
+inline uint64_t instance(const mt_frame& f) { return f.hash ^ (uint64_t(f.count) * 0x94D049BB133111EBull); }
 inline void refresh_key(mt_frames* s) {
     const mt_frame& top = s->f[s->depth];
-    s->key = top.hash ^ ((uint64_t(top.cursor) << 32 | s->depth) * 0xD6E8FEB86659FD93ull);
+    s->key = instance(top) + ((uint64_t(top.cursor) << 32 | s->depth) * 0xD6E8FEB86659FD93ull);
 }
 inline void set_cursor(mt_frames* s, uint32_t level, uint32_t pos) {
     mt_frame& f = s->f[level];
@@ -34,10 +36,11 @@ inline void pop_frame(mt_frames* s) {
     --s->depth;
     refresh_key(s);
 }
+/* Of the frames above (their instances) and this one's (order, sub, id); its count is mixed in by instance(). */
 inline uint64_t frame_hash(uint64_t parent, const mt_frame& f) {
     uint64_t h = parent ^ ((uint64_t(f.order) << 32 | f.sub) * 0x9E3779B97F4A7C15ull);
     h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
-    h ^= (uint64_t(f.id) << 32 | f.count) * 0x94D049BB133111EBull;
+    h ^= uint64_t(f.id) * 0x94D049BB133111EBull;
     h = (h ^ (h >> 31)) * 0x9E3779B97F4A7C15ull;
     return h ^ (h >> 32);
 }
@@ -52,7 +55,7 @@ inline mt_frame& push_frame(mt_frames* s, uint32_t order, uint32_t sub, uint32_t
     f.count = 0;
     f.cursor = 0;
     f.calls = 0;
-    f.hash = frame_hash(s->f[s->depth - 1].hash, f);
+    f.hash = frame_hash(instance(s->f[s->depth - 1]), f);
     refresh_key(s);
     return f;
 }
@@ -95,9 +98,7 @@ struct loop {
         set_cursor(s, s->depth, end);
     }
     bool next() {
-        mt_frame& f = s->f[d];
-        ++f.count;
-        f.hash = frame_hash(s->f[d - 1].hash, f);
+        ++s->f[d].count;
         set_cursor(s, d, 0);
         return true;
     }
