@@ -519,3 +519,27 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
                 b[arm] = b[arm].sum() * 0.5
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0], a, rtol=1e-5)
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 1], b, rtol=1e-5)
+
+
+def test_an_inner_loop_whose_counter_the_body_changes_is_not_taken_for_a_fixed_one(cpu):
+    src = """
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {
+    float c = 0.0f, d = 0.0f;
+    for (uint j = 0; j < 2; ++j) {
+        for (uint t = 0; t < 6; ++t) {     // odd lanes skip every other iteration: 3 trips, even lanes 6
+            c += simd_sum(float(j + 1));
+            t += lane % 2;
+        }
+    }
+    for (uint j = 0; j < 2; ++j)
+        for (int u = 0; u < 2; ++u) d += simd_sum(1.0f) * float(j + 1);   // the same trips for every lane
+    out[i * 2] = c;
+    out[i * 2 + 1] = d;
+}
+"""
+    o = run(cpu, src, np.zeros(64, np.float32), 2)
+    for sg in range(2):
+        want_c = np.where(LANES % 2 == 0, (3 * 32 + 3 * 16) * (1 + 2), 3 * 32 * (1 + 2))
+        np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 0], want_c)
+        np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 1], 2 * 32 * (1 + 2))

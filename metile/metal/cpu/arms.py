@@ -52,6 +52,7 @@ _QUALIFIERS = frozenset({
     "constant", "&", "&&",
 })
 _STATEMENT_WORDS = frozenset({"if", "for", "while", "do", "switch", "return", "break", "continue"})
+_ASSIGNMENTS = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "++", "--"})
 _NS = "::metal::_mt::"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -410,6 +411,9 @@ class _Guards:
             if word == "{":
                 if self._diverges(j + 1, e - 1):
                     return True
+            elif word == "for" and self._fixed_trips(j, e):
+                if self._diverges(self.close[self._paren(j)] + 1, e):
+                    return True
             elif word in ("if", "switch", "for", "while", "do"):
                 if self._has(j, e) or any(t[k].text in ("continue", "goto") for k in range(j, e)):
                     return True
@@ -417,6 +421,27 @@ class _Guards:
                 return True
             j = e
         return False
+
+    def _fixed_trips(self, i: int, e: int) -> bool:
+        """`for (T v = literal; ...; ...)` whose condition and increment name only `v`, whose body never assigns
+        `v`, takes its address or leaves early: every lane runs it the same number of times."""
+        t = self.t
+        parts = self._for_parts(self._paren(i))
+        if len(parts) != 3:
+            return False
+        (i0, i1), cond, inc = parts
+        init = t[i0:i1]
+        if len(init) < 3 or init[-2].text != "=" or init[-1].kind is not Tok.NUMBER or init[-3].kind is not Tok.IDENT:
+            return False
+        var = init[-3].text
+        if any(t[k].kind is Tok.IDENT and t[k].text != var for part in (cond, inc) for k in range(*part)):
+            return False
+        for k in range(parts[2][1] + 1, e):
+            if t[k].text in ("break", "return", "continue", "goto"):
+                return False
+            if t[k].text == var and (k + 1 < e and t[k + 1].text in _ASSIGNMENTS or t[k - 1].text in ("++", "--", "&")):
+                return False
+        return True
 
     def _around(self, span: tuple[int, int], left: str, right: str, empty: str = "") -> None:
         start, stop = span
