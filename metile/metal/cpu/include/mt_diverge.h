@@ -4,12 +4,13 @@
  *
  * The MSL front end (metile/metal/cpu/arms.py) puts these guards into the code it translates: a `stmt` around an
  * `if` or `switch` statement whose arms contain a collective, an `arm` at the start of each such arm, a `loop`
- * around a loop whose text contains one (with `next()` at the start of each iteration), and an `fn` at the start of
- * the body of a function that contains one. Each keeps the thread's frames (mt_runtime.h) in step with the
- * structured control flow it runs through, so that the runtime groups at one collective only the lanes that reach
- * it in the same arm, loop iteration and call, and runs the collectives of diverged lanes in program order. Line
- * numbers are those of the translated text (the front end passes them as constants). Leaving a guard's scope in
- * any way (`break`, `continue`, `return`) pops its frame.
+ * around a loop with one whose lanes may part ways inside (with `next()` at the start of each iteration), and an
+ * `fn` at the start of the body of a function or lambda that contains one. Each keeps the thread's frames
+ * (mt_runtime.h) in step with the structured control flow it runs through, so that the runtime groups at one
+ * collective only the lanes that reach it in the same arm, loop iteration and call, and runs the collectives of
+ * diverged lanes in program order. Positions are the front end's token numbers and lines those of the .metal text,
+ * passed as constants. Leaving a guard's scope in any way (`break`, `continue`, `return`) pops its frame. The
+ * frames' key (mt_runtime.h) is refreshed on every change, so the runtime reads one word per lane.
  */
 #ifndef METILE_MT_DIVERGE_H
 #define METILE_MT_DIVERGE_H
