@@ -68,20 +68,20 @@ struct Stack {
 
 enum Wait : uint8_t { kRunnable = 0, kTgBarrier, kSgBarrier, kExchange, kDone };
 
+/* The fields a simd exchange touches come first, so that with the assembly switch they share one cache line with
+ * the frames' depth and key. */
 struct alignas(64) Fiber {
     Ctx ctx;
-    Stack stack;
-    mt_thread_pos pos;
     uint32_t index = 0, sg = 0, lane = 0;
     Wait wait = kRunnable;
     uint32_t wait_line = 0, wait_site = 0; /* where it waits; wait_site 0 is a simdgroup barrier */
-    uint64_t wait_key = 0; /* its frames' hash, depth and cursor there: lanes with equal keys, lines and sites wait
-                              at one collective (runtime_sched.cpp) */
     uint32_t xbuf = 0;  /* slot buffer holding its published bytes, then the completed exchange's bytes */
     uint32_t xnext = 0; /* slot buffer its next exchange publishes into (each lane alternates) */
     uint32_t xmask = 0; /* lanes that took part in its last completed exchange */
-    mt_frames frames;   /* where it is in the control flow around collectives (mt_runtime.h); last: its depth
-                           and key share a cache line with the fields above */
+    mt_frames frames;   /* where it is in the control flow around collectives (mt_runtime.h): while it waits, its
+                           key, wait_line and wait_site are where (runtime_sched.cpp) */
+    Stack stack;
+    mt_thread_pos pos;
 };
 
 bool stack_alloc(Stack& s, size_t bytes);

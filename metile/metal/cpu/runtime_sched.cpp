@@ -144,9 +144,9 @@ int compare_positions(const Fiber* a, const Fiber* b) {
 
 inline bool at_collective(const Fiber* f) { return f->wait == kExchange || f->wait == kSgBarrier; }
 
-/* The quick test of compare_positions(a, b) == 0 (equal frame hashes stand for equal frames). */
+/* The quick test of compare_positions(a, b) == 0 (equal keys stand for equal frames and cursors). */
 inline bool same_position(const Fiber* a, const Fiber* b) {
-    return a->wait_key == b->wait_key && a->wait_line == b->wait_line && a->wait_site == b->wait_site;
+    return a->frames.key == b->frames.key && a->wait_line == b->wait_line && a->wait_site == b->wait_site;
 }
 
 /* Record where the running fiber waits. */
@@ -154,7 +154,6 @@ inline void wait_at(Fiber* f, Wait kind, uint32_t line, uint32_t site) {
     f->wait = kind;
     f->wait_line = line;
     f->wait_site = site;
-    f->wait_key = f->frames.key;
 }
 
 /* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) that comes first in program
