@@ -22,7 +22,7 @@ from build_driver import BuildError, build_driver  # noqa: E402
 # Keep in step with the RT_TEST names in tests/native/runtime/rt_tests_*.cpp (test_every_native_test_is_listed).
 NATIVE_TESTS = (
     "positions_1d", "positions_2d", "positions_3d", "reverse_order", "barrier_ordering", "simdgroup_barrier",
-    "exchange_sum_full", "exchange_sum_partial", "exchange_sum_exited_lanes", "yield_progress",
+    "exchange_sum_full", "exchange_sum_partial", "exchange_sum_exited_lanes", "exchange_frames_order", "yield_progress",
     "fp_control_per_thread", "fp_control_reset_after_fault", "threadgroup_memory_reuse_and_fill",
     "threadgroup_memory_limit", "multi_worker", "concurrent_launches", "launch_validation", "buffer_alloc",
     "divergence_barrier_lines", "divergence_exit_while_waiting", "exchange_active_sets",

@@ -29,6 +29,7 @@ import attrs
 from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.addrspace import address_space_edits
+from metile.metal.cpu.arms import arm_edits
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
@@ -144,6 +145,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     headers = function_constant_scan.included_headers(directives, include_dirs, (INCLUDE_DIR,))
     constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
+    edits += arm_edits(tokens, errors, (k.name for k in kernels), headers)
     body = _apply_edits(text, edits)
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,

@@ -67,14 +67,45 @@ void mt_simdgroup_barrier(uint32_t line);
 
 /* Simd exchange, the one primitive under every simd_* / quad_* collective and simdgroup_multiply_accumulate.
  * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot and suspends. When every live lane of the
- * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange with the lowest
- * (`line`, `site`) among those the lanes wait at completes, over the lanes waiting at that same (`site`, `line`):
- * the active lanes of a collective in divergent control flow. It returns the base of the slot array: lane j's
- * published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live` (bit j = lane j took part; lanes
- * elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the collective kind (a small integer
- * chosen by the caller). The returned slots stay valid until this lane's next exchange. */
+ * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange that comes
+ * first in program order among those the lanes wait at completes, over the lanes waiting at the same position (the
+ * frames below, then `line` and `site`): the active lanes of a collective in divergent control flow. It returns
+ * the base of the slot array: lane j's published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live`
+ * (bit j = lane j took part; lanes elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the
+ * collective kind (a small integer chosen by the caller). The returned slots stay valid until this lane's next
+ * exchange. */
 const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
                                       uint32_t* live);
+
+/* Where a thread is in the control flow around simd collectives, kept by code the MSL front end inserts
+ * (metile/metal/cpu/arms.py, guards in include/mt_diverge.h) and read by the runtime to tell which lanes reach the
+ * same collective and which collective a GPU runs first (runtime_sched.cpp). f[0] is the kernel function; each
+ * deeper frame is an `if`/`else`/`case` arm or a loop whose text contains a collective, or the body of a function
+ * that contains one. Frames compare by (order, sub, id, count); a collective at a level by (cursor, line, site). */
+#define MT_MAX_FRAMES 32u
+typedef struct mt_frame {
+    uint32_t order;  /* source position of the construct (the front end's token number); for a function body, its
+                        caller's cursor */
+    uint32_t sub;    /* function bodies: the call's number since the caller's cursor was set; arms and loops:
+                        0xffffffff (after the calls made at the same position) */
+    uint32_t id;     /* the construct's number from the front end */
+    uint32_t count;  /* loops: the iteration (1 on the first), else 0 */
+    uint32_t cursor; /* source position reached at this level: set at the start and end of each guarded statement */
+    uint32_t calls;  /* calls of functions with collectives made since the cursor was set */
+    uint64_t hash;   /* of (order, sub, id) of this frame and (order, sub, id, count) of those above it (f[0]: 0),
+                        kept by the guards for the key below */
+} mt_frame;
+typedef struct mt_frames {
+    uint32_t depth; /* frames beyond f[0] */
+    uint32_t reserved;
+    uint64_t key;   /* f[depth]'s hash, count and cursor and depth mixed, kept by the guards: where a collective
+                       called now would be, for the runtime's quick comparison (equal keys: equal frames) */
+    mt_frame f[MT_MAX_FRAMES];
+} mt_frames;
+
+/* The frames of the running thread: the same pointer for the whole life of a GPU thread (declared `const` by the
+ * compatibility header, as mt_current_pos). */
+mt_frames* mt_current_frames(void);
 
 /* Threadgroup memory declared in a kernel body (`threadgroup T name[N];`), numbered 0.. by the front end in
  * source order. Returns the storage of declaration `slot` for the current threadgroup: the same pointer for every
@@ -170,9 +201,9 @@ void mt_buffer_free(void* data);
  * Mappings never overlap, so a faulting address names at most one buffer. */
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
-/* Version of this interface; bumped on any change of the structures above. */
+/* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 2u
+#define MT_RUNTIME_ABI_VERSION 3u
 
 #ifdef __cplusplus
 }

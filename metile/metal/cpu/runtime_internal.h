@@ -68,16 +68,20 @@ struct Stack {
 
 enum Wait : uint8_t { kRunnable = 0, kTgBarrier, kSgBarrier, kExchange, kDone };
 
+/* The fields a simd exchange touches come first, so that with the assembly switch they share one cache line with
+ * the frames' depth and key. */
 struct alignas(64) Fiber {
     Ctx ctx;
-    Stack stack;
-    mt_thread_pos pos;
     uint32_t index = 0, sg = 0, lane = 0;
     Wait wait = kRunnable;
     uint32_t wait_line = 0, wait_site = 0; /* where it waits; wait_site 0 is a simdgroup barrier */
     uint32_t xbuf = 0;  /* slot buffer holding its published bytes, then the completed exchange's bytes */
     uint32_t xnext = 0; /* slot buffer its next exchange publishes into (each lane alternates) */
     uint32_t xmask = 0; /* lanes that took part in its last completed exchange */
+    mt_frames frames;   /* where it is in the control flow around collectives (mt_runtime.h): while it waits, its
+                           key, wait_line and wait_site are where (runtime_sched.cpp) */
+    Stack stack;
+    mt_thread_pos pos;
 };
 
 bool stack_alloc(Stack& s, size_t bytes);
@@ -133,7 +137,7 @@ struct Launch {
 
 /* Lanes of a simdgroup that reach simd collectives in divergent control flow: a collective completes when every live
  * lane of the simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup barrier); the lanes
- * waiting at the same call (site and line) take part, the others do not (runtime_sched.cpp). */
+ * waiting at the same position (frames, then the call) take part, the others do not (runtime_sched.cpp). */
 struct Simdgroup {
     uint32_t lanes = 0, live = 0, first = 0; /* lanes, lanes not exited, index of lane 0 */
     uint32_t suspended = 0;  /* live lanes waiting at a collective, a simdgroup barrier or the threadgroup barrier */

@@ -9,14 +9,18 @@
  *
  * Simd collectives and simdgroup barriers run over the lanes that reach them, as on Apple GPUs in divergent control
  * flow: when every live lane of a simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup
- * barrier), one collective completes, with the lanes waiting at the same call (site and .metal line) as its active
- * set; lanes elsewhere or exited take no part. Which one, when lanes wait at several: the one with the lowest .metal
- * line (then site). That is the order a GPU runs them in when the lanes that skipped a branch with a collective wait
- * at a later collective (`if (lane < 16) x = simd_sum(x); y = simd_sum(y);`), in an if/else with collectives in
- * both arms, and when lanes leave a loop with a collective in it early. Not so in a loop whose body has a
- * collective on a line before a divergent branch with a collective (the lanes that skipped the branch wait at the
- * earlier line of the next iteration); nor are two calls of one helper function in different arms told apart (the
- * collective's line is the same). design notes: /work/shared/design/metal_on_cpu.md.
+ * barrier), one collective completes, with the lanes waiting at the same position as its active set; lanes elsewhere
+ * or exited take no part. A position is the lane's frames (mt_runtime.h: the arms, loop iterations and calls of
+ * functions with collectives it is in, kept by guards the front end puts into the code, metile/metal/cpu/arms.py and
+ * include/mt_diverge.h), then the cursor of its innermost frame, the collective's .metal line and its site. The one
+ * that runs is the first in program order (compare_positions): a lane still in an arm of an earlier loop iteration,
+ * or inside an arm or call that the others have left, is behind them and runs first; two arms of one branch are
+ * disjoint and run in source order. So a GPU's order is kept for branches, if/else (a helper called from both arms is
+ * two collectives), loops left early or continued, lane-dependent trip counts, a loop whose body has a collective
+ * before a divergent branch with one, and lanes leaving a helper at an early return. Not modelled: branches and
+ * loops in code the front end does not rewrite (functions of included headers), where collectives at the same frames
+ * run in (line, site) order as before.
+ * design notes: /work/shared/design/metal_on_cpu.md.
  */
 #include "runtime_internal.h"
 
@@ -113,23 +117,68 @@ void complete_tg_barrier(Worker* w) {
     }
 }
 
-/* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) with the lowest line, then
- * site, over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
+/* Program order of the positions of two lanes waiting at collectives or simdgroup barriers (see the file comment):
+ * < 0 when a's comes first, 0 when both wait at the same collective. At the first level where their frames differ,
+ * frames compare by (order, sub, id, count); a frame and a call at a level by the frame's order and the call's
+ * cursor (a tie puts the frame first: the call is then in a statement after the construct began); two calls by
+ * (cursor, line, site). */
+int compare_positions(const Fiber* a, const Fiber* b) {
+    const mt_frames& x = a->frames;
+    const mt_frames& y = b->frames;
+    const uint32_t n = x.depth < y.depth ? x.depth : y.depth;
+    for (uint32_t i = 1; i <= n; ++i) {
+        const mt_frame& p = x.f[i];
+        const mt_frame& q = y.f[i];
+        if (p.order != q.order) return p.order < q.order ? -1 : 1;
+        if (p.sub != q.sub) return p.sub < q.sub ? -1 : 1;
+        if (p.id != q.id) return p.id < q.id ? -1 : 1;
+        if (p.count != q.count) return p.count < q.count ? -1 : 1;
+    }
+    if (x.depth > n) return x.f[n + 1].order <= y.f[n].cursor ? -1 : 1;
+    if (y.depth > n) return y.f[n + 1].order <= x.f[n].cursor ? 1 : -1;
+    if (x.f[n].cursor != y.f[n].cursor) return x.f[n].cursor < y.f[n].cursor ? -1 : 1;
+    if (a->wait_line != b->wait_line) return a->wait_line < b->wait_line ? -1 : 1;
+    if (a->wait_site != b->wait_site) return a->wait_site < b->wait_site ? -1 : 1;
+    return 0;
+}
+
+inline bool at_collective(const Fiber* f) { return f->wait == kExchange || f->wait == kSgBarrier; }
+
+/* The quick test of compare_positions(a, b) == 0 (equal keys stand for equal frames and cursors). */
+inline bool same_position(const Fiber* a, const Fiber* b) {
+    return a->frames.key == b->frames.key && a->wait_line == b->wait_line && a->wait_site == b->wait_site;
+}
+
+/* Record where the running fiber waits. */
+inline void wait_at(Fiber* f, Wait kind, uint32_t line, uint32_t site) {
+    f->wait = kind;
+    f->wait_line = line;
+    f->wait_site = site;
+}
+
+/* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) that comes first in program
+ * order over the lanes waiting at it (see the file comment). The lanes' published bytes are gathered into one slot
  * buffer: no lane reads slots while all are suspended, so any lane's other buffer is free. The running fiber, if it
  * takes part, is made runnable without being queued. */
 void resolve(Worker* w, Simdgroup& sg) {
     Fiber** F = w->fibers.data() + sg.first;
-    uint64_t best = UINT64_MAX;
-    for (uint32_t i = 0; i < sg.lanes; ++i)
-        if (F[i]->wait == kExchange || F[i]->wait == kSgBarrier) {
-            const uint64_t key = (uint64_t(F[i]->wait_line) << 32) | F[i]->wait_site;
-            if (key < best) best = key;
+    const Fiber* best = nullptr;
+    bool same = true; /* every waiting lane is at one position (the usual case: no second comparison) */
+    for (uint32_t i = 0; i < sg.lanes; ++i) {
+        if (!at_collective(F[i])) continue;
+        if (!best) {
+            best = F[i];
+            continue;
         }
+        const int c = same_position(F[i], best) ? 0 : compare_positions(F[i], best);
+        if (c == 0) continue;
+        same = false;
+        if (c < 0) best = F[i];
+    }
     uint32_t mask = 0, buf = 2;
     for (uint32_t i = 0; i < sg.lanes; ++i) {
         Fiber* f = F[i];
-        if ((f->wait != kExchange && f->wait != kSgBarrier) || ((uint64_t(f->wait_line) << 32) | f->wait_site) != best)
-            continue;
+        if (!at_collective(f) || (!same && !same_position(f, best) && compare_positions(f, best) != 0)) continue;
         mask |= 1u << i;
         if (f->wait != kExchange) continue;
         if (buf == 2) buf = f->xbuf;
@@ -195,6 +244,9 @@ void fill_positions(Worker* w, Launch* L) {
         f->wait = kRunnable;
         f->wait_line = 0;
         f->xbuf = f->xnext = f->xmask = 0;
+        f->frames.depth = 0;
+        f->frames.key = 0;
+        f->frames.f[0] = mt_frame{};
         ctx_prepare(f);
     }
 }
@@ -386,9 +438,7 @@ MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
     Worker* w = tl_worker;
     Fiber* f = w->cur;
     Simdgroup& sg = w->sgs[f->sg];
-    f->wait = kSgBarrier;
-    f->wait_line = line;
-    f->wait_site = 0;
+    wait_at(f, kSgBarrier, line, 0);
     ++sg.suspended;
     ++sg.in_collective;
     maybe_resolve(w, sg);
@@ -407,9 +457,7 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
     f->xbuf = f->xnext;
     f->xnext ^= 1u;
     memcpy(sg.slots[f->xbuf][f->lane], src, bytes);
-    f->wait = kExchange;
-    f->wait_line = line;
-    f->wait_site = site;
+    wait_at(f, kExchange, line, site);
     ++sg.suspended;
     ++sg.in_collective;
     maybe_resolve(w, sg);
@@ -478,6 +526,11 @@ MT_EXPORT void mt_yield(void) {
     Fiber* f = w->cur;
     rq_push(tg, f);
     switch_to(w, f, rq_pop(tg));
+}
+
+MT_EXPORT mt_frames* mt_current_frames(void) {
+    Worker* w = tl_worker;
+    return w && w->cur ? &w->cur->frames : nullptr;
 }
 
 MT_EXPORT const mt_thread_pos* mt_current_pos(void) {

@@ -214,6 +214,54 @@ RT_TEST(exchange_sum_full) { return exchange_case(why, 32, 0, 0) && exchange_cas
 RT_TEST(exchange_sum_partial) { return exchange_case(why, 48, 0, 0) && exchange_case(why, 1, 0, 0) && exchange_case(why, 70, 0, 1); }
 RT_TEST(exchange_sum_exited_lanes) { return exchange_case(why, 64, 5, 0) && exchange_case(why, 48, 3, 1) && exchange_case(why, 40, 2, 0); }
 
+/* Frames (as the guards of include/mt_diverge.h keep them): lanes below 16 enter an arm inside iteration 1 of a loop
+ * and exchange there at line 30 while the others already wait at line 5 of iteration 2; the arm runs first (its
+ * iteration comes first), then iteration 2's exchange has every lane. By line alone, line 5 would run first. */
+static void set_key(mt_frames* s) {
+    const mt_frame& top = s->f[s->depth];
+    s->key = uint64_t(s->depth) << 48 ^ uint64_t(top.count) << 32 ^ top.order ^ uint64_t(top.cursor) << 16;
+}
+
+static void frames_kernel(void* const* buffers, const mt_thread_pos* pos) {
+    uint32_t* out = static_cast<uint32_t*>(buffers[0]) + pos->thread_index_in_threadgroup * 4;
+    mt_frames* s = mt_current_frames();
+    out[3] = s != nullptr && s->depth == 0 && s == mt_current_frames();
+    const uint32_t lane = pos->thread_index_in_simdgroup;
+    uint32_t live = 0;
+    s->depth = 1;
+    s->f[1] = mt_frame{10, 0xffffffffu, 1, 1, 0, 0, 0};
+    set_key(s);
+    mt_simd_exchange(&lane, 4, 1, 5, &live);
+    out[0] = live;
+    if (lane < 16) {
+        s->depth = 2;
+        s->f[2] = mt_frame{20, 0xffffffffu, 2, 0, 0, 0, 0};
+        set_key(s);
+        mt_simd_exchange(&lane, 4, 1, 30, &live);
+        out[1] = live;
+        s->depth = 1;
+    }
+    s->f[1].count = 2;
+    set_key(s);
+    mt_simd_exchange(&lane, 4, 1, 5, &live);
+    out[2] = live;
+    s->depth = 0;
+}
+
+RT_TEST(exchange_frames_order) {
+    std::vector<uint32_t> out(64 * 4, 0);
+    Launch l(frames_kernel);
+    l.groups(1, 1, 1, 64, 1, 1).buffers({out.data()});
+    CHECK(l.run() == MT_OK, "%s", l.describe().c_str());
+    for (uint32_t i = 0; i < 64; ++i) {
+        const uint32_t* o = &out[i * 4];
+        CHECK(o[3] == 1, "thread %u: frames pointer or depth", i);
+        CHECK(o[0] == 0xffffffffu && o[2] == 0xffffffffu, "thread %u: live %#x then %#x", i, o[0], o[2]);
+        CHECK(i % 32 >= 16 || o[1] == 0xffffu, "thread %u: arm live %#x", i, o[1]);
+    }
+    return true;
+}
+
 /* ---- yields, FP control words, threadgroup memory --------------------------------------------------------------- */
 
 static void yield_spin(void* const* buffers, const mt_thread_pos* pos) {

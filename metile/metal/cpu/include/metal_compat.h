@@ -8,7 +8,8 @@
  * header included before them sees `thread` or `device` redefined.
  *
  * Parts: mt_base.h (scalars, traits, constants), mt_vec.h + mt_swizzle.h (vectors), mt_math.h (math, integer,
- * geometric and relational functions), mt_simd.h (barriers, simd and quad collectives), mt_matrix.h
+ * geometric and relational functions), mt_simd.h (barriers, simd and quad collectives), mt_diverge.h (control-flow frames
+ * around collectives, put in by the front end), mt_matrix.h
  * (simdgroup_matrix), mt_atomic.h (atomics), mt_intrinsics.h (the __metal_* builtins real-world MSL calls).
  */
 #ifndef METILE_METAL_COMPAT_H
@@ -24,6 +25,7 @@
 #include "mt_vec.h"
 #include "mt_math.h"
 #include "mt_simd.h"
+#include "mt_diverge.h"
 #include "mt_intrinsics.h"
 #include "mt_matrix.h"
 #include "mt_atomic.h"

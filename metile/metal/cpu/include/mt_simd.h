@@ -6,8 +6,9 @@
  * that take part, and computes its own result from their slots, visiting lanes in increasing order so that all
  * lanes get bit-identical results. Each collective kind passes its own `site` number; the .metal line of the call
  * comes from a defaulted `__builtin_LINE()` argument (the front end's #line directives make it the .metal line).
- * The runtime lets the lanes that reach the same (site, line) take part, as Apple GPUs run a collective over the
- * active lanes in divergent control flow (see mt_runtime.h). Reading a lane that takes no part (it is elsewhere,
+ * The runtime lets the lanes that reach the same (site, line) in the same arm, loop iteration and call (the frames
+ * of mt_diverge.h) take part, as Apple GPUs run a collective over the active lanes in divergent control flow (see
+ * mt_runtime.h). Reading a lane that takes no part (it is elsewhere,
  * exited, or beyond a partial simdgroup) gives the caller's own value (Metal leaves it undefined); reductions,
  * scans, votes and broadcast_first cover the lanes that take part only. Quads are lanes 4q .. 4q+3.
  */
