@@ -87,6 +87,11 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         if lbrace < done_until:
             continue  # a local class's member function: walked with its enclosing body
         done_until = close[lbrace]
+        if _is_constexpr(tokens, lbrace) and not any(t.kind is Tok.IDENT and is_collective(t.text)
+                                                      for t in tokens[lbrace + 1:close[lbrace]]):
+            # guards are not literal types: they would take constexpr from a function that calls no collective
+            # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
+            continue
         if name in names and name not in kernels:
             guard.function_body(lbrace)
         guard.block(lbrace + 1, close[lbrace])
@@ -132,6 +137,16 @@ def _function_bodies(tokens: list[Token], close: dict[int, int], open_of: dict[i
         if name is not None:
             out.append((name, i))
     return out
+
+
+def _is_constexpr(tokens: list[Token], lbrace: int) -> bool:
+    """Whether the function whose body opens at tokens[lbrace] is declared `constexpr` (or `consteval`)."""
+    k = lbrace - 1
+    while k >= 0 and tokens[k].text not in (";", "{", "}"):
+        if tokens[k].text in ("constexpr", "consteval"):
+            return True
+        k -= 1
+    return False
 
 
 def _lambda_bodies(tokens: list[Token], open_of: dict[int, int]) -> dict[int, str]:
