@@ -117,11 +117,14 @@ _GUARD = re.compile(DEFINED + r"\s*\(\s*([A-Za-z_]\w*)\s*\)")
 _INCLUDE = re.compile(r'\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 
 
-def _statements(tokens: list[Token]):
-    """(first, last) token indices of each program-scope statement ending in `;` (namespaces are looked into)."""
+def _program_scope(tokens: list[Token]):
+    """Walk program scope, looking into namespaces: yields ("directive", n, n) for a directive at tokens[n],
+    (";", start, n) for a statement ending in `;` at tokens[n], and ("}", start, n) for a definition whose body
+    closes at tokens[n]."""
     depth, start, ns = 0, 0, []
     for n, t in enumerate(tokens):
         if t.kind is Tok.DIRECTIVE:
+            yield "directive", n, n
             start = n + 1
         elif t.text == "{":
             if depth == 0 and any(x.text == "namespace" for x in tokens[start:n]):
@@ -132,14 +135,23 @@ def _statements(tokens: list[Token]):
         elif t.text == "}":
             if depth == 0 and ns:
                 ns.pop()
-            else:
-                depth -= 1
+                start = n + 1
+                continue
+            depth -= 1
             if depth == 0:
+                yield "}", start, n
                 start = n + 1
         elif t.text == ";" and depth == 0:
             if n > start:
-                yield start, n
+                yield ";", start, n
             start = n + 1
+
+
+def _statements(tokens: list[Token]):
+    """(first, last) token indices of each program-scope statement ending in `;` (namespaces are looked into)."""
+    for kind, start, end in _program_scope(tokens):
+        if kind == ";":
+            yield start, end
 
 
 def _declaration(stmt: list[Token], errors: SourceErrors, header: str = "") -> FunctionConstant | None:
@@ -230,34 +242,17 @@ def _kernel_uses(token_lists: list[list[Token]], kernels, names: set[str]):
 
 
 def _items(tokens: list[Token]) -> list[Item]:
-    items, depth, start, ns = [], 0, 0, []
-    for n, t in enumerate(tokens):
-        if t.kind is Tok.DIRECTIVE:
-            m = _DEFINE.match(t.text)
-            if m is not None:
-                words = frozenset(_WORD.findall(t.text[m.end():]))
-                guarded = frozenset(_GUARD.findall(t.text[m.end():]))
-                items.append(Item(frozenset({m.group(1)}), words, guarded))
-            start = n + 1
-        elif t.text == "{":
-            if depth == 0 and any(x.text == "namespace" for x in tokens[start:n]):
-                ns.append(depth)
-                start = n + 1
-                continue
-            depth += 1
-        elif t.text == "}":
-            if depth == 0 and ns:
-                ns.pop()
-                start = n + 1
-                continue
-            depth -= 1
-            if depth == 0:
-                items.append(_item(tokens[start:n + 1]))
-                start = n + 1
-        elif t.text == ";" and depth == 0:
-            if n > start:
-                items.append(_item(tokens[start:n + 1]))
-            start = n + 1
+    items = []
+    for kind, start, end in _program_scope(tokens):
+        if kind != "directive":
+            items.append(_item(tokens[start:end + 1]))
+            continue
+        text = tokens[start].text
+        m = _DEFINE.match(text)
+        if m is not None:
+            words = frozenset(_WORD.findall(text[m.end():]))
+            guarded = frozenset(_GUARD.findall(text[m.end():]))
+            items.append(Item(frozenset({m.group(1)}), words, guarded))
     return items
 
 
