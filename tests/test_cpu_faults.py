@@ -95,10 +95,11 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     err = run_fault(cpu, src, "barrier.metal")
     assert err.kind == "barrier-divergence"
     text = str(err)
+    assert "one simdgroup" in text
     assert str(line_of(src, "// A")) in text and str(line_of(src, "// B")) in text
 
 
-def test_exit_while_others_wait_at_a_barrier(cpu):
+def test_exit_while_others_wait_at_a_barrier_under_sanitize(cpu):
     src = HEAD + """
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
     if (i == 3) return;
@@ -106,9 +107,10 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     out[i] = 1.0f;
 }
 """
-    err = run_fault(cpu, src, "exit.metal")
+    err = run_fault(cpu, src, "exit.metal", sanitize=True)
     assert err.kind == "barrier-divergence"
-    assert "exit" in str(err).lower()
+    assert "returned from the kernel" in str(err) and err.thread == (3, 0, 0)
+    assert err.loc.line == line_of(src, "// WAIT")
 
 
 def test_hang_is_stopped_by_the_watchdog(cpu):

@@ -56,9 +56,12 @@ typedef struct mt_thread_pos {
  * value). */
 typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
 
-/* threadgroup_barrier: suspends until every live thread of the threadgroup arrived at a barrier. `line` is the
- * .metal line of the call; threads waiting at barriers on different lines, or a thread exiting while others wait,
- * is a barrier-divergence fault. */
+/* threadgroup_barrier: suspends until every simdgroup with live lanes arrived, as on Apple GPUs: a simdgroup
+ * arrives when all its live lanes are suspended and those waiting at a threadgroup barrier come first in program
+ * order (see mt_simd_exchange); exited lanes do not hold it, and arrivals count whatever line they come from. The
+ * barrier releases the lanes waiting at it. `line` is the .metal line of the call; lanes of one simdgroup waiting
+ * at two barrier lines is a barrier-divergence fault, and with `sanitize` so are simdgroups at different lines and
+ * a thread exiting without passing the barriers the others passed. */
 void mt_threadgroup_barrier(uint32_t line);
 
 /* simdgroup_barrier: suspends like a simd exchange (below) that publishes nothing: the lanes that reach it at `line`
@@ -141,7 +144,8 @@ enum mt_fault_kind {
     MT_FAULT_BAD_ACCESS = 1,         /* SIGSEGV/SIGBUS on a data address (guard page, unmapped) */
     MT_FAULT_MISALIGNED = 2,         /* misaligned access (alignment trap) */
     MT_FAULT_DIV_ZERO = 3,           /* integer division by zero */
-    MT_FAULT_BARRIER_DIVERGENCE = 4, /* barrier reached at different lines, or exit while others wait */
+    MT_FAULT_BARRIER_DIVERGENCE = 4, /* one simdgroup at two barrier lines (sanitize: simdgroups at two lines,
+                                        exit while others wait) */
     MT_FAULT_SIMD_DIVERGENCE = 5,    /* unused: collectives run over the lanes that reach them (kept for the ABI) */
     MT_FAULT_HANG = 6,               /* watchdog timeout */
     MT_FAULT_TG_MEMORY = 7,          /* threadgroup memory over the limit */

@@ -82,6 +82,7 @@ struct alignas(64) Fiber {
                            key, wait_line and wait_site are where (runtime_sched.cpp) */
     Stack stack;
     mt_thread_pos pos;
+    uint32_t bar_passed = 0; /* threadgroup barriers it passed (the sanitizer checks it against bars_done) */
 };
 
 bool stack_alloc(Stack& s, size_t bytes);
@@ -143,6 +144,7 @@ struct Simdgroup {
     uint32_t suspended = 0;  /* live lanes waiting at a collective, a simdgroup barrier or the threadgroup barrier */
     uint32_t in_collective = 0; /* of those, lanes waiting at a collective or a simdgroup barrier */
     uint32_t tg_waiters = 0; /* of those, lanes waiting at the threadgroup barrier */
+    uint32_t arrived = 0;    /* 1: it arrived at the threadgroup barrier (runtime_sched.cpp), nothing of it runs */
     uint32_t epoch = 0;      /* sanitizer: synchronisations of this simdgroup */
     /* published bytes: lane j's k-th exchange writes slots[k-th buffer][j] (see Fiber::xnext) */
     alignas(64) unsigned char slots[2][MT_SIMD_WIDTH][MT_SLOT_BYTES];
@@ -152,7 +154,10 @@ struct Threadgroup {
     uint32_t idx[3] = {0, 0, 0};
     uint32_t size[3] = {0, 0, 0};
     uint32_t n = 0, nsg = 0, live = 0;
-    uint32_t bar_count = 0, bar_line = 0, bar_first = 0;
+    /* the threadgroup barrier: lanes waiting at one, simdgroups arrived, simdgroups with live lanes; the line and
+     * a lane of the first simdgroup to arrive; the first thread to return (sanitizer reports) */
+    uint32_t bar_count = 0, bar_sgs = 0, live_sgs = 0, bar_line = 0, bar_first = 0, exit_first = 0;
+    uint32_t bars_done = 0; /* threadgroup barriers completed */
     uint32_t epoch = 0;
     size_t mem_used = 0;
     Fiber* rq[kMaxThreads]; /* ready queue: every fiber is in it at most once */

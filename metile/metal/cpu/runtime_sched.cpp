@@ -2,10 +2,15 @@
  * thread exit, threadgroup memory.
  *
  * Every fiber of a threadgroup is in one of: runnable (in the ready queue or running), waiting at the threadgroup
- * barrier, waiting at its simdgroup's barrier, waiting in a simd exchange, or done. The last thread to arrive at
- * the threadgroup barrier completes it, puts the waiters back in the ready queue and carries on; a thread that
- * blocks switches straight to the next runnable fiber. Inconsistent threadgroup barriers are divergence faults
- * reported as soon as they are seen, so that no fiber ever waits on something that cannot complete.
+ * barrier, waiting at its simdgroup's barrier, waiting in a simd exchange, or done. A thread that blocks switches
+ * straight to the next runnable fiber.
+ *
+ * The threadgroup barrier counts simdgroups, as Apple GPUs do: a simdgroup arrives when all its live lanes are
+ * suspended and the first in program order (below) waits at the barrier; lanes masked off (waiting further on) or
+ * returned take no part. When every simdgroup with live lanes arrived, whatever line, the waiting lanes go on. One
+ * simdgroup at two barriers is a fault; the sanitizer also reports simdgroups at two lines and threads returning
+ * without passing the barriers the others passed. Every fully suspended simdgroup completes a collective or arrives,
+ * so deadlock() is only a check.
  *
  * Simd collectives and simdgroup barriers run over the lanes that reach them, as on Apple GPUs in divergent control
  * flow: when every live lane of a simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup
@@ -24,6 +29,7 @@
  */
 #include "runtime_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
 
@@ -91,32 +97,6 @@ __attribute__((always_inline)) inline void block(Worker* w, Fiber* f) {
     switch_to(w, f, next);
 }
 
-void complete_tg_barrier(Worker* w) {
-    Threadgroup* tg = w->tg;
-    ++tg->epoch;
-    for (uint32_t s = 0; s < tg->nsg; ++s) {
-        Simdgroup& sg = w->sgs[s];
-        ++sg.epoch;
-        sg.suspended -= sg.tg_waiters;
-        sg.tg_waiters = 0;
-    }
-    tg->bar_count = 0;
-    Fiber** F = w->fibers.data();
-    if (!w->reverse) {
-        for (uint32_t i = 0; i < tg->n; ++i)
-            if (F[i]->wait == kTgBarrier) {
-                F[i]->wait = kRunnable;
-                rq_push(tg, F[i]);
-            }
-    } else {
-        for (uint32_t i = tg->n; i-- > 0;)
-            if (F[i]->wait == kTgBarrier) {
-                F[i]->wait = kRunnable;
-                rq_push(tg, F[i]);
-            }
-    }
-}
-
 /* Program order of the positions of two lanes waiting at collectives or simdgroup barriers (see the file comment):
  * < 0 when a's comes first, 0 when both wait at the same collective. At the first level where their frames differ,
  * frames compare by (order, sub, id, count); a frame and a call at a level by the frame's order and the call's
@@ -154,6 +134,109 @@ inline void wait_at(Fiber* f, Wait kind, uint32_t line, uint32_t site) {
     f->wait = kind;
     f->wait_line = line;
     f->wait_site = site;
+}
+
+void resolve(Worker* w, Simdgroup& sg); /* below; the threadgroup barrier first (see the file comment) */
+
+/* A barrier divergence of thread `self` at `line` with thread `other` at `other_line` (indices in the group). */
+[[noreturn]] __attribute__((format(printf, 6, 7))) void barrier_fault(Worker* w, uint32_t self, uint32_t line,
+                                                                      uint32_t other, uint32_t other_line,
+                                                                      const char* fmt, ...) {
+    w->in_kernel = 0;
+    if (mt_fault* rec = claim_fault(w->launch, w, MT_FAULT_BARRIER_DIVERGENCE, line)) {
+        thread_coords(w, self, rec->thread);
+        rec->has_other = 1;
+        thread_coords(w, other, rec->other_thread);
+        rec->other_line = other_line;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rec->message, sizeof rec->message, fmt, ap);
+        va_end(ap);
+    }
+    abandon(w);
+}
+
+/* Every simdgroup with live lanes arrived: release exactly the lanes waiting at the barrier (the running fiber, if
+ * one of them, is made runnable without being queued). Lanes waiting at collectives stay waiting. */
+void complete_tg_barrier(Worker* w) {
+    Threadgroup* tg = w->tg;
+    if (w->san_on && tg->live < tg->n)
+        barrier_fault(w, tg->exit_first, tg->bar_line, tg->bar_first, tg->bar_line,
+                      "a thread returned from the kernel while %u thread(s) wait at the threadgroup barrier at line %u "
+                      "(Apple GPUs let them pass: exited threads do not hold a barrier; Metal leaves it undefined)",
+                      tg->bar_count, tg->bar_line);
+    ++tg->epoch;
+    for (uint32_t s = 0; s < tg->nsg; ++s) {
+        Simdgroup& sg = w->sgs[s];
+        ++sg.epoch;
+        sg.suspended -= sg.tg_waiters;
+        sg.tg_waiters = 0;
+        sg.arrived = 0;
+    }
+    tg->bar_count = tg->bar_sgs = 0;
+    ++tg->bars_done;
+    Fiber** F = w->fibers.data();
+    for (uint32_t k = 0; k < tg->n; ++k) {
+        Fiber* f = F[w->reverse ? tg->n - 1 - k : k];
+        if (f->wait != kTgBarrier) continue;
+        f->wait = kRunnable;
+        ++f->bar_passed;
+        if (f != w->cur) rq_push(tg, f);
+    }
+}
+
+inline void maybe_complete_tg_barrier(Worker* w) {
+    if (w->tg->bar_sgs && w->tg->bar_sgs == w->tg->live_sgs) complete_tg_barrier(w);
+}
+
+/* Two lanes wait at one barrier: the same line in the same frames (cursors may differ: each is the statement its
+ * lane ran last at the innermost level). */
+bool same_barrier(const Fiber* a, const Fiber* b) {
+    if (same_position(a, b)) return true;
+    bool same = a->wait_line == b->wait_line && a->frames.depth == b->frames.depth;
+    for (uint32_t i = 1; same && i <= a->frames.depth; ++i) {
+        const mt_frame &p = a->frames.f[i], &q = b->frames.f[i];
+        same = p.order == q.order && p.sub == q.sub && p.id == q.id && p.count == q.count;
+    }
+    return same;
+}
+
+/* Every live lane of `sg` is suspended and the first of them in program order, `first`, waits at the threadgroup
+ * barrier: the simdgroup arrives (a GPU counts a barrier per simdgroup, whichever of its lanes are active). */
+void arrive(Worker* w, Simdgroup& sg, const Fiber* first) {
+    Threadgroup* tg = w->tg;
+    Fiber** F = w->fibers.data() + sg.first;
+    for (uint32_t i = 0; i < sg.lanes; ++i)
+        if (const Fiber* f = F[i]; f->wait == kTgBarrier && !same_barrier(f, first))
+            barrier_fault(w, f->index, f->wait_line, first->index, first->wait_line,
+                          "lanes of one simdgroup wait at two threadgroup barriers, at line %u and at line %u%s (a GPU "
+                          "counts a barrier once per simdgroup, so which of the two its arrival is for depends on "
+                          "how the compiler orders the divergent paths)", f->wait_line, first->wait_line,
+                          f->wait_line == first->wait_line ? " in different arms, iterations or calls" : "");
+    if (tg->bar_sgs == 0) {
+        tg->bar_line = first->wait_line;
+        tg->bar_first = first->index;
+    } else if (w->san_on && first->wait_line != tg->bar_line)
+        barrier_fault(w, first->index, first->wait_line, tg->bar_first, tg->bar_line,
+                      "simdgroups wait at the threadgroup barriers at line %u and at line %u (Apple GPUs count both "
+                      "as one barrier; Metal leaves it undefined)", first->wait_line, tg->bar_line);
+    sg.arrived = 1;
+    ++tg->bar_sgs;
+    maybe_complete_tg_barrier(w);
+}
+
+/* Every live lane of `sg` is suspended, some at the threadgroup barrier: the simdgroup arrives if a lane waiting at
+ * the barrier comes first in program order, else the first collective completes. */
+void settle(Worker* w, Simdgroup& sg) {
+    Fiber** F = w->fibers.data() + sg.first;
+    const Fiber* first = nullptr;
+    for (uint32_t i = 0; i < sg.lanes; ++i)
+        if (F[i]->wait == kTgBarrier && (!first || (!same_position(F[i], first) && compare_positions(F[i], first) < 0)))
+            first = F[i];
+    if (sg.in_collective)
+        for (uint32_t i = 0; i < sg.lanes; ++i)
+            if (at_collective(F[i]) && compare_positions(F[i], first) < 0) return resolve(w, sg);
+    arrive(w, sg, first);
 }
 
 /* Every live lane of `sg` is suspended: complete the collective (or simdgroup barrier) that comes first in program
@@ -203,9 +286,11 @@ void resolve(Worker* w, Simdgroup& sg) {
     }
 }
 
-/* A lane of `sg` suspended (already counted): complete a collective if that was the last running lane. */
+/* A lane of `sg` suspended or exited (already counted): if that was the last running lane, complete a collective or
+ * let the simdgroup arrive at the threadgroup barrier. */
 inline void maybe_resolve(Worker* w, Simdgroup& sg) {
-    if (sg.suspended == sg.live && sg.in_collective) resolve(w, sg);
+    if (sg.suspended != sg.live || sg.arrived || sg.suspended == 0) return;
+    sg.tg_waiters ? settle(w, sg) : resolve(w, sg);
 }
 
 void fill_positions(Worker* w, Launch* L) {
@@ -243,6 +328,7 @@ void fill_positions(Worker* w, Launch* L) {
         f->lane = i % MT_SIMD_WIDTH;
         f->wait = kRunnable;
         f->wait_line = 0;
+        f->bar_passed = 0;
         f->xbuf = f->xnext = f->xmask = 0;
         f->frames.depth = 0;
         f->frames.key = 0;
@@ -339,7 +425,7 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         sg.first = s * MT_SIMD_WIDTH;
         sg.lanes = tg->n - sg.first < MT_SIMD_WIDTH ? tg->n - sg.first : MT_SIMD_WIDTH;
         sg.live = sg.lanes;
-        sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = 0;
+        sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = sg.arrived = 0;
     }
     fill_positions(w, L);
     /* threadgroup memory: a fresh fill for the regions of this launch */
@@ -350,7 +436,8 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         if (r.map && r.launch == L->id) memset(r.ptr, d.tg_fill, r.bytes);
     if (w->san_on) san_begin_threadgroup(w);
     tg->live = tg->n;
-    tg->bar_count = 0;
+    tg->live_sgs = tg->nsg;
+    tg->bar_count = tg->bar_sgs = tg->bars_done = 0;
     tg->epoch = 0;
     tg->rq_head = tg->rq_tail = 0;
     if (!w->reverse)
@@ -377,22 +464,18 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
     Threadgroup* tg = w->tg;
     Simdgroup& sg = w->sgs[f->sg];
     f->wait = kDone;
-    --tg->live;
-    --sg.live;
-    if (tg->bar_count) {
-        uint32_t other[3];
-        thread_coords(w, tg->bar_first, other);
-        if (mt_fault* rec = claim_fault(L, w, MT_FAULT_BARRIER_DIVERGENCE, tg->bar_line)) {
-            rec->has_other = 1;
-            memcpy(rec->other_thread, other, sizeof other);
-            rec->other_line = tg->bar_line;
-            snprintf(rec->message, sizeof rec->message,
-                     "a thread returned from the kernel while %u thread(s) wait at the threadgroup barrier at line %u",
-                     tg->bar_count, tg->bar_line);
-        }
-        abandon(w);
+    if (tg->live-- == tg->n) tg->exit_first = f->index;
+    if (w->san_on && f->bar_passed != tg->bars_done)
+        barrier_fault(w, f->index, tg->bar_line, tg->bar_first, tg->bar_line,
+                      "a thread returned from the kernel after %u of the %u threadgroup barriers the others passed "
+                      "(the last at line %u; Apple GPUs let them pass; Metal leaves it undefined)", f->bar_passed,
+                      tg->bars_done, tg->bar_line);
+    if (--sg.live == 0) {
+        --tg->live_sgs;
+        maybe_complete_tg_barrier(w);
+    } else {
+        maybe_resolve(w, sg);
     }
-    maybe_resolve(w, sg);
     Fiber* next = rq_pop(tg);
     if (next) switch_to(w, f, next);
     else if (tg->live == 0) ctx_switch(&f->ctx, &w->sched);
@@ -403,35 +486,13 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
 MT_EXPORT void mt_threadgroup_barrier(uint32_t line) {
     Worker* w = tl_worker;
     Fiber* f = w->cur;
-    Threadgroup* tg = w->tg;
     Simdgroup& sg = w->sgs[f->sg];
-    if (tg->bar_count == 0) {
-        tg->bar_line = line;
-        tg->bar_first = f->index;
-    } else if (tg->bar_line != line) {
-        uint32_t other[3];
-        thread_coords(w, tg->bar_first, other);
-        if (mt_fault* rec = claim_fault(w->launch, w, MT_FAULT_BARRIER_DIVERGENCE, line)) {
-            rec->has_other = 1;
-            memcpy(rec->other_thread, other, sizeof other);
-            rec->other_line = tg->bar_line;
-            snprintf(rec->message, sizeof rec->message,
-                     "threadgroup barrier reached at line %u by thread (%u,%u,%u) and at line %u by thread (%u,%u,%u)",
-                     line, f->pos.thread_position_in_threadgroup[0], f->pos.thread_position_in_threadgroup[1],
-                     f->pos.thread_position_in_threadgroup[2], tg->bar_line, other[0], other[1], other[2]);
-        }
-        abandon(w);
-    }
-    if (++tg->bar_count == tg->live) {
-        complete_tg_barrier(w);
-        return;
-    }
-    f->wait = kTgBarrier;
-    f->wait_line = line;
+    wait_at(f, kTgBarrier, line, 0);
+    ++w->tg->bar_count;
     ++sg.tg_waiters;
     ++sg.suspended;
     maybe_resolve(w, sg);
-    block(w, f);
+    if (f->wait != kRunnable) block(w, f);
 }
 
 MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
