@@ -12,9 +12,13 @@ through the functions, lambdas and macros of the source and of the headers it in
 - a loop whose lanes may part ways inside (an arm or a nested loop with a collective, or `continue`):
   `{ loop __mt_lID(ID, start, end, line); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc)) ... }`
   (`while`: in the condition; `do` and range-for: at the body's start), so that lanes in different iterations
-  never meet and an earlier iteration runs first (other loops need none: their lanes run each iteration's
-  collectives together, and lanes that leave early wait after the loop);
-- the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number.
+  never meet and an earlier iteration runs first; any other loop with a collective gets a `stmt` around it
+  (its lanes run each iteration's collectives together; lanes that leave early wait after the loop, where the
+  statement's end gives them all one position again, whatever calls each made in it);
+- the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number
+  (with an overloaded operator that runs a collective, of every function: guards in a body without a frame of
+  its own would move its caller's position, and lanes returning early from it would then meet the caller's
+  next collective at different positions).
 
 Positions are token numbers (from 1), so no two points of the source tie; lines are only for messages. Guards are
 inserted without adding or removing a newline, so the `.metal` lines of the text stay. A collective in an operand
@@ -92,7 +96,10 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
             # guards are not literal types: they would take constexpr from a function that calls no collective
             # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
             continue
-        if name in names and name not in kernels:
+        if (name in names or guard.everywhere) and name not in kernels:
+            # with an operator that runs a collective any function may run one: each gets a frame of its own, so
+            # that the guards of its body never move its caller's position (lanes that return early from it would
+            # meet the caller's next collective at another position than the others)
             guard.function_body(lbrace)
         guard.block(lbrace + 1, close[lbrace])
     return guard.edits()
@@ -395,7 +402,11 @@ class _Guards:
             parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
         for start, stop in parts:
             self._refuse_partial_operands(start, stop)
-        if self._has(i, e) and self._diverges(*body):
+        if self._has(i, e) and not self._diverges(*body):
+            # lanes that leave early wait after the loop; the statement resets the calls their caller counted in
+            # it (lanes ran it different numbers of times), so that all meet the next collective at one position
+            self._wrap(i, e, self._stmt(i, e))
+        elif self._has(i, e):
             n = self._next_id()
             g = f"__mt_l{n}"
             self._wrap(i, e, f"{_NS}loop {g}({n}u, {i + 1}u, {e}u, {t[i].line}u); ")
