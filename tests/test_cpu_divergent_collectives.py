@@ -558,6 +558,7 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
     float t = x[i], s = 0.0f;
     fill(t, lane);
     out[i * 3] = total(t);                                           // every lane, after the early return
+    #pragma clang loop unroll(full)
     for (uint j = 0; j < lane % 3; j++) s += total(float(j + 1));   // calls of a helper, lane-dependent trips
     out[i * 3 + 1] = s;
     out[i * 3 + 2] = total(t);                                       // every lane again, after the loop
@@ -574,3 +575,10 @@ def test_lanes_meet_again_after_an_early_return_and_a_loop_of_calls(cpu):
         s = [sum((j + 1) * (trips > j).sum() for j in range(n)) for n in trips]
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0::2], t.sum(), rtol=1e-5)
         np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 1], s)
+
+
+def test_a_guard_goes_before_an_indented_loop_pragma():
+    from metile.metal.cpu.msl import translate
+
+    cpp = translate(HEAD + AFTER_AN_EARLY_RETURN_OR_A_RAGGED_LOOP, "divergent.metal").cpp
+    assert "#pragma clang loop unroll(full)\n    for (uint j" in cpp   # clang wants the loop right after it

@@ -30,6 +30,7 @@ control flow inside their functions is not marked.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
@@ -67,10 +68,13 @@ def is_collective(name: str) -> bool:
 
 
 def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str],
-              headers: Iterable[tuple[str, list[Token]]] = ()) -> list[tuple[int, int, str]]:
+              headers: Iterable[tuple[str, list[Token]]] = (),
+              directives: Iterable[Token] = ()) -> list[tuple[int, int, str]]:
     """Insertions (start, start, text) that put the guards of the module docstring into the source. `headers` are
     the (path, tokens) of the files it includes: calls of their functions with collectives get guards around them
-    too (their own bodies are compiled as they are)."""
+    too (their own bodies are compiled as they are). `directives` are the source's preprocessor lines (not in
+    `tokens`): a guard opening before a statement goes before those in front of it (`#pragma clang loop` must
+    stay right before its loop)."""
     extra = _header_uses(headers)
     if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens) and not extra:
         return []
@@ -84,7 +88,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
     names = _collective_names(tokens, close, bodies + [(n, i) for i, n in lambdas.items() if n], extra)
     if not any(t.kind is Tok.IDENT and t.text in names for t in tokens):
         return []
-    guard = _Guards(tokens, close, names, errors, frozenset(lambdas))
+    guard = _Guards(tokens, close, names, errors, frozenset(lambdas), sorted(d.start for d in directives))
     kernels = set(kernel_names)
     done_until = -1
     for name, lbrace in bodies:
@@ -252,8 +256,9 @@ class _Guards:
     """Walks the statements of function bodies and collects the insertions."""
 
     def __init__(self, tokens: list[Token], close: dict[int, int], names: frozenset[str], errors: SourceErrors,
-                 lambdas: frozenset[int]):
+                 lambdas: frozenset[int], directive_starts: list[int]):
         self.t = tokens
+        self.directive_starts = directive_starts
         self.close = close
         self.names = names
         self.lambdas = lambdas
@@ -268,9 +273,18 @@ class _Guards:
         at: dict[int, list[str]] = {}
         for i, texts in self.after.items():
             at.setdefault(self.t[i].end, []).extend(texts)
-        for i, texts in self.before.items():
-            at.setdefault(self.t[i].start, []).extend(texts)
+        for i, texts in sorted(self.before.items()):
+            at.setdefault(self._before_directives(i), []).extend(texts)
         return [(pos, pos, "".join(texts)) for pos, texts in at.items()]
+
+    def _before_directives(self, i: int) -> int:
+        """Where text inserted before tokens[i] goes: its start, or the end of the token before it when preprocessor
+        lines come between (the text stays on that token's line, so no line moves)."""
+        start = self.t[i].start
+        if i == 0:
+            return start
+        k = bisect.bisect_right(self.directive_starts, self.t[i - 1].end)
+        return self.t[i - 1].end if k < len(self.directive_starts) and self.directive_starts[k] < start else start
 
     def _next_id(self) -> int:
         self.ids += 1
