@@ -543,3 +543,42 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
         want_c = np.where(LANES % 2 == 0, (3 * 32 + 3 * 16) * (1 + 2), 3 * 32 * (1 + 2))
         np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 0], want_c)
         np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 1], 2 * 32 * (1 + 2))
+
+
+AFTER_AN_EARLY_RETURN_OR_A_RAGGED_LOOP = """
+struct acc { float v; };
+acc operator+(acc a, acc b) { return acc{simd_sum(a.v) + b.v}; }   // any function may run a collective
+void fill(thread float& t, uint lane) {                             // some lanes return before the loop
+    if (lane < 8) { t = 0.0f; return; }
+    for (int j = 0; j < 2; j++) { if (j == 1) t += 1.0f; }
+}
+float total(float v) { return simd_sum(v); }
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {
+    float t = x[i], s = 0.0f;
+    fill(t, lane);
+    out[i * 3] = total(t);                                           // every lane, after the early return
+    #pragma clang loop unroll(full)
+    for (uint j = 0; j < lane % 3; j++) s += total(float(j + 1));   // calls of a helper, lane-dependent trips
+    out[i * 3 + 1] = s;
+    out[i * 3 + 2] = total(t);                                       // every lane again, after the loop
+}
+"""
+
+
+def test_lanes_meet_again_after_an_early_return_and_a_loop_of_calls(cpu):
+    x = np.random.default_rng(14).standard_normal(64).astype(np.float32)
+    o = run(cpu, AFTER_AN_EARLY_RETURN_OR_A_RAGGED_LOOP, x, 3)
+    for sg in range(2):
+        t = np.where(LANES < 8, 0.0, lanes_of(x, sg) + 1.0)
+        trips = LANES % 3
+        s = [sum((j + 1) * (trips > j).sum() for j in range(n)) for n in trips]
+        np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32, 0::2], t.sum(), rtol=1e-5)
+        np.testing.assert_array_equal(o[sg * 32:(sg + 1) * 32, 1], s)
+
+
+def test_a_guard_goes_before_an_indented_loop_pragma():
+    from metile.metal.cpu.msl import translate
+
+    cpp = translate(HEAD + AFTER_AN_EARLY_RETURN_OR_A_RAGGED_LOOP, "divergent.metal").cpp
+    assert "#pragma clang loop unroll(full)\n    for (uint j" in cpp   # clang wants the loop right after it

@@ -33,7 +33,7 @@ class Token:
 _PATTERNS = [
     ("ws", r"[ \t\r\f\v]+|\n"),
     ("comment", r"//[^\n]*|/\*[\s\S]*?\*/"),
-    ("directive", r"(?m:^[ \t]*#(?:[^\n\\]|\\[\s\S])*)"),
+    ("directive", r"#(?:[^\n\\]|\\[\s\S])*"),  # only first on its line (tokenize): indented too
     ("string", r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''),
     ("number", r"\.?[0-9](?:[eEpP][+-]|[0-9A-Za-z_.])*"),
     ("ident", r"[A-Za-z_][A-Za-z0-9_]*"),

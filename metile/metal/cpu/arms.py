@@ -12,9 +12,13 @@ through the functions, lambdas and macros of the source and of the headers it in
 - a loop whose lanes may part ways inside (an arm or a nested loop with a collective, or `continue`):
   `{ loop __mt_lID(ID, start, end, line); for (...; __mt_lID.next() && (cond); __mt_lID.at(end), (inc)) ... }`
   (`while`: in the condition; `do` and range-for: at the body's start), so that lanes in different iterations
-  never meet and an earlier iteration runs first (other loops need none: their lanes run each iteration's
-  collectives together, and lanes that leave early wait after the loop);
-- the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number.
+  never meet and an earlier iteration runs first; any other loop with a collective gets a `stmt` around it
+  (its lanes run each iteration's collectives together; lanes that leave early wait after the loop, where the
+  statement's end gives them all one position again, whatever calls each made in it);
+- the body of a function or lambda: `{ fn(ID, line); ...`, ordered by its caller's position and call number
+  (with an overloaded operator that runs a collective, of every function: guards in a body without a frame of
+  its own would move its caller's position, and lanes returning early from it would then meet the caller's
+  next collective at different positions).
 
 Positions are token numbers (from 1), so no two points of the source tie; lines are only for messages. Guards are
 inserted without adding or removing a newline, so the `.metal` lines of the text stay. A collective in an operand
@@ -26,6 +30,7 @@ control flow inside their functions is not marked.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
@@ -63,10 +68,13 @@ def is_collective(name: str) -> bool:
 
 
 def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str],
-              headers: Iterable[tuple[str, list[Token]]] = ()) -> list[tuple[int, int, str]]:
+              headers: Iterable[tuple[str, list[Token]]] = (),
+              directives: Iterable[Token] = ()) -> list[tuple[int, int, str]]:
     """Insertions (start, start, text) that put the guards of the module docstring into the source. `headers` are
     the (path, tokens) of the files it includes: calls of their functions with collectives get guards around them
-    too (their own bodies are compiled as they are)."""
+    too (their own bodies are compiled as they are). `directives` are the source's preprocessor lines (not in
+    `tokens`): a guard opening before a statement goes before those in front of it (`#pragma clang loop` must
+    stay right before its loop)."""
     extra = _header_uses(headers)
     if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens) and not extra:
         return []
@@ -80,7 +88,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
     names = _collective_names(tokens, close, bodies + [(n, i) for i, n in lambdas.items() if n], extra)
     if not any(t.kind is Tok.IDENT and t.text in names for t in tokens):
         return []
-    guard = _Guards(tokens, close, names, errors, frozenset(lambdas))
+    guard = _Guards(tokens, close, names, errors, frozenset(lambdas), sorted(d.start for d in directives))
     kernels = set(kernel_names)
     done_until = -1
     for name, lbrace in bodies:
@@ -92,7 +100,10 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
             # guards are not literal types: they would take constexpr from a function that calls no collective
             # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
             continue
-        if name in names and name not in kernels:
+        if (name in names or guard.everywhere) and name not in kernels:
+            # with an operator that runs a collective any function may run one: each gets a frame of its own, so
+            # that the guards of its body never move its caller's position (lanes that return early from it would
+            # meet the caller's next collective at another position than the others)
             guard.function_body(lbrace)
         guard.block(lbrace + 1, close[lbrace])
     return guard.edits()
@@ -245,8 +256,9 @@ class _Guards:
     """Walks the statements of function bodies and collects the insertions."""
 
     def __init__(self, tokens: list[Token], close: dict[int, int], names: frozenset[str], errors: SourceErrors,
-                 lambdas: frozenset[int]):
+                 lambdas: frozenset[int], directive_starts: list[int]):
         self.t = tokens
+        self.directive_starts = directive_starts
         self.close = close
         self.names = names
         self.lambdas = lambdas
@@ -261,9 +273,18 @@ class _Guards:
         at: dict[int, list[str]] = {}
         for i, texts in self.after.items():
             at.setdefault(self.t[i].end, []).extend(texts)
-        for i, texts in self.before.items():
-            at.setdefault(self.t[i].start, []).extend(texts)
+        for i, texts in sorted(self.before.items()):
+            at.setdefault(self._before_directives(i), []).extend(texts)
         return [(pos, pos, "".join(texts)) for pos, texts in at.items()]
+
+    def _before_directives(self, i: int) -> int:
+        """Where text inserted before tokens[i] goes: its start, or the end of the token before it when preprocessor
+        lines come between (the text stays on that token's line, so no line moves)."""
+        start = self.t[i].start
+        if i == 0:
+            return start
+        k = bisect.bisect_right(self.directive_starts, self.t[i - 1].end)
+        return self.t[i - 1].end if k < len(self.directive_starts) and self.directive_starts[k] < start else start
 
     def _next_id(self) -> int:
         self.ids += 1
@@ -395,7 +416,11 @@ class _Guards:
             parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
         for start, stop in parts:
             self._refuse_partial_operands(start, stop)
-        if self._has(i, e) and self._diverges(*body):
+        if self._has(i, e) and not self._diverges(*body):
+            # lanes that leave early wait after the loop; the statement resets the calls their caller counted in
+            # it (lanes ran it different numbers of times), so that all meet the next collective at one position
+            self._wrap(i, e, self._stmt(i, e))
+        elif self._has(i, e):
             n = self._next_id()
             g = f"__mt_l{n}"
             self._wrap(i, e, f"{_NS}loop {g}({n}u, {i + 1}u, {e}u, {t[i].line}u); ")
