@@ -84,12 +84,17 @@ def include_directories(dirs) -> tuple[Path, ...]:
 
 
 def needs_preprocessing(src: str) -> bool:
-    """Whether `src` has a directive other than `#include <metal_...>` (or a line continuation in one)."""
+    """Whether `src` has a directive other than `#include <metal_...>` and `#pragma` (which the compiler reads
+    itself: metile's kernels carry `#pragma clang loop unroll(full)`), or a line continuation in one."""
     if "#" not in src:
         return False
     for m in _DIRECTIVE.finditer(src):
         word, rest = m.group(1), m.group(2)
-        if word != "include" or not _METAL_INCLUDE.match(rest) or rest.endswith("\\"):
+        if rest.endswith("\\"):
+            return True
+        if word == "pragma" and not rest.split()[:1] == ["once"]:
+            continue
+        if word != "include" or not _METAL_INCLUDE.match(rest):
             return True
     return False
 
@@ -116,6 +121,11 @@ class LineMap:
             if name and name not in names:
                 names.append(name)
         return tuple(names)
+
+    @property
+    def several_files(self) -> bool:
+        """Whether the text came from more than the source itself (Metal's stand-in headers are empty)."""
+        return any(f != self.main_name and "/msl-stubs/" not in f for f, _ in self.origins)
 
     def user_file(self, file: str) -> str | None:
         """The text of `file` if the source or its includes are it (not a header of Metal's or the CPU device's)."""

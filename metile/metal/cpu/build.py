@@ -87,7 +87,7 @@ class KernelBuilder:
 
     def build(self, tr: Translation, *, sanitize: bool = False, source_dir: Path | None = None) -> Path:
         flags = kernel_flags(self.compiler, sanitize)
-        if tr.line_map is not None:
+        if tr.line_map is not None and tr.line_map.several_files:
             # text from several files: in DWARF 5 line tables addr2line names the lines of `#line "header.h"`
             # regions after the unit itself, so a fault in a header would be reported at a line of the `.metal`
             # file. DWARF 4 costs about a quarter more compile time, so one-file sources keep the default.
