@@ -24,8 +24,9 @@ Positions are token numbers (from 1), so no two points of the source tie; lines 
 inserted without adding or removing a newline, so the `.metal` lines of the text stay. A collective in an operand
 of `?:`, `&&` or `||` that not every lane evaluates is refused: no guard can tell which lanes evaluated it. A
 source without collectives gets no guards, nor does straight-line kernel code; an overloaded operator with a
-collective puts guards on every construct, since its calls show no name. Headers are compiled as they are: the
-control flow inside their functions is not marked.
+collective puts guards on every construct, since its calls show no name. A source with `#include "..."` reaches
+this pass preprocessed, its headers' text in it, so their control flow is marked like the source's; `headers` (the
+files a source that was not preprocessed includes) only lend their functions' names.
 """
 
 from __future__ import annotations
