@@ -187,7 +187,9 @@ void complete_tg_barrier(Worker* w) {
     ++tg->epoch;
     tg->bar_count = tg->bar_sgs = 0;
     ++tg->bars_done;
-    /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup */
+    /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup; only the sanitizer reads
+     * bar_passed (in another cache line than wait) */
+    const bool passed = w->san_on;
     for (uint32_t k = 0; k < tg->nsg; ++k) {
         Simdgroup& sg = w->sgs[w->reverse ? tg->nsg - 1 - k : k];
         ++sg.epoch;
@@ -199,7 +201,7 @@ void complete_tg_barrier(Worker* w) {
             m &= ~(1u << i);
             Fiber* f = F[i];
             f->wait = kRunnable;
-            ++f->bar_passed;
+            if (passed) ++f->bar_passed;
             if (f != w->cur) rq_push(tg, f);
         }
         sg.bar_mask = 0;
