@@ -146,6 +146,11 @@ struct Simdgroup {
     uint32_t tg_waiters = 0; /* of those, lanes waiting at the threadgroup barrier */
     uint32_t arrived = 0;    /* 1: it arrived at the threadgroup barrier (runtime_sched.cpp), nothing of it runs */
     uint32_t epoch = 0;      /* sanitizer: synchronisations of this simdgroup */
+    /* the fast paths of the usual case, every waiting lane at one position: the lanes waiting at collectives and
+     * at the threadgroup barrier, one of each, and whether one differs from it (position, or slot buffer) */
+    uint32_t x_mask = 0, bar_mask = 0, x_mixed = 0, bar_mixed = 0;
+    const Fiber* x_lead = nullptr;
+    const Fiber* bar_lead = nullptr;
     /* published bytes: lane j's k-th exchange writes slots[k-th buffer][j] (see Fiber::xnext) */
     alignas(64) unsigned char slots[2][MT_SIMD_WIDTH][MT_SLOT_BYTES];
 };
@@ -209,6 +214,9 @@ Worker* signal_worker();
 /* runtime_sched.cpp */
 bool prepare_launch(Worker* w, Launch* L);
 void run_threadgroup(Worker* w, Launch* L, uint64_t linear);
+
+/* runtime_tgmem.cpp: map a region of `bytes` aligned to `align` ending against a guard page; unmap one. */
+bool region_alloc(Region& r, size_t bytes, size_t align);
 void region_free(Region& r);
 
 /* runtime.cpp: fault records. claim_fault returns the launch's record if this call is the first fault, with kind,

@@ -1,5 +1,5 @@
 /* runtime_sched.cpp - running one threadgroup as fibers: positions, ready queue, barriers, simd exchanges,
- * thread exit, threadgroup memory.
+ * thread exit (threadgroup memory: runtime_tgmem.cpp).
  *
  * Every fiber of a threadgroup is in one of: runnable (in the ready queue or running), waiting at the threadgroup
  * barrier, waiting at its simdgroup's barrier, waiting in a simd exchange, or done. A thread that blocks switches
@@ -31,7 +31,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/mman.h>
 
 #include <new>
 
@@ -137,6 +136,26 @@ inline void wait_at(Fiber* f, Wait kind, uint32_t line, uint32_t site) {
 }
 
 void resolve(Worker* w, Simdgroup& sg); /* below; the threadgroup barrier first (see the file comment) */
+uint32_t gather(Simdgroup& sg, Fiber** F);
+
+/* same_position(f, lead) for `f` waiting at (line, site), read from the arguments rather than from the fields just
+ * stored (a wide load of two narrow stores stalls). */
+inline bool at_position(const Fiber* f, uint32_t line, uint32_t site, const Fiber* lead) {
+    return f->frames.key == lead->frames.key && line == lead->wait_line && site == lead->wait_site;
+}
+
+/* The running fiber `f` suspends at a collective or simdgroup barrier (wait_at done): counted, and checked against
+ * the first lane waiting at one for the fast path. */
+inline void wait_collective(Simdgroup& sg, Fiber* f, uint32_t line, uint32_t site, uint32_t xbuf) {
+    ++sg.suspended;
+    if (sg.in_collective++ == 0) {
+        sg.x_lead = f;
+        sg.x_mixed = 0;
+    } else if (!at_position(f, line, site, sg.x_lead) || (site && xbuf != sg.x_lead->xbuf)) {
+        sg.x_mixed = 1;
+    }
+    sg.x_mask |= 1u << f->lane;
+}
 
 /* A barrier divergence of thread `self` at `line` with thread `other` at `other_line` (indices in the group). */
 [[noreturn]] __attribute__((format(printf, 6, 7))) void barrier_fault(Worker* w, uint32_t self, uint32_t line,
@@ -166,22 +185,26 @@ void complete_tg_barrier(Worker* w) {
                       "(Apple GPUs let them pass: exited threads do not hold a barrier; Metal leaves it undefined)",
                       tg->bar_count, tg->bar_line);
     ++tg->epoch;
-    for (uint32_t s = 0; s < tg->nsg; ++s) {
-        Simdgroup& sg = w->sgs[s];
-        ++sg.epoch;
-        sg.suspended -= sg.tg_waiters;
-        sg.tg_waiters = 0;
-        sg.arrived = 0;
-    }
     tg->bar_count = tg->bar_sgs = 0;
     ++tg->bars_done;
-    Fiber** F = w->fibers.data();
-    for (uint32_t k = 0; k < tg->n; ++k) {
-        Fiber* f = F[w->reverse ? tg->n - 1 - k : k];
-        if (f->wait != kTgBarrier) continue;
-        f->wait = kRunnable;
-        ++f->bar_passed;
-        if (f != w->cur) rq_push(tg, f);
+    /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup; only the sanitizer reads
+     * bar_passed (in another cache line than wait) */
+    const bool passed = w->san_on;
+    for (uint32_t k = 0; k < tg->nsg; ++k) {
+        Simdgroup& sg = w->sgs[w->reverse ? tg->nsg - 1 - k : k];
+        ++sg.epoch;
+        sg.suspended -= sg.tg_waiters;
+        sg.tg_waiters = sg.arrived = 0;
+        Fiber** F = w->fibers.data() + sg.first;
+        for (uint32_t m = sg.bar_mask; m;) {
+            const uint32_t i = w->reverse ? 31 - __builtin_clz(m) : __builtin_ctz(m);
+            m &= ~(1u << i);
+            Fiber* f = F[i];
+            f->wait = kRunnable;
+            if (passed) ++f->bar_passed;
+            if (f != w->cur) rq_push(tg, f);
+        }
+        sg.bar_mask = 0;
     }
 }
 
@@ -206,7 +229,7 @@ bool same_barrier(const Fiber* a, const Fiber* b) {
 void arrive(Worker* w, Simdgroup& sg, const Fiber* first) {
     Threadgroup* tg = w->tg;
     Fiber** F = w->fibers.data() + sg.first;
-    for (uint32_t i = 0; i < sg.lanes; ++i)
+    for (uint32_t i = 0; sg.bar_mixed && i < sg.lanes; ++i)
         if (const Fiber* f = F[i]; f->wait == kTgBarrier && !same_barrier(f, first))
             barrier_fault(w, f->index, f->wait_line, first->index, first->wait_line,
                           "lanes of one simdgroup wait at two threadgroup barriers, at line %u and at line %u%s (a GPU "
@@ -229,8 +252,8 @@ void arrive(Worker* w, Simdgroup& sg, const Fiber* first) {
  * the barrier comes first in program order, else the first collective completes. */
 void settle(Worker* w, Simdgroup& sg) {
     Fiber** F = w->fibers.data() + sg.first;
-    const Fiber* first = nullptr;
-    for (uint32_t i = 0; i < sg.lanes; ++i)
+    const Fiber* first = sg.bar_mixed ? nullptr : F[__builtin_ctz(sg.bar_mask)]; /* all at one position */
+    for (uint32_t i = 0; sg.bar_mixed && i < sg.lanes; ++i)
         if (F[i]->wait == kTgBarrier && (!first || (!same_position(F[i], first) && compare_positions(F[i], first) < 0)))
             first = F[i];
     if (sg.in_collective)
@@ -245,8 +268,30 @@ void settle(Worker* w, Simdgroup& sg) {
  * takes part, is made runnable without being queued. */
 void resolve(Worker* w, Simdgroup& sg) {
     Fiber** F = w->fibers.data() + sg.first;
+    uint32_t mask = sg.x_mask, n = sg.in_collective; /* all at one position with one slot buffer (x_mixed 0) */
+    if (sg.x_mixed) {
+        mask = gather(sg, F);
+        n = __builtin_popcount(mask);
+    }
+    ++sg.epoch;
+    sg.suspended -= n;
+    sg.in_collective -= n;
+    sg.x_mask &= ~mask;
+    Threadgroup* tg = w->tg;
+    for (uint32_t m = mask; m;) {
+        const uint32_t i = w->reverse ? 31 - __builtin_clz(m) : __builtin_ctz(m);
+        m &= ~(1u << i);
+        Fiber* f = F[i];
+        f->wait = kRunnable;
+        f->xmask = mask;
+        if (f != w->cur) rq_push(tg, f);
+    }
+}
+
+/* The lanes of `sg` waiting at the collective that comes first, their published bytes moved into one buffer. */
+uint32_t gather(Simdgroup& sg, Fiber** F) {
     const Fiber* best = nullptr;
-    bool same = true; /* every waiting lane is at one position (the usual case: no second comparison) */
+    bool same = true; /* every waiting lane is at one position (no second comparison) */
     for (uint32_t i = 0; i < sg.lanes; ++i) {
         if (!at_collective(F[i])) continue;
         if (!best) {
@@ -271,19 +316,7 @@ void resolve(Worker* w, Simdgroup& sg) {
             f->xnext = buf ^ 1u;
         }
     }
-    ++sg.epoch;
-    const int n = __builtin_popcount(mask);
-    sg.suspended -= n;
-    sg.in_collective -= n;
-    Threadgroup* tg = w->tg;
-    for (uint32_t k = 0; k < sg.lanes; ++k) {
-        const uint32_t i = w->reverse ? sg.lanes - 1 - k : k;
-        if (!((mask >> i) & 1u)) continue;
-        Fiber* f = F[i];
-        f->wait = kRunnable;
-        f->xmask = mask;
-        if (f != w->cur) rq_push(tg, f);
-    }
+    return mask;
 }
 
 /* A lane of `sg` suspended or exited (already counted): if that was the last running lane, complete a collective or
@@ -337,31 +370,7 @@ void fill_positions(Worker* w, Launch* L) {
     }
 }
 
-bool region_alloc(Region& r, size_t bytes, size_t align) {
-    const size_t page = page_size();
-    const size_t data = round_up(bytes + align, page);
-    void* m = mmap(nullptr, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) return false;
-    char* base = static_cast<char*>(m);
-    if (mprotect(base + data, page, PROT_NONE) != 0) {
-        munmap(m, data + page);
-        return false;
-    }
-    r.map = base;
-    r.map_len = data + page;
-    r.ptr = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base + data - bytes) & ~(uintptr_t)(align - 1));
-    r.bytes = bytes;
-    r.align = align;
-    return true;
-}
-
 } // namespace
-
-void region_free(Region& r) {
-    san_detach(r);
-    if (r.map) munmap(r.map, r.map_len);
-    r = Region{};
-}
 
 /* Per-launch setup of a worker, run on its own stack before any threadgroup: fiber stacks of the right size,
  * [[threadgroup]] parameter regions. */
@@ -425,7 +434,7 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         sg.first = s * MT_SIMD_WIDTH;
         sg.lanes = tg->n - sg.first < MT_SIMD_WIDTH ? tg->n - sg.first : MT_SIMD_WIDTH;
         sg.live = sg.lanes;
-        sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = sg.arrived = 0;
+        sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = sg.arrived = sg.x_mask = sg.bar_mask = 0;
     }
     fill_positions(w, L);
     /* threadgroup memory: a fresh fill for the regions of this launch */
@@ -489,8 +498,14 @@ MT_EXPORT void mt_threadgroup_barrier(uint32_t line) {
     Simdgroup& sg = w->sgs[f->sg];
     wait_at(f, kTgBarrier, line, 0);
     ++w->tg->bar_count;
-    ++sg.tg_waiters;
     ++sg.suspended;
+    if (sg.tg_waiters++ == 0) {
+        sg.bar_lead = f;
+        sg.bar_mixed = 0;
+    } else if (!at_position(f, line, 0, sg.bar_lead)) {
+        sg.bar_mixed = 1;
+    }
+    sg.bar_mask |= 1u << f->lane;
     maybe_resolve(w, sg);
     if (f->wait != kRunnable) block(w, f);
 }
@@ -500,8 +515,7 @@ MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
     Fiber* f = w->cur;
     Simdgroup& sg = w->sgs[f->sg];
     wait_at(f, kSgBarrier, line, 0);
-    ++sg.suspended;
-    ++sg.in_collective;
+    wait_collective(sg, f, line, 0, 0);
     maybe_resolve(w, sg);
     if (f->wait != kRunnable) block(w, f);
 }
@@ -515,67 +529,16 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
         raise_fault(w, MT_FAULT_KERNEL, line, "simd exchange of %u bytes (a lane may publish at most %u)", bytes,
                     MT_SLOT_BYTES);
     if (__builtin_expect(site == 0, 0)) raise_fault(w, MT_FAULT_KERNEL, line, "simd exchange site 0 is reserved");
-    f->xbuf = f->xnext;
-    f->xnext ^= 1u;
-    memcpy(sg.slots[f->xbuf][f->lane], src, bytes);
+    const uint32_t xbuf = f->xnext;
+    f->xbuf = xbuf;
+    f->xnext = xbuf ^ 1u;
+    memcpy(sg.slots[xbuf][f->lane], src, bytes);
     wait_at(f, kExchange, line, site);
-    ++sg.suspended;
-    ++sg.in_collective;
+    wait_collective(sg, f, line, site, xbuf);
     maybe_resolve(w, sg);
     if (f->wait != kRunnable) block(w, f);
     *live = f->xmask;
     return &sg.slots[f->xbuf][0][0];
-}
-
-MT_EXPORT void* mt_threadgroup_alloc(uint32_t slot, size_t bytes, size_t align, uint32_t line) {
-    Worker* w = tl_worker;
-    if (__builtin_expect(slot < w->slots.size(), 1)) {
-        Region& r = w->slots[slot];
-        if (r.tg_stamp == w->tg_stamp && r.bytes == bytes) return r.ptr;
-    }
-    /* first use of the slot in this threadgroup */
-    Launch* L = w->launch;
-    w->in_kernel = 0;
-    if (slot >= 65536) raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup slot %u out of range", slot);
-    if (align < 16) align = 16;
-    if (align & (align - 1)) raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup alignment %zu is not a power of 2", align);
-    if (slot >= w->slots.size()) w->slots.resize(slot + 1);
-    Region& r = w->slots[slot];
-    if (r.tg_stamp == w->tg_stamp)
-        raise_fault(w, MT_FAULT_KERNEL, line, "threadgroup slot %u requested with %zu and with %zu bytes", slot, r.bytes,
-                    bytes);
-    const size_t need = w->tg->mem_used + bytes;
-    if (L->d.max_tg_memory && need > L->d.max_tg_memory)
-        raise_fault(w, MT_FAULT_TG_MEMORY, line, "threadgroup memory: %zu bytes needed, the device allows %zu", need,
-                    L->d.max_tg_memory);
-    if (!r.map || r.bytes != bytes || r.align < align) {
-        region_free(r);
-        if (!region_alloc(r, bytes, align))
-            raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map %zu bytes of threadgroup memory", bytes);
-        if (w->san_on) {
-            if (!san_attach(w, r, 0, slot)) raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map sanitizer shadow");
-            san_rebuild(w);
-        }
-        memset(r.ptr, L->d.tg_fill, r.bytes);
-    } else if (r.launch != L->id) {
-        memset(r.ptr, L->d.tg_fill, r.bytes);
-        if (w->san_on && !r.shadow) {
-            if (!san_attach(w, r, 0, slot)) raise_fault(w, MT_FAULT_INTERNAL, line, "cannot map sanitizer shadow");
-            san_rebuild(w);
-        }
-    }
-    r.launch = L->id;
-    r.tg_stamp = w->tg_stamp;
-    w->tg->mem_used = need;
-    w->in_kernel = 1;
-    return r.ptr;
-}
-
-MT_EXPORT void* mt_threadgroup_param(uint32_t index) {
-    Worker* w = tl_worker;
-    if (__builtin_expect(index >= w->launch->param_bytes.size(), 0))
-        raise_fault(w, MT_FAULT_KERNEL, 0, "no [[threadgroup(%u)]] parameter size was given at launch", index);
-    return w->params[index].ptr;
 }
 
 MT_EXPORT void mt_yield(void) {
