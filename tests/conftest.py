@@ -45,3 +45,11 @@ def make_device(stub, tmp_path):
     yield make
     for dev in made:
         dev.close()
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    """The CPU device (one per process; modules share it)."""
+    import metile
+
+    return metile.device("cpu")

@@ -9,21 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from msl_source import HEAD, line_of
 
 import metile
 from metile.metal.cpu.msl import translate
-
-HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return metile.device("cpu")
-
-
-def line_of(src: str, text: str) -> int:
-    return src[: src.index(text)].count("\n") + 1
-
 
 # A complex-like value with a constructor and a conversion operator per address space of the object, an
 # in-class declaration per space defined out of class, and a class template doing the same.

@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from msl_source import HEAD, line_of
 
 import metile
-
-HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    return metile.device("cpu")
-
-
-def line_of(src: str, marker: str) -> int:
-    return next(n for n, text in enumerate(src.splitlines(), 1) if marker in text)
 
 
 def still_usable(cpu):
