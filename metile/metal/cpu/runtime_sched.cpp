@@ -22,10 +22,9 @@
  * or inside an arm or call that the others have left, is behind them and runs first; two arms of one branch are
  * disjoint and run in source order. So a GPU's order is kept for branches, if/else (a helper called from both arms is
  * two collectives), loops left early or continued, lane-dependent trip counts, a loop whose body has a collective
- * before a divergent branch with one, and lanes leaving a helper at an early return. Not modelled: branches and
- * loops in code the front end does not rewrite (functions of included headers), where collectives at the same frames
- * run in (line, site) order as before.
- * design notes: /work/shared/design/metal_on_cpu.md.
+ * before a divergent branch with one, and lanes leaving a helper at an early return. Code the front end does not
+ * mark (see metile/metal/cpu/arms.py) runs collectives at the same frames in (line, site) order. README.md's
+ * section on running Metal kernels without a Mac describes the model for users.
  */
 #include "runtime_internal.h"
 
