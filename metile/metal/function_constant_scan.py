@@ -40,10 +40,12 @@ def scan(tokens: list[Token], errors: SourceErrors, kernels: tuple[KernelSignatu
          headers: tuple[tuple[str, list[Token]], ...] = ()) -> ConstantTable:
     """The function constants declared in `tokens` (and in the included `headers`: (path, tokens) pairs) and what
     each of `kernels` uses."""
+    files = [("", tokens), *headers]
+    if not any(t.text in ("function_constant", DEFINED) for _, toks in files for t in toks):
+        return EMPTY   # the common case, told by one pass
     constants: list[FunctionConstant] = []
     derived: list[DerivedConstant] = []
     calls: list[tuple[int, int, str]] = []
-    files = [("", tokens), *headers]
     for header, toks in files:
         for start, end in _statements(toks):
             stmt = toks[start:end + 1]

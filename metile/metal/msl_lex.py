@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-
-import attrs
+from typing import NamedTuple
 
 
 class Tok(Enum):
@@ -20,8 +19,9 @@ class Tok(Enum):
     DIRECTIVE = "directive"  # a whole preprocessor line (with continuations)
 
 
-@attrs.frozen
-class Token:
+class Token(NamedTuple):
+    """One token (a named tuple rather than an attrs class: a source has thousands, made on every compile)."""
+
     kind: Tok
     text: str
     start: int
@@ -41,6 +41,8 @@ _PATTERNS = [
               r"|[{}()\[\];,.<>?:~!+\-*/%&|^=#]"),
 ]
 _MASTER = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in _PATTERNS))
+_PUNCT = re.compile(_PATTERNS[-1][1])
+_ONE_LINE = frozenset(("ident", "number", "punct"))
 _KINDS = {"directive": Tok.DIRECTIVE, "string": Tok.STRING, "number": Tok.NUMBER,
           "ident": Tok.IDENT, "punct": Tok.PUNCT}
 
@@ -55,27 +57,34 @@ class LexError(Exception):
 def tokenize(src: str) -> list[Token]:
     """Split MSL text into tokens (comments and white space dropped)."""
     tokens: list[Token] = []
-    pos, line, line_start = 0, 1, 0
+    append, match = tokens.append, _MASTER.match
+    pos, line, line_start, size = 0, 1, 0, len(src)
     at_line_start = True
-    while pos < len(src):
-        m = _MASTER.match(src, pos)
+    while pos < size:
+        m = match(src, pos)
         if m is None:
             raise LexError(f"unexpected character {src[pos]!r}", line, pos - line_start)
         kind = m.lastgroup
+        end = m.end()
+        if kind in _ONE_LINE:   # no newline inside
+            append(Token(_KINDS[kind], m.group(), pos, end, line, pos - line_start))
+            at_line_start = False
+            pos = end
+            continue
         text = m.group()
         if kind == "directive" and not at_line_start:
             # '#' inside a line (e.g. in a macro body) is punctuation
-            m2 = re.compile(_PATTERNS[-1][1]).match(src, pos)
-            kind, text = "punct", m2.group()
+            text = _PUNCT.match(src, pos).group()
+            kind, end = "punct", pos + len(text)
         if kind not in ("ws", "comment"):
-            tokens.append(Token(_KINDS[kind], text, pos, pos + len(text), line, pos - line_start))
+            append(Token(_KINDS[kind], text, pos, end, line, pos - line_start))
             at_line_start = kind == "directive"
         nl = text.count("\n")
         if nl:
             line += nl
             line_start = pos + text.rfind("\n") + 1
             at_line_start = True
-        pos += len(text)
+        pos = end
     return tokens
 
 

@@ -73,12 +73,16 @@ void mt_simdgroup_barrier(uint32_t line);
  * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange that comes
  * first in program order among those the lanes wait at completes, over the lanes waiting at the same position (the
  * frames below, then `line` and `site`): the active lanes of a collective in divergent control flow. It returns
- * the base of the slot array: lane j's published bytes are at base + j * MT_SLOT_BYTES for the lanes in `*live`
- * (bit j = lane j took part; lanes elsewhere, exited or beyond a partial simdgroup are 0). `site` (> 0) names the
- * collective kind (a small integer chosen by the caller). The returned slots stay valid until this lane's next
- * exchange. */
+ * the base of the slot array: lane j's published bytes are at base + j * MT_SLOT_BYTES for the lanes in
+ * `view->live` (bit j = lane j took part; lanes elsewhere, exited or beyond a partial simdgroup are 0), and
+ * `view->lane` is the calling lane's index in its simdgroup. `site` (> 0) names the collective kind (a small integer
+ * chosen by the caller). The returned slots stay valid until this lane's next exchange. */
+typedef struct mt_exchange_view {
+    uint32_t live; /* bit j: lane j took part */
+    uint32_t lane; /* the calling lane */
+} mt_exchange_view;
 const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
-                                      uint32_t* live);
+                                      mt_exchange_view* view);
 
 /* Where a thread is in the control flow around simd collectives, kept by code the MSL front end inserts
  * (metile/metal/cpu/arms.py, guards in include/mt_diverge.h) and read by the runtime to tell which lanes reach the
@@ -207,7 +211,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 3u
+#define MT_RUNTIME_ABI_VERSION 4u
 
 #ifdef __cplusplus
 }

@@ -205,8 +205,9 @@ struct alignas(64) Worker {
     char* altstack = nullptr;
 };
 
-/* The worker running on this OS thread (null on other threads). Default TLS model: initial-exec would be faster
- * but can make dlopen of the runtime fail in processes whose static TLS space is used up. */
+/* The worker running on this OS thread (null on other threads). Global-dynamic TLS, through descriptors where the
+ * compiler has them (runtime_api.py): initial-exec would be faster but can make dlopen of the runtime fail in
+ * processes whose static TLS space is used up. */
 extern __thread Worker* tl_worker;
 /* The same, found without touching TLS (which a thread's first access may allocate): for signal handlers. */
 Worker* signal_worker();

@@ -520,7 +520,7 @@ MT_EXPORT void mt_simdgroup_barrier(uint32_t line) {
 }
 
 MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
-                                                uint32_t* live) {
+                                                mt_exchange_view* view) {
     Worker* w = tl_worker;
     Fiber* f = w->cur;
     Simdgroup& sg = w->sgs[f->sg];
@@ -536,7 +536,8 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
     wait_collective(sg, f, line, site, xbuf);
     maybe_resolve(w, sg);
     if (f->wait != kRunnable) block(w, f);
-    *live = f->xmask;
+    view->live = f->xmask;
+    view->lane = f->lane;
     return &sg.slots[f->xbuf][0][0];
 }
 

@@ -74,7 +74,8 @@ void mt_threadgroup_barrier(uint32_t line) {
 
 void mt_simdgroup_barrier(uint32_t line) { mt_threadgroup_barrier(line); }
 
-const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line, uint32_t* live) {
+const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
+                                      mt_exchange_view* view) {
     Group& g = g_group;
     if (bytes > MT_SLOT_BYTES) fail("exchange too large", line);
     std::unique_lock<std::mutex> lock(g.m);
@@ -93,7 +94,8 @@ const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t 
     } else {
         g.cv.wait(lock, [&] { return g.x_gen != gen; });
     }
-    *live = g.x_done_mask[buf];
+    view->live = g.x_done_mask[buf];
+    view->lane = t_lane;
     return &g.slots[buf][0][0];
 }
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from metile.metal.cpu.build import TRAP_CHECKS
-from metile.metal.cpu.runtime_api import RUNTIME_FLAGS, runtime_sources
+from metile.metal.cpu.runtime_api import runtime_flags, runtime_sources
 from metile.metal.cpu.toolchain import HERE as RUNTIME_DIR
 from metile.metal.cpu.toolchain import find_compiler
 
@@ -31,7 +31,7 @@ def build_driver(out: Path) -> Path:
     cxx = cc.path
     inc = [f"-I{RUNTIME_DIR}", f"-I{NATIVE_DIR}"]
     runtime = out / "libmetile_cpu_rt.so"
-    _build([cxx, *RUNTIME_FLAGS, f"-I{RUNTIME_DIR}", *map(str, runtime_sources()), "-o", str(runtime), "-ldl"])
+    _build([cxx, *runtime_flags(cc), f"-I{RUNTIME_DIR}", *map(str, runtime_sources()), "-o", str(runtime), "-ldl"])
     # a sanitized kernel library, built the way the compile driver builds one
     hooks, san = out / "hooks.o", out / "san.o"
     _build([cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", *inc, "-c",

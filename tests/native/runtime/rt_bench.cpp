@@ -58,7 +58,7 @@ static void gemm_kernel(void* const* buffers, const mt_thread_pos* pos) {
                 const float* bp = g.b + static_cast<size_t>(k0 + r) * n + col0 + j * 8 + c;
                 const float mine[4] = {ap[0], ap[1], bp[0], bp[1]};
                 uint32_t live;
-                const unsigned char* s = mt_simd_exchange(mine, sizeof mine, 1, 0, &live);
+                const unsigned char* s = exchange_live(mine, sizeof mine, 1, 0, &live);
                 if (!g.math) continue;
                 for (uint32_t e = 0; e < 2; ++e) {
                     float sum = 0;

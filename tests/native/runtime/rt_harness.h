@@ -12,6 +12,15 @@
 
 #include "mt_runtime.h"
 
+/* mt_simd_exchange, keeping only the mask of the lanes that took part */
+inline const unsigned char* exchange_live(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
+                                          uint32_t* live) {
+    mt_exchange_view view;
+    const unsigned char* base = mt_simd_exchange(src, bytes, site, line, &view);
+    *live = view.live;
+    return base;
+}
+
 struct TestCase {
     const char* name;
     std::function<bool(std::string&)> fn; /* returns false with a reason on failure */

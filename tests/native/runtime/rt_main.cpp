@@ -56,7 +56,7 @@ static void sanity_kernel(void* const* buffers, const mt_thread_pos* pos) {
     tg[i] = i * 7;
     mt_threadgroup_barrier(2);
     uint32_t live;
-    const unsigned char* slots = mt_simd_exchange(&i, 4, 1, 3, &live);
+    const unsigned char* slots = exchange_live(&i, 4, 1, 3, &live);
     uint32_t s = 0;
     for (uint32_t j = 0; j < 32; ++j)
         if (live >> j & 1) s += *reinterpret_cast<const uint32_t*>(slots + j * MT_SLOT_BYTES);

@@ -59,8 +59,8 @@ KERNEL void san_clean(void* const* buffers, const mt_thread_pos* pos) {
     if (i < 16) p[i] = static_cast<int>(i);
     mt_threadgroup_barrier(3);
     a[i] = static_cast<float>(i);
-    uint32_t live;
-    mt_simd_exchange(&i, 4, 1, 4, &live); /* orders the lanes of this simdgroup */
+    mt_exchange_view view;
+    mt_simd_exchange(&i, 4, 1, 4, &view); /* orders the lanes of this simdgroup */
     float s = a[i ^ 1];
     mt_threadgroup_barrier(5);
     s += a[(i + 7) % n];

@@ -151,7 +151,7 @@ RT_TEST(simdgroup_barrier) {
 /* ---- simd exchange -------------------------------------------------------------------------------------------- */
 
 struct SumOut {
-    uint32_t sum, live, rounds;
+    uint32_t sum, live, rounds, lane;
 };
 
 static void exchange_sum(void* const* buffers, const mt_thread_pos* pos) {
@@ -163,13 +163,14 @@ static void exchange_sum(void* const* buffers, const mt_thread_pos* pos) {
     o.rounds = 0;
     for (uint32_t round = 0; round < 3; ++round) {
         const uint64_t v = static_cast<uint64_t>(i) * 1000 + round;
-        uint32_t live;
-        const unsigned char* s = mt_simd_exchange(&v, 8, 7, 40, &live);
+        mt_exchange_view view;
+        const unsigned char* s = mt_simd_exchange(&v, 8, 7, 40, &view);
         uint64_t sum = 0;
         for (uint32_t j = 0; j < 32; ++j)
-            if (live >> j & 1) sum += *reinterpret_cast<const uint64_t*>(s + j * MT_SLOT_BYTES);
+            if (view.live >> j & 1) sum += *reinterpret_cast<const uint64_t*>(s + j * MT_SLOT_BYTES);
         o.sum = static_cast<uint32_t>(sum);
-        o.live = live;
+        o.live = view.live;
+        o.lane = view.lane;
         ++o.rounds;
         if (exit_every && round == 1 && i % exit_every == 1) return; /* leave between two exchanges */
     }
@@ -177,7 +178,7 @@ static void exchange_sum(void* const* buffers, const mt_thread_pos* pos) {
 
 static bool exchange_case(std::string& why, uint32_t n, uint32_t exit_every, int reverse) {
     const uint32_t groups = 3;
-    std::vector<SumOut> out(n * groups, SumOut{0, 0, 0});
+    std::vector<SumOut> out(n * groups, SumOut{0, 0, 0, 99});
     Launch l(exchange_sum);
     l.groups(groups, 1, 1, n, 1, 1).buffers({out.data(), &exit_every});
     l.d.reverse_order = reverse;
@@ -204,6 +205,7 @@ static bool exchange_case(std::string& why, uint32_t n, uint32_t exit_every, int
             }
             CHECK(o.rounds == last_round + 1, "thread %u rounds %u", i, o.rounds);
             CHECK(o.live == mask, "n %u thread %u: live %#x != %#x", n, i, o.live, mask);
+            CHECK(o.lane == i % 32, "n %u thread %u: lane %u", n, i, o.lane);
             CHECK(o.sum == static_cast<uint32_t>(sum), "n %u thread %u: sum %u != %u", n, i, o.sum,
                   static_cast<uint32_t>(sum));
         }
@@ -231,19 +233,19 @@ static void frames_kernel(void* const* buffers, const mt_thread_pos* pos) {
     s->depth = 1;
     s->f[1] = mt_frame{10, 0xffffffffu, 1, 1, 0, 0, 0};
     set_key(s);
-    mt_simd_exchange(&lane, 4, 1, 5, &live);
+    exchange_live(&lane, 4, 1, 5, &live);
     out[0] = live;
     if (lane < 16) {
         s->depth = 2;
         s->f[2] = mt_frame{20, 0xffffffffu, 2, 0, 0, 0, 0};
         set_key(s);
-        mt_simd_exchange(&lane, 4, 1, 30, &live);
+        exchange_live(&lane, 4, 1, 30, &live);
         out[1] = live;
         s->depth = 1;
     }
     s->f[1].count = 2;
     set_key(s);
-    mt_simd_exchange(&lane, 4, 1, 5, &live);
+    exchange_live(&lane, 4, 1, 5, &live);
     out[2] = live;
     s->depth = 0;
 }
@@ -421,7 +423,7 @@ RT_TEST(multi_worker) {
     for (uint32_t n : {32u, 48u, 96u})
         for (int rev = 0; rev < 2; ++rev) {
             const uint32_t exit_every = 3, groups = 40;
-            std::vector<SumOut> out(n * groups, SumOut{0, 0, 0});
+            std::vector<SumOut> out(n * groups, SumOut{0, 0, 0, 99});
             Launch l(exchange_sum);
             l.groups(groups, 1, 1, n, 1, 1).buffers({out.data(), const_cast<uint32_t*>(&exit_every)});
             l.d.workers = 3;

@@ -63,15 +63,15 @@ static void exchange_lines(void* const* buffers, const mt_thread_pos* pos) {
     const uint32_t lane = pos->thread_index_in_simdgroup, v = lane + 1;
     uint32_t live;
     const unsigned char* s;
-    if (lane < 16) s = mt_simd_exchange(&v, 4, 2, 5, &live);
-    else s = mt_simd_exchange(&v, 4, 2, 6, &live);
+    if (lane < 16) s = exchange_live(&v, 4, 2, 5, &live);
+    else s = exchange_live(&v, 4, 2, 6, &live);
     record(buffers, pos, live, s);
 }
 
 static void exchange_sites(void* const* buffers, const mt_thread_pos* pos) {
     const uint32_t lane = pos->thread_index_in_simdgroup, v = lane + 1;
     uint32_t live;
-    const unsigned char* s = mt_simd_exchange(&v, 4, lane == 3 ? 9 : 2, 5, &live);
+    const unsigned char* s = exchange_live(&v, 4, lane == 3 ? 9 : 2, 5, &live);
     record(buffers, pos, live, s);
 }
 
@@ -80,10 +80,10 @@ static void exchange_then_reconverge(void* const* buffers, const mt_thread_pos* 
     const uint32_t lane = pos->thread_index_in_simdgroup;
     uint32_t v = lane + 1, live;
     if (lane < 10) {
-        const unsigned char* s = mt_simd_exchange(&v, 4, 2, 7, &live);
+        const unsigned char* s = exchange_live(&v, 4, 2, 7, &live);
         memcpy(&v, s + 9 * MT_SLOT_BYTES, 4); /* lane 9's value: 10 */
     }
-    const unsigned char* s = mt_simd_exchange(&v, 4, 2, 8, &live);
+    const unsigned char* s = exchange_live(&v, 4, 2, 8, &live);
     record(buffers, pos, live, s);
 }
 
@@ -91,7 +91,7 @@ static void exchange_vs_simd_barrier(void* const* buffers, const mt_thread_pos* 
     const uint32_t lane = pos->thread_index_in_simdgroup, v = lane + 1;
     uint32_t live = 0;
     const unsigned char* s = nullptr;
-    if (lane < 8) s = mt_simd_exchange(&v, 4, 2, 13, &live);
+    if (lane < 8) s = exchange_live(&v, 4, 2, 13, &live);
     else mt_simdgroup_barrier(14);
     if (s) record(buffers, pos, live, s);
 }
@@ -146,7 +146,7 @@ static void exchange_vs_barrier(void* const* buffers, const mt_thread_pos* pos) 
         mt_threadgroup_barrier(12);
         ++out[64 + sg]; /* barrier lanes passed, per simdgroup */
     } else {
-        mt_simd_exchange(&v, 4, 2, 13, &live);
+        exchange_live(&v, 4, 2, 13, &live);
         out[pos->thread_index_in_threadgroup] = live == 0xffffff00u ? out[64 + sg] : 99;
     }
 }

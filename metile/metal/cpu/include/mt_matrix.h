@@ -84,8 +84,8 @@ template <class TA, class TB> __attribute__((noinline)) void mat_product(const s
                                                       float out[2]) {
     struct slot { float a[2], b[2]; } mine = {{float(a.e_.v_[0]), float(a.e_.v_[1])},
                                               {float(b.e_.v_[0]), float(b.e_.v_[1])}};
-    uint32_t live;
-    const unsigned char* base = mt_simd_exchange(&mine, sizeof mine, S_MATRIX_MULTIPLY, line, &live);
+    mt_exchange_view view;
+    const unsigned char* base = mt_simd_exchange(&mine, sizeof mine, S_MATRIX_MULTIPLY, line, &view);
     const uint32_t lane = mat_lane(), row = mat_row(lane), col = mat_col(lane);
     float acc0 = 0.0f, acc1 = 0.0f;
     for (uint32_t k = 0; k < 8u; k += 2u) {

@@ -67,9 +67,8 @@ enum site : uint32_t {
 };
 
 /* One exchange: publish v, then read any live lane's slot. */
-struct xchg {
+struct xchg : mt_exchange_view { /* live, lane */
     const unsigned char* base;
-    uint32_t live, lane;
     bool has(uint32_t j) const { return j < MT_SIMD_WIDTH && ((live >> j) & 1u); }
     template <class V> V get(uint32_t j) const {
         V v;
@@ -80,8 +79,7 @@ struct xchg {
 template <class V> inline xchg exchange(const V& v, uint32_t site, uint32_t line) {
     static_assert(sizeof(V) <= MT_SLOT_BYTES, "a simd collective can exchange at most MT_SLOT_BYTES per lane");
     xchg x;
-    x.base = mt_simd_exchange(&v, sizeof(V), site, line, &x.live);
-    x.lane = mt_current_pos()->thread_index_in_simdgroup;
+    x.base = mt_simd_exchange(&v, sizeof(V), site, line, &x);
     return x;
 }
 
