@@ -96,7 +96,9 @@ from metile.metal.errors import (
     LaunchError,
     MSLCompileError,
     MSLUnsupportedError,
+    ProfileError,
 )
+from metile.profile import Estimate, Profile, UnknownGpuError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, PipelineError
 
@@ -104,7 +106,8 @@ __all__ = [
     "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "DeviceError",
     "DeviceFault", "DeviceUnavailableError", "FunctionConstantError", "JITKernel", "LaunchError", "Loc",
     "LoweringUnavailableError",
-    "MSLCompileError", "MSLUnsupportedError", "MetileError", "PipelineError", "UnsupportedConstructError", "device",
+    "Estimate", "MSLCompileError", "MSLUnsupportedError", "MetileError", "PipelineError", "Profile", "ProfileError",
+    "UnknownGpuError", "UnsupportedConstructError", "device",
     "func", "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16",
     "bool_", "cast", "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2",
     "float16", "float32", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "floor", "fma", "full", "int1",

@@ -87,7 +87,7 @@ from metile.launch import (
     normalize_grid,
 )
 from metile.metal.args import run_options_problem
-from metile.metal.errors import LaunchError
+from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
 from metile.tracebacks import for_user, traceback_setting
@@ -412,6 +412,15 @@ class JITKernel:
             out["sanitize"] = True
         if given.get("timeout") is not None:
             out["timeout"] = given["timeout"]
+        profile = given.get("profile")
+        if profile is not None and profile is not False:
+            if not getattr(dev, "supports_profile", False):
+                raise ProfileError(f"profile= counts on the CPU device; kernel {self.fn.__name__} runs on device "
+                                   f"{dev.name!r} (run it on metile.device('cpu'), e.g. with METILE_DEVICE=cpu)",
+                                   self.source.def_loc)
+            out["profile"] = profile
+        if given.get("profile_only") is not None:
+            out["profile_only"] = given["profile_only"]
         return out
 
     def _globals(self) -> dict:
@@ -452,7 +461,7 @@ class Launcher:
                 key = entry = None
             if entry is None:
                 return self._first(grid, key, debug, sanitize, args, kwargs)
-            entry(grid, args)
+            return entry(grid, args)
         except MetileError as e:
             raise _user_error(e, k.fn.__name__) from None
 
@@ -471,9 +480,9 @@ class Launcher:
             raise GridError(f"the grid function {getattr(self.grid, '__name__', self.grid)!r} raised "
                             f"{type(e).__name__}: {e}") from e
 
-    def _first(self, grid, key, debug, sanitize, args, kwargs) -> None:
+    def _first(self, grid, key, debug, sanitize, args, kwargs):
         entry, values = self._launch(grid, key, debug, sanitize, args, kwargs)
-        entry(grid, values)
+        return entry(grid, values)
 
     def _launch(self, grid, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
         """The launch for these arguments (compiled if need be, and cached under `key` unless it is None) and the

@@ -18,6 +18,7 @@ threadgroup memory and points at the line that needs the most); a grid dimension
 from __future__ import annotations
 
 import functools
+import linecache
 
 import attrs
 import numpy as np
@@ -28,7 +29,8 @@ from metile.ir.errors import Loc, MetileError
 from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
-from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError
+from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
+from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
 MAX_GRID_THREADS = (1 << 32) - 1    # threads per grid dimension: Metal numbers them with a 32-bit uint
@@ -79,19 +81,24 @@ class Launch:
             raise_grid_too_large(self.compiled, grid, dims)
         return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
 
-    def __call__(self, grid, args) -> None:
-        """Dispatch over `grid` with the runtime arguments first in `args`."""
+    def __call__(self, grid, args):
+        """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
+        Python lines, when the launch asked for `profile=`)."""
         dims, bound = self.checked(grid, args)
         try:
-            self.dispatch(self.function, dims, self.tpt, bound)
+            counted = self.dispatch(self.function, dims, self.tpt, bound)
         except DeviceFault as e:
             raise at_python_line(self.compiled, e) from None
         except ArrayLayoutError as e:
             raise self.argument_error(e) from None
+        return None if counted is None else at_python_lines(self.compiled, counted)
 
     def prepare(self, grid, args):
         """The device's dispatch over `grid` with these runtime arguments, checked and bound once: calling it
         dispatches again (see `metile.kernel.PreparedLaunch`, which reports its faults)."""
+        if "profile" in self.options:
+            raise ProfileError("profile= is an option of a launch, not of prepare(): profile with "
+                               "kernel[grid](..., profile=True)", self.compiled.tile_ir.loc)
         dims, bound = self.checked(grid, args)
         try:
             return self.compiled.device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
@@ -153,6 +160,27 @@ def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
     if there is not None:
         message = message.replace(f"at {metal}:{other.line}", f"at line {there.line} ({metal}:{other.line})")
     return fault.moved(message, loc)
+
+
+def at_python_lines(compiled: CompiledKernel, profile: Profile) -> Profile:
+    """`profile` with its `.metal` lines moved to the kernel's Python lines they come from (as for faults,
+    `metile.emit.source_map.FaultLocator`); counts of lines that lead to none (code the lowering adds around the
+    kernel's own) stay at their `.metal` line."""
+    metal = f"{compiled.metal_ir.name}.metal"
+    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
+    moved = []
+    for lc in profile.lines:
+        loc = locator.location(lc.line) if lc.file == metal else None
+        if loc is None:
+            moved.append(lc)
+            continue
+        moved.append(LineCounts(loc.file, loc.line, python_line_text(loc), lc.counts))
+    return attrs.evolve(profile, lines=merge_lines(moved))
+
+
+def python_line_text(loc: Loc) -> str:
+    """The text of a Python source line (empty when the file cannot be read)."""
+    return linecache.getline(loc.file, loc.line).rstrip("\n")
 
 
 def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None,

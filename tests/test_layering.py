@@ -1,4 +1,4 @@
-"""Imports only point down: layout <- ir <- rewrite <- emit <- metal <- frontend (metile/*.py)."""
+"""Imports only point down: layout <- ir <- rewrite <- emit <- profile <- metal <- frontend (metile/*.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "metile"
-RANK = {"layout": 0, "ir": 1, "rewrite": 2, "emit": 3, "metal": 4}
-TOP = 5
+RANK = {"layout": 0, "ir": 1, "rewrite": 2, "emit": 3, "profile": 4, "metal": 5}
+TOP = 6
 
 
 def rank_of_module(dotted: str) -> int:

@@ -118,10 +118,10 @@ no parameter of that name, and part of the cache key, but they steer nothing in 
 value it wants through a constexpr parameter of that name). Any other unknown keyword is refused."""
 
 
-LAUNCH_OPTIONS = frozenset({"sanitize", "timeout"})
-"""Keywords of a launch that are not the kernel's: how the device runs it (`sanitize=`, `timeout=`), not what it
-compiles to, so they are no part of the specialization key. A kernel parameter of that name takes the keyword
-instead."""
+LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})
+"""Keywords of a launch that are not the kernel's: how the device runs it (`sanitize=`, `timeout=`, `profile=`,
+`profile_only=`), not what it compiles to, so they are no part of the specialization key. A kernel parameter of
+that name takes the keyword instead."""
 
 
 def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):

@@ -38,6 +38,10 @@ class LaunchError(MetileError):
     """A dispatch that does not fit the kernel's signature or the device's limits."""
 
 
+class ProfileError(LaunchError):
+    """A `profile=` request that cannot be met: a bad sample size, or a device that cannot count."""
+
+
 class FunctionConstantError(LaunchError):
     """Function constant values that cannot specialise a kernel: an unknown index or name, a value of the wrong
     type, or no value for a constant the kernel requires (`lib.function(name, constants=...)`)."""

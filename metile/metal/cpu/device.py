@@ -27,6 +27,7 @@ from metile.metal.cpu.dispatch import CpuDispatch
 from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.placeholders import Placeholders
+from metile.metal.cpu.profiling import sample_size
 from metile.metal.cpu.runtime_api import ffi, load_runtime
 from metile.metal.cpu.toolchain import Compiler, find_compiler
 from metile.metal.errors import FunctionConstantError, LaunchError, MSLCompileError
@@ -38,6 +39,7 @@ from metile.metal.msl_preprocess import (
     stub_headers,
 )
 from metile.metal.msl_signature import KernelSignature, Param
+from metile.profile.counts import Profile
 
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_THREADGROUP_MEMORY = 32 * 1024
@@ -192,6 +194,7 @@ class CpuDevice:
     simd_width = SIMD_WIDTH
     supports_tensor_ops = False
     supports_sanitize = True      # sanitize=True on a dispatch
+    supports_profile = True       # profile= on a dispatch
 
     def __init__(self, options: CpuOptions):
         self.options = options
@@ -253,14 +256,31 @@ class CpuDevice:
 
     # -- dispatch -------------------------------------------------------------------------------------------------
     def dispatch_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
-                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
-        self.prepare_threadgroups(fn, threadgroups, threads_per_threadgroup, args,
-                                  threadgroup_memory=threadgroup_memory, sanitize=sanitize, timeout=timeout).run()
+                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                              profile: bool | int | None = None, profile_only: bool = False) -> Profile | None:
+        """Run `fn` on a grid of `threadgroups`; with `profile=True` (or a number of threadgroups to count) return
+        its `metile.Profile` (metile.metal.cpu.profiling); `profile_only=True` runs the counted threadgroups only
+        (the outputs are then incomplete): to count a dispatch too large to run whole."""
+        groups = dim3(threadgroups, "threadgroups")
+        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
+        grid = tuple(g * t for g, t in zip(groups, tpt))
+        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only)
 
     def dispatch_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
-                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
-        self.prepare_threads(fn, threads, threads_per_threadgroup, args, threadgroup_memory=threadgroup_memory,
-                             sanitize=sanitize, timeout=timeout).run()
+                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                         profile: bool | int | None = None, profile_only: bool = False) -> Profile | None:
+        """Run `fn` on `threads` (the edge threadgroups may be partial); `profile=` as for dispatch_threadgroups."""
+        grid = dim3(threads, "threads")
+        tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
+        groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
+        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only)
+
+    def _run(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile,
+             profile_only) -> Profile | None:
+        n = sample_size(profile, profile_only)
+        d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only))
+        d.run()
+        return None if n is None else d.profile()
 
     def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                              threadgroup_memory=(), sanitize: bool = False,
@@ -283,7 +303,8 @@ class CpuDevice:
     def synchronize(self) -> None:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
-    def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout) -> CpuDispatch:
+    def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile=None,
+                 profile_only=False) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
         if sanitize.__class__ is not bool or timeout is not None:
@@ -297,4 +318,5 @@ class CpuDevice:
                               f"at most {fn.max_total_threads_per_threadgroup}")
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
-        return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout)
+        return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout, profile,
+                           profile_only)

@@ -20,8 +20,10 @@ from metile.metal.args import BoundArg, bind_arguments, data_address, staged_vie
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import TRAP_MEANS
 from metile.metal.cpu.faults import BufferRange, to_exception
+from metile.metal.cpu.profiling import ProfiledRun
 from metile.metal.cpu.runtime_api import ffi
 from metile.metal.errors import LaunchError
+from metile.profile.counts import Launch, Profile
 
 
 class _Array:
@@ -55,9 +57,10 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes")
+                 "_ptrs", "_sizes", "profiled", "_shape")
 
-    def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout):
+    def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
+                 profile: int | None = None, profile_only: bool = False):
         sig = fn.signature
         bound = bind_arguments(sig, list(args), Buffer)
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
@@ -66,6 +69,7 @@ class CpuDispatch:
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self.ranges: list[BufferRange] = []
+        spans: list[tuple[int, int]] = []
         for p in fn.removed:
             ptrs[p.index], where = dev.placeholders.switched_off(p)
             self.ranges.append(where)
@@ -78,10 +82,14 @@ class CpuDispatch:
                 continue
             ptrs[i] = self._stage(dev, b)
             self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
+            if isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
+                # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
+                spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
         self.written = [a for a in self.arrays if a.bound.write_back]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
-        desc.fn = fn.entry(sanitize)
+        # counting runs the instrumented build (the sanitizer's) without its checks unless asked for
+        desc.fn = fn.entry(sanitize or profile is not None)
         desc.buffers = ptrs
         desc.n_buffers = len(bound)
         desc.tg_param_bytes = sizes
@@ -98,6 +106,11 @@ class CpuDispatch:
         self.device, self.function, self.sanitize = dev, fn, bool(sanitize)
         self.desc, self.rec, self._ptrs, self._sizes = desc, ffi.new("mt_fault*"), ptrs, sizes
         self.lock = threading.Lock()
+        self.profiled = None
+        self._shape = Launch(tuple(groups), tuple(tpt), fn.thread_execution_width, 0)
+        if profile is not None:
+            self.profiled = ProfiledRun(profile, self._shape.threadgroups_total, spans, profile_only)
+            desc.profile, desc.profile_out = self.profiled.desc, self.profiled.out
 
     @staticmethod
     def _range(dev, index: int, name: str, ptr, nbytes: int) -> BufferRange:
@@ -139,6 +152,13 @@ class CpuDispatch:
                                user_file=tr.line_map.user_file if tr.line_map is not None else None)
         for a in self.written:
             a.write_back()
+
+    def profile(self) -> Profile:
+        """The counts of the last run (a dispatch made with `profile=`)."""
+        tr = self.function.library.translation
+        return self.profiled.result(self.device.rt, kernel=self.function.name, metal_name=tr.metal_name,
+                                    source=tr.source, launch=self._shape,
+                                    user_file=tr.line_map.user_file if tr.line_map is not None else None)
 
     def __call__(self) -> None:
         with self.lock:

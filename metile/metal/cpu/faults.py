@@ -50,21 +50,31 @@ class BufferRange:
 @functools.lru_cache(maxsize=4096)
 def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
     """(file, line) frames for an instruction, innermost first (inlined frames included)."""
+    return source_lines_of(module, (offset,)).get(offset, ())
+
+
+def source_lines_of(module: str, offsets) -> dict[int, tuple[tuple[str, int], ...]]:
+    """source_lines for many instructions of one module, with one run of addr2line."""
     tool = shutil.which("addr2line")
-    if not tool or not module or not offset:
-        return ()
+    wanted = [o for o in offsets if o]
+    if not tool or not module or not wanted:
+        return {}
     try:
-        out = subprocess.run([tool, "-e", module, "-i", hex(offset)], capture_output=True, text=True,
-                             timeout=20).stdout
+        out = subprocess.run([tool, "-e", module, "-i", "-a", *map(hex, wanted)], capture_output=True, text=True,
+                             timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
-        return ()
-    frames = []
+        return {}
+    found: dict[int, list[tuple[str, int]]] = {}
+    frames: list[tuple[str, int]] | None = None
     for line in out.splitlines():
+        if line.startswith("0x") and ":" not in line:   # `-a`: the address before its frames
+            frames = found.setdefault(int(line, 16), [])
+            continue
         file, _, num = line.rpartition(":")
         num = num.split(" ")[0]
-        if file and num.isdigit():
+        if frames is not None and file and num.isdigit():
             frames.append((file, int(num)))
-    return tuple(frames)
+    return {o: tuple(f) for o, f in found.items()}
 
 
 def metal_line(module: str, offset: int, metal_name: str,
@@ -76,8 +86,14 @@ def metal_line(module: str, offset: int, metal_name: str,
     for the sanitizer build) is `#include` and `#line 1 "<metal_name>"` followed by the MSL, so every line of
     code in it is a `.metal` line; some tools name the unit itself for such lines (addr2line on DWARF 5 line
     tables names file 0, the unit), with the `.metal` line number, so those frames count too."""
+    return pick_metal_line(source_lines(module, offset), module, metal_name, user_file)
+
+
+def pick_metal_line(frames, module: str, metal_name: str,
+                    user_file: Callable[[str], str | None] | None = None) -> tuple[str, int]:
+    """metal_line's choice among an instruction's frames."""
     unit = str(Path(module).with_name(Path(module).stem.removesuffix("-san") + ".cpp")) if module else ""
-    for file, line in source_lines(module, offset):
+    for file, line in frames:
         if file == metal_name or file.endswith("/" + metal_name) or file == unit:
             return metal_name, line
         if user_file is not None and user_file(file) is not None:

@@ -139,6 +139,12 @@ void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) __attribu
  * hooks of sanitized kernel libraries (mt_sanitizer_hooks.cpp); `pc` is the accessing instruction. */
 void mt_san_access(const void* addr, uint32_t size, int32_t is_write, const void* pc);
 
+/* Profiling: a simdgroup_matrix operation at .metal `line`, counted once per simdgroup (kind: 0 load, 1 store,
+ * 2 multiply-accumulate; dtype: MT_PROF_DTYPE_*; the lanes of one operation are told apart by the calling
+ * instruction). Called by the compatibility header in instrumented (sanitizer) builds only; does nothing unless
+ * the threadgroup is profiled. */
+void mt_prof_event(uint32_t kind, uint32_t dtype, uint32_t line);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Part 2: the launch interface, bound by Python with cffi
  * ------------------------------------------------------------------------------------------------------------- */
@@ -177,6 +183,71 @@ typedef struct mt_fault {
     char message[512];           /* human-readable detail from the runtime */
 } mt_fault;
 
+/* Profiling (runtime_profile.cpp): counts of the threadgroups a launch selects, per instruction of the kernel and
+ * per .metal line. Counters of one entry, by index: */
+enum mt_prof_counter {
+    MT_PROF_DEV_READ_BYTES = 0,  /* device memory (bound buffers): bytes the lanes read */
+    MT_PROF_DEV_WRITE_BYTES,     /* bytes written */
+    MT_PROF_DEV_LANE_OPS,        /* lane accesses */
+    MT_PROF_DEV_SIMD_OPS,        /* simdgroup-wide instructions (one instruction of the active lanes) */
+    MT_PROF_DEV_SEGMENTS,        /* distinct aligned segments those instructions touch, summed */
+    MT_PROF_DEV_ACTIVE_LANES,    /* active lanes of those instructions, summed */
+    MT_PROF_DEV_DISTINCT_BYTES,  /* distinct bytes those instructions touch (a byte two lanes touch counts once) */
+    MT_PROF_TG_READ_BYTES,       /* threadgroup memory: bytes read */
+    MT_PROF_TG_WRITE_BYTES,      /* bytes written */
+    MT_PROF_TG_LANE_OPS,         /* lane accesses */
+    MT_PROF_TG_SIMD_OPS,         /* simdgroup-wide instructions */
+    MT_PROF_TG_PASSES,           /* passes of those instructions (the most distinct words any one bank holds) */
+    MT_PROF_TG_CONFLICTS,        /* passes beyond the fewest the distinct words need (bank conflicts), summed */
+    MT_PROF_ATOMICS,             /* atomic operations (lanes), device or threadgroup */
+    MT_PROF_TG_BARRIERS,         /* threadgroup barriers completed (once per threadgroup) */
+    MT_PROF_SG_BARRIERS,         /* simdgroup barriers completed (once per simdgroup) */
+    MT_PROF_COLLECTIVES,         /* simd and quad collectives completed (once per simdgroup) */
+    MT_PROF_MAT_LOAD,            /* simdgroup_matrix loads, by dtype: + MT_PROF_DTYPE_* */
+    MT_PROF_MAT_STORE = MT_PROF_MAT_LOAD + 4,
+    MT_PROF_MMA = MT_PROF_MAT_STORE + 4, /* simdgroup_matrix multiply(-accumulate)s by input dtype */
+    MT_PROF_COUNTERS = MT_PROF_MMA + 4
+};
+enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };
+
+/* What to count: the threadgroups (sorted linear indices x + y*gx + z*gx*gy), the device buffers (spans
+ * [lo, hi) of the bound buffers, in binding order), and the model parameters. */
+typedef struct mt_profile_desc {
+    const uint64_t* threadgroups;
+    uint32_t n_threadgroups;
+    uint32_t n_device;
+    const uint64_t* device_lo;
+    const uint64_t* device_hi;
+    uint32_t segment_bytes;      /* coalescing segment (a power of 2) */
+    uint32_t banks, bank_bytes;  /* threadgroup-memory banks and their width (bank_bytes a power of 2) */
+    uint32_t only_counted;       /* 1: run the counted threadgroups only (to count a dispatch too large to run) */
+} mt_profile_desc;
+
+/* One entry: an instruction (pc_offset in `module`, line 0) or a .metal line the runtime knows itself (barriers and
+ * collectives: pc_offset 0). */
+typedef struct mt_prof_entry {
+    uint64_t pc_offset;
+    uint32_t line;
+    uint32_t reserved;
+    uint64_t c[MT_PROF_COUNTERS];
+} mt_prof_entry;
+
+/* The counts of a launch (filled by mt_launch when desc->profile is set; free with mt_profile_free). */
+typedef struct mt_profile_result {
+    uint64_t threadgroups;        /* threadgroups counted */
+    uint64_t unique_tg_bytes;     /* device bytes each counted threadgroup touched, once per threadgroup, summed */
+    uint64_t unique_bytes;        /* device bytes any counted threadgroup touched, once */
+    uint64_t unique_tg_segments;  /* the same two in aligned segments (segment_bytes) */
+    uint64_t unique_segments;
+    uint64_t max_tg_memory;       /* threadgroup memory of the largest counted threadgroup */
+    uint32_t n_entries;
+    uint32_t reserved;
+    mt_prof_entry* entries;
+    char module[512];             /* the kernel library the pc offsets are in */
+} mt_profile_result;
+
+void mt_profile_free(mt_profile_result* r);
+
 typedef struct mt_launch_desc {
     mt_kernel_fn fn;
     void* const* buffers;          /* [[buffer(i)]] bindings */
@@ -194,6 +265,9 @@ typedef struct mt_launch_desc {
     uint8_t tg_fill;               /* byte written over threadgroup memory at the start of each threadgroup */
     size_t max_tg_memory;          /* bytes of threadgroup memory allowed per threadgroup */
     size_t stack_bytes;            /* stack per fiber (0 = default, 64 KiB) */
+    const mt_profile_desc* profile; /* non-null: count (needs the instrumented build of the kernel: fn from the
+                                      sanitizer build); the counts go to *profile_out */
+    mt_profile_result* profile_out;
 } mt_launch_desc;
 
 /* Run a dispatch to completion. Returns MT_OK or the fault kind, with details in *fault. Safe to call again after a
@@ -211,7 +285,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 4u
+#define MT_RUNTIME_ABI_VERSION 5u
 
 #ifdef __cplusplus
 }

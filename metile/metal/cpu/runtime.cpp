@@ -72,6 +72,7 @@ __attribute__((noinline)) void run_threadgroups(Worker* w, Launch* L) {
     while (!L->abort.load(std::memory_order_relaxed)) {
         const uint64_t i = L->next_tg.fetch_add(1, std::memory_order_relaxed);
         if (i >= L->total_tgs) break;
+        if (L->prof && !prof_wants(L->prof, i)) continue;
         run_threadgroup(w, L, i);
     }
 }
@@ -86,8 +87,13 @@ void worker_launch(Worker* w, Launch* L) {
         if (mt_fault* f = claim_fault(L, w, MT_FAULT_INTERNAL, 0))
             snprintf(f->message, sizeof f->message, "cannot map threadgroup memory (out of memory or mappings)");
         L->abort.store(1);
+    } else if (!prof_prepare(w, L)) {
+        if (mt_fault* f = claim_fault(L, w, MT_FAULT_INTERNAL, 0))
+            snprintf(f->message, sizeof f->message, "cannot map the profiler's tables (out of memory or mappings)");
+        L->abort.store(1);
     } else if (sigsetjmp(w->jmp, 1) == 0) {
         run_threadgroups(w, L);
+        if (L->prof) prof_merge(w);
     }
     /* after a fault the threadgroup's fibers are simply dropped: they are re-initialised before reuse */
     w->in_kernel = 0;
@@ -304,6 +310,15 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     std::unique_ptr<Launch> L(new Launch());
     if (int32_t status = setup_launch(desc, L.get(), fault)) return status;
     if (desc->sanitize) collect_buffer_fronts(desc, L->fronts);
+    if (desc->profile) {
+        if (!desc->profile_out) return internal_error(fault, "profiling without a result record");
+        L->prof = prof_launch_new(desc->profile);
+        if (!L->prof) return internal_error(fault, "cannot map the profiler's tables (out of memory or mappings)");
+    }
+    struct ProfDelete {
+        Launch* L;
+        ~ProfDelete() { prof_launch_delete(L->prof); }
+    } prof_delete{L.get()};
     L->id = p.next_launch_id++;
     const uint32_t want = desc->workers ? desc->workers : default_workers();
     const uint32_t n = static_cast<uint32_t>(L->total_tgs < want ? L->total_tgs : want);
@@ -336,6 +351,8 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
         L->claimed.store(1);
     }
     if (!L->claimed.load()) check_buffer_fronts(desc, &L->fault, &L->claimed);
+    if (L->prof && !L->claimed.load() && !prof_finish(L->prof, desc->profile_out))
+        return internal_error(fault, "out of memory for the profile");
     reset_buffer_fronts(desc);
     if (L->claimed.load()) {
         mt_fault& f = L->fault;

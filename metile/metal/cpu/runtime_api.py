@@ -16,6 +16,16 @@ import cffi
 from metile.metal.cpu.toolchain import HERE, Compiler, cached_build, run_compiler, sha256_hex, tree_digest
 from metile.metal.errors import CompilerNotFoundError
 
+# mt_runtime.h's enum mt_prof_counter, in order: the counters of a profile entry
+PROFILE_COUNTERS = (
+    "dev_read_bytes", "dev_write_bytes", "dev_lane_ops", "dev_simd_ops", "dev_segments", "dev_active_lanes",
+    "dev_distinct_bytes", "tg_read_bytes", "tg_write_bytes", "tg_lane_ops", "tg_simd_ops", "tg_passes",
+    "tg_conflicts", "atomics", "tg_barriers", "sg_barriers", "collectives",
+    "mat_load_float", "mat_load_half", "mat_load_bfloat", "mat_load_other",
+    "mat_store_float", "mat_store_half", "mat_store_bfloat", "mat_store_other",
+    "mma_float", "mma_half", "mma_bfloat", "mma_other",
+)
+
 CDEF = """
 typedef struct mt_thread_pos mt_thread_pos;
 typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
@@ -35,6 +45,39 @@ typedef struct mt_fault {
     char message[512];
 } mt_fault;
 
+typedef struct mt_profile_desc {
+    const uint64_t* threadgroups;
+    uint32_t n_threadgroups;
+    uint32_t n_device;
+    const uint64_t* device_lo;
+    const uint64_t* device_hi;
+    uint32_t segment_bytes;
+    uint32_t banks, bank_bytes;
+    uint32_t only_counted;
+} mt_profile_desc;
+
+typedef struct mt_prof_entry {
+    uint64_t pc_offset;
+    uint32_t line;
+    uint32_t reserved;
+    uint64_t c[COUNTERS];
+} mt_prof_entry;
+
+typedef struct mt_profile_result {
+    uint64_t threadgroups;
+    uint64_t unique_tg_bytes;
+    uint64_t unique_bytes;
+    uint64_t unique_tg_segments;
+    uint64_t unique_segments;
+    uint64_t max_tg_memory;
+    uint32_t n_entries;
+    uint32_t reserved;
+    mt_prof_entry* entries;
+    char module[512];
+} mt_profile_result;
+
+void mt_profile_free(mt_profile_result* r);
+
 typedef struct mt_launch_desc {
     mt_kernel_fn fn;
     void* const* buffers;
@@ -51,6 +94,8 @@ typedef struct mt_launch_desc {
     uint8_t tg_fill;
     size_t max_tg_memory;
     size_t stack_bytes;
+    const mt_profile_desc* profile;
+    mt_profile_result* profile_out;
 } mt_launch_desc;
 
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
@@ -58,9 +103,9 @@ void* mt_buffer_alloc(size_t bytes);
 void mt_buffer_free(void* data);
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
-"""
+""".replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

@@ -113,6 +113,9 @@ struct Region { /* a [[threadgroup]] slot or parameter of one worker: bytes endi
     size_t shadow_len = 0;
 };
 
+struct ProfLaunch; /* runtime_profile.cpp */
+struct Prof;
+
 struct Launch {
     mt_launch_desc d{};
     std::vector<size_t> param_bytes;
@@ -134,6 +137,7 @@ struct Launch {
     int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
     /* sanitizer: the fronts of the bound buffers ([lo, hi) before each start), where any access is a fault */
     std::vector<std::pair<const char*, const char*>> fronts;
+    ProfLaunch* prof = nullptr; /* performance counters (runtime_profile.cpp), when the launch asks for them */
 };
 
 /* Lanes of a simdgroup that reach simd collectives in divergent control flow: a collective completes when every live
@@ -198,6 +202,9 @@ struct alignas(64) Worker {
     char* san_lo = nullptr;
     char* san_hi = nullptr;
     std::vector<SanRange> san_ranges;
+    /* performance counters: this worker's (kept across launches), and whether the running threadgroup counts */
+    Prof* prof = nullptr;
+    int prof_tg = 0;
     /* pool bookkeeping (guarded by the pool mutex) */
     Worker* next_worker = nullptr; /* list of all workers, read by signal handlers */
     uint64_t seen_gen = 0;
@@ -239,6 +246,22 @@ int watchdog_signal();
 void install_handlers();
 void restore_handlers();
 void describe_signal(Launch* L);
+
+/* runtime_profile.cpp: the launch's counters (from its description; null when out of memory), a worker's set-up
+ * before its threadgroups, the scheduler's reports while a counted threadgroup runs (prof_tg), a worker's merge
+ * after its threadgroups, and the merged result. */
+ProfLaunch* prof_launch_new(const mt_profile_desc* d);
+void prof_launch_delete(ProfLaunch* L);
+bool prof_prepare(Worker* w, Launch* L);
+void prof_begin_threadgroup(Worker* w, uint64_t linear);
+void prof_end_threadgroup(Worker* w);
+void prof_tg_barrier(Worker* w, uint32_t line);
+void prof_collective(Worker* w, Simdgroup& sg, const Fiber* lead, uint32_t mask);
+void prof_exit(Worker* w, const Fiber* f);
+void prof_access(Worker* w, const void* addr, uint32_t size, int32_t kind, const void* pc);
+void prof_merge(Worker* w);
+bool prof_wants(const ProfLaunch* L, uint64_t linear); /* false: a threadgroup an only_counted launch skips */
+bool prof_finish(ProfLaunch* L, mt_profile_result* out);
 
 /* runtime_sanitizer.cpp */
 void san_begin_threadgroup(Worker* w);

@@ -122,7 +122,9 @@ using namespace mtrt;
 
 MT_EXPORT void mt_san_access(const void* addr, uint32_t size, int32_t is_write, const void* pc) {
     Worker* w = tl_worker;
-    if (!w || !w->san_on || !w->cur) return;
+    if (!w || !w->cur) return;
+    if (w->prof_tg) prof_access(w, addr, size, is_write, pc);
+    if (!w->san_on) return;
     const char* a = static_cast<const char*>(addr);
     for (const auto& fr : w->launch->fronts)
         if (a < fr.second && a + size > fr.first) front_access(w, a, fr.second, is_write, pc);

@@ -186,6 +186,7 @@ void complete_tg_barrier(Worker* w) {
     ++tg->epoch;
     tg->bar_count = tg->bar_sgs = 0;
     ++tg->bars_done;
+    if (w->prof_tg) prof_tg_barrier(w, tg->bar_line);
     /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup; only the sanitizer reads
      * bar_passed (in another cache line than wait) */
     const bool passed = w->san_on;
@@ -276,6 +277,7 @@ void resolve(Worker* w, Simdgroup& sg) {
     sg.suspended -= n;
     sg.in_collective -= n;
     sg.x_mask &= ~mask;
+    if (w->prof_tg) prof_collective(w, sg, F[__builtin_ctz(mask)], mask);
     Threadgroup* tg = w->tg;
     for (uint32_t m = mask; m;) {
         const uint32_t i = w->reverse ? 31 - __builtin_clz(m) : __builtin_ctz(m);
@@ -454,10 +456,12 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         for (uint32_t i = tg->n; i-- > 0;) rq_push(tg, w->fibers[i]);
     Fiber* first = rq_pop(tg);
     w->cur = first;
+    if (L->prof) prof_begin_threadgroup(w, linear);
     w->in_kernel = 1;
     ctx_switch(&w->sched, &first->ctx);
     w->in_kernel = 0;
     w->cur = nullptr;
+    if (w->prof_tg) prof_end_threadgroup(w);
 }
 
 } // namespace mtrt
@@ -472,6 +476,7 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
     Threadgroup* tg = w->tg;
     Simdgroup& sg = w->sgs[f->sg];
     f->wait = kDone;
+    if (w->prof_tg) prof_exit(w, f);
     if (tg->live-- == tg->n) tg->exit_first = f->index;
     if (w->san_on && f->bar_passed != tg->bars_done)
         barrier_fault(w, f->index, tg->bar_line, tg->bar_first, tg->bar_line,

@@ -24,7 +24,14 @@ import attrs
 
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
-from metile.metal.errors import CompilerNotFoundError, DeviceError, FunctionConstantError, LaunchError, MSLCompileError
+from metile.metal.errors import (
+    CompilerNotFoundError,
+    DeviceError,
+    FunctionConstantError,
+    LaunchError,
+    MSLCompileError,
+    ProfileError,
+)
 from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
@@ -146,12 +153,19 @@ class MetalLibrary:
         return f"<MetalLibrary {self.metal_name} ({', '.join(self._kernels)})>"
 
 
+
+def _refuse_profile(profile, profile_only) -> None:
+    if (profile is not None and profile is not False) or profile_only:
+        raise ProfileError("profile= counts on the CPU device (metile.device('cpu')); the Metal device runs kernels "
+                           "on the GPU without counters")
+
 class MetalDevice:
     """An Apple GPU. Properties come from the device; see the module docstring for launch semantics."""
 
     name = "metal"
     simd_width = SIMD_WIDTH
     supports_sanitize = False     # sanitize=True is the CPU device's
+    supports_profile = False      # and so is profile=
 
     def __init__(self, options: MetalOptions, *, shim: Shim | None = None, runner: Runner = run_command):
         self.options = options
@@ -267,18 +281,22 @@ class MetalDevice:
 
     # -- dispatch -----------------------------------------------------------------------------------------------
     def dispatch_threadgroups(self, fn: MetalFunction, threadgroups, threads_per_threadgroup, args=(), *,
-                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                              profile=None, profile_only: bool = False) -> None:
         """Queue `fn` over `threadgroups` groups of `threads_per_threadgroup` threads (runs by synchronize()).
 
-        `sanitize=True` and a `timeout` are CPU device features, refused here: Metal cannot stop a running
-        command buffer, and the GPU's own watchdog ends kernels that run too long.
+        `sanitize=True`, a `timeout` and `profile=` are CPU device features, refused here: Metal cannot stop a
+        running command buffer, and the GPU's own watchdog ends kernels that run too long.
         """
+        _refuse_profile(profile, profile_only)
         self._launch(fn, DISPATCH_THREADGROUPS, threadgroups, threads_per_threadgroup, args, threadgroup_memory,
                      sanitize, timeout)
 
     def dispatch_threads(self, fn: MetalFunction, threads, threads_per_threadgroup, args=(), *,
-                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> None:
+                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                         profile=None, profile_only: bool = False) -> None:
         """Queue `fn` over a grid of `threads` threads (edge threadgroups may be partial)."""
+        _refuse_profile(profile, profile_only)
         self._launch(fn, DISPATCH_THREADS, threads, threads_per_threadgroup, args, threadgroup_memory, sanitize,
                      timeout)
 

@@ -31,6 +31,27 @@ inline ulong mat_offset(uint32_t row, uint32_t col, ulong elements_per_row, ulon
     return transpose ? (origin.y + col) * elements_per_row + origin.x + row
                      : (origin.y + row) * elements_per_row + origin.x + col;
 }
+
+/* Instrumented builds (the sanitizer's, which profiling runs too) tell the runtime of each simdgroup_matrix load,
+ * store and multiply (mt_prof_event); other builds carry no trace of it. */
+#if defined(__SANITIZE_THREAD__)
+#define MT_PROFILED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MT_PROFILED_BUILD 1
+#endif
+#endif
+template <class T> constexpr uint32_t prof_dtype() {
+    return is_same<T, float>::value ? 0u : is_same<T, half>::value ? 1u : is_same<T, bfloat>::value ? 2u : 3u;
+}
+template <class T> inline void prof_event(uint32_t kind, uint32_t line) {
+#ifdef MT_PROFILED_BUILD
+    mt_prof_event(kind, prof_dtype<T>(), line);
+#else
+    (void)kind;
+    (void)line;
+#endif
+}
 }  // namespace _mt
 
 template <class T, int Cols, int Rows> struct simdgroup_matrix {
@@ -62,7 +83,9 @@ inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(const T valu
 
 template <class T, int Cols, int Rows, class U>
 inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const U* src, ulong elements_per_row = Cols,
-                           ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+                           ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false,
+                           uint32_t line = __builtin_LINE()) {
+    _mt::prof_event<T>(0, line);
     const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
     for (uint32_t e = 0; e < 2u; ++e)
         d.e_.v_[e] = T(src[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)]);
@@ -70,7 +93,9 @@ inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const U* src, ulo
 
 template <class T, int Cols, int Rows, class U>
 inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, U* dst, ulong elements_per_row = Cols,
-                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false) {
+                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false,
+                            uint32_t line = __builtin_LINE()) {
+    _mt::prof_event<T>(1, line);
     const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
     for (uint32_t e = 0; e < 2u; ++e)
         dst[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)] = U(a.e_.v_[e]);
@@ -108,6 +133,7 @@ template <class TD, class TA, class TB, class TC>
 inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
                                           const simdgroup_matrix<TB, 8, 8>& b, const simdgroup_matrix<TC, 8, 8>& c,
                                           uint32_t line = __builtin_LINE()) {
+    _mt::prof_event<TA>(2, line);
     const float c0 = float(c.e_.v_[0]), c1 = float(c.e_.v_[1]);
     float p[2];
     _mt::mat_product(a, b, line, p);
@@ -119,6 +145,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const s
 template <class TD, class TA, class TB>
 inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
                                const simdgroup_matrix<TB, 8, 8>& b, uint32_t line = __builtin_LINE()) {
+    _mt::prof_event<TA>(2, line);
     float p[2];
     _mt::mat_product(a, b, line, p);
     d.e_.v_[0] = TD(p[0]);

@@ -1,0 +1,104 @@
+"""Profiled dispatches on the CPU device (`profile=` of `dispatch_threadgroups` / `dispatch_threads`).
+
+A profiled dispatch runs the instrumented (sanitizer) build of the kernel with the runtime's counters on
+(runtime_profile.cpp) for a sample of its threadgroups: all of them up to `profile=N` (N threadgroups, default
+DEFAULT_SAMPLE), else N spread evenly over the grid, first and last included. The counts come back per
+instruction and per `.metal` line; this module turns them into a `metile.Profile`, instructions placed on the
+`.metal` line they come from (with addr2line, as for faults) and everything scaled to the whole grid.
+"""
+
+from __future__ import annotations
+
+from metile.metal.cpu.faults import pick_metal_line, source_lines_of
+from metile.metal.cpu.runtime_api import PROFILE_COUNTERS, ffi
+from metile.metal.errors import ProfileError
+from metile.profile.counts import RAW_COUNTERS, Counts, Launch, LineCounts, Model, Profile, merge_lines
+
+DEFAULT_SAMPLE = 32   # threadgroups counted when profile=True
+MODEL = Model()       # 64-byte segments, 32 banks of 4 bytes (docs/performance.md)
+
+assert PROFILE_COUNTERS == RAW_COUNTERS, "mt_runtime.h's counters and metile.profile's names differ"
+
+
+def sample_size(profile, profile_only=False) -> int | None:
+    """The threadgroups to count for a `profile=` argument (None: not profiled)."""
+    if profile_only.__class__ is not bool:
+        raise ProfileError(f"profile_only= takes True or False, not {profile_only!r}")
+    if profile is None or profile is False:
+        if profile_only:
+            raise ProfileError("profile_only=True runs the counted threadgroups only, so it needs profile=True or "
+                               "a number of threadgroups to count")
+        return None
+    if profile is True:
+        return DEFAULT_SAMPLE
+    if isinstance(profile, int) and not isinstance(profile, bool) and profile >= 1:
+        return profile
+    raise ProfileError(f"profile= takes True, False, None or a number of threadgroups to count (>= 1), "
+                       f"not {profile!r}")
+
+
+def sample(total: int, n: int) -> list[int]:
+    """`n` linear threadgroup indices spread evenly over `total` (all of them when n >= total)."""
+    if n >= total:
+        return list(range(total))
+    if n == 1:
+        return [0]
+    return sorted({round(i * (total - 1) / (n - 1)) for i in range(n)})
+
+
+class ProfiledRun:
+    """The runtime's profile description for one dispatch and its result record (kept alive with the dispatch)."""
+
+    def __init__(self, n: int, total: int, spans: list[tuple[int, int]], only: bool = False):
+        ids = sample(total, n)
+        self.ids = ffi.new("uint64_t[]", ids)
+        self.lo = ffi.new("uint64_t[]", [lo for lo, _ in spans] or [0])
+        self.hi = ffi.new("uint64_t[]", [hi for _, hi in spans] or [0])
+        d = ffi.new("mt_profile_desc*")
+        d.threadgroups, d.n_threadgroups = self.ids, len(ids)
+        d.device_lo, d.device_hi, d.n_device = self.lo, self.hi, len(spans)
+        d.segment_bytes, d.banks, d.bank_bytes = MODEL.segment_bytes, MODEL.banks, MODEL.bank_bytes
+        d.only_counted = 1 if only else 0
+        self.desc = d
+        self.out = ffi.new("mt_profile_result*")
+
+    def result(self, rt, *, kernel: str, metal_name: str, source: str, launch: Launch,
+               user_file=None) -> Profile:
+        """The counts of the last run as a Profile with `.metal` lines (frees the runtime's record)."""
+        r = self.out
+        try:
+            entries = [(int(e.pc_offset), int(e.line), list(e.c)) for e in ffi.unpack(r.entries, r.n_entries)]
+            module = ffi.string(r.module).decode(errors="replace")
+            counted = int(r.threadgroups)
+            unique_tg, unique = int(r.unique_tg_bytes), int(r.unique_bytes)
+            seg_tg, seg = int(r.unique_tg_segments), int(r.unique_segments)
+            launch = Launch(launch.threadgroups, launch.threads_per_threadgroup, launch.simd_width,
+                            int(r.max_tg_memory))
+        finally:
+            rt.mt_profile_free(r)
+        frames = source_lines_of(module, [pc for pc, _, _ in entries])
+        text = source.splitlines()
+        lines = []
+        for pc, line, c in entries:
+            file = metal_name
+            if pc:
+                file, line = pick_metal_line(frames.get(pc, ()), module, metal_name, user_file)
+            body = text[line - 1] if file == metal_name and 0 < line <= len(text) else ""
+            lines.append(LineCounts(file, line, body, Counts.from_raw(dict(zip(RAW_COUNTERS, c)))))
+        total = launch.threadgroups_total
+        scale = total / counted if counted else 0.0
+        lines = [LineCounts(lc.file, lc.line, lc.text, lc.counts.scaled(scale)) for lc in merge_lines(lines)]
+        totals = sum((lc.counts for lc in lines), Counts())
+        bound = _bound_bytes(self)
+        footprint = unique if counted >= total else min(unique * scale, bound)
+        seg_footprint = seg if counted >= total else min(seg * scale, -(-bound // MODEL.segment_bytes) + 1)
+        return Profile(kernel=kernel, totals=totals, lines=tuple(lines), launch=launch, threadgroups_profiled=counted,
+                       device_unique_bytes_per_threadgroup=unique_tg * scale, device_unique_bytes=footprint,
+                       device_unique_segments_per_threadgroup=seg_tg * scale, device_unique_segments=seg_footprint,
+                       model=MODEL)
+
+
+def _bound_bytes(run: ProfiledRun) -> int:
+    """The bytes of the device buffers a dispatch binds (no footprint can be larger)."""
+    n = run.desc.n_device
+    return sum(int(run.hi[i]) - int(run.lo[i]) for i in range(n))
