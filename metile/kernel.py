@@ -398,30 +398,31 @@ class JITKernel:
 
     def _launch_options(self, given: dict, sanitize_env, dev) -> dict:
         """The keywords a launch gives its device: `sanitize=True` when the launch or `METILE_SANITIZE` (as the
-        environment holds it) asks for it, the launch's keyword first; `timeout=` when the launch gives one."""
+        environment holds it) asks for it, the launch's keyword first; `timeout=`, `profile=` and `profile_only=`
+        when the launch gives them. The sanitizer and profiles are CPU device features."""
         sanitize = given.get("sanitize")
         if sanitize is None:
             sanitize = _sanitize_setting(sanitize_env)
         out = {}
         if sanitize:
-            if not getattr(dev, "supports_sanitize", False):
-                asked = "sanitize=True" if given.get("sanitize") else "METILE_SANITIZE asks for the sanitizer, but it"
-                raise LaunchError(f"{asked} is a CPU device feature; kernel {self.fn.__name__} runs on device "
-                                  f"{dev.name!r} (run it on metile.device('cpu'), e.g. with METILE_DEVICE=cpu)",
-                                  self.source.def_loc)
+            asked = "sanitize=True" if given.get("sanitize") else "METILE_SANITIZE asks for the sanitizer, but it"
+            self._cpu_only(dev, "supports_sanitize", LaunchError, f"{asked} is a CPU device feature")
             out["sanitize"] = True
         if given.get("timeout") is not None:
             out["timeout"] = given["timeout"]
         profile = given.get("profile")
         if profile is not None and profile is not False:
-            if not getattr(dev, "supports_profile", False):
-                raise ProfileError(f"profile= counts on the CPU device; kernel {self.fn.__name__} runs on device "
-                                   f"{dev.name!r} (run it on metile.device('cpu'), e.g. with METILE_DEVICE=cpu)",
-                                   self.source.def_loc)
+            self._cpu_only(dev, "supports_profile", ProfileError, "profile= counts on the CPU device")
             out["profile"] = profile
         if given.get("profile_only") is not None:
             out["profile_only"] = given["profile_only"]
         return out
+
+    def _cpu_only(self, dev, feature: str, error: type, what: str) -> None:
+        """Refuse a CPU device feature on a device without it, at the kernel's definition."""
+        if not getattr(dev, feature, False):
+            raise error(f"{what}; kernel {self.fn.__name__} runs on device {dev.name!r} (run it on "
+                        "metile.device('cpu'), e.g. with METILE_DEVICE=cpu)", self.source.def_loc)
 
     def _globals(self) -> dict:
         return visible_names(self.fn)
@@ -460,10 +461,11 @@ class Launcher:
             except TypeError:  # an unhashable constexpr: no launch cache for this call
                 key = entry = None
             if entry is None:
-                return self._first(grid, key, debug, sanitize, args, kwargs)
-            return entry(grid, args)
+                entry, args = self._launch(grid, key, debug, sanitize, args, kwargs)
+            counted = entry(grid, args)
         except MetileError as e:
             raise _user_error(e, k.fn.__name__) from None
+        return counted
 
     def grid_of(self, args: tuple, kwargs: dict):
         """The grid a callable `grid` gives for this call: it receives the kernel's arguments by name (runtime
@@ -480,9 +482,6 @@ class Launcher:
             raise GridError(f"the grid function {getattr(self.grid, '__name__', self.grid)!r} raised "
                             f"{type(e).__name__}: {e}") from e
 
-    def _first(self, grid, key, debug, sanitize, args, kwargs):
-        entry, values = self._launch(grid, key, debug, sanitize, args, kwargs)
-        return entry(grid, values)
 
     def _launch(self, grid, key, debug, sanitize, args, kwargs) -> tuple[Launch, list]:
         """The launch for these arguments (compiled if need be, and cached under `key` unless it is None) and the

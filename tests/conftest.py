@@ -47,6 +47,13 @@ def make_device(stub, tmp_path):
         dev.close()
 
 
+@pytest.fixture
+def on_cpu(monkeypatch):
+    """Kernels launch on the CPU device (`METILE_DEVICE=cpu`) during the test; a module asks for it with
+    `pytestmark = pytest.mark.usefixtures("on_cpu")`."""
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
 @pytest.fixture(scope="module")
 def cpu():
     """The CPU device (one per process; modules share it)."""

@@ -18,9 +18,7 @@ import metile
 BLOCK = 128
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def cdiv(a: int, b: int) -> int:

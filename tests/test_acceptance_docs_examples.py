@@ -22,9 +22,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "language.md"
 KERNELS = ("vec_add", "softmax_rows", "matmul", "matmul_act", "layernorm", "rmsnorm", "fft_rows", "matmul_pc")
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def worked_examples() -> str:

@@ -23,9 +23,7 @@ from tests.acceptance_kernels import docs_examples as ex
 LOWEST_HALF = -6.0e4
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @pytest.fixture

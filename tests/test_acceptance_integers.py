@@ -21,9 +21,7 @@ BLOCK = 256
 INT_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32]
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def cdiv(a: int, b: int) -> int:

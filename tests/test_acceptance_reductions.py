@@ -18,9 +18,7 @@ F32_LOWEST, F32_HIGHEST = -3.0e38, 3.0e38
 I32_LOWEST, I32_HIGHEST = -(2**31), 2**31 - 1
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -16,9 +16,7 @@ from metile.frontend.errors import KernelTypeError
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

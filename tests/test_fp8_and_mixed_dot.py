@@ -18,9 +18,7 @@ from metile.ir.types import DType, from_numpy
 E4, E5, BF16 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

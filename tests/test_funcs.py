@@ -19,10 +19,7 @@ from metile.frontend.errors import (
 )
 from tests.frontend_kernels import helpers
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.func

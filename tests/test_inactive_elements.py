@@ -22,9 +22,7 @@ from tests.test_seed_examples import softmax_identity
 F32 = np.zeros(16, np.float32)
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -14,17 +14,9 @@ from metile.emit.source_map import msl_locations
 from metile.kernel import at_python_line
 from metile.metal.errors import DeviceFault
 from tests.acceptance_kernels import docs_examples as docs
+from tests.msl_source import kernel_line as line_of
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
-
-
-def line_of(fn, marker: str) -> int:
-    """The file line of `fn`'s source line holding `marker`."""
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -6,7 +6,6 @@ device refuses both (through the C stand-in of its shim)."""
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import metile
 from metile.debug import DebugSettingError
 from metile.frontend.errors import KernelArgumentError
 from tests.acceptance_kernels import docs_examples as docs
+from tests.msl_source import kernel_line as line_of
 
 kernel_module = importlib.import_module("metile.kernel")
 
@@ -23,11 +23,6 @@ kernel_module = importlib.import_module("metile.kernel")
 def cpu_device(monkeypatch):
     monkeypatch.setenv("METILE_DEVICE", "cpu")
     monkeypatch.delenv("METILE_SANITIZE", raising=False)
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
 
 
 @metile.kernel

@@ -6,13 +6,13 @@ the Metal device through the C stand-in of its shim)."""
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
 
 import metile
 from metile.frontend.errors import GridError, KernelArgumentError, KernelTypeError
+from tests.msl_source import kernel_line as line_of
 
 kernel_module = importlib.import_module("metile.kernel")
 launch_module = importlib.import_module("metile.launch")
@@ -23,11 +23,6 @@ cpu_dispatch = importlib.import_module("metile.metal.cpu.dispatch")
 def cpu_device(monkeypatch):
     monkeypatch.setenv("METILE_DEVICE", "cpu")
     monkeypatch.delenv("METILE_SANITIZE", raising=False)
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
 
 
 @metile.kernel

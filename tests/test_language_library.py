@@ -17,9 +17,7 @@ from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMi
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 # ---- casts

@@ -21,10 +21,7 @@ from metile.ir.types import AddressSpace
 DEVICE, THREADGROUP = AddressSpace.DEVICE, AddressSpace.THREADGROUP
 
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def _operands(m: int, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,24 +4,17 @@ launch option (no recompile), refused on the Metal device and by `prepare()`."""
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
 
 import metile
+from tests.msl_source import kernel_line as line_of
 
 kernel_module = importlib.import_module("metile.kernel")
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -9,10 +9,7 @@ import pytest
 
 import metile
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -5,22 +5,19 @@ overlapping elements, strides that are not whole elements) are refused, naming n
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
 import metile
 from metile.frontend.errors import KernelArgumentError
 from metile.metal.errors import ArrayLayoutError
+from tests.msl_source import kernel_line as line_of
 
 SENTINEL = -12345.0
 HEAD = "#include <metal_stdlib>\nusing namespace metal;\n"
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel
@@ -96,11 +93,6 @@ def test_gaps_hold_what_the_parent_holds_and_are_never_written():
     expect = data(8, 40)
     expect[:7, 4:20] /= 2
     np.testing.assert_array_equal(base, expect)
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
 
 
 @pytest.mark.parametrize(("make", "says"), [

@@ -4,22 +4,13 @@ of it, the channels of `simdgroup_role` blocks) and the error at the line that n
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
 import metile
+from tests.msl_source import kernel_line as line_of
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -11,10 +11,7 @@ import pytest
 import metile
 from metile.frontend.errors import GridError, KernelArgumentError, KernelTypeError
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -13,10 +13,7 @@ import pytest
 from tests import philox_reference as ref
 from tests.acceptance_kernels import triton_tutorials as tt
 
-
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def f64(*arrays):

@@ -17,9 +17,7 @@ from metile.frontend import errors as E
 X = np.zeros(64, np.float32)
 
 
-@pytest.fixture(autouse=True)
-def cpu_device(monkeypatch):
-    monkeypatch.setenv("METILE_DEVICE", "cpu")
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 @metile.kernel

@@ -4,7 +4,6 @@ keeps everything."""
 
 from __future__ import annotations
 
-import inspect
 import traceback
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import metile
 from metile.debug import DebugSettingError
 from metile.frontend.errors import GridError, KernelArgumentError, KernelTypeError
+from tests.msl_source import kernel_line as line_of
 
 PACKAGE = str(Path(metile.__file__).resolve().parent)
 
@@ -22,11 +22,6 @@ PACKAGE = str(Path(metile.__file__).resolve().parent)
 def short_tracebacks(monkeypatch):
     monkeypatch.setenv("METILE_DEVICE", "cpu")
     monkeypatch.delenv("METILE_TRACEBACK", raising=False)
-
-
-def line_of(fn, marker: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, text in enumerate(lines) if marker in text)
 
 
 @metile.kernel

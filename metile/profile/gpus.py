@@ -121,6 +121,12 @@ class GpuSpec:
         return self.clock_ghz * 1e9
 
 
+# the sources most rows share (keys of the module docstring)
+MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"
+SPEC_DATABASE = "apple; hmc-tech; wikipedia; metal-features; tg-banks"
+M5_FAMILY = "apple; m5-roofline; hmc-tech; metal-features; tg-banks"
+
+
 def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus_bits: int, mts: int,
           slc_mib: int, source: str, fp16_per_core_clock: int = FP32_FLOPS_PER_CORE_CLOCK,
           matrix_per_core_clock: int = FP32_FLOPS_PER_CORE_CLOCK, assumed: tuple[str, ...] = ()) -> GpuSpec:
@@ -148,26 +154,26 @@ _ROWS = (
     # Pro/Max/Ultra (Apple: 200/400/800 GB/s; wikipedia). SLC 8/24/48/96 MB (metal-benchmarks L3 column,
     # applegpuinfo, wikipedia). Bins (apple, wikipedia): 7, 14, 24 and 48 cores.
     _spec("M1", cores=8, bins=(7,), clock_ghz=1.278, bus_bits=128, mts=4266, slc_mib=8,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M1 Pro", cores=16, bins=(14,), clock_ghz=1.296, bus_bits=256, mts=6400, slc_mib=24,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M1 Max", cores=32, bins=(24,), clock_ghz=1.296, bus_bits=512, mts=6400, slc_mib=48,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M1 Ultra", cores=64, bins=(48,), clock_ghz=1.296, bus_bits=1024, mts=6400, slc_mib=96,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     # --- M2 family (Apple 8 GPU, G14). Clock 1.398 GHz for M2, M2 Pro and M2 Max (metal-benchmarks Overview);
     # the M2 Ultra is two M2 Max dies and is taken to run at the same clock (no separate figure found, so
     # marked assumed). LPDDR5-6400 on 128/256/512/1024 bits (Apple:
     # 100/200/400/800 GB/s). SLC 8/24/48 MB (metal-benchmarks), 96 MB for two Max dies (applegpuinfo).
     # Bins (apple): 8, 16, 30 and 60 cores.
     _spec("M2", cores=10, bins=(8,), clock_ghz=1.398, bus_bits=128, mts=6400, slc_mib=8,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M2 Pro", cores=19, bins=(16,), clock_ghz=1.398, bus_bits=256, mts=6400, slc_mib=24,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M2 Max", cores=38, bins=(30,), clock_ghz=1.398, bus_bits=512, mts=6400, slc_mib=48,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"),
+          source=MEASURED_M1_M2),
     _spec("M2 Ultra", cores=76, bins=(60,), clock_ghz=1.398, bus_bits=1024, mts=6400, slc_mib=96,
-          source="apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks",
+          source=MEASURED_M1_M2,
           assumed=("clock_ghz",)),
     # --- M3 family (Apple 9 GPU, G15, Dynamic Caching). Apple publishes no clock or TFLOPS: 1.398 GHz is
     # hmc-tech's figure for the M3 and the M3 Max, taken for the whole family (assumed). LPDDR5-6400 on 8, 12
@@ -176,16 +182,16 @@ _ROWS = (
     # over (8/24/48/96 MB; the M3 Pro's narrower bus may come with less SLC, the larger size is kept as the
     # model's safer side). Bins (apple): 8, 14, 30 (with a 384-bit, 300 GB/s bus) and 60 cores.
     _spec("M3", cores=10, bins=(8,), clock_ghz=1.398, bus_bits=128, mts=6400, slc_mib=8,
-          source="apple; hmc-tech; wikipedia; metal-features; tg-banks",
+          source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
     _spec("M3 Pro", cores=18, bins=(14,), clock_ghz=1.398, bus_bits=192, mts=6400, slc_mib=24,
-          source="apple; hmc-tech; wikipedia; metal-features; tg-banks",
+          source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
     _spec("M3 Max", cores=40, bins=(30,), clock_ghz=1.398, bus_bits=512, mts=6400, slc_mib=48,
-          source="apple; hmc-tech; wikipedia; metal-features; tg-banks",
+          source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
     _spec("M3 Ultra", cores=80, bins=(60,), clock_ghz=1.398, bus_bits=1024, mts=6400, slc_mib=96,
-          source="apple; hmc-tech; wikipedia; metal-features; tg-banks",
+          source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
     # --- M4 family (G16). Clock: 1.578 GHz measured with powermetrics on an M4 Pro (eclecticlight). hmc-tech
     # lists the M4 at both 1.470 and 1.578 GHz; the measured 1.578 GHz is taken for the M4 (same GPU
@@ -210,14 +216,14 @@ _ROWS = (
     # The Pro and Max clocks are assumed equal to the M5's. SLC: no public figure found; tier sizes carried
     # over (assumed). Bins: an 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
     _spec("M5", cores=10, bins=(8,), clock_ghz=1.578, bus_bits=128, mts=9600, slc_mib=8,
-          source="apple; m5-roofline; hmc-tech; metal-features; tg-banks",
+          source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, assumed=("last_level_cache", *_M5_ASSUMED)),
     _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.578, bus_bits=256, mts=9600, slc_mib=24,
-          source="apple; m5-roofline; hmc-tech; metal-features; tg-banks",
+          source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
     _spec("M5 Max", cores=40, bins=(), clock_ghz=1.578, bus_bits=512, mts=9600, slc_mib=48,
-          source="apple; m5-roofline; hmc-tech; metal-features; tg-banks",
+          source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
 )
