@@ -1,6 +1,8 @@
 """Command line: `python -m metile demo` runs example kernels end to end on the default device: a tile-language
 kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softmax), each checked against numpy.
-`python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`)."""
+`python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`), and
+`python -m metile profile FILE.py:KERNEL --grid G ...` launches it with `profile=` on the CPU device and prints its
+counts and an Apple GPU estimate (see `metile.cli_profile`)."""
 
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def demo() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit status (argparse's own exits, `--help` included, become returns)."""
-    from metile import cli
+    from metile import cli, cli_profile
 
     parser = argparse.ArgumentParser(
         prog="python -m metile", description="metile: tile-language GPU kernels compiled to Metal Shading Language.",
@@ -108,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
                    description="Run a tile-language kernel and a hand-written MSL kernel on the default device "
                                "and compare them with numpy.")
     cli.add_parser(sub)
+    cli_profile.add_parser(sub)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     if args.command == "demo":
         return demo()
+    if args.command == "profile":
+        return cli_profile.run(args)
     return cli.run(args)
 
 

@@ -10,6 +10,8 @@ Exit status: 0 on success, 2 for a mistake on the command line (file, kernel nam
 unknown type, missing or unknown argument, a file that fails to import), 1 when the kernel does not compile
 (a kernel error, a construct the lowering refuses, MSL the device rejects). Every such failure prints one
 message to stderr, located at the kernel's line with a caret where there is one, and no traceback.
+
+`python -m metile profile` (`metile.cli_profile`) shares this module's parsing and launches the kernel.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ examples:
   python -m metile compile kernels.py:vec_add --arg A=f32* --arg B=f32* --arg C=f32* --arg n=i32 -D BLOCK=256
   python -m metile compile kernels.py:vec_add ... --tile-ir --metal-ir --no-device -o vec_add.metal
 
-exit status: 0 compiled; 1 the kernel does not compile; 2 a mistake on the command line."""
+exit status: 0 compiled; 1 the kernel does not compile; 2 a mistake on the command line.
+
+`python -m metile profile --help`: launch the kernel on the CPU device and count its memory traffic."""
 
 
 class CommandError(Exception):
@@ -60,17 +64,19 @@ class CommandError(Exception):
         self.status = status
         self.located = located
 
-    def render(self) -> str:
-        return self.message if self.located else f"{PROG}: error: {self.message}"
+    def render(self, prog: str = PROG) -> str:
+        return self.message if self.located else f"{prog}: error: {self.message}"
 
 
 @attrs.frozen
 class ArgSpec:
-    """`--arg NAME=TYPE`: a runtime argument's name, element type (a `DType` value) and pointer-ness."""
+    """`--arg NAME=TYPE`: a runtime argument's name, element type (a `DType` value) and pointer-ness; `value` is
+    what `profile` adds after a colon (`X=f32*:4096`, `n=i32:1000`): a pointer's element count or a scalar's value."""
 
     name: str
     dtype: str
     pointer: bool
+    value: int | float | bool | None = None
 
 
 @attrs.frozen
@@ -281,8 +287,10 @@ def find_kernel(module, name: str | None, path: Path):
     return obj
 
 
-def bind(kernel, specs: list[ArgSpec], defines: list[tuple[str, object]]) -> tuple[list, dict]:
-    """The positional stand-in arguments (in parameter order) and the keyword constexprs and options."""
+def bind(kernel, specs: list[ArgSpec], defines: list[tuple[str, object]], make=None) -> tuple[list, dict]:
+    """The positional arguments (in parameter order) and the keyword constexprs and options; `make(spec)` builds
+    each runtime argument (`stand_in` unless given)."""
+    make = make or stand_in
     params = kernel.source.specs  # parsing the source may raise a located kernel error
     runtime = [p.name for p in params if not p.constexpr]
     consts = {p.name for p in params if p.constexpr}
@@ -317,8 +325,8 @@ def bind(kernel, specs: list[ArgSpec], defines: list[tuple[str, object]]) -> tup
     for n in runtime:
         if n not in given:  # a runtime parameter with a default: the rest go by keyword
             break
-        args.append(stand_in(given[n]))
-    keywords.update({n: stand_in(s) for n, s in given.items() if runtime.index(n) >= len(args)})
+        args.append(make(given[n]))
+    keywords.update({n: make(s) for n, s in given.items() if runtime.index(n) >= len(args)})
     return args, keywords
 
 
