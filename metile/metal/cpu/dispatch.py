@@ -82,7 +82,7 @@ class CpuDispatch:
                 continue
             ptrs[i] = self._stage(dev, b)
             self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
-            if isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
+            if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
                 spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
         self.written = [a for a in self.arrays if a.bound.write_back]
@@ -106,9 +106,9 @@ class CpuDispatch:
         self.device, self.function, self.sanitize = dev, fn, bool(sanitize)
         self.desc, self.rec, self._ptrs, self._sizes = desc, ffi.new("mt_fault*"), ptrs, sizes
         self.lock = threading.Lock()
-        self.profiled = None
-        self._shape = Launch(tuple(groups), tuple(tpt), fn.thread_execution_width, 0)
+        self.profiled = self._shape = None
         if profile is not None:
+            self._shape = Launch(tuple(groups), tuple(tpt), fn.thread_execution_width, 0)
             self.profiled = ProfiledRun(profile, self._shape.threadgroups_total, spans, profile_only)
             desc.profile, desc.profile_out = self.profiled.desc, self.profiled.out
 

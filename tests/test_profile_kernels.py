@@ -1,0 +1,110 @@
+"""`kernel[grid](..., profile=True)`: the counts of a `@metile.kernel` launch at the kernel's Python lines, as a
+launch option (no recompile), refused on the Metal device and by `prepare()`."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+
+import metile
+
+kernel_module = importlib.import_module("metile.kernel")
+
+
+@pytest.fixture(autouse=True)
+def cpu_device(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+
+
+def line_of(fn, marker: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, text in enumerate(lines) if marker in text)
+
+
+@metile.kernel
+def softmax_rows(X, Y, n_cols, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    cols = metile.arange(0, BLOCK)
+    mask = cols < n_cols
+    v = metile.load(X + row * n_cols + cols, mask=mask, other=-float("inf"))  # the load
+    e = metile.exp(v - metile.max(v, axis=0))  # the max
+    metile.store(Y + row * n_cols + cols, e / metile.sum(e, axis=0), mask=mask)  # the store
+
+
+@metile.kernel
+def gather(X, Y, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    metile.store(Y + offs, metile.load(X + offs * 8))  # strided
+
+
+def reference(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_a_kernel_profile_is_at_its_python_lines():
+    x = np.random.default_rng(0).random((16, 256), dtype=np.float32)
+    y = np.zeros_like(x)
+    p = softmax_rows[(16,)](x, y, 256, BLOCK=256, profile=True)
+    np.testing.assert_allclose(y, reference(x), rtol=1e-5)
+    assert isinstance(p, metile.Profile)
+    d = p.to_dict()
+    assert d["device_bytes_read"] == x.nbytes and d["device_bytes_written"] == y.nbytes
+    assert d["coalescing_efficiency"] == 1.0
+    here = __file__
+    load, store = line_of(softmax_rows.fn, "# the load"), line_of(softmax_rows.fn, "# the store")
+    assert d["lines"][f"{here}:{load}"]["device_bytes_read"] == x.nbytes
+    assert d["lines"][f"{here}:{store}"]["device_bytes_written"] == y.nbytes
+    assert "# the load" in d["lines"][f"{here}:{load}"]["text"]
+    # the reductions exchange partial results through threadgroup memory, with barriers
+    reductions = p.line(line_of(softmax_rows.fn, "# the max"), here)
+    assert reductions.threadgroup_bytes > 0 and reductions.barriers > 0
+    assert softmax_rows[(16,)](x, y, 256, BLOCK=256) is None
+
+
+def test_profile_is_a_launch_option_not_a_constexpr(monkeypatch):
+    compiles = []
+    real = kernel_module.emit_msl
+    monkeypatch.setattr(kernel_module, "emit_msl", lambda k: compiles.append(k.name) or real(k))
+    k = metile.kernel(gather.fn)
+    x = np.arange(8 * 512, dtype=np.float32)
+    y = np.zeros(512, np.float32)
+    k[(4,)](x, y, BLOCK=128)
+    p = k[(4,)](x, y, BLOCK=128, profile=2)
+    np.testing.assert_array_equal(y, x[::8])
+    assert compiles == ["gather"]
+    d = p.to_dict()
+    assert (d["threadgroups_profiled"], d["threadgroups_total"]) == (2, 4)
+    strided = d["lines"][f"{__file__}:{line_of(gather.fn, '# strided')}"]
+    assert strided["coalescing_efficiency"] < 0.2    # each lane's 4 bytes in its own 64-byte segment (reads)
+    q = k[(4,)](x, y, BLOCK=128, profile=1, profile_only=True)
+    assert q.threadgroups_profiled == 1
+
+
+def test_bad_profile_values_and_prepare_are_refused():
+    x = np.arange(8 * 512, dtype=np.float32)
+    y = np.zeros(512, np.float32)
+    with pytest.raises(metile.ProfileError, match="number of threadgroups"):
+        gather[(4,)](x, y, BLOCK=128, profile=-3)
+    with pytest.raises(metile.ProfileError, match="not of prepare"):
+        gather[(4,)].prepare(x, y, BLOCK=128, profile=True)
+
+
+def test_the_metal_device_refuses_profile(stub, make_device, monkeypatch):
+    dev = make_device()
+    stub.execute_with(None)
+    monkeypatch.setattr(kernel_module, "device", lambda name=None: dev)
+    k = metile.kernel(gather.fn)
+    x = np.arange(8 * 512, dtype=np.float32)
+    y = np.zeros(512, np.float32)
+    with pytest.raises(metile.ProfileError, match="profile= counts on the CPU device; kernel gather runs on device "
+                                                  "'metal'") as info:
+        k[(4,)](x, y, BLOCK=128, profile=True)
+    assert info.value.loc.line == line_of(gather.fn, "def gather")
+    lib = dev.compile("#include <metal_stdlib>\nusing namespace metal;\n"
+                      "kernel void k(device float* a [[buffer(0)]]) {}\n", name="k.metal")
+    with pytest.raises(metile.ProfileError, match="counts on the CPU device"):
+        dev.dispatch_threads(lib.function("k"), (32, 1, 1), (32, 1, 1), [y], profile=True)
