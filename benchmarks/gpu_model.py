@@ -34,10 +34,11 @@ and attention, per compulsory byte (input read once, output written once) for so
               multiply-accumulates (8x8x8)"""
 
 GPU_HEADER = """\
-Lower bounds by resource (ms): compute = FLOPs / peak; device = bytes moved / bandwidth (the no-reuse figure when
-the dispatch's footprint exceeds the last-level cache, else the perfect-reuse one); tg mem = threadgroup-memory
-passes x 128 B / its bandwidth. est = the largest, bound = its resource. ideal = problem FLOPs / peak FLOP/s (GEMM,
-attention) or compulsory bytes / bandwidth (softmax, layer norm); %peak = ideal / est."""
+Lower bounds by resource (in the unit the column names): compute = FLOPs / peak; device = bytes moved / bandwidth
+(the no-reuse figure when the dispatch's footprint exceeds the last-level cache, else the perfect-reuse one);
+tg mem = threadgroup-memory passes x 128 B / its bandwidth. est = the largest, bound = its resource.
+ideal = problem FLOPs / peak FLOP/s (GEMM, attention) or compulsory bytes / bandwidth (softmax, layer norm);
+%peak = ideal / est."""
 
 
 def _n(v: float) -> str:
@@ -74,8 +75,12 @@ def gpu_row(problem, run, spec, unit: float) -> list[str]:
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell: the first three (names) to the left, the numbers to the right."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(c.ljust(wd) if i < 3 else c.rjust(wd) for i, (c, wd) in enumerate(zip(r, widths)))  # noqa: E731
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(c.ljust(wd) if i < 3 else c.rjust(wd) for i, (c, wd) in enumerate(zip(row, widths)))
+
     return "\n".join([fmt(header), "  ".join("-" * wd for wd in widths), *(fmt(r).rstrip() for r in rows)])
 
 
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = [gpu(name) for name in opts.gpu]
     except UnknownGpuError as e:
-        parser.error(str(e))
+        parser.error(e.message)
     began = time.perf_counter()
     dev = metile.device("cpu")
     rows = []          # (problem, metile Run, {gpu name: mlx Run})
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = _guard("meTile", runs.run_reference_gemm, dev, 1024, not opts.quick)
 
     print(report(rows, specs, reference, runs))
-    print(f"\n(the CPU device took {time.perf_counter() - began:.0f} s)")
+    print(f"\n(this run took {time.perf_counter() - began:.0f} s on the CPU device)")
     if opts.json:
         Path(opts.json).write_text(json.dumps(to_json(rows, specs, reference, runs), indent=1))
     runs_all = [r for _, m, t in rows for r in (m, *t.values())] + [reference]
@@ -129,6 +134,11 @@ def _guard(impl: str, fn, *args):
     except Exception as e:  # a compile error, a fault: the row says so and the exit code is 1
         text = (str(e).strip() or type(e).__name__).splitlines()[0]
         return Run(impl, "?", None, f"ERROR {type(e).__name__}: {text}", time.perf_counter() - start, failed=True)
+
+
+def _missing(run, width: int) -> list[str]:
+    """The cells of a run that has no profile: why, in one word (the notes below the table say more)."""
+    return ["unavailable" if run.note.startswith("unavailable") else "FAILED", *["-"] * (width - 1)]
 
 
 def _distinct(theirs: dict) -> list:
@@ -151,12 +161,13 @@ def report(rows, specs, reference, runs) -> str:
         for run in (mine, *_distinct(theirs)):
             where = [s.name for s in specs if theirs.get(s.name) is run]
             label = run.kernel + (f" ({', '.join(where)})" if run.impl == "mlx" and len(where) < len(specs) else "")
-            cells = counters_row(problem, run) if run.profile is not None else ["-"] * 10
+            cells = counters_row(problem, run) if run.profile is not None else _missing(run, 10)
             lines.append(["", run.impl, label, *cells])
             notes.append(f"  {problem.name:<28} {run.impl:<6} {label}: {run.note} [{run.seconds:.1f} s]")
     head2 = ["", "", "", "", "", "", "no reuse", "reuse", "", "", "", "", ""]
     out.append(table(head, [head2, *lines]))
     out += ["", "How each dispatch ran (CPU wall time):", *notes]
+    out += ["", GPU_HEADER]
     for spec in specs:
         out += ["", f"== {spec.name}: {spec.gpu_cores} GPU cores, {spec.fp32_flops / 1e12:.3g} TFLOP/s f32, "
                 f"{spec.fp16_matrix_flops / 1e12:.3g} TFLOP/s f16 matrix, {spec.memory_bandwidth / 1e9:.4g} GB/s, "
@@ -166,11 +177,11 @@ def report(rows, specs, reference, runs) -> str:
         grows = []
         for problem, mine, theirs in rows:
             for i, run in enumerate((mine, theirs[spec.name])):
-                cells = gpu_row(problem, run, spec, unit) if run.profile is not None else [run.note[:70], *[""] * 6]
+                cells = gpu_row(problem, run, spec, unit) if run.profile is not None else _missing(run, 7)
                 grows.append([problem.name if i == 0 else "", run.impl, run.kernel, *cells])
         out.append(table(["problem", "impl", "kernel", f"compute {name}", f"device {name}", f"tg mem {name}",
                           "bound", f"est {name}", f"ideal {name}", "%peak"], grows))
-    out += ["", GPU_HEADER, "", calibration(reference, runs)]
+    out += ["", calibration(reference, runs)]
     return "\n".join(out)
 
 
@@ -180,11 +191,11 @@ def calibration(reference, runs) -> str:
     e = reference.profile.estimate("M1")
     measured = runs.MEASURED_REFERENCE_M1_S
     ms = 1e-3
-    return (f"calibration: the original meTile GEMM (tests/data/reference_msl/gemm_f32_64x64x32, mtile_matmul, "
-            f"16x16 threadgroups x 128 threads)\n  at 1024^3 f32: measured {measured / ms:.3g} ms on an M1 in meTile's "
-            f"CI; the model's M1 estimate {e.seconds / ms:.3g} ms = {100 * e.seconds / measured:.0f}% of it (bound by "
-            f"{e.binding}; compute {_time(e.compute_s, ms)}, device {_time(e.device_binding_s, ms)}, tg mem "
-            f"{_time(e.threadgroup_s, ms)} ms)\n  [{reference.note}]")
+    return (f"calibration: the original meTile GEMM (tests/data/reference_msl/gemm_f32_64x64x32, kernel "
+            f"mtile_matmul,\n  16x16 threadgroups x 128 threads) at 1024^3 f32: measured {measured / ms:.3g} ms on "
+            f"an M1 in meTile's CI;\n  the model's M1 estimate: {e.seconds / ms:.3g} ms = "
+            f"{100 * e.seconds / measured:.0f}% of it, bound by {e.binding} (compute {_time(e.compute_s, ms)}, "
+            f"device {_time(e.device_binding_s, ms)}, tg mem {_time(e.threadgroup_s, ms)} ms)\n  [{reference.note}]")
 
 
 def to_json(rows, specs, reference, runs) -> dict:
