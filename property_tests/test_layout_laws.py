@@ -168,6 +168,29 @@ def test_composition_with_a_tiler_works_mode_by_mode(data):
         assert r(0, i, 0) == a(0, b1(i), 0)
 
 
+@given(st.data())
+@bounded(300)
+def test_a_leaf_ending_inside_a_mode_of_a_composes_whatever_the_sizes(data):
+    """As in CuTe, B's leaf ``n:r`` that stays inside one mode ``s:d`` of A (``r * (n - 1) < s`` after the
+    stride is divided through A's earlier modes) composes to ``n:(r*d)``; the sizes need not divide."""
+    sizes = data.draw(st.lists(st.integers(2, 7), min_size=2, max_size=4))
+    strides = [data.draw(st.integers(1, 50)) for _ in sizes]
+    a = Layout(tuple(sizes), tuple(strides))
+    k = data.draw(st.integers(0, len(sizes) - 2))
+    before = 1
+    for s in sizes[:k]:
+        before *= s
+    r = data.draw(st.integers(1, sizes[k] - 1))
+    n = data.draw(st.integers(2, max(2, -(-sizes[k] // r))))
+    if r * (n - 1) >= sizes[k]:
+        n = 1
+    b = Layout(n, before * r)
+    result = composition(a, b)
+    assert image(result) == [a(b(i)) for i in range(n)]
+    if n > 1 and coalesce(a) == a:
+        assert result == Layout(n, r * strides[k])
+
+
 # ------------------------------------------------------------------------------------------------ complement
 
 

@@ -155,7 +155,7 @@ def test_blocked_and_raked_products_2d():
     block = Layout((2, 5), (5, 1))
     tiler = Layout((3, 4), (1, 3))
     blocked = blocked_product(block, tiler)
-    assert str(blocked) == "(6,(5,4)):(5,(1,30))"
+    assert str(blocked) == "((2,3),(5,4)):((5,10),(1,30))"  # CuTe's result, not coalesced
     # row 0 is the first row of block 0, then block (0,1) starts 3 blocks of 10 later
     assert [blocked(0, n) for n in range(6)] == [0, 1, 2, 3, 4, 30]
     raked = raked_product(block, tiler)
@@ -177,9 +177,12 @@ def test_product_by_mode_and_zipped_forms():
     assert str(flat_product(a, tiler)) == "(2,5,3,4):(5,1,1,5)"
 
 
-def test_rank1_blocked_product_is_the_coalesced_product():
-    assert blocked_product(Layout(4, 1), Layout(3, 1)) == Layout(12, 1)
-    assert raked_product(Layout(4, 1), Layout(3, 1)) == Layout((3, 4), (4, 1))
+def test_rank1_products_keep_rank_1():
+    # CuTe: rank(result) == max(rank(block), rank(tiler)); a rank-1 result's one mode is the (block, tiler) pair
+    assert blocked_product(Layout(4, 1), Layout(3, 1)) == Layout(((4, 3),), ((1, 4),))
+    assert raked_product(Layout(4, 1), Layout(3, 1)) == Layout(((3, 4),), ((4, 1),))
+    assert str(blocked_product(Layout(4, 2), Layout(2, 1))) == "((4,2)):((2,1))"
+    assert str(blocked_product(Layout(4, 1), Layout((3, 2), (1, 3)))) == "((4,3),(1,2)):((1,4),(0,12))"
 
 
 # -------------------------------------------------------------------------------------------------- inverses

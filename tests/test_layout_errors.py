@@ -58,11 +58,29 @@ def test_composition_stride_divisibility():
         composition(Layout((6, 2), (8, 2)), Layout(4, 5))
 
 
+def test_composition_stride_divisibility_past_the_mode():
+    # CuTe asserts when the stride is larger than a mode and not a multiple of it
+    with raises(ValueError, "inadmissible", "stride divisibility", "remaining stride 4", "larger than", "size 3"):
+        composition(Layout((3, 4), (1, 10)), Layout(2, 4))
+    # CuTe's weak check accepts this and gives (2,2):(2,10), but A(B(2)) == A(4) == 11
+    with raises(ValueError, "stride divisibility", "4:2", "does not divide", "carry"):
+        composition(Layout((3, 4), (1, 10)), Layout(4, 2))
+
+
 def test_composition_shape_divisibility():
-    with raises(ValueError, "inadmissible", "shape divisibility", "remaining size 4", "strided size 6"):
-        composition(Layout((6, 2), (2, 1)), Layout(4, 1))
-    with raises(ValueError, "shape divisibility", "remaining size 2", "strided size 3"):
-        composition(Layout((6, 2), (2, 1)), Layout(2, 2))
+    with raises(ValueError, "inadmissible", "shape divisibility", "remaining size 8", "strided size 6"):
+        composition(Layout((6, 2), (2, 1)), Layout(8, 1))
+    with raises(ValueError, "shape divisibility", "remaining size 4", "strided size 3"):
+        composition(Layout((6, 2), (2, 1)), Layout(4, 2))
+
+
+def test_composition_leaf_ending_inside_a_mode_needs_no_divisibility():
+    # as in CuTe: B's leaf stays inside A's first mode, so the sizes need not divide
+    assert composition(Layout((3, 2, 4), (24, 12, 1)), Layout(2, 1)) == Layout(2, 24)
+    assert composition(Layout((6, 2), (2, 1)), Layout(4, 1)) == Layout(4, 2)
+    assert composition(Layout((6, 2), (2, 1)), Layout(2, 2)) == Layout(2, 4)
+    assert composition(Layout((3, 4), (1, 10)), Layout(2, 2)) == Layout(2, 2)
+    assert composition(Layout((3, 4), (1, 10)), Layout((2, 3), (2, 3))) == Layout((2, 3), (2, 10))
 
 
 def test_composition_distributivity():

@@ -37,14 +37,19 @@ def composition(a: Any, b: Tiler) -> Any:
     Composition distributes over B's modes, ``A o (B0, B1) == (A o B0, A o B1)``, and each leaf of the result
     is coalesced. With a tuple tiler, ``composition(A, <B0, B1>) == (A[0] o B0, A[1] o B1, A[2], ...)``.
 
-    Admissibility (checked, raising ``ValueError`` that names the condition and the values): A is
-    flattened and coalesced to ``(s0,...,sk):(d0,...,dk)``; then for each leaf ``n:r`` of B with ``n > 1``
-    and ``r > 0``, walking A's modes except the last, CuTe's two conditions hold:
+    Admissibility (checked, raising ``ValueError`` that names the condition and the values) follows CuTe's
+    walk: A is flattened and coalesced to ``(s0,...,sk):(d0,...,dk)``; then each leaf ``n:r`` of B with
+    ``n > 1`` and ``r > 0`` walks A's modes except the last, first dividing out the stride, then modding out
+    the size:
 
-    * *stride divisibility*: while ``r > 1``, ``r`` and the next ``s_i`` must divide one another (``r`` is
-      divided out of the shape: ``(6,2)/3 -> (2,2)``);
-    * *shape divisibility*: the remaining size ``n`` and each strided mode size ``t_i`` must divide one
-      another (``n`` is modded out of the shape: ``(6,2)%3 -> (3,1)``);
+    * *stride divisibility*: while ``r > 1``, a mode with ``r % s_i == 0`` is stepped over (``r //= s_i``);
+      a mode with ``r > s_i`` that ``r`` is not a multiple of is an error (CuTe asserts too). Otherwise the
+      mode offers ``t_i = ceil(s_i / r)`` steps of stride ``r * d_i``, and ``r`` becomes 1;
+    * *shape divisibility*: if the remaining size ``n <= t_i`` the leaf ends inside that mode, whatever the
+      sizes: ``(3,2,4):(24,12,1) o 2:1 == 2:24`` and ``(3,4):(1,10) o 2:2 == 2:2``. Otherwise the leaf
+      carries into the next mode, which needs ``r`` to divide ``s_i`` and ``t_i`` to divide ``n``
+      (``n //= t_i``). CuTe checks only ``n % t_i == 0`` there, so for ``(3,4):(1,10) o 4:2`` it gives
+      ``(2,2):(2,10)`` while ``A(B(2)) == A(4) == 11``; here that is an error;
     * *distributivity* (checked across all leaves of B): each leaf's image is a box of A's coordinates, and
       in every mode of A but the last, the leaves' largest coordinates must add up to less than the mode's
       size. Otherwise ``B0(i) + B1(j)`` carries from one mode of A into the next and ``A o B`` is not
@@ -173,37 +178,42 @@ def _compose_leaf(
     last = len(shapes) - 1
     for i in range(last):
         si, di = shapes[i], strides[i]
-        if rest_d == 1:
-            t, td, grain = si, di, 1
-        elif rest_d % si == 0:
+        if rest_d % si == 0:  # the stride steps over this whole mode
             rest_d //= si
             continue
-        elif si % rest_d == 0:
-            t, td, grain = si // rest_d, di * rest_d, rest_d
-            rest_d = 1
-        else:
+        if rest_d > si:
             raise ValueError(
                 f"composition({a}, {b}) is inadmissible: stride divisibility fails for B's mode {n}:{r}: "
-                f"after dividing the stride through A's earlier modes, the remaining stride {rest_d} and "
-                f"A's mode size {si} (mode {i} of coalesced A {_fmt_modes(shapes, strides)}) do not divide "
-                "one another"
+                f"after dividing the stride through A's earlier modes, the remaining stride {rest_d} is "
+                f"larger than A's mode size {si} (mode {i} of coalesced A {_fmt_modes(shapes, strides)}) "
+                "and not a multiple of it (CuTe asserts here too)"
             )
-        if rest_s % t == 0:
-            count = t
-            rest_s //= t
-        elif t % rest_s == 0:
-            count, rest_s = rest_s, 1
-        else:
+        # rest_d < si: this mode takes ceil(si / rest_d) steps of rest_d before carrying into the next
+        t = -(-si // rest_d)
+        if rest_s <= t:  # the leaf ends inside this mode: no carry, any sizes will do
+            count = rest_s
+        elif si % rest_d != 0:
+            raise ValueError(
+                f"composition({a}, {b}) is inadmissible: stride divisibility fails for B's mode {n}:{r}: "
+                f"the remaining stride {rest_d} does not divide A's mode size {si} (mode {i} of coalesced A "
+                f"{_fmt_modes(shapes, strides)}) and the {rest_s} remaining steps run past it, so they "
+                "carry into the next mode unevenly"
+            )
+        elif rest_s % t != 0:
             raise ValueError(
                 f"composition({a}, {b}) is inadmissible: shape divisibility fails for B's mode {n}:{r}: "
-                f"the remaining size {rest_s} and the strided size {t} of A's mode {si}:{di} (mode {i} of "
-                f"coalesced A {_fmt_modes(shapes, strides)}) do not divide one another; only A's last mode "
-                "may take a remainder"
+                f"the remaining size {rest_s} is larger than the strided size {t} of A's mode {si}:{di} "
+                f"(mode {i} of coalesced A {_fmt_modes(shapes, strides)}) and not a multiple of it; only "
+                "A's last mode may take a remainder"
             )
+        else:
+            count = t
         out_s.append(count)
-        out_d.append(td)
-        used[i] += grain * (count - 1)
+        out_d.append(rest_d * di)
+        used[i] += rest_d * (count - 1)
         users[i].append((n, r))
+        rest_s //= count
+        rest_d = 1
         if rest_s == 1:
             break
     else:

@@ -7,7 +7,8 @@ For a block of shape ``(M, N, L, ...)`` and a tiler ``<TileM, TileN>``:
 * ``tiled_product``:   ``((M,N), TileM, TileN, L, ...)``
 * ``flat_product``:    ``(M, N, TileM, TileN, L, ...)``
 
-``blocked_product`` and ``raked_product`` are the rank-sensitive forms that interleave like modes.
+``blocked_product`` and ``raked_product`` are the rank-sensitive forms that interleave like modes, with
+CuTe's shapes (not coalesced) and CuTe's rank, ``max(rank(block), rank(tiler))``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ._memo import memo
 from .compose import Tiler, _compose
 from .divide import _by_mode, unzip_tiles
 from .inverse import complement
-from .layout import Layout, coalesce, concat, cosize, modes, size
+from .layout import Layout, concat, cosize, modes, size
 from .layout import append as append_mode
 
 
@@ -68,30 +69,41 @@ def _padded_product(block: Layout, tiler: Layout) -> tuple[int, Layout]:
     return r, logical_product(append_mode(block, upto=r), append_mode(tiler, upto=r))
 
 
+def _zip(x: Layout, y: Layout) -> Layout:
+    """CuTe's ``zip`` of two layouts: mode ``i`` of the result is ``(x_i, y_i)``.
+
+    When ``x`` has an int shape the pair is the only mode: ``zip(4:1, 3:4) == ((4,3)):((1,4))``. Otherwise
+    ``y``'s mode ``i`` is its ``i``-th top-level mode (``y`` itself when its shape is an int).
+    """
+    if not isinstance(x.shape, tuple):
+        return Layout._raw(((x.shape, y.shape),), ((x.stride, y.stride),))
+    ys = modes(y)
+    pairs = [concat(xi, ys[i] if i < len(ys) else y) for i, xi in enumerate(modes(x))]
+    return concat(*pairs)
+
+
 @memo
 def blocked_product(block: Layout, tiler: Layout) -> Layout:
     """Copy ``block`` contiguously to each position of ``tiler``: mode ``i`` is ``(block_i, tiler_i)``.
 
-    Both are padded with ``1:0`` modes to rank ``R = max(rank(block), rank(tiler))``; the result has rank R
-    and mode ``i`` is ``coalesce((block[i], (A* o tiler)[i]))``. A 2x5 row-major block over a 3x4
-    column-major tiler is ``(6,(5,4)):(5,(1,30))``. Law: with ``P = logical_product(block, tiler)``, each
-    mode is the 1-D function ``result[i](j) == make_layout(P[0][i], P[1][i])(j)`` (coalesce keeps functions),
-    so ``size(result, i) == size(block, i) * size(tiler, i)``. Rank-1 operands give ``coalesce(P)``.
+    Both are padded with ``1:0`` modes to rank ``R = max(rank(block), rank(tiler))``; with
+    ``P = logical_product(block, tiler)``, the result is CuTe's ``zip(P[0], P[1])``, of rank R: mode ``i`` is
+    ``(P[0][i], P[1][i])``, not coalesced. A 2x5 row-major block over a 3x4 column-major tiler is
+    ``((2,3),(5,4)):((5,10),(1,30))``. Rank-1 operands give a rank-1 layout whose one mode is the pair:
+    ``blocked_product(4:1, 3:1) == ((4,3)):((1,4))``. Law: ``size(result, i) == size(block, i) *
+    size(tiler, i)``.
     """
-    r, p = _padded_product(block, tiler)
-    if r == 1:
-        return coalesce(p)
-    return coalesce(concat(*(concat(x, y) for x, y in zip(modes(p[0]), modes(p[1]), strict=True))), (1,) * r)
+    _, p = _padded_product(block, tiler)
+    return _zip(p[0], p[1])
 
 
 @memo
 def raked_product(block: Layout, tiler: Layout) -> Layout:
     """Interleave (rake) the copies of ``block``: mode ``i`` is ``(tiler_i, block_i)``, a cyclic distribution.
 
-    Same padding and rank as ``blocked_product``, with each mode's two parts swapped. Law: with
-    ``P = logical_product(block, tiler)``, ``result[i](j) == make_layout(P[1][i], P[0][i])(j)``.
+    Same padding and rank as ``blocked_product``, with each mode's two parts swapped: CuTe's
+    ``zip(P[1], P[0])``. ``raked_product(4:1, 3:1) == ((3,4)):((4,1))``. Law: mode ``i`` of the result is
+    ``(P[1][i], P[0][i])`` for ``P = logical_product(block, tiler)`` padded to the common rank.
     """
-    r, p = _padded_product(block, tiler)
-    if r == 1:
-        return coalesce(concat(p[1], p[0]))
-    return coalesce(concat(*(concat(y, x) for x, y in zip(modes(p[0]), modes(p[1]), strict=True))), (1,) * r)
+    _, p = _padded_product(block, tiler)
+    return _zip(p[1], p[0])
