@@ -338,8 +338,10 @@ class JITKernel:
                                 f"its passes must lower the kernel to Metal IR", tile_ir.loc)
         if dump is not None:
             dump.ir("metal_ir", metal_ir)
-        tpt = int(metal_ir.meta["threads_per_threadgroup"])
-        tg_memory = int(metal_ir.meta.get("threadgroup_memory", 0))
+        if metal_ir.plan is None:
+            raise PipelineError(f"the pipeline of {name} lowers it without a launch plan (plan_launch sets one)",
+                                tile_ir.loc)
+        tpt, tg_memory = metal_ir.plan.threads, metal_ir.plan.threadgroup_memory
         dev = device()
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:

@@ -8,8 +8,8 @@ calls. A fault inside the kernel is
 moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter.
 
-Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (`meta` of the Metal
-IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
+Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of
+the Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
 threadgroup memory and points at the line that needs the most); a grid dimension over
 `MAX_GRID` programs (program ids are i32), or whose threads (`programs * threads_per_threadgroup`) exceed
 `MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`.

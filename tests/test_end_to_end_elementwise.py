@@ -191,7 +191,7 @@ def test_casts_stay_casts():
 
 def test_metal_ir_has_no_floor_operators():
     k = run(DEFAULT_PIPELINE, floor_ops.trace(*[np.zeros(4, np.int32)] * 4, 4, BLOCK=64))
-    assert k.stage is Stage.METAL and k.meta["threads_per_threadgroup"] == 64
+    assert k.stage is Stage.METAL and k.plan.threads == 64
     ops = {n.op for n in walk(k) if isinstance(n, Binary)}
     assert BinOp.TRUNCDIV in ops and BinOp.REM in ops
     assert not ops & {BinOp.FLOORDIV, BinOp.MOD}
@@ -256,7 +256,7 @@ def test_compile_without_launching():
     compiled = vec_add.compile(x, x, x, 16, BLOCK=BLOCK)
     assert "kernel void mtile_vec_add(" in compiled.msl
     assert compiled.entry == "mtile_vec_add" and compiled.threadgroup_memory == 0
-    assert compiled.threadgroup_size == compiled.metal_ir.meta["threads_per_threadgroup"] == BLOCK // 4
+    assert compiled.threadgroup_size == compiled.metal_ir.plan.threads == BLOCK // 4
     assert "float4" in compiled.msl  # 256 elements on 64 threads: aligned runs of four move as vectors
     assert compiled.tile_ir.stage is Stage.TILE and compiled.metal_ir.stage is Stage.METAL
     assert vec_add.compile(x, x, x, 16, BLOCK=BLOCK) is compiled
@@ -313,9 +313,9 @@ def row_scale(X, Y, n_cols, BLOCK: metile.constexpr):
 def test_runs_of_four_are_planned_only_when_an_access_moves_as_a_vector():
     x = np.zeros(1024, np.float32)
     vectors = vec_add.compile(x, x, x, 1024, BLOCK=BLOCK)
-    assert vectors.metal_ir.meta["vector_width"] == 4 and vectors.threadgroup_size == BLOCK // 4
+    assert vectors.metal_ir.plan.vector_width == 4 and vectors.threadgroup_size == BLOCK // 4
     scalars = row_scale.compile(x, x, 300, BLOCK=BLOCK)
-    assert scalars.metal_ir.meta["vector_width"] == 1 and scalars.threadgroup_size == BLOCK  # one element each
+    assert scalars.metal_ir.plan.vector_width == 1 and scalars.threadgroup_size == BLOCK  # one element each
     assert "float4" not in scalars.msl
 
 

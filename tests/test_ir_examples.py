@@ -37,6 +37,7 @@ from metile.ir import (
     Full,
     If,
     Kernel,
+    LaunchPlan,
     Let,
     Load,
     Loc,
@@ -250,7 +251,7 @@ def metal_vector_add() -> Kernel:
     tail = For(j, base, Binary(BinOp.MIN, end, N), i32(1), [], [], [s_x, s_y, Store(AddPtr(Out, j), add(x, y))],
                [], [])
     body = [s_tid, s_base, If(Compare(CmpOp.LE, end, N), vec, [tail])]
-    return Kernel("add", Stage.METAL, (X, Y, Out, N), body, {"threads_per_threadgroup": 256})
+    return Kernel("add", Stage.METAL, (X, Y, Out, N), body, plan=LaunchPlan(256))
 
 
 def metal_row_sum(threads: int = 256) -> Kernel:
@@ -273,7 +274,7 @@ def metal_row_sum(threads: int = 256) -> Kernel:
     s_t, t = let("t", SimdReduce(ReduceOp.SUM, p))
     write = If(Compare(CmpOp.EQ, lid, i32(0)), [Store(AddPtr(Out, row), t)])
     body = [s_part, s_row, s_lid, s_sg, s_lane, s_rp, loop, s_s, first_lane, Barrier(), s_p, s_t, write]
-    return Kernel("row_sum", Stage.METAL, (X, Out, N), body, {"threads_per_threadgroup": threads})
+    return Kernel("row_sum", Stage.METAL, (X, Out, N), body, plan=LaunchPlan(threads))
 
 
 def metal_gemm() -> Kernel:
@@ -297,7 +298,7 @@ def metal_gemm() -> Kernel:
     loop = For(k, i32(0), K, i32(8), acc, [zero, zero], body, ys, res)
     stores = [MatrixStore(res[j], AddPtr(C, add(mul(r0, N), add(c0, i32(8 * j)))), N) for j in range(2)]
     return Kernel("matmul", Stage.METAL, (A, B, C, M, N, K), [s_r, s_c, loop, *stores],
-                  {"threads_per_threadgroup": 32})
+                  plan=LaunchPlan(32))
 
 
 def metal_vectors() -> Kernel:

@@ -254,8 +254,9 @@ def recording(monkeypatch):
 
 
 def claiming(key: str, value: int):
+    """A pass that sets field `key` of the kernel's launch plan (as a pass of the user's may)."""
     def claim(k: Kernel) -> Kernel:
-        return attrs.evolve(k, meta=k.meta.set(key, value))
+        return attrs.evolve(k, plan=attrs.evolve(k.plan, **{key: value}))
     claim.__name__ = f"claim_{key}_{value}"
     return claim
 
@@ -295,7 +296,7 @@ def test_kernels_without_threadgroup_memory_report_zero():
 def test_threads_per_threadgroup_over_the_device_limit_are_refused(recording):
     dev = recording(threads=512)
     x = np.zeros(16, np.float32)
-    k = metile.kernel(vec_add_body, pipeline=[*DEFAULT_PIPELINE, claiming("threads_per_threadgroup", 1024)])
+    k = metile.kernel(vec_add_body, pipeline=[*DEFAULT_PIPELINE, claiming("threads", 1024)])
     with pytest.raises(metile.LaunchError, match="kernel vec_add_body runs 1024 threads per threadgroup; device "
                                                  "'cpu' allows at most 512"):
         k[(1,)](x, x, x, 16, BLOCK=16)
@@ -448,3 +449,22 @@ def test_buffers_take_the_launch_cache_too():
         for _ in range(2):
             vec_add[(1,)](*bufs, 64, BLOCK=64)
             np.testing.assert_array_equal(bufs[2].numpy(), a + b)
+
+
+@metile.kernel
+def named_like_the_plan(A, C, n, BLOCK: metile.constexpr, threads: metile.constexpr = 0,
+                        threads_per_threadgroup: metile.constexpr = 0, role0_first: metile.constexpr = 0):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    live = offs < n
+    metile.store(C + offs, metile.load(A + offs, mask=live) + (threads + threads_per_threadgroup + role0_first),
+                 mask=live)
+
+
+def test_constexprs_named_like_compiler_facts_change_only_the_kernels_own_code():
+    a = np.arange(1000, dtype=np.float32)
+    c = np.zeros_like(a)
+    plain = named_like_the_plan.compile(a, c, 1000, BLOCK=256)
+    named = named_like_the_plan.compile(a, c, 1000, BLOCK=256, threads=1, threads_per_threadgroup=7, role0_first=3)
+    assert named.metal_ir.plan == plain.metal_ir.plan and named.threadgroup_size == plain.threadgroup_size
+    named_like_the_plan[(4,)](a, c, 1000, BLOCK=256, threads=1, threads_per_threadgroup=7, role0_first=3)
+    np.testing.assert_array_equal(c, a + 11)

@@ -19,7 +19,7 @@ from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
 from metile.ir.parse_ops import parse_op
 from metile.ir.scanner import NAME, ParseError, Scanner
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import Type
 from metile.ir.values import Param, Stmt, Value, Var
@@ -107,11 +107,38 @@ class Parser(Scanner):
                 key = self.ident()
                 self.expect("=")
                 meta[key] = self.int()
+        plan = self.plan() if self.accept("plan") else None
         loc = self.opt_loc()
         self.expect("{")
         body = self.body()
         self.expect("}")
-        return Kernel(name, stage, params, body, meta, loc=loc)
+        return Kernel(name, stage, params, body, meta, plan, loc=loc)
+
+    def plan(self) -> LaunchPlan:
+        """`{threads = N, vector_width = V, threadgroup_memory = B, roles = [F+C, ...]}` after `plan`."""
+        self.expect("{")
+        fields: dict[str, object] = {}
+        for key in ("threads", "vector_width", "threadgroup_memory"):
+            at = self.i
+            if self.ident() != key:
+                self.fail(f"expected `{key}` in the launch plan", at)
+            self.expect("=")
+            fields[key] = self.int()
+            self.expect(",")
+        at = self.i
+        if self.ident() != "roles":
+            self.fail("expected `roles` in the launch plan", at)
+        self.expect("=")
+        self.expect("[")
+        roles = []
+        while not self.accept("]"):
+            if roles:
+                self.expect(",")
+            first = self.int()
+            self.expect("+")
+            roles.append(RoleSpan(first, self.int()))
+        self.expect("}")
+        return LaunchPlan(roles=tuple(roles), **fields)
 
     def body(self) -> list[Stmt]:
         """Statements up to a closing `}`, `yield` or `condition` (not consumed)."""

@@ -259,6 +259,11 @@ class _Printer:
         head = f"kernel @{k.name}({params}) stage {k.stage.value}"
         if k.meta:
             head += " meta {" + ", ".join(f"{key} = {k.meta[key]}" for key in sorted(k.meta)) + "}"
+        if k.plan is not None:
+            pl = k.plan
+            roles = ", ".join(f"{r.first}+{r.count}" for r in pl.roles)
+            head += (f" plan {{threads = {pl.threads}, vector_width = {pl.vector_width}, threadgroup_memory = "
+                     f"{pl.threadgroup_memory}, roles = [{roles}]}}")
         self.emit(head, k.loc, block=True)
         self.block(k.body)
         self.emit("}")

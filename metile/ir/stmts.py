@@ -104,17 +104,43 @@ class Barrier(Stmt):
 
 
 @node
+class RoleSpan(Node):
+    """The simdgroups of one `simdgroup_role`: `count` of them from simdgroup `first`."""
+
+    first: int
+    count: int
+
+
+@node
+class LaunchPlan(Node):
+    """What the compiler decided about a kernel's launch (`metile.rewrite.plan.plan_launch`, then the lowering):
+    `threads` per threadgroup, the `vector_width` of each thread's runs of elements, the simdgroups of each
+    role (`roles[i]` for role i), and the bytes of `threadgroup_memory` the lowered kernel declares."""
+
+    threads: int
+    vector_width: int = 1
+    roles: tuple[RoleSpan, ...] = attrs.field(default=(), converter=tuple)
+    threadgroup_memory: int = 0
+
+    @property
+    def simdgroups(self) -> int:
+        return -(-self.threads // 32)
+
+
+@node
 class Kernel(Node):
-    """A kernel: `params` in buffer order, a body, and integer `meta` facts (constexpr values, launch
-    geometry chosen by lowering). `stage` says which node set the body may use."""
+    """A kernel: `params` in buffer order, a body, the user's constexpr values (`meta`, integers), and the
+    compiler's launch decisions (`plan`, None until `plan_launch`). `stage` says which node set the body may use."""
 
     name: str
     stage: Stage
     params: tuple[Param, ...] = attrs.field(converter=tuple)
     body: PVector[Stmt] = attrs.field(converter=pvector)
     meta: PMap[str, int] = attrs.field(factory=pmap, converter=pmap)
+    plan: LaunchPlan | None = None
 
 
 COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier)
 
-__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "For", "If", "Kernel", "Let", "Store", "While"]
+__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "For", "If", "Kernel", "LaunchPlan", "Let", "RoleSpan", "Store",
+           "While"]

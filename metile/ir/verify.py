@@ -27,7 +27,7 @@ from metile.ir.node import Node, children
 from metile.ir.ops import Fence, Stage
 from metile.ir.scanner import is_ir_name
 from metile.ir.stages import ADMITTED, LET_ONLY
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Store, While
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
@@ -115,7 +115,26 @@ class _Verifier:
                 self.fail(f"meta key {key!r} is not an identifier", k)
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
+        if k.plan is not None:
+            self.plan(k)
         self.body(k.body, {}, 0)
+
+    def plan(self, k: Kernel) -> None:
+        """The launch plan: positive threads and vector width, roles on whole, disjoint simdgroups."""
+        pl = k.plan
+        if not isinstance(pl, LaunchPlan):
+            self.fail(f"the kernel's plan is a {type(pl).__name__}, not a LaunchPlan", k)
+        if pl.threads < 1 or pl.vector_width < 1 or pl.threadgroup_memory < 0:
+            self.fail(f"launch plan {pl.threads} threads, vector width {pl.vector_width}, {pl.threadgroup_memory} "
+                      "bytes of threadgroup memory: threads and width must be positive, memory not negative", k)
+        end = 0
+        for i, r in enumerate(pl.roles):
+            if r.first != end or r.count < 1:
+                self.fail(f"role {i} holds simdgroups {r.first}..{r.first + r.count - 1}: roles take consecutive, "
+                          "non-empty runs of simdgroups from 0", k)
+            end = r.first + r.count
+        if end > pl.simdgroups:
+            self.fail(f"the roles take {end} simdgroups of a plan with {pl.simdgroups}", k)
 
     def param(self, i: int, p: object) -> None:
         if not isinstance(p, Param):

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 
+import attrs
+
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import Node
@@ -77,7 +79,7 @@ from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, M
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
-from metile.rewrite.plan import RoleRange, axis_analysis, varying_names
+from metile.rewrite.plan import axis_analysis, varying_names
 from metile.rewrite.scan import scan
 
 
@@ -132,12 +134,11 @@ class Memo:
 class Lowering(ControlFlow, Collectives, Scans, Rolled):
     def __init__(self, k: Kernel):
         self.k = k
-        meta = k.meta
-        self.vec = int(meta.get("vector_width", 1))
-        threads = int(meta["threads_per_threadgroup"])
-        self.group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), threads, 0, -(-threads // 32))
-        self.roles = {int(key[4:-6]): RoleRange(meta[key], meta[f"role{key[4:-6]}_count"])
-                      for key in meta if key.startswith("role") and key.endswith("_first")}
+        plan = k.plan
+        self.vec = plan.vector_width
+        threads = plan.threads
+        self.group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), threads, 0, plan.simdgroups)
+        self.roles = plan.roles
         self.facts = facts = scan(k)
         self.varying = varying_names(k)
         self.scope = Scope(None)
@@ -569,7 +570,7 @@ def _line(loc: Loc | None) -> str:
 
 def lower_tiles(k: Kernel) -> Kernel:
     """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
-    if k.stage is not Stage.TILE or "threads_per_threadgroup" not in k.meta:
+    if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("lower_tiles takes a Tile IR kernel planned by plan_launch", k.loc)
     low = Lowering(k)
     body, _ = low.block(k.body)
@@ -577,8 +578,8 @@ def lower_tiles(k: Kernel) -> Kernel:
     prefix += low.channels
     user = sum(n.size * n.dtype.itemsize for n in low.facts.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in low.channels)
-    meta = k.meta.set("threadgroup_memory", user + scratch_bytes)
-    return Kernel(k.name, Stage.METAL, k.params, prefix + body, meta, loc=k.loc)
+    plan = attrs.evolve(k.plan, threadgroup_memory=user + scratch_bytes)
+    return Kernel(k.name, Stage.METAL, k.params, prefix + body, k.meta, plan, loc=k.loc)
 
 
 __all__ = ["Lowering", "Pt", "lower_tiles"]

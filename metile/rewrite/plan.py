@@ -1,13 +1,14 @@
 """`plan_launch`: decide a Tile IR kernel's threadgroup shape, and the facts the lowering needs.
 
-Threads per program (`meta["threads_per_threadgroup"]`), in order of precedence:
+The decisions go into the kernel's `plan` (`metile.ir.stmts.LaunchPlan`), apart from the user's constexprs in
+`meta`. Threads per program (`plan.threads`), in order of precedence:
 - a kernel written at thread level (it uses `thread_id`, `simd_lane_id`, simdgroup exchanges or
   `shared`) runs one element per thread: `BLOCK` threads when it has a `BLOCK` constexpr, else the
   length of its longest `arange`;
 - `simdgroup_role` blocks with explicit `num_sgs` fix `32 * (sum of num_sgs)`;
 - a kernel with `dot` runs `32 * NUM_SG` threads, `NUM_SG` (a launch option, default 4) lowered until
   every product's 8x8 pieces split evenly among the simdgroups;
-- otherwise the longest tile decides: up to 256 threads, each holding runs of `meta["vector_width"]`
+- otherwise the longest tile decides: up to 256 threads, each holding runs of `plan.vector_width`
   consecutive elements. That is 4 when tiles are large enough and some load or store of a tile can
   move 4 elements as one vector (the axis analysis proves them consecutive and aligned); else 1, so
   that neighbouring threads hold neighbouring elements and each thread as few as possible.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import attrs
 
 from metile.ir.ops import Stage
-from metile.ir.stmts import For, If, Kernel, Let, Store, While
+from metile.ir.stmts import For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
 from metile.ir.tile import Arange, Dot, SimdgroupRole
 from metile.ir.types import PtrType, TileType
 from metile.ir.values import Load, SharedAlloc, Value
@@ -41,13 +42,7 @@ VECTOR_WIDTH = 4
 THREAD_LEVEL = (*VARYING_SOURCES, SharedAlloc)  # what makes a kernel run one thread per element
 
 
-@attrs.frozen
-class RoleRange:
-    first: int
-    count: int
-
-
-def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[int, RoleRange], int | None]:
+def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[int, RoleSpan], int | None]:
     """The simdgroup range of each role, and the thread count the roles imply (None: not fixed by them)."""
     if not roles:
         return {}, None
@@ -74,7 +69,7 @@ def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[i
             raise UnsupportedConstructError(
                 f"simdgroup_role: {total_sgs} simdgroup(s) cannot be shared among {n} roles; give num_sgs or use "
                 "more threads", roles[0].loc)
-        out[role] = RoleRange(first, count)
+        out[role] = RoleSpan(first, count)
         first += count
     if first > total_sgs and total_sgs:
         raise UnsupportedConstructError(
@@ -83,7 +78,7 @@ def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[i
 
 
 def plan_launch(k: Kernel) -> Kernel:
-    """`k` with `threads_per_threadgroup`, `vector_width` and `simdgroups` in its meta."""
+    """`k` with its launch plan: threads per threadgroup, vector width and the simdgroups of each role."""
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"plan_launch takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
     found = scan(k)
@@ -123,11 +118,7 @@ def plan_launch(k: Kernel) -> Kernel:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {MAX_THREADS}", where)
     ranges, _ = role_ranges(roles, threads)
-    meta = k.meta.update({"threads_per_threadgroup": threads, "vector_width": vec,
-                          "simdgroups": -(-threads // SIMD_WIDTH)})
-    for role, r in ranges.items():
-        meta = meta.update({f"role{role}_first": r.first, f"role{role}_count": r.count})
-    return attrs.evolve(k, meta=meta)
+    return attrs.evolve(k, plan=LaunchPlan(threads, vec, tuple(ranges[r] for r in sorted(ranges))))
 
 
 def value_defs(found: Scan) -> dict[str, Value]:
@@ -217,4 +208,4 @@ def varying_names(k: Kernel) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["MAX_THREADS", "SIMD_WIDTH", "RoleRange", "plan_launch", "role_ranges", "varying_names"]
+__all__ = ["MAX_THREADS", "SIMD_WIDTH", "plan_launch", "role_ranges", "varying_names"]
