@@ -42,3 +42,16 @@ def test_a_fold_inside_makes_the_parent_foldable():
     k = _kernel(Binary(BinOp.MUL, inner, c(3)))
     folded = fold_constants(k)
     assert folded.body[0].value == c(9)
+
+
+def test_tiles_of_one_integer_constant_are_identities_too():
+    from metile.ir.tile import Arange, Broadcast, Full
+
+    offs = Arange(0, 64)
+    one, zero = Full((64,), Const(1, DType.I32)), Broadcast(Const(0, DType.I32), (64,))
+    for folds in (Binary(BinOp.MUL, offs, one), Binary(BinOp.MUL, one, offs), Binary(BinOp.ADD, offs, zero),
+                  Binary(BinOp.SUB, offs, zero)):
+        assert fold_constants(_kernel(folds)).body[0].value == offs
+    # a float tile of 1.0 is left alone: floats are never folded
+    x = Binary(BinOp.MUL, Full((64,), Const(1.5, DType.F32)), Full((64,), Const(1.0, DType.F32)))
+    assert fold_constants(_kernel(x)).body[0].value == x

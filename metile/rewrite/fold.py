@@ -4,7 +4,8 @@ Rules (each returns a smaller node, or None when it does not apply):
 - `fold_binary`: integer and bool operators on two constants (division and remainder only by a nonzero
   divisor, shifts only within the bit width, `mulhi` as the high half of the product, results wrapped to the
   dtype);
-- `fold_identity`: `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x & true`, `true & x` on scalars;
+- `fold_identity`: `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x` on integers (the constant a scalar or a tile of
+  it: `full`, a broadcast constant), `x & true`, `true & x` on scalars;
 - `fold_compare`: a comparison of two constants;
 - `fold_where`: a selection on a constant condition;
 - `fold_cast`: an integer or bool constant converted to an integer type (wrapped), or to a float type.
@@ -20,6 +21,7 @@ import operator
 from metile.ir.node import Node
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import Kernel
+from metile.ir.tile import Broadcast, Full
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
 from metile.rewrite.driver import bottom_up, by_class, first_of, matches
@@ -71,20 +73,34 @@ def fold_binary(n: Node) -> Node | None:
     return None
 
 
+def _splat(c: Node) -> Node:
+    """The constant a tile of one constant repeats (`full`, a broadcast constant), else `c` itself."""
+    match c:
+        case Full(value=Const() as v) | Broadcast(Const() as v):
+            return v
+    return c
+
+
 def fold_identity(n: Node) -> Node | None:
     match n:
-        case Binary(BinOp.ADD | BinOp.SUB, x, Const(0) as z) if _exact(z) and x.type == n.type:
+        case Binary(BinOp.ADD | BinOp.SUB, x, z) if _is(z, 0) and x.type == n.type:
             return x
-        case Binary(BinOp.ADD, Const(0) as z, x) if _exact(z) and x.type == n.type:
+        case Binary(BinOp.ADD, z, x) if _is(z, 0) and x.type == n.type:
             return x
-        case Binary(BinOp.MUL, x, Const(1) as one) if _exact(one) and x.type == n.type:
+        case Binary(BinOp.MUL, x, one) if _is(one, 1) and x.type == n.type:
             return x
-        case Binary(BinOp.MUL, Const(1) as one, x) if _exact(one) and x.type == n.type:
+        case Binary(BinOp.MUL, one, x) if _is(one, 1) and x.type == n.type:
             return x
         case Binary(BinOp.AND, x, Const(True, DType.BOOL)) | Binary(BinOp.AND, Const(True, DType.BOOL), x) \
                 if x.type == n.type:
             return x
     return None
+
+
+def _is(c: Node, value: int) -> bool:
+    """`c` is the integer constant `value`, or a tile of it."""
+    c = _splat(c)
+    return _exact(c) and c.value == value and c.dtype is not DType.BOOL
 
 
 def fold_compare(n: Node) -> Node | None:
@@ -128,9 +144,10 @@ def fold_constants(k: Kernel) -> Kernel:
 
 def _candidates(found) -> list[Node]:
     """The nodes of the scan that some rule of `FOLD_TABLE` could match: every rule needs a constant operand
-    (both operands of a `Compare`, the condition of a `Where`), so a node without one is skipped before any
+    (for `Binary` a tile of one constant will do; both operands of a `Compare`, the condition of a `Where`),
+    so a node without one is skipped before any
     `match` runs. The property test of the fast path checks this against the full rewrite."""
-    out = [n for n in found.of(Binary) if isinstance(n.lhs, Const) or isinstance(n.rhs, Const)]
+    out = [n for n in found.of(Binary) if isinstance(_splat(n.lhs), Const) or isinstance(_splat(n.rhs), Const)]
     out += [n for n in found.of(Compare) if isinstance(n.lhs, Const) and isinstance(n.rhs, Const)]
     out += [n for n in found.of(Where) if isinstance(n.cond, Const)]
     out += [n for n in found.of(Cast) if isinstance(n.x, Const)]
