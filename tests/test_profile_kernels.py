@@ -101,3 +101,33 @@ def test_the_metal_device_refuses_profile(stub, make_device, monkeypatch):
                       "kernel void k(device float* a [[buffer(0)]]) {}\n", name="k.metal")
     with pytest.raises(metile.ProfileError, match="counts on the CPU device"):
         dev.dispatch_threads(lib.function("k"), (32, 1, 1), (32, 1, 1), [y], profile=True)
+
+
+@metile.kernel
+def row_sums_of_product(Q, K, Out, N: metile.constexpr, D: metile.constexpr):
+    rows = metile.arange(0, N)
+    cols = metile.arange(0, D)
+    q = metile.load(Q + rows[:, None] * D + cols[None, :])
+    k = metile.load(K + cols[:, None] * N + rows[None, :])
+    qk = metile.dot(q, k)
+    m = metile.max(qk, 1)  # row max
+    metile.store(Out + rows, metile.sum(metile.exp(qk - m[:, None]), 1))  # row sum
+
+
+def test_row_reductions_of_a_product_publish_it_once():
+    """A row reduction over simdgroup matrices copies them to threadgroup memory once, before its loop over the
+    row (not once per element, with two barriers each), in rows padded so that lanes reading down a column meet
+    different banks."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((32, 16)).astype(np.float32)
+    k = rng.standard_normal((16, 32)).astype(np.float32)
+    out = np.zeros(32, np.float32)
+    p = row_sums_of_product[(1,)](q, k, out, N=32, D=16, profile=True)
+    qk = q @ k
+    np.testing.assert_allclose(out, np.exp(qk - qk.max(1, keepdims=True)).sum(1), rtol=1e-5)
+    d = p.to_dict()
+    assert d["barriers"] <= 8                  # 2 to stage the product, 2 per reduction, 2 to gather the max
+    row_max = d["lines"][f"{__file__}:{line_of(row_sums_of_product.fn, '# row max')}"]
+    assert row_max["barriers"] <= 2
+    # the reads of the rows are conflict-free; what conflicts is the matrix copy (two elements per lane)
+    assert row_max["bank_conflicts"] <= 3 * row_max["simdgroup_stores"] * 2

@@ -294,6 +294,7 @@ class Collectives:
                 v = cast(self.at(x, Pt(shape, mo.add(base, mo.const(k * stride)))), adt)
                 acc = v if acc is None else combine(op, acc, v)
             return acc
+        self.publish_for_loop(x, n)
         k = Var(self.fresh("k"), TileType(DType.I32))
         acc = Var(self.fresh("acc"), TileType(adt))
         result = Var(self.fresh("acc"), TileType(adt))
@@ -305,6 +306,37 @@ class Collectives:
         self.emit(For(k, mo.const(0), mo.const(extent), mo.const(1), [acc], [identity(op, adt)], body,
                       [combine(op, acc, v)], [result], loc=self.loc))
         return result
+
+    def publish_for_loop(self, v: Value, why: Node) -> None:
+        """Before a run-time loop over elements of `v`: publish the held tiles they read (registers and simdgroup
+        matrices), so that the loop body only loads them. Published from inside the body, they would be stored
+        and fenced again on every iteration."""
+        regs: dict[int, Regs] = {}
+        mmas: dict[int, Mma] = {}
+        seen: set[int] = set()
+        stack: list[Value] = [v]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen or not isinstance(n, Value) or not n.type.shape:
+                continue
+            seen.add(id(n))
+            if isinstance(n, Var):
+                rep = self.scope.lookup_env(n.name)
+            elif isinstance(n, HEAVY) or dot_acc(n):
+                rep = self.memo.get(("h", n))   # materialised where its statement starts
+            else:
+                stack.extend(c for c in children(n) if isinstance(c, Value))
+                continue
+            if isinstance(rep, Lazy):
+                stack.append(rep.expr)
+            elif isinstance(rep, Regs) and id(rep) not in self.published:
+                regs[id(rep)] = rep
+            elif isinstance(rep, Mma) and id(rep) not in self.published:
+                mmas[id(rep)] = rep
+        if regs:
+            self.publish_regs(list(regs.values()), why)
+        for m in mmas.values():
+            self.mma_in_scratch(m, why)
 
     def across_threads(self, op: ReduceOp, acc: Value, n: Node) -> Value:
         threads = self.group.threads
@@ -441,14 +473,16 @@ class Collectives:
                                for p in range(geom.pieces)))
 
     def mma_in_scratch(self, rep: Mma, why: Node) -> Value:
-        """The base of `rep` copied to scratch (row-major `[m, n]`), once per statement."""
+        """The base of `rep` copied to scratch, once per statement: row-major `[m, n]` with rows `mma_row_stride`
+        apart (read element `flat` at `mma_scratch_offset`)."""
         found = self.published.get(id(rep))
         if found is not None:
             return found[0]
         geom = rep.geom
+        ld = mma_row_stride(geom.n)
         self.barrier(why)
-        base = self.scratch(DType.F32, geom.m * geom.n)
-        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n),
+        base = self.scratch(DType.F32, geom.m * ld)
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p, mo.const(ld))), mo.const(ld),
                                            loc=self.loc) for p, mat in enumerate(rep.mats)])
         self.barrier(why)
         self.published[id(rep)] = (base, ())
@@ -502,7 +536,7 @@ class Collectives:
         regs = []
         for slot in range(layout.slots):
             pt = self.slot_pt(layout, slot, (geom.m, geom.n))
-            regs.append(self.let(Load(AddPtr(base, pt.flat)), "c"))
+            regs.append(self.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, geom.n))), "c"))
         found = Regs(layout, tuple(regs))
         self.memo.put(key, found)
         return found
@@ -514,6 +548,18 @@ class Channel:
 
     base: Value
     shape: tuple[int, ...]
+
+
+def mma_row_stride(n: int) -> int:
+    """The row stride of a `[m, n]` f32 matrix copied to scratch: `n`, plus one when `n` is even, so that lanes
+    reading down a column (a row reduction, one row per lane) meet 32 different banks rather than a few."""
+    return n + 1 if n % 2 == 0 else n
+
+
+def mma_scratch_offset(flat: Value, n: int) -> Value:
+    """Where element `flat` (row-major in `[m, n]`) of a matrix copied by `mma_in_scratch` sits."""
+    pad = mma_row_stride(n) - n
+    return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
 def dot_acc(v: Node) -> tuple[Dot, Value] | None:

@@ -75,7 +75,18 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.lower_collective import Channel, Collectives, Group, Lazy, Mma, Pt, Regs, Scalar, dot_acc
+from metile.rewrite.lower_collective import (
+    Channel,
+    Collectives,
+    Group,
+    Lazy,
+    Mma,
+    Pt,
+    Regs,
+    Scalar,
+    dot_acc,
+    mma_scratch_offset,
+)
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
@@ -414,7 +425,8 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
             case Channel(base):
                 return self.let(Load(AddPtr(base, pt.flat)), "ch")
             case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
-                return self.let(Load(AddPtr(self.mma_in_scratch(rep, where), pt.flat)), "c")
+                base = self.mma_in_scratch(rep, where)
+                return self.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, rep.geom.n))), "c")
             case Mma():
                 return self.read(self.mma_to_regs(rep, where), pt, where)
             case Regs(layout, regs):
