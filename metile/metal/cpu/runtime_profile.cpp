@@ -99,10 +99,14 @@ struct Record {
 };
 constexpr uint32_t kDone = 0xffffffffu; /* a record already counted */
 
-/* Bytes touched, one bit per byte of a device buffer. */
+/* Bytes (or segments) touched, one bit each; owns its mapping (moved, never copied). */
 struct Bitmap {
     std::atomic<uint64_t>* words = nullptr;
     size_t n = 0, map_len = 0;
+    Bitmap() = default;
+    Bitmap(const Bitmap&) = delete;
+    Bitmap& operator=(const Bitmap&) = delete;
+    Bitmap(Bitmap&& o) noexcept : words(o.words), n(o.n), map_len(o.map_len) { o.words = nullptr; }
     bool alloc(size_t bytes) {
         n = (bytes + 63) / 64;
         map_len = round_up(n * sizeof(uint64_t) + 1, page_size());
