@@ -105,3 +105,29 @@ def test_other_element_sizes_and_bank_configurations():
     assert bank_conflicts(Layout(32, 1), bank_bytes=8) == 0  # 16 eight-byte words, two floats each
     assert bank_conflicts(Layout(64, 1)) == 0  # only the first 32 lanes take part
     assert bank_conflicts(Layout(64, 32), lanes=4) == 3
+
+
+def test_an_offset_moves_every_access():
+    assert bank_conflicts(Layout(32, 32), offset=7) == 31
+    # halves two apart: element 0 of each lane shares no word with another lane's; moved by one half, lane i's
+    # element straddles nothing but now sits in the second half of the same word: still one word per lane
+    assert bank_conflicts(Layout(32, 2), element_bytes=2, offset=1) == 0
+    # halves 66 apart (33 words): moved by one half, every element stays in its own bank
+    assert bank_conflicts(Layout(32, 66), element_bytes=2, offset=1) == 0
+    with pytest.raises(ValueError, match="negative offset -1"):
+        bank_conflicts(Layout(32, 1), offset=-1)
+
+
+def test_staging_pads_make_simdgroup_loads_conflict_free_for_halves():
+    from metile.rewrite.staging import mma_lanes, staging_pad
+
+    # Apple's 8x8 simdgroup_matrix lane layout: lane 9 holds row 0 + 0, columns 4 + 2 (element 0 of its pair)
+    ld = 40
+    assert mma_lanes(ld)(9) == 0 * ld + 6 and mma_lanes(ld)(2) == 1 * ld and mma_lanes(ld)(16) == 4 * ld
+    for n in (16, 32, 64, 128):
+        pad = staging_pad(n, 2)
+        assert (n + pad) * 2 % 16 == 0 and pad == 8
+        assert all(bank_conflicts(mma_lanes(n + pad), element_bytes=2, offset=e) == 0 for e in (0, 1))
+        # floats: 4 keeps rows aligned and is the fewest conflicts any aligned pad reaches
+        assert staging_pad(n, 4) == 4
+    assert staging_pad(12, 4) in range(0, 17)   # 48-byte rows: aligned pads exist (0 is one)

@@ -8,9 +8,9 @@ from .layout import size
 
 
 def bank_conflicts(
-    layout: Any, *, element_bytes: int = 4, banks: int = 32, bank_bytes: int = 4, lanes: int = 32
+    layout: Any, *, element_bytes: int = 4, banks: int = 32, bank_bytes: int = 4, lanes: int = 32, offset: int = 0
 ) -> int:
-    """Extra cycles for one step in which lane ``i`` accesses element ``layout(i)``, for ``i < lanes``.
+    """Extra cycles for one step in which lane ``i`` accesses element ``offset + layout(i)``, for ``i < lanes``.
 
     ``layout`` is a Layout or a swizzled ``ComposedLayout`` giving element offsets; the access covers lanes
     ``0 .. min(lanes, size(layout)) - 1``. Memory is a sequence of ``bank_bytes``-byte words and word ``w``
@@ -18,6 +18,7 @@ def bank_conflicts(
     serves one distinct word per cycle, and lanes that touch the same word share it (broadcast), so the
     step takes ``max over banks of (distinct words in that bank)`` cycles. Returns that maximum minus one:
     0 means conflict-free. Stride-1 floats give 0; stride-32 floats give 31 (all 32 words in one bank).
+    ``offset`` moves every access by that many elements (it matters when elements share words).
     """
     for name, v in (("element_bytes", element_bytes), ("banks", banks), ("bank_bytes", bank_bytes)):
         if v < 1:
@@ -26,10 +27,10 @@ def bank_conflicts(
         raise ValueError(f"bank_conflicts: lanes must be >= 1, got {lanes}")
     words: dict[int, set[int]] = {}
     for lane in range(min(lanes, size(layout))):
-        offset = layout(lane)
-        if offset < 0:
-            raise ValueError(f"bank_conflicts: lane {lane} accesses the negative offset {offset} of {layout}")
-        start = offset * element_bytes
+        at = offset + layout(lane)
+        if at < 0:
+            raise ValueError(f"bank_conflicts: lane {lane} accesses the negative offset {at} of {layout}")
+        start = at * element_bytes
         for w in range(start // bank_bytes, (start + element_bytes - 1) // bank_bytes + 1):
             words.setdefault(w % banks, set()).add(w)
     return max(len(ws) for ws in words.values()) - 1

@@ -38,8 +38,8 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
 from metile.rewrite.plan import SIMD_WIDTH
 from metile.rewrite.scan import HEAVY
+from metile.rewrite.staging import mma_row_stride, mma_scratch_offset, staging_pad
 
-PAD = 4
 UNROLL_LIMIT = 8
 
 
@@ -416,11 +416,12 @@ class Collectives:
 
     def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
         """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
-        else published to scratch with rows padded by `PAD` (one barrier pair for both)."""
+        else published to scratch with rows padded by `staging_pad` (one barrier pair for both)."""
         found = [self.channel_of(x) for x in (a, b)]
         todo = [x for x, ch in zip((a, b), found) if ch is None]
-        bases = iter(self.publish([(x, (x.type.shape[1] + PAD, 1)) for x in todo], d) if todo else ())
-        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), x.type.shape[1] + PAD)
+        lds = {id(x): x.type.shape[1] + staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in todo}
+        bases = iter(self.publish([(x, (lds[id(x)], 1)) for x in todo], d) if todo else ())
+        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), lds[id(x)])
                 for x, ch in zip((a, b), found)]
 
     def named_rep(self, v: Value) -> tuple[object | None, Value]:
@@ -548,18 +549,6 @@ class Channel:
 
     base: Value
     shape: tuple[int, ...]
-
-
-def mma_row_stride(n: int) -> int:
-    """The row stride of a `[m, n]` f32 matrix copied to scratch: `n`, plus one when `n` is even, so that lanes
-    reading down a column (a row reduction, one row per lane) meet 32 different banks rather than a few."""
-    return n + 1 if n % 2 == 0 else n
-
-
-def mma_scratch_offset(flat: Value, n: int) -> Value:
-    """Where element `flat` (row-major in `[m, n]`) of a matrix copied by `mma_in_scratch` sits."""
-    pad = mma_row_stride(n) - n
-    return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
 def dot_acc(v: Node) -> tuple[Dot, Value] | None:

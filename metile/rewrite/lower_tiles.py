@@ -85,13 +85,13 @@ from metile.rewrite.lower_collective import (
     Regs,
     Scalar,
     dot_acc,
-    mma_scratch_offset,
 )
 from metile.rewrite.lower_control import ControlFlow
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
 from metile.rewrite.plan import axis_analysis, varying_names
 from metile.rewrite.scan import scan
+from metile.rewrite.staging import mma_scratch_offset
 
 
 class Scope:

@@ -1,0 +1,49 @@
+"""Where tiles sit in threadgroup memory: the row padding of `dot` operands staged for `simdgroup_load`, chosen
+with the bank model of `metile.layout.banks`, and the layout of simdgroup matrices copied out to scratch.
+
+Apple GPUs serve threadgroup memory from 32 banks of 4 bytes (the model `metile.profile` counts with); a
+simdgroup access whose lanes touch different words of one bank takes a pass per word.
+"""
+
+from __future__ import annotations
+
+from metile.ir.values import Value
+from metile.layout import Layout, bank_conflicts
+from metile.rewrite import metal_ops as mo
+
+
+def mma_lanes(ld: int) -> Layout:
+    """Where each lane of a simdgroup reads element 0 of its pair in an 8x8 `simdgroup_load` from a row-major
+    array with row stride `ld` (Apple's layout: lane l holds row (l/16)*4 + (l/2)%4, columns
+    ((l/8)%2)*4 + (l%2)*2 and the one after): lane = l0 + 2 l1 + 8 l2 + 16 l3 -> 2 l0 + ld l1 + 4 l2 + 4 ld l3."""
+    return Layout((2, 4, 2, 2), (2, ld, 4, 4 * ld))
+
+
+def staging_pad(n: int, itemsize: int) -> int:
+    """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to four
+    16-byte steps), the smallest whose 8x8 simdgroup loads meet the fewest bank conflicts (`metile.layout.banks`,
+    both elements of each lane's pair); any pad of up to 64 bytes when no row length can be aligned."""
+    step = max(1, 16 // itemsize)
+    aligned = [p for p in range(0, 4 * step + 1) if (n + p) * itemsize % 16 == 0]
+    candidates = aligned or list(range(0, 4 * step + 1))
+
+    def conflicts(pad: int) -> int:
+        lanes = mma_lanes(n + pad)
+        return sum(bank_conflicts(lanes, element_bytes=itemsize, offset=e) for e in (0, 1))
+
+    return min(candidates, key=lambda p: (conflicts(p), p))
+
+
+def mma_row_stride(n: int) -> int:
+    """The row stride of a `[m, n]` f32 matrix copied to scratch: `n`, plus one when `n` is even, so that lanes
+    reading down a column (a row reduction, one row per lane) meet 32 different banks rather than a few."""
+    return n + 1 if n % 2 == 0 else n
+
+
+def mma_scratch_offset(flat: Value, n: int) -> Value:
+    """Where element `flat` (row-major in `[m, n]`) of a matrix copied by `mma_in_scratch` sits."""
+    pad = mma_row_stride(n) - n
+    return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
+
+
+__all__ = ["mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]
