@@ -41,6 +41,7 @@ import os
 import sys
 import types
 
+import attrs
 import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
@@ -64,6 +65,7 @@ from metile.frontend.specialize import (
     bind,
     cache_key,
     classify,
+    compile_options,
     exact_key,
     function_ident,
 )
@@ -250,6 +252,8 @@ class JITKernel:
         options' values are checked here; they are no part of the key)."""
         src = self.source
         values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        if options:
+            compile_options(options, self.fn.__name__, src.def_loc)   # checked here, applied by `_trace`
         if launch:
             problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"))
             if problem is not None:
@@ -292,6 +296,8 @@ class JITKernel:
                 found = tracer.run()
             except RecursionError:
                 raise _too_deep(self.fn.__name__, src.def_loc) from None
+            if spec[3]:
+                found = attrs.evolve(found, options=compile_options(spec[3], self.fn.__name__, src.def_loc))
             if verify_each:
                 verify(found, after="trace")
                 self._verified.add(key)

@@ -468,3 +468,69 @@ def test_constexprs_named_like_compiler_facts_change_only_the_kernels_own_code()
     assert named.metal_ir.plan == plain.metal_ir.plan and named.threadgroup_size == plain.threadgroup_size
     named_like_the_plan[(4,)](a, c, 1000, BLOCK=256, threads=1, threads_per_threadgroup=7, role0_first=3)
     np.testing.assert_array_equal(c, a + 11)
+
+
+@metile.kernel
+def small_product(A, B, C, M: metile.constexpr, N: metile.constexpr, K: metile.constexpr):
+    r, c, k = metile.arange(0, M), metile.arange(0, N), metile.arange(0, K)
+    a = metile.load(A + r[:, None] * K + k[None, :])
+    b = metile.load(B + k[:, None] * N + c[None, :])
+    metile.store(C + r[:, None] * N + c[None, :], metile.dot(a, b))
+
+
+@metile.kernel
+def thread_level(X, Y, BLOCK: metile.constexpr):
+    t = metile.thread_id()
+    metile.store(Y + t, metile.load(X + t) * 2.0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 16])
+def test_num_simdgroups_sets_the_threads_of_elementwise_kernels(n):
+    x = np.arange(3000, dtype=np.float32)
+    z = np.zeros_like(x)
+    compiled = vec_add.compile(x, x, z, 3000, BLOCK=1024, num_simdgroups=n)
+    assert compiled.metal_ir.plan.threads == compiled.threadgroup_size == 32 * n
+    assert compiled.tile_ir.options.num_simdgroups == n
+    vec_add[(3,)](x, x, z, 3000, BLOCK=1024, num_simdgroups=n)
+    np.testing.assert_array_equal(z, 2 * x)
+
+
+@pytest.mark.parametrize("kw, sgs", [({}, 4), ({"num_simdgroups": 1}, 1), ({"num_simdgroups": 8}, 8),
+                                     ({"NUM_SG": 2}, 2)])
+def test_num_simdgroups_splits_a_dot_among_that_many_simdgroups(kw, sgs):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((32, 32), dtype=np.float32), rng.random((32, 32), dtype=np.float32)
+    c = np.zeros((32, 32), np.float32)
+    assert small_product.compile(a, b, c, M=32, N=32, K=32, **kw).threadgroup_size == 32 * sgs
+    small_product[(1,)](a, b, c, M=32, N=32, K=32, **kw)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_num_simdgroups_values_that_cannot_work_are_refused():
+    x = np.zeros(64, np.float32)
+    for bad in (0, 33, 2.0, "4"):
+        with pytest.raises(KernelArgumentError, match="num_simdgroups=.* must be an int from 1 to 32"):
+            vec_add[(1,)](x, x, x, 64, BLOCK=64, num_simdgroups=bad)
+    with pytest.raises(KernelArgumentError, match="num_simdgroups=2 and NUM_SG=4 disagree"):
+        vec_add[(1,)](x, x, x, 64, BLOCK=64, num_simdgroups=2, NUM_SG=4)
+    with pytest.raises(metile.LoweringUnavailableError, match="num_simdgroups=4 asks for 128 threads, but this "
+                                                              "kernel runs 64: the kernel runs one thread per element"):
+        thread_level[(1,)](x, x, BLOCK=64, num_simdgroups=4)
+    a = np.zeros((8, 8), np.float32)
+    with pytest.raises(metile.LoweringUnavailableError, match="cannot be split evenly among 2 simdgroups"):
+        small_product[(1,)](a, a, a, M=8, N=8, K=8, num_simdgroups=2)
+
+
+def test_compiler_options_and_the_launch_plan_print_and_parse_back():
+    from metile.ir import parse, pretty, verify
+
+    x = np.arange(3000, dtype=np.float32)
+    compiled = vec_add.compile(x, x, x, 3000, BLOCK=1024, num_simdgroups=2)
+    for k in (compiled.tile_ir, compiled.metal_ir):
+        text = pretty(k)
+        back = parse(text)
+        verify(back)
+        assert (back.options, back.plan, back.meta) == (k.options, k.plan, k.meta)
+        assert pretty(back) == text
+    assert "options {num_simdgroups = 2}" in pretty(compiled.tile_ir)
+    assert "plan {threads = 64, vector_width = 4," in pretty(compiled.metal_ir)

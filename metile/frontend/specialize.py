@@ -24,6 +24,7 @@ import numpy as np
 
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import Loc
+from metile.ir.stmts import CompileOptions
 from metile.ir.types import F32_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
 from metile.language import constexpr
 
@@ -114,8 +115,27 @@ class Binding:
 
 MET_TILE_OPTIONS = frozenset({"NUM_SG", "WM", "WN", "SWIZZLE_SMEM"})
 """The original meTile's GEMM tuning keywords (docs/language.md 2.2): accepted at launch when the kernel has
-no parameter of that name, and part of the cache key, but they steer nothing in metile (a kernel reads a
-value it wants through a constexpr parameter of that name). Any other unknown keyword is refused."""
+no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroups`; the others steer nothing in
+metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword
+is refused."""
+
+COMPILER_OPTIONS = frozenset({"num_simdgroups"})
+"""Keywords of a launch that steer the compiler, not the kernel's code: part of the cache key, kept in the Tile
+IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program."""
+
+
+def compile_options(options: dict, name: str, loc: Loc) -> CompileOptions:
+    """The compiler options of a launch's `options` keywords (`num_simdgroups`, or meTile's `NUM_SG`), checked."""
+    n = options.get("num_simdgroups", options.get("NUM_SG"))
+    if "num_simdgroups" in options and "NUM_SG" in options and options["NUM_SG"] != n:
+        raise KernelArgumentError(f"{name}(): num_simdgroups={n} and NUM_SG={options['NUM_SG']} disagree (NUM_SG is "
+                                  "meTile's name for num_simdgroups)", loc)
+    if n is None:
+        return CompileOptions()
+    if n.__class__ is not int or not 1 <= n <= 32:
+        raise KernelArgumentError(f"{name}(): num_simdgroups={n!r} must be an int from 1 to 32 (32 threads each, "
+                                  "at most 1024 per threadgroup)", loc)
+    return CompileOptions(n)
 
 
 LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})
@@ -139,12 +159,12 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
                 raise KernelArgumentError(f"{name}() got multiple values for argument '{k}'", loc)
             if k in names:
                 given[k] = v
-            elif k in MET_TILE_OPTIONS:
+            elif k in MET_TILE_OPTIONS or k in COMPILER_OPTIONS:
                 options[k] = v
             elif k in LAUNCH_OPTIONS:
                 launch[k] = v
             else:
-                close = difflib.get_close_matches(k, [*names, *LAUNCH_OPTIONS], n=1)
+                close = difflib.get_close_matches(k, [*names, *LAUNCH_OPTIONS, *COMPILER_OPTIONS], n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise KernelArgumentError(f"{name}() got an unexpected keyword argument '{k}': it names no parameter "
                                           f"of the kernel{hint}", loc)

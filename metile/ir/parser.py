@@ -19,7 +19,7 @@ from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
 from metile.ir.parse_ops import parse_op
 from metile.ir.scanner import NAME, ParseError, Scanner
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import Type
 from metile.ir.values import Param, Stmt, Value, Var
@@ -107,12 +107,21 @@ class Parser(Scanner):
                 key = self.ident()
                 self.expect("=")
                 meta[key] = self.int()
+        options = CompileOptions()
+        if self.accept("options"):
+            self.expect("{")
+            at = self.i
+            if self.ident() != "num_simdgroups":
+                self.fail("expected `num_simdgroups` in the compiler options", at)
+            self.expect("=")
+            options = CompileOptions(self.int())
+            self.expect("}")
         plan = self.plan() if self.accept("plan") else None
         loc = self.opt_loc()
         self.expect("{")
         body = self.body()
         self.expect("}")
-        return Kernel(name, stage, params, body, meta, plan, loc=loc)
+        return Kernel(name, stage, params, body, meta, plan, options, loc=loc)
 
     def plan(self) -> LaunchPlan:
         """`{threads = N, vector_width = V, threadgroup_memory = B, roles = [F+C, ...]}` after `plan`."""

@@ -259,6 +259,8 @@ class _Printer:
         head = f"kernel @{k.name}({params}) stage {k.stage.value}"
         if k.meta:
             head += " meta {" + ", ".join(f"{key} = {k.meta[key]}" for key in sorted(k.meta)) + "}"
+        if k.options.num_simdgroups is not None:
+            head += f" options {{num_simdgroups = {k.options.num_simdgroups}}}"
         if k.plan is not None:
             pl = k.plan
             roles = ", ".join(f"{r.first}+{r.count}" for r in pl.roles)

@@ -103,17 +103,18 @@ class Barrier(Stmt):
     fence: Fence = Fence.THREADGROUP
 
 
-@node
-class RoleSpan(Node):
+@attrs.frozen
+class RoleSpan:
     """The simdgroups of one `simdgroup_role`: `count` of them from simdgroup `first`."""
 
     first: int
     count: int
 
 
-@node
-class LaunchPlan(Node):
-    """What the compiler decided about a kernel's launch (`metile.rewrite.plan.plan_launch`, then the lowering):
+@attrs.frozen
+class LaunchPlan:
+    """What the compiler decided about a kernel's launch (`metile.rewrite.plan.plan_launch`, then the lowering;
+    facts about the kernel, not IR nodes: no pass walks into them):
     `threads` per threadgroup, the `vector_width` of each thread's runs of elements, the simdgroups of each
     role (`roles[i]` for role i), and the bytes of `threadgroup_memory` the lowered kernel declares."""
 
@@ -127,10 +128,19 @@ class LaunchPlan(Node):
         return -(-self.threads // 32)
 
 
+@attrs.frozen
+class CompileOptions:
+    """Compiler options a launch gives (`kernel[grid](..., num_simdgroups=8)`), apart from the kernel's own
+    constexprs: None where the compiler chooses."""
+
+    num_simdgroups: int | None = None
+
+
 @node
 class Kernel(Node):
-    """A kernel: `params` in buffer order, a body, the user's constexpr values (`meta`, integers), and the
-    compiler's launch decisions (`plan`, None until `plan_launch`). `stage` says which node set the body may use."""
+    """A kernel: `params` in buffer order, a body, the user's constexpr values (`meta`, integers), the
+    compiler's launch decisions (`plan`, None until `plan_launch`) and the launch's compiler `options`. `stage`
+    says which node set the body may use."""
 
     name: str
     stage: Stage
@@ -138,9 +148,10 @@ class Kernel(Node):
     body: PVector[Stmt] = attrs.field(converter=pvector)
     meta: PMap[str, int] = attrs.field(factory=pmap, converter=pmap)
     plan: LaunchPlan | None = None
+    options: CompileOptions = CompileOptions()
 
 
 COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier)
 
-__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "For", "If", "Kernel", "LaunchPlan", "Let", "RoleSpan", "Store",
-           "While"]
+__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "CompileOptions", "For", "If", "Kernel", "LaunchPlan", "Let",
+           "RoleSpan", "Store", "While"]

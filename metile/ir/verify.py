@@ -115,6 +115,9 @@ class _Verifier:
                 self.fail(f"meta key {key!r} is not an identifier", k)
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
+        n = k.options.num_simdgroups
+        if n is not None and not (isinstance(n, int) and 1 <= n <= 32):
+            self.fail(f"the compiler option num_simdgroups = {n!r} is not 1..32", k)
         if k.plan is not None:
             self.plan(k)
         self.body(k.body, {}, 0)

@@ -6,9 +6,10 @@ The decisions go into the kernel's `plan` (`metile.ir.stmts.LaunchPlan`), apart 
   `shared`) runs one element per thread: `BLOCK` threads when it has a `BLOCK` constexpr, else the
   length of its longest `arange`;
 - `simdgroup_role` blocks with explicit `num_sgs` fix `32 * (sum of num_sgs)`;
-- a kernel with `dot` runs `32 * NUM_SG` threads, `NUM_SG` (a launch option, default 4) lowered until
-  every product's 8x8 pieces split evenly among the simdgroups;
-- otherwise the longest tile decides: up to 256 threads, each holding runs of `plan.vector_width`
+- a kernel with `dot` runs `32 * num_simdgroups` threads (the launch option `num_simdgroups`, or meTile's `NUM_SG`,
+  else 4 lowered until every product's 8x8 pieces split evenly among the simdgroups);
+- otherwise `32 * num_simdgroups` threads when the launch asks, else the longest tile decides: up to 256
+  threads, each holding runs of `plan.vector_width`
   consecutive elements. That is 4 when tiles are large enough and some load or store of a tile can
   move 4 elements as one vector (the axis analysis proves them consecutive and aligned); else 1, so
   that neighbouring threads hold neighbouring elements and each thread as few as possible.
@@ -90,7 +91,7 @@ def plan_launch(k: Kernel) -> Kernel:
     biggest = max((n.type.size for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
                    and isinstance(n.type, (TileType, PtrType))), default=1)
     vec = 1
-    simdgroups = 0
+    asked = k.options.num_simdgroups
     _, role_threads = role_ranges(roles, None)
     if thread_level is not None:
         threads = k.meta.get("BLOCK") or max(aranges, default=0)
@@ -101,16 +102,21 @@ def plan_launch(k: Kernel) -> Kernel:
         if role_threads is not None and role_threads != threads:
             raise UnsupportedConstructError(
                 f"the simdgroup roles need {role_threads} threads but the kernel runs BLOCK = {threads}", roles[0].loc)
+        _check_asked(asked, threads, f"the kernel runs one thread per element, BLOCK = {threads}", thread_level.loc)
     elif role_threads is not None:
         threads = role_threads
+        _check_asked(asked, threads, "its simdgroup roles have that many", roles[0].loc)
     elif dots:
-        simdgroups = _dot_simdgroups(k, dots)
-        threads = SIMD_WIDTH * simdgroups
+        threads = SIMD_WIDTH * _dot_simdgroups(k, dots)
     else:
         vec = VECTOR_WIDTH if biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
         threads = min(MAX_AUTO_THREADS, max(1, -(-biggest // vec)))
         if vec > 1 and not roles and not _moves_vectors(found, threads, vec):
             vec, threads = 1, min(MAX_AUTO_THREADS, biggest)
+        if asked is not None:   # each thread holds as many runs of `vec` elements as that takes
+            threads = SIMD_WIDTH * asked
+            if vec > 1 and not roles and not _moves_vectors(found, threads, vec):
+                vec = 1
     if roles and role_threads is None and thread_level is None:  # room for an even split among the roles
         share = SIMD_WIDTH * roles[0].num_roles
         threads = -(-max(threads, share) // share) * share
@@ -147,14 +153,22 @@ def _moves_vectors(found: Scan, threads: int, vec: int) -> bool:
     return any(vector_width(axes, choose_vec(p.type.size, threads, vec), p) > 1 for p in ptrs)
 
 
+def _check_asked(asked: int | None, threads: int, why: str, loc) -> None:
+    if asked is not None and SIMD_WIDTH * asked != threads:
+        raise UnsupportedConstructError(
+            f"num_simdgroups={asked} asks for {SIMD_WIDTH * asked} threads, but this kernel runs {threads}: {why}", loc)
+
+
 def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:
-    asked = k.meta.get("NUM_SG")
+    """The launch's `num_simdgroups`, else a `NUM_SG` constexpr of the kernel's (meTile's way to choose), else the
+    most of 4, 2, 1 among which every product's 8x8 pieces split evenly."""
+    asked = k.options.num_simdgroups or k.meta.get("NUM_SG")
     for n in ([asked] if asked else [4, 2, 1]):
         if all(mma_split(d.type.shape[0], d.type.shape[1], n) for d in dots if _dot_ok(d)):
             return n
     d = dots[0]
     raise UnsupportedConstructError(
-        f"dot of shape {list(d.type.shape)} cannot be split evenly among NUM_SG = {asked} simdgroups", d.loc)
+        f"dot of shape {list(d.type.shape)} cannot be split evenly among {asked} simdgroups (num_simdgroups)", d.loc)
 
 
 def _dot_ok(d: Dot) -> bool:
