@@ -255,7 +255,8 @@ class JITKernel:
         if options:
             compile_options(options, self.fn.__name__, src.def_loc)   # checked here, applied by `_trace`
         if launch:
-            problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"))
+            problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"),
+                                          launch.get("profile"), launch.get("profile_only", False))
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         typed = [(s, v, arg_type(s, v)) for s, v in values]

@@ -254,7 +254,7 @@ def test_profile_only_runs_the_counted_threadgroups(dev):
     ({"profile": 0}, "number of threadgroups"),
     ({"profile": "all"}, "number of threadgroups"),
     ({"profile_only": True}, "needs profile=True"),
-    ({"profile": True, "profile_only": 1}, "profile_only= takes True or False"),
+    ({"profile": True, "profile_only": 1}, "profile_only=1 must be True or False"),
 ])
 def test_bad_profile_arguments(dev, kw, message):
     fn = dev.compile(COPIES, name="copies.metal").function("copy")

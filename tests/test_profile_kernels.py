@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import metile
+from metile.frontend.errors import KernelArgumentError
 from tests.msl_source import kernel_line as line_of
 
 kernel_module = importlib.import_module("metile.kernel")
@@ -80,8 +81,12 @@ def test_profile_is_a_launch_option_not_a_constexpr(monkeypatch):
 def test_bad_profile_values_and_prepare_are_refused():
     x = np.arange(8 * 512, dtype=np.float32)
     y = np.zeros(512, np.float32)
-    with pytest.raises(metile.ProfileError, match="number of threadgroups"):
+    with pytest.raises(KernelArgumentError, match=r"gather\[grid\]\(\.\.\.\): profile=-3 must be True, False, None "
+                                                  "or a number of threadgroups") as info:
         gather[(4,)](x, y, BLOCK=128, profile=-3)
+    assert info.value.loc.line == line_of(gather.fn, "def gather")
+    with pytest.raises(KernelArgumentError, match="profile_only=True runs the counted threadgroups only"):
+        gather[(4,)](x, y, BLOCK=128, profile_only=True)
     with pytest.raises(metile.ProfileError, match="not of prepare"):
         gather[(4,)].prepare(x, y, BLOCK=128, profile=True)
 

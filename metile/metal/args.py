@@ -228,9 +228,10 @@ def _bind_reference(p: Param, et: ElementType, value, buffer_type: type) -> Boun
     raise LaunchError(f"{describe(p)}: cannot bind a {type(value).__name__}")
 
 
-def run_options_problem(sanitize, timeout) -> str | None:
-    """Why a dispatch's `sanitize=` (a bool) or `timeout=` (None, or seconds >= 0; 0 and inf mean no limit) is not
-    taken, or None when both are."""
+def run_options_problem(sanitize, timeout, profile=None, profile_only=False) -> str | None:
+    """Why a dispatch's `sanitize=` (a bool), `timeout=` (None, or seconds >= 0; 0 and inf mean no limit),
+    `profile=` (None, a bool, or a number of threadgroups >= 1) or `profile_only=` (a bool, with a profile) is not
+    taken, or None when all are."""
     if sanitize.__class__ is not bool and not isinstance(sanitize, np.bool_):
         return f"sanitize={sanitize!r} must be True or False"
     if timeout is not None:
@@ -238,6 +239,12 @@ def run_options_problem(sanitize, timeout) -> str | None:
             return f"timeout={timeout!r} must be a number of seconds, or None for the device's default"
         if not timeout >= 0:  # NaN too
             return f"timeout={timeout!r} must be a number of seconds >= 0 (0 or inf: no limit)"
+    if profile is not None and profile.__class__ is not bool and not (profile.__class__ is int and profile >= 1):
+        return (f"profile={profile!r} must be True, False, None or a number of threadgroups to count (>= 1)")
+    if profile_only.__class__ is not bool:
+        return f"profile_only={profile_only!r} must be True or False"
+    if profile_only and not profile:
+        return "profile_only=True runs the counted threadgroups only, so it needs profile=True or a number"
     return None
 
 

@@ -9,6 +9,7 @@ instruction and per `.metal` line; this module turns them into a `metile.Profile
 
 from __future__ import annotations
 
+from metile.metal.args import run_options_problem
 from metile.metal.cpu.faults import pick_metal_line, source_lines_of
 from metile.metal.cpu.runtime_api import PROFILE_COUNTERS, ffi
 from metile.metal.errors import ProfileError
@@ -22,19 +23,12 @@ assert PROFILE_COUNTERS == RAW_COUNTERS, "mt_runtime.h's counters and metile.pro
 
 def sample_size(profile, profile_only=False) -> int | None:
     """The threadgroups to count for a `profile=` argument (None: not profiled)."""
-    if profile_only.__class__ is not bool:
-        raise ProfileError(f"profile_only= takes True or False, not {profile_only!r}")
+    problem = run_options_problem(False, None, profile, profile_only)
+    if problem is not None:
+        raise ProfileError(problem)
     if profile is None or profile is False:
-        if profile_only:
-            raise ProfileError("profile_only=True runs the counted threadgroups only, so it needs profile=True or "
-                               "a number of threadgroups to count")
         return None
-    if profile is True:
-        return DEFAULT_SAMPLE
-    if isinstance(profile, int) and not isinstance(profile, bool) and profile >= 1:
-        return profile
-    raise ProfileError(f"profile= takes True, False, None or a number of threadgroups to count (>= 1), "
-                       f"not {profile!r}")
+    return DEFAULT_SAMPLE if profile is True else profile
 
 
 def sample(total: int, n: int) -> list[int]:
