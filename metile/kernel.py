@@ -68,6 +68,7 @@ from metile.frontend.specialize import (
     compile_options,
     exact_key,
     function_ident,
+    unit_arguments,
 )
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
@@ -75,7 +76,7 @@ from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel
 from metile.ir.types import F32_OVERFLOW, from_numpy
-from metile.ir.values import Param
+from metile.ir.values import Const, Param
 from metile.ir.verify import verify
 from metile.launch import (
     MAX_GRID,
@@ -182,20 +183,25 @@ def _is_array_like(cls: type) -> bool:
     return found
 
 
+_ONE = "=1"  # the token part of an integer argument equal to 1
+
+
 def _type_token(v):
     """What decides the IR type of a runtime argument (see `metile.frontend.specialize.arg_type`), cheaply;
     None for values that must go through `arg_type` every time (ints beyond i32, unknown kinds)."""
     cls = v.__class__
     if cls is np.ndarray:
         return (cls, v.dtype)
-    if cls is int:
-        return cls if _I32_MIN <= v < _I32_END else None
+    if cls is int:   # 1 is compiled as a constant (`unit_arguments`), so it has a token of its own
+        return (cls if v != 1 else _ONE) if _I32_MIN <= v < _I32_END else None
     if cls is float:
         return cls if -F32_OVERFLOW < v < F32_OVERFLOW else None  # beyond f32, infinities and NaN: checked every time
     if cls is bool:
         return cls
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
-        return cls if from_numpy(v.dtype) is not None else _type_token(v.item())
+        if from_numpy(v.dtype) is None:
+            return _type_token(v.item())
+        return (cls, _ONE) if isinstance(v, np.integer) and v == 1 else cls
     if _is_array_like(cls):
         dtype = getattr(v, "dtype", None)
         return None if dtype is None else (cls, dtype)
@@ -263,7 +269,7 @@ class JITKernel:
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
-        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options)
+        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, unit_arguments(typed))
         return key, typed, consts, options, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
@@ -289,6 +295,8 @@ class JITKernel:
             src = self.source
             params = [Param(ir_name(s.name), i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
+            for name in unit_arguments(typed):   # bound, but read as the constant 1 (see unit_arguments)
+                env[name] = Const(1, next(t for s, _, t in typed if s.name == name).dtype)
             meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,

@@ -534,3 +534,27 @@ def test_compiler_options_and_the_launch_plan_print_and_parse_back():
         assert pretty(back) == text
     assert "options {num_simdgroups = 2}" in pretty(compiled.tile_ir)
     assert "plan {threads = 64, vector_width = 4," in pretty(compiled.metal_ir)
+
+
+@metile.kernel
+def strided_scale(X, Y, n, stride, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < n
+    metile.store(Y + offs, metile.load(X + offs * stride, mask=mask) * 2.0, mask=mask)
+
+
+def test_an_integer_argument_equal_to_one_is_compiled_as_the_constant():
+    k = metile.kernel(strided_scale.fn)
+    x = np.arange(4096 * 3, dtype=np.float32)
+    y = np.zeros(4096, np.float32)
+    efficiency = {}
+    for stride in (1, 2, 1, 3, np.int32(1), np.int32(2)):
+        p = k[(16,)](x, y, 4096, stride, BLOCK=256, profile=True)
+        np.testing.assert_array_equal(y, 2 * x[:: int(stride)][:4096])      # never a stale specialization
+        efficiency[int(stride)] = p.to_dict()["coalescing_efficiency"]
+    assert len(k._compiled) == 2                 # one for 1, one for every other value
+    assert efficiency[1] == 1.0 and efficiency[2] < 0.5   # the unit stride is proven contiguous: vector loads
+    general = k.compile(x, y, 4096, 2, BLOCK=256)
+    unit = k.compile(x, y, 4096, 1, BLOCK=256)
+    assert [p.name for p in unit.metal_ir.params] == [p.name for p in general.metal_ir.params]  # still bound
+    assert unit.metal_ir != general.metal_ir

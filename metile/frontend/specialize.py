@@ -317,7 +317,18 @@ def _first(item: tuple):
     return item[0]
 
 
-def cache_key(ident: tuple, types: tuple, consts: dict, options: dict) -> tuple:
-    """The specialization key: the function (`function_ident`), the constexpr values, the argument types and the
-    compiler options."""
-    return (ident, _items(consts), types, _items(options))
+def cache_key(ident: tuple, types: tuple, consts: dict, options: dict, ones: tuple = ()) -> tuple:
+    """The specialization key: the function (`function_ident`), the constexpr values, the argument types, the
+    compiler options and the integer arguments equal to 1 (`unit_arguments`)."""
+    key = (ident, _items(consts), types, _items(options))
+    return key + (ones,) if ones else key
+
+
+def unit_arguments(typed) -> tuple[str, ...]:
+    """The names of the integer scalar arguments equal to 1, among `(spec, value, type)` triples: the kernel is
+    compiled with them read as the constant 1, as Triton specialises them, so that `offs * stride` with a unit
+    stride is proven contiguous (vector loads and stores); they stay bound, and any other value compiles and
+    caches another specialization."""
+    return tuple(s.name for s, v, t in typed
+                 if isinstance(t, TileType) and not t.shape and t.dtype.is_int and t.dtype is not DType.BOOL
+                 and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v == 1)
