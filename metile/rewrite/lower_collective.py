@@ -38,7 +38,7 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
 from metile.rewrite.plan import SIMD_WIDTH
 from metile.rewrite.scan import HEAVY
-from metile.rewrite.staging import mma_row_stride, mma_scratch_offset, staging_pad
+from metile.rewrite.staging import columns_first, mma_row_stride, mma_scratch_offset, staging_pad
 
 UNROLL_LIMIT = 8
 
@@ -162,9 +162,16 @@ class Collectives:
             bases.append(self.scratch(dtype, strides[0] * rows if len(shape) > 1 else v.type.size))
         for (v, strides), base in zip(items, bases):
             layout = self.layout(v.type.size)
+            rep, load = self.named_rep(v)
+            down = rep is None and columns_first(load, v.type.shape, self.defs)
 
-            def one(slot, v=v, strides=strides, base=base, layout=layout) -> None:
-                pt = self.slot_pt(layout, slot, v.type.shape)
+            def one(slot, v=v, strides=strides, base=base, layout=layout, down=down) -> None:
+                if down:   # threads walk down the columns: consecutive threads, consecutive addresses
+                    rows, cols = v.type.shape
+                    c, r = self.coords(self.slot_pt(layout, slot, (cols, rows)))
+                    pt = Pt(v.type.shape, mo.add(mo.mul(r, mo.const(cols)), c))
+                else:
+                    pt = self.slot_pt(layout, slot, v.type.shape)
                 off: Value = mo.const(0)
                 for c, s in zip(self.coords(pt), strides):
                     off = mo.add(off, mo.mul(c, mo.const(s)))

@@ -1,5 +1,6 @@
 """Where tiles sit in threadgroup memory: the row padding of `dot` operands staged for `simdgroup_load`, chosen
-with the bank model of `metile.layout.banks`, and the layout of simdgroup matrices copied out to scratch.
+with the bank model of `metile.layout.banks`, the order in which a tile read from device memory is staged, and
+the layout of simdgroup matrices copied out to scratch.
 
 Apple GPUs serve threadgroup memory from 32 banks of 4 bytes (the model `metile.profile` counts with); a
 simdgroup access whose lanes touch different words of one bank takes a pass per word.
@@ -7,9 +8,20 @@ simdgroup access whose lanes touch different words of one bank takes a pass per 
 
 from __future__ import annotations
 
-from metile.ir.values import Value
+from metile.ir.values import Load, Value
 from metile.layout import Layout, bank_conflicts
 from metile.rewrite import metal_ops as mo
+from metile.rewrite.axis_info import strides
+
+
+def columns_first(v: Value, shape: tuple[int, ...], defs: dict[str, Value]) -> bool:
+    """`v` is a 2-D tile of `shape` read from device memory (a `Load` not yet in registers) whose addresses go up
+    by one element down its columns but not along its rows: staged column by column, consecutive threads read
+    consecutive addresses and the loads coalesce."""
+    if len(shape) != 2 or 1 in shape or not isinstance(v, Load) or v.ptr.type.shape != tuple(shape):
+        return False
+    st = strides(v.ptr, defs)
+    return st is not None and st[0] == 1 and st[1] != 1
 
 
 def mma_lanes(ld: int) -> Layout:
@@ -46,4 +58,4 @@ def mma_scratch_offset(flat: Value, n: int) -> Value:
     return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
-__all__ = ["mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]
+__all__ = ["columns_first", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]
