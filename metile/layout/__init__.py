@@ -8,7 +8,7 @@ access, and ``print_layout`` / ``layout_svg`` draw one.
 
 from __future__ import annotations
 
-from .banks import bank_conflicts
+from .banks import access_conflicts, bank_conflicts
 from .compose import composition, format_tiler
 from .divide import flat_divide, logical_divide, tiled_divide, unzip_tiles, zipped_divide
 from .inttuple import (
@@ -64,6 +64,7 @@ __all__ = [
     "Layout",
     "Swizzle",
     "append",
+    "access_conflicts",
     "bank_conflicts",
     "blocked_product",
     "ceil_div",

@@ -20,16 +20,22 @@ def bank_conflicts(
     0 means conflict-free. Stride-1 floats give 0; stride-32 floats give 31 (all 32 words in one bank).
     ``offset`` moves every access by that many elements (it matters when elements share words).
     """
+    if lanes < 1:
+        raise ValueError(f"bank_conflicts: lanes must be >= 1, got {lanes}")
+    offsets = [offset + layout(lane) for lane in range(min(lanes, size(layout)))]
+    for lane, at in enumerate(offsets):
+        if at < 0:
+            raise ValueError(f"bank_conflicts: lane {lane} accesses the negative offset {at} of {layout}")
+    return access_conflicts(offsets, element_bytes=element_bytes, banks=banks, bank_bytes=bank_bytes)
+
+
+def access_conflicts(offsets, *, element_bytes: int = 4, banks: int = 32, bank_bytes: int = 4) -> int:
+    """`bank_conflicts` of one step in which lane `i` accesses element `offsets[i]` (non-negative)."""
     for name, v in (("element_bytes", element_bytes), ("banks", banks), ("bank_bytes", bank_bytes)):
         if v < 1:
             raise ValueError(f"bank_conflicts: {name} must be >= 1, got {v}")
-    if lanes < 1:
-        raise ValueError(f"bank_conflicts: lanes must be >= 1, got {lanes}")
     words: dict[int, set[int]] = {}
-    for lane in range(min(lanes, size(layout))):
-        at = offset + layout(lane)
-        if at < 0:
-            raise ValueError(f"bank_conflicts: lane {lane} accesses the negative offset {at} of {layout}")
+    for at in offsets:
         start = at * element_bytes
         for w in range(start // bank_bytes, (start + element_bytes - 1) // bank_bytes + 1):
             words.setdefault(w % banks, set()).add(w)

@@ -9,7 +9,7 @@ simdgroup access whose lanes touch different words of one bank takes a pass per 
 from __future__ import annotations
 
 from metile.ir.values import Load, Value
-from metile.layout import Layout, bank_conflicts
+from metile.layout import Layout, access_conflicts
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import strides
 
@@ -31,19 +31,32 @@ def mma_lanes(ld: int) -> Layout:
     return Layout((2, 4, 2, 2), (2, ld, 4, 4 * ld))
 
 
+# (row, column) of each lane's element 0: `mma_lanes` split into its row and column parts, evaluated once
+_LANE_ROW_COL = tuple(zip([Layout((2, 4, 2, 2), (0, 1, 0, 4))(lane) for lane in range(32)],
+                          [Layout((2, 4, 2, 2), (2, 0, 4, 0))(lane) for lane in range(32)]))
+
+
 def staging_pad(n: int, itemsize: int) -> int:
-    """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to four
+    """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to two
     16-byte steps), the smallest whose 8x8 simdgroup loads meet the fewest bank conflicts (`metile.layout.banks`,
-    both elements of each lane's pair); any pad of up to 64 bytes when no row length can be aligned."""
+    both elements of each lane's pair); any pad of up to 32 bytes when no row length can be aligned."""
     step = max(1, 16 // itemsize)
-    aligned = [p for p in range(0, 4 * step + 1) if (n + p) * itemsize % 16 == 0]
-    candidates = aligned or list(range(0, 4 * step + 1))
+    aligned = [p for p in range(0, 2 * step + 1) if (n + p) * itemsize % 16 == 0]
+    candidates = aligned or list(range(0, 2 * step + 1))
 
     def conflicts(pad: int) -> int:
-        lanes = mma_lanes(n + pad)
-        return sum(bank_conflicts(lanes, element_bytes=itemsize, offset=e) for e in (0, 1))
+        ld = n + pad
+        return sum(access_conflicts([c + ld * r + e for r, c in _LANE_ROW_COL], element_bytes=itemsize)
+                   for e in (0, 1))
 
-    return min(candidates, key=lambda p: (conflicts(p), p))
+    best, fewest = candidates[0], None
+    for pad in candidates:   # in increasing order: the first conflict-free pad ends the search
+        c = conflicts(pad)
+        if fewest is None or c < fewest:
+            best, fewest = pad, c
+        if c == 0:
+            break
+    return best
 
 
 def mma_row_stride(n: int) -> int:
