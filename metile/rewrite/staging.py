@@ -31,9 +31,8 @@ def mma_lanes(ld: int) -> Layout:
     return Layout((2, 4, 2, 2), (2, ld, 4, 4 * ld))
 
 
-# (row, column) of each lane's element 0: `mma_lanes` split into its row and column parts, evaluated once
-_LANE_ROW_COL = tuple(zip([Layout((2, 4, 2, 2), (0, 1, 0, 4))(lane) for lane in range(32)],
-                          [Layout((2, 4, 2, 2), (2, 0, 4, 0))(lane) for lane in range(32)]))
+# (row, column) of each lane's element 0, read off `mma_lanes` once (columns stay below 8, rows 64 apart)
+_LANE_ROW_COL = tuple(divmod(mma_lanes(64)(lane), 64) for lane in range(32))
 
 
 def staging_pad(n: int, itemsize: int) -> int:
