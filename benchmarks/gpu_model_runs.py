@@ -125,7 +125,9 @@ def problems(quick: bool) -> list[Problem]:
             Problem(Kind.GEMM, "float16", (4096, 4096, 4096), False),
             Problem(Kind.SOFTMAX, "float32", (4096, 4096), True),
             Problem(Kind.LAYER_NORM, "float32", (4096, 4096), True),
-            Problem(Kind.ATTENTION, "float16", (1, 8, 1024, 64), False)]
+            Problem(Kind.ATTENTION, "float16", (1, 8, 1024, 64), False),
+            Problem(Kind.ATTENTION, "float16", (1, 8, 4096, 64), False),
+            Problem(Kind.ATTENTION, "float16", (1, 8, 4096, 128), False)]
 
 
 # -- metile ----------------------------------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ def _metile_gemm(p: Problem, prof: dict):
     a, b = _data((m, k), p.dtype, 1), _data((k, n), p.dtype, 2)
     out = np.full((m, n), np.nan, p.dtype)
     profile = mk.run_matmul(a, b, out, **prof)
-    return "matmul_kernel {}x{}x{}".format(*mk.GEMM_BLOCKS), profile, out, functools.partial(_matmul, a, b)
+    return "matmul_kernel " + mk.gemm_config(p.dtype), profile, out, functools.partial(_matmul, a, b)
 
 
 def _metile_softmax(p: Problem, prof: dict):
@@ -160,7 +162,8 @@ def _metile_attention(p: Problem, prof: dict):
     out = np.full_like(q, np.nan)
     scale = 1.0 / math.sqrt(p.shape[3])
     profile = mk.run_attention(q, k, v, out, scale, **prof)
-    return "attn_fwd {}x{}".format(*mk.ATTN_BLOCKS), profile, out, functools.partial(_attention, q, k, v, scale)
+    blocks = "{}x{}".format(*mk.ATTN_BLOCKS[p.shape[3]])
+    return f"attn_fwd {blocks}", profile, out, functools.partial(_attention, q, k, v, scale)
 
 
 _METILE = {Kind.GEMM: _metile_gemm, Kind.SOFTMAX: _metile_softmax, Kind.LAYER_NORM: _metile_layer_norm,

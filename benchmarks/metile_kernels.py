@@ -44,18 +44,23 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     metile.tile_store(c_ptr, row, col, ldc, c, (BLOCK_SIZE_M, BLOCK_SIZE_N), bounds=(M, N))
 
 
-GEMM_BLOCKS = (64, 64, 32)   # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K)
+GEMM_BLOCKS = {"float32": (64, 64, 16), "float16": (64, 64, 32)}   # (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K)
+GEMM_STAGES = 2   # double-buffered K loop: the staged operands of both dtypes fit twice in 32 KB
 GEMM_GROUP_M = 8
 
 
+def gemm_config(dtype) -> str:
+    return "{}x{}x{} stages {}".format(*GEMM_BLOCKS[np.dtype(dtype).name], GEMM_STAGES)
+
+
 def run_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, profile, profile_only: bool = False,
-               blocks: tuple[int, int, int] = GEMM_BLOCKS):
+               blocks: tuple[int, int, int] | None = None, num_stages: int = GEMM_STAGES):
     (M, K), N = a.shape, b.shape[1]
-    bm, bn, bk = blocks
+    bm, bn, bk = blocks or GEMM_BLOCKS[a.dtype.name]
     grid = (metile.cdiv(M, bm) * metile.cdiv(N, bn),)
     return matmul_kernel[grid](a, b, c, M, N, K, elem_strides(a)[0], elem_strides(b)[0], elem_strides(c)[0],
                                BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=GEMM_GROUP_M,
-                               profile=profile, profile_only=profile_only)
+                               num_stages=num_stages, profile=profile, profile_only=profile_only)
 
 
 # ---- softmax (tutorial 02)
@@ -85,14 +90,14 @@ def run_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, y: np.ndarray, e
 # ---- fused attention forward (tutorial 06)
 
 
-ATTN_BLOCKS = (32, 32)   # (BLOCK_M, BLOCK_N): the largest that fits 32 KB of threadgroup memory at HEAD_DIM 64
+ATTN_BLOCKS = {64: (32, 32), 128: (32, 16)}   # (BLOCK_M, BLOCK_N) by HEAD_DIM: the largest that fit in 32 KB
 
 
 def run_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, sm_scale: float, profile,
-                  profile_only: bool = False, blocks: tuple[int, int] = ATTN_BLOCKS):
+                  profile_only: bool = False, blocks: tuple[int, int] | None = None):
     """Non-causal attention over (batch, heads, sequence, head_dim) arrays (STAGE 1: every key)."""
     Z, H, N, D = q.shape
-    block_m, block_n = blocks
+    block_m, block_n = blocks or ATTN_BLOCKS[D]
     lse = np.empty((Z, H, N), np.float32)
     grid = (metile.cdiv(N, block_m), Z * H, 1)
     return attn_fwd[grid](q, k, v, sm_scale, lse, o, *elem_strides(q), *elem_strides(k), *elem_strides(v),

@@ -104,7 +104,7 @@ def tile_load(ptr, row_offset, col_offset, stride, shape, bounds=None): _outside
 def tile_store(ptr, row_offset, col_offset, stride, value, shape, bounds=None): _outside("tile_store")
 def zeros(shape, dtype="f32"): _outside("zeros")
 def dot(a, b, acc=None, input_precision=None, allow_tf32=None, out_dtype=None): _outside("dot")
-def tile_range(start, stop, step=1, num_stages=1): _outside("tile_range")
+def tile_range(start, stop, step=1, num_stages=None): _outside("tile_range")
 def exp(x): _outside("exp")
 def log(x): _outside("log")
 def sqrt(x): _outside("sqrt")

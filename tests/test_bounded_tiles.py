@@ -52,7 +52,8 @@ def test_bounded_gemm_at_any_size(M, N, K, dtype, blocks):
 def test_the_store_stays_on_simdgroup_matrices_inside_the_bounds():
     z = np.zeros((4, 4), np.float32)
     msl = gemm.compile(z, z, z, 4, 4, 4, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16).msl
-    assert msl.count("simdgroup_store") == 4 * 2  # 2x2 pieces per simdgroup: to C in the plain branch (and scratch)
+    assert msl.count("simdgroup_store") == 4  # 2x2 pieces per simdgroup, straight to C in the unmasked branch
+    assert msl.count("thread_elements()") == 4 * 2  # the masked branch: each lane stores its two elements of each
     assert msl.count("simdgroup_multiply_accumulate") > 0
 
 

@@ -91,13 +91,16 @@ def general_stores(A, B, T, Masked, Half, Relu, M, BLOCK: metile.constexpr):
     metile.tile_store(Relu, 0, 0, BLOCK, metile.maximum(acc, 0.0), (BLOCK, BLOCK))
 
 
-def test_stores_the_matrices_cannot_make_take_the_general_path():
+def test_stores_the_matrices_cannot_make_are_stored_lane_by_lane():
     n, m = 32, 19
     a, b = _operands(n, n, n, 4)
     t, masked, relu = (np.full((n, n), -1.0, np.float32) for _ in range(3))
     half = np.zeros((n, n), np.float16)
     args = (a, b, t, masked, half, relu, m)
-    assert _matrix_stores(general_stores.compile(*args, BLOCK=n)) == {THREADGROUP: 4 * 4}
+    compiled = general_stores.compile(*args, BLOCK=n)
+    assert _matrix_stores(compiled) == {}   # no copy through scratch: each lane stores its elements of each piece
+    assert compiled.msl.count("thread_elements()") == 2 * 4   # 2 elements of each of 4 pieces, read once for all 4
+    assert "threadgroup_barrier" in compiled.msl.split("simdgroup_multiply_accumulate")[0]
     general_stores[(1,)](*args, BLOCK=n)
     want = a @ b
     np.testing.assert_allclose(t, want.T, rtol=1e-4, atol=1e-4)
@@ -105,3 +108,32 @@ def test_stores_the_matrices_cannot_make_take_the_general_path():
     np.testing.assert_array_equal(masked[m:], -1.0)
     np.testing.assert_allclose(half, want.astype(np.float16), rtol=1e-2, atol=1e-2)
     np.testing.assert_allclose(relu, np.maximum(want, 0.0), rtol=1e-4, atol=1e-4)
+
+
+@metile.kernel
+def reshaped_epilogues(A, B, Bias, T, Biased, Wide, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    acc = metile.dot(a, b)
+    bias = metile.load(Bias + metile.arange(0, BLOCK))
+    metile.tile_store(T, 0, 0, BLOCK, metile.trans(acc) + 1.0, (BLOCK, BLOCK))   # read through a transpose
+    metile.tile_store(Biased, 0, 0, BLOCK, acc + bias[None, :], (BLOCK, BLOCK))  # with a loaded tile
+    wide = metile.tile_load(Wide, 0, 0, BLOCK, (BLOCK, BLOCK))
+    metile.tile_store(Wide, 0, 0, BLOCK, acc * wide, (BLOCK, BLOCK))
+
+
+@pytest.mark.parametrize("num_simdgroups", [1, 2, 4])
+def test_epilogues_the_lanes_cannot_compute_alone_go_through_scratch(num_simdgroups):
+    """An epilogue reading the result transposed, or beside a tile held in registers, is not stored lane by lane
+    from the matrices (it would read elements other lanes hold): it copies the result to scratch, and is right."""
+    n = 16
+    a, b = _operands(n, n, n, 9)
+    bias = np.arange(n, dtype=np.float32)
+    t, biased = np.zeros((n, n), np.float32), np.zeros((n, n), np.float32)
+    wide = np.random.default_rng(3).standard_normal((n, n)).astype(np.float32)
+    want_wide = (a @ b) * wide
+    reshaped_epilogues[(1,)](a, b, bias, t, biased, wide, BLOCK=n, num_simdgroups=num_simdgroups)
+    want = a @ b
+    np.testing.assert_allclose(t, want.T + 1.0, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(biased, want + bias[None, :], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(wide, want_wide, rtol=1e-4, atol=1e-4)

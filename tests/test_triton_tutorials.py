@@ -75,6 +75,8 @@ def test_03_matmul(pointers, activation):
     c = tt.matmul(a, b, activation, pointers, group_size_m=2)
     assert c.dtype == np.float16
     np.testing.assert_allclose(c, matmul_ref(a, b, activation), rtol=1e-3, atol=1e-3)
+    big = tt.matmul(a, b, activation, pointers, block_m=128, block_n=64, group_size_m=2)   # the tutorial's blocks
+    np.testing.assert_allclose(big, matmul_ref(a, b, activation), rtol=1e-3, atol=1e-3)
 
 
 def test_03_matmul_of_strided_operands():

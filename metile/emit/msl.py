@@ -65,6 +65,7 @@ from metile.ir import (
     MatrixLoad,
     MatrixMultiplyAccumulate,
     MatrixStore,
+    MatrixType,
     Param,
     PtrType,
     SharedAlloc,
@@ -280,6 +281,8 @@ class _Emitter:
                     text, atomic = f"{narrow}({word}{expr(x)[1]})", True
                 else:
                     text, atomic = f"{word}{expr(x)[1]}", False
+            case Extract() if v.vec.type.__class__ is MatrixType:
+                text, atomic = f"{expr(v.vec)[1]}.thread_elements()[{v.lane}]", True
             case Extract():
                 text, atomic = f"{expr(v.vec)[1]}[{v.lane}]", True
                 if v.vec.__class__ in (Var, Param):  # a lane of a named vector is never named

@@ -209,7 +209,7 @@ class ControlFlow:
                     if not 1 <= len(args) <= 3:
                         raise KernelTypeError(f"range() takes 1 to 3 arguments, not {len(args)}", self.loc(it))
                     start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
-                    return self.runtime_for(node, start, stop, step, 1)
+                    return self.runtime_for(node, start, stop, step, None)
                 seq = range(*args)
             else:
                 seq = self.eval(it)
@@ -235,14 +235,14 @@ class ControlFlow:
         call_loc = self.loc(call)
         start = self.loop_bound(start, "start", call)
         stop = self.loop_bound(stop, "stop", call)
-        stages = static_int(num_stages, "num_stages", call_loc)
+        stages = None if num_stages is None else static_int(num_stages, "num_stages", call_loc)
         if isinstance(step, Value):  # a runtime step, which must be positive when the loop runs
             step = self.loop_bound(step, "step", call)
         elif static_int(step, "the step of the loop", call_loc) <= 0:
             raise KernelTypeError("a runtime loop needs step > 0", call_loc)
         else:
             step = Const(step, DType.I32, loc=loc)
-        if stages < 1:
+        if stages is not None and stages < 1:
             raise KernelTypeError("metile.tile_range needs num_stages >= 1", call_loc)
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))

@@ -119,9 +119,14 @@ no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroup
 metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword
 is refused."""
 
-COMPILER_OPTIONS = frozenset({"num_simdgroups"})
+COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs"})
 """Keywords of a launch that steer the compiler, not the kernel's code: part of the cache key, kept in the Tile
-IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program."""
+IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program; `num_stages=N`
+pipelines every `tile_range` loop that does not give its own `num_stages`; `group_programs=G` runs the programs
+of a 2-D grid in groups of G rows."""
+
+_OPTION_RANGES = {"num_stages": (1, 8, "stages of each tile_range loop"),
+                  "group_programs": (1, 1 << 20, "rows of programs per group")}
 
 
 def compile_options(options: dict, name: str, loc: Loc) -> CompileOptions:
@@ -130,12 +135,16 @@ def compile_options(options: dict, name: str, loc: Loc) -> CompileOptions:
     if "num_simdgroups" in options and "NUM_SG" in options and options["NUM_SG"] != n:
         raise KernelArgumentError(f"{name}(): num_simdgroups={n} and NUM_SG={options['NUM_SG']} disagree (NUM_SG is "
                                   "meTile's name for num_simdgroups)", loc)
-    if n is None:
-        return CompileOptions()
-    if n.__class__ is not int or not 1 <= n <= 32:
+    if n is not None and (n.__class__ is not int or not 1 <= n <= 32):
         raise KernelArgumentError(f"{name}(): num_simdgroups={n!r} must be an int from 1 to 32 (32 threads each, "
                                   "at most 1024 per threadgroup)", loc)
-    return CompileOptions(n)
+    rest = {}
+    for key, (low, high, what) in _OPTION_RANGES.items():
+        v = options.get(key)
+        if v is not None and (v.__class__ is not int or not low <= v <= high):
+            raise KernelArgumentError(f"{name}(): {key}={v!r} must be an int from {low} to {high} ({what})", loc)
+        rest[key] = v
+    return CompileOptions(n, **rest)
 
 
 LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})

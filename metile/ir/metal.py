@@ -72,7 +72,9 @@ class VecStore(Stmt):
 
 @node
 class Extract(Value):
-    """Lane `lane` of the vector `vec`."""
+    """Lane `lane` of the vector `vec`; of a simdgroup matrix, this thread's element `lane` (0 or 1) of the two it
+    holds (`thread_elements()[lane]`: with lane l of the simdgroup, row `l / 16 * 4 + l / 2 % 4` and column
+    `l / 8 % 2 * 4 + l % 2 * 2 + lane`, `metile.rewrite.staging.mma_lanes`)."""
 
     vec: Value
     lane: int

@@ -27,6 +27,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    MmaPlan,
     NumPrograms,
     ProgramId,
     Reduce,
@@ -83,6 +84,28 @@ def parse_op(p: Parser) -> Value:
 def _colon_type(p: Parser) -> Type:
     p.expect(":")
     return p.type()
+
+
+def _mma_plan(p: Parser) -> MmaPlan:
+    """`, pad [A, B]`, `, serpentine`, `, preload` after a `dot`'s operands (each optional, in that order)."""
+    pad = (0, 0)
+    if _option(p, "pad"):
+        p.expect("[")
+        a = p.int()
+        p.expect(",")
+        pad = (a, p.int())
+        p.expect("]")
+    serpentine = _option(p, "serpentine")
+    return MmaPlan(pad, serpentine, _option(p, "preload"))
+
+
+def _option(p: Parser, word: str) -> bool:
+    """Consume `, word` when it comes next."""
+    at = p.i
+    if p.accept(",") and p.accept(word):
+        return True
+    p.i = at
+    return False
 
 
 def _enum(p: Parser, table: dict, what: str):
@@ -212,7 +235,7 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return ArgReduce(op, x, axis, p.ref() if given else None), _colon_type(p)
         case "dot":
             a, b = p.refs_n(2)
-            return Dot(a, b), _colon_type(p)
+            return Dot(a, b, _mma_plan(p)), _colon_type(p)
         case "simd_shuffle_xor" | "simd_broadcast":
             x, y = p.refs_n(2)
             return (SimdShuffleXor(x, y) if mn == "simd_shuffle_xor" else SimdBroadcast(x, y)), _colon_type(p)

@@ -110,12 +110,17 @@ class Parser(Scanner):
         options = CompileOptions()
         if self.accept("options"):
             self.expect("{")
-            at = self.i
-            if self.ident() != "num_simdgroups":
-                self.fail("expected `num_simdgroups` in the compiler options", at)
-            self.expect("=")
-            options = CompileOptions(self.int())
-            self.expect("}")
+            given: dict[str, int] = {}
+            while not self.accept("}"):
+                if given:
+                    self.expect(",")
+                at = self.i
+                key = self.ident()
+                if key not in CompileOptions.FIELDS or key in given:
+                    self.fail(f"expected one of {', '.join(CompileOptions.FIELDS)} in the compiler options", at)
+                self.expect("=")
+                given[key] = self.int()
+            options = CompileOptions(**given)
         plan = self.plan() if self.accept("plan") else None
         loc = self.opt_loc()
         self.expect("{")
@@ -291,11 +296,12 @@ class Parser(Scanner):
         step = self.ref()
         carried, inits = self.iter_args()
         results = self.results()
-        num_stages = self.int() if self.accept("stages") else 1
+        num_stages = self.int() if self.accept("stages") else None
+        buffers = self.int() if self.accept("buffers") else 1
         loc = self.opt_loc()
         body, ys = self.region([index, *carried])
         self.bind_results(results)
-        return For(index, start, stop, step, carried, inits, body, ys, results, num_stages, loc=loc)
+        return For(index, start, stop, step, carried, inits, body, ys, results, num_stages, buffers, loc=loc)
 
     def if_stmt(self) -> If:
         cond = self.ref()

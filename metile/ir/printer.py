@@ -46,7 +46,7 @@ from metile.ir.metal import (
     VecStore,
 )
 from metile.ir.node import Node, children
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -54,6 +54,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    MmaPlan,
     NumPrograms,
     ProgramId,
     Reduce,
@@ -122,6 +123,12 @@ def _type_of(n: Node) -> str:
     except Exception:  # ill-typed IR still prints, for error dumps
         return "<ill-typed>"
 
+
+
+def _mma_plan(how: MmaPlan) -> str:
+    """A `Dot`'s `MmaPlan` as the parser reads it: nothing for the plain way."""
+    text = f", pad [{how.pad[0]}, {how.pad[1]}]" if how.pad != (0, 0) else ""
+    return text + (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
 
 class _Printer:
     def __init__(self, locs: bool):
@@ -214,8 +221,8 @@ class _Printer:
                 body = f"argreduce {op.value} {r(x)}, {axis}" + (f", valid {r(valid)}" if valid is not None else "")
             case Scan(op, x, axis, reverse):
                 body = f"scan {op.value} {r(x)}, {axis}" + (", reverse" if reverse else "")
-            case Dot(a, b):
-                body = f"dot {r(a)}, {r(b)}"
+            case Dot(a, b, how):
+                body = f"dot {r(a)}, {r(b)}" + _mma_plan(how)
             case ThreadId():
                 body = "thread_id"
             case SimdLaneId():
@@ -259,8 +266,9 @@ class _Printer:
         head = f"kernel @{k.name}({params}) stage {k.stage.value}"
         if k.meta:
             head += " meta {" + ", ".join(f"{key} = {k.meta[key]}" for key in sorted(k.meta)) + "}"
-        if k.options.num_simdgroups is not None:
-            head += f" options {{num_simdgroups = {k.options.num_simdgroups}}}"
+        given = [f"{f} = {getattr(k.options, f)}" for f in CompileOptions.FIELDS if getattr(k.options, f) is not None]
+        if given:
+            head += f" options {{{', '.join(given)}}}"
         if k.plan is not None:
             pl = k.plan
             roles = ", ".join(f"{r.first}+{r.count}" for r in pl.roles)
@@ -304,11 +312,12 @@ class _Printer:
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
-            case For(index, start, stop, step, carried, inits, body, yields, results, num_stages):
+            case For(index, start, stop, step, carried, inits, body, yields, results, num_stages, buffers):
                 bounds = self.refs([start, stop, step])
                 head = f"for %{index.name}: {index.type} = {bounds[0]} to {bounds[1]} step {bounds[2]}"
                 head += self._iter_args(carried, inits) + self._results(results)
-                head += f" stages {num_stages}" if num_stages != 1 else ""
+                head += f" stages {num_stages}" if num_stages is not None else ""
+                head += f" buffers {buffers}" if buffers != 1 else ""
                 self.emit(head, s.loc, block=True)
                 self.block(body, yields)
                 self.emit("}")

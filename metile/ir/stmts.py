@@ -57,7 +57,10 @@ class AtomicAdd(Stmt):
 @node
 class For(Stmt):
     """`for index in range(start, stop, step)` at run time, with loop-carried values (see the module
-    docstring for scoping). `num_stages` asks for software pipelining of the loads in `body`."""
+    docstring for scoping). `num_stages` is the user's `tile_range(..., num_stages=N)` (None when not
+    given): how many K steps may be in flight at once; `buffers` is how many threadgroup buffers the staged
+    operands of the products in `body` rotate through, as `multi_buffer` chose (1 until it runs: one buffer
+    reused behind a barrier)."""
 
     index: Var
     start: Value
@@ -68,7 +71,8 @@ class For(Stmt):
     body: PVector[Stmt] = attrs.field(converter=pvector)
     yields: tuple[Value, ...] = attrs.field(converter=tuple)
     results: tuple[Var, ...] = attrs.field(converter=tuple)
-    num_stages: int = 1
+    num_stages: int | None = None
+    buffers: int = 1
 
 
 @node
@@ -131,9 +135,15 @@ class LaunchPlan:
 @attrs.frozen
 class CompileOptions:
     """Compiler options a launch gives (`kernel[grid](..., num_simdgroups=8)`), apart from the kernel's own
-    constexprs: None where the compiler chooses."""
+    constexprs: None where the compiler chooses. `num_simdgroups`: 32 threads each per program; `num_stages`: the
+    stages of every `tile_range` loop that does not give its own; `group_programs`: programs of a 2-D grid run in
+    groups of that many rows (`metile.rewrite.optimize.group_programs`)."""
 
     num_simdgroups: int | None = None
+    num_stages: int | None = None
+    group_programs: int | None = None
+
+    FIELDS = ("num_simdgroups", "num_stages", "group_programs")
 
 
 @node

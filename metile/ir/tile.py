@@ -172,13 +172,29 @@ def dot_dtype(dtype: DType) -> DType:
     return DType.F32 if dtype.is_float else DType.I32
 
 
+@attrs.frozen
+class MmaPlan:
+    """How a `Dot` is computed on simdgroup matrices, as the optimisation passes chose (not an IR node):
+    - `pad`: elements added to each staged row of `a` and of `b` in threadgroup memory (`pad_staging`);
+    - `serpentine`: the 8x8 products of a step run in serpentine order, every other row of pieces walked
+      backwards, so that consecutive products share an operand (`serpentine_mma`);
+    - `preload`: the operands of the next 8-wide step of k are loaded before the products of this one
+      (`preload_fragments`)."""
+
+    pad: tuple[int, int] = (0, 0)
+    serpentine: bool = False
+    preload: bool = False
+
+
 @node
 class Dot(Value):
     """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`.
-    `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`."""
+    `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. `how` is how the optimisation passes
+    chose to compute it (`MmaPlan()`, the plain way, until they run)."""
 
     a: Value
     b: Value
+    how: MmaPlan = MmaPlan()
 
     @cached_property
     def type(self) -> TileType:

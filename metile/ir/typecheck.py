@@ -27,6 +27,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    MmaPlan,
     NumPrograms,
     ProgramId,
     Reduce,
@@ -229,7 +230,10 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             return None if axis in allowed else f"builtin {kind.value}: axis {axis} is not one of {allowed}"
         case Extract(vec, lane):
             vt = vec.type
-            if not isinstance(vt, VectorType) or not 0 <= lane < vt.width:
+            if isinstance(vt, MatrixType):
+                if lane not in (0, 1):
+                    return f"extract: a thread holds elements 0 and 1 of {vt}, not {lane}"
+            elif not isinstance(vt, VectorType) or not 0 <= lane < vt.width:
                 return f"extract: lane {lane} is out of range for {vt}"
         case VecLoad(ptr, width):
             if not _is_scalar_ptr(ptr.type):
@@ -308,7 +312,10 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL \
                     or xt.dtype.storage_only:
                 return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
-        case Dot(a, b):
+        case Dot(a, b, how):
+            if not (isinstance(how, MmaPlan) and len(how.pad) == 2 and all(isinstance(x, int) and x >= 0
+                                                                               for x in how.pad)):
+                return f"dot: its plan must be an MmaPlan with two paddings of 0 or more, not {how!r}"
             at, bt = a.type, b.type
             if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
                 return f"dot: needs two 2-D tiles, not {at} and {bt}"

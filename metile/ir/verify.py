@@ -115,9 +115,10 @@ class _Verifier:
                 self.fail(f"meta key {key!r} is not an identifier", k)
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
-        n = k.options.num_simdgroups
-        if n is not None and not (isinstance(n, int) and 1 <= n <= 32):
-            self.fail(f"the compiler option num_simdgroups = {n!r} is not 1..32", k)
+        for key, top in (("num_simdgroups", 32), ("num_stages", 8), ("group_programs", 1 << 20)):
+            n = getattr(k.options, key)
+            if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= top):
+                self.fail(f"the compiler option {key} = {n!r} is not 1..{top}", k)
         if k.plan is not None:
             self.plan(k)
         self.body(k.body, {}, 0)
@@ -372,8 +373,10 @@ class _Verifier:
         for what, b in zip(("start", "stop", "step"), bounds):
             if b.type != it:
                 self.fail(f"for: {what} is {b.type} but the index is {it}", b, s)
-        if not isinstance(num_stages, int) or num_stages < 1:
+        if num_stages is not None and (not isinstance(num_stages, int) or num_stages < 1):
             self.fail(f"for: num_stages must be a positive integer, not {num_stages!r}", s)
+        if not isinstance(s.buffers, int) or s.buffers < 1:
+            self.fail(f"for: buffers must be a positive integer, not {s.buffers!r}", s)
         for c in carried:
             self.bind(c, inner, s)
         self.loop_body(s, carried, its, body, yields, results, inner, scope, depth)

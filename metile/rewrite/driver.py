@@ -88,6 +88,25 @@ def _result(memo: dict[Node, Node | None], n: Node) -> Node:
     return n if done is None else done
 
 
+def substitute(root: Node, table: dict[Node, Node]) -> Node:
+    """`root` with every node equal to a key of `table` replaced by its value, which is not searched again (so a
+    replacement may contain the node it replaces). Iterative, like `bottom_up`; shared nodes are rebuilt once."""
+    memo: dict[Node, Node] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        if n in table:
+            memo[n] = table[n]
+        elif ready:
+            memo[n] = map_children(memo.__getitem__, n)
+        else:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children(n) if c not in memo)
+    return memo[root]
+
+
 def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
     """Rewrite children first, then the parent until `rule` stops matching; shared nodes are rewritten once.
 

@@ -11,34 +11,31 @@ folds the partials, so every thread holds the result. f16/bf16 reduce in f32, na
 32 bits. Reducing one axis of an n-D tile gathers the tile through scratch and folds each output
 element's line.
 
-`dot(a, b)` (and `acc + dot(a, b)`): `a` and `b` are published to scratch (rows padded by 4 elements),
-and each simdgroup multiplies-accumulates its 8x8 pieces of the result (`MmaGeometry`) with
-`simdgroup_load` / `simdgroup_multiply_accumulate`. The result stays in simdgroup matrices while it
-only feeds further `dot` accumulation; an unmasked store of it through a row-major address grid is
-`simdgroup_store` straight to device memory (`mma_store`); any other use copies it to registers through
-scratch.
+`dot` itself is in `metile.rewrite.lower_mma`; the representations of values (`Regs`, `Mma`, ...) are here.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import attrs
 
 from metile.ir.errors import Loc
-from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
-from metile.ir.stmts import For, If, Let, Store
-from metile.ir.tile import ArgReduce, Broadcast, Dot, Full, Reduce, Scan, SimdgroupRole
+from metile.ir.stmts import For, Let, Store
+from metile.ir.tile import ArgReduce, Dot, Reduce, Scan, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, SharedAlloc, SimdReduce, Value, Var, Where
-from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import Blocked, MmaGeometry, mma_split, row_major_strides
+from metile.rewrite.distribute import Blocked, MmaGeometry, row_major_strides
 from metile.rewrite.plan import SIMD_WIDTH
 from metile.rewrite.scan import HEAVY
-from metile.rewrite.staging import columns_first, mma_row_stride, mma_scratch_offset, staging_pad
+from metile.rewrite.staging import columns_first
+
+if TYPE_CHECKING:
+    from metile.rewrite.lower_mma import Ring
 
 UNROLL_LIMIT = 8
 
@@ -151,15 +148,18 @@ class Collectives:
             total += size * dtype.itemsize
         return lets, total
 
-    def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node) -> list[Value]:
-        """Write tiles to scratch, each row-major with the given row strides; one barrier pair for all."""
-        self.barrier(why)
+    def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node, ring: Ring | None = None) -> list[Value]:
+        """Write tiles to scratch, each row-major with the given row strides; one barrier pair for all. In a
+        `ring`, the tiles go to this iteration's buffer instead, behind the trailing barrier only (see `Ring`)."""
+        if ring is None:
+            self.barrier(why)
         bases = []
         for v, strides in items:
             shape = v.type.shape
             dtype = v.type.dtype
             rows = shape[0] if len(shape) > 1 else 1
-            bases.append(self.scratch(dtype, strides[0] * rows if len(shape) > 1 else v.type.size))
+            size = strides[0] * rows if len(shape) > 1 else v.type.size
+            bases.append(self.scratch(dtype, size) if ring is None else ring.take(self, dtype, size))
         for (v, strides), base in zip(items, bases):
             layout = self.layout(v.type.size)
             rep, load = self.named_rep(v)
@@ -368,69 +368,6 @@ class Collectives:
 
     # ---- dot
 
-    def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
-        """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`."""
-        group = group or self.group
-        (m, k), n = d.a.type.shape, d.b.type.shape[1]
-        if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
-            return None
-        split = mma_split(m, n, group.sgs)
-        return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
-
-    def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
-        a, b = d.a, d.b
-        self.collective(d)
-        geom = self.mma_geometry(d)
-        if geom is None:
-            (m, k), n = a.type.shape, b.type.shape[1]
-            if a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
-                raise self.refuse(f"dot on {a.type.dtype} tiles is not supported: simdgroup matrices hold f32, f16 "
-                                  "and bf16 (cast the operands to a float type)", d)
-            raise self.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
-                              f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
-        mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
-        k = a.type.shape[1]
-        (sa, lda), (sb, ldb) = self.stage_operands(a, b, d)
-        sm, sn = self.simdgroup_coords(geom)
-        if mats is None:
-            mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
-        steps = k // 8
-        if steps == 1:
-            return Mma(geom, tuple(self.mma_step(geom, sa, lda, sb, ldb, sm, sn, mo.const(0), mats)))
-        # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same
-        # code as unrolling (Metal unrolls a constant trip count), at 1/steps of the size.
-        kk = Var(self.fresh("kk"), TileType(DType.I32))
-        carried = [Var(self.fresh("acc"), m.type) for m in mats]
-        saved, self.out = self.out, []
-        with self.nested():
-            yields = self.mma_step(geom, sa, lda, sb, ldb, sm, sn, kk, carried)
-        body, self.out = self.out, saved
-        results = [Var(self.fresh("acc"), m.type) for m in mats]
-        self.emit(For(kk, mo.const(0), mo.const(k), mo.const(8), carried, mats, body, yields, results, loc=self.loc))
-        return Mma(geom, tuple(results))
-
-    def mma_step(self, geom: MmaGeometry, sa: Value, lda: int, sb: Value, ldb: int, sm: Value, sn: Value,
-                 kk: Value, mats: list[Value]) -> list[Value]:
-        """The accumulators `mats` after the 8-wide step of k starting at column `kk` of `a` (row of `b`)."""
-        arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)), kk)),
-                                     mo.const(lda)), "ma")
-                 for i in range(geom.per_m)]
-        bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, mo.const(ldb)), mo.add(sn, mo.const(j * 8)))),
-                                     mo.const(ldb)), "mb")
-                 for j in range(geom.per_n)]
-        return [self.let(MatrixMultiplyAccumulate(arows[p // geom.per_n], bcols[p % geom.per_n], mats[p]), "acc")
-                for p in range(geom.pieces)]
-
-    def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
-        """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
-        else published to scratch with rows padded by `staging_pad` (one barrier pair for both)."""
-        found = [self.channel_of(x) for x in (a, b)]
-        todo = [x for x, ch in zip((a, b), found) if ch is None]
-        lds = {id(x): x.type.shape[1] + staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in todo}
-        bases = iter(self.publish([(x, (lds[id(x)], 1)) for x in todo], d) if todo else ())
-        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), lds[id(x)])
-                for x, ch in zip((a, b), found)]
-
     def named_rep(self, v: Value) -> tuple[object | None, Value]:
         """`v` followed through names bound to pure expressions (`Lazy`): the representation of the first name
         bound to anything else, with that name; or None, with the first value that is not a name."""
@@ -445,110 +382,6 @@ class Collectives:
         """The channel holding `v`, when `v` names a role result passed through threadgroup memory."""
         rep, _ = self.named_rep(v)
         return rep if isinstance(rep, Channel) else None
-
-    def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
-        """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
-        builtins, built once per geometry so that every piece shares the same nodes)."""
-        found = self.sg_coords.get(geom)
-        if found is None:
-            sg = sg_index(geom.first_sg)
-            sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
-            sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
-            found = self.sg_coords[geom] = (sm, sn)
-        return found
-
-    def piece_offset(self, geom: MmaGeometry, piece: int, ld: Value | None = None) -> Value:
-        """Where this simdgroup's `piece` starts in a row-major `[m, n]` array with row stride `ld` (default `n`)."""
-        sm, sn = self.simdgroup_coords(geom)
-        i, j = divmod(piece, geom.per_n)
-        ld = mo.const(geom.n) if ld is None else ld
-        return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
-
-    def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
-        """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
-        rep, v = self.named_rep(v)
-        if isinstance(rep, Mma) and rep.geom == geom:
-            return rep
-        if dot_acc(v) or isinstance(v, Dot):
-            rep = self.heavy_rep(v)
-            if rep.geom == geom:
-                return rep
-        fill = _constant_fill(v)
-        if fill is not None:
-            return Mma(geom, (self.let(MatrixFill(cast(fill, DType.F32)), "acc"),) * geom.pieces)
-        (base,) = self.publish([(v, (geom.n, 1))], v)
-        return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
-                               for p in range(geom.pieces)))
-
-    def mma_in_scratch(self, rep: Mma, why: Node) -> Value:
-        """The base of `rep` copied to scratch, once per statement: row-major `[m, n]` with rows `mma_row_stride`
-        apart (read element `flat` at `mma_scratch_offset`)."""
-        found = self.published.get(id(rep))
-        if found is not None:
-            return found[0]
-        geom = rep.geom
-        ld = mma_row_stride(geom.n)
-        self.barrier(why)
-        base = self.scratch(DType.F32, geom.m * ld)
-        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p, mo.const(ld))), mo.const(ld),
-                                           loc=self.loc) for p, mat in enumerate(rep.mats)])
-        self.barrier(why)
-        self.published[id(rep)] = (base, ())
-        return base
-
-    def held_mma(self, v: Value) -> Mma | None:
-        """The simdgroup matrices holding `v`, when it is (or names) a `dot` result kept in them."""
-        rep, v = self.named_rep(v)
-        if rep is not None:
-            return rep if isinstance(rep, Mma) else None
-        return self.heavy_rep(v) if isinstance(v, Dot) or dot_acc(v) else None
-
-    def mma_store(self, ptr: Value, value: Value) -> bool:
-        """Store the tile `value` through the pointer tile `ptr` straight from the simdgroup matrices holding it,
-        each simdgroup its own pieces (no scratch, no barrier); False, having emitted nothing, unless `value` is
-        held in matrices (f32, as a `dot` result is: a store to another dtype converts it first, so its value is
-        not held) and `ptr` is the same for the whole program and row-major with unit column stride
-        (`metile.rewrite.axis_info.strides`), and every thread runs the store (a matrix store is a simdgroup
-        collective). The caller checks that the store is unmasked."""
-        rep = self.held_mma(value)
-        if rep is None or self.divergent is not None:
-            return False
-        found = axis_info.strides(ptr, self.defs)
-        if found is None or found[1] != 1 or self.is_varying(ptr):
-            return False
-        geom = rep.geom
-        row = found[0]
-        ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
-        origin = self.at(ptr, Pt(ptr.type.shape, mo.const(0)))
-        self.emit_owned(geom, [MatrixStore(mat, AddPtr(origin, self.piece_offset(geom, p, ld)), ld, loc=self.loc)
-                               for p, mat in enumerate(rep.mats)])
-        return True
-
-    def emit_owned(self, geom: MmaGeometry, stmts: list) -> None:
-        """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
-        owners = geom.sg_m * geom.sg_n
-        if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):
-            self.emit(If(sg_in(geom.first_sg, owners), stmts, loc=self.loc))
-        else:
-            for st in stmts:
-                self.emit(st)
-
-    def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
-        key = ("regs", rep)
-        found = self.memo.get(key)
-        if found is not None:
-            return found
-        geom = rep.geom
-        base = self.mma_in_scratch(rep, why)
-        layout = self.layout(geom.m * geom.n)
-        regs = []
-        for slot in range(layout.slots):
-            pt = self.slot_pt(layout, slot, (geom.m, geom.n))
-            regs.append(self.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, geom.n))), "c"))
-        found = Regs(layout, tuple(regs))
-        self.memo.put(key, found)
-        return found
-
 
 @attrs.frozen
 class Channel:
@@ -579,15 +412,6 @@ def sg_in(first: int, count: int) -> Value:
     """True on the simdgroups `first .. first + count - 1`."""
     sg = mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
     return mo.both(Compare(CmpOp.GE, sg, mo.const(first)), mo.lt(sg, mo.const(first + count)))
-
-
-def _constant_fill(v: Value) -> Value | None:
-    match v:
-        case Full(_, value):
-            return value
-        case Broadcast(Const() as c, _):
-            return c
-    return None
 
 
 __all__ = ["Channel", "Collectives", "Group", "Lazy", "Mma", "Pt", "Regs", "Scalar", "acc_dtype", "dot_acc", "identity",

@@ -19,6 +19,7 @@ from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value,
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry
 from metile.rewrite.lower_collective import Channel, Group, Lazy, Mma, Regs, Scalar, dot_acc, sg_in
+from metile.rewrite.lower_mma import Ring
 
 
 class ControlFlow:
@@ -79,12 +80,24 @@ class ControlFlow:
         inits = self.flat_values(kinds, s.inits)
         index = Var(self.fresh(s.index.name), TileType(DType.I32))
         divergent = s if self.is_varying(s.start, s.stop, s.step) else None
+        ring = None
         with self.nested(divergent=divergent):
             self.bind(s.index, Scalar(index))
             carried = self.bind_fresh(kinds, s.carried)
+            if s.buffers > 1 and self.rings_allowed:
+                ring = self.ring = Ring(s.buffers, Var(self.fresh("stage"), TileType(DType.I32)))
             body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
         results = self.bind_fresh(kinds, s.results)
-        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
+        if ring is not None and ring.allocs:   # the buffers are used: rotate them, and wait for earlier readers
+            self.channels += ring.allocs
+            self.rings_used = True
+            following = Var(self.fresh("stage"), ring.stage.type)
+            body = [*body, Let(following, mo.mod(mo.add(ring.stage, mo.const(1)), ring.buffers), loc=s.loc)]
+            carried, inits, yields = [*carried, ring.stage], [*inits, mo.const(0)], [*yields, following]
+            results = [*results, Var(self.fresh("stage"), ring.stage.type)]
+            self.barrier(s)
+        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, s.buffers,
+                      loc=s.loc))
 
     def if_stmt(self, s: If) -> None:
         (cond,) = self.flat_values([None], [s.cond])

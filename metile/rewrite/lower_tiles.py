@@ -29,9 +29,9 @@ import contextlib
 import attrs
 
 from metile.ir.errors import Loc
-from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
+from metile.ir.metal import Extract
 from metile.ir.node import Node
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Stage
+from metile.ir.ops import BinOp, BuiltinKind, Stage
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
@@ -72,7 +72,6 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import (
@@ -87,11 +86,15 @@ from metile.rewrite.lower_collective import (
     dot_acc,
 )
 from metile.rewrite.lower_control import ControlFlow
+from metile.rewrite.lower_memory import Memory
+from metile.rewrite.lower_mma import Fragments, Matrices, Ring
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
 from metile.rewrite.plan import axis_analysis, varying_names
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import mma_scratch_offset
+
+THREADGROUP_MEMORY = 32 * 1024   # bytes of threadgroup memory every Apple GPU gives a threadgroup
 
 
 class Scope:
@@ -142,8 +145,8 @@ class Memo:
         self.region = saved
 
 
-class Lowering(ControlFlow, Collectives, Scans, Rolled):
-    def __init__(self, k: Kernel):
+class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
+    def __init__(self, k: Kernel, rings_allowed: bool = True):
         self.k = k
         plan = k.plan
         self.vec = plan.vector_width
@@ -167,6 +170,9 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
         self.channels: list[Let] = []
         self.divergent: Node | None = None
         self.loc: Loc | None = None  # the location of the Tile IR statement being lowered, given to what it emits
+        self.rings_allowed = rings_allowed  # loops with `buffers > 1` rotate their staged operands (`Ring`)
+        self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
+        self.rings_used = False
         self.init_scratch()
 
     # ---- plumbing
@@ -195,8 +201,9 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
 
     @contextlib.contextmanager
     def nested(self, *, divergent: Node | None = None, group: Group | None = None):
-        saved = (self.scope, self.divergent, self.group)
+        saved = (self.scope, self.divergent, self.group, self.ring)
         self.scope = Scope(self.scope)
+        self.ring = None
         region = self.memo.enter()
         if divergent is not None and self.divergent is None:
             self.divergent = divergent
@@ -205,7 +212,7 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
         try:
             yield
         finally:
-            self.scope, self.divergent, self.group = saved
+            self.scope, self.divergent, self.group, self.ring = saved
             self.memo.leave(region)
 
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
@@ -424,6 +431,9 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
                 return value
             case Channel(base):
                 return self.let(Load(AddPtr(base, pt.flat)), "ch")
+            case Mma() if pt.key is not None and pt.key[0] == Fragments(rep.geom):  # this lane's own element
+                p, e = divmod(pt.key[1], 2)
+                return self.let(Extract(rep.mats[p], e), "e")
             case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
                 base = self.mma_in_scratch(rep, where)
                 return self.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, rep.geom.n))), "c")
@@ -488,72 +498,6 @@ class Lowering(ControlFlow, Collectives, Scans, Rolled):
             case _:
                 self.bind(var, Lazy(value))
 
-    def vector_width(self, layout: Blocked, ptr: Value) -> int:
-        """`layout.vec` when every run of `layout` is `vec` consecutive, aligned addresses, else 1."""
-        return vector_width(self.axes, layout.vec, ptr)
-
-    def load_regs(self, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
-        shape = ptr.type.shape
-        width = self.vector_width(layout, ptr)
-        regs: list[Value] = []
-        for first in range(0, layout.slots, width):
-            pts = [self.slot_pt(layout, s, shape) for s in range(first, first + width)]
-            masks = [self.at(mask, pt) for pt in pts]
-            scalar = [Load(self.at(ptr, pt), m, self.at(other, pt) if m is not None else None)
-                      for pt, m in zip(pts, masks)]
-            if width == 1:
-                regs.append(self.let(scalar[0], name))
-                continue
-            cond = mo.all_of(masks + [self.guard(layout, first)])
-            vec = VecLoad(self.at(ptr, pts[0]), width)
-            if cond is None:
-                v = self.let(vec, name)
-                regs += [Extract(v, j) for j in range(width)]
-                continue
-            fast, slow = Var(self.fresh(name), vec.type), [Var(self.fresh(name), x.type) for x in scalar]
-            results = [Var(self.fresh(name), x.type) for x in scalar]
-            self.emit(If(cond, [Let(fast, vec)], [Let(s, x) for s, x in zip(slow, scalar)],
-                         [Extract(fast, j) for j in range(width)], slow, results, loc=self.loc))
-            regs += results
-        return tuple(regs)
-
-    def store(self, cls, ptr, value, mask, s: Stmt) -> None:
-        shape = ptr.type.shape
-        if shape == ():
-            m = self.scalar(mask)
-            if self.divergent is None and not self.is_varying(ptr, value, mask):
-                m = mo.both(m, Compare(CmpOp.EQ, self.group.tid, mo.const(0)))
-            self.emit(cls(self.scalar(ptr), self.scalar(value), m, loc=self.loc))
-            return
-        if cls is Store and mask is None and self.mma_store(ptr, value):
-            return
-        layout = self.layout(ptr.type.size)
-        width = self.vector_width(layout, ptr) if cls is Store else 1
-        mats = self.rollable(layout, (ptr, value, mask)) if width == 1 else None
-        if mats is not None:
-            for rep in mats:
-                self.mma_in_scratch(rep, s)
-
-            def one(slot: Value) -> None:
-                pt = self.slot_pt(layout, slot, shape)
-                guard = mo.both(self.at(mask, pt), self.guard(layout, slot))
-                self.emit(cls(self.at(ptr, pt), self.at(value, pt), guard, loc=self.loc))
-
-            self.slot_loop(layout, one)
-            return
-        for first in range(0, layout.slots, width):
-            slots = range(first, first + width)
-            pts = [self.slot_pt(layout, s, shape) for s in slots]
-            masks = [mo.both(self.at(mask, pt), self.guard(layout, s)) for s, pt in zip(slots, pts)]
-            scalar = [cls(self.at(ptr, pt), self.at(value, pt), m, loc=self.loc) for pt, m in zip(pts, masks)]
-            if width == 1:
-                self.emit(scalar[0])
-                continue
-            vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=self.loc)
-            cond = mo.all_of(masks)
-            self.emit(vec if cond is None else If(cond, [vec], scalar, loc=self.loc))
-
-
 def _tails(n: Node) -> tuple:
     """The values a compound statement reads at the end of its blocks."""
     match n:
@@ -584,14 +528,22 @@ def lower_tiles(k: Kernel) -> Kernel:
     """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("lower_tiles takes a Tile IR kernel planned by plan_launch", k.loc)
-    low = Lowering(k)
+    out, rings = _lower(k, True)
+    if rings and out.plan.threadgroup_memory > THREADGROUP_MEMORY:
+        out, _ = _lower(k, False)   # the rings of multi_buffer's loops do not fit with the rest: one buffer each
+    return out
+
+
+def _lower(k: Kernel, rings: bool) -> tuple[Kernel, bool]:
+    """The lowered kernel, and whether some loop rotates its operands through a ring of buffers."""
+    low = Lowering(k, rings)
     body, _ = low.block(k.body)
     prefix, scratch_bytes = low.scratch_allocations()
     prefix += low.channels
     user = sum(n.size * n.dtype.itemsize for n in low.facts.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in low.channels)
     plan = attrs.evolve(k.plan, threadgroup_memory=user + scratch_bytes)
-    return Kernel(k.name, Stage.METAL, k.params, prefix + body, k.meta, plan, loc=k.loc)
+    return Kernel(k.name, Stage.METAL, k.params, prefix + body, k.meta, plan, loc=k.loc), low.rings_used
 
 
 __all__ = ["Lowering", "Pt", "lower_tiles"]

@@ -15,6 +15,8 @@ from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
 from metile.ir.types import DType
 from metile.ir.values import Binary, Cast, Compare, Const, Unary, Value, Where
+from metile.layout import Layout
+from metile.layout.layout import flat_modes
 
 I32 = DType.I32
 
@@ -75,6 +77,20 @@ def mod(a: Value, b: int) -> Value:
     if isinstance(a, Const):
         return const(a.value % b)
     return Binary(BinOp.REM, a, const(b))
+
+
+def apply_layout(layout: Layout, idx: Value) -> Value:
+    """`layout(idx)` for a run-time index `idx` in `0 .. size(layout) - 1`: each mode's coordinate (the index
+    divided by the sizes of the modes before it, modulo its own) times its stride, summed."""
+    shapes, strides = flat_modes(layout)
+    out: Value = const(0)
+    before = 1
+    for i, (extent, stride) in enumerate(zip(shapes, strides)):
+        if stride != 0 and extent != 1:
+            c = div(idx, before)
+            out = add(out, mul(c if i == len(shapes) - 1 else mod(c, extent), const(stride)))
+        before *= extent
+    return out
 
 
 def lt(a: Value, b: Value) -> Value:

@@ -22,11 +22,26 @@ from metile.ir.verify import verify
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.lower_tiles import lower_tiles
-from metile.rewrite.plan import plan_launch
+from metile.rewrite.optimize import group_programs, multi_buffer, pad_staging, preload_fragments, serpentine_mma
+from metile.rewrite.plan import plan_launch, vectorize_memory
 
 Pass = Callable[[Kernel], Kernel]
 
-DEFAULT_PIPELINE: list[Pass] = [fold_constants, skip_inactive, plan_launch, lower_tiles]
+DEFAULT_PIPELINE: list[Pass] = [
+    fold_constants,       # constant integer arithmetic folded
+    skip_inactive,        # work no element needs is skipped (masked-off loads, dead tiles)
+    group_programs,       # launch option group_programs=G: a 2-D grid's programs in groups of G rows
+    plan_launch,          # threads per program, simdgroups of each role
+    vectorize_memory,     # runs of 4 consecutive elements per thread where loads and stores can move vectors
+    pad_staging,          # staged dot operands padded against bank conflicts
+    serpentine_mma,       # 8x8 products in serpentine order
+    preload_fragments,    # the next step's operands loaded before this step's products
+    multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
+    lower_tiles,          # Tile IR -> Metal IR
+]
+OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, vectorize_memory, pad_staging, serpentine_mma, preload_fragments,
+                                     multi_buffer)
+"""The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
 
 class PipelineError(MetileError):
@@ -73,4 +88,4 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
     return k
 
 
-__all__ = ["DEFAULT_PIPELINE", "Pass", "PipelineError", "check_pipeline", "pass_name", "run"]
+__all__ = ["DEFAULT_PIPELINE", "OPTIONAL_PASSES", "Pass", "PipelineError", "check_pipeline", "pass_name", "run"]

@@ -79,9 +79,27 @@ def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[i
 
 
 def plan_launch(k: Kernel) -> Kernel:
-    """`k` with its launch plan: threads per threadgroup, vector width and the simdgroups of each role."""
+    """`k` with its launch plan: threads per threadgroup and the simdgroups of each role, each thread holding
+    single elements (`vectorize_memory` may then give it runs of 4)."""
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"plan_launch takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
+    return attrs.evolve(k, plan=_plan(k, vectorize=False))
+
+
+def vectorize_memory(k: Kernel) -> Kernel:
+    """`k` re-planned with runs of `VECTOR_WIDTH` consecutive elements per thread, when its thread count follows
+    its tiles and some load or store of a tile can then move vectors (the module docstring); else `k`. Loads
+    and stores of such runs become vector accesses where the axis analysis proves them consecutive and aligned,
+    with a guarded element-by-element tail where a mask may cut a run."""
+    if k.stage is not Stage.TILE or k.plan is None:
+        raise UnsupportedConstructError("vectorize_memory takes a Tile IR kernel planned by plan_launch", k.loc)
+    if k.plan.vector_width != 1:
+        return k
+    plan = _plan(k, vectorize=True)
+    return k if plan == k.plan else attrs.evolve(k, plan=plan)
+
+
+def _plan(k: Kernel, vectorize: bool) -> LaunchPlan:
     found = scan(k)
     nodes = found.nodes
     thread_level = next((n for n in nodes if isinstance(n, THREAD_LEVEL)), None)
@@ -109,7 +127,7 @@ def plan_launch(k: Kernel) -> Kernel:
     elif dots:
         threads = SIMD_WIDTH * _dot_simdgroups(k, dots)
     else:
-        vec = VECTOR_WIDTH if biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
+        vec = VECTOR_WIDTH if vectorize and biggest >= VECTOR_WIDTH * SIMD_WIDTH else 1
         threads = min(MAX_AUTO_THREADS, max(1, -(-biggest // vec)))
         if vec > 1 and not roles and not _moves_vectors(found, threads, vec):
             vec, threads = 1, min(MAX_AUTO_THREADS, biggest)
@@ -124,7 +142,7 @@ def plan_launch(k: Kernel) -> Kernel:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {MAX_THREADS}", where)
     ranges, _ = role_ranges(roles, threads)
-    return attrs.evolve(k, plan=LaunchPlan(threads, vec, tuple(ranges[r] for r in sorted(ranges))))
+    return LaunchPlan(threads, vec, tuple(ranges[r] for r in sorted(ranges)))
 
 
 def value_defs(found: Scan) -> dict[str, Value]:
@@ -222,4 +240,4 @@ def varying_names(k: Kernel) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["MAX_THREADS", "SIMD_WIDTH", "plan_launch", "role_ranges", "varying_names"]
+__all__ = ["MAX_THREADS", "SIMD_WIDTH", "plan_launch", "role_ranges", "varying_names", "vectorize_memory"]

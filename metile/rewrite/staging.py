@@ -35,6 +35,14 @@ def mma_lanes(ld: int) -> Layout:
 _LANE_ROW_COL = tuple(divmod(mma_lanes(64)(lane), 64) for lane in range(32))
 
 
+def lane_rows_cols() -> tuple[Layout, Layout]:
+    """lane -> the row, and lane -> the column, of the lane's element 0 in an 8x8 simdgroup matrix (element 1 is
+    the next column): `mma_lanes` with each stride split into its rows and columns."""
+    lanes = mma_lanes(64)
+    split = [divmod(s, 64) for s in lanes.stride]
+    return Layout(lanes.shape, tuple(r for r, _ in split)), Layout(lanes.shape, tuple(c for _, c in split))
+
+
 def staging_pad(n: int, itemsize: int) -> int:
     """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to two
     16-byte steps), the smallest whose 8x8 simdgroup loads meet the fewest bank conflicts (`metile.layout.banks`,
@@ -70,4 +78,4 @@ def mma_scratch_offset(flat: Value, n: int) -> Value:
     return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
-__all__ = ["columns_first", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]
+__all__ = ["columns_first", "lane_rows_cols", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]

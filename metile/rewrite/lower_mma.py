@@ -1,0 +1,326 @@
+"""`dot` on simdgroup matrices, for `metile.rewrite.lower_tiles` (mixed into its `Lowering`).
+
+`a` and `b` are staged in threadgroup memory (rows padded as the `Dot`'s `MmaPlan` says; in a pipelined loop,
+in that loop's ring of buffers, `Ring`), and each simdgroup multiplies-accumulates its 8x8 pieces of the
+result (`MmaGeometry`) with `simdgroup_load` / `simdgroup_multiply_accumulate`, one 8-wide step of k per
+iteration of a loop (with the next step's operands preloaded, and the products in serpentine order, when the
+plan says so). The result stays in simdgroup matrices while it only feeds further `dot` accumulation. An
+unmasked store of it through a row-major address grid is `simdgroup_store` straight to device memory
+(`mma_store`); any other store that reads it element by element (a cast, a masked store, an epilogue of
+element-wise arithmetic) reads each lane's own elements of the matrices (`fragment_store`); any other use
+copies it to registers through scratch.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
+from metile.ir.node import Node, children
+from metile.ir.ops import BuiltinKind
+from metile.ir.stmts import For, If, Let
+from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, Reduce, Reshape, Scan, Transpose
+from metile.ir.types import AddressSpace, DType, PtrType, TileType
+from metile.ir.values import AddPtr, Const, Load, SharedAlloc, Value, Var
+from metile.rewrite import axis_info
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import MmaGeometry, mma_split
+from metile.rewrite.lower_collective import Group, Lazy, Mma, Pt, Regs, cast, dot_acc, sg_in, sg_index
+from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
+
+
+class Matrices:
+    """Mixed into `metile.rewrite.lower_tiles.Lowering` (which provides `let`, `emit`, `publish`, `barrier`...)."""
+
+    def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
+        """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`."""
+        group = group or self.group
+        (m, k), n = d.a.type.shape, d.b.type.shape[1]
+        if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+            return None
+        split = mma_split(m, n, group.sgs)
+        return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
+
+    def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
+        a, b = d.a, d.b
+        self.collective(d)
+        geom = self.mma_geometry(d)
+        if geom is None:
+            (m, k), n = a.type.shape, b.type.shape[1]
+            if a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+                raise self.refuse(f"dot on {a.type.dtype} tiles is not supported: simdgroup matrices hold f32, f16 "
+                                  "and bf16 (cast the operands to a float type)", d)
+            raise self.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
+                              f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
+        mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
+        k = a.type.shape[1]
+        staged = self.stage_operands(a, b, d)
+        if mats is None:
+            mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
+        steps = k // 8
+        if steps == 1:
+            return Mma(geom, tuple(self.mma_products(geom, d, self.fragments(geom, staged, mo.const(0)), mats)))
+        # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same
+        # code as unrolling (Metal unrolls a constant trip count), at 1/steps of the size. Preloading carries
+        # the step's operands too, loaded one iteration ahead: the loop runs the first steps - 1 steps, and
+        # the last step's products follow it.
+        preload = d.how.preload
+        first = self.fragments(geom, staged, mo.const(0)) if preload else []
+        kk = Var(self.fresh("kk"), TileType(DType.I32))
+        carried = [Var(self.fresh("acc"), m.type) for m in mats]
+        held = [Var(self.fresh("frag"), f.type) for f in first]
+        saved, self.out = self.out, []
+        with self.nested():
+            if preload:
+                ahead = self.fragments(geom, staged, mo.add(kk, mo.const(8)))
+                yields = self.mma_products(geom, d, held, carried) + ahead
+            else:
+                yields = self.mma_products(geom, d, self.fragments(geom, staged, kk), carried)
+        body, self.out = self.out, saved
+        results = [Var(self.fresh("acc"), m.type) for m in mats]
+        last = [Var(self.fresh("frag"), f.type) for f in first]
+        self.emit(For(kk, mo.const(0), mo.const(k - 8 if preload else k), mo.const(8), carried + held, mats + first,
+                      body, yields, results + last, loc=self.loc))
+        if preload:
+            results = self.mma_products(geom, d, last, results)
+        return Mma(geom, tuple(results))
+
+    def fragments(self, geom: MmaGeometry, staged: list[tuple[Value, int]], kk: Value) -> list[Value]:
+        """This simdgroup's 8x8 operands of the step of k starting at column `kk` of `a` (row of `b`): its rows of
+        `a`, then its columns of `b`."""
+        (sa, lda), (sb, ldb) = staged
+        sm, sn = self.simdgroup_coords(geom)
+        arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)), kk)),
+                                     mo.const(lda)), "ma")
+                 for i in range(geom.per_m)]
+        bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, mo.const(ldb)), mo.add(sn, mo.const(j * 8)))),
+                                     mo.const(ldb)), "mb")
+                 for j in range(geom.per_n)]
+        return arows + bcols
+
+    def mma_products(self, geom: MmaGeometry, d: Dot, frags: list[Value], mats: list[Value]) -> list[Value]:
+        """The accumulators `mats` (one per piece) after the products of one step, given its `fragments`, in
+        row order or, when `d.how.serpentine`, with every other row of pieces walked backwards."""
+        arows, bcols = frags[:geom.per_m], frags[geom.per_m:]
+        out = list(mats)
+        for i in range(geom.per_m):
+            cols = range(geom.per_n)
+            for j in (reversed(cols) if d.how.serpentine and i % 2 else cols):
+                p = i * geom.per_n + j
+                out[p] = self.let(MatrixMultiplyAccumulate(arows[i], bcols[j], mats[p]), "acc")
+        return out
+
+    def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
+        """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
+        else published to scratch with rows padded as `d.how.pad` says (one barrier pair for both), in the
+        loop's ring of buffers when the enclosing loop has one."""
+        found = [self.channel_of(x) for x in (a, b)]
+        todo = [x for x, ch in zip((a, b), found) if ch is None]
+        pads = {id(x): pad for x, pad in zip((a, b), d.how.pad)}
+        lds = {id(x): x.type.shape[1] + pads[id(x)] for x in todo}
+        bases = iter(self.publish([(x, (lds[id(x)], 1)) for x in todo], d, ring=self.ring) if todo else ())
+        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), lds[id(x)])
+                for x, ch in zip((a, b), found)]
+
+    def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
+        """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
+        builtins, built once per geometry so that every piece shares the same nodes)."""
+        found = self.sg_coords.get(geom)
+        if found is None:
+            sg = sg_index(geom.first_sg)
+            sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
+            sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
+            found = self.sg_coords[geom] = (sm, sn)
+        return found
+
+    def piece_offset(self, geom: MmaGeometry, piece: int, ld: Value | None = None) -> Value:
+        """Where this simdgroup's `piece` starts in a row-major `[m, n]` array with row stride `ld` (default `n`)."""
+        sm, sn = self.simdgroup_coords(geom)
+        i, j = divmod(piece, geom.per_n)
+        ld = mo.const(geom.n) if ld is None else ld
+        return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
+
+    def as_mma(self, v: Value, geom: MmaGeometry) -> Mma:
+        """`v` (an `[m, n]` f32 tile) as simdgroup matrices of `geom`."""
+        rep, v = self.named_rep(v)
+        if isinstance(rep, Mma) and rep.geom == geom:
+            return rep
+        if dot_acc(v) or isinstance(v, Dot):
+            rep = self.heavy_rep(v)
+            if rep.geom == geom:
+                return rep
+        fill = _constant_fill(v)
+        if fill is not None:
+            return Mma(geom, (self.let(MatrixFill(cast(fill, DType.F32)), "acc"),) * geom.pieces)
+        (base,) = self.publish([(v, (geom.n, 1))], v)
+        return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
+                               for p in range(geom.pieces)))
+
+    def mma_in_scratch(self, rep: Mma, why: Node) -> Value:
+        """The base of `rep` copied to scratch, once per statement: row-major `[m, n]` with rows `mma_row_stride`
+        apart (read element `flat` at `mma_scratch_offset`)."""
+        found = self.published.get(id(rep))
+        if found is not None:
+            return found[0]
+        geom = rep.geom
+        ld = mma_row_stride(geom.n)
+        self.barrier(why)
+        base = self.scratch(DType.F32, geom.m * ld)
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(base, self.piece_offset(geom, p, mo.const(ld))), mo.const(ld),
+                                           loc=self.loc) for p, mat in enumerate(rep.mats)])
+        self.barrier(why)
+        self.published[id(rep)] = (base, ())
+        return base
+
+    def held_mma(self, v: Value) -> Mma | None:
+        """The simdgroup matrices holding `v`, when it is (or names) a `dot` result kept in them."""
+        rep, v = self.named_rep(v)
+        if rep is not None:
+            return rep if isinstance(rep, Mma) else None
+        return self.heavy_rep(v) if isinstance(v, Dot) or dot_acc(v) else None
+
+    def mma_store(self, ptr: Value, value: Value) -> bool:
+        """Store the tile `value` through the pointer tile `ptr` straight from the simdgroup matrices holding it,
+        each simdgroup its own pieces (no scratch, no barrier); False, having emitted nothing, unless `value` is
+        held in matrices (f32, as a `dot` result is: a store to another dtype converts it first, so its value is
+        not held) and `ptr` is the same for the whole program and row-major with unit column stride
+        (`metile.rewrite.axis_info.strides`), and every thread runs the store (a matrix store is a simdgroup
+        collective). The caller checks that the store is unmasked."""
+        rep = self.held_mma(value)
+        if rep is None or self.divergent is not None:
+            return False
+        found = axis_info.strides(ptr, self.defs)
+        if found is None or found[1] != 1 or self.is_varying(ptr):
+            return False
+        geom = rep.geom
+        row = found[0]
+        ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
+        origin = self.at(ptr, Pt(ptr.type.shape, mo.const(0)))
+        self.emit_owned(geom, [MatrixStore(mat, AddPtr(origin, self.piece_offset(geom, p, ld)), ld, loc=self.loc)
+                               for p, mat in enumerate(rep.mats)])
+        return True
+
+    def fragment_store(self, cls, ptr: Value, value: Value, mask: Value | None) -> bool:
+        """Store `value` through `ptr` where `mask` straight from the matrices holding a `dot` result that `value`
+        reads: each lane stores its own two elements of each of its simdgroup's pieces (no scratch, no barrier).
+        False, having emitted nothing, unless the three read one held result of the store's shape and otherwise
+        only values that can be computed at any element (`_pointwise_mma`)."""
+        shape = ptr.type.shape
+        rep = self._pointwise_mma((ptr, value, mask), shape) if len(shape) == 2 else None
+        if rep is None:
+            return False
+        geom = rep.geom
+        frag = Fragments(geom)
+        rows, cols = lane_rows_cols()
+        lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+        sm, sn = self.simdgroup_coords(geom)
+        saved, self.out = self.out, []
+        with self.nested():
+            row0, col0 = self.let(mo.apply_layout(rows, lane), "fr"), self.let(mo.apply_layout(cols, lane), "fc")
+            for p in range(geom.pieces):
+                i, j = divmod(p, geom.per_n)
+                r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
+                c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
+                for e in (0, 1):
+                    pt = Pt(shape, mo.add(mo.mul(r, mo.const(geom.n)), mo.add(c, mo.const(e))), (frag, 2 * p + e))
+                    self.emit(cls(self.at(ptr, pt), self.at(value, pt), self.at(mask, pt), loc=self.loc))
+        body, self.out = self.out, saved
+        self.emit_owned(geom, body)
+        return True
+
+    def _pointwise_mma(self, roots, shape: tuple[int, ...]) -> Mma | None:
+        """The one held `dot` result of `shape` that `roots` read, element for element (not through a transpose,
+        reshape or broadcast), when everything else they read can be computed at any element (pure expressions,
+        scalars, loads evaluated per element); else None."""
+        found: Mma | None = None
+        todo = [(v, False) for v in roots if v is not None]
+        seen: set[tuple[Value, bool]] = set()
+        while todo:
+            v, moved = item = todo.pop()
+            if item in seen or not v.type.shape:
+                continue
+            seen.add(item)
+            if isinstance(v, Var):
+                rep = self.scope.lookup_env(v.name)
+                if isinstance(rep, Lazy):
+                    todo.append((rep.expr, moved))
+                    continue
+                if not isinstance(rep, Mma):
+                    return None
+            elif isinstance(v, Dot) or dot_acc(v):
+                rep = self.heavy_rep(v)
+            elif isinstance(v, (Reduce, ArgReduce, Scan)):
+                return None
+            else:
+                moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast))
+                todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
+                continue
+            if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:
+                return None
+            found = rep
+        return found
+
+    def emit_owned(self, geom: MmaGeometry, stmts: list) -> None:
+        """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
+        owners = geom.sg_m * geom.sg_n
+        if (geom.first_sg, owners) != (self.group.first_sg, self.group.sgs):
+            self.emit(If(sg_in(geom.first_sg, owners), stmts, loc=self.loc))
+        else:
+            for st in stmts:
+                self.emit(st)
+
+    def mma_to_regs(self, rep: Mma, why: Node) -> Regs:
+        key = ("regs", rep)
+        found = self.memo.get(key)
+        if found is not None:
+            return found
+        geom = rep.geom
+        base = self.mma_in_scratch(rep, why)
+        layout = self.layout(geom.m * geom.n)
+        regs = []
+        for slot in range(layout.slots):
+            pt = self.slot_pt(layout, slot, (geom.m, geom.n))
+            regs.append(self.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, geom.n))), "c"))
+        found = Regs(layout, tuple(regs))
+        self.memo.put(key, found)
+        return found
+
+
+@attrs.frozen
+class Fragments:
+    """The key of a point read from the simdgroup matrices of `geom` by the lane holding it: slot `2 p + e` is element
+    `e` of this lane in piece `p` (`Extract` of the matrix)."""
+
+    geom: MmaGeometry
+
+
+@attrs.define
+class Ring:
+    """The threadgroup buffers a pipelined loop (`For.buffers > 1`) rotates its staged `dot` operands through:
+    iteration i writes buffer `stage = i % buffers`, then the one barrier after the writes; a thread writing
+    buffer b again, `buffers` iterations later, has passed a barrier that every thread reached after its reads
+    of b. Each operand staged in the loop's own body (once per iteration) has its own buffers, apart from the
+    scratch arena; a barrier before the loop protects them from the reads of an earlier run of it."""
+
+    buffers: int
+    stage: Var
+    allocs: list = attrs.field(factory=list)   # the `Let`s of the buffers, for the kernel's prefix
+
+    def take(self, low, dtype: DType, n: int) -> Value:
+        """This iteration's buffer of `n` elements of `dtype` (a new set of buffers for each call)."""
+        n = -(-n // 4) * 4
+        base = Var(low.fresh(f"ring_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
+        self.allocs.append(Let(base, SharedAlloc((n * self.buffers,), dtype), loc=low.loc))
+        return AddPtr(base, mo.mul(self.stage, mo.const(n)))
+
+
+def _constant_fill(v: Value) -> Value | None:
+    match v:
+        case Full(_, value):
+            return value
+        case Broadcast(Const() as c, _):
+            return c
+    return None
+
+
+__all__ = ["Matrices", "Ring"]

@@ -1,0 +1,128 @@
+"""The optimisation passes of the default schedule: each a pure rewrite of Tile IR by `match` rules, recording a
+decision in the IR (a `Dot`'s `MmaPlan`, a `For`'s `buffers`, the program ids) that `lower_tiles` carries out.
+
+Each is optional: a pipeline without it still compiles every kernel correctly, the plain way.
+- `group_programs` (launch option `group_programs=G`): programs of a 2-D grid run in groups of `G` rows of the
+  grid, column by column within a group, so that programs running at the same time share operand tiles in the
+  last-level cache (Triton's grouped ordering, done by the compiler). Without the option it does nothing.
+- `pad_staging`: each staged `dot` operand's rows are padded as the bank model of `metile.layout.banks` chooses
+  (`metile.rewrite.staging.staging_pad`), so that the 8x8 `simdgroup_load`s meet no bank conflicts.
+- `serpentine_mma`: the products of each 8-wide step of k run row by row, every other row backwards, so that
+  consecutive multiply-accumulates share an operand.
+- `preload_fragments`: the operands of the next 8-wide step of k are loaded from threadgroup memory before
+  the products of this one (register double-buffering), for products with at least two steps.
+- `multi_buffer`: a `tile_range` loop with `num_stages=N` (or the launch's `num_stages=N`) whose body stages
+  `dot` operands rotates them through N threadgroup buffers (at most what fits in 32 KB), so that one barrier
+  per iteration protects them instead of two.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from metile.ir.node import Node, children, walk
+from metile.ir.ops import BinOp
+from metile.ir.stmts import For, Kernel, Let, Store
+from metile.ir.tile import Dot, NumPrograms, ProgramId
+from metile.ir.types import DType
+from metile.ir.values import Binary, Const
+from metile.rewrite.driver import bottom_up, substitute
+from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
+from metile.rewrite.scan import scan
+from metile.rewrite.staging import staging_pad
+
+
+def _rewrite_dots(k: Kernel, choose) -> Kernel:
+    """`k` with `choose(dot)` (a new `MmaPlan`, or None to keep it) applied to each `Dot`."""
+    if not scan(k).of(Dot):
+        return k
+
+    def rule(n: Node) -> Node | None:
+        match n:
+            case Dot(_, _, how):
+                new = choose(n)
+                return None if new is None or new == how else attrs.evolve(n, how=new)
+        return None
+
+    return bottom_up(rule, k)
+
+
+def pad_staging(k: Kernel) -> Kernel:
+    """Pad the staged rows of each `dot` operand by the bank model's choice."""
+
+    def choose(d: Dot):
+        pads = tuple(staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in (d.a, d.b))
+        return attrs.evolve(d.how, pad=pads)
+
+    return _rewrite_dots(k, choose)
+
+
+def serpentine_mma(k: Kernel) -> Kernel:
+    """Run the 8x8 products of each step in serpentine order."""
+    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, serpentine=True))
+
+
+def preload_fragments(k: Kernel) -> Kernel:
+    """Load the next step's operands before this step's products, in every `dot` of two steps of k or more."""
+    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, preload=True) if d.a.type.shape[1] >= 16 else None)
+
+
+def staged_bytes(d: Dot) -> int:
+    """The bytes of threadgroup memory `d`'s operands take when staged with their padding."""
+    return sum(x.type.shape[0] * (x.type.shape[1] + pad) * x.type.dtype.itemsize
+               for x, pad in zip((d.a, d.b), d.how.pad))
+
+
+def _loop_dots(s: For) -> list[Dot]:
+    """The products read by the statements of `s`'s own body (not those of nested blocks) and by its yields."""
+    roots = [*s.yields]
+    for st in s.body:
+        if isinstance(st, (Let, Store)):
+            roots += [c for c in children(st) if c is not None]
+    return list({n: None for r in roots for n in walk(r) if isinstance(n, Dot)})
+
+
+def multi_buffer(k: Kernel) -> Kernel:
+    """Rotate the staged operands of each pipelined loop's products through `num_stages` buffers (as many as fit
+    in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""
+    default = k.options.num_stages
+    loops = [s for s in scan(k).of(For) if s.buffers == 1]
+    if not loops:
+        return k
+
+    def rule(n: Node) -> Node | None:
+        match n:
+            case For(buffers=1, num_stages=stages) if (stages or default or 1) > 1:
+                per = sum(staged_bytes(d) for d in _loop_dots(n))
+                if per == 0:
+                    return None
+                fits = min(stages or default, THREADGROUP_MEMORY // per)
+                return attrs.evolve(n, buffers=fits) if fits > 1 else None
+        return None
+
+    return bottom_up(rule, k)
+
+
+def group_programs(k: Kernel) -> Kernel:
+    """Renumber the programs of a 2-D grid in groups of `k.options.group_programs` rows (see the module docstring):
+    program `(x, y)`, dispatched `l = x + y * nx`-th, computes the tile of `(m, n)` where the group of `G` rows
+    `l // (G * ny)` is walked column by column. A bijection of the grid: every tile is still computed once."""
+    g = k.options.group_programs
+    if g is None or not any(p.axis in (0, 1) for p in scan(k).of(ProgramId)):
+        return k
+    i32 = DType.I32
+
+    def op(o: BinOp, a, b):
+        return Binary(o, a, b)
+
+    nx, ny = NumPrograms(0), NumPrograms(1)
+    linear = op(BinOp.ADD, ProgramId(0), op(BinOp.MUL, ProgramId(1), nx))
+    span = op(BinOp.MUL, Const(g, i32), ny)
+    first = op(BinOp.MUL, op(BinOp.FLOORDIV, linear, span), Const(g, i32))
+    rows = op(BinOp.MIN, op(BinOp.SUB, nx, first), Const(g, i32))
+    inside = op(BinOp.MOD, linear, span)
+    return substitute(k, {ProgramId(0): op(BinOp.ADD, first, op(BinOp.MOD, inside, rows)),
+                          ProgramId(1): op(BinOp.FLOORDIV, inside, rows)})
+
+
+__all__ = ["group_programs", "multi_buffer", "pad_staging", "preload_fragments", "serpentine_mma", "staged_bytes"]

@@ -1,0 +1,48 @@
+"""What each pass of the default schedule changes, as goldens: `tests/golden/passes/<pass>.diff` holds, for each
+example kernel of `tests/test_ir_examples.py`, the unified diff of the printed IR before and after the pass (the
+input is the example after the passes before it in `DEFAULT_PIPELINE`). The text after the pass parses back to
+the same kernel. `pytest --update-golden` rewrites the files for review.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import attrs
+import pytest
+from test_ir_examples import gemm, vector_add
+
+from metile.ir import CompileOptions, parse, pretty, verify
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+
+GOLDEN = Path(__file__).parent / "golden" / "passes"
+PASSES = [p for p in DEFAULT_PIPELINE if p.__name__ != "lower_tiles"]
+
+
+def _examples():
+    """The inputs: a GEMM launched with two stages and grouped programs, and a vector add."""
+    return {"gemm": attrs.evolve(gemm(), options=CompileOptions(num_stages=2, group_programs=4)),
+            "vector_add": vector_add()}
+
+
+@pytest.mark.parametrize("index", range(len(PASSES)), ids=[p.__name__ for p in PASSES])
+def test_what_the_pass_changes(index, request):
+    p = PASSES[index]
+    parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example of tests/test_ir_examples.py "
+             "(empty: nothing); regenerate with pytest --update-golden.\n"]
+    for name, k in _examples().items():
+        before = run(PASSES[:index], k)
+        after = p(before)
+        verify(after, after=p.__name__)
+        text = pretty(after)
+        assert parse(text) == after, "the pass's output does not round-trip through the printer"
+        diff = difflib.unified_diff(pretty(before).splitlines(keepends=True), text.splitlines(keepends=True),
+                                    f"{name} before", f"{name} after", n=1)
+        parts.append("".join(diff))
+    got = "".join(parts)
+    path = GOLDEN / f"{p.__name__}.diff"
+    if request.config.getoption("--update-golden"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(got)
+    assert path.read_text() == got, f"{path} is stale: run pytest --update-golden and review the diff"
