@@ -28,10 +28,11 @@ and attention, per compulsory byte (input read once, output written once) for so
   GFLOP       simdgroup_matrix FLOPs counted (ideal: the problem's FLOPs)
   dev/w       device bytes moved (aligned 64-byte segments) per work unit: no reuse across threadgroups | perfect
               reuse (each segment of the dispatch once)
-  coal        coalescing: bytes the device instructions ask for over the bytes of the segments they touch
+  coal        coalescing: bytes the device instructions ask for over the bytes of the segments they touch; ld:
+              the same for the loads alone
   tg/w        threadgroup-memory bytes per work unit; cnf/ins: bank-conflict passes per threadgroup-memory
               simdgroup instruction; bar/TG: threadgroup barriers per threadgroup; MMA: simdgroup
-              multiply-accumulates (8x8x8)"""
+              multiply-accumulates (8x8x8); ml/MMA: simdgroup_matrix loads per multiply-accumulate"""
 
 GPU_HEADER = """\
 Lower bounds by resource (in the unit the column names): compute = FLOPs / peak; device = bytes moved / bandwidth
@@ -57,13 +58,18 @@ def counters_row(problem, run) -> list[str]:
     t = p.totals
     la = p.launch
     w = problem.work
-    coal = t.coalescing(p.model.segment_bytes)
+    coal, load_coal = t.coalescing(p.model.segment_bytes), t.load_coalescing(p.model.segment_bytes)
+    mma = sum(t.simdgroup_mma.values())
     return [f"{la.threadgroups_total}x{la.threads}", f"{la.threadgroup_memory / 1024:.3g}",
             f"{sum(t.flops.values()) / 1e9:.4g}", f"{p.device_traffic_per_threadgroup / w:.3g}",
-            f"{p.device_traffic / w:.3g}", "-" if coal is None else f"{100 * coal:.0f}%",
-            f"{t.threadgroup_bytes / w:.3g}",
-            f"{t.bank_conflicts / t.threadgroup_instructions:.2f}" if t.threadgroup_instructions else "-",
-            f"{t.barriers / p.threadgroups_total:.3g}", _n(sum(t.simdgroup_mma.values()))]
+            f"{p.device_traffic / w:.3g}", _pct(coal), _pct(load_coal), f"{t.threadgroup_bytes / w:.3g}",
+            f"{t.bank_conflicts / t.threadgroup_instructions:.3f}" if t.threadgroup_instructions else "-",
+            f"{t.barriers / p.threadgroups_total:.3g}", _n(mma),
+            f"{sum(t.simdgroup_loads.values()) / mma:.3g}" if mma else "-"]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def gpu_row(problem, run, spec, unit: float) -> list[str]:
@@ -151,20 +157,20 @@ def _distinct(theirs: dict) -> list:
 
 def report(rows, specs, reference, runs) -> str:
     out = [COUNTERS_HEADER, ""]
-    head = ["problem", "impl", "kernel", "TGs x thr", "tgKB", "GFLOP", "dev/w", "dev/w", "coal", "tg/w", "cnf/ins",
-            "bar/TG", "MMA"]
+    head = ["problem", "impl", "kernel", "TGs x thr", "tgKB", "GFLOP", "dev/w", "dev/w", "coal", "ld", "tg/w",
+            "cnf/ins", "bar/TG", "MMA", "ml/MMA"]
     lines, notes = [], []
     for problem, mine, theirs in rows:
         ideal = f"{problem.flops / 1e9:.4g}" if problem.flop_bound else "-"
         dev = f"{problem.compulsory_bytes / problem.work:.3g}"
-        lines.append([problem.name, "ideal", "", "", "", ideal, dev, dev, "", "", "", "", ""])
+        lines.append([problem.name, "ideal", "", "", "", ideal, dev, dev, "", "", "", "", "", "", ""])
         for run in (mine, *_distinct(theirs)):
             where = [s.name for s in specs if theirs.get(s.name) is run]
             label = run.kernel + (f" ({', '.join(where)})" if run.impl == "mlx" and len(where) < len(specs) else "")
-            cells = counters_row(problem, run) if run.profile is not None else _missing(run, 10)
+            cells = counters_row(problem, run) if run.profile is not None else _missing(run, 12)
             lines.append(["", run.impl, label, *cells])
             notes.append(f"  {problem.name:<28} {run.impl:<6} {label}: {run.note} [{run.seconds:.1f} s]")
-    head2 = ["", "", "", "", "", "", "no reuse", "reuse", "", "", "", "", ""]
+    head2 = ["", "", "", "", "", "", "no reuse", "reuse", "", "", "", "", "", "", ""]
     out.append(table(head, [head2, *lines]))
     out += ["", "How each dispatch ran (CPU wall time):", *notes]
     out += ["", GPU_HEADER]

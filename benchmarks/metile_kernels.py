@@ -90,7 +90,7 @@ def run_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, y: np.ndarray, e
 # ---- fused attention forward (tutorial 06)
 
 
-ATTN_BLOCKS = {64: (32, 32), 128: (32, 16)}   # (BLOCK_M, BLOCK_N) by HEAD_DIM: the largest that fit in 32 KB
+ATTN_BLOCKS = {64: (32, 32), 128: (32, 32)}   # (BLOCK_M, BLOCK_N) by HEAD_DIM
 
 
 def run_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, sm_scale: float, profile,

@@ -45,6 +45,7 @@ from metile.ir import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixStore,
     MatrixType,
     NumPrograms,
@@ -163,6 +164,7 @@ class Gen:
                 options.append(MakeVector([self.const(dt) for _ in range(width)]))
             case MatrixType(dt):
                 options.append(MatrixFill(self.const(dt)))
+                options.append(MatrixOf(self.const(dt), self.const(dt)))
         return self.pick(options)
 
     # ---- values

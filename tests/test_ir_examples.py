@@ -45,6 +45,7 @@ from metile.ir import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixStore,
     MatrixType,
     Param,
@@ -296,8 +297,10 @@ def metal_gemm() -> Kernel:
         ys.append(d)
     zero = MatrixFill(f32(0.0))
     loop = For(k, i32(0), K, i32(8), acc, [zero, zero], body, ys, res)
-    stores = [MatrixStore(res[j], AddPtr(C, add(mul(r0, N), add(c0, i32(8 * j)))), N) for j in range(2)]
-    return Kernel("matmul", Stage.METAL, (A, B, C, M, N, K), [s_r, s_c, loop, *stores],
+    # the second piece rebuilt from this lane's two elements of it: the same matrix
+    s_e, same = let("same", MatrixOf(Extract(res[1], 0), Extract(res[1], 1)))
+    stores = [MatrixStore(m, AddPtr(C, add(mul(r0, N), add(c0, i32(8 * j)))), N) for j, m in enumerate([res[0], same])]
+    return Kernel("matmul", Stage.METAL, (A, B, C, M, N, K), [s_r, s_c, loop, s_e, *stores],
                   plan=LaunchPlan(32))
 
 

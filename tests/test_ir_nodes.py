@@ -50,6 +50,7 @@ from metile.ir import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixType,
     NumPrograms,
     Param,
@@ -202,6 +203,7 @@ TYPES = [
     (MakeVector([s, s]), VectorType(F32, 2)),
     (Splat(n, 3), VectorType(I32, 3)),
     (MatrixFill(Const(0.0, F32)), MatrixType(F32)),
+    (MatrixOf(Const(0.0, F16), Const(1.0, F16)), MatrixType(F16)),
     (MatrixLoad(X, n), MatrixType(F32)),
     (MatrixMultiplyAccumulate(mat, mat, acc), MatrixType(F32)),
 ]

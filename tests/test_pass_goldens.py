@@ -1,7 +1,7 @@
 """What each pass of the default schedule changes, as goldens: `tests/golden/passes/<pass>.diff` holds, for each
-example kernel of `tests/test_ir_examples.py`, the unified diff of the printed IR before and after the pass (the
-input is the example after the passes before it in `DEFAULT_PIPELINE`). The text after the pass parses back to
-the same kernel. `pytest --update-golden` rewrites the files for review.
+example kernel (of `tests/test_ir_examples.py`, and `scores` below), the unified diff of the printed IR before and
+after the pass (the input is the example after the passes before it in `DEFAULT_PIPELINE`). The text after the
+pass parses back to the same kernel. `pytest --update-golden` rewrites the files for review.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import difflib
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 from test_ir_examples import gemm, vector_add
 
+import metile
 from metile.ir import CompileOptions, parse, pretty, verify
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 
@@ -20,17 +22,31 @@ GOLDEN = Path(__file__).parent / "golden" / "passes"
 PASSES = [p for p in DEFAULT_PIPELINE if p.__name__ != "lower_tiles"]
 
 
+@metile.kernel
+def scores(Q, K, S, n):
+    """Each program multiplies its 16 rows of Q by every block of 16 columns of K (K stored transposed)."""
+    rows = metile.program_id(0) * 16 + metile.arange(0, 16)
+    d = metile.arange(0, 32)
+    q = metile.load(Q + rows[:, None] * 32 + d[None, :])
+    for start in metile.tile_range(0, n, 16):
+        cols = start + metile.arange(0, 16)
+        k = metile.load(K + d[:, None] * n + cols[None, :])
+        metile.store(S + rows[:, None] * n + cols[None, :], metile.dot(q, k))
+
+
 def _examples():
-    """The inputs: a GEMM launched with two stages and grouped programs, and a vector add."""
+    """The inputs: a GEMM launched with two stages and grouped programs, a vector add, and a loop of products
+    sharing one operand."""
+    x = np.zeros(1, np.float16)
     return {"gemm": attrs.evolve(gemm(), options=CompileOptions(num_stages=2, group_programs=4)),
-            "vector_add": vector_add()}
+            "vector_add": vector_add(), "scores": scores.trace(x, x, np.zeros(1, np.float32), 64)}
 
 
 @pytest.mark.parametrize("index", range(len(PASSES)), ids=[p.__name__ for p in PASSES])
 def test_what_the_pass_changes(index, request):
     p = PASSES[index]
-    parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example of tests/test_ir_examples.py "
-             "(empty: nothing); regenerate with pytest --update-golden.\n"]
+    parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example (tests/test_ir_examples.py, and "
+             "`scores` in tests/test_pass_goldens.py; empty: nothing); regenerate with pytest --update-golden.\n"]
     for name, k in _examples().items():
         before = run(PASSES[:index], k)
         after = p(before)

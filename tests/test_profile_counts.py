@@ -117,7 +117,8 @@ def test_coalesced_and_strided_copies(dev):
     # segments per instruction
     assert (d["device_bytes_read"], d["device_bytes_written"]) == (16384, 16384)
     assert (d["device_accesses"], d["device_instructions"], d["device_segments"]) == (8192, 256, 512)
-    assert d["coalescing_efficiency"] == 1.0
+    assert d["coalescing_efficiency"] == d["load_coalescing_efficiency"] == 1.0
+    assert d["device_load_segments"] == 256
     assert d["device_unique_bytes"] == d["device_unique_bytes_per_threadgroup"] == 32768
     assert (d["threadgroups_profiled"], d["threadgroups_total"], d["sampled"]) == (16, 16, False)
     assert d["lines"][f"copies.metal:{line_of(COPIES, 'b[i] = a[i];')}"]["device_segments"] == 512
@@ -126,6 +127,8 @@ def test_coalesced_and_strided_copies(dev):
     # each read's 32 lanes are 64 bytes apart: 32 segments; the writes stay 2
     assert d["device_segments"] == 128 * 32 + 128 * 2
     assert d["coalescing_efficiency"] == pytest.approx(32768 / ((128 * 32 + 128 * 2) * 64))
+    assert d["device_load_segments"] == 128 * 32    # the loads alone: each reads 128 of its 32 segments' 2048 bytes
+    assert d["load_coalescing_efficiency"] == pytest.approx(16384 / (128 * 32 * 64))
     assert d["device_traffic"] == 4096 * 64 + 16384    # memory moves the whole segment of every read
     assert d["device_unique_bytes"] == 32768
     # float4: one 16-byte access per lane, 8 segments per instruction

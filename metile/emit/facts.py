@@ -47,6 +47,7 @@ from metile.ir import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixStore,
     Node,
     Param,
@@ -268,7 +269,8 @@ CHILDREN: dict[type, Callable[[Value], tuple]] = {
     **{cls: operator.attrgetter(*fields) for cls, fields in (
         (Binary, ("lhs", "rhs")), (AddPtr, ("ptr", "offset")), (Fma, ("a", "b", "c")), (Compare, ("lhs", "rhs")),
         (Where, ("cond", "x", "y")),
-        (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixLoad, ("ptr", "stride")), (SimdShuffleXor, ("x", "mask")),
+        (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixOf, ("x", "y")), (MatrixLoad, ("ptr", "stride")),
+        (SimdShuffleXor, ("x", "mask")),
         (SimdBroadcast, ("x", "lane")), (MakeVector, ("elems",)))},
     Load: _load_children, Cast: _x, Bitcast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
     MatrixFill: _value, SharedAlloc: _none,
@@ -354,6 +356,8 @@ def value_children(v: Value) -> tuple[Node, ...]:
             return (v.x,)
         case MatrixFill():
             return (v.value,)
+        case MatrixOf():
+            return (v.x, v.y)
         case SimdShuffleXor():
             return (v.x, v.mask)
         case SimdBroadcast():

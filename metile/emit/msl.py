@@ -64,6 +64,7 @@ from metile.ir import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixStore,
     MatrixType,
     Param,
@@ -104,6 +105,15 @@ _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 def _index(p: Param) -> int:
     return p.index
 
+
+
+_MATRIX_HELPERS = {"mt_matrix_of": """template <typename T>
+inline simdgroup_matrix<T, 8, 8> mt_matrix_of(T x, T y) {
+    simdgroup_matrix<T, 8, 8> m;
+    m.thread_elements()[0] = x;
+    m.thread_elements()[1] = y;
+    return m;
+}"""}
 
 class _Emitter:
     """`scan` first gathers the kernel's names, bindings, stores and builtins, and whether each structure has two
@@ -205,7 +215,8 @@ class _Emitter:
         args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in HELPERS.items() if name in self.helpers)
+        helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **_MATRIX_HELPERS}.items()
+                          if name in self.helpers)
         text = f"{HEADER}{helpers}\n{head}{sep.join(args)}) {{\n"
         body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
@@ -295,6 +306,9 @@ class _Emitter:
                 text, atomic = f"{type_text(v.type)}({elems})", True
             case Splat():
                 text, atomic = f"{type_text(v.type)}({expr(v.x)[0]})", True
+            case MatrixOf():
+                self.helpers.add("mt_matrix_of")
+                text, atomic = f"mt_matrix_of({expr(v.x)[0]}, {expr(v.y)[0]})", True
             case MatrixFill():
                 text, atomic = f"make_filled_{type_text(v.type)}({expr(v.value)[0]})", True
             case SimdShuffleXor():

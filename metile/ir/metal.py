@@ -12,6 +12,7 @@ A Metal IR kernel (`Stage.METAL`) holds the shared nodes of `values`/`stmts` on 
 | `MakeVector(elems)`                  | `float4(a, b, c, d)`                                         |
 | `Splat(x, width)`                    | `float4(x)`                                                  |
 | `MatrixFill(value)`                  | `make_filled_simdgroup_matrix<float, 8, 8>(value)`           |
+| `MatrixOf(x, y)`                     | `mt_matrix_of(x, y)`: this thread's two elements             |
 | `MatrixLoad(ptr, stride, transpose)` | `simdgroup_load(m, ptr, stride, 0, transpose)`               |
 | `MatrixMultiplyAccumulate(a, b, c)`  | `simdgroup_multiply_accumulate(d, a, b, c)`                  |
 | `MatrixStore(value, ptr, stride, t)` | `simdgroup_store(value, ptr, stride, 0, t)`                  |
@@ -120,6 +121,19 @@ class MatrixFill(Value):
 
 
 @node
+class MatrixOf(Value):
+    """The 8x8 simdgroup matrix of which this thread holds `x` and `y`, its elements 0 and 1 (`Extract` of a matrix
+    says which elements those are): each lane gives its own two."""
+
+    x: Value
+    y: Value
+
+    @cached_property
+    def type(self) -> MatrixType:
+        return MatrixType(self.x.type.dtype)
+
+
+@node
 class MatrixLoad(Value):
     """Load an 8x8 simdgroup matrix whose element (r, c) is `ptr[r * stride + c]` (`ptr[c * stride + r]`
     when `transpose`). A simdgroup collective."""
@@ -159,11 +173,11 @@ class MatrixStore(Stmt):
 
 
 METAL_VALUES: tuple[type[Value], ...] = (
-    Builtin, VecLoad, Extract, MakeVector, Splat, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate,
+    Builtin, VecLoad, Extract, MakeVector, Splat, MatrixFill, MatrixOf, MatrixLoad, MatrixMultiplyAccumulate,
 )
 METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore)
 
 __all__ = [
-    "METAL_STMTS", "METAL_VALUES", "Builtin", "Extract", "MakeVector", "MatrixFill", "MatrixLoad",
+    "METAL_STMTS", "METAL_VALUES", "Builtin", "Extract", "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf",
     "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "VecLoad", "VecStore",
 ]

@@ -16,6 +16,7 @@ from metile.ir.metal import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     Splat,
     VecLoad,
 )
@@ -87,16 +88,22 @@ def _colon_type(p: Parser) -> Type:
 
 
 def _mma_plan(p: Parser) -> MmaPlan:
-    """`, pad [A, B]`, `, serpentine`, `, preload` after a `dot`'s operands (each optional, in that order)."""
-    pad = (0, 0)
-    if _option(p, "pad"):
-        p.expect("[")
-        a = p.int()
-        p.expect(",")
-        pad = (a, p.int())
-        p.expect("]")
+    """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]` after a `dot`'s operands (each optional, in
+    that order)."""
+    pad = _pair(p) if _option(p, "pad") else (0, 0)
     serpentine = _option(p, "serpentine")
-    return MmaPlan(pad, serpentine, _option(p, "preload"))
+    preload = _option(p, "preload")
+    hoist = tuple(bool(x) for x in _pair(p)) if _option(p, "hoist") else (False, False)
+    return MmaPlan(pad, serpentine, preload, hoist)
+
+
+def _pair(p: Parser) -> tuple[int, int]:
+    p.expect("[")
+    a = p.int()
+    p.expect(",")
+    b = p.int()
+    p.expect("]")
+    return a, b
 
 
 def _option(p: Parser, word: str) -> bool:
@@ -254,6 +261,9 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return Extract(v, p.int()), _colon_type(p)
         case "vector":
             return MakeVector(p.refs()), _colon_type(p)
+        case "matrix_of":
+            x, y = p.refs_n(2)
+            return MatrixOf(x, y), _colon_type(p)
         case "matrix_fill":
             return MatrixFill(p.ref()), _colon_type(p)
         case "matrix_load":

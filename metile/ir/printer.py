@@ -40,6 +40,7 @@ from metile.ir.metal import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     MatrixStore,
     Splat,
     VecLoad,
@@ -128,7 +129,8 @@ def _type_of(n: Node) -> str:
 def _mma_plan(how: MmaPlan) -> str:
     """A `Dot`'s `MmaPlan` as the parser reads it: nothing for the plain way."""
     text = f", pad [{how.pad[0]}, {how.pad[1]}]" if how.pad != (0, 0) else ""
-    return text + (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
+    text += (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
+    return text + (f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else "")
 
 class _Printer:
     def __init__(self, locs: bool):
@@ -245,6 +247,8 @@ class _Printer:
                 body = "vector " + ", ".join(r(e) for e in elems)
             case Splat(x, _):
                 body = f"splat {r(x)}"
+            case MatrixOf(x, y):
+                body = f"matrix_of {r(x)}, {r(y)}"
             case MatrixFill(value):
                 body = f"matrix_fill {r(value)}"
             case MatrixLoad(ptr, stride, transpose):

@@ -179,11 +179,14 @@ class MmaPlan:
     - `serpentine`: the 8x8 products of a step run in serpentine order, every other row of pieces walked
       backwards, so that consecutive products share an operand (`serpentine_mma`);
     - `preload`: the operands of the next 8-wide step of k are loaded before the products of this one
-      (`preload_fragments`)."""
+      (`preload_fragments`);
+    - `hoist`: for `a` and for `b`, whether the operand is the same in every iteration of the loop whose body
+      computes the product, so that it is staged once, before the loop (`hoist_staging`)."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
     preload: bool = False
+    hoist: tuple[bool, bool] = (False, False)
 
 
 @node

@@ -16,6 +16,7 @@ from metile.ir.metal import (
     MatrixFill,
     MatrixLoad,
     MatrixMultiplyAccumulate,
+    MatrixOf,
     Splat,
     VecLoad,
 )
@@ -251,6 +252,9 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"splat: the value must be a scalar, not {x.type}"
             if width not in (2, 3, 4):
                 return f"splat: vectors have 2, 3 or 4 lanes, not {width}"
+        case MatrixOf(x, y):
+            if not (isinstance(x.type, TileType) and x.type.is_scalar and x.type == y.type):
+                return f"matrix_of: the elements must be two scalars of one type, not {x.type} and {y.type}"
         case MatrixFill(value):
             if not (isinstance(value.type, TileType) and value.type.is_scalar):
                 return f"matrix_fill: the value must be a scalar, not {value.type}"
@@ -314,7 +318,8 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
         case Dot(a, b, how):
             if not (isinstance(how, MmaPlan) and len(how.pad) == 2 and all(isinstance(x, int) and x >= 0
-                                                                               for x in how.pad)):
+                                                                               for x in how.pad)
+                    and len(how.hoist) == 2 and all(isinstance(x, bool) for x in how.hoist)):
                 return f"dot: its plan must be an MmaPlan with two paddings of 0 or more, not {how!r}"
             at, bt = a.type, b.type
             if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):

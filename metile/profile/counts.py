@@ -20,6 +20,7 @@ RAW_COUNTERS = (
     "dev_distinct_bytes", "tg_read_bytes", "tg_write_bytes", "tg_lane_ops", "tg_simd_ops", "tg_passes",
     "tg_conflicts", "atomics", "tg_barriers", "sg_barriers", "collectives",
     *(f"mat_load_{d}" for d in DTYPES), *(f"mat_store_{d}" for d in DTYPES), *(f"mma_{d}" for d in DTYPES),
+    "dev_load_segments", "dev_load_distinct_bytes",
 )
 
 
@@ -48,6 +49,8 @@ class Counts:
     simdgroup_loads: Mapping[str, float] = attrs.field(factory=dict)   # by dtype
     simdgroup_stores: Mapping[str, float] = attrs.field(factory=dict)
     simdgroup_mma: Mapping[str, float] = attrs.field(factory=dict)     # by input dtype
+    device_load_segments: float = 0         # device_segments of the loads alone (not stores, not atomics)
+    device_load_distinct_bytes: float = 0   # device_distinct_bytes of the loads alone
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, float]) -> Counts:
@@ -62,7 +65,7 @@ class Counts:
                    g("tg_read_bytes", 0), g("tg_write_bytes", 0), g("tg_lane_ops", 0), g("tg_simd_ops", 0),
                    g("tg_passes", 0), g("tg_conflicts", 0), g("atomics", 0), g("tg_barriers", 0),
                    g("sg_barriers", 0), g("collectives", 0), by_dtype("mat_load"), by_dtype("mat_store"),
-                   by_dtype("mma"))
+                   by_dtype("mma"), g("dev_load_segments", 0), g("dev_load_distinct_bytes", 0))
 
     def __add__(self, other: Counts) -> Counts:
         def add(a, b):
@@ -96,6 +99,12 @@ class Counts:
             return None
         return self.device_distinct_bytes / (self.device_segments * segment_bytes)
 
+    def load_coalescing(self, segment_bytes: int) -> float | None:
+        """`coalescing` of the loads alone; None without device loads."""
+        if not self.device_load_segments:
+            return None
+        return self.device_load_distinct_bytes / (self.device_load_segments * segment_bytes)
+
     def to_dict(self, segment_bytes: int) -> dict:
         out = {f.name: _plain(getattr(self, f.name)) for f in attrs.fields(Counts)}
         for name in ("simdgroup_loads", "simdgroup_stores", "simdgroup_mma"):
@@ -105,6 +114,7 @@ class Counts:
         out["flops_by_dtype"] = _plain(self.flops)
         out["flops"] = _plain(sum(self.flops.values()))
         out["coalescing_efficiency"] = self.coalescing(segment_bytes)
+        out["load_coalescing_efficiency"] = self.load_coalescing(segment_bytes)
         return out
 
 

@@ -148,9 +148,11 @@ class Collectives:
             total += size * dtype.itemsize
         return lets, total
 
-    def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node, ring: Ring | None = None) -> list[Value]:
+    def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node, ring: Ring | None = None,
+                own: bool = False) -> list[Value]:
         """Write tiles to scratch, each row-major with the given row strides; one barrier pair for all. In a
-        `ring`, the tiles go to this iteration's buffer instead, behind the trailing barrier only (see `Ring`)."""
+        `ring`, the tiles go to this iteration's buffer instead, behind the trailing barrier only (see `Ring`);
+        when `own`, each to a buffer of its own, apart from the scratch arena."""
         if ring is None:
             self.barrier(why)
         bases = []
@@ -159,8 +161,17 @@ class Collectives:
             dtype = v.type.dtype
             rows = shape[0] if len(shape) > 1 else 1
             size = strides[0] * rows if len(shape) > 1 else v.type.size
-            bases.append(self.scratch(dtype, size) if ring is None else ring.take(self, dtype, size))
+            if own:
+                base = Var(self.fresh(f"staged_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
+                self.channels.append(Let(base, SharedAlloc((-(-size // 4) * 4,), dtype), loc=self.loc))
+                bases.append(base)
+            else:
+                bases.append(self.scratch(dtype, size) if ring is None else ring.take(self, dtype, size))
         for (v, strides), base in zip(items, bases):
+            held = self._pointwise_mma((v,), v.type.shape)
+            if held is not None:   # computed from a dot result held in matrices: each lane writes its elements
+                self.publish_fragments(v, held.geom, base, strides)
+                continue
             layout = self.layout(v.type.size)
             rep, load = self.named_rep(v)
             down = rep is None and columns_first(load, v.type.shape, self.defs)
@@ -263,6 +274,10 @@ class Collectives:
 
     def reduce(self, n: Reduce):
         x, op = n.x, n.op
+        if n.axis == 1:
+            found = self.mma_row_reduce(n)
+            if found is not None:
+                return found
         shape, dtype = x.type.shape, x.type.dtype
         adt = acc_dtype(dtype)
         ident = identity(op, adt)

@@ -10,16 +10,18 @@ index, and its body runs on a smaller group of threads (its own layouts, thread 
 from __future__ import annotations
 
 from metile.ir.metal import MatrixFill
-from metile.ir.node import walk
+from metile.ir.node import children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType
-from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value, Var
+from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, SharedAlloc, Unary, Value, Var, Where
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry
 from metile.rewrite.lower_collective import Channel, Group, Lazy, Mma, Regs, Scalar, dot_acc, sg_in
 from metile.rewrite.lower_mma import Ring
+
+ELEMENTWISE = (Binary, Unary, Compare, Where, Cast, Bitcast, Fma)   # element i of the result reads element i
 
 
 class ControlFlow:
@@ -32,11 +34,35 @@ class ControlFlow:
             return None
         yielded, role = self.resolve(yielded)
         pair = dot_acc(yielded)
-        if pair is not None and pair[1] == carried:
+        if pair is not None and self.elementwise_of(pair[1], carried):
             geom = self.mma_geometry(pair[0], self.role_group(role) if role is not None else None)
             if geom is not None:
                 return geom
         return self.kind_of(carried)
+
+    def elementwise_of(self, v: Value, carried: Var) -> bool:
+        """Whether `v` is `carried`, or computed from it element by element (`acc * alpha[:, None]`: each element
+        of `v` reads the same element of `carried`, through no transpose, reshape, broadcast or reduction), so
+        that a `dot` accumulating onto `v` can keep `carried` in its matrices."""
+        found = False
+        todo, seen = [(v, False)], set()
+        while todo:
+            item = todo.pop()
+            x, moved = item
+            if item in seen:
+                continue
+            seen.add(item)
+            if x == carried:
+                if moved:
+                    return False
+                found = True
+            elif isinstance(x, Var):
+                if x.name in self.defs:
+                    todo.append((self.defs[x.name], moved))
+            elif x.type.shape:
+                moved = moved or not isinstance(x, ELEMENTWISE)
+                todo += [(c, moved) for c in children(x) if isinstance(c, Value)]
+        return found
 
     def kind_of(self, v: Var):
         """Registers for a tile, a plain variable (None) for a scalar."""
@@ -84,10 +110,12 @@ class ControlFlow:
         with self.nested(divergent=divergent):
             self.bind(s.index, Scalar(index))
             carried = self.bind_fresh(kinds, s.carried)
+            preheader = self.preheader = []
             if s.buffers > 1 and self.rings_allowed:
                 ring = self.ring = Ring(s.buffers, Var(self.fresh("stage"), TileType(DType.I32)))
             body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
         results = self.bind_fresh(kinds, s.results)
+        self.out += preheader
         if ring is not None and ring.allocs:   # the buffers are used: rotate them, and wait for earlier readers
             self.channels += ring.allocs
             self.rings_used = True

@@ -4,28 +4,41 @@
 in that loop's ring of buffers, `Ring`), and each simdgroup multiplies-accumulates its 8x8 pieces of the
 result (`MmaGeometry`) with `simdgroup_load` / `simdgroup_multiply_accumulate`, one 8-wide step of k per
 iteration of a loop (with the next step's operands preloaded, and the products in serpentine order, when the
-plan says so). The result stays in simdgroup matrices while it only feeds further `dot` accumulation. An
-unmasked store of it through a row-major address grid is `simdgroup_store` straight to device memory
-(`mma_store`); any other store that reads it element by element (a cast, a masked store, an epilogue of
-element-wise arithmetic) reads each lane's own elements of the matrices (`fragment_store`); any other use
-copies it to registers through scratch.
+plan says so). The result stays in simdgroup matrices while it only feeds further `dot` accumulation, also
+through element-wise arithmetic (`acc * alpha[:, None]` before the next `dot` onto it: each lane computes its
+own elements, `MatrixOf`, and a loop carries such an accumulator in matrices). An unmasked store of it through
+a row-major address grid is `simdgroup_store` straight to device memory (`mma_store`); any other store that
+reads it element by element (a cast, a masked store, an element-wise epilogue) reads each lane's own elements
+of the matrices (`fragment_store`); any other use copies it to registers through scratch.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixStore
+from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
 from metile.ir.node import Node, children
-from metile.ir.ops import BuiltinKind
-from metile.ir.stmts import For, If, Let
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp
+from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, Reduce, Reshape, Scan, Transpose
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
-from metile.ir.values import AddPtr, Const, Load, SharedAlloc, Value, Var
+from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var
 from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import MmaGeometry, mma_split
-from metile.rewrite.lower_collective import Group, Lazy, Mma, Pt, Regs, cast, dot_acc, sg_in, sg_index
+from metile.rewrite.lower_collective import (
+    Group,
+    Lazy,
+    Mma,
+    Pt,
+    Regs,
+    acc_dtype,
+    cast,
+    combine,
+    dot_acc,
+    sg_in,
+    sg_index,
+)
 from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
 
 
@@ -113,14 +126,35 @@ class Matrices:
     def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
         """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
         else published to scratch with rows padded as `d.how.pad` says (one barrier pair for both), in the
-        loop's ring of buffers when the enclosing loop has one."""
-        found = [self.channel_of(x) for x in (a, b)]
-        todo = [x for x, ch in zip((a, b), found) if ch is None]
-        pads = {id(x): pad for x, pad in zip((a, b), d.how.pad)}
-        lds = {id(x): x.type.shape[1] + pads[id(x)] for x in todo}
-        bases = iter(self.publish([(x, (lds[id(x)], 1)) for x in todo], d, ring=self.ring) if todo else ())
-        return [(ch.base, x.type.shape[1]) if ch is not None else (next(bases), lds[id(x)])
-                for x, ch in zip((a, b), found)]
+        loop's ring of buffers when the enclosing loop has one; an operand `d.how.hoist` marks, in a loop's own
+        body, once before the loop, in a buffer of its own."""
+        out: list[tuple[Value, int] | None] = [None, None]
+        staged: dict[bool, list[tuple[int, Value, int]]] = {False: [], True: []}
+        for i, x in enumerate((a, b)):
+            ch = self.channel_of(x)
+            if ch is not None:
+                out[i] = (ch.base, x.type.shape[1])
+            else:
+                staged[d.how.hoist[i] and self.preheader is not None].append((i, x, x.type.shape[1] + d.how.pad[i]))
+        for once, items in staged.items():
+            if not items:
+                continue
+            todo = [(x, (ld, 1)) for _, x, ld in items]
+            bases = self.before_loop(lambda todo=todo: self.publish(todo, d, own=True)) if once else \
+                self.publish(todo, d, ring=self.ring)
+            for (i, _, ld), base in zip(items, bases):
+                out[i] = (base, ld)
+        return out
+
+    def before_loop(self, make):
+        """`make()`, emitting into the statements that run before the loop whose body is being lowered, with a
+        statement's scratch state of their own."""
+        saved = (self.out, self.bump, self.published)
+        self.out, self.bump, self.published = self.preheader, {}, {}
+        try:
+            return make()
+        finally:
+            self.out, self.bump, self.published = saved
 
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
         """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
@@ -152,6 +186,14 @@ class Matrices:
         fill = _constant_fill(v)
         if fill is not None:
             return Mma(geom, (self.let(MatrixFill(cast(fill, DType.F32)), "acc"),) * geom.pieces)
+        held = self._pointwise_mma((v,), (geom.m, geom.n))
+        if held is not None and held.geom == geom:   # element-wise on matrices of the same pieces: lane by lane
+            mats = []
+            with self.nested():
+                for pts in self.fragment_points(geom, v.type.shape):
+                    x, y = (cast(self.at(v, pt), DType.F32) for pt in pts)
+                    mats.append(self.let(MatrixOf(x, y), "acc"))
+            return Mma(geom, tuple(mats))
         (base,) = self.publish([(v, (geom.n, 1))], v)
         return Mma(geom, tuple(self.let(MatrixLoad(AddPtr(base, self.piece_offset(geom, p)), mo.const(geom.n)), "acc")
                                for p in range(geom.pieces)))
@@ -202,37 +244,107 @@ class Matrices:
 
     def fragment_store(self, cls, ptr: Value, value: Value, mask: Value | None) -> bool:
         """Store `value` through `ptr` where `mask` straight from the matrices holding a `dot` result that `value`
-        reads: each lane stores its own two elements of each of its simdgroup's pieces (no scratch, no barrier).
-        False, having emitted nothing, unless the three read one held result of the store's shape and otherwise
-        only values that can be computed at any element (`_pointwise_mma`)."""
+        reads: each lane stores its own two elements of each of its simdgroup's pieces (no copy of the result
+        through scratch). False, having emitted nothing, unless the three read one held result of the store's
+        shape and otherwise only values that can be read at any element (`_pointwise_mma`)."""
         shape = ptr.type.shape
-        rep = self._pointwise_mma((ptr, value, mask), shape) if len(shape) == 2 else None
+        rep = self._pointwise_mma((ptr, value, mask), shape)
         if rep is None:
             return False
-        geom = rep.geom
+        saved, self.out = self.out, []
+        with self.nested():
+            for pts in self.fragment_points(rep.geom, shape):
+                for pt in pts:
+                    self.emit(cls(self.at(ptr, pt), self.at(value, pt), self.at(mask, pt), loc=self.loc))
+        body, self.out = self.out, saved
+        self.emit_owned(rep.geom, body)
+        return True
+
+    def publish_fragments(self, v: Value, geom: MmaGeometry, base: Value, strides: tuple[int, ...]) -> None:
+        """Write the `[m, n]` tile `v`, read element by element from matrices of `geom` (`_pointwise_mma`), to
+        threadgroup memory at `base` with `strides`, each lane its own elements of its simdgroup's pieces."""
+        saved, self.out = self.out, []
+        with self.nested():
+            for pts in self.fragment_points(geom, v.type.shape):
+                for pt in pts:
+                    r, c = self.coords(pt)
+                    off = mo.add(mo.mul(r, mo.const(strides[0])), mo.mul(c, mo.const(strides[1])))
+                    self.emit(Store(AddPtr(base, off), self.at(v, pt), loc=self.loc))
+        body, self.out = self.out, saved
+        self.emit_owned(geom, body)
+
+    def mma_row_reduce(self, n: Reduce) -> Regs | None:
+        """The reduction along its rows of a tile read element by element from a `dot` result held in matrices
+        (`_pointwise_mma`), without copying the tile: each lane folds its elements of each row it holds, two
+        shuffles fold the four lanes sharing a row, and the simdgroups sharing rows meet in scratch (one value per
+        row and simdgroup), from where each thread reads the rows it holds. None where that does not apply."""
+        x = n.x
+        held = self._pointwise_mma((x,), x.type.shape)
+        if held is None or self.divergent is not None or self.group.role is not None:
+            return None
+        geom = held.geom
+        if (geom.first_sg, geom.sg_m * geom.sg_n) != (self.group.first_sg, self.group.sgs):
+            return None
+        self.collective(n)
+        adt = acc_dtype(x.type.dtype)
+        lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+        with self.nested():
+            points = self.fragment_points(geom, x.type.shape)
+            rows = []
+            for i in range(geom.per_m):
+                acc: Value | None = None
+                for j in range(geom.per_n):
+                    for pt in points[i * geom.per_n + j]:
+                        v = cast(self.at(x, pt), adt)
+                        acc = v if acc is None else combine(n.op, acc, v)
+                for mask in (1, 8):   # the lanes holding the other columns of this lane's rows
+                    acc = combine(n.op, acc, self.let(SimdShuffleXor(acc, mo.const(mask)), "sh"))
+                rows.append((self.let(acc, "row"), self.coords(points[i * geom.per_n][0])[0]))
+        self.barrier(n)
+        base = self.scratch(adt, geom.m * geom.sg_n)
+        first = Compare(CmpOp.EQ, Binary(BinOp.AND, lane, mo.const(9)), mo.const(0))   # column 0 of the piece
+        col = mo.mod(sg_index(geom.first_sg), geom.sg_n)
+        for value, row in rows:
+            self.emit(Store(AddPtr(base, mo.add(mo.mul(row, mo.const(geom.sg_n)), col)), value, first, loc=self.loc))
+        self.barrier(n)
+        layout = self.layout(geom.m)
+        regs = []
+        for slot in range(layout.slots):
+            row = self.slot_pt(layout, slot, (geom.m,)).flat
+            acc = None
+            for j in range(geom.sg_n):
+                v = self.let(Load(AddPtr(base, mo.add(mo.mul(row, mo.const(geom.sg_n)), mo.const(j)))), "part")
+                acc = v if acc is None else combine(n.op, acc, v)
+            regs.append(self.let(cast(acc, n.type.dtype), "red"))
+        return Regs(layout, tuple(regs))
+
+    def fragment_points(self, geom: MmaGeometry, shape: tuple[int, ...]) -> list[tuple[Pt, Pt]]:
+        """For each of this simdgroup's pieces of `geom`, the points of the tile (of `shape`, `[m, n]` elements)
+        that this lane holds as its elements 0 and 1, keyed to be read from the matrices (`Fragments`)."""
         frag = Fragments(geom)
         rows, cols = lane_rows_cols()
         lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
         sm, sn = self.simdgroup_coords(geom)
-        saved, self.out = self.out, []
-        with self.nested():
-            row0, col0 = self.let(mo.apply_layout(rows, lane), "fr"), self.let(mo.apply_layout(cols, lane), "fc")
-            for p in range(geom.pieces):
-                i, j = divmod(p, geom.per_n)
-                r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
-                c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
-                for e in (0, 1):
-                    pt = Pt(shape, mo.add(mo.mul(r, mo.const(geom.n)), mo.add(c, mo.const(e))), (frag, 2 * p + e))
-                    self.emit(cls(self.at(ptr, pt), self.at(value, pt), self.at(mask, pt), loc=self.loc))
-        body, self.out = self.out, saved
-        self.emit_owned(geom, body)
-        return True
+        row0, col0 = self.let(mo.apply_layout(rows, lane), "fr"), self.let(mo.apply_layout(cols, lane), "fc")
+        out = []
+        for p in range(geom.pieces):
+            i, j = divmod(p, geom.per_n)
+            r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
+            c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
+            out.append(tuple(Pt(shape, mo.add(mo.mul(r, mo.const(geom.n)), mo.add(c, mo.const(e))), (frag, 2 * p + e))
+                             for e in (0, 1)))
+        return out
 
     def _pointwise_mma(self, roots, shape: tuple[int, ...]) -> Mma | None:
         """The one held `dot` result of `shape` that `roots` read, element for element (not through a transpose,
-        reshape or broadcast), when everything else they read can be computed at any element (pure expressions,
-        scalars, loads evaluated per element); else None."""
+        reshape or broadcast), when everything else they read can be read at any element: pure expressions,
+        scalars, loads evaluated per element, and tiles held in registers (a row of maxima, a loaded bias),
+        gathered through scratch; those only where every thread of the program runs this code and the result's
+        pieces span all of its simdgroups, since a gather needs barriers. Else None."""
+        if len(shape) != 2:
+            return None
         found: Mma | None = None
+        regs = False   # whether a tile held in registers is read too (gathered through scratch, behind barriers)
         todo = [(v, False) for v in roots if v is not None]
         seen: set[tuple[Value, bool]] = set()
         while todo:
@@ -245,12 +357,16 @@ class Matrices:
                 if isinstance(rep, Lazy):
                     todo.append((rep.expr, moved))
                     continue
+                if isinstance(rep, Regs):
+                    regs = True
+                    continue
                 if not isinstance(rep, Mma):
                     return None
             elif isinstance(v, Dot) or dot_acc(v):
                 rep = self.heavy_rep(v)
-            elif isinstance(v, (Reduce, ArgReduce, Scan)):
-                return None
+            elif isinstance(v, (Reduce, ArgReduce, Scan)):   # held in registers once computed
+                regs = True
+                continue
             else:
                 moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast))
                 todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
@@ -258,6 +374,10 @@ class Matrices:
             if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:
                 return None
             found = rep
+        if found is not None and regs and (self.divergent is not None or self.group.role is not None
+                                           or (found.geom.first_sg, found.geom.sg_m * found.geom.sg_n)
+                                           != (self.group.first_sg, self.group.sgs)):
+            return None   # the gathers' barriers would be under control flow some threads skip
         return found
 
     def emit_owned(self, geom: MmaGeometry, stmts: list) -> None:

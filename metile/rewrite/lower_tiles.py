@@ -173,6 +173,7 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.rings_allowed = rings_allowed  # loops with `buffers > 1` rotate their staged operands (`Ring`)
         self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
         self.rings_used = False
+        self.preheader: list[Stmt] | None = None   # what runs before the loop whose body is being lowered
         self.init_scratch()
 
     # ---- plumbing
@@ -201,9 +202,9 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
 
     @contextlib.contextmanager
     def nested(self, *, divergent: Node | None = None, group: Group | None = None):
-        saved = (self.scope, self.divergent, self.group, self.ring)
+        saved = (self.scope, self.divergent, self.group, self.ring, self.preheader)
         self.scope = Scope(self.scope)
-        self.ring = None
+        self.ring = self.preheader = None
         region = self.memo.enter()
         if divergent is not None and self.divergent is None:
             self.divergent = divergent
@@ -212,7 +213,7 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         try:
             yield
         finally:
-            self.scope, self.divergent, self.group, self.ring = saved
+            self.scope, self.divergent, self.group, self.ring, self.preheader = saved
             self.memo.leave(region)
 
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:

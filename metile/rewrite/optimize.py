@@ -11,6 +11,8 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
   consecutive multiply-accumulates share an operand.
 - `preload_fragments`: the operands of the next 8-wide step of k are loaded from threadgroup memory before
   the products of this one (register double-buffering), for products with at least two steps.
+- `hoist_staging`: an operand of a product in a loop's body that is the same in every iteration (attention's
+  queries) is staged in threadgroup memory once, before the loop, instead of in every iteration.
 - `multi_buffer`: a `tile_range` loop with `num_stages=N` (or the launch's `num_stages=N`) whose body stages
   `dot` operands rotates them through N threadgroup buffers (at most what fits in 32 KB), so that one barrier
   per iteration protects them instead of two.
@@ -22,10 +24,10 @@ import attrs
 
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp
-from metile.ir.stmts import For, Kernel, Let, Store
-from metile.ir.tile import Dot, NumPrograms, ProgramId
+from metile.ir.stmts import For, If, Kernel, Let, Store, While
+from metile.ir.tile import Dot, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
-from metile.ir.values import Binary, Const
+from metile.ir.values import Binary, Const, Var
 from metile.rewrite.driver import bottom_up, substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
 from metile.rewrite.scan import scan
@@ -67,10 +69,50 @@ def preload_fragments(k: Kernel) -> Kernel:
     return _rewrite_dots(k, lambda d: attrs.evolve(d.how, preload=True) if d.a.type.shape[1] >= 16 else None)
 
 
+def hoist_staging(k: Kernel) -> Kernel:
+    """Mark the operands of the products in each loop's body that are the same in every iteration (a name bound
+    before the loop: not its index, not a carried value, nothing the body binds), to be staged once before it."""
+    loops = scan(k).of(For)
+    if not loops or not scan(k).of(Dot):
+        return k
+    marks: dict[Dot, tuple[bool, bool]] = {}
+    for s in loops:
+        bound = {s.index.name, *(c.name for c in s.carried), *_bound(s.body)}
+        for d in _loop_dots(s):
+            hoist = tuple(isinstance(x, Var) and x.name not in bound for x in (d.a, d.b))
+            if any(hoist):
+                marks[d] = hoist
+
+    def choose(d: Dot):
+        found = marks.get(d)
+        return None if found is None else attrs.evolve(d.how, hoist=found)
+
+    return _rewrite_dots(k, choose) if marks else k
+
+
+def _bound(stmts) -> set[str]:
+    """The names the statements bind, in nested blocks too."""
+    out: set[str] = set()
+    for st in stmts:
+        match st:
+            case Let(var):
+                out.add(var.name)
+            case For() | While() | If() | SimdgroupRole():
+                out.update(v.name for f in ("index", "carried", "results") for v in _vars(getattr(st, f, ())))
+                for f in ("body", "then", "orelse", "cond_body"):
+                    out |= _bound(getattr(st, f, ()))
+    return out
+
+
+def _vars(x) -> tuple[Var, ...]:
+    return (x,) if isinstance(x, Var) else tuple(x)
+
+
 def staged_bytes(d: Dot) -> int:
-    """The bytes of threadgroup memory `d`'s operands take when staged with their padding."""
+    """The bytes of threadgroup memory `d`'s operands take when staged with their padding in every iteration (a
+    hoisted operand is staged once, apart)."""
     return sum(x.type.shape[0] * (x.type.shape[1] + pad) * x.type.dtype.itemsize
-               for x, pad in zip((d.a, d.b), d.how.pad))
+               for x, pad, once in zip((d.a, d.b), d.how.pad, d.how.hoist) if not once)
 
 
 def _loop_dots(s: For) -> list[Dot]:
@@ -125,4 +167,5 @@ def group_programs(k: Kernel) -> Kernel:
                           ProgramId(1): op(BinOp.FLOORDIV, inside, rows)})
 
 
-__all__ = ["group_programs", "multi_buffer", "pad_staging", "preload_fragments", "serpentine_mma", "staged_bytes"]
+__all__ = ["group_programs", "hoist_staging", "multi_buffer", "pad_staging", "preload_fragments", "serpentine_mma",
+           "staged_bytes"]

@@ -22,7 +22,14 @@ from metile.ir.verify import verify
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.lower_tiles import lower_tiles
-from metile.rewrite.optimize import group_programs, multi_buffer, pad_staging, preload_fragments, serpentine_mma
+from metile.rewrite.optimize import (
+    group_programs,
+    hoist_staging,
+    multi_buffer,
+    pad_staging,
+    preload_fragments,
+    serpentine_mma,
+)
 from metile.rewrite.plan import plan_launch, vectorize_memory
 
 Pass = Callable[[Kernel], Kernel]
@@ -36,11 +43,12 @@ DEFAULT_PIPELINE: list[Pass] = [
     pad_staging,          # staged dot operands padded against bank conflicts
     serpentine_mma,       # 8x8 products in serpentine order
     preload_fragments,    # the next step's operands loaded before this step's products
+    hoist_staging,        # dot operands the same in every iteration of a loop staged once, before it
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     lower_tiles,          # Tile IR -> Metal IR
 ]
 OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, vectorize_memory, pad_staging, serpentine_mma, preload_fragments,
-                                     multi_buffer)
+                                     hoist_staging, multi_buffer)
 """The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
 

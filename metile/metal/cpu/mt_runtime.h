@@ -206,7 +206,9 @@ enum mt_prof_counter {
     MT_PROF_MAT_LOAD,            /* simdgroup_matrix loads, by dtype: + MT_PROF_DTYPE_* */
     MT_PROF_MAT_STORE = MT_PROF_MAT_LOAD + 4,
     MT_PROF_MMA = MT_PROF_MAT_STORE + 4, /* simdgroup_matrix multiply(-accumulate)s by input dtype */
-    MT_PROF_COUNTERS = MT_PROF_MMA + 4
+    MT_PROF_DEV_LOAD_SEGMENTS = MT_PROF_MMA + 4, /* MT_PROF_DEV_SEGMENTS of the loads (not stores, not atomics) */
+    MT_PROF_DEV_LOAD_DISTINCT_BYTES,             /* MT_PROF_DEV_DISTINCT_BYTES of the loads */
+    MT_PROF_COUNTERS
 };
 enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };
 
@@ -285,7 +287,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 5u
+#define MT_RUNTIME_ABI_VERSION 6u
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,7 @@ PROFILE_COUNTERS = (
     "tg_conflicts", "atomics", "tg_barriers", "sg_barriers", "collectives",
     "mat_load_float", "mat_load_half", "mat_load_bfloat", "mat_load_other",
     "mat_store_float", "mat_store_half", "mat_store_bfloat", "mat_store_other",
-    "mma_float", "mma_half", "mma_bfloat", "mma_other",
+    "mma_float", "mma_half", "mma_bfloat", "mma_other", "dev_load_segments", "dev_load_distinct_bytes",
 )
 
 CDEF = """
@@ -105,7 +105,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

@@ -98,6 +98,7 @@ struct Record {
     uint32_t size[MT_SIMD_WIDTH];
 };
 constexpr uint32_t kDone = 0xffffffffu; /* a record already counted */
+constexpr uint8_t kLoad = 1;             /* the kind of a memory record whose instruction only reads (a load) */
 
 /* Bytes (or segments) touched, one bit each; owns its mapping (moved, never copied). */
 struct Bitmap {
@@ -254,7 +255,12 @@ void count_record(Prof* p, Record& r) {
         e.c[MT_PROF_DEV_SIMD_OPS] += 1;
         e.c[MT_PROF_DEV_SEGMENTS] += ids.size();
         e.c[MT_PROF_DEV_ACTIVE_LANES] += static_cast<uint64_t>(__builtin_popcount(r.mask));
-        e.c[MT_PROF_DEV_DISTINCT_BYTES] += distinct_bytes(p, r);
+        const uint64_t distinct = distinct_bytes(p, r);
+        e.c[MT_PROF_DEV_DISTINCT_BYTES] += distinct;
+        if (r.kind == kLoad) {
+            e.c[MT_PROF_DEV_LOAD_SEGMENTS] += ids.size();
+            e.c[MT_PROF_DEV_LOAD_DISTINCT_BYTES] += distinct;
+        }
         return;
     }
     /* bank words: the most distinct words one bank holds is the passes the instruction needs */
@@ -404,7 +410,7 @@ void prof_access(Worker* w, const void* addr, uint32_t size, int32_t kind, const
     else return; /* private memory, program-scope constants */
     const uint64_t ipc = reinterpret_cast<uintptr_t>(pc);
     uint32_t ei = 0;
-    Record* r = add_lane(w, p, ipc, cls, 0, &ei);
+    Record* r = add_lane(w, p, ipc, cls, kind == 0 ? kLoad : 0, &ei);
     if (!r) entry_for(p, ipc, 0, &ei);
     mt_prof_entry& e = p->entries[ei];
     const bool reads = kind == 0 || kind == 2 || kind == 4;

@@ -2,6 +2,14 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
+template <typename T>
+inline simdgroup_matrix<T, 8, 8> mt_matrix_of(T x, T y) {
+    simdgroup_matrix<T, 8, 8> m;
+    m.thread_elements()[0] = x;
+    m.thread_elements()[1] = y;
+    return m;
+}
+
 kernel void mtile_matmul(device const half* A [[buffer(0)]],
                          device const half* B [[buffer(1)]],
                          device float* C [[buffer(2)]],
@@ -30,9 +38,10 @@ kernel void mtile_matmul(device const half* A [[buffer(0)]],
         acc0 = d0;
         acc1 = d1;
     }
+    const simdgroup_matrix<float, 8, 8> same = mt_matrix_of(acc1.thread_elements()[0], acc1.thread_elements()[1]);
     const int t3 = row0 * N;
     const int t4 = col0 + 0;
     simdgroup_store(acc0, C + (t3 + t4), N, 0, false);
     const int t5 = col0 + 8;
-    simdgroup_store(acc1, C + (t3 + t5), N, 0, false);
+    simdgroup_store(same, C + (t3 + t5), N, 0, false);
 }
