@@ -26,6 +26,7 @@ from metile.profile.gpus import GpuSpec
 from metile.profile.model import peak_flops
 
 SAMPLE = 32                       # threadgroups counted per dispatch
+DISPATCH_TIMEOUT_S = 900.0        # the watchdog of MLX's dispatches: its D=128 attention takes ~100 s on 2 cores
 REFERENCE_GEMM = Path(__file__).resolve().parents[1] / "tests/data/reference_msl/gemm_f32_64x64x32/kernel.metal"
 MEASURED_REFERENCE_M1_S = 2.34e-3  # the reference GEMM at 1024^3 f32 on an M1, as meTile's CI measured it
 
@@ -222,7 +223,7 @@ class ProfilingDevice:
 
     def __init__(self, dev, sample: int, profile_only: bool):
         self._dev = dev
-        self._prof = dict(profile=sample, profile_only=profile_only)
+        self._prof = dict(profile=sample, profile_only=profile_only, timeout=DISPATCH_TIMEOUT_S)
         self.profiles: list = []
 
     def __getattr__(self, name):

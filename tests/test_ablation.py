@@ -1,6 +1,7 @@
 """Every optimisation pass of the default schedule can be removed: the Triton-tutorial vector add, GEMM, attention,
-softmax and layer norm, on ragged shapes, are still right with each pass of `OPTIONAL_PASSES` dropped in turn (and with
-all of them dropped), and each pass does change the code of some kernel here (it is not a no-op).
+softmax and layer norm, on ragged shapes, and a product of one 8x8 piece, are still right with each pass of
+`OPTIONAL_PASSES` dropped in turn (and with all of them dropped), and each pass does change the code of some
+kernel here (it is not a no-op).
 """
 
 from __future__ import annotations
@@ -94,7 +95,29 @@ def vector_add(pipe) -> str:
     return kernel.compile(x, y, out, n, BLOCK_SIZE=1024).msl
 
 
-KERNELS = {"vector_add": vector_add, "gemm_f16": lambda p: gemm(p, np.float16, (70, 45, 50)),
+@metile.kernel
+def skinny(A, B, C, Acc, M: metile.constexpr, N: metile.constexpr, K: metile.constexpr):
+    """A product of one 8x8 piece per program, onto a loaded accumulator: `split_k` spreads its k over 4
+    simdgroups."""
+    r, c, k = metile.arange(0, M), metile.arange(0, N), metile.arange(0, K)
+    a = metile.load(A + r[:, None] * K + k[None, :])
+    b = metile.load(B + k[:, None] * N + c[None, :])
+    acc = metile.load(Acc + r[:, None] * N + c[None, :])
+    metile.store(C + r[:, None] * N + c[None, :], metile.dot(a, b, acc))
+
+
+def skinny_product(pipe) -> str:
+    M, N, K = 8, 8, 192
+    a, b = RNG.standard_normal((M, K)).astype(np.float32), RNG.standard_normal((K, N)).astype(np.float32)
+    acc, c = RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32)
+    kernel = skinny.with_pipeline(pipe)
+    kernel[(1,)](a, b, c, acc, M=M, N=N, K=K)
+    np.testing.assert_allclose(c, a @ b + acc, rtol=1e-5, atol=1e-4)
+    return kernel.compile(a, b, c, acc, M=M, N=N, K=K).msl
+
+
+KERNELS = {"vector_add": vector_add, "skinny_product": skinny_product,
+           "gemm_f16": lambda p: gemm(p, np.float16, (70, 45, 50)),
            "gemm_f32": lambda p: gemm(p, np.float32, (33, 64, 40)),
            "attention": attention, "softmax": softmax, "layer_norm": layer_norm}
 

@@ -1,5 +1,5 @@
 """What each pass of the default schedule changes, as goldens: `tests/golden/passes/<pass>.diff` holds, for each
-example kernel (of `tests/test_ir_examples.py`, and `scores` below), the unified diff of the printed IR before and
+example kernel (of `tests/test_ir_examples.py`, and two below), the unified diff of the printed IR before and
 after the pass (the input is the example after the passes before it in `DEFAULT_PIPELINE`). The text after the
 pass parses back to the same kernel. `pytest --update-golden` rewrites the files for review.
 """
@@ -34,19 +34,30 @@ def scores(Q, K, S, n):
         metile.store(S + rows[:, None] * n + cols[None, :], metile.dot(q, k))
 
 
+@metile.kernel
+def row_times_column(A, B, C):
+    """One 8x8 piece of product over k = 64."""
+    r, k = metile.arange(0, 8), metile.arange(0, 64)
+    a = metile.load(A + r[:, None] * 64 + k[None, :])
+    b = metile.load(B + k[:, None] * 8 + r[None, :])
+    metile.store(C + r[:, None] * 8 + r[None, :], metile.dot(a, b))
+
+
 def _examples():
     """The inputs: a GEMM launched with two stages and grouped programs, a vector add, and a loop of products
     sharing one operand."""
     x = np.zeros(1, np.float16)
     return {"gemm": attrs.evolve(gemm(), options=CompileOptions(num_stages=2, group_programs=4)),
-            "vector_add": vector_add(), "scores": scores.trace(x, x, np.zeros(1, np.float32), 64)}
+            "vector_add": vector_add(), "scores": scores.trace(x, x, np.zeros(1, np.float32), 64),
+            "row_times_column": row_times_column.trace(x, x, np.zeros(1, np.float32))}
 
 
 @pytest.mark.parametrize("index", range(len(PASSES)), ids=[p.__name__ for p in PASSES])
 def test_what_the_pass_changes(index, request):
     p = PASSES[index]
     parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example (tests/test_ir_examples.py, and "
-             "`scores` in tests/test_pass_goldens.py; empty: nothing); regenerate with pytest --update-golden.\n"]
+             "`scores`, `row_times_column` in tests/test_pass_goldens.py; empty: nothing);\n"
+             "// regenerate with pytest --update-golden.\n"]
     for name, k in _examples().items():
         before = run(PASSES[:index], k)
         after = p(before)

@@ -130,7 +130,8 @@ def _mma_plan(how: MmaPlan) -> str:
     """A `Dot`'s `MmaPlan` as the parser reads it: nothing for the plain way."""
     text = f", pad [{how.pad[0]}, {how.pad[1]}]" if how.pad != (0, 0) else ""
     text += (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
-    return text + (f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else "")
+    text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
+    return text + (f", split {how.split}" if how.split != 1 else "")
 
 class _Printer:
     def __init__(self, locs: bool):

@@ -181,12 +181,15 @@ class MmaPlan:
     - `preload`: the operands of the next 8-wide step of k are loaded before the products of this one
       (`preload_fragments`);
     - `hoist`: for `a` and for `b`, whether the operand is the same in every iteration of the loop whose body
-      computes the product, so that it is staged once, before the loop (`hoist_staging`)."""
+      computes the product, so that it is staged once, before the loop (`hoist_staging`);
+    - `split`: the k dimension is cut into that many slices, each computed by its own simdgroups, whose partial
+      sums are then added (`split_k`), so that a product with few 8x8 pieces keeps every simdgroup busy."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
     preload: bool = False
     hoist: tuple[bool, bool] = (False, False)
+    split: int = 1
 
 
 @node

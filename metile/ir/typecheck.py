@@ -319,7 +319,8 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
         case Dot(a, b, how):
             if not (isinstance(how, MmaPlan) and len(how.pad) == 2 and all(isinstance(x, int) and x >= 0
                                                                                for x in how.pad)
-                    and len(how.hoist) == 2 and all(isinstance(x, bool) for x in how.hoist)):
+                    and len(how.hoist) == 2 and all(isinstance(x, bool) for x in how.hoist)
+                    and isinstance(how.split, int) and how.split >= 1):
                 return f"dot: its plan must be an MmaPlan with two paddings of 0 or more, not {how!r}"
             at, bt = a.type, b.type
             if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):

@@ -100,13 +100,16 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class MmaGeometry:
     """A `[m, n]` result split into 8x8 pieces over `sg_m x sg_n` simdgroups: simdgroup `(i, j)` (index
     `i * sg_n + j`) owns the `per_m x per_n` pieces starting at piece `(i * per_m, j * per_n)`. As a
-    layout: `piece_layout` maps (simdgroup, local piece) to the piece's (row, col) in units of 8."""
+    layout: `piece_layout` maps (simdgroup, local piece) to the piece's (row, col) in units of 8. With `split`
+    > 1, `split` times as many simdgroups compute the product, slice `s` of k on simdgroups `first_sg + s * sg_m *
+    sg_n ...` (the same pieces as those of slice 0), which own the sum."""
 
     m: int
     n: int
     sg_m: int
     sg_n: int
     first_sg: int = 0  # the owning simdgroups are first_sg .. first_sg + sg_m * sg_n - 1
+    split: int = 1
 
     @property
     def per_m(self) -> int:
@@ -132,6 +135,15 @@ class MmaGeometry:
         return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))
 
 
+def k_slices(m: int, n: int, k: int, split: int, simdgroups: int) -> int:
+    """The slices of k a product of `[m, k] x [k, n]` asking for `split` gets on `simdgroups`: `split` when they
+    divide among the slices, the pieces among each slice's simdgroups, and k into steps of 8 among the slices
+    (at least 2 steps each); else 1."""
+    if split > 1 and simdgroups % split == 0 and k % (16 * split) == 0 and mma_split(m, n, simdgroups // split):
+        return split
+    return 1
+
+
 def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
     """`(sg_m, sg_n)` with `sg_m * sg_n == simdgroups` dividing the piece grid of an `[m, n]` product as
     squarely as possible, or None."""
@@ -148,4 +160,4 @@ def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
     return None if best is None else best[1:]
 
 
-__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "mma_split", "row_major_strides"]
+__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "k_slices", "mma_split", "row_major_strides"]

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.metal import MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
+from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, Reduce, Reshape, Scan, Transpose
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
-from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var
+from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var, Where
 from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import MmaGeometry, mma_split
+from metile.rewrite.distribute import MmaGeometry, k_slices, mma_split
 from metile.rewrite.lower_collective import (
     Group,
     Lazy,
@@ -46,12 +46,13 @@ class Matrices:
     """Mixed into `metile.rewrite.lower_tiles.Lowering` (which provides `let`, `emit`, `publish`, `barrier`...)."""
 
     def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
-        """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`."""
+        """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`: the geometry of its
+        result (with k split, that of the simdgroups of slice 0, which own the sum)."""
         group = group or self.group
         (m, k), n = d.a.type.shape, d.b.type.shape[1]
         if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
             return None
-        split = mma_split(m, n, group.sgs)
+        split = mma_split(m, n, group.sgs // k_slices(m, n, k, d.how.split, group.sgs))
         return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
@@ -65,20 +66,68 @@ class Matrices:
                                   "and bf16 (cast the operands to a float type)", d)
             raise self.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
                               f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
-        mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
         k = a.type.shape[1]
+        split = k_slices(geom.m, geom.n, k, d.how.split, self.group.sgs)
+        if split > 1:
+            return self.split_products(d, acc, geom, attrs.evolve(geom, split=split))
+        mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
         staged = self.stage_operands(a, b, d)
         if mats is None:
             mats = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
-        steps = k // 8
-        if steps == 1:
-            return Mma(geom, tuple(self.mma_products(geom, d, self.fragments(geom, staged, mo.const(0)), mats)))
+        return Mma(geom, tuple(self.k_loop(geom, d, staged, mats, mo.const(0), k)))
+
+    def split_products(self, d: Dot, acc: Value | None, owned: MmaGeometry, geom: MmaGeometry) -> Mma:
+        """`acc + d` with k cut into `geom.split` slices: the simdgroups of slice s multiply its part of k (slice 0
+        onto `acc`, the others onto zeros), the other slices write their partial sums to scratch, and slice 0 adds
+        them. The result is held by slice 0's simdgroups (`owned`, the geometry without split). Every simdgroup
+        reads `acc` at its slice-0 twin's pieces, so no read falls outside the tile."""
+        owners = geom.sg_m * geom.sg_n
+        part = d.a.type.shape[1] // geom.split
+        sl = self.let(mo.div(sg_index(geom.first_sg), owners), "slice")
+        first = Compare(CmpOp.EQ, sl, mo.const(0))
+        held = None if acc is None else self.held_mma(acc)
+        mats = None if acc is None else (held if held is not None and held.geom == owned else
+                                          self.as_mma(acc, geom)).mats
+        staged = self.stage_operands(d.a, d.b, d)
+        if mats is None:
+            init = [self.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces
+        else:   # slice 0 starts from the accumulators, the others from zeros (each lane its own elements)
+            init = [self.let(MatrixOf(*(Where(first, Extract(m, e), Const(0.0, DType.F32)) for e in (0, 1))), "acc")
+                    for m in mats]
+        partial = self.k_loop(geom, d, staged, init, mo.mul(sl, mo.const(part)), part)
+        self.barrier(d)
+        base = self.scratch(DType.F32, (geom.split - 1) * geom.m * geom.n)
+        size = geom.m * geom.n
+        out_of = AddPtr(base, mo.mul(Binary(BinOp.SUB, sl, mo.const(1)), mo.const(size)))
+        self.emit(If(Compare(CmpOp.GE, sl, mo.const(1)),
+                     [MatrixStore(m, AddPtr(out_of, self.piece_offset(geom, p)), mo.const(geom.n), loc=self.loc)
+                      for p, m in enumerate(partial)], loc=self.loc))
+        self.barrier(d)
+        saved, self.out = self.out, []
+        with self.nested():
+            sums = []
+            for p, total in enumerate(partial):
+                for s in range(1, geom.split):
+                    at = mo.add(mo.const((s - 1) * size), self.piece_offset(geom, p))
+                    other = self.let(MatrixLoad(AddPtr(base, at), mo.const(geom.n)), "part")
+                    total = self.let(MatrixOf(*(Binary(BinOp.ADD, Extract(total, e), Extract(other, e))
+                                                for e in (0, 1))), "acc")
+                sums.append(total)
+        body, self.out = self.out, saved
+        results = [Var(self.fresh("acc"), m.type) for m in partial]
+        self.emit(If(first, body, [], sums, list(partial), results, loc=self.loc))
+        return Mma(owned, tuple(results))
+
+    def k_loop(self, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int) -> list[Value]:
+        """The accumulators `mats` after the products of the `k` columns of `a` (rows of `b`) from `start`."""
+        if k == 8:
+            return self.mma_products(geom, d, self.fragments(geom, staged, start), mats)
         # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same
         # code as unrolling (Metal unrolls a constant trip count), at 1/steps of the size. Preloading carries
         # the step's operands too, loaded one iteration ahead: the loop runs the first steps - 1 steps, and
         # the last step's products follow it.
         preload = d.how.preload
-        first = self.fragments(geom, staged, mo.const(0)) if preload else []
+        first = self.fragments(geom, staged, start) if preload else []
         kk = Var(self.fresh("kk"), TileType(DType.I32))
         carried = [Var(self.fresh("acc"), m.type) for m in mats]
         held = [Var(self.fresh("frag"), f.type) for f in first]
@@ -92,11 +141,12 @@ class Matrices:
         body, self.out = self.out, saved
         results = [Var(self.fresh("acc"), m.type) for m in mats]
         last = [Var(self.fresh("frag"), f.type) for f in first]
-        self.emit(For(kk, mo.const(0), mo.const(k - 8 if preload else k), mo.const(8), carried + held, mats + first,
-                      body, yields, results + last, loc=self.loc))
+        stop = mo.add(start, mo.const(k - 8 if preload else k))
+        self.emit(For(kk, start, stop, mo.const(8), carried + held, mats + first, body, yields, results + last,
+                      loc=self.loc))
         if preload:
             results = self.mma_products(geom, d, last, results)
-        return Mma(geom, tuple(results))
+        return results
 
     def fragments(self, geom: MmaGeometry, staged: list[tuple[Value, int]], kk: Value) -> list[Value]:
         """This simdgroup's 8x8 operands of the step of k starting at column `kk` of `a` (row of `b`): its rows of
@@ -162,6 +212,8 @@ class Matrices:
         found = self.sg_coords.get(geom)
         if found is None:
             sg = sg_index(geom.first_sg)
+            if geom.split > 1:   # the simdgroups of every slice of k hold the same pieces
+                sg = mo.mod(sg, geom.sg_m * geom.sg_n)
             sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
             sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
             found = self.sg_coords[geom] = (sm, sn)

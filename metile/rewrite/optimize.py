@@ -5,6 +5,8 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
 - `group_programs` (launch option `group_programs=G`): programs of a 2-D grid run in groups of `G` rows of the
   grid, column by column within a group, so that programs running at the same time share operand tiles in the
   last-level cache (Triton's grouped ordering, done by the compiler). Without the option it does nothing.
+- `split_k`: a product with fewer 8x8 pieces than the program has simdgroups has its k dimension cut into
+  slices, one per group of simdgroups, whose partial sums are added at the end.
 - `pad_staging`: each staged `dot` operand's rows are padded as the bank model of `metile.layout.banks` chooses
   (`metile.rewrite.staging.staging_pad`), so that the 8x8 `simdgroup_load`s meet no bank conflicts.
 - `serpentine_mma`: the products of each 8-wide step of k run row by row, every other row backwards, so that
@@ -28,8 +30,10 @@ from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
 from metile.ir.values import Binary, Const, Var
+from metile.rewrite.distribute import k_slices, mma_split
 from metile.rewrite.driver import bottom_up, substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
+from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
 
@@ -108,6 +112,31 @@ def _vars(x) -> tuple[Var, ...]:
     return (x,) if isinstance(x, Var) else tuple(x)
 
 
+def split_k(k: Kernel) -> Kernel:
+    """Cut the k dimension of the products too small for the program's simdgroups (fewer 8x8 pieces than it has
+    simdgroups to share them) into as few slices as keep every simdgroup busy, when k has at least two 8-wide
+    steps per slice: `[8, 512] x [512, 8]` on 4 simdgroups is 4 slices of 128. Only for kernels whose thread
+    count the products decide (no thread-level code, no simdgroup roles); when some product cannot be split
+    so, none is, and the program runs fewer simdgroups as before."""
+    found = scan(k)
+    dots = found.of(Dot)
+    if not dots or found.of(SimdgroupRole) or any(isinstance(n, THREAD_LEVEL) for n in found.nodes):
+        return k
+    sgs = k.options.num_simdgroups or k.meta.get("NUM_SG") or DEFAULT_SIMDGROUPS
+    splits: dict[Dot, int] = {}
+    for d in dots:
+        (m, kk), n = d.a.type.shape, d.b.type.shape[1]
+        if m % 8 or n % 8 or kk % 8:
+            return k
+        if mma_split(m, n, sgs):
+            continue
+        s = next((s for s in range(2, sgs + 1) if k_slices(m, n, kk, s, sgs) == s), None)
+        if s is None:
+            return k
+        splits[d] = s
+    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, split=splits[d]) if d in splits else None) if splits else k
+
+
 def staged_bytes(d: Dot) -> int:
     """The bytes of threadgroup memory `d`'s operands take when staged with their padding in every iteration (a
     hoisted operand is staged once, apart)."""
@@ -168,4 +197,4 @@ def group_programs(k: Kernel) -> Kernel:
 
 
 __all__ = ["group_programs", "hoist_staging", "multi_buffer", "pad_staging", "preload_fragments", "serpentine_mma",
-           "staged_bytes"]
+           "split_k", "staged_bytes"]

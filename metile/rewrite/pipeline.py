@@ -29,6 +29,7 @@ from metile.rewrite.optimize import (
     pad_staging,
     preload_fragments,
     serpentine_mma,
+    split_k,
 )
 from metile.rewrite.plan import plan_launch, vectorize_memory
 
@@ -38,6 +39,7 @@ DEFAULT_PIPELINE: list[Pass] = [
     fold_constants,       # constant integer arithmetic folded
     skip_inactive,        # work no element needs is skipped (masked-off loads, dead tiles)
     group_programs,       # launch option group_programs=G: a 2-D grid's programs in groups of G rows
+    split_k,              # products with fewer 8x8 pieces than simdgroups: k cut into slices
     plan_launch,          # threads per program, simdgroups of each role
     vectorize_memory,     # runs of 4 consecutive elements per thread where loads and stores can move vectors
     pad_staging,          # staged dot operands padded against bank conflicts
@@ -47,8 +49,8 @@ DEFAULT_PIPELINE: list[Pass] = [
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     lower_tiles,          # Tile IR -> Metal IR
 ]
-OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, vectorize_memory, pad_staging, serpentine_mma, preload_fragments,
-                                     hoist_staging, multi_buffer)
+OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, split_k, vectorize_memory, pad_staging, serpentine_mma,
+                                     preload_fragments, hoist_staging, multi_buffer)
 """The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
 

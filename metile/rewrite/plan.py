@@ -31,11 +31,12 @@ from metile.ir.tile import Arange, Dot, SimdgroupRole
 from metile.ir.types import PtrType, TileType
 from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
-from metile.rewrite.distribute import choose_vec, mma_split
+from metile.rewrite.distribute import choose_vec, k_slices, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.scan import VARYING_SOURCES, Scan, scan
 
 MAX_THREADS = 1024
+DEFAULT_SIMDGROUPS = 4   # simdgroups of a program with `dot`, unless the launch says
 MAX_AUTO_THREADS = 256
 SIMD_WIDTH = 32
 VECTOR_WIDTH = 4
@@ -181,12 +182,16 @@ def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:
     """The launch's `num_simdgroups`, else a `NUM_SG` constexpr of the kernel's (meTile's way to choose), else the
     most of 4, 2, 1 among which every product's 8x8 pieces split evenly."""
     asked = k.options.num_simdgroups or k.meta.get("NUM_SG")
-    for n in ([asked] if asked else [4, 2, 1]):
-        if all(mma_split(d.type.shape[0], d.type.shape[1], n) for d in dots if _dot_ok(d)):
+    for n in ([asked] if asked else [DEFAULT_SIMDGROUPS, 2, 1]):
+        if all(mma_split(d.type.shape[0], d.type.shape[1], n // _slices(d, n)) for d in dots if _dot_ok(d)):
             return n
     d = dots[0]
     raise UnsupportedConstructError(
         f"dot of shape {list(d.type.shape)} cannot be split evenly among {asked} simdgroups (num_simdgroups)", d.loc)
+
+
+def _slices(d: Dot, sgs: int) -> int:
+    return k_slices(d.type.shape[0], d.type.shape[1], d.a.type.shape[1], d.how.split, sgs)
 
 
 def _dot_ok(d: Dot) -> bool:
