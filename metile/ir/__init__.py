@@ -28,7 +28,20 @@ from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnO
 from metile.ir.parser import ParseError, parse, parse_type
 from metile.ir.printer import pretty
 from metile.ir.stages import LET_ONLY, STMT_CLASSES, VALUE_CLASSES, admits
-from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
+from metile.ir.stmts import (
+    AtomicAdd,
+    Barrier,
+    CompileOptions,
+    For,
+    If,
+    Kernel,
+    LaunchPlan,
+    Let,
+    RoleSpan,
+    Schedule,
+    Store,
+    While,
+)
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -74,7 +87,7 @@ from metile.ir.verify import VerifyError, verify
 __all__ = [
     "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
     "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
-    "CompileOptions", "Const", "DType",
+    "CompileOptions", "Schedule", "Const", "DType",
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "Kernel", "LaunchPlan", "Let", "Load", "Loc",
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",

@@ -242,7 +242,10 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return ArgReduce(op, x, axis, p.ref() if given else None), _colon_type(p)
         case "dot":
             a, b = p.refs_n(2)
-            return Dot(a, b, _mma_plan(p)), _colon_type(p)
+            d, how = Dot(a, b), _mma_plan(p)
+            if how != MmaPlan():
+                p.dot_plans[d] = how
+            return d, _colon_type(p)
         case "simd_shuffle_xor" | "simd_broadcast":
             x, y = p.refs_n(2)
             return (SimdShuffleXor(x, y) if mn == "simd_shuffle_xor" else SimdBroadcast(x, y)), _colon_type(p)

@@ -19,7 +19,20 @@ from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
 from metile.ir.parse_ops import parse_op
 from metile.ir.scanner import NAME, ParseError, Scanner
-from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
+from metile.ir.stmts import (
+    AtomicAdd,
+    Barrier,
+    CompileOptions,
+    For,
+    If,
+    Kernel,
+    LaunchPlan,
+    Let,
+    RoleSpan,
+    Schedule,
+    Store,
+    While,
+)
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import Type
 from metile.ir.values import Param, Stmt, Value, Var
@@ -48,6 +61,8 @@ class Parser(Scanner):
     def __init__(self, text: str, file: str):
         super().__init__(text, file)
         self.scopes: list[dict[str, Value]] = [{}]
+        self.dot_plans: dict = {}     # the kernel's schedule, read beside its dots and loops
+        self.loop_buffers: dict = {}
 
     # ---- names and scopes
 
@@ -126,7 +141,8 @@ class Parser(Scanner):
         self.expect("{")
         body = self.body()
         self.expect("}")
-        return Kernel(name, stage, params, body, meta, plan, options, loc=loc)
+        return Kernel(name, stage, params, body, meta, plan, options, Schedule(self.dot_plans, self.loop_buffers),
+                      loc=loc)
 
     def plan(self) -> LaunchPlan:
         """`{threads = N, vector_width = V, threadgroup_memory = B, roles = [F+C, ...]}` after `plan`."""
@@ -301,7 +317,10 @@ class Parser(Scanner):
         loc = self.opt_loc()
         body, ys = self.region([index, *carried])
         self.bind_results(results)
-        return For(index, start, stop, step, carried, inits, body, ys, results, num_stages, buffers, loc=loc)
+        loop = For(index, start, stop, step, carried, inits, body, ys, results, num_stages, loc=loc)
+        if buffers != 1:
+            self.loop_buffers[loop] = buffers
+        return loop
 
     def if_stmt(self) -> If:
         cond = self.ref()

@@ -47,7 +47,7 @@ from metile.ir.metal import (
     VecStore,
 )
 from metile.ir.node import Node, children
-from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Schedule, Store, While
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -126,8 +126,10 @@ def _type_of(n: Node) -> str:
 
 
 
-def _mma_plan(how: MmaPlan) -> str:
+def _mma_plan(how: MmaPlan | None) -> str:
     """A `Dot`'s `MmaPlan` as the parser reads it: nothing for the plain way."""
+    if how is None:
+        return ""
     text = f", pad [{how.pad[0]}, {how.pad[1]}]" if how.pad != (0, 0) else ""
     text += (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
     text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
@@ -136,6 +138,7 @@ def _mma_plan(how: MmaPlan) -> str:
 class _Printer:
     def __init__(self, locs: bool):
         self.locs = locs
+        self.schedule = Schedule()   # the kernel's, while one is printed
         self.lines: list[str] = []
         self.depth = 0
         self.scopes: list[dict[Node, str]] = [{}]
@@ -224,8 +227,8 @@ class _Printer:
                 body = f"argreduce {op.value} {r(x)}, {axis}" + (f", valid {r(valid)}" if valid is not None else "")
             case Scan(op, x, axis, reverse):
                 body = f"scan {op.value} {r(x)}, {axis}" + (", reverse" if reverse else "")
-            case Dot(a, b, how):
-                body = f"dot {r(a)}, {r(b)}" + _mma_plan(how)
+            case Dot(a, b):
+                body = f"dot {r(a)}, {r(b)}" + _mma_plan(self.schedule.dots.get(n))
             case ThreadId():
                 body = "thread_id"
             case SimdLaneId():
@@ -265,6 +268,7 @@ class _Printer:
     # ---- statements
 
     def kernel(self, k: Kernel) -> None:
+        self.schedule = k.schedule
         params = ", ".join(
             f"%{p.name}: {p.type}" + (" " + format_loc(p.loc) if self.locs and p.loc else "") for p in k.params
         )
@@ -317,7 +321,8 @@ class _Printer:
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
-            case For(index, start, stop, step, carried, inits, body, yields, results, num_stages, buffers):
+            case For(index, start, stop, step, carried, inits, body, yields, results, num_stages):
+                buffers = self.schedule.loops.get(s, 1)
                 bounds = self.refs([start, stop, step])
                 head = f"for %{index.name}: {index.type} = {bounds[0]} to {bounds[1]} step {bounds[2]}"
                 head += self._iter_args(carried, inits) + self._results(results)

@@ -58,9 +58,9 @@ class AtomicAdd(Stmt):
 class For(Stmt):
     """`for index in range(start, stop, step)` at run time, with loop-carried values (see the module
     docstring for scoping). `num_stages` is the user's `tile_range(..., num_stages=N)` (None when not
-    given): how many K steps may be in flight at once; `buffers` is how many threadgroup buffers the staged
-    operands of the products in `body` rotate through, as `multi_buffer` chose (1 until it runs: one buffer
-    reused behind a barrier)."""
+    given): how many K steps may be in flight at once. How many threadgroup buffers the staged operands of the
+    products in `body` rotate through is the kernel's `schedule.loops[loop]` (`multi_buffer`; 1, one buffer
+    reused behind a barrier, when absent)."""
 
     index: Var
     start: Value
@@ -72,7 +72,6 @@ class For(Stmt):
     yields: tuple[Value, ...] = attrs.field(converter=tuple)
     results: tuple[Var, ...] = attrs.field(converter=tuple)
     num_stages: int | None = None
-    buffers: int = 1
 
 
 @node
@@ -146,11 +145,22 @@ class CompileOptions:
     FIELDS = ("num_simdgroups", "num_stages", "group_programs")
 
 
+@attrs.frozen
+class Schedule:
+    """What the optimisation passes chose for a kernel's nodes (facts, not IR nodes: no pass walks into them, and
+    choosing changes no node of the body): `dots` maps a `Dot` to its `metile.ir.tile.MmaPlan`, `loops` a `For` to
+    the threadgroup buffers its staged operands rotate through. Entries are found by structural equality; a node
+    without one is computed the plain way, so a pass that rebuilds a node only loses its optimisation."""
+
+    dots: PMap = attrs.field(factory=pmap, converter=pmap)
+    loops: PMap = attrs.field(factory=pmap, converter=pmap)
+
+
 @node
 class Kernel(Node):
     """A kernel: `params` in buffer order, a body, the user's constexpr values (`meta`, integers), the
-    compiler's launch decisions (`plan`, None until `plan_launch`) and the launch's compiler `options`. `stage`
-    says which node set the body may use."""
+    compiler's launch decisions (`plan`, None until `plan_launch`), the launch's compiler `options` and the
+    optimisation passes' `schedule`. `stage` says which node set the body may use."""
 
     name: str
     stage: Stage
@@ -159,9 +169,10 @@ class Kernel(Node):
     meta: PMap[str, int] = attrs.field(factory=pmap, converter=pmap)
     plan: LaunchPlan | None = None
     options: CompileOptions = CompileOptions()
+    schedule: Schedule = Schedule()
 
 
 COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier)
 
 __all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "CompileOptions", "For", "If", "Kernel", "LaunchPlan", "Let",
-           "RoleSpan", "Store", "While"]
+           "RoleSpan", "Schedule", "Store", "While"]

@@ -174,7 +174,8 @@ def dot_dtype(dtype: DType) -> DType:
 
 @attrs.frozen
 class MmaPlan:
-    """How a `Dot` is computed on simdgroup matrices, as the optimisation passes chose (not an IR node):
+    """How a `Dot` is computed on simdgroup matrices, as the optimisation passes chose (not an IR node; a kernel's
+    `Schedule` holds one per product):
     - `pad`: elements added to each staged row of `a` and of `b` in threadgroup memory (`pad_staging`);
     - `serpentine`: the 8x8 products of a step run in serpentine order, every other row of pieces walked
       backwards, so that consecutive products share an operand (`serpentine_mma`);
@@ -195,12 +196,11 @@ class MmaPlan:
 @node
 class Dot(Value):
     """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`.
-    `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. `how` is how the optimisation passes
-    chose to compute it (`MmaPlan()`, the plain way, until they run)."""
+    `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. How the optimisation passes chose to
+    compute it is the kernel's `schedule.dots[dot]` (`MmaPlan()`, the plain way, when absent)."""
 
     a: Value
     b: Value
-    how: MmaPlan = MmaPlan()
 
     @cached_property
     def type(self) -> TileType:

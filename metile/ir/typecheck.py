@@ -28,7 +28,6 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
-    MmaPlan,
     NumPrograms,
     ProgramId,
     Reduce,
@@ -316,12 +315,7 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             if not isinstance(xt, TileType) or not 0 <= axis < len(xt.shape) or xt.dtype is DType.BOOL \
                     or xt.dtype.storage_only:
                 return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
-        case Dot(a, b, how):
-            if not (isinstance(how, MmaPlan) and len(how.pad) == 2 and all(isinstance(x, int) and x >= 0
-                                                                               for x in how.pad)
-                    and len(how.hoist) == 2 and all(isinstance(x, bool) for x in how.hoist)
-                    and isinstance(how.split, int) and how.split >= 1):
-                return f"dot: its plan must be an MmaPlan with two paddings of 0 or more, not {how!r}"
+        case Dot(a, b):
             at, bt = a.type, b.type
             if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
                 return f"dot: needs two 2-D tiles, not {at} and {bt}"

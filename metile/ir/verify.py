@@ -27,8 +27,8 @@ from metile.ir.node import Node, children
 from metile.ir.ops import Fence, Stage
 from metile.ir.scanner import is_ir_name
 from metile.ir.stages import ADMITTED, LET_ONLY
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Store, While
-from metile.ir.tile import TILE_STMTS, TILE_VALUES, SimdgroupRole
+from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Schedule, Store, While
+from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
@@ -121,7 +121,23 @@ class _Verifier:
                 self.fail(f"the compiler option {key} = {n!r} is not 1..{top}", k)
         if k.plan is not None:
             self.plan(k)
+        self.schedule(k)
         self.body(k.body, {}, 0)
+
+    def schedule(self, k: Kernel) -> None:
+        """The optimisation passes' choices: an `MmaPlan` per `Dot` (paddings of 0 or more, two hoist flags, a
+        positive split), a positive buffer count per `For`."""
+        sch = k.schedule
+        if not isinstance(sch, Schedule):
+            self.fail(f"the kernel's schedule must be a Schedule, not {type(sch).__name__}", k)
+        for d, how in sch.dots.items():
+            if not (isinstance(d, Dot) and isinstance(how, MmaPlan) and len(how.pad) == 2
+                    and all(isinstance(x, int) and x >= 0 for x in how.pad) and len(how.hoist) == 2
+                    and all(isinstance(x, bool) for x in how.hoist) and isinstance(how.split, int) and how.split >= 1):
+                self.fail(f"schedule: {how!r} is not a valid MmaPlan of a dot", k)
+        for loop, n in sch.loops.items():
+            if not (isinstance(loop, For) and isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+                self.fail(f"schedule: a loop's buffers must be a positive integer, not {n!r}", k)
 
     def plan(self, k: Kernel) -> None:
         """The launch plan: positive threads and vector width, roles on whole, disjoint simdgroups."""
@@ -375,8 +391,6 @@ class _Verifier:
                 self.fail(f"for: {what} is {b.type} but the index is {it}", b, s)
         if num_stages is not None and (not isinstance(num_stages, int) or num_stages < 1):
             self.fail(f"for: num_stages must be a positive integer, not {num_stages!r}", s)
-        if not isinstance(s.buffers, int) or s.buffers < 1:
-            self.fail(f"for: buffers must be a positive integer, not {s.buffers!r}", s)
         for c in carried:
             self.bind(c, inner, s)
         self.loop_body(s, carried, its, body, yields, results, inner, scope, depth)

@@ -111,8 +111,9 @@ class ControlFlow:
             self.bind(s.index, Scalar(index))
             carried = self.bind_fresh(kinds, s.carried)
             preheader = self.preheader = []
-            if s.buffers > 1 and self.rings_allowed:
-                ring = self.ring = Ring(s.buffers, Var(self.fresh("stage"), TileType(DType.I32)))
+            buffers = self.k.schedule.loops.get(s, 1)
+            if buffers > 1 and self.rings_allowed:
+                ring = self.ring = Ring(buffers, Var(self.fresh("stage"), TileType(DType.I32)))
             body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
         results = self.bind_fresh(kinds, s.results)
         self.out += preheader
@@ -124,8 +125,7 @@ class ControlFlow:
             carried, inits, yields = [*carried, ring.stage], [*inits, mo.const(0)], [*yields, following]
             results = [*results, Var(self.fresh("stage"), ring.stage.type)]
             self.barrier(s)
-        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, s.buffers,
-                      loc=s.loc))
+        self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
 
     def if_stmt(self, s: If) -> None:
         (cond,) = self.flat_values([None], [s.cond])

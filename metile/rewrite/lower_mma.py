@@ -20,7 +20,7 @@ from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccum
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store
-from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, Reduce, Reshape, Scan, Transpose
+from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, MmaPlan, Reduce, Reshape, Scan, Transpose
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var, Where
 from metile.rewrite import axis_info
@@ -41,9 +41,15 @@ from metile.rewrite.lower_collective import (
 )
 from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
 
+_PLAIN = MmaPlan()
+
 
 class Matrices:
     """Mixed into `metile.rewrite.lower_tiles.Lowering` (which provides `let`, `emit`, `publish`, `barrier`...)."""
+
+    def how(self, d: Dot) -> MmaPlan:
+        """How the optimisation passes chose to compute `d` (the kernel's schedule; the plain way by default)."""
+        return self.k.schedule.dots.get(d, _PLAIN)
 
     def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
         """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`: the geometry of its
@@ -52,7 +58,7 @@ class Matrices:
         (m, k), n = d.a.type.shape, d.b.type.shape[1]
         if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
             return None
-        split = mma_split(m, n, group.sgs // k_slices(m, n, k, d.how.split, group.sgs))
+        split = mma_split(m, n, group.sgs // k_slices(m, n, k, self.how(d).split, group.sgs))
         return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
@@ -67,7 +73,7 @@ class Matrices:
             raise self.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
                               f"8x8 pieces must split evenly among the program's {self.group.sgs} simdgroup(s)", d)
         k = a.type.shape[1]
-        split = k_slices(geom.m, geom.n, k, d.how.split, self.group.sgs)
+        split = k_slices(geom.m, geom.n, k, self.how(d).split, self.group.sgs)
         if split > 1:
             return self.split_products(d, acc, geom, attrs.evolve(geom, split=split))
         mats = list(self.as_mma(acc, geom).mats) if acc is not None else None
@@ -126,7 +132,7 @@ class Matrices:
         # code as unrolling (Metal unrolls a constant trip count), at 1/steps of the size. Preloading carries
         # the step's operands too, loaded one iteration ahead: the loop runs the first steps - 1 steps, and
         # the last step's products follow it.
-        preload = d.how.preload
+        preload = self.how(d).preload
         first = self.fragments(geom, staged, start) if preload else []
         kk = Var(self.fresh("kk"), TileType(DType.I32))
         carried = [Var(self.fresh("acc"), m.type) for m in mats]
@@ -163,29 +169,30 @@ class Matrices:
 
     def mma_products(self, geom: MmaGeometry, d: Dot, frags: list[Value], mats: list[Value]) -> list[Value]:
         """The accumulators `mats` (one per piece) after the products of one step, given its `fragments`, in
-        row order or, when `d.how.serpentine`, with every other row of pieces walked backwards."""
+        row order or, when its plan's `serpentine`, with every other row of pieces walked backwards."""
         arows, bcols = frags[:geom.per_m], frags[geom.per_m:]
         out = list(mats)
         for i in range(geom.per_m):
             cols = range(geom.per_n)
-            for j in (reversed(cols) if d.how.serpentine and i % 2 else cols):
+            for j in (reversed(cols) if self.how(d).serpentine and i % 2 else cols):
                 p = i * geom.per_n + j
                 out[p] = self.let(MatrixMultiplyAccumulate(arows[i], bcols[j], mats[p]), "acc")
         return out
 
     def stage_operands(self, a: Value, b: Value, d: Dot) -> list[tuple[Value, int]]:
         """`(base, row stride)` of `a` and `b` in threadgroup memory: a role's channel as it is, anything
-        else published to scratch with rows padded as `d.how.pad` says (one barrier pair for both), in the
-        loop's ring of buffers when the enclosing loop has one; an operand `d.how.hoist` marks, in a loop's own
+        else published to scratch with rows padded as its plan's `pad` says (one barrier pair for both), in the
+        loop's ring of buffers when the enclosing loop has one; an operand its plan's `hoist` marks, in a loop's own
         body, once before the loop, in a buffer of its own."""
         out: list[tuple[Value, int] | None] = [None, None]
         staged: dict[bool, list[tuple[int, Value, int]]] = {False: [], True: []}
+        how = self.how(d)
         for i, x in enumerate((a, b)):
             ch = self.channel_of(x)
             if ch is not None:
                 out[i] = (ch.base, x.type.shape[1])
             else:
-                staged[d.how.hoist[i] and self.preheader is not None].append((i, x, x.type.shape[1] + d.how.pad[i]))
+                staged[how.hoist[i] and self.preheader is not None].append((i, x, x.type.shape[1] + how.pad[i]))
         for once, items in staged.items():
             if not items:
                 continue
@@ -468,11 +475,12 @@ class Fragments:
 
 @attrs.define
 class Ring:
-    """The threadgroup buffers a pipelined loop (`For.buffers > 1`) rotates its staged `dot` operands through:
-    iteration i writes buffer `stage = i % buffers`, then the one barrier after the writes; a thread writing
-    buffer b again, `buffers` iterations later, has passed a barrier that every thread reached after its reads
-    of b. Each operand staged in the loop's own body (once per iteration) has its own buffers, apart from the
-    scratch arena; a barrier before the loop protects them from the reads of an earlier run of it."""
+    """The threadgroup buffers a pipelined loop (more than one in the kernel's `schedule.loops`) rotates its
+    staged `dot` operands through: iteration i writes buffer `stage = i % buffers`, then the one barrier after
+    the writes; a thread writing buffer b again, `buffers` iterations later, has passed a barrier that every
+    thread reached after its reads of b. Each operand staged in the loop's own body (once per iteration) has its
+    own buffers, apart from the scratch arena; a barrier before the loop protects them from the reads of an
+    earlier run of it."""
 
     buffers: int
     stage: Var

@@ -1,5 +1,6 @@
-"""The optimisation passes of the default schedule: each a pure rewrite of Tile IR by `match` rules, recording a
-decision in the IR (a `Dot`'s `MmaPlan`, a `For`'s `buffers`, the program ids) that `lower_tiles` carries out.
+"""The optimisation passes of the default schedule: each a pure function of Tile IR recording a decision in the
+kernel (its `Schedule`: a `Dot`'s `MmaPlan`, a `For`'s buffers; or its program ids, rewritten) that `lower_tiles`
+carries out. Recording a choice changes no node of the body, so the passes share one scan of it.
 
 Each is optional: a pipeline without it still compiles every kernel correctly, the plain way.
 - `group_programs` (launch option `group_programs=G`): programs of a 2-D grid run in groups of `G` rows of the
@@ -24,53 +25,56 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.node import Node, children, walk
+from metile.ir.node import children, walk
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
-from metile.ir.tile import Dot, NumPrograms, ProgramId, SimdgroupRole
+from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
 from metile.ir.values import Binary, Const, Var
 from metile.rewrite.distribute import k_slices, mma_split
-from metile.rewrite.driver import bottom_up, substitute
+from metile.rewrite.driver import substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
 from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
 
+PLAIN = MmaPlan()
 
-def _rewrite_dots(k: Kernel, choose) -> Kernel:
-    """`k` with `choose(dot)` (a new `MmaPlan`, or None to keep it) applied to each `Dot`."""
-    if not scan(k).of(Dot):
-        return k
 
-    def rule(n: Node) -> Node | None:
-        match n:
-            case Dot(_, _, how):
-                new = choose(n)
-                return None if new is None or new == how else attrs.evolve(n, how=new)
-        return None
+def plan_of(k: Kernel, d: Dot) -> MmaPlan:
+    """How the passes so far chose to compute `d` (the plain way when none chose)."""
+    return k.schedule.dots.get(d, PLAIN)
 
-    return bottom_up(rule, k)
+
+def _plan_dots(k: Kernel, choose) -> Kernel:
+    """`k` with `choose(dot, plan)` (a new `MmaPlan`, or None to keep `plan`) recorded for each `Dot` in its
+    schedule; the body is untouched."""
+    dots = scan(k).of(Dot)
+    plans = old = k.schedule.dots
+    for d in dots:
+        new = choose(d, old.get(d, PLAIN))
+        if new is not None and new != old.get(d, PLAIN):
+            plans = plans.set(d, new)
+    return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
 
 
 def pad_staging(k: Kernel) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
-    def choose(d: Dot):
-        pads = tuple(staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in (d.a, d.b))
-        return attrs.evolve(d.how, pad=pads)
+    def choose(d: Dot, how: MmaPlan) -> MmaPlan:
+        return attrs.evolve(how, pad=tuple(staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in (d.a, d.b)))
 
-    return _rewrite_dots(k, choose)
+    return _plan_dots(k, choose)
 
 
 def serpentine_mma(k: Kernel) -> Kernel:
     """Run the 8x8 products of each step in serpentine order."""
-    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, serpentine=True))
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, serpentine=True))
 
 
 def preload_fragments(k: Kernel) -> Kernel:
     """Load the next step's operands before this step's products, in every `dot` of two steps of k or more."""
-    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, preload=True) if d.a.type.shape[1] >= 16 else None)
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, preload=True) if d.a.type.shape[1] >= 16 else None)
 
 
 def hoist_staging(k: Kernel) -> Kernel:
@@ -87,11 +91,7 @@ def hoist_staging(k: Kernel) -> Kernel:
             if any(hoist):
                 marks[d] = hoist
 
-    def choose(d: Dot):
-        found = marks.get(d)
-        return None if found is None else attrs.evolve(d.how, hoist=found)
-
-    return _rewrite_dots(k, choose) if marks else k
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
 
 
 def _bound(stmts) -> set[str]:
@@ -134,14 +134,14 @@ def split_k(k: Kernel) -> Kernel:
         if s is None:
             return k
         splits[d] = s
-    return _rewrite_dots(k, lambda d: attrs.evolve(d.how, split=splits[d]) if d in splits else None) if splits else k
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None) if splits else k
 
 
-def staged_bytes(d: Dot) -> int:
+def staged_bytes(d: Dot, how: MmaPlan) -> int:
     """The bytes of threadgroup memory `d`'s operands take when staged with their padding in every iteration (a
     hoisted operand is staged once, apart)."""
     return sum(x.type.shape[0] * (x.type.shape[1] + pad) * x.type.dtype.itemsize
-               for x, pad, once in zip((d.a, d.b), d.how.pad, d.how.hoist) if not once)
+               for x, pad, once in zip((d.a, d.b), how.pad, how.hoist) if not once)
 
 
 def _loop_dots(s: For) -> list[Dot]:
@@ -157,21 +157,16 @@ def multi_buffer(k: Kernel) -> Kernel:
     """Rotate the staged operands of each pipelined loop's products through `num_stages` buffers (as many as fit
     in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""
     default = k.options.num_stages
-    loops = [s for s in scan(k).of(For) if s.buffers == 1]
-    if not loops:
-        return k
-
-    def rule(n: Node) -> Node | None:
-        match n:
-            case For(buffers=1, num_stages=stages) if (stages or default or 1) > 1:
-                per = sum(staged_bytes(d) for d in _loop_dots(n))
-                if per == 0:
-                    return None
-                fits = min(stages or default, THREADGROUP_MEMORY // per)
-                return attrs.evolve(n, buffers=fits) if fits > 1 else None
-        return None
-
-    return bottom_up(rule, k)
+    chosen = old = k.schedule.loops
+    for s in scan(k).of(For):
+        stages = s.num_stages or default or 1
+        if stages < 2 or s in old:
+            continue
+        per = sum(staged_bytes(d, plan_of(k, d)) for d in _loop_dots(s))
+        fits = min(stages, THREADGROUP_MEMORY // per) if per else 1
+        if fits > 1:
+            chosen = chosen.set(s, fits)
+    return k if chosen is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, loops=chosen))
 
 
 def group_programs(k: Kernel) -> Kernel:
@@ -196,5 +191,5 @@ def group_programs(k: Kernel) -> Kernel:
                           ProgramId(1): op(BinOp.FLOORDIV, inside, rows)})
 
 
-__all__ = ["group_programs", "hoist_staging", "multi_buffer", "pad_staging", "preload_fragments", "serpentine_mma",
-           "split_k", "staged_bytes"]
+__all__ = ["PLAIN", "group_programs", "hoist_staging", "multi_buffer", "pad_staging", "plan_of", "preload_fragments",
+           "serpentine_mma", "split_k", "staged_bytes"]

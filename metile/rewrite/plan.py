@@ -183,15 +183,16 @@ def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:
     most of 4, 2, 1 among which every product's 8x8 pieces split evenly."""
     asked = k.options.num_simdgroups or k.meta.get("NUM_SG")
     for n in ([asked] if asked else [DEFAULT_SIMDGROUPS, 2, 1]):
-        if all(mma_split(d.type.shape[0], d.type.shape[1], n // _slices(d, n)) for d in dots if _dot_ok(d)):
+        if all(mma_split(d.type.shape[0], d.type.shape[1], n // _slices(k, d, n)) for d in dots if _dot_ok(d)):
             return n
     d = dots[0]
     raise UnsupportedConstructError(
         f"dot of shape {list(d.type.shape)} cannot be split evenly among {asked} simdgroups (num_simdgroups)", d.loc)
 
 
-def _slices(d: Dot, sgs: int) -> int:
-    return k_slices(d.type.shape[0], d.type.shape[1], d.a.type.shape[1], d.how.split, sgs)
+def _slices(k: Kernel, d: Dot, sgs: int) -> int:
+    how = k.schedule.dots.get(d)
+    return k_slices(d.type.shape[0], d.type.shape[1], d.a.type.shape[1], how.split if how else 1, sgs)
 
 
 def _dot_ok(d: Dot) -> bool:
