@@ -34,9 +34,12 @@ def access_conflicts(offsets, *, element_bytes: int = 4, banks: int = 32, bank_b
     for name, v in (("element_bytes", element_bytes), ("banks", banks), ("bank_bytes", bank_bytes)):
         if v < 1:
             raise ValueError(f"bank_conflicts: {name} must be >= 1, got {v}")
-    words: dict[int, set[int]] = {}
-    for at in offsets:
-        start = at * element_bytes
-        for w in range(start // bank_bytes, (start + element_bytes - 1) // bank_bytes + 1):
-            words.setdefault(w % banks, set()).add(w)
-    return max(len(ws) for ws in words.values()) - 1
+    if bank_bytes % element_bytes == 0:   # each element within one word
+        words = {at * element_bytes // bank_bytes for at in offsets}
+    else:
+        words = {w for at in offsets for w in range(at * element_bytes // bank_bytes,
+                                                    (at * element_bytes + element_bytes - 1) // bank_bytes + 1)}
+    per_bank: dict[int, int] = {}
+    for w in words:
+        per_bank[w % banks] = per_bank.get(w % banks, 0) + 1
+    return max(per_bank.values()) - 1

@@ -168,12 +168,12 @@ class Collectives:
             else:
                 bases.append(self.scratch(dtype, size) if ring is None else ring.take(self, dtype, size))
         for (v, strides), base in zip(items, bases):
-            held = self._pointwise_mma((v,), v.type.shape)
+            rep, load = self.named_rep(v)
+            held = None if rep is None and isinstance(load, Load) else self._pointwise_mma((v,), v.type.shape)
             if held is not None:   # computed from a dot result held in matrices: each lane writes its elements
                 self.publish_fragments(v, held.geom, base, strides)
                 continue
             layout = self.layout(v.type.size)
-            rep, load = self.named_rep(v)
             down = rep is None and columns_first(load, v.type.shape, self.defs)
 
             def one(slot, v=v, strides=strides, base=base, layout=layout, down=down) -> None:

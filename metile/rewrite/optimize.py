@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.node import children, walk
+from metile.ir.node import children
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
@@ -146,11 +146,21 @@ def staged_bytes(d: Dot, how: MmaPlan) -> int:
 
 def _loop_dots(s: For) -> list[Dot]:
     """The products read by the statements of `s`'s own body (not those of nested blocks) and by its yields."""
-    roots = [*s.yields]
+    todo = [*s.yields]
     for st in s.body:
         if isinstance(st, (Let, Store)):
-            roots += [c for c in children(st) if c is not None]
-    return list({n: None for r in roots for n in walk(r) if isinstance(n, Dot)})
+            todo += [c for c in children(st) if c is not None]
+    seen: set[int] = set()
+    out: dict[Dot, None] = {}
+    while todo:   # one walk over all the roots: their shared subtrees are visited once
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Dot):
+            out[n] = None
+        todo += children(n)
+    return list(out)
 
 
 def multi_buffer(k: Kernel) -> Kernel:

@@ -94,7 +94,7 @@ def vectorize_memory(k: Kernel) -> Kernel:
     with a guarded element-by-element tail where a mask may cut a run."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("vectorize_memory takes a Tile IR kernel planned by plan_launch", k.loc)
-    if k.plan.vector_width != 1:
+    if k.plan.vector_width != 1 or scan(k).of(Dot):   # a kernel with `dot` runs a thread count its products fix
         return k
     plan = _plan(k, vectorize=True)
     return k if plan == k.plan else attrs.evolve(k, plan=plan)
