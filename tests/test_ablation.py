@@ -98,12 +98,13 @@ def vector_add(pipe) -> str:
 @metile.kernel
 def skinny(A, B, C, Acc, M: metile.constexpr, N: metile.constexpr, K: metile.constexpr):
     """A product of one 8x8 piece per program, onto a loaded accumulator: `split_k` spreads its k over 4
-    simdgroups."""
+    simdgroups; its unmasked operands are read straight from device memory when the launch asks."""
     r, c, k = metile.arange(0, M), metile.arange(0, N), metile.arange(0, K)
     a = metile.load(A + r[:, None] * K + k[None, :])
     b = metile.load(B + k[:, None] * N + c[None, :])
     acc = metile.load(Acc + r[:, None] * N + c[None, :])
-    metile.store(C + r[:, None] * N + c[None, :], metile.dot(a, b, acc))
+    out = metile.dot(a, b, acc)
+    metile.store(C + r[:, None] * N + c[None, :], out)
 
 
 def skinny_product(pipe) -> str:
@@ -111,9 +112,9 @@ def skinny_product(pipe) -> str:
     a, b = RNG.standard_normal((M, K)).astype(np.float32), RNG.standard_normal((K, N)).astype(np.float32)
     acc, c = RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32)
     kernel = skinny.with_pipeline(pipe)
-    kernel[(1,)](a, b, c, acc, M=M, N=N, K=K)
+    kernel[(1,)](a, b, c, acc, M=M, N=N, K=K, direct_operands=True)
     np.testing.assert_allclose(c, a @ b + acc, rtol=1e-5, atol=1e-4)
-    return kernel.compile(a, b, c, acc, M=M, N=N, K=K).msl
+    return kernel.compile(a, b, c, acc, M=M, N=N, K=K, direct_operands=True).msl
 
 
 KERNELS = {"vector_add": vector_add, "skinny_product": skinny_product,

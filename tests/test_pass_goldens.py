@@ -44,11 +44,12 @@ def row_times_column(A, B, C):
 
 
 def _examples():
-    """The inputs: a GEMM launched with two stages and grouped programs, a vector add, and a loop of products
-    sharing one operand."""
+    """The inputs: a GEMM launched with two stages and grouped programs, a vector add, a loop of products sharing
+    one operand (launched with direct operands), and a product of one 8x8 piece."""
     x = np.zeros(1, np.float16)
     return {"gemm": attrs.evolve(gemm(), options=CompileOptions(num_stages=2, group_programs=4)),
-            "vector_add": vector_add(), "scores": scores.trace(x, x, np.zeros(1, np.float32), 64),
+            "vector_add": vector_add(), "scores": attrs.evolve(scores.trace(x, x, np.zeros(1, np.float32), 64),
+                                  options=CompileOptions(direct_operands=1)),
             "row_times_column": row_times_column.trace(x, x, np.zeros(1, np.float32))}
 
 

@@ -119,11 +119,12 @@ no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroup
 metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword
 is refused."""
 
-COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs"})
+COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs", "direct_operands"})
 """Keywords of a launch that steer the compiler, not the kernel's code: part of the cache key, kept in the Tile
 IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program; `num_stages=N`
 pipelines every `tile_range` loop that does not give its own `num_stages`; `group_programs=G` runs the programs
-of a 2-D grid in groups of G rows."""
+of a 2-D grid in groups of G rows; `direct_operands=True` reads `dot` operands straight from device memory into
+simdgroup matrices where it can."""
 
 _OPTION_RANGES = {"num_stages": (1, 8, "stages of each tile_range loop"),
                   "group_programs": (1, 1 << 20, "rows of programs per group")}
@@ -144,7 +145,10 @@ def compile_options(options: dict, name: str, loc: Loc) -> CompileOptions:
         if v is not None and (v.__class__ is not int or not low <= v <= high):
             raise KernelArgumentError(f"{name}(): {key}={v!r} must be an int from {low} to {high} ({what})", loc)
         rest[key] = v
-    return CompileOptions(n, **rest)
+    direct = options.get("direct_operands")
+    if direct is not None and direct.__class__ is not bool:
+        raise KernelArgumentError(f"{name}(): direct_operands={direct!r} must be True or False", loc)
+    return CompileOptions(n, **rest, direct_operands=1 if direct else None)
 
 
 LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})

@@ -88,13 +88,15 @@ def _colon_type(p: Parser) -> Type:
 
 
 def _mma_plan(p: Parser) -> MmaPlan:
-    """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S` after a `dot`'s operands (each
-    optional, in that order)."""
+    """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S`, `, direct [0|1, 0|1]` after a
+    `dot`'s operands (each optional, in that order)."""
     pad = _pair(p) if _option(p, "pad") else (0, 0)
     serpentine = _option(p, "serpentine")
     preload = _option(p, "preload")
     hoist = tuple(bool(x) for x in _pair(p)) if _option(p, "hoist") else (False, False)
-    return MmaPlan(pad, serpentine, preload, hoist, p.int() if _option(p, "split") else 1)
+    split = p.int() if _option(p, "split") else 1
+    direct = tuple(bool(x) for x in _pair(p)) if _option(p, "direct") else (False, False)
+    return MmaPlan(pad, serpentine, preload, hoist, split, direct)
 
 
 def _pair(p: Parser) -> tuple[int, int]:

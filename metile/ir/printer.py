@@ -133,7 +133,8 @@ def _mma_plan(how: MmaPlan | None) -> str:
     text = f", pad [{how.pad[0]}, {how.pad[1]}]" if how.pad != (0, 0) else ""
     text += (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
     text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
-    return text + (f", split {how.split}" if how.split != 1 else "")
+    text += f", split {how.split}" if how.split != 1 else ""
+    return text + (f", direct [{int(how.direct[0])}, {int(how.direct[1])}]" if any(how.direct) else "")
 
 class _Printer:
     def __init__(self, locs: bool):

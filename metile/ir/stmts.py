@@ -136,13 +136,16 @@ class CompileOptions:
     """Compiler options a launch gives (`kernel[grid](..., num_simdgroups=8)`), apart from the kernel's own
     constexprs: None where the compiler chooses. `num_simdgroups`: 32 threads each per program; `num_stages`: the
     stages of every `tile_range` loop that does not give its own; `group_programs`: programs of a 2-D grid run in
-    groups of that many rows (`metile.rewrite.optimize.group_programs`)."""
+    groups of that many rows (`metile.rewrite.optimize.group_programs`); `direct_operands` (1: asked): `dot`
+    operands read straight from device memory into simdgroup matrices where they can be
+    (`metile.rewrite.optimize.direct_operands`)."""
 
     num_simdgroups: int | None = None
     num_stages: int | None = None
     group_programs: int | None = None
+    direct_operands: int | None = None
 
-    FIELDS = ("num_simdgroups", "num_stages", "group_programs")
+    FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands")
 
 
 @attrs.frozen

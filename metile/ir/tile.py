@@ -184,13 +184,16 @@ class MmaPlan:
     - `hoist`: for `a` and for `b`, whether the operand is the same in every iteration of the loop whose body
       computes the product, so that it is staged once, before the loop (`hoist_staging`);
     - `split`: the k dimension is cut into that many slices, each computed by its own simdgroups, whose partial
-      sums are then added (`split_k`), so that a product with few 8x8 pieces keeps every simdgroup busy."""
+      sums are then added (`split_k`), so that a product with few 8x8 pieces keeps every simdgroup busy;
+    - `direct`: for `a` and for `b`, whether the operand may be read straight from device memory into simdgroup
+      matrices, without staging (`direct_operands`: an unmasked load, row-major with unit column stride)."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
     preload: bool = False
     hoist: tuple[bool, bool] = (False, False)
     split: int = 1
+    direct: tuple[bool, bool] = (False, False)
 
 
 @node

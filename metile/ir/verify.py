@@ -115,7 +115,8 @@ class _Verifier:
                 self.fail(f"meta key {key!r} is not an identifier", k)
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
-        for key, top in (("num_simdgroups", 32), ("num_stages", 8), ("group_programs", 1 << 20)):
+        for key, top in (("num_simdgroups", 32), ("num_stages", 8), ("group_programs", 1 << 20),
+                         ("direct_operands", 1)):
             n = getattr(k.options, key)
             if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= top):
                 self.fail(f"the compiler option {key} = {n!r} is not 1..{top}", k)
@@ -133,7 +134,8 @@ class _Verifier:
         for d, how in sch.dots.items():
             if not (isinstance(d, Dot) and isinstance(how, MmaPlan) and len(how.pad) == 2
                     and all(isinstance(x, int) and x >= 0 for x in how.pad) and len(how.hoist) == 2
-                    and all(isinstance(x, bool) for x in how.hoist) and isinstance(how.split, int) and how.split >= 1):
+                    and all(isinstance(x, bool) for x in how.hoist) and isinstance(how.split, int) and how.split >= 1
+                    and len(how.direct) == 2 and all(isinstance(x, bool) for x in how.direct)):
                 self.fail(f"schedule: {how!r} is not a valid MmaPlan of a dot", k)
         for loop, n in sch.loops.items():
             if not (isinstance(loop, For) and isinstance(n, int) and not isinstance(n, bool) and n >= 1):

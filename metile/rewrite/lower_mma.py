@@ -158,12 +158,11 @@ class Matrices:
         """This simdgroup's 8x8 operands of the step of k starting at column `kk` of `a` (row of `b`): its rows of
         `a`, then its columns of `b`."""
         (sa, lda), (sb, ldb) = staged
+        lda, ldb = (mo.const(ld) if isinstance(ld, int) else ld for ld in (lda, ldb))
         sm, sn = self.simdgroup_coords(geom)
-        arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), mo.const(lda)), kk)),
-                                     mo.const(lda)), "ma")
+        arows = [self.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), lda), kk)), lda), "ma")
                  for i in range(geom.per_m)]
-        bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, mo.const(ldb)), mo.add(sn, mo.const(j * 8)))),
-                                     mo.const(ldb)), "mb")
+        bcols = [self.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, ldb), mo.add(sn, mo.const(j * 8)))), ldb), "mb")
                  for j in range(geom.per_n)]
         return arows + bcols
 
@@ -189,8 +188,11 @@ class Matrices:
         how = self.how(d)
         for i, x in enumerate((a, b)):
             ch = self.channel_of(x)
+            direct = self.in_device(x) if how.direct[i] else None
             if ch is not None:
                 out[i] = (ch.base, x.type.shape[1])
+            elif direct is not None:
+                out[i] = direct
             else:
                 staged[how.hoist[i] and self.preheader is not None].append((i, x, x.type.shape[1] + how.pad[i]))
         for once, items in staged.items():
@@ -202,6 +204,20 @@ class Matrices:
             for (i, _, ld), base in zip(items, bases):
                 out[i] = (base, ld)
         return out
+
+    def in_device(self, x: Value) -> tuple[Value, Value] | None:
+        """`(address of element (0, 0), row stride)` of the operand `x` where it can be read straight from device
+        memory: a tile load left in memory for the product (not in registers), with no mask, row-major with unit
+        column stride, at addresses every thread agrees on; else None."""
+        rep, load = self.named_rep(x)
+        if rep is not None or not isinstance(load, Load) or load.mask is not None or self.is_varying(load.ptr):
+            return None
+        found = axis_info.strides(load.ptr, self.defs)
+        if found is None or found[1] != 1:
+            return None
+        row = found[0]
+        ld = mo.const(row) if isinstance(row, int) else mo.mul(self.scalar(row[1]), mo.const(row[0]))
+        return self.at(load.ptr, Pt(load.ptr.type.shape, mo.const(0))), ld
 
     def before_loop(self, make):
         """`make()`, emitting into the statements that run before the loop whose body is being lowered, with a

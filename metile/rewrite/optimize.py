@@ -16,6 +16,8 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
   the products of this one (register double-buffering), for products with at least two steps.
 - `hoist_staging`: an operand of a product in a loop's body that is the same in every iteration (attention's
   queries) is staged in threadgroup memory once, before the loop, instead of in every iteration.
+- `direct_operands` (launch option `direct_operands=True`): an unmasked, row-major `dot` operand is read by each
+  simdgroup straight from device memory into its simdgroup matrices instead of being staged.
 - `multi_buffer`: a `tile_range` loop with `num_stages=N` (or the launch's `num_stages=N`) whose body stages
   `dot` operands rotates them through N threadgroup buffers (at most what fits in 32 KB), so that one barrier
   per iteration protects them instead of two.
@@ -30,11 +32,12 @@ from metile.ir.ops import BinOp
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
-from metile.ir.values import Binary, Const, Var
+from metile.ir.values import Binary, Const, Load, Var
+from metile.rewrite.axis_info import strides
 from metile.rewrite.distribute import k_slices, mma_split
 from metile.rewrite.driver import substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
-from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL
+from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL, axis_analysis
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
 
@@ -137,11 +140,33 @@ def split_k(k: Kernel) -> Kernel:
     return _plan_dots(k, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None) if splits else k
 
 
+def direct_operands(k: Kernel) -> Kernel:
+    """With the launch option `direct_operands=True`: mark each `dot` operand that is a tile load with no mask
+    whose addresses are row-major with unit column stride, to be read by each simdgroup straight from device
+    memory into its simdgroup matrices (`simdgroup_load` from device), without staging in threadgroup memory. The
+    lowering does so when the load was left in memory for the product (not loaded into registers first) and its
+    addresses are the same on every thread. Newer GPUs (M3 on) cache device reads well enough for this to beat
+    staging; on older ones staging is faster, hence the option."""
+    if not k.options.direct_operands:
+        return k
+    found = scan(k)
+    axes = axis_analysis(found)
+
+    def direct(x) -> bool:
+        load = axes.defs.get(x.name) if isinstance(x, Var) else None
+        if not isinstance(load, Load) or load.mask is not None or load.type.dtype != x.type.dtype:
+            return False
+        st = strides(load.ptr, axes.defs)
+        return st is not None and st[1] == 1
+
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, direct=(direct(d.a), direct(d.b))))
+
+
 def staged_bytes(d: Dot, how: MmaPlan) -> int:
     """The bytes of threadgroup memory `d`'s operands take when staged with their padding in every iteration (a
-    hoisted operand is staged once, apart)."""
+    hoisted operand is staged once, apart; one read straight from device memory is not staged)."""
     return sum(x.type.shape[0] * (x.type.shape[1] + pad) * x.type.dtype.itemsize
-               for x, pad, once in zip((d.a, d.b), how.pad, how.hoist) if not once)
+               for x, pad, once, direct in zip((d.a, d.b), how.pad, how.hoist, how.direct) if not (once or direct))
 
 
 def _loop_dots(s: For) -> list[Dot]:
@@ -201,5 +226,5 @@ def group_programs(k: Kernel) -> Kernel:
                           ProgramId(1): op(BinOp.FLOORDIV, inside, rows)})
 
 
-__all__ = ["PLAIN", "group_programs", "hoist_staging", "multi_buffer", "pad_staging", "plan_of", "preload_fragments",
-           "serpentine_mma", "split_k", "staged_bytes"]
+__all__ = ["PLAIN", "direct_operands", "group_programs", "hoist_staging", "multi_buffer", "pad_staging", "plan_of",
+           "preload_fragments", "serpentine_mma", "split_k", "staged_bytes"]

@@ -23,6 +23,7 @@ from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.optimize import (
+    direct_operands,
     group_programs,
     hoist_staging,
     multi_buffer,
@@ -46,11 +47,12 @@ DEFAULT_PIPELINE: list[Pass] = [
     serpentine_mma,       # 8x8 products in serpentine order
     preload_fragments,    # the next step's operands loaded before this step's products
     hoist_staging,        # dot operands the same in every iteration of a loop staged once, before it
+    direct_operands,      # launch option direct_operands=True: unmasked dot operands read straight into matrices
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     lower_tiles,          # Tile IR -> Metal IR
 ]
 OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, split_k, vectorize_memory, pad_staging, serpentine_mma,
-                                     preload_fragments, hoist_staging, multi_buffer)
+                                     preload_fragments, hoist_staging, direct_operands, multi_buffer)
 """The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
 
