@@ -226,6 +226,11 @@ def threadgroup_arrays(k: Kernel, tile_ir: Kernel | None = None) -> list[tuple[i
                     what = f"metile.shared array `{names.get(alloc.loc, var.name)}` ({size})"
                 elif var.name.endswith("_channel"):
                     what = f"a channel ({size}) through which a simdgroup_role block hands a tile to other threads"
+                elif var.name.startswith("ring_"):
+                    what = (f"the buffers ({size}) a pipelined loop's dot operand rotates through (its num_stages; "
+                            "fewer stages or smaller tiles need less)")
+                elif var.name.startswith("staged_"):
+                    what = f"a dot operand staged once before its loop ({size})"
                 else:
                     what = (f"the compiler's {alloc.dtype.value} scratch ({size}), through which threads exchange "
                             "the values of tiles they reduce along an axis, broadcast or give to dot (smaller tiles "

@@ -110,3 +110,19 @@ def test_the_listing_adds_up_to_what_the_kernel_uses():
     uses = threadgroup_arrays(compiled.metal_ir, compiled.tile_ir)
     assert sum(n for n, _, _ in uses) == compiled.threadgroup_memory > 0
     assert all(at is not None and at.file == __file__ for _, _, at in uses)
+
+
+@metile.kernel
+def queries_times_keys(Q, K, S, n, D: metile.constexpr):
+    rows, d = metile.arange(0, 64), metile.arange(0, D)
+    q = metile.load(Q + rows[:, None] * D + d[None, :])
+    for start in metile.tile_range(0, n, 16):
+        cols = start + metile.arange(0, 16)
+        k = metile.load(K + d[:, None] * n + cols[None, :])
+        metile.store(S + rows[:, None] * n + cols[None, :], metile.dot(q, k))  # the product
+
+
+def test_an_operand_staged_once_before_its_loop_is_named():
+    q = np.zeros((64, 128), np.float32)
+    with pytest.raises(metile.LaunchError, match="a dot operand staged once before its loop"):
+        queries_times_keys[(1,)](q, np.zeros((128, 32), np.float32), np.zeros((64, 32), np.float32), 32, D=128)
