@@ -39,6 +39,8 @@ def test_mma_split_gives_each_piece_to_one_simdgroup(pm, pn, sgs):
     g = MmaGeometry(8 * pm, 8 * pn, *split)
     pieces = [(g.rows((sg, p)), g.cols((sg, p))) for sg in range(sgs) for p in range(g.pieces)]
     assert sorted(pieces) == [(i, j) for i in range(pm) for j in range(pn)]
+    # the lowering's origin of each simdgroup's block is its first piece, in elements
+    assert all((g.first_row(sg), g.first_col(sg)) == (8 * g.rows((sg, 0)), 8 * g.cols((sg, 0))) for sg in range(sgs))
 
 
 OPS = [BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.TRUNCDIV, BinOp.REM,

@@ -130,6 +130,16 @@ class MmaGeometry:
         return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((0, self.per_m), (0, 1)))
 
     @functools.cached_property
+    def first_row(self) -> Layout:
+        """simdgroup -> the first row (in elements) of its block of pieces: `8 * rows(simdgroup, 0)`."""
+        return Layout((self.sg_n, self.sg_m), (0, 8 * self.per_m))
+
+    @functools.cached_property
+    def first_col(self) -> Layout:
+        """simdgroup -> the first column (in elements) of its block of pieces: `8 * cols(simdgroup, 0)`."""
+        return Layout((self.sg_n, self.sg_m), (8 * self.per_n, 0))
+
+    @functools.cached_property
     def cols(self) -> Layout:
         """(simdgroup, local piece) -> the piece's column, in units of 8 columns."""
         return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))

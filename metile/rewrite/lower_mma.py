@@ -237,8 +237,7 @@ class Matrices:
             sg = sg_index(geom.first_sg)
             if geom.split > 1:   # the simdgroups of every slice of k hold the same pieces
                 sg = mo.mod(sg, geom.sg_m * geom.sg_n)
-            sm = mo.mul(mo.div(sg, geom.sg_n), mo.const(8 * geom.per_m))
-            sn = mo.mul(mo.mod(sg, geom.sg_n), mo.const(8 * geom.per_n))
+            sm, sn = mo.apply_layout(geom.first_row, sg), mo.apply_layout(geom.first_col, sg)
             found = self.sg_coords[geom] = (sm, sn)
         return found
 

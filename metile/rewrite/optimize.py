@@ -91,8 +91,10 @@ def hoist_staging(k: Kernel) -> Kernel:
         bound = {s.index.name, *(c.name for c in s.carried), *_bound(s.body)}
         for d in _loop_dots(s):
             hoist = tuple(isinstance(x, Var) and x.name not in bound for x in (d.a, d.b))
-            if any(hoist):
-                marks[d] = hoist
+            if d in marks:   # the same product in the bodies of two loops: hoisted only where both agree
+                hoist = tuple(a and b for a, b in zip(hoist, marks[d]))
+            marks[d] = hoist
+    marks = {d: h for d, h in marks.items() if any(h)}
 
     return _plan_dots(k, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
 
