@@ -175,6 +175,8 @@ class Collectives:
                 continue
             layout = self.layout(v.type.size)
             down = rep is None and columns_first(load, v.type.shape, self.defs)
+            if rep is None and isinstance(load, Load) and not down and self.stage_in_vectors(v, load, base, strides):
+                continue
 
             def one(slot, v=v, strides=strides, base=base, layout=layout, down=down) -> None:
                 if down:   # threads walk down the columns: consecutive threads, consecutive addresses

@@ -10,12 +10,17 @@ program scalars, `simdgroup_store` of a held `dot` result (`mma_store`), each la
 from __future__ import annotations
 
 from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
-from metile.ir.ops import CmpOp
-from metile.ir.stmts import If, Let, Stmt, Store
-from metile.ir.values import Compare, Load, Value, Var
+from metile.ir.ops import BinOp, CmpOp
+from metile.ir.stmts import For, If, Let, Stmt, Store
+from metile.ir.tile import Broadcast
+from metile.ir.types import DType, PtrType, TileType
+from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Param, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
-from metile.rewrite.distribute import Blocked
+from metile.rewrite.distribute import Blocked, blocked
+from metile.rewrite.lower_collective import Pt
+from metile.rewrite.lower_rolled import ROLL_SLOTS
+from metile.rewrite.staging import staging_row_spacing
 
 
 class Memory:
@@ -89,4 +94,102 @@ class Memory:
             self.emit(vec if cond is None else If(cond, [vec], scalar, loc=self.loc))
 
 
-__all__ = ["Memory"]
+    def stage_in_vectors(self, v: Value, load: Load, base: Value, strides: tuple[int, ...]) -> bool:
+        """Stage the 2-D tile `v`, read straight from device memory by the deferred `load`, to threadgroup memory at
+        `base` (rows `strides[0]` apart) in runs of `STAGE_VECTOR` elements along its rows: each thread moves a
+        run as one vector load and one vector store where the run is aligned (its element offset in the buffer,
+        checked at run time unless the axis analysis proves it) and, for a masked load, wholly inside the mask;
+        element by element otherwise. False, having emitted nothing, when the tile's rows, row stride or dtype do
+        not allow runs, or the load's addresses are not an offset from one buffer."""
+        shape, width = v.type.shape, STAGE_VECTOR
+        if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
+                or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
+            return False
+        layout = blocked(v.type.size, self.group.threads, width)
+        if _buffer_offset(load.ptr, self.defs, lambda x: x) is None:
+            return False
+        proven = vector_width(self.axes, width, load.ptr) == width
+
+        spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+
+        def run(first) -> None:
+            p0 = self.slot_pt(layout, first, shape)
+            if spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts (`staging_row_spacing`)
+                p0 = Pt(shape, _spaced(mo.div(p0.flat, width), shape[1] // width, spacing, width))
+            pts = [p0] + [Pt(shape, mo.add(p0.flat, mo.const(j))) for j in range(1, width)]
+            r, c = self.coords(p0)
+            dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
+            guard = self.guard(layout, first)
+            masks = [self.at(load.mask, p) for p in pts] if load.mask is not None else []
+            ptrs = [self.at(load.ptr, p) for p in pts]
+            conds = [*masks, guard]
+            if not proven:
+                off = _buffer_offset(load.ptr, self.defs, lambda x: self.at(x, p0))
+                conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1)), mo.const(0)))
+            cond = mo.all_of(conds)
+            if cond is None:
+                self.emit(VecStore(dst, self.let(VecLoad(ptrs[0], width), "run", load.loc), loc=self.loc))
+                return
+            slow = []
+            for j, (p, q, m) in enumerate(zip(pts, ptrs, masks or [None] * width)):
+                live = mo.both(m, guard)
+                other = None if live is None else (self.at(load.other, p) if load.other is not None and m is not None
+                                                   else Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype))
+                x = Var(self.fresh("el"), load.type.with_shape(()))
+                slow += [Let(x, Load(q, live, other), loc=load.loc), Store(AddPtr(dst, mo.const(j)), x, guard,
+                                                                           loc=self.loc)]
+            vec = Var(self.fresh("run"), VecLoad(ptrs[0], width).type)
+            fast = [Let(vec, VecLoad(ptrs[0], width), loc=load.loc), VecStore(dst, vec, loc=self.loc)]
+            self.emit(If(cond, fast, slow, loc=self.loc))
+
+        runs = layout.slots // width
+        if runs * width >= ROLL_SLOTS and self.rollable(layout, [v]) == []:
+            s = Var(self.fresh("s"), TileType(DType.I32))
+            saved, self.out = self.out, []
+            with self.nested():
+                run(s)
+            body, self.out = self.out, saved
+            self.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], body, [], [],
+                          loc=self.loc))
+        else:
+            for first in range(0, layout.slots, width):
+                with self.nested():
+                    run(first)
+        return True
+
+
+STAGE_VECTOR = 4   # elements per run when a tile is staged from device memory
+
+
+def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:
+    """The flat index of the first element of run `run` when the runs lane `l` of a simdgroup writes (`lanes`
+    consecutive runs, `lanes / per_row` rows' worth) go to rows `spacing` apart: group `q = run / lanes` takes rows
+    `(q / spacing) * rows_per_group * spacing + q % spacing + i * spacing`. A bijection of the runs when the rows
+    divide into such groups (`staging_row_spacing` checks)."""
+    group = lanes // per_row
+    lane, q = mo.mod(run, lanes), mo.div(run, lanes)
+    row = mo.add(mo.add(mo.mul(mo.div(q, spacing), mo.const(group * spacing)), mo.mod(q, spacing)),
+                 mo.mul(mo.div(lane, per_row), mo.const(spacing)))
+    return mo.add(mo.mul(row, mo.const(per_row * width)), mo.mul(mo.mod(lane, per_row), mo.const(width)))
+
+
+def _buffer_offset(ptr: Value, defs, at) -> Value | None:
+    """The element offset of the pointer tile `ptr` from its buffer's start, as `at` evaluates each offset tile
+    (None when `ptr` is not offsets added to a broadcast buffer argument: its alignment is then unknown)."""
+    total: Value = mo.const(0)
+    while True:
+        match ptr:
+            case Var(name) if name in defs:
+                ptr = defs[name]
+            case AddPtr(inner, off):
+                total = mo.add(total, at(off))
+                ptr = inner
+            case Broadcast(Param() as p, _) if isinstance(p.type, PtrType):
+                return total
+            case Param() if isinstance(ptr.type, PtrType):
+                return total
+            case _:
+                return None
+
+
+__all__ = ["Memory", "STAGE_VECTOR"]

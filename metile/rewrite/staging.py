@@ -66,6 +66,29 @@ def staging_pad(n: int, itemsize: int) -> int:
     return best
 
 
+def staging_row_spacing(rows: int, n: int, ld: int, itemsize: int, width: int, lanes: int = 32) -> int:
+    """How far apart the rows a simdgroup writes at once should be, when it stages a `[rows, n]` tile into rows `ld`
+    elements apart in runs of `width` elements (each lane one run, a simdgroup `lanes * width / n` rows): the
+    smallest power of two `g` (rows `0, g, 2g, ...`, then the next group) whose stores meet the fewest bank
+    conflicts (`metile.layout.banks`); 1, consecutive rows, when nothing is gained or the rows do not divide."""
+    per_row = n // width
+    if n % width or lanes % per_row:
+        return 1
+    group = lanes // per_row
+    words = -(-lanes * width * itemsize // 4)
+    floor = -(-words // 32) - 1   # what the fewest passes give: no conflict
+    best, fewest, g = 1, None, 1
+    while group * g <= rows and rows % (group * g) == 0:
+        runs = [((lane // per_row) * g * ld + (lane % per_row) * width) // width for lane in range(lanes)]
+        c = access_conflicts(runs, element_bytes=width * itemsize)
+        if fewest is None or c < fewest:
+            best, fewest = g, c
+        if c == floor:
+            break
+        g *= 2
+    return best
+
+
 def mma_row_stride(n: int) -> int:
     """The row stride of a `[m, n]` f32 matrix copied to scratch: `n`, plus one when `n` is even, so that lanes
     reading down a column (a row reduction, one row per lane) meet 32 different banks rather than a few."""
@@ -78,4 +101,5 @@ def mma_scratch_offset(flat: Value, n: int) -> Value:
     return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
-__all__ = ["columns_first", "lane_rows_cols", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad"]
+__all__ = ["columns_first", "lane_rows_cols", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad",
+           "staging_row_spacing"]
