@@ -45,3 +45,30 @@ def test_f16_staging_is_vectorised_without_bank_conflicts():
     assert (c == n).all()
     assert d["threadgroup_instructions"] > 0 and d["bank_conflicts"] == 0   # staging stores and matrix loads alike
     assert d["load_coalescing_efficiency"] == 1.0
+
+
+@metile.kernel
+def gemm_strided(A, B, C, K, sak, sbn, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    m, n, k = metile.arange(0, BM), metile.arange(0, BN), metile.arange(0, BK)
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k0 in metile.tile_range(0, K, BK):
+        a_offsets = m[:, None] * K * sak + (k0 + k)[None, :] * sak
+        b_offsets = (k0 + k)[:, None] * BN * sbn + n[None, :] * sbn
+        a = metile.load(A + a_offsets)   # offsets from the buffer's start, with a run-time column stride
+        b = metile.load(B + b_offsets)
+        acc = metile.dot(a, b, acc)
+    metile.store(C + m[:, None] * BN + n[None, :], acc)
+
+
+@pytest.mark.parametrize("step", [2, 3])
+def test_a_column_stride_known_only_at_run_time_is_staged_element_by_element(step):
+    """The element stride along the rows is a run-time argument: four consecutive elements may not be four
+    consecutive addresses, so the runs are not vectors. (A stride of 1 is specialised: that compile knows it.)"""
+    BM, BN, K = 32, 32, 64
+    rng = np.random.default_rng(step)
+    a_full = rng.standard_normal((BM, K * step)).astype(np.float32)
+    b_full = rng.standard_normal((K, BN * step)).astype(np.float32)
+    c = np.zeros((BM, BN), np.float32)
+    gemm_strided[(1,)](a_full, b_full, c, K, step, step, BM=BM, BN=BN, BK=32)
+    np.testing.assert_allclose(c, a_full[:, ::step] @ b_full[:, ::step], rtol=1e-4, atol=1e-4)
+    assert "float4" not in gemm_strided.compile(a_full, b_full, c, K, step, step, BM=BM, BN=BN, BK=32).msl

@@ -15,6 +15,7 @@ from metile.ir.stmts import For, If, Let, Stmt, Store
 from metile.ir.tile import Broadcast
 from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Param, Value, Var
+from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked
@@ -105,9 +106,10 @@ class Memory:
         if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
                 or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
             return False
+        st = axis_info.strides(load.ptr, self.defs)
+        if st is None or st[1] != 1 or _buffer_offset(load.ptr, self.defs, lambda x: x) is None:
+            return False   # a run is consecutive addresses only at a unit column stride known at compile time
         layout = blocked(v.type.size, self.group.threads, width)
-        if _buffer_offset(load.ptr, self.defs, lambda x: x) is None:
-            return False
         proven = vector_width(self.axes, width, load.ptr) == width
 
         spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
