@@ -54,11 +54,12 @@ class Group:
 @attrs.frozen
 class Pt:
     """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this
-    thread holds it in that slot."""
+    thread holds it in that slot; `at`, when known, its coordinates (`flat` split along `shape`)."""
 
     shape: tuple[int, ...]
     flat: Value
     key: tuple[Blocked, int] | None = None
+    at: tuple[Value, ...] | None = None
 
 
 @attrs.frozen

@@ -15,7 +15,6 @@ from metile.ir.stmts import For, If, Let, Stmt, Store
 from metile.ir.tile import Broadcast
 from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Param, Value, Var
-from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked
@@ -106,7 +105,7 @@ class Memory:
         if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
                 or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
             return False
-        st = axis_info.strides(load.ptr, self.defs)
+        st = self.strides_of(load.ptr)
         if st is None or st[1] != 1 or _buffer_offset(load.ptr, self.defs, lambda x: x) is None:
             return False   # a run is consecutive addresses only at a unit column stride known at compile time
         layout = blocked(v.type.size, self.group.threads, width)
@@ -118,12 +117,14 @@ class Memory:
             p0 = self.slot_pt(layout, first, shape)
             if spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts (`staging_row_spacing`)
                 p0 = Pt(shape, _spaced(mo.div(p0.flat, width), shape[1] // width, spacing, width))
-            pts = [p0] + [Pt(shape, mo.add(p0.flat, mo.const(j))) for j in range(1, width)]
             r, c = self.coords(p0)
+            # the run's elements share a row: their coordinates are known without dividing their flat index
+            pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
             dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
             guard = self.guard(layout, first)
             masks = [self.at(load.mask, p) for p in pts] if load.mask is not None else []
-            ptrs = [self.at(load.ptr, p) for p in pts]
+            first_ptr = self.at(load.ptr, p0)   # a unit column stride: the run's addresses follow the first
+            ptrs = [first_ptr] + [AddPtr(first_ptr, mo.const(j)) for j in range(1, width)]
             conds = [*masks, guard]
             if not proven:
                 off = _buffer_offset(load.ptr, self.defs, lambda x: self.at(x, p0))

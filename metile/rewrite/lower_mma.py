@@ -23,7 +23,6 @@ from metile.ir.stmts import For, If, Let, Store
 from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, MmaPlan, Reduce, Reshape, Scan, Transpose
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var, Where
-from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import MmaGeometry, k_slices, mma_split
 from metile.rewrite.lower_collective import (
@@ -212,7 +211,7 @@ class Matrices:
         rep, load = self.named_rep(x)
         if rep is not None or not isinstance(load, Load) or load.mask is not None or self.is_varying(load.ptr):
             return None
-        found = axis_info.strides(load.ptr, self.defs)
+        found = self.strides_of(load.ptr)
         if found is None or found[1] != 1:
             return None
         row = found[0]
@@ -305,7 +304,7 @@ class Matrices:
         rep = self.held_mma(value)
         if rep is None or self.divergent is not None:
             return False
-        found = axis_info.strides(ptr, self.defs)
+        found = self.strides_of(ptr)
         if found is None or found[1] != 1 or self.is_varying(ptr):
             return False
         geom = rep.geom

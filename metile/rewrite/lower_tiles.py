@@ -71,6 +71,7 @@ from metile.ir.values import (
     Var,
     Where,
 )
+from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
@@ -173,6 +174,7 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.rings_allowed = rings_allowed  # loops with `buffers > 1` rotate their staged operands (`Ring`)
         self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
         self.rings_used = False
+        self.strides_found: dict[Value, object] = {}   # `strides_of`, per pointer tile
         self.preheader: list[Stmt] | None = None   # what runs before the loop whose body is being lowered
         self.init_scratch()
 
@@ -231,6 +233,12 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
             vals = tail()
         body, self.out = self.out, saved
         return body, vals
+
+    def strides_of(self, v: Value):
+        """`metile.rewrite.axis_info.strides(v)`, found once per value in this lowering."""
+        if v not in self.strides_found:
+            self.strides_found[v] = axis_info.strides(v, self.defs)
+        return self.strides_found[v]
 
     def is_varying(self, *vs: Value | None) -> bool:
         return any(self.facts.depends(v, self.varying) for v in vs)
@@ -293,6 +301,8 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         return mo.lt(self.raw_flat(layout, slot), mo.const(layout.size)) if padded else None
 
     def coords(self, pt: Pt) -> list[Value]:
+        if pt.at is not None:
+            return list(pt.at)
         out = []
         for i, (extent, stride) in enumerate(zip(pt.shape, row_major_strides(pt.shape))):
             c = mo.div(pt.flat, stride)
