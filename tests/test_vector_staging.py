@@ -72,3 +72,22 @@ def test_a_column_stride_known_only_at_run_time_is_staged_element_by_element(ste
     gemm_strided[(1,)](a_full, b_full, c, K, step, step, BM=BM, BN=BN, BK=32)
     np.testing.assert_allclose(c, a_full[:, ::step] @ b_full[:, ::step], rtol=1e-4, atol=1e-4)
     assert "float4" not in gemm_strided.compile(a_full, b_full, c, K, step, step, BM=BM, BN=BN, BK=32).msl
+
+
+@metile.kernel
+def window_product(A, B, C, lda, off, BM: metile.constexpr, BK: metile.constexpr, BN: metile.constexpr):
+    a = metile.tile_load(A, 0, off, lda, (BM, BK))    # no mask; aligned only when `off` is a multiple of 4
+    b = metile.tile_load(B, 0, 0, BN, (BK, BN))
+    acc = metile.dot(a, b)
+    metile.tile_store(C, 0, 0, BN, acc, (BM, BN))
+
+
+@pytest.mark.parametrize("off", [0, 1, 2, 4])
+def test_unmasked_runs_fall_back_to_elements_where_misaligned(off):
+    BM, BK, BN, lda = 32, 32, 32, 40
+    rng = np.random.default_rng(off)
+    a = rng.standard_normal((BM, lda)).astype(np.float32)
+    b = rng.standard_normal((BK, BN)).astype(np.float32)
+    c = np.zeros((BM, BN), np.float32)
+    window_product[(1,)](a, b, c, lda, off, BM=BM, BK=BK, BN=BN, sanitize=True)
+    np.testing.assert_allclose(c, a[:, off:off + BK] @ b, rtol=1e-4, atol=1e-4)

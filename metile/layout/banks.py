@@ -39,7 +39,7 @@ def access_conflicts(offsets, *, element_bytes: int = 4, banks: int = 32, bank_b
     else:
         words = {w for at in offsets for w in range(at * element_bytes // bank_bytes,
                                                     (at * element_bytes + element_bytes - 1) // bank_bytes + 1)}
-    per_bank: dict[int, int] = {}
+    per_bank = [0] * banks
     for w in words:
-        per_bank[w % banks] = per_bank.get(w % banks, 0) + 1
-    return max(per_bank.values()) - 1
+        per_bank[w % banks] += 1
+    return max(per_bank) - 1

@@ -133,8 +133,19 @@ class Memory:
             if cond is None:
                 self.emit(VecStore(dst, self.let(VecLoad(ptrs[0], width), "run", load.loc), loc=self.loc))
                 return
+            if not masks:   # a misaligned run: a loop over its elements
+                j = Var(self.fresh("j"), TileType(DType.I32))
+                x = Var(self.fresh("el"), load.type.with_shape(()))
+                other = None if guard is None else Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
+                slow = [For(j, mo.const(0), mo.const(width), mo.const(1), [], [],
+                            [Let(x, Load(AddPtr(first_ptr, j), guard, other), loc=load.loc),
+                             Store(AddPtr(dst, j), x, guard, loc=self.loc)], [], [], loc=self.loc)]
+                vec = Var(self.fresh("run"), VecLoad(first_ptr, width).type)
+                fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=self.loc)]
+                self.emit(If(cond, fast, slow, loc=self.loc))
+                return
             slow = []
-            for j, (p, q, m) in enumerate(zip(pts, ptrs, masks or [None] * width)):
+            for j, (p, q, m) in enumerate(zip(pts, ptrs, masks)):
                 live = mo.both(m, guard)
                 other = None if live is None else (self.at(load.other, p) if load.other is not None and m is not None
                                                    else Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype))
