@@ -13,7 +13,7 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
 - `serpentine_mma`: the products of each 8-wide step of k run row by row, every other row backwards, so that
   consecutive multiply-accumulates share an operand.
 - `preload_fragments`: the operands of the next 8-wide step of k are loaded from threadgroup memory before
-  the products of this one (register double-buffering), for products with at least two steps.
+  the products of this one (register double-buffering), for products of at least 8 steps (k >= 64).
 - `hoist_staging`: an operand of a product in a loop's body that is the same in every iteration (attention's
   queries) is staged in threadgroup memory once, before the loop, instead of in every iteration.
 - `direct_operands` (launch option `direct_operands=True`): an unmasked, row-major `dot` operand is read by each
@@ -75,9 +75,15 @@ def serpentine_mma(k: Kernel) -> Kernel:
     return _plan_dots(k, lambda d, how: attrs.evolve(how, serpentine=True))
 
 
+PRELOAD_STEPS = 8   # 8-wide steps of k from which a product preloads its operands
+
+
 def preload_fragments(k: Kernel) -> Kernel:
-    """Load the next step's operands before this step's products, in every `dot` of two steps of k or more."""
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, preload=True) if d.a.type.shape[1] >= 16 else None)
+    """Load the next step's operands before this step's products, in every `dot` of `PRELOAD_STEPS` steps of k or
+    more. A shorter loop has a small constant trip count, which the Metal compiler unrolls and schedules itself:
+    preloading would only add code."""
+    return _plan_dots(k, lambda d, how: attrs.evolve(how, preload=True)
+                      if d.a.type.shape[1] >= 8 * PRELOAD_STEPS else None)
 
 
 def hoist_staging(k: Kernel) -> Kernel:
