@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import metile
+from metile.frontend.errors import KernelArgumentError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 
 
@@ -93,3 +94,16 @@ def test_rings_that_do_not_fit_beside_the_rest_fall_back_to_one_buffer():
     compiled = with_rowsum.compile(a, b, s, K, BK=16)
     assert _buffers(compiled) == [2]                  # what multi_buffer chose
     assert "ring_" not in compiled.msl and compiled.threadgroup_memory <= 32 * 1024   # what fits
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("num_stages", 0, "num_stages=0 must be an int from 1 to 8"),
+    ("num_stages", 2.0, "num_stages=2.0 must be an int from 1 to 8"),
+    ("group_programs", 0, "group_programs=0 must be an int from 1"),
+    ("group_programs", True, "group_programs=True must be an int from 1"),
+])
+def test_bad_schedule_options_are_refused_at_the_kernel(option, value, message):
+    a = np.zeros((8, 8), np.float32)
+    with pytest.raises(KernelArgumentError, match=message) as info:
+        gemm[(1, 1)](a, a, a, 8, 8, 8, BM=8, BN=8, BK=8, STAGES=1, **{option: value})
+    assert info.value.loc is not None and info.value.loc.line > 0
