@@ -124,36 +124,31 @@ class Memory:
             guard = self.guard(layout, first)
             masks = [self.at(load.mask, p) for p in pts] if load.mask is not None else []
             first_ptr = self.at(load.ptr, p0)   # a unit column stride: the run's addresses follow the first
-            ptrs = [first_ptr] + [AddPtr(first_ptr, mo.const(j)) for j in range(1, width)]
             conds = [*masks, guard]
             if not proven:
                 off = _buffer_offset(load.ptr, self.defs, lambda x: self.at(x, p0))
                 conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1)), mo.const(0)))
             cond = mo.all_of(conds)
             if cond is None:
-                self.emit(VecStore(dst, self.let(VecLoad(ptrs[0], width), "run", load.loc), loc=self.loc))
+                self.emit(VecStore(dst, self.let(VecLoad(first_ptr, width), "run", load.loc), loc=self.loc))
                 return
+            vec = Var(self.fresh("run"), VecLoad(first_ptr, width).type)
+            fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=self.loc)]
+            zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
             if not masks:   # a misaligned run: a loop over its elements
                 j = Var(self.fresh("j"), TileType(DType.I32))
                 x = Var(self.fresh("el"), load.type.with_shape(()))
-                other = None if guard is None else Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
                 slow = [For(j, mo.const(0), mo.const(width), mo.const(1), [], [],
-                            [Let(x, Load(AddPtr(first_ptr, j), guard, other), loc=load.loc),
+                            [Let(x, Load(AddPtr(first_ptr, j), guard, None if guard is None else zero), loc=load.loc),
                              Store(AddPtr(dst, j), x, guard, loc=self.loc)], [], [], loc=self.loc)]
-                vec = Var(self.fresh("run"), VecLoad(first_ptr, width).type)
-                fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=self.loc)]
-                self.emit(If(cond, fast, slow, loc=self.loc))
-                return
-            slow = []
-            for j, (p, q, m) in enumerate(zip(pts, ptrs, masks)):
-                live = mo.both(m, guard)
-                other = None if live is None else (self.at(load.other, p) if load.other is not None and m is not None
-                                                   else Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype))
-                x = Var(self.fresh("el"), load.type.with_shape(()))
-                slow += [Let(x, Load(q, live, other), loc=load.loc), Store(AddPtr(dst, mo.const(j)), x, guard,
-                                                                           loc=self.loc)]
-            vec = Var(self.fresh("run"), VecLoad(ptrs[0], width).type)
-            fast = [Let(vec, VecLoad(ptrs[0], width), loc=load.loc), VecStore(dst, vec, loc=self.loc)]
+            else:           # element by element, each under its own mask
+                slow = []
+                for j, (p, m) in enumerate(zip(pts, masks)):
+                    x = Var(self.fresh("el"), load.type.with_shape(()))
+                    other = self.at(load.other, p) if load.other is not None else zero
+                    element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
+                    slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
+                             Store(AddPtr(dst, mo.const(j)), x, guard, loc=self.loc)]
             self.emit(If(cond, fast, slow, loc=self.loc))
 
         runs = layout.slots // width
