@@ -27,7 +27,7 @@ def gemv_like(A, B, C, Rowsum, M, N, K, BM: metile.constexpr, BN: metile.constex
 
 def _slices(compiled) -> list[int]:
     lowered = run(DEFAULT_PIPELINE[:-1], compiled.tile_ir)
-    return [int(line.split("split ")[1].split()[0].rstrip(":")) for line in metile.ir.pretty(lowered).splitlines()
+    return [int(line.split("split ")[1].split()[0].rstrip(":,")) for line in metile.ir.pretty(lowered).splitlines()
             if ", split " in line]
 
 

@@ -88,15 +88,16 @@ def _colon_type(p: Parser) -> Type:
 
 
 def _mma_plan(p: Parser) -> MmaPlan:
-    """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S`, `, direct [0|1, 0|1]` after a
-    `dot`'s operands (each optional, in that order)."""
+    """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S`, `, direct [0|1, 0|1]`,
+    `, simdgroups [M, N]` after a `dot`'s operands (each optional, in that order)."""
     pad = _pair(p) if _option(p, "pad") else (0, 0)
     serpentine = _option(p, "serpentine")
     preload = _option(p, "preload")
     hoist = tuple(bool(x) for x in _pair(p)) if _option(p, "hoist") else (False, False)
     split = p.int() if _option(p, "split") else 1
     direct = tuple(bool(x) for x in _pair(p)) if _option(p, "direct") else (False, False)
-    return MmaPlan(pad, serpentine, preload, hoist, split, direct)
+    simdgroups = _pair(p) if _option(p, "simdgroups") else None
+    return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups)
 
 
 def _pair(p: Parser) -> tuple[int, int]:

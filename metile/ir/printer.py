@@ -134,7 +134,8 @@ def _mma_plan(how: MmaPlan | None) -> str:
     text += (", serpentine" if how.serpentine else "") + (", preload" if how.preload else "")
     text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
     text += f", split {how.split}" if how.split != 1 else ""
-    return text + (f", direct [{int(how.direct[0])}, {int(how.direct[1])}]" if any(how.direct) else "")
+    text += f", direct [{int(how.direct[0])}, {int(how.direct[1])}]" if any(how.direct) else ""
+    return text + (f", simdgroups [{how.simdgroups[0]}, {how.simdgroups[1]}]" if how.simdgroups else "")
 
 class _Printer:
     def __init__(self, locs: bool):

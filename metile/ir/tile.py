@@ -186,7 +186,10 @@ class MmaPlan:
     - `split`: the k dimension is cut into that many slices, each computed by its own simdgroups, whose partial
       sums are then added (`split_k`), so that a product with few 8x8 pieces keeps every simdgroup busy;
     - `direct`: for `a` and for `b`, whether the operand may be read straight from device memory into simdgroup
-      matrices, without staging (`direct_operands`: an unmasked load, row-major with unit column stride)."""
+      matrices, without staging (`direct_operands`: an unmasked load, row-major with unit column stride);
+    - `simdgroups`: `(sg_m, sg_n)`, how the simdgroups computing the product (those of one slice of k) are arranged
+      over its grid of 8x8 pieces, as `assign_layouts` chose from the layout of the pieces (None: the lowering
+      chooses). It applies where the product runs on `sg_m * sg_n * split` simdgroups."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
@@ -194,6 +197,7 @@ class MmaPlan:
     hoist: tuple[bool, bool] = (False, False)
     split: int = 1
     direct: tuple[bool, bool] = (False, False)
+    simdgroups: tuple[int, int] | None = None
 
 
 @node

@@ -127,7 +127,7 @@ class _Verifier:
 
     def schedule(self, k: Kernel) -> None:
         """The optimisation passes' choices: an `MmaPlan` per `Dot` (paddings of 0 or more, two hoist flags, a
-        positive split), a positive buffer count per `For`."""
+        positive split, simdgroups that divide its 8x8 pieces), a positive buffer count per `For`."""
         sch = k.schedule
         if not isinstance(sch, Schedule):
             self.fail(f"the kernel's schedule must be a Schedule, not {type(sch).__name__}", k)
@@ -137,6 +137,9 @@ class _Verifier:
                     and all(isinstance(x, bool) for x in how.hoist) and isinstance(how.split, int) and how.split >= 1
                     and len(how.direct) == 2 and all(isinstance(x, bool) for x in how.direct)):
                 self.fail(f"schedule: {how!r} is not a valid MmaPlan of a dot", k)
+            if how.simdgroups is not None and not _arranges(d, how.simdgroups):
+                self.fail(f"schedule: simdgroups {how.simdgroups!r} do not divide the 8x8 pieces of a "
+                          f"[{d.a.type.shape[0]}, {d.b.type.shape[1]}] product", k)
         for loop, n in sch.loops.items():
             if not (isinstance(loop, For) and isinstance(n, int) and not isinstance(n, bool) and n >= 1):
                 self.fail(f"schedule: a loop's buffers must be a positive integer, not {n!r}", k)
@@ -423,4 +426,14 @@ class _Verifier:
                     self.fail(f"{type(s).__name__}: {name}[{i}] is {b} but the {what}[{i}] is {a}", s)
 
 
+def _arranges(d: Dot, sgs) -> bool:
+    """True when `sgs` is `(sg_m, sg_n)`, positive, dividing the grid of 8x8 pieces of `d`'s result."""
+    if not (isinstance(sgs, tuple) and len(sgs) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                                                              for x in sgs)):
+        return False
+    m, n = d.a.type.shape[0], d.b.type.shape[1]
+    return m % (8 * sgs[0]) == 0 and n % (8 * sgs[1]) == 0
+
+
 __all__ = ["VerifyError", "verify"]
+

@@ -52,12 +52,16 @@ class Matrices:
 
     def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
         """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`: the geometry of its
-        result (with k split, that of the simdgroups of slice 0, which own the sum)."""
+        result (with k split, that of the simdgroups of slice 0, which own the sum), arranged as `assign_layouts`
+        recorded when that arrangement has as many simdgroups, else as `mma_split` finds."""
         group = group or self.group
         (m, k), n = d.a.type.shape, d.b.type.shape[1]
         if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
             return None
-        split = mma_split(m, n, group.sgs // k_slices(m, n, k, self.how(d).split, group.sgs))
+        how = self.how(d)
+        sgs = group.sgs // k_slices(m, n, k, how.split, group.sgs)
+        chosen = how.simdgroups   # assign_layouts' arrangement, where it is one of these simdgroups
+        split = chosen if chosen and chosen[0] * chosen[1] == sgs else mma_split(m, n, sgs)
         return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:

@@ -32,7 +32,7 @@ from metile.rewrite.optimize import (
     serpentine_mma,
     split_k,
 )
-from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.plan import assign_layouts, plan_launch, vectorize_memory
 
 Pass = Callable[[Kernel], Kernel]
 
@@ -43,6 +43,7 @@ DEFAULT_PIPELINE: list[Pass] = [
     split_k,              # products with fewer 8x8 pieces than simdgroups: k cut into slices
     plan_launch,          # threads per program, simdgroups of each role
     vectorize_memory,     # runs of 4 consecutive elements per thread where loads and stores can move vectors
+    assign_layouts,       # each product's simdgroups arranged over its 8x8 pieces (the layout of its result)
     pad_staging,          # staged dot operands padded against bank conflicts
     serpentine_mma,       # 8x8 products in serpentine order
     preload_fragments,    # the next step's operands loaded before this step's products

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import attrs
 
+from metile.ir.node import walk
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
-from metile.ir.tile import Arange, Dot, SimdgroupRole
+from metile.ir.tile import Arange, Dot, MmaPlan, SimdgroupRole
 from metile.ir.types import PtrType, TileType
 from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
@@ -98,6 +99,40 @@ def vectorize_memory(k: Kernel) -> Kernel:
         return k
     plan = _plan(k, vectorize=True)
     return k if plan == k.plan else attrs.evolve(k, plan=plan)
+
+
+def assign_layouts(k: Kernel) -> Kernel:
+    """`k` with the arrangement of simdgroups over the 8x8 pieces of each `dot` recorded in its schedule
+    (`MmaPlan.simdgroups`): on the simdgroups that run it (the program's, or its `simdgroup_role`'s, less those of
+    other slices of k), the arrangement `metile.rewrite.distribute.mma_split` finds, whose blocks of pieces are as
+    square as the piece grid allows, so that each simdgroup loads the fewest operand fragments per step of k. The
+    lowering computes each simdgroup's pieces from this layout (`MmaGeometry`). Element-wise tiles need no entry:
+    their layout follows from the plan's threads and vector width (`metile.rewrite.distribute.Blocked`)."""
+    if k.stage is not Stage.TILE or k.plan is None:
+        raise UnsupportedConstructError("assign_layouts takes a Tile IR kernel planned by plan_launch", k.loc)
+    found = scan(k)
+    dots = found.of(Dot)
+    if not dots:
+        return k
+    sizes: dict[Dot, set[int]] = {}   # the simdgroups of each group that runs a product
+    inside: set[int] = set()
+    for role in found.of(SimdgroupRole):
+        for n in walk(role):
+            inside.add(id(n))
+            if isinstance(n, Dot) and role.role < len(k.plan.roles):
+                sizes.setdefault(n, set()).add(k.plan.roles[role.role].count)
+    for d in dots:
+        if id(d) not in inside:
+            sizes.setdefault(d, set()).add(k.plan.simdgroups)
+    group = {d: next(iter(n)) for d, n in sizes.items() if len(n) == 1}   # run by groups of two sizes: not chosen
+    plans = old = k.schedule.dots
+    for d, sgs in group.items():
+        how = old.get(d, MmaPlan())
+        (m, kk), n = d.a.type.shape, d.b.type.shape[1]
+        arrangement = sgs and _dot_ok(d) and mma_split(m, n, sgs // k_slices(m, n, kk, how.split, sgs))
+        if arrangement and arrangement != how.simdgroups:
+            plans = plans.set(d, attrs.evolve(how, simdgroups=arrangement))
+    return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
 
 
 def _plan(k: Kernel, vectorize: bool) -> LaunchPlan:
@@ -246,4 +281,5 @@ def varying_names(k: Kernel) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["MAX_THREADS", "SIMD_WIDTH", "plan_launch", "role_ranges", "varying_names", "vectorize_memory"]
+__all__ = ["MAX_THREADS", "SIMD_WIDTH", "assign_layouts", "plan_launch", "role_ranges", "varying_names",
+           "vectorize_memory"]

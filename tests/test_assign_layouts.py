@@ -1,0 +1,133 @@
+"""`assign_layouts`: each product's simdgroups arranged over its 8x8 pieces, recorded in its `MmaPlan`, and
+carried out by the lowering; a pass of the user's may choose another arrangement, and every arrangement is
+right on ragged shapes."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pytest
+
+import metile
+from metile.ir import pretty, verify
+from metile.ir.tile import Dot, MmaPlan
+from metile.ir.verify import VerifyError
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.plan import assign_layouts
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@metile.kernel
+def gemm(A, B, C, R, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    rows = metile.program_id(0) * BM + metile.arange(0, BM)
+    cols = metile.program_id(1) * BN + metile.arange(0, BN)
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k0 in metile.tile_range(0, K, BK):
+        ks = k0 + metile.arange(0, BK)
+        a = metile.load(A + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = metile.load(B + ks[:, None] * N + cols[None, :], mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = metile.dot(a, b, acc)
+    live = (rows[:, None] < M) & (cols[None, :] < N)
+    metile.store(C + rows[:, None] * N + cols[None, :], acc, mask=live)
+    metile.store(R + rows * metile.num_programs(1) + metile.program_id(1), metile.sum(acc, 1), mask=rows < M)
+
+
+def arranged(sgs: tuple[int, int]):
+    """A user pass recording `sgs` as every product's arrangement."""
+
+    def arrange(k):
+        dots = {d: attrs.evolve(k.schedule.dots.get(d, MmaPlan()), simdgroups=sgs)
+                for d in metile.rewrite.scan.scan(k).of(Dot)}
+        return attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=k.schedule.dots.update(dots)))
+
+    arrange.__name__ = f"arrange_{sgs[0]}x{sgs[1]}"
+    return arrange
+
+
+def _with(extra):
+    at = DEFAULT_PIPELINE.index(assign_layouts) + 1
+    return [*DEFAULT_PIPELINE[:at], extra, *DEFAULT_PIPELINE[at:]]
+
+
+def _check(a, b, c, r, rtol):
+    """`c` is `a @ b` and `r` the sums of its rows over each program's 32 columns."""
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=rtol, atol=10 * rtol)
+    blocks = np.pad(want, ((0, 0), (0, -want.shape[1] % 32))).reshape(want.shape[0], -1, 32).sum(2)
+    np.testing.assert_allclose(r, blocks, rtol=rtol, atol=10 * rtol)
+
+
+def _outputs(M, N):
+    return np.zeros((M, N), np.float32), np.zeros((M, -(-N // 32)), np.float32)
+
+
+def test_the_pass_records_the_squarest_arrangement():
+    x = np.zeros(1, np.float32)
+    k = gemm.trace(x, x, x, x, 40, 50, 30, BM=64, BN=32, BK=16)
+    planned = run(DEFAULT_PIPELINE[:DEFAULT_PIPELINE.index(assign_layouts) + 1], k)
+    (how,) = planned.schedule.dots.values()
+    assert how.simdgroups == (2, 2)   # 8x4 pieces on 4 simdgroups: blocks of 4x2, not 2x4 (4x1) or 8x1 (1x4)
+    assert "simdgroups [2, 2]" in pretty(planned)
+
+
+@pytest.mark.parametrize("sgs", [(4, 1), (1, 4), (2, 2)])
+@pytest.mark.parametrize(("dtype", "shape"), [(np.float32, (70, 45, 37)), (np.float16, (33, 64, 50))])
+def test_every_arrangement_of_the_simdgroups_is_right(sgs, dtype, shape):
+    M, N, K = shape
+    rng = np.random.default_rng(M * N + K)
+    a, b = rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)
+    c, r = _outputs(M, N)
+    kernel = gemm.with_pipeline(_with(arranged(sgs)))
+    kernel[(metile.cdiv(M, 32), metile.cdiv(N, 32))](a, b, c, r, M, N, K, BM=32, BN=32, BK=16, sanitize=True)
+    _check(a, b, c, r, 2e-3)
+    msl = kernel.compile(a, b, c, r, M, N, K, BM=32, BN=32, BK=16).msl
+    assert (msl == gemm.compile(a, b, c, r, M, N, K, BM=32, BN=32, BK=16).msl) == (sgs == (2, 2))
+
+
+def test_an_arrangement_of_other_simdgroups_is_chosen_again():
+    """Recorded for 8 simdgroups while 4 run the product: the lowering arranges the 4 itself."""
+    M, N, K = 40, 24, 20
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    c, r = _outputs(M, N)
+    kernel = gemm.with_pipeline(_with(arranged((4, 2))))
+    kernel[(metile.cdiv(M, 32), metile.cdiv(N, 32))](a, b, c, r, M, N, K, BM=32, BN=32, BK=16)
+    _check(a, b, c, r, 1e-4)
+    assert kernel.compile(a, b, c, r, M, N, K, BM=32, BN=32, BK=16).msl == \
+        gemm.compile(a, b, c, r, M, N, K, BM=32, BN=32, BK=16).msl
+
+
+def test_the_verifier_refuses_an_arrangement_that_does_not_divide_the_pieces():
+    x = np.zeros(1, np.float32)
+    k = run(DEFAULT_PIPELINE[:-1], gemm.trace(x, x, x, x, 40, 50, 30, BM=32, BN=16, BK=16))
+    (d,) = k.schedule.dots
+    bad = attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=k.schedule.dots.set(
+        d, attrs.evolve(k.schedule.dots[d], simdgroups=(1, 4)))))
+    with pytest.raises(VerifyError, match=r"simdgroups \(1, 4\) do not divide the 8x8 pieces of a \[32, 16\]"):
+        verify(bad)
+
+
+@metile.kernel
+def product_in_a_role(A, B, C, D, n, P: metile.constexpr):
+    r, c = metile.arange(0, 16), metile.arange(0, 32)
+    a = metile.load(A + r[:, None] * 16 + r[None, :])
+    b = metile.load(B + r[:, None] * 32 + c[None, :])
+    with metile.simdgroup_role(role=0, num_roles=2, num_sgs=P):
+        metile.store(C + r[:, None] * 32 + c[None, :], metile.dot(a, b))
+    with metile.simdgroup_role(role=1, num_roles=2, num_sgs=1):
+        offs = metile.arange(0, 32)
+        metile.store(D + offs, metile.load(A + offs) * 2.0, mask=offs < n)
+
+
+@pytest.mark.parametrize("p", [1, 2, 4])
+def test_a_product_in_a_role_is_arranged_over_the_roles_simdgroups(p):
+    rng = np.random.default_rng(p)
+    a, b = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+    c, d = np.zeros((16, 32), np.float32), np.zeros(32, np.float32)
+    product_in_a_role[(1,)](a, b, c, d, 30, P=p, sanitize=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(d[:30], 2 * a.reshape(-1)[:30])
+    k = run(DEFAULT_PIPELINE[:-1], product_in_a_role.trace(a, b, c, d, 30, P=p))
+    (how,) = k.schedule.dots.values()
+    assert how.simdgroups == {1: (1, 1), 2: (1, 2), 4: (1, 4)}[p]   # 2x4 pieces: blocks of 2x2, 2x1
