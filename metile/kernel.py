@@ -58,7 +58,9 @@ from metile.frontend.errors import (
 from metile.frontend.source import parsed as parse_cached
 from metile.frontend.source import visible_names
 from metile.frontend.specialize import (
+    MULTIPLE,
     NO_DEFAULT,
+    ONE,
     Binding,
     ParamSpec,
     arg_type,
@@ -68,7 +70,7 @@ from metile.frontend.specialize import (
     compile_options,
     exact_key,
     function_ident,
-    unit_arguments,
+    integer_facts,
 )
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
@@ -183,7 +185,8 @@ def _is_array_like(cls: type) -> bool:
     return found
 
 
-_ONE = "=1"  # the token part of an integer argument equal to 1
+_ONE = "=1"            # the token part of an integer argument equal to 1
+_MULTIPLE = "%16"      # the token part of an integer argument that is a multiple of 16 (`integer_facts`)
 
 
 def _type_token(v):
@@ -192,8 +195,10 @@ def _type_token(v):
     cls = v.__class__
     if cls is np.ndarray:
         return (cls, v.dtype)
-    if cls is int:   # 1 is compiled as a constant (`unit_arguments`), so it has a token of its own
-        return (cls if v != 1 else _ONE) if _I32_MIN <= v < _I32_END else None
+    if cls is int:   # 1 and multiples of 16 are specialised on (`integer_facts`), so they have tokens of their own
+        if not _I32_MIN <= v < _I32_END:
+            return None
+        return _ONE if v == 1 else _MULTIPLE if not v & 15 else cls
     if cls is float:
         return cls if -F32_OVERFLOW < v < F32_OVERFLOW else None  # beyond f32, infinities and NaN: checked every time
     if cls is bool:
@@ -201,7 +206,9 @@ def _type_token(v):
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
         if from_numpy(v.dtype) is None:
             return _type_token(v.item())
-        return (cls, _ONE) if isinstance(v, np.integer) and v == 1 else cls
+        if isinstance(v, np.integer):
+            return (cls, _ONE) if v == 1 else (cls, _MULTIPLE) if v % MULTIPLE == 0 else cls
+        return cls
     if _is_array_like(cls):
         dtype = getattr(v, "dtype", None)
         return None if dtype is None else (cls, dtype)
@@ -269,7 +276,7 @@ class JITKernel:
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
-        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, unit_arguments(typed))
+        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, integer_facts(typed))
         return key, typed, consts, options, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
@@ -293,10 +300,13 @@ class JITKernel:
         found = self._cache.get(key)
         if found is None:
             src = self.source
-            params = [Param(ir_name(s.name), i, t, loc=s.loc) for i, (s, _, t) in enumerate(typed)]
+            facts = dict(integer_facts(typed))   # bound, but read as the constant 1 or known multiples of 16
+            params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
+                      for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
-            for name in unit_arguments(typed):   # bound, but read as the constant 1 (see unit_arguments)
-                env[name] = Const(1, next(t for s, _, t in typed if s.name == name).dtype)
+            for (s, _, t) in typed:
+                if facts.get(s.name) == ONE:
+                    env[s.name] = Const(1, t.dtype)
             meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,

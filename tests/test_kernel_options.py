@@ -13,6 +13,7 @@ import pytest
 import metile
 import metile.rewrite.pipeline as pipeline_module
 from metile.frontend.errors import GridError, KernelArgumentError
+from metile.ir import pretty
 from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import Kernel
 from metile.ir.values import Binary
@@ -558,3 +559,27 @@ def test_an_integer_argument_equal_to_one_is_compiled_as_the_constant():
     unit = k.compile(x, y, 4096, 1, BLOCK=256)
     assert [p.name for p in unit.metal_ir.params] == [p.name for p in general.metal_ir.params]  # still bound
     assert unit.metal_ir != general.metal_ir
+
+
+@metile.kernel
+def row_scale(X, Y, n_cols, BLOCK: metile.constexpr):
+    row, cols = metile.program_id(0), metile.arange(0, BLOCK)
+    ok = cols < n_cols
+    metile.store(Y + row * n_cols + cols, metile.load(X + row * n_cols + cols, mask=ok) * 3.0, mask=ok)
+
+
+def test_an_integer_argument_that_is_a_multiple_of_16_is_compiled_as_one():
+    k = metile.kernel(row_scale.fn)
+    rows = 5
+    for n_cols in (48, 50, 64, np.int32(32), 33, 0):
+        x = np.random.default_rng(int(n_cols)).standard_normal(rows * int(n_cols)).astype(np.float32)
+        y = np.zeros(rows * int(n_cols), np.float32)
+        k[(rows,)](x, y, n_cols, BLOCK=256)
+        np.testing.assert_array_equal(y, 3 * x)     # never a stale specialization
+    assert len(k._compiled) == 2                 # one for the multiples of 16 (0 too), one for every other value
+    x = np.zeros(rows * 256, np.float32)
+    aligned, general = k.compile(x, x, 48, BLOCK=256), k.compile(x, x, 50, BLOCK=256)
+    assert "%n_cols: i32 multiple 16" in pretty(aligned.tile_ir) and "multiple" not in pretty(general.tile_ir)
+    assert "float4" in aligned.msl and "float4" not in general.msl   # rows proven aligned: vector loads and stores
+    assert k.cache_key(x, x, 32, BLOCK=256) == k.cache_key(x, x, np.int32(-32), BLOCK=256) != \
+        k.cache_key(x, x, 31, BLOCK=256)

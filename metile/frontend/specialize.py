@@ -330,18 +330,25 @@ def _first(item: tuple):
     return item[0]
 
 
-def cache_key(ident: tuple, types: tuple, consts: dict, options: dict, ones: tuple = ()) -> tuple:
+def cache_key(ident: tuple, types: tuple, consts: dict, options: dict, facts: tuple = ()) -> tuple:
     """The specialization key: the function (`function_ident`), the constexpr values, the argument types, the
-    compiler options and the integer arguments equal to 1 (`unit_arguments`)."""
+    compiler options and what is known of the integer arguments (`integer_facts`)."""
     key = (ident, _items(consts), types, _items(options))
-    return key + (ones,) if ones else key
+    return key + (facts,) if facts else key
 
 
-def unit_arguments(typed) -> tuple[str, ...]:
-    """The names of the integer scalar arguments equal to 1, among `(spec, value, type)` triples: the kernel is
-    compiled with them read as the constant 1, as Triton specialises them, so that `offs * stride` with a unit
-    stride is proven contiguous (vector loads and stores); they stay bound, and any other value compiles and
-    caches another specialization."""
-    return tuple(s.name for s, v, t in typed
+ONE = 0            # `integer_facts`: the argument equals 1
+MULTIPLE = 16      # `integer_facts`: the argument is a multiple of 16
+
+
+def integer_facts(typed) -> tuple[tuple[str, int], ...]:
+    """What a kernel is specialised on about its integer scalar arguments, as Triton specialises them, among
+    `(spec, value, type)` triples: `(name, ONE)` for an argument equal to 1, compiled as the constant 1 (so that
+    `offs * stride` with a unit stride is proven contiguous), and `(name, MULTIPLE)` for one that is a multiple of
+    16 (0 too), compiled as a parameter known to be one (`Param.multiple`: `row * n_cols` then proves rows
+    aligned for vector loads and stores, with no test at run time). The arguments stay bound; a value of another
+    kind compiles and caches another specialization."""
+    return tuple((s.name, ONE if v == 1 else MULTIPLE) for s, v, t in typed
                  if isinstance(t, TileType) and not t.shape and t.dtype.is_int and t.dtype is not DType.BOOL
-                 and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v == 1)
+                 and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                 and (v == 1 or v % MULTIPLE == 0))

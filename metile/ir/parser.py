@@ -104,7 +104,8 @@ class Parser(Scanner):
                 self.expect(",")
             at = self.i
             var = self.binder()
-            p = Param(var.name, len(params), var.type, loc=self.opt_loc())
+            multiple = self.int() if self.accept("multiple") else 1
+            p = Param(var.name, len(params), var.type, multiple, loc=self.opt_loc())
             self.define(f"%{p.name}", p, at)
             params.append(p)
         self.expect("stage")

@@ -272,7 +272,8 @@ class _Printer:
     def kernel(self, k: Kernel) -> None:
         self.schedule = k.schedule
         params = ", ".join(
-            f"%{p.name}: {p.type}" + (" " + format_loc(p.loc) if self.locs and p.loc else "") for p in k.params
+            f"%{p.name}: {p.type}" + (f" multiple {p.multiple}" if p.multiple != 1 else "")
+            + (" " + format_loc(p.loc) if self.locs and p.loc else "") for p in k.params
         )
         head = f"kernel @{k.name}({params}) stage {k.stage.value}"
         if k.meta:

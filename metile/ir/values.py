@@ -96,11 +96,14 @@ class Const(Value):
 
 @node
 class Param(Value):
-    """Kernel parameter `index`: a scalar (`i32`, `f32`...) or a base pointer (`ptr<f32, device>`)."""
+    """Kernel parameter `index`: a scalar (`i32`, `f32`...) or a base pointer (`ptr<f32, device>`). An integer
+    scalar's `multiple` is a number its value is known to be a multiple of (the launch specialises integer
+    arguments that are multiples of 16, as Triton does; 1 when nothing is known)."""
 
     name: str
     index: int
     type: Type
+    multiple: int = 1
 
 
 @node

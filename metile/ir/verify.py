@@ -173,6 +173,10 @@ class _Verifier:
         buffer = isinstance(t, PtrType) and t.is_scalar and t.space in (AddressSpace.DEVICE, AddressSpace.CONSTANT)
         if not (scalar or buffer):
             self.fail(f"parameter %{p.name}: {t} is neither a scalar nor a device/constant pointer", p)
+        m = p.multiple
+        integer = scalar and t.dtype.is_int
+        if not (isinstance(m, int) and not isinstance(m, bool) and m >= 1) or (m != 1 and not integer):
+            self.fail(f"parameter %{p.name}: multiple {m!r} must be a positive int, and 1 unless it is an integer", p)
         self.params[p.name] = p
         self.bound.add(p.name)
 

@@ -41,11 +41,21 @@ def pow2_factor(n: int) -> int:
 
 
 class AxisAnalysis:
-    """Memoised `info(v)` over one kernel; `defs` maps a `Let` name to its value, to see through names."""
+    """Memoised `info(v)` over one kernel; `defs` maps a `Let` name to its value, to see through names, and
+    `loops` a `For` index's name to the loop's `(start, step)`: every value it takes is `start + i * step`."""
 
-    def __init__(self, defs: dict[str, Value]):
+    def __init__(self, defs: dict[str, Value], loops: dict[str, tuple[Value, Value]] | None = None):
         self.defs = defs
+        self.loops = loops or {}
         self.memo: dict[Value, AxisInfo] = {}
+        self._strides: _Strides | None = None
+
+    def strides(self, v: Value) -> tuple[Stride, ...] | None:
+        """`strides(v, self.defs)`, each value's found once over the kernel."""
+        finder = self._strides
+        if finder is None:
+            finder = self._strides = _Strides(self.defs, {})
+        return finder.of(v)
 
     def info(self, v: Value) -> AxisInfo:
         found = self.memo.get(v)
@@ -60,8 +70,13 @@ class AxisAnalysis:
                 return AxisInfo(1, pow2_factor(value), BIG)
             case Param(_, _, PtrType() as t):
                 return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
+            case Param(_, _, _, multiple):
+                return AxisInfo(1, multiple, BIG)
             case Var(name) if name in self.defs:
                 return self.info(self.defs[name])
+            case Var(name) if name in self.loops:
+                start, step = self.loops[name]
+                return AxisInfo(1, math.gcd(self.info(start).div, self.info(step).div), BIG)
             case ProgramId() | NumPrograms():
                 return AxisInfo(1, 1, BIG)
             case Arange(start, stop):
@@ -109,42 +124,61 @@ def strides(v: Value, defs: dict[str, Value]) -> tuple[Stride, ...] | None:
     `v` is affine in the element's coordinates (`v[i, j] = v[0, 0] + i * s0 + j * s1`); None when the rules
     cannot show it. The rules: aranges, broadcasts and expansions of scalars or of affine tiles, sums, and
     products with a value constant over the tile whose scalar is known (a constant, or a broadcast scalar),
-    seen through `Let` names (`defs`) and widening integer casts."""
-    match v:
-        case Var(name) if name in defs:
-            return strides(defs[name], defs)
-        case Arange():
-            return (1,)
-        case _ if v.type.shape == ():
-            return None
-        case Full():
-            return (0,) * len(v.type.shape)
-        case Broadcast(x, shape):
-            if x.type.shape == ():
-                return (0,) * len(shape)
-            inner = strides(x, defs)
-            if inner is None or len(x.type.shape) != len(shape):
+    seen through `Let` names (`defs`) and widening integer casts. `AxisAnalysis.strides` is the same, memoised
+    over a kernel."""
+    return _Strides(defs, {}).of(v)
+
+
+class _Strides:
+    """`strides` over `defs`, each value's result kept in `memo` (shared subtrees are found once)."""
+
+    def __init__(self, defs: dict[str, Value], memo: dict):
+        self.defs, self.memo = defs, memo
+
+    def of(self, v: Value) -> tuple[Stride, ...] | None:
+        memo = self.memo
+        if v in memo:
+            return memo[v]
+        found = memo[v] = self._of(v)
+        return found
+
+    def _of(self, v: Value) -> tuple[Stride, ...] | None:
+        defs, of = self.defs, self.of
+        match v:
+            case Var(name) if name in defs:
+                return of(defs[name])
+            case Arange():
+                return (1,)
+            case _ if v.type.shape == ():
                 return None
-            return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
-        case ExpandDims(x, axis):
-            inner = strides(x, defs)
-            return None if inner is None else (*inner[:axis], 0, *inner[axis:])
-        case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
-            return strides(x, defs)
-        case AddPtr(p, off) | Binary(BinOp.ADD, p, off):
-            a, b = strides(p, defs), strides(off, defs)
-            if a is None or b is None:
-                return None
-            out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
-                   for x, y in zip(a, b)]
-            return None if None in out else tuple(out)
-        case Binary(BinOp.MUL, a, b):
-            for x, y in ((a, b), (b, a)):
-                scale, inner = _uniform_scalar(y), strides(x, defs)
-                if scale is not None and inner is not None:
-                    out = [_scaled(s, scale) for s in inner]
-                    return None if None in out else tuple(out)
-    return None
+            case Full():
+                return (0,) * len(v.type.shape)
+            case Broadcast(x, shape):
+                if x.type.shape == ():
+                    return (0,) * len(shape)
+                inner = of(x)
+                if inner is None or len(x.type.shape) != len(shape):
+                    return None
+                return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
+            case ExpandDims(x, axis):
+                inner = of(x)
+                return None if inner is None else (*inner[:axis], 0, *inner[axis:])
+            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
+                return of(x)
+            case AddPtr(p, off) | Binary(BinOp.ADD, p, off):
+                a, b = of(p), of(off)
+                if a is None or b is None:
+                    return None
+                out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
+                       for x, y in zip(a, b)]
+                return None if None in out else tuple(out)
+            case Binary(BinOp.MUL, a, b):
+                for x, y in ((a, b), (b, a)):
+                    scale, inner = _uniform_scalar(y), of(x)
+                    if scale is not None and inner is not None:
+                        out = [_scaled(s, scale) for s in inner]
+                        return None if None in out else tuple(out)
+        return None
 
 
 def _uniform_scalar(v: Value) -> Value | None:

@@ -175,7 +175,7 @@ class Collectives:
                 self.publish_fragments(v, held.geom, base, strides)
                 continue
             layout = self.layout(v.type.size)
-            down = rep is None and columns_first(load, v.type.shape, self.defs)
+            down = rep is None and columns_first(load, v.type.shape, self.axes)
             if rep is None and isinstance(load, Load) and not down and self.stage_in_vectors(v, load, base, strides):
                 continue
 

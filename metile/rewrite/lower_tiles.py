@@ -71,7 +71,6 @@ from metile.ir.values import (
     Var,
     Where,
 )
-from metile.rewrite import axis_info
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
@@ -174,7 +173,6 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.rings_allowed = rings_allowed  # loops with `buffers > 1` rotate their staged operands (`Ring`)
         self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
         self.rings_used = False
-        self.strides_found: dict[Value, object] = {}   # `strides_of`, per pointer tile
         self.preheader: list[Stmt] | None = None   # what runs before the loop whose body is being lowered
         self.init_scratch()
 
@@ -235,10 +233,8 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         return body, vals
 
     def strides_of(self, v: Value):
-        """`metile.rewrite.axis_info.strides(v)`, found once per value in this lowering."""
-        if v not in self.strides_found:
-            self.strides_found[v] = axis_info.strides(v, self.defs)
-        return self.strides_found[v]
+        """`metile.rewrite.axis_info.strides(v)`, found once per value of the kernel."""
+        return self.axes.strides(v)
 
     def is_varying(self, *vs: Value | None) -> bool:
         return any(self.facts.depends(v, self.varying) for v in vs)

@@ -33,7 +33,6 @@ from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
 from metile.ir.values import Binary, Const, Load, Var
-from metile.rewrite.axis_info import strides
 from metile.rewrite.distribute import k_slices, mma_split
 from metile.rewrite.driver import substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
@@ -164,7 +163,7 @@ def direct_operands(k: Kernel) -> Kernel:
         load = axes.defs.get(x.name) if isinstance(x, Var) else None
         if not isinstance(load, Load) or load.mask is not None or load.type.dtype != x.type.dtype:
             return False
-        st = strides(load.ptr, axes.defs)
+        st = axes.strides(load.ptr)
         return st is not None and st[1] == 1
 
     return _plan_dots(k, lambda d, how: attrs.evolve(how, direct=(direct(d.a), direct(d.b))))

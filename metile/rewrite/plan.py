@@ -10,8 +10,8 @@ The decisions go into the kernel's `plan` (`metile.ir.stmts.LaunchPlan`), apart 
   else 4 lowered until every product's 8x8 pieces split evenly among the simdgroups);
 - otherwise `32 * num_simdgroups` threads when the launch asks, else the longest tile decides: up to 256
   threads, each holding runs of `plan.vector_width`
-  consecutive elements. That is 4 when tiles are large enough and some load or store of a tile can
-  move 4 elements as one vector (the axis analysis proves them consecutive and aligned); else 1, so
+  consecutive elements. That is 4 when tiles are large enough and at least half of the loads and stores of
+  tiles can move 4 elements as one vector (the axis analysis proves them consecutive and aligned); else 1, so
   that neighbouring threads hold neighbouring elements and each thread as few as possible.
 Roles without explicit `num_sgs` share the program's simdgroups evenly; the thread count is then raised
 to a multiple of `32 * num_roles` so that every role has whole simdgroups.
@@ -90,9 +90,9 @@ def plan_launch(k: Kernel) -> Kernel:
 
 def vectorize_memory(k: Kernel) -> Kernel:
     """`k` re-planned with runs of `VECTOR_WIDTH` consecutive elements per thread, when its thread count follows
-    its tiles and some load or store of a tile can then move vectors (the module docstring); else `k`. Loads
-    and stores of such runs become vector accesses where the axis analysis proves them consecutive and aligned,
-    with a guarded element-by-element tail where a mask may cut a run."""
+    its tiles and at least half of its loads and stores of tiles can then move vectors (the module docstring);
+    else `k`. Loads and stores of such runs become vector accesses where the axis analysis proves them consecutive
+    and aligned, with a guarded element-by-element tail where a mask may cut a run."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("vectorize_memory takes a Tile IR kernel planned by plan_launch", k.loc)
     if k.plan.vector_width != 1 or scan(k).of(Dot):   # a kernel with `dot` runs a thread count its products fix
@@ -195,16 +195,20 @@ def axis_analysis(found: Scan) -> AxisAnalysis:
     `plan_launch` and the lowering."""
     axes = found.derived.get("axes")
     if axes is None:
-        axes = found.derived["axes"] = AxisAnalysis(value_defs(found))
+        loops = {s.index.name: (s.start, s.step) for s in found.of(For)}
+        axes = found.derived["axes"] = AxisAnalysis(value_defs(found), loops)
     return axes
 
 
 def _moves_vectors(found: Scan, threads: int, vec: int) -> bool:
-    """Whether some load or store of a tile would move runs of `vec` elements at once on `threads` threads
-    (the lowering's test, `metile.rewrite.axis_info.vector_width`, on the layout it would choose)."""
+    """Whether at least half of the loads and stores of tiles would move runs of `vec` elements at once on
+    `threads` threads (the lowering's test, `metile.rewrite.axis_info.vector_width`, on the layout it would
+    choose). With fewer, runs would mostly move element by element, each run with a vector path beside it: more
+    code for little gain (a layer norm whose rows are not aligned, but its weights are)."""
     axes = axis_analysis(found)
     ptrs = [n.ptr for n in found.of(Load) if n.type.shape] + [n.ptr for n in found.of(Store) if n.ptr.type.shape]
-    return any(vector_width(axes, choose_vec(p.type.size, threads, vec), p) > 1 for p in ptrs)
+    moving = sum(vector_width(axes, choose_vec(p.type.size, threads, vec), p) > 1 for p in ptrs)
+    return moving > 0 and 2 * moving >= len(ptrs)
 
 
 def _check_asked(asked: int | None, threads: int, why: str, loc) -> None:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from metile.ir.values import Load, Value
 from metile.layout import Layout, access_conflicts
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.axis_info import strides
+from metile.rewrite.axis_info import AxisAnalysis
 
 
-def columns_first(v: Value, shape: tuple[int, ...], defs: dict[str, Value]) -> bool:
+def columns_first(v: Value, shape: tuple[int, ...], axes: AxisAnalysis) -> bool:
     """`v` is a 2-D tile of `shape` read from device memory (a `Load` not yet in registers) whose addresses go up
     by one element down its columns but not along its rows: staged column by column, consecutive threads read
     consecutive addresses and the loads coalesce."""
     if len(shape) != 2 or 1 in shape or not isinstance(v, Load) or v.ptr.type.shape != tuple(shape):
         return False
-    st = strides(v.ptr, defs)
+    st = axes.strides(v.ptr)
     return st is not None and st[0] == 1 and st[1] != 1
 
 
