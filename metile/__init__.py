@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from metile import testing
+from metile.autotune import AutotuneError, Config, autotune
 from metile.debug import DebugSettingError
 from metile.devices import Buffer, device, synchronize
 from metile.frontend.errors import LoweringUnavailableError
@@ -103,6 +105,7 @@ from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, PipelineError
 
 __all__ = [
+    "AutotuneError", "Config", "autotune", "testing",
     "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "DeviceError",
     "DeviceFault", "DeviceUnavailableError", "FunctionConstantError", "JITKernel", "LaunchError", "Loc",
     "LoweringUnavailableError",

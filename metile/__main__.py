@@ -2,7 +2,8 @@
 kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softmax), each checked against numpy.
 `python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`), and
 `python -m metile profile FILE.py:KERNEL --grid G ...` launches it with `profile=` on the CPU device and prints its
-counts and an Apple GPU estimate (see `metile.cli_profile`)."""
+counts and an Apple GPU estimate (see `metile.cli_profile`), and `python -m metile cache info|clear` shows or
+empties metile's caches (compiled kernels and autotuning choices, `metile.cache`)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,22 @@ def demo() -> int:
     return 0 if ok and kernel_ok else 1
 
 
+def cache_command(action: str) -> int:
+    """`cache info`: the cache directory and what each part holds; `cache clear`: remove every part."""
+    from metile import cache
+
+    root = cache.cache_root()
+    if action == "clear":
+        removed = cache.cache_clear(root)
+        print(f"cleared {', '.join(removed) if removed else 'nothing (the cache was empty)'} in {root}")
+        return 0
+    print(f"metile cache: {root}")
+    for part in cache.cache_info(root):
+        count = f"{part.files} {'choices' if part.name == 'autotune' else 'files'}"
+        print(f"  {part.name + '/':11s} {count:>13s} {part.bytes / 1e6:9.1f} MB  {part.what}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit status (argparse's own exits, `--help` included, become returns)."""
     from metile import cli, cli_profile
@@ -111,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
                                "and compare them with numpy.")
     cli.add_parser(sub)
     cli_profile.add_parser(sub)
+    caches = sub.add_parser("cache", help="show or empty metile's caches (compiled kernels, autotuning choices)",
+                            description="Show (info) or empty (clear) the cache directory: METILE_CACHE_DIR, else "
+                                        "the platform's user cache directory for metile.")
+    caches.add_argument("action", choices=("info", "clear"))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -119,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo()
     if args.command == "profile":
         return cli_profile.run(args)
+    if args.command == "cache":
+        return cache_command(args.action)
     return cli.run(args)
 
 

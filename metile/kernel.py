@@ -340,32 +340,23 @@ class JITKernel:
             return self._quiet
         return debug_settings(spec, os.environ.get("METILE_DEBUG_DIR") or None, verify_each=self.debug)
 
+    def lower(self, *args, **kwargs) -> Kernel:
+        """The Metal IR the kernel's pipeline lowers it to for these arguments and constexprs, without emitting MSL
+        or compiling it on a device (its `plan` says the threads and threadgroup memory a launch would need)."""
+        try:
+            spec = self.specialize(args, kwargs)
+            return self._lower(spec, self._settings(os.environ.get("METILE_DEBUG")), None)[1]
+        except MetileError as e:
+            raise _user_error(e, self.fn.__name__) from None
+
     def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
         key = (spec[0], self.pipeline, settings)
         found = self._compiled.get(key)
         if found is not None:
             return found
-        tile_ir = self._trace(spec, settings.verify_each)
         name = self.fn.__name__
         dump = Dump(settings, name, spec[2], short_hash(self._stable_key(spec))) if settings.stages else None
-        if dump is not None:
-            dump.ir("tile_ir", tile_ir)
-        try:
-            metal_ir = run(self.pipeline, tile_ir, verify_each=settings.verify_each,
-                           on_pass=dump.after_pass if dump is not None else None)
-        except UnsupportedConstructError as e:
-            raise LoweringUnavailableError(f"cannot launch {name}: {e.message}", e.loc) from e
-        except RecursionError:
-            raise _too_deep(name, tile_ir.loc) from None
-        if metal_ir.stage is not Stage.METAL:
-            last = pass_name(self.pipeline[-1]) if self.pipeline else "an empty pipeline"
-            raise PipelineError(f"the pipeline of {name} ends in {metal_ir.stage.value} IR after {last}; "
-                                f"its passes must lower the kernel to Metal IR", tile_ir.loc)
-        if dump is not None:
-            dump.ir("metal_ir", metal_ir)
-        if metal_ir.plan is None:
-            raise PipelineError(f"the pipeline of {name} lowers it without a launch plan (plan_launch sets one)",
-                                tile_ir.loc)
+        tile_ir, metal_ir = self._lower(spec, settings, dump)
         tpt, tg_memory = metal_ir.plan.threads, metal_ir.plan.threadgroup_memory
         dev = device()
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
@@ -385,6 +376,30 @@ class JITKernel:
         compiled = CompiledKernel(entry, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
         self._compiled[key] = compiled
         return compiled
+
+    def _lower(self, spec, settings: DebugSettings, dump: Dump | None) -> tuple[Kernel, Kernel]:
+        """The traced Tile IR and the Metal IR the pipeline lowers it to (its launch plan checked)."""
+        tile_ir = self._trace(spec, settings.verify_each)
+        name = self.fn.__name__
+        if dump is not None:
+            dump.ir("tile_ir", tile_ir)
+        try:
+            metal_ir = run(self.pipeline, tile_ir, verify_each=settings.verify_each,
+                           on_pass=dump.after_pass if dump is not None else None)
+        except UnsupportedConstructError as e:
+            raise LoweringUnavailableError(f"cannot launch {name}: {e.message}", e.loc) from e
+        except RecursionError:
+            raise _too_deep(name, tile_ir.loc) from None
+        if metal_ir.stage is not Stage.METAL:
+            last = pass_name(self.pipeline[-1]) if self.pipeline else "an empty pipeline"
+            raise PipelineError(f"the pipeline of {name} ends in {metal_ir.stage.value} IR after {last}; "
+                                f"its passes must lower the kernel to Metal IR", tile_ir.loc)
+        if dump is not None:
+            dump.ir("metal_ir", metal_ir)
+        if metal_ir.plan is None:
+            raise PipelineError(f"the pipeline of {name} lowers it without a launch plan (plan_launch sets one)",
+                                tile_ir.loc)
+        return tile_ir, metal_ir
 
     def _stable_key(self, spec) -> tuple:
         """The compile's cache key without process-specific parts (object ids), for dump file names."""

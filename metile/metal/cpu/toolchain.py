@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
+import platformdirs
 
 from metile.metal.errors import CompilerNotFoundError
 
@@ -78,11 +79,11 @@ def find_compiler(preferred: str | None = None) -> Compiler:
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:
-    """`$METILE_CACHE_DIR`, else `$XDG_CACHE_HOME/metile`, else `~/.cache/metile`."""
+    """`$METILE_CACHE_DIR`, else the platform's user cache directory for metile (`platformdirs`:
+    `$XDG_CACHE_HOME/metile` or `~/.cache/metile` on Linux, `~/Library/Caches/metile` on macOS)."""
     if environ.get("METILE_CACHE_DIR"):
         return Path(environ["METILE_CACHE_DIR"])
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "metile"
+    return platformdirs.user_cache_path("metile", appauthor=False)
 
 
 def sha256_hex(*parts: bytes | str) -> str:

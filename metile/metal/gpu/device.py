@@ -318,6 +318,12 @@ class MetalDevice:
         with self._lock:
             self.stream.synchronize()
 
+    def gpu_time(self) -> float | None:
+        """Seconds the GPU spent on the command buffers the last `synchronize()` waited for (from each buffer's
+        `GPUStartTime` to its `GPUEndTime`), or None when it waited for none (`metile.testing.do_bench`)."""
+        spans = self.stream.last_timings
+        return sum(end - start for start, end in spans) if spans else None
+
     def _launch(self, fn, kind, size, tpt, args, tg_memory, sanitize, timeout) -> None:
         size = _dim3(size, "threads" if kind == DISPATCH_THREADS else "threadgroups")
         tpt = _dim3(tpt, "threads_per_threadgroup")
