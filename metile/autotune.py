@@ -32,12 +32,13 @@ import numpy as np
 from metile import cache
 from metile.devices import device
 from metile.frontend.errors import KernelArgumentError
-from metile.frontend.specialize import COMPILER_OPTIONS, MET_TILE_OPTIONS, NO_DEFAULT
+from metile.frontend.specialize import COMPILER_OPTIONS, MET_TILE_OPTIONS, NO_DEFAULT, exact_key
 from metile.ir.errors import MetileError
-from metile.kernel import JITKernel, Launcher, PreparedLaunch, _user_error
+from metile.kernel import _DEBUG, _ENVIRON, _SANITIZE, JITKernel, Launcher, PreparedLaunch, _user_error
 from metile.kernel import kernel as make_kernel
 
 AUTOTUNE_ENV = "METILE_AUTOTUNE"
+_DTYPED: dict[type, bool] = {int: False, float: False, bool: False, np.ndarray: True}   # per class: an array?
 ALIASES = {"num_warps": "num_simdgroups"}   # Triton's name for the same thing (a warp is a simdgroup of 32)
 
 
@@ -51,7 +52,7 @@ class Config:
     `group_programs`, `direct_operands`; Triton's `num_warps` is `num_simdgroups`). `Config(BLOCK=128,
     num_simdgroups=4)`, or Triton's `Config({"BLOCK": 128}, num_warps=4)`."""
 
-    __slots__ = ("kwargs", "options")
+    __slots__ = ("_all", "_suffix", "kwargs", "options")
 
     def __init__(self, kwargs: dict | None = None, **values):
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -70,10 +71,14 @@ class Config:
             raise AutotuneError(f"Config gives {', '.join(clash)} twice")
         self.kwargs = merged       # the constexprs
         self.options = options     # the compiler options
+        self._all = {**merged, **options}
+        # what these keywords add to a kernel's launch-cache key (`JITKernel._fast_key`), found once
+        self._suffix = tuple((k, v.__class__, v) if v.__class__ in (int, bool, str) else (k, exact_key(v))
+                             for k, v in self._all.items())
 
     def all_kwargs(self) -> dict:
         """The constexprs and compiler options, as one launch's keywords."""
-        return {**self.kwargs, **self.options}
+        return dict(self._all)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self.all_kwargs().items()) + ")"
@@ -139,8 +144,17 @@ class Autotuner:
         self._n_runtime = src.binding.n_runtime
         self.chosen_names = frozenset(n for c in self.configs for n in c.all_kwargs())
         self.cache: dict[tuple, Config] = {}
+        self._fast: dict[tuple, Config] = {}   # (key values, the kernel's launch-cache key) -> the choice
+        self._launchers: dict = {}
 
     def __getitem__(self, grid) -> AutotunedLauncher:
+        if grid.__class__ is tuple or grid.__class__ is int:   # a grid of numbers: one launcher per grid, kept
+            found = self._launchers.get(grid)
+            if found is None:
+                if len(self._launchers) >= 256:
+                    self._launchers.clear()
+                found = self._launchers[grid] = AutotunedLauncher(self, grid)
+            return found
         return AutotunedLauncher(self, grid)
 
     def __call__(self, *args, **kwargs):
@@ -156,14 +170,17 @@ class Autotuner:
     def tuning_key(self, args: tuple, kwargs: dict) -> tuple:
         """What a choice is kept under: the key arguments' values (arrays: shape and dtype), and the dtype of every
         array argument."""
-        out = []
-        for name, at, default in self._key_at:
-            v = args[at] if at < len(args) else kwargs.get(name, default)
-            out.append(v if v.__class__ is int else _key_value(v))
+        out = [args[at] if at < len(args) else kwargs.get(name, default) for name, at, default in self._key_at]
+        for i, v in enumerate(out):
+            if v.__class__ is not int:
+                out[i] = _key_value(v)
+        typed = _DTYPED
         for a in args[:self._n_runtime]:
-            dtype = getattr(a, "dtype", None)
-            if dtype is not None:
-                out.append(dtype)
+            has = typed.get(a.__class__)
+            if has is None:
+                has = typed[a.__class__] = hasattr(a.__class__, "dtype") and not issubclass(a.__class__, np.generic)
+            if has:
+                out.append(a.dtype)
         return tuple(out)
 
     def choose(self, grid, args: tuple, kwargs: dict, key: tuple) -> Config:
@@ -234,12 +251,36 @@ class AutotunedLauncher:
 
     def __call__(self, *args, **kwargs):
         tuner = self.tuner
+        k = tuner.kernel
+        env = _ENVIRON
+        base = k._fast_key(args, kwargs, env.get(_DEBUG), env.get(_SANITIZE))
+        if base is not None:   # the fast path: the kernel's own launch key (argument types, keywords) and key values
+            values = tuple([v if v.__class__ is int else _key_value(v) for v in
+                            [args[at] if at < len(args) else kwargs.get(name, default)
+                             for name, at, default in tuner._key_at]])
+            try:
+                config = tuner._fast.get((values, base))
+                entry = None if config is None else k._launches.get(base + config._suffix)
+            except TypeError:   # an unhashable value
+                entry = None
+            if entry is not None:
+                launcher = self.launcher
+                grid = self.grid if not launcher.meta_grid else launcher.grid_of(args, {**kwargs, **config._all})
+                try:
+                    return entry(grid, args)
+                except MetileError as e:
+                    raise _user_error(e, k.fn.__name__) from None
         key = tuner.tuning_key(args, kwargs)
         config = tuner.cache.get(key)
         if config is None:
             config = self._choose(args, kwargs, key)
+        if base is not None:
+            try:
+                tuner._fast[(values, base)] = config
+            except TypeError:
+                pass
         try:
-            return self.launcher(*args, **kwargs, **config.all_kwargs())
+            return self.launcher(*args, **kwargs, **config._all)
         except TypeError:   # a keyword given twice: one the autotuner chooses
             if not tuner.chosen_names & kwargs.keys():
                 raise

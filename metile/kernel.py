@@ -203,6 +203,9 @@ def _type_token(v):
         return cls if -F32_OVERFLOW < v < F32_OVERFLOW else None  # beyond f32, infinities and NaN: checked every time
     if cls is bool:
         return cls
+    if _ARRAY_LIKE.get(cls):       # a class seen before to be an array (a metile.Buffer, a torch tensor)
+        dtype = getattr(v, "dtype", None)
+        return None if dtype is None else (cls, dtype)
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
         if from_numpy(v.dtype) is None:
             return _type_token(v.item())
