@@ -131,3 +131,17 @@ def test_staging_pads_make_simdgroup_loads_conflict_free_for_halves():
         # floats: 4 keeps rows aligned and is the fewest conflicts any aligned pad reaches
         assert staging_pad(n, 4) == 4
     assert staging_pad(12, 4) in range(0, 9)    # 48-byte rows: aligned pads exist (0 is one)
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 4])
+def test_staging_pads_are_those_the_bank_model_chooses(itemsize):
+    """`staging_pad` counts the passes of 2- and 4-byte loads lane by lane; the bank model over both elements of
+    every lane's pair must choose the same pad for every row length."""
+    from metile.rewrite.staging import mma_lanes, staging_pad
+
+    step = max(1, 16 // itemsize)
+    for n in range(1, 300):
+        aligned = [p for p in range(2 * step + 1) if (n + p) * itemsize % 16 == 0] or list(range(2 * step + 1))
+        cost = [sum(bank_conflicts(mma_lanes(n + p), element_bytes=itemsize, offset=e) for e in (0, 1))
+                for p in aligned]
+        assert staging_pad(n, itemsize) == aligned[cost.index(min(cost))], n

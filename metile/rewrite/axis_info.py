@@ -14,8 +14,7 @@ The lowering uses it to prove that `V` consecutive elements of a load or store a
 from __future__ import annotations
 
 import math
-
-import attrs
+from typing import NamedTuple
 
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
@@ -26,8 +25,9 @@ BIG = 1 << 30
 BUFFER_ALIGN = 16
 
 
-@attrs.frozen
-class AxisInfo:
+class AxisInfo(NamedTuple):
+    """See the module docstring (a named tuple: the analysis makes one per value it looks at)."""
+
     contig: int
     div: int
     const: int

@@ -88,13 +88,14 @@ def preload_fragments(k: Kernel) -> Kernel:
 def hoist_staging(k: Kernel) -> Kernel:
     """Mark the operands of the products in each loop's body that are the same in every iteration (a name bound
     before the loop: not its index, not a carried value, nothing the body binds), to be staged once before it."""
-    loops = scan(k).of(For)
-    if not loops or not scan(k).of(Dot):
+    found = scan(k)
+    loops = found.of(For)
+    if not loops or not found.of(Dot):
         return k
     marks: dict[Dot, tuple[bool, bool]] = {}
     for s in loops:
         bound = {s.index.name, *(c.name for c in s.carried), *_bound(s.body)}
-        for d in _loop_dots(s):
+        for d in _loop_dots(s, found):
             hoist = tuple(isinstance(x, Var) and x.name not in bound for x in (d.a, d.b))
             if d in marks:   # the same product in the bodies of two loops: hoisted only where both agree
                 hoist = tuple(a and b for a, b in zip(hoist, marks[d]))
@@ -176,17 +177,19 @@ def staged_bytes(d: Dot, how: MmaPlan) -> int:
                for x, pad, once, direct in zip((d.a, d.b), how.pad, how.hoist, how.direct) if not (once or direct))
 
 
-def _loop_dots(s: For) -> list[Dot]:
-    """The products read by the statements of `s`'s own body (not those of nested blocks) and by its yields."""
+def _loop_dots(s: For, found) -> list[Dot]:
+    """The products read by the statements of `s`'s own body (not those of nested blocks) and by its yields (the walk
+    enters only values that contain a product or a reduction, as the kernel's scan `found` knows)."""
     todo = [*s.yields]
     for st in s.body:
         if isinstance(st, (Let, Store)):
             todo += [c for c in children(st) if c is not None]
     seen: set[int] = set()
     out: dict[Dot, None] = {}
+    heavy = found.heavy
     while todo:   # one walk over all the roots: their shared subtrees are visited once
         n = todo.pop()
-        if id(n) in seen:
+        if id(n) in seen or not heavy(n):
             continue
         seen.add(id(n))
         if isinstance(n, Dot):
@@ -200,11 +203,12 @@ def multi_buffer(k: Kernel) -> Kernel:
     in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""
     default = k.options.num_stages
     chosen = old = k.schedule.loops
-    for s in scan(k).of(For):
+    found = scan(k)
+    for s in found.of(For):
         stages = s.num_stages or default or 1
         if stages < 2 or s in old:
             continue
-        per = sum(staged_bytes(d, plan_of(k, d)) for d in _loop_dots(s))
+        per = sum(staged_bytes(d, plan_of(k, d)) for d in _loop_dots(s, found))
         fits = min(stages, THREADGROUP_MEMORY // per) if per else 1
         if fits > 1:
             chosen = chosen.set(s, fits)

@@ -53,8 +53,17 @@ def staging_pad(n: int, itemsize: int) -> int:
 
     def conflicts(pad: int) -> int:
         ld = n + pad
-        return sum(access_conflicts([c + ld * r + e for r, c in _LANE_ROW_COL], element_bytes=itemsize)
-                   for e in (0, 1))
+        if itemsize not in (2, 4) or ld * itemsize % 4:
+            return sum(access_conflicts([c + ld * r + e for r, c in _LANE_ROW_COL], element_bytes=itemsize)
+                       for e in (0, 1))
+        # 2- and 4-byte elements, rows a whole number of words long: the 32 lanes touch 32 different words (a
+        # lane's pair starts at an even column of its own row, rows at least 8 elements apart), so a bank's
+        # passes are the lanes that map to it; the second elements of the pairs are the same words (2 bytes) or
+        # every word moved one bank on (4 bytes), which costs as many passes as the first
+        lanes = [0] * 32
+        for r, c in _LANE_ROW_COL:
+            lanes[(c + ld * r) * itemsize // 4 % 32] += 1
+        return 2 * (max(lanes) - 1)
 
     best, fewest = candidates[0], None
     for pad in candidates:   # in increasing order: the first conflict-free pad ends the search
