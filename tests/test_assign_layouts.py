@@ -7,6 +7,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pytest
+from test_split_k import check_product
+from test_split_k import gemv_like as gemm
 
 import metile
 from metile.ir import pretty, verify
@@ -16,21 +18,6 @@ from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 from metile.rewrite.plan import assign_layouts
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
-
-
-@metile.kernel
-def gemm(A, B, C, R, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
-    rows = metile.program_id(0) * BM + metile.arange(0, BM)
-    cols = metile.program_id(1) * BN + metile.arange(0, BN)
-    acc = metile.zeros((BM, BN), dtype=metile.float32)
-    for k0 in metile.tile_range(0, K, BK):
-        ks = k0 + metile.arange(0, BK)
-        a = metile.load(A + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
-        b = metile.load(B + ks[:, None] * N + cols[None, :], mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
-        acc = metile.dot(a, b, acc)
-    live = (rows[:, None] < M) & (cols[None, :] < N)
-    metile.store(C + rows[:, None] * N + cols[None, :], acc, mask=live)
-    metile.store(R + rows * metile.num_programs(1) + metile.program_id(1), metile.sum(acc, 1), mask=rows < M)
 
 
 def arranged(sgs: tuple[int, int]):
@@ -51,11 +38,7 @@ def _with(extra):
 
 
 def _check(a, b, c, r, rtol):
-    """`c` is `a @ b` and `r` the sums of its rows over each program's 32 columns."""
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(c, want, rtol=rtol, atol=10 * rtol)
-    blocks = np.pad(want, ((0, 0), (0, -want.shape[1] % 32))).reshape(want.shape[0], -1, 32).sum(2)
-    np.testing.assert_allclose(r, blocks, rtol=rtol, atol=10 * rtol)
+    check_product(a, b, c, r, 32, rtol, 10 * rtol)
 
 
 def _outputs(M, N):
