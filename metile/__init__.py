@@ -97,6 +97,7 @@ from metile.metal.errors import (
     FunctionConstantError,
     LaunchError,
     MSLCompileError,
+    MSLCompileWarning,
     MSLUnsupportedError,
     ProfileError,
 )
@@ -109,7 +110,8 @@ __all__ = [
     "Buffer", "BufferError", "CompilerNotFoundError", "DEFAULT_PIPELINE", "DebugSettingError", "DeviceError",
     "DeviceFault", "DeviceUnavailableError", "FunctionConstantError", "JITKernel", "LaunchError", "Loc",
     "LoweringUnavailableError",
-    "Estimate", "MSLCompileError", "MSLUnsupportedError", "MetileError", "PipelineError", "Profile", "ProfileError",
+    "Estimate", "MSLCompileError", "MSLCompileWarning", "MSLUnsupportedError", "MetileError", "PipelineError",
+    "Profile", "ProfileError",
     "UnknownGpuError", "UnsupportedConstructError", "device",
     "func", "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16",
     "bool_", "cast", "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2",

@@ -83,7 +83,20 @@ def _create(name: str):
         )
     from metile.metal.gpu.device import MetalDevice, MetalOptions
 
-    return MetalDevice(MetalOptions(cache_dir=_cache_dir()))
+    return MetalDevice(MetalOptions(cache_dir=_cache_dir(), aot=metal_compile_mode(os.environ)))
+
+
+METAL_COMPILE_ENV = "METILE_METAL_COMPILE"
+_METAL_MODES = {"": None, "auto": None, "aot": True, "jit": False}
+
+
+def metal_compile_mode(env) -> bool | None:
+    """How the Metal device compiles MSL, from `METILE_METAL_COMPILE`: "aot" (`xcrun metal`, required), "jit" (Metal's
+    runtime compiler, always), "auto" or unset (AOT when the toolchain is installed); the `aot` of `MetalOptions`."""
+    text = env.get(METAL_COMPILE_ENV, "").strip().lower()
+    if text not in _METAL_MODES:
+        raise DeviceError(f"{METAL_COMPILE_ENV}={text!r}: use aot, jit or auto")
+    return _METAL_MODES[text]
 
 
 def default_device_name() -> str:

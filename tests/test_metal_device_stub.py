@@ -85,7 +85,7 @@ def test_launches_run_at_synchronize_and_numpy_results_are_written_back(stub, de
     np.testing.assert_array_equal(out, a + b)
     encode = stub.calls("commands_encode")
     assert encode == [f"commands_encode commands={encode[0].split('=')[1].split()[0]} function=add kind=threads "
-                      f"size={N},1,1 threads=256,1,1 bindings=4 tg=0"]
+                      f"size={N},1,1 threads=256,1,1 bindings=4 tg=0 encoder=1 label=add"]
     assert stub.calls("commands_wait")
 
 
@@ -264,7 +264,7 @@ def test_a_buffer_may_be_left_unbound(stub, dev, add):
     dev.synchronize()
     (args,) = seen
     assert [x is None for x in args] == [False, True, False, False]
-    assert stub.calls("commands_encode")[0].endswith("bindings=4 tg=0")
+    assert stub.calls("commands_encode")[0].endswith("bindings=4 tg=0 encoder=1 label=add")
     stub.execute_with(cpu_device_executor(metile.device("cpu")))
     dev.dispatch_threads(add, N, 256, [a, a, None, 0])
     dev.synchronize()

@@ -26,6 +26,10 @@ class MSLCompileError(MetileError):
         super().__init__(message, loc, source_line=source_line)
 
 
+class MSLCompileWarning(UserWarning):
+    """What Metal's compiler warned about in MSL that compiled (a `warnings` category, not an error)."""
+
+
 class MSLUnsupportedError(MSLCompileError):
     """Valid MSL that uses a feature the CPU device does not support yet."""
 

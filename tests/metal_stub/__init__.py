@@ -99,7 +99,7 @@ class Stub:
         info = self.ffi.new("mts_device_info*")
         defaults = {"name": b"metile stub GPU (Apple M2)", "apple_family": 8,
                     "max_threads_per_threadgroup": [1024, 1024, 1024], "max_threadgroup_memory": 32768,
-                    "recommended_working_set": 16 << 30, "has_unified_memory": 1}
+                    "recommended_working_set": 16 << 30, "has_unified_memory": 1, "nonuniform_threadgroups": 1}
         for key, value in (defaults | fields).items():
             setattr(info, key, value)
         self.lib.mts_stub_set_device_info(info)
@@ -111,6 +111,20 @@ class Stub:
 
     def set_logging(self, on: bool) -> None:
         self.lib.mts_stub_set_logging(1 if on else 0)
+
+    def set_wrap(self, mode: str) -> None:
+        """What `newBufferWithBytesNoCopy` does: "whole", "nil" or "short" (a page less than asked)."""
+        self.lib.mts_stub_set_wrap({"whole": 0, "nil": 1, "short": 2}[mode])
+
+    def set_system(self, os_major: int, *, default_device: bool = True, metal4_family: bool = False,
+                   tensor_probe: bool = False) -> None:
+        """The macOS the stand-in models, whether it has a default Metal device, what supportsFamily: Metal4
+        answers and whether the MSL 4 tensor probe compiles."""
+        self.lib.mts_stub_set_system(os_major, int(default_device), int(metal4_family), int(tensor_probe))
+
+    def set_compile_warnings(self, text: str) -> None:
+        """What a successful compile returns as warnings."""
+        self.lib.mts_stub_set_compile_warnings(text.encode())
 
     def execute_with(self, executor: Executor | None) -> None:
         """Run every dispatch through `executor` when its command buffer is waited for."""

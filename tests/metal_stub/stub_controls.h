@@ -41,6 +41,15 @@ int64_t mts_stub_buffers_in_memory(void);               /* buffers whose bytes a
  * `code` and `message`; for "commands_wait" with MTS_ERR_GPU, `detail` is the MTLCommandBufferError code. */
 void mts_stub_fail(const char* entry, int32_t skip, int32_t code, int32_t detail, const char* message);
 void mts_stub_set_executor(mts_stub_executor executor);
+/* What Metal does on the stand-in's system: wraps (0 whole, 1 newBufferWithBytesNoCopy returns nil, 2 it returns a
+ * buffer one page shorter than asked, as virtualised Macs may). */
+void mts_stub_set_wrap(int32_t mode);
+/* The system: its macOS major version (0: not modelled, device info as set), whether MTLCreateSystemDefaultDevice
+ * finds a device (else only MTLCopyAllDevices does), what supportsFamily:MTLGPUFamilyMetal4 answers, and whether the
+ * MSL 4 tensor probe compiles. */
+void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal4_family, int32_t tensor_probe);
+/* Messages a successful compile returns as warnings (NULL or "": none). */
+void mts_stub_set_compile_warnings(const char* text);
 /* CDEF END */
 
 #endif

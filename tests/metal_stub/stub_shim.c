@@ -7,7 +7,12 @@
  * Without an executor, dispatches are only logged and counted, which keeps the stand-in cheap.
  *
  * Like Metal, a command buffer keeps the buffers it binds alive until it is released, so the caller
- * may release a buffer handle while a dispatch that uses it is in flight.
+ * may release a buffer handle while a dispatch that uses it is in flight. Where the tests rely on it, it
+ * also behaves as Metal on Apple silicon does and does what shim.m does about it: 16 KiB pages, no-copy
+ * wraps that can fail or come back short (refused), a command buffer released before it was waited for
+ * (committed and run first, as shim.m waits), threadgroup memory rounded up to 16 bytes, the checks of
+ * each dispatch before encoding, one encoder per run of a kernel's dispatches (the label a fault names),
+ * and the macOS version gates of Metal 4, tensor ops and the compile options.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,7 +34,7 @@ typedef struct handle {
     int64_t id;
 } handle;
 
-struct mts_device { handle h; };
+struct mts_device { handle h; int32_t nonuniform; };
 struct mts_library { handle h; char* source; };
 struct mts_pipeline { handle h; char* source; char* function; mts_pipeline_info info; };
 struct mts_buffer { handle h; int32_t refs; int32_t owned; void* data; size_t length; };
@@ -45,6 +50,7 @@ typedef struct record {
     void** bytes;                /* setBytes copies */
     uint64_t* lengths;
     uint64_t* tg;
+    char label[256];             /* the encoder's label: the kernel it was encoded for */
 } record;
 
 struct mts_commands {
@@ -54,6 +60,9 @@ struct mts_commands {
     record* records;             /* kept only while an executor is set */
     size_t n_records, cap_records;
     size_t n_dispatches;
+    size_t n_encoders;           /* encoders opened: one per run of dispatches of one label */
+    char label[256];             /* the open encoder's label */
+    int32_t nonuniform;
 };
 
 typedef struct failure {
@@ -71,6 +80,8 @@ static failure g_failures[16];
 static mts_stub_executor g_executor;
 static mts_device_info g_info;
 static mts_pipeline_info g_pipeline_info;
+static int32_t g_wrap_mode, g_os_major, g_default_device = 1, g_metal4_family, g_tensor_probe;
+static char g_compile_warnings[2048];
 
 /* -- helpers ---------------------------------------------------------------------------------------- */
 
@@ -281,6 +292,10 @@ void mts_stub_reset(void) {
     g_info.max_threadgroup_memory = 32768;
     g_info.recommended_working_set = (uint64_t)16 << 30;
     g_info.has_unified_memory = 1;
+    g_info.nonuniform_threadgroups = 1;
+    g_wrap_mode = g_os_major = g_metal4_family = g_tensor_probe = 0;
+    g_default_device = 1;
+    g_compile_warnings[0] = '\0';
     g_pipeline_info.max_total_threads_per_threadgroup = 1024;
     g_pipeline_info.thread_execution_width = 32;
     g_pipeline_info.static_threadgroup_memory = 0;
@@ -346,6 +361,21 @@ void mts_stub_set_executor(mts_stub_executor executor) {
     g_executor = executor;
 }
 
+void mts_stub_set_wrap(int32_t mode) {
+    g_wrap_mode = mode;
+}
+
+void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal4_family, int32_t tensor_probe) {
+    g_os_major = os_major;
+    g_default_device = default_device;
+    g_metal4_family = metal4_family;
+    g_tensor_probe = tensor_probe;
+}
+
+void mts_stub_set_compile_warnings(const char* text) {
+    snprintf(g_compile_warnings, sizeof g_compile_warnings, "%s", text != NULL ? text : "");
+}
+
 /* -- shim.h: process-wide ------------------------------------------------------------------------------ */
 
 uint32_t mts_abi_version(void) {
@@ -357,7 +387,7 @@ void mts_string_free(char* s) {
 }
 
 size_t mts_page_size(void) {
-    return (size_t)sysconf(_SC_PAGESIZE);
+    return 16384;   /* Apple silicon's pages */
 }
 
 /* -- device ---------------------------------------------------------------------------------------------- */
@@ -372,7 +402,9 @@ int32_t mts_device_create(mts_device** out, char** err) {
         return code;
     }
     mts_device* d = new_handle(sizeof *d, K_DEVICE);
-    log_line("device_create device=%lld", (long long)d->h.id);
+    d->nonuniform = g_info.nonuniform_threadgroups;
+    /* as shim.m: without a default device (no CoreGraphics), the first of MTLCopyAllDevices */
+    log_line("device_create device=%lld%s", (long long)d->h.id, g_default_device ? "" : " fallback=all_devices");
     *out = d;
     return MTS_OK;
 }
@@ -393,6 +425,10 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
     }
     log_line("device_query device=%lld", (long long)d->h.id);
     *info = g_info;
+    if (g_os_major != 0) {   /* as shim.m: Metal 4 asked on macOS 26 only, tensor ops when the probe compiles */
+        info->supports_metal4 = g_os_major >= 26 && g_metal4_family;
+        info->supports_tensor_ops = info->supports_metal4 && g_tensor_probe;
+    }
     return MTS_OK;
 }
 
@@ -405,18 +441,26 @@ static mts_library* new_library(char* source) {
 }
 
 int32_t mts_library_from_source(mts_device* d, const char* source, const mts_compile_options* options,
-                                mts_library** out, char** err) {
+                                mts_library** out, char** warnings, char** err) {
     if (!live_handle(d, K_DEVICE) || source == NULL || out == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_source: bad argument");
     }
     *out = NULL;
+    if (warnings != NULL) {
+        *warnings = NULL;
+    }
     int32_t code = injected("library_from_source", err, NULL);
     if (code != MTS_OK) {
         return code;
     }
     mts_library* lib = new_library(strdup(source));
-    log_line("library_from_source library=%lld language_version=%u fast_math=%d bytes=%zu", (long long)lib->h.id,
-             options ? options->language_version : 0u, options ? options->fast_math : -1, strlen(source));
+    /* as shim.m: mathMode from macOS 15, the deprecated fastMathEnabled before */
+    log_line("library_from_source library=%lld language_version=%u fast_math=%d math=%s bytes=%zu",
+             (long long)lib->h.id, options ? options->language_version : 0u, options ? options->fast_math : -1,
+             g_os_major != 0 && g_os_major < 15 ? "fastMathEnabled" : "mathMode", strlen(source));
+    if (warnings != NULL && g_compile_warnings[0] != '\0') {
+        *warnings = strdup(g_compile_warnings);
+    }
     *out = lib;
     return MTS_OK;
 }
@@ -607,6 +651,16 @@ int32_t mts_buffer_wrap(mts_device* d, void* pointer, size_t length, mts_buffer*
     if (code != MTS_OK) {
         return code;
     }
+    if (g_wrap_mode == 1) {
+        log_line("buffer_wrap refused=nil length=%zu", length);
+        return fail_text(err, MTS_ERR_ALLOC, "cannot allocate a Metal buffer: newBufferWithBytesNoCopy returned nil");
+    }
+    if (g_wrap_mode == 2) {   /* as shim.m: a buffer shorter than asked is refused */
+        char text[160];
+        snprintf(text, sizeof text, "Metal wrapped %zu of the %zu bytes asked", length - page, length);
+        log_line("buffer_wrap refused=short length=%zu", length);
+        return fail_text(err, MTS_ERR_ALLOC, text);
+    }
     mts_buffer* b = new_buffer(pointer, length, 0);
     log_line("buffer_wrap buffer=%lld length=%zu", (long long)b->h.id, length);
     *out = b;
@@ -632,12 +686,13 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
         return code;
     }
     mts_commands* c = new_handle(sizeof *c, K_COMMANDS);
-    log_line("commands_begin commands=%lld", (long long)c->h.id);
+    c->nonuniform = d->nonuniform;
+    log_line("commands_begin commands=%lld error_options=encoder_execution_status", (long long)c->h.id);
     *out = c;
     return MTS_OK;
 }
 
-int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kind,
+int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char* label, int32_t kind,
                             uint32_t size_x, uint32_t size_y, uint32_t size_z,
                             uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
                             const mts_binding* bindings, uint32_t n_bindings,
@@ -652,9 +707,27 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
     if (c->committed) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_encode: the command buffer is already committed");
     }
+    /* as shim.m's encode_problem, before anything is encoded */
+    if (n_bindings > MTS_MAX_BINDINGS || n_threadgroup_memory > MTS_MAX_BINDINGS) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: more than 31 buffer or threadgroup memory bindings");
+    }
+    if (size_x == 0 || size_y == 0 || size_z == 0 || threads_x == 0 || threads_y == 0 || threads_z == 0) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a grid or threadgroup dimension is zero");
+    }
+    if ((uint64_t)threads_x * threads_y * threads_z > pipeline->info.max_total_threads_per_threadgroup) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: more threads per threadgroup than the "
+                                                "pipeline's maxTotalThreadsPerThreadgroup");
+    }
+    if (kind == MTS_DISPATCH_THREADS && !c->nonuniform) {
+        return fail_text(err, MTS_ERR_ARGUMENT,
+                         "mts_commands_encode: dispatchThreads needs non-uniform threadgroups (MTLGPUFamilyApple4)");
+    }
     for (uint32_t i = 0; i < n_bindings; i++) {
         if (bindings[i].buffer != NULL && !live_handle(bindings[i].buffer, K_BUFFER)) {
             return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a bound buffer was released");
+        }
+        if (bindings[i].buffer != NULL && bindings[i].offset >= bindings[i].buffer->length) {
+            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a binding's offset is past the end of its buffer");
         }
         if (bindings[i].buffer == NULL && bindings[i].bytes != NULL
             && (bindings[i].length == 0 || bindings[i].length > MTS_MAX_INLINE_BYTES)) {
@@ -665,9 +738,16 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
     if (code != MTS_OK) {
         return code;
     }
-    log_line("commands_encode commands=%lld function=%s kind=%s size=%u,%u,%u threads=%u,%u,%u bindings=%u tg=%u",
+    const char* name = label != NULL ? label : "";
+    if (c->n_encoders == 0 || strncmp(c->label, name, sizeof c->label) != 0) {   /* a new labelled encoder */
+        c->n_encoders++;
+        snprintf(c->label, sizeof c->label, "%s", name);
+    }
+    log_line("commands_encode commands=%lld function=%s kind=%s size=%u,%u,%u threads=%u,%u,%u bindings=%u tg=%u "
+             "encoder=%zu label=%s",
              (long long)c->h.id, pipeline->function, kind == MTS_DISPATCH_THREADS ? "threads" : "threadgroups",
-             size_x, size_y, size_z, threads_x, threads_y, threads_z, n_bindings, n_threadgroup_memory);
+             size_x, size_y, size_z, threads_x, threads_y, threads_z, n_bindings, n_threadgroup_memory,
+             c->n_encoders, c->label);
     c->n_dispatches++;
     if (g_executor == NULL) {
         return MTS_OK;   /* nothing will replay it: count it only (keeps the stand-in cheap for benchmarks) */
@@ -708,9 +788,10 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
     }
     r->n_tg = n_threadgroup_memory;
     r->tg = calloc(n_threadgroup_memory + 1, sizeof *r->tg);
-    if (n_threadgroup_memory) {
-        memcpy(r->tg, threadgroup_memory, n_threadgroup_memory * sizeof *r->tg);
+    for (uint32_t i = 0; i < n_threadgroup_memory; i++) {   /* as shim.m: Metal takes multiples of 16 bytes */
+        r->tg[i] = (threadgroup_memory[i] + 15u) & ~(uint64_t)15u;
     }
+    snprintf(r->label, sizeof r->label, "%s", c->label);
     return MTS_OK;
 }
 
@@ -730,7 +811,8 @@ int32_t mts_commands_commit(mts_commands* c, char** err) {
     return MTS_OK;
 }
 
-static int32_t replay(mts_commands* c, char* message, size_t size) {
+/* Runs the recorded dispatches in order; on a fault, `faulted` receives the label of its encoder. */
+static int32_t replay(mts_commands* c, char* message, size_t size, char* faulted, size_t faulted_size) {
     for (size_t i = 0; i < c->n_records; i++) {
         record* r = &c->records[i];
         void** data = calloc(r->n_bindings + 1, sizeof *data);
@@ -752,6 +834,7 @@ static int32_t replay(mts_commands* c, char* message, size_t size) {
         free(data);
         free(is_bytes);
         if (rc != 0) {
+            snprintf(faulted, faulted_size, "%s", r->label);
             return rc;
         }
     }
@@ -779,7 +862,7 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
     if (g_executor != NULL && !c->waited) {
         char message[2048] = "";
         c->waited = 1;
-        if (replay(c, message, sizeof message) != 0) {
+        if (replay(c, message, sizeof message, done->faulted, sizeof done->faulted) != 0) {
             done->status = 5;
             done->error_code = 3;   /* MTLCommandBufferErrorPageFault */
             return fail_text(err, MTS_ERR_GPU, message[0] ? message : "the executor reported a fault");
@@ -792,7 +875,16 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
 
 void mts_commands_release(mts_commands* c) {
     if (c != NULL && release_handle(&c->h, K_COMMANDS)) {
-        log_line("commands_release commands=%lld", (long long)c->h.id);
+        /* as shim.m: never committed, it is committed now; never waited for, it runs to completion first */
+        int32_t committed_now = !c->committed, waited_now = !c->waited;
+        c->committed = 1;
+        if (waited_now && g_executor != NULL) {
+            char message[2048] = "", faulted[256] = "";
+            replay(c, message, sizeof message, faulted, sizeof faulted);
+        }
+        c->waited = 1;
+        log_line("commands_release commands=%lld%s%s", (long long)c->h.id, committed_now ? " committed_at_release=1" : "",
+                 waited_now ? " waited_at_release=1" : "");
         free_records(c);
     }
 }

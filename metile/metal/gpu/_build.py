@@ -26,8 +26,10 @@ HERE = Path(__file__).resolve().parent
 HEADER = HERE / "shim.h"
 OBJC_SOURCE = HERE / "shim.m"
 MODULE_NAME = "_metile_metal_shim"
-OBJC_FLAGS = ("-fno-objc-arc", "-fobjc-exceptions", "-Wno-unused-command-line-argument")
-FRAMEWORKS = ("-framework", "Metal", "-framework", "Foundation")
+OBJC_FLAGS = ("-fno-objc-arc", "-fobjc-exceptions", "-Wno-unused-command-line-argument", "-mmacosx-version-min=14.0")
+# CoreGraphics: Apple documents that a command-line process gets no default Metal device unless it is linked
+FRAMEWORKS = ("-framework", "Metal", "-framework", "Foundation", "-framework", "CoreGraphics")
+EXTRA_FLAGS_ENV = "METILE_SHIM_CFLAGS"   # more compiler flags for the shim (CI: warnings as errors)
 _CDEF = re.compile(r"/\* CDEF BEGIN \*/\n(?P<body>.*?)/\* CDEF END \*/", re.S)
 
 
@@ -65,6 +67,19 @@ class ModuleSpec:
 
 
 METAL_SHIM = ModuleSpec(MODULE_NAME, (OBJC_SOURCE,), compile_args=OBJC_FLAGS, link_args=FRAMEWORKS)
+
+
+def extra_flags() -> tuple[str, ...]:
+    """`METILE_SHIM_CFLAGS`, split like a shell's words (the macOS CI adds -Werror and the availability checks)."""
+    import os
+    import shlex
+
+    return tuple(shlex.split(os.environ.get(EXTRA_FLAGS_ENV, "")))
+
+
+def metal_shim_spec() -> ModuleSpec:
+    """The Metal shim's module, with `extra_flags()` after its own."""
+    return attrs.evolve(METAL_SHIM, compile_args=METAL_SHIM.compile_args + extra_flags())
 
 
 def compile_module(spec: ModuleSpec, target: Path) -> Path:

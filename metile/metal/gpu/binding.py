@@ -83,6 +83,7 @@ def shim_path(cache_dir: Path) -> Path:
     """Where the shim for these sources, this OS version and this Python lives in the cache."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     key = sha256_hex("metal-shim", HEADER.read_bytes(), OBJC_SOURCE.read_bytes(), Path(_build.__file__).read_bytes(),
+                     " ".join(_build.extra_flags()),
                      macos_version(), platform.machine(), sys.implementation.cache_tag, suffix, cffi.__version__)
     return cache_dir / "metal" / f"{MODULE_NAME}-{key[:24]}{suffix}"
 
@@ -93,7 +94,7 @@ def build_shim(cache_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def build(out: Path) -> None:
-        _build.compile_module(_build.METAL_SHIM, out)
+        _build.compile_module(_build.metal_shim_spec(), out)
 
     try:
         return cached_build(path, build)

@@ -21,7 +21,7 @@ import attrs
 
 from metile.metal.cpu.toolchain import BuildFailed, cached_build, sha256_hex, tree_digest
 from metile.metal.diagnostics import DIAGNOSTIC, first_error
-from metile.metal.errors import DeviceError, MSLCompileError
+from metile.metal.errors import DeviceError, MSLCompileError, MSLCompileWarning
 from metile.metal.gpu.binding import ERR_COMPILE, ERR_LOAD, Shim, shim_error, take_message
 from metile.metal.msl_preprocess import Preprocessed, has_quoted_include
 
@@ -73,6 +73,39 @@ class CompileSettings:
         return [*std, "-ffast-math" if self.fast_math else "-fno-fast-math"]
 
 
+LANGUAGE_VERSIONS = {"3.0": 13, "3.1": 14, "3.2": 15, "4.0": 26}
+"""Each MSL version Metal's compiler takes (`MTLLanguageVersion`), with the first macOS major version that has it."""
+
+
+def os_major(os_version: str | None) -> int | None:
+    """The major version of a macOS version string ("15.3.1" -> 15), None for anything else."""
+    m = re.match(r"(\d+)", os_version or "")
+    return int(m.group(1)) if m else None
+
+
+def pinned_language_version(asked: str | None, os_version: str | None) -> str | None:
+    """The MSL version to compile with on macOS `os_version`: `asked`, or the newest the system has, so that a
+    kernel compiles the same way whatever Metal's own default is; `DeviceError` when `asked` is newer than the
+    system's Metal or unknown. Off macOS (no version to pin to), `asked` as it is."""
+    major = os_major(os_version)
+    if major is None:
+        return asked
+    if asked is None:
+        return max((v for v, first in LANGUAGE_VERSIONS.items() if first <= major), key=_version_key, default=None)
+    first = LANGUAGE_VERSIONS.get(asked)
+    if first is None:
+        raise DeviceError(f"language_version={asked!r} is not an MSL version metile knows "
+                          f"({', '.join(LANGUAGE_VERSIONS)})")
+    if first > major:
+        raise DeviceError(f"language_version={asked!r}: MSL {asked} needs macOS {first} or later, and this Mac runs "
+                          f"macOS {os_version}")
+    return asked
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
 @attrs.frozen
 class Toolchain:
     """The offline Metal compiler (`xcrun metal`) and linker (`xcrun metallib`)."""
@@ -117,6 +150,7 @@ class MetalCompiler:
         self.aot = aot                    # None: when the toolchain is found; False: never; True: required
         self._toolchain: Toolchain | None | bool = False   # False: not looked for yet
         self._err = shim.ffi.new("char**")
+        self._warnings = shim.ffi.new("char**")
         self.aot_fallback_reason = ""     # why AOT was given up for this device, if it was
 
     @property
@@ -163,13 +197,21 @@ class MetalCompiler:
         opts = ffi.new("mts_compile_options*", {"language_version": self.settings.version_code,
                                                  "fast_math": int(self.settings.fast_math)})
         out = ffi.new("mts_library**")
-        code = lib.mts_library_from_source(self.device_handle, text.encode(), opts, out, self._err)
+        warned = self._warnings
+        code = lib.mts_library_from_source(self.device_handle, text.encode(), opts, out, warned, self._err)
         if code == ERR_COMPILE:
             raise compile_error(take_message(self.shim, self._err), source=source, metal_name=metal_name,
                                 read_other=preprocessed.line_map.user_file if preprocessed else None)
         if code:
             raise shim_error(code, take_message(self.shim, self._err), f"compiling {metal_name}")
-        return ffi.gc(out[0], lib.mts_library_release)
+        handle = ffi.gc(out[0], lib.mts_library_release)
+        text = take_message(self.shim, warned)   # a successful compile's warnings
+        if text:
+            import warnings
+
+            shown = text.replace(f"{JIT_FILE_NAME}:", f"{metal_name}:")
+            warnings.warn(f"the Metal compiler warned about {metal_name}:\n{shown}", MSLCompileWarning, stacklevel=4)
+        return handle
 
     # -- AOT ----------------------------------------------------------------------------------------------------
     def metallib_path(self, source: str, include_dir: Path | None, include_dirs: Sequence[Path] = (),

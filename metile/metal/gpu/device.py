@@ -16,6 +16,7 @@ The shim module is a constructor argument, so the tests run all of this against 
 from __future__ import annotations
 
 import os
+import platform
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from metile.metal.cpu.toolchain import find_compiler
 from metile.metal.errors import (
     CompilerNotFoundError,
     DeviceError,
+    DeviceUnavailableError,
     FunctionConstantError,
     LaunchError,
     MSLCompileError,
@@ -34,7 +36,7 @@ from metile.metal.errors import (
 )
 from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
-from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, run_command
+from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, pinned_language_version, run_command
 from metile.metal.gpu.constants import constant_table, shim_constants
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
@@ -67,12 +69,13 @@ class MetalOptions:
     language_version: str | None = None   # MSL version ("3.1", "3.2", "4.0"); None: the newest the OS has
     fast_math: bool = False      # Metal's fast math (off: IEEE-conforming, as on the CPU device)
     aot: bool | None = None      # None: AOT when `xcrun metal` exists; False: always JIT; True: require AOT
+    os_version: str | None = None   # the macOS version to compile for; None: this system's
 
 
 class MetalFunction:
     """A kernel of a library with its compute pipeline state."""
 
-    __slots__ = ("library", "device", "signature", "name", "handle", "max_total_threads_per_threadgroup",
+    __slots__ = ("library", "device", "signature", "name", "label", "handle", "max_total_threads_per_threadgroup",
                  "thread_execution_width", "static_threadgroup_memory", "threadgroup_params", "_prepared")
 
     def __init__(self, library: MetalLibrary, signature: KernelSignature, handle, info):
@@ -80,6 +83,7 @@ class MetalFunction:
         self.device = library.device
         self.signature = signature
         self.name = signature.name
+        self.label = signature.name.encode("utf-8", "replace")   # its encoders' label, which a GPU fault names
         self.handle = handle
         self.max_total_threads_per_threadgroup = int(info.max_total_threads_per_threadgroup)
         self.thread_execution_width = int(info.thread_execution_width)
@@ -179,15 +183,25 @@ class MetalDevice:
         check(self.shim, lib.mts_device_query(self.handle, info, self.errp), self.errp, "querying the Metal device")
         self.gpu_name: str = ffi.string(info.name).decode("utf-8", "replace")
         self.gpu_family: int = int(info.apple_family)
+        if self.gpu_family == 0:   # a paravirtual device (a macOS virtual machine) or a GPU before Apple7
+            ffi.release(self.handle)
+            raise DeviceUnavailableError(
+                f"the Metal device {self.gpu_name!r} is not an Apple7 (M1) or later GPU: metile's kernels need "
+                "simdgroup matrices and non-uniform threadgroups of Apple silicon, which paravirtual devices of "
+                "virtual machines do not have. Use metile.device('cpu') (METILE_DEVICE=cpu) there.")
+        self.nonuniform_threadgroups: bool = bool(info.nonuniform_threadgroups)
         self.max_threads_per_threadgroup: int = int(info.max_threads_per_threadgroup[0])
         self.max_threadgroup_memory: int = int(info.max_threadgroup_memory)
         self.recommended_working_set: int = int(info.recommended_working_set)
         self.supports_metal4: bool = bool(info.supports_metal4)
         self.supports_tensor_ops: bool = bool(info.supports_tensor_ops)
         self.page_size: int = int(lib.mts_page_size())
+        system = options.os_version if options.os_version is not None else platform.mac_ver()[0]   # "" off macOS
+        language = pinned_language_version(options.language_version, system)
+        os_version = system or macos_version()
         self.compiler = MetalCompiler(
-            self.shim, self.handle, settings=CompileSettings(options.language_version, options.fast_math),
-            cache_dir=options.cache_dir, gpu_family=self.gpu_family, os_version=macos_version(), runner=runner,
+            self.shim, self.handle, settings=CompileSettings(language, options.fast_math),
+            cache_dir=options.cache_dir, gpu_family=self.gpu_family, os_version=os_version, runner=runner,
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
                                     max_in_flight=options.max_in_flight)
@@ -333,6 +347,9 @@ class MetalDevice:
             _refuse_run_options(sanitize, timeout)
         if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
             raise _too_many_threads(fn, tpt)
+        if kind == DISPATCH_THREADS and not self.nonuniform_threadgroups:
+            raise LaunchError(f"dispatch_threads of `{fn.name}` needs non-uniform threadgroups, which "
+                              f"{self.gpu_name!r} does not have (MTLGPUFamilyApple4); use dispatch_threadgroups")
         if tg_memory.__class__ is not tuple:
             tg_memory = tuple(tg_memory) if tg_memory is not None else ()
         if args.__class__ is not list and args.__class__ is not tuple:
@@ -351,6 +368,9 @@ class MetalDevice:
         _refuse_run_options(sanitize, timeout)
         if tpt[0] * tpt[1] * tpt[2] > fn.max_total_threads_per_threadgroup:
             raise _too_many_threads(fn, tpt)
+        if kind == DISPATCH_THREADS and not self.nonuniform_threadgroups:
+            raise LaunchError(f"dispatch_threads of `{fn.name}` needs non-uniform threadgroups, which "
+                              f"{self.gpu_name!r} does not have (MTLGPUFamilyApple4); use dispatch_threadgroups")
         args = tuple(args)
         tg_memory = tuple(tg_memory) if tg_memory is not None else ()
         self._live_handle()

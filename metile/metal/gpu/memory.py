@@ -8,7 +8,7 @@ the handle is released exactly once when the last view and the memory object are
 
 from __future__ import annotations
 
-from metile.metal.gpu.binding import Shim, check
+from metile.metal.gpu.binding import ERR_ALLOC, Shim, check, take_message
 
 
 class MetalMemory:
@@ -62,12 +62,14 @@ def copy_to_memory(shim: Shim, device_handle, errp, data, nbytes: int) -> MetalM
 
 
 def wrap_host_memory(shim: Shim, device_handle, errp, address: int, nbytes: int):
-    """An `mts_buffer` over page-aligned host memory (no copy), released by ffi.gc.
-
-    The caller keeps the memory alive for as long as the GPU may use the buffer.
-    """
+    """An `mts_buffer` over page-aligned host memory (no copy), released by ffi.gc; None when Metal cannot wrap all
+    of it (`newBufferWithBytesNoCopy` returned nothing, or fewer bytes than asked, as on virtualised Macs), so that
+    the caller copies the memory instead. The caller keeps the memory alive for as long as the GPU may use it."""
     ffi = shim.ffi
     out = ffi.new("mts_buffer**")
-    check(shim, shim.lib.mts_buffer_wrap(device_handle, ffi.cast("void*", address), nbytes, out, errp), errp,
-          f"wrapping {nbytes} bytes of host memory")
+    code = shim.lib.mts_buffer_wrap(device_handle, ffi.cast("void*", address), nbytes, out, errp)
+    if code == ERR_ALLOC:
+        take_message(shim, errp)
+        return None
+    check(shim, code, errp, f"wrapping {nbytes} bytes of host memory")
     return ffi.gc(out[0], shim.lib.mts_buffer_release)

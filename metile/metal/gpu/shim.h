@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* CDEF BEGIN */
-#define MTS_ABI_VERSION 2
+#define MTS_ABI_VERSION 3
 
 #define MTS_OK 0
 #define MTS_ERR_NO_DEVICE 1
@@ -45,6 +45,8 @@ extern "C" {
 
 /* largest setBytes binding; larger constant data goes into a buffer */
 #define MTS_MAX_INLINE_BYTES 4095
+/* buffer argument table entries of a compute encoder ([[buffer(0)]] .. [[buffer(30)]]) */
+#define MTS_MAX_BINDINGS 31
 
 typedef struct mts_device mts_device;
 typedef struct mts_library mts_library;
@@ -59,8 +61,9 @@ typedef struct mts_device_info {
     uint64_t max_threadgroup_memory;         /* maxThreadgroupMemoryLength, bytes */
     uint64_t recommended_working_set;        /* recommendedMaxWorkingSetSize, bytes */
     int32_t has_unified_memory;              /* hasUnifiedMemory */
-    int32_t supports_metal4;                 /* supportsFamily: MTLGPUFamilyMetal4 */
-    int32_t supports_tensor_ops;             /* Metal 4 tensors and tensor ops in shaders */
+    int32_t supports_metal4;                 /* supportsFamily: MTLGPUFamilyMetal4, asked on macOS 26 or later only */
+    int32_t supports_tensor_ops;             /* an MSL 4 kernel using metal_tensor compiled on this device */
+    int32_t nonuniform_threadgroups;         /* supportsFamily: MTLGPUFamilyApple4 (dispatchThreads: allowed) */
 } mts_device_info;
 
 typedef struct mts_compile_options {
@@ -100,6 +103,7 @@ typedef struct mts_completion {
     int32_t error_code;          /* MTLCommandBufferError code when status is 5, else 0 */
     double gpu_start;            /* GPUStartTime, seconds */
     double gpu_end;              /* GPUEndTime, seconds */
+    char faulted[256];           /* on an error: the label of the encoder that faulted (its kernel), else "" */
 } mts_completion;
 
 uint32_t mts_abi_version(void);
@@ -110,8 +114,9 @@ int32_t mts_device_create(mts_device** out, char** err);
 void mts_device_release(mts_device* device);
 int32_t mts_device_query(mts_device* device, mts_device_info* info, char** err);
 
+/* *warnings (when not NULL) receives the compiler's messages of a successful compile, or NULL when there are none */
 int32_t mts_library_from_source(mts_device* device, const char* source, const mts_compile_options* options,
-                                mts_library** out, char** err);
+                                mts_library** out, char** warnings, char** err);
 int32_t mts_library_from_file(mts_device* device, const char* path, mts_library** out, char** err);
 void mts_library_release(mts_library* library);
 
@@ -129,18 +134,26 @@ int32_t mts_buffer_new(mts_device* device, size_t length, mts_buffer** out, void
 int32_t mts_buffer_new_copy(mts_device* device, const void* bytes, size_t length, mts_buffer** out,
                             void** contents, char** err);
 /* no copy: pointer must be page-aligned and length a multiple of the page size; the memory must
- * outlive the buffer */
+ * outlive the buffer. MTS_ERR_ALLOC when Metal cannot wrap it or gives a buffer shorter than length
+ * (virtualised Macs do): the caller then copies instead. */
 int32_t mts_buffer_wrap(mts_device* device, void* pointer, size_t length, mts_buffer** out, char** err);
 void mts_buffer_release(mts_buffer* buffer);
 
+/* A command buffer whose errors report each encoder's execution status (the encoder that faulted). */
 int32_t mts_commands_begin(mts_device* device, mts_commands** out, char** err);
-int32_t mts_commands_encode(mts_commands* commands, mts_pipeline* pipeline, int32_t kind,
+/* Everything is checked before the first encoder call: at most MTS_MAX_BINDINGS bindings, offsets within their
+ * buffers, no zero dimension, no more threads per threadgroup than the pipeline allows, and dispatch_threads only
+ * on devices with non-uniform threadgroups. Consecutive dispatches of one label (the kernel's name) share an
+ * encoder labelled with it. */
+int32_t mts_commands_encode(mts_commands* commands, mts_pipeline* pipeline, const char* label, int32_t kind,
                             uint32_t size_x, uint32_t size_y, uint32_t size_z,
                             uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
                             const mts_binding* bindings, uint32_t n_bindings,
                             const uint64_t* threadgroup_memory, uint32_t n_threadgroup_memory, char** err);
 int32_t mts_commands_commit(mts_commands* commands, char** err);
 int32_t mts_commands_wait(mts_commands* commands, mts_completion* done, char** err);
+/* A command buffer released before mts_commands_wait is committed (if it was not) and waited for first, so that
+ * the GPU never runs work whose memory has been freed and no encoded dispatch is dropped. */
 void mts_commands_release(mts_commands* commands);
 /* CDEF END */
 

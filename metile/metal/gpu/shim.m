@@ -23,20 +23,36 @@
 #error "shim.m manages references by hand; compile it with -fno-objc-arc"
 #endif
 
-/* MTLGPUFamily values (MTLDevice.h): Apple7 = 1007 (M1) ... Apple10 = 1010 (M5); Metal4 = 5002. */
+/* MTLGPUFamily values (MTLDevice.h): Apple4 = 1004 (non-uniform threadgroups), Apple7 = 1007 (M1) ...
+ * Apple10 = 1010 (M5); Metal4 = 5002. MTLLanguageVersion4_0 = (4 << 16). */
+static const NSInteger kFamilyApple4 = 1004;
 static const NSInteger kFamilyApple7 = 1007;
 static const NSInteger kFamilyMetal4 = 5002;
 static const uint32_t kNewestAppleFamily = 10;
+static const NSUInteger kLanguageVersion4_0 = (NSUInteger)4 << 16;
+
+/* An MSL 4 kernel taking a tensor: it compiles where the OS's Metal compiler has tensors (metal_tensor) and the
+ * tensor ops of MetalPerformancePrimitives. */
+static const char* const kTensorProbe =
+    "#include <metal_stdlib>\n"
+    "#include <metal_tensor>\n"
+    "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n"
+    "using namespace metal;\n"
+    "kernel void mts_tensor_probe(tensor<device float, dextents<int32_t, 2>> t [[buffer(0)]]) {}\n";
 
 struct mts_device {
     id<MTLDevice> device;
     id<MTLCommandQueue> queue;
+    int nonuniform;          /* supportsFamily: Apple4: dispatchThreads: may make partial threadgroups */
 };
 
 struct mts_commands {
     id<MTLCommandBuffer> buffer;
-    id<MTLComputeCommandEncoder> encoder;
+    id<MTLComputeCommandEncoder> encoder;   /* the open encoder, nil before the first dispatch */
+    char label[256];                        /* the open encoder's label (the kernel it runs) */
     int committed;
+    int waited;
+    int nonuniform;
 };
 
 /* Handles of single objects are the objects themselves. */
@@ -102,7 +118,17 @@ int32_t mts_device_create(mts_device** out, char** err) {
         @try {
             id<MTLDevice> device = MTLCreateSystemDefaultDevice();   /* owned: NS_RETURNS_RETAINED */
             if (device == nil) {
-                return fail_text(err, MTS_ERR_NO_DEVICE, "MTLCreateSystemDefaultDevice found no Metal device");
+                /* a command-line process that has not loaded CoreGraphics may get no default device (the
+                 * module links it); every Metal device of the system is the fallback */
+                NSArray<id<MTLDevice>>* all = MTLCopyAllDevices();   /* owned */
+                if ([all count] > 0) {
+                    device = [[all objectAtIndex:0] retain];
+                }
+                [all release];
+            }
+            if (device == nil) {
+                return fail_text(err, MTS_ERR_NO_DEVICE,
+                                 "neither MTLCreateSystemDefaultDevice nor MTLCopyAllDevices found a Metal device");
             }
             id<MTLCommandQueue> queue = [device newCommandQueue];
             if (queue == nil) {
@@ -117,6 +143,7 @@ int32_t mts_device_create(mts_device** out, char** err) {
             }
             d->device = device;
             d->queue = queue;
+            d->nonuniform = [device supportsFamily:(MTLGPUFamily)kFamilyApple4] ? 1 : 0;
             *out = d;
             return MTS_OK;
         } @catch (NSException* e) {
@@ -164,10 +191,21 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
             info->max_threadgroup_memory = (uint64_t)[device maxThreadgroupMemoryLength];
             info->recommended_working_set = (uint64_t)[device recommendedMaxWorkingSetSize];
             info->has_unified_memory = [device hasUnifiedMemory] ? 1 : 0;
-            /* Metal 4 (macOS 26): tensors (MTLTensor, metal_tensor) and the tensor ops of
-             * MetalPerformancePrimitives are part of the Metal 4 family; older systems answer NO. */
-            info->supports_metal4 = [device supportsFamily:(MTLGPUFamily)kFamilyMetal4] ? 1 : 0;
-            info->supports_tensor_ops = info->supports_metal4;
+            info->nonuniform_threadgroups = d->nonuniform;
+            /* Metal 4 is a family only macOS 26 knows: an older system is not asked */
+            if (@available(macOS 26.0, *)) {
+                info->supports_metal4 = [device supportsFamily:(MTLGPUFamily)kFamilyMetal4] ? 1 : 0;
+            }
+            /* tensor ops: only when an MSL 4 kernel using them compiles here */
+            if (info->supports_metal4) {
+                MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
+                [opts setLanguageVersion:(MTLLanguageVersion)kLanguageVersion4_0];
+                NSError* error = nil;
+                id<MTLLibrary> probe = [device newLibraryWithSource:utf8_string(kTensorProbe) options:opts
+                                                              error:&error];
+                info->supports_tensor_ops = probe != nil ? 1 : 0;
+                [probe release];
+            }
             return MTS_OK;
         } @catch (NSException* e) {
             return fail_exception(err, "mts_device_query", e);
@@ -179,12 +217,32 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
 
 /* -- libraries and pipelines ------------------------------------------------------------------------------ */
 
+/* IEEE-conforming or fast math: mathMode and mathFloatingPointFunctions from macOS 15 (when the SDK has them),
+ * the deprecated fastMathEnabled (which sets both) before. */
+static void set_math(MTLCompileOptions* opts, int fast) {
+#if defined(__MAC_15_0) && __MAC_OS_X_VERSION_MAX_ALLOWED >= __MAC_15_0
+    if (@available(macOS 15.0, *)) {
+        [opts setMathMode:fast ? MTLMathModeFast : MTLMathModeSafe];
+        [opts setMathFloatingPointFunctions:fast ? MTLMathFloatingPointFunctionsFast
+                                                 : MTLMathFloatingPointFunctionsPrecise];
+        return;
+    }
+#endif
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+    [opts setFastMathEnabled:fast ? YES : NO];
+#pragma clang diagnostic pop
+}
+
 int32_t mts_library_from_source(mts_device* d, const char* source, const mts_compile_options* options,
-                                mts_library** out, char** err) {
+                                mts_library** out, char** warnings, char** err) {
     if (d == NULL || source == NULL || out == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_library_from_source: NULL argument");
     }
     *out = NULL;
+    if (warnings != NULL) {
+        *warnings = NULL;
+    }
     @autoreleasepool {
         @try {
             NSString* text = utf8_string(source);
@@ -192,18 +250,10 @@ int32_t mts_library_from_source(mts_device* d, const char* source, const mts_com
                 return fail_text(err, MTS_ERR_ARGUMENT, "the MSL source is not valid UTF-8");
             }
             MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
-            if (options != NULL) {
-                if (options->language_version != 0) {
-                    [opts setLanguageVersion:(MTLLanguageVersion)options->language_version];
-                }
-                /* fastMathEnabled is deprecated since macOS 15 in favour of mathMode, but it is the one
-                 * setting that exists on every targeted system, and it sets both mathMode and
-                 * mathFloatingPointFunctions (safe + precise when NO). */
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wdeprecated-declarations"
-                [opts setFastMathEnabled:options->fast_math ? YES : NO];
-#pragma clang diagnostic pop
+            if (options != NULL && options->language_version != 0) {
+                [opts setLanguageVersion:(MTLLanguageVersion)options->language_version];
             }
+            set_math(opts, options != NULL && options->fast_math);
             NSError* error = nil;
             id<MTLLibrary> library = [d->device newLibraryWithSource:text options:opts error:&error];
             if (library == nil) {
@@ -211,7 +261,11 @@ int32_t mts_library_from_source(mts_device* d, const char* source, const mts_com
                 return fail_ns(err, MTS_ERR_COMPILE,
                                error != nil ? [error localizedDescription] : @"the MSL compiler failed");
             }
-            *out = (mts_library*)(void*)library;   /* owned (+1); warnings in `error` are dropped */
+            *out = (mts_library*)(void*)library;   /* owned (+1) */
+            if (error != nil && warnings != NULL) {   /* a successful compile's warnings */
+                const char* text = [[error localizedDescription] UTF8String];
+                *warnings = text != NULL && text[0] != '\0' ? strdup(text) : NULL;
+            }
             return MTS_OK;
         } @catch (NSException* e) {
             return fail_exception(err, "mts_library_from_source", e);
@@ -427,6 +481,13 @@ int32_t mts_buffer_wrap(mts_device* d, void* pointer, size_t length, mts_buffer*
             id<MTLBuffer> buffer = [d->device newBufferWithBytesNoCopy:pointer length:length
                                                                options:MTLResourceStorageModeShared
                                                            deallocator:nil];
+            if (buffer != nil && [buffer length] < length) {   /* virtualised Macs may wrap less than asked */
+                char text[160];
+                snprintf(text, sizeof text, "Metal wrapped %zu of the %zu bytes asked", (size_t)[buffer length],
+                         length);
+                [buffer release];
+                return fail_text(err, MTS_ERR_ALLOC, text);
+            }
             return finish_buffer(buffer, length, out, NULL, err);
         } @catch (NSException* e) {
             return fail_exception(err, "mts_buffer_wrap", e);
@@ -457,21 +518,19 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
     *out = NULL;
     @autoreleasepool {
         @try {
-            id<MTLCommandBuffer> buffer = [d->queue commandBuffer];   /* autoreleased */
+            /* errors report each encoder's execution status, so a fault names the encoder (kernel) it hit */
+            MTLCommandBufferDescriptor* desc = [[[MTLCommandBufferDescriptor alloc] init] autorelease];
+            [desc setErrorOptions:MTLCommandBufferErrorOptionEncoderExecutionStatus];
+            id<MTLCommandBuffer> buffer = [d->queue commandBufferWithDescriptor:desc];   /* autoreleased */
             if (buffer == nil) {
                 return fail_text(err, MTS_ERR_STATE, "the command queue returned no command buffer");
             }
-            id<MTLComputeCommandEncoder> encoder = [buffer computeCommandEncoder];   /* serial dispatches */
-            if (encoder == nil) {
-                return fail_text(err, MTS_ERR_STATE, "the command buffer returned no compute encoder");
-            }
             mts_commands* c = calloc(1, sizeof *c);
             if (c == NULL) {
-                [encoder endEncoding];
                 return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
             }
             c->buffer = [buffer retain];
-            c->encoder = [encoder retain];
+            c->nonuniform = d->nonuniform;
             *out = c;
             return MTS_OK;
         } @catch (NSException* e) {
@@ -482,7 +541,38 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
     }
 }
 
-int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kind,
+/* What is wrong with a dispatch, checked before any encoder call (NULL: nothing). */
+static const char* encode_problem(mts_commands* c, mts_pipeline* pipeline, int32_t kind, const uint32_t size[3],
+                                  const uint32_t threads[3], const mts_binding* bindings, uint32_t n_bindings,
+                                  uint32_t n_threadgroup_memory) {
+    if (n_bindings > MTS_MAX_BINDINGS || n_threadgroup_memory > MTS_MAX_BINDINGS) {
+        return "mts_commands_encode: more than 31 buffer or threadgroup memory bindings";
+    }
+    for (int i = 0; i < 3; i++) {
+        if (size[i] == 0 || threads[i] == 0) {
+            return "mts_commands_encode: a grid or threadgroup dimension is zero";
+        }
+    }
+    uint64_t per_group = (uint64_t)threads[0] * threads[1] * threads[2];
+    if (per_group > (uint64_t)[AS_PIPELINE(pipeline) maxTotalThreadsPerThreadgroup]) {
+        return "mts_commands_encode: more threads per threadgroup than the pipeline's maxTotalThreadsPerThreadgroup";
+    }
+    if (kind == MTS_DISPATCH_THREADS && !c->nonuniform) {
+        return "mts_commands_encode: dispatchThreads needs non-uniform threadgroups (MTLGPUFamilyApple4)";
+    }
+    for (uint32_t i = 0; i < n_bindings; i++) {
+        const mts_binding* b = &bindings[i];
+        if (b->buffer != NULL && b->offset >= (uint64_t)[AS_BUFFER(b->buffer) length]) {
+            return "mts_commands_encode: a binding's offset is past the end of its buffer";
+        }
+        if (b->buffer == NULL && b->bytes != NULL && (b->length == 0 || b->length > MTS_MAX_INLINE_BYTES)) {
+            return "mts_commands_encode: inline bytes must be 1..4095";
+        }
+    }
+    return NULL;
+}
+
+int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char* label, int32_t kind,
                             uint32_t size_x, uint32_t size_y, uint32_t size_z,
                             uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,
                             const mts_binding* bindings, uint32_t n_bindings,
@@ -499,6 +589,32 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
     }
     @autoreleasepool {
         @try {
+            const uint32_t size[3] = {size_x, size_y, size_z};
+            const uint32_t threads[3] = {threads_x, threads_y, threads_z};
+            const char* problem = encode_problem(c, pipeline, kind, size, threads, bindings, n_bindings,
+                                                 n_threadgroup_memory);
+            if (problem != NULL) {
+                return fail_text(err, MTS_ERR_ARGUMENT, problem);
+            }
+            const char* name = label != NULL ? label : "";
+            if (c->encoder == nil || strncmp(c->label, name, sizeof c->label) != 0) {
+                /* one encoder per run of dispatches of one kernel, labelled with it; encoders run in order */
+                if (c->encoder != nil) {
+                    [c->encoder endEncoding];
+                    [c->encoder release];
+                    c->encoder = nil;
+                }
+                id<MTLComputeCommandEncoder> encoder = [c->buffer computeCommandEncoder];   /* serial */
+                if (encoder == nil) {
+                    return fail_text(err, MTS_ERR_STATE, "the command buffer returned no compute encoder");
+                }
+                c->encoder = [encoder retain];
+                snprintf(c->label, sizeof c->label, "%s", name);
+                NSString* text = utf8_string(c->label);
+                if (text != nil) {
+                    [encoder setLabel:text];
+                }
+            }
             id<MTLComputeCommandEncoder> encoder = c->encoder;
             [encoder setComputePipelineState:AS_PIPELINE(pipeline)];
             for (uint32_t i = 0; i < n_bindings; i++) {
@@ -506,9 +622,6 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
                 if (b->buffer != NULL) {
                     [encoder setBuffer:AS_BUFFER(b->buffer) offset:(NSUInteger)b->offset atIndex:i];
                 } else if (b->bytes != NULL) {
-                    if (b->length == 0 || b->length > MTS_MAX_INLINE_BYTES) {
-                        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: inline bytes must be 1..4095");
-                    }
                     [encoder setBytes:b->bytes length:(NSUInteger)b->length atIndex:i];
                 }
             }
@@ -519,12 +632,12 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
                     [encoder setThreadgroupMemoryLength:length atIndex:i];
                 }
             }
-            MTLSize size = MTLSizeMake(size_x, size_y, size_z);
-            MTLSize threads = MTLSizeMake(threads_x, threads_y, threads_z);
+            MTLSize grid = MTLSizeMake(size_x, size_y, size_z);
+            MTLSize group = MTLSizeMake(threads_x, threads_y, threads_z);
             if (kind == MTS_DISPATCH_THREADS) {
-                [encoder dispatchThreads:size threadsPerThreadgroup:threads];
+                [encoder dispatchThreads:grid threadsPerThreadgroup:group];
             } else {
-                [encoder dispatchThreadgroups:size threadsPerThreadgroup:threads];
+                [encoder dispatchThreadgroups:grid threadsPerThreadgroup:group];
             }
             return MTS_OK;
         } @catch (NSException* e) {
@@ -532,6 +645,14 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, int32_t kin
         } @catch (id other) {
             return fail_unknown_throw(err, "mts_commands_encode");
         }
+    }
+}
+
+static void end_encoding(mts_commands* c) {
+    if (c->encoder != nil) {
+        [c->encoder endEncoding];
+        [c->encoder release];
+        c->encoder = nil;
     }
 }
 
@@ -545,13 +666,26 @@ int32_t mts_commands_commit(mts_commands* c, char** err) {
     @autoreleasepool {
         @try {
             c->committed = 1;
-            [c->encoder endEncoding];
+            end_encoding(c);
             [c->buffer commit];
             return MTS_OK;
         } @catch (NSException* e) {
             return fail_exception(err, "mts_commands_commit", e);
         } @catch (id other) {
             return fail_unknown_throw(err, "mts_commands_commit");
+        }
+    }
+}
+
+/* The label of the encoder whose execution faulted, from the error's encoder infos ("" when none says so). */
+static void faulted_encoder(NSError* error, char* out, size_t size) {
+    out[0] = '\0';
+    NSArray* infos = error != nil ? [[error userInfo] objectForKey:MTLCommandBufferEncoderInfoErrorKey] : nil;
+    for (id<MTLCommandBufferEncoderInfo> info in infos) {
+        if ([info errorState] == MTLCommandEncoderErrorStateFaulted) {
+            const char* label = [[info label] UTF8String];
+            snprintf(out, size, "%s", label != NULL ? label : "");
+            return;
         }
     }
 }
@@ -568,6 +702,7 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
         @try {
             id<MTLCommandBuffer> buffer = c->buffer;
             [buffer waitUntilCompleted];
+            c->waited = 1;
             MTLCommandBufferStatus status = [buffer status];
             done->status = (int32_t)status;
             done->gpu_start = (double)[buffer GPUStartTime];
@@ -575,6 +710,7 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
             if (status == MTLCommandBufferStatusError) {
                 NSError* error = [buffer error];
                 done->error_code = error != nil ? (int32_t)[error code] : 0;
+                faulted_encoder(error, done->faulted, sizeof done->faulted);
                 return fail_error(err, MTS_ERR_GPU, @"the command buffer failed", error);
             }
             return MTS_OK;
@@ -592,10 +728,16 @@ void mts_commands_release(mts_commands* c) {
     }
     @autoreleasepool {
         @try {
-            if (!c->committed) {
-                [c->encoder endEncoding];   /* an encoder must end before it is released */
+            if (!c->committed) {   /* encoded work is never dropped: committed now */
+                c->committed = 1;
+                end_encoding(c);
+                [c->buffer commit];
             }
-            [c->encoder release];
+            if (!c->waited) {      /* the GPU may still use memory the caller frees after this */
+                [c->buffer waitUntilCompleted];
+                c->waited = 1;
+            }
+            end_encoding(c);
             [c->buffer release];
         } @catch (id ignored) {
         }

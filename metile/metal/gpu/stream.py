@@ -1,23 +1,31 @@
 """The Metal device's command stream: launches batched into command buffers, synchronize, write-back.
 
-Launches go into one open command buffer (one compute encoder, so dispatches run in order) until
-`max_batch` of them are in it; then it is committed and the next launch opens another. `synchronize()`
-commits the open one, waits for every committed one in order, writes numpy arguments back, releases
-the command buffers and raises the first GPU error as a `DeviceFault` (results are not written back
-then). When more than `max_in_flight` committed command buffers are outstanding, the oldest is waited
-for at once; its error, if any, is still raised by the next `synchronize()`.
+Launches go into one open command buffer (dispatches run in order; each run of one kernel's dispatches has an
+encoder labelled with the kernel's name, which a GPU fault names) until `max_batch` of them are in it; then it
+is committed and the next launch opens another. `synchronize()` commits the open one, waits for every
+committed one in order, writes numpy arguments back, releases the command buffers and raises the first GPU
+error as a `DeviceFault` (results are not written back then). When more than `max_in_flight` committed command
+buffers are outstanding, the oldest is waited for at once; its error, if any, is still raised by the next
+`synchronize()`.
 
 A numpy argument is staged once between two `synchronize()` calls, however many launches use it, so
 later launches see what earlier ones wrote, as on a stream; the array itself receives the results at
 `synchronize()`. A C-contiguous, writeable array that starts on a page boundary and spans whole pages
 is wrapped without a copy (`newBufferWithBytesNoCopy`), so until `synchronize()` the GPU and the host
-share it; any other array is copied into a shared buffer at its first launch and copied back. A strided
+share it; any other array, or one Metal cannot wrap whole (virtualised Macs may refuse, or wrap fewer bytes
+than asked), is copied into a shared buffer at its first launch and copied back.
+
+A stream dropped with launches not yet synchronized (its device collected, or the process ending) finishes
+them first: a finalizer, which holds the command buffers and the staged arrays, commits the open command
+buffer, waits for every one and writes the results back, so the GPU never writes memory that was freed and
+no launch is lost. A strided
 view is copied as its span (from its first element to its last, gaps included) and only its own elements
 are copied back (`metile.metal.args.staged_view`).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 
 import numpy as np
@@ -81,6 +89,9 @@ class CommandStream:
         self._timings: list[tuple[float, float]] = []
         self.last_timings: tuple[tuple[float, float], ...] = ()   # GPU (start, end) per command buffer
         self.command_buffers = 0
+        self.wraps_refused = 0   # arrays Metal would not wrap whole, copied instead
+        # finishes the launches of a stream dropped before synchronize(), holding its state (not the stream)
+        weakref.finalize(self, _finish_dropped, self.__dict__)
 
     @property
     def pending(self) -> int:
@@ -94,7 +105,7 @@ class CommandStream:
         if cmds is None:
             cmds = self._begin()
         added = self._stage(prepared, args) if prepared.arrays else ()
-        code = self._encode(cmds, fn.handle, kind, size[0], size[1], size[2], tpt[0], tpt[1], tpt[2],
+        code = self._encode(cmds, fn.handle, fn.label, kind, size[0], size[1], size[2], tpt[0], tpt[1], tpt[2],
                             prepared.table, prepared.n, prepared.tg, prepared.n_tg, self._err)
         if code:
             for key in added:     # the failed launch's arrays are not written back
@@ -138,6 +149,11 @@ class CommandStream:
         if problems:
             raise problems[0]
 
+    @property
+    def unfinished(self) -> bool:
+        """Whether launches or staged arrays wait for a synchronize()."""
+        return self._open is not None or bool(self._committed) or bool(self._staged)
+
     # -- internals ------------------------------------------------------------------------------------------------
     def _begin(self):
         if self.device_handle is None:
@@ -165,8 +181,10 @@ class CommandStream:
         if code != ERR_GPU:
             return shim_error(code, message, f"waiting for {what}")
         kind = GPU_ERROR_KINDS.get(self._done.error_code, "gpu-error")
-        only = kernels[0] if len(set(kernels)) == 1 else ""
-        return DeviceFault(f"the GPU failed {what}: {message}", kind=kind, kernel=only)
+        faulted = self.shim.ffi.string(self._done.faulted).decode("utf-8", "replace")   # its encoder's label
+        only = faulted or (kernels[0] if len(set(kernels)) == 1 else "")
+        where = f" (the fault is in `{faulted}`)" if faulted and len(set(kernels)) > 1 else ""
+        return DeviceFault(f"the GPU failed {what}{where}: {message}", kind=kind, kernel=only)
 
     def _note(self, error: MetileError) -> None:
         if self._error is None:
@@ -198,7 +216,9 @@ class CommandStream:
             address = arr.__array_interface__["data"][0]
             if address % page == 0:
                 handle = wrap_host_memory(shim, self.device_handle, self._err, address, nbytes)
-                return Staged(arr, handle, None, slot)
+                if handle is not None:
+                    return Staged(arr, handle, None, slot)
+                self.wraps_refused += 1   # Metal would not wrap it whole: staged as a copy instead
         if not nbytes:
             data = ffi.NULL
         else:
@@ -217,3 +237,19 @@ class CommandStream:
         if not np.array_equal(arr, result, equal_nan=arr.dtype.kind == "f"):
             return LaunchError(f"a kernel wrote to argument {s.index} (`{s.name}`), a read-only array")
         return None
+
+
+def _finish_dropped(state: dict) -> None:
+    """Synchronize a stream collected (or left at exit) with launches not yet synchronized, from its attributes
+    `state`: commit, wait, write the results back. Errors cannot be raised here; they are reported as warnings."""
+    stream = object.__new__(CommandStream)
+    stream.__dict__ = state
+    if not stream.unfinished:
+        return
+    try:
+        stream.synchronize()
+    except MetileError as e:
+        import warnings
+
+        warnings.warn(f"launches finished after their Metal device was dropped failed: {e}", RuntimeWarning,
+                      stacklevel=1)
