@@ -3,7 +3,9 @@ kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softm
 `python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`), and
 `python -m metile profile FILE.py:KERNEL --grid G ...` launches it with `profile=` on the CPU device and prints its
 counts and an Apple GPU estimate (see `metile.cli_profile`), and `python -m metile cache info|clear` shows or
-empties metile's caches (compiled kernels and autotuning choices, `metile.cache`)."""
+empties metile's caches (compiled kernels and autotuning choices, `metile.cache`), and `python -m metile doctor`
+prints what metile finds on this machine (versions, compilers, devices, caches) and runs a tiny kernel on each
+device (see `metile.doctor`)."""
 
 from __future__ import annotations
 
@@ -132,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                             description="Show (info) or empty (clear) the cache directory: METILE_CACHE_DIR, else "
                                         "the platform's user cache directory for metile.")
     caches.add_argument("action", choices=("info", "clear"))
+    sub.add_parser("doctor", help="print what metile finds on this machine and run a tiny kernel on each device",
+                   description="Print versions, the C++ compiler, the caches and each device's properties as "
+                               "`name: value` lines, then run a tile-language and a hand-written MSL kernel on "
+                               "each available device and compare them with numpy. Paste the output into a bug "
+                               "report. Exit status 0 when every available device passed, 1 otherwise.")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -142,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         return cli_profile.run(args)
     if args.command == "cache":
         return cache_command(args.action)
+    if args.command == "doctor":
+        from metile import doctor
+
+        return doctor.main()
     return cli.run(args)
 
 

@@ -25,8 +25,20 @@ _lock = threading.Lock()
 
 
 def metal_available() -> bool:
-    """True when this machine can run the Apple GPU device."""
+    """True when this machine may run the Apple GPU device (macOS on Apple silicon; a virtual machine's paravirtual
+    GPU is refused when the device is created, see `metal_usable`)."""
     return platform.system() == "Darwin" and platform.machine() == "arm64"
+
+
+def metal_usable() -> bool:
+    """True when the Apple GPU device can be created here (it is, once: `device("metal")`)."""
+    if not metal_available():
+        return False
+    try:
+        device("metal")
+    except DeviceUnavailableError:
+        return False
+    return True
 
 
 MAX_CPU_WORKERS = 1024
@@ -107,17 +119,34 @@ def default_device_name() -> str:
 
 
 def device(name: str | None = None):
-    """The device called `name` ("cpu" or "metal"), or the default device; created once per process."""
+    """The device called `name` ("cpu" or "metal"), or the default device; created once per process. When the
+    default is `metal` (no METILE_DEVICE, an Apple silicon Mac) but metile cannot use the GPU (a virtual machine's
+    paravirtual device), the default is the CPU device, with a warning the first time."""
     if name is not None and not isinstance(name, str):
         raise DeviceUnavailableError(f"a device is named by a string (\"cpu\" or \"metal\"), not {name!r}")
-    name = (name or default_device_name()).lower()
-    if name not in DEVICE_NAMES:
-        raise DeviceUnavailableError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_NAMES)}")
+    chosen = (name or default_device_name()).lower()
+    if chosen not in DEVICE_NAMES:
+        raise DeviceUnavailableError(f"unknown device {chosen!r}; choose one of {', '.join(DEVICE_NAMES)}")
+    by_default = name is None and not os.environ.get("METILE_DEVICE", "").strip()
+    if by_default and chosen == "metal" and "metal" in _refused:
+        chosen = "cpu"
     with _lock:
-        dev = _devices.get(name)
+        dev = _devices.get(chosen)
         if dev is None:
-            dev = _devices[name] = _create(name)
+            try:
+                dev = _devices[chosen] = _create(chosen)
+            except DeviceUnavailableError as e:
+                if not by_default or chosen != "metal":
+                    raise
+                import warnings
+
+                _refused["metal"] = e.message
+                warnings.warn(f"metile uses the CPU device: {e.message}", RuntimeWarning, stacklevel=2)
+                dev = _devices.get("cpu") or _devices.setdefault("cpu", _create("cpu"))
     return dev
+
+
+_refused: dict[str, str] = {}   # devices the default could not use, and why
 
 
 def _default_if_none(dev):

@@ -12,11 +12,11 @@ import pytest
 from metal_stub import KERNELS
 
 import metile
-from metile.devices import metal_available
+from metile.devices import metal_usable
 
 pytestmark = [
     pytest.mark.metal,
-    pytest.mark.skipif(not metal_available(), reason="needs a Metal GPU: macOS on Apple silicon"),
+    pytest.mark.skipif(not metal_usable(), reason="needs a Metal GPU: macOS on Apple silicon, not a virtual machine"),
 ]
 
 SOURCE = KERNELS + """

@@ -253,3 +253,32 @@ def test_jit_is_used_when_asked_even_with_the_toolchain_installed(stub, make_dev
     assert dev.compiler.mode == "jit"
     dev.compile(KERNELS, name="kernels.metal")
     assert stub.calls("library_from_source") and not stub.calls("library_from_file")
+
+
+def test_the_default_device_is_the_cpu_where_the_gpu_cannot_be_used(monkeypatch):
+    """An Apple silicon Mac whose GPU metile refuses (a virtual machine's paravirtual device): the default device is
+    the CPU one, said once; asking for `metal` by name still raises why."""
+    from metile import devices
+
+    cpu = metile.device("cpu")
+
+    def create(name):   # called under the devices' lock
+        if name == "metal":
+            raise DeviceUnavailableError("the Metal device 'Apple Paravirtual device' is not an Apple7 (M1) or later")
+        return cpu
+
+    monkeypatch.delenv("METILE_DEVICE", raising=False)
+    monkeypatch.setattr(devices, "metal_available", lambda: True)
+    monkeypatch.setattr(devices, "_create", create)
+    monkeypatch.setattr(devices, "_devices", {})
+    monkeypatch.setattr(devices, "_refused", {})
+    with pytest.warns(RuntimeWarning, match="metile uses the CPU device: the Metal device 'Apple Paravirtual"):
+        assert devices.device() is cpu
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert devices.device() is cpu
+    with pytest.raises(DeviceUnavailableError, match="Paravirtual"):
+        devices.device("metal")
+    monkeypatch.setenv("METILE_DEVICE", "metal")
+    with pytest.raises(DeviceUnavailableError, match="Paravirtual"):
+        devices.device()

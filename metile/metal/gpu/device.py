@@ -193,6 +193,7 @@ class MetalDevice:
         self.max_threads_per_threadgroup: int = int(info.max_threads_per_threadgroup[0])
         self.max_threadgroup_memory: int = int(info.max_threadgroup_memory)
         self.recommended_working_set: int = int(info.recommended_working_set)
+        self.has_unified_memory: bool = bool(info.has_unified_memory)
         self.supports_metal4: bool = bool(info.supports_metal4)
         self.supports_tensor_ops: bool = bool(info.supports_tensor_ops)
         self.page_size: int = int(lib.mts_page_size())
