@@ -180,7 +180,7 @@ _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type 
 def _is_array_like(cls: type) -> bool:
     found = _ARRAY_LIKE.get(cls)
     if found is None:
-        found = _ARRAY_LIKE[cls] = issubclass(cls, np.ndarray) or (
+        found = _ARRAY_LIKE[cls] = issubclass(cls, np.ndarray) or hasattr(cls, "__dlpack__") or (
             hasattr(cls, "dtype") and hasattr(cls, "nbytes") and hasattr(cls, "numpy"))
     return found
 

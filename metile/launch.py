@@ -30,6 +30,7 @@ from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
+from metile.metal.interop import ForeignArrayError, host_view, is_foreign_array
 from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -64,7 +65,7 @@ class Launch:
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
-        self.convert = tuple(None if isinstance(t, PtrType) else host_dtype(t.dtype).type for _, _, t in typed)
+        self.convert = tuple(_converter(v, t) for _, v, t in typed)
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -79,7 +80,11 @@ class Launch:
         m = self.max_grid
         if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
             raise_grid_too_large(self.compiled, grid, dims)
-        return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        try:
+            return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
+        except ForeignArrayError as e:   # an array of another library that moved (to CUDA, say) since it compiled
+            spec = next(s for s, c, a in zip(self.specs, self.convert, args) if c is host_view and _unviewable(a))
+            raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
 
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
@@ -110,6 +115,22 @@ class Launch:
         the buffers in parameter order)."""
         spec = self.specs[e.index]
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
+
+
+def _converter(value, t):
+    """What a launch applies to a runtime argument: a scalar's conversion to its parameter's type, a numpy view of
+    an array of another library (`metile.metal.interop.host_view`), or nothing."""
+    if isinstance(t, PtrType):
+        return host_view if is_foreign_array(value) else None
+    return host_dtype(t.dtype).type
+
+
+def _unviewable(value) -> bool:
+    try:
+        host_view(value)
+    except ForeignArrayError:
+        return True
+    return False
 
 
 class PreparedLaunch:

@@ -27,6 +27,15 @@ from metile.ir.errors import Loc
 from metile.ir.stmts import CompileOptions
 from metile.ir.types import F32_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
 from metile.language import constexpr
+from metile.metal.interop import (
+    DL_CPU,
+    DL_METAL,
+    ForeignArrayError,
+    device_of,
+    foreign_dtype,
+    host_view,
+    is_foreign_array,
+)
 
 NO_DEFAULT = _NO_DEFAULT = object()  # the default of a parameter that has none
 _REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)",
@@ -241,6 +250,18 @@ def _refused_array(name: str, dt: np.dtype) -> str:
 
 def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     """`arg_type` of any value (the types of numpy arrays are kept per dtype: they depend on nothing else)."""
+    if is_foreign_array(value):   # a torch tensor, an MLX or JAX array, a buffer-protocol object
+        try:
+            kind = device_of(value)[0]
+            if kind not in (DL_CPU, DL_METAL):
+                host_view(value)   # raises, naming the device
+            np_dtype = foreign_dtype(value)
+        except ForeignArrayError as e:
+            raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
+        dt = from_numpy(np_dtype)
+        if dt is None:
+            raise KernelArgumentError(_refused_array(spec.name, np_dtype), spec.loc)
+        return PtrType(dt, (), AddressSpace.DEVICE)
     dtype = getattr(value, "dtype", None)
     if isinstance(value, np.ndarray) or (dtype is not None and hasattr(value, "nbytes") and hasattr(value, "numpy")):
         dt = from_numpy(_numpy_dtype(spec, dtype))

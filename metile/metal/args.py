@@ -16,6 +16,7 @@ import attrs
 import numpy as np
 
 from metile.metal.errors import ArrayLayoutError, LaunchError
+from metile.metal.interop import ForeignArrayError, host_view, is_foreign_array
 from metile.metal.msl_signature import KernelSignature, Param
 
 SCALARS: dict[str, np.dtype | None] = {
@@ -120,6 +121,11 @@ def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) 
 
 
 def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
+    if is_foreign_array(value):   # a torch tensor, an MLX or JAX array...: a numpy view of its memory
+        try:
+            value = host_view(value)
+        except ForeignArrayError as e:
+            raise LaunchError(f"{describe(p)} {e}") from None
     if p.is_reference:
         return _bind_reference(p, et, value, buffer_type)
     if isinstance(value, buffer_type):

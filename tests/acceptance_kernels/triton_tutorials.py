@@ -188,10 +188,10 @@ def matmul(a: np.ndarray, b: np.ndarray, activation: str = "", pointers: bool = 
            block_n: int = 32, block_k: int = 32, group_size_m: int = 4) -> np.ndarray:
     """`a @ b` in f16 (f32 accumulation), with `activation` ("" or "leaky_relu") applied before the rounding.
 
-    Triton's tutorial autotunes the block sizes over a list of configurations; metile has no autotuner, so they
-    are arguments here (128 x 64 x 32 takes 14.5 KB of threadgroup memory: the operands' staging only, as the
-    f32 accumulator is converted and stored by each lane from its simdgroup matrices). The tiled form needs rows
-    of unit column stride, the pointer form takes any strides."""
+    Triton's tutorial autotunes the block sizes over a list of configurations (`metile.autotune` does that too);
+    here they are arguments, so that tests choose them (128 x 64 x 32 takes 14.5 KB of threadgroup memory: the
+    operands' staging only, as the f32 accumulator is converted and stored by each lane from its simdgroup
+    matrices). The tiled form needs rows of unit column stride, the pointer form takes any strides."""
     assert a.shape[1] == b.shape[0], "incompatible dimensions"
     M, K = a.shape
     K, N = b.shape
