@@ -92,6 +92,7 @@ from metile.launch import (
     normalize_grid,
 )
 from metile.metal.args import run_options_problem
+from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
@@ -175,11 +176,13 @@ def _defaults(fn) -> dict:
 
 
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
+_FOREIGN: dict[type, bool] = {}   # per array class: an array of another library (DLPack, with a device)?
 
 
 def _is_array_like(cls: type) -> bool:
     found = _ARRAY_LIKE.get(cls)
     if found is None:
+        _FOREIGN[cls] = hasattr(cls, "__dlpack_device__") and not issubclass(cls, Buffer)
         found = _ARRAY_LIKE[cls] = issubclass(cls, np.ndarray) or hasattr(cls, "__dlpack__") or (
             hasattr(cls, "dtype") and hasattr(cls, "nbytes") and hasattr(cls, "numpy"))
     return found
@@ -205,7 +208,10 @@ def _type_token(v):
         return cls
     if _ARRAY_LIKE.get(cls):       # a class seen before to be an array (a metile.Buffer, a torch tensor)
         dtype = getattr(v, "dtype", None)
-        return None if dtype is None else (cls, dtype)
+        if dtype is None:
+            return None
+        # an array of another library: the device it is on decides how it binds (host memory, or a MTLBuffer)
+        return (cls, dtype, v.__dlpack_device__()[0]) if _FOREIGN.get(cls) else (cls, dtype)
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
         if from_numpy(v.dtype) is None:
             return _type_token(v.item())
@@ -213,8 +219,7 @@ def _type_token(v):
             return (cls, _ONE) if v == 1 else (cls, _MULTIPLE) if v % MULTIPLE == 0 else cls
         return cls
     if _is_array_like(cls):
-        dtype = getattr(v, "dtype", None)
-        return None if dtype is None else (cls, dtype)
+        return _type_token(v)
     return None
 
 

@@ -30,7 +30,7 @@ from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
-from metile.metal.interop import ForeignArrayError, host_view, is_foreign_array
+from metile.metal.interop import DL_METAL, ForeignArrayError, device_of, host_view, is_foreign_array
 from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -65,7 +65,7 @@ class Launch:
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
-        self.convert = tuple(_converter(v, t) for _, v, t in typed)
+        self.convert = tuple(_converter(v, t, compiled.device) for _, v, t in typed)
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -117,11 +117,15 @@ class Launch:
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
 
 
-def _converter(value, t):
+def _converter(value, t, device):
     """What a launch applies to a runtime argument: a scalar's conversion to its parameter's type, a numpy view of
-    an array of another library (`metile.metal.interop.host_view`), or nothing."""
+    an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes as it is to the Metal
+    device, which binds its buffer), or nothing."""
     if isinstance(t, PtrType):
-        return host_view if is_foreign_array(value) else None
+        if not is_foreign_array(value):
+            return None
+        metal = getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL
+        return None if metal else host_view
     return host_dtype(t.dtype).type
 
 

@@ -282,3 +282,41 @@ def test_the_default_device_is_the_cpu_where_the_gpu_cannot_be_used(monkeypatch)
     monkeypatch.setenv("METILE_DEVICE", "metal")
     with pytest.raises(DeviceUnavailableError, match="Paravirtual"):
         devices.device()
+
+
+class MetalTensor:
+    """A tensor of another library in Metal memory: `n` floats at element `offset` of a Metal buffer. Its DLPack
+    capsule is numpy's, pointed at the buffer (device kDLMetal, the MTLBuffer as data, the offset in bytes)."""
+
+    def __init__(self, mem, n: int, offset: int):
+        self.mem, self.n, self.offset = mem, n, offset
+        self.dtype = np.dtype(np.float32)
+        self.nbytes = 4 * n
+
+    def __dlpack_device__(self):
+        return (8, 0)
+
+    def __dlpack__(self, stream=None):
+        from metile.metal import dlpack
+
+        capsule = np.zeros(self.n, np.float32).__dlpack__()
+        raw = dlpack._api.PyCapsule_GetPointer(dlpack.ffi.cast("void*", id(capsule)), b"dltensor")
+        t = dlpack.ffi.cast("DLManagedTensor*", raw).dl_tensor
+        t.data = dlpack.ffi.cast("void*", self.mem.handle)
+        t.device.device_type = 8
+        t.byte_offset = 4 * self.offset
+        return capsule
+
+
+def test_a_metal_tensor_of_another_library_is_bound_as_its_buffer_at_its_offset(stub, dev, add):
+    offset = 16
+    mems = [dev.allocate(4 * (N + offset)) for _ in range(3)]
+    views = [np.frombuffer(stub.ffi.buffer(m.ptr, 4 * (N + offset)), np.float32) for m in mems]
+    views[0][offset:] = np.arange(N)
+    views[1][offset:] = 10.0
+    a, b, out = (MetalTensor(m, N, offset) for m in mems)
+    dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [a, b, out, N])
+    dev.synchronize()
+    np.testing.assert_array_equal(views[2][offset:], np.arange(N) + 10)      # written in place, no copy
+    assert not views[2][:offset].any()
+    assert stub.calls("buffer_new_copy") == [] and stub.calls("buffer_wrap") == []

@@ -2,11 +2,13 @@
 and objects with the buffer protocol.
 
 On a device that reads host memory (the CPU device, and the Apple GPU device through its staging), such an array
-becomes a numpy view of its own memory (`host_view`): `numpy.from_dlpack` for DLPack producers on the CPU, the
-buffer protocol otherwise. Strides are kept, as for numpy views. Element types numpy has no name for (bfloat16 and
-the 8-bit floats of torch) are viewed through an integer type of their width and then as `ml_dtypes`' type. Arrays of
-libraries whose arrays are immutable (JAX, MLX) are viewed read-only: a kernel that writes one is refused after the
-launch, as for a read-only numpy array. An array on a device metile cannot reach (CUDA, ROCm, ...) is refused.
+becomes a numpy view of its own memory (`host_view`); one in Metal memory goes to the Apple GPU device as it is,
+which binds its buffer (`metile.metal.gpu.launch`). A host view is made with `numpy.from_dlpack` for DLPack
+producers on the CPU, the buffer protocol otherwise. Strides are kept, as for numpy views. Element types numpy has
+no name for (bfloat16 and the 8-bit floats of torch) are viewed through an integer type of their width and then as
+`ml_dtypes`' type. Arrays of libraries whose arrays are immutable (JAX, MLX) are viewed read-only: a kernel that
+writes one is refused after the launch, as for a read-only numpy array. An array on a device metile cannot reach
+(CUDA, ROCm, ...) is refused.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def host_view(value) -> np.ndarray:
     if kind != DL_CPU:
         where = _DEVICE_NAMES.get(kind, f"device type {kind}")
         if kind == DL_METAL:
-            raise ForeignArrayError("is in Metal memory (a torch 'mps' tensor, say), which metile does not bind "
-                                    "yet: pass a CPU tensor (`.cpu()`) or a metile.Buffer")
+            raise ForeignArrayError("is in Metal memory (a torch 'mps' tensor, say), which only the Metal device "
+                                    "binds: launch on metile.device('metal'), or pass a CPU tensor (`.cpu()`)")
         raise ForeignArrayError(f"is on a {where} device, which metile cannot reach: copy it to the CPU first")
     want = foreign_dtype(value)
     if hasattr(value.__class__, "__dlpack__"):

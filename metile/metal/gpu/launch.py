@@ -3,7 +3,10 @@
 `prepare_arguments` checks `args` against the kernel's `[[buffer(i)]]` parameters (`bind_arguments`,
 shared with the CPU device) and the `threadgroup_memory` sizes against the device's limit, then builds
 the `mts_binding[]` table: `metile.Buffer`s bind their `MTLBuffer`, scalars are copied for `setBytes`,
-and numpy arrays get an `ArraySlot` that the command stream fills at each launch. A function keeps its
+and numpy arrays get an `ArraySlot` that the command stream fills at each launch. An array of another library
+in Metal memory (a torch `mps` tensor, an MLX array: DLPack device `kDLMetal`) binds its own `MTLBuffer` at its
+`byte_offset`, with no copy, after its producer has finished writing it (`torch.mps.synchronize()`, `mx.eval`);
+the kernel writes into it directly, and the producer sees the results after `metile.synchronize()`. A function keeps its
 last `PreparedArgs`; the next launch with the very same objects reuses it without checking again.
 Buffers and arrays are held there by weak reference, so a cached table never keeps memory alive.
 """
@@ -16,8 +19,10 @@ import numpy as np
 
 from metile.metal.args import BoundArg, bind_arguments, round_up, threadgroup_sizes
 from metile.metal.buffer import Buffer
+from metile.metal.dlpack import DLPackError, DLView, read_capsule
 from metile.metal.errors import LaunchError
 from metile.metal.gpu.memory import MetalMemory
+from metile.metal.interop import DL_METAL, device_of, is_foreign_array
 
 
 class ArraySlot:
@@ -69,7 +74,7 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
                               device.max_threadgroup_memory - fn.static_threadgroup_memory,
                               device.max_threadgroup_memory)
     args = tuple(args)
-    bound = bind_arguments(sig, args, Buffer)
+    bound = bind_arguments(sig, metal_views(args), (Buffer, DLView))
     table = ffi.new("mts_binding[]", max(len(bound), 1))
     owned: list = []
     arrays: list[ArraySlot] = []
@@ -83,6 +88,10 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
                 raise LaunchError(f"argument {i} (`{b.param.name}`) lives on device {v.device.name!r}, "
                                   "not on this Metal device")
             table[i].buffer = mem.handle
+        elif isinstance(v, DLView):    # Metal memory of another library: its MTLBuffer, at its offset
+            table[i].buffer = ffi.cast("mts_buffer*", v.data)
+            table[i].offset = v.byte_offset
+            owned.append(v)            # holds the capsule, and so the producer's tensor
         elif isinstance(v, bytes):     # a scalar for a `constant T&` (the shim takes up to 4095 bytes)
             data = ffi.new("char[]", v)
             table[i].bytes = data
@@ -93,6 +102,33 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
     refs = tuple(weakref.ref(a) if isinstance(a, (Buffer, np.ndarray)) else a for a in args)
     tg = ffi.new("uint64_t[]", [round_up(s) for s in sizes] or [0])
     return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned)
+
+
+def metal_views(args: tuple) -> tuple:
+    """`args` with each array of another library that lives in Metal memory replaced by the `DLView` of its
+    DLPack capsule, once its producer has finished writing it."""
+    out = list(args)
+    for i, a in enumerate(args):
+        if is_foreign_array(a) and device_of(a)[0] == DL_METAL:
+            _finish_producer(a)
+            try:
+                out[i] = read_capsule(a.__dlpack__())
+            except DLPackError as e:
+                raise LaunchError(f"argument {i} {e}") from None
+    return tuple(out)
+
+
+def _finish_producer(value) -> None:
+    """Wait for the work the array's library has queued on the GPU (metile's command queue is another one)."""
+    library = type(value).__module__.split(".", 1)[0]
+    if library == "torch":
+        import torch
+
+        torch.mps.synchronize()
+    elif library == "mlx":
+        import mlx.core as mx
+
+        mx.eval(value)
 
 
 class MetalDispatch:
