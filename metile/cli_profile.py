@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 import zlib
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -37,6 +35,7 @@ from metile.cli import (
     parse_target,
     stand_in,
 )
+from metile.devices import default_device_named
 
 PROG = "python -m metile profile"
 DEFAULT_GPU = "M1"
@@ -129,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"{kernel.__name__} has a parameter named '{taken[0]}', the launch option this "
                                    f"command profiles with: rename the parameter to profile the kernel")
             call_args, consts = bind(kernel, specs, defines, lambda s: launch_value(s, args.seed))
-            with on_cpu_device():
+            with default_device_named("cpu"):
                 profile = kernel[grid](*call_args, **consts, profile=args.sample or True,
                                        profile_only=args.only_sampled)
         if not _is_profile(profile):
@@ -244,20 +243,6 @@ def launch_value(spec: ArgSpec, seed: int):
                            f"({type(e).__name__})") from None
 
 
-@contextlib.contextmanager
-def on_cpu_device() -> Iterator[None]:
-    """Kernels compiled in the block go to the CPU device: `METILE_DEVICE=cpu`, restored afterwards."""
-    old = os.environ.get("METILE_DEVICE")
-    os.environ["METILE_DEVICE"] = "cpu"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("METILE_DEVICE", None)
-        else:
-            os.environ["METILE_DEVICE"] = old
-
-
 def _is_profile(value) -> bool:
     from metile.profile.counts import Profile
 
@@ -280,5 +265,5 @@ def report(profile, gpus: list[str], lines: int, *, as_json: bool) -> str:
     return "\n".join(base[:at] + added + base[at:])
 
 
-__all__ = ["add_parser", "launch_value", "on_cpu_device", "parse_gpus", "parse_grid", "parse_launch_arg", "report",
+__all__ = ["add_parser", "launch_value", "parse_gpus", "parse_grid", "parse_launch_arg", "report",
            "run", "scalar_value"]

@@ -7,10 +7,12 @@ here, once, and reach the device as a frozen options object.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from metile.metal.buffer import NOT_GIVEN
@@ -147,6 +149,21 @@ def device(name: str | None = None):
 
 
 _refused: dict[str, str] = {}   # devices the default could not use, and why
+
+
+@contextlib.contextmanager
+def default_device_named(name: str) -> Iterator[None]:
+    """`METILE_DEVICE=name` for the duration of the block (how an `@metile.kernel` chooses the device it compiles
+    for), restored afterwards."""
+    old = os.environ.get("METILE_DEVICE")
+    os.environ["METILE_DEVICE"] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("METILE_DEVICE", None)
+        else:
+            os.environ["METILE_DEVICE"] = old
 
 
 def _default_if_none(dev):

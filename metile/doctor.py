@@ -17,13 +17,12 @@ afterwards: that variable is how a kernel chooses its device.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import attrs
 import numpy as np
@@ -274,20 +273,6 @@ def _vector_add(X, Y, Out, n, BLOCK: metile.constexpr):
     metile.store(Out + offs, metile.load(X + offs, mask=live) + metile.load(Y + offs, mask=live), mask=live)
 
 
-@contextlib.contextmanager
-def default_device(name: str) -> Iterator[None]:
-    """`METILE_DEVICE=name` for the duration (how an `@metile.kernel` chooses the device it compiles for)."""
-    old = os.environ.get("METILE_DEVICE")
-    os.environ["METILE_DEVICE"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("METILE_DEVICE", None)
-        else:
-            os.environ["METILE_DEVICE"] = old
-
-
 def _compared(got: np.ndarray, want: np.ndarray, took: float) -> tuple[bool, str]:
     err = float(np.abs(got.astype(np.float64) - want).max())
     if err <= 1e-6 * max(1.0, float(np.abs(want).max())):
@@ -302,7 +287,7 @@ def check_kernel(dev) -> tuple[bool, str]:
     out = np.zeros(N, np.float32)
     k = metile.kernel(_vector_add)   # a fresh kernel: its compile cache holds nothing for another device
     start = time.perf_counter()
-    with default_device(dev.name):
+    with devices.default_device_named(dev.name):
         k[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
         dev.synchronize()
         ran_on = k.compile(x, y, out, N, BLOCK=256).device

@@ -48,6 +48,20 @@ def make_device(stub, tmp_path):
 
 
 @pytest.fixture
+def dev(make_device):
+    """A Metal device on the stand-in."""
+    return make_device()
+
+
+@pytest.fixture
+def add(dev):
+    """The `add` kernel of `metal_stub.KERNELS` on the stand-in device `dev`."""
+    from metal_stub import KERNELS
+
+    return dev.compile(KERNELS, name="kernels.metal").function("add")
+
+
+@pytest.fixture
 def on_cpu(monkeypatch):
     """Kernels launch on the CPU device (`METILE_DEVICE=cpu`) during the test; a module asks for it with
     `pytestmark = pytest.mark.usefixtures("on_cpu")`."""

@@ -31,14 +31,6 @@ N = 1000
 
 
 
-@pytest.fixture
-def dev(make_device):
-    return make_device()
-
-
-@pytest.fixture
-def add(dev):
-    return dev.compile(KERNELS, name="kernels.metal").function("add")
 
 
 def vectors(n=N, seed=0):

@@ -23,16 +23,6 @@ from metile.metal.gpu.device import MetalDevice, MetalOptions
 N = 1000
 
 
-@pytest.fixture
-def dev(make_device):
-    return make_device()
-
-
-@pytest.fixture
-def add(dev):
-    return dev.compile(KERNELS, name="kernels.metal").function("add")
-
-
 def aligned(dev, n: int) -> np.ndarray:
     """A float32 array of `n` elements that starts on a page and spans whole pages (wrapped without a copy)."""
     page = dev.page_size
