@@ -111,3 +111,18 @@ def test_an_array_on_a_device_metile_cannot_reach_is_refused_at_its_parameter(ki
     with pytest.raises(KernelArgumentError, match=message) as e:
         launch(x, FarAway(kind), x)
     assert e.value.loc is not None and e.value.loc.file.endswith("test_interop.py")
+
+
+@metile.kernel
+def widen(X, Out, n, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Out + offs, metile.load(X + offs, mask=offs < n).to(metile.float32), mask=offs < n)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "bfloat16", "float16"])
+def test_torch_tensors_of_narrow_float_types_are_read_as_their_type(name):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    x = torch.linspace(-4, 4, 200).to(getattr(torch, name))
+    out = torch.zeros(200)
+    widen[(1,)](x, out, 200, BLOCK=256)
+    torch.testing.assert_close(out, x.float(), rtol=0, atol=0)

@@ -1,0 +1,138 @@
+"""metile kernels as MLX operations (`metile.frameworks.mlx_kernel`) and on torch's mps stream (`torch_kernel`).
+Neither library runs Metal here, so their entry points are replaced by stand-ins that do what they do: MLX's writes
+the kernel's signature from the body as `mx.fast.metal_kernel` does (inputs, outputs, then the attributes the body
+names; MLX's own code, `write_signature`) and runs the result on metile's CPU device with `dispatch_threads`; torch's
+compiles the whole source and dispatches it the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+from metile.frameworks import MLX_ATTRIBUTES, MLX_CONSTANT_ELEMENTS, FrameworkError, mlx_kernel, torch_kernel
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+MLX_TYPES = {"float32": "float", "float16": "half", "int32": "int32_t", "uint32": "uint32_t", "bool": "bool"}
+
+
+def mlx_stand_in(mx, seen: list):
+    def metal_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True,
+                     atomic_outputs=False):
+        def run(inputs, grid, threadgroup, output_shapes, output_dtypes, init_value=None, **_):
+            lines, index = [], 0
+            for n, a in zip(input_names, inputs):
+                where = "constant" if a.size < MLX_CONSTANT_ELEMENTS else "device"
+                ref = "&" if a.ndim == 0 else "*"
+                lines.append(f"  const {where} {MLX_TYPES[str(a.dtype).split('.')[-1]]}{ref} {n} [[buffer({index})]]")
+                index += 1
+            for n, d in zip(output_names, output_dtypes):
+                lines.append(f"  device {MLX_TYPES[str(d).split('.')[-1]]}* {n} [[buffer({index})]]")
+                index += 1
+            lines += [f"  {t} {attr} [[{attr}]]" for attr, t in MLX_ATTRIBUTES.items() if attr in source]
+            kernel = f"custom_kernel_{name}"
+            text = f"{header}[[kernel]] void {kernel}(\n" + ",\n".join(lines) + ") {\n" + source + "\n}\n"
+            seen.append(text)
+            dev = metile.device("cpu")
+            fn = dev.compile(text, name=f"{name}.metal").function(kernel)
+            outs = [np.full(s, init_value or 0, np.dtype(str(d).split(".")[-1])) for s, d in zip(output_shapes,
+                                                                                                output_dtypes)]
+            args = [np.array(a)[()] if a.ndim == 0 else np.array(a) for a in inputs] + outs
+            group = tuple(min(t, g) for t, g in zip(threadgroup, grid))
+            dev.dispatch_threads(fn, grid, group, args)
+            return [mx.array(o) for o in outs]
+
+        return run
+
+    return metal_kernel
+
+
+@pytest.fixture
+def mx(monkeypatch):
+    mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'metile[mlx]')")
+    seen: list[str] = []
+    monkeypatch.setattr(mx.fast, "metal_kernel", mlx_stand_in(mx, seen))
+    mx.seen = seen
+    return mx
+
+
+@metile.kernel
+def axpy(X, Y, Out, a, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    m = offs < n
+    metile.store(Out + offs, a * metile.load(X + offs, mask=m) + metile.load(Y + offs, mask=m), mask=m)
+
+
+@metile.kernel
+def matmul(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, metile.program_id(0) * BM, k, K, (BM, BK), bounds=(M, K))
+        b = metile.tile_load(B, k, metile.program_id(1) * BN, N, (BK, BN), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, metile.program_id(0) * BM, metile.program_id(1) * BN, N, acc, (BM, BN), bounds=(M, N))
+
+
+def test_an_elementwise_kernel_is_an_mlx_operation(mx):
+    n = 1000
+    x, y = mx.arange(n, dtype=mx.float32), mx.ones((n,))
+    (out,) = mlx_kernel(axpy, outputs=["Out"])(x, y, 2.0, n, grid=lambda meta: (metile.cdiv(meta["n"], 256),),
+                                                 output_shapes=[(n,)], output_dtypes=[mx.float32], BLOCK=256)
+    np.testing.assert_array_equal(np.array(out), 2 * np.arange(n, dtype=np.float32) + 1)
+    text = mx.seen[-1]
+    assert "const device float* X [[buffer(0)]]" in text and "const constant float& a [[buffer(2)]]" in text
+    assert "device float* Out [[buffer(4)]]" in text and "uint3 threadgroup_position_in_grid" in text
+
+
+def test_a_product_on_simdgroup_matrices_is_an_mlx_operation(mx):
+    M, N, K = 40, 24, 36
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    (c,) = mlx_kernel(matmul, "C")(mx.array(a), mx.array(b), M, N, K, grid=(2, 1), output_shapes=[(M, N)],
+                                   output_dtypes=[mx.float32], BM=32, BN=32, BK=16)
+    np.testing.assert_allclose(np.array(c), a @ b, rtol=1e-4, atol=1e-4)
+    assert "uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]]" in mx.seen[-1]
+
+
+@metile.kernel
+def in_place(X, Y, n, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(X + offs, metile.load(Y + offs, mask=offs < n), mask=offs < n)
+    metile.store(Y + offs, 0.0, mask=offs < n)
+
+
+def test_what_mlx_cannot_express_is_refused(mx):
+    x = mx.zeros((64,))
+    with pytest.raises(FrameworkError, match="writes `Y`, which is not one of its outputs"):
+        mlx_kernel(in_place, ["X"])(x, 64, grid=1, output_shapes=[(64,)], output_dtypes=[mx.float32], BLOCK=64)
+    with pytest.raises(FrameworkError, match="input `X` has 4 element"):
+        mlx_kernel(axpy, ["Out"])(mx.zeros((4,)), mx.zeros((4,)), 1.0, 4, grid=1, output_shapes=[(4,)],
+                                  output_dtypes=[mx.float32], BLOCK=64)
+    with pytest.raises(FrameworkError, match="not Z"):
+        mlx_kernel(axpy, ["Z"])
+
+
+def test_a_kernel_runs_on_torch_s_stream_through_compile_shader(monkeypatch):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    compiled = []
+
+    class Library:
+        def __init__(self, source):
+            self.dev = metile.device("cpu")
+            self.lib = self.dev.compile(source, name="torch.metal")
+
+        def __getattr__(self, entry):
+            def launch(*args, threads, group_size):
+                self.dev.dispatch_threads(self.lib.function(entry), threads, group_size, list(args))
+            return launch
+
+    monkeypatch.setattr(torch.mps, "compile_shader", lambda source: compiled.append(source) or Library(source),
+                        raising=False)
+    op = torch_kernel(axpy, device="cpu")   # the stand-in runs on the CPU; on a Mac the tensors are on mps
+    x, y, out = torch.arange(1000, dtype=torch.float32), torch.ones(1000), torch.zeros(1000)
+    op[(4,)](x, y, out, 2.0, 1000, BLOCK=256)
+    op[(4,)](x, y, out, 2.0, 1000, BLOCK=256)
+    torch.testing.assert_close(out, 2 * x + 1)
+    assert len(compiled) == 1        # compiled once per argument types and constexprs
+    with pytest.raises(metile.MetileError, match="takes mps tensors: argument 0 is on cpu"):
+        torch_kernel(axpy)[(4,)](x, y, out, 2.0, 1000, BLOCK=256)
