@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_interop import axpy
 
 import metile
 from metile.frameworks import MLX_ATTRIBUTES, MLX_CONSTANT_ELEMENTS, FrameworkError, mlx_kernel, torch_kernel
@@ -54,13 +55,6 @@ def mx(monkeypatch):
     monkeypatch.setattr(mx.fast, "metal_kernel", mlx_stand_in(mx, seen))
     mx.seen = seen
     return mx
-
-
-@metile.kernel
-def axpy(X, Y, Out, a, n, BLOCK: metile.constexpr):
-    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
-    m = offs < n
-    metile.store(Out + offs, a * metile.load(X + offs, mask=m) + metile.load(Y + offs, mask=m), mask=m)
 
 
 @metile.kernel
