@@ -167,13 +167,14 @@ class Autotuner:
 
     # -- choosing -------------------------------------------------------------------------------------------------
 
+    def key_values(self, args: tuple, kwargs: dict) -> list:
+        """The key arguments' values (arrays: shape and dtype)."""
+        return [v if v.__class__ is int else _key_value(v) for v in
+                [args[at] if at < len(args) else kwargs.get(name, default) for name, at, default in self._key_at]]
+
     def tuning_key(self, args: tuple, kwargs: dict) -> tuple:
-        """What a choice is kept under: the key arguments' values (arrays: shape and dtype), and the dtype of every
-        array argument."""
-        out = [args[at] if at < len(args) else kwargs.get(name, default) for name, at, default in self._key_at]
-        for i, v in enumerate(out):
-            if v.__class__ is not int:
-                out[i] = _key_value(v)
+        """What a choice is kept under: `key_values`, and the dtype of every array argument."""
+        out = self.key_values(args, kwargs)
         typed = _DTYPED
         for a in args[:self._n_runtime]:
             has = typed.get(a.__class__)
@@ -255,9 +256,7 @@ class AutotunedLauncher:
         env = _ENVIRON
         base = k._fast_key(args, kwargs, env.get(_DEBUG), env.get(_SANITIZE))
         if base is not None:   # the fast path: the kernel's own launch key (argument types, keywords) and key values
-            values = tuple([v if v.__class__ is int else _key_value(v) for v in
-                            [args[at] if at < len(args) else kwargs.get(name, default)
-                             for name, at, default in tuner._key_at]])
+            values = tuple(tuner.key_values(args, kwargs))
             try:
                 config = tuner._fast.get((values, base))
                 entry = None if config is None else k._launches.get(base + config._suffix)

@@ -190,15 +190,10 @@ def torch_kernel(kernel, device: str = "mps") -> TorchKernel:
 
 
 def _numpy_dtype(dtype) -> np.dtype:
-    from metile.metal.interop import ForeignArrayError, foreign_dtype
+    from metile.metal.interop import ForeignArrayError, dtype_by_name
 
-    class Carrier:
-        pass
-
-    carrier = Carrier()
-    carrier.dtype = dtype
     try:
-        return foreign_dtype(carrier)
+        return dtype_by_name(dtype)
     except ForeignArrayError as e:
         raise KernelArgumentError(f"an output {e}") from None
 

@@ -55,6 +55,12 @@ def foreign_dtype(value) -> np.dtype:
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return np.asarray(memoryview(value)).dtype
+    return dtype_by_name(dtype)
+
+
+def dtype_by_name(dtype) -> np.dtype:
+    """A library's element type (torch's `torch.bfloat16`, MLX's `mlx.core.float16`, a numpy dtype) as numpy's (or
+    `ml_dtypes`')."""
     if isinstance(dtype, np.dtype):
         return dtype
     name = str(dtype).rsplit(".", 1)[-1]
@@ -134,5 +140,6 @@ def _from_dlpack(value, want: np.dtype) -> np.ndarray:
     return view if view.dtype == want else view.view(want)
 
 
-__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "device_of", "foreign_dtype", "host_view",
+__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "device_of", "dtype_by_name", "foreign_dtype",
+           "host_view",
            "is_foreign_array"]
