@@ -8,7 +8,11 @@
 
 The lowering uses it to prove that `V` consecutive elements of a load or store are `V` consecutive,
 `V`-aligned addresses, so they can move as one `float4`/`half4`. Anything the rules do not cover is
-`UNKNOWN` (runs of 1, divisible by 1), which only ever costs vectorization.
+`UNKNOWN` (runs of 1, divisible by 1), which only ever costs vectorization. The rules are Triton's (a sum
+runs where one side runs and the other is constant; a product of a run of consecutive values keeps only the
+other side's divisibility), with run lengths combined by their gcd and the divisibility of an operand read at
+the starts of the result's runs (`div_at`), so they hold for tiles of any length;
+`property_tests/test_axis_info_laws.py` checks every claim against the values of random index expressions.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import NamedTuple
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, PtrType
-from metile.ir.values import AddPtr, Binary, Cast, Const, Param, Value, Var
+from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Param, Unary, Value, Var, Where
 
 BIG = 1 << 30
 BUFFER_ALIGN = 16
@@ -64,7 +68,7 @@ class AxisAnalysis:
         return found
 
     def _info(self, v: Value) -> AxisInfo:
-        scalar = v.type.shape == ()
+        info = self.info
         match v:
             case Const(value) if isinstance(value, int) and not isinstance(value, bool):
                 return AxisInfo(1, pow2_factor(value), BIG)
@@ -73,46 +77,86 @@ class AxisAnalysis:
             case Param(_, _, _, multiple):
                 return AxisInfo(1, multiple, BIG)
             case Var(name) if name in self.defs:
-                return self.info(self.defs[name])
+                return info(self.defs[name])
             case Var(name) if name in self.loops:
                 start, step = self.loops[name]
-                return AxisInfo(1, math.gcd(self.info(start).div, self.info(step).div), BIG)
+                return AxisInfo(1, math.gcd(div_at(info(start), 1), div_at(info(step), 1)), BIG)
             case ProgramId() | NumPrograms():
                 return AxisInfo(1, 1, BIG)
             case Arange(start, stop):
                 return AxisInfo(stop - start, pow2_factor(start), 1)
             case Full(_, value):
-                return AxisInfo(1, self.info(value).div, BIG)
+                return AxisInfo(1, div_at(info(value), 1), BIG)
             case Broadcast(x, shape):
-                xi = self.info(x)
-                if x.type.shape == () or x.type.shape[-1] == 1:
-                    return AxisInfo(1, xi.div, BIG if not shape else shape[-1])
+                xi = info(x)
+                if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
+                    return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
                 return xi
             case ExpandDims(x, axis):
-                xi = self.info(x)
-                value_div = xi.div if xi.contig == 1 else 1  # every value is a run start
-                return AxisInfo(1, value_div, BIG) if axis == len(x.type.shape) else xi
+                xi = info(x)
+                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
             case Reshape(x, shape):
-                return self.info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
-            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
-                return self.info(x)
+                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
+            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
+                xi = info(x)
+                src = x.type.dtype
+                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
+                    return xi   # every value kept as it is
+                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
+                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
+            case Cast(x, _) | Bitcast(x, _):
+                return AxisInfo(1, 1, info(x).const)
             case AddPtr(p, off):
-                return self._add(self.info(p), self.info(off))
+                return _add(info(p), info(off))
             case Binary(BinOp.ADD, a, b):
-                return self._add(self.info(a), self.info(b))
+                return _add(info(a), info(b))
             case Binary(BinOp.SUB, a, b):
-                ai, bi = self.info(a), self.info(b)
-                return AxisInfo(min(ai.contig, bi.const), math.gcd(ai.div, bi.div), min(ai.const, bi.const))
+                ai, bi = info(a), info(b)
+                contig = meet(ai.contig, bi.const)
+                return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)), meet(ai.const, bi.const))
             case Binary(BinOp.MUL, a, b):
-                ai, bi = self.info(a), self.info(b)
-                contig = ai.contig if _is_one(b) else bi.contig if _is_one(a) else 1
-                return AxisInfo(contig, min(ai.div * bi.div, BIG), min(ai.const, bi.const))
-        return AxisInfo(1, 1, BIG) if scalar else UNKNOWN
+                ai, bi = info(a), info(b)
+                const = meet(ai.const, bi.const)
+                if _is_one(b):
+                    return AxisInfo(ai.contig, ai.div, const)
+                if _is_one(a):
+                    return AxisInfo(bi.contig, bi.div, const)
+                # each element a product: of the two values' divisibilities, which a run of consecutive values
+                # has only at its start (Triton's rule)
+                return AxisInfo(1, min(div_at(ai, 1) * div_at(bi, 1), BIG), const)
+            case Where(c, a, b):
+                ci, ai, bi = info(c), info(a), info(b)
+                contig = meet(ci.const, meet(ai.contig, bi.contig))
+                return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)),
+                                meet(ci.const, meet(ai.const, bi.const)))
+            case Compare(_, a, b) | Binary(_, a, b):
+                return AxisInfo(1, 1, meet(info(a).const, info(b).const))
+            case Unary(_, x):
+                return AxisInfo(1, 1, info(x).const)
+        return AxisInfo(1, 1, BIG) if v.type.shape == () else UNKNOWN
 
-    @staticmethod
-    def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:
-        contig = max(min(a.contig, b.const), min(a.const, b.contig))
-        return AxisInfo(contig, math.gcd(a.div, b.div), min(a.const, b.const))
+
+def meet(a: int, b: int) -> int:
+    """The longest run length that aligned runs of `a` and of `b` both split into: their gcd, `BIG` (a run as
+    long as the dimension) leaving the other as it is."""
+    return b if a == BIG else a if b == BIG else math.gcd(a, b)
+
+
+def div_at(x: AxisInfo, run: int) -> int:
+    """What divides `x`'s elements at every multiple of `run` along the dimension. `x.div` divides its values at
+    multiples of `x.contig` (run starts); elsewhere a value is a run start plus an offset that is a multiple of
+    `gcd(run, x.contig)`."""
+    contig = x.contig
+    if contig == 1 or (run != BIG and run % contig == 0) or run == contig:
+        return x.div
+    return math.gcd(x.div, meet(run, contig))
+
+
+def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """`a + b`: runs of consecutive values where one side runs and the other is constant (Triton's rule), whose
+    starts both sides' divisibilities at those starts divide."""
+    contig = max(meet(a.contig, b.const), meet(a.const, b.contig))
+    return AxisInfo(contig, math.gcd(div_at(a, contig), div_at(b, contig)), meet(a.const, b.const))
 
 
 # A stride of `strides`: an int, or `(k, s)` for `k` times the uniform scalar Tile IR value `s`.
@@ -214,4 +258,5 @@ def _is_one(v: Value) -> bool:
     return isinstance(v, Const) and v.value == 1
 
 
-__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "Stride", "UNKNOWN", "pow2_factor", "strides", "vector_width"]
+__all__ = ["BIG", "AxisAnalysis", "AxisInfo", "Stride", "UNKNOWN", "div_at", "meet", "pow2_factor", "strides",
+           "vector_width"]
