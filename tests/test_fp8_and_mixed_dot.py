@@ -147,5 +147,25 @@ def test_dot_refusals():
     with pytest.raises(KernelTypeError, match="dot takes tiles of .* not i32"):
         bad[(1,)](i32, i32, np.zeros(64, np.int32), K=16)
     i8 = np.zeros(8 * 2048, np.int8)
-    with pytest.raises(ShapeMismatchError, match="at most 1024 products exactly, not 2048"):
+    with pytest.raises(ShapeMismatchError, match="i8 x i8 tiles sums at most 1024 products exactly, not 2048"):
         bad[(1,)](i8, i8, np.zeros(64, np.int32), K=2048)
+    u8 = np.zeros(8 * 512, np.uint8)
+    with pytest.raises(ShapeMismatchError, match="u8 x u8 tiles sums at most 256 products exactly, not 512"):
+        bad[(1,)](u8, u8, np.zeros(64, np.int32), K=512)
+    with pytest.raises(ShapeMismatchError, match="i8 x u8 tiles sums at most 512 products exactly, not 1024"):
+        bad[(1,)](i8, np.zeros(8 * 1024, np.uint8), np.zeros(64, np.int32), K=1024)
+
+
+@pytest.mark.parametrize(("ta", "tb", "k"), [(np.uint8, np.uint8, 256), (np.int8, np.uint8, 512)])
+def test_integer_dot_is_exact_at_its_longest_inner_dimension(ta, tb, k):
+    """The largest products summed over the longest inner dimension allowed (their partial sums in f32 reach
+    2**24 at most) come out exact; one product less than the largest tells a rounding apart. (i8 x i8 at 1024
+    needs more threadgroup memory than a program has to stage its operands, so a kernel loops over k.)"""
+    def extreme(t, shape):
+        return np.full(shape, np.iinfo(t).min if np.iinfo(t).min < 0 else np.iinfo(t).max, t)
+
+    a, b = extreme(ta, (8, k)), extreme(tb, (k, 8))
+    a[0, 0] = a[0, 0] - 1 if a[0, 0] > 0 else a[0, 0] + 1
+    c = np.zeros((8, 8), np.int32)
+    mm[(1,)](a, b, c, ACC="none", M=8, N=8, K=k)
+    assert (c == a.astype(np.int64) @ b.astype(np.int64)).all()

@@ -93,8 +93,11 @@ def static_int(v, what: str, loc: Loc) -> int:
     return v
 
 
-def static_shape(v, what: str, loc: Loc) -> tuple[int, ...]:
+def static_shape(v, what: str, loc: Loc, scalar: bool = False) -> tuple[int, ...]:
+    """The compile-time shape `v` (an int or a tuple or list of ints); `()` only where `scalar` allows it."""
     dims = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
+    if scalar and not dims:
+        return ()
     for d in dims:  # the common case: positive Python ints
         if d.__class__ is not int or d <= 0:
             break
@@ -302,16 +305,21 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bound
 
 def zeros(tr, loc, shape, dtype):
     dt = parse_dtype(dtype, loc)
-    dims = static_shape(shape, "the shape of zeros", loc)
+    dims = static_shape(shape, "the shape of zeros", loc, scalar=True)
     if dt.storage_only:
         return sem.coerce(0.0, dt, dims, loc)
     return Full(dims, sem.const(False if dt is DType.BOOL else 0, dt, loc), loc=loc)
 
 
 _MATRIX_INPUTS = (DType.F32, DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2, DType.I8, DType.U8)
-MAX_INT_DOT_K = 1024
-"""The longest inner dimension of a `dot` of integer tiles: its products (at most 2**14 each) are summed in f32,
-exact up to 2**24."""
+_INT_RANGE = {DType.I8: 128, DType.U8: 255}   # the largest magnitude of each integer matrix input
+
+
+def max_int_dot_k(da: DType, db: DType) -> int:
+    """The longest inner dimension of a `dot` of integer tiles of types `da` and `db`: the products are summed in
+    f32, exact while every partial sum stays within 2**24, so at most 2**24 / (largest |a| * largest |b|)
+    products, in whole 8-wide steps: 1024 for i8 x i8, 512 for i8 x u8, 256 for u8 x u8."""
+    return (1 << 24) // (_INT_RANGE[da] * _INT_RANGE[db]) // 8 * 8
 
 
 def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
@@ -354,8 +362,9 @@ def _dot(a, b, acc, loc: Loc):
     mt = matrix_dtype(da, db, loc)
     prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), loc=loc)
     if da.is_int and db.is_int:  # integers multiply exactly in f32 matrices, then convert
-        if k > MAX_INT_DOT_K:
-            raise ShapeMismatchError(f"dot of integer tiles sums at most {MAX_INT_DOT_K} products exactly, not {k}: "
+        limit = max_int_dot_k(da, db)
+        if k > limit:
+            raise ShapeMismatchError(f"dot of {da} x {db} tiles sums at most {limit} products exactly, not {k}: "
                                      "split the inner dimension (a smaller BLOCK_K in the tile_range loop)", loc)
         prod = sem.cast(prod, DType.I32, loc)
     if acc is None:
@@ -368,6 +377,9 @@ def _dot(a, b, acc, loc: Loc):
         raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
                               loc)
     dt = COMPUTE_AS.get(dt, dt)
+    if dt.is_float and dt is not DType.F32:   # accumulated in f32 and rounded once to the accumulator's type
+        total = Binary(BinOp.ADD, sem.coerce(acc, DType.F32, (m, n), loc), sem.cast(prod, DType.F32, loc), loc=loc)
+        return sem.cast(total, dt, loc)
     return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
 
 
@@ -428,8 +440,11 @@ def _reduce(op: ReduceOp):
             kind = x.type if isinstance(x, Value) else type(x).__name__
             raise ShapeMismatchError(f"metile.{op.value}() reduces a tile, not {kind}", loc)
         if x.type.dtype is DType.BOOL:  # sum counts the true elements; max is "any", min is "all"
-            red = impl(tr, loc, sem.cast(x, DType.I32, loc), axis)
-            return red if op is ReduceOp.SUM else sem.compare("ne", red, 0, loc)
+            if op is ReduceOp.SUM:
+                return impl(tr, loc, sem.cast(x, DType.I32, loc), axis)
+            # as 0 and 1 in u32, whose identities (0 for max, the largest u32 for min) make "any" of nothing false
+            # and "all" of nothing true
+            return sem.compare("ne", impl(tr, loc, sem.cast(x, DType.U32, loc), axis), 0, loc)
         if x.type.dtype.storage_only:  # 8-bit floats reduce as f16
             x = sem.cast(x, COMPUTE_AS[x.type.dtype], loc)
         shape = x.type.shape

@@ -69,7 +69,10 @@ def _math(name):
 
 
 def sigmoid(tr, loc, x):
-    """`1 / (1 + exp(-x))` (in the type of `x`; 0 and 1 at the ends, without NaN)."""
+    """`1 / (1 + exp(-x))` (in the float type of `x`, f32 for integers, f16 for 8-bit floats; 0 and 1 at the ends,
+    without NaN). An integer is converted before it is negated: `-x` of an unsigned integer would wrap around."""
+    if isinstance(x, Value) and not isinstance(x.type, PtrType) and not x.type.dtype.is_float:
+        x = sem.cast(x, F32, loc)
     return sem.binary("truediv", 1.0, sem.binary("add", 1.0, sem.unary("exp", sem.unary("neg", x, loc), loc), loc),
                       loc)
 
@@ -96,7 +99,7 @@ def erf(tr, loc, x):
         return math.erf(x)
     if isinstance(t, PtrType):
         raise KernelTypeError("erf is not defined on pointers", loc)
-    out_dt = t.dtype if t.dtype.is_float else F32
+    out_dt = COMPUTE_AS.get(t.dtype, t.dtype) if t.dtype.is_float else F32   # 8-bit floats compute in f16
     v = sem.cast(x, F32, loc)
     x2 = sem.binary("mul", v, v, loc)
     near = sem.binary("mul", v, _horner(_ERF_SERIES, x2, loc), loc)
@@ -128,12 +131,13 @@ def fma(tr, loc, a, b, c):
 
 
 def _float_common(a, b, c) -> DType:
-    """The float type `fma` computes in: the common type of its traced operands (Python numbers are weak)."""
+    """The float type `fma` computes in: the common type of its traced operands (Python numbers are weak; 8-bit
+    floats compute in f16)."""
     traced = [v for v in (a, b, c) if isinstance(v, Value)]
     dt = traced[0].type.dtype
     for v in traced[1:]:
         dt = sem.promote(dt, v.type.dtype)
-    return dt if dt.is_float else F32
+    return COMPUTE_AS.get(dt, dt) if dt.is_float else F32
 
 
 def clamp(tr, loc, x, lo, hi):
@@ -186,8 +190,9 @@ def _scan(op: ReduceOp, name: str):
 
 
 def full(tr, loc, shape, value, dtype):
-    """A tile of `shape` holding `value` (a number or a traced scalar) as `dtype` (by default the value's own)."""
-    dims = static_shape(shape, "the shape of full", loc)
+    """A tile of `shape` holding `value` (a number or a traced scalar) as `dtype` (by default the value's own); the
+    shape `()` gives a scalar."""
+    dims = static_shape(shape, "the shape of full", loc, scalar=True)
     t = sem.type_of(value, loc)
     if isinstance(t, PtrType) or t.shape:
         raise KernelTypeError(f"full: the value must be a number or a scalar, not {t}", loc)

@@ -360,7 +360,10 @@ def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
     if odt not in INTS:
         raise KernelTypeError(f"pointer offsets must be integers, not {odt}", loc)
     if name == "sub":
-        off = -off if not isinstance(off, Value) else Unary(UnOp.NEG, off, loc=loc)
+        if not isinstance(off, Value):
+            off = -off
+        else:   # an unsigned offset is negated as i32: in its own type `-3` would wrap around to `2**bits - 3`
+            off = Unary(UnOp.NEG, off if odt.is_signed else cast(off, I32, loc), loc=loc)
     off = to_ir(off, loc)
     pshape, oshape = (ta if a_ptr else tb if tb is not None else ptr.type).shape, ot.shape
     if pshape == oshape:

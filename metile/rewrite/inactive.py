@@ -289,8 +289,9 @@ class _Walk:
         return tracked
 
     def keep_old(self, carried, yields) -> list[Value]:
-        """Each yield `y` of a carried `c` as `where(active(y), y, c)`; `c + v` stays as it is where `v` is 0
-        wherever `y` is inactive (a masked load's zeros add nothing)."""
+        """Each yield `y` of a carried `c` as `where(active(y), y, c)`; an integer `c + v` stays as it is where `v`
+        is 0 wherever `y` is inactive (a masked load's zeros add nothing). A float sum is selected all the same:
+        `-0.0 + 0.0` is `+0.0`, so adding a zero would lose a carried `-0.0`."""
         out = []
         for c, y in zip(carried, yields):
             a = self.activity(y)
@@ -302,6 +303,8 @@ class _Walk:
 
     def adds_zeros(self, c: Var, y: Value, a: Value) -> bool:
         """Whether `y` is `c + v` (either order) with `v` exactly 0 wherever `a` (its activity) is false."""
+        if not c.type.dtype.is_int:
+            return False
         if y.__class__ is Var:
             y = self.lets.get(y.name, y)
         match y:

@@ -14,7 +14,7 @@ from metile.ir.errors import Loc
 from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
 from metile.ir.types import DType
-from metile.ir.values import Binary, Cast, Compare, Const, Unary, Value, Where
+from metile.ir.values import Binary, Bitcast, Cast, Compare, Const, Unary, Value, Where
 from metile.layout import Layout
 from metile.layout.layout import flat_modes
 
@@ -141,6 +141,9 @@ def floor_div(a: Value, b: Value, loc: Loc | None = None) -> Value:
         down = Unary(UnOp.FLOOR, exact)
         q = Where(Compare(CmpOp.GT, Binary(BinOp.SUB, exact, down), Const(0.5, dtype)), Binary(BinOp.ADD, down, one),
                   down)
+        # a zero quotient has the sign of `a / b` (`-0.0 // 3.0` is -0.0), which the subtraction above loses
+        negative = Compare(CmpOp.NE, _sign_bit(a), Compare(CmpOp.LT, b, Const(0.0, dtype)))
+        q = Where(Compare(CmpOp.EQ, exact, Const(0.0, dtype)), _signed_zero(negative, dtype), q)
         return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q, loc=loc)
     if not dtype.is_signed:
         return Binary(BinOp.TRUNCDIV, a, b, loc=loc)
@@ -161,7 +164,20 @@ def floor_mod(a: Value, b: Value, loc: Loc | None = None) -> Value:
     if not dtype.is_float:
         b = _divisor(b)[0]  # `x % -1` is `x % 1`: 0
     r = Binary(BinOp.REM, a, b)
-    return Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r, loc=loc)
+    out = Where(_opposite_signs(r, b), Binary(BinOp.ADD, r, b), r)
+    if dtype.is_float:   # a zero remainder has the divisor's sign (`6.0 % -3.0` is -0.0); `fmod` gives the dividend's
+        zero = Const(0.0, dtype)
+        return Where(Compare(CmpOp.EQ, r, zero), _signed_zero(Compare(CmpOp.LT, b, zero), dtype), out, loc=loc)
+    return Where(out.cond, out.x, out.y, loc=loc)
+
+
+def _sign_bit(x: Value) -> Value:
+    """Whether the f32 `x` has its sign bit set (true for -0.0, which compares equal to 0.0)."""
+    return Compare(CmpOp.LT, Bitcast(x, DType.I32), Const(0, DType.I32))
+
+
+def _signed_zero(negative: Value, dtype: DType) -> Value:
+    return Where(negative, Const(-0.0, dtype), Const(0.0, dtype))
 
 
 def _opposite_signs(r: Value, b: Value) -> Value:
