@@ -102,7 +102,10 @@ class MmaGeometry:
     `i * sg_n + j`) owns the `per_m x per_n` pieces starting at piece `(i * per_m, j * per_n)`. As a
     layout: `piece_layout` maps (simdgroup, local piece) to the piece's (row, col) in units of 8. With `split`
     > 1, `split` times as many simdgroups compute the product, slice `s` of k on simdgroups `first_sg + s * sg_m *
-    sg_n ...` (the same pieces as those of slice 0), which own the sum."""
+    sg_n ...` (the same pieces as those of slice 0), which own the sum. With `replicas` > 1 the group running the
+    product has `replicas` times as many simdgroups as own pieces (a product with fewer 8x8 pieces than the
+    program's `num_simdgroups`): the others compute a copy of the pieces of the owner their index is congruent to,
+    which nothing reads (every use of the result runs on the owners)."""
 
     m: int
     n: int
@@ -110,6 +113,7 @@ class MmaGeometry:
     sg_n: int
     first_sg: int = 0  # the owning simdgroups are first_sg .. first_sg + sg_m * sg_n - 1
     split: int = 1
+    replicas: int = 1
 
     @property
     def per_m(self) -> int:
@@ -154,6 +158,18 @@ def k_slices(m: int, n: int, k: int, split: int, simdgroups: int) -> int:
     return 1
 
 
+def mma_arrangement(m: int, n: int, simdgroups: int) -> tuple[int, int, int] | None:
+    """`(sg_m, sg_n, replicas)` for an `[m, n]` product on `simdgroups`: `mma_split`'s arrangement of all of them,
+    else that of the most simdgroups dividing their number whose pieces split evenly, each owner with `replicas`
+    copies (None when `m` or `n` is not a multiple of 8)."""
+    if m % 8 or n % 8:
+        return None
+    for owners in range(simdgroups, 0, -1):
+        if simdgroups % owners == 0 and (split := mma_split(m, n, owners)) is not None:
+            return (*split, simdgroups // owners)
+    return None
+
+
 def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
     """`(sg_m, sg_n)` with `sg_m * sg_n == simdgroups` dividing the piece grid of an `[m, n]` product as
     squarely as possible, or None."""
@@ -170,4 +186,5 @@ def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
     return None if best is None else best[1:]
 
 
-__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "k_slices", "mma_split", "row_major_strides"]
+__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "k_slices", "mma_arrangement", "mma_split",
+           "row_major_strides"]

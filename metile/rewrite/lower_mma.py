@@ -24,7 +24,7 @@ from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, MmaPlan,
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var, Where
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import MmaGeometry, k_slices, mma_split
+from metile.rewrite.distribute import MmaGeometry, k_slices, mma_arrangement
 from metile.rewrite.lower_collective import (
     Group,
     Lazy,
@@ -53,16 +53,23 @@ class Matrices:
     def mma_geometry(self, d: Dot, group: Group | None = None) -> MmaGeometry | None:
         """How `group`'s simdgroups (default: the current group) share the 8x8 pieces of `d`: the geometry of its
         result (with k split, that of the simdgroups of slice 0, which own the sum), arranged as `assign_layouts`
-        recorded when that arrangement has as many simdgroups, else as `mma_split` finds."""
+        recorded when that arrangement has as many simdgroups or a divisor of them, else as `mma_arrangement` finds
+        (with replicas where the pieces are fewer than the simdgroups)."""
         group = group or self.group
         (m, k), n = d.a.type.shape, d.b.type.shape[1]
         if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
             return None
         how = self.how(d)
         sgs = group.sgs // k_slices(m, n, k, how.split, group.sgs)
-        chosen = how.simdgroups   # assign_layouts' arrangement, where it is one of these simdgroups
-        split = chosen if chosen and chosen[0] * chosen[1] == sgs else mma_split(m, n, sgs)
-        return None if split is None else MmaGeometry(m, n, *split, group.first_sg)
+        chosen = how.simdgroups   # assign_layouts' arrangement, where it is one of these simdgroups (or a divisor)
+        if chosen and sgs % (chosen[0] * chosen[1]) == 0 and (m // 8) % chosen[0] == 0 and (n // 8) % chosen[1] == 0:
+            found = (*chosen, sgs // (chosen[0] * chosen[1]))
+        else:
+            found = mma_arrangement(m, n, sgs)
+        if found is None:
+            return None
+        sg_m, sg_n, replicas = found
+        return MmaGeometry(m, n, sg_m, sg_n, group.first_sg, replicas=replicas)
 
     def mma(self, d: Dot, acc: Value | None, where: Value) -> Mma:
         a, b = d.a, d.b
@@ -238,8 +245,8 @@ class Matrices:
         found = self.sg_coords.get(geom)
         if found is None:
             sg = sg_index(geom.first_sg)
-            if geom.split > 1:   # the simdgroups of every slice of k hold the same pieces
-                sg = mo.mod(sg, geom.sg_m * geom.sg_n)
+            if geom.split > 1 or geom.replicas > 1:   # the simdgroups of every slice of k, or replicas, hold the
+                sg = mo.mod(sg, geom.sg_m * geom.sg_n)  # same pieces
             sm, sn = mo.apply_layout(geom.first_row, sg), mo.apply_layout(geom.first_col, sg)
             found = self.sg_coords[geom] = (sm, sn)
         return found

@@ -32,13 +32,14 @@ from metile.ir.tile import Arange, Dot, MmaPlan, SimdgroupRole
 from metile.ir.types import PtrType, TileType
 from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
-from metile.rewrite.distribute import choose_vec, k_slices, mma_split
+from metile.rewrite.distribute import choose_vec, k_slices, mma_arrangement, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.scan import VARYING_SOURCES, Scan, scan
 
 MAX_THREADS = 1024
 DEFAULT_SIMDGROUPS = 4   # simdgroups of a program with `dot`, unless the launch says
 MAX_AUTO_THREADS = 256
+MAX_ELEMENTS_PER_THREAD = 256   # a tile of the most elements (65536) on the most threads chosen for it (256)
 SIMD_WIDTH = 32
 VECTOR_WIDTH = 4
 
@@ -129,7 +130,8 @@ def assign_layouts(k: Kernel) -> Kernel:
     for d, sgs in group.items():
         how = old.get(d, MmaPlan())
         (m, kk), n = d.a.type.shape, d.b.type.shape[1]
-        arrangement = sgs and _dot_ok(d) and mma_split(m, n, sgs // k_slices(m, n, kk, how.split, sgs))
+        found = sgs and _dot_ok(d) and mma_arrangement(m, n, sgs // k_slices(m, n, kk, how.split, sgs))
+        arrangement = found and found[:2]
         if arrangement and arrangement != how.simdgroups:
             plans = plans.set(d, attrs.evolve(how, simdgroups=arrangement))
     return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
@@ -177,6 +179,14 @@ def _plan(k: Kernel, vectorize: bool) -> LaunchPlan:
     if not 0 < threads <= MAX_THREADS:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {MAX_THREADS}", where)
+    if biggest > threads * MAX_ELEMENTS_PER_THREAD:
+        tile = next(n for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
+                    and isinstance(n.type, (TileType, PtrType)) and n.type.size == biggest)
+        raise UnsupportedConstructError(
+            f"a tile of {biggest} elements on this program's {threads} threads would hold {-(-biggest // threads)} "
+            f"elements in each thread's registers; metile allows at most {MAX_ELEMENTS_PER_THREAD} per thread: run "
+            f"more threads (num_simdgroups={-(-biggest // (SIMD_WIDTH * MAX_ELEMENTS_PER_THREAD))} or more) or "
+            "loop over smaller tiles with metile.tile_range", tile.loc or k.loc)
     ranges, _ = role_ranges(roles, threads)
     return LaunchPlan(threads, vec, tuple(ranges[r] for r in sorted(ranges)))
 
@@ -219,14 +229,15 @@ def _check_asked(asked: int | None, threads: int, why: str, loc) -> None:
 
 def _dot_simdgroups(k: Kernel, dots: list[Dot]) -> int:
     """The launch's `num_simdgroups`, else a `NUM_SG` constexpr of the kernel's (meTile's way to choose), else the
-    most of 4, 2, 1 among which every product's 8x8 pieces split evenly."""
+    most of 4, 2, 1 among which every product's 8x8 pieces split evenly. Asked for more simdgroups than a product
+    has pieces, some of them compute copies of others' pieces for it (`MmaGeometry.replicas`)."""
     asked = k.options.num_simdgroups or k.meta.get("NUM_SG")
-    for n in ([asked] if asked else [DEFAULT_SIMDGROUPS, 2, 1]):
+    if asked:
+        return asked
+    for n in (DEFAULT_SIMDGROUPS, 2):
         if all(mma_split(d.type.shape[0], d.type.shape[1], n // _slices(k, d, n)) for d in dots if _dot_ok(d)):
             return n
-    d = dots[0]
-    raise UnsupportedConstructError(
-        f"dot of shape {list(d.type.shape)} cannot be split evenly among {asked} simdgroups (num_simdgroups)", d.loc)
+    return 1
 
 
 def _slices(k: Kernel, d: Dot, sgs: int) -> int:
