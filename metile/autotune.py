@@ -36,6 +36,7 @@ from metile.frontend.specialize import COMPILER_OPTIONS, MET_TILE_OPTIONS, NO_DE
 from metile.ir.errors import MetileError
 from metile.kernel import _DEBUG, _ENVIRON, _SANITIZE, JITKernel, Launcher, PreparedLaunch, _user_error
 from metile.kernel import kernel as make_kernel
+from metile.rewrite.passes import pass_key
 
 AUTOTUNE_ENV = "METILE_AUTOTUNE"
 _DTYPED: dict[type, bool] = {int: False, float: False, bool: False, np.ndarray: True}   # per class: an array?
@@ -226,8 +227,7 @@ class Autotuner:
         k = self.kernel
         facts = {"kernel": f"{k.fn.__module__}.{k.fn.__qualname__}",
                  "source": hashlib.sha256(k.source.text.encode()).hexdigest(),
-                 "pipeline": [f"{getattr(p, '__module__', '')}.{getattr(p, '__qualname__', repr(p))}"
-                              for p in k.pipeline],
+                 "pipeline": [pass_key(p) for p in k.pipeline],
                  "configs": [repr(c) for c in self.configs], "key": repr(key), "device": repr(device()),
                  "version": metile.__version__}
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()

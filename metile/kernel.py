@@ -95,7 +95,7 @@ from metile.metal.args import run_options_problem
 from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_name, run
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_key, pass_name, run
 from metile.tracebacks import for_user, traceback_setting
 
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
@@ -413,8 +413,7 @@ class JITKernel:
         """The compile's cache key without process-specific parts (object ids), for dump file names."""
         key = spec[0]
         ident = key[0]
-        passes = tuple(f"{getattr(p, '__module__', '')}.{getattr(p, '__qualname__', pass_name(p))}"
-                       for p in self.pipeline)
+        passes = tuple(pass_key(p) for p in self.pipeline)
         return (ident[0], ident[1], ident[-1], *key[1:], passes)
 
     def _fast_key(self, args: tuple, kwargs: dict, debug, sanitize) -> tuple | None:

@@ -25,6 +25,7 @@ from metile.ir.tile import Broadcast, Full
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
 from metile.rewrite.driver import bottom_up, by_class, first_of, matches
+from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import scan
 
 _INT_OPS = {
@@ -129,6 +130,7 @@ FOLD_TABLE = {Binary: first_of(fold_binary, fold_identity), Compare: fold_compar
 FOLD_RULES = by_class(FOLD_TABLE)
 
 
+@define_pass(precedes=[Fact.METAL_IR])
 def fold_constants(k: Kernel) -> Kernel:
     """`k` with constant integer and bool arithmetic folded (any stage); one rewrite over the whole kernel,
     so a value shared by several statements is folded once.

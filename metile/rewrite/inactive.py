@@ -39,6 +39,7 @@ from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma,
 from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import identity
+from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import scan
 
 _TRUE = Const(True, DType.BOOL)
@@ -462,6 +463,7 @@ def _needed(used: set[str], defs: dict[str, list[Value]]) -> frozenset[str]:
     return frozenset(keep)
 
 
+@define_pass(provides=[Fact.ACTIVITY], precedes=[Fact.METAL_IR])
 def skip_inactive(k: Kernel) -> Kernel:
     """`k` with the semantics of inactive elements made explicit (see the module docstring)."""
     if k.stage is not Stage.TILE:

@@ -90,6 +90,7 @@ from metile.rewrite.lower_memory import Memory
 from metile.rewrite.lower_mma import Fragments, Matrices, Ring
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
+from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis, varying_names
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import mma_scratch_offset
@@ -531,6 +532,7 @@ def _line(loc: Loc | None) -> str:
     return "?" if loc is None else str(loc.line)
 
 
+@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN], provides=[Fact.METAL_IR])
 def lower_tiles(k: Kernel) -> Kernel:
     """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
     if k.stage is not Stage.TILE or k.plan is None:

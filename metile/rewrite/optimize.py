@@ -36,6 +36,7 @@ from metile.ir.values import Binary, Const, Load, Var
 from metile.rewrite.distribute import k_slices, mma_split
 from metile.rewrite.driver import substitute
 from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
+from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL, axis_analysis
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
@@ -60,6 +61,7 @@ def _plan_dots(k: Kernel, choose) -> Kernel:
     return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def pad_staging(k: Kernel) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
@@ -69,6 +71,7 @@ def pad_staging(k: Kernel) -> Kernel:
     return _plan_dots(k, choose)
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def serpentine_mma(k: Kernel) -> Kernel:
     """Run the 8x8 products of each step in serpentine order."""
     return _plan_dots(k, lambda d, how: attrs.evolve(how, serpentine=True))
@@ -77,6 +80,7 @@ def serpentine_mma(k: Kernel) -> Kernel:
 PRELOAD_STEPS = 8   # 8-wide steps of k from which a product preloads its operands
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def preload_fragments(k: Kernel) -> Kernel:
     """Load the next step's operands before this step's products, in every `dot` of `PRELOAD_STEPS` steps of k or
     more. A shorter loop has a small constant trip count, which the Metal compiler unrolls and schedules itself:
@@ -85,6 +89,7 @@ def preload_fragments(k: Kernel) -> Kernel:
                       if d.a.type.shape[1] >= 8 * PRELOAD_STEPS else None)
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def hoist_staging(k: Kernel) -> Kernel:
     """Mark the operands of the products in each loop's body that are the same in every iteration (a name bound
     before the loop: not its index, not a carried value, nothing the body binds), to be staged once before it."""
@@ -123,6 +128,7 @@ def _vars(x) -> tuple[Var, ...]:
     return (x,) if isinstance(x, Var) else tuple(x)
 
 
+@define_pass(precedes=[Fact.LAUNCH_PLAN, Fact.METAL_IR], optional=True)
 def split_k(k: Kernel) -> Kernel:
     """Cut the k dimension of the products too small for the program's simdgroups (fewer 8x8 pieces than it has
     simdgroups to share them) into as few slices as keep every simdgroup busy, when k has at least two 8-wide
@@ -148,6 +154,7 @@ def split_k(k: Kernel) -> Kernel:
     return _plan_dots(k, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None) if splits else k
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def direct_operands(k: Kernel) -> Kernel:
     """With the launch option `direct_operands=True`: mark each `dot` operand that is a tile load with no mask
     whose addresses are row-major with unit column stride, to be read by each simdgroup straight from device
@@ -198,6 +205,7 @@ def _loop_dots(s: For, found) -> list[Dot]:
     return list(out)
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def multi_buffer(k: Kernel) -> Kernel:
     """Rotate the staged operands of each pipelined loop's products through `num_stages` buffers (as many as fit
     in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""
@@ -215,6 +223,7 @@ def multi_buffer(k: Kernel) -> Kernel:
     return k if chosen is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, loops=chosen))
 
 
+@define_pass(precedes=[Fact.METAL_IR], optional=True)
 def group_programs(k: Kernel) -> Kernel:
     """Renumber the programs of a 2-D grid in groups of `k.options.group_programs` rows (see the module docstring):
     program `(x, y)`, dispatched `l = x + y * nx`-th, computes the tile of `(m, n)` where the group of `G` rows

@@ -1,8 +1,11 @@
 """The default lowering pipeline, Tile IR -> Metal IR, and `run` to apply a list of passes.
 
-A pass is a plain, named function `Kernel -> Kernel`; a pipeline is a list of passes that users may
-copy and edit (`[my_pass, *DEFAULT_PIPELINE]`). `check_pipeline` turns such a list into the tuple a
-kernel keeps, refusing entries that are not callable.
+A pass is a named function `Kernel -> Kernel`: the passes here are `metile.rewrite.passes.Pass` values with a
+contract (what they need from the passes before them, what they provide), and any plain function of the user's is
+one too. A pipeline is a list of passes that users may copy and edit (`[my_pass, *DEFAULT_PIPELINE]`), or the text
+`pipeline("fold_constants,skip_inactive,...")` reads. `check_pipeline` turns such a list into the tuple a kernel
+keeps, refusing entries that are not callable and orders that break a contract (dropping `skip_inactive`, or
+putting `split_k` after `plan_launch`, is a `PipelineError` naming both passes, never a wrong kernel).
 
 Verification is part of the debug mode: with `verify_each=True` (`@metile.kernel(debug=True)`, or any
 `METILE_DEBUG`, e.g. `METILE_DEBUG=verify`) `run` verifies after every pass, so the first pass that breaks
@@ -32,9 +35,8 @@ from metile.rewrite.optimize import (
     serpentine_mma,
     split_k,
 )
+from metile.rewrite.passes import Pass, PipelineError, check_order, parse_pipeline, pass_key, pass_name
 from metile.rewrite.plan import assign_layouts, plan_launch, vectorize_memory
-
-Pass = Callable[[Kernel], Kernel]
 
 DEFAULT_PIPELINE: list[Pass] = [
     fold_constants,       # constant integer arithmetic folded
@@ -52,29 +54,28 @@ DEFAULT_PIPELINE: list[Pass] = [
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     lower_tiles,          # Tile IR -> Metal IR
 ]
-OPTIONAL_PASSES: tuple[Pass, ...] = (group_programs, split_k, vectorize_memory, pad_staging, serpentine_mma,
-                                     preload_fragments, hoist_staging, direct_operands, multi_buffer)
+OPTIONAL_PASSES: tuple[Pass, ...] = tuple(p for p in DEFAULT_PIPELINE if p.optional)
 """The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
 
-class PipelineError(MetileError):
-    """A pipeline that is not a list of passes, or a pass that failed (raised an exception that is not a
-    `MetileError`) or did not return a `Kernel`."""
-
-
-def pass_name(p: Pass) -> str:
-    """The name dumps and errors use for `p` (its `__name__`, else its repr)."""
-    return getattr(p, "__name__", None) or repr(p)
-
-
-def check_pipeline(passes: Iterable[Pass]) -> tuple[Pass, ...]:
-    """`passes` as a tuple, or a `PipelineError` if it is not an iterable of callables."""
+def check_pipeline(passes: Iterable) -> tuple:
+    """`passes` as a tuple, or a `PipelineError` if it is not an iterable of callables or its order breaks a pass's
+    contract (`metile.rewrite.passes.check_order`)."""
     if isinstance(passes, (str, bytes)) or not isinstance(passes, Iterable):
         raise PipelineError(f"a pipeline is a list of passes (functions Kernel -> Kernel), not {type(passes).__name__}")
     out = tuple(passes)
     for i, p in enumerate(out):
         if not callable(p):
             raise PipelineError(f"pipeline entry {i} ({p!r}) is not a pass: a pass is a function Kernel -> Kernel")
+    check_order(out, DEFAULT_PIPELINE)
+    return out
+
+
+def pipeline(spec: str, extra: Iterable = ()) -> list:
+    """The pipeline a text names, `"fold_constants,split_k{parts=4},..."`, from the passes of `DEFAULT_PIPELINE` and
+    `extra` (`metile.rewrite.passes.parse_pipeline`), its order checked."""
+    out = parse_pipeline(spec, [*DEFAULT_PIPELINE, *extra])
+    check_pipeline(out)
     return out
 
 
@@ -84,6 +85,7 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
 
     Verified after each pass when `verify_each` (see the module docstring).
     """
+    check_order(passes, DEFAULT_PIPELINE)
     for p in passes:
         try:
             out = p(k)
@@ -101,4 +103,5 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
     return k
 
 
-__all__ = ["DEFAULT_PIPELINE", "OPTIONAL_PASSES", "Pass", "PipelineError", "check_pipeline", "pass_name", "run"]
+__all__ = ["DEFAULT_PIPELINE", "OPTIONAL_PASSES", "Pass", "PipelineError", "check_pipeline", "pass_key", "pass_name",
+           "pipeline", "run"]

@@ -34,6 +34,7 @@ from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
 from metile.rewrite.distribute import choose_vec, k_slices, mma_arrangement, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import VARYING_SOURCES, Scan, scan
 
 MAX_THREADS = 1024
@@ -81,6 +82,7 @@ def role_ranges(roles: list[SimdgroupRole], threads: int | None) -> tuple[dict[i
     return out, implied
 
 
+@define_pass(provides=[Fact.LAUNCH_PLAN], precedes=[Fact.METAL_IR])
 def plan_launch(k: Kernel) -> Kernel:
     """`k` with its launch plan: threads per threadgroup and the simdgroups of each role, each thread holding
     single elements (`vectorize_memory` may then give it runs of 4)."""
@@ -89,6 +91,7 @@ def plan_launch(k: Kernel) -> Kernel:
     return attrs.evolve(k, plan=_plan(k, vectorize=False))
 
 
+@define_pass(requires=[Fact.LAUNCH_PLAN], precedes=[Fact.METAL_IR], optional=True)
 def vectorize_memory(k: Kernel) -> Kernel:
     """`k` re-planned with runs of `VECTOR_WIDTH` consecutive elements per thread, when its thread count follows
     its tiles and at least half of its loads and stores of tiles can then move vectors (the module docstring);
@@ -102,6 +105,7 @@ def vectorize_memory(k: Kernel) -> Kernel:
     return k if plan == k.plan else attrs.evolve(k, plan=plan)
 
 
+@define_pass(requires=[Fact.LAUNCH_PLAN], provides=[Fact.MMA_LAYOUTS], precedes=[Fact.METAL_IR])
 def assign_layouts(k: Kernel) -> Kernel:
     """`k` with the arrangement of simdgroups over the 8x8 pieces of each `dot` recorded in its schedule
     (`MmaPlan.simdgroups`): on the simdgroups that run it (the program's, or its `simdgroup_role`'s, less those of
