@@ -26,7 +26,7 @@ from metile.emit.facts import scan as emit_facts
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import MetileError
-from metile.launch import normalize_grid
+from metile.launch import array_elements, normalize_grid
 
 MLX_ATTRIBUTES = {   # mx.fast.metal_kernel's thread-position attributes and the types it declares them with
     "dispatch_quadgroups_per_threadgroup": "uint", "dispatch_simdgroups_per_threadgroup": "uint",
@@ -64,6 +64,7 @@ class KernelSource:
     body: str            # the kernel function's body
     params: tuple[Param, ...]
     threads: int         # per threadgroup (one program)
+    lengths: tuple[tuple[int, int], ...] = ()   # per hidden length parameter: its array's index and itemsize
 
     @property
     def buffers(self) -> tuple[Param, ...]:
@@ -85,7 +86,9 @@ def kernel_source(kernel, args: tuple, constexprs: dict) -> KernelSource:
         m = _PARAM.fullmatch(raw.strip())
         params.append(Param(m.group("name"), raw.strip(), m.group("attr"), m.group("name") in written))
     body = msl[close + 3:msl.rindex("}")]
-    return KernelSource(msl, entry.group(1), msl[:start], body, tuple(params), metal_ir.plan.threads)
+    ps = metal_ir.params
+    lengths = tuple((p.length_of, ps[p.length_of].type.dtype.itemsize) for p in ps if p.length_of is not None)
+    return KernelSource(msl, entry.group(1), msl[:start], body, tuple(params), metal_ir.plan.threads, lengths)
 
 
 def _grid(grid, meta: dict) -> tuple[int, int, int]:
@@ -122,6 +125,9 @@ class MLXKernel:
         runtime = [s.name for s in self.kernel.source.specs if not s.constexpr]
         args = [dict(zip((*self.inputs, *self.outputs), ordered))[n] for n in runtime]
         src = kernel_source(self.kernel, tuple(args), constexprs)
+        if src.lengths:
+            raise FrameworkError(f"{name} has a tile_load or tile_store without bounds=, which clips its tile to the "
+                                 "length of its array, a number MLX does not pass to a kernel: give it bounds=")
         c_names = {p.name: p for p in src.buffers}
         for p in src.buffers:
             if p.written and p.name not in self.outputs:
@@ -181,7 +187,8 @@ class TorchKernel:
             lib = self._libraries[src.msl] = torch.mps.compile_shader(src.msl)
         names = [s.name for s in self.kernel.source.specs if not s.constexpr]
         gx, gy, gz = _grid(grid, {**dict(zip(names, args)), **constexprs})
-        getattr(lib, src.entry)(*args, threads=(gx * src.threads, gy, gz), group_size=(src.threads, 1, 1))
+        lengths = [array_elements(args[i], size) for i, size in src.lengths]   # of unbounded tile accesses' arrays
+        getattr(lib, src.entry)(*args, *lengths, threads=(gx * src.threads, gy, gz), group_size=(src.threads, 1, 1))
 
 
 def torch_kernel(kernel, device: str = "mps") -> TorchKernel:

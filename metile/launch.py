@@ -29,6 +29,7 @@ from metile.ir.errors import Loc, MetileError
 from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
+from metile.metal.args import array_span
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
 from metile.metal.interop import DL_METAL, ForeignArrayError, device_of, host_view, is_foreign_array
 from metile.profile.counts import LineCounts, Profile, merge_lines
@@ -60,12 +61,15 @@ class Launch:
     """A compiled kernel ready to dispatch with its launch options (`sanitize=`, `timeout=`, given to the device only
     when set): what a repeated launch needs, found by one dict lookup."""
 
-    __slots__ = ("compiled", "convert", "dispatch", "function", "max_grid", "options", "specs", "tpt")
+    __slots__ = ("compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs", "tpt")
 
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
         self.convert = tuple(_converter(v, t, compiled.device) for _, v, t in typed)
+        params = compiled.tile_ir.params   # the hidden ones: the lengths of arrays unbounded tile accesses clip to
+        self.lengths = tuple((p.length_of, params[p.length_of].type.dtype.itemsize) for p in params
+                             if p.length_of is not None)
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -81,7 +85,10 @@ class Launch:
         if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
             raise_grid_too_large(self.compiled, grid, dims)
         try:
-            return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
+            bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
+            if self.lengths:
+                bound += [np.int32(array_elements(args[i], size)) for i, size in self.lengths]
+            return dims, bound
         except ForeignArrayError as e:   # an array of another library that moved (to CUDA, say) since it compiled
             spec = next(s for s, c, a in zip(self.specs, self.convert, args) if c is host_view and _unviewable(a))
             raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
@@ -127,6 +134,30 @@ def _converter(value, t, device):
         metal = getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL
         return None if metal else host_view
     return host_dtype(t.dtype).type
+
+
+def array_elements(value, itemsize: int) -> int:
+    """The elements of `itemsize` bytes a kernel sees in the array argument `value`, from its first element to its
+    last (a strided view's span; `Param.length_of`), at most `2**31 - 1` (offsets are i32)."""
+    if isinstance(value, np.ndarray):
+        span = array_span(value) if not value.flags.c_contiguous else value.nbytes
+    elif is_foreign_array(value):
+        try:
+            view = host_view(value)
+            span = view.nbytes if view.flags.c_contiguous else array_span(view)
+        except ForeignArrayError:   # in Metal memory (bound as its buffer): its span from its shape and strides
+            span = _foreign_span(value) * itemsize
+    else:
+        span = getattr(value, "nbytes", 0)   # a metile.Buffer
+    return min(span // itemsize, (1 << 31) - 1) if isinstance(span, int) else 0
+
+
+def _foreign_span(value) -> int:
+    shape = tuple(value.shape)
+    stride = getattr(value, "stride", None)
+    if callable(stride) and shape:   # a torch tensor: strides in elements
+        return 1 + sum((n - 1) * st for n, st in zip(shape, stride()) if n > 0) if 0 not in shape else 0
+    return int(np.prod(shape))
 
 
 def _unviewable(value) -> bool:

@@ -130,3 +130,34 @@ def test_a_kernel_runs_on_torch_s_stream_through_compile_shader(monkeypatch):
     assert len(compiled) == 1        # compiled once per argument types and constexprs
     with pytest.raises(metile.MetileError, match="takes mps tensors: argument 0 is on cpu"):
         torch_kernel(axpy)[(4,)](x, y, out, 2.0, 1000, BLOCK=256)
+
+
+@metile.kernel
+def copy_block(X, Out, n_cols, R: metile.constexpr, C: metile.constexpr):
+    t = metile.tile_load(X, 0, 0, n_cols, (R, C))          # no bounds=: clipped to X's length
+    metile.tile_store(Out, 0, 0, C, t, (R, C))
+
+
+def test_an_unbounded_tile_passes_its_array_length_to_torch_and_is_refused_by_mlx(monkeypatch, mx):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+
+    class Library:
+        def __init__(self, source):
+            self.dev = metile.device("cpu")
+            self.lib = self.dev.compile(source, name="torch.metal")
+
+        def __getattr__(self, entry):
+            def launch(*args, threads, group_size):
+                self.dev.dispatch_threads(self.lib.function(entry), threads, group_size,
+                                          [np.int32(a) if isinstance(a, int) else a for a in args])
+            return launch
+
+    monkeypatch.setattr(torch.mps, "compile_shader", Library, raising=False)
+    x, out = torch.arange(12, dtype=torch.float32), torch.full((4, 8), -1.0)
+    torch_kernel(copy_block, device="cpu")[(1,)](x, out, 8, R=4, C=8)
+    expect = torch.zeros(4, 8)
+    expect[0] = torch.arange(8.0)        # 12 elements are one whole row of 8: the rest of the tile is clipped
+    torch.testing.assert_close(out, expect)
+    with pytest.raises(FrameworkError, match="without bounds=.* MLX does not pass"):
+        mlx_kernel(copy_block, ["Out"])(mx.zeros((12,)), 8, grid=1, output_shapes=[(32,)],
+                                        output_dtypes=[mx.float32], R=4, C=8)

@@ -179,10 +179,16 @@ def test_rmsnorm_in_half_precision():
 
 
 def test_without_skipping_inactive_elements_the_seed_softmax_is_wrong():
-    """The pipeline without `skip_inactive` reproduces the original report (a sum of about 0.86 per row): the
-    property above fails there, so it tests the pass."""
-    plain = seed.softmax.with_pipeline([fold_constants, plan_launch, lower_tiles])
+    """Lowered without `skip_inactive` (its contract bypassed by a plain function around `lower_tiles`), the seed
+    softmax reproduces the original report (a sum of about 0.86 per row): the property above fails there, so it
+    tests the pass. A pipeline that merely leaves the pass out is refused."""
+    def lower(k):
+        return lower_tiles(k)
+
+    plain = seed.softmax.with_pipeline([fold_constants, plan_launch, lower])
     x = rows_of("normal", 7, 300, 0)
     y = np.zeros_like(x)
     plain[(7,)](x, y, 300, BLOCK=128)
     assert np.abs(y.sum(1) - 1.0).max() > 0.05
+    with pytest.raises(metile.PipelineError, match="add skip_inactive before lower_tiles"):
+        seed.softmax.with_pipeline([fold_constants, plan_launch, lower_tiles])

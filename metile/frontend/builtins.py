@@ -27,7 +27,7 @@ from metile.ir.ops import BinOp, ReduceOp
 from metile.ir.stmts import AtomicAdd, Barrier, If, Store
 from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
-from metile.ir.values import Binary, Const, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
+from metile.ir.values import AddPtr, Binary, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
 
 _MISSING = object()
 _BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
@@ -242,6 +242,33 @@ def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
     return sem.pointer_arith("add", p, offs, loc), (rows, cols), r, c
 
 
+def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
+    """The bounds a `tile_load` or `tile_store` without `bounds=` clips its tile to: the array `ptr` points into,
+    seen from `ptr` as rows of `stride` elements, `((elements - offset) // stride, stride)` (meTile's GEMM is then
+    right at every size). The array is the one bound to the pointer parameter `ptr` is derived from (its length a
+    hidden parameter, `Tracer.length_param`), or a `metile.shared` array; a pointer of other origin is refused."""
+    offset, p = 0, ptr
+    while True:
+        match p:
+            case AddPtr(base, off) if off.type.shape == ():
+                offset, p = sem.binary("add", offset, off, loc), base
+            case Var(name) if name in tr.pointers:
+                p = tr.pointers[name]
+            case Param():
+                elements = tr.length_param(p)
+                break
+            case SharedAlloc():
+                elements = p.size
+                break
+            case _:
+                raise KernelTypeError(
+                    "a tile_load or tile_store without bounds= keeps its tile inside the array its pointer points "
+                    "into, which metile cannot tell for this pointer (one carried by a loop or chosen by a runtime "
+                    "branch): give bounds=(rows, cols)", loc)
+    left = sem.binary("sub", elements, offset, loc)
+    return sem.binary("floordiv", left, sem.binary("max", stride, 1, loc), loc), stride
+
+
 def _int_scalar(x, what: str, loc: Loc) -> None:
     t = sem.type_of(x, loc)
     if isinstance(t, PtrType) or t.shape or not t.dtype.is_int:
@@ -264,15 +291,15 @@ def _within(i, extent, loc: Loc):
 
 
 def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
+    """A `Load` of the tile; without `bounds`, of the part of it inside the array `ptr` points into (the bounds
+    `array_bounds` finds), so a tile past an array's edge reads inactive elements rather than other memory."""
     if len(static_shape(shape, "the shape of tile_load", loc)) != 2:
         raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
     addr, _, r, c = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
-    mask = None
-    if bounds is not None:
-        rows, cols = _bounds(bounds, "tile_load", loc)
-        mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc),
-                          ExpandDims(_within(c, cols, loc), 0, loc=loc), loc)
-        mask = sem.broadcast_to(mask, addr.type.shape, loc)
+    rows, cols = _bounds(bounds, "tile_load", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
+    mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc),
+                      ExpandDims(_within(c, cols, loc), 0, loc=loc), loc)
+    mask = sem.broadcast_to(mask, addr.type.shape, loc)
     return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
 
 
@@ -288,10 +315,7 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bound
     if vtype.shape not in ((), dims):
         raise ShapeMismatchError(f"tile_store: the value has shape {list(vtype.shape)}, the tile is {list(dims)}", loc)
     v = sem.converted(value, addr.type.dtype, dims, loc)
-    if bounds is None:
-        tr.emit(Store(addr, v, loc=loc))
-        return
-    rows, cols = _bounds(bounds, "tile_store", loc)
+    rows, cols = _bounds(bounds, "tile_store", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
     inside = _within(row_offset, sem.binary("sub", rows, dims[0] - 1, loc), loc)
     inside = sem.binary("and", inside, _within(col_offset, sem.binary("sub", cols, dims[1] - 1, loc), loc), loc)
     mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc), ExpandDims(_within(c, cols, loc), 0,

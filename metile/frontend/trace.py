@@ -22,6 +22,7 @@ from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
+from metile.ir.types import SCALAR_TYPES, DType, PtrType
 from metile.ir.values import Const, Param, Stmt, Value, Var
 
 # What Python raises when the compile-time part of a statement misuses a value (the truth of a numpy array,
@@ -58,6 +59,8 @@ def _assign(tr, stmt: ast.Assign) -> None:
         loc = tr.locs.get(target) or tr.loc(target)
         var = Var(tr.fresh(name), value.type, loc=loc)
         tr.stmts.append(Let(var, value, loc=loc))
+        if value.type.__class__ is PtrType:
+            tr.pointers[var.name] = value
         value = var
     tr.env[name] = value
     tr.hidden.pop(name, None)
@@ -92,6 +95,8 @@ class Tracer(ControlFlow):
         self.locs = self.prepared.locs  # read first by the hot paths: `tr.locs.get(node) or tr.loc(node)`
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
         self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
+        self.pointers: dict[str, Value] = {}   # the value each `Let` of a pointer binds (to find its array)
+        self.lengths: dict[int, Param] = {}    # per pointer parameter index, the hidden length parameter
 
     # ---- helpers used by builtins and control flow
 
@@ -114,7 +119,20 @@ class Tracer(ControlFlow):
             return value
         var = Var(self.fresh(hint or "t"), value.type, loc=loc)
         self.emit(Let(var, value, loc=loc))
+        if value.type.__class__ is PtrType:
+            self.pointers[var.name] = value
         return var
+
+    def length_param(self, p: Param) -> Param:
+        """The hidden parameter holding the number of elements of the array bound to pointer parameter `p`
+        (`Param.length_of`), added after the user's parameters the first time it is asked for."""
+        found = self.lengths.get(p.index)
+        if found is None:
+            found = Param(self.fresh(f"{p.name}_len"), len(self.params), SCALAR_TYPES[DType.I32], length_of=p.index,
+                          loc=p.loc)
+            self.params.append(found)
+            self.lengths[p.index] = found
+        return found
 
     def run(self) -> Kernel:
         body = self.fdef.body

@@ -105,7 +105,13 @@ class Parser(Scanner):
             at = self.i
             var = self.binder()
             multiple = self.int() if self.accept("multiple") else 1
-            p = Param(var.name, len(params), var.type, multiple, loc=self.opt_loc())
+            length_of = None
+            if self.accept("length"):
+                array = self.ref()
+                if not isinstance(array, Param):
+                    self.fail(f"%{array.name} is not a parameter", at)
+                length_of = array.index
+            p = Param(var.name, len(params), var.type, multiple, length_of, loc=self.opt_loc())
             self.define(f"%{p.name}", p, at)
             params.append(p)
         self.expect("stage")

@@ -273,6 +273,7 @@ class _Printer:
         self.schedule = k.schedule
         params = ", ".join(
             f"%{p.name}: {p.type}" + (f" multiple {p.multiple}" if p.multiple != 1 else "")
+            + (f" length %{k.params[p.length_of].name}" if p.length_of is not None else "")
             + (" " + format_loc(p.loc) if self.locs and p.loc else "") for p in k.params
         )
         head = f"kernel @{k.name}({params}) stage {k.stage.value}"

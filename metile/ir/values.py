@@ -98,12 +98,15 @@ class Const(Value):
 class Param(Value):
     """Kernel parameter `index`: a scalar (`i32`, `f32`...) or a base pointer (`ptr<f32, device>`). An integer
     scalar's `multiple` is a number its value is known to be a multiple of (the launch specialises integer
-    arguments that are multiples of 16, as Triton does; 1 when nothing is known)."""
+    arguments that are multiples of 16, as Triton does; 1 when nothing is known). A parameter with `length_of`
+    is not the user's: the launch passes it the number of elements of the array bound to pointer parameter
+    `length_of` (an `i32`), which a `tile_load` or `tile_store` without `bounds=` clips its tile to."""
 
     name: str
     index: int
     type: Type
     multiple: int = 1
+    length_of: int | None = None
 
 
 @node

@@ -177,6 +177,12 @@ class _Verifier:
         integer = scalar and t.dtype.is_int
         if not (isinstance(m, int) and not isinstance(m, bool) and m >= 1) or (m != 1 and not integer):
             self.fail(f"parameter %{p.name}: multiple {m!r} must be a positive int, and 1 unless it is an integer", p)
+        if p.length_of is not None:
+            of = p.length_of
+            ok = isinstance(of, int) and 0 <= of < p.index and isinstance(self.k.params[of].type, PtrType)
+            if not ok or not (scalar and t.dtype is DType.I32):
+                self.fail(f"parameter %{p.name}: the length of parameter {of!r} must be an i32 and follow the "
+                          "pointer parameter it measures", p)
         self.params[p.name] = p
         self.bound.add(p.name)
 
