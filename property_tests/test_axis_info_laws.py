@@ -106,7 +106,7 @@ def evaluate(v: Value, env: dict, loop) -> np.ndarray:
             return np.array(env[name], np.int64)
         case ProgramId():
             return np.array(env["pid"], np.int64)
-        case Var(LOOP):
+        case Var(name) if name == LOOP:
             return ev(loop[0]) + env["iter"] * ev(loop[1])
         case Arange(start, stop):
             return np.arange(start, stop, dtype=np.int64)

@@ -103,7 +103,8 @@ def check_order(passes: Sequence, known: Sequence = ()) -> None:
             if later:
                 where = f"{later} provides it, but runs after {p.name}: move {later} before it"
             else:
-                maker = next((q.name for q in known if isinstance(q, Pass) and fact in q.provides), "the pass that does")
+                maker = next((q.name for q in known if isinstance(q, Pass) and fact in q.provides),
+                             "the pass that does")
                 where = f"no pass before it provides it: add {maker} before {p.name}"
             raise PipelineError(f"pass {p.name} needs {fact.value}; {where}")
         for fact in sorted(p.precedes & provided.keys(), key=lambda f: f.name):
