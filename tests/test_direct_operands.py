@@ -15,13 +15,14 @@ def mm(A, B, C, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.conste
        TRANSPOSED_B: metile.constexpr):
     row, col = metile.program_id(0) * BM, metile.program_id(1) * BN
     acc = metile.zeros((BM, BN), dtype=metile.float32)
+    rs, cs = row + metile.arange(0, BM), col + metile.arange(0, BN)
     for k in metile.tile_range(0, K, BK):
-        a = metile.tile_load(A, row, k, K, (BM, BK))
+        ks = k + metile.arange(0, BK)
+        a = metile.load(A + rs[:, None] * K + ks[None, :])   # unmasked: the blocks divide the matrices
         if TRANSPOSED_B:   # B stored as N x K: the operand's addresses go up down its columns
-            ks, cs = k + metile.arange(0, BK), col + metile.arange(0, BN)
             b = metile.load(B + cs[None, :] * K + ks[:, None])
         else:
-            b = metile.tile_load(B, k, col, N, (BK, BN))
+            b = metile.load(B + ks[:, None] * N + cs[None, :])
         acc = metile.dot(a, b, acc)
     metile.tile_store(C, row, col, N, acc, (BM, BN))
 
