@@ -76,7 +76,7 @@ from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
-from metile.ir.stmts import Kernel
+from metile.ir.stmts import CompileOptions, Kernel
 from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Const, Param
 from metile.ir.verify import verify
@@ -118,6 +118,7 @@ def _decoded(raw) -> str | None:
 
 
 _DEBUG, _SANITIZE = _env_key("METILE_DEBUG"), _env_key("METILE_SANITIZE")
+_NO_OPTIONS = CompileOptions()   # a launch that gives no compiler option
 _SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": False,
                    "1": True, "true": True, "yes": True, "on": True}
 
@@ -273,8 +274,10 @@ class JITKernel:
         options' values are checked here; they are no part of the key)."""
         src = self.source
         values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
-        if options:
-            compile_options(options, self.fn.__name__, src.def_loc)   # checked here, applied by `_trace`
+        if options or "NUM_SG" in consts:   # checked here, kept in the spec for `_trace` to apply
+            compiled = compile_options(options, self.fn.__name__, src.def_loc, consts)
+        else:
+            compiled = _NO_OPTIONS
         if launch:
             problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"),
                                           launch.get("profile"), launch.get("profile_only", False))
@@ -285,7 +288,7 @@ class JITKernel:
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
         key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, integer_facts(typed))
-        return key, typed, consts, options, launch
+        return key, typed, consts, compiled, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
         try:
@@ -323,8 +326,8 @@ class JITKernel:
                 found = tracer.run()
             except RecursionError:
                 raise _too_deep(self.fn.__name__, src.def_loc) from None
-            if spec[3]:
-                found = attrs.evolve(found, options=compile_options(spec[3], self.fn.__name__, src.def_loc))
+            if spec[3] is not _NO_OPTIONS:
+                found = attrs.evolve(found, options=spec[3])
             if verify_each:
                 verify(found, after="trace")
                 self._verified.add(key)

@@ -14,8 +14,8 @@ import metile
 from metile.ir import pretty, verify
 from metile.ir.tile import Dot, MmaPlan
 from metile.ir.verify import VerifyError
+from metile.rewrite.layouts import assign_layouts
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
-from metile.rewrite.plan import assign_layouts
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 

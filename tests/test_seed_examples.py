@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import metile
 from metile.rewrite.fold import fold_constants
+from metile.rewrite.layouts import assign_layouts
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.plan import plan_launch
 from tests.acceptance_kernels import seed_examples as seed
@@ -185,10 +186,10 @@ def test_without_skipping_inactive_elements_the_seed_softmax_is_wrong():
     def lower(k):
         return lower_tiles(k)
 
-    plain = seed.softmax.with_pipeline([fold_constants, plan_launch, lower])
+    plain = seed.softmax.with_pipeline([fold_constants, plan_launch, assign_layouts, lower])
     x = rows_of("normal", 7, 300, 0)
     y = np.zeros_like(x)
     plain[(7,)](x, y, 300, BLOCK=128)
     assert np.abs(y.sum(1) - 1.0).max() > 0.05
     with pytest.raises(metile.PipelineError, match="add skip_inactive before lower_tiles"):
-        seed.softmax.with_pipeline([fold_constants, plan_launch, lower_tiles])
+        seed.softmax.with_pipeline([fold_constants, plan_launch, assign_layouts, lower_tiles])

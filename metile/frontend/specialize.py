@@ -139,11 +139,16 @@ _OPTION_RANGES = {"num_stages": (1, 8, "stages of each tile_range loop"),
                   "group_programs": (1, 1 << 20, "rows of programs per group")}
 
 
-def compile_options(options: dict, name: str, loc: Loc) -> CompileOptions:
-    """The compiler options of a launch's `options` keywords (`num_simdgroups`, or meTile's `NUM_SG`), checked."""
-    n = options.get("num_simdgroups", options.get("NUM_SG"))
-    if "num_simdgroups" in options and "NUM_SG" in options and options["NUM_SG"] != n:
-        raise KernelArgumentError(f"{name}(): num_simdgroups={n} and NUM_SG={options['NUM_SG']} disagree (NUM_SG is "
+def compile_options(options: dict, name: str, loc: Loc, consts: dict | None = None) -> CompileOptions:
+    """The compiler options of a launch's `options` keywords, checked. meTile's `NUM_SG` (a launch keyword, or a
+    constexpr parameter of the kernel's, in `consts`) is `num_simdgroups`: here, and nowhere else, that name means
+    something to the compiler."""
+    given = {k: v for k, v in ((k, options.get(k)) for k in ("num_simdgroups", "NUM_SG")) if v is not None}
+    if consts and consts.get("NUM_SG") is not None:
+        given.setdefault("NUM_SG", consts["NUM_SG"])
+    n = given.get("num_simdgroups", given.get("NUM_SG"))
+    if len(given) == 2 and given["NUM_SG"] != n:
+        raise KernelArgumentError(f"{name}(): num_simdgroups={n} and NUM_SG={given['NUM_SG']} disagree (NUM_SG is "
                                   "meTile's name for num_simdgroups)", loc)
     if n is not None and (n.__class__ is not int or not 1 <= n <= 32):
         raise KernelArgumentError(f"{name}(): num_simdgroups={n!r} must be an int from 1 to 32 (32 threads each, "

@@ -14,6 +14,7 @@ import re
 import attrs
 
 from metile.ir.errors import Loc
+from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
@@ -38,6 +39,7 @@ from metile.ir.types import Type
 from metile.ir.values import Param, Stmt, Value, Var
 
 _NAME = re.compile(rf"%({NAME}|[0-9]+)")
+_ARRANGEMENT = re.compile(r"([0-9]+)x([0-9]+)")
 
 
 def parse(text: str, *, file: str = "<ir>") -> Kernel:
@@ -63,6 +65,7 @@ class Parser(Scanner):
         self.scopes: list[dict[str, Value]] = [{}]
         self.dot_plans: dict = {}     # the kernel's schedule, read beside its dots and loops
         self.loop_buffers: dict = {}
+        self.layouts: dict = {}       # per named tile, its layout
 
     # ---- names and scopes
 
@@ -148,7 +151,8 @@ class Parser(Scanner):
         self.expect("{")
         body = self.body()
         self.expect("}")
-        return Kernel(name, stage, params, body, meta, plan, options, Schedule(self.dot_plans, self.loop_buffers),
+        return Kernel(name, stage, params, body, meta, plan, options, Schedule(self.dot_plans, self.loop_buffers,
+                                                                                    self.layouts),
                       loc=loc)
 
     def plan(self) -> LaunchPlan:
@@ -216,13 +220,18 @@ class Parser(Scanner):
                 self.fail(f"type mismatch: {value.type} is the type of this value", ty_at)
         else:
             value = parse_op(self)
+        layout = self.layout() if self.accept("#") else None
         loc = self.opt_loc()
         if name[1:].isdigit():
+            if layout is not None:
+                self.fail("a numbered value has no layout", at)
             if declared is not None:
                 self.fail("a numbered value has no declared type", at)
             self.define(name, _with_loc(value, loc), at)
             return None
         var = Var(name[1:], declared if declared is not None else value.type, loc=loc)
+        if layout is not None:
+            self.layouts[var.name] = layout
         if not isinstance(value, (Var, Param)):
             value = _with_loc(value, loc)
         self.define(name, var, at)
@@ -290,7 +299,7 @@ class Parser(Scanner):
             while not self.accept(")"):
                 if carried:
                     self.expect(",")
-                carried.append(self.binder())
+                carried.append(self.laid_out(self.binder()))
                 self.expect("=")
                 inits.append(self.ref())
         return carried, inits
@@ -302,8 +311,46 @@ class Parser(Scanner):
             while not self.accept(")"):
                 if out:
                     self.expect(",")
-                out.append(self.binder())
+                out.append(self.laid_out(self.binder()))
         return out
+
+    def laid_out(self, var: Var) -> Var:
+        """`var`, with the layout written after it (`#blocked<128, 4>`) recorded for the schedule."""
+        if self.accept("#"):
+            self.layouts[var.name] = self.layout()
+        return var
+
+    def layout(self) -> TileLayout:
+        """A layout's text (`metile.ir.layouts`), after its `#`."""
+        at = self.i
+        word = self.ident()
+        if word in ("recomputed", "in_device", "channel"):
+            return {"recomputed": Recomputed, "in_device": InDevice, "channel": Channel}[word]()
+        if word == "blocked":
+            self.expect("<")
+            threads = self.int()
+            self.expect(",")
+            vec = self.int()
+            self.expect(">")
+            return Blocked(threads, vec, self.first_sg())
+        if word == "fragments":
+            self.expect("<")
+            dims = self.take(_ARRANGEMENT, "an arrangement of simdgroups (2x2)")
+            extra = {}
+            while self.accept(","):
+                key = self.ident()
+                if key not in ("split", "replicas") or key in extra:
+                    self.fail("expected `split N` or `replicas N`")
+                extra[key] = self.int()
+            self.expect(">")
+            return Fragments(int(dims.group(1)), int(dims.group(2)), self.first_sg(), **extra)
+        self.fail("expected a layout: blocked, fragments, recomputed, in_device or channel", at)
+
+    def first_sg(self) -> int:
+        if self.accept("@"):
+            self.expect("sg")
+            return self.int()
+        return 0
 
     def bind_results(self, results: list[Var]) -> None:
         for r in results:

@@ -312,7 +312,7 @@ class _Printer:
                     self.refs(children(value))
                     rhs = self.op(value)
                 explicit = "" if _type_of(value) == str(var.type) else f": {var.type}"
-                self.emit(f"%{var.name}{explicit} = {rhs}", s.loc or value.loc)
+                self.emit(f"%{var.name}{explicit} = {rhs}{self._layout(var)}", s.loc or value.loc)
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 args = self.refs([ptr, value])
                 mask_text = f", mask {self.ref(mask)}" if mask is not None else ""
@@ -363,13 +363,17 @@ class _Printer:
         if not carried and not inits:
             return ""
         pairs = zip(carried, self.refs(inits))
-        return " iter_args(" + ", ".join(f"%{c.name}: {c.type} = {i}" for c, i in pairs) + ")"
+        return " iter_args(" + ", ".join(f"%{c.name}: {c.type}{self._layout(c)} = {i}" for c, i in pairs) + ")"
 
-    @staticmethod
-    def _results(results) -> str:
+    def _results(self, results) -> str:
         if not results:
             return ""
-        return " -> (" + ", ".join(f"%{r.name}: {r.type}" for r in results) + ")"
+        return " -> (" + ", ".join(f"%{r.name}: {r.type}{self._layout(r)}" for r in results) + ")"
+
+    def _layout(self, var: Var) -> str:
+        """` #<layout>` after a named tile with a layout in the schedule (`metile.ir.layouts`)."""
+        found = self.schedule.layouts.get(var.name) if self.schedule.layouts else None
+        return "" if found is None else f" #{found.text()}"
 
 
 __all__ = ["format_loc", "literal", "pretty"]

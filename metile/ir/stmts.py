@@ -152,11 +152,14 @@ class CompileOptions:
 class Schedule:
     """What the optimisation passes chose for a kernel's nodes (facts, not IR nodes: no pass walks into them, and
     choosing changes no node of the body): `dots` maps a `Dot` to its `metile.ir.tile.MmaPlan`, `loops` a `For` to
-    the threadgroup buffers its staged operands rotate through. Entries are found by structural equality; a node
-    without one is computed the plain way, so a pass that rebuilds a node only loses its optimisation."""
+    the threadgroup buffers its staged operands rotate through, `layouts` a named tile to its layout. Entries are
+    found by structural equality (layouts by the variable's name); a node without one is computed the plain way,
+    so a pass that rebuilds a node only loses its optimisation."""
 
     dots: PMap = attrs.field(factory=pmap, converter=pmap)
     loops: PMap = attrs.field(factory=pmap, converter=pmap)
+    layouts: PMap = attrs.field(factory=pmap, converter=pmap)
+    """Per named tile (a variable's name), its `metile.ir.layouts.TileLayout`, as `assign_layouts` chose."""
 
 
 @node

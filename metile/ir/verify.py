@@ -32,6 +32,7 @@ from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
+from metile.ir.verify_layouts import layout_problems
 
 _ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
 _NO_VARS: frozenset[Var] = frozenset()
@@ -127,7 +128,8 @@ class _Verifier:
 
     def schedule(self, k: Kernel) -> None:
         """The optimisation passes' choices: an `MmaPlan` per `Dot` (paddings of 0 or more, two hoist flags, a
-        positive split, simdgroups that divide its 8x8 pieces), a positive buffer count per `For`."""
+        positive split, simdgroups that divide its 8x8 pieces), a positive buffer count per `For`, and a layout per
+        named tile that can hold it (`metile.ir.verify_layouts`)."""
         sch = k.schedule
         if not isinstance(sch, Schedule):
             self.fail(f"the kernel's schedule must be a Schedule, not {type(sch).__name__}", k)
@@ -143,6 +145,8 @@ class _Verifier:
         for loop, n in sch.loops.items():
             if not (isinstance(loop, For) and isinstance(n, int) and not isinstance(n, bool) and n >= 1):
                 self.fail(f"schedule: a loop's buffers must be a positive integer, not {n!r}", k)
+        for message, node in layout_problems(k):
+            self.fail(message, node)
 
     def plan(self, k: Kernel) -> None:
         """The launch plan: positive threads and vector width, roles on whole, disjoint simdgroups."""

@@ -24,6 +24,7 @@ from metile.ir.stmts import Kernel
 from metile.ir.tile import Broadcast, Full
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
+from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up, by_class, first_of, matches
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import scan
@@ -131,7 +132,7 @@ FOLD_RULES = by_class(FOLD_TABLE)
 
 
 @define_pass(precedes=[Fact.METAL_IR])
-def fold_constants(k: Kernel) -> Kernel:
+def fold_constants(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` with constant integer and bool arithmetic folded (any stage); one rewrite over the whole kernel,
     so a value shared by several statements is folded once.
 
@@ -139,7 +140,7 @@ def fold_constants(k: Kernel) -> Kernel:
     the later passes share: when none matches, the bottom-up rewrite could not change anything (it
     rebuilds a node only when a rule matched inside it) and `k` itself is returned, so
     its scan stays valid for `plan_launch` and `lower_tiles`."""
-    if not any(matches(FOLD_TABLE[n.__class__], n) for n in _candidates(scan(k))):
+    if not any(matches(FOLD_TABLE[n.__class__], n) for n in _candidates(scan(k, ctx.analyses))):
         return k
     return bottom_up(FOLD_RULES, k)
 

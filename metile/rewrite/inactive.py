@@ -36,6 +36,7 @@ from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, Whi
 from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
+from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import identity
@@ -464,11 +465,11 @@ def _needed(used: set[str], defs: dict[str, list[Value]]) -> frozenset[str]:
 
 
 @define_pass(provides=[Fact.ACTIVITY], precedes=[Fact.METAL_IR])
-def skip_inactive(k: Kernel) -> Kernel:
+def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` with the semantics of inactive elements made explicit (see the module docstring)."""
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"skip_inactive takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
-    found = scan(k)
+    found = scan(k, ctx.analyses)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
         return k
     names = {n.name for n in found.of(Var)}

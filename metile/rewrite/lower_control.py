@@ -10,63 +10,29 @@ index, and its body runs on a smaller group of threads (its own layouts, thread 
 from __future__ import annotations
 
 from metile.ir.metal import MatrixFill
-from metile.ir.node import children, walk
+from metile.ir.node import walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import For, If, Let, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType
-from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, SharedAlloc, Unary, Value, Var, Where
+from metile.ir.values import AddPtr, Binary, Compare, Const, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked, MmaGeometry
-from metile.rewrite.lower_collective import Channel, Group, Lazy, Mma, Regs, Scalar, dot_acc, sg_in
+from metile.rewrite.lower_collective import Channel, Group, Lazy, Mma, Regs, Scalar, sg_in
 from metile.rewrite.lower_mma import Ring
-
-ELEMENTWISE = (Binary, Unary, Compare, Where, Cast, Bitcast, Fma)   # element i of the result reads element i
 
 
 class ControlFlow:
     """Mixed into `metile.rewrite.lower_tiles.Lowering`."""
 
     def carry_kind(self, carried: Var, init: Value, yielded: Value):
-        """The representation a loop-carried value takes: a scalar, registers, or (an accumulator updated
-        by `dot`) simdgroup matrices."""
-        if carried.type.shape == ():
-            return None
-        yielded, role = self.resolve(yielded)
-        pair = dot_acc(yielded)
-        if pair is not None and self.elementwise_of(pair[1], carried):
-            geom = self.mma_geometry(pair[0], self.role_group(role) if role is not None else None)
-            if geom is not None:
-                return geom
+        """The representation a loop-carried value takes, as `assign_layouts` recorded: a scalar (None), registers,
+        or (an accumulator updated by `dot`) simdgroup matrices."""
         return self.kind_of(carried)
 
-    def elementwise_of(self, v: Value, carried: Var) -> bool:
-        """Whether `v` is `carried`, or computed from it element by element (`acc * alpha[:, None]`: each element
-        of `v` reads the same element of `carried`, through no transpose, reshape, broadcast or reduction), so
-        that a `dot` accumulating onto `v` can keep `carried` in its matrices."""
-        found = False
-        todo, seen = [(v, False)], set()
-        while todo:
-            item = todo.pop()
-            x, moved = item
-            if item in seen:
-                continue
-            seen.add(item)
-            if x == carried:
-                if moved:
-                    return False
-                found = True
-            elif isinstance(x, Var):
-                if x.name in self.defs:
-                    todo.append((self.defs[x.name], moved))
-            elif x.type.shape:
-                moved = moved or not isinstance(x, ELEMENTWISE)
-                todo += [(c, moved) for c in children(x) if isinstance(c, Value)]
-        return found
-
     def kind_of(self, v: Var):
-        """Registers for a tile, a plain variable (None) for a scalar."""
-        return None if v.type.shape == () else self.layout(v.type.size)
+        """The representation `assign_layouts` recorded for the named tile `v`; None for a scalar."""
+        return self.recorded(v, v.type.size) if v.type.shape else None
 
     def fresh_rep(self, kind, var: Var):
         if kind is None:
@@ -228,16 +194,9 @@ class ControlFlow:
             return self.layout(v.type.size)
 
     def role_result_kind(self, res: Var, y: Value, group: Group):
-        pair = dot_acc(self.resolve(y)[0]) if res.type.shape else None
-        return None if pair is None else self.mma_geometry(pair[0], group)
-
-    def resolve(self, v: Value) -> tuple[Value, SimdgroupRole | None]:
-        """`v` seen through the names bound to it, and the role block whose result it last passed through."""
-        role = None
-        while isinstance(v, Var) and v.name in self.defs:
-            role = self.role_of.get(v.name, role)
-            v = self.defs[v.name]
-        return v, role
+        """The role's matrices for a result `assign_layouts` left in them, else None (a channel)."""
+        kind = self.kind_of(res)
+        return kind if isinstance(kind, MmaGeometry) else None
 
     def new_channel(self, res: Var) -> Channel:
         t = res.type

@@ -11,23 +11,21 @@ compiler's own time, then grow with the statement instead of with the tile.
 Readable at a run-time slot: pure expressions, per-thread scalars, role channels, and `dot` results
 held in simdgroup matrices (copied to scratch once, before the loop). A tile loaded only to be staged
 for the `dot` that follows it (`a = tile_load(...)` then `acc += dot(a, b)`, with nothing in between
-that writes memory) is not loaded into registers at all: its load is deferred to the staging loop,
-which reads device memory and writes threadgroup memory in one pass.
+that writes memory) is not loaded into registers at all (`assign_layouts` leaves it `in_device`): its load is
+deferred to the staging loop, which reads device memory and writes threadgroup memory in one pass.
 """
 
 from __future__ import annotations
 
 from metile.ir.node import children
-from metile.ir.stmts import For, Let
-from metile.ir.tile import Dot
+from metile.ir.stmts import For
 from metile.ir.types import DType, TileType
 from metile.ir.values import Load, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
+from metile.rewrite.layouts import ROLL_SLOTS
 from metile.rewrite.lower_collective import Channel, Lazy, Mma, Scalar, dot_acc
 from metile.rewrite.scan import HEAVY
-
-ROLL_SLOTS = 8
 
 
 class Rolled:
@@ -80,44 +78,6 @@ class Rolled:
             elif not isinstance(rep, (Scalar, Channel)):
                 return None
         return mats
-
-    def deferred_loads(self, stmts) -> set[str]:
-        """The tile loads among `stmts` to leave in memory until the `dot` right after them stages them (see
-        the module docstring): `name = load` read only as an operand of a `dot` in a later `Let`, with only
-        `Let`s of values that do not write memory in between, and never read again."""
-        out: set[str] = set()
-        stmts = list(stmts)
-        for i, s in enumerate(stmts):
-            if not (isinstance(s, Let) and isinstance(s.value, Load) and s.value.type.shape):
-                continue
-            name, layout = s.var.name, self.layout(s.value.type.size)
-            if name in self.yielded or layout.slots < ROLL_SLOTS or self.vector_width(layout, s.value.ptr) > 1:
-                continue
-            for j in range(i + 1, len(stmts)):
-                t = stmts[j]
-                if not isinstance(t, Let):
-                    break
-                if not self.facts.depends_on_name(t.value, name):
-                    continue
-                if self.dot_operand(t.value, s.var) and not any(
-                        self.reads_name(u, name) for u in stmts[j + 1:]):
-                    out.add(name)
-                break
-        return out
-
-    def dot_operand(self, v: Value, var: Var) -> bool:
-        """Whether `v` is `dot(a, b)` or `acc + dot(a, b)` reading `var` only as `a` or `b`."""
-        pair = dot_acc(v)
-        d, acc = pair if pair is not None else (v, None)
-        if not isinstance(d, Dot) or (acc is not None and self.facts.depends_on_name(acc, var.name)):
-            return False
-        return any(x == var for x in (d.a, d.b)) and all(
-            x == var or not self.facts.depends_on_name(x, var.name) for x in (d.a, d.b))
-
-    def reads_name(self, s, name: str) -> bool:
-        """Whether statement `s` (or anything nested in it) reads the variable `name`."""
-        return any(isinstance(c, Value) and self.facts.depends_on_name(c, name) or
-                   (not isinstance(c, Value) and self.reads_name(c, name)) for c in children(s))
 
     def deferred_load(self, load: Load, pt) -> Value:
         """Element `pt` of a deferred tile load, read where it is needed (located at the load's line)."""

@@ -28,6 +28,7 @@ import contextlib
 
 import attrs
 
+from metile.ir import layouts as tl
 from metile.ir.errors import Loc
 from metile.ir.metal import Extract
 from metile.ir.node import Node
@@ -72,7 +73,8 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import Blocked, blocked, row_major_strides
+from metile.rewrite.context import PassContext
+from metile.rewrite.distribute import Blocked, MmaGeometry, blocked, row_major_strides
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower_collective import (
     Channel,
@@ -94,8 +96,6 @@ from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis, varying_names
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import mma_scratch_offset
-
-THREADGROUP_MEMORY = 32 * 1024   # bytes of threadgroup memory every Apple GPU gives a threadgroup
 
 
 class Scope:
@@ -147,27 +147,25 @@ class Memo:
 
 
 class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
-    def __init__(self, k: Kernel, rings_allowed: bool = True):
+    def __init__(self, k: Kernel, ctx: PassContext, rings_allowed: bool = True):
         self.k = k
         plan = k.plan
         self.vec = plan.vector_width
         threads = plan.threads
         self.group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), threads, 0, plan.simdgroups)
         self.roles = plan.roles
-        self.facts = facts = scan(k)
-        self.varying = varying_names(k)
+        self.facts = facts = scan(k, ctx.analyses)
+        self.varying = varying_names(k, ctx.analyses)
         self.scope = Scope(None)
         self.memo = Memo()
         self.points: dict[tuple, Pt] = {}
         self.out: list[Stmt] = []
         self.taken = {n.name for n in facts.of(Var)} | {n.name for n in facts.of(Param)}
         self.suffix: dict[str, int] = {}
-        self.axes = axis_analysis(facts)
+        self.axes = axis_analysis(k, ctx.analyses)
         self.defs = self.axes.defs  # read only
         self.role_of = {r.name: n for n in facts.of(SimdgroupRole) for r in n.results}
-        self.yielded = {name for n in facts.of((For, If, While, SimdgroupRole)) for y in _tails(n)
-                        for name in facts.names(y)}  # read at the end of a block: never deferred
-        self.deferred: set[str] = set()
+        self.layouts = k.schedule.layouts   # where assign_layouts put each named tile
         self.channels: list[Let] = []
         self.divergent: Node | None = None
         self.loc: Loc | None = None  # the location of the Tile IR statement being lowered, given to what it emits
@@ -220,7 +218,6 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
         """Lower `stmts` into a new statement list; `tail()` (run after them, in the same list) gives values."""
         saved, self.out, loc = self.out, [], self.loc
-        self.deferred |= self.deferred_loads(stmts)
         for s in stmts:
             self.new_statement()
             self.loc = s.loc
@@ -242,6 +239,24 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
 
     def layout(self, size: int) -> Blocked:
         return blocked(size, self.group.threads, self.vec)
+
+    def recorded(self, var: Var, size: int) -> Blocked | MmaGeometry | tl.TileLayout | None:
+        """The layout `assign_layouts` recorded for the named tile `var` (of `size` elements), as the lowering holds
+        it: `Blocked` registers, `MmaGeometry` matrices, `InDevice`, `Channel`; None for a scalar or a value
+        recomputed where it is read."""
+        found = self.layouts.get(var.name)
+        match found:
+            case tl.Blocked(threads, vec, _):
+                return Blocked(size, threads, vec)
+            case tl.Fragments(sg_m, sg_n, first_sg, split, replicas):
+                m, n = var.type.shape
+                return MmaGeometry(m, n, sg_m, sg_n, first_sg, split, replicas)
+            case tl.InDevice() | tl.Channel():
+                return found
+            case None if var.type.shape:
+                raise self.refuse(f"internal: %{var.name} has no layout: assign_layouts must run before lower_tiles",
+                                  var)
+        return None
 
     def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
         return UnsupportedConstructError(what, getattr(n, "loc", None))
@@ -482,11 +497,12 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
 
     def let_stmt(self, var: Var, value: Value) -> None:
         match value:
-            case Load() if var.name in self.deferred:
-                self.bind(var, Lazy(value))
             case Load(ptr, mask, other) if value.type.shape:
-                layout = self.layout(value.type.size)
-                self.bind(var, Regs(layout, self.load_regs(var.name, layout, ptr, mask, other, value)))
+                layout = self.recorded(var, value.type.size)
+                if isinstance(layout, tl.InDevice):   # read where the dot's staging needs it (`lower_rolled`)
+                    self.bind(var, Lazy(value))
+                else:
+                    self.bind(var, Regs(layout, self.load_regs(var.name, layout, ptr, mask, other, value)))
             case Load(ptr, mask, other):
                 v = Load(self.scalar(ptr), self.scalar(mask), self.scalar(other))
                 self.bind(var, Scalar(self.let(v, var.name)))
@@ -532,20 +548,20 @@ def _line(loc: Loc | None) -> str:
     return "?" if loc is None else str(loc.line)
 
 
-@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN], provides=[Fact.METAL_IR])
-def lower_tiles(k: Kernel) -> Kernel:
+@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN, Fact.MMA_LAYOUTS], provides=[Fact.METAL_IR])
+def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
     """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("lower_tiles takes a Tile IR kernel planned by plan_launch", k.loc)
-    out, rings = _lower(k, True)
-    if rings and out.plan.threadgroup_memory > THREADGROUP_MEMORY:
-        out, _ = _lower(k, False)   # the rings of multi_buffer's loops do not fit with the rest: one buffer each
+    out, rings = _lower(k, ctx, True)
+    if rings and out.plan.threadgroup_memory > ctx.target.threadgroup_memory:
+        out, _ = _lower(k, ctx, False)   # the rings of multi_buffer's loops do not fit with the rest: one buffer each
     return out
 
 
-def _lower(k: Kernel, rings: bool) -> tuple[Kernel, bool]:
+def _lower(k: Kernel, ctx: PassContext, rings: bool) -> tuple[Kernel, bool]:
     """The lowered kernel, and whether some loop rotates its operands through a ring of buffers."""
-    low = Lowering(k, rings)
+    low = Lowering(k, ctx, rings)
     body, _ = low.block(k.body)
     prefix, scratch_bytes = low.scratch_allocations()
     prefix += low.channels

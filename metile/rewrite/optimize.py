@@ -33,11 +33,11 @@ from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
 from metile.ir.values import Binary, Const, Load, Var
+from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import k_slices, mma_split
 from metile.rewrite.driver import substitute
-from metile.rewrite.lower_tiles import THREADGROUP_MEMORY
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.plan import DEFAULT_SIMDGROUPS, THREAD_LEVEL, axis_analysis
+from metile.rewrite.plan import THREAD_LEVEL, axis_analysis
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
 
@@ -49,10 +49,10 @@ def plan_of(k: Kernel, d: Dot) -> MmaPlan:
     return k.schedule.dots.get(d, PLAIN)
 
 
-def _plan_dots(k: Kernel, choose) -> Kernel:
+def _plan_dots(k: Kernel, ctx: PassContext, choose) -> Kernel:
     """`k` with `choose(dot, plan)` (a new `MmaPlan`, or None to keep `plan`) recorded for each `Dot` in its
     schedule; the body is untouched."""
-    dots = scan(k).of(Dot)
+    dots = scan(k, ctx.analyses).of(Dot)
     plans = old = k.schedule.dots
     for d in dots:
         new = choose(d, old.get(d, PLAIN))
@@ -62,38 +62,38 @@ def _plan_dots(k: Kernel, choose) -> Kernel:
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def pad_staging(k: Kernel) -> Kernel:
+def pad_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
     def choose(d: Dot, how: MmaPlan) -> MmaPlan:
         return attrs.evolve(how, pad=tuple(staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in (d.a, d.b)))
 
-    return _plan_dots(k, choose)
+    return _plan_dots(k, ctx, choose)
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def serpentine_mma(k: Kernel) -> Kernel:
+def serpentine_mma(k: Kernel, ctx: PassContext) -> Kernel:
     """Run the 8x8 products of each step in serpentine order."""
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, serpentine=True))
+    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, serpentine=True))
 
 
 PRELOAD_STEPS = 8   # 8-wide steps of k from which a product preloads its operands
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def preload_fragments(k: Kernel) -> Kernel:
+def preload_fragments(k: Kernel, ctx: PassContext) -> Kernel:
     """Load the next step's operands before this step's products, in every `dot` of `PRELOAD_STEPS` steps of k or
     more. A shorter loop has a small constant trip count, which the Metal compiler unrolls and schedules itself:
     preloading would only add code."""
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, preload=True)
+    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, preload=True)
                       if d.a.type.shape[1] >= 8 * PRELOAD_STEPS else None)
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def hoist_staging(k: Kernel) -> Kernel:
+def hoist_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Mark the operands of the products in each loop's body that are the same in every iteration (a name bound
     before the loop: not its index, not a carried value, nothing the body binds), to be staged once before it."""
-    found = scan(k)
+    found = scan(k, ctx.analyses)
     loops = found.of(For)
     if not loops or not found.of(Dot):
         return k
@@ -107,7 +107,7 @@ def hoist_staging(k: Kernel) -> Kernel:
             marks[d] = hoist
     marks = {d: h for d, h in marks.items() if any(h)}
 
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
+    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
 
 
 def _bound(stmts) -> set[str]:
@@ -129,17 +129,17 @@ def _vars(x) -> tuple[Var, ...]:
 
 
 @define_pass(precedes=[Fact.LAUNCH_PLAN, Fact.METAL_IR], optional=True)
-def split_k(k: Kernel) -> Kernel:
+def split_k(k: Kernel, ctx: PassContext) -> Kernel:
     """Cut the k dimension of the products too small for the program's simdgroups (fewer 8x8 pieces than it has
     simdgroups to share them) into as few slices as keep every simdgroup busy, when k has at least two 8-wide
     steps per slice: `[8, 512] x [512, 8]` on 4 simdgroups is 4 slices of 128. Only for kernels whose thread
     count the products decide (no thread-level code, no simdgroup roles); when some product cannot be split
     so, none is, and the program runs fewer simdgroups as before."""
-    found = scan(k)
+    found = scan(k, ctx.analyses)
     dots = found.of(Dot)
     if not dots or found.of(SimdgroupRole) or any(isinstance(n, THREAD_LEVEL) for n in found.nodes):
         return k
-    sgs = k.options.num_simdgroups or k.meta.get("NUM_SG") or DEFAULT_SIMDGROUPS
+    sgs = k.options.num_simdgroups or ctx.target.default_simdgroups
     splits: dict[Dot, int] = {}
     for d in dots:
         (m, kk), n = d.a.type.shape, d.b.type.shape[1]
@@ -151,11 +151,13 @@ def split_k(k: Kernel) -> Kernel:
         if s is None:
             return k
         splits[d] = s
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None) if splits else k
+    if not splits:
+        return k
+    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None)
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def direct_operands(k: Kernel) -> Kernel:
+def direct_operands(k: Kernel, ctx: PassContext) -> Kernel:
     """With the launch option `direct_operands=True`: mark each `dot` operand that is a tile load with no mask
     whose addresses are row-major with unit column stride, to be read by each simdgroup straight from device
     memory into its simdgroup matrices (`simdgroup_load` from device), without staging in threadgroup memory. The
@@ -164,8 +166,7 @@ def direct_operands(k: Kernel) -> Kernel:
     staging; on older ones staging is faster, hence the option."""
     if not k.options.direct_operands:
         return k
-    found = scan(k)
-    axes = axis_analysis(found)
+    axes = axis_analysis(k, ctx.analyses)
 
     def direct(x) -> bool:
         load = axes.defs.get(x.name) if isinstance(x, Var) else None
@@ -174,7 +175,7 @@ def direct_operands(k: Kernel) -> Kernel:
         st = axes.strides(load.ptr)
         return st is not None and st[1] == 1
 
-    return _plan_dots(k, lambda d, how: attrs.evolve(how, direct=(direct(d.a), direct(d.b))))
+    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, direct=(direct(d.a), direct(d.b))))
 
 
 def staged_bytes(d: Dot, how: MmaPlan) -> int:
@@ -206,30 +207,30 @@ def _loop_dots(s: For, found) -> list[Dot]:
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def multi_buffer(k: Kernel) -> Kernel:
+def multi_buffer(k: Kernel, ctx: PassContext) -> Kernel:
     """Rotate the staged operands of each pipelined loop's products through `num_stages` buffers (as many as fit
     in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""
     default = k.options.num_stages
     chosen = old = k.schedule.loops
-    found = scan(k)
+    found = scan(k, ctx.analyses)
     for s in found.of(For):
         stages = s.num_stages or default or 1
         if stages < 2 or s in old:
             continue
         per = sum(staged_bytes(d, plan_of(k, d)) for d in _loop_dots(s, found))
-        fits = min(stages, THREADGROUP_MEMORY // per) if per else 1
+        fits = min(stages, ctx.target.threadgroup_memory // per) if per else 1
         if fits > 1:
             chosen = chosen.set(s, fits)
     return k if chosen is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, loops=chosen))
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
-def group_programs(k: Kernel) -> Kernel:
+def group_programs(k: Kernel, ctx: PassContext) -> Kernel:
     """Renumber the programs of a 2-D grid in groups of `k.options.group_programs` rows (see the module docstring):
     program `(x, y)`, dispatched `l = x + y * nx`-th, computes the tile of `(m, n)` where the group of `G` rows
     `l // (G * ny)` is walked column by column. A bijection of the grid: every tile is still computed once."""
     g = k.options.group_programs
-    if g is None or not any(p.axis in (0, 1) for p in scan(k).of(ProgramId)):
+    if g is None or not any(p.axis in (0, 1) for p in scan(k, ctx.analyses).of(ProgramId)):
         return k
     i32 = DType.I32
 

@@ -1,10 +1,12 @@
 """Passes as values: a `Pass` is a named, frozen function `Kernel -> Kernel` with options and a contract.
 
-A pass's contract names the facts about the kernel it needs (`requires`), the facts it establishes (`provides`)
-and the facts that must not be established yet when it runs (`precedes`: it must come before the pass providing
-them, whose decisions it feeds). `check_order` refuses a pipeline that breaks a contract, naming both passes, so a
-pass the meaning of a kernel depends on cannot be dropped or misplaced silently. A plain function is a pass too,
-with no contract: it is taken to keep every fact it is given.
+A pass's function takes the kernel and the run's `metile.rewrite.context.PassContext` (the target and the
+analyses shared by the passes of one run), and its options as keywords. A pass's contract names the facts about
+the kernel it needs (`requires`), the facts it establishes (`provides`) and the facts that must not be
+established yet when it runs (`precedes`: it must come before the pass providing them, whose decisions it feeds).
+`check_order` refuses a pipeline that breaks a contract, naming both passes, so a pass the meaning of a kernel
+depends on cannot be dropped or misplaced silently. A plain function is a pass too, with no contract: it is taken
+to keep every fact it is given.
 
 Options are keyword arguments of the pass's function, given with `Pass.with_options(parts=4)` or in a textual
 pipeline, `"fold_constants,split_k{parts=4},lower_tiles"` (`parse_pipeline`), as MLIR and xDSL spell them.
@@ -20,6 +22,7 @@ import attrs
 
 from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
+from metile.rewrite.context import PassContext
 
 
 class PipelineError(MetileError):
@@ -49,8 +52,11 @@ class Pass:
     optional: bool = attrs.field(default=False, repr=False)
     options: tuple[tuple[str, object], ...] = ()
 
-    def __call__(self, k: Kernel) -> Kernel:
-        return self.run(k, **dict(self.options)) if self.options else self.run(k)
+    def __call__(self, k: Kernel, ctx: PassContext | None = None) -> Kernel:
+        """The pass applied to `k`, with the context of the run it is part of (a new one when not given)."""
+        if ctx is None:
+            ctx = PassContext()
+        return self.run(k, ctx, **dict(self.options)) if self.options else self.run(k, ctx)
 
     @property
     def __name__(self) -> str:   # noqa: PLW3201 - what dumps and errors name a pass by, as for a function

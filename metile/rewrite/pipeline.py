@@ -21,9 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
+from metile.ir.target import DEFAULT_TARGET, AppleTarget
 from metile.ir.verify import verify
+from metile.rewrite.context import PassContext
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
+from metile.rewrite.layouts import assign_layouts
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.optimize import (
     direct_operands,
@@ -36,7 +39,7 @@ from metile.rewrite.optimize import (
     split_k,
 )
 from metile.rewrite.passes import Pass, PipelineError, check_order, parse_pipeline, pass_key, pass_name
-from metile.rewrite.plan import assign_layouts, plan_launch, vectorize_memory
+from metile.rewrite.plan import plan_launch, vectorize_memory
 
 DEFAULT_PIPELINE: list[Pass] = [
     fold_constants,       # constant integer arithmetic folded
@@ -80,15 +83,17 @@ def pipeline(spec: str, extra: Iterable = ()) -> list:
 
 
 def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
-        on_pass: Callable[[str, Kernel], None] | None = None) -> Kernel:
-    """`k` after each of `passes` in order, reported to `on_pass(name, kernel)` when given.
+        on_pass: Callable[[str, Kernel], None] | None = None, target: AppleTarget = DEFAULT_TARGET) -> Kernel:
+    """`k` after each of `passes` in order, reported to `on_pass(name, kernel)` when given. The passes share one
+    `PassContext`: `target`, and the analyses of this run.
 
     Verified after each pass when `verify_each` (see the module docstring).
     """
     check_order(passes, DEFAULT_PIPELINE)
+    ctx = PassContext(target)
     for p in passes:
         try:
-            out = p(k)
+            out = p(k, ctx) if isinstance(p, Pass) else p(k)
         except (MetileError, RecursionError):
             raise
         except Exception as e:  # noqa: BLE001 - a pass of the user's that does not take a Kernel, or fails on it

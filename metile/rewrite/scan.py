@@ -8,10 +8,9 @@
   (reductions, scans, `Dot`: the values the lowering materialises before the statement that uses them).
 With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
 
-The three passes run on the same body (`fold_constants` returns the kernel itself when nothing folds,
-and `plan_launch` changes only the kernel's meta), so `scan` keeps the scans of the last few kernels,
-found by the identity of their parameters and statements (held, so their identities stay valid;
-`attrs.evolve` copies the body vector but not the statements in it).
+The passes run on the same body (`fold_constants` returns the kernel itself when nothing folds, and
+`plan_launch` changes only the kernel's plan), so a run's `metile.rewrite.context.Analyses` makes one scan of a
+body for all of them.
 """
 
 from __future__ import annotations
@@ -22,12 +21,12 @@ from metile.ir.node import Node, children, walk
 from metile.ir.stmts import Kernel
 from metile.ir.tile import ArgReduce, Dot, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
+from metile.rewrite.context import Analyses
 
 VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
 HEAVY = (Reduce, ArgReduce, Scan, Dot)
 """The values the lowering materialises before the statement that uses them (through scratch memory)."""
 _NONE: frozenset[str] = frozenset()
-_KEEP = 8
 
 
 _NOT_VALUE: tuple = ()  # the kind of a class that is not a value (an empty tuple, never a value's kind)
@@ -92,7 +91,6 @@ class Scan:
         self.nodes = nodes
         self._by_type = by_type
         self.facts = facts
-        self.derived: dict[str, object] = {}  # analyses built on this scan by the passes, kept with it
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if isinstance(cls, type):
@@ -127,23 +125,14 @@ class Scan:
         return True if f is None else f[2]
 
 
-_SCANS: list[tuple[object, object, Scan]] = []
+def scan(k: Kernel, analyses: Analyses | None = None) -> Scan:
+    """The `Scan` of `k`: kept by `analyses` for the rest of its run (shared by kernels whose parameters and
+    statements are the same objects), made anew without."""
+    return Scan(k) if analyses is None else analyses.of(_scan, k)
 
 
-def scan(k: Kernel) -> Scan:
-    """The `Scan` of `k` (shared by kernels whose parameters and statements are the same objects)."""
-    params, body = k.params, k.body
-    for held_params, held_body, found in _SCANS:
-        if _same(held_body, body) and _same(held_params, params):
-            return found
-    found = Scan(k)
-    _SCANS.insert(0, (params, body, found))
-    del _SCANS[_KEEP:]
-    return found
-
-
-def _same(a, b) -> bool:
-    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
+def _scan(k: Kernel, analyses: Analyses) -> Scan:
+    return Scan(k)
 
 
 __all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan"]

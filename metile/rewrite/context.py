@@ -1,0 +1,51 @@
+"""What a pass is given beside the kernel: the target it compiles for and the analyses of the run it is part of.
+
+`PassContext` is made once per run of a pipeline (`metile.rewrite.pipeline.run`) and handed to every pass. Its
+`Analyses` computes each analysis of a kernel once and keeps it for the rest of the run, as MLIR's analysis
+manager does: a kernel is immutable, so an analysis of it never goes stale, and passes that change only a
+kernel's plan or schedule (keeping its parameters and statements, which `attrs.evolve` does) share the analyses
+of its body. Nothing is kept between runs, and no module-level cache is consulted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import attrs
+
+from metile.ir.stmts import Kernel
+from metile.ir.target import DEFAULT_TARGET, AppleTarget
+
+T = TypeVar("T")
+
+
+class Analyses:
+    """Analyses of kernel bodies for one run: `of(analysis, k)` calls `analysis(k, self)` once per body (its
+    parameters and statements, by identity) and returns the kept result after that."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self):
+        self._kept: dict[tuple, tuple[object, object, object]] = {}
+
+    def of(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel) -> T:
+        params, body = k.params, k.body
+        key = (analysis, id(params), id(body))
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is params and kept[1] is body:
+            return kept[2]
+        found = analysis(k, self)
+        self._kept[key] = (params, body, found)   # holding them keeps their identities from being reused
+        return found
+
+
+@attrs.frozen
+class PassContext:
+    """The target and the run's analyses (see the module docstring)."""
+
+    target: AppleTarget = DEFAULT_TARGET
+    analyses: Analyses = attrs.field(factory=Analyses, eq=False)
+
+
+__all__ = ["Analyses", "PassContext"]
