@@ -2,7 +2,8 @@
 
 `constant T&` and `constant T*` parameters of helper functions, locals, casts and template arguments are `const`
 in the C++ the front end writes (metile/metal/cpu/constant_space.py), so a helper taking `constant int&` accepts a
-kernel's `const constant int&`, and a write to constant memory does not compile.
+kernel's `const constant int&`, and a write to constant memory does not compile. Kernels' pointer and reference
+parameters need an address space.
 """
 
 from __future__ import annotations
@@ -133,3 +134,21 @@ def spelled(text: str) -> list[str]:
 ])
 def test_constant_is_spelled_const_where_it_qualifies_a_type_or_a_member_function(text, want):
     assert spelled(text) == want
+
+
+@pytest.mark.parametrize("decl, what", [
+    ("float* x [[buffer(0)]]", "pointer parameter `x` of kernel `k` has no address space"),
+    ("const float& x [[buffer(0)]]", "reference parameter `x` of kernel `k` has no address space"),
+    ("thread float* x [[buffer(0)]]", "pointer parameter `x` of kernel `k` is in the thread address space"),
+    ("float x[4] [[buffer(0)]]", "pointer parameter `x` of kernel `k` has no address space"),
+])
+def test_a_kernel_pointer_parameter_needs_an_address_space(cpu, decl, what):
+    src = HEAD + f"""
+kernel void k(device float* out [[buffer(1)]],
+              {decl},   // PARAM
+              uint i [[thread_position_in_grid]]) {{ out[i] = 1.0f; }}
+"""
+    with pytest.raises(metile.MSLCompileError, match="must be declared `device`, `constant` or `threadgroup`") as info:
+        cpu.compile(src, name="no_space.metal")
+    assert what in str(info.value)
+    assert (info.value.loc.line, info.value.loc.col) == (line_of(src, "// PARAM"), 14)
