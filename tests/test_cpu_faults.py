@@ -89,7 +89,8 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     assert str(line_of(src, "// A")) in text and str(line_of(src, "// B")) in text
 
 
-def test_exit_while_others_wait_at_a_barrier_under_sanitize(cpu):
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_exit_while_others_wait_at_a_barrier(cpu, sanitize):
     src = HEAD + """
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
     if (i == 3) return;
@@ -97,7 +98,7 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     out[i] = 1.0f;
 }
 """
-    err = run_fault(cpu, src, "exit.metal", sanitize=True)
+    err = run_fault(cpu, src, "exit.metal", sanitize=sanitize)
     assert err.kind == "barrier-divergence"
     assert "returned from the kernel" in str(err) and err.thread == (3, 0, 0)
     assert err.loc.line == line_of(src, "// WAIT")

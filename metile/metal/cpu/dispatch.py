@@ -60,7 +60,7 @@ class CpuDispatch:
                  "_ptrs", "_sizes", "profiled", "_shape")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
-                 profile: int | None = None, profile_only: bool = False):
+                 profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True):
         sig = fn.signature
         bound = bind_arguments(sig, list(args), Buffer)
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
@@ -100,6 +100,7 @@ class CpuDispatch:
         desc.workers = dev.options.workers
         desc.timeout_s = dev.options.timeout_s if timeout is None else float(timeout)
         desc.sanitize = 1 if sanitize else 0
+        desc.apple_barriers = 0 if uniform_barriers else 1
         desc.tg_fill = 0xFF
         desc.max_tg_memory = dev.max_threadgroup_memory
         desc.stack_bytes = dev.options.stack_bytes

@@ -60,8 +60,9 @@ typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
  * arrives when all its live lanes are suspended and those waiting at a threadgroup barrier come first in program
  * order (see mt_simd_exchange); exited lanes do not hold it, and arrivals count whatever line they come from. The
  * barrier releases the lanes waiting at it. `line` is the .metal line of the call; lanes of one simdgroup waiting
- * at two barrier lines is a barrier-divergence fault, and with `sanitize` so are simdgroups at different lines and
- * a thread exiting without passing the barriers the others passed. */
+ * at two barrier lines is a barrier-divergence fault, and unless the launch sets `apple_barriers` so are a barrier
+ * completing while a thread of the threadgroup is not at it (returned, or at a simd collective) and simdgroups
+ * arriving from different lines (MSL requires every thread to execute each threadgroup barrier). */
 void mt_threadgroup_barrier(uint32_t line);
 
 /* simdgroup_barrier: suspends like a simd exchange (below) that publishes nothing: the lanes that reach it at `line`
@@ -270,6 +271,8 @@ typedef struct mt_launch_desc {
     const mt_profile_desc* profile; /* non-null: count (needs the instrumented build of the kernel: fn from the
                                       sanitizer build); the counts go to *profile_out */
     mt_profile_result* profile_out;
+    int32_t apple_barriers;        /* 1: count threadgroup barriers per simdgroup as Apple GPUs do, letting returned
+                                      threads and arrivals from other barrier lines pass; 0: those are faults */
 } mt_launch_desc;
 
 /* Run a dispatch to completion. Returns MT_OK or the fault kind, with details in *fault. Safe to call again after a
@@ -287,7 +290,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 6u
+#define MT_RUNTIME_ABI_VERSION 7u
 
 #ifdef __cplusplus
 }

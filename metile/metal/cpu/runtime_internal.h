@@ -82,7 +82,6 @@ struct alignas(64) Fiber {
                            key, wait_line and wait_site are where (runtime_sched.cpp) */
     Stack stack;
     mt_thread_pos pos;
-    uint32_t bar_passed = 0; /* threadgroup barriers it passed (the sanitizer checks it against bars_done) */
 };
 
 bool stack_alloc(Stack& s, size_t bytes);
@@ -164,9 +163,8 @@ struct Threadgroup {
     uint32_t size[3] = {0, 0, 0};
     uint32_t n = 0, nsg = 0, live = 0;
     /* the threadgroup barrier: lanes waiting at one, simdgroups arrived, simdgroups with live lanes; the line and
-     * a lane of the first simdgroup to arrive; the first thread to return (sanitizer reports) */
+     * a lane of the first simdgroup to arrive; the first thread to return (barrier-divergence reports) */
     uint32_t bar_count = 0, bar_sgs = 0, live_sgs = 0, bar_line = 0, bar_first = 0, exit_first = 0;
-    uint32_t bars_done = 0; /* threadgroup barriers completed */
     uint32_t epoch = 0;
     size_t mem_used = 0;
     Fiber* rq[kMaxThreads]; /* ready queue: every fiber is in it at most once */
@@ -188,6 +186,7 @@ struct alignas(64) Worker {
     Fiber* cur = nullptr;
     volatile sig_atomic_t in_kernel = 0; /* 1 while fibers run kernel code: signals there become faults */
     int reverse = 0;
+    int uniform = 1; /* barriers must be reached by every thread of the threadgroup (not mt_launch_desc.apple_barriers) */
     sigjmp_buf jmp;
     Ctx sched;
     std::vector<Fiber*> fibers;
