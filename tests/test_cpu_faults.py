@@ -246,6 +246,30 @@ kernel void k(device const float* a [[buffer(0)]], device float* b [[buffer(1)]]
     assert err.loc.line == line_of(src, "// UNDER")
 
 
+@pytest.mark.parametrize("ctype, dtype, want", [
+    ("float", np.float32, np.uint32(0xFEFEFEFE).view(np.float32)),    # -1.7e38, not a value that looks like 0
+    ("half", np.float16, np.nan),
+    ("int", np.int32, -16843010),
+])
+def test_a_read_in_front_of_a_buffer_without_the_sanitizer_reads_no_plausible_datum(cpu, ctype, dtype, want):
+    """The bytes between a buffer's leading guard and its start share a page with its first bytes, so no guard
+    page covers them: a read there is a fault only with sanitize=True, and otherwise reads bytes 0xFE."""
+    src = HEAD + f"""
+kernel void k(device const {ctype}* a [[buffer(0)]], device {ctype}* b [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {{
+    b[i] = a[int(i) - 1];
+}}
+"""
+    fn = cpu.compile(src, name=f"front_{ctype}.metal").function("k")
+    b = np.zeros(4, dtype)
+    cpu.dispatch_threads(fn, 4, 4, [np.ones(64, dtype), b])
+    assert b[1:].tolist() == [1, 1, 1]
+    np.testing.assert_array_equal(b[:1], np.array([want], dtype))
+    with pytest.raises(metile.DeviceFault, match="4 bytes before the start of buffer 0" if ctype != "half" else
+                       "2 bytes before the start of buffer 0"):
+        cpu.dispatch_threads(fn, 4, 4, [np.ones(64, dtype), b], sanitize=True)
+
+
 UNBOUND = HEAD + """
 kernel void k(device float* out [[buffer(0)]], const device float* bias [[buffer(1)]],
               constant int& mode [[buffer(2)]], uint i [[thread_position_in_grid]]) {

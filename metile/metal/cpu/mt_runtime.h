@@ -280,8 +280,9 @@ typedef struct mt_launch_desc {
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
 
 /* Device memory for buffers: `bytes` usable bytes whose start is 16-byte aligned and whose end lies within 16 bytes
- * of a PROT_NONE guard (a guard also precedes the mapping; the bytes between it and the start are checked for
- * writes after each launch that binds the buffer). Returns NULL on failure. */
+ * of a PROT_NONE guard (a guard also precedes the mapping; the bytes between it and the start hold 0xFE, which
+ * reads as no plausible datum, and are checked for writes after each launch that binds the buffer). Returns NULL on
+ * failure. */
 void* mt_buffer_alloc(size_t bytes);
 void mt_buffer_free(void* data);
 /* The whole mapping of a buffer from mt_buffer_alloc, guards included: [*lo, *hi). Returns 0 for other pointers.

@@ -3,12 +3,16 @@
  * A buffer is one mapping: a PROT_NONE guard, the front (the rest of the first data page before the buffer's start),
  * the buffer's bytes rounded up to 16, and another guard. The buffer ends against its trailing guard, so reads and
  * writes past its end fault at once. Accesses far enough before its start land in the leading guard and fault too;
- * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte: it is
- * filled with a canary, and after every launch the fronts of the bound buffers are compared with it, so a write
- * before a buffer's start is reported (without thread or line), and the canary is restored. A sanitized launch
- * checks every access against the fronts (mt_san_access), so reads there are faults too, with thread and line. Guards are 64 KiB (or
- * a page when pages are bigger) of address space, so that an overrun of up to that many bytes faults in the
- * overrun buffer's own guard instead of reaching its neighbour, and fault reports can name the right buffer.
+ * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte (a page
+ * holding the buffer's first bytes cannot fault, and a buffer starting at a page would leave the bytes after its end
+ * unguarded instead): it is filled with a canary, and after every launch the fronts of the bound buffers are
+ * compared with it, so a write before a buffer's start is reported (without thread or line), and the canary is
+ * restored. The canary byte 0xFE reads as no plausible datum: -1.7e38 as a float or bfloat, NaN as a half,
+ * -16843010 as an int (an index far out of any buffer), where the bytes 0xA7 it replaced read as -4.7e-15, which
+ * looks like zero. A sanitized launch checks every access against the fronts (mt_san_access), so reads there are
+ * faults too, with thread and line. Guards are 64 KiB (or a page when pages are bigger) of address space, so that
+ * an overrun of up to that many bytes faults in the overrun buffer's own guard instead of reaching its neighbour,
+ * and fault reports can name the right buffer.
  */
 #include "runtime_internal.h"
 
@@ -21,7 +25,7 @@
 namespace mtrt {
 namespace {
 
-constexpr unsigned char kCanary = 0xA7;
+constexpr unsigned char kCanary = 0xFE;
 
 struct Mapping {
     char* map;
