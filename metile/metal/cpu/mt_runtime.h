@@ -182,6 +182,7 @@ typedef struct mt_fault {
     uint32_t other_line;
     uint64_t other_pc_offset;
     char message[512];           /* human-readable detail from the runtime */
+    uint32_t address_span;       /* bad access found by a watchpoint: somewhere in [address, address + span) */
 } mt_fault;
 
 /* Profiling (runtime_profile.cpp): counts of the threadgroups a launch selects, per instruction of the kernel and
@@ -273,6 +274,10 @@ typedef struct mt_launch_desc {
     mt_profile_result* profile_out;
     int32_t apple_barriers;        /* 1: count threadgroup barriers per simdgroup as Apple GPUs do, letting returned
                                       threads and arrivals from other barrier lines pass; 0: those are faults */
+    const uint32_t* watch_buffers; /* [[buffer(i)]] indices whose first bytes before the start hardware watchpoints
+                                      cover, as far as the CPU has them (mt_watch_available), in order of preference;
+                                      an access there is a bad-access fault at its line */
+    uint32_t n_watch_buffers;
 } mt_launch_desc;
 
 /* Run a dispatch to completion. Returns MT_OK or the fault kind, with details in *fault. Safe to call again after a
@@ -288,6 +293,10 @@ void mt_buffer_free(void* data);
 /* The whole mapping of a buffer from mt_buffer_alloc, guards included: [*lo, *hi). Returns 0 for other pointers.
  * Mappings never overlap, so a faulting address names at most one buffer. */
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
+
+/* 1 when this process can set the hardware watchpoints of mt_launch_desc.watch_buffers (x86-64 Linux >= 5.13,
+ * where perf_event_open is allowed), else 0. */
+int32_t mt_watch_available(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);

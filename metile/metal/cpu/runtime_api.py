@@ -43,6 +43,7 @@ typedef struct mt_fault {
     uint32_t other_line;
     uint64_t other_pc_offset;
     char message[512];
+    uint32_t address_span;
 } mt_fault;
 
 typedef struct mt_profile_desc {
@@ -97,6 +98,8 @@ typedef struct mt_launch_desc {
     const mt_profile_desc* profile;
     mt_profile_result* profile_out;
     int32_t apple_barriers;
+    const uint32_t* watch_buffers;
+    uint32_t n_watch_buffers;
 } mt_launch_desc;
 
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
@@ -104,6 +107,7 @@ void* mt_buffer_alloc(size_t bytes);
 void mt_buffer_free(void* data);
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
+int32_t mt_watch_available(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
 ABI_VERSION = 7

@@ -99,6 +99,16 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f);
 
 /* ---- launches and workers ------------------------------------------------------------------------------------ */
 
+/* Hardware watchpoints on the bytes before bound buffers (runtime_watch.cpp): kWatches of 8 bytes each, at addr[i]
+ * in front of buffer[i], which starts at start[i]. */
+constexpr uint32_t kWatches = 4;
+struct WatchPlan {
+    uint32_t n = 0;
+    uintptr_t addr[kWatches] = {};
+    uintptr_t start[kWatches] = {};
+    uint32_t buffer[kWatches] = {};
+};
+
 struct SanCell; /* runtime_sanitizer.cpp */
 
 struct Region { /* a [[threadgroup]] slot or parameter of one worker: bytes ending against a guard page */
@@ -136,6 +146,8 @@ struct Launch {
     int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
     /* sanitizer: the fronts of the bound buffers ([lo, hi) before each start), where any access is a fault */
     std::vector<std::pair<const char*, const char*>> fronts;
+    WatchPlan watch;    /* the bytes before bound buffers the workers watch */
+    int watch_hit = -1; /* the watchpoint (index in watch) that stopped the launch */
     ProfLaunch* prof = nullptr; /* performance counters (runtime_profile.cpp), when the launch asks for them */
 };
 
@@ -204,6 +216,12 @@ struct alignas(64) Worker {
     /* performance counters: this worker's (kept across launches), and whether the running threadgroup counts */
     Prof* prof = nullptr;
     int prof_tg = 0;
+    /* hardware watchpoints (runtime_watch.cpp): their perf event descriptors, what each watches now, 1 when they
+     * work on this thread (-1: refused, 0: not tried), and the idle words free registers watch */
+    int watch_fd[kWatches] = {-1, -1, -1, -1};
+    uintptr_t watch_at[kWatches] = {};
+    int watch_state = 0;
+    uint64_t watch_idle[kWatches] = {};
     /* pool bookkeeping (guarded by the pool mutex) */
     Worker* next_worker = nullptr; /* list of all workers, read by signal handlers */
     uint64_t seen_gen = 0;
@@ -239,6 +257,14 @@ void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]);
 void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed);
 void reset_buffer_fronts(const mt_launch_desc* d);
 void collect_buffer_fronts(const mt_launch_desc* d, std::vector<std::pair<const char*, const char*>>& out);
+/* The bytes in front of a buffer from mt_buffer_alloc (0 for other pointers, or one starting at a page). */
+size_t buffer_front_bytes(const void* start);
+
+/* runtime_watch.cpp: the watchpoints a launch wants (main thread, before it starts), set on a worker's own thread
+ * before it runs the launch's threadgroups, and the index in L->watch of a watched address (-1: not one). */
+void watch_plan(const mt_launch_desc* d, WatchPlan& plan);
+void watch_apply(Worker* w, const WatchPlan& plan);
+int watch_slot(const Launch* L, uintptr_t addr);
 
 /* runtime_signals.cpp */
 int watchdog_signal();

@@ -413,6 +413,7 @@ bool prepare_launch(Worker* w, Launch* L) {
     }
     w->san_on = L->d.sanitize ? 1 : 0;
     w->uniform = L->d.apple_barriers ? 0 : 1;
+    watch_apply(w, L->watch);
     if (w->san_on) {
         for (size_t i = 0; i < L->param_bytes.size(); ++i)
             if (!w->params[i].shadow && !san_attach(w, w->params[i], 1, static_cast<uint32_t>(i))) return false;
