@@ -69,7 +69,7 @@ def spelled_texts(tokens: list[Token], start: int, end: int, spellings: dict[int
 def const_chooses_the_space(variants: dict[tuple[str, ...], list]) -> bool:
     """Whether choosing between a const and a non-const variant by const alone picks, for every call Metal
     accepts, the variant of the object's (or argument's) address space: when no space but `constant`, whose objects
-    are always const (constant_space.py), has only the const variant (`T get() thread` and `T get() constant`).
+    are always const here, has only the const variant (`T get() thread` and `T get() constant`).
     A declaration without an address-space word is a thread one."""
     if len(variants) != 2:
         return False
