@@ -1,7 +1,11 @@
-"""Threadgroup barriers on the CPU device count simdgroups, as Apple GPUs do: a simdgroup arrives when its lanes
-that come first in program order wait at a barrier (the others are masked off or returned), exited lanes and
-simdgroups do not hold a barrier, and arrivals count whatever line they come from (`sanitize=True` reports the
-last two, which Metal leaves undefined). Lanes of one simdgroup at two barrier lines are an error."""
+"""Threadgroup barriers on the CPU device: MSL requires every thread of a threadgroup to execute each
+threadgroup_barrier, so a barrier that completes while a thread is elsewhere (returned, or waiting at a simd
+collective) and simdgroups arriving from two barrier lines are `barrier-divergence` faults naming the kernel and the
+barrier's line. With `uniform_barriers=False` barriers count simdgroups, as Apple GPUs do: a simdgroup arrives when
+its lanes that come first in program order wait at a barrier (the others are masked off or returned), exited lanes
+and simdgroups do not hold a barrier, and arrivals count whatever line they come from (MLX's gemv kernels rely on
+it). Lanes of one simdgroup at two barrier lines are an error either way; a thread that returns after the last
+barrier is fine."""
 
 from __future__ import annotations
 
@@ -43,15 +47,74 @@ kernel void k(device float* out [[buffer(0)]], uint lid [[thread_index_in_thread
 """
 
 
-def test_partial_lanes_reach_the_barrier(cpu):
-    out = run(cpu, PARTIAL_LANES, "partial.metal", np.zeros(2, np.float32))
+def test_partial_lanes_reach_the_barrier_counted_as_apple_gpus_count(cpu):
+    out = run(cpu, PARTIAL_LANES, "partial.metal", np.zeros(2, np.float32), uniform_barriers=False)
     np.testing.assert_array_equal(out, np.arange(128, dtype=np.float32).reshape(2, 64).sum(axis=1))
 
 
-def test_partial_lanes_are_reported_under_sanitize(cpu):
-    err = fault(cpu, PARTIAL_LANES, "partial.metal", np.zeros(2, np.float32), sanitize=True)
-    assert "returned from the kernel" in str(err)
-    assert err.loc.line == line_of(PARTIAL_LANES, "// BAR")
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_partial_lanes_are_a_barrier_divergence(cpu, sanitize):
+    err = fault(cpu, PARTIAL_LANES, "partial.metal", np.zeros(2, np.float32), sanitize=sanitize)
+    text = str(err)
+    assert "kernel `k`" in text and "returned from the kernel without reaching the threadgroup barrier" in text
+    assert f"at line {line_of(PARTIAL_LANES, '// BAR')}, where 2 of the threadgroup's 64 threads wait" in text
+    assert err.loc.line == line_of(PARTIAL_LANES, "// BAR") and err.thread[0] % 32 != 0
+
+
+def test_a_prepared_dispatch_reports_each_time_and_the_device_stays_usable(cpu):
+    fn = cpu.compile(PARTIAL_LANES, name="partial.metal").function("k")
+    run_it = cpu.prepare_threads(fn, (128, 1, 1), (64, 1, 1), [np.zeros(2, np.float32)])
+    for _ in range(2):
+        with pytest.raises(metile.DeviceFault, match="barrier divergence"):
+            run_it()
+    out = run(cpu, PARTIAL_LANES, "partial.metal", np.zeros(2, np.float32), uniform_barriers=False)
+    assert out.tolist() == [2016.0, 6112.0]
+
+
+def test_threads_that_return_after_the_last_barrier_are_fine(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint lid [[thread_index_in_threadgroup]]) {
+    threadgroup float buf[64];
+    buf[lid] = float(lid);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float v = buf[63 - lid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid % 3 == 0) return;           // after the last barrier
+    out[lid] = v + simd_sum(1.0f);      // the simd_sum runs over the lanes that are left
+}
+"""
+    out = run(cpu, src, "after.metal", np.full(64, -1, np.float32), threads=(64, 1, 1))
+    lanes = np.arange(64)
+    left = np.array([sum(1 for j in range(32 * (i // 32), 32 * (i // 32) + 32) if j % 3) for i in lanes])
+    np.testing.assert_array_equal(out, np.where(lanes % 3 == 0, -1.0, 63.0 - lanes + left).astype(np.float32))
+
+
+def test_a_thread_at_a_collective_while_the_others_pass_a_barrier(cpu):
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], uint lid [[thread_index_in_threadgroup]],
+              uint lane [[thread_index_in_simdgroup]]) {
+    float v = float(lid);
+    if (lane < 16) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // BAR
+    } else {
+        v = simd_sum(v);   // SUM
+    }
+    out[lid] = v;
+}
+"""
+    err = fault(cpu, src, "collective.metal", np.zeros(64, np.float32), threads=(64, 1, 1))
+    text = str(err)
+    assert (f"waits at a simd collective at line {line_of(src, '// SUM')} while 32 of the threadgroup's 64 threads "
+            f"pass the threadgroup barrier at line {line_of(src, '// BAR')}") in text
+    assert err.loc.line == line_of(src, "// BAR") and err.thread[0] % 32 >= 16
+    out = run(cpu, src, "collective.metal", np.zeros(64, np.float32), threads=(64, 1, 1), uniform_barriers=False)
+    assert out[16] == sum(range(16, 32))
+
+
+def test_uniform_barriers_takes_a_bool(cpu):
+    fn = cpu.compile(PARTIAL_LANES, name="partial.metal").function("k")
+    with pytest.raises(metile.LaunchError, match="uniform_barriers=1 must be True or False"):
+        cpu.dispatch_threads(fn, (128, 1, 1), (64, 1, 1), [np.zeros(2, np.float32)], uniform_barriers=1)
 
 
 def test_lanes_return_while_others_wait(cpu):
@@ -65,12 +128,13 @@ kernel void k(device float* out [[buffer(0)]], uint lid [[thread_index_in_thread
     out[lid] = buf[(lid + 32) % 64];
 }
 """
-    out = run(cpu, src, "ret.metal", np.full(64, -1, np.float32), threads=(64, 1, 1))
+    out = run(cpu, src, "ret.metal", np.full(64, -1, np.float32), threads=(64, 1, 1), uniform_barriers=False)
     want = np.full(64, -1, np.float32)
     lanes = np.array([i for i in range(64) if i % 32 < 16])
     want[lanes] = ((lanes + 32) % 64) * 2.0
     np.testing.assert_array_equal(out, want)
-    fault(cpu, src, "ret.metal", np.zeros(64, np.float32), threads=(64, 1, 1), sanitize=True)
+    err = fault(cpu, src, "ret.metal", np.zeros(64, np.float32), threads=(64, 1, 1))
+    assert "returned from the kernel" in str(err) and err.thread[0] % 32 >= 16
 
 
 # MLX's gemv_t: lanes (and in the second group, whole simdgroups) skip a loop with barriers, then meet the others at
@@ -110,8 +174,11 @@ def skip_loop_reference(n: int) -> np.ndarray:
 def test_lanes_skip_a_loop_with_barriers_before_a_collective(cpu, n):
     fn = cpu.compile(SKIP_LOOP, name="skip.metal").function("k")
     out = np.zeros(128, np.float32)
-    cpu.dispatch_threads(fn, (128, 1, 1), (64, 1, 1), [out, np.int32(n)])
+    cpu.dispatch_threads(fn, (128, 1, 1), (64, 1, 1), [out, np.int32(n)], uniform_barriers=False)
     np.testing.assert_array_equal(out, skip_loop_reference(n))
+    if n:   # lanes at the simd_sum while the others pass the loop's barriers: not uniform
+        with pytest.raises(metile.DeviceFault, match="waits at a simd collective"):
+            cpu.dispatch_threads(fn, (128, 1, 1), (64, 1, 1), [out, np.int32(n)])
 
 
 # Simdgroup 0 loops over a barrier; simdgroup 1 goes straight to a barrier on a later line, whose arrival counts
@@ -136,13 +203,14 @@ kernel void k(device float* out [[buffer(0)]], uint lid [[thread_index_in_thread
 """
 
 
-def test_simdgroups_at_different_barrier_lines(cpu):
-    out = run(cpu, TWO_LINES, "lines.metal", np.zeros(64, np.float32), threads=(64, 1, 1))
+def test_simdgroups_at_different_barrier_lines_counted_as_apple_gpus_count(cpu):
+    out = run(cpu, TWO_LINES, "lines.metal", np.zeros(64, np.float32), threads=(64, 1, 1), uniform_barriers=False)
     np.testing.assert_array_equal(out, np.r_[np.full(32, 39.0), np.full(32, 32.0)].astype(np.float32))
 
 
-def test_simdgroups_at_different_barrier_lines_under_sanitize(cpu):
-    err = fault(cpu, TWO_LINES, "lines.metal", np.zeros(64, np.float32), threads=(64, 1, 1), sanitize=True)
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_simdgroups_at_different_barrier_lines_are_a_barrier_divergence(cpu, sanitize):
+    err = fault(cpu, TWO_LINES, "lines.metal", np.zeros(64, np.float32), threads=(64, 1, 1), sanitize=sanitize)
     text = str(err)
     assert f"line {line_of(TWO_LINES, '// LOOP')}" in text and f"line {line_of(TWO_LINES, '// AFTER')}" in text
 

@@ -20,6 +20,11 @@ kernel void twice(device float* x [[buffer(0)]], uint i [[thread_position_in_gri
     np.testing.assert_array_equal(x, 2 * np.arange(100))
 
 
+def watchpoints(cpu) -> bool:
+    """Whether this process can set the hardware watchpoints that cover the bytes just before buffers."""
+    return bool(cpu.rt.mt_watch_available())
+
+
 def run_fault(cpu, src, name, *, dispatch=("threads", (64, 1, 1), (64, 1, 1)), args=None, **kw):
     fn = cpu.compile(src, name=name).function("k")
     api, a, b = dispatch
@@ -89,7 +94,8 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     assert str(line_of(src, "// A")) in text and str(line_of(src, "// B")) in text
 
 
-def test_exit_while_others_wait_at_a_barrier_under_sanitize(cpu):
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_exit_while_others_wait_at_a_barrier(cpu, sanitize):
     src = HEAD + """
 kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
     if (i == 3) return;
@@ -97,7 +103,7 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     out[i] = 1.0f;
 }
 """
-    err = run_fault(cpu, src, "exit.metal", sanitize=True)
+    err = run_fault(cpu, src, "exit.metal", sanitize=sanitize)
     assert err.kind == "barrier-divergence"
     assert "returned from the kernel" in str(err) and err.thread == (3, 0, 0)
     assert err.loc.line == line_of(src, "// WAIT")
@@ -205,16 +211,19 @@ kernel void k(device float* a [[buffer(0)]], device float* b [[buffer(1)]], devi
 @pytest.mark.parametrize("off", [64, 64 + 2000, -1, -3000])
 def test_over_and_under_runs_name_the_right_one_of_three_buffers(cpu, which, off):
     """Over-runs fault in the buffer's own trailing guard (up to 64 KiB past its end), never in a neighbour's
-    mapping; writes before the start fault in the leading guard, or (within the first page, which no guard can
-    cover) are found after the dispatch."""
+    mapping; writes before the start fault in the leading guard, or, within the first page, which no guard can
+    cover, in the hardware watchpoints on the bytes just before each buffer (or are found after the dispatch)."""
     names = "abc"
     args = [np.zeros(64, np.float32) for _ in range(3)] + [np.int32(which), np.int32(off)]
     err = run_fault(cpu, THREE_BUFFERS, "three.metal", dispatch=("threads", (4, 1, 1), (4, 1, 1)), args=args)
     assert err.kind == "bad-access" and err.buffer == which, str(err)
-    assert err.offset == off * 4
     where = f"{off * 4 - 256} bytes past the end" if off > 0 else f"{-off * 4} bytes before the start"
-    assert f"{where} of buffer {which} (`{names[which]}`, 256 bytes)" in str(err)
-    if off == -1:  # found after the dispatch: no thread, no line
+    if off == -1 and watchpoints(cpu):   # the watchpoint names the 8 bytes, not the byte
+        assert err.offset == -8 and f"1 to 8 bytes before the start of buffer {which}" in str(err)
+    else:
+        assert err.offset == off * 4
+        assert f"{where} of buffer {which} (`{names[which]}`, 256 bytes)" in str(err)
+    if off == -1 and not watchpoints(cpu):  # found after the dispatch: no thread, no line
         assert err.thread is None and "in front of buffer" in str(err) and "thread (" not in str(err)
     else:
         assert err.thread == (0, 0, 0) and err.loc.line == line_of(THREE_BUFFERS, "// STRAY")
@@ -243,6 +252,81 @@ kernel void k(device const float* a [[buffer(0)]], device float* b [[buffer(1)]]
     assert err.kind == "bad-access" and err.buffer == 0 and err.offset == -4 and err.thread == (0, 0, 0)
     assert "4 bytes before the start of buffer 0 (`a`, 256 bytes)" in str(err) and "reads" in str(err)
     assert err.loc.line == line_of(src, "// UNDER")
+
+
+UNDER = HEAD + """
+kernel void k(device const float* a [[buffer(0)]], device float* b [[buffer(1)]], constant int& back [[buffer(2)]],
+              uint i [[thread_position_in_grid]]) {
+    b[i] = a[int(i) - back];   // UNDER
+}
+"""
+
+
+def test_a_read_just_before_a_buffer_faults_at_its_line_without_the_sanitizer(cpu):
+    """The bytes between a buffer's leading guard and its start share a page with its first bytes, so no guard
+    page covers them; hardware watchpoints on the bytes just before each buffer do (the 16 before `a` here: two
+    arrays share the four watchpoints, the read-only one first)."""
+    if not watchpoints(cpu):
+        pytest.skip("this process cannot set hardware watchpoints (perf_event_open refused, or not x86-64 Linux)")
+    for back, where in [(1, "1 to 8 bytes"), (2, "1 to 8 bytes"), (4, "9 to 16 bytes")]:
+        args = [np.ones(64, np.float32), np.zeros(4, np.float32), np.int32(back)]
+        err = run_fault(cpu, UNDER, "under.metal", dispatch=("threads", (4, 1, 1), (4, 1, 1)), args=args)
+        assert err.kind == "bad-access" and err.buffer == 0 and err.thread == (0, 0, 0), str(err)
+        assert f"is {where} before the start of buffer 0 (`a`, 256 bytes)" in str(err)
+        assert "hardware watchpoint" in str(err) and err.loc.line == line_of(UNDER, "// UNDER")
+    fn = cpu.compile(UNDER, name="under.metal").function("k")
+    b = np.zeros(4, np.float32)
+    run = cpu.prepare_threads(fn, 4, 4, [np.arange(64, dtype=np.float32), b, np.int32(0)])
+    for _ in range(3):   # the watchpoints stay on the prepared buffers and a kernel staying inside faults nowhere
+        run()
+        assert b.tolist() == [0, 1, 2, 3]
+
+
+def test_the_watchpoints_follow_the_buffers_from_launch_to_launch(cpu):
+    """Each launch watches its own buffers: 5 arrays, the read-only ones first (8 bytes each for the first four)."""
+    if not watchpoints(cpu):
+        pytest.skip("this process cannot set hardware watchpoints (perf_event_open refused, or not x86-64 Linux)")
+    src = HEAD + """
+kernel void k(device float* out [[buffer(0)]], device const float* a [[buffer(1)]], device const float* b [[buffer(2)]],
+              device const float* c [[buffer(3)]], device float* d [[buffer(4)]], constant int& which [[buffer(5)]],
+              uint i [[thread_position_in_grid]]) {
+    device const float* p = which == 0 ? out : which == 1 ? a : which == 2 ? b : which == 3 ? c : d;
+    float v = p[i == 0 ? -1 : int(i)];   // READ
+    out[i] = v + d[i];
+}
+"""
+    fn = cpu.compile(src, name="five.metal").function("k")
+    for which in (1, 2, 3, 0, 3, 1):
+        args = [np.zeros(8, np.float32)] + [np.ones(64 + k, np.float32) for k in range(4)] + [np.int32(which)]
+        err = run_fault(cpu, src, "five.metal", dispatch=("threads", (8, 1, 1), (4, 1, 1)), args=args)
+        assert err.buffer == which and err.loc.line == line_of(src, "// READ"), str(err)
+        assert err.thread == (0, 0, 0) and err.threadgroup == (0, 0, 0)
+    out = np.zeros(8, np.float32)
+    cpu.dispatch_threads(fn, 8, 4, [out] + [np.ones(64, np.float32)] * 4 + [np.int32(4)])   # d: not watched
+    assert out[1:].tolist() == [2] * 7 and out[0] < -1e38
+
+
+@pytest.mark.parametrize("ctype, dtype, want", [
+    ("float", np.float32, np.uint32(0xFEFEFEFE).view(np.float32)),    # -1.7e38, not a value that looks like 0
+    ("half", np.float16, np.nan),
+    ("int", np.int32, -16843010),
+])
+def test_a_read_further_in_front_of_a_buffer_reads_no_plausible_datum(cpu, ctype, dtype, want):
+    """Before the watched bytes (or without watchpoints), a read in front of a buffer is a fault only with
+    sanitize=True, and otherwise reads bytes 0xFE."""
+    src = HEAD + f"""
+kernel void k(device const {ctype}* a [[buffer(0)]], device {ctype}* b [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {{
+    b[i] = a[int(i) * 40 - 32];   // thread 0: 32 elements before the start; thread 1: element 8
+}}
+"""
+    fn = cpu.compile(src, name=f"front_{ctype}.metal").function("k")
+    b = np.zeros(2, dtype)
+    cpu.dispatch_threads(fn, 2, 2, [np.ones(64, dtype), b])
+    assert b[1] == 1
+    np.testing.assert_array_equal(b[:1], np.array([want], dtype))
+    with pytest.raises(metile.DeviceFault, match=f"{32 * b.itemsize} bytes before the start of buffer 0"):
+        cpu.dispatch_threads(fn, 2, 2, [np.ones(64, dtype), b], sanitize=True)
 
 
 UNBOUND = HEAD + """

@@ -31,9 +31,12 @@ def test_mlx_kernel(dev, case):
 def test_corpus_names_are_unique_and_cover_the_families():
     names = [c.name for c in CASES]
     assert len(names) == len(set(names))
+    quantized = {n.split("_float")[0].split("_bfloat")[0] for n in names if n.startswith("affine_")}
+    assert quantized >= {f"affine_{k}" for k in ("qmv", "qmv_fast", "qmv_quad", "qvm", "qvm_split_k", "qmm_t",
+                                                  "qmm_n", "quantize", "dequantize")}, quantized
     families = {c.family for c in CASES}
     for family in ("softmax", "layer_norm", "rms_norm", "unary", "binary", "reduce", "arg_reduce", "scan", "sort",
-                   "fp8"):
+                   "fp8", "quantized"):
         assert family in families, family
 
 

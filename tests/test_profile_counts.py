@@ -56,7 +56,7 @@ REDUCE = """
 #include <metal_stdlib>
 using namespace metal;
 kernel void tree(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
-                 atomic_uint* count [[buffer(2)]],
+                 device atomic_uint* count [[buffer(2)]],
                  uint t [[thread_position_in_threadgroup]], uint g [[threadgroup_position_in_grid]]) {
     threadgroup float part[256];
     part[t] = x[g * 256 + t];

@@ -1,8 +1,8 @@
 """The MLX kernel corpus: MLX's Metal kernels compiled as shipped, dispatched as MLX does, compared with numpy.
 
 `CASES` lists every case in order: the row-wise families (`cases_rows`, `cases_reduce`, and `cases_source` for
-kernels defined only in MLX's `.metal` files), then the matrix, attention and quantized
-families (`cases_matmul`, when present).
+kernels defined only in MLX's `.metal` files), then the matrix and attention families (`cases_matmul`, when
+present) and the quantized family (`cases_quantized`, when present).
 """
 
 from __future__ import annotations
@@ -26,4 +26,5 @@ def _optional_cases(module: str) -> list[Case]:
 
 
 CASES: list[Case] = [*cases_rows.CASES, *cases_reduce.CASES, *cases_source.CASES,
-                     *_optional_cases("benchmarks.mlx_kernels.cases_matmul")]
+                     *_optional_cases("benchmarks.mlx_kernels.cases_matmul"),
+                     *_optional_cases("benchmarks.mlx_kernels.cases_quantized")]

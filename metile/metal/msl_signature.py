@@ -67,6 +67,8 @@ _SCALAR_POSITION_TYPES = {"uint", "ushort", "int", "short", "uint32_t", "uint16_
 VECTOR_POSITION_TYPES = {f"{t}{n}": n for t in ("uint", "ushort") for n in (2, 3)}
 # attributes of kernel parameters that are only recorded (the `fconst` work reads them)
 _RECORDED_ATTRIBUTES = {"function_constant"}
+# the address spaces a kernel's pointer and reference parameters may be declared in
+_KERNEL_SPACES = frozenset({"device", "constant", "threadgroup"})
 METAL_PARAM_ATTRIBUTES = {"buffer", "threadgroup", "id", "stage_in", "texture", "sampler", *POSITION_ATTRIBUTES}
 
 
@@ -417,6 +419,12 @@ def _parse_param(run: list[Token], errors: SourceErrors, fn: Token, mapping: dic
         raise errors.at(run[0], f"parameter `{join([t.text for t in run])}` of kernel `{fn.text}` "
                                 "needs an attribute such as [[buffer(0)]], or a pointer or reference type")
     words = type_text.replace("*", " ").replace("&", " ").split()
+    if not _KERNEL_SPACES & set(words):
+        what = "reference" if is_ref else "pointer"
+        has = "is in the thread address space" if "thread" in words else "has no address space"
+        raise errors.at(decl[0], f"{what} parameter `{name}` of kernel `{fn.text}` {has}: a kernel's pointer and "
+                                 "reference parameters must be declared `device`, `constant` or `threadgroup` "
+                                 "(as in `device float* x`)")
     if bound_as == "threadgroup" and "threadgroup" not in words:
         raise errors.at(decl[0], f"[[threadgroup({index})]] parameter `{name}` must be a threadgroup pointer")
     kind = ParamKind.THREADGROUP if bound_as == "threadgroup" or (not bound_as and "threadgroup" in words) \

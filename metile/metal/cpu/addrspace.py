@@ -41,6 +41,12 @@ from metile.metal.cpu.addrspace_scan import (
     logical_loc,
     scan,
 )
+from metile.metal.cpu.constant_space import (
+    const_chooses_the_space,
+    constant_edits,
+    constant_spellings,
+    spelled_texts,
+)
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, split_top_level
 from metile.metal.msl_signature import SourceErrors
@@ -56,18 +62,21 @@ _DEFINE = re.compile(r"\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)")
 _BLANK = re.compile(r"[^\n]")
 
 
-def address_space_edits(src: str, tokens: list[Token], errors: SourceErrors) -> list[Edit]:
-    """The edits that make address-space overloads one function (and refusals of what cannot be run)."""
+def address_space_edits(src: str, tokens: list[Token], errors: SourceErrors) -> tuple[list[Edit], list[Edit]]:
+    """The edits that make address-space overloads one function (and refusals of what cannot be run), and those
+    that spell `constant` as `const` (`constant_space.py`; they yield to any other edit of the same text)."""
     texts = [t.text for t in tokens]
+    spellings = constant_spellings(tokens) if "constant" in texts else {}
+    const_edits = constant_edits(tokens, spellings)
     words = [k for k, x in enumerate(texts) if x in _WORDS]
     if not _outside_kernel_parameters(tokens, words):
-        return []
+        return [], const_edits
     sc = scan(tokens, texts)
     if sc is None:
-        return []
-    edits, dropped = merge_overloads(sc, src, errors)
+        return [], const_edits
+    edits, dropped = merge_overloads(sc, src, errors, spellings)
     refuse_pointer_mismatches(sc, dropped, errors, [k for k in words if texts[k] in _POINTER_SPACES])
-    return edits
+    return edits, const_edits
 
 
 def _outside_kernel_parameters(tokens: list[Token], words: list[int]) -> bool:
@@ -92,16 +101,19 @@ def _outside_kernel_parameters(tokens: list[Token], words: list[int]) -> bool:
     return False
 
 
-def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit], set[Decl]]:
+def merge_overloads(sc: Scan, src: str, errors: SourceErrors,
+                    spellings: dict[int, str]) -> tuple[list[Edit], set[Decl]]:
     """Blank every declaration that differs only in address-space words from the one kept (see the module
-    docstring); returns the edits and the declarations blanked."""
+    docstring; `constant` counts as the `const` it is spelled as); returns the edits and the declarations blanked."""
     toks = sc.tokens
     groups: dict[tuple, list[tuple[Decl, tuple[str, ...]]]] = {}
+    spelled: dict[Decl, tuple[str, ...]] = {}
     for d in sc.decls:
         if d.opaque or d.is_kernel:
             continue
         raw = tuple(t.text for t in toks[d.start:d.head_end] if t.kind is not Tok.DIRECTIVE)
-        erased = tuple(x for x in raw if x not in ADDRESS_SPACES)
+        spelled[d] = spelled_texts(toks, d.start, d.head_end, spellings) if "constant" in raw else raw
+        erased = tuple(x for x in spelled[d] if x not in ADDRESS_SPACES)
         groups.setdefault((d.scope, d.branch, erased), []).append((d, raw))
     edits: list[Edit] = []
     dropped: set[Decl] = set()
@@ -120,7 +132,7 @@ def merge_overloads(sc: Scan, src: str, errors: SourceErrors) -> tuple[list[Edit
             if raw != keep_raw:
                 dropped.add(d)
                 edits += _blank(sc, src, d)
-    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms])
+    _refuse_choice_by_const(sc, src, errors, [m for ms in groups.values() for m in ms], spelled)
     _refuse_widened_specializations(sc, src, errors, groups)
     return edits, dropped
 
@@ -162,20 +174,23 @@ def _argument_words(sc: Scan, d: Decl, upto: str = "") -> list[str]:
 
 
 def _refuse_choice_by_const(sc: Scan, src: str, errors: SourceErrors,
-                            members: list[tuple[Decl, tuple[str, ...]]]) -> None:
+                            members: list[tuple[Decl, tuple[str, ...]]], spelled: dict) -> None:
     """Refuse definitions that differ in `const` and are not defined in the same address spaces
-    (`T get() thread` and `T get() const device`) when their bodies differ: with one address space, calls
-    choose between them by const alone (a non-const device object would run the thread body), while on
-    Metal the object's space chooses. Overloads on const defined alike in every space choose alike."""
+    (`T get() thread` and `T get() const device`, or `T get() constant`) when their bodies differ: with one
+    address space, calls choose between them by const alone (a non-const device object would run the thread
+    body), while on Metal the object's space chooses. Overloads on const defined alike in every space choose
+    alike."""
     groups: dict[tuple, dict[tuple[str, ...], list]] = {}
     for d, raw in members:
         if d.has_body:
-            erased = tuple(x for x in raw if x not in ADDRESS_SPACES)
+            erased = tuple(x for x in spelled[d] if x not in ADDRESS_SPACES)
             loose = tuple(x for x in erased if x not in ("const", "volatile"))
             variants = groups.setdefault((d.scope, d.branch, loose), {})
             variants.setdefault(erased, []).append((d, tuple(x for x in raw if x in ADDRESS_SPACES)))
     for variants in groups.values():
         if len(variants) < 2 or len({frozenset(sp for _, sp in ds) for ds in variants.values()}) < 2:
+            continue
+        if const_chooses_the_space(variants):
             continue
         first = [ds[0][0] for ds in variants.values()]
         for second in first[1:]:

@@ -9,7 +9,10 @@ threads of a threadgroup are cooperative fibers). Dispatches complete before the
 `prepare_threadgroups` and `prepare_threads` check and bind a dispatch once and return it
 (`metile.metal.cpu.dispatch.CpuDispatch`) to be called again and again. `sanitize=True` runs a build of
 the kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=`
-(seconds, 0 for none) replaces the device's watchdog time for one dispatch.
+(seconds, 0 for none) replaces the device's watchdog time for one dispatch. A threadgroup barrier that not every
+thread of its threadgroup executes is a `DeviceFault`, as MSL requires them all to; `uniform_barriers=False` counts
+barriers per simdgroup as Apple GPUs do instead (letting returned threads and other barrier lines pass), for
+kernels that rely on it (MLX's gemv).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import numpy as np
 
 from metile.metal.args import dim3, run_options_problem, threadgroup_sizes
 from metile.metal.cpu.build import KernelBuilder
@@ -257,60 +261,72 @@ class CpuDevice:
     # -- dispatch -------------------------------------------------------------------------------------------------
     def dispatch_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                               threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
-                              profile: bool | int | None = None, profile_only: bool = False) -> Profile | None:
+                              profile: bool | int | None = None, profile_only: bool = False,
+                              uniform_barriers: bool = True) -> Profile | None:
         """Run `fn` on a grid of `threadgroups`; with `profile=True` (or a number of threadgroups to count) return
         its `metile.Profile` (metile.metal.cpu.profiling); `profile_only=True` runs the counted threadgroups only
-        (the outputs are then incomplete): to count a dispatch too large to run whole."""
+        (the outputs are then incomplete): to count a dispatch too large to run whole. `uniform_barriers=False`
+        counts barriers as Apple GPUs do (see the module docstring)."""
         groups = dim3(threadgroups, "threadgroups")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         grid = tuple(g * t for g, t in zip(groups, tpt))
-        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only)
+        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only,
+                         uniform_barriers)
 
     def dispatch_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
                          threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
-                         profile: bool | int | None = None, profile_only: bool = False) -> Profile | None:
-        """Run `fn` on `threads` (the edge threadgroups may be partial); `profile=` as for dispatch_threadgroups."""
+                         profile: bool | int | None = None, profile_only: bool = False,
+                         uniform_barriers: bool = True) -> Profile | None:
+        """Run `fn` on `threads` (the edge threadgroups may be partial); `profile=` and `uniform_barriers=` as for
+        dispatch_threadgroups."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
-        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only)
+        return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only,
+                         uniform_barriers)
 
-    def _run(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile,
-             profile_only) -> Profile | None:
+    def _run(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile, profile_only,
+             uniform_barriers) -> Profile | None:
         n = sample_size(profile, profile_only)
-        d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only))
+        d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only),
+                          uniform_barriers)
         d.run()
         return None if n is None else d.profile()
 
     def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
-                             threadgroup_memory=(), sanitize: bool = False,
-                             timeout: float | None = None) -> CpuDispatch:
+                             threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                             uniform_barriers: bool = True) -> CpuDispatch:
         """`dispatch_threadgroups` checked and bound once: calling the result dispatches it (with the arguments'
         contents at that time), as often as wanted."""
         groups = dim3(threadgroups, "threadgroups")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         grid = tuple(g * t for g, t in zip(groups, tpt))
-        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout,
+                             uniform_barriers=uniform_barriers)
 
     def prepare_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
-                        threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None) -> CpuDispatch:
+                        threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
+                        uniform_barriers: bool = True) -> CpuDispatch:
         """`dispatch_threads` checked and bound once (see `prepare_threadgroups`)."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
-        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout)
+        return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout,
+                             uniform_barriers=uniform_barriers)
 
     def synchronize(self) -> None:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
     def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile=None,
-                 profile_only=False) -> CpuDispatch:
+                 profile_only=False, uniform_barriers=True) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
         if sanitize.__class__ is not bool or timeout is not None:
             problem = run_options_problem(sanitize, timeout)
             if problem is not None:
                 raise LaunchError(problem)
+        if uniform_barriers.__class__ is not bool and not isinstance(uniform_barriers, np.bool_):
+            raise LaunchError(f"uniform_barriers={uniform_barriers!r} must be True or False")
         sig = fn.signature
         threads = tpt[0] * tpt[1] * tpt[2]
         if threads > fn.max_total_threads_per_threadgroup:
@@ -319,4 +335,4 @@ class CpuDevice:
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
         return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout, profile,
-                           profile_only)
+                           profile_only, bool(uniform_barriers))

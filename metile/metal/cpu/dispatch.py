@@ -7,7 +7,8 @@ strided view's gaps included) and each scalar, points the parameters that get no
 constant, or passed as None) at placeholders (`metile.metal.cpu.placeholders`), and fills the runtime's launch
 descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
-strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies.
+strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. The
+runtime's watchpoints cover the bytes just before the array arguments (read-only ones first).
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes", "profiled", "_shape")
+                 "_ptrs", "_sizes", "_watch", "profiled", "_shape")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
-                 profile: int | None = None, profile_only: bool = False):
+                 profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True):
         sig = fn.signature
         bound = bind_arguments(sig, list(args), Buffer)
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
@@ -100,6 +101,14 @@ class CpuDispatch:
         desc.workers = dev.options.workers
         desc.timeout_s = dev.options.timeout_s if timeout is None else float(timeout)
         desc.sanitize = 1 if sanitize else 0
+        desc.apple_barriers = 0 if uniform_barriers else 1
+        # the arrays whose bytes just before the start the runtime's watchpoints cover, read-only parameters first
+        # (a write there is found after the dispatch anyway); not scalars, which no kernel indexes below 0
+        watch = sorted((i for i, b in enumerate(bound) if b is not None and isinstance(b.value, (np.ndarray, Buffer))),
+                       key=lambda i: not bound[i].param.is_const)
+        self._watch = ffi.new("uint32_t[]", watch or [0])
+        desc.watch_buffers = self._watch
+        desc.n_watch_buffers = len(watch)
         desc.tg_fill = 0xFF
         desc.max_tg_memory = dev.max_threadgroup_memory
         desc.stack_bytes = dev.options.stack_bytes

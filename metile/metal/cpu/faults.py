@@ -150,7 +150,9 @@ def to_exception(rec, *, kernel: str, metal_name: str, source: str, buffers: lis
                              f"[[buffer({b.index})]]), which {b.note}")
                 detail = ""
             else:
+                span = getattr(rec, "address_span", 0)
                 where = (f"{off - b.nbytes} bytes past the end" if off >= b.nbytes
+                         else f"{-off - span + 1} to {-off} bytes before the start" if off < 0 and span > 1
                          else f"{-off} bytes before the start" if off < 0 else f"at byte offset {off}")
                 parts.append(f"address {rec.address:#x} is {where} of buffer {b.index} (`{b.name}`, "
                              f"{b.nbytes} bytes)")

@@ -14,6 +14,8 @@ lines. The rewrites are the few places where MSL and C++ differ in meaning:
   would pick the specialization pick the overload, which has the same body;
 - `threadgroup T name[N];` in a function body becomes a reference to storage from the runtime
   (`mt_threadgroup_alloc`), shared by every thread of the threadgroup;
+- `constant` becomes `const` where it qualifies a type or a member function (`metile.metal.cpu.constant_space`):
+  the constant address space is read-only everywhere, not only in kernel parameters;
 - `1.5h` becomes `half(1.5f)` and unsuffixed floating literals get an `f` (MSL has no double).
 
 Sources with macros, conditionals or quoted includes are preprocessed first (`metile.metal.msl_preprocess`);
@@ -30,6 +32,7 @@ from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.cpu.arms import arm_edits
+from metile.metal.cpu.constant_space import clear_of
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
@@ -97,7 +100,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     errors = SourceErrors(src, metal_name, line_map)
     tokens = lex(text, errors)
     _refuse_unsupported(tokens, errors)
-    edits: list[tuple[int, int, str]] = address_space_edits(text, tokens, errors)
+    edits, const_edits = address_space_edits(text, tokens, errors)
     for t in tokens:
         if t.kind is Tok.DIRECTIVE:
             edits += _rewrite_directive(t)
@@ -146,7 +149,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
     edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives)
-    body = _apply_edits(text, edits)
+    body = _apply_edits(text, edits + clear_of(const_edits, edits))
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
                        function_constants=constants, line_map=line_map)

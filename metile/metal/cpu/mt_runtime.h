@@ -60,8 +60,9 @@ typedef void (*mt_kernel_fn)(void* const* buffers, const mt_thread_pos* pos);
  * arrives when all its live lanes are suspended and those waiting at a threadgroup barrier come first in program
  * order (see mt_simd_exchange); exited lanes do not hold it, and arrivals count whatever line they come from. The
  * barrier releases the lanes waiting at it. `line` is the .metal line of the call; lanes of one simdgroup waiting
- * at two barrier lines is a barrier-divergence fault, and with `sanitize` so are simdgroups at different lines and
- * a thread exiting without passing the barriers the others passed. */
+ * at two barrier lines is a barrier-divergence fault, and unless the launch sets `apple_barriers` so are a barrier
+ * completing while a thread of the threadgroup is not at it (returned, or at a simd collective) and simdgroups
+ * arriving from different lines (MSL requires every thread to execute each threadgroup barrier). */
 void mt_threadgroup_barrier(uint32_t line);
 
 /* simdgroup_barrier: suspends like a simd exchange (below) that publishes nothing: the lanes that reach it at `line`
@@ -181,6 +182,7 @@ typedef struct mt_fault {
     uint32_t other_line;
     uint64_t other_pc_offset;
     char message[512];           /* human-readable detail from the runtime */
+    uint32_t address_span;       /* bad access found by a watchpoint: somewhere in [address, address + span) */
 } mt_fault;
 
 /* Profiling (runtime_profile.cpp): counts of the threadgroups a launch selects, per instruction of the kernel and
@@ -270,6 +272,12 @@ typedef struct mt_launch_desc {
     const mt_profile_desc* profile; /* non-null: count (needs the instrumented build of the kernel: fn from the
                                       sanitizer build); the counts go to *profile_out */
     mt_profile_result* profile_out;
+    int32_t apple_barriers;        /* 1: count threadgroup barriers per simdgroup as Apple GPUs do, letting returned
+                                      threads and arrivals from other barrier lines pass; 0: those are faults */
+    const uint32_t* watch_buffers; /* [[buffer(i)]] indices whose first bytes before the start hardware watchpoints
+                                      cover, as far as the CPU has them (mt_watch_available), in order of preference;
+                                      an access there is a bad-access fault at its line */
+    uint32_t n_watch_buffers;
 } mt_launch_desc;
 
 /* Run a dispatch to completion. Returns MT_OK or the fault kind, with details in *fault. Safe to call again after a
@@ -277,17 +285,22 @@ typedef struct mt_launch_desc {
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
 
 /* Device memory for buffers: `bytes` usable bytes whose start is 16-byte aligned and whose end lies within 16 bytes
- * of a PROT_NONE guard (a guard also precedes the mapping; the bytes between it and the start are checked for
- * writes after each launch that binds the buffer). Returns NULL on failure. */
+ * of a PROT_NONE guard (a guard also precedes the mapping; the bytes between it and the start hold 0xFE, which
+ * reads as no plausible datum, and are checked for writes after each launch that binds the buffer). Returns NULL on
+ * failure. */
 void* mt_buffer_alloc(size_t bytes);
 void mt_buffer_free(void* data);
 /* The whole mapping of a buffer from mt_buffer_alloc, guards included: [*lo, *hi). Returns 0 for other pointers.
  * Mappings never overlap, so a faulting address names at most one buffer. */
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 
+/* 1 when this process can set the hardware watchpoints of mt_launch_desc.watch_buffers (x86-64 Linux >= 5.13,
+ * where perf_event_open is allowed), else 0. */
+int32_t mt_watch_available(void);
+
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 6u
+#define MT_RUNTIME_ABI_VERSION 7u
 
 #ifdef __cplusplus
 }

@@ -310,6 +310,7 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     std::unique_ptr<Launch> L(new Launch());
     if (int32_t status = setup_launch(desc, L.get(), fault)) return status;
     if (desc->sanitize) collect_buffer_fronts(desc, L->fronts);
+    watch_plan(desc, L->watch);
     if (desc->profile) {
         if (!desc->profile_out) return internal_error(fault, "profiling without a result record");
         L->prof = prof_launch_new(desc->profile);
@@ -357,6 +358,7 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     if (L->claimed.load()) {
         mt_fault& f = L->fault;
         locate_pc(L->pc, f.module, sizeof f.module, &f.pc_offset);
+        if (L->watch_hit >= 0) f.address_span = 8;
         if (L->other_pc) locate_pc(L->other_pc, nullptr, 0, &f.other_pc_offset);
         if (!f.message[0]) describe_signal(L.get());
         if (f.kind == MT_FAULT_HANG && L->timed_out.load())

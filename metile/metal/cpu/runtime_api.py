@@ -43,6 +43,7 @@ typedef struct mt_fault {
     uint32_t other_line;
     uint64_t other_pc_offset;
     char message[512];
+    uint32_t address_span;
 } mt_fault;
 
 typedef struct mt_profile_desc {
@@ -96,6 +97,9 @@ typedef struct mt_launch_desc {
     size_t stack_bytes;
     const mt_profile_desc* profile;
     mt_profile_result* profile_out;
+    int32_t apple_barriers;
+    const uint32_t* watch_buffers;
+    uint32_t n_watch_buffers;
 } mt_launch_desc;
 
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
@@ -103,9 +107,10 @@ void* mt_buffer_alloc(size_t bytes);
 void mt_buffer_free(void* data);
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
+int32_t mt_watch_available(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

@@ -3,12 +3,17 @@
  * A buffer is one mapping: a PROT_NONE guard, the front (the rest of the first data page before the buffer's start),
  * the buffer's bytes rounded up to 16, and another guard. The buffer ends against its trailing guard, so reads and
  * writes past its end fault at once. Accesses far enough before its start land in the leading guard and fault too;
- * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte: it is
- * filled with a canary, and after every launch the fronts of the bound buffers are compared with it, so a write
- * before a buffer's start is reported (without thread or line), and the canary is restored. A sanitized launch
- * checks every access against the fronts (mt_san_access), so reads there are faults too, with thread and line. Guards are 64 KiB (or
- * a page when pages are bigger) of address space, so that an overrun of up to that many bytes faults in the
- * overrun buffer's own guard instead of reaching its neighbour, and fault reports can name the right buffer.
+ * the front (less than a page) cannot be protected, since page protection cannot start at an arbitrary byte (a page
+ * holding the buffer's first bytes cannot fault, and a buffer starting at a page would leave the bytes after its end
+ * unguarded instead): it is filled with a canary, and after every launch the fronts of the bound buffers are
+ * compared with it, so a write before a buffer's start is reported (without thread or line), and the canary is
+ * restored. The canary byte 0xFE reads as no plausible datum: -1.7e38 as a float or bfloat, NaN as a half,
+ * -16843010 as an int (an index far out of any buffer), where the bytes 0xA7 it replaced read as -4.7e-15, which
+ * looks like zero. Hardware watchpoints cover the last bytes of the fronts of up to four buffers a launch binds
+ * where the system allows them (runtime_watch.cpp). A sanitized launch checks every access against the fronts
+ * (mt_san_access), so reads there are faults too, with thread and line. Guards are 64 KiB (or a page when pages
+ * are bigger) of address space, so that an overrun of up to that many bytes faults in the overrun buffer's own
+ * guard instead of reaching its neighbour, and fault reports can name the right buffer.
  */
 #include "runtime_internal.h"
 
@@ -21,7 +26,7 @@
 namespace mtrt {
 namespace {
 
-constexpr unsigned char kCanary = 0xA7;
+constexpr unsigned char kCanary = 0xFE;
 
 struct Mapping {
     char* map;
@@ -84,6 +89,13 @@ void collect_buffer_fronts(const mt_launch_desc* d, std::vector<std::pair<const 
         auto it = b.maps.find(d->buffers[i]);
         if (it != b.maps.end()) out.emplace_back(it->second.front, static_cast<const char*>(d->buffers[i]));
     }
+}
+
+size_t buffer_front_bytes(const void* start) {
+    BufferMap& b = buffers();
+    std::lock_guard<std::mutex> lk(b.mu);
+    auto it = b.maps.find(start);
+    return it == b.maps.end() ? 0 : static_cast<size_t>(static_cast<const char*>(start) - it->second.front);
 }
 
 } // namespace mtrt

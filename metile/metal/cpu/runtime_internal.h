@@ -82,7 +82,6 @@ struct alignas(64) Fiber {
                            key, wait_line and wait_site are where (runtime_sched.cpp) */
     Stack stack;
     mt_thread_pos pos;
-    uint32_t bar_passed = 0; /* threadgroup barriers it passed (the sanitizer checks it against bars_done) */
 };
 
 bool stack_alloc(Stack& s, size_t bytes);
@@ -99,6 +98,16 @@ void ctx_switch(Ctx* from, Ctx* to);
 extern "C" [[noreturn]] void mt_fiber_main(Fiber* f);
 
 /* ---- launches and workers ------------------------------------------------------------------------------------ */
+
+/* Hardware watchpoints on the bytes before bound buffers (runtime_watch.cpp): kWatches of 8 bytes each, at addr[i]
+ * in front of buffer[i], which starts at start[i]. */
+constexpr uint32_t kWatches = 4;
+struct WatchPlan {
+    uint32_t n = 0;
+    uintptr_t addr[kWatches] = {};
+    uintptr_t start[kWatches] = {};
+    uint32_t buffer[kWatches] = {};
+};
 
 struct SanCell; /* runtime_sanitizer.cpp */
 
@@ -137,6 +146,8 @@ struct Launch {
     int trap_check = -1; /* clang's undefined-behaviour check number decoded from the trap, if any */
     /* sanitizer: the fronts of the bound buffers ([lo, hi) before each start), where any access is a fault */
     std::vector<std::pair<const char*, const char*>> fronts;
+    WatchPlan watch;    /* the bytes before bound buffers the workers watch */
+    int watch_hit = -1; /* the watchpoint (index in watch) that stopped the launch */
     ProfLaunch* prof = nullptr; /* performance counters (runtime_profile.cpp), when the launch asks for them */
 };
 
@@ -164,9 +175,8 @@ struct Threadgroup {
     uint32_t size[3] = {0, 0, 0};
     uint32_t n = 0, nsg = 0, live = 0;
     /* the threadgroup barrier: lanes waiting at one, simdgroups arrived, simdgroups with live lanes; the line and
-     * a lane of the first simdgroup to arrive; the first thread to return (sanitizer reports) */
+     * a lane of the first simdgroup to arrive; the first thread to return (barrier-divergence reports) */
     uint32_t bar_count = 0, bar_sgs = 0, live_sgs = 0, bar_line = 0, bar_first = 0, exit_first = 0;
-    uint32_t bars_done = 0; /* threadgroup barriers completed */
     uint32_t epoch = 0;
     size_t mem_used = 0;
     Fiber* rq[kMaxThreads]; /* ready queue: every fiber is in it at most once */
@@ -188,6 +198,7 @@ struct alignas(64) Worker {
     Fiber* cur = nullptr;
     volatile sig_atomic_t in_kernel = 0; /* 1 while fibers run kernel code: signals there become faults */
     int reverse = 0;
+    int uniform = 1; /* barriers must be reached by every thread of the threadgroup (not mt_launch_desc.apple_barriers) */
     sigjmp_buf jmp;
     Ctx sched;
     std::vector<Fiber*> fibers;
@@ -205,6 +216,12 @@ struct alignas(64) Worker {
     /* performance counters: this worker's (kept across launches), and whether the running threadgroup counts */
     Prof* prof = nullptr;
     int prof_tg = 0;
+    /* hardware watchpoints (runtime_watch.cpp): their perf event descriptors, what each watches now, 1 when they
+     * work on this thread (-1: refused, 0: not tried), and the idle words free registers watch */
+    int watch_fd[kWatches] = {-1, -1, -1, -1};
+    uintptr_t watch_at[kWatches] = {};
+    int watch_state = 0;
+    uint64_t watch_idle[kWatches] = {};
     /* pool bookkeeping (guarded by the pool mutex) */
     Worker* next_worker = nullptr; /* list of all workers, read by signal handlers */
     uint64_t seen_gen = 0;
@@ -240,6 +257,14 @@ void thread_coords(const Worker* w, uint32_t index, uint32_t out[3]);
 void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed);
 void reset_buffer_fronts(const mt_launch_desc* d);
 void collect_buffer_fronts(const mt_launch_desc* d, std::vector<std::pair<const char*, const char*>>& out);
+/* The bytes in front of a buffer from mt_buffer_alloc (0 for other pointers, or one starting at a page). */
+size_t buffer_front_bytes(const void* start);
+
+/* runtime_watch.cpp: the watchpoints a launch wants (main thread, before it starts), set on a worker's own thread
+ * before it runs the launch's threadgroups, and the index in L->watch of a watched address (-1: not one). */
+void watch_plan(const mt_launch_desc* d, WatchPlan& plan);
+void watch_apply(Worker* w, const WatchPlan& plan);
+int watch_slot(const Launch* L, uintptr_t addr);
 
 /* runtime_signals.cpp */
 int watchdog_signal();

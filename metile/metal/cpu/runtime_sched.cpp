@@ -8,9 +8,12 @@
  * The threadgroup barrier counts simdgroups, as Apple GPUs do: a simdgroup arrives when all its live lanes are
  * suspended and the first in program order (below) waits at the barrier; lanes masked off (waiting further on) or
  * returned take no part. When every simdgroup with live lanes arrived, whatever line, the waiting lanes go on. One
- * simdgroup at two barriers is a fault; the sanitizer also reports simdgroups at two lines and threads returning
- * without passing the barriers the others passed. Every fully suspended simdgroup completes a collective or arrives,
- * so deadlock() is only a check.
+ * simdgroup at two barriers is a fault. MSL requires every thread of the threadgroup to execute each barrier
+ * (barriers belong in uniform control flow), so unless the launch asks for Apple GPUs' counting alone
+ * (apple_barriers), a barrier that completes while a thread of the threadgroup is elsewhere (returned, or waiting at
+ * a simd collective) or simdgroups that arrive from two barrier lines are barrier-divergence faults: both are
+ * undefined on a GPU. Every fully suspended simdgroup completes a collective or arrives, so deadlock() is only a
+ * check.
  *
  * Simd collectives and simdgroup barriers run over the lanes that reach them, as on Apple GPUs in divergent control
  * flow: when every live lane of a simdgroup is suspended (at a collective, a simdgroup barrier or the threadgroup
@@ -174,22 +177,35 @@ inline void wait_collective(Simdgroup& sg, Fiber* f, uint32_t line, uint32_t sit
     abandon(w);
 }
 
+/* A barrier completes with only `tg->bar_count` of the threadgroup's threads waiting at it: name one that is not (the
+ * first to return, else one waiting at a collective), at the barrier's line. */
+[[noreturn]] void partial_barrier(Worker* w) {
+    Threadgroup* tg = w->tg;
+    if (tg->live < tg->n)
+        barrier_fault(w, tg->exit_first, tg->bar_line, tg->bar_first, tg->bar_line,
+                      "a thread returned from the kernel without reaching the threadgroup barrier at line %u, where "
+                      "%u of the threadgroup's %u threads wait (every thread of a threadgroup must execute each "
+                      "threadgroup_barrier: Metal leaves it undefined, a GPU may hang or let the others go on)",
+                      tg->bar_line, tg->bar_count, tg->n);
+    uint32_t i = 0;
+    while (i + 1 < tg->n && w->fibers[i]->wait == kTgBarrier) ++i;
+    const Fiber* away = w->fibers[i];
+    barrier_fault(w, away->index, tg->bar_line, tg->bar_first, tg->bar_line,
+                  "a thread waits at %s at line %u while %u of the threadgroup's %u threads pass the threadgroup "
+                  "barrier at line %u (every thread of a threadgroup must execute each threadgroup_barrier: Metal "
+                  "leaves it undefined, a GPU may hang or let the others go on)", wait_name(away->wait),
+                  away->wait_line, tg->bar_count, tg->n, tg->bar_line);
+}
+
 /* Every simdgroup with live lanes arrived: release exactly the lanes waiting at the barrier (the running fiber, if
  * one of them, is made runnable without being queued). Lanes waiting at collectives stay waiting. */
 void complete_tg_barrier(Worker* w) {
     Threadgroup* tg = w->tg;
-    if (w->san_on && tg->live < tg->n)
-        barrier_fault(w, tg->exit_first, tg->bar_line, tg->bar_first, tg->bar_line,
-                      "a thread returned from the kernel while %u thread(s) wait at the threadgroup barrier at line %u "
-                      "(Apple GPUs let them pass: exited threads do not hold a barrier; Metal leaves it undefined)",
-                      tg->bar_count, tg->bar_line);
+    if (w->uniform && tg->bar_count != tg->n) partial_barrier(w);
     ++tg->epoch;
     tg->bar_count = tg->bar_sgs = 0;
-    ++tg->bars_done;
     if (w->prof_tg) prof_tg_barrier(w, tg->bar_line);
-    /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup; only the sanitizer reads
-     * bar_passed (in another cache line than wait) */
-    const bool passed = w->san_on;
+    /* in run order, the lanes waiting at the barrier (bar_mask) of each simdgroup */
     for (uint32_t k = 0; k < tg->nsg; ++k) {
         Simdgroup& sg = w->sgs[w->reverse ? tg->nsg - 1 - k : k];
         ++sg.epoch;
@@ -201,7 +217,6 @@ void complete_tg_barrier(Worker* w) {
             m &= ~(1u << i);
             Fiber* f = F[i];
             f->wait = kRunnable;
-            if (passed) ++f->bar_passed;
             if (f != w->cur) rq_push(tg, f);
         }
         sg.bar_mask = 0;
@@ -239,10 +254,11 @@ void arrive(Worker* w, Simdgroup& sg, const Fiber* first) {
     if (tg->bar_sgs == 0) {
         tg->bar_line = first->wait_line;
         tg->bar_first = first->index;
-    } else if (w->san_on && first->wait_line != tg->bar_line)
+    } else if (w->uniform && first->wait_line != tg->bar_line)
         barrier_fault(w, first->index, first->wait_line, tg->bar_first, tg->bar_line,
-                      "simdgroups wait at the threadgroup barriers at line %u and at line %u (Apple GPUs count both "
-                      "as one barrier; Metal leaves it undefined)", first->wait_line, tg->bar_line);
+                      "simdgroups wait at the threadgroup barriers at line %u and at line %u (every thread of a "
+                      "threadgroup must execute the same threadgroup_barrier: Metal leaves it undefined; Apple GPUs "
+                      "count both as one barrier)", first->wait_line, tg->bar_line);
     sg.arrived = 1;
     ++tg->bar_sgs;
     maybe_complete_tg_barrier(w);
@@ -362,7 +378,6 @@ void fill_positions(Worker* w, Launch* L) {
         f->lane = i % MT_SIMD_WIDTH;
         f->wait = kRunnable;
         f->wait_line = 0;
-        f->bar_passed = 0;
         f->xbuf = f->xnext = f->xmask = 0;
         f->frames.depth = 0;
         f->frames.key = 0;
@@ -397,6 +412,8 @@ bool prepare_launch(Worker* w, Launch* L) {
         r.launch = L->id;
     }
     w->san_on = L->d.sanitize ? 1 : 0;
+    w->uniform = L->d.apple_barriers ? 0 : 1;
+    watch_apply(w, L->watch);
     if (w->san_on) {
         for (size_t i = 0; i < L->param_bytes.size(); ++i)
             if (!w->params[i].shadow && !san_attach(w, w->params[i], 1, static_cast<uint32_t>(i))) return false;
@@ -447,7 +464,7 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
     if (w->san_on) san_begin_threadgroup(w);
     tg->live = tg->n;
     tg->live_sgs = tg->nsg;
-    tg->bar_count = tg->bar_sgs = tg->bars_done = 0;
+    tg->bar_count = tg->bar_sgs = 0;
     tg->epoch = 0;
     tg->rq_head = tg->rq_tail = 0;
     if (!w->reverse)
@@ -478,11 +495,6 @@ extern "C" [[noreturn]] void mt_fiber_main(Fiber* f) {
     f->wait = kDone;
     if (w->prof_tg) prof_exit(w, f);
     if (tg->live-- == tg->n) tg->exit_first = f->index;
-    if (w->san_on && f->bar_passed != tg->bars_done)
-        barrier_fault(w, f->index, tg->bar_line, tg->bar_first, tg->bar_line,
-                      "a thread returned from the kernel after %u of the %u threadgroup barriers the others passed "
-                      "(the last at line %u; Apple GPUs let them pass; Metal leaves it undefined)", f->bar_passed,
-                      tg->bars_done, tg->bar_line);
     if (--sg.live == 0) {
         --tg->live_sgs;
         maybe_complete_tg_barrier(w);

@@ -86,6 +86,7 @@ int decode_trap(const void* pc) {
     return -1;
 }
 constexpr int kClangDivremCheck = 3; /* SanitizerHandler::DivremOverflow, stable across clang releases */
+constexpr int kTrapPerf = 6;         /* TRAP_PERF: a perf event with sigtrap (a watchpoint of runtime_watch.cpp) */
 
 int slot_of(int sig) {
     for (int i = 0; i < kNumSignals; ++i)
@@ -117,6 +118,24 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
     Worker* w = signal_worker();
     Launch* L = w ? w->launch : nullptr;
     const bool watchdog = sig == g_signals[kNumSignals - 1];
+    if (sig == SIGTRAP && si->si_code == kTrapPerf && w) {
+        /* a watchpoint on the bytes before a bound buffer (runtime_watch.cpp), trapping after the access; one a
+         * worker had not retargeted yet, or hit outside kernel code, is not a fault: the access is done, go on */
+        const int slot = L && w->in_kernel && w->cur ? watch_slot(L, reinterpret_cast<uintptr_t>(si->si_addr)) : -1;
+        if (slot < 0) {
+            errno = saved_errno;
+            return;
+        }
+        w->in_kernel = 0;
+        if (mt_fault* f = claim_fault(L, w, MT_FAULT_BAD_ACCESS, 0)) {
+            f->address = L->watch.addr[slot];
+            L->pc = static_cast<const char*>(context_pc(static_cast<const ucontext_t*>(ucv))) - 1; /* the access */
+            L->sig = sig;
+            L->sig_code = si->si_code;
+            L->watch_hit = slot;
+        }
+        abandon(w);
+    }
     if (!L || !w->in_kernel || !w->cur || (watchdog && !L->timed_out.load(std::memory_order_relaxed))) {
         if (!watchdog) chain(sig, si, ucv);
         errno = saved_errno;
@@ -195,6 +214,10 @@ void describe_signal(Launch* L) {
                      : L->sig == SIGILL ? "SIGILL" : L->sig == SIGTRAP ? "SIGTRAP" : "signal";
     switch (f.kind) {
         case MT_FAULT_BAD_ACCESS:
+            if (L->watch_hit >= 0) {
+                snprintf(f.message, sizeof f.message, "found by a hardware watchpoint on those 8 bytes");
+                break;
+            }
             snprintf(f.message, sizeof f.message, "%s: %s", name,
                      L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR   ? "address not mapped"
                      : L->sig == SIGSEGV && L->sig_code == SEGV_ACCERR ? "access to a protected page (guard page)"
