@@ -4,7 +4,9 @@ faults and argument errors reported at the kernel's Python lines.
 `Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
 call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
 `Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
-calls. A fault inside the kernel is
+calls. An array of another library is read through
+`metile.metal.interop` (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether
+the kernel writes it (its parameter is not `const` in the kernel's MSL). A fault inside the kernel is
 moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter.
 
@@ -30,7 +32,15 @@ from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
-from metile.metal.interop import DL_METAL, ForeignArrayError, device_of, host_view, is_foreign_array
+from metile.metal.interop import (
+    DL_METAL,
+    ForeignArrayError,
+    device_of,
+    host_view,
+    is_foreign_array,
+    plain_array,
+)
+from metile.metal.msl_signature import kernel_signatures
 from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -65,7 +75,9 @@ class Launch:
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
-        self.convert = tuple(_converter(v, t, compiled.device) for _, v, t in typed)
+        foreign = any(isinstance(t, PtrType) and is_foreign_array(v) for _, v, t in typed)
+        written = written_buffers(compiled) if foreign else frozenset()
+        self.convert = tuple(_converter(v, t, compiled.device, i in written) for i, (_, v, t) in enumerate(typed))
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -82,9 +94,14 @@ class Launch:
             raise_grid_too_large(self.compiled, grid, dims)
         try:
             return dims, [a if c is None else c(a) for c, a in zip(self.convert, args)]
-        except ForeignArrayError as e:   # an array of another library that moved (to CUDA, say) since it compiled
-            spec = next(s for s, c, a in zip(self.specs, self.convert, args) if c is host_view and _unviewable(a))
-            raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
+        except ForeignArrayError:   # an array of another library that cannot be read (a sparse torch tensor, say)
+            for s, c, a in zip(self.specs, self.convert, args):
+                if c in _FOREIGN:
+                    try:
+                        c(a)
+                    except ForeignArrayError as e:
+                        raise KernelArgumentError(f"argument '{s.name}' {e}", s.loc) from None
+            raise
 
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
@@ -117,24 +134,43 @@ class Launch:
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
 
 
-def _converter(value, t, device):
+def _converter(value, t, device, written: bool):
     """What a launch applies to a runtime argument: a scalar's conversion to its parameter's type, a numpy view of
-    an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes as it is to the Metal
-    device, which binds its buffer), or nothing."""
+    an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes to the Metal device,
+    which binds its buffer, as `plain_array` gives it), or nothing. `written`: whether the kernel may write it."""
     if isinstance(t, PtrType):
         if not is_foreign_array(value):
             return None
-        metal = getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL
-        return None if metal else host_view
+        if getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL:
+            return _metal_output if written else _metal_input
+        return host_view if written else _input_view
     return host_dtype(t.dtype).type
 
 
-def _unviewable(value) -> bool:
-    try:
-        host_view(value)
-    except ForeignArrayError:
-        return True
-    return False
+def _input_view(value):
+    """The numpy view of an array of another library that the kernel only reads."""
+    return host_view(value, written=False)
+
+
+def _metal_input(value):
+    """An array of another library in Metal memory that the kernel only reads, as the Metal device binds it."""
+    return plain_array(value, False)
+
+
+def _metal_output(value):
+    """An array of another library in Metal memory that the kernel may write, as the Metal device binds it."""
+    return plain_array(value, True)
+
+
+_FOREIGN = frozenset({host_view, _input_view, _metal_input, _metal_output})   # the converters of foreign arrays
+
+
+def written_buffers(compiled: CompiledKernel) -> frozenset[int]:
+    """The `[[buffer(i)]]` indices of the pointers the kernel may write (not `const` in its MSL)."""
+    sig = getattr(compiled.function, "signature", None)
+    if sig is None:
+        sig = next(s for s in kernel_signatures(compiled.msl) if s.name == compiled.entry)
+    return frozenset(p.index for p in sig.buffers if not p.is_reference and not p.is_const)
 
 
 class PreparedLaunch:
