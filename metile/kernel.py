@@ -560,7 +560,7 @@ class Launcher:
             env = _ENVIRON
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
             entry, values = self._launch(grid, None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
-            return PreparedLaunch(entry.compiled, grid, entry.prepare(grid, values), name, _user_error)
+            return PreparedLaunch(entry, grid, values, name, _user_error)
         except MetileError as e:
             raise _user_error(e, name) from None
 

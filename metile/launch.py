@@ -4,7 +4,7 @@ faults and argument errors reported at the kernel's Python lines.
 `Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
 call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
 `Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
-calls. An array of another library is read through
+calls (binding its torch tensors anew when their memory moved since). An array of another library is read through
 `metile.metal.interop` (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether
 the kernel writes it (its parameter is not `const` in the kernel's MSL). A fault inside the kernel is
 moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
@@ -38,7 +38,9 @@ from metile.metal.interop import (
     device_of,
     host_view,
     is_foreign_array,
+    moved,
     plain_array,
+    watch_tensors,
 )
 from metile.metal.msl_signature import kernel_signatures
 from metile.profile.counts import LineCounts, Profile, merge_lines
@@ -127,6 +129,11 @@ class Launch:
         except ArrayLayoutError as e:
             raise self.argument_error(e) from None
 
+    def watch(self, args) -> tuple:
+        """What a prepared launch of `args` compares before each call (`metile.metal.interop.TensorWatch`): its torch
+        tensors."""
+        return watch_tensors([a for c, a in zip(self.convert, args) if c in _FOREIGN])
+
     def argument_error(self, e: ArrayLayoutError) -> KernelArgumentError:
         """`e`, about the array bound at `[[buffer(e.index)]]`, as an error at that parameter (runtime arguments bind
         the buffers in parameter order)."""
@@ -178,23 +185,32 @@ class PreparedLaunch:
     launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
     of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
     launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
-    at its Python line. The object holds its arguments.
+    at its Python line. The object holds its arguments. A torch tensor whose memory moved since it was bound
+    (`resize_`, `set_`, a storage resized: `metile.metal.interop.TensorWatch`) is bound anew, with every check of a
+    launch, before the call dispatches: the dispatch never reaches memory the tensor no longer has.
 
     `report(error, name)` gives what a call raises (`from None`) for a `MetileError` (`metile.kernel` passes the
     one its entry points use, which shortens tracebacks).
     """
 
-    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report")
+    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report", "_launch", "_args", "_watch")
 
-    def __init__(self, compiled: CompiledKernel, grid, dispatch, name: str, report):
-        self.compiled = compiled      # the specialization it runs
+    def __init__(self, launch: Launch, grid, args: list, name: str, report):
+        self.compiled = launch.compiled   # the specialization it runs
         self.grid = grid              # as given
         self.name = name              # the kernel's
-        self._dispatch = dispatch     # the device's prepared dispatch
         self._report = report
+        self._launch = launch
+        self._args = args             # the runtime arguments
+        self._dispatch = launch.prepare(grid, args)   # the device's prepared dispatch
+        self._watch = launch.watch(args)
 
     def __call__(self) -> None:
         try:
+            if self._watch and moved(self._watch):
+                dispatch = self._launch.prepare(self.grid, self._args)   # raises until it binds: nothing stale runs
+                self._watch = self._launch.watch(self._args)
+                self._dispatch = dispatch
             self._dispatch()
         except MetileError as e:
             error = at_python_line(self.compiled, e) if isinstance(e, DeviceFault) else e

@@ -14,7 +14,8 @@ A torch tensor is first made one whose memory holds its values (`plain_array`): 
 through `.detach()`, which shares its memory (the kernel may read and write it, as Triton's do); one whose values are
 a lazy view of its memory (the negative or conjugate bit, a zero tensor of autograd) is read through a copy with the
 view resolved, and refused where the kernel writes it, since writes could not land in its memory as its values; a
-layout without strided memory (sparse, mkldnn, nested) is refused.
+layout without strided memory (sparse, mkldnn, nested) is refused. `TensorWatch` is what a prepared launch compares
+before each call to see whether a tensor's memory moved (`resize_`, `set_`, a storage resized) since it was bound.
 """
 
 from __future__ import annotations
@@ -231,5 +232,46 @@ def _plain_tensor(value, written: bool):
     return t.resolve_neg().resolve_conj()
 
 
-__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "device_of", "dtype_by_name", "foreign_dtype",
-           "host_view", "is_foreign_array", "plain_array"]
+class TensorWatch:
+    """What a prepared launch compares before each call to see whether a torch tensor it bound moved: its version
+    (which every in-place change of its sizes, strides or storage bumps: `resize_`, `set_`, `as_strided_`), its data
+    pointer (which a storage resized or replaced changes: `untyped_storage().resize_`, `t.data = ...`) and its
+    layout. A tensor read through a copy (`plain_array`) is bound anew at every call, and one made in
+    `torch.inference_mode` (which keeps no version) has its data pointer and layout compared at every call."""
+
+    __slots__ = ("tensor", "version", "ptr", "layout", "copied")
+
+    def __init__(self, t):
+        self.tensor = t
+        self.copied = _lazy_view(t) is not None
+        self.version = None if self.copied or t.is_inference() else t._version
+        self.ptr = t.data_ptr()
+        self.layout = _layout(t)
+
+
+def _layout(t) -> tuple:
+    return t.shape, t.stride(), t.storage_offset()
+
+
+def watch_tensors(values) -> tuple[TensorWatch, ...]:
+    """A `TensorWatch` of each torch tensor among `values`."""
+    return tuple(TensorWatch(v) for v in values if _is_torch(v))
+
+
+def moved(watches: tuple[TensorWatch, ...]) -> bool:
+    """Whether a tensor of `watches` must be bound anew (see `TensorWatch`). A version bumped by an in-place change of
+    the values only (`x.fill_(1.0)`) moves nothing: the new version is kept, so the next call is fast again."""
+    for w in watches:
+        t = w.tensor
+        version = w.version
+        if version is not None and t._version == version and t.data_ptr() == w.ptr:
+            continue
+        if w.copied or t.data_ptr() != w.ptr or _layout(t) != w.layout:
+            return True
+        if version is not None:
+            w.version = t._version
+    return False
+
+
+__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "TensorWatch", "device_of", "dtype_by_name",
+           "foreign_dtype", "host_view", "is_foreign_array", "moved", "plain_array", "watch_tensors"]
