@@ -35,6 +35,7 @@ _NUMPY_NAMES = {"float32": "float32", "float16": "float16", "half": "float16", "
                 "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool", "bool_": "bool",
                 "float64": "float64", "double": "float64", "complex64": "complex64", "complex128": "complex128"}
 _ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+_EXTRAS = {"torch": "torch", "mlx": "mlx", "jax": "jax", "jaxlib": "jax"}   # each library's extra of metile
 
 
 class ForeignArrayError(ValueError):
@@ -64,19 +65,20 @@ def foreign_dtype(value) -> np.dtype:
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return np.asarray(memoryview(value)).dtype
-    return dtype_by_name(dtype)
+    return dtype_by_name(dtype, _library(value))
 
 
-def dtype_by_name(dtype) -> np.dtype:
+def dtype_by_name(dtype, library: str = "") -> np.dtype:
     """A library's element type (torch's `torch.bfloat16`, MLX's `mlx.core.float16`, a numpy dtype) as numpy's (or
-    `ml_dtypes`')."""
+    `ml_dtypes`'); `library` (the array's, "torch" say) names the extra of metile to install when `ml_dtypes` is
+    missing."""
     if isinstance(dtype, np.dtype):
         return dtype
     name = str(dtype).rsplit(".", 1)[-1]
     if name in _NUMPY_NAMES:
         return np.dtype(_NUMPY_NAMES[name])
     if name in _ML_DTYPES:
-        return _ml_dtype(name)
+        return _ml_dtype(name, library)
     try:
         return np.dtype(dtype)
     except TypeError:
@@ -85,13 +87,21 @@ def dtype_by_name(dtype) -> np.dtype:
                                 "uint16, uint32 and bool)") from None
 
 
-def _ml_dtype(name: str) -> np.dtype:
+def _ml_dtype(name: str, library: str) -> np.dtype:
     try:
         import ml_dtypes
     except ImportError:
-        raise ForeignArrayError(f"is a {name} array: install ml_dtypes (pip install ml-dtypes) for metile to read "
-                                f"{name} arrays on the host") from None
+        extra = _EXTRAS.get(library)
+        how = (f"pip install 'metile[{extra}]', which installs what {library} arrays need (or pip install ml-dtypes)"
+               if extra else "pip install ml-dtypes")
+        raise ForeignArrayError(f"is a {name} array, which metile reads on the host as a type of the ml_dtypes "
+                                f"package, not installed: {how}") from None
     return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
+
+
+def _library(value) -> str:
+    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...)."""
+    return (type(value).__module__ or "").split(".", 1)[0]
 
 
 def device_of(value) -> tuple[int, int]:
