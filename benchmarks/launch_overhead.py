@@ -11,8 +11,9 @@ compile cache by a stand-in whose `dispatch_threadgroups` only counts calls (`at
 `CompiledKernel`; nothing in metile is patched). The count is checked, so a change in how launches reach
 their device cannot go unnoticed. Target: <= 5 microseconds per launch. Beside them, the call of a prepared
 launch (`kernel[grid].prepare(...)`, whose call dispatches without any checks) on the same device (target <= 1.5
-microseconds), and the same launches of the kernel autotuned over one configuration once it is chosen (target: at
-most 1 microsecond over the plain launch).
+microseconds), with Buffers and with torch tensors (whose call checks that their memory has not moved), and the
+same launches of the kernel autotuned over one configuration once it is chosen (target: at most 1 microsecond over
+the plain launch).
 
 CPU device paths launch the same vector add for real on the CPU device (a tiny grid, so that the runtime's own
 work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays and with Buffers.
@@ -225,6 +226,14 @@ def compiler_launches() -> list[tuple[str, float, float]]:
         ("autotuned[grid].prepare(Buffers, int); prepared()", tuned[grid].prepare(*buffers, n)),
         ("for reference: kernel.cache_key(Buffers, int)", lambda: kernel.cache_key(*buffers, n, BLOCK=256)),
     ]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:   # a prepared call checks that its tensors' memory has not moved
+        tensors = [torch.zeros(n) for _ in range(3)]
+        cases.insert(4, ("prepared = kernel[grid].prepare(torch tensors, int); prepared()",
+                         kernel[grid].prepare(*tensors, n, BLOCK=256)))
     out = []
     for label, launch in cases:
         before = null.dispatches

@@ -211,8 +211,14 @@ def _type_token(v):
         dtype = getattr(v, "dtype", None)
         if dtype is None:
             return None
-        # an array of another library: the device it is on decides how it binds (host memory, or a MTLBuffer)
-        return (cls, dtype, v.__dlpack_device__()[0]) if _FOREIGN.get(cls) else (cls, dtype)
+        if not _FOREIGN.get(cls):
+            return (cls, dtype)
+        # an array of another library: the device it is on decides how it binds (host memory, or a MTLBuffer); one
+        # whose library names no device (an mkldnn torch tensor) goes through `arg_type`, which says why
+        try:
+            return (cls, dtype, v.__dlpack_device__()[0])
+        except Exception:  # noqa: BLE001
+            return None
     if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
         if from_numpy(v.dtype) is None:
             return _type_token(v.item())
@@ -556,7 +562,7 @@ class Launcher:
             env = _ENVIRON
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
             entry, values = self._launch(grid, None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
-            return PreparedLaunch(entry.compiled, grid, entry.prepare(grid, values), name, _user_error)
+            return PreparedLaunch(entry, grid, values, name, _user_error)
         except MetileError as e:
             raise _user_error(e, name) from None
 

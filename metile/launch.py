@@ -4,7 +4,9 @@ faults and argument errors reported at the kernel's Python lines.
 `Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
 call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
 `Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
-calls. A fault inside the kernel is
+calls (binding its torch tensors anew when their memory moved since). An array of another library is read through
+`metile.metal.interop` (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether
+the kernel writes it (its parameter is not `const` in the kernel's MSL). A fault inside the kernel is
 moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter.
 
@@ -31,7 +33,17 @@ from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import SharedAlloc
 from metile.metal.args import array_span
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
-from metile.metal.interop import DL_METAL, ForeignArrayError, device_of, host_view, is_foreign_array
+from metile.metal.interop import (
+    DL_METAL,
+    ForeignArrayError,
+    device_of,
+    host_view,
+    is_foreign_array,
+    moved,
+    plain_array,
+    watch_tensors,
+)
+from metile.metal.msl_signature import kernel_signatures
 from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -66,7 +78,9 @@ class Launch:
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
-        self.convert = tuple(_converter(v, t, compiled.device) for _, v, t in typed)
+        foreign = any(isinstance(t, PtrType) and is_foreign_array(v) for _, v, t in typed)
+        written = written_buffers(compiled) if foreign else frozenset()
+        self.convert = tuple(_converter(v, t, compiled.device, i in written) for i, (_, v, t) in enumerate(typed))
         params = compiled.tile_ir.params   # the hidden ones: the lengths of arrays unbounded tile accesses clip to
         self.lengths = tuple((p.length_of, params[p.length_of].type.dtype.itemsize) for p in params
                              if p.length_of is not None)
@@ -89,9 +103,14 @@ class Launch:
             if self.lengths:
                 bound += [np.int32(array_elements(args[i], size)) for i, size in self.lengths]
             return dims, bound
-        except ForeignArrayError as e:   # an array of another library that moved (to CUDA, say) since it compiled
-            spec = next(s for s, c, a in zip(self.specs, self.convert, args) if c is host_view and _unviewable(a))
-            raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
+        except ForeignArrayError:   # an array of another library that cannot be read (a sparse torch tensor, say)
+            for s, c, a in zip(self.specs, self.convert, args):
+                if c in _FOREIGN:
+                    try:
+                        c(a)
+                    except ForeignArrayError as e:
+                        raise KernelArgumentError(f"argument '{s.name}' {e}", s.loc) from None
+            raise
 
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
@@ -117,6 +136,11 @@ class Launch:
         except ArrayLayoutError as e:
             raise self.argument_error(e) from None
 
+    def watch(self, args) -> tuple:
+        """What a prepared launch of `args` compares before each call (`metile.metal.interop.TensorWatch`): its torch
+        tensors."""
+        return watch_tensors([a for c, a in zip(self.convert, args) if c in _FOREIGN])
+
     def argument_error(self, e: ArrayLayoutError) -> KernelArgumentError:
         """`e`, about the array bound at `[[buffer(e.index)]]`, as an error at that parameter (runtime arguments bind
         the buffers in parameter order)."""
@@ -124,15 +148,16 @@ class Launch:
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
 
 
-def _converter(value, t, device):
+def _converter(value, t, device, written: bool):
     """What a launch applies to a runtime argument: a scalar's conversion to its parameter's type, a numpy view of
-    an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes as it is to the Metal
-    device, which binds its buffer), or nothing."""
+    an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes to the Metal device,
+    which binds its buffer, as `plain_array` gives it), or nothing. `written`: whether the kernel may write it."""
     if isinstance(t, PtrType):
         if not is_foreign_array(value):
             return None
-        metal = getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL
-        return None if metal else host_view
+        if getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL:
+            return _metal_output if written else _metal_input
+        return host_view if written else _input_view
     return host_dtype(t.dtype).type
 
 
@@ -143,7 +168,7 @@ def array_elements(value, itemsize: int) -> int:
         span = array_span(value) if not value.flags.c_contiguous else value.nbytes
     elif is_foreign_array(value):
         try:
-            view = host_view(value)
+            view = host_view(value, written=False)
             span = view.nbytes if view.flags.c_contiguous else array_span(view)
         except ForeignArrayError:   # in Metal memory (bound as its buffer): its span from its shape and strides
             span = _foreign_span(value) * itemsize
@@ -160,12 +185,30 @@ def _foreign_span(value) -> int:
     return int(np.prod(shape))
 
 
-def _unviewable(value) -> bool:
-    try:
-        host_view(value)
-    except ForeignArrayError:
-        return True
-    return False
+def _input_view(value):
+    """The numpy view of an array of another library that the kernel only reads."""
+    return host_view(value, written=False)
+
+
+def _metal_input(value):
+    """An array of another library in Metal memory that the kernel only reads, as the Metal device binds it."""
+    return plain_array(value, False)
+
+
+def _metal_output(value):
+    """An array of another library in Metal memory that the kernel may write, as the Metal device binds it."""
+    return plain_array(value, True)
+
+
+_FOREIGN = frozenset({host_view, _input_view, _metal_input, _metal_output})   # the converters of foreign arrays
+
+
+def written_buffers(compiled: CompiledKernel) -> frozenset[int]:
+    """The `[[buffer(i)]]` indices of the pointers the kernel may write (not `const` in its MSL)."""
+    sig = getattr(compiled.function, "signature", None)
+    if sig is None:
+        sig = next(s for s in kernel_signatures(compiled.msl) if s.name == compiled.entry)
+    return frozenset(p.index for p in sig.buffers if not p.is_reference and not p.is_const)
 
 
 class PreparedLaunch:
@@ -173,23 +216,32 @@ class PreparedLaunch:
     launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
     of them: numpy arrays still have their contents at the call copied in and the results copied back (as a
     launch does on its device), `metile.Buffer`s are bound as they are, and a fault inside the kernel is reported
-    at its Python line. The object holds its arguments.
+    at its Python line. The object holds its arguments. A torch tensor whose memory moved since it was bound
+    (`resize_`, `set_`, a storage resized: `metile.metal.interop.TensorWatch`) is bound anew, with every check of a
+    launch, before the call dispatches: the dispatch never reaches memory the tensor no longer has.
 
     `report(error, name)` gives what a call raises (`from None`) for a `MetileError` (`metile.kernel` passes the
     one its entry points use, which shortens tracebacks).
     """
 
-    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report")
+    __slots__ = ("compiled", "grid", "name", "_dispatch", "_report", "_launch", "_args", "_watch")
 
-    def __init__(self, compiled: CompiledKernel, grid, dispatch, name: str, report):
-        self.compiled = compiled      # the specialization it runs
+    def __init__(self, launch: Launch, grid, args: list, name: str, report):
+        self.compiled = launch.compiled   # the specialization it runs
         self.grid = grid              # as given
         self.name = name              # the kernel's
-        self._dispatch = dispatch     # the device's prepared dispatch
         self._report = report
+        self._launch = launch
+        self._args = args             # the runtime arguments
+        self._dispatch = launch.prepare(grid, args)   # the device's prepared dispatch
+        self._watch = launch.watch(args)
 
     def __call__(self) -> None:
         try:
+            if self._watch and moved(self._watch):
+                dispatch = self._launch.prepare(self.grid, self._args)   # raises until it binds: nothing stale runs
+                self._watch = self._launch.watch(self._args)
+                self._dispatch = dispatch
             self._dispatch()
         except MetileError as e:
             error = at_python_line(self.compiled, e) if isinstance(e, DeviceFault) else e

@@ -187,3 +187,109 @@ def test_a_prepared_launch_on_the_metal_device_queues_a_launch_per_call(stub, ma
         k[(2,)].prepare(x, y, out, 300, 2.0, BLOCK=256, sanitize=True)
     with pytest.raises(metile.LaunchError, match="timeout=1.0 is a CPU device feature"):
         k[(2,)].prepare(x, y, out, 300, 2.0, BLOCK=256, timeout=1.0)
+
+
+# -- torch tensors whose memory moves -------------------------------------------------------------------------------
+
+def torch_operands(n: int):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    return torch, torch.randn(n), torch.randn(n), torch.zeros(n)
+
+
+def test_a_prepared_launch_binds_a_tensor_anew_when_its_storage_is_replaced():
+    torch, x, y, out = torch_operands(1000)
+    run = axpy[(4,)].prepare(x, y, out, 1000, 2.0, BLOCK=256)
+    run()
+    torch.testing.assert_close(out, 2 * x + y)
+    first = out.clone()
+    old = out[:]               # a view that keeps the old storage alive: a stale binding would write there, unseen
+    out.set_(torch.zeros(1000))
+    x.set_(torch.ones(1000))
+    run()
+    torch.testing.assert_close(out, 2 + y)
+    torch.testing.assert_close(old, first)
+
+
+def test_a_prepared_launch_binds_a_tensor_anew_when_its_storage_is_resized_under_it():
+    torch, x, y, out = torch_operands(1000)
+    run = axpy[(4,)].prepare(x, y, out, 1000, 2.0, BLOCK=256)
+    kept = torch.zeros(1000)
+    out.untyped_storage().resize_(8000)   # the storage reallocated (as FSDP frees and restores parameters)
+    out.copy_(kept)
+    run()
+    torch.testing.assert_close(out, 2 * x + y)
+
+
+RESIZED = """
+import os, sys
+os.environ["METILE_DEVICE"] = "cpu"
+sys.path.insert(0, {root!r})
+import torch
+from tests.test_kernel_prepare import axpy
+
+x, y, out = torch.ones(1000), torch.ones(1000), torch.zeros(1000)
+run = axpy[(4,)].prepare(x, y, out, 1000, 2.0, BLOCK=256)
+run()
+out.resize_(1 << 20)        # its memory moves: the old block is freed
+out.zero_()
+y.resize_(1 << 20)
+y.fill_(5.0)
+run()
+assert out[:1000].eq(7.0).all() and out[1000:].eq(0.0).all(), out
+print("ok")
+"""
+
+
+def test_a_prepared_launch_never_writes_into_memory_a_resized_tensor_gave_up():
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", RESIZED.format(root=root)], capture_output=True, text=True,
+                          timeout=600, cwd=root)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def test_a_prepared_launch_of_tensors_rebinds_only_when_they_moved(monkeypatch):
+    torch, x, y, out = torch_operands(1000)
+    run = axpy[(4,)].prepare(x, y, out, 1000, 2.0, BLOCK=256)
+    prepares = []
+    real = launch_module.Launch.prepare
+    monkeypatch.setattr(launch_module.Launch, "prepare", lambda self, *a: prepares.append(1) or real(self, *a))
+    x.fill_(1.0)          # the values change in place: the same memory, bound as it was
+    y.mul_(2.0)
+    run()
+    run()
+    assert prepares == []
+    torch.testing.assert_close(out, 2 + y)
+    out.resize_(10, 100)  # the same memory, another shape: bound anew, as a launch would bind it
+    run()
+    assert prepares == [1]
+    torch.testing.assert_close(out.reshape(1000), 2 + y)
+    run()
+    assert prepares == [1]
+
+
+def test_a_prepared_launch_of_inference_tensors_sees_them_move():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    with torch.inference_mode():
+        x, y, out = torch.ones(1000), torch.ones(1000), torch.zeros(1000)
+        run = axpy[(4,)].prepare(x, y, out, 1000, 2.0, BLOCK=256)
+        out.set_(torch.zeros(1000))
+        run()
+        assert out.eq(3.0).all()
+
+
+def test_a_prepared_launch_reads_a_lazily_negated_tensor_as_it_is_at_each_call():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    z = torch.randn(1000, dtype=torch.complex64)
+    x = z.conj().imag          # minus z.imag, lazily: read through a copy made at each call
+    y, out = torch.zeros(1000), torch.zeros(1000)
+    run = axpy[(4,)].prepare(x, y, out, 1000, 1.0, BLOCK=256)
+    run()
+    torch.testing.assert_close(out, -z.imag)
+    z.numpy()[:] *= 2          # written behind torch's back: no version bump
+    run()
+    torch.testing.assert_close(out, -z.imag)

@@ -123,7 +123,7 @@ def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) 
 def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
     if is_foreign_array(value):   # a torch tensor, an MLX or JAX array...: a numpy view of its memory
         try:
-            value = host_view(value)
+            value = host_view(value, written=not p.is_const)
         except ForeignArrayError as e:
             raise LaunchError(f"{describe(p)} {e}") from None
     if p.is_reference:

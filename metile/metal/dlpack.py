@@ -79,8 +79,12 @@ def read_capsule(capsule) -> DLView:
     t = managed.dl_tensor
     name = _CODES.get((t.dtype.code, t.dtype.bits))
     if name is None and t.dtype.code == 4 and t.dtype.bits == 16:
-        import ml_dtypes
-
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise DLPackError("has bfloat16 elements, which metile reads as a type of the ml_dtypes package, not "
+                              "installed: pip install 'metile[torch]' or 'metile[mlx]', which install it (or pip "
+                              "install ml-dtypes)") from None
         dtype = np.dtype(ml_dtypes.bfloat16)
     elif name is None or t.dtype.lanes != 1:
         raise DLPackError(f"has a DLPack element type metile does not know (code {t.dtype.code}, {t.dtype.bits} "

@@ -9,9 +9,18 @@ no name for (bfloat16 and the 8-bit floats of torch) are viewed through an integ
 `ml_dtypes`' type. Arrays of libraries whose arrays are immutable (JAX, MLX) are viewed read-only: a kernel that
 writes one is refused after the launch, as for a read-only numpy array. An array on a device metile cannot reach
 (CUDA, ROCm, ...) is refused.
+
+A torch tensor is first made one whose memory holds its values (`plain_array`): one that requires grad is read
+through `.detach()`, which shares its memory (the kernel may read and write it, as Triton's do); one whose values are
+a lazy view of its memory (the negative or conjugate bit, a zero tensor of autograd) is read through a copy with the
+view resolved, and refused where the kernel writes it, since writes could not land in its memory as its values; a
+layout without strided memory (sparse, mkldnn, nested) is refused. `TensorWatch` is what a prepared launch compares
+before each call to see whether a tensor's memory moved (`resize_`, `set_`, a storage resized) since it was bound.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -26,6 +35,7 @@ _NUMPY_NAMES = {"float32": "float32", "float16": "float16", "half": "float16", "
                 "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool", "bool_": "bool",
                 "float64": "float64", "double": "float64", "complex64": "complex64", "complex128": "complex128"}
 _ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+_EXTRAS = {"torch": "torch", "mlx": "mlx", "jax": "jax", "jaxlib": "jax"}   # each library's extra of metile
 
 
 class ForeignArrayError(ValueError):
@@ -55,46 +65,68 @@ def foreign_dtype(value) -> np.dtype:
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return np.asarray(memoryview(value)).dtype
-    return dtype_by_name(dtype)
+    return dtype_by_name(dtype, _library(value))
 
 
-def dtype_by_name(dtype) -> np.dtype:
+def dtype_by_name(dtype, library: str = "") -> np.dtype:
     """A library's element type (torch's `torch.bfloat16`, MLX's `mlx.core.float16`, a numpy dtype) as numpy's (or
-    `ml_dtypes`')."""
+    `ml_dtypes`'); `library` (the array's, "torch" say) names the extra of metile to install when `ml_dtypes` is
+    missing."""
     if isinstance(dtype, np.dtype):
         return dtype
     name = str(dtype).rsplit(".", 1)[-1]
     if name in _NUMPY_NAMES:
         return np.dtype(_NUMPY_NAMES[name])
     if name in _ML_DTYPES:
-        return _ml_dtype(name)
+        return _ml_dtype(name, library)
     try:
         return np.dtype(dtype)
     except TypeError:
-        raise ForeignArrayError(f"has the element type {dtype!r}, which metile does not know") from None
+        raise ForeignArrayError(f"has the element type {dtype!r}, which metile kernels do not take (they take arrays "
+                                "of float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, int32, uint8, "
+                                "uint16, uint32 and bool)") from None
 
 
-def _ml_dtype(name: str) -> np.dtype:
+def _ml_dtype(name: str, library: str) -> np.dtype:
     try:
         import ml_dtypes
     except ImportError:
-        raise ForeignArrayError(f"is a {name} array: install ml_dtypes (pip install ml-dtypes) for metile to read "
-                                f"{name} arrays on the host") from None
+        extra = _EXTRAS.get(library)
+        how = (f"pip install 'metile[{extra}]', which installs what {library} arrays need (or pip install ml-dtypes)"
+               if extra else "pip install ml-dtypes")
+        raise ForeignArrayError(f"is a {name} array, which metile reads on the host as a type of the ml_dtypes "
+                                f"package, not installed: {how}") from None
     return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
 
 
+def _library(value) -> str:
+    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...)."""
+    return (type(value).__module__ or "").split(".", 1)[0]
+
+
 def device_of(value) -> tuple[int, int]:
-    """`value.__dlpack_device__()`, or the CPU for a buffer-protocol object."""
+    """`value.__dlpack_device__()`, or the CPU for a buffer-protocol object; `ForeignArrayError` for an array with
+    no memory a kernel can index (a sparse or mkldnn torch tensor, one on torch's 'meta' device) or whose library
+    names no device."""
     probe = getattr(value, "__dlpack_device__", None)
     if probe is None:
         return (DL_CPU, 0)
-    kind, index = probe()
+    if _is_torch(value):
+        problem = _torch_problem(value)
+        if problem is not None:
+            raise ForeignArrayError(problem)
+    try:
+        kind, index = probe()
+    except Exception as e:  # noqa: BLE001 - the library's refusal, reported at the parameter
+        raise ForeignArrayError(f"names no device metile can read ({type(e).__name__}: {e})") from None
     return int(kind), int(index)
 
 
-def host_view(value) -> np.ndarray:
-    """A numpy view of a foreign array's memory (no copy), with its shape, strides and element type (see the module
-    docstring); `ForeignArrayError` when it lives on a device metile cannot read or has an unknown element type."""
+def host_view(value, *, written: bool = True) -> np.ndarray:
+    """A numpy view of a foreign array's memory (no copy, but for a torch tensor read through `plain_array`), with
+    its shape, strides and element type (see the module docstring); `ForeignArrayError` when it lives on a device
+    metile cannot read, has an unknown element type or cannot be read in place. `written`: whether the kernel may
+    write it (a parameter that is not `const`)."""
     kind, _ = device_of(value)
     if kind != DL_CPU:
         where = _DEVICE_NAMES.get(kind, f"device type {kind}")
@@ -104,7 +136,7 @@ def host_view(value) -> np.ndarray:
         raise ForeignArrayError(f"is on a {where} device, which metile cannot reach: copy it to the CPU first")
     want = foreign_dtype(value)
     if hasattr(value.__class__, "__dlpack__"):
-        view = _from_dlpack(value, want)
+        view = _from_dlpack(_plain_tensor(value, written) if _is_torch(value) else value, want)
     else:
         view = np.asarray(memoryview(value))
         if view.dtype != want:
@@ -116,7 +148,14 @@ def host_view(value) -> np.ndarray:
 
 
 def _from_dlpack(value, want: np.dtype) -> np.ndarray:
-    if want.kind in "fiub" and want.type.__module__ == "numpy":   # a type numpy's DLPack reader knows
+    try:
+        return _dlpack_view(value, want)
+    except (BufferError, RuntimeError, TypeError) as e:   # what the library refuses to export
+        raise ForeignArrayError(f"cannot be read in place ({type(e).__name__}: {e})") from None
+
+
+def _dlpack_view(value, want: np.dtype) -> np.ndarray:
+    if want.kind in "fiubc" and want.type.__module__ == "numpy":   # a type numpy's DLPack reader knows
         return np.from_dlpack(value)
     # bfloat16 and 8-bit floats: read as unsigned integers of their width, then reinterpreted
     carrier = getattr(value, "view", None) or getattr(value, "astype", None)
@@ -140,6 +179,109 @@ def _from_dlpack(value, want: np.dtype) -> np.ndarray:
     return view if view.dtype == want else view.view(want)
 
 
-__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "device_of", "dtype_by_name", "foreign_dtype",
-           "host_view",
-           "is_foreign_array"]
+# -- torch tensors --------------------------------------------------------------------------------------------------
+
+def _is_torch(value) -> bool:
+    """Whether `value` is a torch tensor (torch is imported by whoever made one)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _torch_problem(t) -> str | None:
+    """Why the torch tensor `t` has no memory a kernel can index, or None."""
+    import torch
+
+    if t.layout is not torch.strided or t.is_nested:
+        layout = "nested" if t.is_nested else str(t.layout)
+        dense = "" if t.is_nested else " (`.to_dense()`)"
+        return (f"is a torch tensor of layout {layout}, which has no strided memory a kernel can index: pass a dense "
+                f"tensor{dense}")
+    if t.device.type == "meta":
+        return "is a torch tensor on the 'meta' device, which has a shape but no memory"
+    return None
+
+
+def _lazy_view(t) -> str | None:
+    """The lazy view torch keeps of the tensor `t`'s memory (what its values are, computed from it when read), or
+    None when its memory holds its values."""
+    if t.is_neg():
+        return "the negative bit set (its values are the negation of its memory, as `z.conj().imag` makes)"
+    if t.is_conj():
+        return "the conjugate bit set (its values are the conjugates of its memory, as `z.conj()` makes)"
+    if t._is_zerotensor():
+        return "no memory of its own (an autograd zero tensor, whose values are all zero)"
+    return None
+
+
+def plain_array(value, written: bool):
+    """`value`, or what a kernel binds in its place: for a torch tensor, one whose memory holds its values (see the
+    module docstring); `written` says whether the kernel may write it. `ForeignArrayError` when there is none."""
+    if not _is_torch(value):
+        return value
+    problem = _torch_problem(value)
+    if problem is not None:
+        raise ForeignArrayError(problem)
+    return _plain_tensor(value, written)
+
+
+def _plain_tensor(value, written: bool):
+    """`plain_array` of a torch tensor with strided memory."""
+    t = value.detach() if value.requires_grad else value   # the same memory, as Triton reads such tensors
+    lazy = _lazy_view(t)
+    if lazy is None:
+        return t
+    if written:
+        raise ForeignArrayError(f"is a torch tensor with {lazy}, and the kernel writes it: its writes could not land "
+                                "in the tensor's memory as its values. Pass a tensor whose memory holds its values "
+                                "(`t.resolve_neg()`, `t.resolve_conj()` or `t.clone()`, which make one) and read the "
+                                "results from it")
+    if t._is_zerotensor():
+        import torch
+
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    return t.resolve_neg().resolve_conj()
+
+
+class TensorWatch:
+    """What a prepared launch compares before each call to see whether a torch tensor it bound moved: its version
+    (which every in-place change of its sizes, strides or storage bumps: `resize_`, `set_`, `as_strided_`), its data
+    pointer (which a storage resized or replaced changes: `untyped_storage().resize_`, `t.data = ...`) and its
+    layout. A tensor read through a copy (`plain_array`) is bound anew at every call, and one made in
+    `torch.inference_mode` (which keeps no version) has its data pointer and layout compared at every call."""
+
+    __slots__ = ("tensor", "version", "ptr", "layout", "copied")
+
+    def __init__(self, t):
+        self.tensor = t
+        self.copied = _lazy_view(t) is not None
+        self.version = None if self.copied or t.is_inference() else t._version
+        self.ptr = t.data_ptr()
+        self.layout = _layout(t)
+
+
+def _layout(t) -> tuple:
+    return t.shape, t.stride(), t.storage_offset()
+
+
+def watch_tensors(values) -> tuple[TensorWatch, ...]:
+    """A `TensorWatch` of each torch tensor among `values`."""
+    return tuple(TensorWatch(v) for v in values if _is_torch(v))
+
+
+def moved(watches: tuple[TensorWatch, ...]) -> bool:
+    """Whether a tensor of `watches` must be bound anew (see `TensorWatch`). A version bumped by an in-place change of
+    the values only (`x.fill_(1.0)`) moves nothing: the new version is kept, so the next call is fast again."""
+    for w in watches:
+        t = w.tensor
+        version = w.version
+        if version is not None and t._version == version and t.data_ptr() == w.ptr:
+            continue
+        if w.copied or t.data_ptr() != w.ptr or _layout(t) != w.layout:
+            return True
+        if version is not None:
+            w.version = t._version
+    return False
+
+
+__all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "TensorWatch", "device_of", "dtype_by_name",
+           "foreign_dtype", "host_view", "is_foreign_array", "moved", "plain_array", "watch_tensors"]
