@@ -200,6 +200,24 @@ def test_a_loop_traced_again_rebuilds_its_lists():
 
 
 @metile.kernel
+def comprehension_in_loop(X, Out, n, BLOCK: metile.constexpr):
+    c = metile.arange(0, BLOCK)
+    acc = 0                                   # widens: the body is traced again, replaying what it can
+    for i in metile.tile_range(0, n):
+        parts = [metile.load(X + (i * 2 + j) * BLOCK + c) for j in range(2)]
+        acc = acc + parts[0] * parts[1]
+    metile.store(Out + c, acc)
+
+
+def test_a_comprehension_in_a_loop_keeps_its_variable_to_itself():
+    x = rand(3, 2, 16)
+    out = np.zeros(16, np.float32)
+    comprehension_in_loop[(1,)](x, out, 3, BLOCK=16)
+    metile.synchronize()
+    np.testing.assert_allclose(out, (x[:, 0] * x[:, 1]).sum(0), rtol=1e-5, atol=1e-5)
+
+
+@metile.kernel
 def nested_runtime(X, Out, n, m, BLOCK: metile.constexpr):
     c = metile.arange(0, BLOCK)
     acc = {"even": metile.zeros((BLOCK,)), "odd": metile.zeros((BLOCK,))}

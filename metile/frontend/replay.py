@@ -74,7 +74,8 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
-    order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
+    order of first appearance in `ast.walk` order (a loop's carried variables come in that order). The variables
+    of a comprehension are its own (Python 3's scoping), so they are not assignments of the statement."""
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
     todo = [stmt]
@@ -82,6 +83,10 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
         cls = n.__class__
         if cls is ast.Name:
             (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
+            continue
+        if cls is ast.comprehension:  # its target lives in the comprehension's own scope: not an assignment here
+            todo.append(n.iter)
+            todo += n.ifs
             continue
         fields = _FIELDS.get(cls)
         for field in fields if fields is not None else _fields(cls):
