@@ -1,6 +1,7 @@
 """The original meTile's `metile.scalar`, `metile.fast_exp`, `metile.simd_sum` and `metile.simd_max`, which its
 decode kernels use (docs/language.md 6.1, 6.2 and 8.2): a traced scalar started from a number, `exp`, and the sum
-and maximum over a simdgroup's 32 lanes, the same value on every lane, refused where a simdgroup could be partial."""
+and maximum over a simdgroup's 32 lanes, the same value on every lane, refused where a simdgroup could be partial;
+and Triton's `metile.static_range`, a range unrolled while tracing (7.1)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,34 @@ def test_fast_exp_equals_exp():
 
 
 @metile.kernel
+def unrolled(Out, BLOCK: metile.constexpr):
+    c = metile.arange(0, BLOCK)
+    acc = metile.zeros((BLOCK,))
+    steps = []
+    for i in metile.static_range(1, 8, 3):          # 1, 4, 7, unrolled: a Python int each time
+        steps.append(i)
+        acc = acc + c * i
+    for j in metile.static_range(2):
+        acc = acc + j
+    metile.store(Out + c, acc + len(steps) * 100)
+
+
+def test_static_range_unrolls_while_tracing():
+    out = np.zeros(8, np.float32)
+    unrolled[(1,)](out, BLOCK=8)
+    metile.synchronize()
+    np.testing.assert_array_equal(out, np.arange(8) * 12 + 1 + 300)
+    text = str(unrolled.trace(out, BLOCK=8))
+    assert "For(" not in text
+
+
+@metile.kernel
+def k_static_traced(X, n):
+    for i in metile.static_range(n):  # E:static_traced
+        metile.store(X + i, 1.0)
+
+
+@metile.kernel
 def k_partial(X, BLOCK: metile.constexpr):
     v = metile.load(X + metile.thread_id())
     metile.store(X + metile.thread_id(), metile.simd_sum(v))  # E:partial
@@ -114,13 +143,15 @@ CASES = [
     ("scalar_traced", k_scalar_traced, {}, E.KernelTypeError, r"scalar\(\) takes a compile-time int or float"),
     ("scalar_str", k_scalar_str, {}, E.KernelTypeError, r"scalar\(\) takes a compile-time int or float, not str"),
     ("simd_tile", k_simd_tile, {"BLOCK": 64}, E.ShapeMismatchError, "takes a per-thread scalar"),
+    ("static_traced", k_static_traced, {}, E.ConstexprRequiredError,
+     "the stop of metile.static_range must be a compile-time int"),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_refused_at_the_line(case):
     name, kern, kwargs, cls, message = case
-    args = (F32, 3) if name == "no_block" else (F32,)
+    args = (F32, 3) if name in ("no_block", "static_traced") else (F32,)
     with pytest.raises(cls, match=message) as info:
         kern.trace(*args, **kwargs)
     err = info.value

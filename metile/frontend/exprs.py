@@ -39,6 +39,7 @@ from metile.frontend.errors import (
     UnsupportedSyntaxError,
 )
 from metile.frontend.funcs import Func, call_func
+from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
@@ -68,7 +69,7 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **LIBRARY}
+CALLS = {**BUILTINS, **LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""

@@ -21,7 +21,7 @@ import math
 
 from metile import language as L
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import BUILTINS, keep_dims, parse_dtype, static_int, static_shape, summed
+from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_shape, summed
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
 from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
@@ -329,47 +329,6 @@ def randn4x(tr, loc, seed, offsets, n_rounds):
     return (*_normal_pair(u[0], u[1], loc), *_normal_pair(u[2], u[3], loc))
 
 
-# ---- meTile's scalar and simdgroup helpers
-
-
-def scalar(tr, loc, value, dtype):
-    """`metile.scalar(value, dtype=None)`: the number `value` as a traced scalar, of `dtype` (by default f32 for a
-    float, i32 for an int), as meTile's explicit scalar values (loop state started from a number)."""
-    if isinstance(value, Value) or isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = value.type if isinstance(value, Value) else type(value).__name__
-        raise KernelTypeError(f"scalar() takes a compile-time int or float, not {kind}", loc)
-    return sem.const(value, sem.py_dtype(value) if dtype is None else parse_dtype(dtype, loc), loc)
-
-
-def fast_exp(tr, loc, x):
-    """meTile's `fast_exp`: `exp`, computed as `metile.exp` is (metile does not use Metal's fast math)."""
-    return sem.unary("exp", x, loc)
-
-
-_LANES = (16, 8, 4, 2, 1)
-
-
-def _simd_all_reduce(op: str):
-    def impl(tr, loc, value):
-        """`metile.simd_sum(value)` / `metile.simd_max(value)`: the sum or maximum of a per-thread scalar over the
-        32 lanes of the thread's simdgroup, the same on every lane: a butterfly of `simd_shuffle_xor` over the
-        lanes, then lane 0's result broadcast, so that every lane holds the very same value."""
-        block = tr.meta.get("BLOCK")
-        if not isinstance(block, int) or block % 32:
-            raise KernelTypeError(
-                f"metile.simd_{op}() combines the 32 lanes of a simdgroup, so every simdgroup of the program must be "
-                f"full: the kernel needs a BLOCK constexpr (its thread count) that is a multiple of 32, not "
-                f"{block!r}", loc)
-        shuffle, broadcast = BUILTINS[L.simd_shuffle_xor], BUILTINS[L.simd_broadcast]
-        x = value
-        for m in _LANES:
-            x = tr.bind(sem.binary("add" if op == "sum" else "max", x, shuffle(tr, loc, x, m), loc),
-                        f"simd_{op}", loc)
-        return broadcast(tr, loc, x, 0)
-    impl.__name__ = f"simd_{op}"
-    return impl
-
-
 def randn(tr, loc, seed, offsets, n_rounds):
     u = rand4x(tr, loc, seed, offsets, n_rounds)
     return _normal_pair(u[0], u[1], loc)[0]
@@ -383,8 +342,7 @@ LIBRARY = {
     L.cumsum: _scan(ReduceOp.SUM, "cumsum"), L.cumprod: _scan(ReduceOp.PROD, "cumprod"),
     L.rand: rand, L.randn: randn, L.randint: randint, L.randint4x: randint4x, L.rand4x: rand4x, L.randn4x: randn4x,
     L.full: full, L.trans: trans, L.multiple_of: _hint("multiple_of"), L.max_contiguous: _hint("max_contiguous"),
-    L.max_constancy: _hint("max_constancy"), L.scalar: scalar, L.fast_exp: fast_exp,
-    L.simd_sum: _simd_all_reduce("sum"), L.simd_max: _simd_all_reduce("max"),
+    L.max_constancy: _hint("max_constancy"),
 }
 
 __all__ = ["LIBRARY", "philox", "uniform"]
