@@ -65,6 +65,7 @@ from metile.language import (  # noqa: A004 - the language shadows abs, max, min
     randint4x,
     randn,
     randn4x,
+    reverse_bits,
     rsqrt,
     scalar,
     shared,
@@ -123,9 +124,9 @@ __all__ = [
     "fast_exp", "float16", "float32", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "floor", "fma", "full",
     "int1", "int16", "int32", "int8", "load", "log", "log2", "max", "max_constancy", "max_contiguous", "maximum",
     "min", "minimum", "multiple_of", "next_power_of_2", "num_programs", "pow", "program_id", "rand", "rand4x",
-    "randint", "randint4x", "randn", "randn4x", "rsqrt", "scalar", "shared", "sigmoid", "simd_broadcast",
-    "simd_lane_id", "simd_max", "simd_shuffle_xor", "simd_sum", "simdgroup_role", "sin", "sqrt", "static_range",
-    "store", "sum", "tanh", "thread_id", "tile_load", "tile_range", "tile_store", "tile_swizzle", "trans", "uint16",
-    "uint32", "uint8", "where", "zeros",
+    "randint", "randint4x", "randn", "randn4x", "reverse_bits", "rsqrt", "scalar", "shared", "sigmoid",
+    "simd_broadcast", "simd_lane_id", "simd_max", "simd_shuffle_xor", "simd_sum", "simdgroup_role", "sin", "sqrt",
+    "static_range", "store", "sum", "tanh", "thread_id", "tile_load", "tile_range", "tile_store", "tile_swizzle",
+    "trans", "uint16", "uint32", "uint8", "where", "zeros",
 ]
 __version__ = "0.1.0"

@@ -103,6 +103,33 @@ def test_static_range_unrolls_while_tracing():
 
 
 @metile.kernel
+def bit_reversal(X, Out, Lit, BITS: metile.constexpr, BLOCK: metile.constexpr):
+    c = metile.arange(0, BLOCK)
+    v = metile.load(X + c)
+    metile.store(Out + c, metile.reverse_bits(v))
+    metile.store(Out + BLOCK + c, metile.reverse_bits(c) >> (32 - BITS))   # an i32 index: the shift brings zeros in
+    metile.store(Lit + 0, metile.reverse_bits(1) + metile.reverse_bits(-1) * 0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32])
+def test_reverse_bits(dtype):
+    rng = np.random.default_rng(11)
+    x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, 64, dtype=dtype, endpoint=True)
+    out, lit = np.zeros(128, np.uint32), np.zeros(1, np.int64).astype(np.uint32)
+    bit_reversal[(1,)](x, out, lit, BITS=6, BLOCK=64)
+    metile.synchronize()
+    want = [int(f"{int(v) & 0xFFFFFFFF:032b}"[::-1], 2) for v in x]
+    np.testing.assert_array_equal(out[:64], want)
+    np.testing.assert_array_equal(out[64:], [int(f"{i:06b}"[::-1], 2) for i in range(64)])
+    assert lit[0] == 1 << 31
+
+
+@metile.kernel
+def k_reverse_float(X):
+    metile.store(X, metile.reverse_bits(metile.load(X)))  # E:reverse_float
+
+
+@metile.kernel
 def k_static_traced(X, n):
     for i in metile.static_range(n):  # E:static_traced
         metile.store(X + i, 1.0)
@@ -143,6 +170,7 @@ CASES = [
     ("scalar_traced", k_scalar_traced, {}, E.KernelTypeError, r"scalar\(\) takes a compile-time int or float"),
     ("scalar_str", k_scalar_str, {}, E.KernelTypeError, r"scalar\(\) takes a compile-time int or float, not str"),
     ("simd_tile", k_simd_tile, {"BLOCK": 64}, E.ShapeMismatchError, "takes a per-thread scalar"),
+    ("reverse_float", k_reverse_float, {}, E.KernelTypeError, r"reverse_bits\(\) takes i32 or u32 values, not f32"),
     ("static_traced", k_static_traced, {}, E.ConstexprRequiredError,
      "the stop of metile.static_range must be a compile-time int"),
 ]

@@ -1,5 +1,6 @@
 """Language functions built from others while tracing (`HELPERS`, keyed like `BUILTINS`): the original meTile's
-`scalar`, `fast_exp`, `simd_sum` and `simd_max`, which its decode kernels use, and Triton's `static_range`.
+`scalar`, `fast_exp`, `simd_sum`, `simd_max` and `reverse_bits`, which its decode and FFT kernels use, and
+Triton's `static_range`.
 
 - `scalar(value, dtype=None)`: a compile-time number as a traced scalar (f32 for a float, i32 for an int).
 - `fast_exp(x)`: `exp`; metile computes with IEEE math, so Metal's fast exponential is the ordinary one.
@@ -7,6 +8,9 @@
   lane 0's result broadcast, so every lane holds the very same value. A lane past the end of a partial simdgroup
   would feed an undefined value into the butterfly, so the kernel must run whole simdgroups: its `BLOCK` constexpr
   (the thread count of a thread-level kernel, docs/language.md section 8) must be a multiple of 32.
+- `reverse_bits(x)`: the 32 bits of an `i32` or `u32` in reverse order (five rounds of swapping halves), as a
+  `u32`, so that `reverse_bits(i) >> (32 - bits)` is the bit reversal of an index of `bits` bits, as in meTile,
+  whose thread indices are unsigned.
 - `static_range(...)`: a Python `range` of compile-time ints, which a `for` unrolls.
 """
 
@@ -16,6 +20,7 @@ from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import BUILTINS, parse_dtype, static_int
 from metile.frontend.errors import KernelTypeError
+from metile.ir.types import DType, PtrType
 from metile.ir.values import Value
 
 
@@ -44,6 +49,27 @@ def static_range(tr, loc, start, stop, step):
     return range(lo, hi, by)
 
 
+_SWAPS = ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF))
+
+
+def reverse_bits(tr, loc, x):
+    """`metile.reverse_bits(x)`: the bits of the 32-bit integer `x` (a scalar or a tile) reversed, as a u32."""
+    t = sem.type_of(x, loc) if not isinstance(x, bool) else None
+    if not isinstance(x, Value):
+        if t is None or t.dtype is not DType.I32 or not -(1 << 31) <= x < (1 << 32):
+            raise KernelTypeError(f"reverse_bits() takes a 32-bit integer, not {x!r}", loc)
+        return int(f"{x & 0xFFFFFFFF:032b}"[::-1], 2)
+    if isinstance(t, PtrType) or t.dtype not in (DType.I32, DType.U32):
+        raise KernelTypeError(f"reverse_bits() takes i32 or u32 values, not {t}", loc)
+    v = sem.cast(x, DType.U32, loc)
+    for shift, mask in _SWAPS:
+        low = sem.binary("and", sem.binary("rshift", v, shift, loc), mask, loc)
+        v = tr.bind(sem.binary("or", low, sem.binary("lshift", sem.binary("and", v, mask, loc), shift, loc), loc),
+                    "reversed", loc)
+    return tr.bind(sem.binary("or", sem.binary("rshift", v, 16, loc), sem.binary("lshift", v, 16, loc), loc),
+                   tr.hint or "reversed", loc)
+
+
 _LANES = (16, 8, 4, 2, 1)
 
 
@@ -69,6 +95,6 @@ def _simd_all_reduce(op: str):
 
 
 HELPERS = {L.scalar: scalar, L.fast_exp: fast_exp, L.simd_sum: _simd_all_reduce("sum"),
-           L.simd_max: _simd_all_reduce("max"), L.static_range: static_range}
+           L.simd_max: _simd_all_reduce("max"), L.static_range: static_range, L.reverse_bits: reverse_bits}
 
 __all__ = ["HELPERS"]
