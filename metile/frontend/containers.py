@@ -1,5 +1,5 @@
 """Compile-time Python containers in kernels: lists, tuples and dicts whose items are traced values or Python
-values, built and changed while tracing (`docs/language.md` 7.1).
+values, built and changed while tracing (`docs/language.md` 7.5).
 
 - **Ownership.** A list or dict that the kernel's own code builds (a display, a comprehension, `list()`, `dict()`,
   a slice, `+`, `.copy()`...) is registered with the tracer (`own`), with the region it was built in. Only those can
@@ -45,7 +45,8 @@ class Region:
 
 
 class Entered:
-    """`with tr_region(tr, what) as region:` traces its block in a new region inside the current one."""
+    """`with Entered(tracer, what) as region:` traces its block in a new region inside the current one (`what`
+    names the construct in errors: "the tile_range loop at line 12")."""
 
     __slots__ = ("region", "tracer", "what")
 
