@@ -319,7 +319,7 @@ def _configs(configs, params: dict, where) -> tuple[Config, ...]:
             raise AutotuneError(f"autotune: configs[{i}] is a {type(c).__name__}, not a metile.Config", where)
         for name in c.kwargs:
             spec = params.get(name)
-            if spec is None and name in MET_TILE_OPTIONS:   # meTile's NUM_SG, WM, WN, SWIZZLE_SMEM
+            if spec is None and name in MET_TILE_OPTIONS:   # meTile's NUM_SG and schedule keys (WM, NAX_*...)
                 continue
             if spec is None or not spec.constexpr:
                 what = "a runtime argument" if spec is not None else "not a parameter of the kernel"

@@ -4,7 +4,10 @@ The file is imported as a module from its path (registered in `sys.modules` unde
 folder put first on `sys.path`, only while the command runs). The kernel is compiled for stand-in arguments
 built from the command line: `--arg X=f32*` is a small numpy array of float32 (a pointer parameter),
 `--arg n=i32` a runtime scalar of that type, and `-D BLOCK=256` a constexpr (or, for a name that is not a
-parameter, a compiler option). Only the types matter: the kernel is compiled, never launched.
+parameter, a compiler option). The kernel is compiled, never launched. An integer scalar given only its type
+compiles the general kernel, the one a launch uses for any value but 1 and the multiples of 16; with a value
+(`--arg n=i32:1`, `--arg n=i32:4096`) it compiles what a launch with that value compiles (see
+`metile.frontend.specialize.integer_facts`).
 
 Exit status: 0 on success, 2 for a mistake on the command line (file, kernel name, `--arg`/`-D` syntax,
 unknown type, missing or unknown argument, a file that fails to import), 1 when the kernel does not compile
@@ -36,10 +39,15 @@ _NAME = re.compile(r"[A-Za-z_]\w*\Z")
 _MODULE_PREFIX = "_metile_cli_"
 
 EPILOG = """\
-types (--arg NAME=TYPE):
+types (--arg NAME=TYPE or NAME=TYPE:VALUE):
   f32 f16 bf16 i8 u8 i16 u16 i32 u32 bool   a runtime scalar of that type (i32 is a Python int, f32 a float)
   f32* f16* bf16* i32* u8* ...             a pointer: a small numpy array of that element type
   (bf16 needs numpy's bfloat16 dtype from the ml_dtypes package)
+  n=i32            the general kernel, for any value of n (what a launch compiles for values other than 1
+                   and the multiples of 16)
+  n=i32:1000       the kernel a launch with n == 1000 compiles: n=i32:1 makes n the constant 1, and a
+                   multiple of 16 (n=i32:4096) is known to be one; other values give the general kernel
+  X=f32*:4096      a pointer to an array of 4096 elements
 
 values (-D NAME=VALUE): an int if VALUE reads as one (256, 0x100), else a float (1e-5), else
 True / False / None, else a string (quotes around it are removed: -D ACT=relu or -D ACT='"relu"').
@@ -48,6 +56,7 @@ A -D name that is not a parameter of the kernel is passed as a compiler option.
 examples:
   python -m metile compile kernels.py:vec_add --arg A=f32* --arg B=f32* --arg C=f32* --arg n=i32 -D BLOCK=256
   python -m metile compile kernels.py:vec_add ... --tile-ir --metal-ir --no-device -o vec_add.metal
+  python -m metile compile kernels.py:vec_add ... --arg n=i32:4096 --no-device   (n known a multiple of 16)
 
 exit status: 0 compiled; 1 the kernel does not compile; 2 a mistake on the command line.
 
@@ -70,8 +79,9 @@ class CommandError(Exception):
 
 @attrs.frozen
 class ArgSpec:
-    """`--arg NAME=TYPE`: a runtime argument's name, element type (a `DType` value) and pointer-ness; `value` is
-    what `profile` adds after a colon (`X=f32*:4096`, `n=i32:1000`): a pointer's element count or a scalar's value."""
+    """`--arg NAME=TYPE[:VALUE]`: a runtime argument's name, element type (a `DType` value) and pointer-ness, and
+    the value after the colon (`X=f32*:4096`, `n=i32:1000`), a pointer's element count or a scalar's value, None
+    when there is none (`compile` then builds a stand-in; `profile` needs it)."""
 
     name: str
     dtype: str
@@ -98,7 +108,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "KERNEL may be left out when the file defines exactly one kernel.")
     p.add_argument("target", metavar="FILE.py[:KERNEL]", help="the Python file and the kernel's name in it")
     p.add_argument("--arg", dest="args", action="append", default=[], metavar="NAME=TYPE",
-                   help="the type of a runtime parameter, e.g. X=f32* (pointer) or n=i32 (scalar); repeatable")
+                   help="the type of a runtime parameter, e.g. X=f32* (pointer) or n=i32 (scalar), optionally with "
+                        "a value to specialise on as a launch would (n=i32:1); repeatable")
     p.add_argument("-D", "--define", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="a constexpr value (or compiler option), e.g. -D BLOCK=256; repeatable")
     p.add_argument("--tile-ir", action="store_true", help="also print the traced Tile IR")
@@ -157,10 +168,14 @@ def parse_target(text: str) -> tuple[Path, str | None]:
 
 
 def parse_arg(text: str) -> ArgSpec:
-    """`NAME=TYPE` with TYPE a dtype (`i32`) or a pointer to one (`f32*`)."""
+    """`NAME=TYPE` with TYPE a dtype (`i32`) or a pointer to one (`f32*`), optionally followed by `:VALUE`: a
+    pointer's element count or a scalar's value (checked against the type)."""
     from metile.ir.types import DType
 
-    name, sep, kind = (s.strip() for s in text.partition("="))
+    head, sep, raw = text.rpartition(":")
+    if not sep:
+        head, raw = text, None
+    name, sep, kind = (s.strip() for s in head.partition("="))
     if not sep or not _NAME.match(name) or not kind:
         raise CommandError(f"--arg '{text}': expected NAME=TYPE, e.g. --arg X=f32* or --arg n=i32")
     pointer = kind.endswith("*")
@@ -170,7 +185,49 @@ def parse_arg(text: str) -> ArgSpec:
         hint = " (Metal has no 64-bit types)" if dtype.endswith("64") else ""
         raise CommandError(f"--arg {name}: unknown type '{kind}'{hint}; types are {' '.join(known)}, "
                            f"with a trailing * for a pointer")
-    return ArgSpec(name, dtype, pointer)
+    spec = ArgSpec(name, dtype, pointer)
+    if raw is None:
+        return spec
+    raw = raw.strip()
+    if not raw:
+        raise CommandError(f"--arg '{text}': expected a value after the colon, e.g. --arg {name}={kind}:"
+                           f"{'4096' if pointer else '1.0' if dtype.startswith(('f', 'bf')) else '1'}")
+    if pointer:
+        count = _integer(raw)
+        if count is None or count < 1:
+            raise CommandError(f"--arg {name}: the element count must be a whole number >= 1, not '{raw}'")
+        return ArgSpec(name, dtype, True, count)
+    return ArgSpec(name, dtype, False, scalar_value(spec, raw))
+
+
+def _integer(raw: str) -> int | None:
+    for base in (10, 0):  # 0 also reads 0x100, 0o17 and 0b101
+        with contextlib.suppress(ValueError):
+            return int(raw, base)
+    return None
+
+
+def scalar_value(spec: ArgSpec, raw: str) -> int | float | bool:
+    """`raw` read as a value of the scalar's type, refused when it is not one (or out of the type's range)."""
+    from metile.ir.types import DType
+
+    dtype = DType(spec.dtype)
+    if dtype is DType.BOOL:
+        words = {"true": True, "false": False, "1": True, "0": False}
+        if raw.lower() not in words:
+            raise CommandError(f"--arg {spec.name}: a bool is True, False, 1 or 0, not '{raw}'")
+        return words[raw.lower()]
+    if np.issubdtype(dtype.numpy, np.integer):
+        value = _integer(raw)
+        info = np.iinfo(dtype.numpy)
+        if value is None or not info.min <= value <= info.max:
+            raise CommandError(f"--arg {spec.name}: a value of type {spec.dtype} is a whole number in "
+                               f"{info.min}..{info.max}, not '{raw}'")
+        return value
+    try:
+        return float(raw)
+    except ValueError:
+        raise CommandError(f"--arg {spec.name}: a value of type {spec.dtype} is a number, not '{raw}'") from None
 
 
 def parse_define(text: str) -> tuple[str, object]:
@@ -196,8 +253,16 @@ def parse_value(raw: str) -> object:
     return raw
 
 
+GENERAL_INT = 3
+"""The value of an integer scalar given only its type: neither 1 nor a multiple of 16, so the kernel compiles as
+a launch with any such value compiles it, with the argument a run-time value that nothing is known about
+(`metile.frontend.specialize.integer_facts`)."""
+
+
 def stand_in(spec: ArgSpec):
-    """A value of the requested type: a numpy array for a pointer, a Python or numpy scalar otherwise."""
+    """A value of the requested type: a numpy array for a pointer (of `spec.value` elements when given), a Python
+    or numpy scalar otherwise (`spec.value` when given; else 1.0 for floats, True for bools and `GENERAL_INT` for
+    integers)."""
     from metile.ir.types import DType
 
     dtype = DType(spec.dtype)
@@ -210,12 +275,20 @@ def stand_in(spec: ArgSpec):
                                f"(pip install ml_dtypes)") from None
         np_dtype = np.dtype(ml_dtypes.bfloat16)
     if spec.pointer:
-        return np.zeros(STAND_IN_ELEMENTS, np_dtype)
+        count = STAND_IN_ELEMENTS if spec.value is None else spec.value
+        try:
+            return np.zeros(count, np_dtype)
+        except (MemoryError, ValueError) as e:
+            raise CommandError(f"--arg {spec.name}: cannot allocate {count} elements of {spec.dtype} "
+                               f"({type(e).__name__})") from None
+    value = spec.value
+    if value is None:
+        value = GENERAL_INT if np.issubdtype(np_dtype, np.integer) else 1
     if dtype is DType.I32:
-        return 1
+        return int(value)
     if dtype is DType.F32:
-        return 1.0
-    return np_dtype.type(1)
+        return float(value)
+    return np_dtype.type(value)
 
 
 @contextlib.contextmanager
@@ -371,5 +444,5 @@ def write(stages: Stages, name: str, args: argparse.Namespace) -> None:
     sys.stdout.write("\n".join(parts))
 
 
-__all__ = ["ArgSpec", "CommandError", "Stages", "add_parser", "bind", "compile_stages", "find_kernel", "imported",
-           "parse_arg", "parse_define", "parse_target", "parse_value", "run", "stand_in"]
+__all__ = ["GENERAL_INT", "ArgSpec", "CommandError", "Stages", "add_parser", "bind", "compile_stages", "find_kernel",
+           "imported", "parse_arg", "parse_define", "parse_target", "parse_value", "run", "scalar_value", "stand_in"]

@@ -17,7 +17,6 @@ Every such failure prints one message to stderr and no traceback.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import zlib
@@ -159,54 +158,16 @@ def parse_grid(text: str) -> tuple[int, ...]:
 
 
 def parse_launch_arg(text: str) -> ArgSpec:
-    """`NAME=TYPE:VALUE`: `compile`'s `NAME=TYPE` with a pointer's element count or a scalar's value."""
-    head, sep, raw = text.rpartition(":")
-    if not sep:
-        head, raw = text, ""
-    spec = parse_arg(head)
-    raw = raw.strip()
+    """`NAME=TYPE:VALUE`: `compile`'s `--arg`, whose value a launch needs: a pointer's element count or a scalar's
+    value."""
+    spec = parse_arg(text)
+    if spec.value is not None:
+        return spec
     if spec.pointer:
-        if not raw:
-            raise CommandError(f"--arg {spec.name}: give the array's element count after a colon, e.g. "
-                               f"--arg {spec.name}={spec.dtype}*:1048576")
-        count = _integer(raw)
-        if count is None or count < 1:
-            raise CommandError(f"--arg {spec.name}: the element count must be a whole number >= 1, not '{raw}'")
-        return ArgSpec(spec.name, spec.dtype, True, count)
-    if not raw:
-        raise CommandError(f"--arg {spec.name}: give the scalar's value after a colon, e.g. "
-                           f"--arg {spec.name}={spec.dtype}:{'1.0' if spec.dtype.startswith(('f', 'bf')) else '1'}")
-    return ArgSpec(spec.name, spec.dtype, False, scalar_value(spec, raw))
-
-
-def _integer(raw: str) -> int | None:
-    for base in (10, 0):
-        with contextlib.suppress(ValueError):
-            return int(raw, base)
-    return None
-
-
-def scalar_value(spec: ArgSpec, raw: str) -> int | float | bool:
-    """`raw` read as a value of the scalar's type, refused when it is not one (or out of the type's range)."""
-    from metile.ir.types import DType
-
-    dtype = DType(spec.dtype)
-    if dtype is DType.BOOL:
-        words = {"true": True, "false": False, "1": True, "0": False}
-        if raw.lower() not in words:
-            raise CommandError(f"--arg {spec.name}: a bool is True, False, 1 or 0, not '{raw}'")
-        return words[raw.lower()]
-    if np.issubdtype(dtype.numpy, np.integer):
-        value = _integer(raw)
-        info = np.iinfo(dtype.numpy)
-        if value is None or not info.min <= value <= info.max:
-            raise CommandError(f"--arg {spec.name}: a value of type {spec.dtype} is a whole number in "
-                               f"{info.min}..{info.max}, not '{raw}'")
-        return value
-    try:
-        return float(raw)
-    except ValueError:
-        raise CommandError(f"--arg {spec.name}: a value of type {spec.dtype} is a number, not '{raw}'") from None
+        raise CommandError(f"--arg {spec.name}: give the array's element count after a colon, e.g. "
+                           f"--arg {spec.name}={spec.dtype}*:1048576")
+    raise CommandError(f"--arg {spec.name}: give the scalar's value after a colon, e.g. "
+                       f"--arg {spec.name}={spec.dtype}:{'1.0' if spec.dtype.startswith(('f', 'bf')) else '1'}")
 
 
 def parse_gpus(names: list[str]) -> list[str]:
@@ -265,5 +226,4 @@ def report(profile, gpus: list[str], lines: int, *, as_json: bool) -> str:
     return "\n".join(base[:at] + added + base[at:])
 
 
-__all__ = ["add_parser", "launch_value", "parse_gpus", "parse_grid", "parse_launch_arg", "report",
-           "run", "scalar_value"]
+__all__ = ["add_parser", "launch_value", "parse_gpus", "parse_grid", "parse_launch_arg", "report", "run"]

@@ -154,6 +154,12 @@ def trans(x): _outside("trans")
 def multiple_of(x, values): _outside("multiple_of")
 def max_contiguous(x, values): _outside("max_contiguous")
 def max_constancy(x, values): _outside("max_constancy")
+def scalar(value, dtype=None): _outside("scalar")
+def fast_exp(x): _outside("fast_exp")
+def simd_sum(value): _outside("simd_sum")
+def simd_max(value): _outside("simd_max")
+def static_range(start, stop=None, step=1): _outside("static_range")
+def reverse_bits(x): _outside("reverse_bits")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -173,7 +179,8 @@ LANGUAGE_NAMES = (
     "shared", "tile_swizzle", "atomic_add", "num_programs", "cast", "exp2", "log2", "sin", "cos", "rsqrt",
     "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
-    "max_constancy",
+    "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
+    "reverse_bits",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

@@ -54,9 +54,9 @@ def k_class(X):
 
 
 @metile.kernel
-def k_listcomp(X):
-    v = [i for i in range(3)]  # E:listcomp
-    metile.store(X, v[0])
+def k_setcomp(X):
+    v = {i for i in range(3)}  # E:setcomp
+    metile.store(X, len(v) * 1.0)
 
 
 @metile.kernel
@@ -257,7 +257,7 @@ CASES = [
     ("try", k_try, (F32,), {}, E.UnsupportedSyntaxError, "try statements are not supported"),
     ("with", k_with, (F32,), {}, E.UnsupportedSyntaxError, "except `with metile.simdgroup_role"),
     ("class", k_class, (F32,), {}, E.UnsupportedSyntaxError, "class definitions are not supported"),
-    ("listcomp", k_listcomp, (F32,), {}, E.UnsupportedSyntaxError, "list comprehensions are not supported"),
+    ("setcomp", k_setcomp, (F32,), {}, E.UnsupportedSyntaxError, "set comprehensions are not supported"),
     ("global", k_global, (F32,), {}, E.UnsupportedSyntaxError, "global statements are not supported"),
     ("break", k_break, (F32, 3), {}, E.UnsupportedSyntaxError, "break statements are not supported"),
     ("unknown", k_unknown, (F32,), {}, E.UndefinedNameError, "name 'undefined_thing' is not defined"),

@@ -279,12 +279,14 @@ def test_kernel_defined_inside_a_function_sees_its_closure():
     "for i in r:\n    t = i + t", "if c:\n    a = 1\nelse:\n    (b, a) = 2, 3",
 ])
 def test_statement_names_come_in_ast_walk_order(source):
-    """The names a statement reads and assigns, as `ast.walk` meets them (the order of carried variables)."""
+    """The names a statement reads and assigns, as `ast.walk` meets them (the order of carried variables); the
+    variables of a comprehension are its own, neither read nor assigned by the statement."""
     stmt = ast.parse(source).body[0]
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
+    own = {id(m) for n in ast.walk(stmt) if isinstance(n, ast.comprehension) for m in ast.walk(n.target)}
     for n in ast.walk(stmt):
-        if isinstance(n, ast.Name):
+        if isinstance(n, ast.Name) and id(n) not in own:
             (writes if isinstance(n.ctx, ast.Store) else reads)[n.id] = None
     if isinstance(stmt, ast.AugAssign):
         reads[stmt.target.id] = None

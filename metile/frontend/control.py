@@ -20,12 +20,14 @@ import ast
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import bind_args, static_int
+from metile.frontend.containers import Entered
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelTypeError,
     RuntimeConditionError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.regions import LoopSlots, hand_off, hand_off_items, leave_branch, merge_containers, merge_value
 from metile.frontend.replay import BodyMemo, same_var, visit_loop_body
 from metile.ir.ops import CmpOp
 from metile.ir.stmts import For, If, While
@@ -102,38 +104,27 @@ class ControlFlow:
             self.visit_body(node.body if cond else node.orelse)
             return
         before = self.env
-        envs, blocks = [], []
+        loc = self.loc(node)
+        what = f"the runtime `if` at line {loc.line}"
+        envs, blocks, ends, entry = [], [], [], {}
         for body in (node.body, node.orelse):
             self.env = dict(before)
-            with self.block() as stmts:
+            with Entered(self, what) as region, self.block() as stmts:
                 self.visit_body(body)
             envs.append(self.env)
             blocks.append(stmts)
+            ends.append(leave_branch(region, entry))  # and the containers it changed go back as they were
         self.env = before
-        loc = self.loc(node)
         names = self.assigned_names(node.body + node.orelse)
-        results, then_ys, else_ys = [], [], []
+        acc: tuple[list, list, list] = ([], [], [])
         for name in names:
             if name not in envs[0] or name not in envs[1]:
                 continue
-            a, b = envs[0][name], envs[1][name]
-            if a is b:
-                before[name] = a
-                continue
-            if not isinstance(a, Value) and not isinstance(b, Value) and type(a) is type(b) and a == b:
-                before[name] = a
-                continue
-            if not (sem.is_ir(a) or sem.is_number(a)) or not (sem.is_ir(b) or sem.is_number(b)):
-                raise KernelTypeError(f"variable '{name}' holds compile-time values of kind {type(a).__name__} and "
-                                      f"{type(b).__name__} in the two branches of a runtime `if`", loc)
-            t = sem.join_type(sem.type_of(a, loc), b, f"variable '{name}' after the runtime `if`", loc)
-            then_ys.append(self.coerce_to(a, t, loc))
-            else_ys.append(self.coerce_to(b, t, loc))
-            var = Var(self.fresh(name), t, loc=loc)
-            results.append(var)
-            before[name] = var
+            before[name] = merge_value(self, name, f"variable '{name}'", envs[0][name], envs[1][name], loc, acc)
+        merge_containers(self, entry, ends, loc, acc)
         self.hide([n for n in names if n not in before], f"it is only assigned in one branch of the runtime `if` "
                   f"at line {loc.line}")
+        then_ys, else_ys, results = acc
         self.emit(If(cond, blocks[0], blocks[1], then_ys, else_ys, results, loc=loc))
 
     def coerce_to(self, v, t, loc):
@@ -157,17 +148,14 @@ class ControlFlow:
             names.append(name)
         return names
 
-    def trace_loop(self, names: list[str], node: ast.AST, trace_body):
-        """Trace a runtime loop body until the carried types are stable; returns
+    def trace_loop(self, names: list[str], node: ast.AST, trace_body, what: str):
+        """Trace a runtime loop body (in a region of its own, `what`) until the carried variables, the container
+        items it assigns (`LoopSlots`) and their types are stable; returns
         `(carried vars, coerced inits, coerced yields, results, trace_body's result)`."""
         before = self.env
-        if not names:  # nothing carried: one attempt
-            self.env = dict(before)
-            out = trace_body()
-            self.env = before
-            return [], [], [], [], out
         loc = self.loc(node)
         types = {n: sem.type_of(before[n], loc) for n in names}
+        slots = LoopSlots(self, what, loc)
         carried: list[Var] = []
         for _ in range(_MAX_WIDEN):
             used = set(self.names)
@@ -175,22 +163,26 @@ class ControlFlow:
             # the body starts with can be replayed (`visit_loop_body`).
             carried = [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
                        for i, n in enumerate(names)]
+            slot_vars = slots.place()
             self.env = dict(before)
             self.env.update(zip(names, carried))
-            out = trace_body()
+            with Entered(self, what) as region:
+                out = trace_body()
             ys = [self.env[n] for n in names]
             self.env = before
+            grew = slots.leave(region)
             new = {n: sem.join_type(types[n], y, f"loop-carried variable '{n}'", loc) for n, y in zip(names, ys)}
-            if new == types:
+            if new == types and not grew:
                 break
             self.names, types = used, new
         else:
             raise KernelTypeError("the types of loop-carried variables do not settle", loc)
-        inits = [self.coerce_to(before[n], types[n], loc) for n in names]
-        yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)]
+        slot_inits, slot_yields = slots.carried()
+        inits = [self.coerce_to(before[n], types[n], loc) for n in names] + slot_inits
+        yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)] + slot_yields
         results = [Var(self.fresh(n), types[n], loc=loc) for n in names]
         before.update(zip(names, results))
-        return carried, inits, yields, results, out
+        return carried + slot_vars, inits, yields, results + slots.finish(), out
 
     def stmt_For(self, node: ast.For) -> None:
         loc = self.loc(node)
@@ -263,7 +255,8 @@ class ControlFlow:
                     self.visit_body(node.body)
             return stmts
 
-        carried, inits, yields, results, stmts = self.trace_loop(names, node, body)
+        carried, inits, yields, results, stmts = self.trace_loop(
+            names, node, body, f"the tile_range loop at line {loc.line}")
         self.hide([index_name, *assigned],
                   f"it is only assigned inside the tile_range loop at line {loc.line}")
         self.emit(For(holder["index"], start, stop, step, carried, inits, stmts, yields, results, num_stages=stages,
@@ -312,7 +305,8 @@ class ControlFlow:
                     self.visit_body(node.body)
             return cond_stmts, cond, stmts
 
-        carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(names, node, body)
+        carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(
+            names, node, body, f"the `while` loop at line {loc.line}")
         self.hide(assigned, f"it is only assigned inside the `while` loop at line {loc.line}")
         self.emit(While(carried, inits, cond_stmts, cond, stmts, yields, results, loc=loc))
 
@@ -332,7 +326,7 @@ class ControlFlow:
                                   f"num_roles={n_roles}, num_sgs={n_sgs})", self.loc(call))
         before = self.env
         self.env = dict(before)
-        with self.block() as stmts:
+        with Entered(self, f"the simdgroup_role block at line {loc.line}") as region, self.block() as stmts:
             self.visit_body(node.body)
         inside, self.env = self.env, before
         yields, results = [], []
@@ -340,11 +334,8 @@ class ControlFlow:
             v = inside.get(name)
             if v is None or v is before.get(name):
                 continue
-            if not isinstance(v, Value):  # a compile-time value: the same for every role
-                before[name] = v
-                continue
-            var = Var(self.fresh(name), v.type, loc=loc)
-            yields.append(v)
-            results.append(var)
-            before[name] = var
+            # a traced value (or one inside a container) is handed to the other simdgroups; a compile-time value
+            # is the same for every role
+            before[name] = hand_off(self, name, v, loc, yields, results)
+        hand_off_items(self, region, loc, yields, results)
         self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, yields, results, loc=loc))

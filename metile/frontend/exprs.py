@@ -19,6 +19,16 @@ import math
 from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import BUILTINS, bind_values
+from metile.frontend.container_calls import CONTAINER_BUILTINS, BoundMethod, call_method, container_builtin, method
+from metile.frontend.containers import check_key, holds_traced, own
+from metile.frontend.displays import (
+    dict_comprehension,
+    dict_display,
+    display_items,
+    generator_expression,
+    list_comprehension,
+    list_display,
+)
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelTypeError,
@@ -29,6 +39,7 @@ from metile.frontend.errors import (
     UnsupportedSyntaxError,
 )
 from metile.frontend.funcs import Func, call_func
+from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
@@ -46,11 +57,10 @@ _PY_CALLABLES = {builtins.int, builtins.float, builtins.bool, builtins.len, buil
 _SUGGEST = {builtins.min: "metile.minimum (element-wise) or metile.min (reduction)",
             builtins.max: "metile.maximum (element-wise) or metile.max (reduction)", builtins.abs: "metile.abs",
             builtins.range: "metile.tile_range(start, stop, step) for a loop with runtime bounds"}
-SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions",
-          ast.SetComp: "set comprehensions", ast.DictComp: "dict comprehensions",
-          ast.GeneratorExp: "generator expressions", ast.NamedExpr: "assignment expressions (:=)",
-          ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield from", ast.Dict: "dict displays",
-          ast.Set: "set displays", ast.Starred: "starred expressions", ast.JoinedStr: "f-strings",
+SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
+          ast.NamedExpr: "assignment expressions (:=)", ast.Await: "await", ast.Yield: "yield",
+          ast.YieldFrom: "yield from", ast.Set: "set displays", ast.Starred: "starred expressions",
+          ast.JoinedStr: "f-strings",
           ast.Try: "try statements", ast.Raise: "raise statements", ast.ClassDef: "class definitions",
           ast.FunctionDef: "nested function definitions", ast.AsyncFunctionDef: "nested function definitions",
           ast.Global: "global statements", ast.Nonlocal: "nonlocal statements", ast.Delete: "del statements",
@@ -58,7 +68,8 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.ListComp: "list comprehensions",
           ast.Break: "break statements", ast.Continue: "continue statements", ast.AsyncFor: "async for",
           ast.AsyncWith: "async with"}
 _UNSET = object()
-CALLS = {**BUILTINS, **LIBRARY}
+_CONTAINERS = (list, dict, tuple)
+CALLS = {**BUILTINS, **LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
@@ -143,6 +154,8 @@ def _attribute(tr, node: ast.Attribute):
             return Method(fn, base)
         raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype, .T and "
                               ".to(dtype))", tr.loc(node))
+    if base.__class__ in _CONTAINERS:
+        return method(base, attr, base_node.id if base_node.__class__ is ast.Name else None, tr.loc(node))
     try:
         value = getattr(base, attr)
     except AttributeError:
@@ -152,11 +165,7 @@ def _attribute(tr, node: ast.Attribute):
 
 
 def _tuple(tr, node: ast.Tuple):
-    return tuple([EVAL[e.__class__](tr, e) for e in node.elts])
-
-
-def _list(tr, node: ast.List):
-    return [EVAL[e.__class__](tr, e) for e in node.elts]
+    return tuple(display_items(tr, node.elts))
 
 
 def _binop(tr, node: ast.BinOp):
@@ -166,6 +175,8 @@ def _binop(tr, node: ast.BinOp):
     left, right = node.left, node.right
     value = sem.binary(op, EVAL[left.__class__](tr, left), EVAL[right.__class__](tr, right),
                        tr.locs.get(node) or tr.loc(node))
+    if value.__class__ in _CONTAINERS:  # `a + b`, `a * 3` of lists (or tuples holding them): a new container
+        return own(tr, value)
     return value.value if isinstance(value, constexpr) else value
 
 
@@ -210,7 +221,14 @@ def _compare(tr, node: ast.Compare):
         if name is None:
             if isinstance(left, Value) or isinstance(right, Value):
                 raise KernelTypeError("`is`, `is not`, `in` and `not in` need compile-time operands", loc)
+            if op.__class__ in (ast.In, ast.NotIn) and right.__class__ is not dict and holds_traced(right):
+                raise KernelTypeError("`in` would compare with traced values, whose comparison is only known when the "
+                                      "kernel runs: compare them with metile.where, or index by position", loc)
             part = _PY_CMPOPS[op.__class__](left, right)
+        elif not isinstance(left, Value) and not isinstance(right, Value) and (holds_traced(left)
+                                                                             or holds_traced(right)):
+            raise KernelTypeError("comparing containers that hold traced values: their items are only known when the "
+                                  "kernel runs; compare the items one by one", loc)
         else:
             part = sem.compare(name, left, right, loc)
         result = part if result is None else sem.binary("and", result, part, loc)
@@ -234,14 +252,14 @@ def _subscript(tr, node: ast.Subscript):
     if isinstance(base, Value):
         return expand(base, node.slice, tr.loc(node))
     key = EVAL[node.slice.__class__](tr, node.slice)
-    if isinstance(key, Value):
-        raise KernelTypeError(f"a compile-time {type(base).__name__} can only be indexed by a compile-time value "
-                              "(a constexpr or a number), not by a traced value: select with metile.where instead",
-                              tr.loc(node.slice))
+    if isinstance(key, Value) or base.__class__ in _CONTAINERS:
+        check_key(base, key, tr.loc(node.slice))
     try:
         value = base[key]
     except (IndexError, KeyError, TypeError) as e:
         raise KernelTypeError(f"indexing failed at compile time: {e}", tr.loc(node)) from None
+    if key.__class__ is slice and value.__class__ is list:  # a slice of a list is a new list
+        return own(tr, value)
     return value.value if isinstance(value, constexpr) else value
 
 
@@ -287,6 +305,12 @@ def _call(tr, node: ast.Call):
     elif fn.__class__ is Func:
         value = call_func(tr, fn, args, kwargs, loc)
         return value.value if isinstance(value, constexpr) else value
+    elif fn.__class__ is BoundMethod:
+        return call_method(tr, fn, args, kwargs, loc)
+    elif fn in CONTAINER_BUILTINS or ((fn is builtins.min or fn is builtins.max) and len(args) == 1):
+        value = container_builtin(tr, fn, args, kwargs, loc)
+        if value is not NotImplemented:
+            return value
     impl = CALLS.get(fn)
     value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
     return value.value if isinstance(value, constexpr) else value
@@ -321,7 +345,9 @@ def call(fn, args: list, kwargs: dict, loc: Loc):
 
 
 EVAL = _Table({ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribute, ast.Tuple: _tuple,
-               ast.List: _list, ast.BinOp: _binop, ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare,
-               ast.IfExp: _ifexp, ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call})
+               ast.List: list_display, ast.Dict: dict_display, ast.ListComp: list_comprehension,
+               ast.DictComp: dict_comprehension, ast.GeneratorExp: generator_expression, ast.BinOp: _binop,
+               ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare, ast.IfExp: _ifexp,
+               ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call})
 
 __all__ = ["BINOPS", "CALLS", "EVAL", "SYNTAX", "Method", "call", "eval_expr", "expand", "lookup"]

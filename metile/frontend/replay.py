@@ -18,6 +18,14 @@ from operator import is_
 from metile.ir.values import Var
 
 
+def holds_container(v) -> bool:
+    """Whether `v` is a list or dict, or a tuple holding one (at any depth): a value whose items may change."""
+    cls = v.__class__
+    if cls is list or cls is dict:
+        return True
+    return cls is tuple and any(holds_container(x) for x in v)
+
+
 def same_var(old: Var | None, name: str, t, loc) -> Var:
     """`Var(name, t, loc=loc)`, or `old` when it is that variable (a loop's `loc` is the same every attempt)."""
     if old is not None and old.name == name and old.type == t:
@@ -37,8 +45,9 @@ class BodyMemo:
     names it reads, the same reasons for those that are hidden, the same names taken before it, the same
     globals) and tracing is deterministic, so it would emit the same statements, take the same fresh names
     and bind the same values, which the record holds. Only assignments and expression statements are recorded
-    (`SIMPLE`); replaying stops at the first statement that cannot be replayed, since what follows may then
-    see other fresh names.
+    (`SIMPLE`), and not those that read or assign a list or dict (`holds_container`): the items of a container can
+    change while it stays the same object, so the same inputs would not mean the same state. Replaying stops at
+    the first statement that cannot be replayed, since what follows may then see other fresh names.
     """
 
     __slots__ = ("names", "records")
@@ -65,7 +74,8 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names `stmt` reads (an augmented assignment reads its target) and the names it assigns, each in
-    order of first appearance in `ast.walk` order (a loop's carried variables come in that order)."""
+    order of first appearance in `ast.walk` order (a loop's carried variables come in that order). The variables
+    of a comprehension are its own (Python 3's scoping), so they are not assignments of the statement."""
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
     todo = [stmt]
@@ -73,6 +83,10 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
         cls = n.__class__
         if cls is ast.Name:
             (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
+            continue
+        if cls is ast.comprehension:  # its target lives in the comprehension's own scope: not an assignment here
+            todo.append(n.iter)
+            todo += n.ifs
             continue
         fields = _FIELDS.get(cls)
         for field in fields if fields is not None else _fields(cls):
@@ -103,6 +117,12 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             continue
         reads, writes = io.get(stmt) or prepared.statement_io(stmt)
         inputs = tuple(map(env.get, reads, repeat(_UNSET)))
+        if any(map(holds_container, inputs)):
+            replaying = False
+            memo.records.append(None)
+            tr.visit_stmt(stmt)
+            env = tr.env
+            continue
         why = tuple(map(hidden.get, reads))
         if replaying:
             record = previous[i] if i < len(previous) else None
@@ -119,8 +139,12 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             replaying = False
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
         tr.visit_stmt(stmt)
-        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:],
-                             list(zip(writes, map(env.__getitem__, writes)))))
+        outputs = list(zip(writes, map(env.__getitem__, writes)))
+        if any(holds_container(v) for _, v in outputs):
+            replaying = False
+            memo.records.append(None)
+            continue
+        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], outputs))
 
 
-__all__ = ["SIMPLE", "BodyMemo", "same_var", "statement_io", "visit_loop_body"]
+__all__ = ["SIMPLE", "BodyMemo", "holds_container", "same_var", "statement_io", "visit_loop_body"]

@@ -122,7 +122,8 @@ class Binding:
         self.names = frozenset(self.ordered)
 
 
-MET_TILE_OPTIONS = frozenset({"NUM_SG", "WM", "WN", "SWIZZLE_SMEM"})
+MET_TILE_OPTIONS = frozenset({"NUM_SG", "WM", "WN", "SWIZZLE_SMEM", "SWIZZLE", "NAX_FRAGMENTS", "NAX_OUTER_K",
+                              "NAX_K_UNROLL", "NAX_SKIP_FIRST_EPOCH_BARRIER", "NAX_TRAILING_EPOCH_BARRIER"})
 """The original meTile's GEMM tuning keywords (docs/language.md 2.2): accepted at launch when the kernel has
 no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroups`; the others steer nothing in
 metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 
 from metile.frontend import semantic as sem
+from metile.frontend.container_calls import call_method, method
+from metile.frontend.containers import MUTABLE, Region, check_key, own, set_item
 from metile.frontend.control import ControlFlow
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
@@ -97,6 +99,8 @@ class Tracer(ControlFlow):
         self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
         self.pointers: dict[str, Value] = {}   # the value each `Let` of a pointer binds (to find its array)
         self.lengths: dict[int, Param] = {}    # per pointer parameter index, the hidden length parameter
+        self.owned: dict[int, tuple] = {}  # the lists and dicts the kernel's code built, by id: (it, its region)
+        self.region = Region(None, "the kernel")  # where the trace is (`metile.frontend.containers`)
 
     # ---- helpers used by builtins and control flow
 
@@ -175,12 +179,45 @@ class Tracer(ControlFlow):
             self.assign_value([node.target], node.value)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
-        if not isinstance(node.target, ast.Name):
-            raise UnsupportedSyntaxError("augmented assignment only works on plain names inside a kernel",
-                                         self.loc(node))
-        value = sem.binary(BINOPS[type(node.op)], self.lookup(node.target.id, node.target), self.eval(node.value),
-                           self.loc(node))
-        self.assign(node.target, value)
+        target, op, loc = node.target, BINOPS[type(node.op)], self.loc(node)
+        match target:
+            case ast.Name(id=name):
+                current = self.lookup(name, target)
+                if current.__class__ in MUTABLE:  # `xs += ys` changes the list in place, as in Python
+                    self.augment_container(current, op, self.eval(node.value), name, loc)
+                    return
+                self.assign(target, sem.binary(op, current, self.eval(node.value), loc))
+            case ast.Subscript(value=base_node, slice=key_node):
+                base = self.eval(base_node)
+                if isinstance(base, Value):
+                    raise UnsupportedSyntaxError("assigning to an element (x[i] += ...) is not supported; write "
+                                                 "memory with metile.store(ptr, value)", self.loc(target))
+                key, name, at = self.eval(key_node), base_node.id if isinstance(base_node, ast.Name) else None, \
+                    self.loc(target)
+                if base.__class__ not in MUTABLE:
+                    set_item(self, base, key, None, at, name)  # raises: only lists and dicts can be changed
+                check_key(base, key, at)
+                try:
+                    current = base[key]
+                except (IndexError, KeyError, TypeError) as e:
+                    raise KernelTypeError(f"indexing failed at compile time: {e}", at) from None
+                set_item(self, base, key, sem.binary(op, current, self.eval(node.value), loc), at, name)
+            case _:
+                raise UnsupportedSyntaxError("augmented assignment only works on names and container items inside a "
+                                             "kernel", loc)
+
+    def augment_container(self, c, op: str, other, name: str, loc: Loc) -> None:
+        """`c += other` (a list's `extend`, a dict's `|`) or `c *= n` on a list, in place."""
+        if op == "add" and c.__class__ is list:
+            call_method(self, method(c, "extend", name, loc), [other], {}, loc)
+        elif op == "or" and c.__class__ is dict:
+            call_method(self, method(c, "update", name, loc), [other], {}, loc)
+        elif op == "mul" and c.__class__ is list and not isinstance(other, Value):
+            call_method(self, method(c, "extend", name, loc), [c * (other - 1) if other > 1 else []], {}, loc)
+            if other < 1:
+                call_method(self, method(c, "clear", name, loc), [], {}, loc)
+        else:
+            raise KernelTypeError(f"`{sem.SYMBOLS.get(op, op)}=` is not defined on a {type(c).__name__}", loc)
 
     def assign(self, target: ast.expr, value) -> None:
         loc = self.loc(target)
@@ -192,13 +229,28 @@ class Tracer(ControlFlow):
                 if not isinstance(value, (tuple, list)):
                     kind = "a traced value" if isinstance(value, Value) else type(value).__name__
                     raise KernelTypeError(f"cannot unpack {kind} into {len(elts)} names", loc)
+                starred = [i for i, t in enumerate(elts) if isinstance(t, ast.Starred)]
+                if len(starred) > 1:
+                    raise UnsupportedSyntaxError("only one starred name may take the rest of an unpacking", loc)
+                if starred:  # `first, *rest = xs`: `rest` is a new list of what the other names leave
+                    i, tail = starred[0], len(elts) - starred[0] - 1
+                    if len(value) < len(elts) - 1:
+                        raise KernelTypeError(f"cannot unpack {len(value)} values into {len(elts) - 1} or more "
+                                              "names", loc)
+                    rest = own(self, list(value[i:len(value) - tail]))
+                    value = [*value[:i], rest, *value[len(value) - tail:]]
+                    elts = [*elts[:i], elts[i].value, *elts[i + 1:]]
                 if len(value) != len(elts):
                     raise KernelTypeError(f"cannot unpack {len(value)} values into {len(elts)} names", loc)
                 for t, v in zip(elts, value):
                     self.assign(t, v)
-            case ast.Subscript():
-                raise UnsupportedSyntaxError("assigning to an element (x[i] = ...) is not supported; write memory "
-                                             "with metile.store(ptr, value)", loc)
+            case ast.Subscript(value=base_node, slice=key_node):
+                base = self.eval(base_node)
+                if isinstance(base, Value):
+                    raise UnsupportedSyntaxError("assigning to an element (x[i] = ...) is not supported; write "
+                                                 "memory with metile.store(ptr, value)", loc)
+                set_item(self, base, self.eval(key_node), value, loc,
+                         base_node.id if isinstance(base_node, ast.Name) else None)
             case _:
                 raise UnsupportedSyntaxError(f"cannot assign to {type(target).__name__} inside a kernel", loc)
 
