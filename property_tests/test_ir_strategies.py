@@ -55,7 +55,10 @@ from metile.ir import (
     Reduce,
     ReduceOp,
     Reshape,
+    RingBarrier,
+    RingBuffer,
     Scan,
+    Scratch,
     SharedAlloc,
     SimdBroadcast,
     SimdgroupId,
@@ -274,6 +277,7 @@ class Gen:
         kinds += ["for", "if", "while"] + (["role"] if self.tile else []) if depth < 2 else []
         kinds += ["shared"] if depth == 0 else []
         kinds += [] if self.tile else ["vector", "matrix"]
+        kinds += ["scratch"] if self.stage is Stage.SIMT else []
         for _ in range(self.draw(st.integers(0 if depth else 1, 4))):
             out += self.stmt(self.pick(kinds), env, depth)
         return out, env
@@ -325,6 +329,8 @@ class Gen:
                 return [VecStore(self.pointer(base, (), env), self.value(VectorType(base.type.dtype, width), env))]
             case "matrix":
                 return self.matrix(env)
+            case "scratch":
+                return self.scratch(env)
             case "for":
                 return self.for_stmt(env, depth)
             case "if":
@@ -349,6 +355,17 @@ class Gen:
             return [MatrixStore(value, self.pointer(base, (), env), stride, self.coin())]
         a, b = self.value(MatrixType(dt), env), self.value(MatrixType(dt), env)
         return self.let(MatrixMultiplyAccumulate(a, b, self.value(MatrixType(self.pick(FLOATS)), env)), env)
+
+    def scratch(self, env) -> list:
+        """A region of scratch or of a ring (with an integer variable in scope for its stage), or a ring barrier."""
+        dt, size = self.pick(DTYPES), self.pick([4, 64])
+        stages = [v for v in env if isinstance(v, Var) and v.type == I32]
+        use, part = self.draw(st.integers(0, 3)), self.draw(st.integers(0, 2))
+        if stages and self.coin():
+            return self.let(RingBuffer(self.pick(stages), use, part, dt, size, self.pick([2, 3])), env)
+        if self.coin():
+            return [RingBarrier(self.pick(["stage", "stage_1"]), self.coin())]
+        return self.let(Scratch(use, part, dt, size), env)
 
     def carried(self, env):
         tys = [self.value_type() for _ in range(self.draw(st.integers(0, 2)))]
@@ -418,5 +435,9 @@ def metal_kernels():
     return kernels(Stage.METAL)
 
 
+def simt_kernels():
+    return kernels(Stage.SIMT)
+
+
 def any_kernels():
-    return st.one_of(tile_kernels(), metal_kernels())
+    return st.one_of(tile_kernels(), metal_kernels(), simt_kernels())

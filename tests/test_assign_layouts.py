@@ -15,7 +15,7 @@ from metile.ir import pretty, verify
 from metile.ir.tile import Dot, MmaPlan
 from metile.ir.verify import VerifyError
 from metile.rewrite.layouts import assign_layouts
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, TILE_PIPELINE, run
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -83,7 +83,7 @@ def test_an_arrangement_of_other_simdgroups_is_chosen_again():
 
 def test_the_verifier_refuses_an_arrangement_that_does_not_divide_the_pieces():
     x = np.zeros(1, np.float32)
-    k = run(DEFAULT_PIPELINE[:-1], gemm.trace(x, x, x, x, 40, 50, 30, BM=32, BN=16, BK=16))
+    k = run(TILE_PIPELINE, gemm.trace(x, x, x, x, 40, 50, 30, BM=32, BN=16, BK=16))
     (d,) = k.schedule.dots
     bad = attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=k.schedule.dots.set(
         d, attrs.evolve(k.schedule.dots[d], simdgroups=(1, 4)))))
@@ -111,6 +111,6 @@ def test_a_product_in_a_role_is_arranged_over_the_roles_simdgroups(p):
     product_in_a_role[(1,)](a, b, c, d, 30, P=p, sanitize=True)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(d[:30], 2 * a.reshape(-1)[:30])
-    k = run(DEFAULT_PIPELINE[:-1], product_in_a_role.trace(a, b, c, d, 30, P=p))
+    k = run(TILE_PIPELINE, product_in_a_role.trace(a, b, c, d, 30, P=p))
     (how,) = k.schedule.dots.values()
     assert how.simdgroups == {1: (1, 1), 2: (1, 2), 4: (1, 4)}[p]   # 2x4 pieces: blocks of 2x2, 2x1

@@ -54,7 +54,10 @@ from metile.ir import (
     Reduce,
     ReduceOp,
     Reshape,
+    RingBarrier,
+    RingBuffer,
     Scan,
+    Scratch,
     SharedAlloc,
     SimdBroadcast,
     SimdgroupRole,
@@ -315,10 +318,32 @@ def metal_vectors() -> Kernel:
     return Kernel("lanes", Stage.METAL, (X, Out), [s_v, VecStore(Out, out)], {})
 
 
+def simt_staging() -> Kernel:
+    """SIMT IR: a loop writes each step's values to a ring of two buffers and reads them back; a statement gathers
+    through two regions of one scratch use (threadgroup memory not placed yet)."""
+    X, Out, N = ptr("X", 0), ptr("Out", 1), scalar("N", 2)
+    s_lid, lid = _builtin("lid", BuiltinKind.THREAD_POSITION_IN_THREADGROUP)
+    i, stage, total = Var("i", TileType(I32)), Var("stage", TileType(I32)), Var("total", TileType(F32))
+    acc, done = Var("acc", TileType(F32)), Var("done", TileType(I32))
+    ring = RingBuffer(stage, 1, 0, F32, 64, 2)
+    s_x, x = let("x", Load(AddPtr(X, add(i, lid))))
+    s_y, y = let("y", Load(AddPtr(ring, lid)))
+    s_next, following = let("next", Binary(BinOp.MOD, add(stage, i32(1)), i32(2)))
+    body = [RingBarrier("stage", False), s_x, Store(AddPtr(ring, lid), x), Barrier(), s_y, s_next]
+    loop = For(i, i32(0), N, i32(64), [acc, stage], [f32(0.0), i32(0)], body, [add(acc, y), following],
+               [total, done])
+    a, b = Scratch(2, 0, F32, 64), Scratch(2, 1, F32, 64)
+    s_g, g = let("g", Load(AddPtr(b, lid)))
+    after = [Barrier(), Store(AddPtr(a, lid), total), Store(AddPtr(b, lid), total), Barrier(), s_g,
+             Store(AddPtr(Out, lid), g)]
+    return Kernel("staging", Stage.SIMT, (X, Out, N), [s_lid, RingBarrier("stage", True), loop, *after],
+                  plan=LaunchPlan(64))
+
+
 TILE_EXAMPLES = {"vector_add": vector_add, "softmax": softmax, "gemm": gemm, "thread_level": thread_level}
 METAL_EXAMPLES = {"metal_vector_add": metal_vector_add, "metal_row_sum": metal_row_sum,
                   "metal_gemm": metal_gemm, "metal_vectors": metal_vectors}
-EXAMPLES = {**TILE_EXAMPLES, **METAL_EXAMPLES}
+EXAMPLES = {**TILE_EXAMPLES, **METAL_EXAMPLES, "simt_staging": simt_staging}
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))

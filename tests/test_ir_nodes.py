@@ -59,7 +59,9 @@ from metile.ir import (
     Reduce,
     ReduceOp,
     Reshape,
+    RingBuffer,
     Scan,
+    Scratch,
     SharedAlloc,
     SimdBroadcast,
     SimdgroupId,
@@ -161,6 +163,8 @@ def test_map_children_rebuilds_only_on_change():
 
 
 TYPES = [
+    (Scratch(1, 0, F32, 64), PtrType(F32, (), AddressSpace.THREADGROUP)),
+    (RingBuffer(Var("stage", TileType(DType.I32)), 1, 0, F16, 64, 2), PtrType(F16, (), AddressSpace.THREADGROUP)),
     (Const(1.5, F32), TileType(F32)),
     (X, PtrType(F32, (), AddressSpace.DEVICE)),
     (x8, T8),

@@ -8,7 +8,7 @@ import pytest
 
 import metile
 from metile.frontend.errors import KernelArgumentError
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.pipeline import TILE_PIPELINE, run
 
 
 @metile.kernel
@@ -30,7 +30,7 @@ def gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metil
 
 
 def _buffers(compiled) -> list[int]:
-    text = metile.ir.pretty(run(DEFAULT_PIPELINE[:-1], compiled.tile_ir))
+    text = metile.ir.pretty(run(TILE_PIPELINE, compiled.tile_ir))
     return [int(line.split(" buffers ")[1].split()[0]) for line in text.splitlines() if " buffers " in line]
 
 

@@ -16,10 +16,10 @@ from test_ir_examples import gemm, vector_add
 
 import metile
 from metile.ir import CompileOptions, parse, pretty, verify
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE, run
 
 GOLDEN = Path(__file__).parent / "golden" / "passes"
-PASSES = [p for p in DEFAULT_PIPELINE if p.__name__ != "lower_tiles"]
+PASSES = TILE_PIPELINE
 
 
 @metile.kernel
@@ -74,3 +74,26 @@ def test_what_the_pass_changes(index, request):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(got)
     assert path.read_text() == got, f"{path} is stale: run pytest --update-golden and review the diff"
+
+
+@pytest.mark.parametrize("index", range(len(LOWERING_PIPELINE)), ids=[p.__name__ for p in LOWERING_PIPELINE])
+def test_what_the_lowering_makes(index, request):
+    """The lowering passes rewrite the whole kernel, so their goldens hold what each makes of the small examples
+    (SIMT IR with its symbolic scratch and rings, then Metal IR), which parses back to the same kernel."""
+    p = LOWERING_PIPELINE[index]
+    parts = [f"// RUN: {p.__name__}\n// What the pass makes of the examples `vector_add`, `gemm` (with two stages) "
+             "of tests/test_ir_examples.py and `row_times_column`, `scores` of tests/test_pass_goldens.py;\n"
+             "// regenerate with pytest --update-golden.\n"]
+    examples = _examples()
+    for name in ("vector_add", "row_times_column", "scores", "gemm"):
+        before = run([*TILE_PIPELINE, *LOWERING_PIPELINE[:index]], examples[name])
+        after = p(before)
+        verify(after, after=p.__name__)
+        text = pretty(after)
+        assert parse(text) == after, "the pass's output does not round-trip through the printer"
+        parts.append(f"// ---- {name}\n{text}")
+    got = "".join(parts)
+    path = GOLDEN / f"{p.__name__}.mtir"
+    if request.config.getoption("--update-golden"):
+        path.write_text(got)
+    assert path.read_text() == got, f"{path} is stale: run pytest --update-golden and review it"

@@ -18,6 +18,7 @@ from metile.rewrite.fold import fold_constants
 from metile.rewrite.layouts import assign_layouts
 from metile.rewrite.lower_tiles import lower_tiles
 from metile.rewrite.plan import plan_launch
+from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 from tests.acceptance_kernels import seed_examples as seed
 
 BLOCKS = (32, 128, 256)
@@ -184,7 +185,7 @@ def test_without_skipping_inactive_elements_the_seed_softmax_is_wrong():
     softmax reproduces the original report (a sum of about 0.86 per row): the property above fails there, so it
     tests the pass. A pipeline that merely leaves the pass out is refused."""
     def lower(k):
-        return lower_tiles(k)
+        return allocate_threadgroup_memory(lower_tiles(k))
 
     plain = seed.softmax.with_pipeline([fold_constants, plan_launch, assign_layouts, lower])
     x = rows_of("normal", 7, 300, 0)

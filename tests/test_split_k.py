@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import metile
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+from metile.rewrite.pipeline import TILE_PIPELINE, run
 
 
 @metile.kernel
@@ -35,7 +35,7 @@ def check_product(a, b, c, rowsum, bn: int, rtol: float, atol: float) -> None:
 
 
 def _slices(compiled) -> list[int]:
-    lowered = run(DEFAULT_PIPELINE[:-1], compiled.tile_ir)
+    lowered = run(TILE_PIPELINE, compiled.tile_ir)
     return [int(line.split("split ")[1].split()[0].rstrip(":,")) for line in metile.ir.pretty(lowered).splitlines()
             if ", split " in line]
 

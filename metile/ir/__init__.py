@@ -2,7 +2,8 @@
 
 Modules: `node` (the `@node` base and traversal), `types` (dtypes and value types), `ops` (operation
 kinds, stages, fences, builtins), `values` and `stmts` (nodes every level shares), `tile` (Tile IR
-only), `metal` (Metal IR only), `stages` (which nodes each stage admits), `printer`, `scanner`,
+only), `metal` (Metal IR only), `simt` (SIMT IR only: threadgroup memory not placed yet),
+`stages` (which nodes each stage admits), `printer`, `scanner`,
 `parser` and `parse_ops` (the text form), `typecheck` and `verify` (the verifier), `errors` (`Loc`,
 `MetileError`).
 """
@@ -27,6 +28,7 @@ from metile.ir.node import Node, children, map_children, node, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
 from metile.ir.parser import ParseError, parse, parse_type
 from metile.ir.printer import pretty
+from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stages import LET_ONLY, STMT_CLASSES, VALUE_CLASSES, admits
 from metile.ir.stmts import (
     AtomicAdd,
@@ -91,7 +93,8 @@ __all__ = [
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "Kernel", "LaunchPlan", "Let", "Load", "Loc",
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",
-    "Reshape", "RoleSpan", "Scan", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor",
+    "Reshape", "RingBarrier", "RingBuffer", "RoleSpan", "Scan",
+    "Scratch", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor",
     "SimdgroupId",
     "SimdgroupRole", "Splat", "Stage", "Stmt", "Store", "ThreadId", "TileType", "Transpose", "Type", "UnOp", "Unary",
     "Value", "Var", "VecLoad", "VecStore", "VectorType", "VerifyError", "Where", "While", "admits",

@@ -21,6 +21,7 @@ from metile.ir.metal import (
     VecLoad,
 )
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
+from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -98,6 +99,13 @@ def _mma_plan(p: Parser) -> MmaPlan:
     direct = tuple(bool(x) for x in _pair(p)) if _option(p, "direct") else (False, False)
     simdgroups = _pair(p) if _option(p, "simdgroups") else None
     return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups)
+
+
+def _size(p: Parser) -> int:
+    p.expect("[")
+    n = p.int()
+    p.expect("]")
+    return n
 
 
 def _pair(p: Parser) -> tuple[int, int]:
@@ -224,6 +232,23 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             p.expect("]")
             ty = _colon_type(p)
             return SharedAlloc(dims, ty.dtype), ty
+        case "scratch":
+            use = p.int()
+            p.expect(".")
+            part = p.int()
+            size = _size(p)
+            ty = _colon_type(p)
+            return Scratch(use, part, ty.dtype, size), ty
+        case "ring":
+            stage = p.ref()
+            use = p.int()
+            p.expect(".")
+            part = p.int()
+            size = _size(p)
+            p.expect("x")
+            buffers = p.int()
+            ty = _colon_type(p)
+            return RingBuffer(stage, use, part, ty.dtype, size, buffers), ty
         case "reduce" | "simd_reduce":
             op = _enum(p, _REDUCE, "a reduction (sum, max, min)")
             x = p.ref()

@@ -20,6 +20,7 @@ from metile.ir.node import Node
 from metile.ir.ops import Fence, Stage
 from metile.ir.parse_ops import parse_op
 from metile.ir.scanner import NAME, ParseError, Scanner
+from metile.ir.simt import RingBarrier
 from metile.ir.stmts import (
     AtomicAdd,
     Barrier,
@@ -260,6 +261,13 @@ class Parser(Scanner):
                 except ValueError:
                     self.fail("expected a fence (none, device, threadgroup, device_and_threadgroup)", fence_at)
                 return Barrier(fence, loc=self.opt_loc())
+            case "ring_barrier":
+                stage = self.ident()
+                kept_at = self.i
+                word = self.ident()
+                if word not in ("kept", "dropped"):
+                    self.fail("expected `kept` or `dropped` after a ring_barrier's stage", kept_at)
+                return RingBarrier(stage, word == "kept", loc=self.opt_loc())
             case "for":
                 return self.for_stmt()
             case "if":

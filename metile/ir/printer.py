@@ -47,6 +47,7 @@ from metile.ir.metal import (
     VecStore,
 )
 from metile.ir.node import Node, children
+from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Schedule, Store, While
 from metile.ir.tile import (
     Arange,
@@ -223,6 +224,10 @@ class _Printer:
                 body += f", other {r(other)}" if other is not None else ""
             case SharedAlloc(shape, _):
                 body = f"shared_alloc [{', '.join(str(d) for d in shape)}]"
+            case Scratch(use, part, _, size):
+                body = f"scratch {use}.{part} [{size}]"
+            case RingBuffer(stage, use, part, _, size, buffers):
+                body = f"ring {r(stage)} {use}.{part} [{size}] x {buffers}"
             case Reduce(op, x, axis):
                 body = f"reduce {op.value} {r(x)}, {axis}"
             case ArgReduce(op, x, axis, valid):
@@ -325,6 +330,8 @@ class _Printer:
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
+            case RingBarrier(ring, kept):
+                self.emit(f"ring_barrier {ring} {'kept' if kept else 'dropped'}", s.loc)
             case For(index, start, stop, step, carried, inits, body, yields, results, num_stages):
                 buffers = self.schedule.loops.get(s, 1)
                 bounds = self.refs([start, stop, step])

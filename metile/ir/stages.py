@@ -2,7 +2,8 @@
 
 - `Stage.TILE`: the shared nodes plus the Tile IR nodes (`metile.ir.tile`).
 - `Stage.METAL`: the shared nodes plus the Metal IR nodes (`metile.ir.metal`), with scalar shapes only.
-- `Stage.SIMT`: a lowering in progress; both sets are admitted, each node still checked by its own rules.
+- `Stage.SIMT`: per-thread code whose compiler-owned threadgroup memory is still symbolic (`metile.ir.simt`):
+  the shared and Metal IR nodes plus the SIMT ones (and the Tile IR ones, for a lowering in progress).
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 from metile.ir.metal import METAL_STMTS, METAL_VALUES, MatrixLoad, MatrixMultiplyAccumulate, VecLoad
 from metile.ir.node import Node
 from metile.ir.ops import Stage
+from metile.ir.simt import SIMT_STMTS, SIMT_VALUES
 from metile.ir.stmts import COMMON_STMTS
 from metile.ir.tile import TILE_STMTS, TILE_VALUES
 from metile.ir.values import COMMON_VALUES, Load, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor
 
-VALUE_CLASSES = COMMON_VALUES + TILE_VALUES + METAL_VALUES
-STMT_CLASSES = COMMON_STMTS + TILE_STMTS + METAL_STMTS
+VALUE_CLASSES = COMMON_VALUES + TILE_VALUES + METAL_VALUES + SIMT_VALUES
+STMT_CLASSES = COMMON_STMTS + TILE_STMTS + METAL_STMTS + SIMT_STMTS
 
 ADMITTED: dict[Stage, frozenset[type[Node]]] = {
     Stage.TILE: frozenset(COMMON_VALUES + TILE_VALUES + COMMON_STMTS + TILE_STMTS),

@@ -21,6 +21,7 @@ from metile.ir.metal import (
     VecLoad,
 )
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
+from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -328,6 +329,15 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
         case SharedAlloc(shape, dtype):
             if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
                 return f"shared_alloc: the shape {shape} must be non-empty with positive dimensions"
+        case Scratch(use, part, dtype, size):
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in (use, part, size)) or size <= 0 \
+                    or use < 0 or part < 0 or not isinstance(dtype, DType):
+                return f"scratch: use {use!r}, part {part!r} and size {size!r} must be ints (size positive)"
+        case RingBuffer(stage, use, part, dtype, size, buffers):
+            if not (isinstance(stage, Var) and stage.type.is_scalar and stage.type.dtype.is_int):
+                return "ring: the stage must be an integer variable"
+            if not all(isinstance(x, int) and x > 0 for x in (size, buffers)) or part < 0 or use < 0:
+                return f"ring: size {size!r} and buffers {buffers!r} must be positive"
         case SimdShuffleXor(x, mask):
             return _simd(x, mask, "simd_shuffle_xor")
         case SimdBroadcast(x, lane):

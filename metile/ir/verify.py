@@ -26,6 +26,7 @@ from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node, children
 from metile.ir.ops import Fence, Stage
 from metile.ir.scanner import is_ir_name
+from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Schedule, Store, While
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
@@ -346,6 +347,9 @@ class _Verifier:
             case Barrier(fence):
                 if not isinstance(fence, Fence):
                     self.fail(f"barrier: {fence!r} is not a Fence", s)
+            case RingBarrier(ring, kept):
+                if not (is_ir_name(ring) and isinstance(kept, bool)):
+                    self.fail("ring_barrier: the ring is named by its stage counter, and kept is a bool", s)
             case For():
                 self.for_stmt(s, scope, depth)
             case If(cond, then, orelse, then_yields, else_yields, results):

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from metile.ir.errors import Loc
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp
+from metile.ir.simt import Scratch
 from metile.ir.stmts import For, Let, Store
 from metile.ir.tile import ArgReduce, Dot, Reduce, Scan, SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType, TileType
@@ -121,33 +121,25 @@ class Collectives:
     # ---- scratch
 
     def init_scratch(self) -> None:
-        self.arena: dict[DType, tuple[Var, int]] = {}
-        self.arena_loc: dict[DType, Loc | None] = {}  # per arena, the statement that needs the most of it
-        self.bump: dict[DType, int] = {}
+        self.uses = 0                                     # scratch uses numbered so far
+        self.use = 0                                      # the scratch use of the statement being lowered
+        self.parts = 0                                    # regions it has taken so far
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}
         self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
 
     def new_statement(self) -> None:
-        self.bump = {}
+        self.uses += 1
+        self.use, self.parts = self.uses, 0
         self.published = {}
 
     def scratch(self, dtype: DType, n: int) -> Value:
-        base, size = self.arena.get(dtype, (None, 0))
-        if base is None:
-            base = Var(self.fresh(f"scratch_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
-        off = self.bump.get(dtype, 0)
-        self.bump[dtype] = off + -(-n // 4) * 4
-        if self.bump[dtype] > size:
-            self.arena_loc[dtype] = self.loc
-        self.arena[dtype] = (base, max(size, self.bump[dtype]))
-        return base if off == 0 else AddPtr(base, mo.const(off))
+        """`n` elements of `dtype` of the scratch arena, for this statement (`metile.ir.simt.Scratch`, placed by
+        `allocate_threadgroup_memory`)."""
+        return Scratch(self.use, self.next_part(), dtype, n, loc=self.loc)
 
-    def scratch_allocations(self) -> tuple[list, int]:
-        lets, total = [], 0
-        for dtype, (base, size) in self.arena.items():
-            lets.append(Let(base, SharedAlloc((size,), dtype), loc=self.arena_loc.get(dtype)))
-            total += size * dtype.itemsize
-        return lets, total
+    def next_part(self) -> int:
+        self.parts += 1
+        return self.parts - 1
 
     def publish(self, items: list[tuple[Value, tuple[int, ...]]], why: Node, ring: Ring | None = None,
                 own: bool = False) -> list[Value]:
@@ -156,6 +148,8 @@ class Collectives:
         when `own`, each to a buffer of its own, apart from the scratch arena."""
         if ring is None:
             self.barrier(why)
+        else:   # needed only where the ring is given one buffer: earlier readers of it must be done
+            self.barrier(why, ring=(ring, False))
         bases = []
         for v, strides in items:
             shape = v.type.shape
@@ -167,7 +161,8 @@ class Collectives:
                 self.channels.append(Let(base, SharedAlloc((-(-size // 4) * 4,), dtype), loc=self.loc))
                 bases.append(base)
             else:
-                bases.append(self.scratch(dtype, size) if ring is None else ring.take(self, dtype, size))
+                bases.append(self.scratch(dtype, size) if ring is None else
+                             ring.take(dtype, size, self.use, self.next_part(), self.loc))
         for (v, strides), base in zip(items, bases):
             rep, load = self.named_rep(v)
             held = None if rep is None and isinstance(load, Load) else self._pointwise_mma((v,), v.type.shape)

@@ -78,19 +78,17 @@ class ControlFlow:
             carried = self.bind_fresh(kinds, s.carried)
             preheader = self.preheader = []
             buffers = self.k.schedule.loops.get(s, 1)
-            if buffers > 1 and self.rings_allowed:
+            if buffers > 1:
                 ring = self.ring = Ring(buffers, Var(self.fresh("stage"), TileType(DType.I32)))
             body, yields = self.block(s.body, lambda: self.flat_values(kinds, s.yields))
         results = self.bind_fresh(kinds, s.results)
         self.out += preheader
-        if ring is not None and ring.allocs:   # the buffers are used: rotate them, and wait for earlier readers
-            self.channels += ring.allocs
-            self.rings_used = True
+        if ring is not None and ring.used:   # the buffers are used: rotate them, and wait for earlier readers
             following = Var(self.fresh("stage"), ring.stage.type)
             body = [*body, Let(following, mo.mod(mo.add(ring.stage, mo.const(1)), ring.buffers), loc=s.loc)]
             carried, inits, yields = [*carried, ring.stage], [*inits, mo.const(0)], [*yields, following]
             results = [*results, Var(self.fresh("stage"), ring.stage.type)]
-            self.barrier(s)
+            self.barrier(s, ring=(ring, True))   # needed only where the ring is kept: its readers of an earlier run
         self.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
 
     def if_stmt(self, s: If) -> None:

@@ -19,10 +19,11 @@ import attrs
 from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
-from metile.ir.stmts import For, If, Let, Store
+from metile.ir.simt import RingBuffer
+from metile.ir.stmts import For, If, Store
 from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Full, MmaPlan, Reduce, Reshape, Scan, Transpose
-from metile.ir.types import AddressSpace, DType, PtrType, TileType
-from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SharedAlloc, SimdShuffleXor, Value, Var, Where
+from metile.ir.types import DType, TileType
+from metile.ir.values import AddPtr, Binary, Compare, Const, Load, SimdShuffleXor, Value, Var, Where
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import MmaGeometry, k_slices, mma_arrangement
 from metile.rewrite.lower_collective import (
@@ -232,12 +233,13 @@ class Matrices:
     def before_loop(self, make):
         """`make()`, emitting into the statements that run before the loop whose body is being lowered, with a
         statement's scratch state of their own."""
-        saved = (self.out, self.bump, self.published)
-        self.out, self.bump, self.published = self.preheader, {}, {}
+        saved = (self.out, self.use, self.parts, self.published)
+        self.uses += 1
+        self.out, self.use, self.parts, self.published = self.preheader, self.uses, 0, {}
         try:
             return make()
         finally:
-            self.out, self.bump, self.published = saved
+            self.out, self.use, self.parts, self.published = saved
 
     def simdgroup_coords(self, geom: MmaGeometry) -> tuple[Value, Value]:
         """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
@@ -504,19 +506,18 @@ class Ring:
     staged `dot` operands through: iteration i writes buffer `stage = i % buffers`, then the one barrier after
     the writes; a thread writing buffer b again, `buffers` iterations later, has passed a barrier that every
     thread reached after its reads of b. Each operand staged in the loop's own body (once per iteration) has its
-    own buffers, apart from the scratch arena; a barrier before the loop protects them from the reads of an
-    earlier run of it."""
+    own region of the ring (`metile.ir.simt.RingBuffer`), apart from the scratch arena; a barrier before the loop
+    protects them from the reads of an earlier run of it. `allocate_threadgroup_memory` gives the loop one buffer
+    instead when the rings do not fit, with the barriers that then needs (`RingBarrier`)."""
 
     buffers: int
     stage: Var
-    allocs: list = attrs.field(factory=list)   # the `Let`s of the buffers, for the kernel's prefix
+    used: bool = False
 
-    def take(self, low, dtype: DType, n: int) -> Value:
-        """This iteration's buffer of `n` elements of `dtype` (a new set of buffers for each call)."""
-        n = -(-n // 4) * 4
-        base = Var(low.fresh(f"ring_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
-        self.allocs.append(Let(base, SharedAlloc((n * self.buffers,), dtype), loc=low.loc))
-        return AddPtr(base, mo.mul(self.stage, mo.const(n)))
+    def take(self, dtype: DType, n: int, use: int, part: int, loc) -> Value:
+        """This iteration's buffer of `n` elements of `dtype`, region `part` of scratch use `use`."""
+        self.used = True
+        return RingBuffer(self.stage, use, part, dtype, -(-n // 4) * 4, self.buffers, loc=loc)
 
 
 def _constant_fill(v: Value) -> Value | None:

@@ -33,6 +33,7 @@ from metile.ir.errors import Loc
 from metile.ir.metal import Extract
 from metile.ir.node import Node
 from metile.ir.ops import BinOp, BuiltinKind, Stage
+from metile.ir.simt import RingBarrier
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     Arange,
@@ -147,7 +148,7 @@ class Memo:
 
 
 class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
-    def __init__(self, k: Kernel, ctx: PassContext, rings_allowed: bool = True):
+    def __init__(self, k: Kernel, ctx: PassContext):
         self.k = k
         plan = k.plan
         self.vec = plan.vector_width
@@ -169,9 +170,7 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.channels: list[Let] = []
         self.divergent: Node | None = None
         self.loc: Loc | None = None  # the location of the Tile IR statement being lowered, given to what it emits
-        self.rings_allowed = rings_allowed  # loops with `buffers > 1` rotate their staged operands (`Ring`)
         self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
-        self.rings_used = False
         self.preheader: list[Stmt] | None = None   # what runs before the loop whose body is being lowered
         self.init_scratch()
 
@@ -261,8 +260,9 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
     def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
         return UnsupportedConstructError(what, getattr(n, "loc", None))
 
-    def barrier(self, why: Node, fence=None) -> None:
-        """A threadgroup barrier; refused where some threads of the program would not reach it."""
+    def barrier(self, why: Node, fence=None, ring=None) -> None:
+        """A threadgroup barrier; refused where some threads of the program would not reach it. With `ring` (a
+        `(Ring, kept)` pair), a `RingBarrier`: the barrier only where the ring is kept, or only where it is not."""
         if self.group.role is not None:
             raise self.refuse(
                 f"{_what(why)} needs a barrier across the whole program, which cannot be placed inside "
@@ -272,6 +272,9 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
                 f"{_what(why)} needs a barrier, but it runs under control flow that depends on the thread "
                 f"(line {_line(self.divergent.loc)}): every thread of the program must reach the same barriers; "
                 "use metile.where to select per thread instead", why)
+        if ring is not None:
+            self.emit(RingBarrier(ring[0].stage.name, ring[1], loc=self.loc))
+            return
         self.emit(Barrier(loc=self.loc) if fence is None else Barrier(fence, loc=self.loc))
 
     def collective(self, why: Node) -> None:
@@ -548,27 +551,18 @@ def _line(loc: Loc | None) -> str:
     return "?" if loc is None else str(loc.line)
 
 
-@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN, Fact.MMA_LAYOUTS], provides=[Fact.METAL_IR])
+@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN, Fact.MMA_LAYOUTS], provides=[Fact.SIMT_IR])
 def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
-    """The Metal IR kernel computing the planned Tile IR kernel `k` (see the module docstring)."""
+    """The SIMT IR kernel computing the planned Tile IR kernel `k` (see the module docstring); its scratch memory
+    and rings are placed by `allocate_threadgroup_memory`."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("lower_tiles takes a Tile IR kernel planned by plan_launch", k.loc)
-    out, rings = _lower(k, ctx, True)
-    if rings and out.plan.threadgroup_memory > ctx.target.threadgroup_memory:
-        out, _ = _lower(k, ctx, False)   # the rings of multi_buffer's loops do not fit with the rest: one buffer each
-    return out
-
-
-def _lower(k: Kernel, ctx: PassContext, rings: bool) -> tuple[Kernel, bool]:
-    """The lowered kernel, and whether some loop rotates its operands through a ring of buffers."""
-    low = Lowering(k, ctx, rings)
+    low = Lowering(k, ctx)
     body, _ = low.block(k.body)
-    prefix, scratch_bytes = low.scratch_allocations()
-    prefix += low.channels
     user = sum(n.size * n.dtype.itemsize for n in low.facts.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in low.channels)
-    plan = attrs.evolve(k.plan, threadgroup_memory=user + scratch_bytes)
-    return Kernel(k.name, Stage.METAL, k.params, prefix + body, k.meta, plan, loc=k.loc), low.rings_used
+    plan = attrs.evolve(k.plan, threadgroup_memory=user)
+    return Kernel(k.name, Stage.SIMT, k.params, low.channels + body, k.meta, plan, loc=k.loc)
 
 
 __all__ = ["Lowering", "Pt", "lower_tiles"]

@@ -35,7 +35,8 @@ class Fact(enum.Enum):
 
     ACTIVITY = "the meaning of masked-off elements made explicit"
     LAUNCH_PLAN = "the launch plan (threads, vector width, simdgroups of each role)"
-    MMA_LAYOUTS = "each product's arrangement of simdgroups over its 8x8 pieces"
+    MMA_LAYOUTS = "the layout of every named tile"
+    SIMT_IR = "per-thread code (SIMT IR)"
     METAL_IR = "Metal IR"
 
 

@@ -40,23 +40,33 @@ from metile.rewrite.optimize import (
 )
 from metile.rewrite.passes import Pass, PipelineError, check_order, parse_pipeline, pass_key, pass_name
 from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
-DEFAULT_PIPELINE: list[Pass] = [
+TILE_PIPELINE: list[Pass] = [
     fold_constants,       # constant integer arithmetic folded
     skip_inactive,        # work no element needs is skipped (masked-off loads, dead tiles)
     group_programs,       # launch option group_programs=G: a 2-D grid's programs in groups of G rows
     split_k,              # products with fewer 8x8 pieces than simdgroups: k cut into slices
     plan_launch,          # threads per program, simdgroups of each role
     vectorize_memory,     # runs of 4 consecutive elements per thread where loads and stores can move vectors
-    assign_layouts,       # each product's simdgroups arranged over its 8x8 pieces (the layout of its result)
+    assign_layouts,       # where every named tile lives (registers, simdgroup matrices, memory)
     pad_staging,          # staged dot operands padded against bank conflicts
     serpentine_mma,       # 8x8 products in serpentine order
     preload_fragments,    # the next step's operands loaded before this step's products
     hoist_staging,        # dot operands the same in every iteration of a loop staged once, before it
     direct_operands,      # launch option direct_operands=True: unmasked dot operands read straight into matrices
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
-    lower_tiles,          # Tile IR -> Metal IR
 ]
+"""The passes on Tile IR: what the lowering then carries out is decided and recorded here."""
+
+LOWERING_PIPELINE: list[Pass] = [
+    lower_tiles,                   # Tile IR -> SIMT IR: per-thread code, its threadgroup memory still symbolic
+    allocate_threadgroup_memory,   # SIMT IR -> Metal IR: scratch arenas and rings placed (rings get one buffer
+                                   # when they do not fit)
+]
+"""The passes from Tile IR to Metal IR."""
+
+DEFAULT_PIPELINE: list[Pass] = [*TILE_PIPELINE, *LOWERING_PIPELINE]
 OPTIONAL_PASSES: tuple[Pass, ...] = tuple(p for p in DEFAULT_PIPELINE if p.optional)
 """The passes of `DEFAULT_PIPELINE` that only make kernels faster: any of them may be removed."""
 
@@ -108,5 +118,5 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
     return k
 
 
-__all__ = ["DEFAULT_PIPELINE", "OPTIONAL_PASSES", "Pass", "PipelineError", "check_pipeline", "pass_key", "pass_name",
-           "pipeline", "run"]
+__all__ = ["DEFAULT_PIPELINE", "LOWERING_PIPELINE", "OPTIONAL_PASSES", "TILE_PIPELINE", "Pass", "PipelineError",
+           "check_pipeline", "pass_key", "pass_name", "pipeline", "run"]

@@ -1,0 +1,176 @@
+"""`allocate_threadgroup_memory`: SIMT IR -> Metal IR, placing the threadgroup memory the lowering asked for.
+
+The lowering leaves its threadgroup memory symbolic (`metile.ir.simt`): regions of scratch, each part of one use
+(the gathers of a statement, a reduction's partial sums), and the ring buffers of pipelined loops. This pass
+places them, as pure rules over the kernel:
+- the scratch arena: one array per dtype (`scratch_f32`), in the order the dtypes are first used; the regions of
+  a use follow one another (each rounded up to 4 elements), and every use starts again at the beginning, since
+  uses are separated by barriers; an arena is as long as its longest use;
+- rings: one array per region (`ring_f32`) of `buffers` copies, this iteration's at `stage * size`; when the
+  program's threadgroup memory with every ring would exceed the target's, each ring gets one buffer (no copies,
+  no stage counter), and the `RingBarrier`s of the lowering become the barriers that needs: `kept` ones (before a
+  pipelined loop) disappear, the others (before each write of a buffer) become barriers;
+- the launch plan's `threadgroup_memory` is the sum of every array's bytes: the user's `metile.shared` arrays and
+  the lowering's channels (already counted) plus the arenas and rings.
+What is still over the device's limit after that is reported at launch (`metile.launch.check_device_limits`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from metile.ir.node import walk
+from metile.ir.ops import Stage
+from metile.ir.simt import RingBarrier, RingBuffer, Scratch
+from metile.ir.stmts import Barrier, For, If, Kernel, Let, While
+from metile.ir.tile import SimdgroupRole
+from metile.ir.types import AddressSpace, DType, PtrType
+from metile.ir.values import AddPtr, SharedAlloc, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.context import PassContext
+from metile.rewrite.driver import bottom_up
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.passes import Fact, define_pass
+
+
+@attrs.frozen
+class Placement:
+    """Where each symbolic region goes: `scratch` maps a `Scratch` to its arena and offset, `rings` a
+    `(stage name, part)` to its array, and `kept` says whether rings keep their buffers."""
+
+    scratch: dict
+    rings: dict
+    kept: bool
+    stages: frozenset[str]   # the stage counters of the rings (dropped with the rings' buffers)
+
+
+def place_region(n, at: Placement) -> Value | None:
+    """A rule: a symbolic region -> its place (see the module docstring)."""
+    match n:
+        case Scratch():
+            base, offset = at.scratch[n]
+            return base if offset == 0 else AddPtr(base, mo.const(offset), loc=n.loc)
+        case RingBuffer(stage, use, part, dtype, size, _) if at.kept:
+            return AddPtr(at.rings[stage.name, use, part], mo.mul(stage, mo.const(size)), loc=n.loc)
+        case RingBuffer(_, use, part, dtype, size, _):
+            base, offset = at.scratch[Scratch(use, part, dtype, size)]
+            return base if offset == 0 else AddPtr(base, mo.const(offset), loc=n.loc)
+    return None
+
+
+def place_statements(stmts, at: Placement, following: frozenset[str]) -> list:
+    """`stmts` with ring barriers decided, and (rings dropped) the stage counters and their updates removed."""
+    out = []
+    for s in stmts:
+        match s:
+            case RingBarrier(_, kept):
+                if kept == at.kept:
+                    out.append(Barrier(loc=s.loc))
+            case Let(var, _) if var.name in following:
+                pass
+            case For():
+                keep = [i for i, c in enumerate(s.carried) if at.kept or c.name not in at.stages]
+                out.append(attrs.evolve(
+                    s, carried=[s.carried[i] for i in keep], inits=[s.inits[i] for i in keep],
+                    yields=[s.yields[i] for i in keep], results=[s.results[i] for i in keep],
+                    body=place_statements(s.body, at, following)))
+            case If():
+                out.append(attrs.evolve(s, then=place_statements(s.then, at, following),
+                                        orelse=place_statements(s.orelse, at, following)))
+            case While():
+                out.append(attrs.evolve(s, cond_body=place_statements(s.cond_body, at, following),
+                                        body=place_statements(s.body, at, following)))
+            case SimdgroupRole():
+                out.append(attrs.evolve(s, body=place_statements(s.body, at, following)))
+            case _:
+                out.append(s)
+    return out
+
+
+def _arena_bytes(scratches) -> int:
+    """The bytes of the scratch arenas the regions `scratches` need (as `allocate_threadgroup_memory` places them)."""
+    ends: dict[tuple[DType, int], int] = {}
+    for s in scratches:
+        ends[s.dtype, s.use] = ends.get((s.dtype, s.use), 0) + -(-s.size // 4) * 4
+    longest: dict[DType, int] = {}
+    for (dtype, _), n in ends.items():
+        longest[dtype] = max(longest.get(dtype, 0), n)
+    return sum(n * dtype.itemsize for dtype, n in longest.items())
+
+
+def _names(k: Kernel) -> set[str]:
+    return {n.name for n in walk(k) if isinstance(n, Var)} | {p.name for p in k.params}
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+@define_pass(requires=[Fact.SIMT_IR], provides=[Fact.METAL_IR])
+def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
+    """`k` (SIMT IR) as Metal IR, its scratch arenas and rings placed (see the module docstring)."""
+    if k.stage is not Stage.SIMT or k.plan is None:
+        raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
+    scratches: dict[Scratch, None] = {}
+    rings: dict[tuple[str, int, int], RingBuffer] = {}
+    for n in walk(k):
+        if isinstance(n, Scratch):
+            scratches.setdefault(n)
+        elif isinstance(n, RingBuffer):
+            rings.setdefault((n.stage.name, n.use, n.part), n)
+    full = sum(r.size * r.buffers * r.dtype.itemsize for r in rings.values())
+    kept = k.plan.threadgroup_memory + _arena_bytes(scratches) + full <= ctx.target.threadgroup_memory
+    if not kept:   # each ring one buffer: its regions are scratch regions of their use
+        for r in rings.values():
+            scratches.setdefault(Scratch(r.use, r.part, r.dtype, r.size, loc=r.loc))
+    taken = _names(k)
+    prefix: list = []
+    placed: dict[Scratch, tuple[Value, int]] = {}
+    arenas: dict[DType, tuple[Var, int, object]] = {}   # dtype -> (base, elements, the location needing the most)
+    ends: dict[tuple[DType, int], int] = {}               # (dtype, use) -> elements its regions take so far
+    for s in sorted(scratches, key=lambda x: (x.use, x.part)):
+        dtype = s.dtype
+        base, size, loc = arenas.get(dtype) or (Var(_fresh(f"scratch_{dtype.value}", taken),
+                                                    PtrType(dtype, (), AddressSpace.THREADGROUP)), 0, None)
+        off = ends.get((dtype, s.use), 0)
+        end = ends[dtype, s.use] = off + -(-s.size // 4) * 4
+        if end > size:
+            size, loc = end, s.loc
+        arenas[dtype] = (base, size, loc)
+        placed[s] = (base, off)
+    for dtype, (base, size, loc) in arenas.items():
+        prefix.append(Let(base, SharedAlloc((size,), dtype), loc=loc))
+    scratch_bytes = sum(size * dtype.itemsize for dtype, (_, size, _) in arenas.items())
+    bases = {}
+    for key, r in rings.items() if kept else ():
+        base = Var(_fresh(f"ring_{r.dtype.value}", taken), PtrType(r.dtype, (), AddressSpace.THREADGROUP))
+        prefix.append(Let(base, SharedAlloc((r.size * r.buffers,), r.dtype), loc=r.loc))
+        bases[key] = base
+    stages = frozenset(name for name, _, _ in rings)
+    at = Placement(placed, bases, kept, stages)
+    following = frozenset() if kept else _following(k, stages)
+    body = place_statements(bottom_up(functools.partial(place_region, at=at), k).body, at, following)
+    total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
+    plan = attrs.evolve(k.plan, threadgroup_memory=total)
+    return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
+
+
+def _following(k: Kernel, stages: frozenset[str]) -> frozenset[str]:
+    """The names each dropped stage counter's loop yields as its next value (bound by a `Let` in the body)."""
+    out = set()
+    for n in walk(k):
+        if isinstance(n, For):
+            for c, y in zip(n.carried, n.yields):
+                if c.name in stages and isinstance(y, Var):
+                    out.add(y.name)
+    return frozenset(out)
+
+
+__all__ = ["Placement", "allocate_threadgroup_memory", "place_region", "place_statements"]
