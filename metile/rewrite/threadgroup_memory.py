@@ -17,11 +17,8 @@ What is still over the device's limit after that is reported at launch (`metile.
 
 from __future__ import annotations
 
-import functools
-
 import attrs
 
-from metile.ir.node import walk
 from metile.ir.ops import Stage
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stmts import Barrier, For, If, Kernel, Let, While
@@ -30,9 +27,10 @@ from metile.ir.types import AddressSpace, DType, PtrType
 from metile.ir.values import AddPtr, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up
+from metile.rewrite.driver import substitute
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
+from metile.rewrite.scan import scan
 
 
 @attrs.frozen
@@ -100,10 +98,6 @@ def _arena_bytes(scratches) -> int:
     return sum(n * dtype.itemsize for dtype, n in longest.items())
 
 
-def _names(k: Kernel) -> set[str]:
-    return {n.name for n in walk(k) if isinstance(n, Var)} | {p.name for p in k.params}
-
-
 def _fresh(base: str, taken: set[str]) -> str:
     name, i = base, 0
     while name in taken:
@@ -118,19 +112,19 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` (SIMT IR) as Metal IR, its scratch arenas and rings placed (see the module docstring)."""
     if k.stage is not Stage.SIMT or k.plan is None:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
-    scratches: dict[Scratch, None] = {}
+    found = scan(k, ctx.analyses)
+    if not found.of(Scratch) and not found.of(RingBuffer):
+        return attrs.evolve(k, stage=Stage.METAL)
+    scratches = dict.fromkeys(found.of(Scratch))
     rings: dict[tuple[str, int, int], RingBuffer] = {}
-    for n in walk(k):
-        if isinstance(n, Scratch):
-            scratches.setdefault(n)
-        elif isinstance(n, RingBuffer):
-            rings.setdefault((n.stage.name, n.use, n.part), n)
+    for n in found.of(RingBuffer):
+        rings.setdefault((n.stage.name, n.use, n.part), n)
     full = sum(r.size * r.buffers * r.dtype.itemsize for r in rings.values())
     kept = k.plan.threadgroup_memory + _arena_bytes(scratches) + full <= ctx.target.threadgroup_memory
     if not kept:   # each ring one buffer: its regions are scratch regions of their use
         for r in rings.values():
             scratches.setdefault(Scratch(r.use, r.part, r.dtype, r.size, loc=r.loc))
-    taken = _names(k)
+    taken = {v.name for v in found.of(Var)} | {p.name for p in k.params}
     prefix: list = []
     placed: dict[Scratch, tuple[Value, int]] = {}
     arenas: dict[DType, tuple[Var, int, object]] = {}   # dtype -> (base, elements, the location needing the most)
@@ -155,22 +149,19 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         bases[key] = base
     stages = frozenset(name for name, _, _ in rings)
     at = Placement(placed, bases, kept, stages)
-    following = frozenset() if kept else _following(k, stages)
-    body = place_statements(bottom_up(functools.partial(place_region, at=at), k).body, at, following)
+    table = {n: place_region(n, at) for n in (*found.of(Scratch), *found.of(RingBuffer))}
+    body = substitute(k, table).body
+    if rings:
+        body = place_statements(body, at, frozenset() if kept else _following(found, stages))
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
     plan = attrs.evolve(k.plan, threadgroup_memory=total)
     return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
 
 
-def _following(k: Kernel, stages: frozenset[str]) -> frozenset[str]:
+def _following(found, stages: frozenset[str]) -> frozenset[str]:
     """The names each dropped stage counter's loop yields as its next value (bound by a `Let` in the body)."""
-    out = set()
-    for n in walk(k):
-        if isinstance(n, For):
-            for c, y in zip(n.carried, n.yields):
-                if c.name in stages and isinstance(y, Var):
-                    out.add(y.name)
-    return frozenset(out)
+    return frozenset(y.name for n in found.of(For) for c, y in zip(n.carried, n.yields)
+                     if c.name in stages and isinstance(y, Var))
 
 
 __all__ = ["Placement", "allocate_threadgroup_memory", "place_region", "place_statements"]
