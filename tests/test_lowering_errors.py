@@ -125,9 +125,9 @@ CASES = [
     (dot_not_multiple_of_8, (F32, F32, F32), {}, "metile.dot(a, b)", "multiple of 8"),
     (barrier_in_role, (F32,), {"BLOCK": 128}, "metile.barrier()", "cannot be placed inside simdgroup_role"),
     (reduction_in_role, (F32, F32), {"BLOCK": 128}, "metile.sum(", "cannot be placed inside simdgroup_role"),
-    (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread"),
+    (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread's lane"),
     (simd_reduction_under_thread_branch, (F32, F32), {"BLOCK": 32}, "metile.sum(",
-     r"this reduction is a simdgroup collective, .*depends on the thread \(line \d+\)"),
+     r"this reduction is a simdgroup collective, .*depends on the thread's lane \(line \d+\)"),
     (shuffle_under_thread_branch, (F32, F32), {"BLOCK": 32}, "metile.simd_shuffle_xor(",
      "metile.simd_shuffle_xor is a simdgroup collective"),
     (broadcast_in_thread_loop, (F32, F32), {"BLOCK": 32}, "metile.simd_broadcast(",
@@ -209,3 +209,26 @@ def test_a_while_loop_on_a_uniform_condition_may_carry_per_thread_values_across_
     for _ in range(3):
         expected = expected + expected[::-1]
     np.testing.assert_array_equal(out, expected)
+
+
+@metile.kernel
+def per_simdgroup_loop(X, Out, n, DIV: metile.constexpr, BLOCK: metile.constexpr):
+    sg = metile.thread_id() // DIV
+    acc = 0.0
+    for i in metile.tile_range(sg, n, BLOCK // 32):
+        acc = acc + metile.simd_shuffle_xor(metile.load(X + i), 1)
+    metile.store(Out + metile.thread_id(), acc)
+
+
+def test_a_collective_under_control_flow_every_lane_of_a_simdgroup_agrees_on_runs():
+    """`thread_id() // 32` is the simdgroup's index: a loop starting there runs the same iterations on every lane
+    of a simdgroup, so the shuffle inside is legal (the original meTile's decode attention does this); with
+    `// 16`, two halves of a simdgroup run different iterations and the shuffle is refused."""
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    per_simdgroup_loop[(1,)](x, out, 8, DIV=32, BLOCK=64)
+    metile.synchronize()
+    expect = [x[sg::2].sum() for sg in (0, 1)]   # the lane's own element and its neighbour's are the same load
+    assert (out[:32] == expect[0]).all() and (out[32:] == expect[1]).all()
+    with pytest.raises(LoweringUnavailableError, match="depends on the thread's lane"):
+        per_simdgroup_loop[(1,)](x, out, 8, DIV=16, BLOCK=64)

@@ -3,11 +3,9 @@ run on the CPU device against numpy at many sizes: sizes no block divides, one e
 
 GEMMs whose sizes the blocks do not divide are right because `tile_load`/`tile_store` without `bounds=` are
 clipped to their arrays; `@metile.autotune(configs=MATMUL_CONFIGS)` takes meTile's schedule keys (`SWIZZLE`,
-`NAX_*`), which change nothing in metile. Where the compiler cannot run one yet, the case is a strict `xfail`
-naming the failure, so that it turns into a failure the day it works:
-- meTile's decode attention: its token loop starts at the thread's simdgroup index, and the lowering refuses the
-  simdgroup sum inside that loop as thread-dependent control flow (`LoweringUnavailableError`), although every
-  lane of a simdgroup runs the same iterations.
+`NAX_*`), which change nothing in metile; meTile's decode attention, whose loop over tokens starts at the thread's
+simdgroup index, runs because simdgroup collectives are refused only under control flow that differs between the
+lanes of one simdgroup.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ import numpy as np
 import pytest
 
 import metile
-from metile.autotune import AutotuneError
-from metile.frontend.errors import LoweringUnavailableError
 from tests.acceptance_kernels import metile_decode as dec
 from tests.acceptance_kernels import metile_gemm as gemm
 from tests.acceptance_kernels import metile_rows as rows
@@ -200,13 +196,6 @@ def test_gemm_autotuned_as_written(kernel):
 
 # ---- decode kernels: attention, affine QMV
 
-ATTENTION_REFUSED = pytest.mark.xfail(strict=True, raises=(LoweringUnavailableError, AutotuneError), reason=(
-    "the token loop tile_range(simdgroup, N, num_simdgroups) starts at thread_id() // 32, which the lowering "
-    "treats as thread-dependent, so it refuses the simd_sum inside the loop (a simdgroup collective under "
-    "thread-dependent control flow), though every lane of a simdgroup runs the same iterations"))
-
-
-@ATTENTION_REFUSED
 @pytest.mark.parametrize(("heads", "tokens", "d", "block"), [(2, 37, 64, 128), (1, 1, 32, 64), (3, 300, 128, 256)])
 def test_attention_decode(heads, tokens, d, block):
     rng = rng_for("attention", heads, tokens, d)
@@ -219,7 +208,6 @@ def test_attention_decode(heads, tokens, d, block):
     np.testing.assert_allclose(out, dec.attention_reference(q, k, v, scale), rtol=1e-4, atol=1e-5)
 
 
-@ATTENTION_REFUSED
 def test_attention_decode_autotuned():
     rng = rng_for("attention_tuned")
     q = rng.standard_normal((2, 64)).astype(np.float32)

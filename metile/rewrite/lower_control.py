@@ -71,9 +71,8 @@ class ControlFlow:
         kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
         inits = self.flat_values(kinds, s.inits)
         index = Var(self.fresh(s.index.name), TileType(DType.I32))
-        divergent = s if self.is_varying(s.start, s.stop, s.step) else None
         ring = None
-        with self.nested(divergent=divergent):
+        with self.nested(**self.control(s, s.start, s.stop, s.step)):
             self.bind(s.index, Scalar(index))
             carried = self.bind_fresh(kinds, s.carried)
             preheader = self.preheader = []
@@ -94,10 +93,9 @@ class ControlFlow:
     def if_stmt(self, s: If) -> None:
         (cond,) = self.flat_values([None], [s.cond])
         kinds = [self.kind_of(r) for r in s.results]
-        divergent = s if self.is_varying(s.cond) else None
         branches = []
         for stmts, ys in ((s.then, s.then_yields), (s.orelse, s.else_yields)):
-            with self.nested(divergent=divergent):
+            with self.nested(**self.control(s, s.cond)):
                 branches.append(self.block(stmts, lambda ys=ys: self.flat_values(kinds, ys)))
         (then, tys), (orelse, eys) = branches
         results = self.bind_fresh(kinds, s.results)
@@ -106,8 +104,7 @@ class ControlFlow:
     def while_stmt(self, s: While) -> None:
         kinds = [self.kind_of(c) for c in s.carried]
         inits = self.flat_values(kinds, s.inits)
-        divergent = s if self.is_varying(s.cond) else None  # the condition reads the carried values it needs
-        with self.nested(divergent=divergent):
+        with self.nested(**self.control(s, s.cond)):   # the condition reads the carried values it needs
             carried = self.bind_fresh(kinds, s.carried)
             cond_body, (cond,) = self.block(s.cond_body, lambda: self.flat_values([None], [s.cond]))
             with self.nested():

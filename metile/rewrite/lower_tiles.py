@@ -94,9 +94,10 @@ from metile.rewrite.lower_mma import Fragments, Matrices, Ring
 from metile.rewrite.lower_rolled import Rolled
 from metile.rewrite.lower_scan import Scans
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.plan import axis_analysis, varying_names
+from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import mma_scratch_offset
+from metile.rewrite.uniformity import lane_dependence, varying_names
 
 
 class Scope:
@@ -157,6 +158,7 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.roles = plan.roles
         self.facts = facts = scan(k, ctx.analyses)
         self.varying = varying_names(k, ctx.analyses)
+        self.lane_varies = lane_dependence(k, ctx.analyses)
         self.scope = Scope(None)
         self.memo = Memo()
         self.points: dict[tuple, Pt] = {}
@@ -168,7 +170,8 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.role_of = {r.name: n for n in facts.of(SimdgroupRole) for r in n.results}
         self.layouts = k.schedule.layouts   # where assign_layouts put each named tile
         self.channels: list[Let] = []
-        self.divergent: Node | None = None
+        self.divergent: Node | None = None        # control flow depending on the thread: no barrier inside
+        self.lane_divergent: Node | None = None   # control flow depending on the lane: no simdgroup collective
         self.loc: Loc | None = None  # the location of the Tile IR statement being lowered, given to what it emits
         self.ring: Ring | None = None       # the ring of the loop whose body is being lowered, outside nested blocks
         self.preheader: list[Stmt] | None = None   # what runs before the loop whose body is being lowered
@@ -199,19 +202,21 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
         self.scope.env[var.name] = rep
 
     @contextlib.contextmanager
-    def nested(self, *, divergent: Node | None = None, group: Group | None = None):
-        saved = (self.scope, self.divergent, self.group, self.ring, self.preheader)
+    def nested(self, *, divergent: Node | None = None, lane_divergent: Node | None = None, group: Group | None = None):
+        saved = (self.scope, self.divergent, self.lane_divergent, self.group, self.ring, self.preheader)
         self.scope = Scope(self.scope)
         self.ring = self.preheader = None
         region = self.memo.enter()
         if divergent is not None and self.divergent is None:
             self.divergent = divergent
+        if lane_divergent is not None and self.lane_divergent is None:
+            self.lane_divergent = lane_divergent
         if group is not None:
             self.group = group
         try:
             yield
         finally:
-            self.scope, self.divergent, self.group, self.ring, self.preheader = saved
+            self.scope, self.divergent, self.lane_divergent, self.group, self.ring, self.preheader = saved
             self.memo.leave(region)
 
     def block(self, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
@@ -235,6 +240,14 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
 
     def is_varying(self, *vs: Value | None) -> bool:
         return any(self.facts.depends(v, self.varying) for v in vs)
+
+    def control(self, s: Node, *vs: Value | None) -> dict:
+        """The divergence of the control flow statement `s` decided by `vs` (for `nested`): on the thread (no
+        barrier inside), and on the lane (no simdgroup collective inside either)."""
+        if not self.is_varying(*vs):
+            return {}
+        lane = any(self.lane_varies(v) for v in vs)   # `metile.rewrite.uniformity.lane_dependence`
+        return {"divergent": s, "lane_divergent": s if lane else None}
 
     def layout(self, size: int) -> Blocked:
         return blocked(size, self.group.threads, self.vec)
@@ -280,10 +293,11 @@ class Lowering(ControlFlow, Memory, Matrices, Collectives, Scans, Rolled):
     def collective(self, why: Node) -> None:
         """Refuse a simdgroup collective (a simd reduction, shuffle or broadcast, or simdgroup matrix work) where
         some lanes of a simdgroup may not run it: Metal leaves what inactive lanes contribute undefined."""
-        if self.divergent is not None:
+        if self.lane_divergent is not None:
             raise self.refuse(
                 f"{_what(why)} is a simdgroup collective, which every lane of a simdgroup must run, but it runs "
-                f"under control flow that depends on the thread (line {_line(self.divergent.loc)}); compute it "
+                f"under control flow that depends on the thread's lane (line {_line(self.lane_divergent.loc)}); "
+                "compute it "
                 "before that branch or loop, and select per thread with metile.where", why)
 
     # ---- points

@@ -16,9 +16,7 @@ The decisions go into the kernel's `plan` (`metile.ir.stmts.LaunchPlan`), apart 
 Roles without explicit `num_sgs` share the program's simdgroups evenly; the thread count is then raised
 to a multiple of `32 * num_roles` so that every role has whole simdgroups.
 
-`varying_names(k)` is the uniformity analysis: the variables whose value may differ between the
-threads of a program (they depend on `thread_id`, `simd_lane_id`, a simdgroup exchange, or a branch
-or loop controlled by such a value). Barriers are only legal where control flow is uniform.
+The uniformity analyses (which variables differ between threads) are in `metile.rewrite.uniformity`.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from __future__ import annotations
 import attrs
 
 from metile.ir.ops import Stage
-from metile.ir.stmts import For, If, Kernel, LaunchPlan, Let, RoleSpan, Store, While
+from metile.ir.stmts import For, Kernel, LaunchPlan, Let, RoleSpan, Store
 from metile.ir.target import DEFAULT_TARGET, AppleTarget
 from metile.ir.tile import Arange, Dot, SimdgroupRole
 from metile.ir.types import PtrType, TileType
@@ -219,52 +217,4 @@ def _dot_ok(d: Dot) -> bool:
     return all(s % 8 == 0 for s in d.a.type.shape + d.b.type.shape)
 
 
-def varying_names(k: Kernel, analyses: Analyses | None = None) -> frozenset[str]:
-    """The names of the variables of `k` that may differ between the threads of one program."""
-    names: set[str] = set()
-    facts = scan(k, analyses)
-
-    def dep(v: Value | None) -> bool:
-        return facts.depends(v, names)
-
-    def mark(vs, flag: bool) -> bool:
-        new = [v.name for v in vs if flag and v.name not in names]
-        names.update(new)
-        return bool(new)
-
-    def body(stmts, forced: bool) -> bool:
-        changed = False
-        for s in stmts:
-            match s:
-                case Let(var, value):
-                    changed |= mark([var], forced or dep(value))
-                case For(index, start, stop, step, carried, inits, inner, yields, results):
-                    bounds = forced or dep(start) or dep(stop) or dep(step)
-                    changed |= mark([index], bounds)
-                    for c, i, y, r in zip(carried, inits, yields, results):
-                        changed |= mark([c, r], bounds or dep(i) or dep(y))
-                    changed |= body(inner, bounds)
-                case If(cond, then, orelse, ty, ey, results):
-                    branch = forced or dep(cond)
-                    changed |= body(then, branch) | body(orelse, branch)
-                    for r, a, b in zip(results, ty, ey):
-                        changed |= mark([r], branch or dep(a) or dep(b))
-                case While(carried, inits, cond_body, cond, inner, yields, results):
-                    for c, i, y, r in zip(carried, inits, yields, results):
-                        changed |= mark([c, r], forced or dep(i) or dep(y))
-                    changed |= body(cond_body, forced)
-                    loop = forced or dep(cond)
-                    if loop:
-                        changed |= mark(list(carried) + list(results), True)
-                    changed |= body(inner, loop)
-                case SimdgroupRole(_, _, _, inner):
-                    changed |= body(inner, forced)
-        return changed
-
-    while body(k.body, False):
-        pass
-    return frozenset(names)
-
-
-__all__ = ["SIMD_WIDTH", "axis_analysis", "plan_launch", "role_ranges", "varying_names",
-           "vectorize_memory"]
+__all__ = ["SIMD_WIDTH", "axis_analysis", "plan_launch", "role_ranges", "vectorize_memory"]
