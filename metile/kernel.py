@@ -332,8 +332,12 @@ class JITKernel:
                 found = tracer.run()
             except RecursionError:
                 raise _too_deep(self.fn.__name__, src.def_loc) from None
-            if spec[3] is not _NO_OPTIONS:
-                found = attrs.evolve(found, options=spec[3])
+            options = spec[3]
+            if tracer.thread_level and options.num_threads is None and isinstance(consts.get("BLOCK"), int):
+                # meTile's convention, here and nowhere else: a thread-level kernel runs BLOCK threads
+                options = attrs.evolve(options, num_threads=int(consts["BLOCK"]))
+            if options is not _NO_OPTIONS:
+                found = attrs.evolve(found, options=options)
             if verify_each:
                 verify(found, after="trace")
                 self._verified.add(key)

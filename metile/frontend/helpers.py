@@ -4,10 +4,8 @@ Triton's `static_range`.
 
 - `scalar(value, dtype=None)`: a compile-time number as a traced scalar (f32 for a float, i32 for an int).
 - `fast_exp(x)`: `exp`; metile computes with IEEE math, so Metal's fast exponential is the ordinary one.
-- `simd_sum(value)`, `simd_max(value)`: a butterfly of `simd_shuffle_xor` over the 32 lanes of a simdgroup, then
-  lane 0's result broadcast, so every lane holds the very same value. A lane past the end of a partial simdgroup
-  would feed an undefined value into the butterfly, so the kernel must run whole simdgroups: its `BLOCK` constexpr
-  (the thread count of a thread-level kernel, docs/language.md section 8) must be a multiple of 32.
+- `simd_sum(value)`, `simd_max(value)`: Metal's `simd_sum` and `simd_max` of a per-thread scalar over the lanes of
+  the thread's simdgroup, the same value on every lane.
 - `reverse_bits(x)`: the 32 bits of an `i32` or `u32` in reverse order (five rounds of swapping halves), as a
   `u32`, so that `reverse_bits(i) >> (32 - bits)` is the bit reversal of an index of `bits` bits, as in meTile,
   whose thread indices are unsigned.
@@ -18,10 +16,11 @@ from __future__ import annotations
 
 from metile import language as L
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import BUILTINS, parse_dtype, static_int
-from metile.frontend.errors import KernelTypeError
+from metile.frontend.builtins import parse_dtype, static_int
+from metile.frontend.errors import KernelTypeError, ShapeMismatchError
+from metile.ir.ops import ReduceOp
 from metile.ir.types import DType, PtrType
-from metile.ir.values import Value
+from metile.ir.values import SimdReduce, Value
 
 
 def scalar(tr, loc, value, dtype):
@@ -70,31 +69,22 @@ def reverse_bits(tr, loc, x):
                    tr.hint or "reversed", loc)
 
 
-_LANES = (16, 8, 4, 2, 1)
-
-
-def _simd_all_reduce(op: str):
+def _simd_all_reduce(op: ReduceOp):
     def impl(tr, loc, value):
         """`metile.simd_sum(value)` / `metile.simd_max(value)`: the sum or maximum of a per-thread scalar over the
-        32 lanes of the thread's simdgroup, the same on every lane: a butterfly of `simd_shuffle_xor` over the
-        lanes, then lane 0's result broadcast, so that every lane holds the very same value."""
-        block = tr.meta.get("BLOCK")
-        if not isinstance(block, int) or block % 32:
-            raise KernelTypeError(
-                f"metile.simd_{op}() combines the 32 lanes of a simdgroup, so every simdgroup of the program must be "
-                f"full: the kernel needs a BLOCK constexpr (its thread count) that is a multiple of 32, not "
-                f"{block!r}", loc)
-        shuffle, broadcast = BUILTINS[L.simd_shuffle_xor], BUILTINS[L.simd_broadcast]
-        x = value
-        for m in _LANES:
-            x = tr.bind(sem.binary("add" if op == "sum" else "max", x, shuffle(tr, loc, x, m), loc),
-                        f"simd_{op}", loc)
-        return broadcast(tr, loc, x, 0)
-    impl.__name__ = f"simd_{op}"
+        lanes of the thread's simdgroup (Metal's `simd_sum`/`simd_max`), the same on every lane."""
+        if not isinstance(value, Value):
+            value = sem.to_ir(value, loc)
+        if isinstance(value.type, PtrType) or value.type.shape:
+            raise ShapeMismatchError(f"metile.simd_{op.value}() takes a per-thread scalar, not {value.type}", loc)
+        if value.type.dtype is DType.BOOL:
+            raise KernelTypeError(f"metile.simd_{op.value}() takes a number, not a bool", loc)
+        return tr.bind(SimdReduce(op, value, loc=loc), tr.hint or f"simd_{op.value}", loc)
+    impl.__name__ = f"simd_{op.value}"
     return impl
 
 
-HELPERS = {L.scalar: scalar, L.fast_exp: fast_exp, L.simd_sum: _simd_all_reduce("sum"),
-           L.simd_max: _simd_all_reduce("max"), L.static_range: static_range, L.reverse_bits: reverse_bits}
+HELPERS = {L.scalar: scalar, L.fast_exp: fast_exp, L.simd_sum: _simd_all_reduce(ReduceOp.SUM),
+           L.simd_max: _simd_all_reduce(ReduceOp.MAX), L.static_range: static_range, L.reverse_bits: reverse_bits}
 
 __all__ = ["HELPERS"]

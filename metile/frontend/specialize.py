@@ -129,15 +129,16 @@ no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroup
 metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword
 is refused."""
 
-COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs", "direct_operands"})
+COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads"})
 """Keywords of a launch that steer the compiler, not the kernel's code: part of the cache key, kept in the Tile
 IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program; `num_stages=N`
 pipelines every `tile_range` loop that does not give its own `num_stages`; `group_programs=G` runs the programs
 of a 2-D grid in groups of G rows; `direct_operands=True` reads `dot` operands straight from device memory into
-simdgroup matrices where it can."""
+simdgroup matrices where it can; `num_threads=N` runs N threads per program of a thread-level kernel."""
 
 _OPTION_RANGES = {"num_stages": (1, 8, "stages of each tile_range loop"),
-                  "group_programs": (1, 1 << 20, "rows of programs per group")}
+                  "group_programs": (1, 1 << 20, "rows of programs per group"),
+                  "num_threads": (1, 1024, "threads per program of a thread-level kernel")}
 
 
 def compile_options(options: dict, name: str, loc: Loc, consts: dict | None = None) -> CompileOptions:

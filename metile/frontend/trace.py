@@ -24,8 +24,12 @@ from metile.ir.errors import Loc
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
+from metile.ir.tile import SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.types import SCALAR_TYPES, DType, PtrType
-from metile.ir.values import Const, Param, Stmt, Value, Var
+from metile.ir.values import Const, Param, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
+
+THREAD_LEVEL = frozenset({ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc})
+"""The values that make a kernel thread-level: it then runs one thread per element (docs/language.md section 8)."""
 
 # What Python raises when the compile-time part of a statement misuses a value (the truth of a numpy array,
 # arithmetic between a constexpr and a string, an index out of range, ...): reported at the statement.
@@ -98,6 +102,7 @@ class Tracer(ControlFlow):
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
         self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
         self.pointers: dict[str, Value] = {}   # the value each `Let` of a pointer binds (to find its array)
+        self.thread_level = False   # whether the kernel uses thread_id, simd_lane_id, shared or simdgroup exchanges
         self.lengths: dict[int, Param] = {}    # per pointer parameter index, the hidden length parameter
         self.owned: dict[int, tuple] = {}  # the lists and dicts the kernel's code built, by id: (it, its region)
         self.region = Region(None, "the kernel")  # where the trace is (`metile.frontend.containers`)
@@ -125,6 +130,8 @@ class Tracer(ControlFlow):
         self.emit(Let(var, value, loc=loc))
         if value.type.__class__ is PtrType:
             self.pointers[var.name] = value
+        if value.__class__ in THREAD_LEVEL:
+            self.thread_level = True
         return var
 
     def length_param(self, p: Param) -> Param:

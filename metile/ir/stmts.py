@@ -138,14 +138,16 @@ class CompileOptions:
     stages of every `tile_range` loop that does not give its own; `group_programs`: programs of a 2-D grid run in
     groups of that many rows (`metile.rewrite.optimize.group_programs`); `direct_operands` (1: asked): `dot`
     operands read straight from device memory into simdgroup matrices where they can be
-    (`metile.rewrite.optimize.direct_operands`)."""
+    (`metile.rewrite.optimize.direct_operands`); `num_threads`: the threads per program of a thread-level kernel (one
+    that uses `thread_id`, `shared` or simdgroup exchanges), meTile's `BLOCK` when the launch does not say."""
 
     num_simdgroups: int | None = None
     num_stages: int | None = None
     group_programs: int | None = None
     direct_operands: int | None = None
+    num_threads: int | None = None
 
-    FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands")
+    FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads")
 
 
 @attrs.frozen

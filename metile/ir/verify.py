@@ -118,7 +118,7 @@ class _Verifier:
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(f"meta[{key!r}] = {value!r} is not an integer", k)
         for key, top in (("num_simdgroups", 32), ("num_stages", 8), ("group_programs", 1 << 20),
-                         ("direct_operands", 1)):
+                         ("direct_operands", 1), ("num_threads", 1 << 16)):
             n = getattr(k.options, key)
             if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= top):
                 self.fail(f"the compiler option {key} = {n!r} is not 1..{top}", k)

@@ -3,8 +3,8 @@
 The decisions go into the kernel's `plan` (`metile.ir.stmts.LaunchPlan`), apart from the user's constexprs in
 `meta`. Threads per program (`plan.threads`), in order of precedence:
 - a kernel written at thread level (it uses `thread_id`, `simd_lane_id`, simdgroup exchanges or
-  `shared`) runs one element per thread: `BLOCK` threads when it has a `BLOCK` constexpr, else the
-  length of its longest `arange`;
+  `shared`) runs one element per thread: the launch's `num_threads` (meTile's `BLOCK` constexpr, which the
+  launch turns into it), else `32 * num_simdgroups`, else the length of its longest `arange`;
 - `simdgroup_role` blocks with explicit `num_sgs` fix `32 * (sum of num_sgs)`;
 - a kernel with `dot` runs `32 * num_simdgroups` threads (the launch option `num_simdgroups`, or meTile's `NUM_SG`,
   else 4 lowered until every product's 8x8 pieces split evenly among the simdgroups);
@@ -114,16 +114,18 @@ def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
     asked = k.options.num_simdgroups
     _, role_threads = role_ranges(roles, None, t.simd_width)
     if thread_level is not None:
-        threads = k.meta.get("BLOCK") or max(aranges, default=0)
+        threads = k.options.num_threads or (asked and t.simd_width * asked) or max(aranges, default=0)
         if not threads:
             raise UnsupportedConstructError(
-                "a kernel using thread_id, simd operations or shared memory runs one thread per element: give it a "
-                "BLOCK constexpr or an arange to fix its thread count", thread_level.loc)
+                "a kernel using thread_id, simd operations or shared memory runs one thread per element: give the "
+                "launch num_threads=N (or meTile's BLOCK constexpr), or an arange to fix its thread count",
+                thread_level.loc)
         if role_threads is not None and role_threads != threads:
             raise UnsupportedConstructError(
-                f"the simdgroup roles need {role_threads} threads but the kernel runs BLOCK = {threads}", roles[0].loc)
-        _check_asked(asked, threads, t.simd_width, f"the kernel runs one thread per element, BLOCK = {threads}",
-                     thread_level.loc)
+                f"the simdgroup roles need {role_threads} threads but the kernel runs {threads} (num_threads, or "
+                "meTile's BLOCK)", roles[0].loc)
+        _check_asked(asked, threads, t.simd_width, f"the kernel runs one thread per element, {threads} threads "
+                     "(num_threads, or meTile's BLOCK)", thread_level.loc)
     elif role_threads is not None:
         threads = role_threads
         _check_asked(asked, threads, t.simd_width, "its simdgroup roles have that many", roles[0].loc)
