@@ -12,6 +12,7 @@ from test_split_k import gemv_like as gemm
 
 import metile
 from metile.ir import pretty, verify
+from metile.ir.layouts import Fragments
 from metile.ir.tile import Dot, MmaPlan
 from metile.ir.verify import VerifyError
 from metile.rewrite.layouts import assign_layouts
@@ -88,6 +89,20 @@ def test_the_verifier_refuses_an_arrangement_that_does_not_divide_the_pieces():
     bad = attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=k.schedule.dots.set(
         d, attrs.evolve(k.schedule.dots[d], simdgroups=(1, 4)))))
     with pytest.raises(VerifyError, match=r"simdgroups \(1, 4\) do not divide the 8x8 pieces of a \[32, 16\]"):
+        verify(bad)
+
+
+def test_the_verifier_refuses_fragments_on_more_simdgroups_than_the_program_runs():
+    """Recorded decisions must agree: an accumulator laid out over 2x2 simdgroups in 2 slices of k needs 8, and
+    the launch plan runs 4."""
+    x = np.zeros(1, np.float32)
+    k = run(TILE_PIPELINE, gemm.trace(x, x, x, x, 40, 50, 30, BM=32, BN=32, BK=16))
+    name, held = next((n, lay) for n, lay in k.schedule.layouts.items() if isinstance(lay, Fragments))
+    assert k.plan.simdgroups == 4 and held.sg_m * held.sg_n * held.split * held.replicas == 4
+    verify(k)
+    bad = attrs.evolve(k, schedule=attrs.evolve(k.schedule, layouts=k.schedule.layouts.set(
+        name, attrs.evolve(held, split=2))))
+    with pytest.raises(VerifyError, match=r"take 8 simdgroups, and the program runs 4"):
         verify(bad)
 
 

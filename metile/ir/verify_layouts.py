@@ -3,7 +3,8 @@
 Each entry must name a tile the kernel binds, in a layout that can hold it where it is bound:
 - `Blocked`: a positive thread count of whole simdgroups (or one group smaller than a simdgroup), a run width of
   1, 2 or 4, within the launch plan's threads when the kernel has a plan;
-- `Fragments`: a 2-D f32 tile whose sides are multiples of 8, the arrangement dividing its 8x8 pieces;
+- `Fragments`: a 2-D f32 tile whose sides are multiples of 8, the arrangement dividing its 8x8 pieces, and its
+  simdgroups (arrangement x slices of k x replicas, from its first) within the launch plan's;
 - `Recomputed` and `InDevice`: the variable of a `Let` (of a `Load`, for `InDevice`);
 - `Channel`: a result of a `simdgroup_role` block.
 """
@@ -81,6 +82,10 @@ def _problem(layout: TileLayout, how: str, stmt: Node, t: TileType | PtrType, k:
                 return "the arrangement, split and replicas are positive"
             if t.shape[0] % (8 * sg_m) or t.shape[1] % (8 * sg_n):
                 return f"{sg_m}x{sg_n} simdgroups do not divide its 8x8 pieces"
+            used = sg_m * sg_n * split * replicas
+            if k.plan is not None and first_sg + used > k.plan.simdgroups:
+                return (f"{sg_m}x{sg_n} simdgroups, {split} slice(s) of k and {replicas} replica(s) from simdgroup "
+                        f"{first_sg} take {used} simdgroups, and the program runs {k.plan.simdgroups}")
         case Recomputed():
             if how != "let":
                 return "only a Let's value is recomputed where it is read"
