@@ -126,3 +126,29 @@ def test_locations_stay_out_of_equality_and_hash():
     a, b = Num(1, loc=Loc("f.py", 1)), Num(1, loc=Loc("g.py", 2))
     assert a == b and hash(a) == hash(b) and "loc" not in repr(a)
     assert Add.__match_args__ == ("lhs", "rhs")
+
+
+def test_equal_statements_at_different_lines_keep_their_own_locations():
+    """Two barriers, equal but on lines 3 and 7: rewriting the kernel (with a rule that matches nothing, or replacing
+    a node elsewhere) keeps each at its line; memoising statements by equality alone gave both the first's."""
+    from metile.ir.errors import Loc
+    from metile.ir.ops import Stage
+    from metile.ir.stmts import Barrier, Kernel, Store
+    from metile.ir.types import AddressSpace, DType, PtrType
+    from metile.ir.values import Const, Param
+    from metile.rewrite.driver import substitute
+
+    ptr = Param("P", PtrType(DType.F32, (), AddressSpace.DEVICE), 0)
+    k = Kernel("k", Stage.METAL, (ptr,), [Barrier(loc=Loc("f.py", 3)), Store(ptr, Const(1.0, DType.F32)),
+                                          Barrier(loc=Loc("f.py", 7)), Store(ptr, Const(1.0, DType.F32))])
+
+    def two_for_one(n: Node) -> Node | None:
+        match n:
+            case Const(1.0, _):
+                return Const(2.0, DType.F32)
+        return None
+
+    for out in (bottom_up(two_for_one, k), bottom_up_reference(two_for_one, k),
+                substitute(k, {Const(1.0, DType.F32): Const(2.0, DType.F32)})):
+        assert [s.loc.line for s in out.body if isinstance(s, Barrier)] == [3, 7]
+        assert [s.value.value for s in out.body if isinstance(s, Store)] == [2.0, 2.0]

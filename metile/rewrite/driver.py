@@ -15,8 +15,16 @@ from collections.abc import Callable
 
 from metile.ir.errors import MetileError
 from metile.ir.node import Node, children, map_children
+from metile.ir.values import Stmt
 
 Rule = Callable[[Node], "Node | None"]
+
+
+def _key(n: Node):
+    """What the drivers memoise `n` under: the node, as equality sees it, and for a statement its location too. A
+    location is not part of equality, and statements equal but at different source lines (two barriers, two
+    identical stores) must keep their own: profiles and fault reports name a statement's line."""
+    return (n, n.loc) if isinstance(n, Stmt) else n
 
 
 class RewriteError(MetileError):
@@ -66,10 +74,10 @@ def _apply(rule: Rule, n: Node) -> Node | None:
 
 
 def bottom_up_reference(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
-    memo: dict[Node, Node | None] = {}  # None: unchanged (so an equal node elsewhere keeps its identity)
+    memo: dict[object, Node | None] = {}  # None: unchanged (so an equal node elsewhere keeps its identity)
 
     def go(n: Node) -> Node:
-        if n in memo:
+        if _key(n) in memo:
             return _result(memo, n)
         cur, steps = map_children(go, n), 0
         while (nxt := _apply(rule, cur)) is not None:
@@ -77,34 +85,39 @@ def bottom_up_reference(rule: Rule, root: Node, *, max_steps: int = 10_000) -> N
             if steps > max_steps:
                 raise RewriteError(f"rule {rule.__name__} did not converge", cur.loc)
             cur = map_children(go, nxt)
-        memo[n] = None if cur is n else cur
+        memo[_key(n)] = None if cur is n else cur
         return cur
 
     return go(root)
 
 
-def _result(memo: dict[Node, Node | None], n: Node) -> Node:
-    done = memo[n]
+def _result(memo: dict[object, Node | None], n: Node) -> Node:
+    done = memo[_key(n)]
     return n if done is None else done
 
 
 def substitute(root: Node, table: dict[Node, Node]) -> Node:
     """`root` with every node equal to a key of `table` replaced by its value, which is not searched again (so a
     replacement may contain the node it replaces). Iterative, like `bottom_up`; shared nodes are rebuilt once."""
-    memo: dict[Node, Node] = {}
+    memo: dict[object, Node] = {}
+
+    def done(c: Node) -> Node:
+        return memo[_key(c)]
+
     stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
         n, ready = stack.pop()
-        if n in memo:
+        key = _key(n)
+        if key in memo:
             continue
         if n in table:
-            memo[n] = table[n]
+            memo[key] = table[n]
         elif ready:
-            memo[n] = map_children(memo.__getitem__, n)
+            memo[key] = map_children(done, n)
         else:
             stack.append((n, True))
-            stack.extend((c, False) for c in children(n) if c not in memo)
-    return memo[root]
+            stack.extend((c, False) for c in children(n) if _key(c) not in memo)
+    return memo[_key(root)]
 
 
 def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
@@ -113,30 +126,31 @@ def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
     Same result as `bottom_up_reference`, with an explicit stack of frames
     `[original, current, children (None until pushed), steps]` instead of recursion.
     """
-    memo: dict[Node, Node | None] = {}
-    active: set[Node] = set()
+    memo: dict[object, Node | None] = {}
+    active: set[object] = set()
     stack: list[list] = [[root, root, None, 0]]
     while stack:
         frame = stack[-1]
         orig, cur, kids, steps = frame
         if kids is None:
-            if orig in memo and cur is orig:
+            if cur is orig and _key(orig) in memo:
                 stack.pop()
                 continue
-            active.add(orig)
+            active.add(_key(orig))
             frame[2] = kids = children(cur)
             for c in kids:
-                if c in active:
+                key = _key(c)
+                if key in active:
                     raise RewriteError(f"rule {rule.__name__} built a node that contains itself", cur.loc)
-                if c not in memo:
+                if key not in memo:
                     stack.append([c, c, None, 0])
             continue
-        if any(memo[c] is not None for c in kids):  # rebuild only when a child was rewritten
+        if any(memo[_key(c)] is not None for c in kids):  # rebuild only when a child was rewritten
             cur = map_children(lambda c: _result(memo, c), cur)
         nxt = _apply(rule, cur)
         if nxt is None:
-            memo[orig] = None if cur is orig else cur
-            active.discard(orig)
+            memo[_key(orig)] = None if cur is orig else cur
+            active.discard(_key(orig))
             stack.pop()
             continue
         if steps + 1 > max_steps:
