@@ -13,7 +13,7 @@ from metile.ir import parse, pretty, walk
 from metile.ir.ops import BinOp, Stage
 from metile.ir.values import Binary, Cast, Var
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.lower_tiles import lower_tiles
+from metile.rewrite.lower import lower_tiles
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
 
 BLOCK = 256

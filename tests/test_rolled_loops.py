@@ -1,4 +1,4 @@
-"""Slots looped over at run time (`metile.rewrite.lower_rolled`): the code is a loop, and the results are those
+"""Slots looped over at run time (`metile.rewrite.lower.rolled`): the code is a loop, and the results are those
 of numpy, with padding, masks, `dot` epilogues and deferred operand loads.
 
 - a store of a pure expression to a tile larger than one sweep of the threads, padded and masked;

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import metile
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.layouts import assign_layouts
-from metile.rewrite.lower_tiles import lower_tiles
+from metile.rewrite.lower import lower_tiles
 from metile.rewrite.plan import plan_launch
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 from tests.acceptance_kernels import seed_examples as seed

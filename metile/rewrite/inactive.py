@@ -39,7 +39,7 @@ from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma,
 from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.lower_collective import identity
+from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import scan
 

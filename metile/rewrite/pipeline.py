@@ -27,7 +27,7 @@ from metile.rewrite.context import PassContext
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.layouts import assign_layouts
-from metile.rewrite.lower_tiles import lower_tiles
+from metile.rewrite.lower import lower_tiles
 from metile.rewrite.optimize import (
     direct_operands,
     group_programs,

@@ -1,0 +1,205 @@
+"""Loads and stores of tiles in the lowering.
+
+A tile load fills the registers of the thread-value layout (`Regs`), `layout.vec` elements at a time as one
+vector access where the axis analysis proves the run consecutive and aligned, with a guarded element-by-element
+fallback where a mask may cut the run. A store takes the first path that applies: one store per program for
+program scalars, `simdgroup_store` of a held `dot` result (`mma_use.mma_store`), each lane's own elements of it
+(`mma_use.fragment_store`), a run-time loop over the slots, or one store (or vector store) per slot. A `dot`
+operand read straight from device memory is staged in runs of `STAGE_VECTOR` (`stage_in_vectors`).
+"""
+
+from __future__ import annotations
+
+from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
+from metile.ir.ops import BinOp, CmpOp
+from metile.ir.stmts import For, If, Let, Stmt, Store
+from metile.ir.tile import Broadcast
+from metile.ir.types import DType, PtrType, TileType
+from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Param, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.axis_info import vector_width
+from metile.rewrite.distribute import Blocked, blocked
+from metile.rewrite.layouts import ROLL_SLOTS
+from metile.rewrite.lower import mma_use as MU
+from metile.rewrite.lower import rolled as RL
+from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import values as V
+from metile.rewrite.lower.state import Block, Pt
+from metile.rewrite.staging import staging_row_spacing
+
+STAGE_VECTOR = 4   # elements per run when a tile is staged from device memory
+
+
+def run_width(blk: Block, layout: Blocked, ptr: Value) -> int:
+    """`layout.vec` when every run of `layout` is `vec` consecutive, aligned addresses, else 1."""
+    return vector_width(blk.facts.axes, layout.vec, ptr)
+
+
+def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
+    shape = ptr.type.shape
+    width = run_width(blk, layout, ptr)
+    regs: list[Value] = []
+    for first in range(0, layout.slots, width):
+        pts = [V.slot_pt(blk, layout, s, shape) for s in range(first, first + width)]
+        masks = [V.at(blk, mask, pt) for pt in pts]
+        scalar = [Load(V.at(blk, ptr, pt), m, V.at(blk, other, pt) if m is not None else None)
+                  for pt, m in zip(pts, masks)]
+        if width == 1:
+            regs.append(blk.let(scalar[0], name))
+            continue
+        cond = mo.all_of(masks + [V.guard(blk, layout, first)])
+        vec = VecLoad(V.at(blk, ptr, pts[0]), width)
+        if cond is None:
+            v = blk.let(vec, name)
+            regs += [Extract(v, j) for j in range(width)]
+            continue
+        fast, slow = Var(blk.fresh(name), vec.type), [Var(blk.fresh(name), x.type) for x in scalar]
+        results = [Var(blk.fresh(name), x.type) for x in scalar]
+        blk.emit(If(cond, [Let(fast, vec)], [Let(s, x) for s, x in zip(slow, scalar)],
+                     [Extract(fast, j) for j in range(width)], slow, results, loc=blk.loc))
+        regs += results
+    return tuple(regs)
+
+
+def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
+    shape = ptr.type.shape
+    if shape == ():
+        m = V.scalar(blk, mask)
+        if blk.divergent is None and not S.is_varying(blk, ptr, value, mask):
+            m = mo.both(m, Compare(CmpOp.EQ, blk.group.tid, mo.const(0)))
+        blk.emit(cls(V.scalar(blk, ptr), V.scalar(blk, value), m, loc=blk.loc))
+        return
+    if cls is Store and mask is None and MU.mma_store(blk, ptr, value):
+        return
+    if MU.fragment_store(blk, cls, ptr, value, mask):
+        return
+    layout = V.layout(blk, ptr.type.size)
+    width = run_width(blk, layout, ptr) if cls is Store else 1
+    mats = RL.rollable(blk, layout, (ptr, value, mask)) if width == 1 else None
+    if mats is not None:
+        for rep in mats:
+            MU.mma_in_scratch(blk, rep, s)
+
+        def one(b: Block, slot: Value) -> None:
+            pt = V.slot_pt(b, layout, slot, shape)
+            guard = mo.both(V.at(b, mask, pt), V.guard(b, layout, slot))
+            b.emit(cls(V.at(b, ptr, pt), V.at(b, value, pt), guard, loc=b.loc))
+
+        RL.slot_loop(blk, layout, one)
+        return
+    for first in range(0, layout.slots, width):
+        slots = range(first, first + width)
+        pts = [V.slot_pt(blk, layout, s, shape) for s in slots]
+        masks = [mo.both(V.at(blk, mask, pt), V.guard(blk, layout, s)) for s, pt in zip(slots, pts)]
+        scalar = [cls(V.at(blk, ptr, pt), V.at(blk, value, pt), m, loc=blk.loc) for pt, m in zip(pts, masks)]
+        if width == 1:
+            blk.emit(scalar[0])
+            continue
+        vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
+        cond = mo.all_of(masks)
+        blk.emit(vec if cond is None else If(cond, [vec], scalar, loc=blk.loc))
+
+
+def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tuple[int, ...]) -> bool:
+    """Stage the 2-D tile `v`, read straight from device memory by the deferred `load`, to threadgroup memory at
+    `base` (rows `strides[0]` apart) in runs of `STAGE_VECTOR` elements along its rows: each thread moves a
+    run as one vector load and one vector store where the run is aligned (its element offset in the buffer,
+    checked at run time unless the axis analysis proves it) and, for a masked load, wholly inside the mask;
+    element by element otherwise. False, having emitted nothing, when the tile's rows, row stride or dtype do
+    not allow runs, or the load's addresses are not an offset from one buffer."""
+    shape, width = v.type.shape, STAGE_VECTOR
+    if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
+            or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
+        return False
+    st = V.strides_of(blk, load.ptr)
+    if st is None or st[1] != 1 or _buffer_offset(load.ptr, blk.facts.defs, lambda x: x) is None:
+        return False   # a run is consecutive addresses only at a unit column stride known at compile time
+    layout = blocked(v.type.size, blk.group.threads, width)
+    proven = vector_width(blk.facts.axes, width, load.ptr) == width
+
+    spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+
+    def run(b: Block, first) -> None:
+        p0 = V.slot_pt(b, layout, first, shape)
+        if spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts (`staging_row_spacing`)
+            p0 = Pt(shape, _spaced(mo.div(p0.flat, width), shape[1] // width, spacing, width))
+        r, c = V.coords(b, p0)
+        # the run's elements share a row: their coordinates are known without dividing their flat index
+        pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
+        dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
+        guard = V.guard(b, layout, first)
+        masks = [V.at(b, load.mask, p) for p in pts] if load.mask is not None else []
+        first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
+        conds = [*masks, guard]
+        if not proven:
+            off = _buffer_offset(load.ptr, b.facts.defs, lambda x: V.at(b, x, p0))
+            conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1)), mo.const(0)))
+        cond = mo.all_of(conds)
+        if cond is None:
+            b.emit(VecStore(dst, b.let(VecLoad(first_ptr, width), "run", load.loc), loc=b.loc))
+            return
+        vec = Var(b.fresh("run"), VecLoad(first_ptr, width).type)
+        fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+        zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
+        if not masks:   # a misaligned run: a loop over its elements
+            j = Var(b.fresh("j"), TileType(DType.I32))
+            x = Var(b.fresh("el"), load.type.with_shape(()))
+            slow = [For(j, mo.const(0), mo.const(width), mo.const(1), [], [],
+                        [Let(x, Load(AddPtr(first_ptr, j), guard, None if guard is None else zero), loc=load.loc),
+                         Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
+        else:           # element by element, each under its own mask
+            slow = []
+            for j, (p, m) in enumerate(zip(pts, masks)):
+                x = Var(b.fresh("el"), load.type.with_shape(()))
+                other = V.at(b, load.other, p) if load.other is not None else zero
+                element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
+                slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
+                         Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
+        b.emit(If(cond, fast, slow, loc=b.loc))
+
+    runs = layout.slots // width
+    if runs * width >= ROLL_SLOTS and RL.rollable(blk, layout, [v]) == []:
+        s = Var(blk.fresh("s"), TileType(DType.I32))
+        inner = blk.body()
+        run(inner, s)
+        blk.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], inner.out, [], [],
+                     loc=blk.loc))
+    else:
+        for first in range(0, layout.slots, width):
+            run(blk.nested(), first)
+    return True
+
+
+
+def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:
+    """The flat index of the first element of run `run` when the runs lane `l` of a simdgroup writes (`lanes`
+    consecutive runs, `lanes / per_row` rows' worth) go to rows `spacing` apart: group `q = run / lanes` takes rows
+    `(q / spacing) * rows_per_group * spacing + q % spacing + i * spacing`. A bijection of the runs when the rows
+    divide into such groups (`staging_row_spacing` checks)."""
+    group = lanes // per_row
+    lane, q = mo.mod(run, lanes), mo.div(run, lanes)
+    row = mo.add(mo.add(mo.mul(mo.div(q, spacing), mo.const(group * spacing)), mo.mod(q, spacing)),
+                 mo.mul(mo.div(lane, per_row), mo.const(spacing)))
+    return mo.add(mo.mul(row, mo.const(per_row * width)), mo.mul(mo.mod(lane, per_row), mo.const(width)))
+
+
+def _buffer_offset(ptr: Value, defs, at) -> Value | None:
+    """The element offset of the pointer tile `ptr` from its buffer's start, as `at` evaluates each offset tile
+    (None when `ptr` is not offsets added to a broadcast buffer argument: its alignment is then unknown)."""
+    total: Value = mo.const(0)
+    while True:
+        match ptr:
+            case Var(name) if name in defs:
+                ptr = defs[name]
+            case AddPtr(inner, off):
+                total = mo.add(total, at(off))
+                ptr = inner
+            case Broadcast(Param() as p, _) if isinstance(p.type, PtrType):
+                return total
+            case Param() if isinstance(ptr.type, PtrType):
+                return total
+            case _:
+                return None
+
+
+__all__ = ["STAGE_VECTOR", "load_regs", "run_width", "stage_in_vectors", "store"]

@@ -1,0 +1,259 @@
+"""What becomes of a `dot` result held in simdgroup matrices.
+
+It stays in matrices while it only feeds further `dot` accumulation, also through element-wise arithmetic
+(`acc * alpha[:, None]` before the next `dot` onto it: each lane computes its own elements, `MatrixOf`, and a loop
+carries such an accumulator in matrices). An unmasked store of it through a row-major address grid is
+`simdgroup_store` straight to device memory (`mma_store`); any other store that reads it element by element (a
+cast, a masked store, an element-wise epilogue) reads each lane's own elements of the matrices
+(`fragment_store`); a row reduction of it folds each lane's elements and shuffles (`mma_row_reduce`); any other
+use copies it to registers through scratch (`mma_to_regs`).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from metile.ir.metal import MatrixStore
+from metile.ir.node import Node, children
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp
+from metile.ir.stmts import If, Store
+from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Reduce, Reshape, Scan, Transpose
+from metile.ir.types import DType
+from metile.ir.values import AddPtr, Binary, Compare, Load, SimdShuffleXor, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import MmaGeometry
+from metile.rewrite.layouts import dot_accumulation as dot_acc
+from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import mma as MM
+from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import values as V
+from metile.rewrite.lower.ops import acc_dtype, cast, combine, sg_in, sg_index
+from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Regs
+from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
+
+
+@attrs.frozen
+class Fragments:
+    """The key of a point read from the simdgroup matrices of `geom` by the lane holding it: slot `2 p + e` is
+    element `e` of this lane in piece `p` (`Extract` of the matrix)."""
+
+    geom: MmaGeometry
+
+
+def mma_in_scratch(blk: Block, rep: Mma, why: Node) -> Value:
+    """The base of `rep` copied to scratch, once per statement: row-major `[m, n]` with rows `mma_row_stride`
+    apart (read element `flat` at `mma_scratch_offset`)."""
+    found = blk.kernel.published.get(id(rep))
+    if found is not None:
+        return found[0]
+    geom = rep.geom
+    ld = mma_row_stride(geom.n)
+    S.barrier(blk, why)
+    base = X.scratch(blk, DType.F32, geom.m * ld)
+    emit_owned(blk, geom, [MatrixStore(mat, AddPtr(base, MM.piece_offset(blk, geom, p, mo.const(ld))), mo.const(ld),
+                                       loc=blk.loc) for p, mat in enumerate(rep.mats)])
+    S.barrier(blk, why)
+    blk.kernel.published[id(rep)] = (base, ())
+    return base
+
+
+def held_mma(blk: Block, v: Value) -> Mma | None:
+    """The simdgroup matrices holding `v`, when it is (or names) a `dot` result kept in them."""
+    rep, v = X.named_rep(blk, v)
+    if rep is not None:
+        return rep if isinstance(rep, Mma) else None
+    return X.heavy_rep(blk, v) if isinstance(v, Dot) or dot_acc(v) else None
+
+
+def mma_store(blk: Block, ptr: Value, value: Value) -> bool:
+    """Store the tile `value` through the pointer tile `ptr` straight from the simdgroup matrices holding it,
+    each simdgroup its own pieces (no scratch, no barrier); False, having emitted nothing, unless `value` is
+    held in matrices (f32, as a `dot` result is: a store to another dtype converts it first, so its value is
+    not held) and `ptr` is the same for the whole program and row-major with unit column stride
+    (`metile.rewrite.axis_info.strides`), and every thread runs the store (a matrix store is a simdgroup
+    collective). The caller checks that the store is unmasked."""
+    rep = held_mma(blk, value)
+    if rep is None or blk.divergent is not None:
+        return False
+    found = V.strides_of(blk, ptr)
+    if found is None or found[1] != 1 or S.is_varying(blk, ptr):
+        return False
+    geom = rep.geom
+    row = found[0]
+    ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
+    origin = V.at(blk, ptr, Pt(ptr.type.shape, mo.const(0)))
+    emit_owned(blk, geom, [MatrixStore(mat, AddPtr(origin, MM.piece_offset(blk, geom, p, ld)), ld, loc=blk.loc)
+                           for p, mat in enumerate(rep.mats)])
+    return True
+
+
+def fragment_store(blk: Block, cls, ptr: Value, value: Value, mask: Value | None) -> bool:
+    """Store `value` through `ptr` where `mask` straight from the matrices holding a `dot` result that `value`
+    reads: each lane stores its own two elements of each of its simdgroup's pieces (no copy of the result
+    through scratch). False, having emitted nothing, unless the three read one held result of the store's
+    shape and otherwise only values that can be read at any element (`pointwise_mma`)."""
+    shape = ptr.type.shape
+    rep = pointwise_mma(blk, (ptr, value, mask), shape)
+    if rep is None:
+        return False
+    inner = blk.body()
+    for pts in fragment_points(inner, rep.geom, shape):
+        for pt in pts:
+            inner.emit(cls(V.at(inner, ptr, pt), V.at(inner, value, pt), V.at(inner, mask, pt), loc=inner.loc))
+    body = inner.out
+    emit_owned(blk, rep.geom, body)
+    return True
+
+
+def publish_fragments(blk: Block, v: Value, geom: MmaGeometry, base: Value, strides: tuple[int, ...]) -> None:
+    """Write the `[m, n]` tile `v`, read element by element from matrices of `geom` (`pointwise_mma`), to
+    threadgroup memory at `base` with `strides`, each lane its own elements of its simdgroup's pieces."""
+    inner = blk.body()
+    for pts in fragment_points(inner, geom, v.type.shape):
+        for pt in pts:
+            r, c = V.coords(inner, pt)
+            off = mo.add(mo.mul(r, mo.const(strides[0])), mo.mul(c, mo.const(strides[1])))
+            inner.emit(Store(AddPtr(base, off), V.at(inner, v, pt), loc=inner.loc))
+    body = inner.out
+    emit_owned(blk, geom, body)
+
+
+def mma_row_reduce(blk: Block, n: Reduce) -> Regs | None:
+    """The reduction along its rows of a tile read element by element from a `dot` result held in matrices
+    (`pointwise_mma`), without copying the tile: each lane folds its elements of each row it holds, two
+    shuffles fold the four lanes sharing a row, and the simdgroups sharing rows meet in scratch (one value per
+    row and simdgroup), from where each thread reads the rows it holds. None where that does not apply."""
+    x = n.x
+    held = pointwise_mma(blk, (x,), x.type.shape)
+    if held is None or blk.divergent is not None or blk.group.role is not None:
+        return None
+    geom = held.geom
+    if (geom.first_sg, geom.sg_m * geom.sg_n) != (blk.group.first_sg, blk.group.sgs):
+        return None
+    S.collective(blk, n)
+    adt = acc_dtype(x.type.dtype)
+    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+    inner = blk.nested()
+    points = fragment_points(inner, geom, x.type.shape)
+    rows = []
+    for i in range(geom.per_m):
+        acc: Value | None = None
+        for j in range(geom.per_n):
+            for pt in points[i * geom.per_n + j]:
+                v = cast(V.at(inner, x, pt), adt)
+                acc = v if acc is None else combine(n.op, acc, v)
+        for mask in (1, 8):   # the lanes holding the other columns of this lane's rows
+            acc = combine(n.op, acc, inner.let(SimdShuffleXor(acc, mo.const(mask)), "sh"))
+        rows.append((inner.let(acc, "row"), V.coords(inner, points[i * geom.per_n][0])[0]))
+    S.barrier(blk, n)
+    base = X.scratch(blk, adt, geom.m * geom.sg_n)
+    first = Compare(CmpOp.EQ, Binary(BinOp.AND, lane, mo.const(9)), mo.const(0))   # column 0 of the piece
+    col = mo.mod(sg_index(geom.first_sg), geom.sg_n)
+    for value, row in rows:
+        blk.emit(Store(AddPtr(base, mo.add(mo.mul(row, mo.const(geom.sg_n)), col)), value, first, loc=blk.loc))
+    S.barrier(blk, n)
+    layout = V.layout(blk, geom.m)
+    regs = []
+    for slot in range(layout.slots):
+        row = V.slot_pt(blk, layout, slot, (geom.m,)).flat
+        acc = None
+        for j in range(geom.sg_n):
+            v = blk.let(Load(AddPtr(base, mo.add(mo.mul(row, mo.const(geom.sg_n)), mo.const(j)))), "part")
+            acc = v if acc is None else combine(n.op, acc, v)
+        regs.append(blk.let(cast(acc, n.type.dtype), "red"))
+    return Regs(layout, tuple(regs))
+
+
+def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...]) -> list[tuple[Pt, Pt]]:
+    """For each of this simdgroup's pieces of `geom`, the points of the tile (of `shape`, `[m, n]` elements)
+    that this lane holds as its elements 0 and 1, keyed to be read from the matrices (`Fragments`)."""
+    frag = Fragments(geom)
+    rows, cols = lane_rows_cols()
+    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+    sm, sn = MM.simdgroup_coords(blk, geom)
+    row0, col0 = blk.let(mo.apply_layout(rows, lane), "fr"), blk.let(mo.apply_layout(cols, lane), "fc")
+    out = []
+    for p in range(geom.pieces):
+        i, j = divmod(p, geom.per_n)
+        r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
+        c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
+        out.append(tuple(Pt(shape, mo.add(mo.mul(r, mo.const(geom.n)), mo.add(c, mo.const(e))), (frag, 2 * p + e))
+                         for e in (0, 1)))
+    return out
+
+
+def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
+    """The one held `dot` result of `shape` that `roots` read, element for element (not through a transpose,
+    reshape or broadcast), when everything else they read can be read at any element: pure expressions,
+    scalars, loads evaluated per element, and tiles held in registers (a row of maxima, a loaded bias),
+    gathered through scratch; those only where every thread of the program runs this code and the result's
+    pieces span all of its simdgroups, since a gather needs barriers. Else None."""
+    if len(shape) != 2:
+        return None
+    found: Mma | None = None
+    regs = False   # whether a tile held in registers is read too (gathered through scratch, behind barriers)
+    todo = [(v, False) for v in roots if v is not None]
+    seen: set[tuple[Value, bool]] = set()
+    while todo:
+        v, moved = item = todo.pop()
+        if item in seen or not v.type.shape:
+            continue
+        seen.add(item)
+        if isinstance(v, Var):
+            rep = blk.lookup(v.name)
+            if isinstance(rep, Lazy):
+                todo.append((rep.expr, moved))
+                continue
+            if isinstance(rep, Regs):
+                regs = True
+                continue
+            if not isinstance(rep, Mma):
+                return None
+        elif isinstance(v, Dot) or dot_acc(v):
+            rep = X.heavy_rep(blk, v)
+        elif isinstance(v, (Reduce, ArgReduce, Scan)):   # held in registers once computed
+            regs = True
+            continue
+        else:
+            moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast))
+            todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
+            continue
+        if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:
+            return None
+        found = rep
+    if found is not None and regs and (blk.divergent is not None or blk.group.role is not None
+                                       or (found.geom.first_sg, found.geom.sg_m * found.geom.sg_n)
+                                       != (blk.group.first_sg, blk.group.sgs)):
+        return None   # the gathers' barriers would be under control flow some threads skip
+    return found
+
+
+def emit_owned(blk: Block, geom: MmaGeometry, stmts: list) -> None:
+    """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
+    owners = geom.sg_m * geom.sg_n
+    if (geom.first_sg, owners) != (blk.group.first_sg, blk.group.sgs):
+        blk.emit(If(sg_in(geom.first_sg, owners), stmts, loc=blk.loc))
+    else:
+        for st in stmts:
+            blk.emit(st)
+
+
+def mma_to_regs(blk: Block, rep: Mma, why: Node) -> Regs:
+    key = ("regs", rep)
+    found = blk.memo_get(key)
+    if found is not None:
+        return found
+    geom = rep.geom
+    base = mma_in_scratch(blk, rep, why)
+    layout = V.layout(blk, geom.m * geom.n)
+    regs = []
+    for slot in range(layout.slots):
+        pt = V.slot_pt(blk, layout, slot, (geom.m, geom.n))
+        regs.append(blk.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, geom.n))), "c"))
+    found = Regs(layout, tuple(regs))
+    blk.memo_put(key, found)
+    return found
+
+
+__all__ = ["Fragments", "emit_owned", "fragment_points", "fragment_store", "held_mma", "mma_in_scratch",
+           "mma_row_reduce", "mma_store", "mma_to_regs", "pointwise_mma", "publish_fragments"]

@@ -1,0 +1,242 @@
+"""What the lowering of one kernel works with: its frozen facts, the per-thread representation of each tile, and
+the builder of the region being lowered.
+
+- `Facts` (frozen): the kernel and what the analyses of the run know of it (scan, uniformity, axis information,
+  the layouts `assign_layouts` recorded, the launch plan).
+- `KernelState`: the little the lowering keeps for the whole kernel: the names taken, the threadgroup arrays of
+  channels and hoisted staging, the scratch use of the statement being lowered (`metile.ir.simt.Scratch`), the
+  location it gives what it emits, and caches of points and simdgroup coordinates.
+- `Block`: one region being lowered (the kernel's body, a loop's body, a branch, a role block, or a loop the
+  lowering makes itself): the statements it emits, the representations of the names it binds, the values it has
+  lowered (visible to the regions nested in it), and where it runs (its group of threads, the control flow
+  around it that depends on the thread or on the lane, the pipelined loop whose body it is). `Block.nested()`
+  opens a nested region, `Block.collecting()` gathers what a region emits into a list of its own (the body of a
+  statement being built); the rule functions of the other modules take the block they emit into.
+
+A Tile IR value is represented per thread by one of `Scalar`, `Regs`, `Mma`, `Lazy`, `Channel` (see each).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from metile.ir.errors import Loc
+from metile.ir.layouts import TileLayout
+from metile.ir.node import Node
+from metile.ir.stmts import Kernel, LaunchPlan, Let
+from metile.ir.target import AppleTarget
+from metile.ir.tile import SimdgroupRole
+from metile.ir.values import Stmt, Value, Var
+from metile.rewrite.axis_info import AxisAnalysis
+from metile.rewrite.distribute import Blocked, MmaGeometry
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.scan import Scan
+
+if TYPE_CHECKING:
+    from metile.rewrite.lower.mma import Ring
+
+
+@attrs.frozen
+class Group:
+    """The threads running a region: `tid` is the index within the group, `first_sg` its first simdgroup."""
+
+    tid: Value
+    threads: int
+    first_sg: int
+    sgs: int
+    role: SimdgroupRole | None = None
+
+
+@attrs.frozen
+class Pt:
+    """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this thread holds
+    it in that slot; `at`, when known, its coordinates (`flat` split along `shape`)."""
+
+    shape: tuple[int, ...]
+    flat: Value
+    key: tuple[object, int] | None = None
+    at: tuple[Value, ...] | None = None
+
+
+@attrs.frozen
+class Scalar:
+    """A per-thread scalar (program scalars are computed by every thread)."""
+
+    value: Value
+
+
+@attrs.frozen
+class Regs:
+    """The elements this thread holds of a tile laid out by `layout`, one value per slot."""
+
+    layout: Blocked
+    regs: tuple[Value, ...]
+
+
+@attrs.frozen
+class Lazy:
+    """A pure tile expression, evaluated wherever one of its elements is needed."""
+
+    expr: Value
+
+
+@attrs.frozen
+class Mma:
+    """A `dot` result in the simdgroup matrices of `geom` (this simdgroup's pieces)."""
+
+    geom: MmaGeometry
+    mats: tuple[Value, ...]
+
+
+@attrs.frozen
+class Channel:
+    """A role's result in threadgroup memory (row-major at `base`), readable after the role's barrier."""
+
+    base: Value
+    shape: tuple[int, ...]
+
+
+@attrs.frozen
+class Facts:
+    """What the lowering knows of the kernel it lowers (read only)."""
+
+    k: Kernel
+    target: AppleTarget
+    scan: Scan
+    varying: frozenset[str]
+    lane_varies: object            # a test: may this value differ between the lanes of a simdgroup?
+    axes: AxisAnalysis
+    layouts: dict[str, TileLayout]
+
+    @property
+    def plan(self) -> LaunchPlan:
+        return self.k.plan
+
+    @property
+    def defs(self) -> dict[str, Value]:
+        return self.axes.defs
+
+
+class KernelState:
+    """The lowering's state for the whole kernel (see the module docstring)."""
+
+    __slots__ = ("channels", "loc", "parts", "points", "published", "sg_coords", "suffix", "taken", "use", "uses")
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+        self.suffix: dict[str, int] = {}
+        self.channels: list[Let] = []           # threadgroup arrays of role channels and hoisted staging
+        self.loc: Loc | None = None             # of the Tile IR statement being lowered
+        self.uses = 0                           # scratch uses numbered so far
+        self.use = 0                            # the scratch use of the statement being lowered
+        self.parts = 0                          # regions it has taken so far
+        self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}   # tiles this statement put in scratch
+        self.points: dict[tuple, Pt] = {}
+        self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
+
+    def fresh(self, base: str) -> str:
+        """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
+        name, i = base, self.suffix.get(base, 0)
+        while name in self.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.suffix[base] = i
+        self.taken.add(name)
+        return name
+
+    def new_statement(self) -> None:
+        """A new statement starts: a scratch use of its own, nothing of it published yet."""
+        self.uses += 1
+        self.use, self.parts, self.published = self.uses, 0, {}
+
+    def next_part(self) -> int:
+        self.parts += 1
+        return self.parts - 1
+
+
+class Block:
+    """One region being lowered (see the module docstring)."""
+
+    __slots__ = ("divergent", "env", "facts", "group", "kernel", "lane_divergent", "memo", "out", "parent",
+                 "preheader", "ring")
+
+    def __init__(self, facts: Facts, kernel: KernelState, group: Group, parent: Block | None = None,
+                 out: list[Stmt] | None = None):
+        self.facts, self.kernel, self.group, self.parent = facts, kernel, group, parent
+        self.out: list[Stmt] = [] if out is None else out
+        self.env: dict[str, object] = {}
+        self.memo: dict[object, object] = {}
+        self.divergent: Node | None = None        # control flow depending on the thread: no barrier inside
+        self.lane_divergent: Node | None = None   # control flow depending on the lane: no simdgroup collective
+        self.ring: Ring | None = None             # the ring of the pipelined loop whose body this is
+        self.preheader: list[Stmt] | None = None  # what runs before that loop
+
+    def nested(self, *, divergent: Node | None = None, lane_divergent: Node | None = None,
+               group: Group | None = None) -> Block:
+        """A region nested in this one (names it binds and values it lowers are its own), emitting where this one
+        does; under `divergent` / `lane_divergent` control flow, on `group`'s threads."""
+        b = Block(self.facts, self.kernel, group or self.group, self, self.out)
+        b.divergent = self.divergent or divergent
+        b.lane_divergent = self.lane_divergent or lane_divergent
+        return b
+
+    def body(self, **region) -> Block:
+        """A nested region (`nested`) emitting into a list of its own (`collecting`): the body of a statement the
+        lowering builds (a loop over slots or over k, a branch)."""
+        return self.nested(**region).collecting()
+
+    def collecting(self) -> Block:
+        """This region, emitting into a list of its own (a body to build a statement of)."""
+        b = Block(self.facts, self.kernel, self.group, self.parent)
+        b.env, b.memo = self.env, self.memo
+        b.divergent, b.lane_divergent, b.ring, b.preheader = self.divergent, self.lane_divergent, self.ring, \
+            self.preheader
+        return b
+
+    @property
+    def loc(self) -> Loc | None:
+        return self.kernel.loc
+
+    def lookup(self, name: str):
+        b = self
+        while b is not None:
+            found = b.env.get(name)
+            if found is not None:
+                return found
+            b = b.parent
+        return None
+
+    def bind(self, var: Var, rep) -> None:
+        self.env[var.name] = rep
+
+    def memo_get(self, key):
+        b = self
+        while b is not None:
+            found = b.memo.get(key)
+            if found is not None:
+                return found
+            b = b.parent
+        return None
+
+    def memo_put(self, key, value) -> None:
+        self.memo[key] = value
+
+    def emit(self, s: Stmt) -> None:
+        self.out.append(s)
+
+    def let(self, value: Value, base: str = "t", loc: Loc | None = None) -> Var:
+        """A new variable bound to `value` by a `Let` located at `loc` (default: the statement being lowered)."""
+        v = Var(self.kernel.fresh(base), value.type)
+        self.out.append(Let(v, value, loc=loc or self.kernel.loc))
+        return v
+
+    def fresh(self, base: str) -> str:
+        return self.kernel.fresh(base)
+
+    def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
+        return UnsupportedConstructError(what, getattr(n, "loc", None))
+
+
+__all__ = ["Block", "Channel", "Facts", "Group", "KernelState", "Lazy", "Mma", "Pt", "Regs", "Scalar"]

@@ -1,0 +1,289 @@
+"""The value rules of the lowering: a Tile IR value's scalar, or its element at a point, on this thread.
+
+`at(blk, v, pt)` gives the Metal IR scalar of element `pt` of tile `v`. A point is a flat (row-major) index,
+plus, when it is slot `s` of layout `L` on this thread, the key `(L, s)`: a value held in registers under `L`
+is then read directly. Any other element of a held value (a broadcast of a loaded row, for example) is
+*gathered*: the value is first published to threadgroup scratch memory and read back (`exchange`). Pure
+expressions (`Lazy`) are evaluated wherever an element is needed, so broadcasting them costs nothing; reductions,
+scans and products are materialised where their statement starts (`exchange.heavy_rep`). Each rule is one case of
+`element_at` or `scalar_of`, a `match` on the node; values already lowered in the region are memoised.
+"""
+
+from __future__ import annotations
+
+from metile.ir import layouts as tl
+from metile.ir.metal import Extract
+from metile.ir.ops import BinOp, BuiltinKind
+from metile.ir.tile import (
+    Arange,
+    ArgReduce,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Full,
+    NumPrograms,
+    ProgramId,
+    Reduce,
+    Reshape,
+    Scan,
+    SimdgroupId,
+    SimdLaneId,
+    ThreadId,
+    Transpose,
+)
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Const,
+    Fma,
+    Load,
+    Param,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import Blocked, MmaGeometry, blocked, row_major_strides
+from metile.rewrite.layouts import dot_accumulation as dot_acc
+from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import mma_use as MU
+from metile.rewrite.lower import rolled as RL
+from metile.rewrite.lower.state import Block, Channel, Lazy, Mma, Pt, Regs, Scalar
+from metile.rewrite.lower.words import what
+from metile.rewrite.staging import mma_scratch_offset
+
+
+def strides_of(blk: Block, v: Value):
+    """`metile.rewrite.axis_info.strides(v)`, found once per value of the kernel."""
+    return blk.facts.axes.strides(v)
+
+
+def layout(blk: Block, size: int) -> Blocked:
+    return blocked(size, blk.group.threads, blk.facts.plan.vector_width)
+
+
+def recorded(blk: Block, var: Var, size: int) -> Blocked | MmaGeometry | tl.TileLayout | None:
+    """The layout `assign_layouts` recorded for the named tile `var` (of `size` elements), as the lowering holds
+    it: `Blocked` registers, `MmaGeometry` matrices, `InDevice`, `Channel`; None for a scalar or a value
+    recomputed where it is read."""
+    found = blk.facts.layouts.get(var.name)
+    match found:
+        case tl.Blocked(threads, vec, _):
+            return Blocked(size, threads, vec)
+        case tl.Fragments(sg_m, sg_n, first_sg, split, replicas):
+            m, n = var.type.shape
+            return MmaGeometry(m, n, sg_m, sg_n, first_sg, split, replicas)
+        case tl.InDevice() | tl.Channel():
+            return found
+        case None if var.type.shape:
+            raise blk.refuse(f"internal: %{var.name} has no layout: assign_layouts must run before lower_tiles",
+                              var)
+    return None
+
+
+def raw_flat(blk: Block, layout: Blocked, slot: int | Value) -> Value:
+    """The flat index `layout` gives this thread's `slot` (an int, or a run-time slot; past the end for
+    padding)."""
+    return mo.add(mo.mul(blk.group.tid, mo.const(layout.thread_stride)), RL.slot_offset(blk, layout, slot))
+
+
+def slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
+    """The element in `slot`; a run-time slot gives a point without a register key."""
+    fixed = isinstance(slot, int)
+    if fixed:  # the same few points are asked for by every statement
+        key = (layout, slot, shape, blk.group.tid)
+        found = blk.kernel.points.get(key)
+        if found is None:
+            found = blk.kernel.points[key] = make_slot_pt(blk, layout, slot, shape, True)
+        return found
+    return make_slot_pt(blk, layout, slot, shape, False)
+
+
+def make_slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...], fixed: bool) -> Pt:
+    flat = raw_flat(blk, layout, slot)
+    if layout.padded(slot) if fixed else layout.has_padding:
+        flat = mo.mod(flat, layout.size)
+    return Pt(tuple(shape), flat, (layout, slot) if fixed else None)
+
+
+def guard(blk: Block, layout: Blocked, slot: int | Value) -> Value | None:
+    """True where `slot` holds a real element (None: it always does)."""
+    padded = layout.padded(slot) if isinstance(slot, int) else layout.has_padding
+    return mo.lt(raw_flat(blk, layout, slot), mo.const(layout.size)) if padded else None
+
+
+def coords(blk: Block, pt: Pt) -> list[Value]:
+    if pt.at is not None:
+        return list(pt.at)
+    out = []
+    for i, (extent, stride) in enumerate(zip(pt.shape, row_major_strides(pt.shape))):
+        c = mo.div(pt.flat, stride)
+        out.append(c if i == 0 else mo.mod(c, extent))
+    return out
+
+
+def project(blk: Block, pt: Pt, shape: tuple[int, ...]) -> Pt:
+    """The element of a tile of `shape` that element `pt` of a broadcast of it reads."""
+    cs = coords(blk, pt)[len(pt.shape) - len(shape):]  # the leading coordinates are dropped
+    flat: Value = mo.const(0)
+    for c, extent, stride in zip(cs, shape, row_major_strides(shape)):
+        if extent != 1:
+            flat = mo.add(flat, mo.mul(c, mo.const(stride)))
+    return Pt(tuple(shape), flat)
+
+
+def scalar(blk: Block, v: Value | None) -> Value | None:
+    if v is None:
+        return None
+    if v.__class__ is Const or v.__class__ is Param:
+        return v
+    key = ("s", v)
+    found = blk.memo_get(key)
+    if found is None:
+        found = scalar_of(blk, v)
+        blk.memo_put(key, found)
+    return found
+
+
+def scalar_of(blk: Block, v: Value) -> Value:
+    def s(x):
+        return scalar(blk, x)
+
+    match v:
+        case Const() | Param():
+            return v
+        case Var(name):
+            rep = blk.lookup(name)
+            match rep:
+                case Scalar(value):
+                    return value
+                case Lazy(expr):
+                    return s(expr)
+                case Channel(base):
+                    return blk.let(Load(base), name)
+            raise blk.refuse(f"internal: %{name} has no per-thread value ({rep!r})", v)
+        case ProgramId(axis):
+            return mo.builtin(BuiltinKind.THREADGROUP_POSITION_IN_GRID, axis)
+        case NumPrograms(axis):
+            return mo.builtin(BuiltinKind.THREADGROUPS_PER_GRID, axis)
+        case ThreadId():
+            return mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP)
+        case SimdLaneId():
+            return mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+        case SimdgroupId():
+            return mo.builtin(BuiltinKind.SIMDGROUP_INDEX_IN_THREADGROUP)
+        case Reduce() | ArgReduce():
+            return X.heavy_rep(blk, v).value
+        case Full(_, value):
+            return value
+        case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
+            return s(x)
+    return elementwise(blk, v, s)
+
+
+def elementwise(blk: Block, v: Value, f) -> Value:
+    """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
+    match v:
+        case Binary(BinOp.FLOORDIV, a, b):
+            return mo.floor_div(f(a), f(b), v.loc)
+        case Binary(BinOp.MOD, a, b):
+            return mo.floor_mod(f(a), f(b), v.loc)
+        case Binary(op, a, b):
+            return Binary(op, f(a), f(b), loc=v.loc)
+        case Unary(op, x):
+            return Unary(op, f(x), loc=v.loc)
+        case Compare(op, a, b):
+            return Compare(op, f(a), f(b), loc=v.loc)
+        case Where(c, x, y):
+            return Where(f(c), f(x), f(y), loc=v.loc)
+        case Cast(x, dtype):
+            return Cast(f(x), dtype, loc=v.loc)
+        case Bitcast(x, dtype):
+            return Bitcast(f(x), dtype, loc=v.loc)
+        case Fma(a, b, c):
+            return Fma(f(a), f(b), f(c), loc=v.loc)
+        case AddPtr(p, off):
+            return AddPtr(f(p), f(off), loc=v.loc)
+    raise blk.refuse(f"{what(v)} cannot be used here", v)
+
+
+def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
+    if v is None:
+        return None
+    if v.type.shape == ():
+        return scalar(blk, v)
+    if v.__class__ is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
+        rep = blk.lookup(v.name)
+        if rep.__class__ is Regs and pt.key[0] == rep.layout:
+            return rep.regs[pt.key[1]]
+    key = (v, pt.key if pt.key is not None else pt.flat)
+    found = blk.memo_get(key)
+    if found is None:
+        found = element_at(blk, v, pt)
+        blk.memo_put(key, found)
+    return found
+
+
+def element_at(blk: Block, v: Value, pt: Pt) -> Value:
+    match v:
+        case Var(name):
+            return read(blk, blk.lookup(name), pt, v)
+        case Arange(start, _):
+            return mo.add(pt.flat, mo.const(start))
+        case Full(_, value):
+            return value
+        case Broadcast(x, shape):
+            xs = x.type.shape
+            if not xs:  # every element reads the one scalar
+                return scalar(blk, x)
+            if xs == tuple(shape):
+                return at(blk, x, pt)
+            return at(blk, x, project(blk, pt, xs))
+        case ExpandDims(x, _) | Reshape(x, _):
+            return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
+        case Transpose(x):
+            i, j = coords(blk, pt)
+            return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
+        case Reduce() | ArgReduce() | Scan() | Dot():
+            return read(blk, X.heavy_rep(blk, v), pt, v)
+        case Binary() if dot_acc(v):
+            return read(blk, X.heavy_rep(blk, v), pt, v)
+        case Load():  # a deferred tile load (`metile.rewrite.lower.rolled`)
+            return RL.deferred_load(blk, v, pt)
+    return elementwise(blk, v, lambda x: at(blk, x, pt))
+
+
+def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
+    match rep:
+        case Lazy(expr):
+            return at(blk, expr, pt)
+        case Scalar(value):
+            return value
+        case Channel(base):
+            return blk.let(Load(AddPtr(base, pt.flat)), "ch")
+        case Mma() if pt.key is not None and pt.key[0] == MU.Fragments(rep.geom):  # this lane's own element
+            p, e = divmod(pt.key[1], 2)
+            return blk.let(Extract(rep.mats[p], e), "e")
+        case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
+            base = MU.mma_in_scratch(blk, rep, where)
+            return blk.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, rep.geom.n))), "c")
+        case Mma():
+            return read(blk, MU.mma_to_regs(blk, rep, where), pt, where)
+        case Regs(layout, regs):
+            if pt.key is not None and pt.key[0] == layout:
+                return regs[pt.key[1]]
+            return X.gather(blk, rep, pt.flat, where)
+    raise blk.refuse(f"internal: no value for {what(where)} ({rep!r})", where)
+
+
+def regs_of(blk: Block, v: Value, layout: Blocked) -> tuple[Value, ...]:
+    return tuple(at(blk, v, slot_pt(blk, layout, s, v.type.shape)) for s in range(layout.slots))
+
+
+
+__all__ = ["at", "coords", "element_at", "elementwise", "guard", "layout", "project", "raw_flat", "read", "recorded",
+           "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
