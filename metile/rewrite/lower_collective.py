@@ -8,8 +8,8 @@ Reductions (`Reduce`): each thread folds the elements it holds (padding slots co
 identity: 0, -inf/+inf, or the integer extremes), `simd_sum`/`simd_max`/`simd_min` combine a
 simdgroup, lane 0 of each simdgroup writes its partial to scratch, and after a barrier every thread
 folds the partials, so every thread holds the result. f16/bf16 reduce in f32, narrow integers in
-32 bits. Reducing one axis of an n-D tile gathers the tile through scratch and folds each output
-element's line.
+32 bits, 64-bit integers in their own type. Reducing one axis of an n-D tile gathers the tile through
+scratch and folds each output element's line.
 
 `dot` itself is in `metile.rewrite.lower_mma`; the representations of values (`Regs`, `Mma`, ...) are here.
 """
@@ -87,8 +87,12 @@ class Mma:
 
 
 def acc_dtype(dtype: DType) -> DType:
+    """The type a reduction or scan of `dtype` combines in: f32 for floats, 32 bits for narrower integers, and a
+    64-bit integer type itself."""
     if dtype.is_float:
         return DType.F32
+    if dtype.bits == 64:
+        return dtype
     return DType.I32 if dtype.is_signed else DType.U32
 
 

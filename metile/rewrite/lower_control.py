@@ -70,7 +70,7 @@ class ControlFlow:
         start, stop, step = self.flat_values([None] * 3, [s.start, s.stop, s.step])
         kinds = [self.carry_kind(c, i, y) for c, i, y in zip(s.carried, s.inits, s.yields)]
         inits = self.flat_values(kinds, s.inits)
-        index = Var(self.fresh(s.index.name), TileType(DType.I32))
+        index = Var(self.fresh(s.index.name), s.index.type)
         divergent = s if self.is_varying(s.start, s.stop, s.step) else None
         ring = None
         with self.nested(divergent=divergent):

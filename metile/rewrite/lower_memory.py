@@ -127,7 +127,8 @@ class Memory:
             conds = [*masks, guard]
             if not proven:
                 off = _buffer_offset(load.ptr, self.defs, lambda x: self.at(x, p0))
-                conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1)), mo.const(0)))
+                dt = off.type.dtype   # i64 for offsets widened in the kernel
+                conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt)))
             cond = mo.all_of(conds)
             if cond is None:
                 self.emit(VecStore(dst, self.let(VecLoad(first_ptr, width), "run", load.loc), loc=self.loc))

@@ -12,7 +12,7 @@ Scans are Hillis-Steele in scratch: the tile is written to one half of a scratch
 `ceil(log2(extent))` combines each element with the one `2**s` before it along the axis (after it when
 `reverse`), reading one half and writing the other, with a barrier between steps; the steps are a run-time loop
 (a uniform one, so the barrier is legal) and each thread then reads its elements back. Both combine in 32 bits
-(`acc_dtype`) and convert back to the tile's type.
+(64 for 64-bit integers: `acc_dtype`) and convert back to the tile's type.
 """
 
 from __future__ import annotations
