@@ -45,6 +45,7 @@ from metile.language import (  # noqa: A004 - the language shadows abs, max, min
     int8,
     int16,
     int32,
+    int64,
     load,
     log,
     log2,
@@ -91,6 +92,7 @@ from metile.language import (  # noqa: A004 - the language shadows abs, max, min
     uint8,
     uint16,
     uint32,
+    uint64,
     where,
     zeros,
 )
@@ -122,11 +124,11 @@ __all__ = [
     "func", "kernel", "synchronize", "abs", "arange", "argmax", "argmin", "atomic_add", "barrier", "bfloat16",
     "bool_", "cast", "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2",
     "fast_exp", "float16", "float32", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "floor", "fma", "full",
-    "int1", "int16", "int32", "int8", "load", "log", "log2", "max", "max_constancy", "max_contiguous", "maximum",
-    "min", "minimum", "multiple_of", "next_power_of_2", "num_programs", "pow", "program_id", "rand", "rand4x",
-    "randint", "randint4x", "randn", "randn4x", "reverse_bits", "rsqrt", "scalar", "shared", "sigmoid",
+    "int1", "int16", "int32", "int64", "int8", "load", "log", "log2", "max", "max_constancy", "max_contiguous",
+    "maximum", "min", "minimum", "multiple_of", "next_power_of_2", "num_programs", "pow", "program_id", "rand",
+    "rand4x", "randint", "randint4x", "randn", "randn4x", "reverse_bits", "rsqrt", "scalar", "shared", "sigmoid",
     "simd_broadcast", "simd_lane_id", "simd_max", "simd_shuffle_xor", "simd_sum", "simdgroup_role", "sin", "sqrt",
     "static_range", "store", "sum", "tanh", "thread_id", "tile_load", "tile_range", "tile_store", "tile_swizzle",
-    "trans", "uint16", "uint32", "uint8", "where", "zeros",
+    "trans", "uint16", "uint32", "uint64", "uint8", "where", "zeros",
 ]
 __version__ = "0.1.0"

@@ -182,7 +182,7 @@ def parse_arg(text: str) -> ArgSpec:
     dtype = kind.rstrip("*").strip()
     known = [d.value for d in DType]
     if dtype not in known or kind.count("*") > 1:
-        hint = " (Metal has no 64-bit types)" if dtype.endswith("64") else ""
+        hint = " (Metal has no 64-bit floats)" if dtype in ("f64", "float64", "double") else ""
         raise CommandError(f"--arg {name}: unknown type '{kind}'{hint}; types are {' '.join(known)}, "
                            f"with a trailing * for a pointer")
     spec = ArgSpec(name, dtype, pointer)

@@ -26,7 +26,7 @@ from metile.emit.facts import scan as emit_facts
 from metile.emit.msl import emit_msl
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import MetileError
-from metile.launch import array_elements, normalize_grid
+from metile.launch import ArrayTooLongError, array_elements, normalize_grid
 
 MLX_ATTRIBUTES = {   # mx.fast.metal_kernel's thread-position attributes and the types it declares them with
     "dispatch_quadgroups_per_threadgroup": "uint", "dispatch_simdgroups_per_threadgroup": "uint",
@@ -187,7 +187,10 @@ class TorchKernel:
             lib = self._libraries[src.msl] = torch.mps.compile_shader(src.msl)
         names = [s.name for s in self.kernel.source.specs if not s.constexpr]
         gx, gy, gz = _grid(grid, {**dict(zip(names, args)), **constexprs})
-        lengths = [array_elements(args[i], size) for i, size in src.lengths]   # of unbounded tile accesses' arrays
+        try:   # the lengths of the arrays of unbounded tile accesses
+            lengths = [array_elements(args[i], size) for i, size in src.lengths]
+        except ArrayTooLongError as e:
+            raise KernelArgumentError(f"{name}: an argument {e}") from None
         getattr(lib, src.entry)(*args, *lengths, threads=(gx * src.threads, gy, gz), group_size=(src.threads, 1, 1))
 
 
@@ -209,7 +212,8 @@ def _mlx_scalar(mx, declaration: str):
     """The MLX dtype of a scalar parameter declared `constant T& name`."""
     kind = declaration.split()[1].rstrip("&*")
     table = {"float": mx.float32, "half": mx.float16, "int": mx.int32, "uint": mx.uint32, "short": mx.int16,
-             "ushort": mx.uint16, "char": mx.int8, "uchar": mx.uint8, "bool": mx.bool_, "bfloat": mx.bfloat16}
+             "ushort": mx.uint16, "char": mx.int8, "uchar": mx.uint8, "bool": mx.bool_, "bfloat": mx.bfloat16,
+             "long": mx.int64, "ulong": mx.uint64}
     return table[kind]
 
 

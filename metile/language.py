@@ -166,11 +166,12 @@ def reverse_bits(x): _outside("reverse_bits")
 # string metile spells the type with, so `x.dtype == metile.float16` holds for an f16 tile.
 float32, float16, bfloat16 = "f32", "f16", "bf16"
 int8, uint8, int16, uint16, int32, uint32 = "i8", "u8", "i16", "u16", "i32", "u32"
+int64, uint64 = "i64", "u64"
 int1 = bool_ = "bool"
 float8_e4m3, float8_e5m2 = "f8e4m3", "f8e5m2"
 float8e4nv, float8e5 = float8_e4m3, float8_e5m2  # Triton's names of the same two formats
-DTYPE_NAMES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int1",
-               "bool_", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5")
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+               "uint64", "int1", "bool_", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5")
 
 LANGUAGE_NAMES = (
     "program_id", "arange", "cdiv", "next_power_of_2", "load", "store", "tile_load", "tile_store", "zeros",

@@ -101,7 +101,7 @@ class Launch:
         try:
             bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
             if self.lengths:
-                bound += [np.int32(array_elements(args[i], size)) for i, size in self.lengths]
+                bound += [np.int32(self.length(args[i], i, size)) for i, size in self.lengths]
             return dims, bound
         except ForeignArrayError:   # an array of another library that cannot be read (a sparse torch tensor, say)
             for s, c, a in zip(self.specs, self.convert, args):
@@ -111,6 +111,15 @@ class Launch:
                     except ForeignArrayError as e:
                         raise KernelArgumentError(f"argument '{s.name}' {e}", s.loc) from None
             raise
+
+    def length(self, value, index: int, itemsize: int) -> int:
+        """The elements of the array argument `value` (runtime argument `index`), for the hidden length parameter a
+        tile access without `bounds=` clips to; a `KernelArgumentError` at the parameter beyond `2**31 - 1`."""
+        try:
+            return array_elements(value, itemsize)
+        except ArrayTooLongError as e:
+            spec = self.specs[index]
+            raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
 
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
@@ -161,9 +170,14 @@ def _converter(value, t, device, written: bool):
     return host_dtype(t.dtype).type
 
 
+class ArrayTooLongError(ValueError):
+    """An array too long for the i32 length a tile access without `bounds=` clips to (a phrase after its name)."""
+
+
 def array_elements(value, itemsize: int) -> int:
     """The elements of `itemsize` bytes a kernel sees in the array argument `value`, from its first element to its
-    last (a strided view's span; `Param.length_of`), at most `2**31 - 1` (offsets are i32)."""
+    last (a strided view's span; `Param.length_of`). The length is an i32, so an array of more than `2**31 - 1`
+    elements raises `ArrayTooLongError`: clipped there, a tile at 64-bit offsets past it would be dropped."""
     if isinstance(value, np.ndarray):
         span = array_span(value) if not value.flags.c_contiguous else value.nbytes
     elif is_foreign_array(value):
@@ -174,7 +188,11 @@ def array_elements(value, itemsize: int) -> int:
             span = _foreign_span(value) * itemsize
     else:
         span = getattr(value, "nbytes", 0)   # a metile.Buffer
-    return min(span // itemsize, (1 << 31) - 1) if isinstance(span, int) else 0
+    n = span // itemsize if isinstance(span, int) else 0
+    if n > (1 << 31) - 1:
+        raise ArrayTooLongError(f"has {n} elements, more than the 2**31 - 1 a tile_load or tile_store without "
+                                "bounds= can clip its tile to: give it bounds=")
+    return n
 
 
 def _foreign_span(value) -> int:

@@ -19,7 +19,7 @@ from metile.ir.types import AddressSpace, DType, PtrType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Value, Var, Where
 from metile.rewrite.axis_info import BIG, AxisAnalysis
 
-INT_TYPES = (DType.I32, DType.U32, DType.I16, DType.U16, DType.I8, DType.U8)
+INT_TYPES = (DType.I32, DType.U32, DType.I16, DType.U16, DType.I8, DType.U8, DType.I64, DType.U64)
 LOOP = "i"
 
 
@@ -116,6 +116,8 @@ def evaluate(v: Value, env: dict, loop) -> np.ndarray:
             return np.broadcast_to(ev(x), shape)
         case ExpandDims(x, axis):
             return np.expand_dims(ev(x), axis)
+        case Cast(x, dtype) if dtype.bits == 64:   # int64 holds the bits of both: a u64 of -1 is read back as -1
+            return ev(x)
         case Cast(x, dtype):
             wrapped = ev(x) % (1 << dtype.bits)
             if dtype.is_signed:

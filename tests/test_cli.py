@@ -139,7 +139,7 @@ MISTAKES = [
     ([VEC_ADD, *VEC_ARGS], "name the kernel as"),
     ([f"{VEC_ADD}:vec_add", "--arg", "A"], "--arg 'A': expected NAME=TYPE"),
     ([f"{VEC_ADD}:vec_add", "--arg", "A=float"], "--arg A: unknown type 'float'"),
-    ([f"{VEC_ADD}:vec_add", "--arg", "A=f64*"], "Metal has no 64-bit types"),
+    ([f"{VEC_ADD}:vec_add", "--arg", "A=f64*"], "Metal has no 64-bit floats"),
     ([f"{VEC_ADD}:vec_add", "--arg", "A=f32*", "-D", "BLOCK=8"], "missing --arg for B, C, n"),
     ([f"{VEC_ADD}:vec_add", *VEC_ARGS], "missing -D for the constexpr BLOCK of vec_add"),
     ([f"{VEC_ADD}:vec_add", *VEC_ARGS, "--arg", "Z=i32", "-D", "BLOCK=8"], "vec_add has no runtime parameter 'Z'"),

@@ -175,7 +175,7 @@ MISTAKES = [
     ([*_copy_without("n"), "--arg", "n=i32"], "--arg n: give the scalar's value after a colon"),
     ([*_copy_without("n"), "--arg", "n=u32:-1"], "--arg n: a value of type u32 is a whole number in 0..4294967295"),
     ([*_copy_without("n"), "--arg", "n=i32:1.5"], "--arg n: a value of type i32 is a whole number"),
-    ([*_copy_without("n"), "--arg", "n=f64:1"], "Metal has no 64-bit types"),
+    ([*_copy_without("n"), "--arg", "n=f64:1"], "Metal has no 64-bit floats"),
     ([*COPY, "--gpu", "M9 Turbo"], "--gpu: unknown Apple GPU 'M9 Turbo'; known GPUs: M1, "),
     ([*COPY, "--sample", "0"], "argument --sample: expected a whole number >= 1"),
     ([*_copy_without("n")], "missing --arg for n"),

@@ -311,9 +311,10 @@ def test_error(case):
 
 ARG_CASES = [
     ((np.zeros(4, np.float64), 1), {"BLOCK": 4}, "float64 array: Metal has no 64-bit floats"),
-    ((np.zeros(4, np.int64), 1), {"BLOCK": 4}, "int64 array"),
+    ((np.zeros(4, np.complex64), 1), {"BLOCK": 4}, "complex64 array: Metal cannot hold it"),
     ((F32, "x"), {"BLOCK": 4}, "must be a numpy array, a metile.Buffer, an int or a float, not str"),
-    ((F32, 1 << 40), {"BLOCK": 4}, "does not fit a 32-bit signed int"),
+    ((F32, 1 << 64), {"BLOCK": 4}, "does not fit a 64-bit integer"),
+    ((F32, -(1 << 63) - 1), {"BLOCK": 4}, "does not fit a 64-bit integer"),
     ((F32, 1), {}, "missing constexpr 'BLOCK'"),
     ((F32, 1, 2, 3), {"BLOCK": 4}, "takes 2 runtime arguments but 4 were given"),
 ]
@@ -345,14 +346,14 @@ def k_fill(X, s, BLOCK: metile.constexpr):
 
 
 @pytest.mark.parametrize(("fits", "beyond", "message"), [
-    (np.int64(5), np.int64(2**32 + 5), "does not fit a 32-bit signed int"),
-    (np.uint64(5), np.uint64(2**63), "does not fit a 32-bit signed int"),
+    (5, 1 << 64, "does not fit a 64-bit integer"),
+    (np.int32(5), -(1 << 63) - 1, "does not fit a 64-bit integer"),
     (2.5, 1e39, "beyond the range of a 32-bit float"),
     (np.float64(2.5), np.float64(-1e39), "beyond the range of a 32-bit float")])
 def test_scalars_out_of_range_are_refused_on_every_launch(fits, beyond, message):
-    """A scalar of a type wider than Metal's (numpy int64, a Python or numpy float64) is checked on every
-    launch, also once a launch with a value that fits has cached the kernel; infinities stay allowed."""
-    x = np.zeros(4, np.int32 if isinstance(fits, np.integer) else np.float32)
+    """A scalar of a type wider than Metal's (a Python int beyond 64 bits, a Python or numpy float64) is checked on
+    every launch, also once a launch with a value that fits has cached the kernel; infinities stay allowed."""
+    x = np.zeros(4, np.int32 if isinstance(fits, (int, np.integer)) else np.float32)
     k_fill[(1,)](x, fits, BLOCK=4)
     assert (x == fits).all()
     with pytest.raises(E.KernelArgumentError, match=message):
@@ -361,6 +362,20 @@ def test_scalars_out_of_range_are_refused_on_every_launch(fits, beyond, message)
     if isinstance(fits, float):
         k_fill[(1,)](x, float("-inf"), BLOCK=4)
         assert (x == -np.inf).all()
+
+
+@pytest.mark.parametrize(("fits", "beyond", "dtype"), [
+    (5, 2**32 + 5, "i64"), (-7, -(2**40) - 3, "i64"), (-3, 2**64 - 1, "u64")])
+def test_integer_arguments_beyond_i32_get_a_64_bit_parameter_on_every_launch(fits, beyond, dtype):
+    """A Python int that i32 cannot hold is an i64 parameter (u64 from 2**63), also once a launch with a small
+    value has cached the i32 kernel: its value is never cut to 32 bits."""
+    x = np.zeros(4, np.uint64 if dtype == "u64" else np.int64)
+    k_fill[(1,)](x, fits, BLOCK=4)
+    assert (x == np.array(fits).astype(x.dtype)).all()
+    assert k_fill.trace(x, fits, BLOCK=4).params[1].type.dtype is DType.I32
+    k_fill[(1,)](x, beyond, BLOCK=4)
+    assert (x == beyond).all()
+    assert k_fill.trace(x, beyond, BLOCK=4).params[1].type.dtype is DType(dtype)
 
 
 def test_a_kernel_without_readable_source_is_refused_by_name():

@@ -415,8 +415,8 @@ def test_debug_settings_are_parsed_once_per_value(counted, monkeypatch):
 def test_arguments_are_still_checked_on_cached_launches():
     x = np.zeros(16, np.float32)
     vec_add[(1,)](x, x, x, 16, BLOCK=16)
-    with pytest.raises(KernelArgumentError, match="does not fit a 32-bit signed int"):
-        vec_add[(1,)](x, x, x, 2**31, BLOCK=16)
+    with pytest.raises(KernelArgumentError, match="does not fit a 64-bit integer"):
+        vec_add[(1,)](x, x, x, 2**64, BLOCK=16)
     with pytest.raises(KernelArgumentError, match="float64 array"):
         vec_add[(1,)](x, x, x.astype(np.float64), 16, BLOCK=16)
     with pytest.raises(KernelArgumentError, match="missing constexpr 'BLOCK'"):

@@ -105,7 +105,7 @@ def test_prepare_raises_what_a_launch_raises():
     cases = [
         (lambda k: k(x, y, out, 64, 1.0), KernelArgumentError, "missing constexpr 'BLOCK'"),
         (lambda k: k(x.astype(np.float64), y, out, 64, 1.0, BLOCK=64), KernelArgumentError, "float64 array"),
-        (lambda k: k(x, y, out, 2**31, 1.0, BLOCK=64), KernelArgumentError, "does not fit a 32-bit signed int"),
+        (lambda k: k(x, y, out, 2**64, 1.0, BLOCK=64), KernelArgumentError, "does not fit a 64-bit integer"),
         (lambda k: k(x[::-1], y, out, 64, 1.0, BLOCK=64), KernelArgumentError, "argument 'X' is a numpy view"),
         (lambda k: k(x, y, out, 64, 1.0, BLOCK=64, timeout=-1), KernelArgumentError, "timeout=-1 must be"),
     ]

@@ -169,8 +169,8 @@ def name_of(dt) -> str:
     return str(dt).rsplit(".", 1)[-1]
 
 
-TAKEN = {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "int16", "int32", "uint8",
-         "uint16", "uint32", "bool"}
+TAKEN = {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "int16", "int32", "int64", "uint8",
+         "uint16", "uint32", "uint64", "bool"}
 DTYPES = sorted({name_of(v) for v in vars(torch).values() if isinstance(v, torch.dtype)})
 
 

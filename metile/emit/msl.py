@@ -26,7 +26,6 @@ from metile.emit.fp8 import HELPERS, fp8_cast
 from metile.emit.spell import (
     BINARY_FORMS,
     COMPARE_BY_VALUE,
-    SIMD_REDUCE_BY_VALUE,
     UNARY_FORMS,
     EmitError,
     atomic_type,
@@ -41,6 +40,8 @@ from metile.emit.spell import (
     type_text,
     unary_form,
 )
+from metile.emit.wide import HELPERS as WIDE_HELPERS
+from metile.emit.wide import reduce_text, shuffle_text
 from metile.ir import (
     AddPtr,
     AddressSpace,
@@ -135,7 +136,7 @@ class _Emitter:
         self.count = 0  # the number of locals named `tN` or `next_..._N` so far
         self.depth = 0
         self.pad = ""  # INDENT * depth
-        self.helpers: set[str] = set()  # the functions of `metile.emit.fp8.HELPERS` the kernel calls
+        self.helpers: set[str] = set()  # the functions of `metile.emit.fp8.HELPERS` (and `wide`'s) the kernel calls
 
     # ---- output
 
@@ -215,7 +216,7 @@ class _Emitter:
         args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **_MATRIX_HELPERS}.items()
+        helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS}.items()
                           if name in self.helpers)
         text = f"{HEADER}{helpers}\n{head}{sep.join(args)}) {{\n"
         body = "\n".join(self.lines)
@@ -312,13 +313,15 @@ class _Emitter:
             case MatrixFill():
                 text, atomic = f"make_filled_{type_text(v.type)}({expr(v.value)[0]})", True
             case SimdShuffleXor():
-                text = f"simd_shuffle_xor({expr(v.x)[0]}, {expr(v.mask)[0]})"
+                text = shuffle_text("simd_shuffle_xor", expr(v.x)[0], expr(v.mask)[0], v.x.type, v.loc)
                 return text, text
             case SimdBroadcast():
-                text = f"simd_broadcast({expr(v.x)[0]}, {expr(v.lane)[0]})"
+                text = shuffle_text("simd_broadcast", expr(v.x)[0], expr(v.lane)[0], v.x.type, v.loc)
                 return text, text
             case SimdReduce():
-                text = f"{SIMD_REDUCE_BY_VALUE[v.op._value_]}({expr(v.x)[0]})"
+                text, helper = reduce_text(v.op, expr(v.x)[0], v.x.type, v.loc)
+                if helper is not None:
+                    self.helpers.add(helper)
                 return text, text
             case SharedAlloc() | MatrixLoad() | MatrixMultiplyAccumulate():
                 raise EmitError(f"{type(v).__name__} is only ever the value of a Let", v.loc)
@@ -506,13 +509,14 @@ class _Emitter:
         if _steps_within_range(s):
             return f"{i} += {step}"
         dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None
-        if dtype not in (DType.I32, DType.U32) or by == 0:
+        unsigned = _UNSIGNED_INDEX.get(dtype)
+        if unsigned is None or by == 0:
             raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
         left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
-        size = f"{abs(by)}u" if by is not None else step  # a run-time step is positive inside the loop
-        if dtype is DType.I32:
-            left = tuple(f"static_cast<uint>({x})" for x in left)
-            size = size if by is not None else f"static_cast<uint>({step})"
+        size = literal(abs(by), unsigned) if by is not None else step  # a run-time step is positive inside the loop
+        if dtype.is_signed:
+            left = tuple(f"static_cast<{unsigned.msl}>({x})" for x in left)
+            size = size if by is not None else f"static_cast<{unsigned.msl}>({step})"
         return f"{i} = {left[0]} - {left[1]} > {size} ? {i} + {step} : {stop}"
 
     def results_of(self, results, carried) -> None:
@@ -563,7 +567,9 @@ def _steps_within_range(s: For) -> bool:
     return (stop.value + 1 if isinstance(stop, Const) else lo + 1) + step.value >= lo
 
 
-_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1)}
+_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1),
+                DType.I64: (-(1 << 63), (1 << 63) - 1), DType.U64: (0, (1 << 64) - 1)}
+_UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.U64, DType.U64: DType.U64}
 
 
 __all__ = ["EmitError", "emit_msl"]

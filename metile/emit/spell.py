@@ -96,7 +96,8 @@ _FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity
 
 
 def literal(value: object, dtype: DType) -> str:
-    """A constant of `dtype`, typed exactly: `1.5f`, `half(0.5f)`, `INFINITY`, `7u`, `short(-3)`, `true`."""
+    """A constant of `dtype`, typed exactly: `1.5f`, `half(0.5f)`, `INFINITY`, `7u`, `-5L`, `7UL`, `short(-3)`,
+    `true`."""
     if dtype is DType.I32:
         n = int(value)
         return str(n) if n != -(1 << 31) else "(-2147483647 - 1)"
@@ -116,6 +117,10 @@ def literal(value: object, dtype: DType) -> str:
     if dtype is DType.BOOL:
         return "true" if value else "false"
     n = int(value)
+    if dtype is DType.I64:  # `L` makes a `long` (64 bits in MSL); 2**63 has no literal, so the lowest is a difference
+        return f"{n}L" if n != -(1 << 63) else "(-9223372036854775807L - 1)"
+    if dtype is DType.U64:
+        return f"{n}UL"
     text = f"{n}u" if not dtype.is_signed else str(n)
     return text if dtype is DType.U32 else f"{dtype.msl}({text})"
 

@@ -225,8 +225,11 @@ def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
 
 def atomic_add(tr, loc, ptr, value, mask):
     p = _pointer(ptr, "atomic_add", loc)
-    if p.type.dtype not in (DType.I32, DType.U32, DType.F32):
-        raise KernelTypeError(f"atomic_add works on i32, u32 and f32 memory, not {p.type.dtype}", loc)
+    dt = p.type.dtype
+    if dt not in (DType.I32, DType.U32, DType.F32):
+        why = (": Metal has no 64-bit atomic add (its only 64-bit atomics, on recent Apple GPUs, are min and max of "
+               "u64)" if dt.bits == 64 else "")
+        raise KernelTypeError(f"atomic_add works on i32, u32 and f32 memory, not {dt}{why}", loc)
     _store_like(AtomicAdd, tr, loc, ptr, value, mask, "atomic_add")
 
 
@@ -350,6 +353,10 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     """The simdgroup-matrix type `dot` converts operands of types `da` and `db` to: one that holds every value of
     both (f16 holds the 8-bit floats and integers, bf16 too; f16 with bf16 needs f32)."""
     for d in (da, db):
+        if d.bits == 64:
+            raise KernelTypeError(f"dot has no {d} form: Metal's simdgroup matrices multiply 16- and 32-bit floats, "
+                                  "and 64-bit products would not be exact in them; convert to a narrower type first "
+                                  "(x.to(metile.int8) for small values) or multiply with * and metile.sum", loc)
         if d not in _MATRIX_INPUTS:
             raise KernelTypeError(f"dot takes tiles of {', '.join(x.value for x in _MATRIX_INPUTS)}, not {d}: convert "
                                   "it first (x.to(metile.float32))", loc)

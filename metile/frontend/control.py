@@ -33,7 +33,7 @@ from metile.ir.ops import CmpOp
 from metile.ir.stmts import For, If, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import DType, PtrType
-from metile.ir.values import Compare, Const, Value, Var
+from metile.ir.values import Compare, Value, Var
 from metile.language import simdgroup_role, tile_range
 
 _MAX_WIDEN = 4
@@ -225,15 +225,17 @@ class ControlFlow:
         loc = self.loc(node)
         call = node.iter
         call_loc = self.loc(call)
-        start = self.loop_bound(start, "start", call)
-        stop = self.loop_bound(stop, "stop", call)
+        # the index is an i32, or an i64 when a bound is a 64-bit integer (a value of 64 bits, or a number beyond i32)
+        index_dtype = DType.I64 if any(_is_wide(b) for b in (start, stop, step)) else DType.I32
+        start = self.loop_bound(start, "start", call, index_dtype)
+        stop = self.loop_bound(stop, "stop", call, index_dtype)
         stages = None if num_stages is None else static_int(num_stages, "num_stages", call_loc)
         if isinstance(step, Value):  # a runtime step, which must be positive when the loop runs
-            step = self.loop_bound(step, "step", call)
+            step = self.loop_bound(step, "step", call, index_dtype)
         elif static_int(step, "the step of the loop", call_loc) <= 0:
             raise KernelTypeError("a runtime loop needs step > 0", call_loc)
         else:
-            step = Const(step, DType.I32, loc=loc)
+            step = sem.const(step, index_dtype, loc)
         if stages is not None and stages < 1:
             raise KernelTypeError("metile.tile_range needs num_stages >= 1", call_loc)
         if not isinstance(node.target, ast.Name):
@@ -262,12 +264,12 @@ class ControlFlow:
         self.emit(For(holder["index"], start, stop, step, carried, inits, stmts, yields, results, num_stages=stages,
                       loc=loc))
 
-    def loop_bound(self, v, what: str, node: ast.AST) -> Value:
+    def loop_bound(self, v, what: str, node: ast.AST, dtype: DType) -> Value:
         loc = self.loc(node)
         if sem.is_number(v) and not isinstance(v, (bool, float)):
-            return sem.const(v, DType.I32, loc)
+            return sem.const(v, dtype, loc)
         if isinstance(v, Value) and not isinstance(v.type, PtrType) and v.type.shape == () and v.type.dtype.is_int:
-            return sem.cast(v, DType.I32, loc)
+            return sem.cast(v, dtype, loc)
         raise KernelTypeError(f"the {what} of metile.tile_range must be an integer scalar, not "
                               f"{getattr(v, 'type', type(v).__name__)}", loc)
 
@@ -339,3 +341,10 @@ class ControlFlow:
             before[name] = hand_off(self, name, v, loc, yields, results)
         hand_off_items(self, region, loc, yields, results)
         self.emit(SimdgroupRole(role, n_roles, n_sgs, stmts, yields, results, loc=loc))
+
+
+def _is_wide(v) -> bool:
+    """Whether the loop bound `v` is a 64-bit integer: a scalar of 64 bits, or a Python int that i32 cannot hold."""
+    if isinstance(v, Value):
+        return not isinstance(v.type, PtrType) and v.type.dtype.is_int and v.type.dtype.bits == 64
+    return isinstance(v, int) and not isinstance(v, bool) and not -(1 << 31) <= v < (1 << 31)

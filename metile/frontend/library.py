@@ -245,13 +245,21 @@ def _key(seed, loc) -> tuple:
     if isinstance(t, PtrType) or not t.dtype.is_int:
         raise KernelTypeError(f"the seed must be an integer, not {t}", loc)
     lo = sem.cast(seed, U32, loc)
+    if t.dtype.bits == 64:
+        return lo, _high_word(seed, loc)
     if not t.dtype.is_signed:
         return lo, _u32(0, loc)
     return lo, sem.where(sem.compare("lt", seed, 0, loc), _u32(-1, loc), _u32(0, loc), loc)
 
 
+def _high_word(x: Value, loc) -> Value:
+    """The high 32 bits of the 64-bit integer `x`'s two's complement pattern, as a u32."""
+    return sem.cast(sem.binary("rshift", x, 32, loc), U32, loc)
+
+
 def _counter(offsets, loc) -> tuple:
-    """The first two counter words of `offsets` (integers of at most 32 bits, or a Python int below 2**64)."""
+    """The first two counter words of `offsets`: the low and high words of a 64-bit integer's two's complement
+    pattern (a Python int below 2**64 that i32 cannot hold, or a traced i64 or u64), else the 32-bit pattern and 0."""
     if not isinstance(offsets, Value):
         if isinstance(offsets, bool) or not isinstance(offsets, int):
             raise KernelTypeError(f"the offsets must be integers, not {type(offsets).__name__}", loc)
@@ -262,7 +270,7 @@ def _counter(offsets, loc) -> tuple:
     t = offsets.type
     if isinstance(t, PtrType) or not t.dtype.is_int:
         raise KernelTypeError(f"the offsets must be integers, not {t}", loc)
-    return sem.cast(offsets, U32, loc), _u32(0, loc)
+    return sem.cast(offsets, U32, loc), _high_word(offsets, loc) if t.dtype.bits == 64 else _u32(0, loc)
 
 
 def _mulhi(a: int, b: Value, loc) -> Value:

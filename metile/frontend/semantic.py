@@ -63,7 +63,7 @@ def is_number(x: object) -> bool:
 
 # Reading a member off `DType` and the `is_float`/`is_int` properties cost a Python call each; the frontend tests
 # dtypes against these module constants instead (`dt in FLOATS` is an identity test, most common dtype first).
-BOOL, I32, F32 = DType.BOOL, DType.I32, DType.F32
+BOOL, I32, I64, U64, F32 = DType.BOOL, DType.I32, DType.I64, DType.U64, DType.F32
 FLOATS = tuple(d for d in DType if d.is_float)
 STORAGE = tuple(d for d in DType if d.storage_only)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
@@ -72,8 +72,13 @@ _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def py_dtype(v: object) -> DType:
-    """The dtype a Python number takes on its own: bool, i32 or f32."""
-    return BOOL if isinstance(v, bool) else I32 if isinstance(v, int) else F32
+    """The dtype a Python number takes on its own: bool, f32, or for an int i32, else i64, else u64 (from 2**63), as
+    Triton types an int argument (one beyond u64 is then refused where it becomes a constant)."""
+    if isinstance(v, bool):
+        return BOOL
+    if isinstance(v, int):
+        return I32 if _I32_MIN <= v <= _I32_MAX else I64 if v < (1 << 63) else U64
+    return F32
 
 
 def const(v, dtype: DType, loc: Loc | None) -> Const:
@@ -123,7 +128,7 @@ def type_of(v, loc: Loc | None) -> TileType | PtrType:
     if isinstance(v, bool):
         return _BOOL_T
     if isinstance(v, int):
-        return _I32_T
+        return _I32_T if _I32_MIN <= v <= _I32_MAX else TileType(py_dtype(v))
     if isinstance(v, float):
         return _F32_T
     raise KernelTypeError(f"expected a number or a traced value, not {type(v).__name__}", loc)
@@ -344,6 +349,11 @@ def compare(name: str, a, b, loc: Loc | None):
     return Compare(CMPOPS[name], x, y, loc=loc)
 
 
+# The signed type an unsigned offset is negated in: one that holds all its values (i64 for u32), but for u64 its own
+# bits read as i64, which holds every offset into memory (below 2**63).
+_NEGATED_AS = {DType.U8: I32, DType.U16: I32, DType.U32: I64, DType.U64: I64}
+
+
 def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
     """`a <op> b` where one operand is a pointer (`ta` and `tb` are the operands' types when known)."""
     ta = type_of(a, loc) if ta is None else ta
@@ -362,8 +372,8 @@ def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
     if name == "sub":
         if not isinstance(off, Value):
             off = -off
-        else:   # an unsigned offset is negated as i32: in its own type `-3` would wrap around to `2**bits - 3`
-            off = Unary(UnOp.NEG, off if odt.is_signed else cast(off, I32, loc), loc=loc)
+        else:   # an unsigned offset is negated as a signed type: in its own type `-3` would wrap to `2**bits - 3`
+            off = Unary(UnOp.NEG, off if odt.is_signed else cast(off, _NEGATED_AS[odt], loc), loc=loc)
     off = to_ir(off, loc)
     pshape, oshape = (ta if a_ptr else tb if tb is not None else ptr.type).shape, ot.shape
     if pshape == oshape:

@@ -4,11 +4,12 @@ A parameter annotated `metile.constexpr` is compile-time; the annotation is read
 function's `ast` and evaluated against its globals, so it is recognised whether or not the module
 uses `from __future__ import annotations` (string annotations). Other parameters are runtime and
 take their type from each call's argument: a numpy array or `metile.Buffer` is a device pointer to
-its element type (float64 and int64 arrays are refused: Metal cannot hold them), a Python `int` an
-`i32` scalar, a Python `float` an `f32` scalar (a `bool` is an `i32` 0 or 1; numpy scalars keep a
-supported dtype). Runtime arguments go positionally or by keyword; constexprs by keyword (or
-positionally after every runtime argument); `sanitize` and `timeout` are launch options (unless the
-kernel has a parameter of that name, which they then set); meTile's tuning keywords are compiler options.
+its element type (float64 arrays are refused: Metal cannot hold them), a Python `int` an `i32` scalar,
+or when i32 cannot hold it an `i64` one (a `u64` from 2**63, as Triton types int arguments), a Python
+`float` an `f32` scalar (a `bool` is an `i32` 0 or 1; numpy scalars keep a supported dtype). Runtime
+arguments go positionally or by keyword; constexprs by keyword (or positionally after every runtime
+argument); `sanitize` and `timeout` are launch options (unless the kernel has a parameter of that name,
+which they then set); meTile's tuning keywords are compiler options.
 """
 
 from __future__ import annotations
@@ -38,9 +39,7 @@ from metile.metal.interop import (
 )
 
 NO_DEFAULT = _NO_DEFAULT = object()  # the default of a parameter that has none
-_REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)",
-            "int64": "Metal kernels take 32-bit integers; convert with .astype(np.int32)",
-            "uint64": "Metal kernels take 32-bit integers; convert with .astype(np.uint32)"}
+_REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)"}
 
 
 @attrs.frozen
@@ -215,6 +214,7 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
 
 
 _I32_SCALAR, _F32_SCALAR = TileType(DType.I32), TileType(DType.F32)
+_PYTHON_INTS = (DType.I32, DType.I64, DType.U64)   # a Python int argument's type: the first that holds it (Triton's)
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _ARRAY_TYPES: dict[np.dtype, PtrType] = {}  # per numpy dtype, the type of a numpy array argument
 
@@ -286,9 +286,11 @@ def _arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     if isinstance(value, bool):
         return TileType(DType.I32)
     if isinstance(value, int):
-        if not fits(value, DType.I32):
-            raise KernelArgumentError(f"argument '{spec.name}' = {value} does not fit a 32-bit signed int", spec.loc)
-        return TileType(DType.I32)
+        for dt in _PYTHON_INTS:
+            if fits(value, dt):
+                return TileType(dt)
+        raise KernelArgumentError(f"argument '{spec.name}' = {value} does not fit a 64-bit integer (signed, or "
+                                  "unsigned from 2**63)", spec.loc)
     if isinstance(value, float):
         if math.isfinite(value) and abs(value) >= F32_OVERFLOW:
             raise KernelArgumentError(f"argument '{spec.name}' = {value!r} is beyond the range of a 32-bit float (it "

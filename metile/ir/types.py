@@ -14,8 +14,8 @@ Promotion (`promote(a, b)`), applied to both operands of a binary operator:
 - a float type beats an integer type or bool;
 - two float types: the wider wins; f16 with bf16 gives f32 (neither holds the other);
 - two integer types of the same signedness: the wider wins;
-- signed with unsigned: the unsigned type if it is at least as wide (C's rule, so `i32 + u32 -> u32`),
-  otherwise the signed type;
+- signed with unsigned: the unsigned type if it is at least as wide (C's rule, so `i32 + u32 -> u32` and
+  `i64 + u64 -> u64`), otherwise the signed type (`u32 + i64 -> i64`, as in numpy);
 - bool with anything gives the other type; bool with bool stays bool for `& | ^` (comparisons and
   logic) and becomes i32 for arithmetic.
 Python scalars are *weak*: `x_f16 * 2.0` stays f16, `x_u8 + 1` stays u8; a Python float with an
@@ -45,6 +45,8 @@ class DType(IdentityEnum):
     U16 = "u16"
     I32 = "i32"
     U32 = "u32"
+    I64 = "i64"
+    U64 = "u64"
     BOOL = "bool"
     F8E4M3 = "f8e4m3"
     F8E5M2 = "f8e5m2"
@@ -66,15 +68,16 @@ class DType(IdentityEnum):
         return self.value
 
 
-_BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.I8: 8, DType.U8: 8, DType.I16: 16,
-         DType.U16: 16, DType.I32: 32, DType.U32: 32, DType.BOOL: 1, DType.F8E4M3: 8, DType.F8E5M2: 8}
+_BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.I8: 8, DType.U8: 8, DType.I16: 16, DType.U16: 16,
+         DType.I32: 32, DType.U32: 32, DType.I64: 64, DType.U64: 64, DType.BOOL: 1, DType.F8E4M3: 8, DType.F8E5M2: 8}
 _MSL = {DType.F32: "float", DType.F16: "half", DType.BF16: "bfloat", DType.I8: "char", DType.U8: "uchar",
-        DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.BOOL: "bool",
-        DType.F8E4M3: "uchar", DType.F8E5M2: "uchar"}
+        DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.I64: "long",
+        DType.U64: "ulong", DType.BOOL: "bool", DType.F8E4M3: "uchar", DType.F8E5M2: "uchar"}
 _STORAGE = (DType.F8E4M3, DType.F8E5M2)
 _NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16), DType.I8: np.dtype(np.int8),
           DType.U8: np.dtype(np.uint8), DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
-          DType.I32: np.dtype(np.int32), DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_)}
+          DType.I32: np.dtype(np.int32), DType.U32: np.dtype(np.uint32), DType.I64: np.dtype(np.int64),
+          DType.U64: np.dtype(np.uint64), DType.BOOL: np.dtype(np.bool_)}
 _FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
 
 for _d in DType:
@@ -83,7 +86,7 @@ for _d in DType:
     _d.is_float = _d in (DType.F32, DType.F16, DType.BF16, *_STORAGE)
     _d.storage_only = _d in _STORAGE
     _d.is_int = not _d.is_float and _d is not DType.BOOL
-    _d.is_signed = _d in (DType.I8, DType.I16, DType.I32) or _d.is_float
+    _d.is_signed = _d in (DType.I8, DType.I16, DType.I32, DType.I64) or _d.is_float
     _d.msl = _MSL[_d]
     _d.numpy = _NUMPY.get(_d)
 del _d
@@ -103,7 +106,7 @@ _EXTENSION_NAMES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.F8E4M3, "floa
 
 def from_numpy(dtype) -> DType | None:
     """The DType for a numpy dtype (ml_dtypes' bfloat16, float8_e4m3fn and float8_e5m2 included), or None when Metal
-    cannot hold it (float64, int64, complex...)."""
+    cannot hold it (float64, complex...)."""
     dt = np.dtype(dtype)
     found = _FROM_NUMPY.get(dt)
     return found if found is not None else _EXTENSION_NAMES.get(dt.name)

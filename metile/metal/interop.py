@@ -83,8 +83,8 @@ def dtype_by_name(dtype, library: str = "") -> np.dtype:
         return np.dtype(dtype)
     except TypeError:
         raise ForeignArrayError(f"has the element type {dtype!r}, which metile kernels do not take (they take arrays "
-                                "of float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, int32, uint8, "
-                                "uint16, uint32 and bool)") from None
+                                "of float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, int16, int32, int64, "
+                                "uint8, uint16, uint32, uint64 and bool)") from None
 
 
 def _ml_dtype(name: str, library: str) -> np.dtype:

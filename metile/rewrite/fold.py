@@ -8,7 +8,8 @@ Rules (each returns a smaller node, or None when it does not apply):
   it: `full`, a broadcast constant), `x & true`, `true & x` on scalars;
 - `fold_compare`: a comparison of two constants;
 - `fold_where`: a selection on a constant condition;
-- `fold_cast`: an integer or bool constant converted to an integer type (wrapped), or to a float type.
+- `fold_cast`: an integer or bool constant converted to an integer type (wrapped), or to a float type (rounded
+  once, `to_float`).
 
 Floats are never folded (rounding would have to match Metal's exactly). The rules run bottom-up over the
 whole kernel with `metile.rewrite.driver.bottom_up`, when at least one of them matches somewhere.
@@ -122,8 +123,24 @@ def fold_where(n: Node) -> Node | None:
 def fold_cast(n: Node) -> Node | None:
     match n:
         case Cast(Const(v) as c, dtype) if _exact(c) and dtype is not DType.BOOL:
-            return Const(float(v) if dtype.is_float else wrap(int(v), dtype), dtype, loc=n.loc)
+            return Const(to_float(int(v), dtype) if dtype.is_float else wrap(int(v), dtype), dtype, loc=n.loc)
     return None
+
+
+_SIGNIFICAND = {DType.F32: 24, DType.F16: 11, DType.BF16: 8}
+
+
+def to_float(value: int, dtype: DType) -> float:
+    """The integer `value` rounded once to the precision of the float type `dtype`, to nearest, ties to even (as a
+    conversion does on the device). `float(value)` would round a 64-bit integer to a double first, and rounding that
+    again can differ (2**60 + 2**36 + 1 rounds up to f32, its double 2**60 + 2**36 down)."""
+    n = abs(value)
+    drop = n.bit_length() - _SIGNIFICAND.get(dtype, 53)
+    if drop > 0:
+        q, r = divmod(n, 1 << drop)
+        half = 1 << (drop - 1)
+        n = (q + (r > half or (r == half and q & 1))) << drop
+    return float(n if value >= 0 else -n)
 
 
 FOLD_TABLE = {Binary: first_of(fold_binary, fold_identity), Compare: fold_compare, Where: fold_where,
@@ -158,4 +175,4 @@ def _candidates(found) -> list[Node]:
 
 
 __all__ = ["FOLD_RULES", "FOLD_TABLE", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",
-           "fold_where", "wrap"]
+           "fold_where", "to_float", "wrap"]

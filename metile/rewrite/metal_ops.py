@@ -1,8 +1,9 @@
 """Small constructors of Metal IR values that fold the constant cases the lowering produces.
 
 Index arithmetic built from layouts is full of `x * 1`, `x + 0` and constant products; folding them
-while building keeps the emitted MSL readable and the IR small. Each helper returns a plain
-`Binary`/`Compare`... node when nothing folds, so the result is always valid Metal IR.
+while building keeps the emitted MSL readable and the IR small. The lowering's indexes are i32; where one
+meets a 64-bit integer of the kernel's (`add`, `mul`, `lt`), it is widened to it (`widened`). Each helper
+returns a plain `Binary`/`Compare`... node when nothing folds, so the result is always valid Metal IR.
 `floor_div` and `floor_mod` spell Python's `//` and `%` with Metal's truncating operators.
 """
 
@@ -13,7 +14,7 @@ import functools
 from metile.ir.errors import Loc
 from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
-from metile.ir.types import DType
+from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Bitcast, Cast, Compare, Const, Unary, Value, Where
 from metile.layout import Layout
 from metile.layout.layout import flat_modes
@@ -30,7 +31,30 @@ def is_const(v: Value, x=None) -> bool:
     return isinstance(v, Const) and (x is None or v.value == x)
 
 
+def widened(a: Value, b: Value) -> tuple[Value, Value]:
+    """`a` and `b` in one integer type: an i32 index the lowering computes meets an i64 one from the kernel (an offset
+    widened with `.to(metile.int64)`, a row stride of 64 bits), and is widened to it (a constant is retyped)."""
+    if a.type.__class__ is not TileType or b.type.__class__ is not TileType:
+        return a, b
+    ta, tb = a.type.dtype, b.type.dtype
+    if ta is tb or not (ta.is_int and tb.is_int):
+        return a, b
+    if ta.bits < tb.bits:
+        return _widen(a, tb), b
+    if tb.bits < ta.bits:
+        return a, _widen(b, ta)
+    return a, b
+
+
+def _widen(v: Value, dtype: DType) -> Value:
+    if isinstance(v, Const):   # as the cast would convert it: modulo 2**64 into an unsigned type
+        return const(v.value if dtype.is_signed else v.value % (1 << dtype.bits), dtype)
+    return Cast(v, dtype)
+
+
 def add(a: Value, b: Value) -> Value:
+    if a.type.dtype is not b.type.dtype:
+        a, b = widened(a, b)
     ca, cb = isinstance(a, Const), isinstance(b, Const)
     if ca and a.value == 0:
         return b
@@ -47,6 +71,8 @@ def add(a: Value, b: Value) -> Value:
 
 
 def mul(a: Value, b: Value) -> Value:
+    if a.type.dtype is not b.type.dtype:
+        a, b = widened(a, b)
     ca, cb = isinstance(a, Const), isinstance(b, Const)
     if not (ca or cb):  # the common case: nothing to fold
         return Binary(BinOp.MUL, a, b)
@@ -62,21 +88,23 @@ def mul(a: Value, b: Value) -> Value:
 
 
 def div(a: Value, b: int) -> Value:
-    """`a / b` for a non-negative i32 `a` and a positive constant `b`."""
+    """`a / b` for a non-negative integer `a` and a positive constant `b`, in `a`'s type."""
     if b == 1:
         return a
+    dtype = a.type.dtype
     if isinstance(a, Const):
-        return const(a.value // b)
-    return Binary(BinOp.TRUNCDIV, a, const(b))
+        return const(a.value // b, dtype)
+    return Binary(BinOp.TRUNCDIV, a, const(b, dtype))
 
 
 def mod(a: Value, b: int) -> Value:
-    """`a % b` for a non-negative i32 `a` and a positive constant `b`."""
+    """`a % b` for a non-negative integer `a` and a positive constant `b`, in `a`'s type."""
+    dtype = a.type.dtype
     if b == 1:
-        return const(0)
+        return const(0, dtype)
     if isinstance(a, Const):
-        return const(a.value % b)
-    return Binary(BinOp.REM, a, const(b))
+        return const(a.value % b, dtype)
+    return Binary(BinOp.REM, a, const(b, dtype))
 
 
 def apply_layout(layout: Layout, idx: Value) -> Value:
@@ -94,6 +122,8 @@ def apply_layout(layout: Layout, idx: Value) -> Value:
 
 
 def lt(a: Value, b: Value) -> Value:
+    if a.type.dtype is not b.type.dtype:
+        a, b = widened(a, b)
     return Compare(CmpOp.LT, a, b)
 
 
@@ -127,7 +157,8 @@ def builtin(kind: BuiltinKind, axis: int = 0) -> Value:
 
 def floor_div(a: Value, b: Value, loc: Loc | None = None) -> Value:
     """Python's `a // b` from Metal IR operators (numpy's where Python raises: a zero divisor gives `a / b` on
-    floats, and `INT_MIN // -1` wraps around to `INT_MIN`); the result node has the location `loc`."""
+    floats, and `INT_MIN // -1` wraps around to `INT_MIN`, in 32 and 64 bits); the result node has the location
+    `loc`."""
     dtype = a.type.dtype
     if dtype in (DType.F16, DType.BF16):  # in f32, rounded once at the end, as numpy computes 16-bit floats
         return Cast(floor_div(Cast(a, DType.F32), Cast(b, DType.F32)), dtype, loc=loc)
@@ -187,14 +218,18 @@ def _opposite_signs(r: Value, b: Value) -> Value:
 
 
 def _divisor(b: Value) -> tuple[Value, Value | None]:
-    """The signed integer divisor `b` made safe, and the test that it is -1 (None when it cannot be). An i32
-    `INT_MIN / -1` traps on CPUs, so a divisor that may be -1 divides as 1 and the caller selects the result for
-    -1 apart; narrower types divide in 32 bits and cannot trap."""
-    if b.type.dtype is not DType.I32 or (isinstance(b, Const) and b.value != -1):
+    """The signed integer divisor `b` made safe, and the test that it is -1 (None when it cannot be). An i32 or
+    i64 `INT_MIN / -1` traps on CPUs, so a divisor that may be -1 divides as 1 and the caller selects the result
+    for -1 apart; narrower types divide in 32 bits and cannot trap."""
+    dtype = b.type.dtype
+    if dtype not in _TRAPPING or (isinstance(b, Const) and b.value != -1):
         return b, None
-    minus_one = Compare(CmpOp.EQ, b, Const(-1, DType.I32))
-    return Where(minus_one, Const(1, DType.I32), b), minus_one
+    minus_one = Compare(CmpOp.EQ, b, Const(-1, dtype))
+    return Where(minus_one, Const(1, dtype), b), minus_one
+
+
+_TRAPPING = (DType.I32, DType.I64)
 
 
 __all__ = ["add", "all_of", "both", "builtin", "const", "div", "floor_div", "floor_mod", "is_const", "lt", "mod", "mul",
-           "select"]
+           "select", "widened"]

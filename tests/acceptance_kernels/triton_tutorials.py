@@ -452,11 +452,11 @@ def _attn_fwd(Q, K, V, sm_scale, M, Out,
     off_hz = metile.program_id(1)
     off_z = off_hz // H
     off_h = off_hz % H
-    # Triton widens these offsets to int64; metile's integers are 32 bits.
-    q_offset = off_z * stride_qz + off_h * stride_qh
-    k_offset = off_z * stride_kz + off_h * stride_kh
-    v_offset = off_z * stride_vz + off_h * stride_vh
-    o_offset = off_z * stride_oz + off_h * stride_oh
+    # widened to 64 bits, as Triton's tutorial does: a batch of large heads may be past 2**31 elements
+    q_offset = off_z.to(metile.int64) * stride_qz + off_h.to(metile.int64) * stride_qh
+    k_offset = off_z.to(metile.int64) * stride_kz + off_h.to(metile.int64) * stride_kh
+    v_offset = off_z.to(metile.int64) * stride_vz + off_h.to(metile.int64) * stride_vh
+    o_offset = off_z.to(metile.int64) * stride_oz + off_h.to(metile.int64) * stride_oh
     offs_m = start_m * BLOCK_M + metile.arange(0, BLOCK_M)
     offs_n = metile.arange(0, BLOCK_N)
     offs_d = metile.arange(0, HEAD_DIM)

@@ -71,7 +71,7 @@ def for_stmt(blk: Block, s: For) -> None:
     start, stop, step = flat_values(blk, [None] * 3, [s.start, s.stop, s.step])
     kinds = [kind_of(blk, c) for c in s.carried]
     inits = flat_values(blk, kinds, s.inits)
-    index = Var(blk.fresh(s.index.name), TileType(DType.I32))
+    index = Var(blk.fresh(s.index.name), s.index.type)
     ring = None
     inner = blk.nested(**S.control(blk, s, s.start, s.stop, s.step))
     inner.bind(s.index, Scalar(index))

@@ -133,7 +133,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         conds = [*masks, guard]
         if not proven:
             off = _buffer_offset(load.ptr, b.facts.defs, lambda x: V.at(b, x, p0))
-            conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1)), mo.const(0)))
+            dt = off.type.dtype   # i64 for offsets widened in the kernel
+            conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt)))
         cond = mo.all_of(conds)
         if cond is None:
             b.emit(VecStore(dst, b.let(VecLoad(first_ptr, width), "run", load.loc), loc=b.loc))

@@ -14,9 +14,12 @@ UNROLL_LIMIT = 8
 
 
 def acc_dtype(dtype: DType) -> DType:
-    """The dtype a reduction of `dtype` accumulates in: f32 for floats, 32-bit integers for narrow ones."""
+    """The dtype a reduction or scan of `dtype` combines in: f32 for floats, 32 bits for narrower integers, and a
+    64-bit integer type itself."""
     if dtype.is_float:
         return DType.F32
+    if dtype.bits == 64:
+        return dtype
     return DType.I32 if dtype.is_signed else DType.U32
 
 

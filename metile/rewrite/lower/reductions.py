@@ -3,8 +3,8 @@
 Reductions (`Reduce`): each thread folds the elements it holds (padding slots contribute the identity: 0,
 -inf/+inf, or the integer extremes), `simd_sum`/`simd_max`/`simd_min` combine a simdgroup, lane 0 of each
 simdgroup writes its partial to scratch, and after a barrier every thread folds the partials, so every thread holds
-the result. f16/bf16 reduce in f32, narrow integers in 32 bits. Reducing one axis of an n-D tile gathers the tile
-through scratch and folds each output element's line.
+the result. f16/bf16 reduce in f32, narrow integers in 32 bits, 64-bit integers in their own type. Reducing one
+axis of an n-D tile gathers the tile through scratch and folds each output element's line.
 
 Arg-reductions carry a (value, index) pair. Along the only axis of a 1-D tile each thread folds the elements it
 holds in index order (a later element wins only when strictly better, so the first extreme wins ties), then a
@@ -18,7 +18,7 @@ Scans are Hillis-Steele in scratch: the tile is written to one half of a scratch
 `ceil(log2(extent))` combines each element with the one `2**s` before it along the axis (after it when
 `reverse`), reading one half and writing the other, with a barrier between steps; the steps are a run-time loop
 (a uniform one, so the barrier is legal) and each thread then reads its elements back. Both combine in 32 bits
-(`acc_dtype`) and convert back to the tile's type.
+(64 for 64-bit integers: `acc_dtype`) and convert back to the tile's type.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ typedef unsigned short ushort;
 typedef unsigned long ulong;
 typedef unsigned char uchar;
 typedef _Float16 half; /* IEEE binary16; arithmetic rounds to half after every operation, as on the GPU */
+/* MSL's long and ulong are 64 bits, as the host's long is on the LP64 systems the CPU device runs on. */
+static_assert(sizeof(long) == 8 && sizeof(ulong) == 8, "MSL's long is 64 bits: the host compiler must be LP64");
 
 /* Function qualifier of Apple's <metal_stdlib> (always inline there; a plain inline function here). */
 #define METAL_FUNC inline
