@@ -61,13 +61,13 @@ def work(job):
     feats = features(off, known)
     relax = feats.relax()
     folder = Path(tempfile.gettempdir()) / f"metile-fuzz-{os.getpid()}"
-    k = gen_kernel(seed, feats)
     before = dict(STATS)
     try:
+        k = gen_kernel(seed, feats)
         fails, launches = check_kernel(k, folder, sanitize=sanitize_every > 0 and seed % sanitize_every == 0,
                                        drop_skip_inactive=drop_skip and feats.drop_skip_inactive, relax=relax)
     except Exception as e:  # noqa: BLE001 - a fault of the fuzzer itself: reported, the run goes on
-        return seed, len(k.sections), 0, [("harness", f"{type(e).__name__}: {e}", "")], {}
+        return seed, 0, 0, [("harness", f"{type(e).__name__}: {e}", "")], {}
     stats = {key: STATS[key] - before[key] for key in STATS}
     found = []
     for f in fails[:1]:
@@ -110,7 +110,10 @@ def main() -> int:
         results = pool.imap_unordered(work, jobs)
     else:
         results = map(work, jobs)
-    for seed, nprog, nl, found, st in results:
+    for done, (seed, nprog, nl, found, st) in enumerate(results, 1):
+        if done % 25 == 0:
+            print(f"... {done} kernels, {programs} programs, {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
         for key, v in st.items():
             stats[key] = stats.get(key, 0) + v
         programs += nprog

@@ -26,12 +26,16 @@ TYPES: dict[str, DT] = {t.name: t for t in (
     DT("i32", np.dtype(np.int32), "i", 32), DT("u8", np.dtype(np.uint8), "u", 8),
     DT("u16", np.dtype(np.uint16), "u", 16), DT("u32", np.dtype(np.uint32), "u", 32),
     DT("bool", np.dtype(np.bool_), "b", 8),
+    DT("f8e4m3", np.dtype(ml_dtypes.float8_e4m3fn), "f", 8, 4, -6),
+    DT("f8e5m2", np.dtype(ml_dtypes.float8_e5m2), "f", 8, 3, -14),
 )}
 FLOATS = ("f32", "f16", "bf16")
+F8 = ("f8e4m3", "f8e5m2")
 INTS = ("i8", "i16", "i32", "u8", "u16", "u32")
 BITCAST_PAIRS = {"f32": ("i32", "u32"), "i32": ("f32", "u32"), "u32": ("f32", "i32"), "f16": ("i16", "u16", "bf16"),
                  "bf16": ("i16", "u16", "f16"), "i16": ("f16", "bf16", "u16"), "u16": ("f16", "bf16", "i16"),
-                 "i8": ("u8",), "u8": ("i8",)}
+                 "i8": ("u8", "f8e4m3", "f8e5m2"), "u8": ("i8", "f8e4m3"), "f8e4m3": ("u8", "i8", "f8e5m2"),
+                 "f8e5m2": ("u8", "f8e4m3")}
 
 
 def is_float(t: str) -> bool:
@@ -51,14 +55,23 @@ def int_range(t: str) -> tuple[int, int]:
     return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
 
 
+def computed(t: str) -> str:
+    """The type a value of type `t` computes in: 8-bit floats compute as f16 (3.7)."""
+    return "f16" if t in F8 else t
+
+
 def float_max(t: str) -> float:
+    if t == "f8e4m3":
+        return 448.0
     d = TYPES[t]
     emax = -d.emin + 1
     return float((2 - 2.0 ** (1 - d.mant)) * 2.0 ** emax)
 
 
 def common(a: str, b: str) -> str:
-    """The common type of two traced values (3.3); two bools give bool (arithmetic makes that i32 itself)."""
+    """The common type of two traced values (3.3); two bools give bool (arithmetic makes that i32 itself).
+    8-bit floats take part as f16, which every computation on them converts them to (3.7)."""
+    a, b = computed(a), computed(b)
     if a == b:
         return a
     da, db = TYPES[a], TYPES[b]
@@ -84,7 +97,7 @@ def weak_type(t: str, lit) -> str:
     """The type of traced `t` combined with the Python number `lit` (weak: 3.3)."""
     if isinstance(lit, float) and not is_float(t):
         return "f32"
-    return t
+    return computed(t)
 
 
 def literal_fits(t: str, lit) -> bool:
@@ -108,7 +121,10 @@ def round_to(x, t: str) -> np.ndarray:
         q = np.maximum(e - d.mant, d.emin - d.mant + 1)   # exponent of the unit in the last place
         y = np.ldexp(np.rint(np.ldexp(x, -q)), q)
         y = np.where(np.abs(y) > float_max(t), np.copysign(np.inf, x), y)
-    return np.where(np.isfinite(x), y, x)
+    y = np.where(np.isfinite(x), y, x)
+    if t == "f8e4m3":                                   # no infinity: beyond 448 is NaN (3.7)
+        y = np.where(np.isinf(y), np.nan, y)
+    return y
 
 
 def ulp(x, t: str) -> np.ndarray:

@@ -15,10 +15,12 @@ import numpy as np
 
 from tests.fuzz.dtypes import (
     BITCAST_PAIRS,
+    F8,
     FLOATS,
     INTS,
     TYPES,
     common,
+    computed,
     float_max,
     int_range,
     is_float,
@@ -26,7 +28,7 @@ from tests.fuzz.dtypes import (
     literal_fits,
     weak_type,
 )
-from tests.fuzz.model import MATH, arith_type
+from tests.fuzz.model import MATH, arith_type, math_type
 from tests.fuzz.model_reduce import sum_type
 from tests.fuzz.prog import Assign, Bin, Call, Expand, Name, Num, Param, Py, To, Trans, Un
 
@@ -330,7 +332,7 @@ class Gen:
             return None
         if fn == "abs":
             return self.let(Call("abs", (Name(a.name),)), a.t, a.shape)
-        return self.let(Call(fn, (Name(a.name),)), a.t if is_float(a.t) else "f32", a.shape)
+        return self.let(Call(fn, (Name(a.name),)), math_type(a.t), a.shape)
 
     def op_ext(self, a: V) -> V:
         fn = self.choice(["maximum", "minimum"])
@@ -361,8 +363,10 @@ class Gen:
 
     def op_fma(self, a: V) -> V | None:
         b = self.partner(a, lambda v: v.t != "bool")
-        c = self.partner(a, lambda v: v.t != "bool")
-        if a.t == "bool" or b is None or c is None:
+        if a.t == "bool" or b is None:
+            return None
+        c = self.partner(V("_", a.t, np.broadcast_shapes(a.shape, b.shape)), lambda v: v.t != "bool")
+        if c is None:
             return None
         t = common(common(a.t, b.t), c.t)
         t = t if is_float(t) else "f32"
@@ -370,7 +374,7 @@ class Gen:
                         np.broadcast_shapes(a.shape, b.shape, c.shape))
 
     def op_cast(self, a: V) -> V:
-        t = self.choice(list(FLOATS + INTS) + ["bool"])
+        t = self.choice(list(FLOATS + INTS + F8) + ["bool"])
         return self.let(To(Name(a.name), t), t, a.shape)
 
     def op_bitcast(self, a: V) -> V | None:
@@ -404,7 +408,7 @@ class Gen:
         keep = self.chance(0.3)
         if keep:
             kw.append(("keep_dims", Py(True)))
-        t = {"sum": sum_type(a.t, None), "max": a.t, "min": a.t}.get(fn, "i32")
+        t = {"sum": sum_type(a.t, None), "max": computed(a.t), "min": computed(a.t)}.get(fn, "i32")
         if fn == "sum" and self.chance(0.2):
             t = self.choice(["f32", "i32", "f16"])
             kw.append(("dtype", Py(t)))
@@ -441,16 +445,25 @@ class Gen:
         size = int(np.prod(v.shape)) if v.shape else 1
         total = size * self.grid
         init = data(self.rng, t, total, "wide")
-        out = self.param("out", init, base="O")
+        step = 1
+        if len(v.shape) == 1 and self.chance(0.15):        # into x[start::step]: the gaps must stay as they were
+            step, start = int(self.choice([2, 3])), int(self.choice([0, 1]))
+            base = data(self.rng, t, start + step * (total - 1) + 1 + int(self.choice([0, 2])), "wide")
+            out = self.fresh("O")
+            self.params.append(Param(out, "out", base, ((start, start + step * (total - 1) + 1, step),)))
+        else:
+            out = self.param("out", init, base="O")
         ptr = Name(out)
         if self.grid > 1:
-            ptr = Bin("+", ptr, Bin("*", Name(self.program_id().name), Num(size)))
+            ptr = Bin("+", ptr, Bin("*", Name(self.program_id().name), Num(size * step)))
         mask = None
         if not v.shape:
             addr = ptr
         elif len(v.shape) == 1:
             r = self.arange(v.shape[0])
             addr = Bin("+", ptr, Name(r.name))
+            if step > 1:
+                addr = Bin("+", ptr, Bin("*", Name(r.name), Name(self.scalar(step, base="st").name)))
             if mask_kind == "bound" or (mask_kind is None and self.chance(0.25)):
                 lim = self.scalar(int(self.rng.integers(0, v.shape[0] + 1)), base="n")
                 mask = Bin("<", Name(r.name), Name(lim.name))

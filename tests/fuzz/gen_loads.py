@@ -14,7 +14,7 @@ from tests.fuzz.gen import Gen, V, broadcasts_to, data
 from tests.fuzz.prog import Bin, Call, Expand, Name, Num, Param, Py, To, Tup
 
 LOAD_TYPES = ["f32"] * 10 + ["f16"] * 4 + ["bf16"] * 3 + ["i32"] * 4 + ["u32"] * 3 + ["i8"] * 3 + ["u8"] * 3 + \
-    ["bool"] * 2 + ["i16", "u16"]
+    ["bool"] * 2 + ["i16", "u16", "f8e4m3", "f8e5m2"]
 PROFILES = ["small"] * 5 + ["special"] * 3 + ["wide"] * 2
 
 
@@ -57,6 +57,7 @@ def load(g: Gen, t: str | None = None, shape: tuple | None = None, mask: str | N
     arr_name = g.fresh("X")
     P = Name(arr_name)
     mexpr, mvals = None, None
+    view = None                 # a strided numpy view passed as the array: (base shape, (start, stop, step) per axis)
     if shape is None or len(shape) == 1:
         n = shape[0] if shape else int(g.choice([1, 3, 8, 16, 17, 32, 64, 100, 128]))
         shape = (n,)
@@ -73,6 +74,9 @@ def load(g: Gen, t: str | None = None, shape: tuple | None = None, mask: str | N
             s = int(g.choice([1, 2, 3, 16]))
             ptr = Bin("+", P, Bin("*", R_, Name(g.scalar(s, base="st").name)))
             off = idx * s
+            if s > 1 and g.chance(0.4):                    # x[start::s], indexed with its own stride
+                start = int(g.choice([0, 1, 2]))
+                view = ((start + s * (n - 1) + 1 + int(g.choice([0, 0, 3])),), ((start, start + s * (n - 1) + 1, s),))
         elif mode == "reversed":
             ptr = Bin("+", P, Bin("-", Num(n - 1), R_))
             off = n - 1 - idx
@@ -104,6 +108,9 @@ def load(g: Gen, t: str | None = None, shape: tuple | None = None, mask: str | N
             sv = Name(g.scalar(s, base="st").name)
             if mode == "rowmajor":
                 ptr = Bin("+", Bin("+", P, Bin("*", Expand(Name(rows.name), True), sv)), Expand(Name(cols.name), False))
+                if s > C and g.chance(0.4):                # x[:, c0:c0 + C] of an (R, s) array, rows s apart
+                    c0 = int(g.rng.integers(0, s - C + 1))
+                    view = ((R, s), ((0, R, 1), (c0, c0 + C, 1)))
             else:
                 ro = g.let(Bin("*", Name(rows.name), sv), "i32", (R,), base="ro", keep=False)
                 ptr = Bin("+", Bin("+", P, Expand(Name(ro.name), True)), Expand(Name(cols.name), False))
@@ -150,8 +157,12 @@ def load(g: Gen, t: str | None = None, shape: tuple | None = None, mask: str | N
     off = np.broadcast_to(off, shape)
     live = off if mvals is None else off[np.broadcast_to(mvals, shape)]
     size = int(live.max()) + 1 if live.size else 1
-    arr = data(g.rng, t, size, profile, g.f.nan_inf_data)
-    g.params.append(in_param(arr_name, arr))
+    if view is None:
+        g.params.append(in_param(arr_name, data(g.rng, t, size, profile, g.f.nan_inf_data)))
+    else:
+        base_shape, cut = view
+        base = data(g.rng, t, int(np.prod(base_shape)), profile, g.f.nan_inf_data).reshape(base_shape)
+        g.params.append(Param(arr_name, "in", base, cut))
     kw = []
     if mexpr is not None:
         kw.append(("mask", mexpr))

@@ -13,7 +13,7 @@ import numpy as np
 from tests.fuzz.dtypes import common, is_float, is_int
 from tests.fuzz.gen import Features, Gen, V, data
 from tests.fuzz.gen_loads import PROFILES, in_param, load, scalar_operand
-from tests.fuzz.prog import Assign, Bin, Call, Effect, For, If, Kernel, Name, Num, Py, Section, Tup, used
+from tests.fuzz.prog import Assign, Bin, Call, Effect, For, If, Kernel, Name, Num, Py, Section, Tup, While, used
 
 
 def ops(g: Gen, n: int) -> list[V]:
@@ -160,7 +160,12 @@ def theme_loop(g: Gen) -> None:
             updates.append(Assign(acc.name, update(g, acc, x)))
     g.body.extend(updates)
     body = g.pop()
-    g.body.append(For(ivar, Name(lov.name), Name(hiv.name), stepe, body))
+    if g.chance(0.25):                          # the same loop as a while on a carried counter
+        g.body.append(Assign(ivar, Name(lov.name) if g.chance(0.7) else Num(lo)))
+        body = body + [Assign(ivar, Bin("+", Name(ivar), stepe))]
+        g.body.append(While(Bin("<", Name(ivar), Name(hiv.name)), body))
+    else:
+        g.body.append(For(ivar, Name(lov.name), Name(hiv.name), stepe, body))
     for acc in accs:
         store_untyped(g, acc.name, n)
         if g.chance(0.5):
@@ -200,8 +205,8 @@ def theme_branch(g: Gen) -> None:
 def theme_dot(g: Gen) -> None:
     """`dot` of f32/f16/bf16/i8/u8 tiles: ragged masks, bounded tile_loads, accumulators of several types."""
     M_, N_, K_ = (int(g.choice([8, 16, 24, 32])) for _ in range(3))
-    ta = g.choice(["f32", "f16", "bf16", "i8", "u8"])
-    tb = g.choice([ta, ta, "f32", "f16", "bf16", "i8", "u8"])
+    ta = g.choice(["f32", "f16", "bf16", "i8", "u8", "f8e4m3", "f8e5m2"])
+    tb = g.choice([ta, ta, "f32", "f16", "bf16", "i8", "u8", "f8e4m3"])
     ints = is_int(ta) and is_int(tb)
     prof = g.choice(["small", "small", "wide", "special"])
     modes = ["rowmajor", "transposed", "tile"]

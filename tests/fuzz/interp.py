@@ -11,7 +11,7 @@ import numpy as np
 from tests.fuzz import model as M
 from tests.fuzz import model_reduce as R
 from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, weak_type
-from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Tup, Un
+from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Tup, Un, While
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -57,7 +57,7 @@ def assigned(body) -> list[str]:
         match st:
             case Assign(n, _):
                 out.append(n)
-            case For(_, _, _, _, inner):
+            case For(body=inner) | While(body=inner):
                 out += assigned(inner)
             case If(_, a, b):
                 out += assigned(a) + assigned(b)
@@ -341,6 +341,8 @@ class Interp:
                     raise ModelError(f"no statement metile.{c.fn}")
             case For():
                 self.loop(st)
+            case While():
+                self.while_loop(st)
             case If():
                 self.branch(st)
 
@@ -365,33 +367,59 @@ class Interp:
         finally:
             self.mem = saved
 
-    def loop(self, st: For) -> None:
-        start, stop, step = self.scalar_int(st.start), self.scalar_int(st.stop), self.scalar_int(st.step)
+    def carried(self, body, extra: dict) -> tuple[list[str], dict]:
+        """The loop-carried values of a loop over `body` and their starts, of the types and shapes they widen to:
+        their own, and everything the body assigns to them (7.3), found by running the body in a sandbox."""
         outer = self.env
-        names = [n for n in assigned(st.body) if n in outer]
+        names = [n for n in assigned(body) if n in outer]
         cur = {n: self.carried_start(outer[n]) for n in names}
-        for _ in range(8):                      # the carried types: widen until the body keeps them
-            env = dict(outer) | cur | {st.var: M.mval("i32", start)}
-            got = self.sandbox(st.body, env)
+        for _ in range(8):
+            got = self.sandbox(body, dict(outer) | cur | extra)
             wider = {}
             for n in names:
                 g = self.as_traced(got[n])
-                t = common(cur[n].t, g.t)
-                shape = np.broadcast_shapes(cur[n].shape, g.shape)
-                wider[n] = M.bcast(M.cast(cur[n], t), shape)
+                t = common(cur[n].t, g.t) if cur[n].t != g.t else g.t
+                wider[n] = M.bcast(M.cast(cur[n], t), np.broadcast_shapes(cur[n].shape, g.shape))
             if all(wider[n].t == cur[n].t and wider[n].shape == cur[n].shape for n in names):
                 break
             cur = wider
+        return names, cur
+
+    def iteration(self, body, env: dict, names: list[str], cur: dict) -> dict:
+        """One run of a loop's body: an update whose element is inactive keeps the old value (5.3 rule 4)."""
+        got = self.sub().run(body, env)
+        out = dict(cur)
+        for n in names:
+            new = M.bcast(M.cast(self.as_traced(got[n]), cur[n].t), cur[n].shape)
+            old = cur[n]
+            err = np.where(new.act, new.err, old.err)
+            if "loop_zero_sign" in self.relax and is_float(old.t):
+                err = np.where(~new.act & (old.v == 0), np.maximum(err, M.LOOSE), err)
+            out[n] = M.MVal(old.t, np.where(new.act, new.v, old.v), old.act | new.act, err)
+        return out
+
+    def loop(self, st: For) -> None:
+        start, stop, step = self.scalar_int(st.start), self.scalar_int(st.stop), self.scalar_int(st.step)
+        outer = self.env
+        names, cur = self.carried(st.body, {st.var: M.mval("i32", start)})
         for i in range(start, stop, step) if step > 0 else ():
-            env = dict(outer) | cur | {st.var: M.mval("i32", i)}
-            got = self.sub().run(st.body, env)
-            for n in names:
-                new = M.bcast(M.cast(self.as_traced(got[n]), cur[n].t), cur[n].shape)
-                old = cur[n]
-                err = np.where(new.act, new.err, old.err)
-                if "loop_zero_sign" in self.relax and is_float(old.t):
-                    err = np.where(~new.act & (old.v == 0), np.maximum(err, M.LOOSE), err)
-                cur[n] = M.MVal(old.t, np.where(new.act, new.v, old.v), old.act | new.act, err)
+            cur = self.iteration(st.body, dict(outer) | cur | {st.var: M.mval("i32", i)}, names, cur)
+        self.env = dict(outer) | cur
+
+    def while_loop(self, st: While) -> None:
+        outer = self.env
+        names, cur = self.carried(st.body, {})
+        for _ in range(1000):
+            it = self.sub()
+            it.env = dict(outer) | cur
+            c = self.as_traced(it.ev(st.cond))
+            if c.err.max(initial=0) > 0:
+                raise Undecidable("a while condition the model cannot decide")
+            if not bool(c.v):
+                break
+            cur = self.iteration(st.body, dict(outer) | cur, names, cur)
+        else:
+            raise ModelError("a while loop that does not end")
         self.env = dict(outer) | cur
 
     def branch(self, st: If) -> None:
@@ -413,10 +441,11 @@ class Interp:
         self.env = out
 
 
-def run_model(k: Kernel, inputs: dict[str, np.ndarray], relax: frozenset = frozenset()) -> tuple[Memory, set[str]]:
-    """The memory after the kernel runs on the model, and the tags of sections the model cannot decide."""
-    mem = Memory({n: np.asarray(a).reshape(-1).copy() for n, a in inputs.items()},
-                 {n: np.zeros(np.asarray(a).size) for n, a in inputs.items()})
+def run_model(k: Kernel, relax: frozenset = frozenset()) -> tuple[Memory, set[str]]:
+    """The memory after the kernel runs on the model (each array as the kernel sees it: a view's span), and the
+    tags of sections the model cannot decide."""
+    arrays = {p.name: p.memory() for p in k.params if p.role != "scalar"}
+    mem = Memory(arrays, {n: np.zeros(a.size) for n, a in arrays.items()})
     undecided: set[str] = set()
     for pid in np.ndindex(*k.grid):
         for s in k.sections:

@@ -21,7 +21,19 @@ from fractions import Fraction
 import attrs
 import numpy as np
 
-from tests.fuzz.dtypes import TYPES, as_f64, common, float_max, int_range, is_float, is_int, round_to, ulp, wrap
+from tests.fuzz.dtypes import (
+    TYPES,
+    as_f64,
+    common,
+    computed,
+    float_max,
+    int_range,
+    is_float,
+    is_int,
+    round_to,
+    ulp,
+    wrap,
+)
 
 LOOSE = 1e-300
 INF = np.inf
@@ -266,6 +278,7 @@ def compare(op: str, a: MVal, b: MVal) -> MVal:
 def negate(a: MVal) -> MVal:
     if a.t == "bool":
         a = cast(a, "i32")
+    a = cast(a, computed(a.t))
     if is_float(a.t):
         return MVal(a.t, -a.v, a.act.copy(), a.err.copy())
     return mval(a.t, wrap(-a.i(), a.t), a.act, a.err)
@@ -337,13 +350,15 @@ ODD_AT_ZERO = {"sqrt", "sin", "tanh", "erf", "floor", "ceil"}   # f(-0.0) == -0.
 
 
 def math_type(t: str) -> str:
-    return t if is_float(t) else "f32"
+    return computed(t) if is_float(t) else "f32"
 
 
 def math_fn(name: str, x: MVal, y: MVal | None = None) -> MVal:
     """A math function of 6.2: float operands keep their type, integers compute in f32."""
     if name == "abs" and not is_float(x.t):
         return mval(x.t, wrap(np.abs(x.i()), x.t), x.act, x.err)
+    if name == "abs" and x.t != computed(x.t):
+        x = cast(x, computed(x.t))
     if name == "pow":
         t = math_type(common(x.t, y.t))
         shape = bshape(x, y)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fuzz.dtypes import TYPES, int_range, is_float, is_int, round_to, ulp, wrap
+from tests.fuzz.dtypes import F8, TYPES, computed, int_range, is_float, is_int, round_to, ulp, wrap
 from tests.fuzz.model import INF, LOOSE, MVal, cast, mval
 
 EPS32 = 2.0 ** -24
@@ -17,6 +17,8 @@ def sum_type(t: str, dtype: str | None) -> str:
     """The type a sum or scan accumulates and returns in (6.3, 6.5)."""
     if dtype is not None:
         return dtype
+    if t in F8:
+        return "f16"
     if t == "bool":
         return "i32"
     d = TYPES[t]
@@ -89,6 +91,7 @@ def reduce_sum(x: MVal, axis, keep_dims: bool, dtype: str | None) -> MVal:
 
 
 def reduce_extremum(x: MVal, axis, keep_dims: bool, biggest: bool) -> MVal:
+    x = cast(x, computed(x.t))                           # 8-bit floats reduce as f16
     v, act, err, rest = _lines(x, axis)
     e = np.where(act, err, 0).max(axis=-1, initial=0)
     if x.t == "bool":

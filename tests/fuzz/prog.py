@@ -114,14 +114,40 @@ class For:
     stages: int = 0                 # num_stages= of the tile_range (0: not given)
 
 
-Stmt = Assign | Effect | For | If
+@attrs.frozen
+class While:
+    cond: Expr
+    body: tuple = attrs.field(converter=tuple)
+
+
+Stmt = Assign | Effect | For | If | While
 
 
 @attrs.frozen
 class Param:
+    """A kernel parameter: an array (its value, or for a strided view the base array the view is cut from, by
+    `view`: one (start, stop, step) per axis) or a scalar."""
     name: str
     role: str           # "in", "out" (arrays) or "scalar"
     value: Any = attrs.field(eq=False)
+    view: tuple = ()
+
+    def argument(self):
+        """What a launch passes: a fresh copy (a view of a fresh copy of the base), or the scalar."""
+        if not isinstance(self.value, np.ndarray):
+            return self.value
+        base = self.value.copy()
+        return base[tuple(slice(*t) for t in self.view)] if self.view else base
+
+    def offsets(self) -> np.ndarray:
+        """The flat offsets in the base of the elements the kernel may use, row-major."""
+        idx = np.arange(self.value.size).reshape(self.value.shape)
+        return (idx[tuple(slice(*t) for t in self.view)] if self.view else idx).reshape(-1)
+
+    def memory(self) -> np.ndarray:
+        """The memory a kernel sees: a view spans its base from its first element to its last (2.4)."""
+        off = self.offsets()
+        return self.value.reshape(-1)[off.min():off.max() + 1].copy()
 
 
 @attrs.frozen
@@ -180,6 +206,8 @@ def used(body) -> set[str]:
                 out |= names_in(c)
             case For(_, a, b, s, inner, _):
                 out |= names_in(a) | names_in(b) | names_in(s) | used(inner)
+            case While(c, inner):
+                out |= names_in(c) | used(inner)
             case If(c, a, b):
                 out |= names_in(c) | used(a) | used(b)
     return out
@@ -258,6 +286,9 @@ def stmts_src(body, indent: str) -> list[str]:
                 bounds = f"{expr_src(a)}, {expr_src(b)}, {expr_src(step)}{more}"
                 out.append(f"{indent}for {var} in metile.tile_range({bounds}):")
                 out += stmts_src(inner, indent + "    ") or [indent + "    pass"]
+            case While(c, inner):
+                out.append(f"{indent}while {expr_src(c)}:")
+                out += stmts_src(inner, indent + "    ") or [indent + "    pass"]
             case If(c, a, b):
                 out.append(f"{indent}if {expr_src(c)}:")
                 out += stmts_src(a, indent + "    ") or [indent + "    pass"]
@@ -280,10 +311,11 @@ def value_src(v) -> str:
     """Python source that rebuilds an argument (an array or a scalar) exactly."""
     if isinstance(v, np.ndarray):
         name = next((n for n, t in TYPES.items() if t.np == v.dtype), None)
-        if v.dtype.kind == "f" or name == "bf16":
-            bits = v.view({2: np.uint16, 4: np.uint32}[v.itemsize])
-            kind = {2: "uint16", 4: "uint32"}[v.itemsize]
-            dt = "ml_dtypes.bfloat16" if name == "bf16" else f"np.{v.dtype.name}"
+        if v.dtype.kind == "f" or name in ("bf16", "f8e4m3", "f8e5m2"):
+            bits = v.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[v.itemsize])
+            kind = {1: "uint8", 2: "uint16", 4: "uint32"}[v.itemsize]
+            dt = {"bf16": "ml_dtypes.bfloat16", "f8e4m3": "ml_dtypes.float8_e4m3fn",
+                  "f8e5m2": "ml_dtypes.float8_e5m2"}.get(name, f"np.{v.dtype.name}")
             return f"np.array({bits.tolist()}, np.{kind}).view({dt})"
         return f"np.array({v.tolist()}, np.{v.dtype.name})"
     if isinstance(v, (np.floating, np.integer, np.bool_)):

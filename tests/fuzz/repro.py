@@ -10,13 +10,12 @@ import numpy as np
 from tests.fuzz.dtypes import TYPES
 from tests.fuzz.interp import run_model
 from tests.fuzz.prog import Kernel, kernel_src, value_src
-from tests.fuzz.runner import agrees, check_launch, launch_args, load_kernel, pipeline_of
+from tests.fuzz.runner import agrees, check_launch, expected, launch_args, load_kernel, pipeline_of, written
 
 
 def repro_src(k: Kernel, label: str, folder: Path, options: dict | None = None) -> str:
     """The script, with the model's and the device's values of each output that differs."""
-    inputs = {p.name: p.value for p in k.params if p.role != "scalar"}
-    mem, _ = run_model(k, inputs)
+    mem, _ = run_model(k)
     args = launch_args(k)
     jk = load_kernel(k, folder)
     pipe = pipeline_of(label)
@@ -29,7 +28,8 @@ def repro_src(k: Kernel, label: str, folder: Path, options: dict | None = None) 
     src = kernel_src(k).replace("import metile\n", "")
     lines = ["import ml_dtypes", "import numpy as np", "", "import metile", src.rstrip(), ""]
     for p in k.params:
-        lines.append(f"{p.name} = {value_src(p.value)}")
+        view = f"[{', '.join(f'{a}:{b}:{c}' for a, b, c in p.view)}]" if p.view else ""
+        lines.append(f"{p.name} = {value_src(p.value)}{view}")
     opts = "".join(f", {a}={b!r}" for a, b in (dict(k.options) | (options or {})).items())
     if label == "sanitize":
         opts += ", sanitize=True"
@@ -41,7 +41,8 @@ def repro_src(k: Kernel, label: str, folder: Path, options: dict | None = None) 
     for p, got in zip(k.params, args):
         if p.role != "out":
             continue
-        want, err = mem.arrays[p.name], mem.errs[p.name]
+        want, err = expected(p, mem)
+        got = written(p, got)
         ok = agrees(got, want, err) if got_error is None else np.zeros(want.size, bool)
         if ok.all():
             continue

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-from tests.fuzz.prog import Assign, Bin, Call, Effect, For, If, Kernel, Name, Section, subexprs, used
+from tests.fuzz.prog import Assign, Bin, Call, Effect, For, If, Kernel, Name, Section, While, subexprs, used
 
 
 def dce(body, keep: set[str]) -> tuple:
@@ -25,7 +25,7 @@ def dce(body, keep: set[str]) -> tuple:
                 case Assign(n, _) if n not in live:
                     changed = True
                     continue
-                case For(body=inner):
+                case For(body=inner) | While(body=inner):
                     st = attrs.evolve(st, body=dce(inner, live))
                 case If(c, a, b):
                     st = If(c, dce(a, live), dce(b, live))
@@ -44,7 +44,7 @@ def _paths(body, prefix=()):
     for i, st in enumerate(body):
         yield prefix + (i,)
         match st:
-            case For(_, _, _, _, inner):
+            case For(body=inner) | While(body=inner):
                 yield from _paths(inner, prefix + (i, "body"))
             case If(_, a, b):
                 yield from _paths(a, prefix + (i, "body"))
@@ -75,7 +75,7 @@ def candidates(s: Section):
     paths = list(_paths(body))
     for path in reversed(paths):                   # drop a store, a loop, a branch, an update inside either
         st = _get(body, path)
-        if isinstance(st, (Effect, For, If)) or (len(path) > 1 and isinstance(st, Assign)):
+        if isinstance(st, (Effect, For, If, While)) or (len(path) > 1 and isinstance(st, Assign)):
             yield attrs.evolve(s, body=_edit(body, path, lambda st: []))
     for path in paths:                                              # an if becomes one branch, a loop its body
         st = _get(body, path)
