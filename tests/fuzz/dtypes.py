@@ -69,9 +69,8 @@ def float_max(t: str) -> float:
 
 
 def common(a: str, b: str) -> str:
-    """The common type of two traced values (3.3); two bools give bool (arithmetic makes that i32 itself).
-    8-bit floats take part as f16, which every computation on them converts them to (3.7)."""
-    a, b = computed(a), computed(b)
+    """The common type of two traced values by the rules of 3.3, which `where`, runtime `if` and loop-carried
+    values use; two bools give bool (arithmetic makes that i32 itself). See `promote` for computations."""
     if a == b:
         return a
     da, db = TYPES[a], TYPES[b]
@@ -80,8 +79,8 @@ def common(a: str, b: str) -> str:
     if db.kind == "b":
         return a
     if da.kind == "f" and db.kind == "f":
-        if {a, b} == {"f16", "bf16"}:
-            return "f32"
+        if {a, b} == {"f16", "bf16"} or (a in F8 and b in F8):
+            return "f32" if a not in F8 else "f16"
         return a if da.bits >= db.bits else b
     if da.kind == "f":
         return a
@@ -93,11 +92,18 @@ def common(a: str, b: str) -> str:
     return u.name if u.bits >= s.bits else s.name
 
 
-def weak_type(t: str, lit) -> str:
-    """The type of traced `t` combined with the Python number `lit` (weak: 3.3)."""
+def promote(a: str, b: str) -> str:
+    """The type a computation (arithmetic, math, comparisons) on `a` and `b` happens in: 8-bit floats are
+    converted to f16 first (3.7), then `common`."""
+    return common(computed(a), computed(b))
+
+
+def weak_type(t: str, lit, computation: bool = True) -> str:
+    """The type of traced `t` combined with the Python number `lit` (weak: 3.3); in a computation an 8-bit float
+    counts as f16."""
     if isinstance(lit, float) and not is_float(t):
         return "f32"
-    return computed(t)
+    return computed(t) if computation else t
 
 
 def literal_fits(t: str, lit) -> bool:

@@ -26,6 +26,7 @@ from tests.fuzz.dtypes import (
     is_float,
     is_int,
     literal_fits,
+    promote,
     weak_type,
 )
 from tests.fuzz.model import MATH, arith_type, math_type
@@ -60,6 +61,8 @@ class Features:
     unsigned_math: bool = True              # math functions of unsigned integers
     drop_skip_inactive: bool = True         # a pipeline without skip_inactive (must be refused, or be right)
     nan_inf_data: bool = True               # infinities and NaN in float inputs and loop starts
+    dot_acc_inactive: bool = True           # a dot accumulator with inactive elements (its result is active)
+    dot_float_int_acc: bool = True          # a dot of float tiles into an i32 accumulator
     loop_zero_sign: bool = True             # the sign of a zero a loop-carried value keeps through inactive updates
     divmod_zero_sign: bool = True           # the sign of a zero result of float // and %
     lowp_dot_acc: bool = True               # a dot's f16/bf16 accumulator rounded once
@@ -244,7 +247,7 @@ class Gen:
         a = self.choice(pool)
         kinds = ["arith"] * 8 + ["div"] * 2 + ["divmod"] * 3 + ["pow"] + ["bits"] * 2 + ["shift"] + ["cmp"] * 3 + \
             ["neg"] + ["not"] + ["math"] * 4 + ["ext"] * 2 + ["clamp"] + ["where"] * 3 + ["fma"] + ["cast"] * 3 + \
-            ["bitcast"] + ["expand"] + ["trans"] + ["reduce"] + ["scan"]
+            ["bitcast"] + ["expand"] + ["trans"] + ["reduce"] + ["scan"] + ["full"]
         kind = self.choice(kinds)
         return getattr(self, f"op_{kind}")(a)
 
@@ -285,7 +288,7 @@ class Gen:
             be, b = self.operand(a, pred=lambda v: v.t != "bool", lit=0)
         if b is not None and b.t == "bool":
             return None
-        t = arith_type("**", a.t if b is None else common(a.t, b.t), a.t if b is None else b.t)
+        t = arith_type("**", a.t if b is None else promote(a.t, b.t), a.t if b is None else b.t)
         t = weak_type(a.t, be.value) if b is None else t
         t = t if is_float(t) else "f32"
         return self.let(Bin("**", Name(a.name), be), t, self._shape(a, b))
@@ -337,7 +340,9 @@ class Gen:
     def op_ext(self, a: V) -> V:
         fn = self.choice(["maximum", "minimum"])
         be, b = self.operand(a)
-        t = common(a.t, b.t) if b is not None else weak_type(a.t, be.value)
+        t = promote(a.t, b.t) if b is not None else weak_type(a.t, be.value)
+        if self.chance(0.25):                               # Python's max and min of traced values are the same
+            fn = {"maximum": "builtin.max", "minimum": "builtin.min"}[fn]
         return self.let(Call(fn, (Name(a.name), be)), t, self._shape(a, b))
 
     def op_clamp(self, a: V) -> V | None:
@@ -357,7 +362,7 @@ class Gen:
         shape = np.broadcast_shapes(a.shape, c.shape)
         tmp = V("_", a.t, shape)
         be, b = self.operand(tmp, lit=0.3)
-        t = common(a.t, b.t) if b is not None else weak_type(a.t, be.value)
+        t = common(a.t, b.t) if b is not None else weak_type(a.t, be.value, computation=False)
         args = (Name(c.name), Name(a.name), be) if self.chance(0.5) else (Name(c.name), be, Name(a.name))
         return self.let(Call("where", args), t, self._shape(tmp, b))
 
@@ -368,13 +373,15 @@ class Gen:
         c = self.partner(V("_", a.t, np.broadcast_shapes(a.shape, b.shape)), lambda v: v.t != "bool")
         if c is None:
             return None
-        t = common(common(a.t, b.t), c.t)
+        t = promote(promote(a.t, b.t), c.t)
         t = t if is_float(t) else "f32"
         return self.let(Call("fma", (Name(a.name), Name(b.name), Name(c.name))), t,
                         np.broadcast_shapes(a.shape, b.shape, c.shape))
 
     def op_cast(self, a: V) -> V:
         t = self.choice(list(FLOATS + INTS + F8) + ["bool"])
+        if self.chance(0.2):
+            return self.let(Call("cast", (Name(a.name), Py(t))), t, a.shape)
         return self.let(To(Name(a.name), t), t, a.shape)
 
     def op_bitcast(self, a: V) -> V | None:
@@ -392,7 +399,22 @@ class Gen:
     def op_trans(self, a: V) -> V | None:
         if len(a.shape) != 2:
             return None
+        if self.chance(0.3):
+            return self.let(Call("trans", (Name(a.name),)), a.t, a.shape[::-1])
         return self.let(Trans(Name(a.name)), a.t, a.shape[::-1])
+
+    def op_full(self, a: V) -> V | None:
+        """A tile filled with a traced scalar, of its type or another."""
+        scalars = [v for v in self.pool() if not v.shape]
+        if not a.shape or not scalars:
+            return None
+        s = self.choice(scalars)
+        kw = ()
+        t = s.t
+        if self.chance(0.4):
+            t = self.choice(list(FLOATS + INTS))
+            kw = (("dtype", Py(t)),)
+        return self.let(Call("full", (Py(a.shape), Name(s.name)), kw), t, a.shape)
 
     def op_reduce(self, a: V) -> V | None:
         if not a.shape:

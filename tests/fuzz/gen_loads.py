@@ -134,6 +134,8 @@ def load(g: Gen, t: str | None = None, shape: tuple | None = None, mask: str | N
             inside = (rr < nr) & (cc < nc)
             off = rr * s + cc
             size = int(off[inside].max()) + 1 if inside.any() else 1
+            if not bounded and g.chance(0.7):           # whole rows: no clipping (else the last row is cut)
+                size = (r0 + R) * s
             arr = data(g.rng, t, size, profile, g.f.nan_inf_data)
             g.params.append(in_param(arr_name, arr))
             return g.let(Call("tile_load", args, kw), t, shape, base="x")

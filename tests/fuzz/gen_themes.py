@@ -10,10 +10,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fuzz.dtypes import common, is_float, is_int
+from tests.fuzz.dtypes import common, is_float, is_int, promote
 from tests.fuzz.gen import Features, Gen, V, data
 from tests.fuzz.gen_loads import PROFILES, in_param, load, scalar_operand
-from tests.fuzz.prog import Assign, Bin, Call, Effect, For, If, Kernel, Name, Num, Py, Section, Tup, While, used
+from tests.fuzz.prog import (
+    Assign,
+    Bin,
+    Call,
+    Effect,
+    Expand,
+    For,
+    If,
+    Kernel,
+    Name,
+    Num,
+    Py,
+    Section,
+    Trans,
+    Tup,
+    While,
+    used,
+)
 
 
 def ops(g: Gen, n: int) -> list[V]:
@@ -78,8 +95,8 @@ def update(g: Gen, acc: V, x: V):
     if (is_int(acc.t) or acc.t == "bool") and (is_int(x.t) or x.t == "bool"):
         kinds += ["or", "xor"]
     k = g.choice(kinds)
-    if k == "fma" and (x.t == "bool" or acc.t == "bool"):
-        k = "add"
+    if k == "fma" and (x.t == "bool" or not is_float(acc.t)):    # an integer carried value stays an integer,
+        k = "add"                                                # so that | and ^ stay valid on it
     return {"add": lambda: Bin("+", a, xe), "sub": lambda: Bin("-", a, xe), "mul": lambda: Bin("*", a, xe),
             "max": lambda: Call("maximum", (a, xe)), "min": lambda: Call("minimum", (xe, a)),
             "where": lambda: Call("where", (Bin(">", xe, a), xe, a)), "fma": lambda: Call("fma", (xe, xe, a)),
@@ -165,7 +182,7 @@ def theme_loop(g: Gen) -> None:
         body = body + [Assign(ivar, Bin("+", Name(ivar), stepe))]
         g.body.append(While(Bin("<", Name(ivar), Name(hiv.name)), body))
     else:
-        g.body.append(For(ivar, Name(lov.name), Name(hiv.name), stepe, body))
+        g.body.append(For(ivar, Name(lov.name), Name(hiv.name), stepe, body, python_range=g.chance(0.2)))
     for acc in accs:
         store_untyped(g, acc.name, n)
         if g.chance(0.5):
@@ -203,8 +220,10 @@ def theme_branch(g: Gen) -> None:
 
 
 def theme_dot(g: Gen) -> None:
-    """`dot` of f32/f16/bf16/i8/u8 tiles: ragged masks, bounded tile_loads, accumulators of several types."""
-    M_, N_, K_ = (int(g.choice([8, 16, 24, 32])) for _ in range(3))
+    """`dot` of f32/f16/bf16/f8/i8/u8 tiles: ragged masks, bounded tile_loads, a transposed operand, accumulators
+    of several types, and an epilogue: a bias row, a reduction of the product, a second product, a transpose."""
+    M_, N_ = (int(g.choice([8, 16, 24, 32])) for _ in range(2))
+    K_ = int(g.choice([8, 16, 24, 32, 64, 128]))
     ta = g.choice(["f32", "f16", "bf16", "i8", "u8", "f8e4m3", "f8e5m2"])
     tb = g.choice([ta, ta, "f32", "f16", "bf16", "i8", "u8", "f8e4m3"])
     ints = is_int(ta) and is_int(tb)
@@ -212,13 +231,17 @@ def theme_dot(g: Gen) -> None:
     modes = ["rowmajor", "transposed", "tile"]
     a = load(g, t=ta, shape=(M_, K_), mask=g.choice(["none", "bound"]), profile=prof, other=False,
              mode=g.choice(modes))
-    b = load(g, t=tb, shape=(K_, N_), mask=g.choice(["none", "bound"]), profile=prof, other=False,
-             mode=g.choice(modes))
-    args = [Name(a.name), Name(b.name)]
-    if ints:
-        at = g.choice(["i32", "i32", "f32"])
+    if g.chance(0.25):                                    # b given as its transpose
+        bt = load(g, t=tb, shape=(N_, K_), mask=g.choice(["none", "bound"]), profile=prof, other=False,
+                  mode=g.choice(modes))
+        b = g.let(Trans(Name(bt.name)), tb, (K_, N_), keep=False)
     else:
-        at = g.choice(["f32", "f32", "f16", "bf16"])
+        b = load(g, t=tb, shape=(K_, N_), mask=g.choice(["none", "bound"]), profile=prof, other=False,
+                 mode=g.choice(modes))
+    args = [Name(a.name), Name(b.name)]
+    at = g.choice(["i32", "i32", "f32"]) if ints else g.choice(["f32", "f32", "f16", "bf16"])
+    if not ints and g.f.dot_float_int_acc and g.chance(0.1):
+        at = "i32"
     acc_kind = g.choice(["none", "num", "zeros", "load"])
     if acc_kind == "num":
         args.append(Num(0 if ints else 0.0))
@@ -227,7 +250,8 @@ def theme_dot(g: Gen) -> None:
         args.append(Call("zeros", (Py((M_, N_)),), (("dtype", Py(at)),)))
     elif acc_kind == "load":
         prof_acc = "special" if (at == "i32" and g.f.int_dot_big) else "small"
-        args.append(Name(load(g, t=at, shape=(M_, N_), mask="none", profile=prof_acc).name))
+        mode = None if g.f.dot_acc_inactive else "rowmajor"      # a clipped or bounded tile_load is partly inactive
+        args.append(Name(load(g, t=at, shape=(M_, N_), mask="none", profile=prof_acc, mode=mode).name))
     else:
         at = "i32" if ints else "f32"
     kw = ()
@@ -235,7 +259,19 @@ def theme_dot(g: Gen) -> None:
         at = g.choice(["f32", "f16"])
         kw = (("out_dtype", Py(at)),)
     d = g.let(Call("dot", args, kw), at, (M_, N_), base="d")
-    store_some(g, [d] + ops(g, int(g.rng.integers(0, 3))), 2)
+    made = [d]
+    if g.chance(0.3):
+        bias = load(g, t=g.choice(["f32", "f16", at]), shape=(N_,), mask="none")
+        made.append(g.let(Bin("+", Name(d.name), Expand(Name(bias.name), False)), promote(at, bias.t), (M_, N_)))
+    if g.chance(0.25):
+        made.append(g.op_reduce(d) or d)
+    if g.chance(0.2) and at in ("f32", "f16", "bf16"):
+        P_ = int(g.choice([8, 16]))
+        c = load(g, t=g.choice(["f32", "f16"]), shape=(N_, P_), mask="none", profile="small")
+        made.append(g.let(Call("dot", (Name(d.name), Name(c.name))), "f32", (M_, P_), base="d"))
+    if g.chance(0.15):
+        made.append(g.let(Trans(Name(d.name)), at, (N_, M_)))
+    store_some(g, made + ops(g, int(g.rng.integers(0, 3))), 2)
 
 
 def theme_rows(g: Gen) -> None:
@@ -258,38 +294,57 @@ def theme_rows(g: Gen) -> None:
 
 
 def theme_gemm(g: Gen) -> None:
-    """A GEMM loop over k: bounded tile_loads (ragged edges), a dot accumulator carried, a bounded tile_store;
-    sometimes an operand loaded once before the loop (hoisted), or a transposed operand."""
+    """A tiled GEMM: each program computes its (M, N) tile of C (program_id(0), program_id(1)) over a loop on k,
+    with bounded tile_loads at the ragged edges, a dot accumulator carried, a bounded tile_store; sometimes
+    `num_stages`, an operand loaded once before the loop, a runtime `if` in the loop, an epilogue."""
     M_, N_, BK = (int(g.choice([8, 16, 32])) for _ in range(3))
-    ta = g.choice(["f32", "f16", "bf16", "i8", "f16"])
+    ta = g.choice(["f32", "f16", "bf16", "i8", "f16", "f8e4m3"])
     tb = g.choice([ta, ta, "f32", "f16", "bf16"] if ta not in ("i8", "u8") else ["i8", "u8", "f16"])
     ints = is_int(ta) and is_int(tb)
-    K = int(g.choice([0, BK, 2 * BK, 3 * BK - 5, 2 * BK + 1]))
-    Mv, Nv = int(g.rng.integers(M_ // 2, M_ + 1)), int(g.rng.integers(N_ // 2, N_ + 1))
+    gm, gn = g.dims[0], g.dims[1] if len(g.dims) > 1 else 1
+    Mt, Nt = int(g.rng.integers(max(1, gm * M_ - M_ + 1), gm * M_ + 1)), int(g.rng.integers(max(1, gn * N_ - N_ + 1),
+                                                                                             gn * N_ + 1))
+    hoist = g.chance(0.25)
+    K = BK if hoist else int(g.choice([0, BK, 2 * BK, 3 * BK - 5, 2 * BK + 1, 4 * BK]))
     prof = g.choice(["small", "small", "wide"])
-    A = g.param("in", data(g.rng, ta, max(Mv * max(K, 1), 1), prof, False), base="A")
-    B = g.param("in", data(g.rng, tb, max(K * Nv, 1), prof, False), base="B")
-    Kv, Mvv, Nvv = (Name(g.scalar(v, base=b).name) for v, b in ((K, "K"), (Mv, "M"), (Nv, "N")))
+    A = g.param("in", data(g.rng, ta, max(Mt * max(K, 1), 1), prof, False), base="A")
+    steps = int(g.choice([1, 2, 3])) if hoist else 1
+    Bcols = Nt * steps
+    B = g.param("in", data(g.rng, tb, max(max(K, 1) * Bcols, 1), prof, False), base="B")
+    Kv, Mv, Nv = (Name(g.scalar(v, base=b).name) for v, b in ((K, "K"), (Mt, "M"), (Nt, "N")))
+    Bw = Name(g.scalar(Bcols, base="ldb").name)
+    pm = g.let(Bin("*", Call("program_id", (Num(0),)), Num(M_)), "i32", (), base="pm", keep=False)
+    pn = g.let(Bin("*", Call("program_id", (Num(1),)), Num(N_)), "i32", (), base="pn", keep=False)
     at = "i32" if ints else g.choice(["f32", "f32", "f16", "bf16"])
     acc = g.fresh("acc")
     g.body.append(Assign(acc, Call("zeros", (Py((M_, N_)),), (("dtype", Py(at)),))))
     kv = g.fresh("k")
     zero = Num(0)
-    a_load = Call("tile_load", (Name(A), zero, Name(kv), Kv, Py((M_, BK))), (("bounds", Tup((Mvv, Kv))),))
-    b_load = Call("tile_load", (Name(B), Name(kv), zero, Nvv, Py((BK, N_))), (("bounds", Tup((Kv, Nvv))),))
-    body = [Assign(f"{acc}_a", a_load), Assign(f"{acc}_b", b_load),
-            Assign(acc, Call("dot", (Name(f"{acc}_a"), Name(f"{acc}_b"), Name(acc))))]
-    stages = int(g.choice([0, 0, 2, 3]))
-    g.body.append(For(kv, Num(0), Kv, Num(BK), body, stages))
-    C = g.param("out", data(g.rng, at, M_ * N_ * g.grid, "wide"), base="C")
-    ptr = Name(C)
-    if g.grid > 1:
-        ptr = Bin("+", ptr, Bin("*", Name(g.program_id().name), Num(M_ * N_)))
+    if hoist:                   # a (M, K) operand loaded before a loop over blocks of B's columns
+        g.body.append(Assign(f"{acc}_a", Call("tile_load", (Name(A), Name(pm.name), zero, Kv, Py((M_, BK))),
+                                              (("bounds", Tup((Mv, Kv))),))))
+        b_load = Call("tile_load", (Name(B), zero, Bin("+", Name(pn.name), Name(kv)), Bw, Py((BK, N_))),
+                      (("bounds", Tup((Kv, Bw))),))
+        body = [Assign(f"{acc}_b", b_load)]
+        stop, step = Num(Nt * steps), Num(Nt)
+    else:
+        a_load = Call("tile_load", (Name(A), Name(pm.name), Name(kv), Kv, Py((M_, BK))), (("bounds", Tup((Mv, Kv))),))
+        b_load = Call("tile_load", (Name(B), Name(kv), Name(pn.name), Bw, Py((BK, N_))), (("bounds", Tup((Kv, Nv))),))
+        body = [Assign(f"{acc}_a", a_load), Assign(f"{acc}_b", b_load)]
+        stop, step = Kv, Num(BK)
+    update = Assign(acc, Call("dot", (Name(f"{acc}_a"), Name(f"{acc}_b"), Name(acc))))
+    if g.chance(0.2):
+        body.append(If(Bin("<", Name(kv), Name(g.scalar(int(g.choice([0, BK, 2 * BK])), base="kk").name)),
+                       [update]))
+    else:
+        body.append(update)
+    g.body.append(For(kv, Num(0), stop, step, body, int(g.choice([0, 0, 2, 3]))))
+    C = g.param("out", data(g.rng, at, Mt * Nt, "wide"), base="C")
     val = Name(acc)
     if g.chance(0.4) and not ints:
         val = Bin("+", Bin("*", val, Num(0.5)), Num(1.0))
-    g.body.append(Effect(Call("tile_store", (ptr, zero, zero, Num(N_), val, Py((M_, N_))),
-                              (("bounds", Tup((Mvv, Nvv))),) if g.chance(0.7) else ())))
+    g.body.append(Effect(Call("tile_store", (Name(C), Name(pm.name), Name(pn.name), Nv, val, Py((M_, N_))),
+                              (("bounds", Tup((Mv, Nv))),))))
 
 
 THEMES = {"ew": (theme_ew, 5), "reduce": (theme_reduce, 3), "loop": (theme_loop, 3), "branch": (theme_branch, 1),

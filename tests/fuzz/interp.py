@@ -10,8 +10,8 @@ import numpy as np
 
 from tests.fuzz import model as M
 from tests.fuzz import model_reduce as R
-from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, weak_type
-from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Tup, Un, While
+from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, promote, weak_type
+from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Un, While
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -73,29 +73,29 @@ class Interp:
 
     # ---- values
 
-    def as_traced(self, x, like: str | None = None) -> M.MVal:
+    def as_traced(self, x, like: str | None = None, computation: bool = True) -> M.MVal:
         if isinstance(x, M.MVal):
             return x
         if isinstance(x, Num):
             v = x.value
             t = "f32" if isinstance(v, float) else ("bool" if isinstance(v, bool) else "i32")
             if like is not None:
-                t = weak_type(like, v)
+                t = weak_type(like, v, computation)
                 if not literal_fits(t, v):
                     raise ModelError(f"{v!r} does not fit {t}")
             return M.literal(v, t)
         raise ModelError(f"not a value: {x!r}")
 
-    def pair(self, a, b):
+    def pair(self, a, b, computation: bool = True):
         """Two operands, a Python number taking the traced one's type (weak)."""
         if isinstance(a, Num) and isinstance(b, Num):
             raise ModelError("two Python numbers")
         if isinstance(a, Num):
             b = self.as_traced(b)
-            return self.as_traced(a, b.t), b
+            return self.as_traced(a, b.t, computation), b
         if isinstance(b, Num):
             a = self.as_traced(a)
-            return a, self.as_traced(b, a.t)
+            return a, self.as_traced(b, a.t, computation)
         return a, b
 
     def ev(self, e):
@@ -145,7 +145,7 @@ class Interp:
             return Num(eval(f"a.value {op} b.value", {}, {"a": a, "b": b}))
         a, b = self.pair(a, b)
         if op in CMP:
-            t = common(a.t, b.t)
+            t = promote(a.t, b.t)
             return M.binary(op, M.cast(a, t), M.cast(b, t), "bool")
         t = M.arith_type(op, a.t, b.t)
         if op == "**":
@@ -186,17 +186,19 @@ class Interp:
         if fn == "pow":
             a, b = self.pair(self.ev(args[0]), self.ev(args[1]))
             return M.math_fn("pow", a, b)
+        if fn.startswith("builtin."):
+            fn = {"builtin.max": "maximum", "builtin.min": "minimum"}[fn]
         if fn in ("maximum", "minimum"):
             a, b = self.pair(self.ev(args[0]), self.ev(args[1]))
-            t = common(a.t, b.t)
+            t = promote(a.t, b.t)
             return M.extremum(M.cast(a, t), M.cast(b, t), fn == "maximum")
         if fn == "clamp":
             lo = self.binop_ext("maximum", self.ev(args[0]), self.ev(args[1]))
             return self.binop_ext("minimum", lo, self.ev(args[2]))
         if fn == "where":
             cnd = self.as_traced(self.ev(args[0]))
-            a, b = self.pair(self.ev(args[1]), self.ev(args[2]))
-            t = common(a.t, b.t)
+            a, b = self.pair(self.ev(args[1]), self.ev(args[2]), computation=False)
+            t = common(a.t, b.t)                 # a selection: 3.3's common type, 8-bit floats as themselves
             return M.where(cnd, M.cast(a, t), M.cast(b, t))
         if fn == "fma":
             return M.fma(*(self.as_traced(self.ev(a)) for a in args))
@@ -230,7 +232,7 @@ class Interp:
 
     def binop_ext(self, fn, a, b):
         a, b = self.pair(a, b)
-        t = common(a.t, b.t)
+        t = promote(a.t, b.t)
         return M.extremum(M.cast(a, t), M.cast(b, t), fn == "maximum")
 
     # ---- memory
@@ -302,9 +304,12 @@ class Interp:
         rows = r0 + np.arange(R_)[:, None]
         cols = c0 + np.arange(C_)[None, :]
         off = rows * stride + cols
-        inside = np.ones((R_, C_), bool)
-        if bounds_e is not None:
-            assert isinstance(bounds_e, Tup)
+        # without bounds=, the tile is clipped to the array, seen from the pointer as rows of `stride` (5.4)
+        length = self.mem.arrays[p.buf].size
+        if bounds_e is None:
+            nrows = (length - int(p.off)) // stride if stride > 0 else 0
+            inside = (rows >= 0) & (rows < nrows) & (cols >= 0) & (cols < stride)
+        else:
             nr, nc = (self.ev(b) for b in bounds_e.items)
             nr, nc = (int(x.value) if isinstance(x, Num) else int(x.i()) for x in (nr, nc))
             inside = (rows >= 0) & (rows < nr) & (cols >= 0) & (cols < nc)

@@ -24,12 +24,12 @@ import numpy as np
 from tests.fuzz.dtypes import (
     TYPES,
     as_f64,
-    common,
     computed,
     float_max,
     int_range,
     is_float,
     is_int,
+    promote,
     round_to,
     ulp,
     wrap,
@@ -233,7 +233,7 @@ def int_binary(op: str, a: MVal, b: MVal, t: str) -> MVal:
 
 def arith_type(op: str, ta: str, tb: str) -> str:
     """The result type of a binary operator on traced types (3.3, 3.4)."""
-    t = common(ta, tb)
+    t = promote(ta, tb)
     if op in ("<", "<=", ">", ">=", "==", "!="):
         return "bool"
     if op in ("&", "|", "^"):
@@ -360,7 +360,7 @@ def math_fn(name: str, x: MVal, y: MVal | None = None) -> MVal:
     if name == "abs" and x.t != computed(x.t):
         x = cast(x, computed(x.t))
     if name == "pow":
-        t = math_type(common(x.t, y.t))
+        t = math_type(promote(x.t, y.t))
         shape = bshape(x, y)
         x, y = bcast(cast(x, t), shape), bcast(cast(y, t), shape)
         A, B = x.f(), y.f()
@@ -400,7 +400,7 @@ def math_fn(name: str, x: MVal, y: MVal | None = None) -> MVal:
 
 def fma(a: MVal, b: MVal, c: MVal) -> MVal:
     """`a * b + c` rounded once, in the common float type of the three."""
-    t = math_type(common(common(a.t, b.t), c.t))
+    t = math_type(promote(promote(a.t, b.t), c.t))
     shape = bshape(a, b, c)
     a, b, c = (bcast(cast(v, t), shape) for v in (a, b, c))
     A, B, C = a.f(), b.f(), c.f()

@@ -71,8 +71,8 @@ def _float_sums(vals: np.ndarray, act: np.ndarray, err: np.ndarray, t: str, coun
         nonfinite = (~np.isfinite(A)).any(axis=-1)
         r = round_to(z, t)
         bound = counts * EPS32 * S + ulp(r, t) + np.where(act, err, 0).sum(axis=-1)
-        bound = np.where(S > 2.0 ** 127, INF, bound)       # a partial sum may overflow in another order
         e = np.where((exact | nonfinite) & ~(np.where(act, err, 0) > 0).any(axis=-1), 0.0, bound)
+        e = np.where(S > 2.0 ** 127, INF, e)                # a partial sum may overflow in another order
         e = np.where(np.where(act, err, 0).max(axis=-1, initial=0) == INF, INF, e)
         e = np.where(r == 0, np.maximum(e, LOOSE), e)
     return r, e
@@ -165,18 +165,18 @@ def scan(x: MVal, axis: int, reverse: bool, dtype: str | None, product: bool) ->
                 # in another order a part of the product may overflow (inf * 0 is NaN) or underflow: nothing is sure
                 mag = np.log2(np.where((A != 0) & np.isfinite(A), np.abs(A), 1.0))
                 grow, shrink = np.where(mag > 0, mag, 0).sum(-1), np.where(mag < 0, mag, 0).sum(-1)
-                e = np.where(((grow > 120) | (shrink < -120))[..., None], INF, e)
+                risky = ((grow > 120) | (shrink < -120))[..., None]
             else:
                 fin = np.where(np.isfinite(A), A, 0.0)
                 S = np.cumsum(np.abs(fin), axis=-1)
                 g = np.minimum.accumulate(low_bit_exp(fin), axis=-1)
                 exact = (S == 0) | (S < np.ldexp(1.0, np.minimum(g, 2000) + _acc_bits(t)))
                 e = np.where(exact & (np.cumsum(E, -1) == 0), 0.0, n * EPS32 * S + ulp(r, t) + np.cumsum(E, -1))
-                e = np.where(S[..., -1:] > 2.0 ** 127, INF, e)
+                risky = S[..., -1:] > 2.0 ** 127              # a partial sum may overflow in another order
                 e = np.where(r == 0, np.maximum(e, LOOSE), e)
             nonfinite = np.cumsum(~np.isfinite(A), axis=-1) > 0
             e = np.where(nonfinite & (np.cumsum(E, -1) == 0), 0.0, e)
-            e = np.where(np.isnan(e), INF, e)
+            e = np.where(np.isnan(e) | risky, INF, e)
         out, e = r, e
     else:
         A = np.where(act, v.astype(np.int64), ident)
@@ -239,7 +239,7 @@ def dot(a: MVal, b: MVal, acc: MVal | None, acc_number=None, out_dtype: str | No
             e = np.where(exact & (prop == 0), 0.0, (a.shape[1] + 1) * EPS32 * S + prop
                          + (ulp(r, t) if is_float(t) else 1.0))
             e = np.where(~np.isfinite(terms).all(axis=1) & (prop == 0), 0.0, e)
-            e = np.where(np.isnan(e), INF, e)
+            e = np.where(np.isnan(e) | (S > 2.0 ** 127), INF, e)     # f32 partial sums may overflow
             some = (Ea > 0).any(axis=1)[:, None] | (Eb > 0).any(axis=0)[None, :] | (EC > 0)
             e = np.where(some, np.maximum(e, LOOSE), e)
             if is_float(t):

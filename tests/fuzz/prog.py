@@ -112,6 +112,7 @@ class For:
     step: Expr
     body: tuple = attrs.field(converter=tuple)
     stages: int = 0                 # num_stages= of the tile_range (0: not given)
+    python_range: bool = False      # written as Python's range with traced bounds, the same loop (7.1)
 
 
 @attrs.frozen
@@ -204,7 +205,7 @@ def used(body) -> set[str]:
                 out |= names_in(v)
             case Effect(c):
                 out |= names_in(c)
-            case For(_, a, b, s, inner, _):
+            case For(_, a, b, s, inner):
                 out |= names_in(a) | names_in(b) | names_in(s) | used(inner)
             case While(c, inner):
                 out |= names_in(c) | used(inner)
@@ -261,7 +262,8 @@ def expr_src(e, ctx: int = 0) -> str:
             s = f"{op}{expr_src(a, 8)}"
         case Call(fn, args, kwargs):
             parts = [expr_src(a) for a in args] + [f"{k}={expr_src(v)}" for k, v in kwargs]
-            s = f"metile.{fn}({', '.join(parts)})"
+            name = fn[len("builtin."):] if fn.startswith("builtin.") else f"metile.{fn}"
+            s = f"{name}({', '.join(parts)})"
         case To(a, dt, bc):
             s = f"{expr_src(a, 11)}.to({dt!r}{', bitcast=True' if bc else ''})"
         case Expand(a, col):
@@ -281,10 +283,10 @@ def stmts_src(body, indent: str) -> list[str]:
                 out.append(f"{indent}{n} = {expr_src(v)}")
             case Effect(c):
                 out.append(f"{indent}{expr_src(c)}")
-            case For(var, a, b, step, inner, stages):
+            case For(var, a, b, step, inner, stages, py):
                 more = f", num_stages={stages}" if stages else ""
                 bounds = f"{expr_src(a)}, {expr_src(b)}, {expr_src(step)}{more}"
-                out.append(f"{indent}for {var} in metile.tile_range({bounds}):")
+                out.append(f"{indent}for {var} in {'range' if py else 'metile.tile_range'}({bounds}):")
                 out += stmts_src(inner, indent + "    ") or [indent + "    pass"]
             case While(c, inner):
                 out.append(f"{indent}while {expr_src(c)}:")

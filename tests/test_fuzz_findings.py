@@ -1,0 +1,55 @@
+"""Discrepancies the differential fuzzer (tests/test_differential_fuzz.py, benchmarks/fuzz.py) found between metile
+and docs/language.md, each shrunk to a small kernel with the values the documentation gives. They are strict
+xfails: each fails today, and passes (so fails as an unexpected pass) once metile, or the documentation, changes;
+then delete the xfail mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@metile.kernel
+def dot_masked_acc(A, B, C, Out, n):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    c = metile.load(C + r[:, None] * 8 + r[None, :], mask=r[:, None] < n)   # rows n.. inactive: they read 0
+    d = metile.dot(a, b, c)
+    metile.store(Out + r, metile.min(d, axis=1))
+    metile.store(Out + 8 + r, metile.sum(d, axis=1))
+
+
+@pytest.mark.xfail(strict=True, reason="a dot's result keeps the inactivity of its accumulator, so reductions skip "
+                                       "those rows; 5.3 rule 5: results of dot are active everywhere")
+def test_dot_result_is_active_where_its_accumulator_is_not():
+    a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    c = np.full((8, 8), 100.0, np.float32)
+    out = np.zeros(16, np.float32)
+    dot_masked_acc[(1,)](a, b, c, out, 4)
+    d = np.where(np.arange(8)[:, None] < 4, c, 0.0) + a @ b          # inactive elements of c read 0 (rule 1)
+    assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [108]*4 + [8]*4, [864]*4 + [64]*4
+
+
+@metile.kernel
+def dot_int_acc(A, B, Out, acc):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    metile.store(Out + r[:, None] * 8 + r[None, :], metile.dot(a, b, acc))      # an i32 acc: an i32 result
+
+
+@pytest.mark.xfail(strict=True, reason="with an integer acc and float operands, the products' sum is converted to "
+                                       "an integer before acc is added; 6.6: acc is added in f32, the result rounded "
+                                       "once (a cast to i32 truncates: 48 - 0.5 -> 47)")
+def test_dot_adds_an_integer_accumulator_before_converting():
+    a = np.zeros((8, 8), np.float16)
+    a[:, 0] = [0.5, 1.5, -0.5, -1.5, 2.75, -2.75, 0.25, 3.5]
+    b = np.ones((8, 8), np.float16)
+    out = np.zeros((8, 8), np.int32)
+    dot_int_acc[(1,)](a, b, out, 48)
+    assert out[:, 0].tolist() == [48, 49, 47, 46, 50, 45, 48, 51]      # trunc(48 + a @ b)
