@@ -166,10 +166,11 @@ def pipelines(jk, k: Kernel, options: dict) -> dict[str, list]:
     return out
 
 
-def check_kernel(k: Kernel, folder: Path, *, options: dict | None = None, variants: bool = True,
-                 sanitize: bool = False, drop_skip_inactive: bool = False,
-                 relax: frozenset = frozenset()) -> tuple[list[Failure], int]:
-    """Every failure of `k` (model vs device), and the number of launches made."""
+def check_kernel(k: Kernel, folder: Path, *, options: dict | None = None, variants: bool | int = True,
+                 sanitize: bool = False, drop_skip_inactive: bool = False, relax: frozenset = frozenset(),
+                 rotate: int = 0) -> tuple[list[Failure], int]:
+    """Every failure of `k` (model vs device), and the number of launches made. `variants` is True (every
+    pipeline that changes the code), False, or how many of them to launch, taken in turn from `rotate`."""
     options = options or {}
     try:
         mem, undecided = run_model(k, relax)
@@ -181,7 +182,11 @@ def check_kernel(k: Kernel, folder: Path, *, options: dict | None = None, varian
     if fails:
         return [f for f in fails if f.kind != "refused"], n
     if variants:
-        for label, pipe in pipelines(jk, k, options).items():
+        chosen = list(pipelines(jk, k, options).items())
+        if variants is not True and len(chosen) > variants:
+            start = rotate % len(chosen)
+            chosen = (chosen[start:] + chosen[:start])[:variants]
+        for label, pipe in chosen:
             fails += launch(jk.with_pipeline(pipe), k, label, mem, undecided, options)
             n += 1
     if sanitize:
@@ -208,11 +213,12 @@ def pipeline_of(label: str) -> list | None:
 
 
 def check_launch(k: Kernel, folder: Path, label: str, options: dict | None = None,
-                 relax: frozenset = frozenset()) -> list[Failure]:
-    """The failures of one launch of `k` (the model's verdict first: an invalid program raises ModelError)."""
+                 relax: frozenset = frozenset(), pipeline: list | None = None) -> list[Failure]:
+    """The failures of one launch of `k` (the model's verdict first: an invalid program raises ModelError), with
+    the pipeline `label` names, or `pipeline`."""
     mem, undecided = run_model(k, relax)
     jk = load_kernel(k, folder)
-    pipe = pipeline_of(label)
+    pipe = pipeline if pipeline is not None else pipeline_of(label)
     if pipe is not None:
         try:
             jk = jk.with_pipeline(pipe)
