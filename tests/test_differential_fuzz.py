@@ -58,14 +58,12 @@ def subtract_float_adds(k):
 def test_the_fuzzer_catches_a_wrong_pass(tmp_path):
     """The harness is not vacuous: programs compiled with a pass that breaks float additions disagree with the
     model, and the same programs agree when compiled right."""
-    caught = 0
-    for seed in range(3):
-        k = gen_kernel(seed, FEATURES, sections=4, theme="ew")
+    for seed in range(2):
+        k = gen_kernel(seed, FEATURES, sections=2, theme="ew")
         assert not check_launch(k, tmp_path, "default", relax=FEATURES.relax())
         wrong = check_launch(k, tmp_path, "wrong", relax=FEATURES.relax(),
                              pipeline=[subtract_float_adds, *DEFAULT_PIPELINE])
-        caught += any(f.kind == "mismatch" for f in wrong)
-    assert caught >= 2
+        assert any(f.kind == "mismatch" for f in wrong), seed
 
 
 def check_seed(seed: int, folder: str) -> tuple[int, int, list[str]]:

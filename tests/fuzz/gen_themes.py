@@ -13,6 +13,7 @@ import numpy as np
 from tests.fuzz.dtypes import common, is_float, is_int, promote
 from tests.fuzz.gen import Features, Gen, V, data
 from tests.fuzz.gen_loads import PROFILES, in_param, load, scalar_operand
+from tests.fuzz.gen_ops import op_reduce, op_scan, random_op
 from tests.fuzz.prog import (
     Assign,
     Bin,
@@ -38,7 +39,7 @@ def ops(g: Gen, n: int) -> list[V]:
     for _ in range(n * 3):
         if len(made) >= n:
             break
-        v = g.random_op()
+        v = random_op(g)
         if v is not None:
             made.append(v)
     return made
@@ -81,7 +82,7 @@ def theme_reduce(g: Gen) -> None:
     made: list[V] = []
     for _ in range(int(g.rng.integers(2, 5))):
         x = g.choice(xs + made)
-        v = g.op_reduce(x) if g.chance(0.6) else g.op_scan(x)
+        v = op_reduce(g, x) if g.chance(0.6) else op_scan(g, x)
         if v is not None:
             made.append(v)
     made += ops(g, int(g.rng.integers(0, 3)))
@@ -200,7 +201,7 @@ def theme_branch(g: Gen) -> None:
     x, y = load(g, shape=shape), load(g, shape=shape)
     cond = None
     if g.chance(0.5):
-        red = g.op_reduce(x)
+        red = op_reduce(g, x)
         if red is not None and not red.shape:
             cond = Bin(">", Name(red.name), Num(0)) if red.t != "bool" else Name(red.name)
     if cond is None:
@@ -264,7 +265,7 @@ def theme_dot(g: Gen) -> None:
         bias = load(g, t=g.choice(["f32", "f16", at]), shape=(N_,), mask="none")
         made.append(g.let(Bin("+", Name(d.name), Expand(Name(bias.name), False)), promote(at, bias.t), (M_, N_)))
     if g.chance(0.25):
-        made.append(g.op_reduce(d) or d)
+        made.append(op_reduce(g, d) or d)
     if g.chance(0.2) and at in ("f32", "f16", "bf16"):
         P_ = int(g.choice([8, 16]))
         c = load(g, t=g.choice(["f32", "f16"]), shape=(N_, P_), mask="none", profile="small")

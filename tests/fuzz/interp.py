@@ -5,39 +5,17 @@ bound of each element (see `tests.fuzz.model`)."""
 
 from __future__ import annotations
 
-import attrs
 import numpy as np
 
+from tests.fuzz import interp_memory as mem_ops
 from tests.fuzz import model as M
+from tests.fuzz import model_math as MM
 from tests.fuzz import model_reduce as R
 from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, promote, weak_type
+from tests.fuzz.interp_memory import Memory, ModelError, Ptr, Undecidable
 from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Un, While
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
-
-
-class ModelError(Exception):
-    """The program is not valid by the documentation (a generator bug), or the model cannot decide it."""
-
-
-class Undecidable(Exception):
-    """A loop bound or branch condition the model cannot know exactly: the section is not checked."""
-
-
-@attrs.frozen(eq=False)
-class Ptr:
-    buf: str
-    t: str
-    off: np.ndarray          # int64 element offsets
-
-
-@attrs.define
-class Memory:
-    arrays: dict             # name -> flat numpy array
-    errs: dict               # name -> float64 error bound per element (outputs)
-
-    def copy(self) -> Memory:
-        return Memory({k: v.copy() for k, v in self.arrays.items()}, {k: v.copy() for k, v in self.errs.items()})
 
 
 def scalar_mval(v) -> M.MVal:
@@ -149,7 +127,7 @@ class Interp:
             return M.binary(op, M.cast(a, t), M.cast(b, t), "bool")
         t = M.arith_type(op, a.t, b.t)
         if op == "**":
-            return M.math_fn("pow", a, b)
+            return MM.math_fn("pow", a, b)
         return M.binary(op, M.cast(a, t), M.cast(b, t), t, self.relax)
 
     # ---- calls
@@ -176,16 +154,16 @@ class Interp:
                 return M.literal(x.value, t, shape)
             return M.bcast(M.cast(x, dt or x.t), shape)
         if fn == "load":
-            return self.load(self.ev(args[0]), kw.get("mask"), kw.get("other"))
+            return mem_ops.load(self, self.ev(args[0]), kw.get("mask"), kw.get("other"))
         if fn == "tile_load":
-            return self.tile_load(c)
+            return mem_ops.tile_load(self, c)
         if fn in ("store", "tile_store"):
             raise ModelError("a store is a statement")
-        if fn in M.MATH:
-            return M.math_fn(fn, self.as_traced(self.ev(args[0])))
+        if fn in MM.MATH:
+            return MM.math_fn(fn, self.as_traced(self.ev(args[0])))
         if fn == "pow":
             a, b = self.pair(self.ev(args[0]), self.ev(args[1]))
-            return M.math_fn("pow", a, b)
+            return MM.math_fn("pow", a, b)
         if fn.startswith("builtin."):
             fn = {"builtin.max": "maximum", "builtin.min": "minimum"}[fn]
         if fn in ("maximum", "minimum"):
@@ -201,7 +179,7 @@ class Interp:
             t = common(a.t, b.t)                 # a selection: 3.3's common type, 8-bit floats as themselves
             return M.where(cnd, M.cast(a, t), M.cast(b, t))
         if fn == "fma":
-            return M.fma(*(self.as_traced(self.ev(a)) for a in args))
+            return MM.fma(*(self.as_traced(self.ev(a)) for a in args))
         if fn in ("sum", "max", "min", "argmax", "argmin"):
             x = self.as_traced(self.ev(args[0]))
             axis = kw["axis"].value if "axis" in kw else None
@@ -235,96 +213,6 @@ class Interp:
         t = promote(a.t, b.t)
         return M.extremum(M.cast(a, t), M.cast(b, t), fn == "maximum")
 
-    # ---- memory
-
-    def mask_of(self, e, shape, m=None):
-        if e is None:
-            return np.ones(shape, bool)
-        m = self.ev(e) if m is None else m
-        if isinstance(m, Py) or isinstance(m, Num):
-            return np.full(shape, bool(m.value))
-        if m.err.max(initial=0) > 0:
-            raise Undecidable("a mask the model cannot decide")
-        return np.broadcast_to(m.v if m.t == "bool" else m.v != 0, shape)
-
-    def read(self, p: Ptr, where: np.ndarray) -> np.ndarray:
-        arr = self.mem.arrays[p.buf]
-        idx = p.off[where]
-        if self.probe:                          # finding a loop's types: the first iteration may not run
-            return arr[np.clip(idx, 0, arr.size - 1)]
-        if idx.size and (idx.min() < 0 or idx.max() >= arr.size):
-            raise ModelError(f"read of {p.buf} out of bounds: {idx.min()}..{idx.max()} of {arr.size}")
-        return arr[idx]
-
-    def load(self, p: Ptr, mask_e, other_e) -> M.MVal:
-        m = None if mask_e is None else self.ev(mask_e)
-        shape = np.broadcast_shapes(p.off.shape, m.shape if isinstance(m, M.MVal) else ())
-        off = np.broadcast_to(p.off, shape)
-        mask = self.mask_of(mask_e, shape, m)
-        v = np.zeros(shape, TYPES[p.t].np)
-        v[mask] = self.read(Ptr(p.buf, p.t, off), mask)
-        err = np.zeros(shape)
-        if other_e is None:
-            return M.MVal(p.t, v, mask.copy(), err)
-        o = self.ev(other_e)
-        o = M.literal(o.value, p.t) if isinstance(o, Num) else M.cast(o, p.t)
-        o = M.bcast(o, shape)
-        v = np.where(mask, v, o.v)
-        return M.MVal(p.t, v, np.ones(shape, bool), np.where(mask, 0.0, o.err))
-
-    def write(self, p: Ptr, val: M.MVal, mask: np.ndarray) -> None:
-        arr, errs = self.mem.arrays[p.buf], self.mem.errs[p.buf]
-        val = M.cast(val, p.t) if isinstance(val, M.MVal) else M.literal(val.value, p.t)
-        shape = p.off.shape
-        if np.broadcast_shapes(shape, val.shape, mask.shape) != shape:
-            raise ModelError("a store's value or mask is larger than its addresses")
-        val, mask = M.bcast(val, shape), np.broadcast_to(mask, shape)
-        idx = p.off[mask]
-        if idx.size and (idx.min() < 0 or idx.max() >= arr.size):
-            raise ModelError(f"write to {p.buf} out of bounds: {idx.min()}..{idx.max()} of {arr.size}")
-        if self.probe:
-            return
-        if len(np.unique(idx)) != idx.size:
-            raise ModelError("a store with two elements at one address")
-        arr[idx] = val.v[mask]
-        errs[idx] = val.err[mask]
-
-    def store(self, c: Call) -> None:
-        p = self.ev(c.args[0])
-        val = self.ev(c.args[1])
-        mask_e = c.kw("mask")
-        mask = self.mask_of(mask_e, p.off.shape) if mask_e is not None else np.ones(p.off.shape, bool)
-        self.write(p, val, mask)
-
-    def _tile_ptr(self, c: Call, shape_arg, bounds_e):
-        p = self.ev(c.args[0])
-        r0, c0, stride = (self.ev(a) for a in c.args[1:4])
-        r0, c0, stride = (int(x.value) if isinstance(x, Num) else int(x.i()) for x in (r0, c0, stride))
-        R_, C_ = shape_arg.value
-        rows = r0 + np.arange(R_)[:, None]
-        cols = c0 + np.arange(C_)[None, :]
-        off = rows * stride + cols
-        # without bounds=, the tile is clipped to the array, seen from the pointer as rows of `stride` (5.4)
-        length = self.mem.arrays[p.buf].size
-        if bounds_e is None:
-            nrows = (length - int(p.off)) // stride if stride > 0 else 0
-            inside = (rows >= 0) & (rows < nrows) & (cols >= 0) & (cols < stride)
-        else:
-            nr, nc = (self.ev(b) for b in bounds_e.items)
-            nr, nc = (int(x.value) if isinstance(x, Num) else int(x.i()) for x in (nr, nc))
-            inside = (rows >= 0) & (rows < nr) & (cols >= 0) & (cols < nc)
-        return Ptr(p.buf, p.t, p.off + off), inside
-
-    def tile_load(self, c: Call) -> M.MVal:
-        p, inside = self._tile_ptr(c, c.args[4], c.kw("bounds"))
-        v = np.zeros(inside.shape, TYPES[p.t].np)
-        v[inside] = self.read(p, inside)
-        return M.MVal(p.t, v, inside.copy(), np.zeros(inside.shape))
-
-    def tile_store(self, c: Call) -> None:
-        p, inside = self._tile_ptr(c, c.args[5], c.kw("bounds"))
-        self.write(p, self.ev(c.args[4]), inside)
-
     # ---- statements
 
     def run(self, body, env: dict) -> dict:
@@ -339,9 +227,9 @@ class Interp:
                 self.env[n] = self.ev(v)
             case Effect(c):
                 if c.fn == "store":
-                    self.store(c)
+                    mem_ops.store(self, c)
                 elif c.fn == "tile_store":
-                    self.tile_store(c)
+                    mem_ops.tile_store(self, c)
                 else:
                     raise ModelError(f"no statement metile.{c.fn}")
             case For():
