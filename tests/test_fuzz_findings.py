@@ -5,6 +5,7 @@ then delete the xfail mark, and the matching entry of KNOWN_BUGS in test_differe
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -53,3 +54,37 @@ def test_dot_adds_an_integer_accumulator_before_converting():
     out = np.zeros((8, 8), np.int32)
     dot_int_acc[(1,)](a, b, out, 48)
     assert out[:, 0].tolist() == [48, 49, 47, 46, 50, 45, 48, 51]      # trunc(48 + a @ b)
+
+
+@metile.kernel
+def f16_sigmoid(Z, S):
+    r = metile.arange(0, 4)
+    metile.store(S + r, metile.sigmoid(metile.load(Z + r)))      # f16 stays f16 (6.2)
+
+
+@pytest.mark.xfail(strict=True, reason="sigmoid of an f16 below about -11.1 gives 0: exp(-x) overflows f16 on the "
+                                       "way, where the result is a subnormal f16 (sigmoid(-12) = 6.1e-6)")
+def test_sigmoid_of_f16_keeps_its_subnormal_tail():
+    z = np.array([-11.0, -12.0, -13.0, -16.0], np.float16)
+    s = np.zeros(4, np.float16)
+    f16_sigmoid[(1,)](z, s)
+    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float16)   # 1.67e-5, 6.14e-6, 2.26e-6, 1.2e-7
+    np.testing.assert_allclose(s.astype(np.float64), want.astype(np.float64), rtol=0.01)
+
+
+@metile.kernel
+def f8_times_bf16(X, Y, Out):
+    r = metile.arange(0, 4)
+    p = metile.load(X + r) * metile.load(Y + r)      # f8e4m3 * bf16
+    assert p.dtype == metile.float32, p.dtype
+    metile.store(Out + r, p)
+
+
+@pytest.mark.xfail(strict=True, reason="f8e4m3 * bf16 computes in bf16; 3.7: a computation converts 8-bit floats "
+                                       "to f16 first, and f16 with bf16 is f32 (3.3)")
+def test_an_8bit_float_times_bf16_is_f32():
+    x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e4m3fn)
+    y = np.array([0.001, 0.001, 1.0, 1.0], ml_dtypes.bfloat16)
+    out = np.zeros(4, np.float32)
+    f8_times_bf16[(1,)](x, y, out)
+    assert out.tolist() == (x.astype(np.float32) * y.astype(np.float32)).tolist()   # -0.0069961548, ...

@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from tests.fuzz.dtypes import (
+    F8,
     FLOATS,
     INTS,
     TYPES,
@@ -54,6 +55,8 @@ class Features:
     nan_inf_data: bool = True               # infinities and NaN in float inputs and loop starts
     dot_acc_inactive: bool = True           # a dot accumulator with inactive elements (its result is active)
     dot_float_int_acc: bool = True          # a dot of float tiles into an i32 accumulator
+    f16_sigmoid: bool = True                # sigmoid of f16 tiles (its tail below -11 is subnormal)
+    f8_with_bf16: bool = True               # 8-bit floats and bf16 in one operation
     loop_zero_sign: bool = True             # the sign of a zero a loop-carried value keeps through inactive updates
     divmod_zero_sign: bool = True           # the sign of a zero result of float // and %
     lowp_dot_acc: bool = True               # a dot's f16/bf16 accumulator rounded once
@@ -204,6 +207,8 @@ class Gen:
         ok = []
         for v in self.pool():
             if pred is not None and not pred(v):
+                continue
+            if not self.f.f8_with_bf16 and {a.t, v.t} & set(F8) and "bf16" in {a.t, v.t}:
                 continue
             try:
                 s = np.broadcast_shapes(a.shape, v.shape)

@@ -123,6 +123,8 @@ def op_math(g: Gen, a: V) -> V | None:
     if a.t == "bool":
         return None
     fn = g.choice(sorted(MATH))
+    if fn == "sigmoid" and a.t == "f16" and not g.f.f16_sigmoid:
+        return None
     if not g.f.unsigned_math and TYPES[a.t].kind == "u":
         return None
     if fn == "abs":
