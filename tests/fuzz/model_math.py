@@ -61,6 +61,7 @@ def math_fn(name: str, x: MVal, y: MVal | None = None) -> MVal:
             err = np.where(special & (prop == 0), 0, prop + 8 * ulp(r, t))
             err = np.where(np.isnan(err), INF, err)
             err = np.where((x.err > 0) | (y.err > 0), np.maximum(err, LOOSE), err)
+            err = np.where((x.err == INF) | (y.err == INF), INF, err)
         return finish(t, r, err, x.act & y.act)
     t = math_type(x.t)
     x = cast(x, t)
@@ -82,6 +83,7 @@ def math_fn(name: str, x: MVal, y: MVal | None = None) -> MVal:
         err = np.where(special & (prop == 0), 0, err)
         err = np.where(np.isnan(err), INF, err)
         err = np.where(x.err > 0, np.maximum(err, LOOSE), err)
+        err = np.where(x.err == INF, INF, err)        # an input that may be anything (NaN too): so may the result
     return finish(t, r, err, x.act)
 
 
