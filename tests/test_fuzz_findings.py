@@ -88,3 +88,19 @@ def test_an_8bit_float_times_bf16_is_f32():
     out = np.zeros(4, np.float32)
     f8_times_bf16[(1,)](x, y, out)
     assert out.tolist() == (x.astype(np.float32) * y.astype(np.float32)).tolist()   # -0.0069961548, ...
+
+
+@metile.kernel
+def float_floordiv(X, Y, Q):
+    r = metile.arange(0, 4)
+    metile.store(Q + r, metile.load(X + r) // metile.load(Y + r))
+
+
+@pytest.mark.xfail(strict=True, reason="float // floors a rounded quotient once the quotient passes 2**23 "
+                                       "(107220944.0 // 7.75 gives 13834961.0); 3.4: it floors the exact quotient")
+def test_float_floor_division_floors_the_exact_quotient():
+    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7], np.float32)
+    y = np.array([7.75, 0.1, 3.0, 7.0], np.float32)
+    q = np.zeros(4, np.float32)
+    float_floordiv[(1,)](x, y, q)
+    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]   # 13834960, 9, 5592405, 4285714

@@ -45,7 +45,8 @@ class V:
 @attrs.frozen
 class Features:
     """What the generator makes, and what the model checks strictly. Each flag names a construct or a detail
-    with an open bug: False stops making the construct, or (the last three) checks that detail loosely."""
+    with an open bug: False stops making the construct, or (for the names `relax` lists) checks that detail
+    loosely."""
     unsigned_ptr_sub: bool = True           # P - offsets, the offsets unsigned
     prestrided_rows: bool = True            # (arange * stride)[:, None] + cols as addresses
     bool_reduce_inactive: bool = True       # max/min of bool tiles with inactive elements
@@ -57,13 +58,15 @@ class Features:
     dot_float_int_acc: bool = True          # a dot of float tiles into an i32 accumulator
     f16_sigmoid: bool = True                # sigmoid of f16 tiles (its tail below -11 is subnormal)
     f8_with_bf16: bool = True               # 8-bit floats and bf16 in one operation
+    floordiv_big_quotient: bool = True      # float // whose quotient passes 2**23 checked exactly
     loop_zero_sign: bool = True             # the sign of a zero a loop-carried value keeps through inactive updates
     divmod_zero_sign: bool = True           # the sign of a zero result of float // and %
     lowp_dot_acc: bool = True               # a dot's f16/bf16 accumulator rounded once
 
     def relax(self) -> frozenset:
         """The details the model checks loosely (`tests.fuzz.model`, `tests.fuzz.interp`)."""
-        return frozenset(n for n in ("loop_zero_sign", "divmod_zero_sign", "lowp_dot_acc") if not getattr(self, n))
+        return frozenset(n for n in ("loop_zero_sign", "divmod_zero_sign", "lowp_dot_acc", "floordiv_big_quotient")
+                         if not getattr(self, n))
 
 
 FLOAT_LITS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 0.125, 100.0, 1e-3, 7.75, float("inf"), float("-inf"))
