@@ -1,0 +1,106 @@
+"""Discrepancies the differential fuzzer (tests/test_differential_fuzz.py, benchmarks/fuzz.py) found between metile
+and docs/language.md, each shrunk to a small kernel with the values the documentation gives. They are strict
+xfails: each fails today, and passes (so fails as an unexpected pass) once metile, or the documentation, changes;
+then delete the xfail mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import metile
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@metile.kernel
+def dot_masked_acc(A, B, C, Out, n):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    c = metile.load(C + r[:, None] * 8 + r[None, :], mask=r[:, None] < n)   # rows n.. inactive: they read 0
+    d = metile.dot(a, b, c)
+    metile.store(Out + r, metile.min(d, axis=1))
+    metile.store(Out + 8 + r, metile.sum(d, axis=1))
+
+
+@pytest.mark.xfail(strict=True, reason="a dot's result keeps the inactivity of its accumulator, so reductions skip "
+                                       "those rows; 5.3 rule 5: results of dot are active everywhere")
+def test_dot_result_is_active_where_its_accumulator_is_not():
+    a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    c = np.full((8, 8), 100.0, np.float32)
+    out = np.zeros(16, np.float32)
+    dot_masked_acc[(1,)](a, b, c, out, 4)
+    d = np.where(np.arange(8)[:, None] < 4, c, 0.0) + a @ b          # inactive elements of c read 0 (rule 1)
+    assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [108]*4 + [8]*4, [864]*4 + [64]*4
+
+
+@metile.kernel
+def dot_int_acc(A, B, Out, acc):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    metile.store(Out + r[:, None] * 8 + r[None, :], metile.dot(a, b, acc))      # an i32 acc: an i32 result
+
+
+@pytest.mark.xfail(strict=True, reason="with an integer acc and float operands, the products' sum is converted to "
+                                       "an integer before acc is added; 6.6: acc is added in f32, the result rounded "
+                                       "once (a cast to i32 truncates: 48 - 0.5 -> 47)")
+def test_dot_adds_an_integer_accumulator_before_converting():
+    a = np.zeros((8, 8), np.float16)
+    a[:, 0] = [0.5, 1.5, -0.5, -1.5, 2.75, -2.75, 0.25, 3.5]
+    b = np.ones((8, 8), np.float16)
+    out = np.zeros((8, 8), np.int32)
+    dot_int_acc[(1,)](a, b, out, 48)
+    assert out[:, 0].tolist() == [48, 49, 47, 46, 50, 45, 48, 51]      # trunc(48 + a @ b)
+
+
+@metile.kernel
+def f16_sigmoid(Z, S):
+    r = metile.arange(0, 4)
+    metile.store(S + r, metile.sigmoid(metile.load(Z + r)))      # f16 stays f16 (6.2)
+
+
+@pytest.mark.xfail(strict=True, reason="sigmoid of an f16 below about -11.1 gives 0: exp(-x) overflows f16 on the "
+                                       "way, where the result is a subnormal f16 (sigmoid(-12) = 6.1e-6)")
+def test_sigmoid_of_f16_keeps_its_subnormal_tail():
+    z = np.array([-11.0, -12.0, -13.0, -16.0], np.float16)
+    s = np.zeros(4, np.float16)
+    f16_sigmoid[(1,)](z, s)
+    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float16)   # 1.67e-5, 6.14e-6, 2.26e-6, 1.2e-7
+    np.testing.assert_allclose(s.astype(np.float64), want.astype(np.float64), rtol=0.01)
+
+
+@metile.kernel
+def f8_times_bf16(X, Y, Out):
+    r = metile.arange(0, 4)
+    p = metile.load(X + r) * metile.load(Y + r)      # f8e4m3 * bf16
+    assert p.dtype == metile.float32, p.dtype
+    metile.store(Out + r, p)
+
+
+@pytest.mark.xfail(strict=True, reason="f8e4m3 * bf16 computes in bf16; 3.7: a computation converts 8-bit floats "
+                                       "to f16 first, and f16 with bf16 is f32 (3.3)")
+def test_an_8bit_float_times_bf16_is_f32():
+    x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e4m3fn)
+    y = np.array([0.001, 0.001, 1.0, 1.0], ml_dtypes.bfloat16)
+    out = np.zeros(4, np.float32)
+    f8_times_bf16[(1,)](x, y, out)
+    assert out.tolist() == (x.astype(np.float32) * y.astype(np.float32)).tolist()   # -0.0069961548, ...
+
+
+@metile.kernel
+def float_floordiv(X, Y, Q):
+    r = metile.arange(0, 4)
+    metile.store(Q + r, metile.load(X + r) // metile.load(Y + r))
+
+
+@pytest.mark.xfail(strict=True, reason="float // floors a rounded quotient once the quotient passes 2**23 "
+                                       "(107220944.0 // 7.75 gives 13834961.0); 3.4: it floors the exact quotient")
+def test_float_floor_division_floors_the_exact_quotient():
+    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7], np.float32)
+    y = np.array([7.75, 0.1, 3.0, 7.0], np.float32)
+    q = np.zeros(4, np.float32)
+    float_floordiv[(1,)](x, y, q)
+    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]   # 13834960, 9, 5592405, 4285714
