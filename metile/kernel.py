@@ -46,8 +46,7 @@ import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
-from metile.emit.msl import emit_msl
-from metile.emit.spell import function_name
+from metile.emit.artifact import emit_artifact
 from metile.frontend.errors import (
     GridError,
     KernelArgumentError,
@@ -378,19 +377,18 @@ class JITKernel:
         dev = device()
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:
-            msl = emit_msl(metal_ir)
+            artifact = emit_artifact(metal_ir)
         except RecursionError:
             raise _too_deep(name, tile_ir.loc) from None
         if dump is not None:
-            dump.msl(msl)
-        entry = function_name(metal_ir.name)
-        fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(entry)
+            dump.msl(artifact.msl)
+        fn = dev.compile(artifact).function(artifact.entry)
         fn_max = getattr(fn, "max_total_threads_per_threadgroup", tpt)
         if tpt > fn_max:
             raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; its compiled pipeline on "
                               f"device {dev.name!r} allows at most {fn_max}", tile_ir.loc)
         max_grid = (min(MAX_GRID, MAX_GRID_THREADS // tpt), MAX_GRID, MAX_GRID)
-        compiled = CompiledKernel(entry, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
+        compiled = CompiledKernel(tile_ir, metal_ir, artifact, max_grid, fn, dev)
         self._compiled[key] = compiled
         return compiled
 

@@ -131,8 +131,8 @@ def test_a_bad_metile_sanitize_value_is_refused(monkeypatch):
 def test_launch_options_do_not_recompile(monkeypatch):
     x, y = vectors()
     compiles = []
-    real = kernel_module.emit_msl
-    monkeypatch.setattr(kernel_module, "emit_msl", lambda k: compiles.append(k.name) or real(k))
+    real = kernel_module.emit_artifact
+    monkeypatch.setattr(kernel_module, "emit_artifact", lambda k: compiles.append(k.name) or real(k))
     k = metile.kernel(reads_unwritten.fn)
     k[(1,)](x, y, BLOCK=64)
     k[(1,)](x, y, BLOCK=64, timeout=30.0)
