@@ -73,8 +73,7 @@ class _Package(types.ModuleType):
     `metile.kernel` (`metile.autotune`) of the same name; the function stays."""
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, types.ModuleType) and value.__name__ == f"metile.{name}" and \
-                _PUBLIC.get(name) == value.__name__:
+        if isinstance(value, types.ModuleType) and _PUBLIC.get(name) == value.__name__ == f"metile.{name}":
             value = getattr(value, name)
         super().__setattr__(name, value)
 
