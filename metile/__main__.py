@@ -2,7 +2,8 @@
 kernel (`@metile.kernel`, a fused GELU) and a hand-written MSL kernel (row softmax), each checked against numpy.
 `python -m metile compile FILE.py:KERNEL ...` prints the MSL of a kernel (see `metile.cli`), and
 `python -m metile profile FILE.py:KERNEL --grid G ...` launches it with `profile=` on the CPU device and prints its
-counts and an Apple GPU estimate (see `metile.cli_profile`), and `python -m metile cache info|clear` shows or
+counts and an Apple GPU estimate (see `metile.cli_profile`), `python -m metile opt FILE.mtir --passes=...` runs passes
+on IR text and prints the result (see `metile.cli_opt`), and `python -m metile cache info|clear` shows or
 empties metile's caches (compiled kernels and autotuning choices, `metile.cache`), and `python -m metile doctor`
 prints what metile finds on this machine (versions, compilers, devices, caches) and runs a tiny kernel on each
 device (see `metile.doctor`)."""
@@ -12,8 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-
-import numpy as np
 
 DEMO_MSL = """
 #include <metal_stdlib>
@@ -49,6 +48,8 @@ kernel void softmax_rows(device const float* x [[buffer(0)]],
 
 
 def gelu_demo() -> bool:
+    import numpy as np
+
     import metile
 
     @metile.kernel
@@ -77,6 +78,8 @@ def gelu_demo() -> bool:
 
 
 def demo() -> int:
+    import numpy as np
+
     import metile
 
     dev = metile.device()
@@ -119,7 +122,7 @@ def cache_command(action: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit status (argparse's own exits, `--help` included, become returns)."""
-    from metile import cli, cli_profile
+    from metile import cli, cli_opt, cli_profile
 
     parser = argparse.ArgumentParser(
         prog="python -m metile", description="metile: tile-language GPU kernels compiled to Metal Shading Language.",
@@ -130,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                                "and compare them with numpy.")
     cli.add_parser(sub)
     cli_profile.add_parser(sub)
+    cli_opt.add_parser(sub)
     caches = sub.add_parser("cache", help="show or empty metile's caches (compiled kernels, autotuning choices)",
                             description="Show (info) or empty (clear) the cache directory: METILE_CACHE_DIR, else "
                                         "the platform's user cache directory for metile.")
@@ -147,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo()
     if args.command == "profile":
         return cli_profile.run(args)
+    if args.command == "opt":
+        return cli_opt.run(args)
     if args.command == "cache":
         return cache_command(args.action)
     if args.command == "doctor":

@@ -1,6 +1,7 @@
 """metile's on-disk caches, under one directory (`METILE_CACHE_DIR`, else the platform's user cache directory):
 compiled kernels and what builds them (per device), and the autotuner's choices. `python -m metile cache info`
-shows them and `python -m metile cache clear` empties them.
+shows them (counting what is there while other processes add and remove files) and `python -m metile cache clear`
+empties them.
 
 The autotuner's choices live in one JSON file, `autotune/choices.json`, a map from a digest of what decides a
 choice (`metile.autotune`) to the choice. Every reader and writer holds the file's lock (`filelock`), and a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -57,12 +59,27 @@ def cache_info(root: Path | None = None) -> list[Part]:
     root = cache_root() if root is None else root
     out = []
     for name, what in PARTS.items():
-        folder = root / name
-        files = [f for f in folder.rglob("*") if f.is_file()] if folder.is_dir() else []
-        size = sum(f.stat().st_size for f in files)
-        count = len(read_choices(root)) if name == "autotune" else len(files)
+        files, size = _files(root / name)
+        count = len(read_choices(root)) if name == "autotune" else files
         out.append(Part(name, what, count, size))
     return out
+
+
+def _files(folder: Path) -> tuple[int, int]:
+    """The regular files under `folder` (symbolic links to files included) and their bytes. Other processes write
+    and remove files there while this lists them (a compile's temporary files, a `cache clear`): a file or folder
+    gone before it is looked at is not counted, and a missing `folder` holds nothing."""
+    count = size = 0
+    for path, _, names in os.walk(folder):   # a folder that cannot be listed (gone) is skipped
+        for name in names:
+            try:
+                st = os.stat(os.path.join(path, name))
+            except OSError:   # gone since the listing, or a broken link
+                continue
+            if stat.S_ISREG(st.st_mode):
+                count += 1
+                size += st.st_size
+    return count, size
 
 
 def cache_clear(root: Path | None = None) -> list[str]:

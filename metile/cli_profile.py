@@ -34,7 +34,6 @@ from metile.cli import (
     parse_target,
     stand_in,
 )
-from metile.devices import default_device_named
 
 PROG = "python -m metile profile"
 DEFAULT_GPU = "M1"
@@ -127,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"{kernel.__name__} has a parameter named '{taken[0]}', the launch option this "
                                    f"command profiles with: rename the parameter to profile the kernel")
             call_args, consts = bind(kernel, specs, defines, lambda s: launch_value(s, args.seed))
+            from metile.devices import default_device_named
+
             with default_device_named("cpu"):
                 profile = kernel[grid](*call_args, **consts, profile=args.sample or True,
                                        profile_only=args.only_sampled)

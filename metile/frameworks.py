@@ -1,7 +1,8 @@
 """metile kernels as operations of MLX graphs (`mlx_kernel`, on `mx.fast.metal_kernel`) and of torch programs on the
 `mps` device (`torch_kernel`, on `torch.mps.compile_shader`), so that they run on those libraries' own GPU streams.
 
-Both start from the MSL metile emits for the arguments' types and constexprs (`KernelSource`):
+Both start from the MSL metile emits for the arguments' types and constexprs and its signature (`KernelSource`, from
+the kernel's `MslArtifact`):
 - MLX writes a kernel's signature itself from the names of its inputs and outputs, and takes only the body and a
   header (`mx.fast.metal_kernel(name, input_names, output_names, source, header)`): inputs `const device T* name`
   (`const constant T& name` for a 0-d array, `const constant T* name` for fewer than 8 elements), outputs
@@ -17,13 +18,12 @@ Both start from the MSL metile emits for the arguments' types and constexprs (`K
 from __future__ import annotations
 
 import hashlib
-import re
 
 import attrs
 import numpy as np
 
-from metile.emit.facts import scan as emit_facts
-from metile.emit.msl import emit_msl
+from metile.emit.artifact import emit_artifact
+from metile.emit.signature import ParamKind
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import MetileError
 from metile.launch import ArrayTooLongError, array_elements, normalize_grid
@@ -39,7 +39,6 @@ MLX_ATTRIBUTES = {   # mx.fast.metal_kernel's thread-position attributes and the
     "threads_per_simdgroup": "uint", "threads_per_threadgroup": "uint3",
 }
 MLX_CONSTANT_ELEMENTS = 8   # inputs with fewer elements are passed in MLX's `constant` address space
-_PARAM = re.compile(r"(?P<type>[^\[]+?)\s*(?P<ref>[*&])?\s*(?P<name>\w+)\s*\[\[(?P<attr>[^\]]+)\]\]")
 
 
 class FrameworkError(MetileError):
@@ -72,23 +71,20 @@ class KernelSource:
 
 
 def kernel_source(kernel, args: tuple, constexprs: dict) -> KernelSource:
-    """Lower `kernel` for these arguments and emit its MSL (no device compile), cut into header, body and
-    parameters."""
+    """Lower `kernel` for these arguments and emit it (no device compile), its MSL cut into header, body and
+    parameters as its `MslArtifact`'s signature gives them (the kernel function starts at the signature's line,
+    each parameter on a line of its own, and the body follows the last up to the closing brace)."""
     metal_ir = kernel.lower(*args, **constexprs)
-    msl = emit_msl(metal_ir)
-    facts = emit_facts(metal_ir)
-    written = {facts.names.get(n, n) for n in facts.written}   # as C names
-    entry = re.search(r"kernel void (\w+)\(", msl)
-    start = entry.start()
-    close = msl.index(") {", entry.end())
-    params = []
-    for raw in msl[entry.end():close].split(",\n"):
-        m = _PARAM.fullmatch(raw.strip())
-        params.append(Param(m.group("name"), raw.strip(), m.group("attr"), m.group("name") in written))
-    body = msl[close + 3:msl.rindex("}")]
+    artifact = emit_artifact(metal_ir)
+    sig = artifact.signature
+    params = tuple(Param(p.name, p.declaration, f"buffer({p.index})" if p.kind is ParamKind.BUFFER else p.attribute,
+                         p.kind is ParamKind.BUFFER and not p.is_reference and not p.is_const) for p in sig.params)
+    lines = artifact.msl.splitlines(keepends=True)
+    first = sig.line - 1 + max(len(sig.params), 1)   # the index of the body's first line
+    header, body = "".join(lines[:sig.line - 1]), "\n" + "".join(lines[first:-1])
     ps = metal_ir.params
     lengths = tuple((p.length_of, ps[p.length_of].type.dtype.itemsize) for p in ps if p.length_of is not None)
-    return KernelSource(msl, entry.group(1), msl[:start], body, tuple(params), metal_ir.plan.threads, lengths)
+    return KernelSource(artifact.msl, artifact.entry, header, body, params, artifact.threads, lengths)
 
 
 def _grid(grid, meta: dict) -> tuple[int, int, int]:

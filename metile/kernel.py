@@ -20,7 +20,8 @@ parameter of that name, which takes the keyword); they are no part of the compil
 
 This is the only module that reads the environment, and only when it matters:
 - `METILE_DEBUG` (see `metile.debug`) and `METILE_SANITIZE` (1: every launch runs with `sanitize=True` unless
-  it says `sanitize=False`) on every launch, each with one dict lookup: a launch whose argument types,
+  it says `sanitize=False`) on every launch, each with one call of the C library's `getenv` (`_libc_getenv`):
+  a launch whose argument types,
   constexprs, launch options and these two were seen before is one more dict lookup away from the dispatch
   (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
@@ -46,8 +47,7 @@ import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
-from metile.emit.msl import emit_msl
-from metile.emit.spell import function_name
+from metile.emit.artifact import emit_artifact
 from metile.frontend.errors import (
     GridError,
     KernelArgumentError,
@@ -101,20 +101,36 @@ from metile.tracebacks import for_user, traceback_setting
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
 
 
-# The launch path reads the environment through os.environ's own dict where CPython keeps one (`os.environ.get` of
-# a name that is not set raises and catches a KeyError inside it: about 0.7 us, 30 times a dict lookup). The dict is
-# what os.environ updates in place, so the reads see every change made through os.environ.
-_ENVIRON = os.environ._data if isinstance(getattr(os.environ, "_data", None), dict) else os.environ
+def _libc_getenv():
+    """The C library's `getenv`, taking and giving bytes (None for an unset variable), called through
+    `ctypes.PyDLL`, which holds the GIL as every writer of `os.environ` does; None where ctypes cannot find it.
+
+    The launch path reads two variables on every launch, usually unset. `os.environ.get` of an unset name raises
+    and catches a KeyError inside it (about 0.7 us, some 30 times a dict lookup), while `getenv` answers in a few
+    hundred nanoseconds; and `os.environ` writes every change it is given to the process environment (`putenv`,
+    `unsetenv`), so `getenv` sees each one, as well as changes made to the process environment in other ways."""
+    try:
+        import ctypes
+
+        fn = ctypes.PyDLL(None).getenv
+    except (ImportError, OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p   # no `argtypes`, whose check costs a call: the keys are bytes (`_env_key`)
+    return fn
+
+
+_GETENV = _libc_getenv() or os.environ.get   # the reader of the launch path (os.environ.get where there is no libc)
+_BYTES = _GETENV is not os.environ.get
 
 
 def _env_key(name: str):
-    """The key of the variable `name` in `_ENVIRON`."""
-    return os.environ.encodekey(name) if _ENVIRON is not os.environ else name
+    """The key `_GETENV` takes for the variable `name`."""
+    return os.fsencode(name) if _BYTES else name
 
 
 def _decoded(raw) -> str | None:
-    """A value of `_ENVIRON` as `os.environ.get` gives it."""
-    return raw if raw is None or _ENVIRON is os.environ else os.environ.decodevalue(raw)
+    """A value `_GETENV` gives, as `os.environ.get` gives it."""
+    return raw if raw is None or raw.__class__ is str else os.fsdecode(raw)
 
 
 _DEBUG, _SANITIZE = _env_key("METILE_DEBUG"), _env_key("METILE_SANITIZE")
@@ -124,7 +140,7 @@ _SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": Fa
 
 
 def _sanitize_setting(raw) -> bool:
-    """`METILE_SANITIZE` (as `_ENVIRON` holds it, None when unset) as a bool, or a `DebugSettingError`."""
+    """`METILE_SANITIZE` (as `_GETENV` gives it, None when unset) as a bool, or a `DebugSettingError`."""
     if raw is None:
         return False
     text = _decoded(raw)
@@ -176,6 +192,7 @@ def _defaults(fn) -> dict:
     return out
 
 
+# Caches per class of the arguments launches see (numpy arrays, Buffers, each library's tensor class: a few classes).
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
 _FOREIGN: dict[type, bool] = {}   # per array class: an array of another library (DLPack, with a device)?
 
@@ -382,19 +399,18 @@ class JITKernel:
         dev = device()
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:
-            msl = emit_msl(metal_ir)
+            artifact = emit_artifact(metal_ir)
         except RecursionError:
             raise _too_deep(name, tile_ir.loc) from None
         if dump is not None:
-            dump.msl(msl)
-        entry = function_name(metal_ir.name)
-        fn = dev.compile(msl, name=f"{metal_ir.name}.metal").function(entry)
+            dump.msl(artifact.msl)
+        fn = dev.compile(artifact).function(artifact.entry)
         fn_max = getattr(fn, "max_total_threads_per_threadgroup", tpt)
         if tpt > fn_max:
             raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; its compiled pipeline on "
                               f"device {dev.name!r} allows at most {fn_max}", tile_ir.loc)
         max_grid = (min(MAX_GRID, MAX_GRID_THREADS // tpt), MAX_GRID, MAX_GRID)
-        compiled = CompiledKernel(entry, tile_ir, metal_ir, msl, tpt, tg_memory, max_grid, fn, dev)
+        compiled = CompiledKernel(tile_ir, metal_ir, artifact, max_grid, fn, dev)
         self._compiled[key] = compiled
         return compiled
 
@@ -515,8 +531,8 @@ class Launcher:
         k = self.kernel
         try:
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
-            env = _ENVIRON
-            debug, sanitize = env.get(_DEBUG), env.get(_SANITIZE)
+            getenv = _GETENV
+            debug, sanitize = getenv(_DEBUG), getenv(_SANITIZE)
             key = k._fast_key(args, kwargs, debug, sanitize)
             try:
                 entry = k._launches.get(key)
@@ -563,9 +579,9 @@ class Launcher:
         """This launch compiled, checked and bound once, as a `PreparedLaunch`: calling it dispatches it again."""
         name = self.kernel.fn.__name__
         try:
-            env = _ENVIRON
+            getenv = _GETENV
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
-            entry, values = self._launch(grid, None, env.get(_DEBUG), env.get(_SANITIZE), args, kwargs)
+            entry, values = self._launch(grid, None, getenv(_DEBUG), getenv(_SANITIZE), args, kwargs)
             return PreparedLaunch(entry, grid, values, name, _user_error)
         except MetileError as e:
             raise _user_error(e, name) from None

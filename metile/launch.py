@@ -6,8 +6,9 @@ call checks the grid, converts scalars to their parameter's type and dispatches 
 `Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
 calls (binding its torch tensors anew when their memory moved since). An array of another library is read through
 `metile.metal.interop` (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether
-the kernel writes it (its parameter is not `const` in the kernel's MSL). A fault inside the kernel is
-moved to the kernel's Python line (`at_python_line`); a numpy view the device cannot take as it is becomes a
+the kernel writes it (its parameter is not `const` in the kernel's signature, which the compiled kernel's
+`MslArtifact` holds). A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from the
+artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter.
 
 Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of
@@ -25,6 +26,7 @@ import linecache
 import attrs
 import numpy as np
 
+from metile.emit.artifact import MslArtifact
 from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc, MetileError
@@ -43,7 +45,6 @@ from metile.metal.interop import (
     plain_array,
     watch_tensors,
 )
-from metile.metal.msl_signature import kernel_signatures
 from metile.profile.counts import LineCounts, Profile, merge_lines
 
 MAX_GRID = (1 << 31) - 1            # programs per grid dimension: program ids are i32
@@ -53,20 +54,35 @@ _PAD = (None, (1, 1), (1,), ())   # what pads a grid of 1, 2 or 3 dimensions to 
 
 @attrs.frozen
 class CompiledKernel:
-    """One specialization of a kernel, compiled: its IR at both levels, its MSL and the device function.
+    """One specialization of a kernel, compiled: its IR at both levels, its `MslArtifact` (the MSL, the kernel
+    function's signature, the launch plan and the Python line of each `.metal` line) and the device function.
 
     `max_grid` is the largest grid (programs per dimension) a launch may use on this device.
     """
 
-    entry: str
     tile_ir: Kernel
     metal_ir: Kernel
-    msl: str
-    threadgroup_size: int
-    threadgroup_memory: int
+    artifact: MslArtifact = attrs.field(repr=False)
     max_grid: tuple[int, int, int]
     function: object = attrs.field(repr=False)
     device: object = attrs.field(repr=False)
+
+    @property
+    def entry(self) -> str:
+        """The name of the kernel function."""
+        return self.artifact.entry
+
+    @property
+    def msl(self) -> str:
+        return self.artifact.msl
+
+    @property
+    def threadgroup_size(self) -> int:
+        return self.artifact.threads
+
+    @property
+    def threadgroup_memory(self) -> int:
+        return self.artifact.threadgroup_memory
 
 
 class Launch:
@@ -79,7 +95,7 @@ class Launch:
         self.compiled = compiled
         self.specs = tuple(s for s, _, _ in typed)
         foreign = any(isinstance(t, PtrType) and is_foreign_array(v) for _, v, t in typed)
-        written = written_buffers(compiled) if foreign else frozenset()
+        written = compiled.artifact.written_buffers if foreign else frozenset()
         self.convert = tuple(_converter(v, t, compiled.device, i in written) for i, (_, v, t) in enumerate(typed))
         params = compiled.tile_ir.params   # the hidden ones: the lengths of arrays unbounded tile accesses clip to
         self.lengths = tuple((p.length_of, params[p.length_of].type.dtype.itemsize) for p in params
@@ -221,14 +237,6 @@ def _metal_output(value):
 _FOREIGN = frozenset({host_view, _input_view, _metal_input, _metal_output})   # the converters of foreign arrays
 
 
-def written_buffers(compiled: CompiledKernel) -> frozenset[int]:
-    """The `[[buffer(i)]]` indices of the pointers the kernel may write (not `const` in its MSL)."""
-    sig = getattr(compiled.function, "signature", None)
-    if sig is None:
-        sig = next(s for s in kernel_signatures(compiled.msl) if s.name == compiled.entry)
-    return frozenset(p.index for p in sig.buffers if not p.is_reference and not p.is_const)
-
-
 class PreparedLaunch:
     """`kernel[grid].prepare(*args, **constexprs)`: a launch compiled, checked and bound once (every check of a
     launch: arguments, types, grid, device limits). Calling it dispatches the same arguments again without any
@@ -273,10 +281,10 @@ def at_python_line(compiled: CompiledKernel, fault: DeviceFault) -> DeviceFault:
     """`fault`, reported at the line of the kernel's Python source that the faulting `.metal` line comes from
     (`metile.emit.source_map.FaultLocator`), the `.metal` line named in the message; `fault` itself when its
     line leads back to none (a statement the lowering added before the kernel's own, or a custom pipeline's)."""
-    at, metal = fault.loc, f"{compiled.metal_ir.name}.metal"
+    at, metal = fault.loc, compiled.artifact.metal_name
     if at is None or at.file != metal:
         return fault
-    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
+    locator = FaultLocator(compiled.artifact)
     loc = locator.location(at.line, fault.buffer if fault.kind in ("bad-access", "misaligned") else None)
     if loc is None:
         return fault
@@ -292,8 +300,8 @@ def at_python_lines(compiled: CompiledKernel, profile: Profile) -> Profile:
     """`profile` with its `.metal` lines moved to the kernel's Python lines they come from (as for faults,
     `metile.emit.source_map.FaultLocator`); counts of lines that lead to none (code the lowering adds around the
     kernel's own) stay at their `.metal` line."""
-    metal = f"{compiled.metal_ir.name}.metal"
-    locator = FaultLocator.of(compiled.metal_ir, compiled.msl)
+    metal = compiled.artifact.metal_name
+    locator = FaultLocator(compiled.artifact)
     moved = []
     for lc in profile.lines:
         loc = locator.location(lc.line) if lc.file == metal else None

@@ -186,3 +186,55 @@ def test_errors_are_shown_on_one_line():
     long = doctor.describe(OSError("x" * 1000))
     assert len(long) == doctor.MAX_MESSAGE and long.endswith("...")
     assert doctor.probe(lambda: 1 / 0) == "error: ZeroDivisionError: division by zero"
+
+
+def test_files_vanishing_while_the_cache_is_listed_are_not_counted(tmp_path, monkeypatch, capsys):
+    """Other processes remove files from the cache while it is listed (a compile's temporary files, `cache clear`):
+    a file that is gone by the time it is looked at again (here: the first look at each `.tmp` file removes it) is
+    left out, and `metile doctor` still lists every part."""
+    from metile import cache
+
+    kernels = tmp_path / "kernels" / "ab"
+    kernels.mkdir(parents=True)
+    (kernels / "kept.so").write_bytes(b"x" * 10)
+    for i in range(3):
+        (kernels / f"k{i}.so.tmp").write_bytes(b"y" * 100)
+    real_stat = os.stat
+
+    def vanishing_stat(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        if str(path).endswith(".tmp"):
+            os.remove(path)   # gone right after this look
+        return found
+
+    monkeypatch.setattr(os, "stat", vanishing_stat)
+    parts = {p.name: p for p in cache.cache_info(tmp_path)}
+    assert 1 <= parts["kernels"].files <= 4 and 10 <= parts["kernels"].bytes <= 310
+    assert sorted(p.name for p in kernels.iterdir()) == ["kept.so"]
+    monkeypatch.setattr(os, "stat", real_stat)
+    for i in range(3):
+        (kernels / f"k{i}.so.tmp").write_bytes(b"y" * 100)
+    monkeypatch.setattr(os, "stat", vanishing_stat)
+    monkeypatch.setenv("METILE_CACHE_DIR", str(tmp_path))
+    facts = dict(doctor.cache_facts())
+    assert "kernels/" in facts and "error" not in facts.get("contents", ""), facts
+
+
+def test_a_cache_folder_removed_while_it_is_listed_is_skipped(tmp_path, monkeypatch):
+    from metile import cache
+
+    (tmp_path / "kernels" / "gone").mkdir(parents=True)
+    (tmp_path / "kernels" / "gone" / "a.so").write_bytes(b"z" * 7)
+    (tmp_path / "kernels" / "b.so").write_bytes(b"z" * 5)
+    real_scandir = os.scandir
+
+    def scandir_then_remove(path="."):
+        if str(path).endswith("gone"):
+            for p in os.listdir(path):
+                os.remove(os.path.join(path, p))
+            os.rmdir(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_remove)
+    parts = {p.name: p for p in cache.cache_info(tmp_path)}
+    assert (parts["kernels"].files, parts["kernels"].bytes) == (1, 5)

@@ -103,4 +103,4 @@ def test_float_floor_division_floors_the_exact_quotient():
     y = np.array([7.75, 0.1, 3.0, 7.0], np.float32)
     q = np.zeros(4, np.float32)
     float_floordiv[(1,)](x, y, q)
-    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]   # 13834960, 9, 5592405, 4285714
+    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]  # 13834960, 9, 5592405, 4285714

@@ -382,3 +382,33 @@ def test_stage_tables():
     assert {Load, Let, For, If, Binary, Const, Var, Param, SimdReduce, Barrier} <= shared
     assert LET_ONLY <= set(VALUE_CLASSES)
     assert {f.value for f in Fence} == {"none", "device", "threadgroup", "device_and_threadgroup"}
+
+
+def test_a_node_class_makes_its_methods_when_its_first_instance_is_built():
+    """Importing the IR compiles no node code: each class gets its generated `__init__`, `__eq__` and child getter
+    when its first instance is built, by one thread while others building the same class wait."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import sys, threading
+from metile.ir import BinOp, Binary, Const, DType, Fma, children
+node = sys.modules["metile.ir.node"]
+assert Binary.__init__ is node._first_init and Fma.__init__ is node._first_init
+one, two = Const(1, DType.I32), Const(2, DType.I32)
+built, start = [], threading.Barrier(8)
+def build():
+    start.wait()
+    built.append(Binary(BinOp.ADD, one, two))
+threads = [threading.Thread(target=build) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert len(built) == 8 and all(b == built[0] and hash(b) == hash(built[0]) for b in built)
+assert Binary.__init__ is not node._first_init and Binary.__init__.__qualname__ == "Binary.__init__"
+assert children(built[0]) == [one, two] and Fma.__init__ is node._first_init
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -123,14 +123,20 @@ def test_a_load_folded_into_its_use_is_reported_at_the_load():
 
 
 def test_the_access_line_is_the_nearest_line_above_that_reads_the_buffer():
+    from metile.emit.artifact import MslArtifact
+    from metile.emit.signature import KernelSignature, Param, ParamKind
     from metile.emit.source_map import FaultLocator
-    locator = FaultLocator("kernel void k(device const float* A [[buffer(0)]],\n"
-                           "              device float* B [[buffer(1)]]) {\n"
-                           "    const float x = A[3];\n"
-                           "    device const float* const t0 = A + 8;\n"
-                           "    const float y = t0[1];\n"
-                           "    B[0] = x * y;\n"
-                           "}\n", {})
+    from metile.ir.stmts import LaunchPlan
+
+    signature = KernelSignature("k", (Param("A", ParamKind.BUFFER, "device const float*", 0, line=1),
+                                      Param("B", ParamKind.BUFFER, "device float*", 1, line=2)), 1)
+    locator = FaultLocator(MslArtifact("kernel void k(device const float* A [[buffer(0)]],\n"
+                                       "              device float* B [[buffer(1)]]) {\n"
+                                       "    const float x = A[3];\n"
+                                       "    device const float* const t0 = A + 8;\n"
+                                       "    const float y = t0[1];\n"
+                                       "    B[0] = x * y;\n"
+                                       "}\n", "k.metal", signature, LaunchPlan(32), {}))
     assert locator.access_line(6, 0) == 5  # through the pointer made from A, not its declaration
     assert locator.access_line(6, 1) == 6  # the line stores to B itself
     assert locator.access_line(3, 0) == 3
@@ -185,6 +191,7 @@ def test_every_line_that_touches_memory_leads_back_to_the_kernel_source(case):
     compiled = kern.compile(*args, **constexprs)
     text, locs = msl_locations(compiled.metal_ir)
     assert text == emit_msl(compiled.metal_ir) == compiled.msl
+    assert locs == dict(compiled.artifact.locations)   # what the compile kept: the map of the text it compiled
     lines, first = inspect.getsourcelines(kern.fn)
     file = inspect.getsourcefile(kern.fn)
     body = text.splitlines()

@@ -6,6 +6,7 @@ device refuses both (through the C stand-in of its shim)."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,6 +122,27 @@ def test_metile_sanitize_turns_the_sanitizer_on_for_every_launch(monkeypatch):
         races[(1,)](x, y, BLOCK=64, sanitize=True)
 
 
+def test_the_settings_are_read_from_the_process_environment_on_every_launch():
+    """Through its public interface: os.environ's changes (putenv and unsetenv) and the process environment's own
+    (os.putenv, a C library's setenv) alike, each read again by the next launch."""
+    import os
+
+    x, y = vectors()
+    races[(1,)](x, y, BLOCK=64)
+    try:
+        os.putenv("METILE_SANITIZE", "1")          # the process environment, which os.environ does not see
+        with pytest.raises(metile.DeviceFault, match="data race"):
+            races[(1,)](x, y, BLOCK=64)
+    finally:
+        os.unsetenv("METILE_SANITIZE")
+    races[(1,)](x, y, BLOCK=64)
+
+
+def test_metile_reads_no_private_attribute_of_os_environ():
+    sources = Path(metile.__file__).parent.rglob("*.py")
+    assert [str(p) for p in sources if "environ._data" in p.read_text()] == []
+
+
 def test_a_bad_metile_sanitize_value_is_refused(monkeypatch):
     x, y = vectors()
     monkeypatch.setenv("METILE_SANITIZE", "maybe")
@@ -131,8 +153,8 @@ def test_a_bad_metile_sanitize_value_is_refused(monkeypatch):
 def test_launch_options_do_not_recompile(monkeypatch):
     x, y = vectors()
     compiles = []
-    real = kernel_module.emit_msl
-    monkeypatch.setattr(kernel_module, "emit_msl", lambda k: compiles.append(k.name) or real(k))
+    real = kernel_module.emit_artifact
+    monkeypatch.setattr(kernel_module, "emit_artifact", lambda k: compiles.append(k.name) or real(k))
     k = metile.kernel(reads_unwritten.fn)
     k[(1,)](x, y, BLOCK=64)
     k[(1,)](x, y, BLOCK=64, timeout=30.0)

@@ -364,7 +364,7 @@ def counted(monkeypatch):
         counts["pass"] += 1
         return k
 
-    real_emit, real_settings = kernel_module.emit_msl, kernel_module.debug_settings
+    real_emit, real_settings = kernel_module.emit_artifact, kernel_module.debug_settings
 
     def emit(k):
         counts["emit"] += 1
@@ -374,7 +374,7 @@ def counted(monkeypatch):
         counts["settings"] += 1
         return real_settings(*a, **kw)
 
-    monkeypatch.setattr(kernel_module, "emit_msl", emit)
+    monkeypatch.setattr(kernel_module, "emit_artifact", emit)
     monkeypatch.setattr(kernel_module, "debug_settings", settings)
     return counts, metile.kernel(vec_add_body, pipeline=[count_pass, *DEFAULT_PIPELINE])
 

@@ -109,12 +109,21 @@ def test_textual_pipelines():
     with pytest.raises(PipelineError, match="cannot read the option 'parts'"):
         pipeline("split_k{parts},lower_tiles")
 
-    def mine(k, factor=1):
+    def mine(k, ctx, factor=1):
         return k
 
     custom = Pass("mine", mine)
     parsed = parse_pipeline("mine{factor=4},skip_inactive", [custom, *DEFAULT_PIPELINE])
     assert parsed[0].options == (("factor", 4),) and parsed[0].key.endswith("mine{factor=4}")
+    with pytest.raises(PipelineError, match="pass mine has no option 'factr': its options are factor"):
+        parse_pipeline("mine{factr=4}", [custom])
+    with pytest.raises(PipelineError, match="pass split_k has no option 'parts': it takes none"):
+        pipeline("split_k{parts=4}")
+
+    def anything(k, ctx, **options):
+        return k
+
+    assert parse_pipeline("any{x=1,y=two}", [Pass("any", anything)])[0].options == (("x", 1), ("y", "two"))
     with pytest.raises(PipelineError, match="takes no options"):
         parse_pipeline("plain{x=1}", [lambda_like])
 

@@ -61,8 +61,8 @@ def test_a_kernel_profile_is_at_its_python_lines():
 
 def test_profile_is_a_launch_option_not_a_constexpr(monkeypatch):
     compiles = []
-    real = kernel_module.emit_msl
-    monkeypatch.setattr(kernel_module, "emit_msl", lambda k: compiles.append(k.name) or real(k))
+    real = kernel_module.emit_artifact
+    monkeypatch.setattr(kernel_module, "emit_artifact", lambda k: compiles.append(k.name) or real(k))
     k = metile.kernel(gather.fn)
     x = np.arange(8 * 512, dtype=np.float32)
     y = np.zeros(512, np.float32)

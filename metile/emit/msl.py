@@ -17,12 +17,24 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
   their operands computed there.
 - Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it to
   `int` first.
+
+`emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each line of the body
+comes from (`metile.emit.artifact` makes them one `MslArtifact`): for a named value's declaration, the value's own
+`loc`, else that of the innermost located value it is written for (the expansion of a `//`, say); for the
+assignments of carried values, the first located value assigned; for any other line, the innermost statement with a
+`loc` whose emission wrote it. The lowering gives its statements the location of the Tile IR statement they come
+from and the element-wise values it rebuilds that of their Tile IR value, so a `.metal` line leads back to a Python
+line (an expression written inline, to the statement it is part of).
 """
 
 from __future__ import annotations
 
+import attrs
+
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.fp8 import HELPERS, fp8_cast
+from metile.emit.signature import KernelSignature, ParamKind
+from metile.emit.signature import Param as SignatureParam
 from metile.emit.spell import (
     BINARY_FORMS,
     COMPARE_BY_VALUE,
@@ -30,10 +42,11 @@ from metile.emit.spell import (
     EmitError,
     atomic_type,
     binary_form,
-    builtin_param,
+    builtin_type,
     fence_flags,
     function_name,
     literal,
+    loop_step,
     msl_bool,
     pointer_text,
     type_name,
@@ -86,7 +99,7 @@ from metile.ir import (
     Where,
     While,
 )
-from metile.ir.errors import assert_never
+from metile.ir.errors import Loc, assert_never
 from metile.ir.types import DType
 
 HEADER = "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n"
@@ -98,8 +111,18 @@ def emit_msl(kernel: Kernel) -> str:
     return _Emitter(kernel).run()
 
 
+def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
+    """`emit_msl(kernel)`, the signature of its kernel function, and for each line of the text (numbered from 1)
+    that a located node wrote, that location (see the module docstring)."""
+    emitter = _Emitter(kernel)
+    text = emitter.run()
+    first = emitter.first_line
+    return text, emitter.signature, {first + i: loc for i, loc in sorted(emitter.owner.items())}
+
+
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
-_BUILTIN_PARAMS = {kind._value_: builtin_param(kind) for kind in BuiltinKind}  # in `BuiltinKind` order
+_BUILTIN_PARAMS = {kind._value_: SignatureParam(kind._value_, ParamKind.POSITION, builtin_type(kind),  # in order
+                                                 attribute=kind._value_) for kind in BuiltinKind}
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 
 
@@ -137,6 +160,10 @@ class _Emitter:
         self.depth = 0
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the functions of `metile.emit.fp8.HELPERS` (and `wide`'s) the kernel calls
+        self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
+        self.within: Loc | None = None  # the location of the innermost located value being written
+        self.signature: KernelSignature | None = None  # once `run` has returned
+        self.first_line = 0  # the line number of the body's first line, once `run` has returned
 
     # ---- output
 
@@ -199,26 +226,33 @@ class _Emitter:
             self.sharing: dict[str, set[str]] = {}  # C name -> the variables written as it, when more than one
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
-            args = []
+            params = []
             for p in sorted(k.params, key=_index):
                 t = p.type
                 match t:
                     case PtrType():
-                        args.append(f"{pointer_text(t, self.ptr_is_const(p, t))} {self.names[p.name]} "
-                                    f"[[buffer({p.index})]]")
+                        decl = SignatureParam(self.names[p.name], ParamKind.BUFFER,
+                                              pointer_text(t, self.ptr_is_const(p, t)), p.index)
                     case _:
-                        args.append(f"constant {type_name(t)}& {self.names[p.name]} [[buffer({p.index})]]")
+                        decl = SignatureParam(self.names[p.name], ParamKind.BUFFER, f"constant {type_name(t)}&",
+                                              p.index, is_reference=True)
+                params.append(decl)
             self.depth, self.pad = 1, INDENT
             self.body(k.body)
         except Exception:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
-        args += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
+        params += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
         helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS}.items()
                           if name in self.helpers)
-        text = f"{HEADER}{helpers}\n{head}{sep.join(args)}) {{\n"
+        prologue = f"{HEADER}{helpers}\n"
+        text = f"{prologue}{head}{sep.join(p.declaration for p in params)}) {{\n"
+        line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
+        self.signature = KernelSignature(function_name(k.name), tuple(attrs.evolve(p, line=line + i)
+                                                                      for i, p in enumerate(params)), line)
+        self.first_line = text.count("\n") + 1
         body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
 
@@ -234,12 +268,23 @@ class _Emitter:
         if cls in LEAVES:
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
+        loc = v.loc
         rec = self.by_hash.get(v._h)
         if rec is None or rec[0] is not v:
             rec = self.twins.get(id(v)) or self.records.record(v, rec, None)
             v = rec[0]  # equal, so written alike: the node `scan` met the children of
         if rec[2] is not None:
             return rec[2]
+        within = self.within
+        if loc is None or loc is within:
+            return self.compound(v, rec)
+        self.within = loc
+        texts = self.compound(v, rec)
+        self.within = within
+        return texts
+
+    def compound(self, v: Value, rec: list) -> tuple[str, ...]:
+        """The texts of the value with children `v`, whose record is `rec` (see `expr`)."""
         expr, element = self.expr, None
         match v:  # values that may be named set `text`, `atomic` (and `element`) and are declared below
             case Binary():
@@ -339,6 +384,9 @@ class _Emitter:
 
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
+        loc = v.loc or self.within
+        if loc is not None:
+            self.owner[len(self.lines)] = loc
         self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
 
     def leaf(self, v: Value) -> tuple[str, str]:
@@ -373,7 +421,7 @@ class _Emitter:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
-        expr = self.expr
+        expr, start = self.expr, len(self.lines)
         match s:
             case Let():
                 self.let(self.names[s.var.name], s.var, s.value)
@@ -408,6 +456,14 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
+        self.own(start, s.loc)  # after the inner statements and values, which keep their lines
+
+    def own(self, start: int, loc: Loc | None) -> None:
+        """Give the lines written since `start` that have no owner yet to `loc`."""
+        if loc is not None:
+            owner = self.owner
+            for i in range(start, len(self.lines)):
+                owner.setdefault(i, loc)
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
@@ -439,7 +495,7 @@ class _Emitter:
     def assign(self, targets, values) -> None:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value); a value
         written as its own target is left out."""
-        names = self.names
+        names, start = self.names, len(self.lines)
         pairs = [(t, v) for t, v in zip(targets, values)
                  if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
         if len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
@@ -448,6 +504,7 @@ class _Emitter:
             texts = [self.expr(v)[0] for _, v in pairs]
         pad = self.pad
         self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+        self.own(start, next((v.loc for v in values if v.loc is not None), None))
 
     def written_as(self, targets) -> set[str]:
         """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
@@ -495,7 +552,7 @@ class _Emitter:
         test = f"{i} {'>' if down else '<'} {stop}"
         if not isinstance(s.step, Const):  # a run-time step below 1 runs no iteration
             test = f"{step} > 0 && {test}"
-        self.open_block(f"for ({type_name(s.index.type)} {i} = {start}; {test}; {self.advance(s, i, stop, step)})")
+        self.open_block(f"for ({type_name(s.index.type)} {i} = {start}; {test}; {loop_step(s, i, stop, step)})")
         self.body(s.body)
         self.assign(s.carried, s.yields)
         self.close_block()
@@ -572,4 +629,4 @@ _INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32)
 _UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.U64, DType.U64: DType.U64}
 
 
-__all__ = ["EmitError", "emit_msl"]
+__all__ = ["EmitError", "emit_located", "emit_msl"]

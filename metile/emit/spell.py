@@ -1,7 +1,8 @@
 """MSL spellings of Metal IR leaves: type names, literals, operators, builtins and fences.
 
-Every function here is a total map from an IR enum or type to text, or raises `EmitError` for what
-Metal IR cannot hold (`FLOORDIV`/`MOD`, tile shapes, atomics on types Metal has no atomic for).
+Every function here is a total map from an IR enum or type to text (and `loop_step` the step of a `for`
+loop), or raises `EmitError` for what Metal IR cannot hold (`FLOORDIV`/`MOD`, tile shapes, atomics on types
+Metal has no atomic for).
 """
 
 from __future__ import annotations
@@ -9,15 +10,16 @@ from __future__ import annotations
 import functools
 import math
 import re
-
-import numpy as np
+import struct
 
 from metile.ir import (
     BinOp,
     BuiltinKind,
     CmpOp,
+    Const,
     DType,
     Fence,
+    For,
     MatrixType,
     MetileError,
     PtrType,
@@ -87,9 +89,20 @@ _POINTER_NAMES: dict[tuple[str, str, bool], str] = {}  # a cache: at most 3 * le
 @functools.lru_cache(maxsize=4096)
 def _float_text(x: float) -> str:
     """The shortest decimal that reads back as the float32 `x` (`1.0`, `1e-08`, `3.4028235e+38`); `x` is finite
-    and not zero (`0.0 == -0.0` would share one cache entry)."""
+    and not zero (`0.0 == -0.0` would share one cache entry). numpy is imported by the first call, not with the
+    emitter."""
+    import numpy as np
+
     text = str(np.float32(x))
     return text if ("." in text or "e" in text) else text + ".0"
+
+
+def _to_half(x: float) -> float:
+    """`x` rounded to the nearest f16 (ties to even; beyond the largest, an infinity), as numpy's `float16` does."""
+    try:
+        return struct.unpack("<e", struct.pack("<e", x))[0]
+    except OverflowError:   # finite beyond f16's range (NaN and infinities pack)
+        return math.copysign(math.inf, x)
 
 
 _FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity: no `Enum.__hash__` call
@@ -104,7 +117,7 @@ def literal(value: object, dtype: DType) -> str:
     if dtype in _FLOAT_DTYPES:
         x = float(value)
         if dtype is DType.F16:
-            x = float(np.float16(x))
+            x = _to_half(x)
         if math.isnan(x):
             text = "NAN"
         elif math.isinf(x):
@@ -231,9 +244,9 @@ def fence_flags(fence: Fence) -> str:
             assert_never(fence)
 
 
-def builtin_param(kind: BuiltinKind) -> str:
-    """The kernel argument declaring `kind`, named after its attribute: `uint3 x [[x]]`."""
-    return f"{'uint3' if kind.has_axes else 'uint'} {kind._value_} [[{kind._value_}]]"
+def builtin_type(kind: BuiltinKind) -> str:
+    """The type of the kernel argument declaring `kind` (named after its attribute: `uint3 x [[x]]`)."""
+    return "uint3" if kind.has_axes else "uint"
 
 
 MSL_RESERVED = frozenset("""
@@ -283,9 +296,41 @@ def function_name(kernel_name: str) -> str:
     return "mtile_" + c_identifier(kernel_name)
 
 
+def loop_step(s: For, i: str, stop: str, step: str) -> str:
+    """The step of a `for` loop, as `range` has it: the index never wraps around. `i += step` unless the index
+    could pass the type's limit before leaving the loop; then the step stops at `stop` when fewer than `step`
+    remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
+    if _steps_within_range(s):
+        return f"{i} += {step}"
+    dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None
+    if dtype not in (DType.I32, DType.U32) or by == 0:
+        raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
+    left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
+    size = f"{abs(by)}u" if by is not None else step  # a run-time step is positive inside the loop
+    if dtype is DType.I32:
+        left = tuple(f"static_cast<uint>({x})" for x in left)
+        size = size if by is not None else f"static_cast<uint>({step})"
+    return f"{i} = {left[0]} - {left[1]} > {size} ? {i} + {step} : {stop}"
+
+
+def _steps_within_range(s: For) -> bool:
+    """Whether `index += step` stays within the index type until the loop exits, whatever the run-time bounds: the
+    last index inside the loop is one short of `stop` (of the type's limit when `stop` is not a constant)."""
+    step, stop = s.step, s.stop
+    if not isinstance(step, Const) or s.index.type.dtype not in _INDEX_RANGE:
+        return False
+    lo, hi = _INDEX_RANGE[s.index.type.dtype]
+    if step.value > 0:
+        return (stop.value - 1 if isinstance(stop, Const) else hi - 1) + step.value <= hi
+    return (stop.value + 1 if isinstance(stop, Const) else lo + 1) + step.value >= lo
+
+
+_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1)}
+
+
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
-    "binary_form", "binary_spelling", "builtin_param", "c_identifier", "fence_flags", "function_name", "literal",
-    "msl_bool",
+    "binary_form", "binary_spelling", "builtin_type", "c_identifier", "fence_flags", "function_name", "literal",
+    "loop_step", "msl_bool",
     "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]

@@ -30,6 +30,7 @@ from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
 from metile.ir.values import AddPtr, Binary, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
 
 _MISSING = object()
+# Per function of the language (`metile.language`, a fixed set), its parameters' positions and defaults: a cache.
 _BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
 
 

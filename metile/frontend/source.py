@@ -2,15 +2,18 @@
 tracing learns about its nodes once (`Prepared`).
 
 `parsed(fn)` reads the function's source (`inspect.getsourcelines`, which tokenizes its file to find the block),
-dedents and parses it once per code object, and keeps what tracing needs with it: the file, the line and column
-offsets of the dedented text in the file, the `def` node, and the per-node facts tracing finds (`Prepared`).
+dedents and parses it once per code object (while that object lives), and keeps what tracing needs with it: the
+file, the line and column offsets of the dedented text in the file, the `def` node, and the per-node facts tracing
+finds (`Prepared`).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
+import weakref
 
 import attrs
 
@@ -56,7 +59,6 @@ class Parsed:
     """What a function's source gives once parsed: file, dedented text, offsets and the `def` (shared, never
     mutated: tracing only reads the `ast`), and what its traces find out about the nodes once (`Prepared`)."""
 
-    code: object
     file: str
     text: str
     col_offset: int
@@ -65,8 +67,10 @@ class Parsed:
     prepared: Prepared  # per node of `fdef`, made when a trace first needs it: its Loc, the names it reads and assigns
 
 
-_PARSED: dict[int, Parsed] = {}  # by id of the code object, which the entry holds (so the id stays its own)
-_PARSED_MAX = 1024
+# Per code object alive: by its id, a weak reference to it and its parse. Code objects equal as values may come from
+# different files (equality ignores the file name), so the key is the object's identity; the entry goes when the code
+# object does (so its id, free for another object then, never finds a stale parse), and it holds no reference to it.
+_PARSED: dict[int, tuple[weakref.ref, Parsed]] = {}
 
 
 def parse(fn, what: str = "kernel") -> Parsed:
@@ -81,20 +85,27 @@ def parse(fn, what: str = "kernel") -> Parsed:
     text = textwrap.dedent("".join(lines))
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
     fdef = ast.parse(text).body[0]
-    return Parsed(fn.__code__, file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
+    return Parsed(file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
 
 
 def parsed(fn, what: str = "kernel") -> Parsed:
     """`parse(fn)`, cached per code object: decorating a function again (or another closure of the same `def`)
     does not read and parse its file again."""
     code = fn.__code__
-    found = _PARSED.get(id(code))
-    if found is None or found.code is not code:
-        found = parse(fn, what)
-        if len(_PARSED) >= _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
-        _PARSED[id(code)] = found
+    key = id(code)
+    entry = _PARSED.get(key)
+    if entry is not None and entry[0]() is code:
+        return entry[1]
+    found = parse(fn, what)
+    _PARSED[key] = (weakref.ref(code, functools.partial(_forget, key)), found)
     return found
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    """Drop the entry of a code object that is gone (unless the key holds a newer entry by then)."""
+    entry = _PARSED.get(key)
+    if entry is not None and entry[0] is ref:
+        del _PARSED[key]
 
 
 def visible_names(fn) -> dict:

@@ -216,7 +216,9 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
 _I32_SCALAR, _F32_SCALAR = TileType(DType.I32), TileType(DType.F32)
 _PYTHON_INTS = (DType.I32, DType.I64, DType.U64)   # a Python int argument's type: the first that holds it (Triton's)
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_ARRAY_TYPES: dict[np.dtype, PtrType] = {}  # per numpy dtype, the type of a numpy array argument
+# Per numpy dtype Metal holds, the type of a numpy array argument: a cache of at most one entry per `DType` (a dtype
+# Metal cannot hold is refused before it is stored), as an array's dtype is equal to the one numpy interns for it.
+_ARRAY_TYPES: dict[np.dtype, PtrType] = {}
 
 
 def arg_type(spec: ParamSpec, value) -> PtrType | TileType:

@@ -24,12 +24,16 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   goes through `__getattr__` after a failed slot lookup. A node whose type cannot be computed (a
   malformed one, for the verifier to report) is left for the lazy read to raise as before;
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
+They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
+importing the IR compiles no code for classes a process never builds; attrs' own `__eq__` and `__hash__` are not
+made at all.
 The results are those of the generic definitions (`_generic_children` states them). The cached hash
 is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fetch it.
 """
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -51,9 +55,9 @@ def _cached_hash(self) -> int:
 def node(cls: type[T]) -> type[T]:
     """Class decorator for IR nodes (use it on every node class, never a bare `attrs.frozen`)."""
     derived = cls.__dict__.get("type")
-    cls = attrs.frozen(cls)
+    cls = attrs.frozen(cls, eq=False, unsafe_hash=False)   # `__eq__` and `__hash__` are the node's own (below)
     cls.__hash__ = _cached_hash
-    _specialise(cls, derived.func if isinstance(derived, cached_property) else None)
+    _register(cls, derived.func if isinstance(derived, cached_property) else None)
     return cls
 
 
@@ -99,18 +103,41 @@ _NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fi
 _CONVERTED: dict[object, type] = {tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
 
 
-def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> None:
-    """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
+_PENDING: dict[type, tuple[Callable, Callable[[Node], object] | None]] = {}  # class -> (attrs' `__init__`, type)
+_SPECIALISING = threading.RLock()
+
+
+def _register(cls: type, derived_type: Callable[[Node], object] | None) -> None:
+    """Note the node class `cls` (its name, its derived `type`), and give it `_first_init` as its `__init__`: its
+    generated methods are made by its first instance, so importing the IR does not compile the code of classes
+    that a process never builds."""
     if cls.__qualname__ == "Node" and cls.__module__ == __name__:
         return  # the base itself, which has no fields (and is not bound yet)
-    fields = [a for a in attrs.fields(cls) if a.eq]
-    names = _EQ_NAMES[cls] = tuple(a.name for a in fields)
     if derived_type is not None:
         _DERIVED_TYPE[cls] = derived_type
     elif not any(a.name == "type" for a in attrs.fields(cls)):
         owner = next((k for k in cls.__mro__ if "type" in k.__dict__), None)
         derived_type = _DERIVED_TYPE.get(owner)
     _NODE_NAMES.add(cls.__name__)
+    _PENDING[cls] = (cls.__init__, derived_type)
+    cls.__init__ = _first_init
+
+
+def _first_init(self, *args, **kwargs) -> None:
+    """The `__init__` of a node class until it has its generated methods: makes them, then builds `self`."""
+    cls = self.__class__
+    with _SPECIALISING:   # one thread makes them; another one building the same class meanwhile waits
+        for k in cls.__mro__:
+            if k.__dict__.get("__init__") is _first_init:
+                _specialise(k)
+    cls.__init__(self, *args, **kwargs)
+
+
+def _specialise(cls: type) -> None:
+    """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
+    attrs_init, derived_type = _PENDING.pop(cls)
+    fields = [a for a in attrs.fields(cls) if a.eq]
+    names = _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
                                 "_NOTHING": _NOTHING, "_type_of": derived_type}
@@ -161,10 +188,12 @@ def _specialise(cls: type, derived_type: Callable[[Node], object] | None) -> Non
     if generic:
         cls.__attrs_post_init__ = scope["__attrs_post_init__"]
         _GENERIC_POST_INITS.add(cls.__attrs_post_init__)
+    _CHILDREN[cls] = scope["children"]
     if init is not None:
         scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
         cls.__init__ = scope["__init__"]
-    _CHILDREN[cls] = scope["children"]
+    else:
+        cls.__init__ = attrs_init
 
 
 def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:

@@ -28,11 +28,14 @@ import math
 import operator
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
 
 from metile.ir.ops import IdentityEnum
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class DType(IdentityEnum):
@@ -58,14 +61,18 @@ class DType(IdentityEnum):
     is_int: bool
     is_signed: bool
     msl: str
-    numpy: np.dtype | None
-    """The numpy dtype holding this type (None for bf16 and the f8 types, which numpy lacks: see `host_dtype`)."""
     storage_only: bool
     """True for the 8-bit float types: they hold values in memory, and every computation on them converts them to
     f16 first (`COMPUTE_AS`); in registers and in MSL they are their bits (`uchar`)."""
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def numpy(self) -> np.dtype | None:
+        """The numpy dtype holding this type (None for bf16 and the f8 types, which numpy lacks: see `host_dtype`).
+        numpy is imported by the first read, not with the IR."""
+        return (_NUMPY or _numpy_tables()).get(self)
 
 
 _BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.I8: 8, DType.U8: 8, DType.I16: 16, DType.U16: 16,
@@ -74,11 +81,21 @@ _MSL = {DType.F32: "float", DType.F16: "half", DType.BF16: "bfloat", DType.I8: "
         DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.I64: "long",
         DType.U64: "ulong", DType.BOOL: "bool", DType.F8E4M3: "uchar", DType.F8E5M2: "uchar"}
 _STORAGE = (DType.F8E4M3, DType.F8E5M2)
-_NUMPY = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16), DType.I8: np.dtype(np.int8),
-          DType.U8: np.dtype(np.uint8), DType.I16: np.dtype(np.int16), DType.U16: np.dtype(np.uint16),
-          DType.I32: np.dtype(np.int32), DType.U32: np.dtype(np.uint32), DType.I64: np.dtype(np.int64),
-          DType.U64: np.dtype(np.uint64), DType.BOOL: np.dtype(np.bool_)}
-_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+_NUMPY: dict[DType, np.dtype] = {}        # filled with `_FROM_NUMPY` on first use: the IR does not import numpy
+_FROM_NUMPY: dict[np.dtype, DType] = {}
+
+
+def _numpy_tables() -> dict[DType, np.dtype]:
+    """`_NUMPY` and `_FROM_NUMPY`, filled (numpy imported) if they are not yet."""
+    if not _NUMPY:
+        import numpy as np
+
+        found = {DType.F32: np.float32, DType.F16: np.float16, DType.I8: np.int8, DType.U8: np.uint8,
+                 DType.I16: np.int16, DType.U16: np.uint16, DType.I32: np.int32, DType.U32: np.uint32,
+                 DType.I64: np.int64, DType.U64: np.uint64, DType.BOOL: np.bool_}
+        _FROM_NUMPY.update({np.dtype(t): d for d, t in found.items()})
+        _NUMPY.update({d: np.dtype(t) for d, t in found.items()})
+    return _NUMPY
 
 for _d in DType:
     _d.bits = _BITS[_d]
@@ -88,7 +105,6 @@ for _d in DType:
     _d.is_int = not _d.is_float and _d is not DType.BOOL
     _d.is_signed = _d in (DType.I8, DType.I16, DType.I32, DType.I64) or _d.is_float
     _d.msl = _MSL[_d]
-    _d.numpy = _NUMPY.get(_d)
 del _d
 
 
@@ -107,6 +123,10 @@ _EXTENSION_NAMES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.F8E4M3, "floa
 def from_numpy(dtype) -> DType | None:
     """The DType for a numpy dtype (ml_dtypes' bfloat16, float8_e4m3fn and float8_e5m2 included), or None when Metal
     cannot hold it (float64, complex...)."""
+    import numpy as np
+
+    if not _FROM_NUMPY:
+        _numpy_tables()
     dt = np.dtype(dtype)
     found = _FROM_NUMPY.get(dt)
     return found if found is not None else _EXTENSION_NAMES.get(dt.name)
@@ -115,8 +135,11 @@ def from_numpy(dtype) -> DType | None:
 def host_dtype(dtype: DType) -> np.dtype | None:
     """The numpy dtype of host arrays of `dtype`: numpy's own, or ml_dtypes' for bf16 and the f8 types (None when
     ml_dtypes is not installed)."""
-    if dtype.numpy is not None:
-        return dtype.numpy
+    found = dtype.numpy
+    if found is not None:
+        return found
+    import numpy as np
+
     try:
         import ml_dtypes
     except ImportError:

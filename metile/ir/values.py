@@ -19,10 +19,10 @@ values (`SimdShuffleXor`...) are per-thread scalars at every level.
 from __future__ import annotations
 
 import math
+import sys
 from functools import cached_property
 
 import attrs
-import numpy as np
 
 from metile.ir.node import Node, node
 from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
@@ -43,8 +43,11 @@ def _normalize(value: object, dtype: DType) -> object:
     """The canonical Python scalar for a constant: float for float types, int for integer types, bool
     for bool (when the value converts exactly); NaN is always the one `math.nan` object, so that
     `Const(nan, f32) == Const(nan, f32)`. Anything else is kept for the verifier to report."""
-    if isinstance(value, np.generic):
-        value = value.item()
+    cls = value.__class__
+    if cls is not float and cls is not int and cls is not bool:
+        np = sys.modules.get("numpy")   # a numpy scalar can only come from numpy, imported then
+        if np is not None and isinstance(value, np.generic):
+            value = value.item()
     if dtype.is_float and isinstance(value, (int, float)):
         value = float(value)
         return math.nan if value != value else value

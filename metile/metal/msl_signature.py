@@ -8,14 +8,16 @@ parameter (`constant int s[2]`) is a buffer holding the array.
 
 Parsing also records the source edits the CPU device's front end makes to a kernel's declaration
 (`kernel` becomes `static`, parameter attributes are dropped); other devices ignore them.
+
+The values read (`KernelSignature`, `Param`, `ParamKind`) are defined in `metile.emit.signature`, where the emitter
+writes them for the kernels metile compiles: devices read signatures from MSL text only for hand-written MSL.
 """
 
 from __future__ import annotations
 
-import enum
-
 import attrs
 
+from metile.emit.signature import KernelSignature, Param, ParamKind
 from metile.ir.errors import Loc
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, split_top_level, tokenize
@@ -32,13 +34,6 @@ from metile.metal.msl_templates import (
     string_literal,
     substitute,
 )
-
-
-class ParamKind(enum.Enum):
-    BUFFER = "buffer"
-    THREADGROUP = "threadgroup"
-    POSITION = "position"
-
 
 # attribute -> (mt_thread_pos field, components held by the field)
 POSITION_ATTRIBUTES: dict[str, tuple[str, int]] = {
@@ -70,64 +65,6 @@ _RECORDED_ATTRIBUTES = {"function_constant"}
 # the address spaces a kernel's pointer and reference parameters may be declared in
 _KERNEL_SPACES = frozenset({"device", "constant", "threadgroup"})
 METAL_PARAM_ATTRIBUTES = {"buffer", "threadgroup", "id", "stage_in", "texture", "sampler", *POSITION_ATTRIBUTES}
-
-
-@attrs.frozen
-class Param:
-    name: str
-    kind: ParamKind
-    type_text: str          # declared type with address-space words, e.g. "device const float*" (arrays as pointers)
-    index: int = -1         # [[buffer(i)]] / [[threadgroup(i)]], or the index Metal assigns
-    attribute: str = ""     # position attribute name
-    is_reference: bool = False
-    line: int = 0
-    function_constant: str = ""   # [[buffer(i), function_constant(b)]]: present only when the bool b is true
-    array: str = ""               # the declared array bounds of an array parameter, e.g. "[2]"
-
-    @property
-    def address_space(self) -> str:
-        for word in ("device", "constant", "threadgroup"):
-            if word in self.type_text.split():
-                return word
-        return ""
-
-    @property
-    def element_type(self) -> str:
-        """The pointee/referee type without address-space or cv words, e.g. "float"."""
-        words = [w for w in self.type_text.replace("*", " ").replace("&", " ").split()
-                 if w not in ("device", "constant", "threadgroup", "const", "volatile", "restrict")]
-        return " ".join(words)
-
-    @property
-    def is_const(self) -> bool:
-        return self.address_space == "constant" or "const" in self.type_text.split()
-
-
-@attrs.frozen
-class KernelSignature:
-    name: str
-    params: tuple[Param, ...]
-    line: int
-    max_total_threads: int = 0  # [[max_total_threads_per_threadgroup(n)]], 0 if absent
-    callee: str = ""            # the C++ function to call when it is not `name` (e.g. "f<float>" for a host_name)
-    function: str = ""          # the name its definition has in the source (a kernel template's name), if not `name`
-
-    @property
-    def defined_as(self) -> str:
-        """The name of the function (or function template) whose body is this kernel's."""
-        return self.function or self.name
-
-    @property
-    def call_name(self) -> str:
-        return self.callee or self.name
-
-    @property
-    def buffers(self) -> tuple[Param, ...]:
-        return tuple(sorted((p for p in self.params if p.kind is ParamKind.BUFFER), key=lambda p: p.index))
-
-    @property
-    def threadgroup_params(self) -> tuple[Param, ...]:
-        return tuple(sorted((p for p in self.params if p.kind is ParamKind.THREADGROUP), key=lambda p: p.index))
 
 
 class SourceErrors:

@@ -8,13 +8,15 @@ established yet when it runs (`precedes`: it must come before the pass providing
 depends on cannot be dropped or misplaced silently. A plain function is a pass too, with no contract: it is taken
 to keep every fact it is given.
 
-Options are keyword arguments of the pass's function, given with `Pass.with_options(parts=4)` or in a textual
-pipeline, `"fold_constants,split_k{parts=4},lower_tiles"` (`parse_pipeline`), as MLIR and xDSL spell them.
+Options are keyword arguments of the pass's function, given with `Pass.with_options(factor=4)` or in a textual
+pipeline, `"fold_constants,my_pass{factor=4},lower_tiles"` (`parse_pipeline`), as MLIR and xDSL spell them. An option
+the function does not take is refused.
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 
@@ -70,10 +72,24 @@ class Pass:
         return base + spec_options(self.options)
 
     def with_options(self, **options) -> Pass:
-        """The pass with these options (keyword arguments of its function) set."""
+        """The pass with these options (keyword arguments of its function) set; a `PipelineError` names an option
+        its function does not take."""
+        taken = _option_names(self.run)
+        unknown = sorted(set(options) - taken) if taken is not None else []
+        if unknown:
+            offer = f"its options are {', '.join(sorted(taken))}" if taken else "it takes none"
+            raise PipelineError(f"pass {self.name} has no option {unknown[0]!r}: {offer}")
         merged = dict(self.options)
         merged.update(options)
         return attrs.evolve(self, options=tuple(sorted(merged.items())))
+
+
+def _option_names(fn: Callable) -> frozenset[str] | None:
+    """The keyword arguments `fn(kernel, ctx, ...)` takes after the kernel and the context (None: any, `**kw`)."""
+    params = list(inspect.signature(fn).parameters.values())[2:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def define_pass(*, requires: Iterable[Fact] = (), provides: Iterable[Fact] = (), precedes: Iterable[Fact] = (),
@@ -122,7 +138,7 @@ def check_order(passes: Sequence, known: Sequence = ()) -> None:
 
 
 def spec_options(options: tuple[tuple[str, object], ...]) -> str:
-    """`options` as a textual pipeline writes them: `{parts=4,name=x}` (nothing without options)."""
+    """`options` as a textual pipeline writes them: `{factor=4,name=x}` (nothing without options)."""
     if not options:
         return ""
     return "{" + ",".join(f"{k}={_spell(v)}" for k, v in options) + "}"
@@ -136,7 +152,7 @@ _SPEC_ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\{([^{}]*)\})?\s*(?:,
 
 
 def parse_pipeline(text: str, passes: Iterable) -> list:
-    """The pipeline `text` names (`"fold_constants,split_k{parts=4},lower_tiles"`), taking each pass by name from
+    """The pipeline `text` names (`"fold_constants,my_pass{factor=4},lower_tiles"`), taking each pass by name from
     `passes` (functions or `Pass`es); options are ints, floats, `true`/`false` or words. A `PipelineError` names
     an unknown pass, a malformed item, or options given to a plain function."""
     by_name = {pass_name(p): p for p in passes}
@@ -145,7 +161,7 @@ def parse_pipeline(text: str, passes: Iterable) -> list:
         m = _SPEC_ITEM.match(text, pos)
         if m is None or m.end() == pos:
             raise PipelineError(f"cannot read the pipeline {text!r} at {text[pos:]!r}: write pass names separated by "
-                                "commas, each with options in braces if any (split_k{parts=4})")
+                                "commas, each with options in braces if any (my_pass{factor=4})")
         name, opts = m.group(1), m.group(2)
         if name not in by_name:
             raise PipelineError(f"the pipeline names an unknown pass {name!r}; known: {', '.join(sorted(by_name))}")

@@ -38,7 +38,8 @@ from metile.rewrite.optimize import (
     serpentine_mma,
     split_k,
 )
-from metile.rewrite.passes import Pass, PipelineError, check_order, parse_pipeline, pass_key, pass_name
+from metile.rewrite.passes import Pass, PipelineError, check_order, pass_key, pass_name
+from metile.rewrite.passes import parse_pipeline as parse_named
 from metile.rewrite.plan import plan_launch, vectorize_memory
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
@@ -84,12 +85,18 @@ def check_pipeline(passes: Iterable) -> tuple:
     return out
 
 
-def pipeline(spec: str, extra: Iterable = ()) -> list:
-    """The pipeline a text names, `"fold_constants,split_k{parts=4},..."`, from the passes of `DEFAULT_PIPELINE` and
-    `extra` (`metile.rewrite.passes.parse_pipeline`), its order checked."""
-    out = parse_pipeline(spec, [*DEFAULT_PIPELINE, *extra])
+def parse_pipeline(spec: str, passes: Iterable | None = None) -> list:
+    """The pipeline the text `spec` names, `"fold_constants,skip_inactive,..."`, each pass taken by name from
+    `passes` (the passes of `DEFAULT_PIPELINE` when not given; `metile.rewrite.passes.parse_pipeline`), its order
+    checked (`check_pipeline`)."""
+    out = parse_named(spec, DEFAULT_PIPELINE if passes is None else passes)
     check_pipeline(out)
     return out
+
+
+def pipeline(spec: str, extra: Iterable = ()) -> list:
+    """`parse_pipeline(spec)` from the passes of `DEFAULT_PIPELINE` and `extra`."""
+    return parse_pipeline(spec, [*DEFAULT_PIPELINE, *extra])
 
 
 def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
@@ -119,4 +126,4 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
 
 
 __all__ = ["DEFAULT_PIPELINE", "LOWERING_PIPELINE", "OPTIONAL_PASSES", "TILE_PIPELINE", "Pass", "PipelineError",
-           "check_pipeline", "pass_key", "pass_name", "pipeline", "run"]
+           "check_pipeline", "parse_pipeline", "pass_key", "pass_name", "pipeline", "run"]

@@ -25,6 +25,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from metile.emit.artifact import MslArtifact
 from metile.metal.args import dim3, run_options_problem, threadgroup_sizes
 from metile.metal.cpu.build import KernelBuilder
 from metile.metal.cpu.dispatch import CpuDispatch
@@ -226,10 +227,13 @@ class CpuDevice:
         return ffi.buffer(mem, nbytes)
 
     # -- compilation ----------------------------------------------------------------------------------------------
-    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
-                include_dirs: Sequence[str | os.PathLike] = ()) -> CpuLibrary:
+    def compile(self, source: str | MslArtifact | None, *, name: str | None = None,
+                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = ()) -> CpuLibrary:
         """Compile MSL text. `name` (or `path`) is the file name messages and faults use; `include_dirs` are
-        searched by `#include` (quoted includes first beside `path`)."""
+        searched by `#include` (quoted includes first beside `path`). A kernel metile emitted, an `MslArtifact`,
+        compiles as it is: its text, under the file name it gives, its kernel bound as its signature says."""
+        if isinstance(source, MslArtifact):
+            return self._compile_artifact(source)
         if path is not None:
             path = Path(path)
             if source is None:
@@ -250,6 +254,19 @@ class CpuDevice:
             return lib
         tr = translate(source, metal_name, include_dirs=(path.parent,) if path is not None else (), preprocessed=pre)
         lib = CpuLibrary(self, tr, path.parent if path is not None else None)
+        lib.handle(False)  # compile now so that errors surface at compile()
+        with self._lock:
+            self._libraries[key] = lib
+        return lib
+
+    def _compile_artifact(self, artifact: MslArtifact) -> CpuLibrary:
+        key = (artifact.msl, artifact.metal_name, "", None)
+        with self._lock:
+            lib = self._libraries.get(key)
+        if lib is not None:
+            return lib
+        tr = translate(artifact.msl, artifact.metal_name, signatures=(artifact.signature,))
+        lib = CpuLibrary(self, tr, None)
         lib.handle(False)  # compile now so that errors surface at compile()
         with self._lock:
             self._libraries[key] = lib

@@ -90,11 +90,14 @@ def entry_symbol(kernel_name: str) -> str:
 
 
 def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "metal_compat.h",
-              include_dirs: tuple = (), preprocessed: Preprocessed | None = None) -> Translation:
+              include_dirs: tuple = (), preprocessed: Preprocessed | None = None,
+              signatures: tuple[KernelSignature, ...] = ()) -> Translation:
     """Turn MSL text into a C++ translation unit for the CPU runtime (see the module docstring).
 
     `preprocessed` is `src` after the preprocessor, when it needed one; `include_dirs` are where the C++ compiler
-    looks for the `#include "..."` files of a source that did not need it."""
+    looks for the `#include "..."` files of a source that did not need it. `signatures` are the kernels of a source
+    whose writer knows them (metile's emitter, `metile.emit.artifact.MslArtifact`): each kernel is bound as its
+    signature says, once it is checked to bind as the declaration the C++ compiler reads."""
     text = preprocessed.text if preprocessed is not None else src
     line_map = preprocessed.line_map if preprocessed is not None else None
     errors = SourceErrors(src, metal_name, line_map)
@@ -144,6 +147,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     if not kernels:
         raise MSLCompileError(f"{metal_name}: no kernel function found (expected `kernel void name(...)` "
                               "or `[[kernel]] void name(...)`)")
+    kernels = _as_given(kernels, signatures, metal_name)
     # function constants (metile/metal/function_constants.py, cpu/function_constants.py)
     headers = function_constant_scan.included_headers(directives, include_dirs, (INCLUDE_DIR,))
     constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
@@ -153,6 +157,35 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
                        function_constants=constants, line_map=line_map)
+
+
+def _as_given(read: list[KernelSignature], given: tuple[KernelSignature, ...], metal_name: str) -> list:
+    """The kernels `read` from a source, each replaced by its signature in `given` (an `MSLCompileError` if one of
+    `given` is missing or binds its arguments otherwise than the declaration read: a compiler error)."""
+    if not given:
+        return read
+    by_name = {k.name: k for k in given}
+    out = []
+    for k in read:
+        sig = by_name.pop(k.name, k)
+        theirs, ours = _binding(sig), _binding(k)
+        if theirs != ours:
+            i = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+            raise MSLCompileError(f"{metal_name}: the signature given for kernel `{k.name}` binds parameter {i} as "
+                                  f"{theirs[i][0] if i < len(theirs) else 'nothing'}, its declaration as "
+                                  f"{ours[i][0] if i < len(ours) else 'nothing'}")
+        out.append(sig)
+    if by_name:
+        raise MSLCompileError(f"{metal_name}: no kernel function `{next(iter(by_name))}`, whose signature is given")
+    return out
+
+
+def _binding(k: KernelSignature) -> list[tuple]:
+    """How a kernel's arguments bind, parameter by parameter: a description, then its name, kind, index, attribute,
+    and whether it is a reference and `const`."""
+    return [(f"`{p.name}` at [[{p.attribute or f'{p.kind.value}({p.index})'}]]{', by reference' * p.is_reference}"
+             f"{', const' * p.is_const}", p.name, p.kind, p.index, p.attribute, p.is_reference, p.is_const)
+            for p in k.params]
 
 
 def _brace_kind(tokens: list[Token], i: int) -> str:

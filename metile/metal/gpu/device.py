@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 
+from metile.emit.artifact import MslArtifact
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
 from metile.metal.errors import (
@@ -225,10 +226,14 @@ class MetalDevice:
         return self.shim.ffi.buffer(mem.ptr, nbytes)
 
     # -- compilation --------------------------------------------------------------------------------------------
-    def compile(self, source: str | None, *, name: str | None = None, path: str | os.PathLike | None = None,
-                include_dirs: Sequence[str | os.PathLike] = ()) -> MetalLibrary:
+    def compile(self, source: str | MslArtifact | None, *, name: str | None = None,
+                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = ()) -> MetalLibrary:
         """Compile MSL text. `name` (or `path`) is the file name compiler messages use; `include_dirs` are
-        searched by `#include` (quoted includes first beside `path`)."""
+        searched by `#include` (quoted includes first beside `path`). A kernel metile emitted, an `MslArtifact`,
+        compiles as it is: its text, under the file name it gives, its kernel bound as its signature says (its text
+        is not read for it)."""
+        if isinstance(source, MslArtifact):
+            return self._compile_artifact(source)
         if path is not None:
             path = Path(path)
             if source is None:
@@ -246,6 +251,18 @@ class MetalDevice:
                 sigs = (kernel_signatures(source, metal_name) if pre is None else
                         kernel_signatures(source, metal_name, text=pre.text, line_map=pre.line_map))
                 lib = MetalLibrary(self, handle, source, metal_name, sigs, include_dir, pre)
+                self._libraries[key] = lib
+        return lib
+
+    def _compile_artifact(self, artifact: MslArtifact) -> MetalLibrary:
+        key = (artifact.msl, artifact.metal_name, "", (), None)
+        with self._lock:
+            self._live_handle()
+            lib = self._libraries.get(key)
+            if lib is None:
+                handle = self.compiler.library(artifact.msl, artifact.metal_name, None, include_dirs=(),
+                                               preprocessed=None)
+                lib = MetalLibrary(self, handle, artifact.msl, artifact.metal_name, (artifact.signature,))
                 self._libraries[key] = lib
         return lib
 
