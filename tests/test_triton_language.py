@@ -41,6 +41,15 @@ def test_every_name_of_triton_language_exists():
     assert len(functions) > 100   # every function and class a kernel may call has an implementation or a refusal
 
 
+def test_the_docs_list_every_name():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "triton.md").read_text()
+    table = page[page.index("## 3. triton.language, name by name"):page.index("## 4. The host side")]
+    missing = [n for n in TRITON_34_NAMES if f"`{n}`" not in table]
+    assert not missing, f"docs/triton.md section 3 does not list {missing}"
+
+
 @triton.jit
 def elementwise(X, Y, Out, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

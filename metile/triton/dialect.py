@@ -56,8 +56,19 @@ REFUSED = {
     C.inline_asm_elementwise: "inline assembly (PTX does not run on Apple GPUs)",
     R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
     "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
-    "tuples)", C.async_task: "warp specialization",
+    "tuples)", C.slice: "Triton's tuple values (use Python tuples)", C.async_task: "warp specialization",
+    C.tensor_descriptor: "tensor descriptors",
 }
+
+
+def _type_object(cls):
+    """A Triton type built in a kernel (`tl.pointer_type(tl.float16)`): a compile-time value, as on the host."""
+    def impl(tr, loc, *args):
+        for a in args:
+            if isinstance(a, Value):
+                raise KernelTypeError(f"tl.{cls.__name__}() takes compile-time arguments", loc)
+        return cls(*args)
+    return impl
 
 
 def _refused(fn, why: str):
@@ -67,7 +78,8 @@ def _refused(fn, why: str):
 
 
 CALLS: dict = {**MEMORY, **TILES, **MATH, **{f: _refused(f, why) for f, why in REFUSED.items()},
-               **{f: libdevice(name) for name, f in LIBDEVICE.items()}}
+               **{f: libdevice(name) for name, f in LIBDEVICE.items()},
+               **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)}}
 """Per function object of `triton.language` (and libdevice), its implementation in a kernel."""
 
 
