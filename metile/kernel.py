@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import os
 import sys
 import types
@@ -69,6 +68,7 @@ from metile.frontend.specialize import (
     classify,
     compile_options,
     exact_key,
+    function_defaults,
     function_ident,
     integer_facts,
 )
@@ -148,7 +148,7 @@ class _Source:
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
         self.fdef = fdef
         self.def_loc = self.loc(fdef)
-        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
+        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), function_defaults(fn), self.loc)
         self._binding: Binding | None = None
 
     @property
@@ -160,20 +160,6 @@ class _Source:
 
     def loc(self, node: ast.AST) -> Loc:
         return self.prepared.loc(node)
-
-
-def _defaults(fn) -> dict:
-    """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
-    function itself unless a wrapper or a `__signature__` makes the signature another one)."""
-    if "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
-        sig = inspect.signature(fn)
-        return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
-    code = fn.__code__
-    out = dict(fn.__kwdefaults__ or {})
-    if fn.__defaults__:
-        n = code.co_argcount
-        out.update(zip(code.co_varnames[n - len(fn.__defaults__):n], fn.__defaults__))
-    return out
 
 
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
@@ -252,8 +238,8 @@ class JITKernel:
         functools.update_wrapper(self, fn)
         self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
         self.debug = bool(debug)
-        self.dialect = dialect                             # the rules of the kernel's language
-        self.do_not_specialize = frozenset(do_not_specialize)   # integer parameters not specialised on
+        self.dialect = dialect   # the rules of the kernel's language
+        self.do_not_specialize = frozenset(do_not_specialize)   # parameters not specialised on 1 and multiples of 16
         self._quiet = DebugSettings(verify_each=self.debug)
         self._src: _Source | None = None
         self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
@@ -284,9 +270,8 @@ class JITKernel:
         """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options)` for one call (the launch
         options' values are checked here; they are no part of the key)."""
         src = self.source
-        dialect = self.dialect
         values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc,
-                                               dialect.static_arg)
+                                               self.dialect.static_arg)
         if options or "NUM_SG" in consts:   # checked here, kept in the spec for `_trace` to apply
             compiled = compile_options(options, self.fn.__name__, src.def_loc, consts)
         else:
@@ -296,8 +281,7 @@ class JITKernel:
                                           launch.get("profile"), launch.get("profile_only", False))
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
-        typing = dialect.arg_type
-        typed = [(s, v, typing(s, v)) for s, v in values]
+        typed = [(s, v, self.dialect.arg_type(s, v)) for s, v in values]
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
@@ -330,10 +314,9 @@ class JITKernel:
             params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
                       for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
-            one_as_number = self.dialect.one_as_number
             for (s, _, t) in typed:
                 if facts.get(s.name) == ONE:
-                    env[s.name] = 1 if one_as_number else Const(1, t.dtype)
+                    env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
             meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
@@ -443,8 +426,7 @@ class JITKernel:
         if n is None:
             specs = self.source.specs
             self._runtime_names = frozenset(s.name for s in specs if not s.constexpr)
-            self._plain_at = frozenset(i for i, s in enumerate(self.source.binding.ordered)
-                                       if s in self.do_not_specialize)
+            self._plain_at = frozenset(map(self.source.binding.ordered.index, self.do_not_specialize))
             n = self._n_runtime = len(self._runtime_names)
         if len(args) < n:
             return None
@@ -454,10 +436,8 @@ class JITKernel:
             if tok is None:
                 return None
             out.append(tok)
-        if self._plain_at:   # parameters not specialised on 1 and multiples of 16: an int is an int
-            for i in self._plain_at:
-                if out[i + 2] is _ONE or out[i + 2] is _MULTIPLE:
-                    out[i + 2] = int
+        for i in self._plain_at:   # parameters not specialised on 1 and multiples of 16: an int is an int
+            out[i + 2] = int if out[i + 2] is _ONE or out[i + 2] is _MULTIPLE else out[i + 2]
         for a in args[n:]:
             cls = a.__class__
             out.append((cls, a) if cls is int or cls is bool or cls is str else exact_key(a))

@@ -295,3 +295,35 @@ def test_int1_arithmetic_wraps_in_one_bit():
     out = np.zeros(12, np.int32)
     bools[(1,)](out, a, b, 4)
     assert list(out) == [0, 1, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0]
+
+
+SCALE = tl.constexpr(3)
+
+
+@triton.jit
+def builtins_and_globals(X, Out):
+    x = tl.load(X + tl.arange(0, 4))
+    tl.static_assert(x.dtype is tl.float16 and X.dtype.element_ty == tl.float16)
+    tl.static_assert(X.dtype == tl.pointer_type(tl.float16))
+    small = min(SCALE, 2)             # Python's min is tl.minimum, on constexprs too: a traced i32
+    tl.static_assert(small.dtype == tl.int32)
+    tl.store(Out + tl.arange(0, 4), max(x, 0.5).to(tl.float32) * SCALE + small)
+
+
+def test_python_min_max_are_tritons_and_globals_are_constexprs():
+    x = np.array([-1.0, 0.25, 1.0, 2.0], np.float16)
+    out = np.zeros(4, np.float32)
+    builtins_and_globals[(1,)](x, out)
+    assert list(out) == [3.5, 3.5, 5.0, 8.0]
+
+
+@triton.jit
+def prints(X):
+    print("x", tl.load(X))
+
+
+def test_print_is_device_print_which_metile_does_not_have_yet():
+    from metile.triton.errors import NotSupportedYetError
+
+    with pytest.raises(NotSupportedYetError, match="device_print"):
+        prints[(1,)](np.zeros(1, np.float32))

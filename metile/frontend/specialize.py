@@ -17,6 +17,7 @@ import ast
 import difflib
 import functools
 import hashlib
+import inspect
 import math
 
 import attrs
@@ -93,6 +94,20 @@ def _is_constexpr(annotation: ast.expr | None, globals_: dict) -> bool:
     except Exception:  # noqa: BLE001 - an annotation we cannot evaluate is not metile.constexpr
         return False
     return value is constexpr
+
+
+def function_defaults(fn) -> dict:
+    """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
+    function itself unless a wrapper or a `__signature__` makes the signature another one)."""
+    if "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
+        sig = inspect.signature(fn)
+        return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+    code = fn.__code__
+    out = dict(fn.__kwdefaults__ or {})
+    if fn.__defaults__:
+        n = code.co_argcount
+        out.update(zip(code.co_varnames[n - len(fn.__defaults__):n], fn.__defaults__))
+    return out
 
 
 def classify(fdef: ast.FunctionDef, globals_: dict, defaults: dict, loc_of) -> tuple[ParamSpec, ...]:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import math
@@ -77,10 +78,24 @@ def _refused(fn, why: str):
     return impl
 
 
+def _builtin_extreme(name: str):
+    def impl(tr, loc, x, y, propagate_nan):
+        return TILES[C.maximum if name == "max" else C.minimum](tr, loc, x, y, propagate_nan)
+    return impl
+
+
+def _print(tr, loc, *args):
+    raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
+
+
 CALLS: dict = {**MEMORY, **TILES, **MATH, **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
-               **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)}}
-"""Per function object of `triton.language` (and libdevice), its implementation in a kernel."""
+               **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
+               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}
+"""Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
+of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
+is a traced value), and `print` is Triton's `device_print`."""
+_SIGNATURES = {builtins.min: C.minimum, builtins.max: C.maximum, builtins.print: C.static_print}
 
 
 @functools.cache
@@ -92,7 +107,7 @@ def bind(fn, args: list, kwargs: dict, loc: Loc) -> list:
     """The arguments of a call to the Triton function `fn` in parameter order (defaults filled in, `*args` as a
     tuple), or a `KernelArgumentError` naming the function."""
     try:
-        bound = _signature(fn).bind(*args, **kwargs)
+        bound = _signature(_SIGNATURES.get(fn, fn)).bind(*args, **kwargs)
     except TypeError as e:
         raise KernelArgumentError(f"tl.{getattr(fn, '__name__', fn)}(): {e}", loc) from None
     bound.apply_defaults()
@@ -150,6 +165,8 @@ def _range_loop(tr, loc: Loc, args: list, kwargs: dict) -> tuple:
     a = bind(C.range, args, kwargs, loc)
     arg1, arg2, step, num_stages = a[:4]
     start, stop = (0, arg1) if arg2 is None else (arg1, arg2)
+    if isinstance(num_stages, int) and not isinstance(num_stages, bool) and num_stages < 1:
+        num_stages = None   # Triton's 0 (or 1): no pipelining
     return start, stop, 1 if step is None else step, num_stages
 
 

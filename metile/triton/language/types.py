@@ -256,12 +256,14 @@ def metile_dtype(t, loc=None) -> DType:
     return member
 
 
-_FROM_METILE = {getattr(DType, m): n for n, m in _TO_METILE.items() if hasattr(DType, m)}
+_INSTANCES = {t.name: t for t in (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,
+                                  float32, float8e4nv, float8e5)}
+_FROM_METILE = {getattr(DType, m): _INSTANCES[n] for n, m in _TO_METILE.items() if hasattr(DType, m)}
 
 
 def triton_dtype(d: DType) -> dtype:
-    """The Triton dtype of metile's element type `d`."""
-    return dtype(_FROM_METILE[d])
+    """The Triton dtype of metile's element type `d`: the module's own object (`x.dtype is tl.float16` holds)."""
+    return _FROM_METILE[d]
 
 
 __all__ = [
