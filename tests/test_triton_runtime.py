@@ -142,6 +142,11 @@ def test_host_functions_version_and_driver():
     assert props["max_shared_mem"] == 32768 and props["warpSize"] == 32 and props["multiprocessor_count"] >= 1
     d.get_device_interface().synchronize()
     assert d.get_benchmarker() is triton.testing.do_bench
+    from types import SimpleNamespace
+
+    from metile.triton.runtime.driver import _cores
+    assert _cores(SimpleNamespace(gpu_name="Apple M1 Max")) == 32       # an Apple GPU's cores, from metile's table
+    assert _cores(SimpleNamespace(gpu_name="Apple M99")) == props["multiprocessor_count"]
 
 
 def test_testing_utilities(capsys, tmp_path):

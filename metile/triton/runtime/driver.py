@@ -5,9 +5,9 @@
 `cpu` on the CPU device), `get_current_target()` (a `GPUTarget` whose backend is `"metal"`, neither `"cuda"` nor
 `"hip"`, and whose arch is the Apple GPU family metile compiles for), `get_device_interface()` (`synchronize()`),
 `get_benchmarker()` (`triton.testing.do_bench`) and `utils.get_device_properties(device)`:
-`multiprocessor_count` (the CPU device's worker threads, one per core; an Apple GPU's cores where metile knows
-them), `max_shared_mem` (threadgroup memory, 32768 bytes), `warpSize` (32, a simdgroup), `max_num_regs` (a nominal
-65536: Metal reports no register counts) and `max_threads_per_sm` (1024).
+`multiprocessor_count` (the CPU's cores on the CPU device; an Apple GPU's cores where metile's table of Apple GPUs
+knows its name), `max_shared_mem` (threadgroup memory, 32768 bytes), `warpSize` (32, a simdgroup), `max_num_regs`
+(a nominal 65536: Metal reports no register counts) and `max_threads_per_sm` (1024).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 
 import metile
 from metile.ir.target import DEFAULT_TARGET
+from metile.profile.gpus import UnknownGpuError, gpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +31,21 @@ class GPUTarget:
 
 
 def metal_target() -> str:
-    return DEFAULT_TARGET.family
+    """The Apple GPU family kernels compile for: the Apple GPU's own (`apple9`...), or the family the CPU device runs
+    Metal code as."""
+    family = getattr(metile.device(), "gpu_family", None)
+    return f"apple{family}" if family else DEFAULT_TARGET.family
+
+
+def _cores(dev) -> int:
+    """An Apple GPU's cores (from metile's table of Apple GPUs, by the device's name), else the CPU's cores."""
+    name = getattr(dev, "gpu_name", None)
+    if name:
+        try:
+            return gpu(name.removeprefix("Apple").strip()).gpu_cores
+        except UnknownGpuError:
+            pass
+    return os.cpu_count() or 1
 
 
 class _Event:
@@ -78,8 +93,7 @@ class _Utils:
     @staticmethod
     def get_device_properties(device=None) -> dict:
         dev = metile.device()
-        cores = getattr(dev, "gpu_cores", None) or os.cpu_count() or 1
-        return {"multiprocessor_count": int(cores), "max_shared_mem": int(dev.max_threadgroup_memory),
+        return {"multiprocessor_count": _cores(dev), "max_shared_mem": int(dev.max_threadgroup_memory),
                 "warpSize": DEFAULT_TARGET.simd_width, "max_num_regs": 65536,
                 "max_threads_per_sm": int(dev.max_threads_per_threadgroup)}
 
