@@ -63,6 +63,7 @@ from metile.frontend.specialize import (
     ONE,
     Binding,
     ParamSpec,
+    arg_type,
     bind,
     cache_key,
     classify,
@@ -281,7 +282,8 @@ class JITKernel:
                                           launch.get("profile"), launch.get("profile_only", False))
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
-        typed = [(s, v, self.dialect.arg_type(s, v)) for s, v in values]
+        typing = self.dialect.arg_type or arg_type   # the language's typing of arguments, or metile's
+        typed = [(s, v, typing(s, v)) for s, v in values]
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)

@@ -21,7 +21,6 @@ from metile.frontend.builtins import bind_args, bind_values
 from metile.frontend.errors import RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import CALLS, value_attribute
 from metile.frontend.funcs import Func
-from metile.frontend.specialize import arg_type
 from metile.ir.errors import Loc, MetileError
 
 
@@ -68,7 +67,8 @@ class Dialect:
     - `name`: how messages name a kernel of the language.
 
     Launching:
-    - `arg_type(spec, value)`: the IR type of a runtime argument (`metile.frontend.specialize.arg_type`).
+    - `arg_type(spec, value)`: the IR type of a runtime argument (None: metile's own,
+      `metile.frontend.specialize.arg_type`).
     - `static_arg(value)`: true for an argument a runtime parameter takes as a compile-time value in this call
       (None: no such arguments).
     - `one_as_number`: an integer argument equal to 1, which is specialised on, reads as the Python number 1 in the
@@ -89,7 +89,7 @@ class Dialect:
     unsupported: Callable = _unsupported
     traced_logic: Callable = _traced_logic
     traced_identity: bool = False
-    arg_type: Callable = arg_type
+    arg_type: Callable | None = None
     static_arg: Callable | None = None
     one_as_number: bool = False
 
