@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import os
 import sys
 import types
@@ -48,6 +47,7 @@ import numpy as np
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.artifact import emit_artifact
+from metile.frontend.dialect import METILE, Dialect
 from metile.frontend.errors import (
     GridError,
     KernelArgumentError,
@@ -69,6 +69,7 @@ from metile.frontend.specialize import (
     classify,
     compile_options,
     exact_key,
+    function_defaults,
     function_ident,
     integer_facts,
 )
@@ -164,7 +165,7 @@ class _Source:
             raise UnsupportedSyntaxError("@metile.kernel applies to plain `def` functions", self.loc(fdef))
         self.fdef = fdef
         self.def_loc = self.loc(fdef)
-        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), _defaults(fn), self.loc)
+        self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), function_defaults(fn), self.loc)
         self._binding: Binding | None = None
 
     @property
@@ -178,21 +179,6 @@ class _Source:
         return self.prepared.loc(node)
 
 
-def _defaults(fn) -> dict:
-    """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
-    function itself unless a wrapper or a `__signature__` makes the signature another one)."""
-    if "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
-        sig = inspect.signature(fn)
-        return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
-    code = fn.__code__
-    out = dict(fn.__kwdefaults__ or {})
-    if fn.__defaults__:
-        n = code.co_argcount
-        out.update(zip(code.co_varnames[n - len(fn.__defaults__):n], fn.__defaults__))
-    return out
-
-
-# Caches per class of the arguments launches see (numpy arrays, Buffers, each library's tensor class: a few classes).
 _ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
 _FOREIGN: dict[type, bool] = {}   # per array class: an array of another library (DLPack, with a device)?
 
@@ -260,14 +246,17 @@ class JITKernel:
     every pass of it (as a non-empty `METILE_DEBUG` does).
     """
 
-    def __init__(self, fn, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False):
+    def __init__(self, fn, *, pipeline: list[Pass] | tuple[Pass, ...] | None = None, debug: bool = False,
+                 dialect: Dialect = METILE, do_not_specialize: frozenset[str] = frozenset()):
         if not isinstance(fn, types.FunctionType):
-            raise UnsupportedSyntaxError(f"@metile.kernel applies to functions written with `def`, not to "
+            raise UnsupportedSyntaxError(f"{dialect.name} applies to functions written with `def`, not to "
                                          f"{type(fn).__name__} {fn!r:.60}")
         self.fn = fn
         functools.update_wrapper(self, fn)
         self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
         self.debug = bool(debug)
+        self.dialect = dialect   # the rules of the kernel's language
+        self.do_not_specialize = frozenset(do_not_specialize)   # parameters not specialised on 1 and multiples of 16
         self._quiet = DebugSettings(verify_each=self.debug)
         self._src: _Source | None = None
         self._cache: dict[tuple, Kernel] = {}                # Tile IR per specialization key
@@ -276,12 +265,14 @@ class JITKernel:
         self._launches: dict[tuple, Launch] = {}            # per (METILE_DEBUG, argument types, constexprs)
         self._n_runtime: int | None = None
         self._runtime_names: frozenset[str] = frozenset()
+        self._plain_at: frozenset[int] = frozenset()   # positions of the `do_not_specialize` parameters
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
         """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
         and compile caches (compiled entries are keyed by pipeline, so they never mix)."""
-        other = JITKernel(self.fn, pipeline=pipeline, debug=self.debug)
+        other = JITKernel(self.fn, pipeline=pipeline, debug=self.debug, dialect=self.dialect,
+                          do_not_specialize=self.do_not_specialize)
         other._src, other._cache, other._compiled = self._src, self._cache, self._compiled
         other._verified = self._verified
         return other
@@ -296,7 +287,8 @@ class JITKernel:
         """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options)` for one call (the launch
         options' values are checked here; they are no part of the key)."""
         src = self.source
-        values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc)
+        values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc,
+                                               self.dialect.static_arg)
         if options or "NUM_SG" in consts:   # checked here, kept in the spec for `_trace` to apply
             compiled = compile_options(options, self.fn.__name__, src.def_loc, consts)
         else:
@@ -306,11 +298,13 @@ class JITKernel:
                                           launch.get("profile"), launch.get("profile_only", False))
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
-        typed = [(s, v, arg_type(s, v)) for s, v in values]
+        typing = self.dialect.arg_type or arg_type   # the language's typing of arguments, or metile's
+        typed = [(s, v, typing(s, v)) for s, v in values]
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
-        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, integer_facts(typed))
+        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options,
+                        integer_facts(typed, self.do_not_specialize))
         return key, typed, consts, compiled, launch
 
     def cache_key(self, *args, **kwargs) -> tuple:
@@ -334,17 +328,17 @@ class JITKernel:
         found = self._cache.get(key)
         if found is None:
             src = self.source
-            facts = dict(integer_facts(typed))   # bound, but read as the constant 1 or known multiples of 16
+            facts = dict(integer_facts(typed, self.do_not_specialize))   # read as 1, or known multiples of 16
             params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
                       for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
             for (s, _, t) in typed:
                 if facts.get(s.name) == ONE:
-                    env[s.name] = Const(1, t.dtype)
+                    env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
             meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
-                            prepared=src.prepared)
+                            prepared=src.prepared, dialect=self.dialect)
             try:
                 found = tracer.run()
             except RecursionError:
@@ -453,6 +447,7 @@ class JITKernel:
         if n is None:
             specs = self.source.specs
             self._runtime_names = frozenset(s.name for s in specs if not s.constexpr)
+            self._plain_at = frozenset(map(self.source.binding.ordered.index, self.do_not_specialize))
             n = self._n_runtime = len(self._runtime_names)
         if len(args) < n:
             return None
@@ -462,6 +457,8 @@ class JITKernel:
             if tok is None:
                 return None
             out.append(tok)
+        for i in self._plain_at:   # parameters not specialised on 1 and multiples of 16: an int is an int
+            out[i + 2] = int if out[i + 2] is _ONE or out[i + 2] is _MULTIPLE else out[i + 2]
         for a in args[n:]:
             cls = a.__class__
             out.append((cls, a) if cls is int or cls is bool or cls is str else exact_key(a))

@@ -1,7 +1,8 @@
 """The frontend: a `@metile.kernel` Python function -> Tile IR (`Stage.TILE`).
 
 Modules: `errors` (the user-facing error classes), `specialize` (parameter kinds, argument types,
-the cache key), `semantic` (typing of operators: promotion, broadcasting, pointer arithmetic),
+the cache key), `dialect` (the rules of a kernel's language the tracer consults: metile's own, `METILE`; Triton's is
+`metile.triton.dialect`), `semantic` (typing of operators: promotion, broadcasting, pointer arithmetic),
 `builtins` (one implementation per `metile.language` function), `library` (casts, more math, scans, random
 numbers) and `helpers` (meTile's `scalar`, `fast_exp`, `simd_sum`, `simd_max` and Triton's `static_range`, built
 from other functions), `exprs` (the walk over expressions: compile-time values are computed, traced ones build

@@ -34,7 +34,7 @@ from metile.ir.stmts import For, If, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.types import DType, PtrType
 from metile.ir.values import Compare, Value, Var
-from metile.language import simdgroup_role, tile_range
+from metile.language import simdgroup_role
 
 _MAX_WIDEN = 4
 _MAX_UNROLL = 100_000
@@ -191,13 +191,15 @@ class ControlFlow:
         it = node.iter
         if isinstance(it, ast.Call):
             fn = self.eval(it.func)
-            if fn is tile_range:
-                a = bind_args(tile_range, [self.eval(x) for x in it.args],
-                              {k.arg: self.eval(k.value) for k in it.keywords}, self.loc(it))
-                return self.runtime_for(node, a["start"], a["stop"], a["step"], a["num_stages"])
+            loop = self.dialect.loops.get(fn)
+            if loop is not None:   # a runtime loop of the language (metile.tile_range)
+                bounds = loop(self, self.loc(it), [self.eval(x) for x in it.args],
+                              {k.arg: self.eval(k.value) for k in it.keywords})
+                return self.runtime_for(node, *bounds)
             if fn is range and not it.keywords:
                 args = [self.eval(x) for x in it.args]
-                if any(isinstance(x, Value) for x in args):  # a traced bound: a runtime loop, as Triton's `range`
+                if self.dialect.runtime_range or any(isinstance(x, Value) for x in args):
+                    # a traced bound (or a language whose `range` always is): a runtime loop, as Triton's `range`
                     if not 1 <= len(args) <= 3:
                         raise KernelTypeError(f"range() takes 1 to 3 arguments, not {len(args)}", self.loc(it))
                     start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]

@@ -18,7 +18,7 @@ import math
 
 from metile import language as L
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import BUILTINS, bind_values
+from metile.frontend.builtins import BUILTINS
 from metile.frontend.container_calls import CONTAINER_BUILTINS, BoundMethod, call_method, container_builtin, method
 from metile.frontend.containers import check_key, holds_traced, own
 from metile.frontend.displays import (
@@ -38,7 +38,7 @@ from metile.frontend.errors import (
     UnsupportedCallError,
     UnsupportedSyntaxError,
 )
-from metile.frontend.funcs import Func, call_func
+from metile.frontend.funcs import call_func
 from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
@@ -113,8 +113,7 @@ def lookup(tr, name: str, node: ast.AST):
 # ---- one function per expression class: (tracer, node) -> value
 
 def _unsupported(tr, node: ast.expr):
-    what = SYNTAX.get(type(node), f"{type(node).__name__} expressions")
-    raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", tr.loc(node))
+    raise tr.dialect.unsupported(SYNTAX.get(type(node), f"{type(node).__name__} expressions"), tr.loc(node))
 
 
 def _constant(tr, node: ast.Constant):
@@ -143,17 +142,7 @@ def _attribute(tr, node: ast.Attribute):
         base = EVAL[base_node.__class__](tr, base_node)
     attr = node.attr
     if isinstance(base, Value):
-        if attr == "shape":
-            return tuple(base.type.shape)
-        if attr == "dtype":
-            return str(base.type.dtype)
-        if attr == "T":
-            return CALLS[L.trans](tr, tr.loc(node), base)
-        fn = _METHODS.get(attr)
-        if fn is not None:
-            return Method(fn, base)
-        raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype, .T and "
-                              ".to(dtype))", tr.loc(node))
+        return tr.dialect.attribute(tr, base, attr, tr.loc(node))
     if base.__class__ in _CONTAINERS:
         return method(base, attr, base_node.id if base_node.__class__ is ast.Name else None, tr.loc(node))
     try:
@@ -162,6 +151,21 @@ def _attribute(tr, node: ast.Attribute):
         owner = getattr(base, "__name__", type(base).__name__)
         raise UndefinedNameError(f"'{owner}' has no attribute '{attr}'", tr.loc(node)) from None
     return value.value if isinstance(value, constexpr) else value
+
+
+def value_attribute(tr, base: Value, attr: str, loc: Loc):
+    """`base.attr` of a traced value in a metile kernel: `.shape`, `.dtype` (its type's name), `.T` and `.to(...)`."""
+    if attr == "shape":
+        return tuple(base.type.shape)
+    if attr == "dtype":
+        return str(base.type.dtype)
+    if attr == "T":
+        return CALLS[L.trans](tr, loc, base)
+    fn = _METHODS.get(attr)
+    if fn is not None:
+        return Method(fn, base)
+    raise KernelTypeError(f"traced values have no attribute '{attr}' (they have .shape, .dtype, .T and "
+                          ".to(dtype))", loc)
 
 
 def _tuple(tr, node: ast.Tuple):
@@ -173,8 +177,8 @@ def _binop(tr, node: ast.BinOp):
     if op is None:
         raise UnsupportedSyntaxError("the `@` operator is not supported; use metile.dot(a, b)", tr.loc(node))
     left, right = node.left, node.right
-    value = sem.binary(op, EVAL[left.__class__](tr, left), EVAL[right.__class__](tr, right),
-                       tr.locs.get(node) or tr.loc(node))
+    value = tr.dialect.binary(op, EVAL[left.__class__](tr, left), EVAL[right.__class__](tr, right),
+                              tr.locs.get(node) or tr.loc(node))
     if value.__class__ in _CONTAINERS:  # `a + b`, `a * 3` of lists (or tuples holding them): a new container
         return own(tr, value)
     return value.value if isinstance(value, constexpr) else value
@@ -185,26 +189,25 @@ def _unaryop(tr, node: ast.UnaryOp):
     x = EVAL[operand.__class__](tr, operand)
     op = node.op.__class__
     if op is ast.USub:
-        value = sem.unary("neg", x, tr.loc(node))
+        value = tr.dialect.unary("neg", x, tr.loc(node))
     elif op is ast.UAdd:
         value = x
     elif op is ast.Invert:
-        value = sem.unary("invert", x, tr.loc(node))
+        value = tr.dialect.unary("invert", x, tr.loc(node))
     elif isinstance(x, Value):
-        raise RuntimeConditionError("`not` cannot take a traced value; use `~mask` or `x == 0`", tr.loc(node))
+        raise tr.dialect.traced_logic("not", tr.loc(node))
     else:
         value = not x
     return value.value if isinstance(value, constexpr) else value
 
 
 def _boolop(tr, node: ast.BoolOp):
-    word, sym = ("and", "&") if isinstance(node.op, ast.And) else ("or", "|")
+    word = "and" if isinstance(node.op, ast.And) else "or"
     value = None
     for operand in node.values:
         value = EVAL[operand.__class__](tr, operand)
         if isinstance(value, Value):
-            raise RuntimeConditionError(f"`{word}` cannot take a traced value; combine masks with `{sym}` "
-                                        "(with parentheses around comparisons)", tr.loc(operand))
+            raise tr.dialect.traced_logic(word, tr.loc(operand))
         if (word == "and") != bool(value):
             break
     return value.value if isinstance(value, constexpr) else value
@@ -219,7 +222,8 @@ def _compare(tr, node: ast.Compare):
         right = EVAL[right.__class__](tr, right)
         name = _CMPOPS.get(op.__class__)
         if name is None:
-            if isinstance(left, Value) or isinstance(right, Value):
+            if (isinstance(left, Value) or isinstance(right, Value)) and not (
+                    tr.dialect.traced_identity and op.__class__ in (ast.Is, ast.IsNot)):
                 raise KernelTypeError("`is`, `is not`, `in` and `not in` need compile-time operands", loc)
             if op.__class__ in (ast.In, ast.NotIn) and right.__class__ is not dict and holds_traced(right):
                 raise KernelTypeError("`in` would compare with traced values, whose comparison is only known when the "
@@ -230,8 +234,8 @@ def _compare(tr, node: ast.Compare):
             raise KernelTypeError("comparing containers that hold traced values: their items are only known when the "
                                   "kernel runs; compare the items one by one", loc)
         else:
-            part = sem.compare(name, left, right, loc)
-        result = part if result is None else sem.binary("and", result, part, loc)
+            part = tr.dialect.compare(name, left, right, loc)
+        result = part if result is None else tr.dialect.binary("and", result, part, loc)
         if not isinstance(result, Value) and not result:
             break
         left = right
@@ -299,33 +303,36 @@ def _call(tr, node: ast.Call):
             raise UnsupportedSyntaxError("`**kwargs` in calls is not supported inside a kernel", tr.loc(node))
         kwargs[kw.arg] = EVAL[kw.value.__class__](tr, kw.value)
     loc = tr.locs.get(node) or tr.loc(node)
+    dialect = tr.dialect
     if fn.__class__ is Method:
         args.insert(0, fn.value)
         fn = fn.fn
-    elif fn.__class__ is Func:
-        value = call_func(tr, fn, args, kwargs, loc)
-        return value.value if isinstance(value, constexpr) else value
     elif fn.__class__ is BoundMethod:
         return call_method(tr, fn, args, kwargs, loc)
     elif fn in CONTAINER_BUILTINS or ((fn is builtins.min or fn is builtins.max) and len(args) == 1):
         value = container_builtin(tr, fn, args, kwargs, loc)
         if value is not NotImplemented:
             return value
-    impl = CALLS.get(fn)
-    value = impl(tr, loc, *bind_values(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc)
+    elif (helper := dialect.helpers.get(fn.__class__)) is not None:   # a function the call inlines
+        value = call_func(tr, helper(fn), args, kwargs, loc)
+        return value.value if isinstance(value, constexpr) else value
+    impl = dialect.calls.get(fn)
+    value = impl(tr, loc, *dialect.bind(fn, args, kwargs, loc)) if impl is not None else call(fn, args, kwargs, loc,
+                                                                                                dialect)
     return value.value if isinstance(value, constexpr) else value
 
 
-def call(fn, args: list, kwargs: dict, loc: Loc):
-    """A call of something other than a `metile` builtin: `metile.constexpr(v)`, or a Python builtin or `math`
-    function on compile-time values."""
+def call(fn, args: list, kwargs: dict, loc: Loc, dialect=None):
+    """A call of something other than a builtin of the kernel's language (`dialect`, metile's by default):
+    `metile.constexpr(v)`, or a Python builtin or `math` function on compile-time values."""
     if fn is constexpr:
         return args[0] if args else None
     if (fn is builtins.min or fn is builtins.max) and len(args) >= 2 and not kwargs \
             and any(isinstance(a, Value) for a in args):  # element-wise, as Triton reads them
+        binary = sem.binary if dialect is None else dialect.binary
         out = args[0]
         for a in args[1:]:
-            out = sem.binary("min" if fn is builtins.min else "max", out, a, loc)
+            out = binary("min" if fn is builtins.min else "max", out, a, loc)
         return out
     if fn in _PY_CALLABLES or getattr(fn, "__module__", None) == "math" or fn is math.prod:
         if any(isinstance(a, Value) for a in [*args, *kwargs.values()]):
@@ -339,6 +346,10 @@ def call(fn, args: list, kwargs: dict, loc: Loc):
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     if type(fn).__name__ == "JITKernel":
         raise UnsupportedCallError(f"calling the kernel '{name}' from inside a kernel is not supported", loc)
+    if dialect is not None and dialect.name != "@metile.kernel":
+        raise UnsupportedCallError(f"cannot call '{name}' inside a {dialect.name}: only its language's functions, "
+                                   "its helper functions and Python builtins on compile-time values can be called",
+                                   loc)
     raise UnsupportedCallError(f"cannot call '{name}' inside a @metile.kernel: only metile functions, @metile.func "
                                "helpers and Python builtins on compile-time values can be called (mark a helper "
                                "function with @metile.func to call it here)", loc)
@@ -350,4 +361,4 @@ EVAL = _Table({ast.Constant: _constant, ast.Name: _name, ast.Attribute: _attribu
                ast.UnaryOp: _unaryop, ast.BoolOp: _boolop, ast.Compare: _compare, ast.IfExp: _ifexp,
                ast.Subscript: _subscript, ast.Slice: _slice, ast.Call: _call})
 
-__all__ = ["BINOPS", "CALLS", "EVAL", "SYNTAX", "Method", "call", "eval_expr", "expand", "lookup"]
+__all__ = ["BINOPS", "CALLS", "EVAL", "SYNTAX", "Method", "call", "eval_expr", "expand", "lookup", "value_attribute"]

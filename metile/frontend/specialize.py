@@ -18,6 +18,7 @@ import ast
 import difflib
 import functools
 import hashlib
+import inspect
 import math
 
 import attrs
@@ -92,6 +93,20 @@ def _is_constexpr(annotation: ast.expr | None, globals_: dict) -> bool:
     except Exception:  # noqa: BLE001 - an annotation we cannot evaluate is not metile.constexpr
         return False
     return value is constexpr
+
+
+def function_defaults(fn) -> dict:
+    """The default value of each parameter of `fn` that has one (what `inspect.signature` reports, read from the
+    function itself unless a wrapper or a `__signature__` makes the signature another one)."""
+    if "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
+        sig = inspect.signature(fn)
+        return {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+    code = fn.__code__
+    out = dict(fn.__kwdefaults__ or {})
+    if fn.__defaults__:
+        n = code.co_argcount
+        out.update(zip(code.co_varnames[n - len(fn.__defaults__):n], fn.__defaults__))
+    return out
 
 
 def classify(fdef: ast.FunctionDef, globals_: dict, defaults: dict, loc_of) -> tuple[ParamSpec, ...]:
@@ -172,8 +187,10 @@ LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})
 that name takes the keyword instead."""
 
 
-def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
-    """`(runtime [(spec, value)], constexprs {name: value}, options {name: value}, launch options {name: value})`."""
+def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc, static_arg=None):
+    """`(runtime [(spec, value)], constexprs {name: value}, options {name: value}, launch options {name: value})`;
+    a runtime parameter whose argument satisfies `static_arg` (a kernel language's rule: Triton's `None`) is bound
+    as a constexpr of this call."""
     ordered = binding.ordered
     if len(args) > len(ordered):
         raise KernelArgumentError(f"{name}() takes {binding.n_runtime} runtime arguments but {len(args)} were given "
@@ -206,7 +223,7 @@ def bind(binding: Binding, args: tuple, kwargs: dict, name: str, loc: Loc):
                     raise KernelArgumentError(f"missing constexpr '{s.name}': pass it by keyword, e.g. "
                                               f"{name}[grid](..., {s.name}=...)", s.loc)
                 raise KernelArgumentError(f"{name}() is missing the runtime argument '{s.name}'", s.loc)
-        if s.constexpr:
+        if s.constexpr or (static_arg is not None and static_arg(v)):
             consts[s.name] = v.value if isinstance(v, constexpr) else v
         else:
             values.append((s, v))
@@ -373,14 +390,16 @@ ONE = 0            # `integer_facts`: the argument equals 1
 MULTIPLE = 16      # `integer_facts`: the argument is a multiple of 16
 
 
-def integer_facts(typed) -> tuple[tuple[str, int], ...]:
+def integer_facts(typed, plain: frozenset[str] = frozenset()) -> tuple[tuple[str, int], ...]:
     """What a kernel is specialised on about its integer scalar arguments, as Triton specialises them, among
     `(spec, value, type)` triples: `(name, ONE)` for an argument equal to 1, compiled as the constant 1 (so that
     `offs * stride` with a unit stride is proven contiguous), and `(name, MULTIPLE)` for one that is a multiple of
     16 (0 too), compiled as a parameter known to be one (`Param.multiple`: `row * n_cols` then proves rows
     aligned for vector loads and stores, with no test at run time). The arguments stay bound; a value of another
-    kind compiles and caches another specialization."""
+    kind compiles and caches another specialization. The parameters named in `plain` are not specialised on (Triton's
+    `do_not_specialize`)."""
     return tuple((s.name, ONE if v == 1 else MULTIPLE) for s, v, t in typed
-                 if isinstance(t, TileType) and not t.shape and t.dtype.is_int and t.dtype is not DType.BOOL
+                 if s.name not in plain and isinstance(t, TileType) and not t.shape and t.dtype.is_int
+                 and t.dtype is not DType.BOOL
                  and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
                  and (v == 1 or v % MULTIPLE == 0))

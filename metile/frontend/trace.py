@@ -16,17 +16,19 @@ from metile.frontend import semantic as sem
 from metile.frontend.container_calls import call_method, method
 from metile.frontend.containers import MUTABLE, Region, check_key, own, set_item
 from metile.frontend.control import ControlFlow
+from metile.frontend.dialect import METILE, Dialect
 from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.funcs import return_from_func
 from metile.frontend.source import Prepared
-from metile.ir.errors import Loc
+from metile.ir.errors import Loc, MetileError
 from metile.ir.ops import Stage
 from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
 from metile.ir.tile import SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.types import SCALAR_TYPES, DType, PtrType
 from metile.ir.values import Const, Param, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
+from metile.language import constexpr
 
 THREAD_LEVEL = frozenset({ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc})
 """The values that make a kernel thread-level: it then runs one thread per element (docs/language.md section 8)."""
@@ -46,8 +48,7 @@ class _Statements(dict):
 
 def _unsupported(tr, stmt: ast.stmt) -> None:
     cls = stmt.__class__
-    what = SYNTAX.get(cls, f"{cls.__name__} statements")
-    raise UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", tr.loc(stmt))
+    raise tr.dialect.unsupported(SYNTAX.get(cls, f"{cls.__name__} statements"), tr.loc(stmt))
 
 
 def _assign(tr, stmt: ast.Assign) -> None:
@@ -61,6 +62,8 @@ def _assign(tr, stmt: ast.Assign) -> None:
     tr.hint = name
     value = EVAL[value.__class__](tr, value)
     tr.hint = None
+    if tr.assigned is not None:   # the language's rule for what an assignment binds
+        value = tr.assigned(value, tr.loc(stmt.value))
     if isinstance(value, Value) and not isinstance(value, (Var, Param, Const)):
         loc = tr.locs.get(target) or tr.loc(target)
         var = Var(tr.fresh(name), value.type, loc=loc)
@@ -77,6 +80,7 @@ def _expr(tr, stmt: ast.Expr) -> None:
     value = stmt.value
     if value.__class__ is ast.Constant and isinstance(value.value, str):
         return  # a docstring
+    tr.unused = value   # the expression whose value nothing reads (a call may do less when its result is unused)
     EVAL[value.__class__](tr, value)
 
 
@@ -85,8 +89,11 @@ class Tracer(ControlFlow):
 
     def __init__(self, fdef: ast.FunctionDef, *, name: str, file: str, line_offset: int, col_offset: int,
                  globals_: dict, env: dict, params: list[Param], meta: dict[str, int],
-                 prepared: Prepared | None = None):
+                 prepared: Prepared | None = None, dialect: Dialect = METILE):
         self.fdef, self.name, self.file = fdef, name, file
+        self.dialect = dialect               # the rules of the kernel's language (`metile.frontend.dialect`)
+        self.assigned = dialect.assigned     # read by every assignment
+        self.unused: ast.expr | None = None  # the expression of the expression statement being traced
         self.line_offset, self.col_offset = line_offset, col_offset
         self.globals = globals_
         self.env: dict[str, object] = dict(env)
@@ -174,16 +181,28 @@ class Tracer(ControlFlow):
     def stmt_Pass(self, node: ast.Pass) -> None:
         return
 
-    def assign_value(self, targets: list[ast.expr], value_node: ast.expr) -> None:
+    def assign_value(self, targets: list[ast.expr], value_node: ast.expr, *, static: bool = False) -> None:
+        """`targets = value_node`; `static` keeps the value as it is (a name annotated `constexpr`), else the
+        language's rule for assignments applies (`Dialect.assigned`)."""
         self.hint = targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
         value = self.eval(value_node)
         self.hint = None
+        if self.assigned is not None and not static:
+            value = self.assigned(value, self.loc(value_node))
         for target in targets:
             self.assign(target, value)
 
     def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
-            self.assign_value([node.target], node.value)
+            self.assign_value([node.target], node.value, static=self.assigned is not None
+                              and self.annotated_constexpr(node.annotation))
+
+    def annotated_constexpr(self, annotation: ast.expr) -> bool:
+        """Whether `annotation` names `constexpr` (`x: tl.constexpr = 4`)."""
+        try:
+            return self.eval(annotation) is constexpr
+        except MetileError:
+            return False
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         target, op, loc = node.target, BINOPS[type(node.op)], self.loc(node)
@@ -193,7 +212,8 @@ class Tracer(ControlFlow):
                 if current.__class__ in MUTABLE:  # `xs += ys` changes the list in place, as in Python
                     self.augment_container(current, op, self.eval(node.value), name, loc)
                     return
-                self.assign(target, sem.binary(op, current, self.eval(node.value), loc))
+                value = self.dialect.binary(op, current, self.eval(node.value), loc)
+                self.assign(target, value if self.assigned is None else self.assigned(value, loc))
             case ast.Subscript(value=base_node, slice=key_node):
                 base = self.eval(base_node)
                 if isinstance(base, Value):
@@ -208,7 +228,7 @@ class Tracer(ControlFlow):
                     current = base[key]
                 except (IndexError, KeyError, TypeError) as e:
                     raise KernelTypeError(f"indexing failed at compile time: {e}", at) from None
-                set_item(self, base, key, sem.binary(op, current, self.eval(node.value), loc), at, name)
+                set_item(self, base, key, self.dialect.binary(op, current, self.eval(node.value), loc), at, name)
             case _:
                 raise UnsupportedSyntaxError("augmented assignment only works on names and container items inside a "
                                              "kernel", loc)
@@ -267,7 +287,7 @@ class Tracer(ControlFlow):
         if node.value is not None:
             raise UnsupportedSyntaxError("a kernel cannot return a value; write results with metile.store",
                                          self.loc(node))
-        raise UnsupportedSyntaxError("`return` is only supported as the last statement of a kernel", self.loc(node))
+        raise self.dialect.unsupported("`return` statements before the end of a kernel", self.loc(node))
 
     def stmt_Assert(self, node: ast.Assert) -> None:
         from metile.frontend.errors import CompileTimeAssertionError

@@ -1,0 +1,201 @@
+"""The dialect of `@triton.jit` kernels: Triton's rules for metile's tracer (`metile.frontend.dialect.Dialect`).
+
+- Operators follow `metile.triton.semantic` (Triton's promotion, weak Python numbers, C's division).
+- The functions of `triton.language` (and libdevice's) dispatch to `impl_memory`, `impl_tiles` and `impl_math`,
+  their arguments bound by their Triton signatures; the names metile does not compile yet raise
+  `NotSupportedYetError` at the call (`REFUSED` says why for each).
+- Traced values have Triton's attributes: `.dtype` is a `tl.dtype` (a `tl.pointer_type` for pointers), `.shape`,
+  `.type`, `.numel`, `.T`, and Triton's tensor methods (`x.to(...)`, `x.sum(axis)`, `x.exp()`...).
+- `x is None` (`is`, `is not`) compares by Python identity, traced values included (a tensor is not None).
+- An assignment turns a Python number into a traced value of its Triton type (`semantic.assigned`), as Triton's code
+  generator does; a name annotated `tl.constexpr` keeps it.
+- Every `for` over `range` or `tl.range` is a loop on the device, its index a traced i32; `tl.static_range` unrolls.
+- A launch types a Python bool as int1, takes `None`, `tl.constexpr` values, dtypes and `@triton.jit` functions given
+  to runtime parameters as compile-time values, and reads an integer argument equal to 1 as the Python number 1
+  (Triton specialises it to a constexpr); `metile.triton.jit` adds the inlining of `@triton.jit` helpers.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+import math
+
+from metile.frontend.dialect import Dialect
+from metile.frontend.errors import KernelArgumentError, KernelTypeError
+from metile.frontend.exprs import Method
+from metile.frontend.specialize import arg_type as metile_arg_type
+from metile.ir.errors import Loc
+from metile.ir.types import DType, PtrType, TileType
+from metile.ir.values import Value
+from metile.triton import semantic as ts
+from metile.triton.errors import NotSupportedYetError, not_yet
+from metile.triton.impl_math import MATH, libdevice
+from metile.triton.impl_memory import MEMORY
+from metile.triton.impl_tiles import TILES, permute
+from metile.triton.language import core as C
+from metile.triton.language import math as M
+from metile.triton.language import random as R
+from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
+from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, triton_dtype
+
+_ATOMICS = "metile's only atomic is tl.atomic_add, used as a statement (its old values are not returned yet)"
+_SHAPES = "metile's tiles do not change shape or rank yet (2-D tiles transpose with tl.trans)"
+_COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
+REFUSED = {
+    C.advance: "block pointers", C.make_block_ptr: "block pointers", C.make_tensor_descriptor: "tensor descriptors",
+    C.load_tensor_descriptor: "tensor descriptors", C.store_tensor_descriptor: "tensor descriptors",
+    C.atomic_and: _ATOMICS, C.atomic_or: _ATOMICS, C.atomic_xor: _ATOMICS, C.atomic_max: _ATOMICS,
+    C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
+    C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
+    C.interleave: _SHAPES, C.gather: "gathers along an axis", C.flip: _SHAPES,
+    C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,
+    C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
+    C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
+    "while tracing)", C.device_assert: "assertions on the device (tl.static_assert checks while tracing)",
+    C.inline_asm_elementwise: "inline assembly (PTX does not run on Apple GPUs)",
+    R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
+    "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
+    "tuples)", C.slice: "Triton's tuple values (use Python tuples)", C.async_task: "warp specialization",
+    C.tensor_descriptor: "tensor descriptors",
+}
+
+
+def _type_object(cls):
+    """A Triton type built in a kernel (`tl.pointer_type(tl.float16)`): a compile-time value, as on the host."""
+    def impl(tr, loc, *args):
+        for a in args:
+            if isinstance(a, Value):
+                raise KernelTypeError(f"tl.{cls.__name__}() takes compile-time arguments", loc)
+        return cls(*args)
+    return impl
+
+
+def _refused(fn, why: str):
+    def impl(tr, loc, *args):
+        raise not_yet(f"tl.{fn.__name__}", loc, why)
+    return impl
+
+
+def _builtin_extreme(name: str):
+    def impl(tr, loc, x, y, propagate_nan):
+        return TILES[C.maximum if name == "max" else C.minimum](tr, loc, x, y, propagate_nan)
+    return impl
+
+
+def _print(tr, loc, *args):
+    raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
+
+
+CALLS: dict = {**MEMORY, **TILES, **MATH, **{f: _refused(f, why) for f, why in REFUSED.items()},
+               **{f: libdevice(name) for name, f in LIBDEVICE.items()},
+               **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
+               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}
+"""Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
+of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
+is a traced value), and `print` is Triton's `device_print`."""
+_SIGNATURES = {builtins.min: C.minimum, builtins.max: C.maximum, builtins.print: C.static_print}
+
+
+@functools.cache
+def _signature(fn) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def bind(fn, args: list, kwargs: dict, loc: Loc) -> list:
+    """The arguments of a call to the Triton function `fn` in parameter order (defaults filled in, `*args` as a
+    tuple), or a `KernelArgumentError` naming the function."""
+    try:
+        bound = _signature(_SIGNATURES.get(fn, fn)).bind(*args, **kwargs)
+    except TypeError as e:
+        raise KernelArgumentError(f"tl.{getattr(fn, '__name__', fn)}(): {e}", loc) from None
+    bound.apply_defaults()
+    return list(bound.arguments.values())
+
+
+_METHODS = {
+    "to": C.cast, "cast": C.cast, "broadcast_to": C.broadcast_to, "trans": C.trans, "permute": C.permute,
+    "split": C.split, "view": C.view, "reshape": C.reshape, "expand_dims": C.expand_dims, "store": C.store,
+    "advance": C.advance, "atomic_cas": C.atomic_cas, "atomic_xchg": C.atomic_xchg, "atomic_add": C.atomic_add,
+    "atomic_max": C.atomic_max, "atomic_min": C.atomic_min, "atomic_and": C.atomic_and, "atomic_or": C.atomic_or,
+    "atomic_xor": C.atomic_xor, "reduce": C.reduce, "associative_scan": C.associative_scan,
+    "histogram": C.histogram, "gather": C.gather, "cdiv": C.cdiv, "sigmoid": C.sigmoid, "softmax": C.softmax,
+    "ravel": C.ravel, "max": C.max, "argmax": C.argmax, "min": C.min, "argmin": C.argmin, "sum": C.sum,
+    "xor_sum": C.xor_sum, "reduce_or": C.reduce_or, "cumsum": C.cumsum, "cumprod": C.cumprod, "sort": C.sort,
+    "flip": C.flip, "exp": M.exp, "exp2": M.exp2, "log": M.log, "log2": M.log2, "cos": M.cos, "sin": M.sin,
+    "sqrt": M.sqrt, "sqrt_rn": M.sqrt_rn, "rsqrt": M.rsqrt, "abs": M.abs, "erf": M.erf, "floor": M.floor,
+    "ceil": M.ceil,
+}
+"""Triton's tensor methods, as the functions they call with the tensor first (`x.sum(0)` is `tl.sum(x, 0)`)."""
+_NOT_YET_MEMBERS = ("logical_and", "logical_or", "item", "handle")
+
+
+def _type(t) -> dtype:
+    element = triton_dtype(t.dtype)
+    if isinstance(t, PtrType):
+        element = pointer_type(element)
+    return block_type(element, t.shape) if t.shape else element
+
+
+def attribute(tr, value: Value, attr: str, loc: Loc):
+    """`value.attr` of a traced value in a Triton kernel."""
+    t = value.type
+    if attr == "dtype":
+        return pointer_type(triton_dtype(t.dtype)) if isinstance(t, PtrType) else triton_dtype(t.dtype)
+    if attr == "shape":
+        return tuple(t.shape)
+    if attr == "type":
+        return _type(t)
+    if attr == "numel":
+        return math.prod(t.shape)
+    if attr == "T":
+        return permute(tr, loc, value, (1, 0))
+    fn = _METHODS.get(attr)
+    if fn is not None:
+        return Method(fn, value)
+    if attr in _NOT_YET_MEMBERS:
+        raise not_yet(f"tensor.{attr}", loc)
+    raise KernelTypeError(f"Triton tensors have no attribute '{attr}'", loc)
+
+
+def _range_loop(tr, loc: Loc, args: list, kwargs: dict) -> tuple:
+    """`tl.range(start, end, step, num_stages=...)` as the bounds of a runtime loop (its other options, which tune
+    NVIDIA's pipelining, are accepted)."""
+    a = bind(C.range, args, kwargs, loc)
+    arg1, arg2, step, num_stages = a[:4]
+    start, stop = (0, arg1) if arg2 is None else (arg1, arg2)
+    if isinstance(num_stages, int) and not isinstance(num_stages, bool) and num_stages < 1:
+        num_stages = None   # Triton's 0 (or 1): no pipelining
+    return start, stop, 1 if step is None else step, num_stages
+
+
+def unsupported(what: str, loc: Loc | None) -> NotSupportedYetError:
+    return NotSupportedYetError(f"{what} in a @triton.jit kernel are not supported by metile yet", loc)
+
+
+def traced_logic(word: str, loc: Loc | None) -> NotSupportedYetError:
+    hint = {"and": "&", "or": "|", "not": "~"}[word]
+    return not_yet(f"`{word}` on traced values", loc, f"combine int1 values with `{hint}`")
+
+
+def arg_type(spec, value):
+    """A launch's argument types: a Python bool is an int1 scalar (Triton's "u1"), the rest as metile types them."""
+    if value.__class__ is bool:
+        return TileType(DType.BOOL)
+    return metile_arg_type(spec, value)
+
+
+def static_arg(value) -> bool:
+    """Arguments a runtime parameter takes as compile-time values (Triton makes them constexprs)."""
+    return value is None or isinstance(value, (constexpr, dtype))
+
+
+TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare, unary=ts.unary, calls=CALLS,
+                 attribute=attribute, bind=bind, loops={C.range: _range_loop}, runtime_range=True,
+                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, traced_identity=True,
+                 arg_type=arg_type,
+                 static_arg=static_arg, one_as_number=True)
+"""Triton's rules, without the inlining of `@triton.jit` helpers (added by `metile.triton.jit`)."""
+
+__all__ = ["CALLS", "REFUSED", "TRITON", "attribute", "bind"]

@@ -1,0 +1,119 @@
+"""Triton's programs, memory and compiler hints in a `@triton.jit` kernel: `tl.program_id`, `tl.num_programs`,
+`tl.load`, `tl.store`, `tl.atomic_add`, `tl.multiple_of` and its kin, `tl.assume`, `tl.debug_barrier`,
+`tl.static_assert`, `tl.static_print`.
+
+Loads and stores are metile's (`metile.frontend.builtins`) once their arguments are Triton's: a Python `mask`,
+`other` or stored value is a traced value of its Triton type first, converted to the memory's type by C's rules (a
+stored int 300 into uint8 memory keeps its low bits, as Triton's does). A masked load without `other` gives
+metile's inactive elements where Triton's values are undefined (docs/language.md 5.3): one of the values Triton
+allows. `boundary_check` and `padding_option` belong to block pointers, which metile does not compile yet.
+`tl.atomic_add` is metile's: it must be a statement, since metile does not return the old values yet.
+"""
+
+from __future__ import annotations
+
+from metile import language as L
+from metile.frontend.builtins import BUILTINS
+from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
+from metile.frontend.library import LIBRARY
+from metile.ir.errors import Loc
+from metile.ir.values import Value
+from metile.triton import semantic as ts
+from metile.triton.errors import not_yet
+from metile.triton.language import core as C
+
+_SEMS = (None, "acquire", "release", "acq_rel", "relaxed")
+_SCOPES = (None, "gpu", "cta", "sys")
+
+
+def program_id(tr, loc, axis):
+    return BUILTINS[L.program_id](tr, loc, axis)
+
+
+def num_programs(tr, loc, axis):
+    return LIBRARY[L.num_programs](tr, loc, axis)
+
+
+def _block_pointer_options(boundary_check, padding_option, loc: Loc) -> None:
+    if boundary_check not in ((), [], None) or padding_option not in ("", None):
+        raise KernelArgumentError("`padding_option` or `boundary_check` argument is not supported for loading a tensor "
+                                  "of pointers or loading a scalar (they are options of block pointers, which metile "
+                                  "does not compile yet)", loc)
+
+
+def load(tr, loc, pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile):
+    _block_pointer_options(boundary_check, padding_option, loc)
+    if mask is None and other is not None:
+        raise KernelArgumentError("`other` cannot be provided without `mask`", loc)
+    mask = None if mask is None else ts.to_tensor(mask, loc)
+    other = None if other is None else ts.to_tensor(other, loc)
+    return BUILTINS[L.load](tr, loc, pointer, mask, other, cache_modifier or "", eviction_policy or "",
+                            bool(volatile))
+
+
+def store(tr, loc, pointer, value, mask, boundary_check, cache_modifier, eviction_policy):
+    _block_pointer_options(boundary_check, "", loc)
+    value = ts.to_tensor(value, loc)
+    mask = None if mask is None else ts.to_tensor(mask, loc)
+    BUILTINS[L.store](tr, loc, pointer, value, mask, cache_modifier or "", eviction_policy or "")
+
+
+def _result_unused(tr, loc: Loc) -> bool:
+    """Whether the call at `loc` is the whole expression of an expression statement (its value unused)."""
+    node = tr.unused
+    return node is not None and (tr.locs.get(node) or tr.loc(node)) == loc
+
+
+def atomic_add(tr, loc, pointer, val, mask, sem, scope):
+    if sem not in _SEMS or scope not in _SCOPES:
+        raise KernelArgumentError(f"tl.atomic_add: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, not "
+                                  f"{sem!r} and {scope!r}", loc)
+    if not _result_unused(tr, loc):
+        raise not_yet("the value tl.atomic_add returns (the old values)", loc,
+                      "call it as a statement of its own, whose result is not used")
+    mask = None if mask is None else ts.to_tensor(mask, loc)
+    BUILTINS[L.atomic_add](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+
+
+def _hint(name: str):
+    def impl(tr, loc, input, values):  # noqa: A002 - Triton's name
+        vals = values if isinstance(values, (tuple, list)) else (values,)
+        for v in vals:
+            if isinstance(v, Value) or isinstance(v, bool) or not isinstance(v, int):
+                raise KernelArgumentError(f"tl.{name}: the values must be constexpr ints, not {v!r}", loc)
+        if not isinstance(input, Value):
+            raise KernelArgumentError(f"tl.{name} takes a tensor, not {type(input).__name__}", loc)
+        if max(1, len(input.type.shape)) != len(vals):
+            raise KernelArgumentError(f"Shape of input to {name} does not match the length of values", loc)
+        return input   # a hint: metile's own analysis finds what it would tell
+    impl.__name__ = name
+    return impl
+
+
+def assume(tr, loc, cond):
+    return None   # a promise about values, which metile does not need
+
+
+def debug_barrier(tr, loc):
+    BUILTINS[L.barrier](tr, loc)
+
+
+def static_assert(tr, loc, cond, msg):
+    if isinstance(cond, Value):
+        raise ConstexprRequiredError("tl.static_assert needs a compile-time condition; this one is a traced value",
+                                     loc)
+    if not cond:
+        raise CompileTimeAssertionError(f"Static assertion failed: {msg}" if msg else "Static assertion failed", loc)
+
+
+def static_print(tr, loc, values, sep, end, file, flush):
+    shown = [f"<traced {v.type}>" if isinstance(v, Value) else v for v in values]
+    print(*shown, sep=sep, end=end, file=file, flush=flush)
+
+
+MEMORY = {C.program_id: program_id, C.num_programs: num_programs, C.load: load, C.store: store,
+          C.atomic_add: atomic_add, C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
+          C.max_constancy: _hint("max_constancy"), C.assume: assume, C.debug_barrier: debug_barrier,
+          C.static_assert: static_assert, C.static_print: static_print}
+
+__all__ = ["MEMORY"]
