@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metile.ir.node import Node, map_children, node, walk
-from metile.rewrite.driver import RewriteError, bottom_up, bottom_up_reference, first_of
+from metile.ir.node import Node, children, map_children, node, walk
+from metile.rewrite.driver import RewriteError, bottom_up, bottom_up_reference, first_of, replace, substitute
 
 
 @node
@@ -77,6 +77,35 @@ def test_explicit_stack_matches_reference(e):
     got = bottom_up(RULES, e)
     assert got == bottom_up_reference(RULES, e)
     assert evaluate(got) == evaluate(e)
+
+
+def substitute_reference(n: Node, table: dict[Node, Node]) -> Node:
+    """Every node equal to a key of `table` replaced by its value, recursively (the meaning of `substitute`)."""
+    if n in table:
+        return table[n]
+    return map_children(lambda c: substitute_reference(c, table), n)
+
+
+def _holding(root: Node, replaced: set[int]) -> set[int]:
+    """The ids of the nodes of `root` that are, or contain, a node whose id is in `replaced`."""
+    out: set[int] = set()
+    for n in walk(root):   # children before parents
+        if id(n) in replaced or any(id(c) in out for c in children(n)):
+            out.add(id(n))
+    return out
+
+
+@given(exprs, st.data())
+def test_substitute_matches_reference(e, data):
+    nodes = list(walk(e))
+    keys = data.draw(st.lists(st.sampled_from(nodes), max_size=3))
+    table = {k: data.draw(exprs) for k in keys}
+    want = substitute_reference(e, table)
+    assert substitute(e, table) == want
+    by_id = {id(n): table[n] for n in nodes if n in table}
+    assert replace(e, by_id, _holding(e, set(by_id))) == want
+    if not table:
+        assert substitute(e, table) is e
 
 
 def test_deep_chain_beyond_the_recursion_limit():

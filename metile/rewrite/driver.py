@@ -98,26 +98,67 @@ def _result(memo: dict[object, Node | None], n: Node) -> Node:
 
 def substitute(root: Node, table: dict[Node, Node]) -> Node:
     """`root` with every node equal to a key of `table` replaced by its value, which is not searched again (so a
-    replacement may contain the node it replaces). Iterative, like `bottom_up`; shared nodes are rebuilt once."""
-    memo: dict[object, Node] = {}
+    replacement may contain the node it replaces). Iterative, like `bottom_up`; shared nodes are rebuilt once.
 
-    def done(c: Node) -> Node:
-        return memo[_key(c)]
+    Only nodes of the classes of the keys are looked up in `table` (hashing and comparing every node of a large
+    kernel would cost more than the walk), and only the nodes containing a replaced one are rebuilt."""
+    if not table:
+        return root
+    classes = frozenset(key.__class__ for key in table)
+    replaced: dict[int, Node] = {}
+    seen: set[int] = set()
+    stack: list[tuple[Node, list[Node] | None]] = [(root, None)]
+    pop, push = stack.pop, stack.append
 
-    stack: list[tuple[Node, bool]] = [(root, False)]
+    def new(c: Node) -> Node:
+        return replaced.get(id(c), c)
+
     while stack:
-        n, ready = stack.pop()
-        key = _key(n)
-        if key in memo:
+        n, kids = pop()
+        if kids is None:
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.__class__ in classes and n in table:
+                replaced[id(n)] = table[n]
+                continue
+            kids = children(n)
+            if kids:
+                push((n, kids))
+                for c in kids:
+                    if id(c) not in seen:
+                        push((c, None))
             continue
-        if n in table:
-            memo[key] = table[n]
-        elif ready:
-            memo[key] = map_children(done, n)
-        else:
-            stack.append((n, True))
-            stack.extend((c, False) for c in children(n) if _key(c) not in memo)
-    return memo[_key(root)]
+        for c in kids:
+            if id(c) in replaced:
+                replaced[id(n)] = map_children(new, n)
+                break
+    return replaced.get(id(root), root)
+
+
+def replace(root: Node, new: dict[int, Node], holding: set[int]) -> Node:
+    """`root` with each node whose id is a key of `new` replaced by its value (not searched again), where
+    `holding` has the ids of the nodes that contain one of them (found by a walk of the caller's): only those
+    are visited and rebuilt. Nodes met twice are rebuilt once."""
+    done = dict(new)
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    pop, push = stack.pop, stack.append
+
+    def get(c: Node) -> Node:
+        return done.get(id(c), c)
+
+    while stack:
+        n, ready = pop()
+        if id(n) in done:
+            continue
+        if ready:
+            done[id(n)] = map_children(get, n)
+            continue
+        push((n, True))
+        for c in children(n):
+            if id(c) in holding and id(c) not in done:
+                push((c, False))
+    return done.get(id(root), root)
 
 
 def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:

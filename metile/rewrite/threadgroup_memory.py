@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import attrs
 
+from metile.ir.node import children
 from metile.ir.ops import Stage
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stmts import Barrier, For, If, Kernel, Let, While
@@ -27,10 +28,9 @@ from metile.ir.types import AddressSpace, DType, PtrType
 from metile.ir.values import AddPtr, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import substitute
+from metile.rewrite.driver import replace
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.scan import scan
 
 
 @attrs.frozen
@@ -112,19 +112,20 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` (SIMT IR) as Metal IR, its scratch arenas and rings placed (see the module docstring)."""
     if k.stage is not Stage.SIMT or k.plan is None:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
-    found = scan(k, ctx.analyses)
-    if not found.of(Scratch) and not found.of(RingBuffer):
+    found = survey(k)
+    if not found.regions:
         return attrs.evolve(k, stage=Stage.METAL)
-    scratches = dict.fromkeys(found.of(Scratch))
+    scratches = dict.fromkeys(n for n in found.regions if n.__class__ is Scratch)
     rings: dict[tuple[str, int, int], RingBuffer] = {}
-    for n in found.of(RingBuffer):
-        rings.setdefault((n.stage.name, n.use, n.part), n)
+    for n in found.regions:
+        if n.__class__ is RingBuffer:
+            rings.setdefault((n.stage.name, n.use, n.part), n)
     full = sum(r.size * r.buffers * r.dtype.itemsize for r in rings.values())
     kept = k.plan.threadgroup_memory + _arena_bytes(scratches) + full <= ctx.target.threadgroup_memory
     if not kept:   # each ring one buffer: its regions are scratch regions of their use
         for r in rings.values():
             scratches.setdefault(Scratch(r.use, r.part, r.dtype, r.size, loc=r.loc))
-    taken = {v.name for v in found.of(Var)} | {p.name for p in k.params}
+    taken = found.names | {p.name for p in k.params}
     prefix: list = []
     placed: dict[Scratch, tuple[Value, int]] = {}
     arenas: dict[DType, tuple[Var, int, object]] = {}   # dtype -> (base, elements, the location needing the most)
@@ -149,8 +150,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         bases[key] = base
     stages = frozenset(name for name, _, _ in rings)
     at = Placement(placed, bases, kept, stages)
-    table = {n: place_region(n, at) for n in (*found.of(Scratch), *found.of(RingBuffer))}
-    body = substitute(k, table).body
+    body = replace(k, {id(n): place_region(n, at) for n in found.regions}, found.holding).body
     if rings:
         body = place_statements(body, at, frozenset() if kept else _following(found, stages))
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
@@ -158,10 +158,64 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
 
 
-def _following(found, stages: frozenset[str]) -> frozenset[str]:
+def _following(found: Survey, stages: frozenset[str]) -> frozenset[str]:
     """The names each dropped stage counter's loop yields as its next value (bound by a `Let` in the body)."""
-    return frozenset(y.name for n in found.of(For) for c, y in zip(n.carried, n.yields)
+    return frozenset(y.name for n in found.loops for c, y in zip(n.carried, n.yields)
                      if c.name in stages and isinstance(y, Var))
 
 
-__all__ = ["Placement", "allocate_threadgroup_memory", "place_region", "place_statements"]
+@attrs.frozen
+class Survey:
+    """What the pass needs of a kernel, from one walk: its symbolic regions (`Scratch`, `RingBuffer`) in the order
+    they are first met (children before parents, first child first), the names of its variables, its loops, and
+    the ids of the nodes containing a region (the only ones placing the regions rebuilds)."""
+
+    regions: list
+    names: set[str]
+    loops: list
+    holding: set[int]
+
+
+def survey(k: Kernel) -> Survey:
+    """The `Survey` of `k`: one walk over its distinct nodes, without the per-value facts of
+    `metile.rewrite.scan.Scan`, which this pass does not need."""
+    regions: list = []
+    names: set[str] = set()
+    loops: list = []
+    holding: set[int] = set()
+    seen: set[int] = set()
+    stack: list = [(k, None)]
+    pop, push, add = stack.pop, stack.append, seen.add
+    while stack:
+        n, kids = pop()
+        if kids is None:
+            if id(n) in seen:
+                continue
+            add(id(n))
+            cls = n.__class__
+            if cls is Var:
+                names.add(n.name)
+                continue
+            if cls is Scratch or cls is RingBuffer:
+                regions.append(n)
+                holding.add(id(n))
+                if cls is Scratch:
+                    continue
+            elif cls is For:
+                loops.append(n)
+            kids = children(n)
+            if kids:
+                push((n, kids))
+                for i in range(len(kids) - 1, -1, -1):
+                    c = kids[i]
+                    if id(c) not in seen:
+                        push((c, None))
+            continue
+        for c in kids:
+            if id(c) in holding:
+                holding.add(id(n))
+                break
+    return Survey(regions, names, loops, holding)
+
+
+__all__ = ["Placement", "Survey", "allocate_threadgroup_memory", "place_region", "place_statements", "survey"]
