@@ -137,7 +137,7 @@ def _specialise(cls: type) -> None:
     """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
     attrs_init, derived_type = _PENDING.pop(cls)
     fields = [a for a in attrs.fields(cls) if a.eq]
-    names = _EQ_NAMES[cls] = tuple(a.name for a in fields)
+    _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
                                 "_NOTHING": _NOTHING, "_type_of": derived_type}
@@ -171,14 +171,8 @@ def _specialise(cls: type) -> None:
              "",
              "def children(n):",
              "    out = []"]
-    for n in names:
-        lines += [f"    v = n.{n}",
-                  "    if isinstance(v, Node):",
-                  "        out.append(v)",
-                  "    else:",
-                  "        s = _IS_SEQ.get(v.__class__)",
-                  "        if s or (s is None and _is_seq(v.__class__)):",
-                  "            _extend(out, v)"]
+    for a in fields:
+        lines += _child_lines(a)
     lines.append("    return out")
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
@@ -194,6 +188,35 @@ def _specialise(cls: type) -> None:
         cls.__init__ = scope["__init__"]
     else:
         cls.__init__ = attrs_init
+
+
+# Declared field types whose values are never nodes nor hold any (scalars, enums, types, the kernel's plan and
+# options): `children` does not look at such a field. A field declared otherwise is searched as before.
+_NEVER_NODES = frozenset({"int", "float", "bool", "str", "None", "tuple[int, ...]", "BinOp", "UnOp", "CmpOp",
+                          "ReduceOp", "BuiltinKind", "DType", "Fence", "Stage", "Type", "AddressSpace",
+                          "CompileOptions", "LaunchPlan", "Schedule", "PMap[str, int]"})
+
+
+def _child_lines(a: attrs.Attribute) -> list[str]:
+    """The lines of a generated `children(n)` appending the nodes of field `a` to `out`: none for a field declared
+    as a type of `_NEVER_NODES`, a test for None first for a node that may be None, the generic search otherwise."""
+    declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else {""}
+    if declared <= _NEVER_NODES:
+        return []
+    generic = ["        s = _IS_SEQ.get(v.__class__)",
+               "        if s or (s is None and _is_seq(v.__class__)):",
+               "            _extend(out, v)"]
+    if "None" in declared and declared - {"None"} <= _NODE_NAMES:
+        return [f"    v = n.{a.name}",
+                "    if v is None:",
+                "        pass",
+                "    elif isinstance(v, Node):",
+                "        out.append(v)",
+                "    else:", *generic]
+    return [f"    v = n.{a.name}",
+            "    if isinstance(v, Node):",
+            "        out.append(v)",
+            "    else:", *generic]
 
 
 def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:

@@ -97,6 +97,10 @@ class Scan:
             return list(self._by_type.get(cls, ()))
         return [n for n in self.nodes if isinstance(n, cls)]
 
+    def has(self, cls: type | tuple[type, ...]) -> bool:
+        """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
+        return any(issubclass(c, cls) for c in self._by_type)
+
     def depends(self, v: Value | None, names: Iterable[str] | frozenset[str] | set[str]) -> bool:
         """Whether `v` contains a varying source or reads one of `names`."""
         if v is None:

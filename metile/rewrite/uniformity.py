@@ -22,27 +22,49 @@ from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import SimdgroupId, SimdgroupRole, SimdLaneId, ThreadId
 from metile.ir.values import Binary, Const, SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
 from metile.rewrite.context import Analyses
-from metile.rewrite.scan import scan
+from metile.rewrite.scan import VARYING_SOURCES, scan
 
 SIMD_WIDTH = 32
 
 
+_NOTHING: frozenset[str] = frozenset()
+
+
 def varying_names(k: Kernel, analyses: Analyses | None = None) -> frozenset[str]:
-    """The names of the variables of `k` that may differ between the threads of one program."""
+    """The names of the variables of `k` that may differ between the threads of one program (none when `k` has no
+    source of variation: then nothing can vary, and the statements are not walked)."""
     facts = scan(k, analyses)
+    if not facts.has(VARYING_SOURCES):
+        return _NOTHING
     return _fixpoint(k, lambda names: lambda v: facts.depends(v, names))
 
 
 def lane_varying_names(k: Kernel, analyses: Analyses | None = None) -> frozenset[str]:
-    """The names of the variables of `k` that may differ between the lanes of one simdgroup."""
+    """The names of the variables of `k` that may differ between the lanes of one simdgroup (none when `k` has no
+    value that differs between lanes in itself)."""
+    if not _has_lane_sources(k, analyses):
+        return _NOTHING
     ids = _thread_id_names(k, analyses)
     return _fixpoint(k, lambda names: _lane_test(names, ids))
 
 
 def lane_dependence(k: Kernel, analyses: Analyses | None = None) -> Callable[[Value | None], bool]:
     """A test of whether a value of `k` may differ between the lanes of one simdgroup."""
+    if not _has_lane_sources(k, analyses):
+        return _never
     ids = _thread_id_names(k, analyses)
     return _lane_test(set(lane_varying_names(k, analyses)), ids)
+
+
+_LANE_SOURCES = (ThreadId, SimdLaneId, SimdShuffleXor)   # what `_lane_varies` finds varying in itself
+
+
+def _has_lane_sources(k: Kernel, analyses: Analyses | None) -> bool:
+    return scan(k, analyses).has(_LANE_SOURCES)
+
+
+def _never(v: Value | None) -> bool:
+    return False
 
 
 def _lane_test(names: set[str], ids: frozenset[str]) -> Callable[[Value | None], bool]:
