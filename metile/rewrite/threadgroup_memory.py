@@ -27,7 +27,7 @@ from metile.ir.tile import SimdgroupRole
 from metile.ir.types import AddressSpace, DType, PtrType
 from metile.ir.values import AddPtr, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.context import PassContext
+from metile.rewrite.context import Analyses, PassContext
 from metile.rewrite.driver import replace
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
@@ -112,9 +112,9 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` (SIMT IR) as Metal IR, its scratch arenas and rings placed (see the module docstring)."""
     if k.stage is not Stage.SIMT or k.plan is None:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
-    found = survey(k)
-    if not found.regions:
+    if not ctx.analyses.of(has_regions, k):   # recorded by `lower_tiles`, which made them
         return attrs.evolve(k, stage=Stage.METAL)
+    found = survey(k)
     scratches = dict.fromkeys(n for n in found.regions if n.__class__ is Scratch)
     rings: dict[tuple[str, int, int], RingBuffer] = {}
     for n in found.regions:
@@ -156,6 +156,21 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
     plan = attrs.evolve(k.plan, threadgroup_memory=total)
     return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
+
+
+def has_regions(k: Kernel, analyses: Analyses | None = None) -> bool:
+    """Whether `k` has a symbolic region (`Scratch`, `RingBuffer`) to place."""
+    seen: set[int] = set()
+    stack: list = [k]
+    while stack:
+        n = stack.pop()
+        if n.__class__ is Scratch or n.__class__ is RingBuffer:
+            return True
+        for c in children(n):
+            if id(c) not in seen:
+                seen.add(id(c))
+                stack.append(c)
+    return False
 
 
 def _following(found: Survey, stages: frozenset[str]) -> frozenset[str]:
@@ -218,4 +233,5 @@ def survey(k: Kernel) -> Survey:
     return Survey(regions, names, loops, holding)
 
 
-__all__ = ["Placement", "Survey", "allocate_threadgroup_memory", "place_region", "place_statements", "survey"]
+__all__ = ["Placement", "Survey", "allocate_threadgroup_memory", "has_regions", "place_region", "place_statements",
+           "survey"]

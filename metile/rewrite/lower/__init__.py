@@ -45,6 +45,7 @@ from metile.rewrite.lower.statements import lower_block
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
+from metile.rewrite.threadgroup_memory import has_regions
 from metile.rewrite.uniformity import lane_dependence, varying_names
 
 
@@ -68,7 +69,9 @@ def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
     user = sum(n.size * n.dtype.itemsize for n in found.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in kernel.channels)
     plan = attrs.evolve(k.plan, threadgroup_memory=user)
-    return Kernel(k.name, Stage.SIMT, k.params, kernel.channels + body, k.meta, plan, loc=k.loc)
+    out = Kernel(k.name, Stage.SIMT, k.params, kernel.channels + body, k.meta, plan, loc=k.loc)
+    ctx.analyses.record(has_regions, out, kernel.regions > 0)   # so that placing them needs no walk when there are none
+    return out
 
 
 __all__ = ["Block", "Facts", "KernelState", "facts_of", "lower_tiles"]

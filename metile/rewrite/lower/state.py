@@ -122,7 +122,8 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("channels", "loc", "parts", "points", "published", "sg_coords", "suffix", "taken", "use", "uses")
+    __slots__ = ("channels", "loc", "parts", "points", "published", "regions", "sg_coords", "suffix", "taken", "use",
+                 "uses")
 
     def __init__(self, taken: set[str]):
         self.taken = taken
@@ -132,6 +133,7 @@ class KernelState:
         self.uses = 0                           # scratch uses numbered so far
         self.use = 0                            # the scratch use of the statement being lowered
         self.parts = 0                          # regions it has taken so far
+        self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}   # tiles this statement put in scratch
         self.points: dict[tuple, Pt] = {}
         self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
@@ -152,6 +154,8 @@ class KernelState:
         self.use, self.parts, self.published = self.uses, 0, {}
 
     def next_part(self) -> int:
+        """The number of a new region of the statement's scratch use (every `Scratch` and `RingBuffer` takes one)."""
+        self.regions += 1
         self.parts += 1
         return self.parts - 1
 

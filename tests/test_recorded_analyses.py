@@ -1,0 +1,62 @@
+"""Analyses a pass records for the kernel it builds (`Analyses.record`) are the ones the analysis computes: the
+lowering records whether it made symbolic regions of threadgroup memory, so that `allocate_threadgroup_memory`
+needs no walk of a kernel without them; a wrong record would leave regions unplaced or place none."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+from metile.rewrite.context import Analyses, PassContext
+from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
+from metile.rewrite.threadgroup_memory import has_regions
+
+
+@metile.kernel
+def add(X, Y, Out, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    metile.store(Out + offs, metile.load(X + offs, mask=offs < n) + metile.load(Y + offs, mask=offs < n),
+                 mask=offs < n)
+
+
+@metile.kernel
+def row_softmax(X, Out, n, BLOCK: metile.constexpr):
+    cols = metile.arange(0, BLOCK)
+    x = metile.load(X + metile.program_id(0) * n + cols, mask=cols < n, other=-float("inf"))
+    e = metile.exp(x - metile.max(x))
+    metile.store(Out + metile.program_id(0) * n + cols, e / metile.sum(e), mask=cols < n)
+
+
+@metile.kernel
+def gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, metile.program_id(0) * BM, k, K, (BM, BK), bounds=(M, K))
+        b = metile.tile_load(B, k, metile.program_id(1) * BN, N, (BK, BN), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, metile.program_id(0) * BM, metile.program_id(1) * BN, N, acc, (BM, BN), bounds=(M, N))
+
+
+def _f32(n):
+    return np.zeros(n, np.float32)
+
+
+CASES = {
+    "add": (add, (_f32(300), _f32(300), _f32(300), 300), {"BLOCK": 256}, False),
+    "softmax": (row_softmax, (_f32(900), _f32(900), 300), {"BLOCK": 512}, True),
+    "gemm": (gemm, (_f32(40 * 24), _f32(24 * 40), _f32(40 * 40), 40, 40, 24), {"BM": 32, "BN": 32, "BK": 16}, True),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_lowering_records_whether_it_made_regions(name):
+    kernel, args, constexprs, expected = CASES[name]
+    k = kernel.trace(*args, **constexprs)
+    ctx = PassContext()
+    for p in [*TILE_PIPELINE, *LOWERING_PIPELINE]:
+        if p.name == "allocate_threadgroup_memory":
+            break
+        k = p(k, ctx)
+    recorded = ctx.analyses.of(has_regions, k)
+    assert recorded is has_regions(k, Analyses()) is expected
