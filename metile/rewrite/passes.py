@@ -121,7 +121,13 @@ def check_order(passes: Sequence, known: Sequence = ()) -> None:
     for i, p in enumerate(passes):
         if not isinstance(p, Pass):
             continue
-        for fact in sorted(p.requires - provided.keys(), key=lambda f: f.name):
+        missing = p.requires - provided.keys()
+        clash = p.precedes & provided.keys()
+        if not missing and not clash:   # the usual case, checked without building messages
+            for fact in p.provides:
+                provided.setdefault(fact, p.name)
+            continue
+        for fact in sorted(missing, key=lambda f: f.name):
             later = next((q.name for q in passes[i + 1:] if isinstance(q, Pass) and fact in q.provides), None)
             if later:
                 where = f"{later} provides it, but runs after {p.name}: move {later} before it"
@@ -130,7 +136,7 @@ def check_order(passes: Sequence, known: Sequence = ()) -> None:
                              "the pass that does")
                 where = f"no pass before it provides it: add {maker} before {p.name}"
             raise PipelineError(f"pass {p.name} needs {fact.value}; {where}")
-        for fact in sorted(p.precedes & provided.keys(), key=lambda f: f.name):
+        for fact in sorted(clash, key=lambda f: f.name):
             raise PipelineError(f"pass {p.name} must run before {provided[fact]}, which fixes {fact.value} from the "
                                 f"decisions {p.name} makes: move {p.name} before {provided[fact]}")
         for fact in p.provides:
