@@ -34,7 +34,7 @@ from metile.devices import device
 from metile.frontend.errors import KernelArgumentError
 from metile.frontend.specialize import COMPILER_OPTIONS, MET_TILE_OPTIONS, NO_DEFAULT, exact_key
 from metile.ir.errors import MetileError
-from metile.kernel import _DEBUG, _GETENV, _SANITIZE, JITKernel, Launcher, PreparedLaunch, _user_error
+from metile.kernel import JITKernel, Launcher, PreparedLaunch, _user_error
 from metile.kernel import kernel as make_kernel
 from metile.rewrite.passes import pass_key
 
@@ -253,8 +253,8 @@ class AutotunedLauncher:
     def __call__(self, *args, **kwargs):
         tuner = self.tuner
         k = tuner.kernel
-        getenv = _GETENV
-        base = k._fast_key(args, kwargs, getenv(_DEBUG), getenv(_SANITIZE))
+        getenv = os.environ.get
+        base = k._fast_key(args, kwargs, getenv("METILE_DEBUG"), getenv("METILE_SANITIZE"))
         if base is not None:   # the fast path: the kernel's own launch key (argument types, keywords) and key values
             values = tuple(tuner.key_values(args, kwargs))
             try:

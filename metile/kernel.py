@@ -20,8 +20,8 @@ parameter of that name, which takes the keyword); they are no part of the compil
 
 This is the only module that reads the environment, and only when it matters:
 - `METILE_DEBUG` (see `metile.debug`) and `METILE_SANITIZE` (1: every launch runs with `sanitize=True` unless
-  it says `sanitize=False`) on every launch, each with one call of the C library's `getenv` (`_libc_getenv`):
-  a launch whose argument types,
+  it says `sanitize=False`) on every launch (`os.environ.get`, so a change made through `os.environ` is seen by
+  the next launch): a launch whose argument types,
   constexprs, launch options and these two were seen before is one more dict lookup away from the dispatch
   (no tracing, passes, emission or parsing). `METILE_DEBUG_DIR` is read when a compile shows stages.
 - `METILE_DEVICE` (through `metile.device()`) when a kernel compiles; the compiled kernel keeps its device.
@@ -102,49 +102,16 @@ from metile.tracebacks import for_user, traceback_setting
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
 
 
-def _libc_getenv():
-    """The C library's `getenv`, taking and giving bytes (None for an unset variable), called through
-    `ctypes.PyDLL`, which holds the GIL as every writer of `os.environ` does; None where ctypes cannot find it.
-
-    The launch path reads two variables on every launch, usually unset. `os.environ.get` of an unset name raises
-    and catches a KeyError inside it (about 0.7 us, some 30 times a dict lookup), while `getenv` answers in a few
-    hundred nanoseconds; and `os.environ` writes every change it is given to the process environment (`putenv`,
-    `unsetenv`), so `getenv` sees each one, as well as changes made to the process environment in other ways."""
-    try:
-        import ctypes
-
-        fn = ctypes.PyDLL(None).getenv
-    except (ImportError, OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_char_p   # no `argtypes`, whose check costs a call: the keys are bytes (`_env_key`)
-    return fn
-
-
-_GETENV = _libc_getenv() or os.environ.get   # the reader of the launch path (os.environ.get where there is no libc)
-_BYTES = _GETENV is not os.environ.get
-
-
-def _env_key(name: str):
-    """The key `_GETENV` takes for the variable `name`."""
-    return os.fsencode(name) if _BYTES else name
-
-
-def _decoded(raw) -> str | None:
-    """A value `_GETENV` gives, as `os.environ.get` gives it."""
-    return raw if raw is None or raw.__class__ is str else os.fsdecode(raw)
-
-
-_DEBUG, _SANITIZE = _env_key("METILE_DEBUG"), _env_key("METILE_SANITIZE")
 _NO_OPTIONS = CompileOptions()   # a launch that gives no compiler option
 _SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": False,
                    "1": True, "true": True, "yes": True, "on": True}
 
 
 def _sanitize_setting(raw) -> bool:
-    """`METILE_SANITIZE` (as `_GETENV` gives it, None when unset) as a bool, or a `DebugSettingError`."""
+    """`METILE_SANITIZE` (None when unset) as a bool, or a `DebugSettingError`."""
     if raw is None:
         return False
-    text = _decoded(raw)
+    text = raw
     found = _SANITIZE_WORDS.get(text.strip().lower())
     if found is None:
         raise DebugSettingError(f"METILE_SANITIZE={text!r} is not a setting: use 1 to run every @metile.kernel launch "
@@ -528,8 +495,8 @@ class Launcher:
         k = self.kernel
         try:
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
-            getenv = _GETENV
-            debug, sanitize = getenv(_DEBUG), getenv(_SANITIZE)
+            getenv = os.environ.get
+            debug, sanitize = getenv("METILE_DEBUG"), getenv("METILE_SANITIZE")
             key = k._fast_key(args, kwargs, debug, sanitize)
             try:
                 entry = k._launches.get(key)
@@ -563,7 +530,7 @@ class Launcher:
         runtime arguments; argument errors come first, then the kernel's, then the grid's."""
         k = self.kernel
         spec = k.specialize(args, kwargs)
-        settings = k._settings(_decoded(debug))
+        settings = k._settings(debug)
         k._trace(spec, settings.verify_each)
         grid3(grid)
         compiled = k._compile(spec, settings)
@@ -576,9 +543,9 @@ class Launcher:
         """This launch compiled, checked and bound once, as a `PreparedLaunch`: calling it dispatches it again."""
         name = self.kernel.fn.__name__
         try:
-            getenv = _GETENV
+            getenv = os.environ.get
             grid = self.grid if not self.meta_grid else self.grid_of(args, kwargs)
-            entry, values = self._launch(grid, None, getenv(_DEBUG), getenv(_SANITIZE), args, kwargs)
+            entry, values = self._launch(grid, None, getenv("METILE_DEBUG"), getenv("METILE_SANITIZE"), args, kwargs)
             return PreparedLaunch(entry, grid, values, name, _user_error)
         except MetileError as e:
             raise _user_error(e, name) from None
