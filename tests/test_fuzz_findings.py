@@ -1,7 +1,7 @@
 """Discrepancies the differential fuzzer (tests/test_differential_fuzz.py, benchmarks/fuzz.py) found between metile
-and docs/language.md, each shrunk to a small kernel with the values the documentation gives. They are strict
-xfails: each fails today, and passes (so fails as an unexpected pass) once metile, or the documentation, changes;
-then delete the xfail mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py."""
+and docs/language.md, each shrunk to a small kernel with the values the documentation gives. One still open is a
+strict xfail, which fails as an unexpected pass once metile, or the documentation, changes: then delete the xfail
+mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py. The others are fixed, and guard the fix."""
 
 from __future__ import annotations
 
@@ -25,15 +25,37 @@ def dot_masked_acc(A, B, C, Out, n):
     metile.store(Out + 8 + r, metile.sum(d, axis=1))
 
 
-@pytest.mark.xfail(strict=True, reason="a dot's result keeps the inactivity of its accumulator, so reductions skip "
-                                       "those rows; 5.3 rule 5: results of dot are active everywhere")
 def test_dot_result_is_active_where_its_accumulator_is_not():
+    """5.3 rule 5: a dot's result is active everywhere, so reductions read the rows where its accumulator was
+    inactive (they read 0 there, rule 1). It kept them inactive, as the element-wise `acc + dot(a, b)` does."""
     a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
     c = np.full((8, 8), 100.0, np.float32)
     out = np.zeros(16, np.float32)
     dot_masked_acc[(1,)](a, b, c, out, 4)
     d = np.where(np.arange(8)[:, None] < 4, c, 0.0) + a @ b          # inactive elements of c read 0 (rule 1)
     assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [108]*4 + [8]*4, [864]*4 + [64]*4
+
+
+@metile.kernel
+def plus_dot_masked(A, B, C, Out, n):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    c = metile.load(C + r[:, None] * 8 + r[None, :], mask=r[None, :] < n)   # columns n.. inactive
+    d = c + metile.dot(a, b)                                                # element-wise: c's inactivity (rule 2)
+    metile.store(Out + r, metile.min(d, axis=1))
+    metile.store(Out + 8 + r, metile.sum(d, axis=1))
+
+
+def test_a_sum_with_dot_keeps_the_inactivity_of_its_other_operand():
+    """`c + dot(a, b)` is element-wise (5.3 rule 2): its elements are inactive where c's are, and reductions skip
+    them; only dot's own accumulator is read as active."""
+    a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    c = np.tile(np.arange(8, dtype=np.float32) * 10 - 40, (8, 1))    # -40, -30, ... by column
+    out = np.zeros(16, np.float32)
+    plus_dot_masked[(1,)](a, b, c, out, 3)
+    d = (c + a @ b)[:, :3]                                             # only the 3 active columns
+    assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [-32]*8, [-66]*8
 
 
 @metile.kernel
@@ -48,6 +70,8 @@ def dot_int_acc(A, B, Out, acc):
                                        "an integer before acc is added; 6.6: acc is added in f32, the result rounded "
                                        "once (a cast to i32 truncates: 48 - 0.5 -> 47)")
 def test_dot_adds_an_integer_accumulator_before_converting():
+    """6.6: with float operands, an integer acc is added to the products' sum in f32 and the total converted once
+    (truncated: 48 - 0.5 -> 47); it was added to the sum already converted (48 + trunc(-0.5) = 48)."""
     a = np.zeros((8, 8), np.float16)
     a[:, 0] = [0.5, 1.5, -0.5, -1.5, 2.75, -2.75, 0.25, 3.5]
     b = np.ones((8, 8), np.float16)
