@@ -66,9 +66,6 @@ def dot_int_acc(A, B, Out, acc):
     metile.store(Out + r[:, None] * 8 + r[None, :], metile.dot(a, b, acc))      # an i32 acc: an i32 result
 
 
-@pytest.mark.xfail(strict=True, reason="with an integer acc and float operands, the products' sum is converted to "
-                                       "an integer before acc is added; 6.6: acc is added in f32, the result rounded "
-                                       "once (a cast to i32 truncates: 48 - 0.5 -> 47)")
 def test_dot_adds_an_integer_accumulator_before_converting():
     """6.6: with float operands, an integer acc is added to the products' sum in f32 and the total converted once
     (truncated: 48 - 0.5 -> 47); it was added to the sum already converted (48 + trunc(-0.5) = 48)."""

@@ -2,8 +2,9 @@
 longest exact inner dimension of integer operands, and how the accumulator is added.
 
 `dot(a, b, acc)` is `AllActive(acc) + Dot(a, b)`, converted: products of integer tiles become `i32` (exact), and
-the sum is formed in f32 and rounded once to a 16-bit float accumulator's type. `AllActive` makes the result
-active everywhere (5.3), where `acc + dot(a, b)` keeps the inactivity of `acc`.
+the sum is formed in f32 and converted once to the accumulator's type unless that type is f32, or an integer type
+with integer tiles (added in that type). `AllActive` makes the result active everywhere (5.3), where
+`acc + dot(a, b)` keeps the inactivity of `acc`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def product(a, b, acc, loc: Loc) -> Value:
     dt = COMPUTE_AS.get(dt, dt)
     if isinstance(acc, Value) and not isinstance(acc, (Const, Full)):
         acc = AllActive(acc, loc=loc)   # the result is active everywhere, whatever the inactivity of acc (5.3)
-    if dt.is_float and dt is not DType.F32:   # accumulated in f32 and rounded once to the accumulator's type
+    if (dt.is_float and dt is not DType.F32) or (dt.is_int and prod.type.dtype.is_float):
+        # added in f32 and converted once to the accumulator's type; an integer acc too, to float products (an i32
+        # 48 and products summing to -0.5 give 47, where adding the sum converted first would give 48)
         total = Binary(BinOp.ADD, sem.coerce(acc, DType.F32, (m, n), loc), sem.cast(prod, DType.F32, loc), loc=loc)
         return sem.cast(total, dt, loc)
     return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
