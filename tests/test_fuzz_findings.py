@@ -78,19 +78,25 @@ def test_dot_adds_an_integer_accumulator_before_converting():
 
 
 @metile.kernel
-def f16_sigmoid(Z, S):
-    r = metile.arange(0, 4)
+def sigmoid_of(Z, S):
+    r = metile.arange(0, 8)
     metile.store(S + r, metile.sigmoid(metile.load(Z + r)))      # f16 stays f16 (6.2)
 
 
-@pytest.mark.xfail(strict=True, reason="sigmoid of an f16 below about -11.1 gives 0: exp(-x) overflows f16 on the "
-                                       "way, where the result is a subnormal f16 (sigmoid(-12) = 6.1e-6)")
-def test_sigmoid_of_f16_keeps_its_subnormal_tail():
-    z = np.array([-11.0, -12.0, -13.0, -16.0], np.float16)
-    s = np.zeros(4, np.float16)
-    f16_sigmoid[(1,)](z, s)
-    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float16)   # 1.67e-5, 6.14e-6, 2.26e-6, 1.2e-7
-    np.testing.assert_allclose(s.astype(np.float64), want.astype(np.float64), rtol=0.01)
+@pytest.mark.parametrize(("dtype", "z"), [
+    (np.float16, [-11.0, -12.0, -13.0, -16.0, -17.0, -18.0, 0.5, -0.0]),      # 6.1e-6 ... 1.2e-7 are subnormal
+    (np.float32, [-88.0, -90.0, -95.0, -100.0, -103.0, -104.0, 20.0, float("nan")]),   # 6e-39 ... 1.4e-45
+], ids=["f16", "f32"])
+def test_sigmoid_keeps_its_subnormal_tail(dtype, z):
+    """sigmoid(x) = 1 / (1 + exp(-x)) is small but not 0 where exp(-x) overflows (x below -11.1 for f16, -88.7 for
+    f32): down to the smallest subnormal it must be that, rounded, where it gave 0."""
+    z = np.array(z, dtype)
+    s = np.zeros(8, dtype)
+    sigmoid_of[(1,)](z, s)
+    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(dtype).astype(np.float64)
+    tiny = np.finfo(dtype).smallest_subnormal
+    assert (want[:5] >= tiny).all()                                    # every one of these is representable
+    np.testing.assert_allclose(s.astype(np.float64), want, rtol=0.01, atol=tiny)
 
 
 @metile.kernel
