@@ -107,14 +107,34 @@ def f8_times_bf16(X, Y, Out):
     metile.store(Out + r, p)
 
 
-@pytest.mark.xfail(strict=True, reason="f8e4m3 * bf16 computes in bf16; 3.7: a computation converts 8-bit floats "
-                                       "to f16 first, and f16 with bf16 is f32 (3.3)")
 def test_an_8bit_float_times_bf16_is_f32():
+    """3.7: a computation converts 8-bit floats to f16 first, and f16 with bf16 is f32 (3.3); it computed in bf16
+    (-7 * 0.001 gave -0.00701904, not -0.0069961548)."""
     x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e4m3fn)
     y = np.array([0.001, 0.001, 1.0, 1.0], ml_dtypes.bfloat16)
     out = np.zeros(4, np.float32)
     f8_times_bf16[(1,)](x, y, out)
     assert out.tolist() == (x.astype(np.float32) * y.astype(np.float32)).tolist()   # -0.0069961548, ...
+
+
+@metile.kernel
+def f8_with_bf16(X, Y, Out):
+    r = metile.arange(0, 4)
+    x, y = metile.load(X + r), metile.load(Y + r)             # f8e5m2, bf16
+    assert metile.where(r < 2, x, y).dtype == metile.bfloat16  # a selection: bf16 holds both (3.3)
+    f = metile.fma(x, y, y)                                   # a computation: f32
+    assert f.dtype == metile.float32, f.dtype
+    metile.store(Out + r, f)
+    metile.store(Out + 4 + r, (x < y).to(metile.float32))
+
+
+def test_fma_of_an_8bit_float_and_bf16_is_f32():
+    x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e5m2)
+    y = np.array([0.001, 0.001, 1.0, 3.0], ml_dtypes.bfloat16)
+    out = np.zeros(8, np.float32)
+    f8_with_bf16[(1,)](x, y, out)
+    xf, yf = x.astype(np.float32), y.astype(np.float32)
+    assert out.tolist() == (xf * yf + yf).tolist() + (xf < yf).astype(np.float32).tolist()
 
 
 @metile.kernel

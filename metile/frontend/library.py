@@ -26,7 +26,7 @@ from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
 from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
-from metile.ir.types import COMPUTE_AS, DType, PtrType
+from metile.ir.types import COMPUTE_AS, DType, PtrType, promote_computed
 from metile.ir.values import Binary, Bitcast, Const, Fma, Unary, Value
 
 U32, I32, F32 = DType.U32, DType.I32, DType.F32
@@ -146,7 +146,7 @@ def _float_common(a, b, c) -> DType:
     traced = [v for v in (a, b, c) if isinstance(v, Value)]
     dt = traced[0].type.dtype
     for v in traced[1:]:
-        dt = sem.promote(dt, v.type.dtype)
+        dt = promote_computed(dt, v.type.dtype)
     return COMPUTE_AS.get(dt, dt) if dt.is_float else F32
 
 
