@@ -34,7 +34,6 @@ from tests.fuzz.gen_themes import gen_kernel
 from tests.fuzz.runner import check_kernel, check_launch
 
 KNOWN_BUGS = {   # Features turned off: constructs whose bugs are open (tests/test_fuzz_findings.py has each)
-    "floordiv_big_quotient": "float // floors a rounded quotient once it passes 2**23",
 }
 
 FEATURES = Features(**{name: False for name in KNOWN_BUGS})

@@ -1,7 +1,8 @@
 """Discrepancies the differential fuzzer (tests/test_differential_fuzz.py, benchmarks/fuzz.py) found between metile
-and docs/language.md, each shrunk to a small kernel with the values the documentation gives. One still open is a
-strict xfail, which fails as an unexpected pass once metile, or the documentation, changes: then delete the xfail
-mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py. The others are fixed, and guard the fix."""
+and docs/language.md, each shrunk to a small kernel with the values the documentation gives. Each was a strict
+xfail, and a matching entry of KNOWN_BUGS in test_differential_fuzz.py, until it was fixed; each now guards its fix
+(a new finding goes here as a strict xfail again, which fails as an unexpected pass once metile, or the
+documentation, changes)."""
 
 from __future__ import annotations
 
@@ -138,16 +139,31 @@ def test_fma_of_an_8bit_float_and_bf16_is_f32():
 
 
 @metile.kernel
-def float_floordiv(X, Y, Q):
-    r = metile.arange(0, 4)
-    metile.store(Q + r, metile.load(X + r) // metile.load(Y + r))
+def float_floordiv(X, Y, Q, R):
+    r = metile.arange(0, 16)
+    x, y = metile.load(X + r), metile.load(Y + r)
+    metile.store(Q + r, x // y)
+    metile.store(R + r, x % y)
 
 
-@pytest.mark.xfail(strict=True, reason="float // floors a rounded quotient once the quotient passes 2**23 "
-                                       "(107220944.0 // 7.75 gives 13834961.0); 3.4: it floors the exact quotient")
 def test_float_floor_division_floors_the_exact_quotient():
-    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7], np.float32)
-    y = np.array([7.75, 0.1, 3.0, 7.0], np.float32)
-    q = np.zeros(4, np.float32)
-    float_floordiv[(1,)](x, y, q)
-    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]  # 13834960, 9, 5592405, 4285714
+    """3.4: a float `//` floors the exact quotient, rounded to the type, as Python's does; it floored the rounded
+    quotient, off by one once the quotient passed 2**23 (107220944.0 // 7.75 gave 13834961.0, the quotient being
+    13834960.52). `%` is Python's too, so that `x == (x // y) * y + x % y` wherever that is exact. Past 2**24 the
+    floor can be between two f32 values: 100663304.0 / 3.0 is 33554434.67, its floor lies halfway and rounds to
+    even, 33554432.0, where the quotient rounds to 33554436.0."""
+    inf = float("inf")
+    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7, 100663304.0, 3.0e9, -107220944.0, 8388609.0,
+                  -5.0, 5.0, -0.0, -0.5, 3.0e38, inf, 7.0, -1.0e-30], np.float32)
+    y = np.array([7.75, 0.1, 3.0, 7.0, 3.0, 7.0, 7.75, -0.75,
+                  inf, -inf, 3.0, 3.0, 1.0e-3, 3.0, -2.0, 1.0e30], np.float32)
+    q, rem = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    float_floordiv[(1,)](x, y, q, rem)
+    with np.errstate(over="ignore"):                                  # 3e38 // 1e-3 is inf in f32
+        want_q = np.array([float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]).astype(np.float32)
+    want_r = np.array([float(a) % float(b) for a, b in zip(x.tolist(), y.tolist())]).astype(np.float32)
+    assert want_q[0] == 13834960.0 and want_q[4] == 33554432.0 and np.isnan(want_q[13])
+    np.testing.assert_array_equal(q, want_q)                         # NaN where Python's is, signed zeros too
+    np.testing.assert_array_equal(np.signbit(q), np.signbit(want_q))
+    np.testing.assert_array_equal(rem, want_r)
+    np.testing.assert_array_equal(np.signbit(rem), np.signbit(want_r))
