@@ -53,6 +53,24 @@ def test_reductions_and_scans_skip_inactive_elements(n):
 
 
 @metile.kernel
+def other_tile(X, Y, Out, n, m, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    y = metile.load(Y + offs, mask=offs < m)                     # inactive from m on
+    x = metile.load(X + offs, mask=offs < n, other=y)            # from n on: y's elements, with their activity
+    metile.store(Out, metile.min(x))
+    metile.store(Out + 1, metile.sum(x))
+
+
+def test_a_load_takes_the_activity_of_its_other_tile():
+    """Where its mask is false a load takes `other=`'s elements with their activity, as `where` takes the side it
+    selects (5.2): elements of a tile `other` inactive there stay inactive, and reductions skip them."""
+    x, y = np.full(64, 5.0, np.float32), np.full(64, 2.0, np.float32)
+    out = np.zeros(2, np.float32)
+    other_tile[(1,)](x, y, out, 10, 20, BLOCK=64)        # 10 of x, 10 of y, 44 inactive (they would read 0)
+    assert out.tolist() == [2.0, 70.0]
+
+
+@metile.kernel
 def while_max(X, Out, n, BLOCK: metile.constexpr):
     c = 0
     m = metile.zeros((BLOCK,), dtype="f32") - 1e30
