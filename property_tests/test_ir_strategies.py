@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from metile.ir import (
     AddPtr,
     AddressSpace,
+    AllActive,
     Arange,
     ArgReduce,
     AtomicAdd,
@@ -184,6 +185,7 @@ class Gen:
         if self.tile and ty.shape:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
             builders += ["transpose"] if len(ty.shape) == 2 else []
+            builders += ["all_active"] if dt is not DType.BOOL else []
         if self.tile and dt is not DType.BOOL:
             builders += ["reduce", "scan"]
         if self.tile and dt is DType.I32:
@@ -219,6 +221,8 @@ class Gen:
                 return Reshape(self.value(TileType(dt, self.pick([(ty.size,), ty.shape[::-1]])), env, d), ty.shape)
             case "transpose":
                 return Transpose(self.value(TileType(dt, ty.shape[::-1]), env, d))
+            case "all_active":
+                return AllActive(self.value(ty, env, d))
             case "expand_dims":
                 axis = ty.shape.index(1)
                 return ExpandDims(self.value(TileType(dt, ty.shape[:axis] + ty.shape[axis + 1:]), env, d), axis)

@@ -34,11 +34,6 @@ from tests.fuzz.gen_themes import gen_kernel
 from tests.fuzz.runner import check_kernel, check_launch
 
 KNOWN_BUGS = {   # Features turned off: constructs whose bugs are open (tests/test_fuzz_findings.py has each)
-    "dot_acc_inactive": "a dot's result keeps the inactivity of its accumulator",
-    "dot_float_int_acc": "an i32 accumulator is added after the float products are converted to i32",
-    "f16_sigmoid": "sigmoid of f16 below -11.1 gives 0 instead of its subnormal values",
-    "f8_with_bf16": "an 8-bit float times bf16 computes in bf16, not f32",
-    "floordiv_big_quotient": "float // floors a rounded quotient once it passes 2**23",
 }
 
 FEATURES = Features(**{name: False for name in KNOWN_BUGS})

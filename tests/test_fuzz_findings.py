@@ -1,7 +1,8 @@
 """Discrepancies the differential fuzzer (tests/test_differential_fuzz.py, benchmarks/fuzz.py) found between metile
-and docs/language.md, each shrunk to a small kernel with the values the documentation gives. They are strict
-xfails: each fails today, and passes (so fails as an unexpected pass) once metile, or the documentation, changes;
-then delete the xfail mark, and the matching entry of KNOWN_BUGS in test_differential_fuzz.py."""
+and docs/language.md, each shrunk to a small kernel with the values the documentation gives. Each was a strict
+xfail, and a matching entry of KNOWN_BUGS in test_differential_fuzz.py, until it was fixed; each now guards its fix
+(a new finding goes here as a strict xfail again, which fails as an unexpected pass once metile, or the
+documentation, changes)."""
 
 from __future__ import annotations
 
@@ -25,15 +26,37 @@ def dot_masked_acc(A, B, C, Out, n):
     metile.store(Out + 8 + r, metile.sum(d, axis=1))
 
 
-@pytest.mark.xfail(strict=True, reason="a dot's result keeps the inactivity of its accumulator, so reductions skip "
-                                       "those rows; 5.3 rule 5: results of dot are active everywhere")
 def test_dot_result_is_active_where_its_accumulator_is_not():
+    """5.3 rule 5: a dot's result is active everywhere, so reductions read the rows where its accumulator was
+    inactive (they read 0 there, rule 1). It kept them inactive, as the element-wise `acc + dot(a, b)` does."""
     a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
     c = np.full((8, 8), 100.0, np.float32)
     out = np.zeros(16, np.float32)
     dot_masked_acc[(1,)](a, b, c, out, 4)
     d = np.where(np.arange(8)[:, None] < 4, c, 0.0) + a @ b          # inactive elements of c read 0 (rule 1)
     assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [108]*4 + [8]*4, [864]*4 + [64]*4
+
+
+@metile.kernel
+def plus_dot_masked(A, B, C, Out, n):
+    r = metile.arange(0, 8)
+    a = metile.load(A + r[:, None] * 8 + r[None, :])
+    b = metile.load(B + r[:, None] * 8 + r[None, :])
+    c = metile.load(C + r[:, None] * 8 + r[None, :], mask=r[None, :] < n)   # columns n.. inactive
+    d = c + metile.dot(a, b)                                                # element-wise: c's inactivity (rule 2)
+    metile.store(Out + r, metile.min(d, axis=1))
+    metile.store(Out + 8 + r, metile.sum(d, axis=1))
+
+
+def test_a_sum_with_dot_keeps_the_inactivity_of_its_other_operand():
+    """`c + dot(a, b)` is element-wise (5.3 rule 2): its elements are inactive where c's are, and reductions skip
+    them; only dot's own accumulator is read as active."""
+    a, b = np.ones((8, 8), np.float32), np.ones((8, 8), np.float32)
+    c = np.tile(np.arange(8, dtype=np.float32) * 10 - 40, (8, 1))    # -40, -30, ... by column
+    out = np.zeros(16, np.float32)
+    plus_dot_masked[(1,)](a, b, c, out, 3)
+    d = (c + a @ b)[:, :3]                                             # only the 3 active columns
+    assert out.tolist() == d.min(1).tolist() + d.sum(1).tolist()      # [-32]*8, [-66]*8
 
 
 @metile.kernel
@@ -44,10 +67,9 @@ def dot_int_acc(A, B, Out, acc):
     metile.store(Out + r[:, None] * 8 + r[None, :], metile.dot(a, b, acc))      # an i32 acc: an i32 result
 
 
-@pytest.mark.xfail(strict=True, reason="with an integer acc and float operands, the products' sum is converted to "
-                                       "an integer before acc is added; 6.6: acc is added in f32, the result rounded "
-                                       "once (a cast to i32 truncates: 48 - 0.5 -> 47)")
 def test_dot_adds_an_integer_accumulator_before_converting():
+    """6.6: with float operands, an integer acc is added to the products' sum in f32 and the total converted once
+    (truncated: 48 - 0.5 -> 47); it was added to the sum already converted (48 + trunc(-0.5) = 48)."""
     a = np.zeros((8, 8), np.float16)
     a[:, 0] = [0.5, 1.5, -0.5, -1.5, 2.75, -2.75, 0.25, 3.5]
     b = np.ones((8, 8), np.float16)
@@ -57,19 +79,25 @@ def test_dot_adds_an_integer_accumulator_before_converting():
 
 
 @metile.kernel
-def f16_sigmoid(Z, S):
-    r = metile.arange(0, 4)
+def sigmoid_of(Z, S):
+    r = metile.arange(0, 8)
     metile.store(S + r, metile.sigmoid(metile.load(Z + r)))      # f16 stays f16 (6.2)
 
 
-@pytest.mark.xfail(strict=True, reason="sigmoid of an f16 below about -11.1 gives 0: exp(-x) overflows f16 on the "
-                                       "way, where the result is a subnormal f16 (sigmoid(-12) = 6.1e-6)")
-def test_sigmoid_of_f16_keeps_its_subnormal_tail():
-    z = np.array([-11.0, -12.0, -13.0, -16.0], np.float16)
-    s = np.zeros(4, np.float16)
-    f16_sigmoid[(1,)](z, s)
-    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(np.float16)   # 1.67e-5, 6.14e-6, 2.26e-6, 1.2e-7
-    np.testing.assert_allclose(s.astype(np.float64), want.astype(np.float64), rtol=0.01)
+@pytest.mark.parametrize(("dtype", "z"), [
+    (np.float16, [-11.0, -12.0, -13.0, -16.0, -17.0, -18.0, 0.5, -0.0]),      # 6.1e-6 ... 1.2e-7 are subnormal
+    (np.float32, [-88.0, -90.0, -95.0, -100.0, -103.0, -104.0, 20.0, float("nan")]),   # 6e-39 ... 1.4e-45
+], ids=["f16", "f32"])
+def test_sigmoid_keeps_its_subnormal_tail(dtype, z):
+    """sigmoid(x) = 1 / (1 + exp(-x)) is small but not 0 where exp(-x) overflows (x below -11.1 for f16, -88.7 for
+    f32): down to the smallest subnormal it must be that, rounded, where it gave 0."""
+    z = np.array(z, dtype)
+    s = np.zeros(8, dtype)
+    sigmoid_of[(1,)](z, s)
+    want = (1.0 / (1.0 + np.exp(-z.astype(np.float64)))).astype(dtype).astype(np.float64)
+    tiny = np.finfo(dtype).smallest_subnormal
+    assert (want[:5] >= tiny).all()                                    # every one of these is representable
+    np.testing.assert_allclose(s.astype(np.float64), want, rtol=0.01, atol=tiny)
 
 
 @metile.kernel
@@ -80,9 +108,9 @@ def f8_times_bf16(X, Y, Out):
     metile.store(Out + r, p)
 
 
-@pytest.mark.xfail(strict=True, reason="f8e4m3 * bf16 computes in bf16; 3.7: a computation converts 8-bit floats "
-                                       "to f16 first, and f16 with bf16 is f32 (3.3)")
 def test_an_8bit_float_times_bf16_is_f32():
+    """3.7: a computation converts 8-bit floats to f16 first, and f16 with bf16 is f32 (3.3); it computed in bf16
+    (-7 * 0.001 gave -0.00701904, not -0.0069961548)."""
     x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e4m3fn)
     y = np.array([0.001, 0.001, 1.0, 1.0], ml_dtypes.bfloat16)
     out = np.zeros(4, np.float32)
@@ -91,16 +119,51 @@ def test_an_8bit_float_times_bf16_is_f32():
 
 
 @metile.kernel
-def float_floordiv(X, Y, Q):
+def f8_with_bf16(X, Y, Out):
     r = metile.arange(0, 4)
-    metile.store(Q + r, metile.load(X + r) // metile.load(Y + r))
+    x, y = metile.load(X + r), metile.load(Y + r)             # f8e5m2, bf16
+    assert metile.where(r < 2, x, y).dtype == metile.bfloat16  # a selection: bf16 holds both (3.3)
+    f = metile.fma(x, y, y)                                   # a computation: f32
+    assert f.dtype == metile.float32, f.dtype
+    metile.store(Out + r, f)
+    metile.store(Out + 4 + r, (x < y).to(metile.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="float // floors a rounded quotient once the quotient passes 2**23 "
-                                       "(107220944.0 // 7.75 gives 13834961.0); 3.4: it floors the exact quotient")
+def test_fma_of_an_8bit_float_and_bf16_is_f32():
+    x = np.array([-7.0, 3.0, 1.0, 2.0], ml_dtypes.float8_e5m2)
+    y = np.array([0.001, 0.001, 1.0, 3.0], ml_dtypes.bfloat16)
+    out = np.zeros(8, np.float32)
+    f8_with_bf16[(1,)](x, y, out)
+    xf, yf = x.astype(np.float32), y.astype(np.float32)
+    assert out.tolist() == (xf * yf + yf).tolist() + (xf < yf).astype(np.float32).tolist()
+
+
+@metile.kernel
+def float_floordiv(X, Y, Q, R):
+    r = metile.arange(0, 16)
+    x, y = metile.load(X + r), metile.load(Y + r)
+    metile.store(Q + r, x // y)
+    metile.store(R + r, x % y)
+
+
 def test_float_floor_division_floors_the_exact_quotient():
-    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7], np.float32)
-    y = np.array([7.75, 0.1, 3.0, 7.0], np.float32)
-    q = np.zeros(4, np.float32)
-    float_floordiv[(1,)](x, y, q)
-    assert q.tolist() == [float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]  # 13834960, 9, 5592405, 4285714
+    """3.4: a float `//` floors the exact quotient, rounded to the type, as Python's does; it floored the rounded
+    quotient, off by one once the quotient passed 2**23 (107220944.0 // 7.75 gave 13834961.0, the quotient being
+    13834960.52). `%` is Python's too, so that `x == (x // y) * y + x % y` wherever that is exact. Past 2**24 the
+    floor can be between two f32 values: 100663304.0 / 3.0 is 33554434.67, its floor lies halfway and rounds to
+    even, 33554432.0, where the quotient rounds to 33554436.0."""
+    inf = float("inf")
+    x = np.array([107220944.0, 1.0, 16777215.0, 3.0e7, 100663304.0, 3.0e9, -107220944.0, 8388609.0,
+                  -5.0, 5.0, -0.0, -0.5, 3.0e38, inf, 7.0, -1.0e-30], np.float32)
+    y = np.array([7.75, 0.1, 3.0, 7.0, 3.0, 7.0, 7.75, -0.75,
+                  inf, -inf, 3.0, 3.0, 1.0e-3, 3.0, -2.0, 1.0e30], np.float32)
+    q, rem = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    float_floordiv[(1,)](x, y, q, rem)
+    with np.errstate(over="ignore"):                                  # 3e38 // 1e-3 is inf in f32
+        want_q = np.array([float(a) // float(b) for a, b in zip(x.tolist(), y.tolist())]).astype(np.float32)
+    want_r = np.array([float(a) % float(b) for a, b in zip(x.tolist(), y.tolist())]).astype(np.float32)
+    assert want_q[0] == 13834960.0 and want_q[4] == 33554432.0 and np.isnan(want_q[13])
+    np.testing.assert_array_equal(q, want_q)                         # NaN where Python's is, signed zeros too
+    np.testing.assert_array_equal(np.signbit(q), np.signbit(want_q))
+    np.testing.assert_array_equal(rem, want_r)
+    np.testing.assert_array_equal(np.signbit(rem), np.signbit(want_r))

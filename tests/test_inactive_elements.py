@@ -11,8 +11,9 @@ import pytest
 import metile
 from metile.ir.node import walk
 from metile.ir.stmts import For, If
-from metile.ir.tile import SimdgroupRole
+from metile.ir.tile import AllActive, SimdgroupRole
 from metile.ir.values import Where
+from metile.rewrite.driver import bottom_up
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from tests.acceptance_kernels import docs_examples as docs
@@ -49,6 +50,24 @@ def test_reductions_and_scans_skip_inactive_elements(n):
     half = np.where(np.arange(n) < n // 2, v, 5.0)
     want = [v.max(), y.min(), y.sum(), np.argmax(v), np.argmin(half), np.cumsum(y).max(), v.sum() - 2.0 * (256 - n)]
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@metile.kernel
+def other_tile(X, Y, Out, n, m, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    y = metile.load(Y + offs, mask=offs < m)                     # inactive from m on
+    x = metile.load(X + offs, mask=offs < n, other=y)            # from n on: y's elements, with their activity
+    metile.store(Out, metile.min(x))
+    metile.store(Out + 1, metile.sum(x))
+
+
+def test_a_load_takes_the_activity_of_its_other_tile():
+    """Where its mask is false a load takes `other=`'s elements with their activity, as `where` takes the side it
+    selects (5.2): elements of a tile `other` inactive there stay inactive, and reductions skip them."""
+    x, y = np.full(64, 5.0, np.float32), np.full(64, 2.0, np.float32)
+    out = np.zeros(2, np.float32)
+    other_tile[(1,)](x, y, out, 10, 20, BLOCK=64)        # 10 of x, 10 of y, 44 inactive (they would read 0)
+    assert out.tolist() == [2.0, 70.0]
 
 
 @metile.kernel
@@ -112,9 +131,13 @@ def test_a_loop_started_from_a_partly_inactive_tile_carries_its_activity(n):
 
 def test_kernels_without_inactive_elements_are_returned_as_they_are():
     for k in (softmax_identity.trace(F32, F32, 300, BLOCK=256),           # the identity style: nothing to skip
-              docs.vec_add.trace(F32, F32, F32, 10, BLOCK=256),            # masked loads no reduction reads
-              docs.matmul.trace(F32, F32, F32, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)):
+              docs.vec_add.trace(F32, F32, F32, 10, BLOCK=256)):           # masked loads no reduction reads
         assert skip_inactive(fold_constants(k)) is fold_constants(k)
+    # dot(a, b, acc) reads acc through AllActive, which the pass removes; nothing else changes
+    k = fold_constants(docs.matmul.trace(F32, F32, F32, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32))
+    out = skip_inactive(k)
+    assert any(isinstance(n, AllActive) for n in walk(k)) and not any(isinstance(n, AllActive) for n in walk(out))
+    assert out == bottom_up(lambda n: n.x if isinstance(n, AllActive) else None, k)
 
 
 def test_the_seed_softmax_keeps_its_running_values_with_one_select_per_update():

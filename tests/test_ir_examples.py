@@ -1,8 +1,9 @@
 """Example kernels built directly as IR, at both levels, used by the printer, parser and verifier tests.
 
 Tile IR: a vector add, a three-pass softmax (runtime `For` loops carrying a running max and sum, with
-`Reduce`), a GEMM (a `For` carrying a `Dot` accumulator), and a thread-level kernel (shared memory,
-`thread_id`, shuffles, a barrier, a role region, `While`, `If` with results, an atomic).
+`Reduce`), a GEMM (a `For` carrying a `Dot` accumulator, read through `AllActive` as `metile.dot` reads it), and
+a thread-level kernel (shared memory, `thread_id`, shuffles, a barrier, a role region, `While`, `If` with results,
+an atomic).
 Metal IR: a float4 vector add with a scalar tail, a row sum (simd reductions, threadgroup memory and
 barriers), and a simdgroup-matrix GEMM.
 """
@@ -14,6 +15,7 @@ import pytest
 from metile.ir import (
     AddPtr,
     AddressSpace,
+    AllActive,
     Arange,
     ArgReduce,
     AtomicAdd,
@@ -202,7 +204,7 @@ def gemm(bm: int = 32, bn: int = 32, bk: int = 16, dtype: DType = DType.F16) -> 
     s_a, a = let("a", Load(AddPtr(Broadcast(A, a_shape), a_offs), _mask_2d(rm, M, rk, K), Full(a_shape, zero)))
     s_b, b = let("b", Load(AddPtr(Broadcast(B, b_shape), b_offs), _mask_2d(rk, K, rn, N), Full(b_shape, zero)))
     loop = For(k, i32(0), K, i32(bk), [acc], [Full((bm, bn), f32(0.0))], [s_rk, s_a, s_b],
-               [add(acc, Dot(a, b))], [result])
+               [add(AllActive(acc), Dot(a, b))], [result])
     c_offs, c_shape = _offsets_2d(rm, rn, N)
     store = Store(AddPtr(Broadcast(C, c_shape), c_offs), result, _mask_2d(rm, M, rn, N))
     return Kernel("matmul", Stage.TILE, (A, B, C, M, N, K), [s_rm, s_rn, loop, store],

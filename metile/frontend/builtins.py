@@ -22,12 +22,13 @@ from metile.frontend.errors import (
     ShapeMismatchError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.matmul import product
 from metile.ir.errors import Loc
-from metile.ir.ops import BinOp, ReduceOp
+from metile.ir.ops import ReduceOp
 from metile.ir.stmts import AtomicAdd, Barrier, If, Store
-from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
+from metile.ir.tile import Arange, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
-from metile.ir.values import AddPtr, Binary, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
+from metile.ir.values import AddPtr, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
 
 _MISSING = object()
 # Per function of the language (`metile.language`, a fixed set), its parameters' positions and defaults: a cache.
@@ -339,35 +340,6 @@ def zeros(tr, loc, shape, dtype):
     return Full(dims, sem.const(False if dt is DType.BOOL else 0, dt, loc), loc=loc)
 
 
-_MATRIX_INPUTS = (DType.F32, DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2, DType.I8, DType.U8)
-_INT_RANGE = {DType.I8: 128, DType.U8: 255}   # the largest magnitude of each integer matrix input
-
-
-def max_int_dot_k(da: DType, db: DType) -> int:
-    """The longest inner dimension of a `dot` of integer tiles of types `da` and `db`: the products are summed in
-    f32, exact while every partial sum stays within 2**24, so at most 2**24 / (largest |a| * largest |b|)
-    products, in whole 8-wide steps: 1024 for i8 x i8, 512 for i8 x u8, 256 for u8 x u8."""
-    return (1 << 24) // (_INT_RANGE[da] * _INT_RANGE[db]) // 8 * 8
-
-
-def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
-    """The simdgroup-matrix type `dot` converts operands of types `da` and `db` to: one that holds every value of
-    both (f16 holds the 8-bit floats and integers, bf16 too; f16 with bf16 needs f32)."""
-    for d in (da, db):
-        if d.bits == 64:
-            raise KernelTypeError(f"dot has no {d} form: Metal's simdgroup matrices multiply 16- and 32-bit floats, "
-                                  "and 64-bit products would not be exact in them; convert to a narrower type first "
-                                  "(x.to(metile.int8) for small values) or multiply with * and metile.sum", loc)
-        if d not in _MATRIX_INPUTS:
-            raise KernelTypeError(f"dot takes tiles of {', '.join(x.value for x in _MATRIX_INPUTS)}, not {d}: convert "
-                                  "it first (x.to(metile.float32))", loc)
-    if DType.F32 in (da, db):
-        return DType.F32
-    if DType.BF16 in (da, db):
-        return DType.F32 if DType.F16 in (da, db) else DType.BF16
-    return DType.F16
-
-
 _PRECISIONS = (None, "ieee", "tf32", "tf32x3", "bf16x3")
 
 
@@ -378,41 +350,8 @@ def dot(tr, loc, a, b, acc, input_precision, allow_tf32, out_dtype):
         raise KernelArgumentError(f"dot: input_precision must be one of {_PRECISIONS}, not {input_precision!r}", loc)
     if allow_tf32 not in (None, True, False):
         raise KernelArgumentError(f"dot: allow_tf32 must be True, False or None, not {allow_tf32!r}", loc)
-    out = _dot(a, b, acc, loc)
+    out = product(a, b, acc, loc)
     return out if out_dtype is None else sem.cast(out, parse_dtype(out_dtype, loc), loc)
-
-
-def _dot(a, b, acc, loc: Loc):
-    for x, n in ((a, "a"), (b, "b")):
-        if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) != 2:
-            kind = x.type if isinstance(x, Value) else type(x).__name__
-            raise ShapeMismatchError(f"dot: '{n}' must be a 2-D tile, not {kind}", loc)
-    (m, k), (k2, n) = a.type.shape, b.type.shape
-    if k != k2:
-        raise ShapeMismatchError(f"dot: inner dimensions differ: [{m}, {k}] x [{k2}, {n}]", loc)
-    da, db = a.type.dtype, b.type.dtype
-    mt = matrix_dtype(da, db, loc)
-    prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), loc=loc)
-    if da.is_int and db.is_int:  # integers multiply exactly in f32 matrices, then convert
-        limit = max_int_dot_k(da, db)
-        if k > limit:
-            raise ShapeMismatchError(f"dot of {da} x {db} tiles sums at most {limit} products exactly, not {k}: "
-                                     "split the inner dimension (a smaller BLOCK_K in the tile_range loop)", loc)
-        prod = sem.cast(prod, DType.I32, loc)
-    if acc is None:
-        return prod
-    at = sem.type_of(acc, loc)
-    if at.shape not in ((), (m, n)):
-        raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is [{m}, {n}]", loc)
-    dt = at.dtype if isinstance(acc, Value) else prod.type.dtype
-    if dt is DType.BOOL:
-        raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
-                              loc)
-    dt = COMPUTE_AS.get(dt, dt)
-    if dt.is_float and dt is not DType.F32:   # accumulated in f32 and rounded once to the accumulator's type
-        total = Binary(BinOp.ADD, sem.coerce(acc, DType.F32, (m, n), loc), sem.cast(prod, DType.F32, loc), loc=loc)
-        return sem.cast(total, dt, loc)
-    return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
 
 
 def tile_range(tr, loc, start, stop, step, num_stages):

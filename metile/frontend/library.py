@@ -5,7 +5,8 @@ numbers, one implementation per `metile.language` function (`LIBRARY`, keyed lik
   toward zero), or with `bitcast=True` the same bits read as another type of the same width.
 - `exp2 log2 sin cos rsqrt floor ceil` are Metal functions; `sigmoid`, `erf`, `clamp` are built from others
   (`erf` from a series near 0 and a rational approximation of `erfc` elsewhere, both within 2e-7 in f32, computed
-  in f32); `fma(a, b, c)` rounds once; `pow(x, y)` is `x ** y`.
+  in f32; `sigmoid` in f32 too, from `exp(-|x|)`, which never overflows); `fma(a, b, c)` rounds once; `pow(x, y)`
+  is `x ** y`.
 - `argmax`/`argmin` give the first index of the extreme along an axis (of the flattened tile for `axis=None`);
   `cumsum`/`cumprod` the inclusive scan along an axis.
 - `rand`, `randn`, `randint` and their `4x` forms are Triton's: Philox 4x32 with `n_rounds` rounds on the counter
@@ -25,7 +26,7 @@ from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
 from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
-from metile.ir.types import COMPUTE_AS, DType, PtrType
+from metile.ir.types import COMPUTE_AS, DType, PtrType, promote_computed
 from metile.ir.values import Binary, Bitcast, Const, Fma, Unary, Value
 
 U32, I32, F32 = DType.U32, DType.I32, DType.F32
@@ -69,12 +70,21 @@ def _math(name):
 
 
 def sigmoid(tr, loc, x):
-    """`1 / (1 + exp(-x))` (in the float type of `x`, f32 for integers, f16 for 8-bit floats; 0 and 1 at the ends,
-    without NaN). An integer is converted before it is negated: `-x` of an unsigned integer would wrap around."""
-    if isinstance(x, Value) and not isinstance(x.type, PtrType) and not x.type.dtype.is_float:
-        x = sem.cast(x, F32, loc)
-    return sem.binary("truediv", 1.0, sem.binary("add", 1.0, sem.unary("exp", sem.unary("neg", x, loc), loc), loc),
-                      loc)
+    """`1 / (1 + exp(-x))`, in the float type of `x` (f32 for integers, f16 for 8-bit floats; 0 and 1 at the ends,
+    without NaN). It is computed in f32 and rounded once, as `where(x >= 0, 1, e) / (1 + e)` with `e = exp(-|x|)`:
+    `exp(-x)` overflows where the result is only small (below -88.7 in f32, -11.1 in f16), and its tail there,
+    down to the smallest subnormal, would be 0. An unsigned integer is converted before anything is negated."""
+    if not isinstance(x, Value):
+        return sem.binary("truediv", 1.0, sem.binary("add", 1.0, sem.unary("exp", sem.unary("neg", x, loc), loc), loc),
+                          loc)
+    t = sem.type_of(x, loc)
+    if isinstance(t, PtrType):
+        return sem.unary("exp", x, loc)   # refused there, with the message of every math function
+    out_dt = COMPUTE_AS.get(t.dtype, t.dtype) if t.dtype.is_float else F32
+    v = sem.cast(x, F32, loc)
+    e = sem.unary("exp", sem.unary("neg", sem.unary("abs", v, loc), loc), loc)
+    top = sem.where(sem.compare("ge", v, 0.0, loc), 1.0, e, loc)
+    return sem.cast(sem.binary("truediv", top, sem.binary("add", 1.0, e, loc), loc), out_dt, loc)
 
 
 # erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)), used for |x| < 1/2, where 7 terms are within 3e-8.
@@ -136,7 +146,7 @@ def _float_common(a, b, c) -> DType:
     traced = [v for v in (a, b, c) if isinstance(v, Value)]
     dt = traced[0].type.dtype
     for v in traced[1:]:
-        dt = sem.promote(dt, v.type.dtype)
+        dt = promote_computed(dt, v.type.dtype)
     return COMPUTE_AS.get(dt, dt) if dt.is_float else F32
 
 

@@ -36,6 +36,7 @@ from metile.ir.types import (
     TileType,
     fits,
     promote,
+    promote_computed,
 )
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Unary, Value, Where
 
@@ -291,7 +292,7 @@ def binary(name: str, a, b, loc: Loc | None):
         return pointer_arith(name, a, b, loc, ta, tb)
     da, db = ta.dtype, tb.dtype
     if a_ir and b_ir:
-        dt = da if da is db else promote(da, db)
+        dt = da if da is db else promote_computed(da, db)   # 8-bit floats as f16 first: with bf16, f32
     else:
         dt = _weak(da, b) if a_ir else _weak(db, a)
     if dt in STORAGE:  # 8-bit floats compute in f16
@@ -341,7 +342,7 @@ def compare(name: str, a, b, loc: Loc | None):
         return _python(_PY_CMP[name], a, b, "comparison", loc)
     if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
         da, db = ta.dtype, tb.dtype
-        dt = da if da is db else promote(da, db)
+        dt = da if da is db else promote_computed(da, db)
         x, y, _ = _unify(a, ta, b, tb, "comparison", loc, COMPUTE_AS.get(dt, dt))
     else:
         dt = common_dtype(a, b)

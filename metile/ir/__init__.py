@@ -45,6 +45,7 @@ from metile.ir.stmts import (
     While,
 )
 from metile.ir.tile import (
+    AllActive,
     Arange,
     ArgReduce,
     Broadcast,
@@ -87,9 +88,9 @@ from metile.ir.values import (
 from metile.ir.verify import VerifyError, verify
 
 __all__ = [
-    "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
-    "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
-    "CompileOptions", "Schedule", "Const", "DType",
+    "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "AllActive", "Arange", "ArgReduce",
+    "AtomicAdd", "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp",
+    "Compare", "CompileOptions", "Schedule", "Const", "DType",
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "Kernel", "LaunchPlan", "Let", "Load", "Loc",
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",

@@ -23,6 +23,7 @@ from metile.ir.metal import (
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
 from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
+    AllActive,
     Arange,
     ArgReduce,
     Broadcast,
@@ -194,6 +195,8 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return (Broadcast(x, shape) if mn == "broadcast" else Reshape(x, shape)), ty
         case "transpose":
             return Transpose(p.ref()), _colon_type(p)
+        case "all_active":
+            return AllActive(p.ref()), _colon_type(p)
         case "expand_dims":
             x = p.ref()
             p.expect(",")

@@ -50,6 +50,7 @@ from metile.ir.node import Node, children
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Schedule, Store, While
 from metile.ir.tile import (
+    AllActive,
     Arange,
     ArgReduce,
     Broadcast,
@@ -204,6 +205,8 @@ class _Printer:
                 body = f"reshape {r(x)}"
             case Transpose(x):
                 body = f"transpose {r(x)}"
+            case AllActive(x):
+                body = f"all_active {r(x)}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):

@@ -119,6 +119,20 @@ class Transpose(Value):
 
 
 @node
+class AllActive(Value):
+    """`x` with every element active (docs/language.md 5.3): where `x` is inactive it reads 0, as it does
+    element-wise, but the element is active. `dot(a, b, acc)` reads its accumulator as `AllActive(acc)`, since
+    a dot's result is active everywhere while `acc + dot(a, b)` keeps `acc`'s inactivity. `skip_inactive`
+    removes it: it is `x` to every later pass."""
+
+    x: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
+
+
+@node
 class Reduce(Value):
     """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
     keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
@@ -258,13 +272,13 @@ class SimdgroupRole(Stmt):
 
 
 TILE_VALUES: tuple[type[Value], ...] = (
-    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Reduce, ArgReduce, Scan, Dot,
-    ThreadId, SimdLaneId, SimdgroupId,
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, AllActive, Reduce, ArgReduce,
+    Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "TILE_STMTS", "TILE_VALUES", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
-    "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "Transpose",
-    "dot_dtype",
+    "TILE_STMTS", "TILE_VALUES", "AllActive", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full",
+    "NumPrograms", "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId",
+    "Transpose", "dot_dtype",
 ]

@@ -23,6 +23,7 @@ from metile.ir.metal import (
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
 from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
+    AllActive,
     Arange,
     ArgReduce,
     Broadcast,
@@ -292,6 +293,9 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or len(xt.shape) != 2:
                 return f"transpose: needs a 2-D tile, not {xt}"
+        case AllActive(x):
+            if not isinstance(x.type, TileType):
+                return f"all_active: needs a number tile, not {x.type}"
         case Reshape(x, shape):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):

@@ -18,6 +18,7 @@ Promotion (`promote(a, b)`), applied to both operands of a binary operator:
   `i64 + u64 -> u64`), otherwise the signed type (`u32 + i64 -> i64`, as in numpy);
 - bool with anything gives the other type; bool with bool stays bool for `& | ^` (comparisons and
   logic) and becomes i32 for arithmetic.
+A computation converts 8-bit floats to f16 first (`promote_computed`: an 8-bit float with bf16 computes in f32).
 Python scalars are *weak*: `x_f16 * 2.0` stays f16, `x_u8 + 1` stays u8; a Python float with an
 integer tile gives f32.
 """
@@ -168,6 +169,13 @@ def promote(a: DType, b: DType) -> DType:
         return a if a.bits >= b.bits else b
     signed, unsigned = (a, b) if a.is_signed else (b, a)
     return unsigned if unsigned.bits >= signed.bits else signed
+
+
+def promote_computed(a: DType, b: DType) -> DType:
+    """The type a computation (arithmetic, math, comparison) on operands of types `a` and `b` happens in: 8-bit
+    floats are converted to f16 first (`COMPUTE_AS`), then promoted, so an 8-bit float with bf16 computes in f32,
+    as f16 with bf16 does (`promote` alone gives bf16, which holds both: the type of a selection)."""
+    return promote(COMPUTE_AS.get(a, a), COMPUTE_AS.get(b, b))
 
 
 def weak_promote(tile: DType, scalar: object) -> DType:

@@ -8,10 +8,12 @@ element reads 0 wherever it is used element-wise, but:
 
 Activity is a bool of each value's shape, where true means active; `None` stands for "everywhere true". It
 flows through element-wise operations (an element is active where all its operands are), `where(c, a, b)`
-takes each side's activity, `other=` makes a load's elements active with that value, and a reduction or a
-`dot` result is active everywhere. A loop-carried value starts with its initial value's activity and gains
-the elements each iteration makes active; a runtime `if` or `simdgroup_role` result has the activity of the
-value its branch yields. Nothing else (stores, atomics, simdgroup exchanges) looks at activity.
+takes each side's activity, `other=` makes a load's elements active with that value, and a reduction, a
+`dot` result and `AllActive(x)` (the accumulator of `dot(a, b, acc)`: `acc + dot(a, b)` keeps the inactivity
+of `acc`, `dot(a, b, acc)` does not) are active everywhere. A loop-carried value starts with its initial
+value's activity and gains the elements each iteration makes active; a runtime `if` or `simdgroup_role` result
+has the activity of the value its branch yields. Nothing else (stores, atomics, simdgroup exchanges) looks at
+activity.
 
 The pass makes all of this ordinary IR, so no later pass knows about activity:
 - `skip_reduction` (a rule): `reduce(x)` -> `reduce(where(active(x), x, identity))`, and the same for scans
@@ -20,8 +22,9 @@ The pass makes all of this ordinary IR, so no later pass knows about activity:
 - the activity of a loop-carried value, and of an `if` or role result, becomes a bool value carried or
   yielded beside it, but only where some rewrite reads it: a first walk over the kernel finds which of these
   activity values the rewrites use, and a second walk builds the kernel with only those.
-A kernel without a masked load, or whose inactive elements reach no reduction and no loop update, is
-returned as it is (the same object, so later passes share its scan).
+`AllActive(x)` then becomes `x`, so that no later pass sees it. A kernel without a masked load, or whose inactive
+elements reach no reduction and no loop update, is returned as it is (the same object, so later passes share its
+scan) unless it has an `AllActive`.
 """
 
 from __future__ import annotations
@@ -33,11 +36,22 @@ import attrs
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
-from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
+from metile.ir.tile import (
+    AllActive,
+    ArgReduce,
+    Broadcast,
+    ExpandDims,
+    Full,
+    Reduce,
+    Reshape,
+    Scan,
+    SimdgroupRole,
+    Transpose,
+)
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up
+from metile.rewrite.driver import bottom_up, substitute
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
@@ -112,7 +126,7 @@ def _node_activity(n: Node, act) -> Value | None:
         case Transpose(x):
             a = act(x)
             return None if a is None else Transpose(a)
-    # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
+    # Constants, ranges, fills, identities, parameters, reductions, `dot` results, `AllActive`, simdgroup exchanges.
     return None
 
 
@@ -200,7 +214,8 @@ class _Walk:
                 held.append(n)
                 stack.pop()
                 continue
-            todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)]
+            todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)] \
+                if n.__class__ is not AllActive else None
             if todo:
                 stack.extend(todo)
                 continue
@@ -470,18 +485,25 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"skip_inactive takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
     found = scan(k, ctx.analyses)
+    marks = found.of(AllActive)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
-        return k
+        return substitute(k, {m: m.x for m in marks})
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
     first = _Walk(found, names, None, maybe)
     body = first.block(k.body)
     if not first.changed:
-        return k
+        return substitute(k, {m: m.x for m in marks})
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
-    return attrs.evolve(k, body=body)
+    out = attrs.evolve(k, body=body)
+    return bottom_up(_unmark, out) if marks else out
+
+
+def _unmark(n: Node) -> Node | None:
+    """`AllActive(x)` -> `x`: activity has its meaning in the kernel once `skip_inactive` is done."""
+    return n.x if n.__class__ is AllActive else None
 
 
 __all__ = ["Rewrite", "both", "either", "everywhere", "pick", "skip_inactive", "skip_reduction"]

@@ -15,7 +15,7 @@ from metile.ir.errors import Loc
 from metile.ir.metal import Builtin
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp, UnOp
 from metile.ir.types import DType, TileType
-from metile.ir.values import Binary, Bitcast, Cast, Compare, Const, Unary, Value, Where
+from metile.ir.values import Binary, Bitcast, Cast, Compare, Const, Fma, Unary, Value, Where
 from metile.layout import Layout
 from metile.layout.layout import flat_modes
 
@@ -163,19 +163,7 @@ def floor_div(a: Value, b: Value, loc: Loc | None = None) -> Value:
     if dtype in (DType.F16, DType.BF16):  # in f32, rounded once at the end, as numpy computes 16-bit floats
         return Cast(floor_div(Cast(a, DType.F32), Cast(b, DType.F32)), dtype, loc=loc)
     if dtype.is_float:
-        # As Python and numpy compute it, from the remainder: flooring the rounded quotient `a / b` is off by
-        # one when it rounds up to an integer (`1.0 // 0.1` is 9, and 1.0 / 0.1 rounds to 10).
-        one = Const(1.0, dtype)
-        r = Binary(BinOp.REM, a, b)
-        exact = Binary(BinOp.DIV, Binary(BinOp.SUB, a, r), b)  # an integer, up to the division's rounding
-        exact = Where(_opposite_signs(r, b), Binary(BinOp.SUB, exact, one), exact)
-        down = Unary(UnOp.FLOOR, exact)
-        q = Where(Compare(CmpOp.GT, Binary(BinOp.SUB, exact, down), Const(0.5, dtype)), Binary(BinOp.ADD, down, one),
-                  down)
-        # a zero quotient has the sign of `a / b` (`-0.0 // 3.0` is -0.0), which the subtraction above loses
-        negative = Compare(CmpOp.NE, _sign_bit(a), Compare(CmpOp.LT, b, Const(0.0, dtype)))
-        q = Where(Compare(CmpOp.EQ, exact, Const(0.0, dtype)), _signed_zero(negative, dtype), q)
-        return Where(Compare(CmpOp.EQ, b, Const(0.0, dtype)), Binary(BinOp.DIV, a, b), q, loc=loc)
+        return _float_floor_div(a, b, dtype, loc)
     if not dtype.is_signed:
         return Binary(BinOp.TRUNCDIV, a, b, loc=loc)
     safe, minus_one = _divisor(b)
@@ -184,6 +172,37 @@ def floor_div(a: Value, b: Value, loc: Loc | None = None) -> Value:
     if minus_one is None:
         return Where(*floored, loc=loc)
     return Where(minus_one, Binary(BinOp.SUB, Const(0, dtype), a), Where(*floored), loc=loc)
+
+
+_EXACT_INTEGERS = 2.0 ** 24   # an f32 quotient below this is within 0.5 of the exact one, and every integer is an f32
+
+
+def _float_floor_div(a: Value, b: Value, dtype: DType, loc: Loc | None) -> Value:
+    """The floor of the exact quotient `a / b` of two f32 values, rounded to f32, with Python's signed zeros.
+
+    `q = a / b` is rounded, so `floor(q)` may be one too large where `q` rounded up to an integer (1.0 / 0.1 is 10)
+    or, past 2**23, to the next integer (107220944.0 / 7.75 is 13834961.0, exactly 13834960.52). For `|q| < 2**24`,
+    `f = floor(q)` is the floor or one more, and it is one more exactly where `a - f * b`, whose sign `fma` gives
+    exactly (its rounding keeps the sign), is nonzero with the sign opposite to `b`. From 2**24, `q` is an integer
+    and `x = a - q * b` is exact (as for any correctly rounded quotient): the floor is `q + floor(x / b)`, and
+    `floor(x / b)` is found the same way (exactly while `|x / b| < 2**24`, so for `|q|` below 2**48). An infinite
+    quotient of finite operands stays infinite, and infinite or NaN dividends give NaN, as in Python."""
+    one, zero = Const(1.0, dtype), Const(0.0, dtype)
+    q = Binary(BinOp.DIV, a, b)
+    f = Unary(UnOp.FLOOR, q)
+    # a - f * b; for f == 0 it is a (b may be infinite: 0 * inf would be NaN, and -5.0 // inf is -1)
+    x = Where(Compare(CmpOp.EQ, f, zero), a, Fma(Unary(UnOp.NEG, f), b, a))
+    near = Where(_opposite_signs(x, b), Binary(BinOp.SUB, f, one), f)
+    d = Unary(UnOp.FLOOR, Binary(BinOp.DIV, x, b))
+    d = Where(_opposite_signs(Fma(Unary(UnOp.NEG, d), b, x), b), Binary(BinOp.SUB, d, one), d)
+    out = Where(Compare(CmpOp.LT, Unary(UnOp.ABS, q), Const(_EXACT_INTEGERS, dtype)), near, Binary(BinOp.ADD, f, d))
+    # an infinite q: q itself for a finite a, where a - a is 0, and NaN for an infinite or NaN a, where it is NaN
+    out = Where(Compare(CmpOp.EQ, Unary(UnOp.ABS, q), Const(float("inf"), dtype)),
+                Binary(BinOp.ADD, q, Binary(BinOp.SUB, a, a)), out)
+    # a zero quotient has the sign of `a / b` (`-0.0 // 3.0` is -0.0, `0.5 // -3.0` is -0.0)
+    negative = Compare(CmpOp.NE, _sign_bit(a), Compare(CmpOp.LT, b, zero))
+    out = Where(Compare(CmpOp.EQ, out, zero), _signed_zero(negative, dtype), out)
+    return Where(Compare(CmpOp.EQ, b, zero), Binary(BinOp.DIV, a, b), out, loc=loc)
 
 
 def floor_mod(a: Value, b: Value, loc: Loc | None = None) -> Value:

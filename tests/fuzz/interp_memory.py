@@ -74,7 +74,8 @@ def load(it: Interp, p: Ptr, mask_e, other_e) -> M.MVal:
     o = M.literal(o.value, p.t) if isinstance(o, Num) else M.cast(o, p.t)
     o = M.bcast(o, shape)
     v = np.where(mask, v, o.v)
-    return M.MVal(p.t, v, np.ones(shape, bool), np.where(mask, 0.0, o.err))
+    # where the mask is false the element is other's, with its activity, as where's (5.2; a number is active)
+    return M.MVal(p.t, v, mask | o.act, np.where(mask, 0.0, o.err))
 
 def write(it: Interp, p: Ptr, val: M.MVal, mask: np.ndarray) -> None:
     arr, errs = it.mem.arrays[p.buf], it.mem.errs[p.buf]
