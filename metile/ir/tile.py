@@ -202,7 +202,8 @@ class MmaPlan:
 
 @node
 class Dot(Value):
-    """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`.
+    """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`; with a leading batch
+    dimension (`[B, M, K]` and `[B, K, N]`), the `B` products `[B, M, N]`.
     `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. How the optimisation passes chose to
     compute it is the kernel's `schedule.dots[dot]` (`MmaPlan()`, the plain way, when absent)."""
 
@@ -211,7 +212,8 @@ class Dot(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return tile_type(dot_dtype(self.a.type.dtype), (self.a.type.shape[0], self.b.type.shape[1]))
+        a, b = self.a.type.shape, self.b.type.shape
+        return tile_type(dot_dtype(self.a.type.dtype), (*a[:-2], a[-2], b[-1]))
 
 
 @node

@@ -34,7 +34,7 @@ from metile.ir.types import DType
 from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.context import PassContext
-from metile.rewrite.distribute import choose_vec, k_slices, mma_arrangement
+from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis, value_defs
@@ -69,9 +69,10 @@ def fragments_of(d: Dot, group: Group, how: MmaPlan) -> Fragments | None:
     the arrangement `how` records when it divides the pieces among as many simdgroups or a divisor of them, else
     the squarest (`mma_arrangement`); None when the shapes are not multiples of 8 or the operands not a matrix
     type."""
-    (m, k), n = d.a.type.shape, d.b.type.shape[1]
-    if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+    dims = matrix_dims(d)
+    if dims is None:
         return None
+    m, n, k = dims
     sgs = group.sgs // k_slices(m, n, k, how.split, group.sgs)
     chosen = how.simdgroups
     if chosen and sgs % (chosen[0] * chosen[1]) == 0 and (m // 8) % chosen[0] == 0 and (n // 8) % chosen[1] == 0:

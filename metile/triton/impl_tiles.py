@@ -285,9 +285,12 @@ def dot(tr, loc, input, other, acc, input_precision, allow_tf32, max_num_impreci
     if (input_precision.lower() if isinstance(input_precision, str) else input_precision) not in _PRECISIONS:
         raise KernelArgumentError(f"input_precision must be one of {_PRECISIONS[1:]}, not {input_precision!r}", loc)
     a, b = _tile(input, "tl.dot", loc), _tile(other, "tl.dot", loc)
-    if len(a.type.shape) != 2 or len(b.type.shape) != 2:
-        raise not_yet("tl.dot of 3-D (batched) tensors", loc) if len(a.type.shape) == 3 else ShapeMismatchError(
-            f"Both inputs must be 2D; (lhs: {list(a.type.shape)} vs rhs: {list(b.type.shape)})", loc)
+    ash, bsh = a.type.shape, b.type.shape
+    if not (len(ash) == len(bsh) == 2 or len(ash) == len(bsh) == 3):
+        raise ShapeMismatchError(f"Both inputs must be either 2D or 3D; (lhs: {list(ash)} vs rhs: {list(bsh)})", loc)
+    if ash[-1] != bsh[-2] or ash[:-2] != bsh[:-2]:
+        raise ShapeMismatchError(f"First input shape ({list(ash)}) and second input shape {list(bsh)} are not "
+                                 "compatible for matmul", loc)
     da, db = a.type.dtype, b.type.dtype
     if not (da.storage_only and db.storage_only):
         for d in (da, db):
@@ -305,7 +308,7 @@ def dot(tr, loc, input, other, acc, input_precision, allow_tf32, max_num_impreci
     if acc is not None:
         if not isinstance(acc, Value) or isinstance(acc.type, PtrType):
             raise KernelTypeError(f"tl.dot: the accumulator must be a tensor, not {type(acc).__name__}", loc)
-        shape = (a.type.shape[0], b.type.shape[1])
+        shape = (*ash[:-1], bsh[-1])
         if acc.type.shape != shape or acc.type.dtype is not (out if not da.is_int else I32):
             raise KernelTypeError(f"tl.dot: the accumulator is {acc.type}; it must be {triton_dtype(result)} of shape "
                                   f"{list(shape)}", loc)

@@ -62,7 +62,8 @@ def held_mma(blk: Block, v: Value) -> Mma | None:
     rep, v = X.named_rep(blk, v)
     if rep is not None:
         return rep if isinstance(rep, Mma) else None
-    return X.heavy_rep(blk, v) if isinstance(v, Dot) or dot_acc(v) else None
+    rep = X.heavy_rep(blk, v) if isinstance(v, Dot) or dot_acc(v) else None
+    return rep if isinstance(rep, Mma) else None   # a product computed per thread is in registers
 
 
 def mma_store(blk: Block, ptr: Value, value: Value) -> bool:
@@ -209,9 +210,9 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
                 continue
             if not isinstance(rep, Mma):
                 return None
-        elif isinstance(v, Dot) or dot_acc(v):
-            rep = X.heavy_rep(blk, v)
-        elif isinstance(v, (Reduce, ArgReduce, Scan)):   # held in registers once computed
+        elif (isinstance(v, Dot) or dot_acc(v)) and isinstance(rep := X.heavy_rep(blk, v), Mma):
+            pass
+        elif isinstance(v, (Reduce, ArgReduce, Scan, Dot)) or dot_acc(v):   # held in registers once computed
             regs = True
             continue
         else:

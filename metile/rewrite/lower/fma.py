@@ -1,0 +1,89 @@
+"""`dot` by multiply-adds on each thread: the products that 8x8 simdgroup matrices do not fit.
+
+A product runs on simdgroup matrices when its operands are 2-D, of a matrix type, and every side is a multiple of 8
+(`metile.rewrite.distribute.matrix_dims`). Any other product (a side of 1 to 7, as a decode step's few rows, a side
+not a multiple of 8, a batched `[B, M, K] x [B, K, N]` product) is computed here: `a` and `b` are staged in
+threadgroup memory (as the matrices' operands are: a role's channel as it is, else written row-major by the
+program's threads between two barriers), and each thread computes the elements of the result it holds under the
+`Blocked` layout of the result's size, one run-time loop over `k` carrying an f32 sum per element:
+`sum = fma(a[i, k], b[k, j], sum)`, starting from the accumulator's element (or 0). Every product of two operands
+of a matrix type (f32, f16, bf16, and the integers and 8-bit floats the frontend converts to them) is exact in f32
+but for f32 x f32, whose `fma` rounds once per step, so the result is that of the matrices' f32 accumulation up to
+the order of the additions. The result is `Regs`, read as any register tile is.
+"""
+
+from __future__ import annotations
+
+from metile.ir.stmts import For
+from metile.ir.tile import Dot
+from metile.ir.types import DType, TileType
+from metile.ir.values import AddPtr, Fma, Load, Value, Var
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.distribute import row_major_strides
+from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import mma as MM
+from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import values as V
+from metile.rewrite.lower.ops import cast
+from metile.rewrite.lower.state import Block, Mma, Regs
+
+F32 = DType.F32
+
+
+def product(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma | Regs:
+    """`acc + d` (or `d`): on simdgroup matrices where they fit it (`mma.mma`), else by per-thread multiply-adds."""
+    if MM.mma_geometry(blk, d) is not None:
+        return MM.mma(blk, d, acc, where)
+    return fma_dot(blk, d, acc)
+
+
+def staged(blk: Block, d: Dot) -> list[tuple[Value, tuple[Value, ...]]]:
+    """`(base, strides)` of `a` and `b` in threadgroup memory, strides per dimension (run-time values where a role's
+    channel or a hoisted buffer gives them): a 2-D product's operands as the matrices' are staged
+    (`mma.stage_operands`), a batched product's published row-major."""
+    if len(d.type.shape) == 2:
+        out = []
+        for base, ld in MM.stage_operands(blk, d.a, d.b, d):
+            out.append((base, (mo.const(ld) if isinstance(ld, int) else ld, mo.const(1))))
+        return out
+    items = [(x, row_major_strides(x.type.shape)) for x in (d.a, d.b)]
+    bases = X.publish(blk, items, d)
+    return [(base, tuple(mo.const(s) for s in strides)) for base, (_, strides) in zip(bases, items)]
+
+
+def fma_dot(blk: Block, d: Dot, acc: Value | None) -> Regs:
+    """`acc + d` computed by each thread for the elements it holds (see the module docstring)."""
+    S.collective(blk, d)
+    if not d.a.type.dtype.is_float:
+        raise blk.refuse(f"dot on {d.a.type.dtype} tiles is not supported: convert the operands to a float type", d)
+    shape = d.type.shape
+    k = d.a.type.shape[-1]
+    (sa, astr), (sb, bstr) = staged(blk, d)
+    layout = V.layout(blk, d.type.size)
+    rows, cols = [], []   # per slot: where its row of `a` starts, where its column of `b` starts
+    init = []
+    for slot in range(layout.slots):
+        pt = V.slot_pt(blk, layout, slot, shape)
+        *batch, i, j = V.coords(blk, pt)
+        arow, bcol = mo.mul(i, astr[-2]), mo.mul(j, bstr[-1])
+        if batch:
+            arow = mo.add(mo.mul(batch[0], astr[0]), arow)
+            bcol = mo.add(mo.mul(batch[0], bstr[0]), bcol)
+        rows.append(blk.let(arow, "arow"))
+        cols.append(blk.let(bcol, "bcol"))
+        init.append(cast(V.at(blk, acc, pt), F32) if acc is not None else mo.const(0, F32))
+    kk = Var(blk.fresh("kk"), TileType(DType.I32))
+    carried = [Var(blk.fresh("sum"), TileType(F32)) for _ in init]
+    inner = blk.body()
+    step = []
+    brow = inner.let(mo.mul(kk, bstr[-2]), "brow")
+    for r, c, s in zip(rows, cols, carried):
+        x = cast(inner.let(Load(AddPtr(sa, mo.add(r, mo.mul(kk, astr[-1])))), "fa"), F32)
+        y = cast(inner.let(Load(AddPtr(sb, mo.add(brow, c))), "fb"), F32)
+        step.append(inner.let(Fma(x, y, s), "sum"))
+    results = [Var(blk.fresh("sum"), TileType(F32)) for _ in init]
+    blk.emit(For(kk, mo.const(0), mo.const(k), mo.const(1), carried, init, inner.out, step, results, loc=blk.loc))
+    return Regs(layout, tuple(results))
+
+
+__all__ = ["fma_dot", "product", "staged"]

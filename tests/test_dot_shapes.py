@@ -1,0 +1,132 @@
+"""`metile.dot` of every shape: sides that are not multiples of 8 (a decode step's 1 to 7 rows, ragged tiles) and
+batched 3-D products are computed by per-thread multiply-adds (`metile.rewrite.lower.fma`), checked against numpy
+with and without an accumulator, with masked loads, in a loop over k and with an f16 `out_dtype`; products whose
+sides are multiples of 8 still run on simdgroup matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+from metile.emit import compile_to_msl
+from metile.frontend.errors import ShapeMismatchError
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@metile.kernel
+def mm(A, B, C, Acc, M: metile.constexpr, N: metile.constexpr, K: metile.constexpr, WITH_ACC: metile.constexpr):
+    m, n, k = metile.arange(0, M), metile.arange(0, N), metile.arange(0, K)
+    a = metile.load(A + m[:, None] * K + k[None, :])
+    b = metile.load(B + k[:, None] * N + n[None, :])
+    if WITH_ACC:
+        c = metile.dot(a, b, metile.load(Acc + m[:, None] * N + n[None, :]))
+    else:
+        c = metile.dot(a, b)
+    metile.store(C + m[:, None] * N + n[None, :], c)
+
+
+SHAPES = [(1, 16, 16), (3, 32, 16), (7, 64, 32), (5, 7, 3), (1, 1, 1), (24, 40, 12), (9, 17, 33), (2, 128, 40),
+          (16, 16, 16)]
+
+
+@pytest.mark.parametrize(("m", "n", "k"), SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["f16", "f32"])
+def test_dot_of_any_shape_matches_numpy(m, n, k, dtype):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    acc = rng.standard_normal((m, n)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for with_acc in (False, True):
+        c = np.zeros((m, n), np.float32)
+        mm[(1,)](a, b, c, acc, M=m, N=n, K=k, WITH_ACC=with_acc)
+        metile.synchronize()
+        np.testing.assert_allclose(c, want + acc * with_acc, rtol=1e-5, atol=1e-5 * k)
+
+
+@metile.kernel
+def decode_gemm(A, B, C, M, N, K, stride_am, stride_bk, stride_cm, BM: metile.constexpr, BN: metile.constexpr,
+                BK: metile.constexpr):
+    rm = metile.arange(0, BM)
+    rn = metile.program_id(0) * BN + metile.arange(0, BN)
+    acc = metile.zeros((BM, BN))
+    for k0 in range(0, K, BK):
+        rk = k0 + metile.arange(0, BK)
+        a = metile.load(A + rm[:, None] * stride_am + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
+                        other=0.0)
+        b = metile.load(B + rk[:, None] * stride_bk + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N),
+                        other=0.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(C + rm[:, None] * stride_cm + rn[None, :], acc.to(metile.float16),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize(("m", "bm"), [(1, 1), (3, 4), (5, 8), (7, 7), (12, 16)])
+def test_decode_gemm_with_masks_and_a_loop_over_k(m, bm):
+    """A decode step: few rows of activations times a weight matrix, tiles of any size, ragged edges masked."""
+    rng = np.random.default_rng(m)
+    n, k = 45, 70
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float16)
+    decode_gemm[(metile.cdiv(n, 24),)](a, b, c, m, n, k, k, n, n, BM=bm, BN=24, BK=12)
+    metile.synchronize()
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+@metile.kernel
+def bmm(A, B, C, NB: metile.constexpr, M: metile.constexpr, N: metile.constexpr, K: metile.constexpr):
+    z = metile.arange(0, NB)[:, None, None]
+    i = metile.arange(0, M)[None, :, None]
+    j = metile.arange(0, N)[None, None, :]
+    kr = metile.arange(0, K)
+    a = metile.load(A + z * (M * K) + i * K + kr[None, None, :], mask=i < M - 1, other=1.0)
+    b = metile.load(B + z * (K * N) + kr[None, :, None] * N + j)
+    c = metile.dot(a, b, metile.full((NB, M, N), 0.5))
+    metile.store(C + z * (M * N) + i * N + j, c)
+
+
+@pytest.mark.parametrize(("nb", "m", "n", "k"), [(2, 8, 8, 8), (3, 5, 6, 7), (4, 1, 16, 32), (2, 16, 3, 1)])
+def test_batched_dot(nb, m, n, k):
+    rng = np.random.default_rng(nb + m + n + k)
+    a = rng.standard_normal((nb, m, k)).astype(np.float32)
+    b = rng.standard_normal((nb, k, n)).astype(np.float32)
+    c = np.zeros((nb, m, n), np.float32)
+    bmm[(1,)](a, b, c, NB=nb, M=m, N=n, K=k)
+    metile.synchronize()
+    am = a.copy()
+    am[:, m - 1, :] = 1.0
+    np.testing.assert_allclose(c, am @ b + 0.5, rtol=1e-5, atol=1e-5 * k)
+
+
+@metile.kernel
+def bad_batch(A, B, C):
+    a = metile.zeros((2, 4, 4))
+    b = metile.zeros((3, 4, 4))
+    metile.store(C + metile.arange(0, 4), metile.sum(metile.sum(metile.dot(a, b), axis=0), axis=0))
+
+
+@metile.kernel
+def bad_rank(A, B, C):
+    a = metile.zeros((2, 4, 4))
+    b = metile.zeros((4, 4))
+    metile.store(C + metile.arange(0, 4), metile.sum(metile.sum(metile.dot(a, b), axis=0), axis=0))
+
+
+@pytest.mark.parametrize(("kernel", "message"), [(bad_batch, r"batches differ: \[2, 4, 4\] x \[3, 4, 4\]"),
+                                                  (bad_rank, r"a 3-D tile times a 2-D tile")])
+def test_batched_dot_shapes_are_checked(kernel, message):
+    with pytest.raises(ShapeMismatchError, match=message):
+        kernel[(1,)](np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(4, np.float32))
+
+
+def test_small_products_run_per_thread_and_multiples_of_8_on_matrices():
+    """The lowering's choice, read off the MSL: no simdgroup matrix for a 3 x 16 product, matrices for 16 x 16."""
+    a, b, c = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
+    small = compile_to_msl(mm.trace(a, b, c, c, M=3, N=16, K=16, WITH_ACC=False)).msl
+    large = compile_to_msl(mm.trace(a, b, c, c, M=16, N=16, K=16, WITH_ACC=False)).msl
+    assert "simdgroup_multiply_accumulate" not in small and "fma(" in small
+    assert "simdgroup_multiply_accumulate" in large

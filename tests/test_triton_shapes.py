@@ -1,0 +1,88 @@
+"""Tile shapes under `triton.language`: `tl.dot` of every size (a decode step's few rows, sides not multiples of 8,
+batched 3-D products) with `acc`, `out_dtype` and `input_precision`, checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile.triton as triton
+import metile.triton.language as tl
+from metile.frontend.errors import ShapeMismatchError
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@triton.jit
+def decode_matmul(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  F16_OUT: tl.constexpr):
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    if F16_OUT:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        rk = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(A + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(B + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        if F16_OUT:
+            acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+        else:
+            acc = tl.dot(a, b, acc, input_precision="tf32")
+    tl.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize(("m", "block_m"), [(1, 1), (2, 2), (3, 4), (5, 8), (7, 8), (9, 16)])
+@pytest.mark.parametrize("f16_out", [False, True], ids=["f32", "f16"])
+def test_dot_of_decode_shapes(m, block_m, f16_out):
+    rng = np.random.default_rng(m)
+    n, k = 50, 40
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float16 if f16_out else np.float32)
+    decode_matmul[(triton.cdiv(n, 32),)](a, b, c, m, n, k, BLOCK_M=block_m, BLOCK_N=32, BLOCK_K=16, F16_OUT=f16_out)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    tol = 3e-2 if f16_out else 1e-4   # an f16 accumulator rounds after each block of k
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=tol, atol=tol)
+
+
+@triton.jit
+def batched(A, B, C, NB: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    z = tl.arange(0, NB)[:, None, None]
+    i = tl.arange(0, M)[None, :, None]
+    j = tl.arange(0, N)[None, None, :]
+    kk = tl.arange(0, K)
+    a = tl.load(A + z * M * K + i * K + kk[None, None, :])
+    b = tl.load(B + z * K * N + kk[None, :, None] * N + j)
+    acc = tl.full((NB, M, N), 1.0, tl.float32)
+    c = tl.dot(a, b, acc)
+    tl.store(C + z * M * N + i * N + j, c)
+
+
+@pytest.mark.parametrize(("nb", "m", "n", "k"), [(2, 16, 16, 16), (4, 2, 8, 16), (2, 1, 4, 2)])
+def test_batched_dot(nb, m, n, k):
+    rng = np.random.default_rng(nb * m)
+    a = rng.standard_normal((nb, m, k)).astype(np.float16)
+    b = rng.standard_normal((nb, k, n)).astype(np.float16)
+    c = np.zeros((nb, m, n), np.float32)
+    batched[(1,)](a, b, c, nb, m, n, k)
+    want = a.astype(np.float32) @ b.astype(np.float32) + 1.0
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+@triton.jit
+def mismatched(A, WHICH: tl.constexpr):
+    x = tl.zeros((2, 4, 4), tl.float16)
+    if WHICH == 0:
+        y = tl.dot(x, tl.zeros((4, 4), tl.float16))
+    else:
+        y = tl.dot(x, tl.zeros((2, 8, 4), tl.float16))
+    tl.store(A + tl.arange(0, 4), tl.sum(tl.sum(y, 0), 0))
+
+
+@pytest.mark.parametrize(("which", "message"), [(0, "Both inputs must be either 2D or 3D"),
+                                                 (1, "not compatible for matmul")])
+def test_dot_shapes_are_checked(which, message):
+    with pytest.raises(ShapeMismatchError, match=message):
+        mismatched[(1,)](np.zeros(4, np.float32), which)
