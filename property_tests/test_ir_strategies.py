@@ -38,6 +38,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    Join,
     Kernel,
     Let,
     Load,
@@ -50,6 +51,7 @@ from metile.ir import (
     MatrixType,
     NumPrograms,
     Param,
+    Permute,
     ProgramId,
     PtrType,
     Reduce,
@@ -69,6 +71,7 @@ from metile.ir import (
     Splat,
     Stage,
     Store,
+    Take,
     ThreadId,
     TileType,
     Transpose,
@@ -184,6 +187,8 @@ class Gen:
         if self.tile and ty.shape:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
             builders += ["transpose"] if len(ty.shape) == 2 else []
+            builders += ["permute", "take"]
+            builders += ["join"] if ty.shape[-1] == 2 else []
         if self.tile and dt is not DType.BOOL:
             builders += ["reduce", "scan"]
         if self.tile and dt is DType.I32:
@@ -219,6 +224,20 @@ class Gen:
                 return Reshape(self.value(TileType(dt, self.pick([(ty.size,), ty.shape[::-1]])), env, d), ty.shape)
             case "transpose":
                 return Transpose(self.value(TileType(dt, ty.shape[::-1]), env, d))
+            case "permute":
+                order = tuple(self.draw(st.permutations(range(len(ty.shape)))))
+                src = [0] * len(order)
+                for i, o in enumerate(order):
+                    src[o] = ty.shape[i]
+                return Permute(self.value(TileType(dt, tuple(src)), env, d), order)
+            case "take":
+                axis = self.draw(st.integers(0, len(ty.shape)))
+                extent = self.pick([2, 4])
+                src = TileType(dt, ty.shape[:axis] + (extent,) + ty.shape[axis:])
+                return Take(self.value(src, env, d), axis, self.draw(st.integers(0, extent - 1)))
+            case "join":
+                half = TileType(dt, ty.shape[:-1])
+                return Join(self.value(half, env, d), self.value(half, env, d))
             case "expand_dims":
                 axis = ty.shape.index(1)
                 return ExpandDims(self.value(TileType(dt, ty.shape[:axis] + ty.shape[axis + 1:]), env, d), axis)

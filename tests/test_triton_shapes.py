@@ -86,3 +86,51 @@ def mismatched(A, WHICH: tl.constexpr):
 def test_dot_shapes_are_checked(which, message):
     with pytest.raises(ShapeMismatchError, match=message):
         mismatched[(1,)](np.zeros(4, np.float32), which)
+
+
+@triton.jit
+def tl_shapes(X, P, R, T, J, H, IL, V, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+    a = tl.arange(0, A)[:, None, None]
+    b = tl.arange(0, B)[None, :, None]
+    c = tl.arange(0, C)[None, None, :]
+    x = tl.load(X + a * B * C + b * C + c, mask=c < C - 1, other=0.0)
+    flat = tl.arange(0, A * B * C)
+    tl.store(P + flat, tl.permute(x, 2, 0, 1).ravel())
+    tl.store(R + flat, tl.reshape(x.reshape(A * B, C) * 3.0, [A * B * C]))
+    tl.store(T + flat, tl.reshape(x.T, A * B * C, can_reorder=False))            # the last two dimensions swapped
+    j = tl.join(x, x + 1.0)
+    tl.store(J + tl.arange(0, 2 * A * B * C), tl.ravel(j))
+    lo, hi = j.split()
+    tl.store(H + flat, tl.ravel(hi - lo + tl.trans(tl.trans(x, (1, 0, 2)), 1, 0, 2)))
+    tl.store(IL + tl.arange(0, 2 * A * B * C), tl.ravel(tl.interleave(x, -x)))
+    tl.store(V + flat, tl.view(tl.expand_dims(x, (0, 4)), A * B * C))
+
+
+@pytest.mark.parametrize(("a", "b", "c"), [(2, 4, 8), (1, 2, 2), (4, 8, 4)])
+def test_shape_functions_of_triton_language(a, b, c):
+    rng = np.random.default_rng(a * b + c)
+    x = rng.standard_normal((a, b, c)).astype(np.float32)
+    n = a * b * c
+    p, r, t, h, v = (np.zeros(n, np.float32) for _ in range(5))
+    j, il = np.zeros(2 * n, np.float32), np.zeros(2 * n, np.float32)
+    tl_shapes[(1,)](x, p, r, t, j, h, il, v, a, b, c)
+    xm = x.copy()
+    xm[:, :, c - 1] = 0.0
+    np.testing.assert_array_equal(p, xm.transpose(2, 0, 1).ravel())
+    np.testing.assert_array_equal(r, (xm * 3).ravel())
+    np.testing.assert_array_equal(t, xm.transpose(0, 2, 1).ravel())
+    np.testing.assert_array_equal(j, np.stack([xm, xm + 1], -1).ravel())
+    np.testing.assert_allclose(h, (1 + xm).ravel(), rtol=1e-6)
+    np.testing.assert_array_equal(il, np.stack([xm, -xm], -1).ravel())
+    np.testing.assert_array_equal(v, xm.ravel())
+
+
+@triton.jit
+def bad_reshape(X):
+    x = tl.load(X + tl.arange(0, 8))
+    tl.store(X + tl.arange(0, 8), tl.reshape(x, (2, 3)).ravel())
+
+
+def test_reshape_takes_powers_of_two():
+    with pytest.raises(ShapeMismatchError, match="shape element 1 must be a power of 2, not 3"):
+        bad_reshape[(1,)](np.zeros(8, np.float32))

@@ -56,8 +56,10 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     MmaPlan,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
@@ -65,6 +67,7 @@ from metile.ir.tile import (
     SimdgroupId,
     SimdgroupRole,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -204,6 +207,12 @@ class _Printer:
                 body = f"reshape {r(x)}"
             case Transpose(x):
                 body = f"transpose {r(x)}"
+            case Permute(x, order):
+                body = f"permute {r(x)}, [{', '.join(map(str, order))}]"
+            case Join(a, b):
+                body = f"join {r(a)}, {r(b)}"
+            case Take(x, axis, index):
+                body = f"take {r(x)}, {axis}, {index}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):

@@ -119,6 +119,48 @@ class Transpose(Value):
 
 
 @node
+class Permute(Value):
+    """`x` with its dimensions reordered: dimension `i` of the result is dimension `order[i]` of `x` (numpy's
+    `transpose(x, order)`), so element `c` of the result is element `d` of `x` with `d[order[i]] = c[i]`."""
+
+    x: Value
+    order: tuple[int, ...] = attrs.field(converter=tuple)
+
+    @cached_property
+    def type(self) -> Type:
+        shape = self.x.type.shape
+        return self.x.type.with_shape(tuple(shape[i] for i in self.order))
+
+
+@node
+class Join(Value):
+    """`a` and `b` (of one type) stacked along a new last dimension of size 2: element `[..., 0]` is `a[...]`,
+    `[..., 1]` is `b[...]`."""
+
+    a: Value
+    b: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.a.type.with_shape(self.a.type.shape + (2,))
+
+
+@node
+class Take(Value):
+    """Element `index` of `x` along dimension `axis`, which disappears: `x[..., index, ...]` (one half of a
+    split is `Take(x, last, 0)` or `1`)."""
+
+    x: Value
+    axis: int
+    index: int
+
+    @cached_property
+    def type(self) -> Type:
+        shape = self.x.type.shape
+        return self.x.type.with_shape(shape[: self.axis] + shape[self.axis + 1:])
+
+
+@node
 class Reduce(Value):
     """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
     keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
@@ -260,13 +302,15 @@ class SimdgroupRole(Stmt):
 
 
 TILE_VALUES: tuple[type[Value], ...] = (
-    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Reduce, ArgReduce, Scan, Dot,
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Permute, Join, Take, Reduce,
+    ArgReduce, Scan, Dot,
     ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "TILE_STMTS", "TILE_VALUES", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "NumPrograms",
-    "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId", "Transpose",
+    "TILE_STMTS", "TILE_VALUES", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "Join", "NumPrograms",
+    "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "Take",
+    "ThreadId", "Transpose",
     "dot_dtype",
 ]

@@ -29,13 +29,16 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
     Scan,
     SimdgroupId,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -292,6 +295,20 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or len(xt.shape) != 2:
                 return f"transpose: needs a 2-D tile, not {xt}"
+        case Permute(x, order):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or sorted(order) != list(range(len(xt.shape))) \
+                    or not xt.shape:
+                return f"permute: {list(order)} is not a permutation of the dimensions of {xt}"
+        case Join(a, b):
+            at, bt = a.type, b.type
+            if not isinstance(at, (TileType, PtrType)) or at != bt:
+                return f"join: needs two tiles of one type, not {at} and {bt}"
+        case Take(x, axis, index):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis < len(xt.shape) \
+                    or not 0 <= index < xt.shape[axis]:
+                return f"take: element {index} of axis {axis} is out of range for {xt}"
         case Reshape(x, shape):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):

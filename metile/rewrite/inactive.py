@@ -33,7 +33,20 @@ import attrs
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
-from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
+from metile.ir.tile import (
+    ArgReduce,
+    Broadcast,
+    ExpandDims,
+    Full,
+    Join,
+    Permute,
+    Reduce,
+    Reshape,
+    Scan,
+    SimdgroupRole,
+    Take,
+    Transpose,
+)
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.context import PassContext
@@ -112,6 +125,17 @@ def _node_activity(n: Node, act) -> Value | None:
         case Transpose(x):
             a = act(x)
             return None if a is None else Transpose(a)
+        case Permute(x, order):
+            a = act(x)
+            return None if a is None else Permute(a, order)
+        case Take(x, axis, index):
+            a = act(x)
+            return None if a is None else Take(a, axis, index)
+        case Join(x, y):
+            ax, ay = act(x), act(y)
+            if ax is None and ay is None:
+                return None
+            return Join(everywhere(x.type.shape) if ax is None else ax, everywhere(y.type.shape) if ay is None else ay)
     # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
     return None
 

@@ -17,7 +17,7 @@ from metile.ir.metal import MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import If, Store
-from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Reduce, Reshape, Scan, Transpose
+from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Join, Permute, Reduce, Reshape, Scan, Take, Transpose
 from metile.ir.types import DType
 from metile.ir.values import AddPtr, Binary, Compare, Load, SimdShuffleXor, Value, Var
 from metile.rewrite import metal_ops as mo
@@ -216,7 +216,7 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
             regs = True
             continue
         else:
-            moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast))
+            moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast, Permute, Join, Take))
             todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
             continue
         if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from metile.ir import layouts as tl
 from metile.ir.metal import Extract
-from metile.ir.ops import BinOp, BuiltinKind
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -21,13 +21,16 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
     Scan,
     SimdgroupId,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -136,6 +139,14 @@ def project(blk: Block, pt: Pt, shape: tuple[int, ...]) -> Pt:
     return Pt(tuple(shape), flat)
 
 
+def flat_of(cs, strides) -> Value:
+    """The flat index of the coordinates `cs` (values) with the element `strides` (ints)."""
+    flat: Value = mo.const(0)
+    for c, s in zip(cs, strides):
+        flat = mo.add(flat, mo.mul(c, mo.const(s)))
+    return flat
+
+
 def scalar(blk: Block, v: Value | None) -> Value | None:
     if v is None:
         return None
@@ -182,6 +193,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return value
         case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
             return s(x)
+        case Take(x, _, index) if len(x.type.shape) == 1:
+            return at(blk, x, Pt(x.type.shape, mo.const(index)))
     return elementwise(blk, v, s)
 
 
@@ -248,6 +261,18 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
         case Transpose(x):
             i, j = coords(blk, pt)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
+        case Permute(x, order):
+            cs, strides = coords(blk, pt), row_major_strides(x.type.shape)
+            return at(blk, x, Pt(x.type.shape, flat_of(cs, tuple(strides[d] for d in order))))
+        case Take(x, axis, index):
+            cs = coords(blk, pt)
+            return at(blk, x, Pt(x.type.shape, flat_of([*cs[:axis], mo.const(index), *cs[axis:]],
+                                                       row_major_strides(x.type.shape))))
+        case Join(a, b):
+            half, side = Pt(a.type.shape, mo.div(pt.flat, 2)), mo.mod(pt.flat, 2)
+            if isinstance(side, Const):   # a known element: one side only
+                return at(blk, (a, b)[side.value], half)
+            return mo.select(Compare(CmpOp.EQ, side, mo.const(0)), at(blk, a, half), at(blk, b, half))
         case Reduce() | ArgReduce() | Scan() | Dot():
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Binary() if dot_acc(v):
