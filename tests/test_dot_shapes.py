@@ -1,7 +1,8 @@
-"""`metile.dot` of every shape: sides that are not multiples of 8 (a decode step's 1 to 7 rows, ragged tiles) and
-batched 3-D products are computed by per-thread multiply-adds (`metile.rewrite.lower.fma`), checked against numpy
-with and without an accumulator, with masked loads, in a loop over k and with an f16 `out_dtype`; products whose
-sides are multiples of 8 still run on simdgroup matrices."""
+"""`metile.dot` of every shape: sides that are not multiples of 8 (a decode step's 1 to 7 rows, ragged tiles) are
+padded to 8x8 pieces where that at most doubles the work, and computed by per-thread multiply-adds otherwise, as
+batched 3-D products are (`metile.rewrite.lower.fma`); checked against numpy with and without an accumulator, with
+masked loads, infinities, in loops over k (multi-buffered too); products whose sides are multiples of 8 still run
+on simdgroup matrices as they are."""
 
 from __future__ import annotations
 
@@ -123,10 +124,59 @@ def test_batched_dot_shapes_are_checked(kernel, message):
         kernel[(1,)](np.zeros(1, np.float32), np.zeros(1, np.float32), np.zeros(4, np.float32))
 
 
-def test_small_products_run_per_thread_and_multiples_of_8_on_matrices():
-    """The lowering's choice, read off the MSL: no simdgroup matrix for a 3 x 16 product, matrices for 16 x 16."""
-    a, b, c = np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32)
-    small = compile_to_msl(mm.trace(a, b, c, c, M=3, N=16, K=16, WITH_ACC=False)).msl
-    large = compile_to_msl(mm.trace(a, b, c, c, M=16, N=16, K=16, WITH_ACC=False)).msl
-    assert "simdgroup_multiply_accumulate" not in small and "fma(" in small
-    assert "simdgroup_multiply_accumulate" in large
+def _msl(m, n, k):
+    a, b, c = np.zeros((m, k), np.float32), np.zeros((k, n), np.float32), np.zeros((m, n), np.float32)
+    return compile_to_msl(mm.trace(a, b, c, c, M=m, N=n, K=k, WITH_ACC=False)).msl
+
+
+def test_each_shape_takes_its_way():
+    """Read off the MSL: matrices for multiples of 8, padded matrices where padding at most doubles the work (12 rows
+    padded to 16, k of 12 to 16, a decode step of 5 rows to 8), per-thread multiply-adds otherwise (3 rows would be
+    2.7 times the work, a side of 33 more than twice)."""
+    assert "simdgroup_multiply_accumulate" in _msl(16, 16, 16)
+    for padded in [(12, 16, 16), (16, 16, 12), (5, 32, 32), (24, 40, 12)]:
+        msl = _msl(*padded)
+        assert "simdgroup_multiply_accumulate" in msl and "fma(" not in msl, padded
+    for per_thread in [(3, 16, 16), (1, 64, 32), (9, 17, 33), (5, 7, 3)]:
+        msl = _msl(*per_thread)
+        assert "simdgroup_multiply_accumulate" not in msl and "fma(" in msl, per_thread
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(12, 16, 12), (5, 32, 32), (3, 16, 16)])
+def test_padding_adds_exact_zeros_next_to_infinities(m, n, k):
+    """The padded rows and columns never reach a real element: infinities and NaNs in the operands give numpy's
+    results, and a padded product of finite values is not made NaN by them."""
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    a[0, k - 1], b[k - 1, 1], b[0, n - 1] = np.inf, -np.inf, np.nan
+    c = np.zeros((m, n), np.float32)
+    mm[(1,)](a, b, c, c, M=m, N=n, K=k, WITH_ACC=False)
+    metile.synchronize()
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@metile.kernel
+def staged_loop(A, B, C, M: metile.constexpr, N: metile.constexpr, K, BK: metile.constexpr):
+    rm, rn = metile.arange(0, M), metile.arange(0, N)
+    acc = metile.zeros((M, N))
+    for k0 in metile.tile_range(0, K, BK, num_stages=3):
+        rk = k0 + metile.arange(0, BK)
+        a = metile.load(A + rm[:, None] * K + rk[None, :], mask=rk[None, :] < K, other=0.0)
+        b = metile.load(B + rk[:, None] * N + rn[None, :], mask=rk[:, None] < K, other=0.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(C + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize(("m", "n", "bk"), [(3, 24, 8), (6, 16, 12), (16, 16, 16)])
+def test_products_in_a_multi_buffered_loop(m, n, bk):
+    rng = np.random.default_rng(m * bk)
+    k = 50
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    staged_loop[(1,)](a, b, c, k, M=m, N=n, BK=bk)
+    metile.synchronize()
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-4)

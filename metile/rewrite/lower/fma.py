@@ -1,40 +1,103 @@
-"""`dot` by multiply-adds on each thread: the products that 8x8 simdgroup matrices do not fit.
+"""The products that 8x8 simdgroup matrices do not fit as they are: padded to 8x8 pieces, or computed by
+multiply-adds on each thread.
 
 A product runs on simdgroup matrices when its operands are 2-D, of a matrix type, and every side is a multiple of 8
-(`metile.rewrite.distribute.matrix_dims`). Any other product (a side of 1 to 7, as a decode step's few rows, a side
-not a multiple of 8, a batched `[B, M, K] x [B, K, N]` product) is computed here: `a` and `b` are staged in
-threadgroup memory (as the matrices' operands are: a role's channel as it is, else written row-major by the
-program's threads between two barriers), and each thread computes the elements of the result it holds under the
-`Blocked` layout of the result's size, one run-time loop over `k` carrying an f32 sum per element:
-`sum = fma(a[i, k], b[k, j], sum)`, starting from the accumulator's element (or 0). Every product of two operands
-of a matrix type (f32, f16, bf16, and the integers and 8-bit floats the frontend converts to them) is exact in f32
-but for f32 x f32, whose `fma` rounds once per step, so the result is that of the matrices' f32 accumulation up to
-the order of the additions. The result is `Regs`, read as any register tile is.
+(`metile.rewrite.distribute.matrix_dims`, `mma.mma`). A 2-D product whose sides rounded up to multiples of 8 do at
+most twice its multiply-adds (`distribute.padded_dims`: `[12, 16] x [16, 20]`, a decode step of 4 to 7 rows) is
+*padded*: `a` and `b` are written to threadgroup memory as `[m8, k8]` and `[k8, n8]` arrays with zeros beyond
+their sides, so the padded columns of `a` meet the padded rows of `b` and add exact zeros; the padded product runs on
+the matrices (`mma.k_loop`), and each thread reads the result's real elements it holds back from scratch, adding the
+accumulator in f32.
+
+Any other product (1 to 3 rows, sides far from multiples of 8, a batched `[B, M, K] x [B, K, N]` product) is
+computed by multiply-adds: `a` and `b` are staged in threadgroup memory (as the matrices' operands are: a role's
+channel as it is, else written row-major by the program's threads between two barriers), and each thread computes
+the elements of the result it holds under the `Blocked` layout of the result's size, one run-time loop over `k`
+carrying an f32 sum per element: `sum = fma(a[i, k], b[k, j], sum)`, starting from the accumulator's element (or
+0). Every product of two operands of a matrix type (f32, f16, bf16, and the integers and 8-bit floats the frontend
+converts to them) is exact in f32 but for f32 x f32, whose `fma` rounds once per step, so either way the result is
+that of the matrices' f32 accumulation up to the order of the additions. The result is `Regs`, read as any register
+tile is.
 """
 
 from __future__ import annotations
 
-from metile.ir.stmts import For
+from metile.ir.metal import MatrixFill
+from metile.ir.ops import BinOp
+from metile.ir.stmts import For, Store
 from metile.ir.tile import Dot
 from metile.ir.types import DType, TileType
-from metile.ir.values import AddPtr, Fma, Load, Value, Var
+from metile.ir.values import AddPtr, Binary, Const, Fma, Load, Value, Var
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import row_major_strides
+from metile.rewrite.distribute import MmaGeometry, mma_arrangement, padded_dims, row_major_strides
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma as MM
+from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import cast
-from metile.rewrite.lower.state import Block, Mma, Regs
+from metile.rewrite.lower.state import Block, Mma, Pt, Regs
+from metile.rewrite.staging import mma_scratch_offset
 
 F32 = DType.F32
 
 
 def product(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma | Regs:
-    """`acc + d` (or `d`): on simdgroup matrices where they fit it (`mma.mma`), else by per-thread multiply-adds."""
+    """`acc + d` (or `d`): on simdgroup matrices where they fit it (`mma.mma`), padded where that is cheap, else by
+    per-thread multiply-adds."""
     if MM.mma_geometry(blk, d) is not None:
         return MM.mma(blk, d, acc, where)
+    dims = padded_dims(d)
+    if dims is not None:
+        return padded_mma(blk, d, acc, dims)
     return fma_dot(blk, d, acc)
+
+
+def padded_mma(blk: Block, d: Dot, acc: Value | None, dims: tuple[int, int, int]) -> Regs:
+    """`acc + d` on simdgroup matrices, its operands padded with zeros to `dims` (see the module docstring)."""
+    S.collective(blk, d)
+    m8, n8, k8 = dims
+    m, n = d.a.type.shape[0], d.b.type.shape[1]
+    bases = publish_padded(blk, [(d.a, (m8, k8)), (d.b, (k8, n8))], d)
+    sg_m, sg_n, replicas = mma_arrangement(m8, n8, blk.group.sgs)
+    geom = MmaGeometry(m8, n8, sg_m, sg_n, blk.group.first_sg, replicas=replicas)
+    zero = blk.let(MatrixFill(Const(0.0, F32)), "acc")
+    mats = MM.k_loop(blk, geom, d, [(bases[0], k8), (bases[1], n8)], [zero] * geom.pieces, mo.const(0), k8)
+    base = MU.mma_in_scratch(blk, Mma(geom, tuple(mats)), d)
+    layout = V.layout(blk, m * n)
+    regs = []
+    for slot in range(layout.slots):
+        pt = V.slot_pt(blk, layout, slot, (m, n))
+        i, j = V.coords(blk, pt)
+        v: Value = blk.let(Load(AddPtr(base, mma_scratch_offset(mo.add(mo.mul(i, mo.const(n8)), j), n8))), "c")
+        if acc is not None:
+            v = blk.let(Binary(BinOp.ADD, cast(V.at(blk, acc, pt), F32), v), "c")
+        regs.append(v)
+    return Regs(layout, tuple(regs))
+
+
+def publish_padded(blk: Block, items: list[tuple[Value, tuple[int, int]]], why: Dot) -> list[Value]:
+    """Write each 2-D tile to scratch as a row-major array of the given `(rows, cols)`, zeros beyond the tile's own
+    sides (one barrier pair for all, the tiles other threads hold published first)."""
+    for x, _ in items:
+        X.publish_for_loop(blk, x, why)
+    S.barrier(blk, why)
+    bases = []
+    for x, (rows, cols) in items:
+        (r0, c0), dtype = x.type.shape, x.type.dtype
+        base = X.scratch(blk, dtype, rows * cols)
+        layout = V.layout(blk, rows * cols)
+        for slot in range(layout.slots):
+            pt = V.slot_pt(blk, layout, slot, (rows, cols))
+            i, j = V.coords(blk, pt)
+            inside = mo.both(mo.lt(i, mo.const(r0)), mo.lt(j, mo.const(c0)))
+            ci, cj = (Binary(BinOp.MIN, c, mo.const(e - 1)) for c, e in ((i, r0), (j, c0)))   # a real element
+            value = V.at(blk, x, Pt((r0, c0), mo.add(mo.mul(ci, mo.const(c0)), cj)))
+            blk.emit(Store(AddPtr(base, pt.flat), mo.select(inside, value, Const(0, dtype)), V.guard(blk, layout, slot),
+                           loc=blk.loc))
+        bases.append(base)
+    S.barrier(blk, why)
+    return bases
 
 
 def staged(blk: Block, d: Dot) -> list[tuple[Value, tuple[Value, ...]]]:
@@ -53,7 +116,6 @@ def staged(blk: Block, d: Dot) -> list[tuple[Value, tuple[Value, ...]]]:
 
 def fma_dot(blk: Block, d: Dot, acc: Value | None) -> Regs:
     """`acc + d` computed by each thread for the elements it holds (see the module docstring)."""
-    S.collective(blk, d)
     if not d.a.type.dtype.is_float:
         raise blk.refuse(f"dot on {d.a.type.dtype} tiles is not supported: convert the operands to a float type", d)
     shape = d.type.shape
@@ -86,4 +148,4 @@ def fma_dot(blk: Block, d: Dot, acc: Value | None) -> Regs:
     return Regs(layout, tuple(results))
 
 
-__all__ = ["fma_dot", "product", "staged"]
+__all__ = ["fma_dot", "padded_mma", "product", "publish_padded", "staged"]
