@@ -3,6 +3,11 @@ batched 3-D products) with `acc`, `out_dtype` and `input_precision`, checked aga
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -134,3 +139,25 @@ def bad_reshape(X):
 def test_reshape_takes_powers_of_two():
     with pytest.raises(ShapeMismatchError, match="shape element 1 must be a power of 2, not 3"):
         bad_reshape[(1,)](np.zeros(8, np.float32))
+
+
+def _run_script(tmp_path, name: str, runner: list[str], env: dict) -> dict:
+    out = tmp_path / f"{name}.npz"
+    script = Path(__file__).parent / "acceptance_kernels" / "triton_shapes.py"
+    done = subprocess.run([sys.executable, *runner, str(script), str(out)], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(np.load(out))
+
+
+def test_shape_functions_give_what_tritons_interpreter_gives(tmp_path):
+    """The same script under Triton's own interpreter and under `python -m metile.triton`: every output equal."""
+    root = str(Path(__file__).parent.parent)
+    if subprocess.run([sys.executable, "-c", "import triton.language"], capture_output=True).returncode:
+        pytest.skip("needs Triton's wheel for its interpreter")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "PYTHONPATH"))}
+    theirs = _run_script(tmp_path, "triton", [], {**env, "TRITON_INTERPRET": "1"})
+    ours = _run_script(tmp_path, "metile", ["-m", "metile.triton"], {**env, "PYTHONPATH": root, "METILE_DEVICE": "cpu"})
+    assert theirs.keys() == ours.keys()
+    for k in theirs:
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=1e-6, atol=1e-5, err_msg=k)
