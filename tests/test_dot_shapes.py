@@ -47,6 +47,21 @@ def test_dot_of_any_shape_matches_numpy(m, n, k, dtype):
         np.testing.assert_allclose(c, want + acc * with_acc, rtol=1e-5, atol=1e-5 * k)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, "bf16", "f8e4m3"])
+@pytest.mark.parametrize(("m", "n", "k"), [(3, 5, 7), (6, 16, 16), (2, 8, 40)])
+def test_ragged_products_of_every_operand_type(m, n, k, dtype):
+    import ml_dtypes
+
+    dt = {"bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn}.get(dtype, dtype)
+    rng = np.random.default_rng(m * n * k)
+    lo = 0 if dt is np.uint8 else -4
+    a, b = (rng.integers(lo, 5, shape).astype(dt) for shape in ((m, k), (k, n)))
+    c = np.zeros((m, n), np.int32 if dt in (np.int8, np.uint8) else np.float32)
+    mm[(1,)](a, b, c, c, M=m, N=n, K=k, WITH_ACC=False)
+    metile.synchronize()
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64))   # small integers: exact
+
+
 @metile.kernel
 def decode_gemm(A, B, C, M, N, K, stride_am, stride_bk, stride_cm, BM: metile.constexpr, BN: metile.constexpr,
                 BK: metile.constexpr):
