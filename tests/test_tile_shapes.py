@@ -174,3 +174,31 @@ def test_bad_shapes_are_refused_at_the_call(which, error, message):
     with pytest.raises(error, match=message) as e:
         bad_shape[(1,)](np.zeros(8, np.float32), WHICH=which)
     assert e.value.loc is not None and e.value.loc.line > bad_shape.fn.__code__.co_firstlineno
+
+
+@metile.kernel
+def scans3(X, O, AM, A: metile.constexpr, B: metile.constexpr, C: metile.constexpr, AX: metile.constexpr):
+    a = metile.arange(0, A)[:, None, None]
+    b = metile.arange(0, B)[None, :, None]
+    c = metile.arange(0, C)[None, None, :]
+    offs = a * (B * C) + b * C + c
+    x = metile.load(X + offs, mask=b < B - 1)                       # the last row of each matrix inactive
+    metile.store(O + offs, metile.cumsum(x, axis=AX))
+    am = metile.argmax(x, axis=AX)
+    metile.store(AM + metile.arange(0, am.shape[0] * am.shape[1]), metile.ravel(am))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_three_d_scans_and_arg_reductions_along_every_axis(axis):
+    a, b, c = 3, 5, 6
+    x = np.random.default_rng(axis).random((a, b, c)).astype(np.float32)
+    out = np.zeros_like(x)
+    rest = [a, b, c]
+    rest.pop(axis)
+    am = np.zeros(rest[0] * rest[1], np.int32)
+    scans3[(1,)](x, out, am, A=a, B=b, C=c, AX=axis)
+    metile.synchronize()
+    zeroed, skipped = x.copy(), x.copy()
+    zeroed[:, b - 1, :], skipped[:, b - 1, :] = 0.0, -np.inf
+    np.testing.assert_allclose(out, np.cumsum(zeroed, axis=axis), rtol=1e-6)
+    np.testing.assert_array_equal(am, skipped.argmax(axis).ravel())
