@@ -202,3 +202,25 @@ def test_three_d_scans_and_arg_reductions_along_every_axis(axis):
     zeroed[:, b - 1, :], skipped[:, b - 1, :] = 0.0, -np.inf
     np.testing.assert_allclose(out, np.cumsum(zeroed, axis=axis), rtol=1e-6)
     np.testing.assert_array_equal(am, skipped.argmax(axis).ravel())
+
+
+@metile.kernel
+def permuted_pointers(X, Y, A: metile.constexpr, B: metile.constexpr):
+    r = metile.arange(0, A)[:, None]
+    c = metile.arange(0, B)[None, :]
+    p = metile.trans(X + r * B + c)                                     # a tile of pointers, transposed
+    x = metile.load(p, mask=metile.trans(c < B - 1), other=5.0)        # the mask transposed with it
+    lo, hi = metile.split(metile.reshape(x, (B, A // 2, 2)))
+    metile.store(Y + metile.arange(0, B)[:, None] * (A // 2) + metile.arange(0, A // 2)[None, :], hi * 10.0 + lo)
+
+
+@pytest.mark.parametrize(("a", "b"), [(6, 5), (2, 3), (8, 8)])
+def test_pointer_tiles_and_masks_change_shape_too(a, b):
+    x = np.random.default_rng(a * b).random((a, b)).astype(np.float32)
+    y = np.zeros((b, a // 2), np.float32)
+    permuted_pointers[(1,)](x, y, A=a, B=b)
+    metile.synchronize()
+    xt = x.T.copy()
+    xt[b - 1, :] = 5.0
+    pairs = xt.reshape(b, a // 2, 2)
+    np.testing.assert_allclose(y, pairs[..., 1] * 10 + pairs[..., 0], rtol=1e-6)
