@@ -195,3 +195,31 @@ def test_products_in_a_multi_buffered_loop(m, n, bk):
     staged_loop[(1,)](a, b, c, k, M=m, N=n, BK=bk)
     metile.synchronize()
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+@metile.kernel
+def decode_attention(Q, K, V, O, M: metile.constexpr, N: metile.constexpr, D: metile.constexpr):
+    m, n, d = metile.arange(0, M), metile.arange(0, N), metile.arange(0, D)
+    q = metile.load(Q + m[:, None] * D + d[None, :])
+    k = metile.load(K + n[:, None] * D + d[None, :])
+    v = metile.load(V + n[:, None] * D + d[None, :])
+    s = metile.dot(q, metile.trans(k)) * 0.125
+    p = metile.exp(s - metile.max(s, axis=1)[:, None])
+    p = p / metile.sum(p, axis=1)[:, None]
+    metile.store(O + m[:, None] * D + d[None, :], metile.dot(p.to(metile.float16), v))
+
+
+@pytest.mark.parametrize(("m", "n", "d"), [(1, 16, 16), (3, 24, 32), (5, 40, 16), (12, 20, 24), (16, 16, 16)])
+def test_attention_of_a_few_query_rows(m, n, d):
+    """Two products in a row, the first of a transposed operand, the second of a softmax of the first: each takes
+    its shape's way (per thread, padded or on matrices) and reads the other's result wherever it is held."""
+    rng = np.random.default_rng(m)
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((m, d), (n, d), (n, d)))
+    o = np.zeros((m, d), np.float32)
+    decode_attention[(1,)](q, k, v, o, M=m, N=n, D=d)
+    metile.synchronize()
+    s = q.astype(np.float32) @ k.astype(np.float32).T * 0.125
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(o, p.astype(np.float16).astype(np.float32) @ v.astype(np.float32), rtol=1e-4,
+                               atol=1e-5)
