@@ -105,7 +105,8 @@ def bmm(A, B, C, NB: metile.constexpr, M: metile.constexpr, N: metile.constexpr,
     metile.store(C + z * (M * N) + i * N + j, c)
 
 
-@pytest.mark.parametrize(("nb", "m", "n", "k"), [(2, 8, 8, 8), (3, 5, 6, 7), (4, 1, 16, 32), (2, 16, 3, 1)])
+@pytest.mark.parametrize(("nb", "m", "n", "k"), [(2, 8, 8, 8), (3, 5, 6, 7), (4, 1, 16, 32), (2, 16, 3, 1),
+                                                  (2, 12, 16, 16), (3, 16, 8, 24)])
 def test_batched_dot(nb, m, n, k):
     rng = np.random.default_rng(nb + m + n + k)
     a = rng.standard_normal((nb, m, k)).astype(np.float32)
@@ -155,6 +156,18 @@ def test_each_shape_takes_its_way():
     for per_thread in [(3, 16, 16), (1, 64, 32), (9, 17, 33), (5, 7, 3)]:
         msl = _msl(*per_thread)
         assert "simdgroup_multiply_accumulate" not in msl and "fma(" in msl, per_thread
+
+
+def test_batched_products_of_matrix_sizes_run_on_matrices():
+    """A batch of products whose matrices are (or pad cheaply to) multiples of 8 runs each on simdgroup matrices,
+    one after the other; a batch of 1-row products runs per thread."""
+    def msl(nb, m, n, k):
+        a, b, c = np.zeros((nb, m, k), np.float32), np.zeros((nb, k, n), np.float32), np.zeros((nb, m, n), np.float32)
+        return compile_to_msl(bmm.trace(a, b, c, NB=nb, M=m, N=n, K=k)).msl
+
+    for on_matrices in [(2, 16, 16, 16), (2, 12, 16, 16)]:
+        assert "simdgroup_multiply_accumulate" in msl(*on_matrices), on_matrices
+    assert "simdgroup_multiply_accumulate" not in msl(4, 1, 16, 32)
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(12, 16, 12), (5, 32, 32), (3, 16, 16)])

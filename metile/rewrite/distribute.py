@@ -168,14 +168,16 @@ PAD_WASTE = 2   # a product is padded to 8x8 pieces when that at most doubles it
 
 
 def padded_dims(d: Dot) -> tuple[int, int, int] | None:
-    """`(m8, n8, k8)`, the sides of a 2-D product of a matrix type rounded up to multiples of 8, when they are not all
-    multiples of 8 already and the padded product has at most `PAD_WASTE` times its multiply-adds (`[12, 16] x [16,
-    20]`, `[5, 32] x [32, 32]`: padding is cheap); None otherwise (`[3, 16] x [16, 16]` would do 2.7 times the work,
-    and is computed by per-thread multiply-adds instead)."""
+    """`(m8, n8, k8)`, the sides of each matrix of a product of a matrix type rounded up to multiples of 8, for a
+    product that `matrix_dims` does not take (sides not all multiples of 8, or a batch of products) when padding at
+    most `PAD_WASTE` times its multiply-adds (`[12, 16] x [16, 20]`, `[5, 32] x [32, 32]`, a batch of 16 x 16
+    products: padding is cheap, or none is needed); None otherwise (`[3, 16] x [16, 16]` would do 2.7 times the
+    work, and is computed by per-thread multiply-adds instead)."""
     ash, bsh = d.a.type.shape, d.b.type.shape
-    if len(ash) != 2 or len(bsh) != 2 or d.a.type.dtype not in MATRIX_DTYPES or matrix_dims(d) is not None:
+    if len(ash) not in (2, 3) or d.a.type.dtype not in MATRIX_DTYPES or matrix_dims(d) is not None:
         return None
-    (m, k), n = ash, bsh[1]
+    m, k = ash[-2:]
+    n = bsh[-1]
     m8, n8, k8 = (-(-x // 8) * 8 for x in (m, n, k))
     return (m8, n8, k8) if m8 * n8 * k8 <= PAD_WASTE * m * n * k else None
 

@@ -1,28 +1,30 @@
-"""The products that 8x8 simdgroup matrices do not fit as they are: padded to 8x8 pieces, or computed by
-multiply-adds on each thread.
+"""The products that 8x8 simdgroup matrices do not fit as they are: padded to 8x8 pieces, or computed by multiply-adds
+on each thread.
 
 A product runs on simdgroup matrices when its operands are 2-D, of a matrix type, and every side is a multiple of 8
-(`metile.rewrite.distribute.matrix_dims`, `mma.mma`). A 2-D product whose sides rounded up to multiples of 8 do at
-most twice its multiply-adds (`distribute.padded_dims`: `[12, 16] x [16, 20]`, a decode step of 4 to 7 rows) is
-*padded*: `a` and `b` are written to threadgroup memory as `[m8, k8]` and `[k8, n8]` arrays with zeros beyond
-their sides, so the padded columns of `a` meet the padded rows of `b` and add exact zeros; the padded product runs on
-the matrices (`mma.k_loop`), and each thread reads the result's real elements it holds back from scratch, adding the
-accumulator in f32.
+(`metile.rewrite.distribute.matrix_dims`, `mma.mma`). A product whose sides rounded up to multiples of 8 do at most
+twice its multiply-adds (`distribute.padded_dims`: `[12, 16] x [16, 20]`, a decode step of 4 to 7 rows, a batch `[B,
+M, K] x [B, K, N]` of such matrices or of multiples of 8) is *padded*: `a` and `b` are written to threadgroup memory
+as `[m8, k8]` and `[k8, n8]` arrays (one per matrix of a batch) with zeros beyond their sides, so the padded columns
+of `a` meet the padded rows of `b` and add exact zeros; the padded products run on the matrices (`mma.k_loop`, the
+matrices of a batch one after the other), and each thread reads the result's real elements it holds back from
+scratch, adding the accumulator in f32.
 
-Any other product (1 to 3 rows, sides far from multiples of 8, a batched `[B, M, K] x [B, K, N]` product) is
-computed by multiply-adds: `a` and `b` are staged in threadgroup memory (as the matrices' operands are: a role's
-channel as it is, else written row-major by the program's threads between two barriers), and each thread computes
-the elements of the result it holds under the `Blocked` layout of the result's size, one run-time loop over `k`
-carrying an f32 sum per element: `sum = fma(a[i, k], b[k, j], sum)`, starting from the accumulator's element (or
-0). Every product of two operands of a matrix type (f32, f16, bf16, and the integers and 8-bit floats the frontend
-converts to them) is exact in f32 but for f32 x f32, whose `fma` rounds once per step, so either way the result is
-that of the matrices' f32 accumulation up to the order of the additions. The result is `Regs`, read as any register
-tile is.
+Any other product (1 to 3 rows, sides far from multiples of 8, batches of those) is computed by multiply-adds: `a`
+and `b` are staged in threadgroup memory (as the matrices' operands are: a role's channel as it is, else written
+row-major by the program's threads between two barriers), and each thread computes the elements of the result it
+holds under the `Blocked` layout of the result's size, one run-time loop over `k` carrying an f32 sum per element:
+`sum = fma(a[i, k], b[k, j], sum)`, starting from the accumulator's element (or 0). Every product of two operands of
+a matrix type (f32, f16, bf16, and the integers and 8-bit floats the frontend converts to them) is exact in f32 but
+for f32 x f32, whose `fma` rounds once per step, so either way the result is that of the matrices' f32 accumulation
+up to the order of the additions. The result is `Regs`, read as any register tile is.
 """
 
 from __future__ import annotations
 
-from metile.ir.metal import MatrixFill
+import math
+
+from metile.ir.metal import MatrixFill, MatrixStore
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For, Store
 from metile.ir.tile import Dot
@@ -33,11 +35,12 @@ from metile.rewrite.distribute import MmaGeometry, mma_arrangement, padded_dims,
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import mma_use as MU
+from metile.rewrite.lower import rolled as RL
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import cast
 from metile.rewrite.lower.state import Block, Mma, Pt, Regs
-from metile.rewrite.staging import mma_scratch_offset
+from metile.rewrite.staging import mma_row_stride
 
 F32 = DType.F32
 
@@ -54,22 +57,35 @@ def product(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma | Regs:
 
 
 def padded_mma(blk: Block, d: Dot, acc: Value | None, dims: tuple[int, int, int]) -> Regs:
-    """`acc + d` on simdgroup matrices, its operands padded with zeros to `dims` (see the module docstring)."""
+    """`acc + d` on simdgroup matrices, each matrix of its operands padded with zeros to `dims` (see the module
+    docstring); a batched product runs its matrices one after the other on the same simdgroups."""
     S.collective(blk, d)
     m8, n8, k8 = dims
-    m, n = d.a.type.shape[0], d.b.type.shape[1]
-    bases = publish_padded(blk, [(d.a, (m8, k8)), (d.b, (k8, n8))], d)
+    nb = math.prod(d.a.type.shape[:-2])
+    sa, sb = publish_padded(blk, [(d.a, (m8, k8)), (d.b, (k8, n8))], d)
     sg_m, sg_n, replicas = mma_arrangement(m8, n8, blk.group.sgs)
     geom = MmaGeometry(m8, n8, sg_m, sg_n, blk.group.first_sg, replicas=replicas)
     zero = blk.let(MatrixFill(Const(0.0, F32)), "acc")
-    mats = MM.k_loop(blk, geom, d, [(bases[0], k8), (bases[1], n8)], [zero] * geom.pieces, mo.const(0), k8)
-    base = MU.mma_in_scratch(blk, Mma(geom, tuple(mats)), d)
-    layout = V.layout(blk, m * n)
+    ld = mma_row_stride(n8)
+    stores = []
+    for i in range(nb):
+        a_i = sa if i == 0 else blk.let(AddPtr(sa, mo.const(i * m8 * k8)), "sa")
+        b_i = sb if i == 0 else blk.let(AddPtr(sb, mo.const(i * k8 * n8)), "sb")
+        mats = MM.k_loop(blk, geom, d, [(a_i, k8), (b_i, n8)], [zero] * geom.pieces, mo.const(0), k8)
+        stores += [(i, p, mat) for p, mat in enumerate(mats)]
+    S.barrier(blk, d)
+    out = X.scratch(blk, F32, nb * m8 * ld)
+    MU.emit_owned(blk, geom, [MatrixStore(mat, AddPtr(out, mo.add(mo.const(i * m8 * ld),
+                                                                 MM.piece_offset(blk, geom, p, mo.const(ld)))),
+                                          mo.const(ld), loc=blk.loc) for i, p, mat in stores])
+    S.barrier(blk, d)
+    layout = V.layout(blk, d.type.size)
     regs = []
     for slot in range(layout.slots):
-        pt = V.slot_pt(blk, layout, slot, (m, n))
-        i, j = V.coords(blk, pt)
-        v: Value = blk.let(Load(AddPtr(base, mma_scratch_offset(mo.add(mo.mul(i, mo.const(n8)), j), n8))), "c")
+        pt = V.slot_pt(blk, layout, slot, d.type.shape)
+        *bc, r, c = V.coords(blk, pt)
+        row = mo.add(mo.mul(bc[0], mo.const(m8)), r) if bc else r
+        v: Value = blk.let(Load(AddPtr(out, mo.add(mo.mul(row, mo.const(ld)), c))), "c")
         if acc is not None:
             v = blk.let(Binary(BinOp.ADD, cast(V.at(blk, acc, pt), F32), v), "c")
         regs.append(v)
@@ -77,24 +93,34 @@ def padded_mma(blk: Block, d: Dot, acc: Value | None, dims: tuple[int, int, int]
 
 
 def publish_padded(blk: Block, items: list[tuple[Value, tuple[int, int]]], why: Dot) -> list[Value]:
-    """Write each 2-D tile to scratch as a row-major array of the given `(rows, cols)`, zeros beyond the tile's own
-    sides (one barrier pair for all, the tiles other threads hold published first)."""
+    """Write each tile (2-D, or a batch of 2-D matrices) to scratch, each matrix a row-major array of the given
+    `(rows, cols)` with zeros beyond its own sides, the matrices one after the other (one barrier pair for all, the
+    tiles other threads hold published first)."""
     for x, _ in items:
         X.publish_for_loop(blk, x, why)
     S.barrier(blk, why)
     bases = []
     for x, (rows, cols) in items:
-        (r0, c0), dtype = x.type.shape, x.type.dtype
-        base = X.scratch(blk, dtype, rows * cols)
-        layout = V.layout(blk, rows * cols)
-        for slot in range(layout.slots):
-            pt = V.slot_pt(blk, layout, slot, (rows, cols))
-            i, j = V.coords(blk, pt)
+        *batch, r0, c0 = x.type.shape
+        dtype, shape = x.type.dtype, (*batch, rows, cols)
+        base = X.scratch(blk, dtype, math.prod(shape))
+        layout = V.layout(blk, math.prod(shape))
+
+        def one(b: Block, slot, x=x, r0=r0, c0=c0, base=base, layout=layout, shape=shape, dtype=dtype) -> None:
+            pt = V.slot_pt(b, layout, slot, shape)
+            *bc, i, j = V.coords(b, pt)
             inside = mo.both(mo.lt(i, mo.const(r0)), mo.lt(j, mo.const(c0)))
             ci, cj = (Binary(BinOp.MIN, c, mo.const(e - 1)) for c, e in ((i, r0), (j, c0)))   # a real element
-            value = V.at(blk, x, Pt((r0, c0), mo.add(mo.mul(ci, mo.const(c0)), cj)))
-            blk.emit(Store(AddPtr(base, pt.flat), mo.select(inside, value, Const(0, dtype)), V.guard(blk, layout, slot),
-                           loc=blk.loc))
+            row = mo.add(mo.mul(bc[0], mo.const(r0)), ci) if bc else ci
+            value = V.at(b, x, Pt(x.type.shape, mo.add(mo.mul(row, mo.const(c0)), cj)))
+            b.emit(Store(AddPtr(base, pt.flat), mo.select(inside, value, Const(0, dtype)), V.guard(b, layout, slot),
+                         loc=b.loc))
+
+        if RL.rollable(blk, layout, [x]) == []:
+            RL.slot_loop(blk, layout, one)
+        else:
+            for slot in range(layout.slots):
+                one(blk, slot)
         bases.append(base)
     S.barrier(blk, why)
     return bases
