@@ -224,3 +224,31 @@ def test_pointer_tiles_and_masks_change_shape_too(a, b):
     xt[b - 1, :] = 5.0
     pairs = xt.reshape(b, a // 2, 2)
     np.testing.assert_allclose(y, pairs[..., 1] * 10 + pairs[..., 0], rtol=1e-6)
+
+
+@metile.kernel
+def permuted_in_a_loop(X, Y, n, A: metile.constexpr, B: metile.constexpr, C: metile.constexpr):
+    a = metile.arange(0, A)[:, None, None]
+    b = metile.arange(0, B)[None, :, None]
+    c = metile.arange(0, C)[None, None, :]
+    x = metile.load(X + a * (B * C) + b * C + c)
+    y = metile.permute(x, (2, 0, 1))                   # bound once: moved between threads here, before the loop
+    acc = metile.zeros((C, A, B))
+    for _ in range(n):
+        acc = acc * 0.5 + y
+    metile.store(Y + metile.arange(0, A * B * C), metile.ravel(acc))
+
+
+def test_a_bound_permutation_of_a_held_tile_moves_once_before_a_loop_that_reads_it():
+    """`assign_layouts` keeps a permutation of a tile held in registers in registers where it is bound: its elements
+    cross threads once, before the loop, instead of in every iteration of the loop that reads it."""
+    a, b, c = 4, 8, 8
+    x = np.random.default_rng(7).random((a, b, c)).astype(np.float32)
+    y = np.zeros(a * b * c, np.float32)
+    msl = compile_to_msl(permuted_in_a_loop.trace(x, y, 3, A=a, B=b, C=c)).msl
+    before, loop = msl.split("for (", 1)
+    assert before.count("threadgroup_barrier") == 2 and "threadgroup_barrier" not in loop
+    permuted_in_a_loop[(1,)](x, y, 3, A=a, B=b, C=c)
+    metile.synchronize()
+    p = x.transpose(2, 0, 1).ravel()
+    np.testing.assert_allclose(y, p * 1.75, rtol=1e-6)
