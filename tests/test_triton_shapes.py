@@ -161,3 +161,22 @@ def test_shape_functions_give_what_tritons_interpreter_gives(tmp_path):
     assert theirs.keys() == ours.keys()
     for k in theirs:
         np.testing.assert_allclose(ours[k], theirs[k], rtol=1e-6, atol=1e-5, err_msg=k)
+
+
+@triton.jit
+def concatenated(X, Y, Z, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(X + r)
+    tl.store(Y + tl.arange(0, 2 * N), tl.cat(x, x * 10.0, can_reorder=True))
+    rows = tl.reshape(x, (N // 2, 2))
+    tl.store(Z + tl.arange(0, 2 * N), tl.ravel(tl.cat(rows, -rows)))
+
+
+@pytest.mark.parametrize("n", [2, 8, 64])
+def test_cat_puts_one_tensor_after_the_other(n):
+    x = np.random.default_rng(n).random(n).astype(np.float32)
+    y, z = np.zeros(2 * n, np.float32), np.zeros(2 * n, np.float32)
+    concatenated[(1,)](x, y, z, n)
+    np.testing.assert_array_equal(y, np.concatenate([x, x * 10]))
+    rows = x.reshape(n // 2, 2)
+    np.testing.assert_array_equal(z, np.concatenate([rows, -rows]).ravel())

@@ -1,5 +1,6 @@
 """The tile functions of `metile.language` that change a tile's shape: `reshape`, `ravel`, `permute`, `trans`,
-`expand_dims`, `broadcast_to`, `join`, `split` and `interleave` (`SHAPES`, keyed like `BUILTINS`).
+`expand_dims`, `broadcast_to`, `join`, `split` and `interleave` (`SHAPES`, keyed like `BUILTINS`), and `cat` for
+Triton's `tl.cat`.
 
 Each builds one Tile IR node that says where every element of the result comes from: `Reshape` (the same elements
 in row-major order), `Permute`/`Transpose` (dimensions reordered), `ExpandDims`, `Broadcast`, `Join` (two tiles
@@ -121,6 +122,18 @@ def interleave(a, b, loc: Loc) -> Value:
     return reshape(c, (*lead, 2 * n), loc)
 
 
+def cat(a: Value, b: Value, loc: Loc) -> Value:
+    """`a` then `b` along their first dimension (tiles of one shape and element type): `join` them, move the new
+    dimension first and merge it with the first."""
+    if a.type.shape != b.type.shape or not a.type.shape:
+        raise ShapeMismatchError(f"cat takes two tiles of one shape, not {list(a.type.shape)} and "
+                                 f"{list(b.type.shape)}", loc)
+    j = join(a, b, loc)
+    n = len(a.type.shape)
+    first, *rest = a.type.shape
+    return reshape(permute(j, (n, *range(n)), loc), (2 * first, *rest), loc)
+
+
 # ---- metile.language's functions
 
 
@@ -172,5 +185,5 @@ SHAPES = {
     L.broadcast_to: _broadcast_to, L.join: _join, L.split: _split, L.interleave: _interleave,
 }
 
-__all__ = ["SHAPES", "dims_of", "expand_dims", "interleave", "join", "permute", "reshape", "split", "swap_last",
+__all__ = ["SHAPES", "cat", "dims_of", "expand_dims", "interleave", "join", "permute", "reshape", "split", "swap_last",
            "tile"]

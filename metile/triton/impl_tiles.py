@@ -1,6 +1,6 @@
 """Triton's tile functions in a `@triton.jit` kernel: creation (`tl.arange`, `tl.full`, `tl.zeros`...), shapes
 (`tl.broadcast_to`, `tl.expand_dims`, `tl.trans`, `tl.permute`, `tl.reshape`, `tl.view`, `tl.ravel`, `tl.join`,
-`tl.split`, `tl.interleave`, built as `metile.frontend.shapes` builds metile's), element-wise selection and
+`tl.split`, `tl.interleave`, `tl.cat`, built as `metile.frontend.shapes` builds metile's), element-wise selection and
 conversion (`tl.where`, `tl.maximum`, `tl.clamp`, `tl.cast`), the functions of Triton's standard library
 (`tl.sigmoid`, `tl.softmax`, `tl.cdiv`, `tl.swizzle2d`, `tl.zeros_like`), reductions and scans, `tl.dot` and the
 random numbers.
@@ -153,6 +153,12 @@ def join(tr, loc, a, b):
 
 def split(tr, loc, a):
     return shapes.split(_tile(a, "tl.split", loc), loc)
+
+
+def cat(tr, loc, input, other, can_reorder):  # noqa: A002
+    """Triton 3.4 asks for `can_reorder=True` and then puts the elements in any order; metile concatenates along the
+    first dimension, in order, whatever `can_reorder` says (as later Triton versions do for tensors of one shape)."""
+    return shapes.cat(_tile(input, "tl.cat", loc), _tile(other, "tl.cat", loc), loc)
 
 
 def interleave(tr, loc, a, b):
@@ -365,8 +371,8 @@ TILES = {
     C.arange: arange, C.full: full, C.zeros: zeros, C.zeros_like: zeros_like, C.ones_like: ones_like,
     C.broadcast: broadcast, C.broadcast_to: broadcast_to, C.expand_dims: expand_dims, C.permute: permute,
     C.trans: trans, C.reshape: reshape, C.view: view, C.ravel: ravel, C.join: join, C.split: split,
-    C.interleave: interleave, C.cast: cast, C.where: where, C.maximum: maximum, C.minimum: minimum, C.clamp: clamp,
-    C.add: add,
+    C.interleave: interleave, C.cat: cat, C.cast: cast, C.where: where, C.maximum: maximum, C.minimum: minimum,
+    C.clamp: clamp, C.add: add,
     C.cdiv: cdiv, C.sigmoid: sigmoid, C.softmax: softmax, C.swizzle2d: swizzle2d, C.sum: sum_, C.max: maximum_of,
     C.min: minimum_of, C.argmax: argmax, C.argmin: argmin, C.cumsum: cumsum, C.cumprod: cumprod, C.dot: dot,
     C.static_range: static_range, C.range: runtime_range,
