@@ -39,6 +39,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    Join,
     Kernel,
     Let,
     Load,
@@ -51,6 +52,7 @@ from metile.ir import (
     MatrixType,
     NumPrograms,
     Param,
+    Permute,
     ProgramId,
     PtrType,
     Reduce,
@@ -70,6 +72,7 @@ from metile.ir import (
     Splat,
     Stage,
     Store,
+    Take,
     ThreadId,
     TileType,
     Transpose,
@@ -186,6 +189,8 @@ class Gen:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
             builders += ["transpose"] if len(ty.shape) == 2 else []
             builders += ["all_active"] if dt is not DType.BOOL else []
+            builders += ["permute", "take"]
+            builders += ["join"] if ty.shape[-1] == 2 else []
         if self.tile and dt is not DType.BOOL:
             builders += ["reduce", "scan"]
         if self.tile and dt is DType.I32:
@@ -223,6 +228,20 @@ class Gen:
                 return Transpose(self.value(TileType(dt, ty.shape[::-1]), env, d))
             case "all_active":
                 return AllActive(self.value(ty, env, d))
+            case "permute":
+                order = tuple(self.draw(st.permutations(range(len(ty.shape)))))
+                src = [0] * len(order)
+                for i, o in enumerate(order):
+                    src[o] = ty.shape[i]
+                return Permute(self.value(TileType(dt, tuple(src)), env, d), order)
+            case "take":
+                axis = self.draw(st.integers(0, len(ty.shape)))
+                extent = self.pick([2, 4])
+                src = TileType(dt, ty.shape[:axis] + (extent,) + ty.shape[axis:])
+                return Take(self.value(src, env, d), axis, self.draw(st.integers(0, extent - 1)))
+            case "join":
+                half = TileType(dt, ty.shape[:-1])
+                return Join(self.value(half, env, d), self.value(half, env, d))
             case "expand_dims":
                 axis = ty.shape.index(1)
                 return ExpandDims(self.value(TileType(dt, ty.shape[:axis] + ty.shape[axis + 1:]), env, d), axis)

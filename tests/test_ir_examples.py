@@ -38,6 +38,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    Join,
     Kernel,
     LaunchPlan,
     Let,
@@ -51,6 +52,7 @@ from metile.ir import (
     MatrixStore,
     MatrixType,
     Param,
+    Permute,
     ProgramId,
     PtrType,
     Reduce,
@@ -69,6 +71,7 @@ from metile.ir import (
     Splat,
     Stage,
     Store,
+    Take,
     ThreadId,
     TileType,
     Transpose,
@@ -132,6 +135,20 @@ def vector_add(block: int = 1024) -> Kernel:
     s_y, y = let("y", Load(AddPtr(bcast(Y, (block,)), offs), mask))
     store = Store(AddPtr(bcast(Out, (block,)), offs), add(x, y), mask, loc=Loc("vector_add.py", 9, 4))
     return Kernel("add", Stage.TILE, (X, Y, Out, N), [s_offs, s_mask, s_x, s_y, store], {"BLOCK": block})
+
+
+def shapes(rows: int = 4, cols: int = 8) -> Kernel:
+    """A tile made 3-D and back: `x` (rows x cols) joined with its double, permuted, halves taken, interleaved."""
+    X, Out = ptr("X", 0), ptr("Out", 1)
+    n = rows * cols
+    s_v, v = let("v", Load(AddPtr(bcast(X, (n,)), Arange(0, n))))
+    s_x, x = let("x", Reshape(v, (rows, cols)))
+    s_j, j = let("j", Join(x, add(x, x)))                             # rows x cols x 2
+    s_p, p = let("p", Permute(j, (2, 0, 1)))                          # 2 x rows x cols
+    s_d, d = let("d", Binary(BinOp.SUB, Take(p, 0, 1), Take(j, 2, 0)))   # 2x - x
+    out = Reshape(Join(d, Transpose(Transpose(x))), (2 * n,))
+    store = Store(AddPtr(bcast(Out, (2 * n,)), Arange(0, 2 * n)), out)
+    return Kernel("shapes", Stage.TILE, (X, Out), [s_v, s_x, s_j, s_p, s_d, store], {})
 
 
 def _row_block(row, start, N, block: int):
@@ -342,7 +359,8 @@ def simt_staging() -> Kernel:
                   plan=LaunchPlan(64))
 
 
-TILE_EXAMPLES = {"vector_add": vector_add, "softmax": softmax, "gemm": gemm, "thread_level": thread_level}
+TILE_EXAMPLES = {"vector_add": vector_add, "softmax": softmax, "gemm": gemm, "thread_level": thread_level,
+                 "shapes": shapes}
 METAL_EXAMPLES = {"metal_vector_add": metal_vector_add, "metal_row_sum": metal_row_sum,
                   "metal_gemm": metal_gemm, "metal_vectors": metal_vectors}
 EXAMPLES = {**TILE_EXAMPLES, **METAL_EXAMPLES, "simt_staging": simt_staging}

@@ -31,7 +31,7 @@ from metile.ir import (
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "print"
-CASES = ["vector_add", "softmax", "gemm", "thread_level", "metal_vector_add", "metal_row_sum", "metal_gemm"]
+CASES = ["vector_add", "softmax", "gemm", "thread_level", "shapes", "metal_vector_add", "metal_row_sum", "metal_gemm"]
 
 
 def _header(case: str) -> str:

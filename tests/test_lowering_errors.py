@@ -20,13 +20,6 @@ def line_of(kern, text: str) -> int:
 
 
 @metile.kernel
-def dot_not_multiple_of_8(A, B, C):
-    a = metile.tile_load(A, 0, 0, 12, (12, 8))
-    b = metile.tile_load(B, 0, 0, 8, (8, 8))
-    metile.tile_store(C, 0, 0, 8, metile.dot(a, b), (12, 8))
-
-
-@metile.kernel
 def barrier_in_role(X, BLOCK: metile.constexpr):
     offs = metile.arange(0, BLOCK)
     with metile.simdgroup_role(role=0, num_roles=2):
@@ -122,7 +115,6 @@ def per_thread_value_out_of_role(X, BLOCK: metile.constexpr):
 
 
 CASES = [
-    (dot_not_multiple_of_8, (F32, F32, F32), {}, "metile.dot(a, b)", "multiple of 8"),
     (barrier_in_role, (F32,), {"BLOCK": 128}, "metile.barrier()", "cannot be placed inside simdgroup_role"),
     (reduction_in_role, (F32, F32), {"BLOCK": 128}, "metile.sum(", "cannot be placed inside simdgroup_role"),
     (reduction_under_thread_branch, (F32, F32), {"BLOCK": 64}, "metile.sum(", "depends on the thread's lane"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import metile
-from metile.frontend.errors import GridError, KernelArgumentError, KernelTypeError
+from metile.frontend.errors import GridError, KernelArgumentError, KernelTypeError, ShapeMismatchError
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -154,7 +154,7 @@ def misuse(X, WHAT: metile.constexpr):
     ("eviction", KernelArgumentError, "eviction_policy must be one of"),
     ("precision", KernelArgumentError, "input_precision must be one of"),
     ("hint", KernelTypeError, "multiple_of.. takes an integer tile"),
-    ("trans", Exception, "takes a 2-D tile"),
+    ("trans", ShapeMismatchError, "it needs two dimensions or more"),
 ])
 def test_misuse_is_refused(what, error, words):
     with pytest.raises(error, match=words):

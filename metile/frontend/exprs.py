@@ -41,6 +41,7 @@ from metile.frontend.errors import (
 from metile.frontend.funcs import call_func
 from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
+from metile.frontend.shapes import SHAPES
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -69,7 +70,7 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **LIBRARY, **HELPERS}
+CALLS = {**BUILTINS, **LIBRARY, **SHAPES, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
@@ -160,7 +161,7 @@ def value_attribute(tr, base: Value, attr: str, loc: Loc):
     if attr == "dtype":
         return str(base.type.dtype)
     if attr == "T":
-        return CALLS[L.trans](tr, loc, base)
+        return CALLS[L.trans](tr, loc, base, None)
     fn = _METHODS.get(attr)
     if fn is not None:
         return Method(fn, base)

@@ -25,7 +25,7 @@ from metile.frontend import semantic as sem
 from metile.frontend.builtins import keep_dims, parse_dtype, static_int, static_shape, summed
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.ir.ops import BinOp, ReduceOp, UnOp
-from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan, Transpose
+from metile.ir.tile import ArgReduce, NumPrograms, Reshape, Scan
 from metile.ir.types import COMPUTE_AS, DType, PtrType, promote_computed
 from metile.ir.values import Binary, Bitcast, Const, Fma, Unary, Value
 
@@ -210,14 +210,6 @@ def full(tr, loc, shape, value, dtype):
     return sem.coerce(value, dt, dims, loc) if isinstance(value, Value) else sem.converted(value, dt, dims, loc)
 
 
-def trans(tr, loc, x):
-    """The 2-D tile `x` transposed (also `x.T`)."""
-    t = sem.type_of(x, loc)
-    if not isinstance(x, Value) or isinstance(t, PtrType) or len(t.shape) != 2:
-        raise ShapeMismatchError(f"metile.trans() takes a 2-D tile, not {t}", loc)
-    return Transpose(x, loc=loc)
-
-
 def _hint(name: str):
     def impl(tr, loc, x, values):
         """Triton's hints about the values of an integer tile: checked for their form, and `x` itself (metile's
@@ -364,7 +356,7 @@ LIBRARY = {
     L.argmax: _arg(ReduceOp.MAX), L.argmin: _arg(ReduceOp.MIN),
     L.cumsum: _scan(ReduceOp.SUM, "cumsum"), L.cumprod: _scan(ReduceOp.PROD, "cumprod"),
     L.rand: rand, L.randn: randn, L.randint: randint, L.randint4x: randint4x, L.rand4x: rand4x, L.randn4x: randn4x,
-    L.full: full, L.trans: trans, L.multiple_of: _hint("multiple_of"), L.max_contiguous: _hint("max_contiguous"),
+    L.full: full, L.multiple_of: _hint("multiple_of"), L.max_contiguous: _hint("max_contiguous"),
     L.max_constancy: _hint("max_constancy"),
 }
 

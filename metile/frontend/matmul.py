@@ -50,12 +50,18 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
 def product(a, b, acc, loc: Loc) -> Value:
     """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None."""
     for x, n in ((a, "a"), (b, "b")):
-        if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) != 2:
+        if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) not in (2, 3):
             kind = x.type if isinstance(x, Value) else type(x).__name__
-            raise ShapeMismatchError(f"dot: '{n}' must be a 2-D tile, not {kind}", loc)
-    (m, k), (k2, n) = a.type.shape, b.type.shape
+            raise ShapeMismatchError(f"dot: '{n}' must be a 2-D tile (or a 3-D batch of them), not {kind}", loc)
+    if len(a.type.shape) != len(b.type.shape):
+        raise ShapeMismatchError(f"dot: a {len(a.type.shape)}-D tile times a {len(b.type.shape)}-D tile: both are "
+                                 "2-D, or both 3-D with the same batch", loc)
+    (*batch, m, k), (*batch2, k2, n) = a.type.shape, b.type.shape
+    if batch != batch2:
+        raise ShapeMismatchError(f"dot: the batches differ: {list(a.type.shape)} x {list(b.type.shape)}", loc)
     if k != k2:
-        raise ShapeMismatchError(f"dot: inner dimensions differ: [{m}, {k}] x [{k2}, {n}]", loc)
+        raise ShapeMismatchError(f"dot: inner dimensions differ: {list(a.type.shape)} x {list(b.type.shape)}", loc)
+    out = (*batch, m, n)
     da, db = a.type.dtype, b.type.dtype
     mt = matrix_dtype(da, db, loc)
     prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), loc=loc)
@@ -68,8 +74,8 @@ def product(a, b, acc, loc: Loc) -> Value:
     if acc is None:
         return prod
     at = sem.type_of(acc, loc)
-    if at.shape not in ((), (m, n)):
-        raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is [{m}, {n}]", loc)
+    if at.shape not in ((), out):
+        raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is {list(out)}", loc)
     dt = at.dtype if isinstance(acc, Value) else prod.type.dtype
     if dt is DType.BOOL:
         raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
@@ -80,9 +86,9 @@ def product(a, b, acc, loc: Loc) -> Value:
     if (dt.is_float and dt is not DType.F32) or (dt.is_int and prod.type.dtype.is_float):
         # added in f32 and converted once to the accumulator's type; an integer acc too, to float products (an i32
         # 48 and products summing to -0.5 give 47, where adding the sum converted first would give 48)
-        total = Binary(BinOp.ADD, sem.coerce(acc, DType.F32, (m, n), loc), sem.cast(prod, DType.F32, loc), loc=loc)
+        total = Binary(BinOp.ADD, sem.coerce(acc, DType.F32, out, loc), sem.cast(prod, DType.F32, loc), loc=loc)
         return sem.cast(total, dt, loc)
-    return Binary(BinOp.ADD, sem.coerce(acc, dt, (m, n), loc), sem.cast(prod, dt, loc), loc=loc)
+    return Binary(BinOp.ADD, sem.coerce(acc, dt, out, loc), sem.cast(prod, dt, loc), loc=loc)
 
 
 __all__ = ["matrix_dtype", "max_int_dot_k", "product"]

@@ -30,14 +30,17 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     MmaPlan,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
     Scan,
     SimdgroupId,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -197,6 +200,25 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return Transpose(p.ref()), _colon_type(p)
         case "all_active":
             return AllActive(p.ref()), _colon_type(p)
+        case "permute":
+            x = p.ref()
+            p.expect(",")
+            p.expect("[")
+            order = [p.int()]
+            while p.accept(","):
+                order.append(p.int())
+            p.expect("]")
+            return Permute(x, tuple(order)), _colon_type(p)
+        case "join":
+            a = p.ref()
+            p.expect(",")
+            return Join(a, p.ref()), _colon_type(p)
+        case "take":
+            x = p.ref()
+            p.expect(",")
+            axis = p.int()
+            p.expect(",")
+            return Take(x, axis, p.int()), _colon_type(p)
         case "expand_dims":
             x = p.ref()
             p.expect(",")

@@ -57,8 +57,10 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     MmaPlan,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
@@ -66,6 +68,7 @@ from metile.ir.tile import (
     SimdgroupId,
     SimdgroupRole,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -207,6 +210,12 @@ class _Printer:
                 body = f"transpose {r(x)}"
             case AllActive(x):
                 body = f"all_active {r(x)}"
+            case Permute(x, order):
+                body = f"permute {r(x)}, [{', '.join(map(str, order))}]"
+            case Join(a, b):
+                body = f"join {r(a)}, {r(b)}"
+            case Take(x, axis, index):
+                body = f"take {r(x)}, {axis}, {index}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):

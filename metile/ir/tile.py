@@ -133,6 +133,48 @@ class AllActive(Value):
 
 
 @node
+class Permute(Value):
+    """`x` with its dimensions reordered: dimension `i` of the result is dimension `order[i]` of `x` (numpy's
+    `transpose(x, order)`), so element `c` of the result is element `d` of `x` with `d[order[i]] = c[i]`."""
+
+    x: Value
+    order: tuple[int, ...] = attrs.field(converter=tuple)
+
+    @cached_property
+    def type(self) -> Type:
+        shape = self.x.type.shape
+        return self.x.type.with_shape(tuple(shape[i] for i in self.order))
+
+
+@node
+class Join(Value):
+    """`a` and `b` (of one type) stacked along a new last dimension of size 2: element `[..., 0]` is `a[...]`,
+    `[..., 1]` is `b[...]`."""
+
+    a: Value
+    b: Value
+
+    @cached_property
+    def type(self) -> Type:
+        return self.a.type.with_shape(self.a.type.shape + (2,))
+
+
+@node
+class Take(Value):
+    """Element `index` of `x` along dimension `axis`, which disappears: `x[..., index, ...]` (one half of a
+    split is `Take(x, last, 0)` or `1`)."""
+
+    x: Value
+    axis: int
+    index: int
+
+    @cached_property
+    def type(self) -> Type:
+        shape = self.x.type.shape
+        return self.x.type.with_shape(shape[: self.axis] + shape[self.axis + 1:])
+
+
+@node
 class Reduce(Value):
     """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
     keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
@@ -216,7 +258,8 @@ class MmaPlan:
 
 @node
 class Dot(Value):
-    """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`.
+    """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`; with a leading batch
+    dimension (`[B, M, K]` and `[B, K, N]`), the `B` products `[B, M, N]`.
     `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. How the optimisation passes chose to
     compute it is the kernel's `schedule.dots[dot]` (`MmaPlan()`, the plain way, when absent)."""
 
@@ -225,7 +268,8 @@ class Dot(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return tile_type(dot_dtype(self.a.type.dtype), (self.a.type.shape[0], self.b.type.shape[1]))
+        a, b = self.a.type.shape, self.b.type.shape
+        return tile_type(dot_dtype(self.a.type.dtype), (*a[:-2], a[-2], b[-1]))
 
 
 @node
@@ -272,13 +316,13 @@ class SimdgroupRole(Stmt):
 
 
 TILE_VALUES: tuple[type[Value], ...] = (
-    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, AllActive, Reduce, ArgReduce,
-    Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
+    ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Permute, Join, Take, AllActive,
+    Reduce, ArgReduce, Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "TILE_STMTS", "TILE_VALUES", "AllActive", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full",
-    "NumPrograms", "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole", "ThreadId",
-    "Transpose", "dot_dtype",
+    "TILE_STMTS", "TILE_VALUES", "AllActive", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "Join",
+    "NumPrograms", "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole",
+    "Take", "ThreadId", "Transpose", "dot_dtype",
 ]

@@ -30,13 +30,16 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
     Scan,
     SimdgroupId,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -296,6 +299,20 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
         case AllActive(x):
             if not isinstance(x.type, TileType):
                 return f"all_active: needs a number tile, not {x.type}"
+        case Permute(x, order):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or sorted(order) != list(range(len(xt.shape))) \
+                    or not xt.shape:
+                return f"permute: {list(order)} is not a permutation of the dimensions of {xt}"
+        case Join(a, b):
+            at, bt = a.type, b.type
+            if not isinstance(at, (TileType, PtrType)) or at != bt:
+                return f"join: needs two tiles of one type, not {at} and {bt}"
+        case Take(x, axis, index):
+            xt = x.type
+            if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis < len(xt.shape) \
+                    or not 0 <= index < xt.shape[axis]:
+                return f"take: element {index} of axis {axis} is out of range for {xt}"
         case Reshape(x, shape):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or xt.size != math.prod(shape):
@@ -322,10 +339,11 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"scan {op.value}: needs a numeric tile with axis {axis}, not {xt}"
         case Dot(a, b):
             at, bt = a.type, b.type
-            if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape) == 2):
-                return f"dot: needs two 2-D tiles, not {at} and {bt}"
-            if at.shape[1] != bt.shape[0]:
-                return f"dot: inner dimensions differ: [{at.shape[0]}, {at.shape[1]}] x [{bt.shape[0]}, {bt.shape[1]}]"
+            if not (isinstance(at, TileType) and isinstance(bt, TileType) and len(at.shape) == len(bt.shape)
+                    and len(at.shape) in (2, 3)):
+                return f"dot: needs two 2-D or two 3-D tiles, not {at} and {bt}"
+            if at.shape[-1] != bt.shape[-2] or at.shape[:-2] != bt.shape[:-2]:
+                return f"dot: inner dimensions differ: {list(at.shape)} x {list(bt.shape)}"
             if at.dtype != bt.dtype or at.dtype is DType.BOOL or at.dtype.storage_only:
                 return f"dot: operands must have one numeric dtype, not {at.dtype} and {bt.dtype}"
         case ThreadId() | SimdLaneId() | SimdgroupId():

@@ -22,7 +22,11 @@ import functools
 
 import attrs
 
+from metile.ir.tile import Dot
+from metile.ir.types import DType
 from metile.layout import Layout, suffix_product
+
+MATRIX_DTYPES = (DType.F32, DType.F16, DType.BF16)   # what simdgroup matrices hold
 
 
 @attrs.frozen(cache_hash=True)
@@ -149,6 +153,35 @@ class MmaGeometry:
         return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))
 
 
+def matrix_dims(d: Dot) -> tuple[int, int, int] | None:
+    """`(m, n, k)` of a product computed on 8x8 simdgroup matrices: two 2-D operands of a matrix type whose sides are
+    all multiples of 8. None for any other product (batched, or a side not a multiple of 8), which each thread
+    computes by multiply-adds (`metile.rewrite.lower.fma`)."""
+    ash, bsh = d.a.type.shape, d.b.type.shape
+    if len(ash) != 2 or len(bsh) != 2 or d.a.type.dtype not in MATRIX_DTYPES:
+        return None
+    (m, k), n = ash, bsh[1]
+    return None if m % 8 or n % 8 or k % 8 else (m, n, k)
+
+
+PAD_WASTE = 2   # a product is padded to 8x8 pieces when that at most doubles its multiply-adds
+
+
+def padded_dims(d: Dot) -> tuple[int, int, int] | None:
+    """`(m8, n8, k8)`, the sides of each matrix of a product of a matrix type rounded up to multiples of 8, for a
+    product that `matrix_dims` does not take (sides not all multiples of 8, or a batch of products) when padding at
+    most `PAD_WASTE` times its multiply-adds (`[12, 16] x [16, 20]`, `[5, 32] x [32, 32]`, a batch of 16 x 16
+    products: padding is cheap, or none is needed); None otherwise (`[3, 16] x [16, 16]` would do 2.7 times the
+    work, and is computed by per-thread multiply-adds instead)."""
+    ash, bsh = d.a.type.shape, d.b.type.shape
+    if len(ash) not in (2, 3) or d.a.type.dtype not in MATRIX_DTYPES or matrix_dims(d) is not None:
+        return None
+    m, k = ash[-2:]
+    n = bsh[-1]
+    m8, n8, k8 = (-(-x // 8) * 8 for x in (m, n, k))
+    return (m8, n8, k8) if m8 * n8 * k8 <= PAD_WASTE * m * n * k else None
+
+
 def k_slices(m: int, n: int, k: int, split: int, simdgroups: int) -> int:
     """The slices of k a product of `[m, k] x [k, n]` asking for `split` gets on `simdgroups`: `split` when they
     divide among the slices, the pieces among each slice's simdgroups, and k into steps of 8 among the slices
@@ -186,5 +219,5 @@ def mma_split(m: int, n: int, simdgroups: int) -> tuple[int, int] | None:
     return None if best is None else best[1:]
 
 
-__all__ = ["Blocked", "MmaGeometry", "blocked", "choose_vec", "k_slices", "mma_arrangement", "mma_split",
-           "row_major_strides"]
+__all__ = ["MATRIX_DTYPES", "PAD_WASTE", "Blocked", "MmaGeometry", "blocked", "choose_vec", "k_slices",
+           "matrix_dims", "mma_arrangement", "mma_split", "padded_dims", "row_major_strides"]

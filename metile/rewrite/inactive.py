@@ -42,10 +42,13 @@ from metile.ir.tile import (
     Broadcast,
     ExpandDims,
     Full,
+    Join,
+    Permute,
     Reduce,
     Reshape,
     Scan,
     SimdgroupRole,
+    Take,
     Transpose,
 )
 from metile.ir.types import DType, TileType
@@ -126,6 +129,17 @@ def _node_activity(n: Node, act) -> Value | None:
         case Transpose(x):
             a = act(x)
             return None if a is None else Transpose(a)
+        case Permute(x, order):
+            a = act(x)
+            return None if a is None else Permute(a, order)
+        case Take(x, axis, index):
+            a = act(x)
+            return None if a is None else Take(a, axis, index)
+        case Join(x, y):
+            ax, ay = act(x), act(y)
+            if ax is None and ay is None:
+                return None
+            return Join(everywhere(x.type.shape) if ax is None else ax, everywhere(y.type.shape) if ay is None else ay)
     # Constants, ranges, fills, identities, parameters, reductions, `dot` results, `AllActive`, simdgroup exchanges.
     return None
 

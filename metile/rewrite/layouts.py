@@ -11,6 +11,9 @@ decision instead of making it:
   k), with the slices of k `split_k` chose and replicas where the pieces are fewer than the simdgroups; the
   arrangement is also recorded in the product's `MmaPlan`;
 - a reduction along an axis, a scan, an arg-reduction: in registers;
+- a permutation, transpose, join or taken index of a tile held somewhere (in registers, matrices or a channel): in
+  registers, its elements moved between threads once where it is bound (one exchange through threadgroup memory),
+  rather than at every statement that reads it;
 - any other value: `Recomputed` where it is read (pure expressions cost nothing to broadcast);
 - a loop-carried tile: in simdgroup matrices when only `dot` accumulation (and element-wise arithmetic on the
   accumulator) updates it, else in registers; loop results, `if` results and `while` values in registers;
@@ -29,12 +32,12 @@ from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed,
 from metile.ir.node import children, walk
 from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
-from metile.ir.tile import ArgReduce, Dot, MmaPlan, Reduce, Scan, SimdgroupRole
+from metile.ir.tile import ArgReduce, Dot, Join, MmaPlan, Permute, Reduce, Scan, SimdgroupRole, Take, Transpose
 from metile.ir.types import DType
 from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.context import PassContext
-from metile.rewrite.distribute import choose_vec, k_slices, mma_arrangement
+from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis, value_defs
@@ -69,9 +72,10 @@ def fragments_of(d: Dot, group: Group, how: MmaPlan) -> Fragments | None:
     the arrangement `how` records when it divides the pieces among as many simdgroups or a divisor of them, else
     the squarest (`mma_arrangement`); None when the shapes are not multiples of 8 or the operands not a matrix
     type."""
-    (m, k), n = d.a.type.shape, d.b.type.shape[1]
-    if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+    dims = matrix_dims(d)
+    if dims is None:
         return None
+    m, n, k = dims
     sgs = group.sgs // k_slices(m, n, k, how.split, group.sgs)
     chosen = how.simdgroups
     if chosen and sgs % (chosen[0] * chosen[1]) == 0 and (m // 8) % chosen[0] == 0 and (n // 8) % chosen[1] == 0:
@@ -183,12 +187,19 @@ class _Assign:
                 layout = self.product(value, group)
             case Reduce() | Scan() | ArgReduce():
                 layout = self.blocked(value.type.size, group)
+            case Transpose() | Permute() | Join() | Take() if value.type.shape and self.reads_held(value):
+                layout = self.blocked(value.type.size, group)
             case _ if (pair := dot_accumulation(value)) is not None:
                 layout = self.product(pair[0], group)
             case _:
                 layout = Recomputed()
         if layout is not None:
             self.layouts[var.name] = layout
+
+    def reads_held(self, v: Value) -> bool:
+        """Whether `v` reads a named tile that is held somewhere (not recomputed where it is read)."""
+        return any(isinstance(n, Var) and not isinstance(self.layouts.get(n.name, Recomputed()), Recomputed)
+                   for n in walk(v))
 
     def carried(self, c: Var, y: Value, group: Group) -> TileLayout | None:
         """Simdgroup matrices for an accumulator only `dot` updates (through element-wise arithmetic on it, as

@@ -34,7 +34,7 @@ from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
 from metile.ir.types import DType
 from metile.ir.values import Binary, Const, Load, Var
 from metile.rewrite.context import PassContext
-from metile.rewrite.distribute import k_slices, mma_split
+from metile.rewrite.distribute import k_slices, matrix_dims, mma_split
 from metile.rewrite.driver import substitute
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import THREAD_LEVEL, axis_analysis
@@ -66,7 +66,7 @@ def pad_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
     def choose(d: Dot, how: MmaPlan) -> MmaPlan:
-        return attrs.evolve(how, pad=tuple(staging_pad(x.type.shape[1], x.type.dtype.itemsize) for x in (d.a, d.b)))
+        return attrs.evolve(how, pad=tuple(staging_pad(x.type.shape[-1], x.type.dtype.itemsize) for x in (d.a, d.b)))
 
     return _plan_dots(k, ctx, choose)
 
@@ -142,9 +142,10 @@ def split_k(k: Kernel, ctx: PassContext) -> Kernel:
     sgs = k.options.num_simdgroups or ctx.target.default_simdgroups
     splits: dict[Dot, int] = {}
     for d in dots:
-        (m, kk), n = d.a.type.shape, d.b.type.shape[1]
-        if m % 8 or n % 8 or kk % 8:
+        dims = matrix_dims(d)
+        if dims is None:
             return k
+        m, n, kk = dims
         if mma_split(m, n, sgs):
             continue
         s = next((s for s in range(2, sgs + 1) if k_slices(m, n, kk, s, sgs) == s), None)
@@ -181,7 +182,7 @@ def direct_operands(k: Kernel, ctx: PassContext) -> Kernel:
 def staged_bytes(d: Dot, how: MmaPlan) -> int:
     """The bytes of threadgroup memory `d`'s operands take when staged with their padding in every iteration (a
     hoisted operand is staged once, apart; one read straight from device memory is not staged)."""
-    return sum(x.type.shape[0] * (x.type.shape[1] + pad) * x.type.dtype.itemsize
+    return sum(x.type.size // x.type.shape[-1] * (x.type.shape[-1] + pad) * x.type.dtype.itemsize
                for x, pad, once, direct in zip((d.a, d.b), how.pad, how.hoist, how.direct) if not (once or direct))
 
 

@@ -31,7 +31,7 @@ from metile.ir.types import PtrType, TileType
 from metile.ir.values import Load, SharedAlloc, Value
 from metile.rewrite.axis_info import AxisAnalysis, vector_width
 from metile.rewrite.context import Analyses, PassContext
-from metile.rewrite.distribute import choose_vec, k_slices, mma_split
+from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_split
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import VARYING_SOURCES, Scan, scan
@@ -216,7 +216,7 @@ def _slices(k: Kernel, d: Dot, sgs: int) -> int:
 
 
 def _dot_ok(d: Dot) -> bool:
-    return all(s % 8 == 0 for s in d.a.type.shape + d.b.type.shape)
+    return matrix_dims(d) is not None
 
 
 __all__ = ["SIMD_WIDTH", "axis_analysis", "plan_launch", "role_ranges", "vectorize_memory"]

@@ -33,7 +33,7 @@ from metile.triton import semantic as ts
 from metile.triton.errors import NotSupportedYetError, not_yet
 from metile.triton.impl_math import MATH, libdevice
 from metile.triton.impl_memory import MEMORY
-from metile.triton.impl_tiles import TILES, permute
+from metile.triton.impl_tiles import TILES, trans
 from metile.triton.language import core as C
 from metile.triton.language import math as M
 from metile.triton.language import random as R
@@ -41,15 +41,14 @@ from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
 from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, triton_dtype
 
 _ATOMICS = "metile's only atomic is tl.atomic_add, used as a statement (its old values are not returned yet)"
-_SHAPES = "metile's tiles do not change shape or rank yet (2-D tiles transpose with tl.trans)"
+_SHAPES = "reversing tiles is not compiled yet"
 _COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
 REFUSED = {
     C.advance: "block pointers", C.make_block_ptr: "block pointers", C.make_tensor_descriptor: "tensor descriptors",
     C.load_tensor_descriptor: "tensor descriptors", C.store_tensor_descriptor: "tensor descriptors",
     C.atomic_and: _ATOMICS, C.atomic_or: _ATOMICS, C.atomic_xor: _ATOMICS, C.atomic_max: _ATOMICS,
     C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
-    C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
-    C.interleave: _SHAPES, C.gather: "gathers along an axis", C.flip: _SHAPES,
+    C.gather: "gathers along an axis", C.flip: _SHAPES,
     C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,
     C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
     C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
@@ -150,7 +149,7 @@ def attribute(tr, value: Value, attr: str, loc: Loc):
     if attr == "numel":
         return math.prod(t.shape)
     if attr == "T":
-        return permute(tr, loc, value, (1, 0))
+        return trans(tr, loc, value, ())
     fn = _METHODS.get(attr)
     if fn is not None:
         return Method(fn, value)

@@ -1,26 +1,29 @@
 """Triton's tile functions in a `@triton.jit` kernel: creation (`tl.arange`, `tl.full`, `tl.zeros`...), shapes
-(`tl.broadcast_to`, `tl.expand_dims`, `tl.trans`), element-wise selection and conversion (`tl.where`, `tl.maximum`,
-`tl.clamp`, `tl.cast`), the functions of Triton's standard library (`tl.sigmoid`, `tl.softmax`, `tl.cdiv`,
-`tl.swizzle2d`, `tl.zeros_like`), reductions and scans, `tl.dot` and the random numbers.
+(`tl.broadcast_to`, `tl.expand_dims`, `tl.trans`, `tl.permute`, `tl.reshape`, `tl.view`, `tl.ravel`, `tl.join`,
+`tl.split`, `tl.interleave`, `tl.cat`, built as `metile.frontend.shapes` builds metile's), element-wise selection and
+conversion (`tl.where`, `tl.maximum`, `tl.clamp`, `tl.cast`), the functions of Triton's standard library
+(`tl.sigmoid`, `tl.softmax`, `tl.cdiv`, `tl.swizzle2d`, `tl.zeros_like`), reductions and scans, `tl.dot` and the
+random numbers.
 
-Each follows Triton 3.4: shapes of `tl.arange` and `tl.full` are powers of two; `tl.broadcast_to` keeps the rank;
-`tl.max`/`tl.min` without indices compute in 32 bits (f16 and bf16 in f32, narrower integers and int1 in int32);
-`tl.sum` and `tl.cumsum` of integers narrower than 32 bits sum in int32, or uint32 for unsigned ones and int1;
-`tl.cumprod` keeps its type; `tl.dot` takes two operands of one type (int8, f16, bf16, f32, or 8-bit floats), gives
-int32 for int8, f32 for f32 and bf16, `out_dtype` (f32 by default) for f16 and 8-bit floats, and takes an
-accumulator of that type. The standard library's functions are built from the others, as Triton writes them.
+Each follows Triton 3.4: shapes of `tl.arange`, `tl.full` and `tl.reshape` are powers of two; `tl.broadcast_to`
+keeps the rank; `tl.max`/`tl.min` without indices compute in 32 bits (f16 and bf16 in f32, narrower integers and
+int1 in int32); `tl.sum` and `tl.cumsum` of integers narrower than 32 bits sum in int32, or uint32 for unsigned ones
+and int1; `tl.cumprod` keeps its type; `tl.dot` takes two operands of one type (int8, f16, bf16, f32, or 8-bit
+floats), 2-D or batched 3-D, gives int32 for int8, f32 for f32 and bf16, `out_dtype` (f32 by default) for f16 and
+8-bit floats, and takes an accumulator of that type. `tl.trans` without dimensions swaps the last two, as later
+Triton versions do (on 2-D tensors, Triton 3.4's `(1, 0)`). The standard library's functions are built from the
+others, as Triton writes them.
 """
 
 from __future__ import annotations
 
 from metile import language as L
-from metile.frontend import library
+from metile.frontend import library, shapes
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import BUILTINS, static_int
 from metile.frontend.errors import KernelArgumentError, KernelTypeError, ShapeMismatchError
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
-from metile.ir.tile import ExpandDims
 from metile.ir.types import DType, PtrType
 from metile.ir.values import Bitcast, Value
 from metile.triton import semantic as ts
@@ -112,36 +115,54 @@ def broadcast_to(tr, loc, input, shape):  # noqa: A002
 
 def expand_dims(tr, loc, input, axis):  # noqa: A002
     x = ts.to_tensor(input, loc)
-    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
-    ndim = len(x.type.shape) + len(axes)
-    norm = []
-    for a in axes:
-        a = static_int(a, "the axis of tl.expand_dims", loc)
-        if not -ndim <= a < ndim:
-            raise ShapeMismatchError(f"invalid axis {a}: the result has {ndim} dimensions", loc)
-        norm.append(a % ndim)
-    if len(set(norm)) != len(norm):
-        raise ShapeMismatchError(f"expand_dims received duplicate axes, normalized axes = {norm}", loc)
-    for a in sorted(norm):
-        x = ExpandDims(x, a, loc=loc)
-    return x
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    return shapes.expand_dims(x, tuple(static_int(a, "the axis of tl.expand_dims", loc) for a in axes), loc)
 
 
 def permute(tr, loc, input, dims):  # noqa: A002
     x = _tile(input, "tl.permute", loc)
-    order = tuple(static_int(d, "a dimension of tl.permute", loc) for d in _varargs_shape(dims))
-    n = len(x.type.shape)
-    if len(order) != n or sorted(order) != list(range(n)):
-        raise ShapeMismatchError(f"permute dims must be a permutation of 0, 1, ..., n-1, but were {list(order)}", loc)
-    if order == tuple(range(n)):
-        return x
-    if n != 2:
-        raise not_yet(f"tl.permute of a {n}-D tensor", loc, "metile's tiles transpose in two dimensions")
-    return LIBRARY[L.trans](tr, loc, x)
+    return shapes.permute(x, shapes.dims_of(dims, "a dimension of tl.permute", loc), loc)
 
 
 def trans(tr, loc, input, dims):  # noqa: A002
-    return permute(tr, loc, input, dims or (1, 0))
+    """Without `dims`, the last two dimensions swapped (a transpose of each matrix of a batch, 2-D's `(1, 0)`)."""
+    x = _tile(input, "tl.trans", loc)
+    if not dims:
+        return shapes.swap_last(x, "tl.trans", loc)
+    return permute(tr, loc, x, dims)
+
+
+def reshape(tr, loc, input, shape, can_reorder):  # noqa: A002
+    """`can_reorder=True` lets Triton put the elements in any order; metile keeps row-major order, one of those."""
+    x = _tile(input, "tl.reshape", loc)
+    return shapes.reshape(x, _shape(_varargs_shape(shape), "tl.reshape", loc), loc)
+
+
+def view(tr, loc, input, shape):  # noqa: A002
+    return reshape(tr, loc, input, shape, True)
+
+
+def ravel(tr, loc, x, can_reorder):
+    t = _tile(x, "tl.ravel", loc)
+    return shapes.reshape(t, (t.type.size,), loc)
+
+
+def join(tr, loc, a, b):
+    return shapes.join(ts.to_tensor(a, loc), ts.to_tensor(b, loc), loc)
+
+
+def split(tr, loc, a):
+    return shapes.split(_tile(a, "tl.split", loc), loc)
+
+
+def cat(tr, loc, input, other, can_reorder):  # noqa: A002
+    """Triton 3.4 asks for `can_reorder=True` and then puts the elements in any order; metile concatenates along the
+    first dimension, in order, whatever `can_reorder` says (as later Triton versions do for tensors of one shape)."""
+    return shapes.cat(_tile(input, "tl.cat", loc), _tile(other, "tl.cat", loc), loc)
+
+
+def interleave(tr, loc, a, b):
+    return shapes.interleave(ts.to_tensor(a, loc), ts.to_tensor(b, loc), loc)
 
 
 # ---- element-wise
@@ -285,9 +306,12 @@ def dot(tr, loc, input, other, acc, input_precision, allow_tf32, max_num_impreci
     if (input_precision.lower() if isinstance(input_precision, str) else input_precision) not in _PRECISIONS:
         raise KernelArgumentError(f"input_precision must be one of {_PRECISIONS[1:]}, not {input_precision!r}", loc)
     a, b = _tile(input, "tl.dot", loc), _tile(other, "tl.dot", loc)
-    if len(a.type.shape) != 2 or len(b.type.shape) != 2:
-        raise not_yet("tl.dot of 3-D (batched) tensors", loc) if len(a.type.shape) == 3 else ShapeMismatchError(
-            f"Both inputs must be 2D; (lhs: {list(a.type.shape)} vs rhs: {list(b.type.shape)})", loc)
+    ash, bsh = a.type.shape, b.type.shape
+    if not (len(ash) == len(bsh) == 2 or len(ash) == len(bsh) == 3):
+        raise ShapeMismatchError(f"Both inputs must be either 2D or 3D; (lhs: {list(ash)} vs rhs: {list(bsh)})", loc)
+    if ash[-1] != bsh[-2] or ash[:-2] != bsh[:-2]:
+        raise ShapeMismatchError(f"First input shape ({list(ash)}) and second input shape {list(bsh)} are not "
+                                 "compatible for matmul", loc)
     da, db = a.type.dtype, b.type.dtype
     if not (da.storage_only and db.storage_only):
         for d in (da, db):
@@ -305,7 +329,7 @@ def dot(tr, loc, input, other, acc, input_precision, allow_tf32, max_num_impreci
     if acc is not None:
         if not isinstance(acc, Value) or isinstance(acc.type, PtrType):
             raise KernelTypeError(f"tl.dot: the accumulator must be a tensor, not {type(acc).__name__}", loc)
-        shape = (a.type.shape[0], b.type.shape[1])
+        shape = (*ash[:-1], bsh[-1])
         if acc.type.shape != shape or acc.type.dtype is not (out if not da.is_int else I32):
             raise KernelTypeError(f"tl.dot: the accumulator is {acc.type}; it must be {triton_dtype(result)} of shape "
                                   f"{list(shape)}", loc)
@@ -346,7 +370,9 @@ def pair_uniform_to_normal(tr, loc, u1, u2):
 TILES = {
     C.arange: arange, C.full: full, C.zeros: zeros, C.zeros_like: zeros_like, C.ones_like: ones_like,
     C.broadcast: broadcast, C.broadcast_to: broadcast_to, C.expand_dims: expand_dims, C.permute: permute,
-    C.trans: trans, C.cast: cast, C.where: where, C.maximum: maximum, C.minimum: minimum, C.clamp: clamp, C.add: add,
+    C.trans: trans, C.reshape: reshape, C.view: view, C.ravel: ravel, C.join: join, C.split: split,
+    C.interleave: interleave, C.cat: cat, C.cast: cast, C.where: where, C.maximum: maximum, C.minimum: minimum,
+    C.clamp: clamp, C.add: add,
     C.cdiv: cdiv, C.sigmoid: sigmoid, C.softmax: softmax, C.swizzle2d: swizzle2d, C.sum: sum_, C.max: maximum_of,
     C.min: minimum_of, C.argmax: argmax, C.argmin: argmin, C.cumsum: cumsum, C.cumprod: cumprod, C.dot: dot,
     C.static_range: static_range, C.range: runtime_range,

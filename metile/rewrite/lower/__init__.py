@@ -5,8 +5,8 @@ Each Tile IR value is represented, per thread, by one of (`metile.rewrite.lower.
 - `Regs(layout, regs)`: the elements this thread holds under the `Blocked` thread-value layout `assign_layouts`
   recorded (`metile.rewrite.distribute`); loads, loop-carried tiles and reduction results live here;
 - `Mma(geometry, mats)`: 8x8 simdgroup matrices holding a `dot` result;
-- `Lazy(expr)`: a pure tile expression (ranges, arithmetic on other values), evaluated wherever an element is
-  needed instead of being stored, so broadcasting it costs nothing;
+- `Lazy(expr)`: a pure tile expression (ranges, arithmetic on other values, shape changes), evaluated wherever an
+  element is needed instead of being stored, so broadcasting it costs nothing;
 - `Channel(base, shape)`: a `simdgroup_role` block's result in threadgroup memory.
 
 The lowering is a set of rule functions, each taking the `Block` (the region being lowered) it emits into, over
@@ -21,6 +21,8 @@ the frozen `Facts` of the kernel:
 - `memory`: loads and stores, vectorised where the axis analysis proves it;
 - `reductions`: reductions, arg-reductions and scans (per thread, per simdgroup, through scratch);
 - `mma`, `mma_use`: `dot` on simdgroup matrices and what becomes of its result;
+- `fma`: the products the matrices do not fit as they are, padded to 8x8 pieces or computed by per-thread
+  multiply-adds (sides not multiples of 8, batched products);
 - `rolled`: slots looped over at run time instead of unrolled;
 - `control`: `For`, `If`, `While` and `simdgroup_role`.
 

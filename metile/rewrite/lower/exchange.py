@@ -19,6 +19,7 @@ from metile.ir.types import AddressSpace, DType, PtrType
 from metile.ir.values import AddPtr, Load, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.layouts import dot_accumulation as dot_acc
+from metile.rewrite.lower import fma as FM
 from metile.rewrite.lower import memory as M
 from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import mma_use as MU
@@ -161,9 +162,9 @@ def heavy_rep(blk: Block, n: Value):
         elif isinstance(n, Scan):
             found = R.scan_of(blk, n)
         elif isinstance(n, Dot):
-            found = MM.mma(blk, n, None, n)
+            found = FM.product(blk, n, None, n)
         else:
-            found = MM.mma(blk, *dot_acc(n), n)
+            found = FM.product(blk, *dot_acc(n), n)
         blk.memo_put(key, found)
     return found
 

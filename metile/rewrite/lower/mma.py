@@ -20,7 +20,7 @@ from metile.ir.tile import Broadcast, Dot, Full, MmaPlan
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Value, Var, Where
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import MmaGeometry, k_slices, mma_arrangement
+from metile.rewrite.distribute import MmaGeometry, k_slices, matrix_dims, mma_arrangement
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma_use as MU
@@ -63,9 +63,10 @@ def mma_geometry(blk: Block, d: Dot, group: Group | None = None) -> MmaGeometry 
     recorded when that arrangement has as many simdgroups or a divisor of them, else as `mma_arrangement` finds
     (with replicas where the pieces are fewer than the simdgroups)."""
     group = group or blk.group
-    (m, k), n = d.a.type.shape, d.b.type.shape[1]
-    if m % 8 or n % 8 or k % 8 or d.a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
+    dims = matrix_dims(d)
+    if dims is None:
         return None
+    m, n, k = dims
     plan = how(blk, d)
     sgs = group.sgs // k_slices(m, n, k, plan.split, group.sgs)
     chosen = plan.simdgroups   # assign_layouts' arrangement, where it is one of these simdgroups (or a divisor)
@@ -83,13 +84,8 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
     a, b = d.a, d.b
     S.collective(blk, d)
     geom = mma_geometry(blk, d)
-    if geom is None:
-        (m, k), n = a.type.shape, b.type.shape[1]
-        if a.type.dtype not in (DType.F32, DType.F16, DType.BF16):
-            raise blk.refuse(f"dot on {a.type.dtype} tiles is not supported: simdgroup matrices hold f32, f16 "
-                              "and bf16 (cast the operands to a float type)", d)
-        raise blk.refuse(f"dot of [{m}, {k}] x [{k}, {n}]: every dimension must be a multiple of 8, and the "
-                          f"8x8 pieces must split evenly among the program's {blk.group.sgs} simdgroup(s)", d)
+    if geom is None:   # `fma.product` sends the products matrices do not fit to `fma.fma_dot`
+        raise blk.refuse(f"internal: dot of {list(a.type.shape)} x {list(b.type.shape)} is not a matrix product", d)
     k = a.type.shape[1]
     split = k_slices(geom.m, geom.n, k, how(blk, d).split, blk.group.sgs)
     if split > 1:
@@ -284,7 +280,7 @@ def as_mma(blk: Block, v: Value, geom: MmaGeometry) -> Mma:
         return rep
     if dot_acc(v) or isinstance(v, Dot):
         rep = X.heavy_rep(blk, v)
-        if rep.geom == geom:
+        if isinstance(rep, Mma) and rep.geom == geom:
             return rep
     fill = _constant_fill(v)
     if fill is not None:

@@ -17,7 +17,7 @@ from metile.ir.metal import MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import If, Store
-from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Reduce, Reshape, Scan, Transpose
+from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Join, Permute, Reduce, Reshape, Scan, Take, Transpose
 from metile.ir.types import DType
 from metile.ir.values import AddPtr, Binary, Compare, Load, SimdShuffleXor, Value, Var
 from metile.rewrite import metal_ops as mo
@@ -62,7 +62,8 @@ def held_mma(blk: Block, v: Value) -> Mma | None:
     rep, v = X.named_rep(blk, v)
     if rep is not None:
         return rep if isinstance(rep, Mma) else None
-    return X.heavy_rep(blk, v) if isinstance(v, Dot) or dot_acc(v) else None
+    rep = X.heavy_rep(blk, v) if isinstance(v, Dot) or dot_acc(v) else None
+    return rep if isinstance(rep, Mma) else None   # a product computed per thread is in registers
 
 
 def mma_store(blk: Block, ptr: Value, value: Value) -> bool:
@@ -209,13 +210,13 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
                 continue
             if not isinstance(rep, Mma):
                 return None
-        elif isinstance(v, Dot) or dot_acc(v):
-            rep = X.heavy_rep(blk, v)
-        elif isinstance(v, (Reduce, ArgReduce, Scan)):   # held in registers once computed
+        elif (isinstance(v, Dot) or dot_acc(v)) and isinstance(rep := X.heavy_rep(blk, v), Mma):
+            pass
+        elif isinstance(v, (Reduce, ArgReduce, Scan, Dot)) or dot_acc(v):   # held in registers once computed
             regs = True
             continue
         else:
-            moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast))
+            moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast, Permute, Join, Take))
             todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
             continue
         if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:

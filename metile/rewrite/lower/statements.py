@@ -14,7 +14,7 @@ from metile.ir import layouts as tl
 from metile.ir.node import Node
 from metile.ir.simt import RingBarrier
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Let, Store, While
-from metile.ir.tile import SimdgroupRole
+from metile.ir.tile import Join, Permute, SimdgroupRole, Take, Transpose
 from metile.ir.values import (
     Const,
     Load,
@@ -27,6 +27,7 @@ from metile.ir.values import (
     Value,
     Var,
 )
+from metile.rewrite.distribute import Blocked
 from metile.rewrite.lower import control as C
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import memory as M
@@ -137,6 +138,9 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
         case SimdReduce(op, x):
             collective(blk, value)
             blk.bind(var, Scalar(blk.let(SimdReduce(op, V.scalar(blk, x)), var.name)))
+        case Transpose() | Permute() | Join() | Take() if value.type.shape and isinstance(
+                layout := V.recorded(blk, var, value.type.size), Blocked):   # moved between threads once, here
+            blk.bind(var, Regs(layout, V.regs_of(blk, value, layout)))
         case _ if value.type.shape == ():
             low = V.scalar(blk, value)
             blk.bind(var, Scalar(low if isinstance(low, (Const, Param, Var)) else blk.let(low, var.name)))

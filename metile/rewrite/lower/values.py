@@ -5,7 +5,10 @@ plus, when it is slot `s` of layout `L` on this thread, the key `(L, s)`: a valu
 is then read directly. Any other element of a held value (a broadcast of a loaded row, for example) is
 *gathered*: the value is first published to threadgroup scratch memory and read back (`exchange`). Pure
 expressions (`Lazy`) are evaluated wherever an element is needed, so broadcasting them costs nothing; reductions,
-scans and products are materialised where their statement starts (`exchange.heavy_rep`). Each rule is one case of
+scans and products are materialised where their statement starts (`exchange.heavy_rep`). A shape change reads its
+source at another point: a reshape or a new dimension at the same row-major index, keeping the register key (so a
+held tile is read in place), a permutation or a taken index where its layout (`metile.rewrite.shape_layouts`) maps
+the index, a join at half the index in one of its two sides. Each rule is one case of
 `element_at` or `scalar_of`, a `match` on the node; values already lowered in the region are memoised.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from metile.ir import layouts as tl
 from metile.ir.metal import Extract
-from metile.ir.ops import BinOp, BuiltinKind
+from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.tile import (
     Arange,
     ArgReduce,
@@ -21,13 +24,16 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Join,
     NumPrograms,
+    Permute,
     ProgramId,
     Reduce,
     Reshape,
     Scan,
     SimdgroupId,
     SimdLaneId,
+    Take,
     ThreadId,
     Transpose,
 )
@@ -54,6 +60,7 @@ from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import rolled as RL
 from metile.rewrite.lower.state import Block, Channel, Lazy, Mma, Pt, Regs, Scalar
 from metile.rewrite.lower.words import what
+from metile.rewrite.shape_layouts import permute_layout, take_layout
 from metile.rewrite.staging import mma_scratch_offset
 
 
@@ -182,6 +189,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return value
         case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
             return s(x)
+        case Take(x, _, index) if len(x.type.shape) == 1:
+            return at(blk, x, Pt(x.type.shape, mo.const(index)))
     return elementwise(blk, v, s)
 
 
@@ -248,6 +257,16 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
         case Transpose(x):
             i, j = coords(blk, pt)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
+        case Permute(x, order):   # the permutation's layout (`metile.rewrite.shape_layouts`)
+            return at(blk, x, Pt(x.type.shape, mo.apply_layout(permute_layout(x.type.shape, order), pt.flat)))
+        case Take(x, axis, index):
+            lay, stride = take_layout(x.type.shape, axis)
+            return at(blk, x, Pt(x.type.shape, mo.add(mo.apply_layout(lay, pt.flat), mo.const(index * stride))))
+        case Join(a, b):
+            half, side = Pt(a.type.shape, mo.div(pt.flat, 2)), mo.mod(pt.flat, 2)
+            if isinstance(side, Const):   # a known element: one side only
+                return at(blk, (a, b)[side.value], half)
+            return mo.select(Compare(CmpOp.EQ, side, mo.const(0)), at(blk, a, half), at(blk, b, half))
         case Reduce() | ArgReduce() | Scan() | Dot():
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Binary() if dot_acc(v):
