@@ -13,8 +13,6 @@ import metile
 import metile.triton as triton
 import metile.triton.language as tl
 from metile.frontend.errors import KernelArgumentError, KernelTypeError
-from metile.ir.types import DType
-from metile.triton.language.types import metile_dtype
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -222,23 +220,6 @@ def test_scalar_arguments_are_typed_values():
     assert list(out[:2]) == [9.0, 10.0]
     assert list(out[2:4]) == [3.0, 3.0]
     assert out[4] == np.float32(np.array([1.5], np.float32).view(np.int32)[0])
-
-
-@triton.jit
-def wide(Out):
-    pid = tl.program_id(0)
-    tl.store(Out, pid.to(tl.int64))
-
-
-def test_int64_until_metile_has_it():
-    if hasattr(DType, "I64"):
-        assert metile_dtype(tl.int64) is DType.I64
-        return
-    with pytest.raises(KernelTypeError, match="tl.int64 is not supported: metile has no 64-bit integers yet") as e:
-        wide[(1,)](np.zeros(1, np.int32))
-    assert e.value.loc.line == wide.fn.__code__.co_firstlineno + 3
-    with pytest.raises(KernelTypeError, match="float64"):
-        metile_dtype(tl.float64)
 
 
 @triton.jit
