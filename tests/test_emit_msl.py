@@ -376,6 +376,15 @@ def test_vectors_run(cpu):
     np.testing.assert_array_equal(out, x[[1, 0, 3, 2]] - x.max())
 
 
+def test_pointer_table_runs(cpu):
+    rows = [np.arange(4, dtype=np.float32) + 10 * i for i in range(3)]
+    table = np.array([r.ctypes.data for r in rows], np.int64)
+    out = np.zeros(3, np.float32)
+    cpu.dispatch_threads(compile_fn(cpu, METAL_EXAMPLES["metal_pointer_table"]()), (3, 1, 1), (32, 1, 1),
+                         [table, out])
+    assert out.tolist() == [2.0, 12.0, 22.0]
+
+
 # ---- the hand-built kernels, run
 
 

@@ -40,6 +40,7 @@ from metile.ir import (
     Fma,
     For,
     If,
+    IntToPtr,
     Kernel,
     Let,
     Load,
@@ -272,8 +273,8 @@ CHILDREN: dict[type, Callable[[Value], tuple]] = {
         (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixOf, ("x", "y")), (MatrixLoad, ("ptr", "stride")),
         (SimdShuffleXor, ("x", "mask")),
         (SimdBroadcast, ("x", "lane")), (MakeVector, ("elems",)))},
-    Load: _load_children, Cast: _x, Bitcast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
-    MatrixFill: _value, SharedAlloc: _none,
+    Load: _load_children, Cast: _x, Bitcast: _x, IntToPtr: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec,
+    VecLoad: _ptr, MatrixFill: _value, SharedAlloc: _none,
 }
 
 
@@ -334,7 +335,7 @@ def value_children(v: Value) -> tuple[Node, ...]:
             return tuple(c for c in (v.ptr, v.mask, v.other) if c is not None)
         case Compare():
             return (v.lhs, v.rhs)
-        case Cast() | Bitcast():
+        case Cast() | Bitcast() | IntToPtr():
             return (v.x,)
         case Fma():
             return (v.a, v.b, v.c)

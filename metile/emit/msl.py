@@ -71,6 +71,7 @@ from metile.ir import (
     Fma,
     For,
     If,
+    IntToPtr,
     Kernel,
     Let,
     Load,
@@ -320,6 +321,8 @@ class _Emitter:
                     text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
             case Bitcast():
                 text, atomic = f"as_type<{type_text(v.type)}>({expr(v.x)[0]})", True
+            case IntToPtr():
+                text, atomic = f"reinterpret_cast<{pointer_text(v.type, False)}>({expr(v.x)[0]})", True
             case Fma():
                 text, atomic = f"fma({expr(v.a)[0]}, {expr(v.b)[0]}, {expr(v.c)[0]})", True
             case Where():

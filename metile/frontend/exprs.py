@@ -203,13 +203,19 @@ def _unaryop(tr, node: ast.UnaryOp):
 
 def _boolop(tr, node: ast.BoolOp):
     word = "and" if isinstance(node.op, ast.And) else "or"
-    value = None
+    value, traced = None, []
     for operand in node.values:
         value = EVAL[operand.__class__](tr, operand)
         if isinstance(value, Value):
-            raise tr.dialect.traced_logic(word, tr.loc(operand))
+            if tr.dialect.logic is None:
+                raise tr.dialect.traced_logic(word, tr.loc(operand))
+            traced.append(value)
+            continue
         if (word == "and") != bool(value):
             break
+    else:
+        if traced:   # no compile-time operand decided it: the traced ones do
+            return tr.dialect.logic(word, traced, tr.locs.get(node) or tr.loc(node))
     return value.value if isinstance(value, constexpr) else value
 
 

@@ -49,6 +49,7 @@ from metile.ir.values import (
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     SharedAlloc,
     SimdBroadcast,
@@ -205,6 +206,10 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             x = p.ref()
             ty = _colon_type(p)
             return (Cast(x, ty.dtype) if mn == "cast" else Bitcast(x, ty.dtype)), ty
+        case "inttoptr":
+            x = p.ref()
+            ty = _colon_type(p)
+            return IntToPtr(x, ty.dtype), ty
         case "fma":
             a, b, c = p.refs_n(3)
             return Fma(a, b, c), _colon_type(p)

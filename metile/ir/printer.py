@@ -77,6 +77,7 @@ from metile.ir.values import (
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     SharedAlloc,
@@ -214,6 +215,8 @@ class _Printer:
                 body = f"cast {r(x)}"
             case Bitcast(x, _):
                 body = f"bitcast {r(x)}"
+            case IntToPtr(x, _):
+                body = f"inttoptr {r(x)}"
             case Fma(a, b, c):
                 body = f"fma {r(a)}, {r(b)}, {r(c)}"
             case AddPtr(ptr, offset):

@@ -57,6 +57,7 @@ from metile.ir.values import (
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     SharedAlloc,
@@ -217,6 +218,9 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xd = x.type.dtype
             if DType.BOOL in (xd, dtype) or xd.bits != dtype.bits:
                 return f"bitcast: {xd} and {dtype} do not have the same width"
+        case IntToPtr(x, dtype) if isinstance(dtype, DType):
+            if not isinstance(x.type, TileType) or x.type.dtype not in (DType.I64, DType.U64):
+                return f"inttoptr: the operand must be a 64-bit integer value, not {x.type}"
         case Fma(a, b, c):
             return _same_operands(BinOp.MUL, a, b) or _same_operands(BinOp.ADD, a, c) or (
                 None if a.type.dtype.is_float else f"fma needs float operands, not {a.type.dtype}")

@@ -196,6 +196,19 @@ class Bitcast(Value):
 
 
 @node
+class IntToPtr(Value):
+    """Element-wise reinterpretation of 64-bit integers as device addresses of `dtype` elements (a pointer table's
+    entries, `reinterpret_cast<device T*>`). Nothing is known of the memory such a pointer reaches."""
+
+    x: Value
+    dtype: DType
+
+    @cached_property
+    def type(self) -> Type:
+        return PtrType(self.dtype, self.x.type.shape, AddressSpace.DEVICE)
+
+
+@node
 class Fma(Value):
     """Element-wise `a * b + c` rounded once (floats; the three operands have one type)."""
 
@@ -289,11 +302,11 @@ class SimdReduce(Value):
 
 
 COMMON_VALUES: tuple[type[Value], ...] = (
-    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, Fma, AddPtr, Load, SharedAlloc,
+    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr, Load, SharedAlloc,
     SimdShuffleXor, SimdBroadcast, SimdReduce,
 )
 
 __all__ = [
-    "COMMON_VALUES", "AddPtr", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "Load", "Param",
+    "COMMON_VALUES", "AddPtr", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "IntToPtr", "Load", "Param",
     "SharedAlloc", "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
 ]

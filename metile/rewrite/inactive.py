@@ -35,7 +35,21 @@ from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
 from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
 from metile.ir.types import DType, TileType
-from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Const,
+    Fma,
+    IntToPtr,
+    Load,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
 from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
@@ -88,7 +102,7 @@ def _node_activity(n: Node, act) -> Value | None:
     match n:
         case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
             return both(act(a), act(b))
-        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | Scan(_, x, _, _):
+        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | IntToPtr(x, _) | Scan(_, x, _, _):
             return act(x)
         case Fma(a, b, c):
             return both(both(act(a), act(b)), act(c))

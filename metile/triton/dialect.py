@@ -179,6 +179,19 @@ def traced_logic(word: str, loc: Loc | None) -> NotSupportedYetError:
     return not_yet(f"`{word}` on traced values", loc, f"combine int1 values with `{hint}`")
 
 
+def logic(word: str, values: list, loc: Loc | None) -> Value:
+    """`a and b` / `a or b` of traced values, as Triton's `logical_and`/`logical_or`: every operand is evaluated and
+    must be int1 (a comparison); the result is their `&` or `|`."""
+    for v in values:
+        if isinstance(v.type, PtrType) or v.type.dtype is not DType.BOOL:
+            raise KernelTypeError(f"`{word}` of traced values takes int1 values (comparisons), not {v.type}: Triton "
+                                  "cannot bitcast them to int1", loc)
+    out = values[-1]
+    for v in reversed(values[:-1]):
+        out = ts.binary(word, v, out, loc)
+    return out
+
+
 def arg_type(spec, value):
     """A launch's argument types: a Python bool is an int1 scalar (Triton's "u1"), the rest as metile types them."""
     if value.__class__ is bool:
@@ -193,7 +206,8 @@ def static_arg(value) -> bool:
 
 TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare, unary=ts.unary, calls=CALLS,
                  attribute=attribute, bind=bind, loops={C.range: _range_loop}, runtime_range=True,
-                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, traced_identity=True,
+                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, logic=logic,
+                 traced_identity=True,
                  arg_type=arg_type,
                  static_arg=static_arg, one_as_number=True)
 """Triton's rules, without the inlining of `@triton.jit` helpers (added by `metile.triton.jit`)."""

@@ -28,7 +28,7 @@ from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp, UnOp
 from metile.ir.tile import Full
 from metile.ir.types import COMPUTE_AS, DType, PtrType, TileType
-from metile.ir.values import Binary, Bitcast, Compare, Const, Unary, Value, Where
+from metile.ir.values import Binary, Bitcast, Compare, Const, IntToPtr, Unary, Value, Where
 
 BOOL, I32, U32, F32, F16, BF16 = DType.BOOL, DType.I32, DType.U32, DType.F32, DType.F16, DType.BF16
 I64, U64 = DType.I64, DType.U64
@@ -296,6 +296,19 @@ def cast(x, dt: DType, bitcast: bool, loc: Loc | None) -> Value:
     if BOOL in (src, dt) or src.bits != dt.bits:
         raise KernelTypeError(f"cannot bitcast data-type of size {src.bits} to data-type of size {dt.bits}", loc)
     return Bitcast(v, dt, loc=loc)
+
+
+def int_to_pointer(x, element: DType, loc: Loc | None) -> Value:
+    """`x.to(tl.pointer_type(element))` of 64-bit integers: the addresses they hold as pointers to `element` (a
+    pointer table's entries). Narrower integers hold no address and pointers are not re-typed."""
+    v = to_tensor(x, loc)
+    if isinstance(v.type, PtrType):
+        raise KernelTypeError(f"casting a pointer ({v.type}) to another pointer type is not supported by metile: "
+                              "only 64-bit integers (addresses) become pointers", loc)
+    if v.type.dtype not in (I64, U64):
+        raise KernelTypeError(f"only 64-bit integers hold addresses: cannot make a pointer of {v.type.dtype} "
+                              "(load the address as tl.int64)", loc)
+    return IntToPtr(v, element, loc=loc)
 
 
 def assigned(value, loc: Loc | None):
