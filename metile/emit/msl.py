@@ -101,6 +101,7 @@ from metile.ir import (
     While,
 )
 from metile.ir.errors import Loc, assert_never
+from metile.ir.ops import AtomicOp
 
 HEADER = "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n"
 INDENT = "    "
@@ -442,8 +443,8 @@ class _Emitter:
                 if s.mask is not None:
                     self.open_block(f"if ({expr(s.mask)[0]})")
                 target = f"({ptr.type.space._value_} {atomic_type(ptr.type.dtype)}*)({expr(ptr)[0]})"
-                self.lines.append(f"{self.pad}atomic_fetch_add_explicit({target}, {expr(s.value)[0]}, "
-                                  "memory_order_relaxed);")
+                fn = "atomic_exchange_explicit" if s.op is AtomicOp.XCHG else f"atomic_fetch_{s.op.value}_explicit"
+                self.lines.append(f"{self.pad}{fn}({target}, {expr(s.value)[0]}, memory_order_relaxed);")
                 if s.mask is not None:
                     self.close_block()
             case VecStore():

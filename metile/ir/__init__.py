@@ -25,7 +25,7 @@ from metile.ir.metal import (
     VecStore,
 )
 from metile.ir.node import Node, children, map_children, node, walk
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
+from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
 from metile.ir.parser import ParseError, parse, parse_type
 from metile.ir.printer import pretty
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
@@ -89,6 +89,7 @@ from metile.ir.verify import VerifyError, verify
 
 __all__ = [
     "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
+    "AtomicOp",
     "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
     "CompileOptions", "Schedule", "Const", "DType",
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "IntToPtr", "Kernel", "LaunchPlan", "Let",

@@ -324,7 +324,7 @@ class _Printer:
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 args = self.refs([ptr, value])
                 mask_text = f", mask {self.ref(mask)}" if mask is not None else ""
-                word = "store" if isinstance(s, Store) else "atomic_add"
+                word = "store" if isinstance(s, Store) else f"atomic_{s.op.value}"
                 self.emit(f"{word} {args[0]}, {args[1]}{mask_text}", s.loc)
             case VecStore(ptr, value):
                 self.emit("vstore " + ", ".join(self.refs([ptr, value])), s.loc)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from metile.ir.errors import Loc, MetileError
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node, children
-from metile.ir.ops import Fence, Stage
+from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.scanner import is_ir_name
 from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
@@ -35,7 +35,8 @@ from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, 
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
 from metile.ir.verify_layouts import layout_problems
 
-_ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
+_ATOMIC_DTYPES = {op: (DType.I32, DType.U32, DType.F32) if op in (AtomicOp.ADD, AtomicOp.XCHG) else
+                  (DType.I32, DType.U32) for op in AtomicOp}   # Metal's atomic_float adds and exchanges only
 _NO_VARS: frozenset[Var] = frozenset()
 
 
@@ -395,9 +396,11 @@ class _Verifier:
             self.fail(f"{word}: the value must be {TileType(pt.dtype, pt.shape)} to match {pt}, not {vt}", s)
         if mask is not None and (mt := self.value(mask, scope, s).type) != TileType(DType.BOOL, pt.shape):
             self.fail(f"{word}: the mask must be {TileType(DType.BOOL, pt.shape)} (the pointer's shape), not {mt}", s)
-        if isinstance(s, AtomicAdd) and (pt.dtype not in _ATOMIC_DTYPES or pt.space is not AddressSpace.DEVICE
+        if isinstance(s, AtomicAdd) and (pt.dtype not in _ATOMIC_DTYPES[s.op] or pt.space is not AddressSpace.DEVICE
                                          and pt.space is not AddressSpace.THREADGROUP):
-            self.fail(f"atomic_add: needs i32, u32 or f32 in device or threadgroup memory, not {pt}", s)
+            *most, last = (str(d) for d in _ATOMIC_DTYPES[s.op])
+            allowed = f"{', '.join(most)} or {last}"
+            self.fail(f"atomic_{s.op.value}: needs {allowed} in device or threadgroup memory, not {pt}", s)
 
     def for_stmt(self, s: For, scope: Scope, depth: int) -> None:
         index, start, stop, step, carried, inits, body, yields, results, num_stages = (

@@ -276,7 +276,7 @@ class _Walk:
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
-                return [s if same else type(s)(*parts, loc=s.loc)]
+                return [s if same else attrs.evolve(s, ptr=parts[0], value=parts[1], mask=parts[2])]
             case Barrier():
                 return [s]
             case For():

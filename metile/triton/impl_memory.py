@@ -1,5 +1,5 @@
 """Triton's programs, memory and compiler hints in a `@triton.jit` kernel: `tl.program_id`, `tl.num_programs`,
-`tl.load`, `tl.store`, `tl.atomic_add`, `tl.multiple_of` and its kin, `tl.assume`, `tl.debug_barrier`,
+`tl.load`, `tl.store`, the atomics, `tl.multiple_of` and its kin, `tl.assume`, `tl.debug_barrier`,
 `tl.static_assert`, `tl.static_print`.
 
 Loads and stores are metile's (`metile.frontend.builtins`) once their arguments are Triton's: a Python `mask`,
@@ -7,7 +7,8 @@ Loads and stores are metile's (`metile.frontend.builtins`) once their arguments 
 stored int 300 into uint8 memory keeps its low bits, as Triton's does). A masked load without `other` gives
 metile's inactive elements where Triton's values are undefined (docs/language.md 5.3): one of the values Triton
 allows. `boundary_check` and `padding_option` belong to block pointers, which metile does not compile yet.
-`tl.atomic_add` is metile's: it must be a statement, since metile does not return the old values yet.
+`tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor` and `atomic_xchg` are metile's:
+each must be a statement, since metile does not return the old values yet (so `tl.atomic_cas` is refused).
 """
 
 from __future__ import annotations
@@ -64,15 +65,22 @@ def _result_unused(tr, loc: Loc) -> bool:
     return node is not None and (tr.locs.get(node) or tr.loc(node)) == loc
 
 
-def atomic_add(tr, loc, pointer, val, mask, sem, scope):
-    if sem not in _SEMS or scope not in _SCOPES:
-        raise KernelArgumentError(f"tl.atomic_add: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, not "
-                                  f"{sem!r} and {scope!r}", loc)
-    if not _result_unused(tr, loc):
-        raise not_yet("the value tl.atomic_add returns (the old values)", loc,
-                      "call it as a statement of its own, whose result is not used")
-    mask = None if mask is None else ts.to_tensor(mask, loc)
-    BUILTINS[L.atomic_add](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+def _atomic(name: str):
+    """`tl.atomic_<name>(pointer, val, mask, sem, scope)` as a statement: metile's atomic of that name (relaxed;
+    `sem` and `scope` are checked and accepted), whose old values are not returned yet."""
+    metile_fn = getattr(L, name)
+
+    def impl(tr, loc, pointer, val, mask, sem, scope):
+        if sem not in _SEMS or scope not in _SCOPES:
+            raise KernelArgumentError(f"tl.{name}: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, "
+                                      f"not {sem!r} and {scope!r}", loc)
+        if not _result_unused(tr, loc):
+            raise not_yet(f"the value tl.{name} returns (the old values)", loc,
+                          "call it as a statement of its own, whose result is not used")
+        mask = None if mask is None else ts.to_tensor(mask, loc)
+        BUILTINS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+    impl.__name__ = name
+    return impl
 
 
 def _hint(name: str):
@@ -112,7 +120,9 @@ def static_print(tr, loc, values, sep, end, file, flush):
 
 
 MEMORY = {C.program_id: program_id, C.num_programs: num_programs, C.load: load, C.store: store,
-          C.atomic_add: atomic_add, C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
+          **{getattr(C, n): _atomic(n) for n in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
+                                                 "atomic_xor", "atomic_xchg")},
+          C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
           C.max_constancy: _hint("max_constancy"), C.assume: assume, C.debug_barrier: debug_barrier,
           C.static_assert: static_assert, C.static_print: static_print}
 

@@ -10,6 +10,8 @@ reach them, simdgroup collectives where some lanes of a simdgroup would not run 
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir import layouts as tl
 from metile.ir.node import Node
 from metile.ir.simt import RingBarrier
@@ -101,7 +103,7 @@ def stmt(blk: Block, s: Stmt) -> None:
         case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
             for x in (ptr, value, mask):
                 X.prepare(blk, x)
-            M.store(blk, type(s), ptr, value, mask, s)
+            M.store(blk, Store if isinstance(s, Store) else functools.partial(AtomicAdd, op=s.op), ptr, value, mask, s)
         case Barrier(fence):
             barrier(blk, s, fence)
         case For():
