@@ -14,7 +14,7 @@ import sys
 import types
 
 _LANGUAGE = (  # the kernel language, `metile.language`
-    "abs", "arange", "argmax", "argmin", "atomic_add", "atomic_and", "atomic_max", "atomic_min",
+    "abs", "arange", "argmax", "argmin", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
     "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "bfloat16", "bool_", "cast", "cdiv", "ceil",
     "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2", "fast_exp", "float8_e4m3",
     "float8_e5m2", "float8e4nv", "float8e5", "float16", "float32", "floor", "fma", "full", "int1", "int8", "int16",

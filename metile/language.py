@@ -131,6 +131,7 @@ def atomic_and(ptr, value, mask=None): _outside("atomic_and")
 def atomic_or(ptr, value, mask=None): _outside("atomic_or")
 def atomic_xor(ptr, value, mask=None): _outside("atomic_xor")
 def atomic_xchg(ptr, value, mask=None): _outside("atomic_xchg")
+def atomic_cas(ptr, compare, value): _outside("atomic_cas")
 def num_programs(axis=0): _outside("num_programs")
 def cast(x, dtype, bitcast=False): _outside("cast")
 def exp2(x): _outside("exp2")
@@ -188,6 +189,7 @@ LANGUAGE_NAMES = (
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
     "reverse_bits", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
+    "atomic_cas",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

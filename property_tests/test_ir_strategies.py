@@ -18,6 +18,8 @@ from metile.ir import (
     Arange,
     ArgReduce,
     AtomicAdd,
+    AtomicOp,
+    AtomicRMW,
     Barrier,
     Binary,
     BinOp,
@@ -38,6 +40,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    IntToPtr,
     Kernel,
     Let,
     Load,
@@ -81,6 +84,7 @@ from metile.ir import (
     Where,
     While,
 )
+from metile.ir.types import ATOMIC_DTYPES
 
 DTYPES = [d for d in DType if not d.storage_only]  # 8-bit floats have no constants: tests of their own
 NUMERIC = [d for d in DTYPES if d is not DType.BOOL]
@@ -273,7 +277,7 @@ class Gen:
     def block(self, env, depth: int) -> tuple[list, list]:
         """Statements, and the names in scope after them."""
         env, out = list(env), []
-        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic"]
+        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic", "address"]
         kinds += ["for", "if", "while"] + (["role"] if self.tile else []) if depth < 2 else []
         kinds += ["shared"] if depth == 0 else []
         kinds += [] if self.tile else ["vector", "matrix"]
@@ -307,9 +311,19 @@ class Gen:
                 return [Store(self.pointer(base, shape, env), self.value(ty, env), mask)]
             case "atomic" if self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)):
                 base = self.pick(self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)))
+                ops = [op for op in AtomicOp if base.type.dtype in ATOMIC_DTYPES[op] and op is not AtomicOp.CAS]
+                if self.coin():   # one address, its old value bound to a name
+                    op = self.pick([*ops, AtomicOp.CAS] if base.type.dtype in ATOMIC_DTYPES[AtomicOp.CAS] else ops)
+                    ty = TileType(base.type.dtype)
+                    mask = self.value(TileType(DType.BOOL), env, 1) if self.coin() else None
+                    compare = self.value(ty, env, 1) if op is AtomicOp.CAS else None
+                    return self.let(AtomicRMW(op, self.pointer(base, (), env), self.value(ty, env), mask, compare), env)
                 ty = TileType(base.type.dtype, shape)
                 mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
-                return [AtomicAdd(self.pointer(base, shape, env), self.value(ty, env), mask)]
+                return [AtomicAdd(self.pointer(base, shape, env), self.value(ty, env), mask, self.pick(ops))]
+            case "address":
+                return self.let(IntToPtr(self.value(TileType(self.pick([DType.I64, DType.U64])), env, 1),
+                                         self.pick(DTYPES)), env)
             case "simd":
                 dt = self.pick(NUMERIC)
                 x = self.value(TileType(dt) if self.tile or self.coin() else VectorType(dt, 4), env)

@@ -17,6 +17,8 @@ from metile.ir import (
     Arange,
     ArgReduce,
     AtomicAdd,
+    AtomicOp,
+    AtomicRMW,
     Barrier,
     Binary,
     BinOp,
@@ -320,14 +322,19 @@ def metal_vectors() -> Kernel:
 
 
 def metal_pointer_table() -> Kernel:
-    """Each thread reads an address from a table and copies the element 2 past it: a pointer made of an integer."""
-    Table, Out = ptr("Table", 0, DType.I64), ptr("Out", 1)
+    """Each thread reads an address from a table and copies the element 2 past it (a pointer made of an integer),
+    takes a ticket from a counter and swaps a flag (atomics giving their old values)."""
+    Table, Out, Counter = ptr("Table", 0, DType.I64), ptr("Out", 1), ptr("Counter", 2, I32)
     s_tid, tid = _builtin("tid", BuiltinKind.THREAD_POSITION_IN_GRID)
     s_addr, addr = let("addr", Load(AddPtr(Table, tid)))
     s_row, row = let("row", IntToPtr(addr, F32))
     s_x, x = let("x", Load(AddPtr(row, i32(2))))
-    body = [s_tid, s_addr, s_row, s_x, Store(AddPtr(Out, tid), x)]
-    return Kernel("pointer_table", Stage.METAL, (Table, Out), body, plan=LaunchPlan(32))
+    s_t, ticket = let("ticket", AtomicRMW(AtomicOp.ADD, Counter, i32(1)))
+    s_f, flag = let("flag", AtomicRMW(AtomicOp.CAS, AddPtr(Counter, i32(1)), i32(1), Compare(CmpOp.LT, tid, i32(2)),
+                                      i32(0)))
+    body = [s_tid, s_addr, s_row, s_x, Store(AddPtr(Out, tid), x), s_t, s_f,
+            Store(AddPtr(Counter, add(i32(2), tid)), add(ticket, flag))]
+    return Kernel("pointer_table", Stage.METAL, (Table, Out, Counter), body, plan=LaunchPlan(32))
 
 
 def simt_staging() -> Kernel:

@@ -23,8 +23,8 @@ from metile.frontend.errors import (
     UnsupportedSyntaxError,
 )
 from metile.ir.errors import Loc
-from metile.ir.ops import AtomicOp, BinOp, ReduceOp
-from metile.ir.stmts import AtomicAdd, Barrier, If, Store
+from metile.ir.ops import BinOp, ReduceOp
+from metile.ir.stmts import Barrier, If, Store
 from metile.ir.tile import Arange, Dot, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
 from metile.ir.values import AddPtr, Binary, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
@@ -224,22 +224,6 @@ def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
 def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
     _memory_hints(cache_modifier, eviction_policy, "store", loc)
     _store_like(Store, tr, loc, ptr, value, mask, "store")
-
-
-def _atomic(op: AtomicOp):
-    """`atomic_<op>(ptr, value, mask)`: Metal's atomics on i32 and u32, and on f32 for add and exchange only."""
-    name, floats = f"atomic_{op.value}", op in (AtomicOp.ADD, AtomicOp.XCHG)
-
-    def impl(tr, loc, ptr, value, mask):
-        dt = _pointer(ptr, name, loc).type.dtype
-        if dt not in ((DType.I32, DType.U32, DType.F32) if floats else (DType.I32, DType.U32)):
-            why = (f": Metal has no 64-bit atomic {op.value} (its only 64-bit atomics, on recent Apple GPUs, are min "
-                   "and max of u64)" if dt.bits == 64 else "" if floats else ": Metal's atomic_float only adds and "
-                   "exchanges")
-            raise KernelTypeError(f"{name} works on i32, u32{' and f32' if floats else ''} memory, not {dt}{why}",
-                                  loc)
-        _store_like(AtomicAdd, tr, loc, ptr, value, mask, name, op)
-    return impl
 
 
 def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
@@ -594,5 +578,4 @@ BUILTINS = {
     L.simd_lane_id: lambda tr, loc: tr.bind(SimdLaneId(loc=loc), tr.hint or "lane", loc, force=True),
     L.simd_shuffle_xor: simd_shuffle_xor, L.simd_broadcast: simd_broadcast, L.simdgroup_role: simdgroup_role,
     L.barrier: barrier, L.shared: shared, L.tile_swizzle: tile_swizzle,
-    **{getattr(L, f"atomic_{op.value}"): _atomic(op) for op in AtomicOp},
 }

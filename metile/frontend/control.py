@@ -279,8 +279,10 @@ class ControlFlow:
         loc = self.loc(node)
         if node.orelse:
             raise UnsupportedSyntaxError("`while ... else` is not supported inside a kernel", loc)
-        first = self.eval(node.test)
+        with self.block() as probe:   # the condition is traced again where the loop evaluates it, so a traced one's
+            first = self.eval(node.test)   # statements (an atomic's, say) are dropped here: they would run once more
         if not isinstance(first, Value):
+            self.stmts.extend(probe)
             count = 0
             while self.truth(first, node.test, "while"):
                 count += 1

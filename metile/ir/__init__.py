@@ -66,6 +66,7 @@ from metile.ir.tile import (
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
@@ -89,7 +90,7 @@ from metile.ir.verify import VerifyError, verify
 
 __all__ = [
     "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
-    "AtomicOp",
+    "AtomicOp", "AtomicRMW",
     "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
     "CompileOptions", "Schedule", "Const", "DType",
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "IntToPtr", "Kernel", "LaunchPlan", "Let",

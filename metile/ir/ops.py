@@ -85,6 +85,7 @@ class AtomicOp(IdentityEnum):
     OR = "or"
     XOR = "xor"
     XCHG = "xchg"
+    CAS = "cas"   # compare and swap: only an `AtomicRMW` value (it needs the operand it compares with)
 
 
 class ReduceOp(IdentityEnum):

@@ -20,7 +20,7 @@ from metile.ir.metal import (
     Splat,
     VecLoad,
 )
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
+from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
 from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
     Arange,
@@ -43,6 +43,7 @@ from metile.ir.tile import (
 from metile.ir.types import DType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
@@ -216,6 +217,16 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
         case "addptr":
             ptr, offset = p.refs_n(2)
             return AddPtr(ptr, offset), _colon_type(p)
+        case "atomic_rmw":
+            op = AtomicOp(p.ident())
+            ptr, value = p.refs_n(2, more=("mask", "compare"))
+            mask = p.ref() if p.accept("mask") else None
+            if mask is not None and p.accept(","):
+                p.expect("compare")
+                compare = p.ref()
+            else:
+                compare = p.ref() if p.accept("compare") else None
+            return AtomicRMW(op, ptr, value, mask, compare), _colon_type(p)
         case "load":
             ptr = p.ref()
             mask = other = None

@@ -71,6 +71,7 @@ from metile.ir.tile import (
 from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
@@ -221,6 +222,10 @@ class _Printer:
                 body = f"fma {r(a)}, {r(b)}, {r(c)}"
             case AddPtr(ptr, offset):
                 body = f"addptr {r(ptr)}, {r(offset)}"
+            case AtomicRMW(op, ptr, value, mask, compare):
+                body = f"atomic_rmw {op.value} {r(ptr)}, {r(value)}"
+                body += f", mask {r(mask)}" if mask is not None else ""
+                body += f", compare {r(compare)}" if compare is not None else ""
             case Load(ptr, mask, other):
                 body = f"load {r(ptr)}"
                 body += f", mask {r(mask)}" if mask is not None else ""

@@ -25,7 +25,7 @@ from functools import cached_property
 import attrs
 
 from metile.ir.node import Node, node
-from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
+from metile.ir.ops import AtomicOp, BinOp, CmpOp, ReduceOp, UnOp
 from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType, Type, tile_type
 
 
@@ -249,6 +249,23 @@ class Load(Value):
 
 
 @node
+class AtomicRMW(Value):
+    """Atomically combine the element `ptr` points to with `value` by `op` where `mask` is true, giving the element's
+    old value (0 where the mask is false). `CAS` stores `value` only where the element equals `compare`. Only ever
+    the value of a `Let`: it writes memory, so it is never repeated, moved or dropped."""
+
+    op: AtomicOp
+    ptr: Value
+    value: Value
+    mask: Value | None = None
+    compare: Value | None = None
+
+    @cached_property
+    def type(self) -> Type:
+        return self.value.type
+
+
+@node
 class SharedAlloc(Value):
     """A threadgroup-memory array of `shape` (row-major, uninitialised); its value is the base pointer.
     Only ever the value of a `Let` at kernel top level."""
@@ -302,11 +319,12 @@ class SimdReduce(Value):
 
 
 COMMON_VALUES: tuple[type[Value], ...] = (
-    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr, Load, SharedAlloc,
-    SimdShuffleXor, SimdBroadcast, SimdReduce,
+    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr, Load, AtomicRMW,
+    SharedAlloc, SimdShuffleXor, SimdBroadcast, SimdReduce,
 )
 
 __all__ = [
-    "COMMON_VALUES", "AddPtr", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "IntToPtr", "Load", "Param",
+    "COMMON_VALUES", "AddPtr", "AtomicRMW", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "IntToPtr", "Load",
+    "Param",
     "SharedAlloc", "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
 ]

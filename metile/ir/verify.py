@@ -31,12 +31,10 @@ from metile.ir.stages import ADMITTED, LET_ONLY
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Schedule, Store, While
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
-from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
+from metile.ir.types import ATOMIC_DTYPES, AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
 from metile.ir.verify_layouts import layout_problems
 
-_ATOMIC_DTYPES = {op: (DType.I32, DType.U32, DType.F32) if op in (AtomicOp.ADD, AtomicOp.XCHG) else
-                  (DType.I32, DType.U32) for op in AtomicOp}   # Metal's atomic_float adds and exchanges only
 _NO_VARS: frozenset[Var] = frozenset()
 
 
@@ -396,9 +394,11 @@ class _Verifier:
             self.fail(f"{word}: the value must be {TileType(pt.dtype, pt.shape)} to match {pt}, not {vt}", s)
         if mask is not None and (mt := self.value(mask, scope, s).type) != TileType(DType.BOOL, pt.shape):
             self.fail(f"{word}: the mask must be {TileType(DType.BOOL, pt.shape)} (the pointer's shape), not {mt}", s)
-        if isinstance(s, AtomicAdd) and (pt.dtype not in _ATOMIC_DTYPES[s.op] or pt.space is not AddressSpace.DEVICE
+        if isinstance(s, AtomicAdd) and s.op is AtomicOp.CAS:
+            self.fail("atomic_cas: a compare-and-swap is a value (atomic_rmw), not a statement", s)
+        if isinstance(s, AtomicAdd) and (pt.dtype not in ATOMIC_DTYPES[s.op] or pt.space is not AddressSpace.DEVICE
                                          and pt.space is not AddressSpace.THREADGROUP):
-            *most, last = (str(d) for d in _ATOMIC_DTYPES[s.op])
+            *most, last = (str(d) for d in ATOMIC_DTYPES[s.op])
             allowed = f"{', '.join(most)} or {last}"
             self.fail(f"atomic_{s.op.value}: needs {allowed} in device or threadgroup memory, not {pt}", s)
 

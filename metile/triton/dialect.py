@@ -40,14 +40,12 @@ from metile.triton.language import random as R
 from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
 from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, triton_dtype
 
-_ATOMICS = ("compare-and-swap returns the old values, which metile's atomics do not return yet (the others work as "
-            "statements)")
 _SHAPES = "metile's tiles do not change shape or rank yet (2-D tiles transpose with tl.trans)"
 _COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
 REFUSED = {
     C.advance: "block pointers", C.make_block_ptr: "block pointers", C.make_tensor_descriptor: "tensor descriptors",
     C.load_tensor_descriptor: "tensor descriptors", C.store_tensor_descriptor: "tensor descriptors",
-    C.atomic_cas: _ATOMICS,
+
     C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
     C.interleave: _SHAPES, C.gather: "gathers along an axis", C.flip: _SHAPES,
     C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,

@@ -7,13 +7,16 @@ Loads and stores are metile's (`metile.frontend.builtins`) once their arguments 
 stored int 300 into uint8 memory keeps its low bits, as Triton's does). A masked load without `other` gives
 metile's inactive elements where Triton's values are undefined (docs/language.md 5.3): one of the values Triton
 allows. `boundary_check` and `padding_option` belong to block pointers, which metile does not compile yet.
-`tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor` and `atomic_xchg` are metile's:
-each must be a statement, since metile does not return the old values yet (so `tl.atomic_cas` is refused).
+`tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
+are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min); they
+give the old element for one address (once per program, as Triton's scalar atomics run), and on a tile of addresses
+they must be statements, since the old values of a tile are not returned yet.
 """
 
 from __future__ import annotations
 
 from metile import language as L
+from metile.frontend.atomics import ATOMICS, result_unused
 from metile.frontend.builtins import BUILTINS
 from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
 from metile.frontend.library import LIBRARY
@@ -59,28 +62,39 @@ def store(tr, loc, pointer, value, mask, boundary_check, cache_modifier, evictio
     BUILTINS[L.store](tr, loc, pointer, value, mask, cache_modifier or "", eviction_policy or "")
 
 
-def _result_unused(tr, loc: Loc) -> bool:
-    """Whether the call at `loc` is the whole expression of an expression statement (its value unused)."""
-    node = tr.unused
-    return node is not None and (tr.locs.get(node) or tr.loc(node)) == loc
+def _options(name: str, sem, scope, loc: Loc) -> None:
+    if sem not in _SEMS or scope not in _SCOPES:
+        raise KernelArgumentError(f"tl.{name}: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, not "
+                                  f"{sem!r} and {scope!r}", loc)
+
+
+def _tile_values(tr, loc: Loc, name: str, *operands) -> None:
+    """Refuse using the old values of an atomic on a tile (metile returns those of one address only)."""
+    if result_unused(tr, loc) and name != "atomic_cas":
+        return
+    if any(isinstance(x, Value) and x.type.shape for x in operands):
+        raise not_yet(f"the old values tl.{name} returns for a tile of addresses", loc,
+                      "call it as a statement of its own, or on one address")
 
 
 def _atomic(name: str):
-    """`tl.atomic_<name>(pointer, val, mask, sem, scope)` as a statement: metile's atomic of that name (relaxed;
-    `sem` and `scope` are checked and accepted), whose old values are not returned yet."""
+    """`tl.atomic_<name>(pointer, val, mask, sem, scope)`: metile's atomic of that name (relaxed; `sem` and `scope`
+    are checked and accepted). Its value is the old elements, for one address."""
     metile_fn = getattr(L, name)
 
     def impl(tr, loc, pointer, val, mask, sem, scope):
-        if sem not in _SEMS or scope not in _SCOPES:
-            raise KernelArgumentError(f"tl.{name}: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, "
-                                      f"not {sem!r} and {scope!r}", loc)
-        if not _result_unused(tr, loc):
-            raise not_yet(f"the value tl.{name} returns (the old values)", loc,
-                          "call it as a statement of its own, whose result is not used")
+        _options(name, sem, scope, loc)
+        _tile_values(tr, loc, name, pointer, val, mask)
         mask = None if mask is None else ts.to_tensor(mask, loc)
-        BUILTINS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+        return ATOMICS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
     impl.__name__ = name
     return impl
+
+
+def atomic_cas(tr, loc, pointer, cmp, val, sem, scope):
+    _options("atomic_cas", sem, scope, loc)
+    _tile_values(tr, loc, "atomic_cas", pointer, cmp, val)
+    return ATOMICS[L.atomic_cas](tr, loc, pointer, ts.to_tensor(cmp, loc), ts.to_tensor(val, loc))
 
 
 def _hint(name: str):
@@ -121,7 +135,7 @@ def static_print(tr, loc, values, sep, end, file, flush):
 
 MEMORY = {C.program_id: program_id, C.num_programs: num_programs, C.load: load, C.store: store,
           **{getattr(C, n): _atomic(n) for n in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
-                                                 "atomic_xor", "atomic_xchg")},
+                                                 "atomic_xor", "atomic_xchg")}, C.atomic_cas: atomic_cas,
           C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
           C.max_constancy: _hint("max_constancy"), C.assume: assume, C.debug_barrier: debug_barrier,
           C.static_assert: static_assert, C.static_print: static_print}
