@@ -303,7 +303,7 @@ class Gen:
                 ty = TileType(base.type.dtype, shape)
                 mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
                 other = self.value(ty, env, 1) if self.coin() else None
-                return self.let(Load(self.pointer(base, shape, env), mask, other), env)
+                return self.let(Load(self.pointer(base, shape, env), mask, other, self.coin()), env)
             case "store" if self.bases(env, writable=True):
                 base = self.pick(self.bases(env, writable=True))
                 ty = TileType(base.type.dtype, shape)

@@ -211,3 +211,33 @@ def test_the_old_values_of_a_tile_are_refused():
     with pytest.raises(metile.MetileError, match="the old values of atomic_add on a tile are not returned yet") as e:
         tile_old_values[(1,)](np.zeros(4, np.int32))
     assert e.value.loc.line == tile_old_values.fn.__code__.co_firstlineno + 2
+
+
+@triton.jit
+def handoff(Flag, Data, Out, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    if pid == 0:
+        tl.store(Data + offs, offs * 3)
+        tl.debug_barrier()                          # the data is stored before the flag is raised
+        tl.atomic_xchg(Flag, 1)
+    else:
+        while tl.load(Flag, volatile=True) == 0:    # a spin-wait: the flag is read from memory every time
+            pass
+        tl.store(Out + offs, tl.load(Data + offs, volatile=True))
+
+
+def test_volatile_loads_read_memory_every_time():
+    flag, data, out = np.zeros(1, np.int32), np.zeros(64, np.int32), np.zeros(64, np.int32)
+    msl = handoff.warmup(flag, data, out, BLOCK=64, grid=(2,)).asm["msl"]
+    assert "= *(volatile device int*)(Flag);" in msl                  # not hoisted out of the loop by a compiler
+    assert "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);" in msl
+    assert "int4" not in msl                                           # element by element, not in vectors
+    handoff[(2,)](flag, data, out, BLOCK=64)
+    assert out.tolist() == [3 * i for i in range(64)] and flag.tolist() == [1]
+
+
+def test_a_volatile_load_prints_and_reads_back():
+    k = handoff.kernel.trace(np.zeros(1, np.int32), np.zeros(64, np.int32), np.zeros(64, np.int32), BLOCK=64)
+    text = pretty(k)
+    assert ", volatile :" in text and parse(text) == k

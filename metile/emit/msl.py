@@ -302,12 +302,13 @@ class _Emitter:
                 self.helpers.add(helper)
                 return text, wrapped
             case Load():
+                element = (f"*(volatile {v.ptr.type.space._value_} {type_text(v.type)}*)({expr(v.ptr)[0]})"
+                           if v.volatile else self.element(v.ptr))
                 if v.mask is None:
-                    text = self.element(v.ptr)
-                    return text, text
+                    return element, element
                 cond = expr(v.mask)[1]
                 alt = expr(v.other)[1] if v.other is not None else literal(0, v.type.dtype)
-                text = f"{cond} ? {self.element(v.ptr)} : {alt}"
+                text = f"{cond} ? {element} : {alt}"
                 return text, f"({text})"
             case Cast():
                 src, dst = v.x.type.dtype, v.type.dtype

@@ -201,7 +201,7 @@ def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
         raise KernelTypeError("load: `other` must be a number or a tile of values, not a pointer", loc)
     o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
     m = None if m is None else sem.broadcast_to(m, shape, loc)
-    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, loc=loc), tr.hint or "load", loc, force=True)
+    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
 
 
 def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):

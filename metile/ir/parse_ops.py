@@ -230,16 +230,16 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
         case "load":
             ptr = p.ref()
             mask = other = None
-            if p.accept(","):
+            volatile = False
+            while p.accept(","):
                 if p.accept("mask"):
                     mask = p.ref()
-                    if p.accept(","):
-                        p.expect("other")
-                        other = p.ref()
-                else:
-                    p.expect("other")
+                elif p.accept("other"):
                     other = p.ref()
-            return Load(ptr, mask, other), _colon_type(p)
+                else:
+                    p.expect("volatile")
+                    volatile = True
+            return Load(ptr, mask, other, volatile), _colon_type(p)
         case "shared_alloc":
             p.expect("[")
             dims = [] if p.at("]") else [p.int()]

@@ -230,6 +230,7 @@ class _Printer:
                 body = f"load {r(ptr)}"
                 body += f", mask {r(mask)}" if mask is not None else ""
                 body += f", other {r(other)}" if other is not None else ""
+                body += ", volatile" if n.volatile else ""
             case SharedAlloc(shape, _):
                 body = f"shared_alloc [{', '.join(str(d) for d in shape)}]"
             case Scratch(use, part, _, size):

@@ -236,11 +236,13 @@ class AddPtr(Value):
 @node
 class Load(Value):
     """Read the elements `ptr` points to. Where `mask` is false nothing is read and the result is
-    `other` (zero when `other` is None). Only ever the value of a `Let`."""
+    `other` (zero when `other` is None). Only ever the value of a `Let`. A `volatile` load reads memory each time it
+    runs, element by element (a spin-wait's flag, which another program sets)."""
 
     ptr: Value
     mask: Value | None = None
     other: Value | None = None
+    volatile: bool = False
 
     @cached_property
     def type(self) -> TileType:

@@ -21,6 +21,8 @@ from metile.frontend.builtins import BUILTINS
 from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
+from metile.ir.ops import Fence
+from metile.ir.stmts import Barrier
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import not_yet
@@ -117,7 +119,9 @@ def assume(tr, loc, cond):
 
 
 def debug_barrier(tr, loc):
-    BUILTINS[L.barrier](tr, loc)
+    """A threadgroup barrier that also orders device memory (`mem_device | mem_threadgroup`): the program's stores
+    are done before what follows it, such as releasing a lock."""
+    tr.emit(Barrier(Fence.DEVICE_AND_THREADGROUP, loc=loc))
 
 
 def static_assert(tr, loc, cond, msg):

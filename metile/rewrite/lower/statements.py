@@ -131,7 +131,7 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
             else:
                 blk.bind(var, Regs(layout, M.load_regs(blk, var.name, layout, ptr, mask, other, value)))
         case Load(ptr, mask, other):
-            v = Load(V.scalar(blk, ptr), V.scalar(blk, mask), V.scalar(blk, other))
+            v = Load(V.scalar(blk, ptr), V.scalar(blk, mask), V.scalar(blk, other), value.volatile)
             blk.bind(var, Scalar(blk.let(v, var.name)))
         case AtomicRMW() if not value.type.shape:
             blk.bind(var, Scalar(atomic(blk, var, value)))
