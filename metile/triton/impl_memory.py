@@ -6,7 +6,8 @@ Loads and stores are metile's (`metile.frontend.builtins`) once their arguments 
 `other` or stored value is a traced value of its Triton type first, converted to the memory's type by C's rules (a
 stored int 300 into uint8 memory keeps its low bits, as Triton's does). A masked load without `other` gives
 metile's inactive elements where Triton's values are undefined (docs/language.md 5.3): one of the values Triton
-allows. `boundary_check` and `padding_option` belong to block pointers, which metile does not compile yet.
+allows. A block pointer (`metile.triton.impl_blocks`) is loaded and stored with `boundary_check` and
+`padding_option`; given for other pointers, they are refused as Triton refuses them.
 `tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
 are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min); they
 give the old element for one address (once per program, as Triton's scalar atomics run), and on a tile of addresses
@@ -26,6 +27,7 @@ from metile.ir.stmts import Barrier
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import not_yet
+from metile.triton.impl_blocks import BlockPointer, load_block, store_block
 from metile.triton.language import core as C
 
 _SEMS = (None, "acquire", "release", "acq_rel", "relaxed")
@@ -43,11 +45,12 @@ def num_programs(tr, loc, axis):
 def _block_pointer_options(boundary_check, padding_option, loc: Loc) -> None:
     if boundary_check not in ((), [], None) or padding_option not in ("", None):
         raise KernelArgumentError("`padding_option` or `boundary_check` argument is not supported for loading a tensor "
-                                  "of pointers or loading a scalar (they are options of block pointers, which metile "
-                                  "does not compile yet)", loc)
+                                  "of pointers or loading a scalar (they are options of block pointers)", loc)
 
 
 def load(tr, loc, pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile):
+    if isinstance(pointer, BlockPointer):
+        return load_block(tr, loc, pointer, mask, other, boundary_check, padding_option, volatile)
     _block_pointer_options(boundary_check, padding_option, loc)
     if mask is None and other is not None:
         raise KernelArgumentError("`other` cannot be provided without `mask`", loc)
@@ -58,6 +61,10 @@ def load(tr, loc, pointer, mask, other, boundary_check, padding_option, cache_mo
 
 
 def store(tr, loc, pointer, value, mask, boundary_check, cache_modifier, eviction_policy):
+    if isinstance(pointer, BlockPointer):
+        if mask is not None:
+            raise KernelArgumentError("`mask` cannot be specified for storing through block pointers", loc)
+        return store_block(tr, loc, pointer, value, boundary_check)
     _block_pointer_options(boundary_check, "", loc)
     value = ts.to_tensor(value, loc)
     mask = None if mask is None else ts.to_tensor(mask, loc)
