@@ -147,3 +147,92 @@ def test_mistakes_are_refused_at_their_line():
         with pytest.raises(error, match=message) as e:
             kernel[(1,)](arg)
         assert e.value.loc.line == kernel.fn.__code__.co_firstlineno + (2 if kernel in (not_pow2, plain_advance) else 3)
+
+
+@triton.jit
+def _maybe_make_tensor_desc(desc_or_ptr, shape, strides, block_shape):
+    if isinstance(desc_or_ptr, tl.tensor_descriptor):
+        return desc_or_ptr
+    else:
+        return tl.make_tensor_descriptor(desc_or_ptr, shape, strides, block_shape)
+
+
+@triton.jit
+def add_one(X, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    desc = _maybe_make_tensor_desc(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    desc = _maybe_make_tensor_desc(desc, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    desc.store([0, 0], desc.load([0, 0]) + 1)
+
+
+def test_tutorial_06s_descriptor_helper_and_the_host_descriptor():
+    from metile.triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.zeros(3, 5)
+    add_one[(1,)](x, 3, 5, BM=4, BN=8)
+    assert (x == 1).all()
+    host = TensorDescriptor.from_tensor(x, [4, 8])
+    assert host.shape == [3, 5] and host.strides == [5, 1] and host.block_shape == [4, 8]
+    with pytest.raises(KernelArgumentError, match="argument 'X' is a triton.tools TensorDescriptor"):
+        add_one[(1,)](host, 3, 5, BM=4, BN=8)
+
+
+def test_triton_tools_is_served(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import metile.triton; metile.triton.install()\n"
+            "from triton.tools.tensor_descriptor import TensorDescriptor\n"
+            "import metile.triton.tools.tensor_descriptor as m\n"
+            "assert TensorDescriptor is m.TensorDescriptor\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@triton.jit
+def _attn_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr, qk_scale, N_CTX, BLOCK_N: tl.constexpr):
+    for _ in range(0, N_CTX, BLOCK_N):             # block pointers handed to a helper, advanced in its loop
+        k = tl.load(K_block_ptr)
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(tl.float16), tl.load(V_block_ptr), acc)
+        m_i = m_ij
+        V_block_ptr = tl.advance(V_block_ptr, (BLOCK_N, 0))
+        K_block_ptr = tl.advance(K_block_ptr, (0, BLOCK_N))
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention(Q, K, V, sm_scale, Out, stride_qh, stride_qm, stride_kh, stride_kn, stride_vh, stride_vk,
+              stride_oh, stride_om, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    start_m, off_h = tl.program_id(0), tl.program_id(1)
+    q_ptr = tl.make_block_ptr(base=Q + off_h.to(tl.int64) * stride_qh, shape=(N_CTX, HEAD_DIM),
+                              strides=(stride_qm, 1), offsets=(start_m * BLOCK_M, 0),
+                              block_shape=(BLOCK_M, HEAD_DIM), order=(1, 0))
+    k_ptr = tl.make_block_ptr(base=K + off_h.to(tl.int64) * stride_kh, shape=(HEAD_DIM, N_CTX),
+                              strides=(1, stride_kn), offsets=(0, 0), block_shape=(HEAD_DIM, BLOCK_N), order=(0, 1))
+    v_ptr = tl.make_block_ptr(base=V + off_h.to(tl.int64) * stride_vh, shape=(N_CTX, HEAD_DIM),
+                              strides=(stride_vk, 1), offsets=(0, 0), block_shape=(BLOCK_N, HEAD_DIM), order=(1, 0))
+    o_ptr = tl.make_block_ptr(base=Out + off_h.to(tl.int64) * stride_oh, shape=(N_CTX, HEAD_DIM),
+                              strides=(stride_om, 1), offsets=(start_m * BLOCK_M, 0),
+                              block_shape=(BLOCK_M, HEAD_DIM), order=(1, 0))
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    q = tl.load(q_ptr)
+    acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_ptr, v_ptr, sm_scale * 1.44269504, N_CTX, BLOCK_N)
+    tl.store(o_ptr, (acc / l_i[:, None]).to(Out.type.element_ty))
+
+
+def test_attention_with_block_pointers_as_tutorial_06_writes_it():
+    torch.manual_seed(6)
+    H, N_CTX, D = 2, 64, 32
+    q, k, v = (torch.randn(H, N_CTX, D).half() for _ in range(3))
+    out = torch.empty_like(q)
+    attention[(N_CTX // 32, H)](q, k, v, 0.5, out, q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0),
+                                v.stride(1), out.stride(0), out.stride(1), N_CTX, HEAD_DIM=D, BLOCK_M=32, BLOCK_N=16)
+    p = torch.softmax((q.double() @ k.double().transpose(1, 2)) * 0.5, dim=-1)
+    torch.testing.assert_close(out.double(), p @ v.double(), atol=2e-3, rtol=0)

@@ -39,7 +39,8 @@ from metile.triton.language import core as C
 from metile.triton.language import math as M
 from metile.triton.language import random as R
 from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
-from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, triton_dtype
+from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, tensor, triton_dtype
+from metile.triton.tools.tensor_descriptor import TensorDescriptor as HostDescriptor
 
 _SHAPES = "metile's tiles do not change shape or rank yet (2-D tiles transpose with tl.trans)"
 _COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
@@ -55,7 +56,6 @@ REFUSED = {
     R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
     "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
     "tuples)", C.slice: "Triton's tuple values (use Python tuples)", C.async_task: "warp specialization",
-    C.tensor_descriptor: "tensor descriptors",
 }
 
 
@@ -81,6 +81,15 @@ def _builtin_extreme(name: str):
     return impl
 
 
+def _isinstance(tr, loc, obj, classinfo):
+    """`isinstance(x, cls)` while tracing, as Triton's code generator answers it: a traced value is a `tl.tensor`
+    (and nothing else of Triton's), a block pointer or descriptor is what metile built it as."""
+    classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+    if isinstance(obj, Value):
+        return any(c is tensor for c in classes)
+    return isinstance(obj, classinfo)
+
+
 def _print(tr, loc, *args):
     raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
 
@@ -88,7 +97,8 @@ def _print(tr, loc, *args):
 CALLS: dict = {**MEMORY, **TILES, **MATH, **BLOCKS, **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
                **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
-               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}
+               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print,
+               builtins.isinstance: _isinstance}
 """Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
 of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
 is a traced value), and `print` is Triton's `device_print`."""
@@ -193,6 +203,10 @@ def arg_type(spec, value):
     """A launch's argument types: a Python bool is an int1 scalar (Triton's "u1"), the rest as metile types them."""
     if value.__class__ is bool:
         return TileType(DType.BOOL)
+    if value.__class__ is HostDescriptor:
+        raise KernelArgumentError(f"argument '{spec.name}' is a triton.tools TensorDescriptor, which metile does not "
+                                  "take as a kernel argument yet: pass the tensor, and make the descriptor in the "
+                                  "kernel with tl.make_tensor_descriptor(base, shape, strides, block_shape)", spec.loc)
     return metile_arg_type(spec, value)
 
 

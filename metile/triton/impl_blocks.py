@@ -63,7 +63,7 @@ class BlockPointer:
 
 
 @attrs.frozen
-class TensorDescriptor:
+class TensorDescriptor(C.tensor_descriptor):
     """`tl.make_tensor_descriptor(base, shape, strides, block_shape)`: blocks of `block_shape` of the tensor `base`,
     loaded and stored at offsets given to `.load` and `.store`, every dimension bounds-checked."""
 
