@@ -125,6 +125,13 @@ def barrier(): _outside("barrier")
 def shared(size, dtype="f32"): _outside("shared")
 def tile_swizzle(pid_m, pid_n, pattern="morton", block_size=2): _outside("tile_swizzle")
 def atomic_add(ptr, value, mask=None): _outside("atomic_add")
+def atomic_max(ptr, value, mask=None): _outside("atomic_max")
+def atomic_min(ptr, value, mask=None): _outside("atomic_min")
+def atomic_and(ptr, value, mask=None): _outside("atomic_and")
+def atomic_or(ptr, value, mask=None): _outside("atomic_or")
+def atomic_xor(ptr, value, mask=None): _outside("atomic_xor")
+def atomic_xchg(ptr, value, mask=None): _outside("atomic_xchg")
+def atomic_cas(ptr, compare, value): _outside("atomic_cas")
 def num_programs(axis=0): _outside("num_programs")
 def cast(x, dtype, bitcast=False): _outside("cast")
 def exp2(x): _outside("exp2")
@@ -189,7 +196,8 @@ LANGUAGE_NAMES = (
     "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
-    "reverse_bits",
+    "reverse_bits", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
+    "atomic_cas",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

@@ -15,7 +15,9 @@ Limits, checked before anything is dispatched: threads per threadgroup and threa
 the Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
 threadgroup memory and points at the line that needs the most); a grid dimension over
 `MAX_GRID` programs (program ids are i32), or whose threads (`programs * threads_per_threadgroup`) exceed
-`MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`.
+`MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`. A kernel
+that makes pointers of integer addresses (`IntToPtr`, a pointer table) compiles only for a device that runs them (the
+CPU device, in this process), else a `LaunchError` at the line that makes one.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from metile.emit.artifact import MslArtifact
 from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc, MetileError
+from metile.ir.node import walk
 from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
-from metile.ir.values import SharedAlloc
+from metile.ir.values import IntToPtr, SharedAlloc
 from metile.metal.args import array_span
 from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
 from metile.metal.interop import (
@@ -334,6 +337,13 @@ def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | Non
                                      for n, what, at in uses)
             loc = next((at for _, _, at in uses if at is not None), loc)
         raise LaunchError(message, loc)
+    if tile_ir is not None and not getattr(dev, "supports_addresses", False):
+        made = next((n for n in walk(tile_ir) if n.__class__ is IntToPtr), None)
+        if made is not None:
+            raise LaunchError(f"kernel {name} makes pointers of integer addresses (a pointer table), which run on the "
+                              f"CPU device only: on device {dev.name!r} an array's data_ptr() is not a GPU address "
+                              "and the buffers such pointers reach are not resident during the dispatch",
+                              made.loc or loc)
 
 
 def _bytes(use: tuple) -> int:

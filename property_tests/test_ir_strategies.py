@@ -19,6 +19,8 @@ from metile.ir import (
     Arange,
     ArgReduce,
     AtomicAdd,
+    AtomicOp,
+    AtomicRMW,
     Barrier,
     Binary,
     BinOp,
@@ -39,6 +41,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    IntToPtr,
     Join,
     Kernel,
     Let,
@@ -85,6 +88,7 @@ from metile.ir import (
     Where,
     While,
 )
+from metile.ir.types import ATOMIC_DTYPES
 
 DTYPES = [d for d in DType if not d.storage_only]  # 8-bit floats have no constants: tests of their own
 NUMERIC = [d for d in DTYPES if d is not DType.BOOL]
@@ -296,7 +300,7 @@ class Gen:
     def block(self, env, depth: int) -> tuple[list, list]:
         """Statements, and the names in scope after them."""
         env, out = list(env), []
-        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic"]
+        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic", "address"]
         kinds += ["for", "if", "while"] + (["role"] if self.tile else []) if depth < 2 else []
         kinds += ["shared"] if depth == 0 else []
         kinds += [] if self.tile else ["vector", "matrix"]
@@ -322,7 +326,7 @@ class Gen:
                 ty = TileType(base.type.dtype, shape)
                 mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
                 other = self.value(ty, env, 1) if self.coin() else None
-                return self.let(Load(self.pointer(base, shape, env), mask, other), env)
+                return self.let(Load(self.pointer(base, shape, env), mask, other, self.coin()), env)
             case "store" if self.bases(env, writable=True):
                 base = self.pick(self.bases(env, writable=True))
                 ty = TileType(base.type.dtype, shape)
@@ -330,9 +334,19 @@ class Gen:
                 return [Store(self.pointer(base, shape, env), self.value(ty, env), mask)]
             case "atomic" if self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)):
                 base = self.pick(self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)))
+                ops = [op for op in AtomicOp if base.type.dtype in ATOMIC_DTYPES[op] and op is not AtomicOp.CAS]
+                if self.coin():   # one address, its old value bound to a name
+                    op = self.pick([*ops, AtomicOp.CAS] if base.type.dtype in ATOMIC_DTYPES[AtomicOp.CAS] else ops)
+                    ty = TileType(base.type.dtype)
+                    mask = self.value(TileType(DType.BOOL), env, 1) if self.coin() else None
+                    compare = self.value(ty, env, 1) if op is AtomicOp.CAS else None
+                    return self.let(AtomicRMW(op, self.pointer(base, (), env), self.value(ty, env), mask, compare), env)
                 ty = TileType(base.type.dtype, shape)
                 mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
-                return [AtomicAdd(self.pointer(base, shape, env), self.value(ty, env), mask)]
+                return [AtomicAdd(self.pointer(base, shape, env), self.value(ty, env), mask, self.pick(ops))]
+            case "address":
+                return self.let(IntToPtr(self.value(TileType(self.pick([DType.I64, DType.U64])), env, 1),
+                                         self.pick(DTYPES)), env)
             case "simd":
                 dt = self.pick(NUMERIC)
                 x = self.value(TileType(dt) if self.tile or self.coin() else VectorType(dt, 4), env)

@@ -376,6 +376,17 @@ def test_vectors_run(cpu):
     np.testing.assert_array_equal(out, x[[1, 0, 3, 2]] - x.max())
 
 
+def test_pointer_table_runs(cpu):
+    rows = [np.arange(4, dtype=np.float32) + 10 * i for i in range(3)]
+    table = np.array([r.ctypes.data for r in rows], np.int64)
+    out, counter = np.zeros(3, np.float32), np.zeros(5, np.int32)
+    cpu.dispatch_threads(compile_fn(cpu, METAL_EXAMPLES["metal_pointer_table"]()), (3, 1, 1), (32, 1, 1),
+                         [table, out, counter])
+    assert out.tolist() == [2.0, 12.0, 22.0]
+    assert counter[:2].tolist() == [3, 1]           # three tickets; the flag swapped 0 -> 1 once
+    assert counter[2:].sum() == 0 + 1 + 2 + 1        # each ticket plus the old flag: 1 for the thread that lost
+
+
 # ---- the hand-built kernels, run
 
 

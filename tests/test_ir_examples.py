@@ -5,7 +5,7 @@ Tile IR: a vector add, a three-pass softmax (runtime `For` loops carrying a runn
 a thread-level kernel (shared memory, `thread_id`, shuffles, a barrier, a role region, `While`, `If` with results,
 an atomic).
 Metal IR: a float4 vector add with a scalar tail, a row sum (simd reductions, threadgroup memory and
-barriers), and a simdgroup-matrix GEMM.
+barriers), a simdgroup-matrix GEMM, and a table of addresses made pointers.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from metile.ir import (
     Arange,
     ArgReduce,
     AtomicAdd,
+    AtomicOp,
+    AtomicRMW,
     Barrier,
     Binary,
     BinOp,
@@ -38,6 +40,7 @@ from metile.ir import (
     For,
     Full,
     If,
+    IntToPtr,
     Join,
     Kernel,
     LaunchPlan,
@@ -337,6 +340,22 @@ def metal_vectors() -> Kernel:
     return Kernel("lanes", Stage.METAL, (X, Out), [s_v, VecStore(Out, out)], {})
 
 
+def metal_pointer_table() -> Kernel:
+    """Each thread reads an address from a table and copies the element 2 past it (a pointer made of an integer),
+    takes a ticket from a counter and swaps a flag (atomics giving their old values)."""
+    Table, Out, Counter = ptr("Table", 0, DType.I64), ptr("Out", 1), ptr("Counter", 2, I32)
+    s_tid, tid = _builtin("tid", BuiltinKind.THREAD_POSITION_IN_GRID)
+    s_addr, addr = let("addr", Load(AddPtr(Table, tid)))
+    s_row, row = let("row", IntToPtr(addr, F32))
+    s_x, x = let("x", Load(AddPtr(row, i32(2))))
+    s_t, ticket = let("ticket", AtomicRMW(AtomicOp.ADD, Counter, i32(1)))
+    s_f, flag = let("flag", AtomicRMW(AtomicOp.CAS, AddPtr(Counter, i32(1)), i32(1), Compare(CmpOp.LT, tid, i32(2)),
+                                      i32(0)))
+    body = [s_tid, s_addr, s_row, s_x, Store(AddPtr(Out, tid), x), s_t, s_f,
+            Store(AddPtr(Counter, add(i32(2), tid)), add(ticket, flag))]
+    return Kernel("pointer_table", Stage.METAL, (Table, Out, Counter), body, plan=LaunchPlan(32))
+
+
 def simt_staging() -> Kernel:
     """SIMT IR: a loop writes each step's values to a ring of two buffers and reads them back; a statement gathers
     through two regions of one scratch use (threadgroup memory not placed yet)."""
@@ -362,7 +381,7 @@ def simt_staging() -> Kernel:
 TILE_EXAMPLES = {"vector_add": vector_add, "softmax": softmax, "gemm": gemm, "thread_level": thread_level,
                  "shapes": shapes}
 METAL_EXAMPLES = {"metal_vector_add": metal_vector_add, "metal_row_sum": metal_row_sum,
-                  "metal_gemm": metal_gemm, "metal_vectors": metal_vectors}
+                  "metal_gemm": metal_gemm, "metal_vectors": metal_vectors, "metal_pointer_table": metal_pointer_table}
 EXAMPLES = {**TILE_EXAMPLES, **METAL_EXAMPLES, "simt_staging": simt_staging}
 
 

@@ -13,8 +13,6 @@ import metile
 import metile.triton as triton
 import metile.triton.language as tl
 from metile.frontend.errors import KernelArgumentError, KernelTypeError
-from metile.ir.types import DType
-from metile.triton.language.types import metile_dtype
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -225,23 +223,6 @@ def test_scalar_arguments_are_typed_values():
 
 
 @triton.jit
-def wide(Out):
-    pid = tl.program_id(0)
-    tl.store(Out, pid.to(tl.int64))
-
-
-def test_int64_until_metile_has_it():
-    if hasattr(DType, "I64"):
-        assert metile_dtype(tl.int64) is DType.I64
-        return
-    with pytest.raises(KernelTypeError, match="tl.int64 is not supported: metile has no 64-bit integers yet") as e:
-        wide[(1,)](np.zeros(1, np.int32))
-    assert e.value.loc.line == wide.fn.__code__.co_firstlineno + 3
-    with pytest.raises(KernelTypeError, match="float64"):
-        metile_dtype(tl.float64)
-
-
-@triton.jit
 def specialised(Out, n):
     tl.store(Out, -n // 2)
 
@@ -327,3 +308,30 @@ def test_print_is_device_print_which_metile_does_not_have_yet():
 
     with pytest.raises(NotSupportedYetError, match="device_print"):
         prints[(1,)](np.zeros(1, np.float32))
+
+
+@triton.jit
+def logic(X, Out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs)
+    both = (x > 1) and (x < 5)                     # Triton's logical_and: every operand evaluated, int1 operands
+    either = (x < 1) or (x > 5) or False
+    kept = (x > 0) and True                        # a constant that decides nothing drops out
+    tl.store(Out + offs, both.to(tl.int32) + 2 * either.to(tl.int32) + 4 * kept.to(tl.int32))
+
+
+@triton.jit
+def logic_of_ints(X, Out):
+    x = tl.load(X)
+    tl.store(Out, (x and 1).to(tl.int32))
+
+
+def test_and_or_of_traced_int1_values():
+    x = np.arange(-1, 7, dtype=np.int32)
+    out = np.zeros(8, np.int32)
+    logic[(1,)](x, out, BLOCK=8)
+    want = ((x > 1) & (x < 5)) * 1 + ((x < 1) | (x > 5)) * 2 + (x > 0) * 4
+    assert out.tolist() == want.tolist()
+    with pytest.raises(KernelTypeError, match="`and` of traced values takes int1 values") as e:
+        logic_of_ints[(1,)](x, out)
+    assert e.value.loc.line == logic_of_ints.fn.__code__.co_firstlineno + 3

@@ -28,6 +28,7 @@ from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, function_na
 from metile.ir import (
     AddPtr,
     AtomicAdd,
+    AtomicRMW,
     Barrier,
     Binary,
     Bitcast,
@@ -40,6 +41,7 @@ from metile.ir import (
     Fma,
     For,
     If,
+    IntToPtr,
     Kernel,
     Let,
     Load,
@@ -141,6 +143,8 @@ def scan(k: Kernel) -> Facts:
                     claim(var.name)
                     defs[var.name] = (value,)
                     cls = value.__class__
+                    if cls is AtomicRMW:
+                        stores.append(value.ptr)
                     todo.append((rec, CHILDREN[cls](value) if cls in _LET_DECLARED else (value,)))
                 case Store() | AtomicAdd():
                     stores.append(s.ptr)
@@ -263,6 +267,10 @@ def _none(v: SharedAlloc) -> tuple[()]:
     return ()
 
 
+def _atomic_children(v: AtomicRMW) -> tuple[Node, ...]:
+    return tuple(c for c in (v.ptr, v.value, v.mask, v.compare) if c is not None)
+
+
 # `value_children` of each compound Metal IR value class, found by one lookup (the `match` of `value_children` tries
 # the classes in turn); those with two or more children are read by one C call.
 CHILDREN: dict[type, Callable[[Value], tuple]] = {
@@ -272,8 +280,8 @@ CHILDREN: dict[type, Callable[[Value], tuple]] = {
         (MatrixMultiplyAccumulate, ("a", "b", "c")), (MatrixOf, ("x", "y")), (MatrixLoad, ("ptr", "stride")),
         (SimdShuffleXor, ("x", "mask")),
         (SimdBroadcast, ("x", "lane")), (MakeVector, ("elems",)))},
-    Load: _load_children, Cast: _x, Bitcast: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec, VecLoad: _ptr,
-    MatrixFill: _value, SharedAlloc: _none,
+    Load: _load_children, Cast: _x, Bitcast: _x, IntToPtr: _x, Unary: _x, Splat: _x, SimdReduce: _x, Extract: _vec,
+    VecLoad: _ptr, MatrixFill: _value, SharedAlloc: _none, AtomicRMW: _atomic_children,
 }
 
 
@@ -334,7 +342,9 @@ def value_children(v: Value) -> tuple[Node, ...]:
             return tuple(c for c in (v.ptr, v.mask, v.other) if c is not None)
         case Compare():
             return (v.lhs, v.rhs)
-        case Cast() | Bitcast():
+        case AtomicRMW():
+            return _atomic_children(v)
+        case Cast() | Bitcast() | IntToPtr():
             return (v.x,)
         case Fma():
             return (v.a, v.b, v.c)
@@ -457,7 +467,9 @@ def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> 
 
 def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
     stores = (Store, AtomicAdd, VecStore, MatrixStore)
-    return pointer_roots([s.ptr for s in statements(k.body) if isinstance(s, stores)], defs)
+    ptrs = [s.ptr if isinstance(s, stores) else s.value.ptr for s in statements(k.body)
+            if isinstance(s, stores) or isinstance(s, Let) and isinstance(s.value, AtomicRMW)]
+    return pointer_roots(ptrs, defs)
 
 
 def c_names(k: Kernel) -> dict[str, str]:

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import attrs
 
+from metile.emit.atomics import HELPERS as ATOMIC_HELPERS
+from metile.emit.atomics import atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.fp8 import HELPERS, fp8_cast
+from metile.emit.matrix_helpers import HELPERS as _MATRIX_HELPERS
 from metile.emit.signature import KernelSignature, ParamKind
 from metile.emit.signature import Param as SignatureParam
 from metile.emit.spell import (
@@ -40,7 +43,6 @@ from metile.emit.spell import (
     COMPARE_BY_VALUE,
     UNARY_FORMS,
     EmitError,
-    atomic_type,
     binary_form,
     builtin_type,
     fence_flags,
@@ -59,6 +61,7 @@ from metile.ir import (
     AddPtr,
     AddressSpace,
     AtomicAdd,
+    AtomicRMW,
     Barrier,
     Binary,
     Bitcast,
@@ -71,6 +74,7 @@ from metile.ir import (
     Fma,
     For,
     If,
+    IntToPtr,
     Kernel,
     Let,
     Load,
@@ -129,14 +133,6 @@ def _index(p: Param) -> int:
     return p.index
 
 
-
-_MATRIX_HELPERS = {"mt_matrix_of": """template <typename T>
-inline simdgroup_matrix<T, 8, 8> mt_matrix_of(T x, T y) {
-    simdgroup_matrix<T, 8, 8> m;
-    m.thread_elements()[0] = x;
-    m.thread_elements()[1] = y;
-    return m;
-}"""}
 
 class _Emitter:
     """`scan` first gathers the kernel's names, bindings, stores and builtins, and whether each structure has two
@@ -244,8 +240,7 @@ class _Emitter:
         params += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS}.items()
-                          if name in self.helpers)
+        helpers = "".join(f"\n{code}\n" for name, code in _HELPERS.items() if name in self.helpers)
         prologue = f"{HEADER}{helpers}\n"
         text = f"{prologue}{head}{sep.join(p.declaration for p in params)}) {{\n"
         line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
@@ -302,13 +297,18 @@ class _Emitter:
                 text, atomic, element = f"{base} + {offset[1]}", False, f"{base}[{offset[0]}]"
             case Compare():
                 text, atomic = f"{expr(v.lhs)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs)[1]}", False
+            case AtomicRMW():
+                text, wrapped, helper = rmw_text(v, expr)
+                self.helpers.add(helper)
+                return text, wrapped
             case Load():
+                element = (f"*(volatile {v.ptr.type.space._value_} {type_text(v.type)}*)({expr(v.ptr)[0]})"
+                           if v.volatile else self.element(v.ptr))
                 if v.mask is None:
-                    text = self.element(v.ptr)
-                    return text, text
+                    return element, element
                 cond = expr(v.mask)[1]
                 alt = expr(v.other)[1] if v.other is not None else literal(0, v.type.dtype)
-                text = f"{cond} ? {self.element(v.ptr)} : {alt}"
+                text = f"{cond} ? {element} : {alt}"
                 return text, f"({text})"
             case Cast():
                 src, dst = v.x.type.dtype, v.type.dtype
@@ -320,6 +320,8 @@ class _Emitter:
                     text, atomic = f"static_cast<{type_text(v.type)}>({expr(v.x)[0]})", True
             case Bitcast():
                 text, atomic = f"as_type<{type_text(v.type)}>({expr(v.x)[0]})", True
+            case IntToPtr():
+                text, atomic = f"reinterpret_cast<{pointer_text(v.type, False)}>({expr(v.x)[0]})", True
             case Fma():
                 text, atomic = f"fma({expr(v.a)[0]}, {expr(v.b)[0]}, {expr(v.c)[0]})", True
             case Where():
@@ -438,9 +440,9 @@ class _Emitter:
                 ptr = s.ptr
                 if s.mask is not None:
                     self.open_block(f"if ({expr(s.mask)[0]})")
-                target = f"({ptr.type.space._value_} {atomic_type(ptr.type.dtype)}*)({expr(ptr)[0]})"
-                self.lines.append(f"{self.pad}atomic_fetch_add_explicit({target}, {expr(s.value)[0]}, "
-                                  "memory_order_relaxed);")
+                call, helper = atomic_call(s.op, ptr.type, expr(ptr)[0], expr(s.value)[0])
+                self.helpers.add(helper)
+                self.lines.append(f"{self.pad}{call};")
                 if s.mask is not None:
                     self.close_block()
             case VecStore():
@@ -592,5 +594,7 @@ class _Emitter:
         self.close_block()
         self.results_of(s.results, s.carried)
 
+
+_HELPERS = {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS, **ATOMIC_HELPERS}   # per name, a helper function's MSL
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]

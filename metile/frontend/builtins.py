@@ -25,7 +25,7 @@ from metile.frontend.errors import (
 from metile.frontend.matmul import product
 from metile.ir.errors import Loc
 from metile.ir.ops import ReduceOp
-from metile.ir.stmts import AtomicAdd, Barrier, If, Store
+from metile.ir.stmts import Barrier, If, Store
 from metile.ir.tile import Arange, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
 from metile.ir.values import AddPtr, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
@@ -202,10 +202,10 @@ def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
         raise KernelTypeError("load: `other` must be a number or a tile of values, not a pointer", loc)
     o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
     m = None if m is None else sem.broadcast_to(m, shape, loc)
-    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, loc=loc), tr.hint or "load", loc, force=True)
+    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
 
 
-def _store_like(cls, tr, loc, ptr, value, mask, what):
+def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
     p = _pointer(ptr, what, loc)
     vshape = sem.type_of(value, loc).shape
     if isinstance(sem.type_of(value, loc), PtrType):
@@ -217,22 +217,14 @@ def _store_like(cls, tr, loc, ptr, value, mask, what):
                                  f"{list(p.type.shape)}: a store writes one value per address (reduce the value "
                                  "first, or address every element)", loc)
     v = sem.converted(value, p.type.dtype, shape, loc)
-    tr.emit(cls(sem.broadcast_to(p, shape, loc), v, None if m is None else sem.broadcast_to(m, shape, loc), loc=loc))
+    m = None if m is None else sem.broadcast_to(m, shape, loc)
+    tr.emit(cls(sem.broadcast_to(p, shape, loc), v, m, loc=loc) if op is None else
+            cls(sem.broadcast_to(p, shape, loc), v, m, op, loc=loc))
 
 
 def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
     _memory_hints(cache_modifier, eviction_policy, "store", loc)
     _store_like(Store, tr, loc, ptr, value, mask, "store")
-
-
-def atomic_add(tr, loc, ptr, value, mask):
-    p = _pointer(ptr, "atomic_add", loc)
-    dt = p.type.dtype
-    if dt not in (DType.I32, DType.U32, DType.F32):
-        why = (": Metal has no 64-bit atomic add (its only 64-bit atomics, on recent Apple GPUs, are min and max of "
-               "u64)" if dt.bits == 64 else "")
-        raise KernelTypeError(f"atomic_add works on i32, u32 and f32 memory, not {dt}{why}", loc)
-    _store_like(AtomicAdd, tr, loc, ptr, value, mask, "atomic_add")
 
 
 def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
@@ -524,5 +516,5 @@ BUILTINS = {
     L.thread_id: lambda tr, loc: tr.bind(ThreadId(loc=loc), tr.hint or "tid", loc, force=True),
     L.simd_lane_id: lambda tr, loc: tr.bind(SimdLaneId(loc=loc), tr.hint or "lane", loc, force=True),
     L.simd_shuffle_xor: simd_shuffle_xor, L.simd_broadcast: simd_broadcast, L.simdgroup_role: simdgroup_role,
-    L.barrier: barrier, L.shared: shared, L.tile_swizzle: tile_swizzle, L.atomic_add: atomic_add,
+    L.barrier: barrier, L.shared: shared, L.tile_swizzle: tile_swizzle,
 }

@@ -20,6 +20,7 @@ import ast
 
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import bind_args, static_int
+from metile.frontend.composites import CarriedParts, is_composite
 from metile.frontend.containers import Entered
 from metile.frontend.errors import (
     ConstexprRequiredError,
@@ -141,7 +142,7 @@ class ControlFlow:
             if name in exclude or name not in self.env:
                 continue
             v = self.env[name]
-            if not (sem.is_ir(v) or sem.is_number(v)):
+            if not (sem.is_ir(v) or sem.is_number(v) or is_composite(v)):
                 raise KernelTypeError(f"variable '{name}' holds a compile-time {type(v).__name__} and is reassigned "
                                       "in a runtime loop; only numbers and traced values can change across "
                                       "iterations", self.loc(node))
@@ -154,7 +155,9 @@ class ControlFlow:
         `(carried vars, coerced inits, coerced yields, results, trace_body's result)`."""
         before = self.env
         loc = self.loc(node)
-        types = {n: sem.type_of(before[n], loc) for n in names}
+        parts = CarriedParts(before, names, loc)   # a composite value (a block pointer) is carried part by part
+        names = parts.names
+        types = {n: sem.type_of(v, loc) for n, v in zip(names, parts.flat(before))}
         slots = LoopSlots(self, what, loc)
         carried: list[Var] = []
         for _ in range(_MAX_WIDEN):
@@ -165,10 +168,10 @@ class ControlFlow:
                        for i, n in enumerate(names)]
             slot_vars = slots.place()
             self.env = dict(before)
-            self.env.update(zip(names, carried))
+            self.env.update(parts.rebuilt(carried))
             with Entered(self, what) as region:
                 out = trace_body()
-            ys = [self.env[n] for n in names]
+            ys = parts.flat(self.env)
             self.env = before
             grew = slots.leave(region)
             new = {n: sem.join_type(types[n], y, f"loop-carried variable '{n}'", loc) for n, y in zip(names, ys)}
@@ -178,10 +181,10 @@ class ControlFlow:
         else:
             raise KernelTypeError("the types of loop-carried variables do not settle", loc)
         slot_inits, slot_yields = slots.carried()
-        inits = [self.coerce_to(before[n], types[n], loc) for n in names] + slot_inits
+        inits = [self.coerce_to(v, types[n], loc) for n, v in zip(names, parts.flat(before))] + slot_inits
         yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)] + slot_yields
         results = [Var(self.fresh(n), types[n], loc=loc) for n in names]
-        before.update(zip(names, results))
+        before.update(parts.rebuilt(results))
         return carried + slot_vars, inits, yields, results + slots.finish(), out
 
     def stmt_For(self, node: ast.For) -> None:
@@ -279,8 +282,10 @@ class ControlFlow:
         loc = self.loc(node)
         if node.orelse:
             raise UnsupportedSyntaxError("`while ... else` is not supported inside a kernel", loc)
-        first = self.eval(node.test)
+        with self.block() as probe:   # the condition is traced again where the loop evaluates it, so a traced one's
+            first = self.eval(node.test)   # statements (an atomic's, say) are dropped here: they would run once more
         if not isinstance(first, Value):
+            self.stmts.extend(probe)
             count = 0
             while self.truth(first, node.test, "while"):
                 count += 1

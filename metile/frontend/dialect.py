@@ -63,6 +63,8 @@ class Dialect:
     - `assigned(value, loc)`: what a name assignment binds for `value` (None: `value` itself).
     - `unsupported(what, loc)`: the error for a Python construct the language lacks in metile ("break statements").
     - `traced_logic(word, loc)`: the error for `and`, `or`, `not` on a traced value.
+    - `logic(word, values, loc)`: `and`/`or` of operands some of which are traced, every operand evaluated (None:
+      `traced_logic`'s error).
     - `traced_identity`: `is` and `is not` may compare a traced value, by Python identity (`ptr is None`).
     - `name`: how messages name a kernel of the language.
 
@@ -88,6 +90,7 @@ class Dialect:
     assigned: Callable | None = None
     unsupported: Callable = _unsupported
     traced_logic: Callable = _traced_logic
+    logic: Callable | None = None
     traced_identity: bool = False
     arg_type: Callable | None = None
     static_arg: Callable | None = None

@@ -18,6 +18,7 @@ import math
 
 from metile import language as L
 from metile.frontend import semantic as sem
+from metile.frontend.atomics import ATOMICS
 from metile.frontend.builtins import BUILTINS
 from metile.frontend.container_calls import CONTAINER_BUILTINS, BoundMethod, call_method, container_builtin, method
 from metile.frontend.containers import check_key, holds_traced, own
@@ -70,7 +71,7 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **LIBRARY, **SHAPES, **HELPERS}
+CALLS = {**BUILTINS, **ATOMICS, **LIBRARY, **SHAPES, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
@@ -204,13 +205,19 @@ def _unaryop(tr, node: ast.UnaryOp):
 
 def _boolop(tr, node: ast.BoolOp):
     word = "and" if isinstance(node.op, ast.And) else "or"
-    value = None
+    value, traced = None, []
     for operand in node.values:
         value = EVAL[operand.__class__](tr, operand)
         if isinstance(value, Value):
-            raise tr.dialect.traced_logic(word, tr.loc(operand))
+            if tr.dialect.logic is None:
+                raise tr.dialect.traced_logic(word, tr.loc(operand))
+            traced.append(value)
+            continue
         if (word == "and") != bool(value):
             break
+    else:
+        if traced:   # no compile-time operand decided it: the traced ones do
+            return tr.dialect.logic(word, traced, tr.locs.get(node) or tr.loc(node))
     return value.value if isinstance(value, constexpr) else value
 
 

@@ -18,6 +18,7 @@ list) that a construct changes is refused, as a variable holding one is.
 from __future__ import annotations
 
 from metile.frontend import semantic as sem
+from metile.frontend.composites import is_composite
 from metile.frontend.containers import holds_traced, own, restore, snapshot
 from metile.frontend.errors import KernelTypeError
 from metile.frontend.replay import same_var
@@ -62,6 +63,10 @@ def merge_value(tr, name: str, what: str, a, b, loc: Loc, acc: tuple[list, list,
         return own(tr, items) if ca is list else tuple(items)
     if ca is dict and cb is dict and a.keys() == b.keys():
         return own(tr, {k: merge_value(tr, name, f"item {k!r} of {what}", a[k], b[k], loc, acc) for k in a})
+    if is_composite(a) and ca is cb and a.__metile_key__() == b.__metile_key__():   # a block pointer, part by part
+        parts = zip(a.__metile_parts__(), b.__metile_parts__())
+        return a.__metile_with_parts__(tuple(merge_value(tr, name, f"part {i} of {what}", x, y, loc, acc)
+                                             for i, (x, y) in enumerate(parts)))
     if not isinstance(a, Value) and not isinstance(b, Value) and ca is cb \
             and not holds_traced(a) and not holds_traced(b):
         try:

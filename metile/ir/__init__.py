@@ -25,7 +25,7 @@ from metile.ir.metal import (
     VecStore,
 )
 from metile.ir.node import Node, children, map_children, node, walk
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
+from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
 from metile.ir.parser import ParseError, parse, parse_type
 from metile.ir.printer import pretty
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
@@ -70,12 +70,14 @@ from metile.ir.tile import (
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     SharedAlloc,
@@ -91,16 +93,16 @@ from metile.ir.values import (
 from metile.ir.verify import VerifyError, verify
 
 __all__ = [
-    "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "AllActive", "Arange", "ArgReduce",
-    "AtomicAdd",
-    "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
-    "CompileOptions", "Schedule", "Const", "DType", "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full",
-    "If", "Join", "Kernel", "LaunchPlan", "Let", "Load", "Loc", "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf",
-    "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType", "MetileError", "Node", "NumPrograms", "Param",
-    "ParseError", "Permute", "ProgramId", "PtrType", "Reduce", "ReduceOp", "Reshape", "RingBarrier", "RingBuffer",
-    "RoleSpan", "Scan", "Scratch", "SharedAlloc", "SimdBroadcast", "SimdLaneId", "SimdReduce", "SimdShuffleXor",
-    "SimdgroupId", "SimdgroupRole", "Splat", "Stage", "Stmt", "Store", "Take", "ThreadId", "TileType", "Transpose",
-    "Type", "UnOp", "Unary", "Value", "Var", "VecLoad", "VecStore", "VectorType", "VerifyError", "Where", "While",
-    "admits", "children", "dot_dtype", "map_children", "node", "parse", "parse_type", "pretty", "render_diagnostic",
+    "AddPtr", "AddressSpace", "AllActive", "Arange", "ArgReduce", "AtomicAdd", "AtomicOp", "AtomicRMW", "Barrier",
+    "Binary", "BinOp", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare", "CompileOptions",
+    "Const", "Dot", "DType", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "IntToPtr", "Join",
+    "Kernel", "LaunchPlan", "Let", "LET_ONLY", "Load", "Loc", "MakeVector", "MatrixFill", "MatrixLoad",
+    "MatrixMultiplyAccumulate", "MatrixOf", "MatrixStore", "MatrixType", "MetileError", "Node", "NumPrograms",
+    "Param", "ParseError", "Permute", "ProgramId", "PtrType", "Reduce", "ReduceOp", "Reshape", "RingBarrier",
+    "RingBuffer", "RoleSpan", "Scan", "Schedule", "Scratch", "SharedAlloc", "SimdBroadcast", "SimdgroupId",
+    "SimdgroupRole", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "Splat", "Stage", "Stmt", "STMT_CLASSES", "Store",
+    "Take", "ThreadId", "TileType", "Transpose", "Type", "Unary", "UnOp", "Value", "VALUE_CLASSES", "Var", "VecLoad",
+    "VecStore", "VectorType", "VerifyError", "Where", "While", "admits", "children", "dot_dtype", "map_children",
+    "node", "parse", "parse_type", "pretty", "render_diagnostic",
     "verify", "walk",
 ]

@@ -75,6 +75,19 @@ class CmpOp(IdentityEnum):
     NE = "ne"
 
 
+class AtomicOp(IdentityEnum):
+    """What an atomic read-modify-write stores: the old value combined with the operand, or the operand (XCHG)."""
+
+    ADD = "add"
+    MAX = "max"
+    MIN = "min"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    XCHG = "xchg"
+    CAS = "cas"   # compare and swap: only an `AtomicRMW` value (it needs the operand it compares with)
+
+
 class ReduceOp(IdentityEnum):
     SUM = "sum"
     PROD = "prod"
@@ -128,4 +141,4 @@ for _kind in BuiltinKind:   # a plain attribute of each member: no property call
     _kind.has_axes = _kind in _VECTOR_BUILTINS
 del _kind
 
-__all__ = ["BinOp", "BuiltinKind", "CmpOp", "Fence", "IdentityEnum", "ReduceOp", "Stage", "UnOp"]
+__all__ = ["AtomicOp", "BinOp", "BuiltinKind", "CmpOp", "Fence", "IdentityEnum", "ReduceOp", "Stage", "UnOp"]

@@ -20,7 +20,7 @@ from metile.ir.metal import (
     Splat,
     VecLoad,
 )
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
+from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, ReduceOp, UnOp
 from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
     AllActive,
@@ -47,12 +47,14 @@ from metile.ir.tile import (
 from metile.ir.types import DType, PtrType, TileType, Type, VectorType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     SharedAlloc,
     SimdBroadcast,
@@ -230,25 +232,39 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             x = p.ref()
             ty = _colon_type(p)
             return (Cast(x, ty.dtype) if mn == "cast" else Bitcast(x, ty.dtype)), ty
+        case "inttoptr":
+            x = p.ref()
+            ty = _colon_type(p)
+            return IntToPtr(x, ty.dtype), ty
         case "fma":
             a, b, c = p.refs_n(3)
             return Fma(a, b, c), _colon_type(p)
         case "addptr":
             ptr, offset = p.refs_n(2)
             return AddPtr(ptr, offset), _colon_type(p)
+        case "atomic_rmw":
+            op = AtomicOp(p.ident())
+            ptr, value = p.refs_n(2, more=("mask", "compare"))
+            mask = p.ref() if p.accept("mask") else None
+            if mask is not None and p.accept(","):
+                p.expect("compare")
+                compare = p.ref()
+            else:
+                compare = p.ref() if p.accept("compare") else None
+            return AtomicRMW(op, ptr, value, mask, compare), _colon_type(p)
         case "load":
             ptr = p.ref()
             mask = other = None
-            if p.accept(","):
+            volatile = False
+            while p.accept(","):
                 if p.accept("mask"):
                     mask = p.ref()
-                    if p.accept(","):
-                        p.expect("other")
-                        other = p.ref()
-                else:
-                    p.expect("other")
+                elif p.accept("other"):
                     other = p.ref()
-            return Load(ptr, mask, other), _colon_type(p)
+                else:
+                    p.expect("volatile")
+                    volatile = True
+            return Load(ptr, mask, other, volatile), _colon_type(p)
         case "shared_alloc":
             p.expect("[")
             dims = [] if p.at("]") else [p.int()]

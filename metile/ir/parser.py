@@ -17,7 +17,7 @@ from metile.ir.errors import Loc
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node
-from metile.ir.ops import Fence, Stage
+from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.parse_ops import parse_op
 from metile.ir.scanner import NAME, ParseError, Scanner
 from metile.ir.simt import RingBarrier
@@ -41,6 +41,7 @@ from metile.ir.values import Param, Stmt, Value, Var
 
 _NAME = re.compile(rf"%({NAME}|[0-9]+)")
 _ARRANGEMENT = re.compile(r"([0-9]+)x([0-9]+)")
+_ATOMIC_OPS = {op.value: op for op in AtomicOp}
 
 
 def parse(text: str, *, file: str = "<ir>") -> Kernel:
@@ -242,11 +243,14 @@ class Parser(Scanner):
         at = self.i
         word = self.ident()
         match word:
-            case "store" | "atomic_add":
+            case "store":
                 ptr, value = self.refs_n(2, more=("mask",))
                 mask = self.ref() if self.accept("mask") else None
-                cls = Store if word == "store" else AtomicAdd
-                return cls(ptr, value, mask, loc=self.opt_loc())
+                return Store(ptr, value, mask, loc=self.opt_loc())
+            case _ if word.startswith("atomic_") and word[7:] in _ATOMIC_OPS:
+                ptr, value = self.refs_n(2, more=("mask",))
+                mask = self.ref() if self.accept("mask") else None
+                return AtomicAdd(ptr, value, mask, _ATOMIC_OPS[word[7:]], loc=self.opt_loc())
             case "vstore":
                 ptr, value = self.refs_n(2)
                 return VecStore(ptr, value, loc=self.opt_loc())

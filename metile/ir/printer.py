@@ -75,12 +75,14 @@ from metile.ir.tile import (
 from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     SharedAlloc,
@@ -226,14 +228,21 @@ class _Printer:
                 body = f"cast {r(x)}"
             case Bitcast(x, _):
                 body = f"bitcast {r(x)}"
+            case IntToPtr(x, _):
+                body = f"inttoptr {r(x)}"
             case Fma(a, b, c):
                 body = f"fma {r(a)}, {r(b)}, {r(c)}"
             case AddPtr(ptr, offset):
                 body = f"addptr {r(ptr)}, {r(offset)}"
+            case AtomicRMW(op, ptr, value, mask, compare):
+                body = f"atomic_rmw {op.value} {r(ptr)}, {r(value)}"
+                body += f", mask {r(mask)}" if mask is not None else ""
+                body += f", compare {r(compare)}" if compare is not None else ""
             case Load(ptr, mask, other):
                 body = f"load {r(ptr)}"
                 body += f", mask {r(mask)}" if mask is not None else ""
                 body += f", other {r(other)}" if other is not None else ""
+                body += ", volatile" if n.volatile else ""
             case SharedAlloc(shape, _):
                 body = f"shared_alloc [{', '.join(str(d) for d in shape)}]"
             case Scratch(use, part, _, size):
@@ -333,7 +342,7 @@ class _Printer:
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 args = self.refs([ptr, value])
                 mask_text = f", mask {self.ref(mask)}" if mask is not None else ""
-                word = "store" if isinstance(s, Store) else "atomic_add"
+                word = "store" if isinstance(s, Store) else f"atomic_{s.op.value}"
                 self.emit(f"{word} {args[0]}, {args[1]}{mask_text}", s.loc)
             case VecStore(ptr, value):
                 self.emit("vstore " + ", ".join(self.refs([ptr, value])), s.loc)

@@ -14,7 +14,7 @@ from metile.ir.ops import Stage
 from metile.ir.simt import SIMT_STMTS, SIMT_VALUES
 from metile.ir.stmts import COMMON_STMTS
 from metile.ir.tile import TILE_STMTS, TILE_VALUES
-from metile.ir.values import COMMON_VALUES, Load, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor
+from metile.ir.values import COMMON_VALUES, AtomicRMW, Load, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor
 
 VALUE_CLASSES = COMMON_VALUES + TILE_VALUES + METAL_VALUES + SIMT_VALUES
 STMT_CLASSES = COMMON_STMTS + TILE_STMTS + METAL_STMTS + SIMT_STMTS
@@ -26,7 +26,8 @@ ADMITTED: dict[Stage, frozenset[type[Node]]] = {
 }
 
 LET_ONLY: frozenset[type[Node]] = frozenset({
-    Load, SharedAlloc, SimdShuffleXor, SimdBroadcast, SimdReduce, VecLoad, MatrixLoad, MatrixMultiplyAccumulate,
+    Load, AtomicRMW, SharedAlloc, SimdShuffleXor, SimdBroadcast, SimdReduce, VecLoad, MatrixLoad,
+    MatrixMultiplyAccumulate,
 })
 
 

@@ -24,7 +24,7 @@ from pyrsistent import pmap, pvector
 from pyrsistent.typing import PMap, PVector
 
 from metile.ir.node import Node, node
-from metile.ir.ops import Fence, Stage
+from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.values import Param, Stmt, Value, Var
 
 
@@ -47,11 +47,13 @@ class Store(Stmt):
 
 @node
 class AtomicAdd(Stmt):
-    """Atomically add `value` to the elements `ptr` points to, where `mask` is true (relaxed order)."""
+    """Atomically combine `value` with the elements `ptr` points to by `op` (add by default; max, min, and, or, xor,
+    or exchange), where `mask` is true (relaxed order). The old values are not kept."""
 
     ptr: Value
     value: Value
     mask: Value | None = None
+    op: AtomicOp = AtomicOp.ADD
 
 
 @node

@@ -20,7 +20,7 @@ from metile.ir.metal import (
     Splat,
     VecLoad,
 )
-from metile.ir.ops import BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
+from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, ReduceOp, Stage, UnOp
 from metile.ir.simt import RingBuffer, Scratch
 from metile.ir.tile import (
     AllActive,
@@ -44,6 +44,7 @@ from metile.ir.tile import (
     Transpose,
 )
 from metile.ir.types import (
+    ATOMIC_DTYPES,
     AddressSpace,
     DType,
     MatrixType,
@@ -55,12 +56,14 @@ from metile.ir.types import (
 )
 from metile.ir.values import (
     AddPtr,
+    AtomicRMW,
     Binary,
     Bitcast,
     Cast,
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     SharedAlloc,
@@ -183,6 +186,21 @@ def _memory(ptr, mask, other) -> str | None:
     return None
 
 
+def _atomic(op, ptr, value, mask, compare) -> str | None:
+    pt = ptr.type
+    if not isinstance(pt, PtrType) or pt.shape or pt.space is AddressSpace.CONSTANT:
+        return f"atomic_rmw: the address must be one pointer to device or threadgroup memory, not {pt}"
+    if value.type != TileType(pt.dtype) or (compare is not None and compare.type != value.type):
+        return f"atomic_rmw: the operands must be {TileType(pt.dtype)} to match {pt}"
+    if mask is not None and mask.type != TileType(DType.BOOL):
+        return f"atomic_rmw: the mask must be a bool, not {mask.type}"
+    if (compare is None) != (op is not AtomicOp.CAS):
+        return "atomic_rmw: a compare operand goes with cas, and only with it"
+    if pt.dtype not in ATOMIC_DTYPES[op]:
+        return f"atomic_rmw {op.value}: Metal's atomics do not take {pt.dtype}"
+    return None
+
+
 def _simd(x, lane, what: str) -> str | None:
     if not _per_thread(x.type):
         return f"{what}: the value must be a per-thread scalar or vector, not {x.type}"
@@ -209,6 +227,8 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
                 return f"addptr: the offset must be an integer tile of shape {pt.shape}, not {ot}"
         case Load(ptr, mask, other):
             return _memory(ptr, mask, other)
+        case AtomicRMW(op, ptr, value, mask, compare):
+            return _atomic(op, ptr, value, mask, compare)
         case Compare(op, lhs, rhs) if isinstance(op, CmpOp):
             err = _same_operands(op, lhs, rhs)
             storage = lhs.type.dtype.storage_only if err is None else False
@@ -221,6 +241,9 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xd = x.type.dtype
             if DType.BOOL in (xd, dtype) or xd.bits != dtype.bits:
                 return f"bitcast: {xd} and {dtype} do not have the same width"
+        case IntToPtr(x, dtype) if isinstance(dtype, DType):
+            if not isinstance(x.type, TileType) or x.type.dtype not in (DType.I64, DType.U64):
+                return f"inttoptr: the operand must be a 64-bit integer value, not {x.type}"
         case Fma(a, b, c):
             return _same_operands(BinOp.MUL, a, b) or _same_operands(BinOp.ADD, a, c) or (
                 None if a.type.dtype.is_float else f"fma needs float operands, not {a.type.dtype}")

@@ -25,7 +25,7 @@ from functools import cached_property
 import attrs
 
 from metile.ir.node import Node, node
-from metile.ir.ops import BinOp, CmpOp, ReduceOp, UnOp
+from metile.ir.ops import AtomicOp, BinOp, CmpOp, ReduceOp, UnOp
 from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType, Type, tile_type
 
 
@@ -196,6 +196,19 @@ class Bitcast(Value):
 
 
 @node
+class IntToPtr(Value):
+    """Element-wise reinterpretation of 64-bit integers as device addresses of `dtype` elements (a pointer table's
+    entries, `reinterpret_cast<device T*>`). Nothing is known of the memory such a pointer reaches."""
+
+    x: Value
+    dtype: DType
+
+    @cached_property
+    def type(self) -> Type:
+        return PtrType(self.dtype, self.x.type.shape, AddressSpace.DEVICE)
+
+
+@node
 class Fma(Value):
     """Element-wise `a * b + c` rounded once (floats; the three operands have one type)."""
 
@@ -223,16 +236,35 @@ class AddPtr(Value):
 @node
 class Load(Value):
     """Read the elements `ptr` points to. Where `mask` is false nothing is read and the result is
-    `other` (zero when `other` is None). Only ever the value of a `Let`."""
+    `other` (zero when `other` is None). Only ever the value of a `Let`. A `volatile` load reads memory each time it
+    runs, element by element (a spin-wait's flag, which another program sets)."""
 
     ptr: Value
     mask: Value | None = None
     other: Value | None = None
+    volatile: bool = False
 
     @cached_property
     def type(self) -> TileType:
         t = self.ptr.type
         return tile_type(t.dtype, t.shape)
+
+
+@node
+class AtomicRMW(Value):
+    """Atomically combine the element `ptr` points to with `value` by `op` where `mask` is true, giving the element's
+    old value (0 where the mask is false). `CAS` stores `value` only where the element equals `compare`. Only ever
+    the value of a `Let`: it writes memory, so it is never repeated, moved or dropped."""
+
+    op: AtomicOp
+    ptr: Value
+    value: Value
+    mask: Value | None = None
+    compare: Value | None = None
+
+    @cached_property
+    def type(self) -> Type:
+        return self.value.type
 
 
 @node
@@ -289,11 +321,12 @@ class SimdReduce(Value):
 
 
 COMMON_VALUES: tuple[type[Value], ...] = (
-    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, Fma, AddPtr, Load, SharedAlloc,
-    SimdShuffleXor, SimdBroadcast, SimdReduce,
+    Const, Param, Var, Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr, Load, AtomicRMW,
+    SharedAlloc, SimdShuffleXor, SimdBroadcast, SimdReduce,
 )
 
 __all__ = [
-    "COMMON_VALUES", "AddPtr", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "Load", "Param",
+    "COMMON_VALUES", "AddPtr", "AtomicRMW", "Binary", "Bitcast", "Cast", "Compare", "Const", "Fma", "IntToPtr", "Load",
+    "Param",
     "SharedAlloc", "SimdBroadcast", "SimdReduce", "SimdShuffleXor", "Stmt", "Unary", "Value", "Var", "Where",
 ]

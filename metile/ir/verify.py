@@ -24,18 +24,17 @@ from collections.abc import Iterable
 from metile.ir.errors import Loc, MetileError
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node, children
-from metile.ir.ops import Fence, Stage
+from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.scanner import is_ir_name
 from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Schedule, Store, While
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
-from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
+from metile.ir.types import ATOMIC_DTYPES, AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 from metile.ir.values import Param, SharedAlloc, Stmt, Value, Var
 from metile.ir.verify_layouts import layout_problems
 
-_ATOMIC_DTYPES = (DType.I32, DType.U32, DType.F32)
 _NO_VARS: frozenset[Var] = frozenset()
 
 
@@ -395,9 +394,13 @@ class _Verifier:
             self.fail(f"{word}: the value must be {TileType(pt.dtype, pt.shape)} to match {pt}, not {vt}", s)
         if mask is not None and (mt := self.value(mask, scope, s).type) != TileType(DType.BOOL, pt.shape):
             self.fail(f"{word}: the mask must be {TileType(DType.BOOL, pt.shape)} (the pointer's shape), not {mt}", s)
-        if isinstance(s, AtomicAdd) and (pt.dtype not in _ATOMIC_DTYPES or pt.space is not AddressSpace.DEVICE
+        if isinstance(s, AtomicAdd) and s.op is AtomicOp.CAS:
+            self.fail("atomic_cas: a compare-and-swap is a value (atomic_rmw), not a statement", s)
+        if isinstance(s, AtomicAdd) and (pt.dtype not in ATOMIC_DTYPES[s.op] or pt.space is not AddressSpace.DEVICE
                                          and pt.space is not AddressSpace.THREADGROUP):
-            self.fail(f"atomic_add: needs i32, u32 or f32 in device or threadgroup memory, not {pt}", s)
+            *most, last = (str(d) for d in ATOMIC_DTYPES[s.op])
+            allowed = f"{', '.join(most)} or {last}"
+            self.fail(f"atomic_{s.op.value}: needs {allowed} in device or threadgroup memory, not {pt}", s)
 
     def for_stmt(self, s: For, scope: Scope, depth: int) -> None:
         index, start, stop, step, carried, inits, body, yields, results, num_stages = (

@@ -52,7 +52,21 @@ from metile.ir.tile import (
     Transpose,
 )
 from metile.ir.types import DType, TileType
-from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
+from metile.ir.values import (
+    AddPtr,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Const,
+    Fma,
+    IntToPtr,
+    Load,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
 from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up, substitute
 from metile.rewrite.errors import UnsupportedConstructError
@@ -105,7 +119,7 @@ def _node_activity(n: Node, act) -> Value | None:
     match n:
         case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
             return both(act(a), act(b))
-        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | Scan(_, x, _, _):
+        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | IntToPtr(x, _) | Scan(_, x, _, _):
             return act(x)
         case Fma(a, b, c):
             return both(both(act(a), act(b)), act(c))
@@ -291,7 +305,7 @@ class _Walk:
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
-                return [s if same else type(s)(*parts, loc=s.loc)]
+                return [s if same else attrs.evolve(s, ptr=parts[0], value=parts[1], mask=parts[2])]
             case Barrier():
                 return [s]
             case For():

@@ -34,7 +34,7 @@ from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import ArgReduce, Dot, Join, MmaPlan, Permute, Reduce, Scan, SimdgroupRole, Take, Transpose
 from metile.ir.types import DType
-from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, Load, Unary, Value, Var, Where
+from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, IntToPtr, Load, Unary, Value, Var, Where
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
@@ -44,7 +44,7 @@ from metile.rewrite.plan import axis_analysis, value_defs
 from metile.rewrite.scan import scan
 
 ROLL_SLOTS = 8   # slots per thread from which a statement over a tile becomes a run-time loop over its slots
-ELEMENTWISE = (Binary, Unary, Compare, Where, Cast, Bitcast, Fma)   # element i of the result reads element i
+ELEMENTWISE = (Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma)   # element i of the result reads element i
 
 
 @attrs.frozen

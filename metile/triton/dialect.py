@@ -31,6 +31,7 @@ from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import NotSupportedYetError, not_yet
+from metile.triton.impl_blocks import BLOCKS
 from metile.triton.impl_math import MATH, libdevice
 from metile.triton.impl_memory import MEMORY
 from metile.triton.impl_tiles import TILES, trans
@@ -38,16 +39,12 @@ from metile.triton.language import core as C
 from metile.triton.language import math as M
 from metile.triton.language import random as R
 from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
-from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, triton_dtype
+from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, tensor, triton_dtype
+from metile.triton.tools.tensor_descriptor import TensorDescriptor as HostDescriptor
 
-_ATOMICS = "metile's only atomic is tl.atomic_add, used as a statement (its old values are not returned yet)"
 _SHAPES = "reversing tiles is not compiled yet"
 _COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
 REFUSED = {
-    C.advance: "block pointers", C.make_block_ptr: "block pointers", C.make_tensor_descriptor: "tensor descriptors",
-    C.load_tensor_descriptor: "tensor descriptors", C.store_tensor_descriptor: "tensor descriptors",
-    C.atomic_and: _ATOMICS, C.atomic_or: _ATOMICS, C.atomic_xor: _ATOMICS, C.atomic_max: _ATOMICS,
-    C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
     C.gather: "gathers along an axis", C.flip: _SHAPES,
     C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,
     C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
@@ -57,7 +54,6 @@ REFUSED = {
     R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
     "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
     "tuples)", C.slice: "Triton's tuple values (use Python tuples)", C.async_task: "warp specialization",
-    C.tensor_descriptor: "tensor descriptors",
 }
 
 
@@ -83,14 +79,24 @@ def _builtin_extreme(name: str):
     return impl
 
 
+def _isinstance(tr, loc, obj, classinfo):
+    """`isinstance(x, cls)` while tracing, as Triton's code generator answers it: a traced value is a `tl.tensor`
+    (and nothing else of Triton's), a block pointer or descriptor is what metile built it as."""
+    classes = classinfo if isinstance(classinfo, tuple) else (classinfo,)
+    if isinstance(obj, Value):
+        return any(c is tensor for c in classes)
+    return isinstance(obj, classinfo)
+
+
 def _print(tr, loc, *args):
     raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
 
 
-CALLS: dict = {**MEMORY, **TILES, **MATH, **{f: _refused(f, why) for f, why in REFUSED.items()},
+CALLS: dict = {**MEMORY, **TILES, **MATH, **BLOCKS, **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
                **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
-               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}
+               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print,
+               builtins.isinstance: _isinstance}
 """Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
 of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
 is a traced value), and `print` is Triton's `device_print`."""
@@ -178,10 +184,27 @@ def traced_logic(word: str, loc: Loc | None) -> NotSupportedYetError:
     return not_yet(f"`{word}` on traced values", loc, f"combine int1 values with `{hint}`")
 
 
+def logic(word: str, values: list, loc: Loc | None) -> Value:
+    """`a and b` / `a or b` of traced values, as Triton's `logical_and`/`logical_or`: every operand is evaluated and
+    must be int1 (a comparison); the result is their `&` or `|`."""
+    for v in values:
+        if isinstance(v.type, PtrType) or v.type.dtype is not DType.BOOL:
+            raise KernelTypeError(f"`{word}` of traced values takes int1 values (comparisons), not {v.type}: Triton "
+                                  "cannot bitcast them to int1", loc)
+    out = values[-1]
+    for v in reversed(values[:-1]):
+        out = ts.binary(word, v, out, loc)
+    return out
+
+
 def arg_type(spec, value):
     """A launch's argument types: a Python bool is an int1 scalar (Triton's "u1"), the rest as metile types them."""
     if value.__class__ is bool:
         return TileType(DType.BOOL)
+    if value.__class__ is HostDescriptor:
+        raise KernelArgumentError(f"argument '{spec.name}' is a triton.tools TensorDescriptor, which metile does not "
+                                  "take as a kernel argument yet: pass the tensor, and make the descriptor in the "
+                                  "kernel with tl.make_tensor_descriptor(base, shape, strides, block_shape)", spec.loc)
     return metile_arg_type(spec, value)
 
 
@@ -192,7 +215,8 @@ def static_arg(value) -> bool:
 
 TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare, unary=ts.unary, calls=CALLS,
                  attribute=attribute, bind=bind, loops={C.range: _range_loop}, runtime_range=True,
-                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, traced_identity=True,
+                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, logic=logic,
+                 traced_identity=True,
                  arg_type=arg_type,
                  static_arg=static_arg, one_as_number=True)
 """Triton's rules, without the inlining of `@triton.jit` helpers (added by `metile.triton.jit`)."""

@@ -1,25 +1,33 @@
 """Triton's programs, memory and compiler hints in a `@triton.jit` kernel: `tl.program_id`, `tl.num_programs`,
-`tl.load`, `tl.store`, `tl.atomic_add`, `tl.multiple_of` and its kin, `tl.assume`, `tl.debug_barrier`,
+`tl.load`, `tl.store`, the atomics, `tl.multiple_of` and its kin, `tl.assume`, `tl.debug_barrier`,
 `tl.static_assert`, `tl.static_print`.
 
 Loads and stores are metile's (`metile.frontend.builtins`) once their arguments are Triton's: a Python `mask`,
 `other` or stored value is a traced value of its Triton type first, converted to the memory's type by C's rules (a
 stored int 300 into uint8 memory keeps its low bits, as Triton's does). A masked load without `other` gives
 metile's inactive elements where Triton's values are undefined (docs/language.md 5.3): one of the values Triton
-allows. `boundary_check` and `padding_option` belong to block pointers, which metile does not compile yet.
-`tl.atomic_add` is metile's: it must be a statement, since metile does not return the old values yet.
+allows. A block pointer (`metile.triton.impl_blocks`) is loaded and stored with `boundary_check` and
+`padding_option`; given for other pointers, they are refused as Triton refuses them.
+`tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
+are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min); they
+give the old element for one address (once per program, as Triton's scalar atomics run), and on a tile of addresses
+they must be statements, since the old values of a tile are not returned yet.
 """
 
 from __future__ import annotations
 
 from metile import language as L
+from metile.frontend.atomics import ATOMICS, result_unused
 from metile.frontend.builtins import BUILTINS
 from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
+from metile.ir.ops import Fence
+from metile.ir.stmts import Barrier
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import not_yet
+from metile.triton.impl_blocks import BlockPointer, load_block, store_block
 from metile.triton.language import core as C
 
 _SEMS = (None, "acquire", "release", "acq_rel", "relaxed")
@@ -37,11 +45,12 @@ def num_programs(tr, loc, axis):
 def _block_pointer_options(boundary_check, padding_option, loc: Loc) -> None:
     if boundary_check not in ((), [], None) or padding_option not in ("", None):
         raise KernelArgumentError("`padding_option` or `boundary_check` argument is not supported for loading a tensor "
-                                  "of pointers or loading a scalar (they are options of block pointers, which metile "
-                                  "does not compile yet)", loc)
+                                  "of pointers or loading a scalar (they are options of block pointers)", loc)
 
 
 def load(tr, loc, pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile):
+    if isinstance(pointer, BlockPointer):
+        return load_block(tr, loc, pointer, mask, other, boundary_check, padding_option, volatile)
     _block_pointer_options(boundary_check, padding_option, loc)
     if mask is None and other is not None:
         raise KernelArgumentError("`other` cannot be provided without `mask`", loc)
@@ -52,27 +61,49 @@ def load(tr, loc, pointer, mask, other, boundary_check, padding_option, cache_mo
 
 
 def store(tr, loc, pointer, value, mask, boundary_check, cache_modifier, eviction_policy):
+    if isinstance(pointer, BlockPointer):
+        if mask is not None:
+            raise KernelArgumentError("`mask` cannot be specified for storing through block pointers", loc)
+        return store_block(tr, loc, pointer, value, boundary_check)
     _block_pointer_options(boundary_check, "", loc)
     value = ts.to_tensor(value, loc)
     mask = None if mask is None else ts.to_tensor(mask, loc)
     BUILTINS[L.store](tr, loc, pointer, value, mask, cache_modifier or "", eviction_policy or "")
 
 
-def _result_unused(tr, loc: Loc) -> bool:
-    """Whether the call at `loc` is the whole expression of an expression statement (its value unused)."""
-    node = tr.unused
-    return node is not None and (tr.locs.get(node) or tr.loc(node)) == loc
-
-
-def atomic_add(tr, loc, pointer, val, mask, sem, scope):
+def _options(name: str, sem, scope, loc: Loc) -> None:
     if sem not in _SEMS or scope not in _SCOPES:
-        raise KernelArgumentError(f"tl.atomic_add: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, not "
+        raise KernelArgumentError(f"tl.{name}: sem must be one of {_SEMS[1:]} and scope one of {_SCOPES[1:]}, not "
                                   f"{sem!r} and {scope!r}", loc)
-    if not _result_unused(tr, loc):
-        raise not_yet("the value tl.atomic_add returns (the old values)", loc,
-                      "call it as a statement of its own, whose result is not used")
-    mask = None if mask is None else ts.to_tensor(mask, loc)
-    BUILTINS[L.atomic_add](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+
+
+def _tile_values(tr, loc: Loc, name: str, *operands) -> None:
+    """Refuse using the old values of an atomic on a tile (metile returns those of one address only)."""
+    if result_unused(tr, loc) and name != "atomic_cas":
+        return
+    if any(isinstance(x, Value) and x.type.shape for x in operands):
+        raise not_yet(f"the old values tl.{name} returns for a tile of addresses", loc,
+                      "call it as a statement of its own, or on one address")
+
+
+def _atomic(name: str):
+    """`tl.atomic_<name>(pointer, val, mask, sem, scope)`: metile's atomic of that name (relaxed; `sem` and `scope`
+    are checked and accepted). Its value is the old elements, for one address."""
+    metile_fn = getattr(L, name)
+
+    def impl(tr, loc, pointer, val, mask, sem, scope):
+        _options(name, sem, scope, loc)
+        _tile_values(tr, loc, name, pointer, val, mask)
+        mask = None if mask is None else ts.to_tensor(mask, loc)
+        return ATOMICS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
+    impl.__name__ = name
+    return impl
+
+
+def atomic_cas(tr, loc, pointer, cmp, val, sem, scope):
+    _options("atomic_cas", sem, scope, loc)
+    _tile_values(tr, loc, "atomic_cas", pointer, cmp, val)
+    return ATOMICS[L.atomic_cas](tr, loc, pointer, ts.to_tensor(cmp, loc), ts.to_tensor(val, loc))
 
 
 def _hint(name: str):
@@ -95,7 +126,9 @@ def assume(tr, loc, cond):
 
 
 def debug_barrier(tr, loc):
-    BUILTINS[L.barrier](tr, loc)
+    """A threadgroup barrier that also orders device memory (`mem_device | mem_threadgroup`): the program's stores
+    are done before what follows it, such as releasing a lock."""
+    tr.emit(Barrier(Fence.DEVICE_AND_THREADGROUP, loc=loc))
 
 
 def static_assert(tr, loc, cond, msg):
@@ -112,7 +145,9 @@ def static_print(tr, loc, values, sep, end, file, flush):
 
 
 MEMORY = {C.program_id: program_id, C.num_programs: num_programs, C.load: load, C.store: store,
-          C.atomic_add: atomic_add, C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
+          **{getattr(C, n): _atomic(n) for n in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
+                                                 "atomic_xor", "atomic_xchg")}, C.atomic_cas: atomic_cas,
+          C.multiple_of: _hint("multiple_of"), C.max_contiguous: _hint("max_contiguous"),
           C.max_constancy: _hint("max_constancy"), C.assume: assume, C.debug_barrier: debug_barrier,
           C.static_assert: static_assert, C.static_print: static_print}
 

@@ -32,7 +32,14 @@ from metile.triton.impl_math import MATH
 from metile.triton.language import core as C
 from metile.triton.language import math as M
 from metile.triton.language import random as R
-from metile.triton.language.types import TRITON_MAX_TENSOR_NUMEL, PropagateNan, metile_dtype, triton_dtype
+from metile.triton.language.types import (
+    TRITON_MAX_TENSOR_NUMEL,
+    PropagateNan,
+    constexpr,
+    metile_dtype,
+    pointer_type,
+    triton_dtype,
+)
 
 F32, I32, U32, BOOL, BF16 = DType.F32, DType.I32, DType.U32, DType.BOOL, DType.BF16
 
@@ -169,6 +176,9 @@ def interleave(tr, loc, a, b):
 
 
 def cast(tr, loc, input, dtype, fp_downcast_rounding, bitcast):  # noqa: A002
+    target = dtype.value if isinstance(dtype, constexpr) else dtype
+    if isinstance(target, pointer_type):
+        return ts.int_to_pointer(input, metile_dtype(target.element_ty, loc), loc)
     dt = metile_dtype(dtype, loc)
     if fp_downcast_rounding not in (None, "rtne"):
         if fp_downcast_rounding == "rtz":

@@ -3,9 +3,10 @@ as metile's Tile IR. The dialect of `@triton.jit` kernels (`metile.triton.dialec
 own (`metile.frontend.semantic`) are untouched.
 
 - **Python numbers.** Two Python numbers (constexprs) combine in Python, as everywhere. A Python number that meets
-  a traced value takes Triton's type of it (`to_tensor`: bool is int1, an int i32, or u32 from 2**31 up, a float
-  f32) and is *weak* in `+ - * / // % & | ^ << >>`: when its kind (bool < int < float) is no higher than the traced
-  operand's, it takes the operand's type (`x_f16 * 2.0` is f16, `x_u8 + 1` is u8). In comparisons, in
+  a traced value takes Triton's type of it (`to_tensor`: bool is int1, an int i32, u32 from 2**31, i64 from 2**32
+  or below -2**31, u64 from 2**63, a float f32) and is *weak* in `+ - * / // % & | ^ << >>`: when its kind
+  (bool < int < float) is no higher than the traced operand's, it takes the operand's type (`x_f16 * 2.0` is f16,
+  `x_u8 + 1` is u8). In comparisons, in
   `tl.maximum`/`tl.minimum`/`tl.clamp` and in the math functions it is not: it is converted to its own type first
   (`x_f16 < 0.5` compares in f32).
 - **Promotion** (`computation_type`): f32 beats everything; f16 with another float or an integer is f16, and bf16
@@ -27,10 +28,11 @@ from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp, UnOp
 from metile.ir.tile import Full
 from metile.ir.types import COMPUTE_AS, DType, PtrType, TileType
-from metile.ir.values import Binary, Bitcast, Compare, Const, Unary, Value, Where
+from metile.ir.values import Binary, Bitcast, Compare, Const, IntToPtr, Unary, Value, Where
 
 BOOL, I32, U32, F32, F16, BF16 = DType.BOOL, DType.I32, DType.U32, DType.F32, DType.F16, DType.BF16
-_I64, _U64 = getattr(DType, "I64", None), getattr(DType, "U64", None)   # once metile has 64-bit integers
+I64, U64 = DType.I64, DType.U64
+_TRAPPING = frozenset({I32, I64})   # the signed types whose lowest value divided by -1 traps on CPUs
 _F32_MIN_NORMAL, _F32_MAX = 2.0 ** -126, (2 - 2.0 ** -23) * 2.0 ** 127
 _DIV_OR_MOD = frozenset({"truediv", "floordiv", "mod"})
 _BITWISE = frozenset({"and", "or", "xor"})
@@ -56,12 +58,11 @@ def py_dtype(v, loc: Loc | None) -> DType:
             return I32
         if (1 << 31) <= v < (1 << 32):
             return U32
-        wide = _I64 if -(1 << 63) <= v < (1 << 63) else _U64 if 0 <= v < (1 << 64) else None
-        if wide is None:
-            raise KernelTypeError(f"the integer {v} is a {'u' if v > 0 else ''}int64 in Triton, which metile "
-                                  "does not have yet" if -(1 << 63) <= v < (1 << 64) else
-                                  f"the integer {v} does not fit 64 bits", loc)
-        return wide
+        if -(1 << 63) <= v < (1 << 63):
+            return I64
+        if 0 <= v < (1 << 64):
+            return U64
+        raise KernelTypeError(f"the integer {v} does not fit 64 bits (Triton's nonrepresentable integer)", loc)
     a = abs(v)
     if a == float("inf") or a == 0.0 or v != v or _F32_MIN_NORMAL <= a <= _F32_MAX:
         return F32
@@ -200,16 +201,16 @@ def binary(name: str, a, b, loc: Loc | None):
 
 def c_division(op: BinOp, x: Value, y: Value, dt: DType, loc: Loc | None) -> Value:
     """`x / y` rounded toward zero (`TRUNCDIV`) or C's remainder (`REM`) of integers. A divisor known to be 0 is
-    refused; an i32 divisor that may be -1 divides as 1 and `x / -1` is `-x`, so that the lowest i32 divided by -1
-    wraps to itself (its remainder is 0) instead of trapping as the CPU's division does."""
+    refused; a signed 32- or 64-bit divisor that may be -1 divides as 1 and `x / -1` is `-x`, so that the lowest
+    value divided by -1 wraps to itself (its remainder is 0) instead of trapping as the CPU's division does."""
     c = y.value if isinstance(y, Full) else y
     if isinstance(c, Const):
         if c.value == 0:
             raise KernelTypeError(f"integer division by zero: the divisor of `{'//' if op is BinOp.TRUNCDIV else '%'}`"
                                   " is the constant 0", loc)
-        if dt is not I32 or c.value != -1:
+        if dt not in _TRAPPING or c.value != -1:
             return Binary(op, x, y, loc=loc)
-    elif dt is not I32:
+    elif dt not in _TRAPPING:
         return Binary(op, x, y, loc=loc)
     minus_one = Compare(CmpOp.EQ, y, sem.coerce(-1, dt, y.type.shape, loc), loc=loc)
     safe = Where(minus_one, sem.coerce(1, dt, y.type.shape, loc), y, loc=loc)
@@ -295,6 +296,19 @@ def cast(x, dt: DType, bitcast: bool, loc: Loc | None) -> Value:
     if BOOL in (src, dt) or src.bits != dt.bits:
         raise KernelTypeError(f"cannot bitcast data-type of size {src.bits} to data-type of size {dt.bits}", loc)
     return Bitcast(v, dt, loc=loc)
+
+
+def int_to_pointer(x, element: DType, loc: Loc | None) -> Value:
+    """`x.to(tl.pointer_type(element))` of 64-bit integers: the addresses they hold as pointers to `element` (a
+    pointer table's entries). Narrower integers hold no address and pointers are not re-typed."""
+    v = to_tensor(x, loc)
+    if isinstance(v.type, PtrType):
+        raise KernelTypeError(f"casting a pointer ({v.type}) to another pointer type is not supported by metile: "
+                              "only 64-bit integers (addresses) become pointers", loc)
+    if v.type.dtype not in (I64, U64):
+        raise KernelTypeError(f"only 64-bit integers hold addresses: cannot make a pointer of {v.type.dtype} "
+                              "(load the address as tl.int64)", loc)
+    return IntToPtr(v, element, loc=loc)
 
 
 def assigned(value, loc: Loc | None):

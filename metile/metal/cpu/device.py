@@ -200,6 +200,7 @@ class CpuDevice:
     supports_tensor_ops = False
     supports_sanitize = True      # sanitize=True on a dispatch
     supports_profile = True       # profile= on a dispatch
+    supports_addresses = True     # pointers made from integer addresses (the kernel runs in this process)
 
     def __init__(self, options: CpuOptions):
         self.options = options

@@ -36,13 +36,13 @@ def run_width(blk: Block, layout: Blocked, ptr: Value) -> int:
 
 
 def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
-    shape = ptr.type.shape
-    width = run_width(blk, layout, ptr)
+    shape, volatile = ptr.type.shape, where.volatile
+    width = 1 if volatile else run_width(blk, layout, ptr)   # a volatile load reads element by element
     regs: list[Value] = []
     for first in range(0, layout.slots, width):
         pts = [V.slot_pt(blk, layout, s, shape) for s in range(first, first + width)]
         masks = [V.at(blk, mask, pt) for pt in pts]
-        scalar = [Load(V.at(blk, ptr, pt), m, V.at(blk, other, pt) if m is not None else None)
+        scalar = [Load(V.at(blk, ptr, pt), m, V.at(blk, other, pt) if m is not None else None, volatile)
                   for pt, m in zip(pts, masks)]
         if width == 1:
             regs.append(blk.let(scalar[0], name))

@@ -83,7 +83,7 @@ def rollable(blk: Block, layout: Blocked, vs) -> list | None:
 def deferred_load(blk: Block, load: Load, pt) -> Value:
     """Element `pt` of a deferred tile load, read where it is needed (located at the load's line)."""
     return blk.let(Load(V.at(blk, load.ptr, pt), V.at(blk, load.mask, pt),
-                         V.at(blk, load.other, pt) if load.mask is not None else None), "ld", load.loc)
+                         V.at(blk, load.other, pt) if load.mask is not None else None, load.volatile), "ld", load.loc)
 
 
 

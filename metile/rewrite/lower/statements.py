@@ -10,12 +10,17 @@ reach them, simdgroup collectives where some lanes of a simdgroup would not run 
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir import layouts as tl
 from metile.ir.node import Node
+from metile.ir.ops import CmpOp
 from metile.ir.simt import RingBarrier
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Let, Store, While
 from metile.ir.tile import Join, Permute, SimdgroupRole, Take, Transpose
 from metile.ir.values import (
+    AtomicRMW,
+    Compare,
     Const,
     Load,
     Param,
@@ -27,6 +32,7 @@ from metile.ir.values import (
     Value,
     Var,
 )
+from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
 from metile.rewrite.lower import control as C
 from metile.rewrite.lower import exchange as X
@@ -102,7 +108,7 @@ def stmt(blk: Block, s: Stmt) -> None:
         case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
             for x in (ptr, value, mask):
                 X.prepare(blk, x)
-            M.store(blk, type(s), ptr, value, mask, s)
+            M.store(blk, Store if isinstance(s, Store) else functools.partial(AtomicAdd, op=s.op), ptr, value, mask, s)
         case Barrier(fence):
             barrier(blk, s, fence)
         case For():
@@ -126,8 +132,10 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
             else:
                 blk.bind(var, Regs(layout, M.load_regs(blk, var.name, layout, ptr, mask, other, value)))
         case Load(ptr, mask, other):
-            v = Load(V.scalar(blk, ptr), V.scalar(blk, mask), V.scalar(blk, other))
+            v = Load(V.scalar(blk, ptr), V.scalar(blk, mask), V.scalar(blk, other), value.volatile)
             blk.bind(var, Scalar(blk.let(v, var.name)))
+        case AtomicRMW() if not value.type.shape:
+            blk.bind(var, Scalar(atomic(blk, var, value)))
         case SharedAlloc():
             v = Var(blk.fresh(var.name), value.type)
             blk.emit(Let(v, value, loc=blk.loc))
@@ -149,4 +157,22 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
 
 
 
-__all__ = ["barrier", "collective", "control", "is_varying", "let_stmt", "lower_block", "stmt"]
+def atomic(blk: Block, var: Var, a: AtomicRMW) -> Var:
+    """A scalar atomic read-modify-write and its old value. One of values every thread of the program has alike,
+    outside control flow that differs between threads, runs once per program, as Triton's does: the first thread
+    performs it and hands the old value to the others through scratch, between barriers (so a `while` on it stays
+    uniform). Otherwise each thread performs its own."""
+    low = AtomicRMW(a.op, V.scalar(blk, a.ptr), V.scalar(blk, a.value), V.scalar(blk, a.mask),
+                    V.scalar(blk, a.compare), loc=blk.loc)
+    if blk.divergent is not None or is_varying(blk, a.ptr, a.value, a.mask, a.compare):
+        return blk.let(low, var.name)
+    slot = X.scratch(blk, a.type.dtype, 1)
+    barrier(blk, a)
+    old = Var(blk.fresh(var.name), a.type)
+    first = Compare(CmpOp.EQ, blk.group.tid, mo.const(0))
+    blk.emit(If(first, [Let(old, low, loc=blk.loc), Store(slot, old, loc=blk.loc)], loc=blk.loc))
+    barrier(blk, a)
+    return blk.let(Load(slot), var.name)
+
+
+__all__ = ["atomic", "barrier", "collective", "control", "is_varying", "let_stmt", "lower_block", "stmt"]

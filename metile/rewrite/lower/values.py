@@ -45,6 +45,7 @@ from metile.ir.values import (
     Compare,
     Const,
     Fma,
+    IntToPtr,
     Load,
     Param,
     Unary,
@@ -213,6 +214,8 @@ def elementwise(blk: Block, v: Value, f) -> Value:
             return Cast(f(x), dtype, loc=v.loc)
         case Bitcast(x, dtype):
             return Bitcast(f(x), dtype, loc=v.loc)
+        case IntToPtr(x, dtype):
+            return IntToPtr(f(x), dtype, loc=v.loc)
         case Fma(a, b, c):
             return Fma(f(a), f(b), f(c), loc=v.loc)
         case AddPtr(p, off):

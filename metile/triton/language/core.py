@@ -158,7 +158,9 @@ class async_task:  # noqa: N801
 
 
 class tensor_descriptor:  # noqa: N801
-    """Triton's TMA tensor descriptor (not supported by metile yet)."""
+    """The class of Triton's tensor descriptors in a kernel (`tl.make_tensor_descriptor`'s, metile's
+    `metile.triton.impl_blocks.TensorDescriptor`), so that `isinstance(x, tl.tensor_descriptor)` tells them apart from
+    pointers while a kernel is traced."""
 
 
 class tensor_descriptor_type:  # noqa: N801

@@ -4,8 +4,8 @@
 The dtype objects behave as Triton's do (names such as "fp16", `is_floating()`, `primitive_bitwidth`, equality by
 name), so kernels and host code that inspect them (`x.dtype == tl.float32`, `ptr.dtype.element_ty`) run unchanged.
 `metile_dtype` maps one to metile's element type; the types metile has no counterpart for are refused there, at the
-kernel's line: `float64`, the fp8 variants other than `float8e4nv` and `float8e5`, and the 64-bit integers until
-metile's `DType` has `I64`/`U64` (they map to those members as soon as they exist).
+kernel's line: `float64` and the fp8 variants other than `float8e4nv` and `float8e5`. `int64` and `uint64` are
+metile's i64 and u64.
 """
 
 from __future__ import annotations
@@ -250,15 +250,14 @@ def metile_dtype(t, loc=None) -> DType:
         raise KernelTypeError(f"expected a Triton element type (tl.float32, tl.int32, ...), not {t!r}", loc)
     member = getattr(DType, _TO_METILE.get(t.name, ""), None)
     if member is None:
-        why = _WHY.get(t.name) or ("metile has no 64-bit integers yet" if t.name.endswith("int64") else
-                                   f"metile has no {t.name} (its 8-bit floats are tl.float8e4nv and tl.float8e5)")
+        why = _WHY.get(t.name) or f"metile has no {t.name} (its 8-bit floats are tl.float8e4nv and tl.float8e5)"
         raise KernelTypeError(f"tl.{t.codegen_name()} is not supported: {why}", loc)
     return member
 
 
 _INSTANCES = {t.name: t for t in (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,
                                   float32, float8e4nv, float8e5)}
-_FROM_METILE = {getattr(DType, m): _INSTANCES[n] for n, m in _TO_METILE.items() if hasattr(DType, m)}
+_FROM_METILE = {getattr(DType, m): _INSTANCES[n] for n, m in _TO_METILE.items()}
 
 
 def triton_dtype(d: DType) -> dtype:

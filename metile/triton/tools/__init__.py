@@ -1,0 +1,4 @@
+"""`triton.tools` served by metile: `triton.tools.tensor_descriptor` (the host's `TensorDescriptor`, which Triton's
+tutorials 06 and 09 import)."""
+
+from __future__ import annotations
