@@ -194,23 +194,13 @@ def _unaryop(tr, node: ast.UnaryOp):
         value = x
     elif op is ast.Invert:
         value = tr.dialect.unary("invert", x, tr.loc(node))
-    elif isinstance(x, Value):
-        raise tr.dialect.traced_logic("not", tr.loc(node))
     else:
-        value = not x
+        value = tr.dialect.logical_not(tr, x, node)
     return value.value if isinstance(value, constexpr) else value
 
 
 def _boolop(tr, node: ast.BoolOp):
-    word = "and" if isinstance(node.op, ast.And) else "or"
-    value = None
-    for operand in node.values:
-        value = EVAL[operand.__class__](tr, operand)
-        if isinstance(value, Value):
-            raise tr.dialect.traced_logic(word, tr.loc(operand))
-        if (word == "and") != bool(value):
-            break
-    return value.value if isinstance(value, constexpr) else value
+    return tr.dialect.boolop(tr, "and" if node.op.__class__ is ast.And else "or", node.values, tr.loc(node))
 
 
 def _compare(tr, node: ast.Compare):

@@ -174,9 +174,42 @@ def unsupported(what: str, loc: Loc | None) -> NotSupportedYetError:
     return NotSupportedYetError(f"{what} in a @triton.jit kernel are not supported by metile yet", loc)
 
 
-def traced_logic(word: str, loc: Loc | None) -> NotSupportedYetError:
-    hint = {"and": "&", "or": "|", "not": "~"}[word]
-    return not_yet(f"`{word}` on traced values", loc, f"combine int1 values with `{hint}`")
+def _int1(tr, v: Value, loc: Loc) -> Value:
+    """An operand of `and`, `or` or `not` as Triton takes it: a bitcast to int1, so only int1 values pass."""
+    t = v.type
+    if isinstance(t, PtrType) or t.dtype is not DType.BOOL:
+        bits = 64 if isinstance(t, PtrType) else t.dtype.bits
+        raise KernelTypeError(f"Cannot bitcast data-type of size {bits} to data-type of size 1: `and`, `or` and "
+                              "`not` take int1 values (comparisons) in Triton; compare with 0 first", loc)
+    return v
+
+
+def boolop(tr, word: str, operands: list, loc: Loc):
+    """Triton's `and`/`or`: every operand is evaluated in order; a compile-time one that decides the result ends the
+    evaluation there and is the result, one that does not is dropped; the traced ones (int1, scalars or tensors)
+    are combined with `logical_and`/`logical_or`, without short-circuit at run time."""
+    traced: list[Value] = []
+    value = None
+    for operand in operands:
+        value = tr.eval(operand)
+        if isinstance(value, Value):
+            traced.append(value)
+        elif (word == "and") != bool(value):
+            return value
+    if not traced:
+        return value
+    while len(traced) >= 2:
+        rhs, lhs = traced.pop(), traced.pop()
+        traced.append(ts.binary(word, _int1(tr, lhs, loc), _int1(tr, rhs, loc), loc))
+    return traced[0]
+
+
+def logical_not(tr, x, node):
+    """Triton's `not`: Python's on compile-time values, the inverse of an int1 value (scalar or tensor)."""
+    if not isinstance(x, Value):
+        return not x
+    loc = tr.loc(node)
+    return ts.unary("invert", _int1(tr, x, loc), loc)
 
 
 def arg_type(spec, value):
@@ -193,7 +226,8 @@ def static_arg(value) -> bool:
 
 TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare, unary=ts.unary, calls=CALLS,
                  attribute=attribute, bind=bind, loops={C.range: _range_loop}, runtime_range=True,
-                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, traced_identity=True,
+                 assigned=ts.assigned, unsupported=unsupported, boolop=boolop, logical_not=logical_not,
+                 traced_identity=True,
                  arg_type=arg_type,
                  static_arg=static_arg, one_as_number=True)
 """Triton's rules, without the inlining of `@triton.jit` helpers (added by `metile.triton.jit`)."""
