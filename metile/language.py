@@ -160,6 +160,9 @@ def simd_sum(value): _outside("simd_sum")
 def simd_max(value): _outside("simd_max")
 def static_range(start, stop=None, step=1): _outside("static_range")
 def reverse_bits(x): _outside("reverse_bits")
+def reduce(x, axis, combine_fn, keep_dims=False): _outside("reduce")
+def associative_scan(x, axis, combine_fn, reverse=False): _outside("associative_scan")
+def gather(x, index, axis): _outside("gather")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -181,7 +184,7 @@ LANGUAGE_NAMES = (
     "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
-    "reverse_bits",
+    "reverse_bits", "reduce", "associative_scan", "gather",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

@@ -35,6 +35,7 @@ from metile.ir import (
     Fma,
     For,
     Full,
+    Gather,
     If,
     Kernel,
     LaunchPlan,
@@ -166,7 +167,7 @@ def softmax(block: int = 256) -> Kernel:
     body2.append(Store(AddPtr(bcast(orow, (block,)), offs2), out, mask2))
     # The running position of the row's maximum and its cumulative sum, through bit casts and an fma.
     where_max = ArgReduce(ReduceOp.MAX, Reshape(Transpose(Reshape(x2, (block // 8, 8))), (block,)), 0, mask2)
-    bits = Bitcast(Scan(ReduceOp.SUM, e2, 0, reverse=True), U32)
+    bits = Bitcast(Gather(Scan(ReduceOp.SUM, e2, 0, reverse=True), Arange(0, block), 0), U32)
     fused = Fma(Bitcast(bits, F32), out, Scan(ReduceOp.PROD, e2, 0))
     body2.append(Store(AddPtr(orow, where_max), Reduce(ReduceOp.MAX, fused, 0)))
     loop2 = For(i2, i32(0), N, step, [], [], body2, [], [], num_stages=2)

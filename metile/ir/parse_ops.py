@@ -29,6 +29,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     MmaPlan,
     NumPrograms,
     ProgramId,
@@ -194,6 +195,10 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return (Broadcast(x, shape) if mn == "broadcast" else Reshape(x, shape)), ty
         case "transpose":
             return Transpose(p.ref()), _colon_type(p)
+        case "gather":
+            x, index = p.refs_n(2)
+            p.expect(",")
+            return Gather(x, index, p.int()), _colon_type(p)
         case "expand_dims":
             x = p.ref()
             p.expect(",")

@@ -56,6 +56,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     MmaPlan,
     NumPrograms,
     ProgramId,
@@ -204,6 +205,8 @@ class _Printer:
                 body = f"reshape {r(x)}"
             case Transpose(x):
                 body = f"transpose {r(x)}"
+            case Gather(x, index, axis):
+                body = f"gather {r(x)}, {r(index)}, {axis}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):

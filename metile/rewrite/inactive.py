@@ -33,7 +33,18 @@ import attrs
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
-from metile.ir.tile import ArgReduce, Broadcast, ExpandDims, Full, Reduce, Reshape, Scan, SimdgroupRole, Transpose
+from metile.ir.tile import (
+    ArgReduce,
+    Broadcast,
+    ExpandDims,
+    Full,
+    Gather,
+    Reduce,
+    Reshape,
+    Scan,
+    SimdgroupRole,
+    Transpose,
+)
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Fma, Load, Unary, Value, Var, Where
 from metile.rewrite.context import PassContext
@@ -112,6 +123,9 @@ def _node_activity(n: Node, act) -> Value | None:
         case Transpose(x):
             a = act(x)
             return None if a is None else Transpose(a)
+        case Gather(x, index, axis):   # active where the element picked is, and the index
+            a = act(x)
+            return both(None if a is None else Gather(a, index, axis), act(index))
     # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
     return None
 

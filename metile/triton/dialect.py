@@ -31,6 +31,7 @@ from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import NotSupportedYetError, not_yet
+from metile.triton.impl_combine import COMBINE
 from metile.triton.impl_math import MATH, libdevice
 from metile.triton.impl_memory import MEMORY
 from metile.triton.impl_tiles import TILES, permute
@@ -42,15 +43,13 @@ from metile.triton.language.types import block_type, constexpr, dtype, pointer_t
 
 _ATOMICS = "metile's only atomic is tl.atomic_add, used as a statement (its old values are not returned yet)"
 _SHAPES = "metile's tiles do not change shape or rank yet (2-D tiles transpose with tl.trans)"
-_COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
 REFUSED = {
     C.advance: "block pointers", C.make_block_ptr: "block pointers", C.make_tensor_descriptor: "tensor descriptors",
     C.load_tensor_descriptor: "tensor descriptors", C.store_tensor_descriptor: "tensor descriptors",
     C.atomic_and: _ATOMICS, C.atomic_or: _ATOMICS, C.atomic_xor: _ATOMICS, C.atomic_max: _ATOMICS,
     C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
     C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
-    C.interleave: _SHAPES, C.gather: "gathers along an axis", C.flip: _SHAPES,
-    C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,
+    C.interleave: _SHAPES, C.flip: _SHAPES,
     C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
     C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
     "while tracing)", C.device_assert: "assertions on the device (tl.static_assert checks while tracing)",
@@ -88,7 +87,7 @@ def _print(tr, loc, *args):
     raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
 
 
-CALLS: dict = {**MEMORY, **TILES, **MATH, **{f: _refused(f, why) for f, why in REFUSED.items()},
+CALLS: dict = {**MEMORY, **TILES, **MATH, **COMBINE, **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
                **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
                builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}

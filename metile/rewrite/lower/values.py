@@ -21,6 +21,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     NumPrograms,
     ProgramId,
     Reduce,
@@ -31,6 +32,7 @@ from metile.ir.tile import (
     ThreadId,
     Transpose,
 )
+from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
     Binary,
@@ -182,6 +184,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return value
         case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
             return s(x)
+        case Gather() if v.type.size == 1:   # the one element of a line, reshaped to a scalar
+            return read(blk, X.heavy_rep(blk, v), Pt(v.type.shape, mo.const(0)), v)
     return elementwise(blk, v, s)
 
 
@@ -248,13 +252,32 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
         case Transpose(x):
             i, j = coords(blk, pt)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
-        case Reduce() | ArgReduce() | Scan() | Dot():
+        case Reduce() | ArgReduce() | Scan() | Dot() | Gather():
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Binary() if dot_acc(v):
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Load():  # a deferred tile load (`metile.rewrite.lower.rolled`)
             return RL.deferred_load(blk, v, pt)
     return elementwise(blk, v, lambda x: at(blk, x, pt))
+
+
+def gathered_pt(blk: Block, g: Gather, pt: Pt) -> Pt:
+    """The element of `g.x` that element `pt` of the gather `g` picks: its coordinates, the one along the axis
+    replaced by the index there (reduced into range)."""
+    xs = g.x.type.shape
+    extent = xs[g.axis]
+    i = at(blk, g.index, pt)
+    if i.type.dtype is not DType.I32:
+        i = Cast(i, DType.I32)
+    if extent & (extent - 1) == 0:
+        i = Binary(BinOp.AND, i, mo.const(extent - 1))
+    else:
+        i = Binary(BinOp.MIN, Binary(BinOp.MAX, i, mo.const(0)), mo.const(extent - 1))
+    cs = coords(blk, pt) if len(xs) > 1 else [pt.flat]
+    flat: Value = mo.const(0)
+    for d, (c, stride) in enumerate(zip(cs, row_major_strides(xs))):
+        flat = mo.add(flat, mo.mul(i if d == g.axis else c, mo.const(stride)))
+    return Pt(xs, flat)
 
 
 def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
@@ -285,5 +308,5 @@ def regs_of(blk: Block, v: Value, layout: Blocked) -> tuple[Value, ...]:
 
 
 
-__all__ = ["at", "coords", "element_at", "elementwise", "guard", "layout", "project", "raw_flat", "read", "recorded",
-           "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
+__all__ = ["at", "coords", "element_at", "elementwise", "gathered_pt", "guard", "layout", "project", "raw_flat", "read",
+           "recorded", "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
