@@ -163,6 +163,10 @@ def reverse_bits(x): _outside("reverse_bits")
 def reduce(x, axis, combine_fn, keep_dims=False): _outside("reduce")
 def associative_scan(x, axis, combine_fn, reverse=False): _outside("associative_scan")
 def gather(x, index, axis): _outside("gather")
+def sort(x, dim=None, descending=False): _outside("sort")
+def topk(x, k, dim=None, descending=True): _outside("topk")
+def flip(x, dim=None): _outside("flip")
+def histogram(x, num_bins, mask=None): _outside("histogram")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -184,7 +188,7 @@ LANGUAGE_NAMES = (
     "floor", "ceil", "sigmoid", "erf", "pow", "fma", "clamp", "argmax", "argmin", "cumsum", "cumprod", "rand",
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
-    "reverse_bits", "reduce", "associative_scan", "gather",
+    "reverse_bits", "reduce", "associative_scan", "gather", "sort", "topk", "flip", "histogram",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

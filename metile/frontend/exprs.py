@@ -42,6 +42,7 @@ from metile.frontend.errors import (
 from metile.frontend.funcs import call_func
 from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
+from metile.frontend.sorting import LIBRARY as SORTING_LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -70,7 +71,7 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **LIBRARY, **COMBINE_LIBRARY, **HELPERS}
+CALLS = {**BUILTINS, **LIBRARY, **COMBINE_LIBRARY, **SORTING_LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""

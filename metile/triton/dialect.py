@@ -49,8 +49,7 @@ REFUSED = {
     C.atomic_and: _ATOMICS, C.atomic_or: _ATOMICS, C.atomic_xor: _ATOMICS, C.atomic_max: _ATOMICS,
     C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
     C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
-    C.interleave: _SHAPES, C.flip: _SHAPES,
-    C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
+    C.interleave: _SHAPES,
     C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
     "while tracing)", C.device_assert: "assertions on the device (tl.static_assert checks while tracing)",
     C.inline_asm_elementwise: "inline assembly (PTX does not run on Apple GPUs)",

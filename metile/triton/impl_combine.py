@@ -1,5 +1,7 @@
 """Triton's reductions and scans with a combine function (`tl.reduce`, `tl.associative_scan`, and the standard
-library's `tl.xor_sum`, `tl.reduce_or`) and `tl.gather`, in a `@triton.jit` kernel.
+library's `tl.xor_sum`, `tl.reduce_or`), `tl.gather`, and the sorting networks, flips and histograms of
+`metile.frontend.sorting` (`tl.sort`, `tl.topk`, `tl.bitonic_merge`, `tl.flip`, `tl.histogram`), in a `@triton.jit`
+kernel.
 
 Each is built by `metile.frontend.combine` from gathers: the combine function, a `@triton.jit` function, is inlined
 on whole tiles (Triton calls it on scalars; its operations are element-wise, so the values are the same), once per
@@ -13,6 +15,7 @@ integers (int1 included).
 from __future__ import annotations
 
 from metile.frontend import combine as K
+from metile.frontend import sorting as S
 from metile.frontend.errors import KernelTypeError
 from metile.ir.types import DType
 from metile.ir.values import Value
@@ -61,9 +64,33 @@ def gather(tr, loc, src, index, axis):
     return K.gather(tr, xs[0], index, K.static_axis(axis, rank, "tl.gather", loc), loc)
 
 
+def sort(tr, loc, x, dim, descending):
+    return S.sort(tr, x, dim, descending, loc, "tl.sort")
+
+
+def topk(tr, loc, x, k, dim):
+    """Triton 3.4's `topk`: the `k` largest elements along the last axis, largest first."""
+    if isinstance(k, Value) or not isinstance(k, int) or isinstance(k, bool):
+        raise KernelTypeError(f"tl.topk: k must be a compile-time int, not {k!r}", loc)
+    return S.sort(tr, x, dim, True, loc, "tl.topk", k=k)
+
+
+def bitonic_merge(tr, loc, x, dim, descending):
+    return S.bitonic_merge(tr, x, dim, descending, loc, "tl.bitonic_merge")
+
+
+def flip(tr, loc, x, dim):
+    return S.flip(tr, x, dim, loc, "tl.flip")
+
+
+def histogram(tr, loc, input, num_bins, mask):  # noqa: A002
+    return S.histogram(tr, input, num_bins, mask, loc, "tl.histogram")
+
+
 COMBINE = {
     C.reduce: reduce, C.associative_scan: associative_scan, C.xor_sum: _bitwise("xor", "xor_sum"),
-    C.reduce_or: _reduce_or, C.gather: gather,
+    C.reduce_or: _reduce_or, C.gather: gather, C.sort: sort, C.topk: topk, C.bitonic_merge: bitonic_merge,
+    C.flip: flip, C.histogram: histogram,
 }
 
 __all__ = ["COMBINE"]
