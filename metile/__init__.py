@@ -15,15 +15,15 @@ import types
 
 _LANGUAGE = (  # the kernel language, `metile.language`
     "abs", "arange", "argmax", "argmin", "associative_scan", "atomic_add", "barrier", "bfloat16", "bool_", "cast",
-    "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2", "fast_exp", "flip",
-    "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "float16", "float32", "floor", "fma", "full", "gather",
-    "histogram", "int1", "int8", "int16", "int32", "int64", "load", "log", "log2", "max", "max_constancy",
-    "max_contiguous", "maximum", "min", "minimum", "multiple_of", "next_power_of_2", "num_programs", "pow",
-    "program_id", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x", "reduce", "reverse_bits", "rsqrt",
-    "scalar", "shared", "sigmoid", "simd_broadcast", "simd_lane_id", "simd_max", "simd_shuffle_xor", "simd_sum",
-    "simdgroup_role", "sin", "sort", "sqrt", "static_range", "store", "sum", "tanh", "thread_id", "tile_load",
-    "tile_range", "tile_store", "tile_swizzle", "topk", "trans", "uint8", "uint16", "uint32", "uint64", "where",
-    "zeros",
+    "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "device_assert", "device_print", "dot", "erf",
+    "exp", "exp2", "fast_exp", "flip", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "float16", "float32",
+    "floor", "fma", "full", "gather", "histogram", "int1", "int8", "int16", "int32", "int64", "load", "log", "log2",
+    "max", "max_constancy", "max_contiguous", "maximum", "min", "minimum", "multiple_of", "next_power_of_2",
+    "num_programs", "pow", "program_id", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x", "reduce",
+    "reverse_bits", "rsqrt", "scalar", "shared", "sigmoid", "simd_broadcast", "simd_lane_id", "simd_max",
+    "simd_shuffle_xor", "simd_sum", "simdgroup_role", "sin", "sort", "sqrt", "static_range", "store", "sum", "tanh",
+    "thread_id", "tile_load", "tile_range", "tile_store", "tile_swizzle", "topk", "trans", "uint8", "uint16",
+    "uint32", "uint64", "where", "zeros",
 )
 _PUBLIC: dict[str, str] = {  # public name -> the module defining it
     **dict.fromkeys(_LANGUAGE, "metile.language"),

@@ -167,6 +167,8 @@ def sort(x, dim=None, descending=False): _outside("sort")
 def topk(x, k, dim=None, descending=True): _outside("topk")
 def flip(x, dim=None): _outside("flip")
 def histogram(x, num_bins, mask=None): _outside("histogram")
+def device_print(prefix, *values, hex=False): _outside("device_print")  # noqa: A002 - Triton's name
+def device_assert(cond, msg="", mask=None): _outside("device_assert")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -189,6 +191,7 @@ LANGUAGE_NAMES = (
     "randn", "randint", "randint4x", "rand4x", "randn4x", "full", "trans", "multiple_of", "max_contiguous",
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
     "reverse_bits", "reduce", "associative_scan", "gather", "sort", "topk", "flip", "histogram",
+    "device_print", "device_assert",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

@@ -28,6 +28,8 @@ from metile.ir import (
     CmpOp,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Dot,
     DType,
     ExpandDims,
@@ -230,7 +232,9 @@ def thread_level(block: int = 64) -> Kernel:
     loop = While([n], [i32(1)], [s_again], again, [], [Binary(BinOp.SHL, n, i32(1))], [n_out])
     role = SimdgroupRole(1, 2, 0, [Store(AddPtr(Out, tid), add(lead, Cast(n_out, F32)))])
     atomic = AtomicAdd(Counter, i32(1), Compare(CmpOp.EQ, tid, i32(0)))
-    body = [s_sh, s_tid, s_v, st, Barrier(), s_p, s_w, s_b, s_r, s_lane, pick, loop, role, atomic]
+    shown = DevicePrint("lead: \"%\" ", [lead, n_out], True, [tid], Compare(CmpOp.EQ, lane, i32(0)))
+    checked = DeviceAssert(Compare(CmpOp.GT, n_out, i32(0)), "n_out is \\ positive")
+    body = [s_sh, s_tid, s_v, st, Barrier(), s_p, s_w, s_b, s_r, s_lane, pick, loop, role, atomic, shown, checked]
     return Kernel("butterfly", Stage.TILE, (X, Out, Counter, N), body, {"BLOCK": block})
 
 

@@ -322,8 +322,6 @@ def prints(X):
     print("x", tl.load(X))
 
 
-def test_print_is_device_print_which_metile_does_not_have_yet():
-    from metile.triton.errors import NotSupportedYetError
-
-    with pytest.raises(NotSupportedYetError, match="device_print"):
-        prints[(1,)](np.zeros(1, np.float32))
+def test_print_is_device_print(capfd):
+    prints[(1,)](np.full(1, 2.5, np.float32))
+    assert capfd.readouterr().out == "pid (0, 0, 0) idx () x: 2.500000\n"

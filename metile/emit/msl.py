@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import attrs
 
+from metile.emit import debug as D
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.fp8 import HELPERS, fp8_cast
 from metile.emit.signature import KernelSignature, ParamKind
@@ -67,6 +68,8 @@ from metile.ir import (
     Cast,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Extract,
     Fma,
     For,
@@ -245,8 +248,8 @@ class _Emitter:
         params += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS}.items()
-                          if name in self.helpers)
+        every = {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS, **D.HELPERS}
+        helpers = "".join(f"\n{code}\n" for name, code in every.items() if name in self.helpers)
         prologue = f"{HEADER}{helpers}\n"
         text = f"{prologue}{head}{sep.join(p.declaration for p in params)}) {{\n"
         line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
@@ -452,6 +455,9 @@ class _Emitter:
                                   f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case Barrier():
                 self.lines.append(f"{self.pad}threadgroup_barrier({fence_flags(s.fence)});")
+            case DevicePrint() | DeviceAssert():
+                self.helpers.add("metile_debug")
+                self.lines.append(self.pad + D.call(s, lambda v: expr(v)[0]))
             case While():
                 self.while_loop(s)
             case _:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import ast
 
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import bind_args, static_int
+from metile.frontend.binding import bind_args
+from metile.frontend.builtins import static_int
 from metile.frontend.containers import Entered
 from metile.frontend.errors import (
     ConstexprRequiredError,

@@ -18,7 +18,7 @@ import attrs
 from metile import language as L
 from metile.frontend import logic
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import bind_args, bind_values
+from metile.frontend.binding import bind_args, bind_values
 from metile.frontend.errors import UnsupportedSyntaxError
 from metile.frontend.exprs import CALLS, value_attribute
 from metile.frontend.funcs import Func

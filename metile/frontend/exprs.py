@@ -22,6 +22,7 @@ from metile.frontend.builtins import BUILTINS
 from metile.frontend.combine import LIBRARY as COMBINE_LIBRARY
 from metile.frontend.container_calls import CONTAINER_BUILTINS, BoundMethod, call_method, container_builtin, method
 from metile.frontend.containers import check_key, holds_traced, own
+from metile.frontend.device_debug import LIBRARY as DEBUG_LIBRARY
 from metile.frontend.displays import (
     dict_comprehension,
     dict_display,
@@ -71,7 +72,7 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **LIBRARY, **COMBINE_LIBRARY, **SORTING_LIBRARY, **HELPERS}
+CALLS = {**BUILTINS, **LIBRARY, **COMBINE_LIBRARY, **SORTING_LIBRARY, **DEBUG_LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""

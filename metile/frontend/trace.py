@@ -16,8 +16,9 @@ from metile.frontend import semantic as sem
 from metile.frontend.container_calls import call_method, method
 from metile.frontend.containers import MUTABLE, Region, check_key, own, set_item
 from metile.frontend.control import ControlFlow
+from metile.frontend.device_debug import device_assert
 from metile.frontend.dialect import METILE, Dialect
-from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
+from metile.frontend.errors import KernelTypeError, UnsupportedSyntaxError
 from metile.frontend.exits import EXITS, RETURN, body_exits
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.funcs import return_from_func
@@ -298,9 +299,10 @@ class Tracer(ControlFlow):
         from metile.frontend.errors import CompileTimeAssertionError
 
         cond = self.eval(node.test)
-        if isinstance(cond, Value):
-            raise RuntimeConditionError("`assert` needs a compile-time condition; this one is a traced value",
-                                        self.loc(node))
+        if isinstance(cond, Value):   # checked on the device (`metile.frontend.device_debug`)
+            msg = self.eval(node.msg) if node.msg is not None else ""
+            device_assert(self, self.loc(node), cond, msg if isinstance(msg, str) else str(msg), what="assert")
+            return
         if not cond:
             msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
             raise CompileTimeAssertionError(f"compile-time assertion failed: {msg}", self.loc(node))

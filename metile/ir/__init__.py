@@ -34,6 +34,8 @@ from metile.ir.stmts import (
     AtomicAdd,
     Barrier,
     CompileOptions,
+    DeviceAssert,
+    DevicePrint,
     For,
     If,
     Kernel,
@@ -90,7 +92,7 @@ from metile.ir.verify import VerifyError, verify
 __all__ = [
     "LET_ONLY", "STMT_CLASSES", "VALUE_CLASSES", "AddPtr", "AddressSpace", "Arange", "ArgReduce", "AtomicAdd",
     "Barrier", "BinOp", "Binary", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare",
-    "CompileOptions", "Schedule", "Const", "DType",
+    "CompileOptions", "DeviceAssert", "DevicePrint", "Schedule", "Const", "DType",
     "Dot", "ExpandDims", "Extract", "Fence", "Fma", "For", "Full", "If", "Kernel", "LaunchPlan", "Let", "Load", "Loc",
     "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf", "MatrixMultiplyAccumulate", "MatrixStore", "MatrixType",
     "MetileError", "Node", "NumPrograms", "Param", "ParseError", "ProgramId", "PtrType", "Reduce", "ReduceOp",

@@ -32,7 +32,7 @@ import attrs
 
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     ArgReduce,
     Broadcast,
@@ -277,7 +277,7 @@ class _Walk:
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
                 return [s if same else type(s)(*parts, loc=s.loc)]
-            case Barrier():
+            case Barrier() | DevicePrint() | DeviceAssert():
                 return [s]
             case For():
                 return [self.for_loop(s)]

@@ -22,6 +22,7 @@ import functools
 import inspect
 import math
 
+from metile.frontend.device_debug import device_assert, device_print
 from metile.frontend.dialect import Dialect
 from metile.frontend.errors import KernelArgumentError, KernelTypeError
 from metile.frontend.exprs import Method
@@ -50,8 +51,7 @@ REFUSED = {
     C.atomic_min: _ATOMICS, C.atomic_xchg: _ATOMICS, C.atomic_cas: _ATOMICS,
     C.reshape: _SHAPES, C.view: _SHAPES, C.ravel: _SHAPES, C.cat: _SHAPES, C.join: _SHAPES, C.split: _SHAPES,
     C.interleave: _SHAPES,
-    C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
-    "while tracing)", C.device_assert: "assertions on the device (tl.static_assert checks while tracing)",
+    C.dot_scaled: "scaled (microscaling) products",
     C.inline_asm_elementwise: "inline assembly (PTX does not run on Apple GPUs)",
     R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
     "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
@@ -82,14 +82,26 @@ def _builtin_extreme(name: str):
     return impl
 
 
-def _print(tr, loc, *args):
-    raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
+def _print(tr, loc, values, sep, end, file, flush):
+    """Python's `print` in a kernel is Triton's `device_print`: the first value is the prefix."""
+    if not values:
+        raise KernelTypeError("print() in a kernel needs a prefix string first, as tl.device_print does", loc)
+    device_print(tr, loc, values[0], values[1:], False, "print")
+
+
+def _device_print(tr, loc, prefix, args, hex):  # noqa: A002 - Triton's parameter name
+    device_print(tr, loc, prefix, args, hex, "tl.device_print")
+
+
+def _device_assert(tr, loc, cond, msg):
+    device_assert(tr, loc, cond, msg, None, "tl.device_assert")
 
 
 CALLS: dict = {**MEMORY, **TILES, **MATH, **COMBINE, **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
                **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
-               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print}
+               builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print,
+               C.device_print: _device_print, C.device_assert: _device_assert}
 """Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
 of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
 is a traced value), and `print` is Triton's `device_print`."""

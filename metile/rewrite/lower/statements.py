@@ -13,7 +13,7 @@ from __future__ import annotations
 from metile.ir import layouts as tl
 from metile.ir.node import Node
 from metile.ir.simt import RingBarrier
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Let, Store, While
 from metile.ir.tile import SimdgroupRole
 from metile.ir.values import (
     Const,
@@ -28,6 +28,7 @@ from metile.ir.values import (
     Var,
 )
 from metile.rewrite.lower import control as C
+from metile.rewrite.lower import debug as D
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import memory as M
 from metile.rewrite.lower import values as V
@@ -112,6 +113,10 @@ def stmt(blk: Block, s: Stmt) -> None:
             C.while_stmt(blk, s)
         case SimdgroupRole():
             C.role_stmt(blk, s)
+        case DevicePrint():
+            D.print_stmt(blk, s)
+        case DeviceAssert():
+            D.assert_stmt(blk, s)
         case _:
             raise blk.refuse(f"{what(s)} cannot be lowered", s)
 
