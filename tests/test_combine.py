@@ -105,3 +105,23 @@ def bad_gather(X):
 def test_gather_refuses_an_index_of_another_rank():
     with pytest.raises(metile.MetileError, match="the index \\[4, 1\\] must have the source's shape"):
         bad_gather.trace(np.zeros(8, np.float32))
+
+
+@metile.kernel
+def partly_inactive(X, Picked, Sum, Carried):
+    offs = metile.arange(0, 8)
+    x = metile.load(X + offs, mask=offs < 5)        # inactive from the sixth element (language.md 5.3)
+    metile.store(Picked + offs, metile.gather(x, 7 - offs, 0))
+    metile.store(Sum, metile.reduce(x, 0, add))
+    acc = 100.0
+    for _ in metile.tile_range(0, 2):
+        acc = metile.reduce(x, 0, add)              # a result active everywhere: the loop takes it
+    metile.store(Carried, acc)
+
+
+def test_inactive_elements_enter_combine_functions_as_zero_and_results_are_active():
+    x = np.arange(1, 9, dtype=np.float32)
+    picked, s, carried = np.full(8, -1.0, np.float32), np.zeros(1, np.float32), np.zeros(1, np.float32)
+    partly_inactive[(1,)](x, picked, s, carried)
+    assert list(picked) == [0, 0, 0, 5, 4, 3, 2, 1]
+    assert s[0] == 15 and carried[0] == 15

@@ -244,7 +244,7 @@ class ControlFlow(Exits):
             self.assign(node.target, item)
             self.start_iteration(words)
             self.visit_iteration(node.body)
-            if self.loop_over(node.body):
+            if self.loop_over():
                 break
         self.leave_loop(saved)
 
@@ -337,7 +337,7 @@ class ControlFlow(Exits):
 
         def body():
             with self.block() as cond_stmts:
-                flags = self.leave_test(names, loc)
+                flags = self.leave_test(names)
                 # once a `break` or `return` is taken, the loop ends without evaluating its condition again
                 cond = self.lazy_bool(any_set(flags, loc), lambda: False, test, loc) if flags else test()
             if not isinstance(cond, Value):

@@ -169,12 +169,12 @@ class Exits:
             if v is not _MISSING:
                 self.env[f] = v
 
-    def loop_over(self, body: list[ast.stmt]) -> bool:
+    def loop_over(self) -> bool:
         """After an iteration of a loop unrolled while tracing: whether it is over (a `break` or `return` taken)."""
         env = self.env
         return env.get(BREAK) is True or env.get(RETURN) is True
 
-    def leave_test(self, names: list[str], loc):
+    def leave_test(self, names: list[str]) -> list[Value]:
         """For a runtime `while` whose body may `break` or `return`: the traced flags its condition must test
         first (the condition is not evaluated once one is set)."""
         return [self.env[f] for f in (RETURN, BREAK) if f in names]

@@ -38,7 +38,6 @@ from metile.ir.tile import (
     Broadcast,
     ExpandDims,
     Full,
-    Gather,
     Reduce,
     Reshape,
     Scan,
@@ -123,10 +122,8 @@ def _node_activity(n: Node, act) -> Value | None:
         case Transpose(x):
             a = act(x)
             return None if a is None else Transpose(a)
-        case Gather(x, index, axis):   # active where the element picked is, and the index
-            a = act(x)
-            return both(None if a is None else Gather(a, index, axis), act(index))
-    # Constants, ranges, fills, identities, parameters, reductions, `dot` results, simdgroup exchanges.
+    # Constants, ranges, fills, identities, parameters, reductions, gathers (an inactive element picked reads as 0,
+    # as reductions and scans built from gathers need), `dot` results, simdgroup exchanges.
     return None
 
 
