@@ -118,3 +118,17 @@ def test_misuses_are_refused(tmp_path, call, match):
     with pytest.raises(metile.MetileError, match=match) as e:
         module.kernel.kernel.trace(np.zeros(4, np.float32))
     assert e.value.loc.line == 8
+
+
+@triton.jit
+def masked_check(X, n):
+    offs = tl.arange(0, 8)
+    x = tl.load(X + offs, mask=offs < n)       # inactive past n (language.md 5.3): not checked
+    tl.device_assert(x > 0, "not positive")
+
+
+def test_an_assertion_skips_inactive_elements():
+    x = np.array([1, 2, 3, -4, -5, -6, -7, -8], np.float32)
+    masked_check[(1,)](x, 3)
+    with pytest.raises(metile.DeviceFault, match="not positive"):
+        masked_check[(1,)](x, 4)

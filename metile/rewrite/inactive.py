@@ -274,6 +274,9 @@ class _Walk:
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
                 return [s if same else type(s)(*parts, loc=s.loc)]
+            case DeviceAssert(cond, msg, mask) if (a := self.consume(self.activity(cond))) is not None:
+                # an inactive element is not checked, as reductions skip it
+                return [DeviceAssert(Binary(BinOp.OR, cond, Unary(UnOp.NOT, a)), msg, mask, loc=s.loc)]
             case Barrier() | DevicePrint() | DeviceAssert():
                 return [s]
             case For():
