@@ -108,8 +108,6 @@ def dead_value(v, loc):
     return None
 
 
-
-
 _MISSING = object()
 _BOOL = TileType(DType.BOOL)
 
