@@ -14,17 +14,18 @@ import sys
 import types
 
 _LANGUAGE = (  # the kernel language, `metile.language`
-    "abs", "arange", "argmax", "argmin", "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min",
-    "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "bfloat16", "bool_", "broadcast_to", "cast", "cdiv", "ceil",
-    "clamp", "constexpr", "cos", "cumprod", "cumsum", "dot", "erf", "exp", "exp2", "expand_dims", "fast_exp",
-    "float16", "float32", "float8_e4m3", "float8_e5m2", "float8e4nv", "float8e5", "floor", "fma", "full", "int1",
-    "int16", "int32", "int64", "int8", "interleave", "join", "load", "log", "log2", "max", "max_constancy",
-    "max_contiguous", "maximum", "min", "minimum", "multiple_of", "next_power_of_2", "num_programs", "permute", "pow",
-    "program_id", "rand", "rand4x", "randint", "randint4x", "randn", "randn4x", "ravel", "reshape", "reverse_bits",
-    "rsqrt", "scalar", "shared", "sigmoid", "simd_broadcast", "simd_lane_id", "simd_max", "simd_shuffle_xor",
-    "simd_sum", "simdgroup_role", "sin", "split", "sqrt", "static_range", "store", "sum", "tanh", "thread_id",
-    "tile_load", "tile_range", "tile_store", "tile_swizzle", "trans", "uint16", "uint32", "uint64", "uint8", "where",
-    "zeros",
+    "abs", "arange", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas", "atomic_max",
+    "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "barrier", "bfloat16", "bool_", "broadcast_to", "cast",
+    "cdiv", "ceil", "clamp", "constexpr", "cos", "cumprod", "cumsum", "device_assert", "device_print", "dot", "erf",
+    "exp", "exp2", "expand_dims", "fast_exp", "flip", "float16", "float32", "float8_e4m3", "float8_e5m2",
+    "float8e4nv", "float8e5", "floor", "fma", "full", "gather", "histogram", "int1", "int16", "int32", "int64",
+    "int8", "interleave", "join", "load", "log", "log2", "max", "max_constancy", "max_contiguous", "maximum", "min",
+    "minimum", "multiple_of", "next_power_of_2", "num_programs", "permute", "pow", "program_id", "rand", "rand4x",
+    "randint", "randint4x", "randn", "randn4x", "ravel", "reduce", "reshape", "reverse_bits", "rsqrt", "scalar",
+    "shared", "sigmoid", "simd_broadcast", "simd_lane_id", "simd_max", "simd_shuffle_xor", "simd_sum",
+    "simdgroup_role", "sin", "sort", "split", "sqrt", "static_range", "store", "sum", "tanh", "thread_id",
+    "tile_load", "tile_range", "tile_store", "tile_swizzle", "topk", "trans", "uint16", "uint32", "uint64", "uint8",
+    "where", "zeros",
 )
 _PUBLIC: dict[str, str] = {  # public name -> the module defining it
     **dict.fromkeys(_LANGUAGE, "metile.language"),

@@ -175,6 +175,15 @@ def simd_sum(value): _outside("simd_sum")
 def simd_max(value): _outside("simd_max")
 def static_range(start, stop=None, step=1): _outside("static_range")
 def reverse_bits(x): _outside("reverse_bits")
+def reduce(x, axis, combine_fn, keep_dims=False): _outside("reduce")
+def associative_scan(x, axis, combine_fn, reverse=False): _outside("associative_scan")
+def gather(x, index, axis): _outside("gather")
+def sort(x, dim=None, descending=False): _outside("sort")
+def topk(x, k, dim=None, descending=True): _outside("topk")
+def flip(x, dim=None): _outside("flip")
+def histogram(x, num_bins, mask=None): _outside("histogram")
+def device_print(prefix, *values, hex=False): _outside("device_print")  # noqa: A002 - Triton's name
+def device_assert(cond, msg="", mask=None): _outside("device_assert")
 
 
 # Element types, by the names kernels use (`x.to(metile.float16)`, `zeros(shape, dtype=metile.int8)`): each is the
@@ -198,6 +207,8 @@ LANGUAGE_NAMES = (
     "max_constancy", "scalar", "fast_exp", "simd_sum", "simd_max", "static_range",
     "reverse_bits", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
     "atomic_cas",
+    "reverse_bits", "reduce", "associative_scan", "gather", "sort", "topk", "flip", "histogram",
+    "device_print", "device_assert",
 )
 
 __all__ = ["DTYPE_NAMES", "LANGUAGE_NAMES", "constexpr", *LANGUAGE_NAMES, *DTYPE_NAMES]

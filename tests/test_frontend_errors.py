@@ -65,12 +65,6 @@ def k_global(X):
 
 
 @metile.kernel
-def k_break(X, n):
-    for _i in metile.tile_range(0, n, 1):
-        break  # E:break
-
-
-@metile.kernel
 def k_unknown(X):
     metile.store(X, undefined_thing)  # noqa: F821  # E:unknown
 
@@ -259,7 +253,6 @@ CASES = [
     ("class", k_class, (F32,), {}, E.UnsupportedSyntaxError, "class definitions are not supported"),
     ("setcomp", k_setcomp, (F32,), {}, E.UnsupportedSyntaxError, "set comprehensions are not supported"),
     ("global", k_global, (F32,), {}, E.UnsupportedSyntaxError, "global statements are not supported"),
-    ("break", k_break, (F32, 3), {}, E.UnsupportedSyntaxError, "break statements are not supported"),
     ("unknown", k_unknown, (F32,), {}, E.UndefinedNameError, "name 'undefined_thing' is not defined"),
     ("attr", k_attr, (F32,), {}, E.UndefinedNameError, "'metile' has no attribute 'no_such_function'"),
     ("call", k_call, (F32,), {}, E.UnsupportedCallError, "cannot call 'helper' inside a @metile.kernel"),
@@ -279,7 +272,7 @@ CASES = [
     ("range_runtime", k_range_runtime, (F32, 3), {}, E.ConstexprRequiredError, r"use metile.tile_range"),
     ("zeros_runtime", k_zeros_runtime, (F32, 3), {}, E.ConstexprRequiredError, "the shape of zeros dimension"),
     ("tile_if", k_tile_if, (F32,), {}, E.RuntimeConditionError, r"use metile.where\(cond, a, b\)"),
-    ("and", k_and, (F32, 3), {}, E.RuntimeConditionError, "combine masks with `&`"),
+    ("and", k_and, (F32, 3), {}, E.RuntimeConditionError, "combine masks element by element with `&`"),
     ("ifexp", k_ifexp, (F32, 3), {}, E.RuntimeConditionError, "use metile.where"),
     ("scope", k_scope, (F32, 3), {}, E.UndefinedNameError, "only assigned inside the tile_range loop"),
     ("return", k_return, (F32,), {}, E.UnsupportedSyntaxError, "cannot return a value"),

@@ -32,6 +32,8 @@ from metile.ir import (
     CmpOp,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Dot,
     DType,
     ExpandDims,
@@ -39,6 +41,7 @@ from metile.ir import (
     Fma,
     For,
     Full,
+    Gather,
     If,
     IntToPtr,
     Join,
@@ -188,7 +191,7 @@ def softmax(block: int = 256) -> Kernel:
     body2.append(Store(AddPtr(bcast(orow, (block,)), offs2), out, mask2))
     # The running position of the row's maximum and its cumulative sum, through bit casts and an fma.
     where_max = ArgReduce(ReduceOp.MAX, Reshape(Transpose(Reshape(x2, (block // 8, 8))), (block,)), 0, mask2)
-    bits = Bitcast(Scan(ReduceOp.SUM, e2, 0, reverse=True), U32)
+    bits = Bitcast(Gather(Scan(ReduceOp.SUM, e2, 0, reverse=True), Arange(0, block), 0), U32)
     fused = Fma(Bitcast(bits, F32), out, Scan(ReduceOp.PROD, e2, 0))
     body2.append(Store(AddPtr(orow, where_max), Reduce(ReduceOp.MAX, fused, 0)))
     loop2 = For(i2, i32(0), N, step, [], [], body2, [], [], num_stages=2)
@@ -251,7 +254,9 @@ def thread_level(block: int = 64) -> Kernel:
     loop = While([n], [i32(1)], [s_again], again, [], [Binary(BinOp.SHL, n, i32(1))], [n_out])
     role = SimdgroupRole(1, 2, 0, [Store(AddPtr(Out, tid), add(lead, Cast(n_out, F32)))])
     atomic = AtomicAdd(Counter, i32(1), Compare(CmpOp.EQ, tid, i32(0)))
-    body = [s_sh, s_tid, s_v, st, Barrier(), s_p, s_w, s_b, s_r, s_lane, pick, loop, role, atomic]
+    shown = DevicePrint("lead: \"%\" ", [lead, n_out], True, [tid], Compare(CmpOp.EQ, lane, i32(0)))
+    checked = DeviceAssert(Compare(CmpOp.GT, n_out, i32(0)), "n_out is \\ positive")
+    body = [s_sh, s_tid, s_v, st, Barrier(), s_p, s_w, s_b, s_r, s_lane, pick, loop, role, atomic, shown, checked]
     return Kernel("butterfly", Stage.TILE, (X, Out, Counter, N), body, {"BLOCK": block})
 
 

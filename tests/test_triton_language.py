@@ -189,12 +189,10 @@ def _refusing_module(tmp_path, body: str):
 
 
 REFUSED_CALLS = [
-    "y = tl.sort(x)", "y = tl.flip(x)",
-    "y = tl.gather(x, x, 0)", "y = tl.histogram(x, 4)", "y = tl.xor_sum(x)", "y = tl.reduce(x, 0, None)",
-    "y = tl.associative_scan(x, 0, None)", "y = tl.atomic_max(X, x)", "y = tl.atomic_cas(X, x, x)",
-    "y = tl.atomic_add(X + tl.arange(0, 4), x)", "tl.device_print('x', x)", "tl.device_assert(x > 0)",
+    "y = tl.atomic_max(X, x)", "y = tl.atomic_cas(X, x, x)",
+    "y = tl.atomic_add(X + tl.arange(0, 4), x)",
     "y = tl.inline_asm_elementwise('', '', [x], tl.float32, True, 1)", "y = libdevice.atan2(x, x)",
-    "y = x.item()", "y = tl.philox(1, x, x, x, x)", "y = tl.topk(x, 2)",
+    "y = x.item()", "y = tl.philox(1, x, x, x, x)",
 ]
 
 
@@ -207,10 +205,8 @@ def test_names_not_compiled_yet_are_refused_at_their_line(tmp_path, body):
 
 
 REFUSED_SYNTAX = [
-    ("    for i in range(4):\n        if i > 2:\n            break\n", "break statements"),
-    ("    for i in range(4):\n        continue\n", "continue statements"),
-    ("    if tl.program_id(0) > 0:\n        return\n    tl.store(X, 1.0)\n", "`return` statements"),
-    ("    y = not (tl.program_id(0) > 0)\n", "`not` on traced values"),
+    ("    try:\n        pass\n    finally:\n        pass\n", "try statements"),
+    ("    del x\n", "del statements"),
 ]
 
 

@@ -37,6 +37,8 @@ from metile.ir import (
     Cast,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Extract,
     Fma,
     For,
@@ -170,6 +172,8 @@ def scan(k: Kernel) -> Facts:
                     todo.append((rec, (s.value, s.ptr, s.stride)))
                 case Barrier():
                     pass
+                case DevicePrint() | DeviceAssert():
+                    todo.append((rec, tuple(children(s))))
                 case While():
                     loop_vars(s)
                     todo.append((rec, (*s.inits, s.cond, *s.yields)))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import attrs
 
+from metile.emit import debug as D
 from metile.emit.atomics import HELPERS as ATOMIC_HELPERS
 from metile.emit.atomics import atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
@@ -70,6 +71,8 @@ from metile.ir import (
     Cast,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Extract,
     Fma,
     For,
@@ -453,6 +456,9 @@ class _Emitter:
                                   f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case Barrier():
                 self.lines.append(f"{self.pad}threadgroup_barrier({fence_flags(s.fence)});")
+            case DevicePrint() | DeviceAssert():
+                self.helpers.add("metile_debug")
+                self.lines.append(self.pad + D.call(s, lambda v: expr(v)[0]))
             case While():
                 self.while_loop(s)
             case _:
@@ -595,6 +601,6 @@ class _Emitter:
         self.results_of(s.results, s.carried)
 
 
-_HELPERS = {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS, **ATOMIC_HELPERS}   # per name, a helper function's MSL
+_HELPERS = {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS, **ATOMIC_HELPERS, **D.HELPERS}   # per name, its MSL
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]

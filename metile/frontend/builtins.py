@@ -9,12 +9,12 @@ traced value, a Python value, or None after emitting a statement. The semantics 
 from __future__ import annotations
 
 import functools
-import inspect
 
 import numpy as np
 
 from metile import language as L
 from metile.frontend import semantic as sem
+from metile.frontend.binding import bind_values
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelArgumentError,
@@ -29,57 +29,6 @@ from metile.ir.stmts import Barrier, If, Store
 from metile.ir.tile import Arange, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
 from metile.ir.values import AddPtr, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
-
-_MISSING = object()
-# Per function of the language (`metile.language`, a fixed set), its parameters' positions and defaults: a cache.
-_BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
-
-
-def _binder(fn) -> tuple[dict[str, int], tuple[object, ...]]:
-    """The position of each parameter of the language function `fn` and their defaults (`_MISSING` when
-    required)."""
-    found = _BINDERS.get(fn)
-    if found is None:
-        params = inspect.signature(fn).parameters.values()
-        assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
-        found = _BINDERS[fn] = ({p.name: i for i, p in enumerate(params)},
-                                tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params))
-    return found
-
-
-def _bind_error(fn, args, kwargs, loc: Loc) -> KernelArgumentError:
-    """The error of a call that does not fit `fn`'s signature, worded by `inspect.Signature.bind`."""
-    try:
-        inspect.signature(fn).bind(*args, **kwargs)
-    except TypeError as e:
-        return KernelArgumentError(f"metile.{fn.__name__}(): {e}", loc)
-    raise AssertionError(f"metile.{fn.__name__}() accepts arguments its binder refused")
-
-
-def bind_values(fn, args, kwargs, loc: Loc) -> list:
-    """The arguments of a call to the language function `fn`, one per parameter in order (defaults filled
-    in), as `inspect.Signature.bind` would bind them; a `KernelArgumentError` when they do not fit."""
-    index, defaults = _BINDERS.get(fn) or _binder(fn)
-    n = len(args)
-    if n == len(defaults) and not kwargs:
-        return args
-    if n > len(defaults):
-        raise _bind_error(fn, args, kwargs, loc)
-    out = [*args, *defaults[n:]]
-    for k, v in kwargs.items():
-        i = index.get(k, -1)
-        if i < n:  # unknown, or given by position too
-            raise _bind_error(fn, args, kwargs, loc)
-        out[i] = v
-    for i in range(n, len(out)):
-        if out[i] is _MISSING:
-            raise _bind_error(fn, args, kwargs, loc)
-    return out
-
-
-def bind_args(fn, args, kwargs, loc: Loc) -> dict:
-    """`bind_values` by parameter name."""
-    return dict(zip(_binder(fn)[0], bind_values(fn, args, kwargs, loc)))
 
 
 def call_builtin(tr, fn, args, kwargs, loc: Loc):

@@ -12,6 +12,8 @@
   becomes a tile: the body is traced again with the wider type). Variables first assigned inside a
   runtime loop are not visible after it.
 - `with metile.simdgroup_role(...)` becomes a `SimdgroupRole`; the traced values it assigns are its results.
+- `return`, `break` and `continue` are flags merged and carried like variables (`metile.frontend.exits`); `and` and
+  `or` on traced scalars short-circuit through an `If` (`lazy_bool`, `metile.frontend.logic`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import ast
 
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import bind_args, static_int
+from metile.frontend.binding import bind_args
+from metile.frontend.builtins import static_int
 from metile.frontend.composites import CarriedParts, is_composite
 from metile.frontend.containers import Entered
 from metile.frontend.errors import (
@@ -28,8 +31,9 @@ from metile.frontend.errors import (
     RuntimeConditionError,
     UnsupportedSyntaxError,
 )
+from metile.frontend.exits import Exits, any_set, body_exits, dead_value, flag_names
 from metile.frontend.regions import LoopSlots, hand_off, hand_off_items, leave_branch, merge_containers, merge_value
-from metile.frontend.replay import BodyMemo, same_var, visit_loop_body
+from metile.frontend.replay import BodyMemo, same_var
 from metile.ir.ops import CmpOp
 from metile.ir.stmts import For, If, While
 from metile.ir.tile import SimdgroupRole
@@ -61,16 +65,17 @@ class Block:
         tr.depth -= 1
 
 
-class ControlFlow:
+class ControlFlow(Exits):
     """Mixin of `Tracer`: the control-flow statements."""
 
     def assigned_names(self, body: list[ast.stmt]) -> list[str]:
-        """Names a statement list assigns, in order of first appearance."""
+        """Names a statement list assigns, in order of first appearance, then the flags of the `return`, `break`
+        and `continue` statements that leave it (`metile.frontend.exits`)."""
         seen: dict[str, None] = {}
         for stmt in body:
             for name in self.prepared.statement_io(stmt)[1]:
                 seen.setdefault(name, None)
-        return list(seen)
+        return [*seen, *flag_names(body_exits(self.prepared, body))]
 
 
     def block(self) -> Block:
@@ -104,19 +109,35 @@ class ControlFlow:
         if not isinstance(cond, Value):
             self.visit_body(node.body if cond else node.orelse)
             return
-        before = self.env
         loc = self.loc(node)
-        what = f"the runtime `if` at line {loc.line}"
+        self.branch(cond, node.body, node.orelse, loc, f"the runtime `if` at line {loc.line}")
+
+    def branch(self, cond: Value, body: list[ast.stmt], orelse: list[ast.stmt], loc, what: str, *,
+               inside: dict | None = None, dead: bool = False) -> None:
+        """A runtime `if` on `cond` whose branches trace `body` and `orelse`; `inside` holds what the names are in
+        the first branch at its start (the flags of a guard), and `dead` says the second branch (empty) leaves the
+        body, so a variable first assigned in the first one has a zero there (`metile.frontend.exits`)."""
+        before = self.env
         envs, blocks, ends, entry = [], [], [], {}
-        for body in (node.body, node.orelse):
+        for stmts_ in (body, orelse):
             self.env = dict(before)
+            if inside is not None and stmts_ is body:
+                self.env.update(inside)
             with Entered(self, what) as region, self.block() as stmts:
-                self.visit_body(body)
+                self.visit_body(stmts_)
             envs.append(self.env)
             blocks.append(stmts)
             ends.append(leave_branch(region, entry))  # and the containers it changed go back as they were
         self.env = before
-        names = self.assigned_names(node.body + node.orelse)
+        names = self.assigned_names(body + orelse)
+        if inside is not None:
+            names += [n for n in inside if n not in names]
+        if dead:
+            for name in names:
+                if name in envs[0] and name not in before and name not in envs[1]:
+                    v = dead_value(envs[0][name], loc)
+                    if v is not None:
+                        envs[1][name] = v
         acc: tuple[list, list, list] = ([], [], [])
         for name in names:
             if name not in envs[0] or name not in envs[1]:
@@ -219,11 +240,16 @@ class ControlFlow:
             items = iter(seq)
         except TypeError:
             raise KernelTypeError(f"cannot iterate over {type(seq).__name__}", self.loc(it)) from None
+        words, saved = self.enter_loop(node.body)
         for count, item in enumerate(items):
             if count >= _MAX_UNROLL:
                 raise ConstexprRequiredError(f"a Python `for` loop unrolls to more than {_MAX_UNROLL} iterations", loc)
             self.assign(node.target, item)
-            self.visit_body(node.body)
+            self.start_iteration(words)
+            self.visit_iteration(node.body)
+            if self.loop_over():
+                break
+        self.leave_loop(saved)
 
     def runtime_for(self, node: ast.For, start, stop, step, num_stages) -> None:
         """A `for` over `tile_range(start, stop, step, num_stages)` (or a `range` with a traced bound): a `For`."""
@@ -246,6 +272,7 @@ class ControlFlow:
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
+        words, saved = self.enter_loop(node.body)
         assigned = self.assigned_names(node.body)
         names = self.carried_names(assigned, node, exclude=(index_name,))
         holder = {"index": None}
@@ -255,11 +282,10 @@ class ControlFlow:
             holder["index"] = index = same_var(holder["index"], self.fresh(index_name), start.type,
                                                 self.loc(node.target))
             self.env[index_name] = index
+            self.start_iteration(words)
             with self.block() as stmts:
-                if names:
-                    visit_loop_body(self, node.body, memo)
-                else:  # nothing carried, so no type widens: one attempt, with nothing to replay
-                    self.visit_body(node.body)
+                # with nothing carried, no type widens: one attempt, with nothing to replay
+                self.visit_iteration(node.body, memo if names else None)
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(
@@ -268,6 +294,7 @@ class ControlFlow:
                   f"it is only assigned inside the tile_range loop at line {loc.line}")
         self.emit(For(holder["index"], start, stop, step, carried, inits, stmts, yields, results, num_stages=stages,
                       loc=loc))
+        self.leave_loop(saved)
 
     def loop_bound(self, v, what: str, node: ast.AST, dtype: DType) -> Value:
         loc = self.loc(node)
@@ -279,19 +306,28 @@ class ControlFlow:
                               f"{getattr(v, 'type', type(v).__name__)}", loc)
 
     def stmt_While(self, node: ast.While) -> None:
-        loc = self.loc(node)
         if node.orelse:
-            raise UnsupportedSyntaxError("`while ... else` is not supported inside a kernel", loc)
+            raise UnsupportedSyntaxError("`while ... else` is not supported inside a kernel", self.loc(node))
         with self.block() as probe:   # the condition is traced again where the loop evaluates it, so a traced one's
             first = self.eval(node.test)   # statements (an atomic's, say) are dropped here: they would run once more
         if not isinstance(first, Value):
             self.stmts.extend(probe)
+        words, saved = self.enter_loop(node.body)
+        try:
+            self.while_loop(node, first, words)
+        finally:
+            self.leave_loop(saved)
+
+    def while_loop(self, node: ast.While, first, words: frozenset[str]) -> None:
+        loc = self.loc(node)
+        if not isinstance(first, Value) and not (words & {"break", "return"} and self.truth(first, node.test, "while")):
             count = 0
             while self.truth(first, node.test, "while"):
                 count += 1
                 if count > _MAX_UNROLL:
                     raise ConstexprRequiredError("a compile-time `while` loop ran too long", loc)
-                self.visit_body(node.body)
+                self.start_iteration(words)
+                self.visit_iteration(node.body)
                 first = self.eval(node.test)
                 if isinstance(first, Value):
                     raise RuntimeConditionError("the condition of this `while` became a traced value inside the "
@@ -302,16 +338,20 @@ class ControlFlow:
         names = self.carried_names(assigned, node)
         memo = BodyMemo()
 
+        def test():
+            return self.truth(self.eval(node.test), node.test, "while")
+
         def body():
             with self.block() as cond_stmts:
-                cond = self.truth(self.eval(node.test), node.test, "while")
+                flags = self.leave_test(names)
+                # once a `break` or `return` is taken, the loop ends without evaluating its condition again
+                cond = self.lazy_bool(any_set(flags, loc), lambda: False, test, loc) if flags else test()
             if not isinstance(cond, Value):
                 raise RuntimeConditionError("the condition of a runtime `while` must stay a traced value", loc)
+            self.start_iteration(words)
             with self.block() as stmts:
-                if names:
-                    visit_loop_body(self, node.body, memo)
-                else:  # nothing carried, so no type widens: one attempt, with nothing to replay
-                    self.visit_body(node.body)
+                # with nothing carried, no type widens: one attempt, with nothing to replay
+                self.visit_iteration(node.body, memo if names else None)
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(
@@ -327,6 +367,8 @@ class ControlFlow:
         if not (isinstance(call, ast.Call) and self.eval(call.func) is simdgroup_role) or node.items[0].optional_vars:
             raise UnsupportedSyntaxError("with statements are not supported inside a @metile.kernel, except "
                                          "`with metile.simdgroup_role(...):`", loc)
+        if body_exits(self.prepared, node.body):
+            raise UnsupportedSyntaxError("`return`, `break` and `continue` cannot leave a simdgroup_role block", loc)
         args = [self.eval(a) for a in call.args]
         a = bind_args(simdgroup_role, args, {k.arg: self.eval(k.value) for k in call.keywords}, self.loc(call))
         role, n_roles, n_sgs = (static_int(a[k], k, self.loc(call)) for k in ("role", "num_roles", "num_sgs"))

@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from metile import language as L
+from metile.frontend import logic
 from metile.frontend import semantic as sem
-from metile.frontend.builtins import bind_args, bind_values
-from metile.frontend.errors import RuntimeConditionError, UnsupportedSyntaxError
+from metile.frontend.binding import bind_args, bind_values
+from metile.frontend.errors import UnsupportedSyntaxError
 from metile.frontend.exprs import CALLS, value_attribute
 from metile.frontend.funcs import Func
 from metile.ir.errors import Loc, MetileError
@@ -32,14 +33,6 @@ def _tile_range(tr, loc: Loc, args: list, kwargs: dict) -> tuple:
 
 def _unsupported(what: str, loc: Loc | None) -> MetileError:
     return UnsupportedSyntaxError(f"{what} are not supported inside a @metile.kernel", loc)
-
-
-def _traced_logic(word: str, loc: Loc | None) -> MetileError:
-    if word == "not":
-        return RuntimeConditionError("`not` cannot take a traced value; use `~mask` or `x == 0`", loc)
-    sym = "&" if word == "and" else "|"
-    return RuntimeConditionError(f"`{word}` cannot take a traced value; combine masks with `{sym}` (with parentheses "
-                                 "around comparisons)", loc)
 
 
 def _same(f: Func) -> Func:
@@ -61,10 +54,9 @@ class Dialect:
       makes, `(start, stop, step, num_stages)` from `(tracer, loc, args, kwargs)`.
     - `runtime_range`: a Python `range` of compile-time bounds is a runtime loop too (else it is unrolled).
     - `assigned(value, loc)`: what a name assignment binds for `value` (None: `value` itself).
-    - `unsupported(what, loc)`: the error for a Python construct the language lacks in metile ("break statements").
-    - `traced_logic(word, loc)`: the error for `and`, `or`, `not` on a traced value.
-    - `logic(word, values, loc)`: `and`/`or` of operands some of which are traced, every operand evaluated (None:
-      `traced_logic`'s error).
+    - `unsupported(what, loc)`: the error for a Python construct the language lacks in metile ("try statements").
+    - `boolop(tracer, word, operand_nodes, loc)`: `and` or `or` (`word`) of the operands (ast nodes, evaluated in
+      order by the rule); `logical_not(tracer, value, node)`: `not value`.
     - `traced_identity`: `is` and `is not` may compare a traced value, by Python identity (`ptr is None`).
     - `name`: how messages name a kernel of the language.
 
@@ -89,8 +81,8 @@ class Dialect:
     runtime_range: bool = False
     assigned: Callable | None = None
     unsupported: Callable = _unsupported
-    traced_logic: Callable = _traced_logic
-    logic: Callable | None = None
+    boolop: Callable = logic.boolop
+    logical_not: Callable = logic.logical_not
     traced_identity: bool = False
     arg_type: Callable | None = None
     static_arg: Callable | None = None

@@ -20,8 +20,10 @@ from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.atomics import ATOMICS
 from metile.frontend.builtins import BUILTINS
+from metile.frontend.combine import LIBRARY as COMBINE_LIBRARY
 from metile.frontend.container_calls import CONTAINER_BUILTINS, BoundMethod, call_method, container_builtin, method
 from metile.frontend.containers import check_key, holds_traced, own
+from metile.frontend.device_debug import LIBRARY as DEBUG_LIBRARY
 from metile.frontend.displays import (
     dict_comprehension,
     dict_display,
@@ -43,6 +45,7 @@ from metile.frontend.funcs import call_func
 from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.frontend.shapes import SHAPES
+from metile.frontend.sorting import LIBRARY as SORTING_LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -71,7 +74,8 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **ATOMICS, **LIBRARY, **SHAPES, **HELPERS}
+CALLS = {**BUILTINS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY, **DEBUG_LIBRARY,
+         **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
@@ -196,29 +200,13 @@ def _unaryop(tr, node: ast.UnaryOp):
         value = x
     elif op is ast.Invert:
         value = tr.dialect.unary("invert", x, tr.loc(node))
-    elif isinstance(x, Value):
-        raise tr.dialect.traced_logic("not", tr.loc(node))
     else:
-        value = not x
+        value = tr.dialect.logical_not(tr, x, node)
     return value.value if isinstance(value, constexpr) else value
 
 
 def _boolop(tr, node: ast.BoolOp):
-    word = "and" if isinstance(node.op, ast.And) else "or"
-    value, traced = None, []
-    for operand in node.values:
-        value = EVAL[operand.__class__](tr, operand)
-        if isinstance(value, Value):
-            if tr.dialect.logic is None:
-                raise tr.dialect.traced_logic(word, tr.loc(operand))
-            traced.append(value)
-            continue
-        if (word == "and") != bool(value):
-            break
-    else:
-        if traced:   # no compile-time operand decided it: the traced ones do
-            return tr.dialect.logic(word, traced, tr.locs.get(node) or tr.loc(node))
-    return value.value if isinstance(value, constexpr) else value
+    return tr.dialect.boolop(tr, "and" if node.op.__class__ is ast.And else "or", node.values, tr.loc(node))
 
 
 def _compare(tr, node: ast.Compare):

@@ -113,6 +113,8 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             replaying = False
             memo.records.append(None)
             tr.visit_stmt(stmt)
+            if tr.exiting(body, i + 1):  # a `break`, `continue` or `return` taken (`metile.frontend.exits`)
+                return
             env = tr.env
             continue
         reads, writes = io.get(stmt) or prepared.statement_io(stmt)

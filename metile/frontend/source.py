@@ -18,6 +18,7 @@ import weakref
 import attrs
 
 from metile.frontend.errors import KernelSourceError
+from metile.frontend.exits import statement_exits
 from metile.frontend.replay import statement_io
 from metile.ir.errors import Loc
 
@@ -30,12 +31,13 @@ class Prepared:
     the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
     alone."""
 
-    __slots__ = ("col_offset", "file", "io", "line_offset", "locs")
+    __slots__ = ("col_offset", "exits", "file", "io", "line_offset", "locs")
 
     def __init__(self, file: str, line_offset: int, col_offset: int):
         self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
         self.locs: dict[ast.AST, Loc] = {}
         self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.exits: dict[ast.stmt, frozenset[str]] = {}
 
     def loc(self, node: ast.AST) -> Loc:
         found = self.locs.get(node)
@@ -51,6 +53,13 @@ class Prepared:
         found = self.io.get(stmt)
         if found is None:
             found = self.io[stmt] = statement_io(stmt)
+        return found
+
+    def statement_exits(self, stmt: ast.stmt) -> frozenset[str]:
+        """`metile.frontend.exits.statement_exits`, kept per statement."""
+        found = self.exits.get(stmt)
+        if found is None:
+            found = self.exits[stmt] = statement_exits(stmt)
         return found
 
 

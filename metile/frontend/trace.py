@@ -16,8 +16,10 @@ from metile.frontend import semantic as sem
 from metile.frontend.container_calls import call_method, method
 from metile.frontend.containers import MUTABLE, Region, check_key, own, set_item
 from metile.frontend.control import ControlFlow
+from metile.frontend.device_debug import device_assert
 from metile.frontend.dialect import METILE, Dialect
-from metile.frontend.errors import KernelTypeError, RuntimeConditionError, UnsupportedSyntaxError
+from metile.frontend.errors import KernelTypeError, UnsupportedSyntaxError
+from metile.frontend.exits import EXITS, RETURN, body_exits
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.funcs import return_from_func
 from metile.frontend.source import Prepared
@@ -119,6 +121,8 @@ class Tracer(ControlFlow):
     def fresh(self, base: str) -> str:
         if not base.isascii():
             base = ir_name(base)
+        elif base[-1] == "!":   # a flag of `metile.frontend.exits` ("return!"): taken_return
+            base = "taken_" + base[:-1]
         name, i = base, 1
         while name in self.names:
             name, i = f"{base}_{i}", i + 1
@@ -154,20 +158,22 @@ class Tracer(ControlFlow):
 
     def run(self) -> Kernel:
         body = self.fdef.body
-        for i, stmt in enumerate(body):
-            if isinstance(stmt, ast.Return) and stmt.value is None and i == len(body) - 1:
-                break
-            self.visit_stmt(stmt)
+        if "return" in body_exits(self.prepared, body):
+            self.env[RETURN] = False
+        self.visit_body(body)
         return Kernel(self.name, Stage.TILE, self.params, self.stmts, self.meta, loc=self.loc(self.fdef))
 
     # ---- statements
 
     def visit_body(self, body: list[ast.stmt]) -> None:
-        for stmt in body:
+        for i, stmt in enumerate(body):
+            cls = stmt.__class__
             try:
-                STMTS[stmt.__class__](self, stmt)
+                STMTS[cls](self, stmt)
             except _PYTHON_ERRORS as e:
                 raise self.python_error(e, stmt) from e
+            if cls in EXITS and self.exiting(body, i + 1):  # a `break`, `continue` or `return` taken
+                return
 
     def visit_stmt(self, node: ast.stmt) -> None:
         self.visit_body((node,))
@@ -287,15 +293,16 @@ class Tracer(ControlFlow):
         if node.value is not None:
             raise UnsupportedSyntaxError("a kernel cannot return a value; write results with metile.store",
                                          self.loc(node))
-        raise self.dialect.unsupported("`return` statements before the end of a kernel", self.loc(node))
+        self.env[RETURN] = True   # the rest of the kernel is skipped, or guarded (`metile.frontend.exits`)
 
     def stmt_Assert(self, node: ast.Assert) -> None:
         from metile.frontend.errors import CompileTimeAssertionError
 
         cond = self.eval(node.test)
-        if isinstance(cond, Value):
-            raise RuntimeConditionError("`assert` needs a compile-time condition; this one is a traced value",
-                                        self.loc(node))
+        if isinstance(cond, Value):   # checked on the device (`metile.frontend.device_debug`)
+            msg = self.eval(node.msg) if node.msg is not None else ""
+            device_assert(self, self.loc(node), cond, msg if isinstance(msg, str) else str(msg), what="assert")
+            return
         if not cond:
             msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
             raise CompileTimeAssertionError(f"compile-time assertion failed: {msg}", self.loc(node))
@@ -313,5 +320,6 @@ class Tracer(ControlFlow):
 STMTS = _Statements({
     ast.Expr: _expr, ast.Pass: Tracer.stmt_Pass, ast.Assign: _assign, ast.AnnAssign: Tracer.stmt_AnnAssign,
     ast.AugAssign: Tracer.stmt_AugAssign, ast.Return: Tracer.stmt_Return, ast.Assert: Tracer.stmt_Assert,
-    ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For, ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With})
+    ast.If: Tracer.stmt_If, ast.For: Tracer.stmt_For, ast.While: Tracer.stmt_While, ast.With: Tracer.stmt_With,
+    ast.Break: Tracer.stmt_Break, ast.Continue: Tracer.stmt_Continue})
 __all__ = ["STMTS", "Prepared", "Tracer"]

@@ -30,6 +30,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     Join,
     MmaPlan,
     NumPrograms,
@@ -221,6 +222,10 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             axis = p.int()
             p.expect(",")
             return Take(x, axis, p.int()), _colon_type(p)
+        case "gather":
+            x, index = p.refs_n(2)
+            p.expect(",")
+            return Gather(x, index, p.int()), _colon_type(p)
         case "expand_dims":
             x = p.ref()
             p.expect(",")

@@ -9,6 +9,7 @@ verifier's job: `parse` does not call it.
 
 from __future__ import annotations
 
+import json
 import re
 
 import attrs
@@ -19,12 +20,14 @@ from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.parse_ops import parse_op
-from metile.ir.scanner import NAME, ParseError, Scanner
+from metile.ir.scanner import _STRING, NAME, ParseError, Scanner
 from metile.ir.simt import RingBarrier
 from metile.ir.stmts import (
     AtomicAdd,
     Barrier,
     CompileOptions,
+    DeviceAssert,
+    DevicePrint,
     For,
     If,
     Kernel,
@@ -251,6 +254,25 @@ class Parser(Scanner):
                 ptr, value = self.refs_n(2, more=("mask",))
                 mask = self.ref() if self.accept("mask") else None
                 return AtomicAdd(ptr, value, mask, _ATOMIC_OPS[word[7:]], loc=self.opt_loc())
+            case "device_print":
+                prefix = json.loads(self.take(_STRING, "a quoted prefix").group(0))
+                values = []
+                while self.accept(","):
+                    values.append(self.ref())
+                hex_ = self.accept("hex")
+                index = []
+                if self.accept("index"):
+                    self.expect("(")
+                    index = self.refs()
+                    self.expect(")")
+                mask = self.ref() if self.accept("mask") else None
+                return DevicePrint(prefix, values, hex_, index, mask, loc=self.opt_loc())
+            case "device_assert":
+                cond = self.ref()
+                self.expect(",")
+                msg = json.loads(self.take(_STRING, "a quoted message").group(0))
+                mask = self.ref() if self.accept("mask") else None
+                return DeviceAssert(cond, msg, mask, loc=self.opt_loc())
             case "vstore":
                 ptr, value = self.refs_n(2)
                 return VecStore(ptr, value, loc=self.opt_loc())

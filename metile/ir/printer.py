@@ -48,7 +48,20 @@ from metile.ir.metal import (
 )
 from metile.ir.node import Node, children
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
-from metile.ir.stmts import AtomicAdd, Barrier, CompileOptions, For, If, Kernel, Let, Schedule, Store, While
+from metile.ir.stmts import (
+    AtomicAdd,
+    Barrier,
+    CompileOptions,
+    DeviceAssert,
+    DevicePrint,
+    For,
+    If,
+    Kernel,
+    Let,
+    Schedule,
+    Store,
+    While,
+)
 from metile.ir.tile import (
     AllActive,
     Arange,
@@ -57,6 +70,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     Join,
     MmaPlan,
     NumPrograms,
@@ -218,6 +232,8 @@ class _Printer:
                 body = f"join {r(a)}, {r(b)}"
             case Take(x, axis, index):
                 body = f"take {r(x)}, {axis}, {index}"
+            case Gather(x, index, axis):
+                body = f"gather {r(x)}, {r(index)}, {axis}"
             case Binary(op, lhs, rhs) | Compare(op, lhs, rhs):
                 body = f"{op.value} {r(lhs)}, {r(rhs)}"
             case Unary(op, x):
@@ -351,6 +367,14 @@ class _Printer:
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
+            case DevicePrint(prefix, values, hex_, index, mask):
+                text = f"device_print {json.dumps(prefix)}" + "".join(f", {r}" for r in self.refs(values))
+                text += " hex" if hex_ else ""
+                text += f" index ({', '.join(self.refs(index))})" if index else ""
+                self.emit(text + (f" mask {self.ref(mask)}" if mask is not None else ""), s.loc)
+            case DeviceAssert(cond, msg, mask):
+                text = f"device_assert {self.ref(cond)}, {json.dumps(msg)}"
+                self.emit(text + (f" mask {self.ref(mask)}" if mask is not None else ""), s.loc)
             case RingBarrier(ring, kept):
                 self.emit(f"ring_barrier {ring} {'kept' if kept else 'dropped'}", s.loc)
             case For(index, start, stop, step, carried, inits, body, yields, results, num_stages):

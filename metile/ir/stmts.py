@@ -102,6 +102,30 @@ class While(Stmt):
 
 
 @node
+class DevicePrint(Stmt):
+    """Print `values` from the device (Triton's `device_print`), one line per element: `pid (x, y, z) idx (i, j)
+    <prefix> <values...>`. In Tile IR the values are tiles of one shape (or scalars, printed once per program); in
+    Metal IR they are one element's, `index` is the program's three coordinates then the element's, and a thread
+    prints where `mask` holds. `hex` prints integers in hexadecimal and floats as hexadecimal floats."""
+
+    prefix: str
+    values: tuple[Value, ...] = attrs.field(converter=tuple)
+    hex: bool = False
+    index: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
+    mask: Value | None = None
+
+
+@node
+class DeviceAssert(Stmt):
+    """Stop the kernel with a fault at this statement where the bool `cond` is false (and `mask`, in Metal IR,
+    true); `msg` is the message. In Tile IR `cond` is a tile or a scalar."""
+
+    cond: Value
+    msg: str
+    mask: Value | None = None
+
+
+@node
 class Barrier(Stmt):
     """Every thread of the threadgroup waits here; memory in `fence` written before is visible after."""
 
@@ -182,7 +206,7 @@ class Kernel(Node):
     schedule: Schedule = Schedule()
 
 
-COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier)
+COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier, DevicePrint, DeviceAssert)
 
-__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "CompileOptions", "For", "If", "Kernel", "LaunchPlan", "Let",
-           "RoleSpan", "Schedule", "Store", "While"]
+__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "CompileOptions", "DeviceAssert", "DevicePrint", "For", "If",
+           "Kernel", "LaunchPlan", "Let", "RoleSpan", "Schedule", "Store", "While"]

@@ -175,6 +175,22 @@ class Take(Value):
 
 
 @node
+class Gather(Value):
+    """Elements of `x` picked along dimension `axis` by the integer tile `index` (Triton's `gather`): `index` has
+    `x`'s rank and its extents but along `axis`, and element `[..., i, ...]` of the result (shaped like `index`) is
+    `x[..., index[..., i, ...], ...]`. An index outside `[0, extent)` picks element `index mod extent` (the extent
+    is a power of two where Triton's tiles are; for others it is clamped into range)."""
+
+    x: Value
+    index: Value
+    axis: int
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type.with_shape(self.index.type.shape)
+
+
+@node
 class Reduce(Value):
     """`op` over dimension `axis` of `x`, which disappears (a 1-D tile reduces to a scalar). The result
     keeps `x`'s dtype; a full reduction of an n-D tile is a `Reshape` to 1-D then a `Reduce`."""
@@ -317,12 +333,12 @@ class SimdgroupRole(Stmt):
 
 TILE_VALUES: tuple[type[Value], ...] = (
     ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Permute, Join, Take, AllActive,
-    Reduce, ArgReduce, Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
+    Gather, Reduce, ArgReduce, Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "TILE_STMTS", "TILE_VALUES", "AllActive", "ArgReduce", "Arange", "Broadcast", "Dot", "ExpandDims", "Full", "Join",
-    "NumPrograms", "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdLaneId", "SimdgroupId", "SimdgroupRole",
-    "Take", "ThreadId", "Transpose", "dot_dtype",
+    "AllActive", "Arange", "ArgReduce", "Broadcast", "Dot", "ExpandDims", "Full", "Gather", "Join", "NumPrograms",
+    "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdgroupId", "SimdgroupRole", "SimdLaneId", "Take",
+    "ThreadId", "TILE_STMTS", "TILE_VALUES", "Transpose", "dot_dtype",
 ]

@@ -30,6 +30,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     Join,
     NumPrograms,
     Permute,
@@ -315,6 +316,12 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or not 0 <= axis <= len(xt.shape):
                 return f"expand_dims: axis {axis} is out of range for {xt}"
+        case Gather(x, index, axis):
+            xt, it = x.type, index.type
+            if not (isinstance(xt, TileType) and isinstance(it, TileType) and it.dtype.is_int
+                    and len(xt.shape) == len(it.shape) and 0 <= axis < len(xt.shape)
+                    and all(a == b for d, (a, b) in enumerate(zip(xt.shape, it.shape)) if d != axis)):
+                return f"gather: needs an integer index tile shaped like {xt} but along axis {axis}, not {it}"
         case Transpose(x):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or len(xt.shape) != 2:

@@ -28,7 +28,20 @@ from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.scanner import is_ir_name
 from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, LaunchPlan, Let, Schedule, Store, While
+from metile.ir.stmts import (
+    AtomicAdd,
+    Barrier,
+    DeviceAssert,
+    DevicePrint,
+    For,
+    If,
+    Kernel,
+    LaunchPlan,
+    Let,
+    Schedule,
+    Store,
+    While,
+)
 from metile.ir.tile import TILE_STMTS, TILE_VALUES, Dot, MmaPlan, SimdgroupRole
 from metile.ir.typecheck import check_type, check_value
 from metile.ir.types import ATOMIC_DTYPES, AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
@@ -327,6 +340,16 @@ class _Verifier:
                 self.bind(var, scope, s)
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 self.store(s, ptr, value, mask, scope)
+            case DevicePrint(prefix, values, _, index, mask):
+                vs = self.values([*values, *index, *([mask] if mask is not None else [])], scope, s)
+                if not isinstance(prefix, str) or any(isinstance(v.type, PtrType) for v in vs):
+                    self.fail("device_print: needs a string prefix and values that are not pointers", s)
+            case DeviceAssert(cond, msg, mask):
+                ct = self.value(cond, scope, s).type
+                if not isinstance(msg, str) or not isinstance(ct, TileType) or ct.dtype is not DType.BOOL:
+                    self.fail(f"device_assert: needs a bool condition and a string message, not {ct}", s)
+                if mask is not None:
+                    self.value(mask, scope, s)
             case VecStore(ptr, value):
                 pt, vt = self.value(ptr, scope, s).type, self.value(value, scope, s).type
                 if not (isinstance(pt, PtrType) and pt.is_scalar and pt.space is not AddressSpace.CONSTANT):

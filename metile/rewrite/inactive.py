@@ -35,7 +35,7 @@ import attrs
 
 from metile.ir.node import Node, children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Kernel, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
     AllActive,
     ArgReduce,
@@ -154,7 +154,8 @@ def _node_activity(n: Node, act) -> Value | None:
             if ax is None and ay is None:
                 return None
             return Join(everywhere(x.type.shape) if ax is None else ax, everywhere(y.type.shape) if ay is None else ay)
-    # Constants, ranges, fills, identities, parameters, reductions, `dot` results, `AllActive`, simdgroup exchanges.
+    # Constants, ranges, fills, identities, parameters, reductions, gathers (an inactive element picked reads as 0,
+    # as reductions and scans built from gathers need), `dot` results, `AllActive`, simdgroup exchanges.
     return None
 
 
@@ -306,7 +307,10 @@ class _Walk:
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
                 return [s if same else attrs.evolve(s, ptr=parts[0], value=parts[1], mask=parts[2])]
-            case Barrier():
+            case DeviceAssert(cond, msg, mask) if (a := self.consume(self.activity(cond))) is not None:
+                # an inactive element is not checked, as reductions skip it
+                return [DeviceAssert(Binary(BinOp.OR, cond, Unary(UnOp.NOT, a)), msg, mask, loc=s.loc)]
+            case Barrier() | DevicePrint() | DeviceAssert():
                 return [s]
             case For():
                 return [self.for_loop(s)]

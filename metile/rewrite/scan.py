@@ -5,7 +5,7 @@
 - `of(cls)`: the nodes of one class (or tuple of classes), in that order;
 - per value node (by identity): whether it contains a source of per-thread variation
   (`VARYING_SOURCES`), the names of the variables it reads, and whether it contains a value of `HEAVY`
-  (reductions, scans, `Dot`: the values the lowering materialises before the statement that uses them).
+  (reductions, scans, gathers, `Dot`: the values the lowering materialises before the statement that uses them).
 With these, "does this value depend on a varying name?" is a set intersection instead of a walk.
 
 The passes run on the same body (`fold_constants` returns the kernel itself when nothing folds, and
@@ -19,12 +19,12 @@ from collections.abc import Iterable
 
 from metile.ir.node import Node, children, walk
 from metile.ir.stmts import Kernel
-from metile.ir.tile import ArgReduce, Dot, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
+from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
 from metile.rewrite.context import Analyses
 
 VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
-HEAVY = (Reduce, ArgReduce, Scan, Dot)
+HEAVY = (Reduce, ArgReduce, Scan, Dot, Gather)
 """The values the lowering materialises before the statement that uses them (through scratch memory)."""
 _NONE: frozenset[str] = frozenset()
 

@@ -22,6 +22,7 @@ import functools
 import inspect
 import math
 
+from metile.frontend.device_debug import device_assert, device_print
 from metile.frontend.dialect import Dialect
 from metile.frontend.errors import KernelArgumentError, KernelTypeError
 from metile.frontend.exprs import Method
@@ -32,6 +33,7 @@ from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import NotSupportedYetError, not_yet
 from metile.triton.impl_blocks import BLOCKS
+from metile.triton.impl_combine import COMBINE
 from metile.triton.impl_math import MATH, libdevice
 from metile.triton.impl_memory import MEMORY
 from metile.triton.impl_tiles import TILES, trans
@@ -42,14 +44,8 @@ from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
 from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, tensor, triton_dtype
 from metile.triton.tools.tensor_descriptor import TensorDescriptor as HostDescriptor
 
-_SHAPES = "reversing tiles is not compiled yet"
-_COMBINE = "reductions and scans with a combine function of your own are not compiled yet"
 REFUSED = {
-    C.gather: "gathers along an axis", C.flip: _SHAPES,
-    C.reduce: _COMBINE, C.associative_scan: _COMBINE, C.xor_sum: _COMBINE, C.reduce_or: _COMBINE,
-    C.sort: "sorting", C.topk: "sorting", C.bitonic_merge: "sorting", C.histogram: "histograms",
-    C.dot_scaled: "scaled (microscaling) products", C.device_print: "printing on the device (tl.static_print prints "
-    "while tracing)", C.device_assert: "assertions on the device (tl.static_assert checks while tracing)",
+    C.dot_scaled: "scaled (microscaling) products",
     C.inline_asm_elementwise: "inline assembly (PTX does not run on Apple GPUs)",
     R.philox: "Philox on four counters of your own (tl.randint4x gives Triton's numbers)", R.philox_impl: "Philox on "
     "four counters of your own (tl.randint4x gives Triton's numbers)", C.tuple: "Triton's tuple values (use Python "
@@ -88,15 +84,27 @@ def _isinstance(tr, loc, obj, classinfo):
     return isinstance(obj, classinfo)
 
 
-def _print(tr, loc, *args):
-    raise not_yet("print (Triton's tl.device_print)", loc, "tl.static_print prints while the kernel is traced")
+def _print(tr, loc, values, sep, end, file, flush):
+    """Python's `print` in a kernel is Triton's `device_print`: the first value is the prefix."""
+    if not values:
+        raise KernelTypeError("print() in a kernel needs a prefix string first, as tl.device_print does", loc)
+    device_print(tr, loc, values[0], values[1:], False, "print")
 
 
-CALLS: dict = {**MEMORY, **TILES, **MATH, **BLOCKS, **{f: _refused(f, why) for f, why in REFUSED.items()},
+def _device_print(tr, loc, prefix, args, hex):  # noqa: A002 - Triton's parameter name
+    device_print(tr, loc, prefix, args, hex, "tl.device_print")
+
+
+def _device_assert(tr, loc, cond, msg):
+    device_assert(tr, loc, cond, msg, None, "tl.device_assert")
+
+
+CALLS: dict = {**MEMORY, **TILES, **MATH, **BLOCKS, **COMBINE,
+               **{f: _refused(f, why) for f, why in REFUSED.items()},
                **{f: libdevice(name) for name, f in LIBDEVICE.items()},
                **{cls: _type_object(cls) for cls in (dtype, pointer_type, block_type)},
                builtins.min: _builtin_extreme("min"), builtins.max: _builtin_extreme("max"), builtins.print: _print,
-               builtins.isinstance: _isinstance}
+               builtins.isinstance: _isinstance, C.device_print: _device_print, C.device_assert: _device_assert}
 """Per function object of `triton.language` (and libdevice), its implementation in a kernel. Python's `min` and `max`
 of two values are `tl.minimum` and `tl.maximum`, as Triton's code generator reads them (on constexprs too: the result
 is a traced value), and `print` is Triton's `device_print`."""
@@ -179,22 +187,42 @@ def unsupported(what: str, loc: Loc | None) -> NotSupportedYetError:
     return NotSupportedYetError(f"{what} in a @triton.jit kernel are not supported by metile yet", loc)
 
 
-def traced_logic(word: str, loc: Loc | None) -> NotSupportedYetError:
-    hint = {"and": "&", "or": "|", "not": "~"}[word]
-    return not_yet(f"`{word}` on traced values", loc, f"combine int1 values with `{hint}`")
+def _int1(tr, v: Value, loc: Loc) -> Value:
+    """An operand of `and`, `or` or `not` as Triton takes it: a bitcast to int1, so only int1 values pass."""
+    t = v.type
+    if isinstance(t, PtrType) or t.dtype is not DType.BOOL:
+        bits = 64 if isinstance(t, PtrType) else t.dtype.bits
+        raise KernelTypeError(f"Cannot bitcast data-type of size {bits} to data-type of size 1: `and`, `or` and "
+                              "`not` take int1 values (comparisons) in Triton; compare with 0 first", loc)
+    return v
 
 
-def logic(word: str, values: list, loc: Loc | None) -> Value:
-    """`a and b` / `a or b` of traced values, as Triton's `logical_and`/`logical_or`: every operand is evaluated and
-    must be int1 (a comparison); the result is their `&` or `|`."""
-    for v in values:
-        if isinstance(v.type, PtrType) or v.type.dtype is not DType.BOOL:
-            raise KernelTypeError(f"`{word}` of traced values takes int1 values (comparisons), not {v.type}: Triton "
-                                  "cannot bitcast them to int1", loc)
-    out = values[-1]
-    for v in reversed(values[:-1]):
-        out = ts.binary(word, v, out, loc)
-    return out
+def boolop(tr, word: str, operands: list, loc: Loc):
+    """Triton's `and`/`or`: every operand is evaluated in order; a compile-time one that decides the result ends the
+    evaluation there and is the result, one that does not is dropped; the traced ones (int1, scalars or tensors)
+    are combined with `logical_and`/`logical_or`, without short-circuit at run time."""
+    traced: list[Value] = []
+    value = None
+    for operand in operands:
+        value = tr.eval(operand)
+        if isinstance(value, Value):
+            traced.append(value)
+        elif (word == "and") != bool(value):
+            return value
+    if not traced:
+        return value
+    while len(traced) >= 2:
+        rhs, lhs = traced.pop(), traced.pop()
+        traced.append(ts.binary(word, _int1(tr, lhs, loc), _int1(tr, rhs, loc), loc))
+    return traced[0]
+
+
+def logical_not(tr, x, node):
+    """Triton's `not`: Python's on compile-time values, the inverse of an int1 value (scalar or tensor)."""
+    if not isinstance(x, Value):
+        return not x
+    loc = tr.loc(node)
+    return ts.unary("invert", _int1(tr, x, loc), loc)
 
 
 def arg_type(spec, value):
@@ -215,7 +243,7 @@ def static_arg(value) -> bool:
 
 TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare, unary=ts.unary, calls=CALLS,
                  attribute=attribute, bind=bind, loops={C.range: _range_loop}, runtime_range=True,
-                 assigned=ts.assigned, unsupported=unsupported, traced_logic=traced_logic, logic=logic,
+                 assigned=ts.assigned, unsupported=unsupported, boolop=boolop, logical_not=logical_not,
                  traced_identity=True,
                  arg_type=arg_type,
                  static_arg=static_arg, one_as_number=True)

@@ -136,6 +136,10 @@ const mt_thread_pos* mt_current_pos(void);
 /* A fault detected by kernel-side code (e.g. the compatibility header): abandons the launch. Does not return. */
 void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) __attribute__((noreturn));
 
+/* A line printed by kernel code (device_print): formatted as printf does, written whole to the process's standard
+ * output and flushed, one thread's line at a time. */
+void mt_device_print(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 /* Sanitizer: one access of kernel code to memory (only threadgroup memory is tracked). Called by the __tsan_*
  * hooks of sanitized kernel libraries (mt_sanitizer_hooks.cpp); `pc` is the accessing instruction. */
 void mt_san_access(const void* addr, uint32_t size, int32_t is_write, const void* pc);

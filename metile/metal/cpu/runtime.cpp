@@ -370,6 +370,20 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
 
 MT_EXPORT uint32_t mt_runtime_abi_version(void) { return MT_RUNTIME_ABI_VERSION; }
 
+MT_EXPORT void mt_device_print(const char* format, ...) {
+    static std::mutex print_mu;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(buf, sizeof buf, format, ap);
+    va_end(ap);
+    if (n < 0) return;
+    size_t len = static_cast<size_t>(n) < sizeof buf ? static_cast<size_t>(n) : sizeof buf - 1;
+    std::lock_guard<std::mutex> lk(print_mu);
+    fwrite(buf, 1, len, stdout);
+    fflush(stdout);
+}
+
 MT_EXPORT void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) {
     Worker* w = tl_worker;
     if (!w || !w->launch || !w->cur) {

@@ -6,7 +6,8 @@ Scratch: each statement takes regions of the compiler's scratch arena (`metile.i
 thread still reads an older value. `publish` writes tiles there (row-major, with the given row strides) between
 two barriers, in a pipelined loop's ring instead (`mma.Ring`), or in a buffer of its own (`own`); `gather` reads
 an element of a tile some other thread holds in registers, publishing it once per statement. `heavy_rep` lowers
-a reduction, scan or product once per region (`prepare` walks a value for them before its statement).
+a reduction, scan, gather (`gather_of`) or product once per region (`prepare` walks a value for them before
+its statement).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 from metile.ir.node import Node, children, walk
 from metile.ir.simt import Scratch
 from metile.ir.stmts import Let, Store
-from metile.ir.tile import ArgReduce, Dot, Reduce, Scan
+from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan
 from metile.ir.types import AddressSpace, DType, PtrType
-from metile.ir.values import AddPtr, Load, SharedAlloc, Value, Var
+from metile.ir.values import AddPtr, Const, Load, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import fma as FM
@@ -161,12 +162,31 @@ def heavy_rep(blk: Block, n: Value):
             found = R.arg_reduce(blk, n)
         elif isinstance(n, Scan):
             found = R.scan_of(blk, n)
+        elif isinstance(n, Gather):
+            found = gather_of(blk, n)
         elif isinstance(n, Dot):
             found = FM.product(blk, n, None, n)
         else:
             found = FM.product(blk, *dot_acc(n), n)
         blk.memo_put(key, found)
     return found
+
+
+def gather_of(blk: Block, n: Gather) -> Regs:
+    """A gather: the tile it picks from, evaluated at this thread's elements, goes to scratch (one barrier pair),
+    and each element of the result is loaded from the place its index picks (`values.gathered_pt`)."""
+    x = n.x
+    src = V.layout(blk, x.type.size)
+    (base,) = publish_regs(blk, [Regs(src, V.regs_of(blk, x, src))], n)
+    layout = V.layout(blk, n.type.size)
+    regs = []
+    for slot in range(layout.slots):
+        pt = V.gathered_pt(blk, n, V.slot_pt(blk, layout, slot, n.type.shape))
+        guard = V.guard(blk, layout, slot)
+        load = Load(AddPtr(base, pt.flat)) if guard is None else \
+            Load(AddPtr(base, pt.flat), guard, Const(0, base.type.dtype))
+        regs.append(blk.let(load, "gathered"))
+    return Regs(layout, tuple(regs))
 
 
 def publish_for_loop(blk: Block, v: Value, why: Node) -> None:
@@ -219,5 +239,5 @@ def channel_of(blk: Block, v: Value) -> Channel | None:
 
 
 
-__all__ = ["channel_of", "gather", "heavy_rep", "named_rep", "prepare", "publish", "publish_for_loop", "publish_regs",
-           "reps_in", "scratch"]
+__all__ = ["channel_of", "gather", "gather_of", "heavy_rep", "named_rep", "prepare", "publish", "publish_for_loop",
+           "publish_regs", "reps_in", "scratch"]

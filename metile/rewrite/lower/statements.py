@@ -16,7 +16,7 @@ from metile.ir import layouts as tl
 from metile.ir.node import Node
 from metile.ir.ops import CmpOp
 from metile.ir.simt import RingBarrier
-from metile.ir.stmts import AtomicAdd, Barrier, For, If, Let, Store, While
+from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Let, Store, While
 from metile.ir.tile import Join, Permute, SimdgroupRole, Take, Transpose
 from metile.ir.values import (
     AtomicRMW,
@@ -35,6 +35,7 @@ from metile.ir.values import (
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
 from metile.rewrite.lower import control as C
+from metile.rewrite.lower import debug as D
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import memory as M
 from metile.rewrite.lower import values as V
@@ -119,6 +120,10 @@ def stmt(blk: Block, s: Stmt) -> None:
             C.while_stmt(blk, s)
         case SimdgroupRole():
             C.role_stmt(blk, s)
+        case DevicePrint():
+            D.print_stmt(blk, s)
+        case DeviceAssert():
+            D.assert_stmt(blk, s)
         case _:
             raise blk.refuse(f"{what(s)} cannot be lowered", s)
 

@@ -24,6 +24,7 @@ from metile.ir.tile import (
     Dot,
     ExpandDims,
     Full,
+    Gather,
     Join,
     NumPrograms,
     Permute,
@@ -37,6 +38,7 @@ from metile.ir.tile import (
     ThreadId,
     Transpose,
 )
+from metile.ir.types import DType
 from metile.ir.values import (
     AddPtr,
     Binary,
@@ -192,6 +194,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return s(x)
         case Take(x, _, index) if len(x.type.shape) == 1:
             return at(blk, x, Pt(x.type.shape, mo.const(index)))
+        case Gather() if v.type.size == 1:   # the one element of a line, reshaped to a scalar
+            return read(blk, X.heavy_rep(blk, v), Pt(v.type.shape, mo.const(0)), v)
     return elementwise(blk, v, s)
 
 
@@ -270,13 +274,32 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
             if isinstance(side, Const):   # a known element: one side only
                 return at(blk, (a, b)[side.value], half)
             return mo.select(Compare(CmpOp.EQ, side, mo.const(0)), at(blk, a, half), at(blk, b, half))
-        case Reduce() | ArgReduce() | Scan() | Dot():
+        case Reduce() | ArgReduce() | Scan() | Dot() | Gather():
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Binary() if dot_acc(v):
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Load():  # a deferred tile load (`metile.rewrite.lower.rolled`)
             return RL.deferred_load(blk, v, pt)
     return elementwise(blk, v, lambda x: at(blk, x, pt))
+
+
+def gathered_pt(blk: Block, g: Gather, pt: Pt) -> Pt:
+    """The element of `g.x` that element `pt` of the gather `g` picks: its coordinates, the one along the axis
+    replaced by the index there (reduced into range)."""
+    xs = g.x.type.shape
+    extent = xs[g.axis]
+    i = at(blk, g.index, pt)
+    if i.type.dtype is not DType.I32:
+        i = Cast(i, DType.I32)
+    if extent & (extent - 1) == 0:
+        i = Binary(BinOp.AND, i, mo.const(extent - 1))
+    else:
+        i = Binary(BinOp.MIN, Binary(BinOp.MAX, i, mo.const(0)), mo.const(extent - 1))
+    cs = coords(blk, pt) if len(xs) > 1 else [pt.flat]
+    flat: Value = mo.const(0)
+    for d, (c, stride) in enumerate(zip(cs, row_major_strides(xs))):
+        flat = mo.add(flat, mo.mul(i if d == g.axis else c, mo.const(stride)))
+    return Pt(xs, flat)
 
 
 def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
@@ -307,5 +330,5 @@ def regs_of(blk: Block, v: Value, layout: Blocked) -> tuple[Value, ...]:
 
 
 
-__all__ = ["at", "coords", "element_at", "elementwise", "guard", "layout", "project", "raw_flat", "read", "recorded",
-           "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
+__all__ = ["at", "coords", "element_at", "elementwise", "gathered_pt", "guard", "layout", "project", "raw_flat", "read",
+           "recorded", "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]

@@ -33,6 +33,13 @@
 /* MSL code may name everything unqualified, with or without `using namespace metal;`. */
 using namespace metal;
 
+/* Printing and assertions of metile's kernels (device_print, device_assert: metile/emit/debug.py): on the CPU device
+ * a line goes to standard output, and a failed assertion is a fault at the line of the call. The MSL metile emits
+ * defines both as nothing when METILE_DEVICE_DEBUG is not defined (on an Apple GPU). */
+#define METILE_DEVICE_DEBUG 1
+#define metile_device_print(...) mt_device_print(__VA_ARGS__)
+#define metile_device_assert(cond, msg) ((cond) ? (void)0 : mt_kernel_fault(MT_FAULT_KERNEL, msg, __LINE__))
+
 /* Address spaces and function qualifiers: C++ has one flat address space. */
 #define device
 #define constant
