@@ -100,7 +100,6 @@ from metile.ir import (
     While,
 )
 from metile.ir.errors import Loc, assert_never
-from metile.ir.types import DType
 
 HEADER = "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n"
 INDENT = "    "
@@ -558,24 +557,6 @@ class _Emitter:
         self.close_block()
         self.results_of(s.results, s.carried)
 
-    @staticmethod
-    def advance(s: For, i: str, stop: str, step: str) -> str:
-        """The step of a `for` loop, as `range` has it: the index never wraps around. `i += step` unless the index
-        could pass the type's limit before leaving the loop; then the step stops at `stop` when fewer than `step`
-        remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
-        if _steps_within_range(s):
-            return f"{i} += {step}"
-        dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None
-        unsigned = _UNSIGNED_INDEX.get(dtype)
-        if unsigned is None or by == 0:
-            raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
-        left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
-        size = literal(abs(by), unsigned) if by is not None else step  # a run-time step is positive inside the loop
-        if dtype.is_signed:
-            left = tuple(f"static_cast<{unsigned.msl}>({x})" for x in left)
-            size = size if by is not None else f"static_cast<{unsigned.msl}>({step})"
-        return f"{i} = {left[0]} - {left[1]} > {size} ? {i} + {step} : {stop}"
-
     def results_of(self, results, carried) -> None:
         """A loop's results: after the loop nothing assigns its carried locals again, so a result is written
         as the carried local itself; a pointer gets its own local, since it may be declared `const` apart."""
@@ -610,23 +591,6 @@ class _Emitter:
         self.assign(s.carried, s.yields)
         self.close_block()
         self.results_of(s.results, s.carried)
-
-
-def _steps_within_range(s: For) -> bool:
-    """Whether `index += step` stays within the index type until the loop exits, whatever the run-time bounds: the
-    last index inside the loop is one short of `stop` (of the type's limit when `stop` is not a constant)."""
-    step, stop = s.step, s.stop
-    if not isinstance(step, Const) or s.index.type.dtype not in _INDEX_RANGE:
-        return False
-    lo, hi = _INDEX_RANGE[s.index.type.dtype]
-    if step.value > 0:
-        return (stop.value - 1 if isinstance(stop, Const) else hi - 1) + step.value <= hi
-    return (stop.value + 1 if isinstance(stop, Const) else lo + 1) + step.value >= lo
-
-
-_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1),
-                DType.I64: (-(1 << 63), (1 << 63) - 1), DType.U64: (0, (1 << 64) - 1)}
-_UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.U64, DType.U64: DType.U64}
 
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]

@@ -299,17 +299,19 @@ def function_name(kernel_name: str) -> str:
 def loop_step(s: For, i: str, stop: str, step: str) -> str:
     """The step of a `for` loop, as `range` has it: the index never wraps around. `i += step` unless the index
     could pass the type's limit before leaving the loop; then the step stops at `stop` when fewer than `step`
-    remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
+    remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic of the
+    index's width: 32 or 64 bits)."""
     if _steps_within_range(s):
         return f"{i} += {step}"
     dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None
-    if dtype not in (DType.I32, DType.U32) or by == 0:
+    unsigned = _UNSIGNED_INDEX.get(dtype)
+    if unsigned is None or by == 0:
         raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
     left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
-    size = f"{abs(by)}u" if by is not None else step  # a run-time step is positive inside the loop
-    if dtype is DType.I32:
-        left = tuple(f"static_cast<uint>({x})" for x in left)
-        size = size if by is not None else f"static_cast<uint>({step})"
+    size = literal(abs(by), unsigned) if by is not None else step  # a run-time step is positive inside the loop
+    if dtype.is_signed:
+        left = tuple(f"static_cast<{unsigned.msl}>({x})" for x in left)
+        size = size if by is not None else f"static_cast<{unsigned.msl}>({step})"
     return f"{i} = {left[0]} - {left[1]} > {size} ? {i} + {step} : {stop}"
 
 
@@ -325,7 +327,9 @@ def _steps_within_range(s: For) -> bool:
     return (stop.value + 1 if isinstance(stop, Const) else lo + 1) + step.value >= lo
 
 
-_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1)}
+_INDEX_RANGE = {DType.I32: (-(1 << 31), (1 << 31) - 1), DType.U32: (0, (1 << 32) - 1),
+                DType.I64: (-(1 << 63), (1 << 63) - 1), DType.U64: (0, (1 << 64) - 1)}
+_UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.U64, DType.U64: DType.U64}
 
 
 __all__ = [
