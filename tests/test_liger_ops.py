@@ -156,10 +156,10 @@ def test_group_norm(batch, channels, groups, hidden, dtype):
     dy = torch.randn(batch, channels, hidden, dtype=dtype)
     y1 = ops("group_norm").LigerGroupNormFunction.apply(x1, w1, b1, channels, groups, 1e-6)
     y2 = F.group_norm(x2.float(), groups, w2.float(), b2.float(), 1e-6).to(dtype)
+    atol, rtol = (1e-4, 1e-4) if dtype is FP32 else (1e-1, 1e-1)
+    close(y1, y2, atol, rtol)   # before the backward, which bf16 does not reach yet
     y1.backward(dy)
     y2.backward(dy)
-    atol, rtol = (1e-4, 1e-4) if dtype is FP32 else (1e-1, 1e-1)
-    close(y1, y2, atol, rtol)
     close(x1.grad, x2.grad, atol * 10, rtol)
     close(w1.grad, w2.grad, atol * 100, rtol)
     close(b1.grad, b2.grad, atol * 100, rtol)
@@ -363,7 +363,7 @@ def test_qwen2vl_mrope(bsz, seq_len, n_q_head, n_kv_head, head_dim, dtype):
         close(got, want, atol, rtol)
 
 
-@not_yet("a `return` before the end of the kernel (`if ... or ...: return`)",
+@not_yet("`or` on traced values, then a `return` before the end of the kernel (`if ... or ...: return`)",
          "liger_kernel/ops/llama4_rope.py:49-50, _llama4_rope_kernel")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_llama4_rope(dtype):
@@ -584,37 +584,38 @@ def test_embedding(vocab, dim, shape, dtype):
 
     y1 = LigerEmbeddingFunction.apply(e1, idx)
     y2 = F.embedding(idx, e2)
+    atol, rtol = (1e-6, 1e-6) if dtype is FP32 else (1e-2, 1e-2)
+    close(y1, y2, atol, rtol)   # before the backward, which bf16 does not reach yet
     y1.backward(dy)
     y2.backward(dy)
-    atol, rtol = (1e-6, 1e-6) if dtype is FP32 else (1e-2, 1e-2)
-    close(y1, y2, atol, rtol)
     close(e1.grad, e2.grad, atol, rtol)
 
 
-def mta_reference(scores, weight, bias, padding):
+def mta_reference(scores, weight, bias, padding, groups):
     """Multi-token attention: scores masked causally (-inf above the diagonal), a softmax over each row, a 2-D
     convolution over the (query, key) grid, and the causal positions of its result set to zero."""
     n = scores.shape[-1]
     future = torch.ones(n, n, dtype=torch.bool).triu(1)
     probs = torch.softmax(scores.float().masked_fill(future, float("-inf")), -1)
-    out = F.conv2d(probs, weight.float(), None if bias is None else bias.float(), padding=padding)
+    out = F.conv2d(probs, weight.float(), None if bias is None else bias.float(), padding=padding, groups=groups)
     return out.masked_fill(future, 0.0).to(scores.dtype)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch, channels, length, kernel", [(2, 4, 16, 3), (1, 2, 37, 5)], ids=str)
-def test_multi_token_attention(batch, channels, length, kernel, dtype):
+@pytest.mark.parametrize("batch, channels, length, kernel, groups",   # Liger's shapes (C_in = C_out)
+                         [(2, 4, 8, 3, 1), (3, 6, 6, 3, 1), (1, 4, 33, 5, 4), (1, 8, 128, 5, 2)], ids=str)
+def test_multi_token_attention(batch, channels, length, kernel, groups, dtype):
     torch.manual_seed(0)
     s1, s2 = pair(batch, channels, length, length, dtype=dtype)
-    w1, w2 = pair(channels, channels, kernel, kernel, dtype=dtype, scale=0.3)
+    w1, w2 = pair(channels, channels // groups, kernel, kernel, dtype=dtype, scale=0.3)
     b1, b2 = pair(channels, dtype=dtype)
-    y1 = ops("multi_token_attention").LigerMultiTokenAttentionFunction.apply(s1, w1, b1, 1, kernel // 2)
-    y2 = mta_reference(s2, w2, b2, kernel // 2)
+    y1 = ops("multi_token_attention").LigerMultiTokenAttentionFunction.apply(s1, w1, b1, 1, kernel // 2, 1, groups)
+    y2 = mta_reference(s2, w2, b2, kernel // 2, groups)
     dy = torch.randn_like(y2)
     y1.backward(dy)
     y2.backward(dy)
-    atol, rtol = (1e-4, 1e-4) if dtype is FP32 else (5e-2, 5e-2)   # Liger's test_multi_token_attention
+    atol, rtol = (1e-4, 1e-4) if dtype is FP32 else (2e-2, 2e-2)   # Liger's test_multi_token_attention
     close(y1, y2, atol, rtol)
     for got, want in ((s1.grad, s2.grad), (w1.grad, w2.grad), (b1.grad, b2.grad)):
         close(got, want, atol * 10, rtol * 10)
@@ -630,10 +631,16 @@ def neighborhood_reference(q, k, v, kernel_size, dilation, scale):
     return (torch.softmax(s.masked_fill(~near, float("-inf")), -1) @ v.float()).to(q.dtype)
 
 
+NA_SCRATCH = not_yet("a tl.dot of 64 x 64 f32 tiles, whose threads exchange values through 51200 bytes of scratch, "
+                     "more than the 32 KB of threadgroup memory (a LaunchError)",
+                     "liger_kernel/ops/fused_neighborhood_attention.py:176, _fused_neighborhood_attention_qk_kernel")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch, heads, length, head_dim, kernel_size, dilation",
-                         [(1, 2, 32, 32, 7, 1), (2, 1, 48, 16, 5, 2)], ids=str)
+@pytest.mark.parametrize("batch, heads, length, head_dim, kernel_size, dilation",   # Liger's shapes, and dilated
+                         [(2, 4, 32, 32, 7, 1), (1, 8, 32, 16, 5, 1), (2, 3, 24, 32, 9, 1), (2, 1, 48, 16, 5, 2),
+                          pytest.param(1, 4, 128, 64, 7, 1, marks=NA_SCRATCH)], ids=str)
 def test_fused_neighborhood_attention(batch, heads, length, head_dim, kernel_size, dilation, dtype):
     torch.manual_seed(0)
     q1, q2 = pair(batch, heads, length, head_dim, dtype=dtype)
