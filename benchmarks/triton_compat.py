@@ -6,10 +6,10 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
   launches (trace, passes, MSL, the CPU device's C++ build) with an empty kernel cache (the CPU device's runtime
   library and headers are built beforehand, once); "compile" is the first call less the steady-state time;
 - steady: the median of later calls (at least 3, and more within about a second).
-Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) launches a small
-kernel of its own, so that an op's first call does not pay the process's own start. The tables print medians in
-milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are empty for ops it
-cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
+Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) imports Liger and
+launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
+print medians in milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are
+empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
 
 Run: python benchmarks/triton_compat.py [--ops rms_norm,swiglu] [--budget 1.0]
 """
@@ -183,13 +183,15 @@ def _step(fn, inputs) -> float:
 
 def _warm_up(way: str) -> None:
     """What every op's first call would otherwise pay once per process: torch's first autograd pass and, for the
-    Triton ways, importing the compiler (or interpreter) and its first launch, on a kernel of no op's."""
+    Triton ways, importing Liger and the compiler (or interpreter) and a first launch, of a kernel of no op's."""
     import torch
 
+    big = torch.randn(1 << 20, requires_grad=True)   # large enough to start torch's intra-op threads
+    (big * 2).exp().sum().backward()
     x = torch.ones(8, requires_grad=True)
-    (x * 2).sum().backward()
     if way == "torch":
         return
+    import liger_kernel.ops  # noqa: F401 - Liger's modules (and torch._dynamo, which they import), outside the timings
     import triton
     import triton.language as tl
 
