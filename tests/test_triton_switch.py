@@ -24,7 +24,7 @@ def _run(args: list[str], tmp_path: Path, fake_wheel: bool = False, **kwargs) ->
         (wheel / "triton" / "language").mkdir(parents=True, exist_ok=True)
         (wheel / "triton" / "__init__.py").write_text("__version__ = 'wheel'\nWHEEL = True\n")
         (wheel / "triton" / "language" / "__init__.py").write_text("WHEEL = True\n")
-        (wheel / "triton" / "backends.py").write_text("WHEEL = True\n")
+        (wheel / "triton" / "tools.py").write_text("WHEEL = True\n")
         paths.append(str(wheel))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "METILE_DEVICE": "cpu"}
     return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -65,11 +65,11 @@ def test_install_serves_import_triton_over_a_triton_on_the_path(tmp_path):
         assert not hasattr(triton, "WHEEL") and triton.language.constexpr is metile.constexpr
         assert driver.active.get_current_target().backend == "metal"
         try:
-            import triton.backends
+            import triton.tools
         except ModuleNotFoundError as e:
-            assert "served by metile" in str(e) and e.name == "triton.backends", e
+            assert "served by metile" in str(e) and e.name == "triton.tools", e
         else:
-            raise AssertionError("the stand-in wheel's triton.backends was imported")
+            raise AssertionError("the stand-in wheel's triton.tools was imported")
         import sys
         from metile.triton.install import TritonFinder
         metile.triton.install()                   # twice is once
@@ -113,3 +113,39 @@ def test_runner_usage_errors(tmp_path, args, message):
 def test_without_install_import_triton_is_untouched(tmp_path):
     done = _run(["-c", "import metile.triton, triton; print(triton.WHEEL)"], tmp_path, fake_wheel=True)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+
+
+def test_torch_imports_its_compiler_over_metiles_triton_and_does_not_take_it_for_a_cpu_backend(tmp_path):
+    """torch's compiler (torch._dynamo, torch._inductor, which programs such as Liger-Kernel import through
+    `torch.compiler.disable`) imports `triton.backends.compiler`, `triton.compiler.compiler` and more when a `triton`
+    package is present: they import from metile's, torch finds no Triton backend for the CPU (so TorchInductor keeps
+    its C++ code on CPU tensors and torch.compile works), and what it would compile through refuses loudly."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    program = textwrap.dedent("""
+        import metile, metile.triton
+        metile.triton.install()
+        import torch
+        import torch._dynamo, torch._inductor.utils, torch._inductor.runtime.triton_compat as compat
+        from torch.utils._triton import has_triton, has_triton_package
+        import triton, triton.backends, triton.backends.compiler, triton.compiler.compiler, triton.runtime.cache
+        assert has_triton_package() and not has_triton() and compat.HAS_TRITON
+        assert triton.backends.backends == {} and compat.Config is triton.Config
+        target = triton.runtime.driver.active.get_current_target()
+        assert isinstance(target, triton.backends.compiler.GPUTarget) and target.backend == "metal"
+        assert triton.runtime.cache.triton_key() == compat.triton_key() == "metile-%s-triton-3.4.0" % metile.__version__
+        for call in (lambda: triton.compiler.compiler.make_backend(target),
+                     lambda: triton.compiler.compiler.ASTSource(None, {})):
+            try:
+                call()
+            except metile.MetileError as e:
+                assert "not supported by metile" in str(e) or "no Triton compiler backend" in str(e), e
+            else:
+                raise AssertionError("Triton's staged compile was served")
+        f = torch.compile(lambda x: (x * 2).sin().sum())
+        x = torch.linspace(0, 1, 10)
+        assert torch.allclose(f(x), (x * 2).sin().sum())
+        print("torch ok")
+    """)
+    done = _run(["-c", program], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "torch ok" in done.stdout

@@ -299,7 +299,8 @@ def function_name(kernel_name: str) -> str:
 def loop_step(s: For, i: str, stop: str, step: str) -> str:
     """The step of a `for` loop, as `range` has it: the index never wraps around. `i += step` unless the index
     could pass the type's limit before leaving the loop; then the step stops at `stop` when fewer than `step`
-    remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic)."""
+    remain (the distance to `stop` is positive inside the loop, so it is exact in unsigned arithmetic of the
+    index's width: 32 or 64 bits)."""
     if _steps_within_range(s):
         return f"{i} += {step}"
     dtype, by = s.index.type.dtype, s.step.value if isinstance(s.step, Const) else None

@@ -241,7 +241,8 @@ class LaunchedKernel:
 
 @functools.cache
 def _target():
-    from metile.triton.runtime.driver import GPUTarget, metal_target
+    from metile.triton.backends.compiler import GPUTarget
+    from metile.triton.runtime.driver import metal_target
 
     return GPUTarget("metal", metal_target(), 32)
 

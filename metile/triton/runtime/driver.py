@@ -12,22 +12,13 @@ knows its name), `max_shared_mem` (threadgroup memory, 32768 bytes), `warpSize` 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
 import metile
 from metile.ir.target import DEFAULT_TARGET
 from metile.profile.gpus import UnknownGpuError, gpu
-
-
-@dataclasses.dataclass(frozen=True)
-class GPUTarget:
-    """What kernels are compiled for (Triton's `GPUTarget`): `backend` "metal", `arch` the Apple GPU family."""
-
-    backend: str
-    arch: int | str
-    warp_size: int
+from metile.triton.backends.compiler import GPUTarget
 
 
 def metal_target() -> str:

@@ -1,0 +1,305 @@
+"""Liger-Kernel's Triton ops three ways on the CPU, side by side: through metile.triton on metile's CPU device,
+in Triton's own interpreter (TRITON_INTERPRET=1, the Triton wheel, no metile) and as torch's eager operations.
+
+For each op that runs on metile (tests/test_liger_ops.py), one forward and backward at a moderate shape, fp32:
+- first call: the first forward and backward in a fresh process; on metile it compiles every kernel the op
+  launches (trace, passes, MSL, the CPU device's C++ build) with an empty kernel cache (the CPU device's runtime
+  library and headers are built beforehand, once); "compile" is the first call less the steady-state time;
+- steady: the median of later calls (at least 3, and more within about a second).
+Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) imports Liger and
+launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
+print medians in milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are
+empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
+
+Run: python benchmarks/triton_compat.py [--ops rms_norm,swiglu] [--budget 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WAYS = ("metile", "interpreter", "torch")
+
+
+def _ops():
+    """name -> (make inputs, Liger's call, torch's eager call); the calls return the tensors to differentiate."""
+    import torch
+    import torch.nn.functional as F
+
+    def lx(name):
+        import importlib
+
+        return importlib.import_module(f"liger_kernel.ops.{name}")
+
+    def rand(*shape, grad=True, scale=1.0):
+        t = torch.randn(*shape) * scale
+        return t.requires_grad_(grad)
+
+    def logp(rows, vocab, grad=True):
+        return torch.randn(rows, vocab).log_softmax(-1).requires_grad_(grad)
+
+    def rms(x, w, eps=1e-6):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def rotate_half(x):
+        a, b = x.chunk(2, -1)
+        return torch.cat((-b, a), -1)
+
+    def rope_inputs():
+        angle = torch.arange(128)[:, None] * torch.rand(32)
+        angle = torch.cat((angle, angle), -1)[None]
+        return rand(2, 8, 128, 64), rand(2, 4, 128, 64), angle.cos(), angle.sin()
+
+    def mrope_inputs():
+        angle = torch.randint(0, 512, (3, 2, 128, 1)).float() * torch.rand(32)
+        angle = torch.cat((angle, angle), -1)
+        return rand(2, 8, 128, 64), rand(2, 4, 128, 64), angle.cos(), angle.sin()
+
+    def mrope_torch(q, k, cos, sin):
+        parts = [8, 12, 12] * 2
+        c = torch.cat([m[i % 3] for i, m in enumerate(cos.split(parts, -1))], -1)[:, None]
+        s = torch.cat([m[i % 3] for i, m in enumerate(sin.split(parts, -1))], -1)[:, None]
+        return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s
+
+    def jsd_torch(log_q, log_p, beta=0.5):
+        p, q = log_p.exp(), log_q.exp()
+        log_m = torch.log(beta * p + (1 - beta) * q)
+        return (beta * (p * (log_p - log_m)).sum(-1) + (1 - beta) * (q * (log_q - log_m)).sum(-1)).mean()
+
+    def sparsemax_torch(x):
+        z, _ = torch.sort(x, -1, descending=True)
+        k = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+        cum = z.cumsum(-1)
+        kmax = ((1 + k * z) > cum).sum(-1, keepdim=True)
+        return torch.clamp(x - (cum.gather(-1, kmax - 1) - 1) / kmax, min=0)
+
+    def mta_torch(s, w, b):
+        future = torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool).triu(1)
+        out = F.conv2d(torch.softmax(s.masked_fill(future, float("-inf")), -1), w, b, padding=1)
+        return out.masked_fill(future, 0.0)
+
+    def na_torch(q, k, v, size=7):
+        i, j = torch.arange(q.shape[-2])[:, None], torch.arange(q.shape[-2])[None, :]
+        s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+        return torch.softmax(s.masked_fill((j - i).abs() > size // 2, float("-inf")), -1) @ v
+
+    h = 512
+    return {
+        "rms_norm": (lambda: (rand(4, 128, h), rand(h)),
+                     lambda x, w: lx("rms_norm").LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", False),
+                     rms),
+        "fused_add_rms_norm": (lambda: (rand(4, 128, h), rand(4, 128, h), rand(h)),
+                               lambda x, r, w: lx("fused_add_rms_norm").LigerFusedAddRMSNormFunction.apply(
+                                   x, r, w, 1e-6, 0.0, "llama", False)[0],
+                               lambda x, r, w: rms(x + r, w)),
+        "layer_norm": (lambda: (rand(4, 128, h), rand(h), rand(h)),
+                       lambda x, w, b: lx("layer_norm").LigerLayerNormFunction.apply(x, w, b, 1e-6),
+                       lambda x, w, b: F.layer_norm(x, (h,), w, b, 1e-6)),
+        "group_norm": (lambda: (rand(4, 32, h), rand(32), rand(32)),
+                       lambda x, w, b: lx("group_norm").LigerGroupNormFunction.apply(x, w, b, 32, 8, 1e-6),
+                       lambda x, w, b: F.group_norm(x, 8, w, b, 1e-6)),
+        "poly_norm": (lambda: (rand(4, 128, h), rand(3), rand(())),
+                      lambda x, w, b: lx("poly_norm").LigerPolyNormFunction.apply(x, w, b, 1e-6, False),
+                      lambda x, w, b: sum(w[i] * rms(x ** (3 - i), 1.0) for i in range(3)) + b),
+        "dyt (forward)": (lambda: (rand(4, 128, h, grad=False), torch.tensor([0.5]), torch.randn(h), torch.randn(h)),
+                          lambda x, a, g, b: lx("dyt").LigerDyTFunction.apply(x, a, g, b),
+                          lambda x, a, g, b: g * torch.tanh(a * x) + b),
+        "swiglu": (lambda: (rand(4, 128, 4 * h), rand(4, 128, 4 * h)),
+                   lambda a, b: lx("swiglu").LigerSiLUMulFunction.apply(a, b),
+                   lambda a, b: F.silu(a) * b),
+        "geglu": (lambda: (rand(4, 128, 4 * h), rand(4, 128, 4 * h)),
+                  lambda a, b: lx("geglu").LigerGELUMulFunction.apply(a, b),
+                  lambda a, b: F.gelu(a, approximate="tanh") * b),
+        "relu_squared": (lambda: (rand(4, 128, 4 * h),),
+                         lambda x: lx("relu_squared").LigerReLUSquaredFunction.apply(x),
+                         lambda x: F.relu(x).square()),
+        "softmax": (lambda: (rand(512, 1024),),
+                    lambda x: lx("softmax").LigerSoftmaxFunction.apply(x),
+                    lambda x: torch.softmax(x, -1)),
+        "sparsemax": (lambda: (rand(256, 1024),),
+                      lambda x: lx("sparsemax").LigerSparsemaxFunction.apply(x, -1),
+                      sparsemax_torch),
+        "rope": (rope_inputs,
+                 lambda q, k, c, s: lx("rope").LigerRopeFunction.apply(q, k, c, s),
+                 lambda q, k, c, s: (q * c[:, None] + rotate_half(q) * s[:, None],
+                                     k * c[:, None] + rotate_half(k) * s[:, None])),
+        "qwen2vl_mrope": (mrope_inputs,
+                          lambda q, k, c, s: lx("qwen2vl_mrope").LigerQwen2VLMRopeFunction.apply(q, k, c, s,
+                                                                                               [8, 12, 12]),
+                          mrope_torch),
+        "kl_div": (lambda: (logp(256, 4096), torch.randn(256, 4096).softmax(-1)),
+                   lambda x, t: lx("kl_div").LigerKLDivLossFunction.apply(x, t, "batchmean", False, 1e-10),
+                   lambda x, t: F.kl_div(x, t, reduction="batchmean")),
+        "jsd": (lambda: (logp(256, 4096), logp(256, 4096, grad=False)),
+                lambda x, t: lx("jsd").LigerJSDFunction.apply(x, t, None, 0.5, -100, None, None),
+                jsd_torch),
+        "fused_linear_jsd": (lambda: (rand(256, 256), rand(4096, 256, scale=0.1), torch.randn(256, 256),
+                                      torch.randn(4096, 256) * 0.1),
+                             lambda x, w, tx, tw: lx("fused_linear_jsd").LigerFusedLinearJSDFunction.apply(
+                                 x, w, tx, tw, None, 0.5, -100, 1.0, None, None, None),
+                             lambda x, w, tx, tw: jsd_torch((x @ w.T).log_softmax(-1), (tx @ tw.T).log_softmax(-1))),
+        "tvd": (lambda: (torch.randn(256, 4096).softmax(-1).requires_grad_(True), torch.randn(256, 4096).softmax(-1)),
+                lambda p, q: lx("tvd").LigerTVDLossFunction.apply(p, q, None, "batchmean"),
+                lambda p, q: 0.5 * (p - q).abs().sum() / p.shape[0]),
+        "embedding": (lambda: (rand(8192, 256), torch.randint(0, 8192, (4, 128))),
+                      lambda e, i: __import__("liger_kernel.ops.experimental.embedding", fromlist=["x"])
+                      .LigerEmbeddingFunction.apply(e, i),
+                      lambda e, i: F.embedding(i, e)),
+        "multi_token_attention": (lambda: (rand(2, 4, 64, 64), rand(4, 4, 3, 3, scale=0.3), rand(4)),
+                                  lambda s, w, b: lx("multi_token_attention").LigerMultiTokenAttentionFunction.apply(
+                                      s, w, b, 1, 1),
+                                  mta_torch),
+        "fused_neighborhood_attention": (lambda: (rand(2, 4, 64, 32), rand(2, 4, 64, 32), rand(2, 4, 64, 32)),
+                                         lambda q, k, v: lx("fused_neighborhood_attention")
+                                         .LigerFusedNeighborhoodAttentionFunction.apply(q, k, v, 7, 1, None),
+                                         na_torch),
+    }
+
+
+def _step(fn, inputs) -> float:
+    """One forward and backward (a forward alone when nothing needs a gradient), its wall time in seconds."""
+    import torch
+
+    for t in inputs:
+        if isinstance(t, torch.Tensor):
+            t.grad = None
+    start = time.perf_counter()
+    out = fn(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    if any(o.requires_grad for o in outs):
+        torch.autograd.backward([o for o in outs if o.requires_grad],
+                                [torch.ones_like(o) for o in outs if o.requires_grad])
+    return time.perf_counter() - start
+
+
+def _warm_up(way: str) -> None:
+    """What every op's first call would otherwise pay once per process: torch's first autograd pass and, for the
+    Triton ways, importing Liger and the compiler (or interpreter) and a first launch, of a kernel of no op's."""
+    import torch
+
+    big = torch.randn(1 << 20, requires_grad=True)   # large enough to start torch's intra-op threads
+    (big * 2).exp().sum().backward()
+    x = torch.ones(8, requires_grad=True)
+    if way == "torch":
+        return
+    import liger_kernel.ops  # noqa: F401 - Liger's modules (and torch._dynamo, which they import), outside the timings
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale(X, Y, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(Y + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+    scale[(1,)](x.detach(), torch.empty(8), 8, BLOCK=8)
+
+
+def measure(way: str, names: list[str], budget: float) -> None:
+    """In this process (set up for `way`), time each op and print one JSON line per op."""
+    if way == "metile":
+        import metile.triton
+
+        metile.triton.install()
+    import torch
+
+    _warm_up(way)
+    ops = _ops()
+    for name in names:
+        make, liger_call, torch_call = ops[name]
+        torch.manual_seed(0)
+        inputs = make()
+        fn = torch_call if way == "torch" else liger_call
+        row = {"op": name}
+        try:
+            row["first"] = _step(fn, inputs)
+            times, spent = [], 0.0
+            while len(times) < 3 or (spent < budget and len(times) < 200):
+                times.append(_step(fn, inputs))
+                spent += times[-1]
+            row["steady"] = statistics.median(times)
+            row["reps"] = len(times)
+        except Exception as e:   # a way that cannot run an op: its cell stays empty
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        print(json.dumps(row), flush=True)
+
+
+def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, dict]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if way == "metile":
+        env.update(METILE_DEVICE="cpu", METILE_CACHE_DIR=cache)
+        # the CPU device's runtime library and headers once, so that first calls measure the kernels' compiles
+        subprocess.run([sys.executable, "-c", "import metile; metile.device('cpu')"], env=env, check=True)
+    elif way == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
+    done = subprocess.run([sys.executable, __file__, "--way", way, "--ops", ",".join(names), "--budget",
+                           str(budget)], env=env, capture_output=True, text=True)
+    rows = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            rows[row["op"]] = row
+    if done.returncode != 0 and not rows:
+        raise SystemExit(f"the {way} process failed:\n{done.stderr[-3000:]}")
+    return rows
+
+
+def _ms(row: dict | None, key: str) -> str:
+    return f"{1e3 * row[key]:9.2f}" if row and key in row else f"{'-':>9}"
+
+
+def _ratio(a: dict | None, b: dict | None, key: str) -> str:
+    return f"{a[key] / b[key]:8.2f}x" if a and b and key in a and key in b else f"{'-':>9}"
+
+
+def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
+    m, i, t = (results[w] for w in WAYS)
+    print("\nfirst call (ms): one forward and backward in a fresh process; metile compiles every kernel of the op")
+    print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+    for n in names:
+        mr = m.get(n)
+        comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"   # < 0: noise
+        print(f"{n:30} {_ms(mr, 'first')} {comp} {_ms(i.get(n), 'first')} {_ms(t.get(n), 'first')} "
+              f"{_ratio(mr, i.get(n), 'first')} {_ratio(mr, t.get(n), 'first')}")
+    print("\nsteady state (ms): median of later forward and backward calls")
+    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+    for n in names:
+        mr = m.get(n)
+        print(f"{n:30} {_ms(mr, 'steady')} {_ms(i.get(n), 'steady')} {_ms(t.get(n), 'steady')} "
+              f"{_ratio(mr, i.get(n), 'steady')} {_ratio(mr, t.get(n), 'steady')}")
+    for way in WAYS:
+        for n in names:
+            if "error" in results[way].get(n, {}):
+                print(f"{way} could not run {n}: {results[way][n]['error']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default="", help="comma-separated op names (default: every op)")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds of steady-state calls per op and way")
+    parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)   # the subprocess of one way
+    args = parser.parse_args()
+    if args.way:
+        measure(args.way, args.ops.split(","), args.budget)
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is None:
+        raise SystemExit("liger-kernel is not installed (pip install 'metile[dev]')")
+    names = args.ops.split(",") if args.ops else list(_ops())
+    with tempfile.TemporaryDirectory() as cache:
+        results = {way: run_way(way, names, args.budget, cache) for way in WAYS}
+    report(results, names)
+
+
+if __name__ == "__main__":
+    main()
