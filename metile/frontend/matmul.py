@@ -46,7 +46,6 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     return DType.F16
 
 
-
 def product(a, b, acc, loc: Loc) -> Value:
     """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None."""
     for x, n in ((a, "a"), (b, "b")):
