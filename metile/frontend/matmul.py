@@ -67,6 +67,8 @@ def product(a, b, acc, loc: Loc) -> Value:
     if acc is None:
         return prod
     at = sem.type_of(acc, loc)
+    if isinstance(at, PtrType):
+        raise KernelTypeError(f"dot: the accumulator is a pointer ({at}); load the values first (metile.load)", loc)
     if at.shape not in ((), (m, n)):
         raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is [{m}, {n}]", loc)
     dt = at.dtype if isinstance(acc, Value) else prod.type.dtype
