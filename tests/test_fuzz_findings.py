@@ -167,3 +167,20 @@ def test_float_floor_division_floors_the_exact_quotient():
     np.testing.assert_array_equal(np.signbit(q), np.signbit(want_q))
     np.testing.assert_array_equal(rem, want_r)
     np.testing.assert_array_equal(np.signbit(rem), np.signbit(want_r))
+
+
+@metile.kernel
+def store_int_into_f8(O, k, n):
+    r = metile.arange(0, 8)
+    metile.store(O + r, k, mask=r < n)     # k == 1 is a compile-time constant of the specialization (2.4)
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_an_integer_constant_stored_into_8bit_floats_converts(dtype, k):
+    """3.6: a store converts to the memory's type. An integer argument equal to 1 is specialized as a constant, and
+    fold_constants turned its conversion to an 8-bit float into a constant, which 8-bit floats do not have: it was
+    written as the byte 1 (2**-9 in f8e4m3, 2**-16 in f8e5m2)."""
+    out = np.zeros(8, dtype)
+    store_int_into_f8[(1,)](out, k, 5)
+    assert out.astype(np.float32).tolist() == [k] * 5 + [0] * 3

@@ -307,6 +307,8 @@ def tile_mistakes(X, KIND: metile.constexpr):
     if KIND == "bool_acc":
         a = metile.zeros((16, 16))
         metile.store(X + o, metile.sum(metile.dot(a, a, a < 1.0)))
+    if KIND == "pointer_acc":
+        metile.store(X + o, metile.sum(metile.dot(metile.zeros((16, 16)), metile.zeros((16, 16)), X)))
     if KIND == "other_shape":
         metile.store(X + o, metile.load(X + o, mask=o < 3, other=metile.arange(0, 16) * 1.0))
     if KIND == "tuple_mask":
@@ -323,6 +325,7 @@ def tile_mistakes(X, KIND: metile.constexpr):
 
 @pytest.mark.parametrize(("kind", "cls", "message"), [
     ("bool_acc", E.KernelTypeError, "dot: the accumulator is a bool tile"),
+    ("pointer_acc", E.KernelTypeError, r"dot: the accumulator is a pointer \(ptr<f32, device>\); load the values"),
     ("other_shape", E.ShapeMismatchError, r"a tile of shape \[16\] cannot be broadcast to shape \[32\]"),
     ("tuple_mask", E.KernelTypeError, r"the mask must be bool .*not tuple \(1, 2\)"),
     ("str_mask", E.KernelTypeError, r"the mask must be bool .*not str 'abc'"),
@@ -331,7 +334,8 @@ def tile_mistakes(X, KIND: metile.constexpr):
     ("tile_stride", E.KernelTypeError, r"tile_store: the row stride must be an integer scalar, not f32"),
 ])
 def test_tile_mistakes_that_used_to_give_silent_results(kind, cls, message):
-    """Each compiled and ran: a bool accumulator added as bools, a 16-element `other` was read as 32, a tuple
+    """Each compiled and ran, or failed elsewhere: a bool accumulator added as bools, a pointer accumulator made
+    the dot a pointer (refused at the store), a 16-element `other` was read as 32, a tuple
     or string mask meant True, the arange wrapped around, and a tile offset or a float stride read other rows."""
     with pytest.raises(cls, match=message) as info:
         tile_mistakes[(1,)](np.zeros(32, np.float32), KIND=kind)

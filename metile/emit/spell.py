@@ -129,6 +129,11 @@ def literal(value: object, dtype: DType) -> str:
         return text if dtype is DType.F32 else f"{dtype.msl}({text})"
     if dtype is DType.BOOL:
         return "true" if value else "false"
+    if dtype.storage_only:   # its bits in a uchar: only a zero is spelled here, other values convert in the kernel
+        if value != 0:
+            raise EmitError(f"an {dtype} constant other than 0 ({value!r}) reached the MSL emitter: 8-bit floats "
+                            "have no literals, their values convert from f32 in the kernel")
+        return "uchar(0x80)" if math.copysign(1.0, value) < 0 else "uchar(0)"
     n = int(value)
     if dtype is DType.I64:  # `L` makes a `long` (64 bits in MSL); 2**63 has no literal, so the lowest is a difference
         return f"{n}L" if n != -(1 << 63) else "(-9223372036854775807L - 1)"

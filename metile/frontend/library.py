@@ -79,7 +79,7 @@ def sigmoid(tr, loc, x):
                           loc)
     t = sem.type_of(x, loc)
     if isinstance(t, PtrType):
-        return sem.unary("exp", x, loc)   # refused there, with the message of every math function
+        raise KernelTypeError("sigmoid is not defined on pointers", loc)
     out_dt = COMPUTE_AS.get(t.dtype, t.dtype) if t.dtype.is_float else F32
     v = sem.cast(x, F32, loc)
     e = sem.unary("exp", sem.unary("neg", sem.unary("abs", v, loc), loc), loc)

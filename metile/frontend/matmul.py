@@ -46,7 +46,6 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     return DType.F16
 
 
-
 def product(a, b, acc, loc: Loc) -> Value:
     """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None."""
     for x, n in ((a, "a"), (b, "b")):
@@ -74,6 +73,8 @@ def product(a, b, acc, loc: Loc) -> Value:
     if acc is None:
         return prod
     at = sem.type_of(acc, loc)
+    if isinstance(at, PtrType):
+        raise KernelTypeError(f"dot: the accumulator is a pointer ({at}); load the values first (metile.load)", loc)
     if at.shape not in ((), out):
         raise ShapeMismatchError(f"dot: the accumulator has shape {list(at.shape)}, the product is {list(out)}", loc)
     dt = at.dtype if isinstance(acc, Value) else prod.type.dtype

@@ -121,8 +121,10 @@ def fold_where(n: Node) -> Node | None:
 
 
 def fold_cast(n: Node) -> Node | None:
+    """An integer constant converted to another number type (not to an 8-bit float, which has no constants: its
+    conversion from f32 runs in the kernel)."""
     match n:
-        case Cast(Const(v) as c, dtype) if _exact(c) and dtype is not DType.BOOL:
+        case Cast(Const(v) as c, dtype) if _exact(c) and dtype is not DType.BOOL and not dtype.storage_only:
             return Const(to_float(int(v), dtype) if dtype.is_float else wrap(int(v), dtype), dtype, loc=n.loc)
     return None
 

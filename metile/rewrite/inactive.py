@@ -8,12 +8,12 @@ element reads 0 wherever it is used element-wise, but:
 
 Activity is a bool of each value's shape, where true means active; `None` stands for "everywhere true". It
 flows through element-wise operations (an element is active where all its operands are), `where(c, a, b)`
-takes each side's activity, `other=` makes a load's elements active with that value, and a reduction, a
-`dot` result and `AllActive(x)` (the accumulator of `dot(a, b, acc)`: `acc + dot(a, b)` keeps the inactivity
-of `acc`, `dot(a, b, acc)` does not) are active everywhere. A loop-carried value starts with its initial
-value's activity and gains the elements each iteration makes active; a runtime `if` or `simdgroup_role` result
-has the activity of the value its branch yields. Nothing else (stores, atomics, simdgroup exchanges) looks at
-activity.
+takes each side's activity, `other=` gives a load's masked-off elements its values and their activity, and a
+reduction, a `dot` result and `AllActive(x)` (the accumulator of `dot(a, b, acc)`: `acc + dot(a, b)` keeps the
+inactivity of `acc`, `dot(a, b, acc)` does not) are active everywhere. A loop-carried value starts with its
+initial value's activity and gains the elements each iteration makes active; a runtime `if` or `simdgroup_role`
+result has the activity of the value its branch yields. Nothing else (stores, atomics, simdgroup exchanges)
+looks at activity.
 
 The pass makes all of this ordinary IR, so no later pass knows about activity:
 - `skip_reduction` (a rule): `reduce(x)` -> `reduce(where(active(x), x, identity))`, and the same for scans
