@@ -31,7 +31,20 @@ from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import ArgReduce, Dot, MmaPlan, Reduce, Scan, SimdgroupRole
 from metile.ir.types import DType
-from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, IntToPtr, Load, Unary, Value, Var, Where
+from metile.ir.values import (
+    AtomicRMW,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Fma,
+    IntToPtr,
+    Load,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import choose_vec, k_slices, mma_arrangement
@@ -181,7 +194,7 @@ class _Assign:
                 layout = InDevice() if deferred else self.blocked(value.type.size, group)
             case Dot():
                 layout = self.product(value, group)
-            case Reduce() | Scan() | ArgReduce():
+            case Reduce() | Scan() | ArgReduce() | AtomicRMW():   # an atomic's elements are each performed once
                 layout = self.blocked(value.type.size, group)
             case _ if (pair := dot_accumulation(value)) is not None:
                 layout = self.product(pair[0], group)
