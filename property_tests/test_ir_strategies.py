@@ -335,12 +335,13 @@ class Gen:
             case "atomic" if self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)):
                 base = self.pick(self.bases(env, writable=True, dtypes=(DType.I32, DType.U32, DType.F32)))
                 ops = [op for op in AtomicOp if base.type.dtype in ATOMIC_DTYPES[op] and op is not AtomicOp.CAS]
-                if self.coin():   # one address, its old value bound to a name
+                if self.coin():   # the old values bound to a name
                     op = self.pick([*ops, AtomicOp.CAS] if base.type.dtype in ATOMIC_DTYPES[AtomicOp.CAS] else ops)
-                    ty = TileType(base.type.dtype)
-                    mask = self.value(TileType(DType.BOOL), env, 1) if self.coin() else None
+                    ty = TileType(base.type.dtype, shape)
+                    mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
                     compare = self.value(ty, env, 1) if op is AtomicOp.CAS else None
-                    return self.let(AtomicRMW(op, self.pointer(base, (), env), self.value(ty, env), mask, compare), env)
+                    return self.let(AtomicRMW(op, self.pointer(base, shape, env), self.value(ty, env), mask, compare),
+                                    env)
                 ty = TileType(base.type.dtype, shape)
                 mask = self.value(ty.with_dtype(DType.BOOL), env, 1) if self.coin() else None
                 return [AtomicAdd(self.pointer(base, shape, env), self.value(ty, env), mask, self.pick(ops))]

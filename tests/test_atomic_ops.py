@@ -122,6 +122,19 @@ def triton_atomics(Lock, Hist, X, BLOCK: tl.constexpr):
     tl.atomic_xchg(Lock, 7)
 
 
+@triton.jit
+def triton_tile_old_values(Counter, Out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    old = tl.atomic_add(Counter + offs % 2, 1, sem="relaxed")
+    tl.store(Out + offs, old)
+
+
+def test_triton_atomics_return_the_old_values_of_a_tile():
+    counter, out = np.zeros(2, np.int32), np.zeros(16, np.int32)
+    triton_tile_old_values[(1,)](counter, out, BLOCK=16)
+    assert counter.tolist() == [8, 8] and sorted(out[::2].tolist()) == sorted(out[1::2].tolist()) == list(range(8))
+
+
 def test_triton_atomics_as_statements():
     x = np.array([3, -1, 8, 2, 5, 9, -4, 1], np.int32)
     lock, hist = np.zeros(1, np.int32), np.full(3, -100, np.int32)
@@ -202,15 +215,25 @@ def test_old_values_in_metiles_language():
 
 
 @metile.kernel
-def tile_old_values(Counter):
-    old = metile.atomic_add(Counter + metile.arange(0, 4), 1)
-    metile.store(Counter + metile.arange(0, 4), old)
+def tile_old_values(Counter, Out, Swapped, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    old = metile.atomic_add(Counter + offs % 3, 1, mask=offs < 100)   # many elements meet at each address
+    metile.store(Out + offs, old)
+    got = metile.atomic_cas(Swapped + offs % 2, 0, offs + 1)          # one element per address swaps
+    metile.store(Out + 128 + offs, got)
 
 
-def test_the_old_values_of_a_tile_are_refused():
-    with pytest.raises(metile.MetileError, match="the old values of atomic_add on a tile are not returned yet") as e:
-        tile_old_values[(1,)](np.zeros(4, np.int32))
-    assert e.value.loc.line == tile_old_values.fn.__code__.co_firstlineno + 2
+def test_the_old_values_of_a_tile():
+    counter, out, swapped = np.zeros(3, np.int32), np.full(256, -1, np.int32), np.zeros(2, np.int32)
+    tile_old_values[(2,)](counter, out, swapped, BLOCK=64)
+    assert counter.tolist() == [34, 33, 33]
+    for a in range(3):                              # each address's elements saw 0, 1, 2, ... once each
+        assert sorted(out[:100][np.arange(100) % 3 == a].tolist()) == list(range(counter[a]))
+    assert (out[100:128] == 0).all()                # masked off: 0
+    got = out[128:]
+    for a in range(2):
+        mine = got[np.arange(128) % 2 == a]
+        assert (mine == 0).sum() == 1 and (mine[mine != 0] == swapped[a]).all() and swapped[a] % 2 == (a + 1) % 2
 
 
 @triton.jit

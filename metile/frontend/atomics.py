@@ -3,8 +3,8 @@
 
 Called as a statement of its own (its value unused), an atomic is an `AtomicAdd` statement of its operation over every
 addressed element (once per program for one address and a value alike on every thread). Its value, the old
-elements, is an `AtomicRMW` bound to a name, for one address only: the old values of a tile of addresses are not
-returned yet. `atomic_cas` is always a value. The memory types are Metal's (`metile.ir.types.ATOMIC_DTYPES`): i32
+elements, is an `AtomicRMW` bound to a name (its pointer, value, mask and compared value broadcast to one shape).
+`atomic_cas` is always a value. The memory types are Metal's (`metile.ir.types.ATOMIC_DTYPES`): i32
 and u32, and f32 for add, exchange, max and min.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from metile import language as L
 from metile.frontend import semantic as sem
 from metile.frontend.builtins import _pointer, _store_like
-from metile.frontend.errors import KernelTypeError, UnsupportedCallError
+from metile.frontend.errors import KernelTypeError
 from metile.ir.errors import Loc
 from metile.ir.ops import AtomicOp
 from metile.ir.stmts import AtomicAdd
@@ -41,20 +41,21 @@ def _memory(op: AtomicOp, ptr, loc: Loc) -> Value:
 
 
 def old_values(tr, loc: Loc, op: AtomicOp, ptr, value, mask, compare=None) -> Value:
-    """The old element `atomic_<op>` leaves at one address, bound to a name (an `AtomicRMW`)."""
+    """The old elements `atomic_<op>` leaves, bound to a name (an `AtomicRMW`): the pointer, value, mask and compared
+    value broadcast to one shape, each element performed once."""
     name = f"atomic_{op.value}"
     p = _memory(op, ptr, loc)
-    operands = [x for x in (value, mask, compare) if x is not None]
-    if p.type.shape or any(sem.type_of(x, loc).shape for x in operands):
-        raise UnsupportedCallError(f"the old values of {name} on a tile are not returned yet: call it as a statement "
-                                   "of its own (its value unused), or on one address with one value", loc)
-    for x in (value, compare):
-        if x is not None and isinstance(sem.type_of(x, loc), PtrType):
-            raise KernelTypeError(f"{name}: cannot write a pointer", loc)
+    shape = p.type.shape
+    for x in (value, compare, mask):
+        if x is not None:
+            t = sem.type_of(x, loc)
+            if isinstance(t, PtrType) and x is not mask:
+                raise KernelTypeError(f"{name}: cannot write a pointer", loc)
+            shape = sem.broadcast_shape(shape, t.shape, f"{name}'s operands", loc)
     dt = p.type.dtype
-    m = None if mask is None else sem.converted(mask, DType.BOOL, (), loc)
-    c = None if compare is None else sem.converted(compare, dt, (), loc)
-    rmw = AtomicRMW(op, p, sem.converted(value, dt, (), loc), m, c, loc=loc)
+    m = None if mask is None else sem.converted(mask, DType.BOOL, shape, loc)
+    c = None if compare is None else sem.converted(compare, dt, shape, loc)
+    rmw = AtomicRMW(op, sem.broadcast_to(p, shape, loc), sem.converted(value, dt, shape, loc), m, c, loc=loc)
     return tr.bind(rmw, tr.hint or "old", loc, force=True)
 
 

@@ -189,12 +189,12 @@ def _memory(ptr, mask, other) -> str | None:
 
 def _atomic(op, ptr, value, mask, compare) -> str | None:
     pt = ptr.type
-    if not isinstance(pt, PtrType) or pt.shape or pt.space is AddressSpace.CONSTANT:
-        return f"atomic_rmw: the address must be one pointer to device or threadgroup memory, not {pt}"
-    if value.type != TileType(pt.dtype) or (compare is not None and compare.type != value.type):
-        return f"atomic_rmw: the operands must be {TileType(pt.dtype)} to match {pt}"
-    if mask is not None and mask.type != TileType(DType.BOOL):
-        return f"atomic_rmw: the mask must be a bool, not {mask.type}"
+    if not isinstance(pt, PtrType) or pt.space is AddressSpace.CONSTANT:
+        return f"atomic_rmw: the address must point to device or threadgroup memory, not {pt}"
+    if value.type != TileType(pt.dtype, pt.shape) or (compare is not None and compare.type != value.type):
+        return f"atomic_rmw: the operands must be {TileType(pt.dtype, pt.shape)} to match {pt}"
+    if mask is not None and mask.type != TileType(DType.BOOL, pt.shape):
+        return f"atomic_rmw: the mask must be {TileType(DType.BOOL, pt.shape)}, not {mask.type}"
     if (compare is None) != (op is not AtomicOp.CAS):
         return "atomic_rmw: a compare operand goes with cas, and only with it"
     if pt.dtype not in ATOMIC_DTYPES[op]:

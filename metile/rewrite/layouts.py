@@ -34,7 +34,20 @@ from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import ArgReduce, Dot, Join, MmaPlan, Permute, Reduce, Scan, SimdgroupRole, Take, Transpose
 from metile.ir.types import DType
-from metile.ir.values import Binary, Bitcast, Cast, Compare, Fma, IntToPtr, Load, Unary, Value, Var, Where
+from metile.ir.values import (
+    AtomicRMW,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Fma,
+    IntToPtr,
+    Load,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
@@ -185,7 +198,7 @@ class _Assign:
                 layout = InDevice() if deferred else self.blocked(value.type.size, group)
             case Dot():
                 layout = self.product(value, group)
-            case Reduce() | Scan() | ArgReduce():
+            case Reduce() | Scan() | ArgReduce() | AtomicRMW():   # an atomic's elements are each performed once
                 layout = self.blocked(value.type.size, group)
             case Transpose() | Permute() | Join() | Take() if value.type.shape and self.reads_held(value):
                 layout = self.blocked(value.type.size, group)

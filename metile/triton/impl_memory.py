@@ -10,14 +10,13 @@ allows. A block pointer (`metile.triton.impl_blocks`) is loaded and stored with 
 `padding_option`; given for other pointers, they are refused as Triton refuses them.
 `tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
 are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min); they
-give the old element for one address (once per program, as Triton's scalar atomics run), and on a tile of addresses
-they must be statements, since the old values of a tile are not returned yet.
+give the old elements (for one address once per program, as Triton's scalar atomics run).
 """
 
 from __future__ import annotations
 
 from metile import language as L
-from metile.frontend.atomics import ATOMICS, result_unused
+from metile.frontend.atomics import ATOMICS
 from metile.frontend.builtins import BUILTINS
 from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
 from metile.frontend.library import LIBRARY
@@ -26,7 +25,6 @@ from metile.ir.ops import Fence
 from metile.ir.stmts import Barrier
 from metile.ir.values import Value
 from metile.triton import semantic as ts
-from metile.triton.errors import not_yet
 from metile.triton.impl_blocks import BlockPointer, load_block, store_block
 from metile.triton.language import core as C
 
@@ -77,15 +75,6 @@ def _options(name: str, sem, scope, loc: Loc) -> None:
                                   f"{sem!r} and {scope!r}", loc)
 
 
-def _tile_values(tr, loc: Loc, name: str, *operands) -> None:
-    """Refuse using the old values of an atomic on a tile (metile returns those of one address only)."""
-    if result_unused(tr, loc) and name != "atomic_cas":
-        return
-    if any(isinstance(x, Value) and x.type.shape for x in operands):
-        raise not_yet(f"the old values tl.{name} returns for a tile of addresses", loc,
-                      "call it as a statement of its own, or on one address")
-
-
 def _atomic(name: str):
     """`tl.atomic_<name>(pointer, val, mask, sem, scope)`: metile's atomic of that name (relaxed; `sem` and `scope`
     are checked and accepted). Its value is the old elements, for one address."""
@@ -93,7 +82,6 @@ def _atomic(name: str):
 
     def impl(tr, loc, pointer, val, mask, sem, scope):
         _options(name, sem, scope, loc)
-        _tile_values(tr, loc, name, pointer, val, mask)
         mask = None if mask is None else ts.to_tensor(mask, loc)
         return ATOMICS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
     impl.__name__ = name
@@ -102,7 +90,6 @@ def _atomic(name: str):
 
 def atomic_cas(tr, loc, pointer, cmp, val, sem, scope):
     _options("atomic_cas", sem, scope, loc)
-    _tile_values(tr, loc, "atomic_cas", pointer, cmp, val)
     return ATOMICS[L.atomic_cas](tr, loc, pointer, ts.to_tensor(cmp, loc), ts.to_tensor(val, loc))
 
 

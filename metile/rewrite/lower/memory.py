@@ -15,7 +15,7 @@ from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import For, If, Let, Stmt, Store
 from metile.ir.tile import Broadcast
 from metile.ir.types import DType, PtrType, TileType
-from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Param, Value, Var
+from metile.ir.values import AddPtr, AtomicRMW, Binary, Compare, Const, Load, Param, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked
@@ -98,6 +98,18 @@ def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
         vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
         cond = mo.all_of(masks)
         blk.emit(vec if cond is None else If(cond, [vec], scalar, loc=blk.loc))
+
+
+def atomic_regs(blk: Block, name: str, layout: Blocked, a: AtomicRMW) -> tuple[Value, ...]:
+    """The old values of a tile of atomics, each element performed once, by the thread that holds it (padding
+    slots perform none)."""
+    shape, regs = a.type.shape, []
+    for slot in range(layout.slots):
+        pt = V.slot_pt(blk, layout, slot, shape)
+        m = mo.both(V.at(blk, a.mask, pt), V.guard(blk, layout, slot))
+        regs.append(blk.let(AtomicRMW(a.op, V.at(blk, a.ptr, pt), V.at(blk, a.value, pt), m, V.at(blk, a.compare, pt),
+                                      loc=blk.loc), name))
+    return tuple(regs)
 
 
 def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tuple[int, ...]) -> bool:

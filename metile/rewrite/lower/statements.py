@@ -141,6 +141,11 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
             blk.bind(var, Scalar(blk.let(v, var.name)))
         case AtomicRMW() if not value.type.shape:
             blk.bind(var, Scalar(atomic(blk, var, value)))
+        case AtomicRMW():
+            layout = V.recorded(blk, var, value.type.size)
+            if not isinstance(layout, Blocked):
+                raise blk.refuse(f"the old values of an atomic tile laid out as {type(layout).__name__}", value)
+            blk.bind(var, Regs(layout, M.atomic_regs(blk, var.name, layout, value)))
         case SharedAlloc():
             v = Var(blk.fresh(var.name), value.type)
             blk.emit(Let(v, value, loc=blk.loc))
