@@ -227,3 +227,18 @@ def test_refused(kernel, match):
     with pytest.raises(metile.MetileError, match=match):
         kernel.trace(np.zeros(4, np.float32), np.zeros(4, np.float32)) if kernel is tile_and else \
             kernel.trace(np.zeros(4, np.float32))
+
+
+@metile.kernel
+def bool_after_return(X, n):
+    pid = metile.program_id(0)
+    if pid >= n:
+        return
+    flag = pid > 2          # a bool first assigned after the guard: the path that left holds False for it
+    metile.store(X + pid, metile.where(flag, 1.0, 2.0))
+
+
+def test_a_bool_first_assigned_after_an_early_return():
+    x = np.zeros(8, np.float32)
+    bool_after_return[(8,)](x, 6)
+    assert x.tolist() == [2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 0.0, 0.0]

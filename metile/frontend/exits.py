@@ -104,7 +104,8 @@ def dead_value(v, loc):
         t = v.type
         if isinstance(t, PtrType):
             return None
-        return sem.coerce(sem.const(0, t.dtype, loc), t.dtype, t.shape, loc)
+        zero = False if t.dtype is sem.BOOL else 0
+        return sem.coerce(sem.const(zero, t.dtype, loc), t.dtype, t.shape, loc)
     return None
 
 
