@@ -32,6 +32,8 @@ from metile.ir import (
     CmpOp,
     Compare,
     Const,
+    DeviceAssert,
+    DevicePrint,
     Dot,
     DType,
     ExpandDims,
@@ -40,6 +42,7 @@ from metile.ir import (
     Fma,
     For,
     Full,
+    Gather,
     If,
     IntToPtr,
     Join,
@@ -195,6 +198,7 @@ class Gen:
             builders += ["all_active"] if dt is not DType.BOOL else []
             builders += ["permute", "take"]
             builders += ["join"] if ty.shape[-1] == 2 else []
+            builders += ["gather"]
         if self.tile and dt is not DType.BOOL:
             builders += ["reduce", "scan"]
         if self.tile and dt is DType.I32:
@@ -246,6 +250,11 @@ class Gen:
             case "join":
                 half = TileType(dt, ty.shape[:-1])
                 return Join(self.value(half, env, d), self.value(half, env, d))
+            case "gather":
+                axis = self.draw(st.integers(0, len(ty.shape) - 1))
+                src = ty.shape[:axis] + (self.pick([2, 4]),) + ty.shape[axis + 1:]
+                index = self.value(TileType(self.pick([DType.I32, DType.U32]), ty.shape), env, d)
+                return Gather(self.value(TileType(dt, src), env, d), index, axis)
             case "expand_dims":
                 axis = ty.shape.index(1)
                 return ExpandDims(self.value(TileType(dt, ty.shape[:axis] + ty.shape[axis + 1:]), env, d), axis)
@@ -300,7 +309,7 @@ class Gen:
     def block(self, env, depth: int) -> tuple[list, list]:
         """Statements, and the names in scope after them."""
         env, out = list(env), []
-        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic", "address"]
+        kinds = ["let", "let", "load", "store", "simd", "barrier", "atomic", "address", "print", "assert"]
         kinds += ["for", "if", "while"] + (["role"] if self.tile else []) if depth < 2 else []
         kinds += ["shared"] if depth == 0 else []
         kinds += [] if self.tile else ["vector", "matrix"]
@@ -356,6 +365,16 @@ class Gen:
                                            SimdReduce(self.pick(list(ReduceOp)), x)]), env)
             case "barrier":
                 return [Barrier(self.pick(list(Fence)))]
+            case "print":
+                values = [self.value(TileType(self.pick(NUMERIC), shape), env, 1) for _ in range(self.pick([0, 1, 2]))]
+                index = [] if self.tile else [self.value(TileType(DType.I32), env, 1) for _ in range(3)]
+                mask = None if self.tile or self.coin() else self.value(BOOL, env, 1)
+                text = self.draw(st.text(max_size=6))
+                return [DevicePrint(text, values, self.coin(), index, mask)]
+            case "assert":
+                mask = None if self.tile or self.coin() else self.value(BOOL, env, 1)
+                return [DeviceAssert(self.value(TileType(DType.BOOL, shape), env, 1), self.draw(st.text(max_size=6)),
+                                     mask)]
             case "shared":
                 dims = self.pick([(4,), (2, 8), (16,)])
                 return self.let(SharedAlloc(dims, self.pick(DTYPES)), env)
