@@ -18,13 +18,12 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
 - Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it to
   `int` first.
 
-`emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each line of the body
-comes from (`metile.emit.artifact` makes them one `MslArtifact`): for a named value's declaration, the value's own
-`loc`, else that of the innermost located value it is written for (the expansion of a `//`, say); for the
-assignments of carried values, the first located value assigned; for any other line, the innermost statement with a
-`loc` whose emission wrote it. The lowering gives its statements the location of the Tile IR statement they come
-from and the element-wise values it rebuilds that of their Tile IR value, so a `.metal` line leads back to a Python
-line (an expression written inline, to the statement it is part of).
+`emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each body line comes
+from (`metile.emit.artifact` makes them one `MslArtifact`): a named value's declaration, the value's `loc` (else
+that of the innermost located value it is written for, the expansion of a `//` say); assignments of carried values,
+the first located value assigned; any other line, the innermost located statement whose emission wrote it. The
+lowering locates its statements and rebuilt values at their Tile IR origin, so a `.metal` line leads back to a
+Python line.
 """
 
 from __future__ import annotations
@@ -32,11 +31,10 @@ from __future__ import annotations
 import attrs
 
 from metile.emit import debug as D
-from metile.emit.atomics import HELPERS as ATOMIC_HELPERS
 from metile.emit.atomics import atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
-from metile.emit.fp8 import HELPERS, fp8_cast
-from metile.emit.matrix_helpers import HELPERS as _MATRIX_HELPERS
+from metile.emit.fp8 import fp8_cast
+from metile.emit.helpers import ALL_HELPERS
 from metile.emit.signature import KernelSignature, ParamKind
 from metile.emit.signature import Param as SignatureParam
 from metile.emit.spell import (
@@ -56,7 +54,6 @@ from metile.emit.spell import (
     type_text,
     unary_form,
 )
-from metile.emit.wide import HELPERS as WIDE_HELPERS
 from metile.emit.wide import reduce_text, shuffle_text
 from metile.ir import (
     AddPtr,
@@ -132,10 +129,6 @@ _BUILTIN_PARAMS = {kind._value_: SignatureParam(kind._value_, ParamKind.POSITION
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 
 
-def _index(p: Param) -> int:
-    return p.index
-
-
 
 class _Emitter:
     """`scan` first gathers the kernel's names, bindings, stores and builtins, and whether each structure has two
@@ -157,7 +150,7 @@ class _Emitter:
         self.count = 0  # the number of locals named `tN` or `next_..._N` so far
         self.depth = 0
         self.pad = ""  # INDENT * depth
-        self.helpers: set[str] = set()  # the functions of `metile.emit.fp8.HELPERS` (and `wide`'s) the kernel calls
+        self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
         self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
@@ -225,7 +218,7 @@ class _Emitter:
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
             params = []
-            for p in sorted(k.params, key=_index):
+            for p in sorted(k.params, key=lambda q: q.index):
                 t = p.type
                 match t:
                     case PtrType():
@@ -243,7 +236,7 @@ class _Emitter:
         params += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
         head = f"kernel void {function_name(k.name)}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in _HELPERS.items() if name in self.helpers)
+        helpers = "".join(f"\n{code}\n" for name, code in ALL_HELPERS.items() if name in self.helpers)
         prologue = f"{HEADER}{helpers}\n"
         text = f"{prologue}{head}{sep.join(p.declaration for p in params)}) {{\n"
         line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
@@ -600,7 +593,5 @@ class _Emitter:
         self.close_block()
         self.results_of(s.results, s.carried)
 
-
-_HELPERS = {**HELPERS, **WIDE_HELPERS, **_MATRIX_HELPERS, **ATOMIC_HELPERS, **D.HELPERS}   # per name, its MSL
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]
