@@ -20,6 +20,7 @@ from metile.ir.node import children
 from metile.ir.stmts import For
 from metile.ir.types import DType, TileType
 from metile.ir.values import Load, Value, Var
+from metile.layout import Layout
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
 from metile.rewrite.layouts import ROLL_SLOTS
@@ -31,13 +32,12 @@ from metile.rewrite.scan import HEAVY
 
 
 def slot_offset(blk: Block, layout: Blocked, slot) -> Value:
-    """`layout.offset(slot)` for an int or a run-time slot."""
+    """`layout.offset(slot)` for an int or a run-time slot: the value mode of the thread-value layout
+    (`(V, R) : (1, T*V)`) applied to the slot, `slot % V + (slot / V) * T*V`."""
     if isinstance(slot, int):
         return mo.const(layout.offset(slot))
-    v = layout.vec
-    if v == 1:
-        return mo.mul(slot, mo.const(layout.threads))
-    return mo.add(mo.mod(slot, v), mo.mul(mo.div(slot, v), mo.const(layout.threads * v)))
+    tv = layout.tv
+    return mo.apply_layout(Layout(tv.shape[1], tv.stride[1]), slot)
 
 
 def slot_loop(blk: Block, layout: Blocked, body) -> None:
