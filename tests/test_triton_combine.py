@@ -5,46 +5,26 @@ Triton refuses them."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import pickle
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import metile.triton as triton
 from metile.frontend.errors import KernelTypeError
+from tests.triton_kernels import interpreted as run_interpreted
+from tests.triton_kernels import on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def combine():
-    was = triton.installed()
-    triton.install()
-    try:
-        sys.modules.pop("tests.triton_kernels.combine", None)
-        return importlib.import_module("tests.triton_kernels.combine")
-    finally:
-        if not was:
-            triton.uninstall()
+    return on_metile("combine")
 
 
 @pytest.fixture(scope="module")
 def interpreted():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("METILE_DEVICE", None)
-    done = subprocess.run([sys.executable, "-m", "tests.triton_kernels.combine"], cwd=ROOT, env=env,
-                          capture_output=True, timeout=600)
-    if done.returncode != 0 and b"No module named 'triton'" in done.stderr:
-        pytest.skip("Triton is not installed")
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return pickle.loads(done.stdout)
+    return run_interpreted("combine")
 
 
 def test_combine_functions_match_triton_s_interpreter(combine, interpreted):

@@ -5,13 +5,7 @@ semantics: int1 operands only, combined without run-time short-circuit, compile-
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import pickle
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,34 +13,21 @@ import pytest
 import metile.triton as triton
 import metile.triton.language as tl
 from metile.frontend.errors import KernelTypeError
+from tests.triton_kernels import interpreted as run_interpreted
+from tests.triton_kernels import on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def control():
-    was = triton.installed()
-    triton.install()
-    try:
-        sys.modules.pop("tests.triton_kernels.control", None)
-        return importlib.import_module("tests.triton_kernels.control")
-    finally:
-        if not was:
-            triton.uninstall()
+    return on_metile("control")
 
 
 @pytest.fixture(scope="module")
 def interpreted():
     """The outputs of `tests/triton_kernels/control.py` under Triton's interpreter."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("METILE_DEVICE", None)
-    done = subprocess.run([sys.executable, "-m", "tests.triton_kernels.control"], cwd=ROOT, env=env,
-                          capture_output=True, timeout=600)
-    if done.returncode != 0 and b"No module named 'triton'" in done.stderr:
-        pytest.skip("Triton is not installed")
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return pickle.loads(done.stdout)
+    return run_interpreted("control")
 
 
 def test_control_flow_matches_triton_s_interpreter(control, interpreted):

@@ -4,47 +4,27 @@ refuses them, and metile's own `metile.sort`, `metile.topk`, `metile.flip` and `
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import pickle
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import metile
-import metile.triton as triton
 from metile.frontend.errors import KernelTypeError, ShapeMismatchError
+from tests.triton_kernels import interpreted as run_interpreted
+from tests.triton_kernels import on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def sorting():
-    was = triton.installed()
-    triton.install()
-    try:
-        sys.modules.pop("tests.triton_kernels.sorting", None)
-        return importlib.import_module("tests.triton_kernels.sorting")
-    finally:
-        if not was:
-            triton.uninstall()
+    return on_metile("sorting")
 
 
 @pytest.fixture(scope="module")
 def interpreted():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("METILE_DEVICE", None)
-    done = subprocess.run([sys.executable, "-m", "tests.triton_kernels.sorting"], cwd=ROOT, env=env,
-                          capture_output=True, timeout=600)
-    if done.returncode != 0 and b"No module named 'triton'" in done.stderr:
-        pytest.skip("Triton is not installed")
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return pickle.loads(done.stdout)
+    return run_interpreted("sorting")
 
 
 def test_sorting_matches_triton_s_interpreter(sorting, interpreted):
