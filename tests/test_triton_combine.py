@@ -5,14 +5,12 @@ Triton refuses them."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from metile.frontend.errors import KernelTypeError
 from tests.triton_kernels import interpreted as run_interpreted
-from tests.triton_kernels import on_metile
+from tests.triton_kernels import kernel_from_source, on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -38,15 +36,11 @@ def test_combine_functions_match_triton_s_interpreter(combine, interpreted):
 
 
 def _module(tmp_path, body: str):
-    path = tmp_path / "combine_refused.py"
-    path.write_text("import metile.triton as triton\nimport metile.triton.language as tl\n\n\n"
-                    "@triton.jit\ndef to_f32(a, b):\n    return (a + b).to(tl.float32)\n\n\n"
-                    "@triton.jit\ndef two(a, b):\n    return a, b\n\n\n"
-                    "@triton.jit\ndef kernel(X):\n    x = tl.load(X + tl.arange(0, 8))\n" + body)
-    spec = importlib.util.spec_from_file_location("combine_refused", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernel
+    return kernel_from_source(tmp_path, "combine_refused",
+                              "import metile.triton as triton\nimport metile.triton.language as tl\n\n\n"
+                              "@triton.jit\ndef to_f32(a, b):\n    return (a + b).to(tl.float32)\n\n\n"
+                              "@triton.jit\ndef two(a, b):\n    return a, b\n\n\n"
+                              "@triton.jit\ndef kernel(X):\n    x = tl.load(X + tl.arange(0, 8))\n" + body)
 
 
 @pytest.mark.parametrize("body, match", [

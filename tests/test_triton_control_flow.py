@@ -5,8 +5,6 @@ semantics: int1 operands only, combined without run-time short-circuit, compile-
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,7 @@ import metile.triton as triton
 import metile.triton.language as tl
 from metile.frontend.errors import KernelTypeError
 from tests.triton_kernels import interpreted as run_interpreted
-from tests.triton_kernels import on_metile
+from tests.triton_kernels import kernel_from_source, on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -91,13 +89,9 @@ def test_compile_time_operands_short_circuit_as_in_triton():
 
 
 def _module(tmp_path, body: str):
-    path = tmp_path / "logic_refused.py"
-    path.write_text("import metile.triton as triton\nimport metile.triton.language as tl\n\n\n@triton.jit\n"
-                    "def kernel(X, n):\n" + body)
-    spec = importlib.util.spec_from_file_location("logic_refused", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernel
+    return kernel_from_source(tmp_path, "logic_refused",
+                              "import metile.triton as triton\nimport metile.triton.language as tl\n\n\n@triton.jit\n"
+                              "def kernel(X, n):\n" + body)
 
 
 @pytest.mark.parametrize("body", ["    if n and n > 1:\n        tl.store(X, 1.0)\n",

@@ -4,7 +4,6 @@ functions refuse to run outside a kernel."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
@@ -16,6 +15,7 @@ from metile.frontend.errors import KernelTypeError, OutsideKernelError, Unsuppor
 from metile.triton.dialect import CALLS, REFUSED
 from metile.triton.errors import NotSupportedYetError
 from metile.triton.language.extra import libdevice
+from tests.triton_kernels import kernel_from_source
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -178,14 +178,10 @@ def test_swizzle2d_is_a_permutation_of_the_grid():
 
 
 def _refusing_module(tmp_path, body: str):
-    path = tmp_path / "refused.py"
-    path.write_text("import metile.triton as triton\nimport metile.triton.language as tl\n"
-                    "from metile.triton.language.extra import libdevice\n\n\n@triton.jit\ndef kernel(X):\n"
-                    "    x = tl.load(X + tl.arange(0, 4))\n" + body)
-    spec = importlib.util.spec_from_file_location("refused", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernel
+    return kernel_from_source(tmp_path, "refused",
+                              "import metile.triton as triton\nimport metile.triton.language as tl\n"
+                              "from metile.triton.language.extra import libdevice\n\n\n@triton.jit\ndef kernel(X):\n"
+                              "    x = tl.load(X + tl.arange(0, 4))\n" + body)
 
 
 REFUSED_CALLS = [

@@ -4,15 +4,13 @@ refuses them, and metile's own `metile.sort`, `metile.topk`, `metile.flip` and `
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 import metile
 from metile.frontend.errors import KernelTypeError, ShapeMismatchError
 from tests.triton_kernels import interpreted as run_interpreted
-from tests.triton_kernels import on_metile
+from tests.triton_kernels import kernel_from_source, on_metile
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -35,14 +33,10 @@ def test_sorting_matches_triton_s_interpreter(sorting, interpreted):
 
 
 def _module(tmp_path, body: str):
-    path = tmp_path / "sort_refused.py"
-    path.write_text("import metile.triton as triton\nimport metile.triton.language as tl\n\n\n"
-                    "@triton.jit\ndef kernel(X):\n"
-                    "    x = tl.load(X + tl.arange(0, 8)[:, None] * 8 + tl.arange(0, 8)[None, :])\n" + body)
-    spec = importlib.util.spec_from_file_location("sort_refused", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernel
+    return kernel_from_source(tmp_path, "sort_refused",
+                              "import metile.triton as triton\nimport metile.triton.language as tl\n\n\n"
+                              "@triton.jit\ndef kernel(X):\n"
+                              "    x = tl.load(X + tl.arange(0, 8)[:, None] * 8 + tl.arange(0, 8)[None, :])\n" + body)
 
 
 @pytest.mark.parametrize("body, error, match", [

@@ -42,3 +42,16 @@ def interpreted(name: str) -> dict:
         pytest.skip("Triton is not installed")
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return pickle.loads(done.stdout)
+
+
+def kernel_from_source(tmp_path: Path, name: str, source: str):
+    """The `kernel` of a module whose source is `source`, written to `tmp_path/<name>.py` and imported (so that
+    errors point at its lines)."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
