@@ -314,6 +314,17 @@ def rotate_half(x):
 ROPE_TOL = {FP32: (1e-5, 1e-5), BF16: (1e-1, 1e-5)}   # Liger's test_rope
 
 
+def check_rotations(inputs, liger, ref_inputs, reference, dtype):
+    """Liger's rotated `(q, k)` against the reference's, and the gradients of both for the same random incoming
+    gradients (Liger's backward rotates them in place, so it is handed a copy)."""
+    grads = [torch.randn_like(x) for x in inputs]
+    torch.autograd.backward(liger, [g.clone() for g in grads])
+    torch.autograd.backward(reference, grads)
+    atol, rtol = ROPE_TOL[dtype]
+    for got, want in (*zip(liger, reference), *((a.grad, b.grad) for a, b in zip(inputs, ref_inputs))):
+        close(got, want, atol, rtol)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bsz, seq_len, n_q_head, n_kv_head, head_dim", [(2, 128, 8, 4, 64), (3, 37, 5, 3, 38),
                                                                      (2, 16, 4, 1, 64)], ids=str)
@@ -324,15 +335,10 @@ def test_rope(bsz, seq_len, n_q_head, n_kv_head, head_dim, dtype):
     angle = torch.arange(seq_len)[:, None] * torch.rand(head_dim // 2)[None, :]
     angle = torch.cat((angle, angle), -1)[None]
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
-    dq, dk = torch.randn_like(q1), torch.randn_like(k1)
     qo1, ko1 = ops("rope").LigerRopeFunction.apply(q1, k1, cos, sin)
     qo2 = q2 * cos[:, None] + rotate_half(q2) * sin[:, None]
     ko2 = k2 * cos[:, None] + rotate_half(k2) * sin[:, None]
-    torch.autograd.backward((qo1, ko1), (dq.clone(), dk.clone()))   # Liger's backward rotates its gradients in place
-    torch.autograd.backward((qo2, ko2), (dq, dk))
-    atol, rtol = ROPE_TOL[dtype]
-    for got, want in ((qo1, qo2), (ko1, ko2), (q1.grad, q2.grad), (k1.grad, k2.grad)):
-        close(got, want, atol, rtol)
+    check_rotations((q1, k1), (qo1, ko1), (q2, k2), (qo2, ko2), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -352,15 +358,10 @@ def test_qwen2vl_mrope(bsz, seq_len, n_q_head, n_kv_head, head_dim, dtype):
     parts = section * 2
     cos2 = torch.cat([c[i % 3] for i, c in enumerate(cos.split(parts, dim=-1))], dim=-1)[:, None]
     sin2 = torch.cat([s[i % 3] for i, s in enumerate(sin.split(parts, dim=-1))], dim=-1)[:, None]
-    dq, dk = torch.randn_like(q1), torch.randn_like(k1)
     qo1, ko1 = ops("qwen2vl_mrope").LigerQwen2VLMRopeFunction.apply(q1, k1, cos, sin, section)
     qo2 = q2 * cos2 + rotate_half(q2) * sin2
     ko2 = k2 * cos2 + rotate_half(k2) * sin2
-    torch.autograd.backward((qo1, ko1), (dq.clone(), dk.clone()))   # Liger's backward rotates its gradients in place
-    torch.autograd.backward((qo2, ko2), (dq, dk))
-    atol, rtol = ROPE_TOL[dtype]
-    for got, want in ((qo1, qo2), (ko1, ko2), (q1.grad, q2.grad), (k1.grad, k2.grad)):
-        close(got, want, atol, rtol)
+    check_rotations((q1, k1), (qo1, ko1), (q2, k2), (qo2, ko2), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -376,12 +377,7 @@ def test_llama4_rope(dtype):
         xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
         return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(-2).to(x.dtype)
     qo2, ko2 = rotate(q2), rotate(k2)
-    dq, dk = torch.randn_like(q1), torch.randn_like(k1)
-    torch.autograd.backward((qo1, ko1), (dq.clone(), dk.clone()))   # Liger's backward rotates its gradients in place
-    torch.autograd.backward((qo2, ko2), (dq, dk))
-    atol, rtol = ROPE_TOL[dtype]
-    for got, want in ((qo1, qo2), (ko1, ko2), (q1.grad, q2.grad), (k1.grad, k2.grad)):
-        close(got, want, atol, rtol)
+    check_rotations((q1, k1), (qo1, ko1), (q2, k2), (qo2, ko2), dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
