@@ -198,11 +198,11 @@ def array_elements(value, itemsize: int) -> int:
     last (a strided view's span; `Param.length_of`). The length is an i32, so an array of more than `2**31 - 1`
     elements raises `ArrayTooLongError`: clipped there, a tile at 64-bit offsets past it would be dropped."""
     if isinstance(value, np.ndarray):
-        span = array_span(value) if not value.flags.c_contiguous else value.nbytes
+        span = array_span(value, written=False) if not value.flags.c_contiguous else value.nbytes
     elif is_foreign_array(value):
         try:
             view = host_view(value, written=False)
-            span = view.nbytes if view.flags.c_contiguous else array_span(view)
+            span = view.nbytes if view.flags.c_contiguous else array_span(view, written=False)
         except ForeignArrayError:   # in Metal memory (bound as its buffer): its span from its shape and strides
             span = _foreign_span(value) * itemsize
     else:

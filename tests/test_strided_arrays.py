@@ -1,7 +1,9 @@
 """Numpy arrays are passed as they are: a strided view (a slice of rows, a transposed or stepped view) is the memory
 from its first element to its last, so the strides a kernel is given are the real ones, and only the view's own
-elements are written back (its parent's gaps never are). Views a kernel cannot index as they are (negative strides,
-overlapping elements, strides that are not whole elements) are refused, naming np.ascontiguousarray."""
+elements are written back (its parent's gaps never are). A view the kernel only reads may repeat elements (a zero
+stride, as np.broadcast_to and torch's expand make). Views a kernel cannot index as they are (negative strides,
+overlapping elements of a view it may write, strides that are not whole elements) are refused, naming
+np.ascontiguousarray."""
 
 from __future__ import annotations
 
@@ -98,10 +100,8 @@ def test_gaps_hold_what_the_parent_holds_and_are_never_written():
 @pytest.mark.parametrize(("make", "says"), [
     (lambda: data(16, 16)[::-1], "negative stride"),
     (lambda: data(16, 16)[:, ::-1], "negative stride"),
-    (lambda: np.broadcast_to(np.arange(16, dtype=np.float32), (16, 16)), "overlap"),
-    (lambda: np.lib.stride_tricks.as_strided(np.zeros(64, np.float32), (16, 16), (8, 4)), "overlap"),
     (lambda: np.zeros((16, 16), dtype=[("a", np.float32), ("b", np.uint8)])["a"], "not a whole number"),
-], ids=["rows-reversed", "columns-reversed", "broadcast", "as_strided", "packed-field"])
+], ids=["rows-reversed", "columns-reversed", "packed-field"])
 def test_views_a_kernel_cannot_index_are_refused_at_the_parameter(make, says):
     x = make()
     y = np.zeros((16, 16), np.float32)
@@ -119,6 +119,41 @@ def test_a_refused_output_view_is_named_too():
     x = data(16, 16)
     with pytest.raises(KernelArgumentError, match="argument 'Y' is a numpy view with a negative stride"):
         scale_2d[(16,)](x, np.zeros((16, 16), np.float32)[::-1], 16, 16, 1, 16, 1, 2.0, BLOCK=16)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.broadcast_to(np.zeros(16, np.float32), (16, 16)),
+    lambda: np.lib.stride_tricks.as_strided(np.zeros(64, np.float32), (16, 16), (8, 4)),
+], ids=["broadcast", "as_strided"])
+def test_an_output_view_whose_elements_overlap_is_refused(make):
+    """A store to one element of such a view would change others."""
+    with pytest.raises(KernelArgumentError, match="argument 'Y' is a numpy view whose elements overlap") as info:
+        scale_2d[(16,)](data(16, 16), make(), 16, 16, 1, 16, 1, 2.0, BLOCK=16)
+    assert "np.ascontiguousarray" in info.value.message
+
+
+def test_a_read_view_may_repeat_its_elements():
+    """A zero stride (np.broadcast_to, torch's expand) or an as_strided view with overlapping rows is read as it is
+    when the kernel does not write it, as Triton reads an expanded tensor."""
+    row = np.arange(16, dtype=np.float32) / 3
+    y = np.full((16, 16), SENTINEL, np.float32)
+    launch_2d(np.broadcast_to(row, (16, 16)), y)
+    np.testing.assert_array_equal(y, np.broadcast_to(2 * row, (16, 16)))
+    flat = np.arange(136, dtype=np.float32)
+    windows = np.lib.stride_tricks.as_strided(flat, (16, 16), (32, 4))   # row r: flat[8r : 8r + 16]
+    launch_2d(windows, y, alpha=0.5)
+    np.testing.assert_array_equal(y, windows / 2)
+
+
+def test_an_expanded_torch_tensor_is_read_as_it_is():
+    torch = pytest.importorskip("torch")
+    col = torch.arange(16, dtype=torch.float32)[:, None] / 7
+    x = col.expand(16, 16)                                  # strides (1, 0)
+    y = torch.full((16, 16), SENTINEL)
+    scale_2d[(16,)](x, y, 16, *x.stride(), *y.stride(), 2.0, BLOCK=16)
+    torch.testing.assert_close(y, (2 * col).expand(16, 16), rtol=0, atol=0)
+    with pytest.raises(KernelArgumentError, match="argument 'Y' .*overlap"):
+        scale_2d[(16,)](y, torch.zeros(16, 1).expand(16, 16), 16, 16, 1, 0, 1, 2.0, BLOCK=16)
 
 
 # -- the raw device API ----------------------------------------------------------------------------------------------
@@ -150,7 +185,10 @@ def test_raw_dispatches_refuse_views_they_cannot_take():
         cpu.dispatch_threads(fn, 100, 32, [x, x[::-3], np.uint32(1), np.uint32(1)])
     assert isinstance(e.value, metile.LaunchError) and e.value.index == 1 and "np.ascontiguousarray" in str(e.value)
     with pytest.raises(metile.LaunchError, match="overlap"):
-        cpu.dispatch_threads(fn, 100, 32, [np.broadcast_to(x[:1], (100,)), x, np.uint32(1), np.uint32(1)])
+        cpu.dispatch_threads(fn, 100, 32, [x, np.broadcast_to(x[:1], (100,)), np.uint32(1), np.uint32(1)])
+    out = np.zeros(100, np.float32)
+    cpu.dispatch_threads(fn, 100, 32, [np.broadcast_to(x[7:8], (100,)), out, np.uint32(0), np.uint32(1)])
+    np.testing.assert_array_equal(out, 2 * x[7])                      # a read view may repeat its elements
 
 
 # -- the Metal device, through the stand-in for its shim --------------------------------------------------------------

@@ -135,7 +135,7 @@ def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
         if value.flags.c_contiguous:
             _check_array_dtype(p, et, value.dtype, value.nbytes)
             return BoundArg(p, value, value.nbytes, not p.is_const)
-        nbytes = array_span(value)
+        nbytes = array_span(value, written=not p.is_const)
         if isinstance(nbytes, str):
             raise ArrayLayoutError(f"{describe(p)} {nbytes}", index=p.index, reason=nbytes)
         _check_array_dtype(p, et, value.dtype, nbytes)
@@ -157,12 +157,14 @@ def _check_array_dtype(p: Param, et: ElementType, dtype: np.dtype, nbytes: int) 
                           f"({et.size} bytes each)")
 
 
-def array_span(arr: np.ndarray) -> int | str:
+def array_span(arr: np.ndarray, *, written: bool = True) -> int | str:
     """The bytes from the first element of `arr` to the end of its last, as a kernel sees them; or why a kernel cannot
     take the view as it is (a phrase following the argument's name).
 
-    The strides must be non-negative whole numbers of elements, and each dimension's stride must step past
-    everything the smaller strides reach (so no two elements share an address)."""
+    The strides must be non-negative whole numbers of elements. When the kernel may write the view (`written`),
+    each dimension's stride must also step past everything the smaller strides reach, so that no two elements share
+    an address; a view the kernel only reads may repeat elements (`np.broadcast_to`, torch's `expand`), as Triton
+    reads such tensors."""
     shape, strides, itemsize = arr.shape, arr.strides, arr.itemsize
     if 0 in shape:
         return 0
@@ -177,7 +179,7 @@ def array_span(arr: np.ndarray) -> int | str:
                     f"elements (strides {strides}): a kernel indexes whole elements; {fix}")
     reach = itemsize
     for st, n in sorted(dims):
-        if st < reach:
+        if st < reach and written:
             return (f"is a numpy view whose elements overlap in memory (shape {shape}, strides {strides} bytes; a zero "
                     f"stride as np.broadcast_to makes, or an as_strided view): a store to one element would change "
                     f"others; {fix}")
