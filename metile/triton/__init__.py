@@ -19,7 +19,7 @@ from metile.triton.errors import (
     TritonError,
 )
 from metile.triton.install import install, installed, uninstall
-from metile.triton.jit import JITFunction, KernelInterface, jit
+from metile.triton.jit import JITFunction, KernelInterface, jit, launch_options
 from metile.triton.language.core import must_use_result
 from metile.triton.runtime.jit import MockTensor, TensorWrapper, reinterpret
 
@@ -50,6 +50,6 @@ def next_power_of_2(n: int) -> int:
 __all__ = [
     "Autotuner", "CompilationError", "Config", "Heuristics", "InterpreterError", "JITFunction", "KernelInterface",
     "MockTensor", "NotSupportedYetError", "OutOfResources", "TensorWrapper", "TritonError", "autotune", "cdiv",
-    "compiler", "heuristics", "install", "installed", "jit", "language", "must_use_result", "next_power_of_2",
-    "reinterpret", "runtime", "set_allocator", "testing", "uninstall",
+    "compiler", "heuristics", "install", "installed", "jit", "language", "launch_options", "must_use_result",
+    "next_power_of_2", "reinterpret", "runtime", "set_allocator", "testing", "uninstall",
 ]

@@ -14,10 +14,16 @@ machinery (`metile.kernel.JITKernel`) in the Triton dialect (`metile.triton.dial
   one that is a multiple of 16 is known to be one, except for parameters named (or numbered) in `do_not_specialize`.
 - `kernel.warmup(*args, grid=..., **kwargs)` compiles without launching and returns a `CompiledKernel` with Triton's
   attributes; calling a `@triton.jit` function inside a kernel inlines it (`noinline` is accepted).
+- **`launch_options(**keywords)`**: metile's launch keywords (`sanitize=`, `timeout=`, `profile=`...) for every
+  launch made while the block runs, by whatever code makes it (a library's host code, such as Liger-Kernel's), the
+  launch's own keywords winning; the block's value, a `Launches`, lists each launch's kernel name and what it
+  returned (a `metile.Profile` with `profile=`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 import textwrap
@@ -44,6 +50,35 @@ IGNORED_OPTIONS = frozenset({
 """Options of Triton's NVIDIA and AMD compilers that have no meaning on metile's devices: accepted, without effect."""
 METILE_KEYWORDS = frozenset({"num_simdgroups", "group_programs", "direct_operands", "sanitize", "timeout", "profile",
                              "profile_only"})
+
+
+class Launches(list):
+    """The launches made inside a `launch_options` block, in order: `(kernel name, what the launch returned)`."""
+
+    @property
+    def profiles(self) -> list:
+        """The `metile.Profile` of each launch made with `profile=`."""
+        return [r for _, r in self if r is not None]
+
+
+_LAUNCH_OPTIONS: contextvars.ContextVar = contextvars.ContextVar("metile_triton_launch_options", default=None)
+
+
+@contextlib.contextmanager
+def launch_options(**keywords):
+    """metile's launch keywords for every `@triton.jit` launch in the block (see the module docstring)."""
+    unknown = sorted(set(keywords) - METILE_KEYWORDS)
+    if unknown:
+        raise KernelArgumentError(f"launch_options takes metile's launch keywords ({', '.join(sorted(METILE_KEYWORDS))}"
+                                  f"), not {', '.join(unknown)}")
+    outer = _LAUNCH_OPTIONS.get()
+    merged = {**(outer[0] if outer else {}), **keywords}
+    launches = Launches()
+    token = _LAUNCH_OPTIONS.set((merged, launches))
+    try:
+        yield launches
+    finally:
+        _LAUNCH_OPTIONS.reset(token)
 
 
 class KernelInterface:
@@ -144,8 +179,13 @@ class JITFunction(KernelInterface):
                 grid = _call_grid(grid, bound)
         except MetileError as e:
             raise _user_error(e, self.__name__) from None
-        self.kernel[grid](*runtime, **keywords)
-        return LaunchedKernel(self, runtime, keywords, options)
+        extra = _LAUNCH_OPTIONS.get()
+        if extra is None:
+            result = self.kernel[grid](*runtime, **keywords)
+        else:
+            result = self.kernel[grid](*runtime, **{**extra[0], **keywords})
+            extra[1].append((self.__name__, result))
+        return LaunchedKernel(self, runtime, keywords, options, result)
 
     def warmup(self, *args, grid=None, **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)
@@ -225,12 +265,14 @@ class CompiledKernel:
 
 
 class LaunchedKernel:
-    """What a launch returns: the kernel's `CompiledKernel` attributes, found when first read."""
+    """What a launch returns: the kernel's `CompiledKernel` attributes, found when first read, and `profile`, the
+    launch's `metile.Profile` when it was made with `profile=` (else None)."""
 
-    __slots__ = ("_args", "_compiled", "_fn")
+    __slots__ = ("_args", "_compiled", "_fn", "profile")
 
-    def __init__(self, fn: JITFunction, runtime: list, keywords: dict, options: dict):
+    def __init__(self, fn: JITFunction, runtime: list, keywords: dict, options: dict, result=None):
         self._fn, self._args, self._compiled = fn, (runtime, keywords, options), None
+        self.profile = result
 
     def __getattr__(self, name):
         if self._compiled is None:
