@@ -50,7 +50,11 @@ def run_layer_norm(dev, tname: str, rows: int, axis: int, rtol: float, atol: flo
 # -- rms_norm (RMSNorm::eval_gpu: RMS_N_READS = 4, looped above RMS_LOOPED_LIMIT = 4096) -----------------------------
 def run_rms_norm(dev, tname: str, rows: int, axis: int, scalar_weight: bool, rtol: float, atol: float) -> Result:
     looped = axis > 4096
-    fn = compile_source_file(dev, "rms_norm.metal").function("rms" + ("_looped" if looped else "") + tname)
+    lib = compile_source_file(dev, "rms_norm.metal")
+    # RMSNorm::eval_gpu sets has_w (index 20) and, in checkouts that declare it, has_silu (21; false: no SiLU)
+    wanted = {"has_w": True, "has_silu": False}
+    constants = {name: v for name, v in wanted.items() if lib.function_constants.by_name(name) is not None}
+    fn = lib.function("rms" + ("_looped" if looped else "") + tname, constants=constants or None)
     x = random((rows, axis), tname, seed=axis)
     w = random(1 if scalar_weight else axis, tname, seed=3, low=0.5, high=1.5)
     eps = 1e-6
