@@ -169,6 +169,21 @@ def test_the_last_element_of_an_odd_length_array_under_the_sanitizer(dtype):
 
 
 @metile.kernel
+def tickets(Counter, Out):
+    ticket = metile.atomic_add(Counter + 1, 1.0)   # a uniform scalar: once per program, its old value for all
+    metile.store(Out + metile.program_id(0), ticket)
+    metile.atomic_add(Counter, 2.0)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_a_scalar_atomic_runs_once_per_program_and_gives_each_its_ticket(dtype):
+    counter, out = np.array([0, 0, 9], dtype), np.zeros(60, dtype)
+    tickets[(60,)](counter, out)
+    assert counter.astype(np.float32).tolist() == [120, 60, 9]
+    assert sorted(out.astype(np.float32).tolist()) == list(range(60))
+
+
+@metile.kernel
 def combine16(Acc, X, Old, n, OP: metile.constexpr, BLOCK: metile.constexpr):
     offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
     ok = offs < n
