@@ -12,16 +12,16 @@ others are built here from them:
   fail spuriously: it retries while the element still equals the compared value.
 - Every atomic on f16 and bf16 memory (`half`, `bfloat`): Metal has no 16-bit atomics, so it is a compare-and-swap
   loop on the 32-bit `atomic_uint` word holding the element, which rewrites only the element's half of the word (the
-  other half is written back as it was read, and a change to it between the read and the swap makes the swap fail
-  and the loop read again, so a neighbour is never lost). The word is found from the element's index `i` in the
-  array of the pointer parameter it points into (`p - base`: MSL has no integer value of a pointer): it starts at
-  element `i - (i & 1)`, and the element is its low half when `i` is even (Apple GPUs are little-endian). That is
-  the word the element shares with its neighbour only when the parameter's array starts at a 4-byte aligned
+  other half is written back as it was read, and a change to it between the read and the swap makes the swap fail and
+  the loop read again, so a neighbour is never lost). The word is found from the element's index `i` in the array of
+  the pointer parameter it points into (`p - base`, a pointer difference, rather than the pointer's integer value): it
+  starts at element `i - (i & 1)`, and the element is its low half when `i` is even (Apple GPUs are little-endian).
+  That is the word the element shares with its neighbour only when the parameter's array starts at a 4-byte aligned
   address, which the launch makes sure of (`metile.launch`). The word of the last element of an array of odd length
-  reaches two bytes past the array, inside the same 4-byte aligned unit of its allocation, so within its page (and
-  the CPU device rounds a buffer up to 16 bytes); those bytes are only ever written back unchanged. The new element
-  is computed in f32 and rounded once to the memory's type; `max` and `min` order the elements by their bits as f32
-  ones do (-0.0 below +0.0), and `cas` compares bits.
+  reaches two bytes past the array, inside the same 4-byte aligned unit of its allocation, so within its page (and the
+  CPU device rounds a buffer up to 16 bytes), and never into another buffer, which starts 4-byte aligned; those bytes
+  are only ever written back unchanged. The new element is computed in f32 and rounded once to the memory's type;
+  `max` and `min` order the elements by their bits as f32 ones do (-0.0 below +0.0), and `cas` compares bits.
 """
 
 from __future__ import annotations
