@@ -355,8 +355,9 @@ def test_what_16_bit_atomics_cannot_do_is_refused_at_the_line():
     with pytest.raises(KernelTypeError, match="atomic_add on f16 works on device memory only") as e:
         shared16[(1,)](np.zeros(8, np.float16), BLOCK=8)
     assert e.value.loc.line == shared16.fn.__code__.co_firstlineno + 3
-    with pytest.raises(EmitError, match="needs a pointer into the array of one pointer parameter"):
+    with pytest.raises(EmitError, match="needs a pointer into the array of one pointer parameter") as e:
         either16[(1,)](np.zeros(8, np.float16), np.zeros(8, np.float16), 1, BLOCK=8)
+    assert e.value.loc.line == either16.fn.__code__.co_firstlineno + 5
 
 
 # -- the Metal device (the stand-in shim, replaying the MSL on the CPU device) ----------------------------------
