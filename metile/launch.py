@@ -9,7 +9,9 @@ calls (binding its torch tensors anew when their memory moved since). An array o
 the kernel writes it (its parameter is not `const` in the kernel's signature, which the compiled kernel's
 `MslArtifact` holds). A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from the
 artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
-`KernelArgumentError` at its parameter.
+`KernelArgumentError` at its parameter, as is an array of another library in Metal memory that a 16-bit atomic writes
+and that does not start 4-byte aligned in its buffer (`metile.emit.atomics` counts the element's 32-bit word from the
+start of its array).
 
 Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of
 the Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
@@ -29,6 +31,7 @@ import attrs
 import numpy as np
 
 from metile.emit.artifact import MslArtifact
+from metile.emit.atomics import word_aligned_params
 from metile.emit.source_map import FaultLocator
 from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc, MetileError
@@ -92,7 +95,8 @@ class Launch:
     """A compiled kernel ready to dispatch with its launch options (`sanitize=`, `timeout=`, given to the device only
     when set): what a repeated launch needs, found by one dict lookup."""
 
-    __slots__ = ("compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs", "tpt")
+    __slots__ = ("aligned", "compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs",
+                 "tpt")
 
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
@@ -103,6 +107,7 @@ class Launch:
         params = compiled.tile_ir.params   # the hidden ones: the lengths of arrays unbounded tile accesses clip to
         self.lengths = tuple((p.length_of, params[p.length_of].type.dtype.itemsize) for p in params
                              if p.length_of is not None)
+        self.aligned = word_aligned_params(compiled.metal_ir) if foreign and _on_metal(compiled.device) else ()
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -121,6 +126,8 @@ class Launch:
             bound = [a if c is None else c(a) for c, a in zip(self.convert, args)]
             if self.lengths:
                 bound += [np.int32(self.length(args[i], i, size)) for i, size in self.lengths]
+            for i in self.aligned:
+                self.check_word_aligned(args[i], i)
             return dims, bound
         except ForeignArrayError:   # an array of another library that cannot be read (a sparse torch tensor, say)
             for s, c, a in zip(self.specs, self.convert, args):
@@ -139,6 +146,24 @@ class Launch:
         except ArrayTooLongError as e:
             spec = self.specs[index]
             raise KernelArgumentError(f"argument '{spec.name}' {e}", spec.loc) from None
+
+    def check_word_aligned(self, value, index: int) -> None:
+        """A `KernelArgumentError` at the parameter when the array argument `value` (runtime argument `index`), which a
+        16-bit atomic writes, does not start 4-byte aligned (`metile.emit.atomics`). Only an array of another library
+        in Metal memory can: it is bound at its offset in its buffer, and every other array is bound at the start of
+        one (the CPU device copies arrays of other libraries to the start of a buffer of its own)."""
+        if not is_foreign_array(value) or device_of(value)[0] != DL_METAL:
+            return
+        from metile.metal.gpu.launch import metal_views
+
+        offset = metal_views((value,))[0].byte_offset
+        if offset % 4:
+            spec = self.specs[index]
+            raise KernelArgumentError(
+                f"argument '{spec.name}' starts {offset} bytes into its Metal buffer, not at a multiple of 4 bytes: an "
+                "atomic on its 16-bit elements works on the 32-bit words of the array, which must start 4-byte "
+                "aligned. Pass an array that does (a copy: `t.clone()`, or a view starting at an even element)",
+                spec.loc)
 
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
@@ -176,6 +201,10 @@ class Launch:
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
 
 
+def _on_metal(device) -> bool:
+    return getattr(device, "name", "") == "metal"
+
+
 def _converter(value, t, device, written: bool):
     """What a launch applies to a runtime argument: a scalar's conversion to its parameter's type, a numpy view of
     an array of another library (`metile.metal.interop.host_view`; one in Metal memory goes to the Metal device,
@@ -183,7 +212,7 @@ def _converter(value, t, device, written: bool):
     if isinstance(t, PtrType):
         if not is_foreign_array(value):
             return None
-        if getattr(device, "name", "") == "metal" and device_of(value)[0] == DL_METAL:
+        if _on_metal(device) and device_of(value)[0] == DL_METAL:
             return _metal_output if written else _metal_input
         return host_view if written else _input_view
     return host_dtype(t.dtype).type

@@ -193,7 +193,8 @@ def misuse(X, A, WHAT: metile.constexpr):
 
 
 @pytest.mark.parametrize(("what", "marker", "message"), [
-    ("atomic", "# the atomic", "atomic_add works on i32, u32 and f32 memory, not i64: Metal has no 64-bit atomic add"),
+    ("atomic", "# the atomic",
+     "atomic_add works on i32, u32, f32, f16 and bf16 memory, not i64: Metal has no 64-bit atomic add"),
     ("dot", "# the dot", "dot has no i64 form: Metal's simdgroup matrices multiply 16- and 32-bit floats"),
     ("shift", "# the shift", r"the shift count 64 is out of range for i64 \(0 to 63\)"),
     ("bitcast", "# the bitcast", "both types need one width: i64 has 64 bits and f32 has 32")])

@@ -138,9 +138,13 @@ CASES = {
                           "store: the value must be tile<4xf32> to match"),
     "store mask": (tile(Store(Broadcast(OUT, (4,)), x4, x4)), "store: the mask must be tile<4xbool>"),
     "store to constant": (tile(Store(CONST, f32(1.0))), "store: cannot write to constant memory"),
-    "atomic dtype": (tile(AtomicAdd(Broadcast(Param("H", 4, PtrType(F16, (), AddressSpace.DEVICE)), (4,)),
-                                    Full((4,), Const(1.0, F16))), params=(*PARAMS, Param("H", 4, PtrType(
-                                        F16, (), AddressSpace.DEVICE)))), "atomic_add: needs i32, u32 or f32"),
+    "atomic dtype": (tile(AtomicAdd(Broadcast(Param("H", 4, PtrType(DType.I16, (), AddressSpace.DEVICE)), (4,)),
+                                    Full((4,), Const(1, DType.I16))), params=(*PARAMS, Param("H", 4, PtrType(
+                                        DType.I16, (), AddressSpace.DEVICE)))),
+                     "atomic_add: needs i32, u32, f32, f16 or bf16"),
+    "atomic 16-bit shared": (tile(let("buf", SharedAlloc((8,), F16)), AtomicAdd(Var("buf", PtrType(
+        F16, (), AddressSpace.THREADGROUP)), Const(1.0, F16))),
+                             "atomic_add: atomics on f16 work on device memory only"),
     # let-only values
     "nested load": (tile(Store(Broadcast(OUT, (4,)), Load(Broadcast(X, (4,))))), "Load must be bound by a Let"),
     "load inside expression": (tile(let("y", Binary(BinOp.ADD, x4, Load(Broadcast(X, (4,)))))),

@@ -61,13 +61,6 @@ def not_yet(construct: str, where: str):
                              "by metile yet")
 
 
-BF16_ATOMIC = "tl.atomic_add on bf16 memory (Metal's atomics are of 32-bit words: a compare-and-swap loop)"
-DTYPES_BF16_ATOMIC = {  # the backward kernels that accumulate a bf16 gradient with tl.atomic_add
-    op: [pytest.param(FP32, id="fp32"), pytest.param(BF16, id="bf16", marks=not_yet(BF16_ATOMIC, where))]
-    for op, where in (("group_norm", "liger_kernel/ops/group_norm.py:176, _group_norm_backward_kernel"),
-                      ("embedding", "liger_kernel/ops/experimental/embedding.py:69, embedding_backward_kernel"))}
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Normalisations: rms_norm (each casting mode), fused_add_rms_norm, layer_norm, group_norm, poly_norm, dyt
 # ---------------------------------------------------------------------------------------------------------------
@@ -146,7 +139,7 @@ def test_layer_norm(shape, dtype):
     close(b1.grad, b2.grad, atol * 100, rtol)
 
 
-@pytest.mark.parametrize("dtype", DTYPES_BF16_ATOMIC["group_norm"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("batch, channels, groups, hidden", [(2, 8, 4, 64), (3, 9, 3, 123)], ids=str)
 def test_group_norm(batch, channels, groups, hidden, dtype):
     torch.manual_seed(0)
@@ -157,7 +150,7 @@ def test_group_norm(batch, channels, groups, hidden, dtype):
     y1 = ops("group_norm").LigerGroupNormFunction.apply(x1, w1, b1, channels, groups, 1e-6)
     y2 = F.group_norm(x2.float(), groups, w2.float(), b2.float(), 1e-6).to(dtype)
     atol, rtol = (1e-4, 1e-4) if dtype is FP32 else (1e-1, 1e-1)
-    close(y1, y2, atol, rtol)   # before the backward, which bf16 does not reach yet
+    close(y1, y2, atol, rtol)
     y1.backward(dy)
     y2.backward(dy)
     close(x1.grad, x2.grad, atol * 10, rtol)
@@ -557,7 +550,7 @@ def test_tvd_with_ignored_labels():
 # Embedding, multi-token attention, neighborhood attention
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", DTYPES_BF16_ATOMIC["embedding"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("vocab, dim, shape", [(100, 64, (2, 8)), (1000, 128, (4, 37)), (31, 7, (3, 5))], ids=str)
 def test_embedding(vocab, dim, shape, dtype):
     torch.manual_seed(0)
@@ -569,7 +562,7 @@ def test_embedding(vocab, dim, shape, dtype):
     y1 = LigerEmbeddingFunction.apply(e1, idx)
     y2 = F.embedding(idx, e2)
     atol, rtol = (1e-6, 1e-6) if dtype is FP32 else (1e-2, 1e-2)
-    close(y1, y2, atol, rtol)   # before the backward, which bf16 does not reach yet
+    close(y1, y2, atol, rtol)
     y1.backward(dy)
     y2.backward(dy)
     close(e1.grad, e2.grad, atol, rtol)

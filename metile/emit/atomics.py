@@ -10,17 +10,51 @@ others are built here from them:
   than `v >= 0` makes `-0.0` the larger of `-0.0` and a negative number.
 - `cas` (compare and swap, returning the old value) loops on `atomic_compare_exchange_weak_explicit`, which may
   fail spuriously: it retries while the element still equals the compared value.
+- Every atomic on f16 and bf16 memory (`half`, `bfloat`): Metal has no 16-bit atomics, so it is a compare-and-swap
+  loop on the 32-bit `atomic_uint` word holding the element, which rewrites only the element's half of the word (the
+  other half is written back as it was read, and a change to it between the read and the swap makes the swap fail and
+  the loop read again, so a neighbour is never lost). The word is found from the element's index `i` in the array of
+  the pointer parameter it points into (`p - base`, a pointer difference, rather than the pointer's integer value): it
+  starts at element `i - (i & 1)`, and the element is its low half when `i` is even (Apple GPUs are little-endian).
+  That is the word the element shares with its neighbour only when the parameter's array starts at a 4-byte aligned
+  address, which the launch makes sure of (`metile.launch`). The word of the last element of an array of odd length
+  reaches two bytes past the array, inside the same 4-byte aligned unit of its allocation, so within its page (and the
+  CPU device rounds a buffer up to 16 bytes), and never into another buffer, which starts 4-byte aligned; those bytes
+  are only ever written back unchanged. The new element is computed in f32 and rounded once to the memory's type;
+  `max` and `min` order the elements by their bits as f32 ones do (-0.0 below +0.0), and `cas` compares bits.
 """
 
 from __future__ import annotations
 
+from metile.emit.facts import bindings, pointer_roots, sole_root
 from metile.emit.spell import ATOMIC, EmitError, literal
+from metile.ir.errors import Loc
+from metile.ir.node import walk
 from metile.ir.ops import AtomicOp
+from metile.ir.stmts import AtomicAdd, Kernel
 from metile.ir.types import DType, PtrType
-from metile.ir.values import AtomicRMW
+from metile.ir.values import AtomicRMW, Value
 
 _SPACES = ("device", "threadgroup")
 _INTS = (DType.I32, DType.U32)
+_HALVES = (DType.F16, DType.BF16)
+_HALF_OPS = (AtomicOp.ADD, AtomicOp.XCHG, AtomicOp.MAX, AtomicOp.MIN, AtomicOp.CAS)
+
+
+
+def _key(b: str) -> str:
+    """The bits `b` of a 16-bit float as an unsigned integer of the same order (-0.0 below +0.0, NaN aside)."""
+    return f"((({b}) & 0x8000u) ? (~uint({b}) & 0xFFFFu) : (uint({b}) | 0x8000u))"
+
+
+# The bits of the new element of a 16-bit atomic from the old element `e` (its bits `eb`) and the operand `v` (its
+# bits `vb`).
+_HALF_NEW = {
+    AtomicOp.ADD: "as_type<ushort>({c}(float(e) + float(v)))",
+    AtomicOp.XCHG: "vb",
+    AtomicOp.MAX: f"{_key('vb')} > {_key('eb')} ? vb : eb",
+    AtomicOp.MIN: f"{_key('vb')} < {_key('eb')} ? vb : eb",
+}
 
 
 def _extreme(op: str, space: str) -> str:
@@ -43,17 +77,56 @@ def _cas(t: DType, space: str) -> str:
             "    }\n    return expected;\n}")
 
 
+def _half(op: AtomicOp, t: DType) -> str:
+    """The helper of the atomic `op` on a 16-bit float of device memory, given the pointer parameter `base` the
+    element `p` is in (see the module docstring)."""
+    c, name = t.msl, f"mt_atomic_{op.value}_{t.msl}_device"
+    cmp = f", {c} cmp" if op is AtomicOp.CAS else ""
+    if op is AtomicOp.CAS:   # no write where the element's bits differ from the compared value's
+        step = ("        if (eb != as_type<ushort>(cmp)) return e;\n"
+                "        ushort nb = vb;\n")
+    else:   # no write where the element would not change
+        step = (f"        ushort nb = {_HALF_NEW[op].format(c=c)};\n"
+                "        if (nb == eb) return e;\n")
+    return (f"static inline {c} {name}(device {c}* base, device {c}* p{cmp}, {c} v) {{\n"
+            "    long i = p - base;   // the element's index in its array, which starts 4-byte aligned\n"
+            "    device atomic_uint* word = (device atomic_uint*)(p - (i & 1));\n"
+            "    uint shift = uint(i & 1) * 16u;   // the element's half: the high one at an odd index\n"
+            + ("" if op is AtomicOp.ADD else "    ushort vb = as_type<ushort>(v);\n") +
+            "    uint old = atomic_load_explicit(word, memory_order_relaxed);\n"
+            "    for (;;) {\n"
+            "        ushort eb = ushort(old >> shift);\n"
+            f"        {c} e = as_type<{c}>(eb);\n"
+            + step +
+            "        uint next = (old & ~(0xFFFFu << shift)) | (uint(nb) << shift);\n"
+            "        if (atomic_compare_exchange_weak_explicit(word, &old, next, memory_order_relaxed, "
+            "memory_order_relaxed)) {\n"
+            "            return e;\n"
+            "        }\n"
+            "    }\n}")
+
+
 HELPERS = {
     **{f"mt_atomic_{op}_f32_{space}": _extreme(op, space) for op in ("max", "min") for space in _SPACES},
     **{f"mt_atomic_cas_{t.msl}_{space}": _cas(t, space) for t in _INTS for space in _SPACES},
+    **{f"mt_atomic_{op.value}_{t.msl}_device": _half(op, t) for op in _HALF_OPS for t in _HALVES},
 }
 """Per helper function's name, its MSL (the emitter writes the ones a kernel calls before the kernel)."""
 
-
-def atomic_call(op: AtomicOp, ptr_type: PtrType, ptr: str, value: str, compare: str | None = None) -> tuple[str, str]:
+def atomic_call(op: AtomicOp, ptr_type: PtrType, ptr: str, value: str, compare: str | None = None,
+                base: str | None = None) -> tuple[str, str]:
     """The MSL call of the atomic `op` on the element `ptr` (of `ptr_type`) with the operand `value` (and `compare`
-    for `cas`), giving the old value, and the helper it calls ("" for none)."""
+    for `cas`), giving the old value, and the helper it calls ("" for none). A 16-bit element needs `base`, the
+    pointer parameter it points into."""
     space, t = ptr_type.space._value_, ptr_type.dtype
+    if t in _HALVES:
+        if space != "device" or op not in _HALF_OPS or base is None:
+            why = ("" if base is not None or space != "device" or op not in _HALF_OPS else
+                   ": its pointer does not come from one pointer parameter")
+            raise EmitError(f"Metal has no atomic {op.value} on {ptr_type}{why}")
+        helper = f"mt_atomic_{op.value}_{t.msl}_device"
+        cmp = f", {compare}" if op is AtomicOp.CAS else ""
+        return f"{helper}({base}, {ptr}{cmp}, {value})", helper
     if space not in _SPACES or (t not in _INTS and t is not DType.F32):
         raise EmitError(f"Metal has no atomic {op.value} on {ptr_type}")
     if op is AtomicOp.CAS:
@@ -70,15 +143,38 @@ def atomic_call(op: AtomicOp, ptr_type: PtrType, ptr: str, value: str, compare: 
     return f"{fn}(({space} {ATOMIC[t]}*)({ptr}), {value}, memory_order_relaxed)", ""
 
 
-def rmw_text(v: AtomicRMW, expr) -> tuple[str, str, str]:
+def atomic_base(ptr: Value, defs: dict[str, tuple[Value, ...]], names: dict[str, str], loc: Loc | None) -> str | None:
+    """The C name (from `names`) of the pointer parameter the element `ptr` of a 16-bit atomic is in, None for other
+    atomics; `defs` are the kernel's bindings (`metile.emit.facts.bindings`)."""
+    if ptr.type.dtype not in _HALVES:
+        return None
+    root = sole_root(ptr, defs)
+    if root is None:
+        raise EmitError(f"an atomic on {ptr.type} needs a pointer into the array of one pointer parameter (it finds "
+                        "its 32-bit word from the element's index there), and this one may point elsewhere", loc)
+    return names[root]
+
+
+def word_aligned_params(k: Kernel) -> tuple[int, ...]:
+    """The positions in `k.params` of the pointer parameters 16-bit atomics write through: the launch makes sure their
+    arrays start 4-byte aligned (the words of their elements are counted from there)."""
+    ptrs = [n.ptr for n in walk(k) if n.__class__ in (AtomicAdd, AtomicRMW) and n.ptr.type.dtype in _HALVES]
+    if not ptrs:
+        return ()
+    roots = pointer_roots(ptrs, bindings(k))
+    return tuple(i for i, p in enumerate(k.params) if p.name in roots)
+
+
+def rmw_text(v: AtomicRMW, expr, base: str | None = None) -> tuple[str, str, str]:
     """The MSL of the `AtomicRMW` value `v` (0 where its mask is false), `expr(x)` giving an operand's texts (bare,
-    and safe inside an operator): its text, that text safe inside an operator, and the helper it calls."""
+    and safe inside an operator), `base` the pointer parameter a 16-bit element is in: its text, that text safe
+    inside an operator, and the helper it calls."""
     compare = expr(v.compare)[0] if v.compare is not None else None
-    text, helper = atomic_call(v.op, v.ptr.type, expr(v.ptr)[0], expr(v.value)[0], compare)
+    text, helper = atomic_call(v.op, v.ptr.type, expr(v.ptr)[0], expr(v.value)[0], compare, base)
     if v.mask is None:
         return text, text, helper
     text = f"{expr(v.mask)[1]} ? {text} : {literal(0, v.type.dtype)}"
     return text, f"({text})", helper
 
 
-__all__ = ["HELPERS", "atomic_call", "rmw_text"]
+__all__ = ["HELPERS", "atomic_base", "atomic_call", "rmw_text", "word_aligned_params"]

@@ -13,7 +13,8 @@
   counts); `scan` counts the same, and the emitter names a compound value with two or more once instead
   of repeating it.
 - `pointer_roots`: the parameters pointers may point into, following `AddPtr`, `Where` and every name
-  binding back to the parameter; `written_params`: the pointer parameters some store, vector store,
+  binding back to the parameter; `sole_root`: the one parameter a pointer points into (16-bit atomics find their
+  word from the element's index in it); `written_params`: the pointer parameters some store, vector store,
   matrix store or atomic add writes through.
 - `reads_any`: whether some values read one of some bound names (for parallel assignment of yields).
 - `builtins_used`: the thread-position attributes the body reads, in `BuiltinKind` order.
@@ -467,6 +468,30 @@ def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> 
             case Where():
                 stack += [v.x, v.y]
     return frozenset(found)
+
+
+def sole_root(ptr: Value, defs: dict[str, tuple[Value, ...]]) -> str | None:
+    """The name of the one parameter the pointer `ptr` points into, None when it may point into two or into memory
+    that is no parameter's (a threadgroup array, an address made a pointer)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [ptr]
+    while stack:
+        v = stack.pop()
+        match v:
+            case Param():
+                found.add(v.name)
+            case Var():
+                if v.name not in seen:
+                    seen.add(v.name)
+                    stack.extend(defs.get(v.name, ()))
+            case AddPtr():
+                stack.append(v.ptr)
+            case Where():
+                stack += [v.x, v.y]
+            case _:
+                return None
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import attrs
 
 from metile.emit import debug as D
-from metile.emit.atomics import atomic_call, rmw_text
+from metile.emit.atomics import atomic_base, atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.fp8 import fp8_cast
 from metile.emit.helpers import ALL_HELPERS
@@ -294,7 +294,7 @@ class _Emitter:
             case Compare():
                 text, atomic = f"{expr(v.lhs)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs)[1]}", False
             case AtomicRMW():
-                text, wrapped, helper = rmw_text(v, expr)
+                text, wrapped, helper = rmw_text(v, expr, atomic_base(v.ptr, self.defs, self.names, v.loc))
                 self.helpers.add(helper)
                 return text, wrapped
             case Load():
@@ -436,7 +436,8 @@ class _Emitter:
                 ptr = s.ptr
                 if s.mask is not None:
                     self.open_block(f"if ({expr(s.mask)[0]})")
-                call, helper = atomic_call(s.op, ptr.type, expr(ptr)[0], expr(s.value)[0])
+                call, helper = atomic_call(s.op, ptr.type, expr(ptr)[0], expr(s.value)[0],
+                                           base=atomic_base(ptr, self.defs, self.names, s.loc))
                 self.helpers.add(helper)
                 self.lines.append(f"{self.pad}{call};")
                 if s.mask is not None:

@@ -4,8 +4,9 @@
 Called as a statement of its own (its value unused), an atomic is an `AtomicAdd` statement of its operation over every
 addressed element (once per program for one address and a value alike on every thread). Its value, the old
 elements, is an `AtomicRMW` bound to a name (its pointer, value, mask and compared value broadcast to one shape).
-`atomic_cas` is always a value. The memory types are Metal's (`metile.ir.types.ATOMIC_DTYPES`): i32
-and u32, and f32 for add, exchange, max and min.
+`atomic_cas` is always a value. The memory types are `metile.ir.types.ATOMIC_DTYPES`: Metal's i32 and u32, f32 for
+add, exchange, max and min, and f16 and bf16 of device memory (compare-and-swap loops on the 32-bit word holding the
+element, `metile.emit.atomics`) for all but the bitwise ones.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from metile.frontend.errors import KernelTypeError
 from metile.ir.errors import Loc
 from metile.ir.ops import AtomicOp
 from metile.ir.stmts import AtomicAdd
-from metile.ir.types import ATOMIC_DTYPES, DType, PtrType
+from metile.ir.types import ATOMIC_DTYPES, AddressSpace, DType, PtrType
 from metile.ir.values import AtomicRMW, Value
 
 
@@ -34,9 +35,14 @@ def _memory(op: AtomicOp, ptr, loc: Loc) -> Value:
     if dt not in allowed:
         why = (f": Metal has no 64-bit atomic {op.value} (its only 64-bit atomics, on recent Apple GPUs, are min and "
                "max of u64)" if dt.bits == 64 else ": Metal's atomic_float only adds and exchanges (metile builds "
-               "its max and min)" if dt is DType.F32 else ": Metal has no atomics narrower than 32 bits")
+               "its max and min)" if dt is DType.F32 else f": a bitwise atomic takes integers, not {dt}" if dt.is_float
+               and dt.bits == 16 else ": Metal has no atomics narrower than 32 bits (metile builds those of f16 and "
+               "bf16)")
         *most, last = (str(d) for d in allowed)
         raise KernelTypeError(f"{name} works on {', '.join(most)} and {last} memory, not {dt}{why}", loc)
+    if dt.bits == 16 and p.type.space is not AddressSpace.DEVICE:
+        raise KernelTypeError(f"{name} on {dt} works on device memory only (a pointer parameter's array), not on "
+                              f"{p.type.space.value} memory", loc)
     return p
 
 

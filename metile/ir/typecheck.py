@@ -199,6 +199,8 @@ def _atomic(op, ptr, value, mask, compare) -> str | None:
         return "atomic_rmw: a compare operand goes with cas, and only with it"
     if pt.dtype not in ATOMIC_DTYPES[op]:
         return f"atomic_rmw {op.value}: Metal's atomics do not take {pt.dtype}"
+    if pt.dtype.bits == 16 and pt.space is not AddressSpace.DEVICE:
+        return f"atomic_rmw {op.value}: atomics on {pt.dtype} work on device memory only, not {pt}"
     return None
 
 

@@ -11,7 +11,8 @@ It checks, at the kernel's stage:
 - names: bound once in the kernel (SSA), used only after their binding and inside its scope
   (see `metile.ir.stmts`), with the type they were bound with; a `Param` use matches a parameter;
 - statements: a `Let`'s variable has its value's type; stores write the pointer's element type and
-  shape and never to constant memory; atomics add i32, u32 or f32 in device or threadgroup memory;
+  shape and never to constant memory; atomics take the memory `ATOMIC_DTYPES` gives, in device or threadgroup
+  memory (16-bit floats in device memory only);
   loop bounds have the index's type; `carried`, `inits`, `yields` and `results` agree in number and
   type; branch and loop conditions are scalar bools; simdgroup roles are in range.
 The error names the pass (`after`) and carries the offending node's location (or its statement's).
@@ -424,6 +425,8 @@ class _Verifier:
             *most, last = (str(d) for d in ATOMIC_DTYPES[s.op])
             allowed = f"{', '.join(most)} or {last}"
             self.fail(f"atomic_{s.op.value}: needs {allowed} in device or threadgroup memory, not {pt}", s)
+        if isinstance(s, AtomicAdd) and pt.dtype.bits == 16 and pt.space is not AddressSpace.DEVICE:
+            self.fail(f"atomic_{s.op.value}: atomics on {pt.dtype} work on device memory only, not {pt}", s)
 
     def for_stmt(self, s: For, scope: Scope, depth: int) -> None:
         index, start, stop, step, carried, inits, body, yields, results, num_stages = (

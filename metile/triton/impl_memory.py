@@ -9,8 +9,9 @@ metile's inactive elements where Triton's values are undefined (docs/language.md
 allows. A block pointer (`metile.triton.impl_blocks`) is loaded and stored with `boundary_check` and
 `padding_option`; given for other pointers, they are refused as Triton refuses them.
 `tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
-are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min); they
-give the old elements (for one address once per program, as Triton's scalar atomics run).
+are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min; f16 and
+bf16 for add and cas, the two Triton allows on them); they give the old elements (for one address once per program,
+as Triton's scalar atomics run).
 """
 
 from __future__ import annotations
@@ -18,11 +19,17 @@ from __future__ import annotations
 from metile import language as L
 from metile.frontend.atomics import ATOMICS
 from metile.frontend.builtins import BUILTINS
-from metile.frontend.errors import CompileTimeAssertionError, ConstexprRequiredError, KernelArgumentError
+from metile.frontend.errors import (
+    CompileTimeAssertionError,
+    ConstexprRequiredError,
+    KernelArgumentError,
+    KernelTypeError,
+)
 from metile.frontend.library import LIBRARY
 from metile.ir.errors import Loc
 from metile.ir.ops import Fence
 from metile.ir.stmts import Barrier
+from metile.ir.types import DType, PtrType
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.impl_blocks import BlockPointer, load_block, store_block
@@ -82,6 +89,10 @@ def _atomic(name: str):
 
     def impl(tr, loc, pointer, val, mask, sem, scope):
         _options(name, sem, scope, loc)
+        t = getattr(pointer, "type", None)
+        if name != "atomic_add" and isinstance(t, PtrType) and t.dtype in (DType.F16, DType.BF16):
+            raise KernelTypeError(f"tl.{name} does not take {t.dtype} memory: Triton allows tl.atomic_add and "
+                                  "tl.atomic_cas on fp16 and bf16, and no other atomic", loc)
         mask = None if mask is None else ts.to_tensor(mask, loc)
         return ATOMICS[metile_fn](tr, loc, pointer, ts.to_tensor(val, loc), mask)
     impl.__name__ = name

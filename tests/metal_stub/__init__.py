@@ -159,7 +159,8 @@ class Stub:
                 args.append(None)
                 continue
             raw = np.frombuffer(ffi.buffer(data, d.binding_length[i]), dtype=np.uint8)
-            dtype = element_type(p.element_type).dtype or np.dtype(np.uint8)
+            et = element_type(p.element_type)   # bfloat as its bits, as the CPU device takes it
+            dtype = et.dtype or np.dtype(np.uint16 if et.scalar == "bfloat" else np.uint8)
             view = raw[: len(raw) // dtype.itemsize * dtype.itemsize].view(dtype)
             args.append(view[0] if d.binding_is_bytes[i] and p.is_reference else view)
         return Replay(source, function, "threads" if d.kind == 1 else "threadgroups", tuple(d.size),
