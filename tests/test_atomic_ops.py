@@ -265,3 +265,42 @@ def test_a_volatile_load_prints_and_reads_back():
     k = handoff.kernel.trace(np.zeros(1, np.int32), np.zeros(64, np.int32), np.zeros(64, np.int32), BLOCK=64)
     text = pretty(k)
     assert ", volatile :" in text and parse(text) == k
+
+
+@metile.kernel
+def claim_f32(Slots, Won, cmp, BLOCK: metile.constexpr):
+    """Each program tries to swap `cmp` for its id + 1 in each slot; Won[pid, slot] gets the old element."""
+    pid = metile.program_id(0)
+    offs = metile.arange(0, BLOCK)
+    old = metile.atomic_cas(Slots + offs, metile.full((BLOCK,), cmp, "f32"), metile.full((BLOCK,), pid + 1, "f32"))
+    metile.store(Won + pid * BLOCK + offs, old)
+
+
+@triton.jit
+def triton_claim_f32(Slots, Won, cmp, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    old = tl.atomic_cas(Slots + offs, tl.full((BLOCK,), cmp, tl.float32), tl.full((BLOCK,), pid + 1, tl.float32))
+    tl.store(Won + pid * BLOCK + offs, old)
+
+
+@pytest.mark.parametrize("lang", ["metile", "triton"])
+def test_f32_compare_and_swap_compares_bits_and_one_program_wins_each_slot(lang):
+    """As Triton's compare-and-swap on GPUs (a swap of the 32-bit word): -0.0 does not match +0.0, a NaN matches a
+    NaN of the same bits."""
+    programs = 24
+    nan = np.float32(np.nan)
+    slots = np.array([0.0, 0.0, -0.0, 2.5, nan, 0.0, 0.0, 0.0], np.float32)
+    won = np.zeros((programs, 8), np.float32)
+    launch = claim_f32 if lang == "metile" else triton_claim_f32
+    launch[(programs,)](slots, won, 0.0, BLOCK=8)
+    for s in (0, 1, 5, 6, 7):   # +0.0 matched once: the winner saw +0.0, every later program the winner's id
+        winners = np.flatnonzero(won[:, s].view(np.uint32) == 0)
+        assert len(winners) == 1 and slots[s] == winners[0] + 1
+        assert (won[np.arange(programs) != winners[0], s] == winners[0] + 1).all()
+    assert slots[2:3].view(np.uint32) == [0x80000000] and (won[:, 2].view(np.uint32) == 0x80000000).all()
+    assert slots[3] == 2.5 and (won[:, 3] == 2.5).all()
+    assert np.isnan(slots[4]) and np.isnan(won[:, 4]).all()   # a NaN never equals +0.0
+    swapped = np.array([nan], np.float32)
+    claim_f32[(1,)](swapped, np.zeros((1, 1), np.float32), float("nan"), BLOCK=1)
+    assert swapped[0] == 1.0                                  # the same NaN bits match

@@ -9,7 +9,9 @@ others are built here from them:
   `max` is `atomic_fetch_min` on `atomic_uint` (and `min` the other way round). Choosing by the sign bit rather
   than `v >= 0` makes `-0.0` the larger of `-0.0` and a negative number.
 - `cas` (compare and swap, returning the old value) loops on `atomic_compare_exchange_weak_explicit`, which may
-  fail spuriously: it retries while the element still equals the compared value.
+  fail spuriously: it retries while the element still equals the compared value. On f32 memory it is the same loop
+  on `atomic_uint` over the float's bits, so it compares bits, as Triton's compare-and-swap on GPUs does (`-0.0` is
+  not `+0.0`, a NaN matches its own bits).
 - Every atomic on f16 and bf16 memory (`half`, `bfloat`): Metal has no 16-bit atomics, so it is a compare-and-swap
   loop on the 32-bit `atomic_uint` word holding the element, which rewrites only the element's half of the word (the
   other half is written back as it was read, and a change to it between the read and the swap makes the swap fail and
@@ -77,6 +79,16 @@ def _cas(t: DType, space: str) -> str:
             "    }\n    return expected;\n}")
 
 
+def _cas_f32(space: str) -> str:
+    return (f"static inline float mt_atomic_cas_float_{space}({space} float* p, float cmp, float v) {{\n"
+            "    uint want = as_type<uint>(cmp);\n"
+            "    uint expected = want;\n"
+            f"    while (!atomic_compare_exchange_weak_explicit(({space} atomic_uint*)p, &expected, as_type<uint>(v), "
+            "memory_order_relaxed, memory_order_relaxed)) {\n"
+            "        if (expected != want) break;   // other bits: the swap fails and `expected` is the old value\n"
+            "    }\n    return as_type<float>(expected);\n}")
+
+
 def _half(op: AtomicOp, t: DType) -> str:
     """The helper of the atomic `op` on a 16-bit float of device memory, given the pointer parameter `base` the
     element `p` is in (see the module docstring)."""
@@ -109,6 +121,7 @@ def _half(op: AtomicOp, t: DType) -> str:
 HELPERS = {
     **{f"mt_atomic_{op}_f32_{space}": _extreme(op, space) for op in ("max", "min") for space in _SPACES},
     **{f"mt_atomic_cas_{t.msl}_{space}": _cas(t, space) for t in _INTS for space in _SPACES},
+    **{f"mt_atomic_cas_float_{space}": _cas_f32(space) for space in _SPACES},
     **{f"mt_atomic_{op.value}_{t.msl}_device": _half(op, t) for op in _HALF_OPS for t in _HALVES},
 }
 """Per helper function's name, its MSL (the emitter writes the ones a kernel calls before the kernel)."""
@@ -130,8 +143,6 @@ def atomic_call(op: AtomicOp, ptr_type: PtrType, ptr: str, value: str, compare: 
     if space not in _SPACES or (t not in _INTS and t is not DType.F32):
         raise EmitError(f"Metal has no atomic {op.value} on {ptr_type}")
     if op is AtomicOp.CAS:
-        if t not in _INTS:
-            raise EmitError(f"Metal has no atomic compare-and-swap on {ptr_type}")
         helper = f"mt_atomic_cas_{t.msl}_{space}"
         return f"{helper}({ptr}, {compare}, {value})", helper
     if t is DType.F32 and op in (AtomicOp.MAX, AtomicOp.MIN):

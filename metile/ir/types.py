@@ -119,10 +119,11 @@ F32_OVERFLOW = FLOAT_OVERFLOW[DType.F32]  # read on hot paths without the dict l
 COMPUTE_AS = {DType.F8E4M3: DType.F16, DType.F8E5M2: DType.F16}
 """The type an 8-bit float computes in: f16 holds every value of both formats exactly."""
 ATOMIC_DTYPES = {op: (DType.I32, DType.U32) if op in (AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR) else
-                 (DType.I32, DType.U32, DType.F16, DType.BF16) if op is AtomicOp.CAS else
+                 (DType.I32, DType.U32, DType.F32, DType.F16, DType.BF16) if op is AtomicOp.CAS else
                  (DType.I32, DType.U32, DType.F32, DType.F16, DType.BF16) for op in AtomicOp}
 """The memory each atomic operation takes: Metal's atomic_int and atomic_uint; f32 for add and exchange (Metal's
-atomic_float), and for max and min, which the emitter builds from integer atomics on the float's bits; f16 and bf16
+atomic_float), and for max, min and compare-and-swap, which the emitter builds from integer atomics on the float's
+bits; f16 and bf16
 (device memory only) for all but the bitwise ones, which the emitter builds as compare-and-swap loops on the 32-bit
 word holding the element."""
 _EXTENSION_NAMES = {"bfloat16": DType.BF16, "float8_e4m3fn": DType.F8E4M3, "float8_e5m2": DType.F8E5M2}

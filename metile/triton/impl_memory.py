@@ -9,9 +9,9 @@ metile's inactive elements where Triton's values are undefined (docs/language.md
 allows. A block pointer (`metile.triton.impl_blocks`) is loaded and stored with `boundary_check` and
 `padding_option`; given for other pointers, they are refused as Triton refuses them.
 `tl.atomic_add`, `atomic_max`, `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg` and `atomic_cas`
-are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max and min; f16 and
-bf16 for add and cas, the two Triton allows on them); they give the old elements (for one address once per program,
-as Triton's scalar atomics run).
+are metile's (`metile.frontend.atomics`): relaxed, on i32 and u32 memory (f32 for add, exchange, max, min and cas;
+f16 and bf16 for add and cas, the two Triton allows on them); they give the old elements (for one address once per
+program, as Triton's scalar atomics run).
 """
 
 from __future__ import annotations
