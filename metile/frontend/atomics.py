@@ -5,8 +5,8 @@ Called as a statement of its own (its value unused), an atomic is an `AtomicAdd`
 addressed element (once per program for one address and a value alike on every thread). Its value, the old
 elements, is an `AtomicRMW` bound to a name (its pointer, value, mask and compared value broadcast to one shape).
 `atomic_cas` is always a value. The memory types are `metile.ir.types.ATOMIC_DTYPES`: Metal's i32 and u32, f32 for
-add, exchange, max, min and compare-and-swap, and f16 and bf16 of device memory (compare-and-swap loops on the 32-bit word holding the
-element, `metile.emit.atomics`) for all but the bitwise ones.
+add, exchange, max, min and compare-and-swap, and f16 and bf16 of device memory (compare-and-swap loops on the
+32-bit word holding the element, `metile.emit.atomics`) for all but the bitwise ones.
 """
 
 from __future__ import annotations
