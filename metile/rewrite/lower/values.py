@@ -311,8 +311,8 @@ def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
         case Channel(base):
             return blk.let(Load(AddPtr(base, pt.flat)), "ch")
         case Mma() if pt.key is not None and pt.key[0] == MU.Fragments(rep.geom):  # this lane's own element
-            p, e = divmod(pt.key[1], 2)
-            return blk.let(Extract(rep.mats[p], e), "e")
+            p, e = divmod(pt.key[1], 2)   # read where it is used (named by the emitter when used twice)
+            return Extract(rep.mats[p], e)
         case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
             base = MU.mma_in_scratch(blk, rep, where)
             return blk.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, rep.geom.n))), "c")
