@@ -175,3 +175,34 @@ def test_sigmoid_of_an_integer_converts_before_negating(dtype):
     sigmoid_of[(1,)](x, out, BLOCK=8)
     metile.synchronize()
     np.testing.assert_allclose(out, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+
+
+@metile.kernel
+def known_signs(Out, n):
+    pid = metile.program_id(0)
+    metile.store(Out + pid * 2, pid // metile.maximum(n, 1))   # never negative over positive: Metal's `/`
+    metile.store(Out + pid * 2 + 1, pid % 3)
+
+
+@metile.kernel
+def unknown_signs(Out, n):
+    pid = metile.program_id(0)
+    metile.store(Out + pid * 2, (pid - 5) // metile.maximum(n, 1))   # a negative dividend: floored
+    metile.store(Out + pid * 2 + 1, pid % n)                         # any divisor: the divisor's sign
+
+
+@pytest.mark.parametrize("n", [3, -4, 1])
+def test_floor_division_is_metals_only_where_the_signs_are_known(n):
+    """`//` and `%` are Metal's truncating `/` and `%` only where the dividend is known not to be negative (a program
+    index, an array length) and the divisor to be positive (`maximum(n, 1)`, a positive constant); elsewhere they
+    floor, as in Python."""
+    grid = 8
+    known, unknown = np.zeros(2 * grid, np.int32), np.zeros(2 * grid, np.int32)
+    compiled = known_signs.compile(known, n)
+    assert " ? " not in compiled.msl.split("{", 1)[1]   # no sign fix-up selected
+    known_signs[(grid,)](known, n)
+    unknown_signs[(grid,)](unknown, n)
+    d = max(n, 1)
+    for pid in range(grid):
+        assert list(known[2 * pid:2 * pid + 2]) == [pid // d, pid % 3]
+        assert list(unknown[2 * pid:2 * pid + 2]) == [(pid - 5) // d, pid % n]

@@ -16,7 +16,10 @@ import pytest
 import metile
 from metile.ir.metal import MatrixStore
 from metile.ir.node import walk
+from metile.ir.ops import BinOp
+from metile.ir.stmts import If, Store
 from metile.ir.types import AddressSpace
+from metile.ir.values import Binary
 
 DEVICE, THREADGROUP = AddressSpace.DEVICE, AddressSpace.THREADGROUP
 
@@ -137,3 +140,29 @@ def test_epilogues_the_lanes_cannot_compute_alone_go_through_scratch(num_simdgro
     np.testing.assert_allclose(t, want.T + 1.0, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(biased, want + bias[None, :], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(wide, want_wide, rtol=1e-4, atol=1e-4)
+
+
+def _in_else(compiled) -> list:
+    """The distinct Metal IR nodes of the `else` branch of the kernel's last `if` (a ragged tile's element-wise
+    store)."""
+    last = [s for s in compiled.metal_ir.body if isinstance(s, If)][-1]
+    return list({id(n): n for s in last.orelse for n in walk(s)}.values())
+
+
+def test_a_ragged_tile_is_stored_from_its_pieces_rows_and_columns():
+    """On a tile past the array's edge each lane stores its elements of each piece under the bounds check, its
+    address and check computed from the piece's row and column: the rows and columns the elements share are
+    computed once (no division of a flat index back into a row and a column per element), and the result is right
+    on a problem whose sides are not multiples of the block."""
+    m, n, k = 70, 50, 40
+    a, b = _operands(m, n, k, 21)
+    c = np.full((m, n), -7.0, np.float32)
+    consts = dict(BM=64, BN=64, BK=32)
+    compiled = gemm_into.compile(a, b, c, m, n, k, n, 0, **consts)
+    nodes = _in_else(compiled)
+    divisions = [x for x in nodes if isinstance(x, Binary) and x.op in (BinOp.TRUNCDIV, BinOp.REM)]
+    stores = [x for x in nodes if isinstance(x, Store)]
+    assert len(stores) == 64 * 64 // 128   # each of the 128 threads: 2 elements of each of its 16 pieces
+    assert len(divisions) <= 10            # the lane's and simdgroup's place in their pieces, not one per element
+    gemm_into[(2, 1)](a, b, c, m, n, k, n, 0, **consts)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)

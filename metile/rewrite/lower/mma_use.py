@@ -32,7 +32,7 @@ from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Regs
 from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)   # hashed in the memo key of every element read through it
 class Fragments:
     """The key of a point read from the simdgroup matrices of `geom` by the lane holding it: slot `2 p + e` is
     element `e` of this lane in piece `p` (`Extract` of the matrix)."""
@@ -178,8 +178,9 @@ def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...]) -> li
         i, j = divmod(p, geom.per_n)
         r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
         c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
-        out.append(tuple(Pt(shape, mo.add(mo.mul(r, mo.const(geom.n)), mo.add(c, mo.const(e))), (frag, 2 * p + e))
-                         for e in (0, 1)))
+        row = mo.mul(r, mo.const(geom.n))
+        out.append(tuple(Pt(shape, mo.add(row, ce), (frag, 2 * p + e), (r, ce))
+                         for e, ce in ((0, c), (1, mo.add(c, mo.const(1))))))
     return out
 
 

@@ -171,7 +171,7 @@ class Block:
         self.facts, self.kernel, self.group, self.parent = facts, kernel, group, parent
         self.out: list[Stmt] = [] if out is None else out
         self.env: dict[str, object] = {}
-        self.memo: dict[object, object] = {}
+        self.memo: dict[int, tuple[object, object]] = {}   # hash of a key -> (the key, its value)
         self.divergent: Node | None = None        # control flow depending on the thread: no barrier inside
         self.lane_divergent: Node | None = None   # control flow depending on the lane: no simdgroup collective
         self.ring: Ring | None = None             # the ring of the pipelined loop whose body this is
@@ -216,16 +216,20 @@ class Block:
         self.env[var.name] = rep
 
     def memo_get(self, key):
+        """The value memoised for `key` in this region or one it is nested in. The memos are keyed by the key's
+        hash, computed once here rather than by each region's dict, and hold the key to compare (a hash met by
+        another key is a miss)."""
+        h = hash(key)
         b = self
         while b is not None:
-            found = b.memo.get(key)
-            if found is not None:
-                return found
+            found = b.memo.get(h)
+            if found is not None and (found[0] is key or found[0] == key):
+                return found[1]
             b = b.parent
         return None
 
     def memo_put(self, key, value) -> None:
-        self.memo[key] = value
+        self.memo[hash(key)] = (key, value)
 
     def emit(self, s: Stmt) -> None:
         self.out.append(s)

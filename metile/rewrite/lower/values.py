@@ -9,7 +9,10 @@ scans and products are materialised where their statement starts (`exchange.heav
 source at another point: a reshape or a new dimension at the same row-major index, keeping the register key (so a
 held tile is read in place), a permutation or a taken index where its layout (`metile.rewrite.shape_layouts`) maps
 the index, a join at half the index in one of its two sides. Each rule is one case of
-`element_at` or `scalar_of`, a `match` on the node; values already lowered in the region are memoised.
+`element_at` or `scalar_of`, a `match` on the node; values already lowered in the region are memoised (a
+broadcast, reshape or new dimension is not: the element it reads is). Python's `//` and `%` on integers become
+Metal's truncating `/` and `%` where the dividend is known not to be negative and the divisor to be positive
+(`at_least`), and keep their sign fix-ups elsewhere.
 """
 
 from __future__ import annotations
@@ -202,6 +205,9 @@ def scalar_of(blk: Block, v: Value) -> Value:
 def elementwise(blk: Block, v: Value, f) -> Value:
     """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
     match v:
+        case Binary(BinOp.FLOORDIV | BinOp.MOD as op, a, b) if a.type.dtype.is_int and at_least(blk, a, 0) \
+                and at_least(blk, b, 1):   # Python's and Metal's division agree: no rounding or sign fix-up
+            return Binary(BinOp.TRUNCDIV if op is BinOp.FLOORDIV else BinOp.REM, f(a), f(b), loc=v.loc)
         case Binary(BinOp.FLOORDIV, a, b):
             return mo.floor_div(f(a), f(b), v.loc)
         case Binary(BinOp.MOD, a, b):
@@ -227,15 +233,44 @@ def elementwise(blk: Block, v: Value, f) -> Value:
     raise blk.refuse(f"{what(v)} cannot be used here", v)
 
 
+def at_least(blk: Block, v: Value, low: int, depth: int = 4) -> bool:
+    """Whether the integer `v` is known to be at least `low` (0 or 1) wherever it is computed: a constant, an array
+    length the launch passes (`Param.length_of`), a program's index or count, or the maximum of such a value and
+    anything; names are followed to their definitions (`depth` of them). False when not known."""
+    match v:
+        case Const(value):
+            return value >= low
+        case Param(length_of=length):
+            return length is not None and low <= 0
+        case ProgramId():
+            return low <= 0
+        case NumPrograms():
+            return True
+        case Binary(BinOp.MAX, x, y):
+            return at_least(blk, x, low, depth) or at_least(blk, y, low, depth)
+        case Broadcast(x, _) | ExpandDims(x, _) | Reshape(x, _):
+            return at_least(blk, x, low, depth)
+        case Var(name) if depth > 0 and (found := blk.facts.defs.get(name)) is not None:
+            return at_least(blk, found, low, depth - 1)
+    return False
+
+
+FORWARDING = frozenset({Broadcast, ExpandDims, Reshape})
+"""The shape changes whose element is an element of their operand (or its scalar), read by `at` unmemoised."""
+
+
 def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
     if v is None:
         return None
     if v.type.shape == ():
         return scalar(blk, v)
-    if v.__class__ is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
+    cls = v.__class__
+    if cls is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
         rep = blk.lookup(v.name)
         if rep.__class__ is Regs and pt.key[0] == rep.layout:
             return rep.regs[pt.key[1]]
+    if cls in FORWARDING:   # another tile's element, memoised there: nothing to memoise here
+        return element_at(blk, v, pt)
     key = (v, pt.key if pt.key is not None else pt.flat)
     found = blk.memo_get(key)
     if found is None:
@@ -311,8 +346,8 @@ def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
         case Channel(base):
             return blk.let(Load(AddPtr(base, pt.flat)), "ch")
         case Mma() if pt.key is not None and pt.key[0] == MU.Fragments(rep.geom):  # this lane's own element
-            p, e = divmod(pt.key[1], 2)
-            return blk.let(Extract(rep.mats[p], e), "e")
+            p, e = divmod(pt.key[1], 2)   # read where it is used (named by the emitter when used twice)
+            return Extract(rep.mats[p], e)
         case Mma() if pt.key is None:  # a run-time slot: read the copy in scratch, not registers
             base = MU.mma_in_scratch(blk, rep, where)
             return blk.let(Load(AddPtr(base, mma_scratch_offset(pt.flat, rep.geom.n))), "c")
@@ -330,5 +365,5 @@ def regs_of(blk: Block, v: Value, layout: Blocked) -> tuple[Value, ...]:
 
 
 
-__all__ = ["at", "coords", "element_at", "elementwise", "gathered_pt", "guard", "layout", "project", "raw_flat", "read",
-           "recorded", "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
+__all__ = ["FORWARDING", "at", "at_least", "coords", "element_at", "elementwise", "gathered_pt", "guard", "layout",
+           "project", "raw_flat", "read", "recorded", "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
