@@ -25,6 +25,7 @@ NATIVE_TESTS = (
     "exchange_sum_full", "exchange_sum_partial", "exchange_sum_exited_lanes", "exchange_frames_order", "yield_progress",
     "fp_control_per_thread", "fp_control_reset_after_fault", "threadgroup_memory_reuse_and_fill",
     "threadgroup_memory_limit", "multi_worker", "concurrent_launches", "launch_validation", "buffer_alloc",
+    "buffer_reuse",
     "divergence_barrier_lines", "divergence_exit_while_waiting", "exchange_active_sets",
     "divergence_exit_after_collective_while_others_wait", "fault_bad_access", "fault_threadgroup_guard",
     "fault_stack_overflow",

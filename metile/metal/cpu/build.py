@@ -7,8 +7,10 @@ the first error and quotes the source line with a caret.
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
+import tempfile
 from pathlib import Path
 
 from metile.metal.cpu.msl import FRONTEND_VERSION, Translation
@@ -33,11 +35,17 @@ TRAP_MEANS = "misaligned" if TRAP_CHECKS == "alignment" else "misaligned-or-divi
 COMMON_FLAGS = [
     "-std=c++17", "-O2", "-fPIC", "-fwrapv", "-fno-strict-aliasing", "-fvisibility=hidden",
     "-fvisibility-inlines-hidden", "-U_FORTIFY_SOURCE", "-g1", "-fno-omit-frame-pointer",
-    "-fstack-clash-protection", "-fsigned-char",
+    "-fstack-clash-protection", "-fsigned-char", "-fno-exceptions",
     "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
     f"-fsanitize={TRAP_CHECKS}",
 ]
 SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
+# A kernel library needs the C and math libraries and the compiler's support library, never the C++ library: its
+# code includes no std header and has no exceptions (MSL has none: -fno-exceptions), and whatever C++ runtime symbol
+# it might still name resolves when it is loaded, from the runtime library (loaded RTLD_GLOBAL, itself linked with
+# the C++ library). Leaving the C++ library out of the link saves the linker reading it: about a tenth of a small
+# kernel's build. A link that fails so is done again the usual way (another C library or toolchain).
+LEAN_LINK = ["-nodefaultlibs", "-lm", "-lc", "-lgcc_s", "-lgcc"] if platform.system() == "Linux" else []
 
 
 def kernel_flags(compiler: Compiler, sanitize: bool) -> list[str]:
@@ -61,7 +69,12 @@ class KernelBuilder:
         self._pch: dict[bool, Path | None] = {}
 
     def include_dir(self, sanitize: bool) -> Path:
-        """A private copy of the headers, with a precompiled header beside them when the compiler can make one."""
+        """A private copy of the headers, with a precompiled header beside them when the compiler can make one.
+
+        The folder is keyed by everything the precompiled header depends on (front-end version, headers, compiler,
+        flags). It appears whole: the headers are copied into a temporary folder renamed into place, so a compiler
+        of another process never reads a header half rewritten; the precompiled header is then a `cached_build`
+        entry (locked, written atomically) in it."""
         if sanitize in self._pch and self._pch[sanitize] is not None:
             return self._pch[sanitize]
         flags = kernel_flags(self.compiler, sanitize)
@@ -69,9 +82,8 @@ class KernelBuilder:
         folder = self.cache_dir / "include" / key[:24]
         marker = folder / ".complete"
         if not marker.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            for f in header_files():
-                shutil.copyfile(f, folder / f.name)
+            if not folder.exists():
+                _publish_headers(folder)
             pch = folder / (HEADER + (".gch" if self.compiler.is_gcc else ".pch"))
 
             def build(out: Path) -> None:
@@ -108,16 +120,22 @@ class KernelBuilder:
 
         def build(out: Path) -> None:
             base = [self.compiler.path, *flags, f"-I{inc}", *extra_inc, *pch_use]
-            if not sanitize:
-                run_compiler([*base, "-shared", str(cpp), "-o", str(out)])
-                return
             obj = out.with_suffix(".o")
             hooks = out.with_suffix(".hooks.o")
             try:
-                run_compiler([*base, "-c", str(cpp), "-o", str(obj)])
-                run_compiler([self.compiler.path, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-I{HERE}",
-                              "-c", str(HERE / "mt_sanitizer_hooks.cpp"), "-o", str(hooks)])
-                run_compiler([self.compiler.path, "-shared", str(obj), str(hooks), "-o", str(out)])
+                try:
+                    run_compiler([*base, "-pipe", "-c", str(cpp), "-o", str(obj)])
+                except BuildFailed:
+                    if not pch_use:
+                        raise
+                    # clang refuses a precompiled header another build of it made: the headers themselves then
+                    run_compiler([*base[:len(base) - len(pch_use)], "-pipe", "-c", str(cpp), "-o", str(obj)])
+                objects = [obj]
+                if sanitize:
+                    run_compiler([self.compiler.path, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
+                                  f"-I{HERE}", "-c", str(HERE / "mt_sanitizer_hooks.cpp"), "-o", str(hooks)])
+                    objects.append(hooks)
+                link_shared(self.compiler, objects, out, lean=not sanitize)
             finally:
                 for f in (obj, hooks):
                     f.unlink(missing_ok=True)
@@ -126,6 +144,36 @@ class KernelBuilder:
             return cached_build(so, build)
         except BuildFailed as e:
             raise compile_error(e.output, tr) from None
+
+
+def _publish_headers(folder: Path) -> None:
+    """Make `folder` a copy of the headers, all at once: copied into a temporary folder beside it, renamed into
+    place; when another process made it first, its copy is kept and ours dropped."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        for f in header_files():
+            shutil.copyfile(f, tmp / f.name)
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if not folder.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def link_shared(compiler: Compiler, objects: list[Path], out: Path, *, lean: bool) -> None:
+    """Link `objects` into the shared object `out`: without the C++ library (`LEAN_LINK`) when `lean` and the
+    platform allows, the compiler's usual way otherwise or when that fails."""
+    command = [compiler.path, "-shared", *map(str, objects), "-o", str(out)]
+    if lean and LEAN_LINK:
+        try:
+            run_compiler([*command, *LEAN_LINK])
+            return
+        except BuildFailed:
+            pass
+    run_compiler(command)
 
 
 def compile_error(output: str, tr: Translation) -> MSLCompileError:

@@ -215,8 +215,11 @@ class CpuDevice:
         return f"<metile device 'cpu' ({self.compiler.family} {self.compiler.major}, {os.cpu_count()} cores)>"
 
     # -- memory ---------------------------------------------------------------------------------------------------
-    def allocate(self, nbytes: int):
-        raw = self.rt.mt_buffer_alloc(max(nbytes, 1))
+    def allocate(self, nbytes: int, *, staging: bool = False):
+        """Guarded device memory of `nbytes` bytes, zero, or with `staging=True` holding whatever a freed buffer left
+        (for memory the caller fills at once: freed mappings are reused, see runtime_buffers.cpp)."""
+        alloc = self.rt.mt_buffer_alloc_staging if staging else self.rt.mt_buffer_alloc
+        raw = alloc(max(nbytes, 1))
         if raw == ffi.NULL:
             raise MemoryError(f"cannot allocate {nbytes} bytes of device memory")
         return ffi.gc(ffi.cast("char*", raw), self.rt.mt_buffer_free, size=nbytes)

@@ -139,7 +139,7 @@ class CpuDispatch:
                                   f"{v.device.name!r}, not on this CPU device")
             self.owned.append(v)
             return ffi.cast("void*", v._mem)
-        mem = dev.allocate(b.nbytes)
+        mem = dev.allocate(b.nbytes, staging=b.nbytes > 0)   # every byte is written before each launch
         self.owned.append(mem)
         if isinstance(v, np.ndarray):
             self.arrays.append(_Array(b, mem))

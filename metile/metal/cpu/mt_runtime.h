@@ -290,9 +290,12 @@ int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
 
 /* Device memory for buffers: `bytes` usable bytes whose start is 16-byte aligned and whose end lies within 16 bytes
  * of a PROT_NONE guard (a guard also precedes the mapping; the bytes between it and the start hold 0xFE, which
- * reads as no plausible datum, and are checked for writes after each launch that binds the buffer). Returns NULL on
- * failure. */
+ * reads as no plausible datum, and are checked for writes after each launch that binds the buffer). The bytes read as
+ * zero. Returns NULL on failure. */
 void* mt_buffer_alloc(size_t bytes);
+/* mt_buffer_alloc whose `bytes` bytes are left as they are (a freed buffer's, reused), for a caller that writes all
+ * of them at once; the bytes after them up to the guard are zero. */
+void* mt_buffer_alloc_staging(size_t bytes);
 void mt_buffer_free(void* data);
 /* The whole mapping of a buffer from mt_buffer_alloc, guards included: [*lo, *hi). Returns 0 for other pointers.
  * Mappings never overlap, so a faulting address names at most one buffer. */
@@ -304,7 +307,7 @@ int32_t mt_watch_available(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 7u
+#define MT_RUNTIME_ABI_VERSION 8u
 
 #ifdef __cplusplus
 }

@@ -104,13 +104,14 @@ typedef struct mt_launch_desc {
 
 int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault);
 void* mt_buffer_alloc(size_t bytes);
+void* mt_buffer_alloc_staging(size_t bytes);
 void mt_buffer_free(void* data);
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
 int32_t mt_watch_available(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

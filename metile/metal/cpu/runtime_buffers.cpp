@@ -14,6 +14,12 @@
  * (mt_san_access), so reads there are faults too, with thread and line. Guards are 64 KiB (or a page when pages
  * are bigger) of address space, so that an overrun of up to that many bytes faults in the overrun buffer's own
  * guard instead of reaching its neighbour, and fault reports can name the right buffer.
+ *
+ * A freed mapping is kept for reuse (up to kPoolBytes of mappings, the oldest unmapped first) rather than unmapped:
+ * a dispatch stages every array argument in new device memory, and the page faults of fresh pages cost far more than
+ * the copy itself (a 4 MiB argument: ~1000 faults, each zeroing a page). A reused mapping has the same length, so its
+ * guards are where a new one's would be; mt_buffer_alloc zeroes its data (fresh pages read as zero),
+ * mt_buffer_alloc_staging zeroes only the bytes after the buffer's end up to the guard (the caller writes the rest).
  */
 #include "runtime_internal.h"
 
@@ -22,6 +28,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace mtrt {
 namespace {
@@ -34,9 +41,19 @@ struct Mapping {
     char* front; /* first byte of the front, which ends at the buffer's start */
 };
 
+/* a freed mapping kept for reuse: the whole mapping (guards, PROT_NONE; data, read-write) */
+struct Pooled {
+    char* map;
+    size_t len;
+};
+
+constexpr size_t kPoolBytes = size_t(256) << 20;
+
 struct BufferMap {
     std::mutex mu;
     std::map<const void*, Mapping> maps;
+    std::vector<Pooled> pool; /* oldest first */
+    size_t pooled = 0;        /* bytes of mappings in the pool */
 };
 
 BufferMap& buffers() {
@@ -102,21 +119,47 @@ size_t buffer_front_bytes(const void* start) {
 
 using namespace mtrt;
 
-MT_EXPORT void* mt_buffer_alloc(size_t bytes) {
+namespace {
+
+/* A mapping of `len` bytes, guards PROT_NONE and `data` bytes after the leading guard read-write: one from the pool
+ * when it holds one of that length (*reused set), else a new one (its data pages untouched, reading as zero). */
+char* take_mapping(size_t len, size_t data, bool* reused) {
+    BufferMap& b = buffers();
+    {
+        std::lock_guard<std::mutex> lk(b.mu);
+        for (size_t i = b.pool.size(); i-- > 0;) {
+            if (b.pool[i].len != len) continue;
+            char* m = b.pool[i].map;
+            b.pool.erase(b.pool.begin() + static_cast<std::ptrdiff_t>(i));
+            b.pooled -= len;
+            *reused = true;
+            return m;
+        }
+    }
+    *reused = false;
+    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    char* base = static_cast<char*>(m);
+    if (data && mprotect(base + guard_bytes(), data, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, len);
+        return nullptr;
+    }
+    return base;
+}
+
+void* buffer_alloc(size_t bytes, bool zeroed) {
     const size_t page = page_size(), guard = guard_bytes();
     const size_t used = round_up(bytes, 16);
     if (used < bytes) return nullptr;
     const size_t data = round_up(used, page);
     const size_t len = data + 2 * guard;
     if (len < data) return nullptr;
-    void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) return nullptr;
-    char* base = static_cast<char*>(m);
-    if (data && mprotect(base + guard, data, PROT_READ | PROT_WRITE) != 0) {
-        munmap(m, len);
-        return nullptr;
-    }
+    bool reused = false;
+    char* base = take_mapping(len, data, &reused);
+    if (!base) return nullptr;
     char* start = base + guard + data - used;
+    if (reused) /* the data as a fresh mapping's (zero), or only the padding after the caller's bytes */
+        memset(zeroed ? start : start + bytes, 0, zeroed ? used : used - bytes);
     memset(base + guard, kCanary, static_cast<size_t>(start - (base + guard)));
     BufferMap& b = buffers();
     std::lock_guard<std::mutex> lk(b.mu);
@@ -124,18 +167,36 @@ MT_EXPORT void* mt_buffer_alloc(size_t bytes) {
     return start;
 }
 
+} // namespace
+
+MT_EXPORT void* mt_buffer_alloc(size_t bytes) { return buffer_alloc(bytes, true); }
+
+MT_EXPORT void* mt_buffer_alloc_staging(size_t bytes) { return buffer_alloc(bytes, false); }
+
 MT_EXPORT void mt_buffer_free(void* data) {
     if (!data) return;
     BufferMap& b = buffers();
-    Mapping m;
+    std::vector<Pooled> unmap;
     {
         std::lock_guard<std::mutex> lk(b.mu);
         auto it = b.maps.find(data);
         if (it == b.maps.end()) return;
-        m = it->second;
+        const Mapping m = it->second;
         b.maps.erase(it);
+        if (m.len > kPoolBytes) {
+            unmap.push_back(Pooled{m.map, m.len});
+        } else {
+            b.pool.push_back(Pooled{m.map, m.len});
+            b.pooled += m.len;
+            size_t drop = 0;
+            while (b.pooled > kPoolBytes) {
+                b.pooled -= b.pool[drop].len;
+                unmap.push_back(b.pool[drop++]);
+            }
+            b.pool.erase(b.pool.begin(), b.pool.begin() + static_cast<std::ptrdiff_t>(drop));
+        }
     }
-    munmap(m.map, m.len);
+    for (const Pooled& p : unmap) munmap(p.map, p.len);
 }
 
 MT_EXPORT int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi) {

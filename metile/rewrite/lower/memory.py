@@ -10,12 +10,28 @@ operand read straight from device memory is staged in runs of `STAGE_VECTOR` (`s
 
 from __future__ import annotations
 
-from metile.ir.metal import Extract, MakeVector, VecLoad, VecStore
+from metile.ir.metal import Builtin, Extract, MakeVector, VecLoad, VecStore
+from metile.ir.node import walk
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import For, If, Let, Stmt, Store
 from metile.ir.tile import Broadcast
 from metile.ir.types import DType, PtrType, TileType
-from metile.ir.values import AddPtr, AtomicRMW, Binary, Compare, Const, Load, Param, Value, Var
+from metile.ir.values import (
+    AddPtr,
+    AtomicRMW,
+    Binary,
+    Bitcast,
+    Cast,
+    Compare,
+    Const,
+    Fma,
+    Load,
+    Param,
+    Unary,
+    Value,
+    Var,
+    Where,
+)
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import vector_width
 from metile.rewrite.distribute import Blocked, blocked
@@ -95,9 +111,32 @@ def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
         if width == 1:
             blk.emit(scalar[0])
             continue
-        vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
         cond = mo.all_of(masks)
+        if cond is not None and all(speculable(x.value) for x in scalar):
+            # the run's values once, before the test, for both of its paths (and for later statements that share
+            # their subexpressions), instead of once in each path
+            scalar = [x if x.value.__class__ in _LEAVES else cls(x.ptr, blk.let(x.value, "st"), x.mask, loc=x.loc)
+                      for x in scalar]
+        vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
         blk.emit(vec if cond is None else If(cond, [vec], scalar, loc=blk.loc))
+
+
+_LEAVES = (Const, Param, Var)
+_PURE = frozenset({Const, Param, Var, Builtin, Unary, Compare, Where, Cast, Bitcast, Fma, Extract, MakeVector})
+_TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.REM, BinOp.FLOORDIV, BinOp.MOD})
+
+
+def speculable(v: Value) -> bool:
+    """Whether `v` may be computed where its store's mask is false: arithmetic that reads no memory and cannot
+    trap (an integer division or remainder can: by zero, or INT_MIN by -1)."""
+    for n in walk(v):
+        if n.__class__ is Binary:
+            if n.op in _TRAPPING and not n.type.dtype.is_float and not (
+                    n.rhs.__class__ is Const and n.rhs.value not in (0, -1)):
+                return False
+        elif n.__class__ not in _PURE:
+            return False
+    return True
 
 
 def atomic_regs(blk: Block, name: str, layout: Blocked, a: AtomicRMW) -> tuple[Value, ...]:

@@ -502,3 +502,32 @@ RT_TEST(buffer_alloc) {
     mt_buffer_free(nullptr);
     return true;
 }
+
+/* A freed mapping is reused for a buffer of the same size: mt_buffer_alloc_staging leaves the data as the last user
+ * left it (the bytes after it up to the guard zero, the front the canary again), mt_buffer_alloc zeroes it. */
+RT_TEST(buffer_reuse) {
+    for (size_t n : {size_t(40), size_t(5000), size_t(100001)}) { /* fronts of a page or less */
+        unsigned char* p = static_cast<unsigned char*>(mt_buffer_alloc(n));
+        CHECK(p != nullptr, "alloc %zu", n);
+        const size_t used = (n + 15) / 16 * 16;
+        memset(p, 0x5A, used);
+        p[-1] = 0x11; /* a write in front of the buffer, as an overrunning kernel would leave */
+        mt_buffer_free(p);
+        unsigned char* q = static_cast<unsigned char*>(mt_buffer_alloc_staging(n - 3));
+        CHECK(q != nullptr, "staging alloc %zu", n - 3);
+        bool kept = true, tail_zero = true;
+        for (size_t i = 0; i < n - 3; ++i) kept = kept && q[i] == 0x5A;
+        for (size_t i = n - 3; i < (n - 3 + 15) / 16 * 16; ++i) tail_zero = tail_zero && q[i] == 0;
+        CHECK(kept, "%zu bytes: the staging buffer is not the freed mapping reused", n);
+        CHECK(tail_zero, "%zu bytes: the bytes after a staging buffer are not zero", n);
+        CHECK(q[-1] == 0xFE, "%zu bytes: the front of a reused mapping is not the canary again", n);
+        memset(q, 0x5A, n - 3);
+        mt_buffer_free(q);
+        unsigned char* z = static_cast<unsigned char*>(mt_buffer_alloc(n));
+        bool zero = true;
+        for (size_t i = 0; i < used; ++i) zero = zero && z[i] == 0;
+        CHECK(zero, "%zu bytes: a reused mapping from mt_buffer_alloc is not zero", n);
+        mt_buffer_free(z);
+    }
+    return true;
+}
