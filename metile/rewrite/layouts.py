@@ -114,6 +114,7 @@ class _Assign:
                         for name in found.names(y)}   # read at the end of a block: never left in memory
         self.layouts: dict[str, TileLayout] = {}
         self.plans = k.schedule.dots
+        self.has_dots = found.has(Dot)   # without a product, `products_in` has none to find
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
@@ -181,6 +182,8 @@ class _Assign:
 
     def products_in(self, s, group: Group) -> None:
         """Arrange the products the statement `s` computes itself (in its values, not its nested blocks)."""
+        if not self.has_dots:
+            return
         for c in children(s):
             if isinstance(c, Value) and self.found.heavy(c):
                 for n in walk(c):
@@ -263,6 +266,8 @@ class _Assign:
         only as an operand of a `dot` in a later `Let`, with only `Let`s of values that do not write memory in
         between, and never read again."""
         out: set[str] = set()
+        if not self.has_dots:   # a load is left in memory only for a product
+            return out
         stmts = list(stmts)
         depends = self.found.depends_on_name
         for i, s in enumerate(stmts):
@@ -315,7 +320,7 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     `MmaPlan` (see the module docstring)."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("assign_layouts takes a Tile IR kernel planned by plan_launch", k.loc)
-    if not any(n.type.shape for n in walk(k) if isinstance(n, Var)):
+    if not any(n.type.shape for n in scan(k, ctx.analyses).of(Var)):
         return k
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
