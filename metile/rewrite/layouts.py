@@ -53,7 +53,7 @@ from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.plan import axis_analysis, value_defs
+from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
 
 ROLL_SLOTS = 8   # slots per thread from which a statement over a tile becomes a run-time loop over its slots
@@ -108,7 +108,7 @@ class _Assign:
         self.k, self.plan = k, k.plan
         self.found = found = scan(k, ctx.analyses)
         self.axes = axis_analysis(k, ctx.analyses)
-        self.defs = value_defs(found)
+        self.defs = self.axes.defs   # `value_defs(found)`, which the axis analysis of the same body is over
         self.role_of = {r.name: n for n in found.of(SimdgroupRole) for r in n.results}
         self.yielded = {name for n in found.of((For, If, While, SimdgroupRole)) for y in _tails(n)
                         for name in found.names(y)}   # read at the end of a block: never left in memory
