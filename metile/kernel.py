@@ -251,8 +251,9 @@ class JITKernel:
         return self._src
 
     def specialize(self, args: tuple, kwargs: dict):
-        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options)` for one call (the launch
-        options' values are checked here; they are no part of the key)."""
+        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options, integer facts)` for one
+        call (the launch options' values are checked here; they are no part of the key; the integer facts,
+        `integer_facts`, are)."""
         src = self.source
         values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc,
                                                self.dialect.static_arg)
@@ -270,9 +271,9 @@ class JITKernel:
         ident = self._ident
         if ident is None:
             ident = self._ident = function_ident(self.fn, src.text)
-        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options,
-                        integer_facts(typed, self.do_not_specialize))
-        return key, typed, consts, compiled, launch
+        facts = integer_facts(typed, self.do_not_specialize)
+        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, facts)
+        return key, typed, consts, compiled, launch, facts
 
     def cache_key(self, *args, **kwargs) -> tuple:
         try:
@@ -295,7 +296,7 @@ class JITKernel:
         found = self._cache.get(key)
         if found is None:
             src = self.source
-            facts = dict(integer_facts(typed, self.do_not_specialize))   # read as 1, or known multiples of 16
+            facts = dict(spec[5])   # the integer arguments read as 1, or known multiples of 16
             params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
                       for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts

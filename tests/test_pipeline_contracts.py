@@ -5,6 +5,8 @@ else. Textual pipelines name passes and their options."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,35 @@ def test_a_broken_pipeline_is_refused_when_the_kernel_is_defined():
         order = [p for p in DEFAULT_PIPELINE if p.name != "split_k"]
         order.insert(names.index("plan_launch"), DEFAULT_PIPELINE[names.index("split_k")])
         k.with_pipeline(order)
+
+
+def _breaks_a_contract(passes) -> bool:
+    """The contracts of `check_order`, on sets of facts."""
+    provided = set()
+    for p in passes:
+        if isinstance(p, Pass):
+            if not p.requires <= provided or p.precedes & provided:
+                return True
+            provided |= p.provides
+    return False
+
+
+def test_check_order_refuses_exactly_the_orders_that_break_a_contract():
+    """`check_order` decides on bit sets of facts, and builds its message only for a pipeline it refuses: on random
+    selections and orders of the default passes (and plain functions among them) it refuses those and only those
+    that break a contract."""
+    rng = random.Random(7)
+    pool = [*DEFAULT_PIPELINE, lambda_like]
+    refused = 0
+    for _ in range(600):
+        passes = rng.sample(pool, rng.randint(1, len(pool)))
+        if rng.random() < 0.5:   # keep the default order of the passes taken
+            passes.sort(key=pool.index)
+        try:
+            check_order(passes)
+        except PipelineError:
+            refused += 1
+            assert _breaks_a_contract(passes), [getattr(p, "name", p) for p in passes]
+        else:
+            assert not _breaks_a_contract(passes), [getattr(p, "name", p) for p in passes]
+    assert 0 < refused < 600

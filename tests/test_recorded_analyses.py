@@ -1,6 +1,8 @@
 """Analyses a pass records for the kernel it builds (`Analyses.record`) are the ones the analysis computes: the
 lowering records whether it made symbolic regions of threadgroup memory, so that `allocate_threadgroup_memory`
-needs no walk of a kernel without them; a wrong record would leave regions unplaced or place none."""
+needs no walk of a kernel without them; a wrong record would leave regions unplaced or place none. `skip_inactive`
+records the scan of the kernel it rebuilt, made from the scan of the kernel it was given (`Scan(k, prior)`), so that
+the passes after it do not walk the statements it kept again; a wrong one would mislead every pass after it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import pytest
 
 import metile
 from metile.rewrite.context import Analyses, PassContext
+from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
+from metile.rewrite.scan import Scan, scan_analysis
 from metile.rewrite.threadgroup_memory import has_regions
 
 
@@ -60,3 +64,33 @@ def test_the_lowering_records_whether_it_made_regions(name):
         k = p(k, ctx)
     recorded = ctx.analyses.of(has_regions, k)
     assert recorded is has_regions(k, Analyses()) is expected
+
+
+@metile.kernel
+def rms_rows(X, W, Y, n_cols, eps, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    sq = 0.0
+    for c0 in metile.tile_range(0, n_cols, BLOCK):
+        cols = c0 + metile.arange(0, BLOCK)
+        x = metile.load(X + row * n_cols + cols, mask=cols < n_cols)
+        sq = sq + x * x
+    scale = metile.rsqrt(metile.sum(sq) / n_cols + eps)
+    for c0 in metile.tile_range(0, n_cols, BLOCK):
+        cols = c0 + metile.arange(0, BLOCK)
+        x = metile.load(X + row * n_cols + cols, mask=cols < n_cols)
+        metile.store(Y + row * n_cols + cols, x * scale * metile.load(W + cols, mask=cols < n_cols),
+                     mask=cols < n_cols)
+
+
+def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt():
+    k = rms_rows.trace(_f32(4 * 300), _f32(300), _f32(4 * 300), 300, 1e-5, BLOCK=256)
+    ctx = PassContext()
+    out = skip_inactive(k, ctx)
+    assert out is not k   # the first loop's update keeps the old sums where the load is masked off
+    kept = ctx.analyses.kept(scan_analysis, out)
+    assert kept is not None, "skip_inactive recorded no scan of its kernel"
+    fresh = Scan(out)
+    assert len(kept.nodes) == len(fresh.nodes) and all(a is b for a, b in zip(kept.nodes, fresh.nodes))
+    assert kept.facts == fresh.facts
+    assert [(c, [id(n) for n in ns]) for c, ns in kept.classes()] == [(c, [id(n) for n in ns])
+                                                                       for c, ns in fresh.classes()]

@@ -28,8 +28,6 @@ Python line.
 
 from __future__ import annotations
 
-import attrs
-
 from metile.emit import debug as D
 from metile.emit.atomics import atomic_base, atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
@@ -124,8 +122,8 @@ def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
-_BUILTIN_PARAMS = {kind._value_: SignatureParam(kind._value_, ParamKind.POSITION, builtin_type(kind),  # in order
-                                                 attribute=kind._value_) for kind in BuiltinKind}
+_BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
+                   for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 
 
@@ -217,16 +215,15 @@ class _Emitter:
             self.sharing: dict[str, set[str]] = {}  # C name -> the variables written as it, when more than one
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
-            params = []
+            params = []   # (name, kind, type text, index, attribute, is_reference) of each, in order
             for p in sorted(k.params, key=lambda q: q.index):
                 t = p.type
                 match t:
                     case PtrType():
-                        decl = SignatureParam(self.names[p.name], ParamKind.BUFFER,
-                                              pointer_text(t, self.ptr_is_const(p, t)), p.index)
+                        decl = (self.names[p.name], ParamKind.BUFFER, pointer_text(t, self.ptr_is_const(p, t)),
+                                p.index, "", False)
                     case _:
-                        decl = SignatureParam(self.names[p.name], ParamKind.BUFFER, f"constant {type_name(t)}&",
-                                              p.index, is_reference=True)
+                        decl = (self.names[p.name], ParamKind.BUFFER, f"constant {type_name(t)}&", p.index, "", True)
                 params.append(decl)
             self.depth, self.pad = 1, INDENT
             self.body(k.body)
@@ -238,10 +235,10 @@ class _Emitter:
         sep = ",\n" + " " * len(head)
         helpers = "".join(f"\n{code}\n" for name, code in ALL_HELPERS.items() if name in self.helpers)
         prologue = f"{HEADER}{helpers}\n"
-        text = f"{prologue}{head}{sep.join(p.declaration for p in params)}) {{\n"
         line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
-        self.signature = KernelSignature(function_name(k.name), tuple(attrs.evolve(p, line=line + i)
-                                                                      for i, p in enumerate(params)), line)
+        decls = tuple(SignatureParam(*p, line=line + i) for i, p in enumerate(params))
+        text = f"{prologue}{head}{sep.join(p.declaration for p in decls)}) {{\n"
+        self.signature = KernelSignature(function_name(k.name), decls, line)
         self.first_line = text.count("\n") + 1
         body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"

@@ -176,7 +176,7 @@ class CompileOptions:
     FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads")
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)   # hashed with every kernel built, and kept by most of them
 class Schedule:
     """What the optimisation passes chose for a kernel's nodes (facts, not IR nodes: no pass walks into them, and
     choosing changes no node of the body): `dots` maps a `Dot` to its `metile.ir.tile.MmaPlan`, `loops` a `For` to

@@ -39,6 +39,12 @@ class Analyses:
         self._kept[key] = (params, body, found)   # holding them keeps their identities from being reused
         return found
 
+    def kept(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel) -> T | None:
+        """What `of(analysis, k)` would return without computing anything: the result kept for `k`'s body, else
+        None."""
+        kept = self._kept.get((analysis, id(k.params), id(k.body)))
+        return kept[2] if kept is not None and kept[0] is k.params and kept[1] is k.body else None
+
     def record(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel, found: T) -> None:
         """Keep `found` as `analysis` of `k`, from the pass that built `k` and knows it without a walk: it must be
         what `analysis(k, self)` would compute (tests check the passes that record against the analysis)."""

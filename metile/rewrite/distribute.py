@@ -92,6 +92,13 @@ def blocked(size: int, threads: int, vec: int) -> Blocked:
 
 
 @functools.cache
+def blocked_as_recorded(size: int, threads: int, vec: int) -> Blocked:
+    """`Blocked(size, threads, vec)` as a layout recorded it (its `vec` kept), one object per value, so that its
+    layout and offsets are worked out once."""
+    return Blocked(size, threads, vec)
+
+
+@functools.cache
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The element strides of a row-major tile (CuTe's compact right-major stride)."""
     if not shape:

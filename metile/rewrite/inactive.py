@@ -72,7 +72,8 @@ from metile.rewrite.driver import bottom_up, substitute
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.scan import scan
+from metile.rewrite.scan import Scan as KernelScan
+from metile.rewrite.scan import scan, scan_analysis
 
 _TRUE = Const(True, DType.BOOL)
 _UNKNOWN = object()
@@ -530,7 +531,11 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
     out = attrs.evolve(k, body=body)
-    return bottom_up(_unmark, out) if marks else out
+    if marks:
+        return bottom_up(_unmark, out)
+    # most statements are those of `k`: the scan of `out` takes their part of the scan of `k` as it is
+    ctx.analyses.record(scan_analysis, out, KernelScan(out, found))
+    return out
 
 
 def _unmark(n: Node) -> Node | None:

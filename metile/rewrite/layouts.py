@@ -53,7 +53,7 @@ from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import choose_vec, k_slices, matrix_dims, mma_arrangement
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.plan import axis_analysis, value_defs
+from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
 
 ROLL_SLOTS = 8   # slots per thread from which a statement over a tile becomes a run-time loop over its slots
@@ -108,12 +108,13 @@ class _Assign:
         self.k, self.plan = k, k.plan
         self.found = found = scan(k, ctx.analyses)
         self.axes = axis_analysis(k, ctx.analyses)
-        self.defs = value_defs(found)
+        self.defs = self.axes.defs   # `value_defs(found)`, which the axis analysis of the same body is over
         self.role_of = {r.name: n for n in found.of(SimdgroupRole) for r in n.results}
         self.yielded = {name for n in found.of((For, If, While, SimdgroupRole)) for y in _tails(n)
                         for name in found.names(y)}   # read at the end of a block: never left in memory
         self.layouts: dict[str, TileLayout] = {}
         self.plans = k.schedule.dots
+        self.has_dots = found.has(Dot)   # without a product, `products_in` has none to find
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
@@ -181,6 +182,8 @@ class _Assign:
 
     def products_in(self, s, group: Group) -> None:
         """Arrange the products the statement `s` computes itself (in its values, not its nested blocks)."""
+        if not self.has_dots:
+            return
         for c in children(s):
             if isinstance(c, Value) and self.found.heavy(c):
                 for n in walk(c):
@@ -263,6 +266,8 @@ class _Assign:
         only as an operand of a `dot` in a later `Let`, with only `Let`s of values that do not write memory in
         between, and never read again."""
         out: set[str] = set()
+        if not self.has_dots:   # a load is left in memory only for a product
+            return out
         stmts = list(stmts)
         depends = self.found.depends_on_name
         for i, s in enumerate(stmts):
@@ -315,7 +320,7 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     `MmaPlan` (see the module docstring)."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("assign_layouts takes a Tile IR kernel planned by plan_launch", k.loc)
-    if not any(n.type.shape for n in walk(k) if isinstance(n, Var)):
+    if not any(n.type.shape for n in scan(k, ctx.analyses).of(Var)):
         return k
     a = _Assign(k, ctx)
     a.block(k.body, a.program)

@@ -137,7 +137,7 @@ def split_k(k: Kernel, ctx: PassContext) -> Kernel:
     so, none is, and the program runs fewer simdgroups as before."""
     found = scan(k, ctx.analyses)
     dots = found.of(Dot)
-    if not dots or found.of(SimdgroupRole) or any(isinstance(n, THREAD_LEVEL) for n in found.nodes):
+    if not dots or found.of(SimdgroupRole) or found.has(THREAD_LEVEL):
         return k
     sgs = k.options.num_simdgroups or ctx.target.default_simdgroups
     splits: dict[Dot, int] = {}

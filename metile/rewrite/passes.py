@@ -42,6 +42,17 @@ class Fact(enum.Enum):
     METAL_IR = "Metal IR"
 
 
+_BIT = {fact: 1 << i for i, fact in enumerate(Fact)}
+
+
+def fact_bits(facts: Iterable[Fact]) -> int:
+    """`facts` as a bit set: one bit per `Fact`."""
+    bits = 0
+    for fact in facts:
+        bits |= _BIT[fact]
+    return bits
+
+
 @attrs.frozen
 class Pass:
     """A named pass: `run(kernel, **options)`, with its contract (see the module docstring) and whether it only
@@ -54,6 +65,12 @@ class Pass:
     precedes: frozenset[Fact] = attrs.field(default=frozenset(), converter=frozenset, repr=False)
     optional: bool = attrs.field(default=False, repr=False)
     options: tuple[tuple[str, object], ...] = ()
+    masks: tuple[int, int, int] = attrs.field(init=False, eq=False, repr=False)
+    """`requires`, `provides` and `precedes` as bit sets (`fact_bits`), for `check_order`."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "masks", (fact_bits(self.requires), fact_bits(self.provides),
+                                           fact_bits(self.precedes)))
 
     def __call__(self, k: Kernel, ctx: PassContext | None = None) -> Kernel:
         """The pass applied to `k`, with the context of the run it is part of (a new one when not given)."""
@@ -117,6 +134,15 @@ def check_order(passes: Sequence, known: Sequence = ()) -> None:
     """Refuse (`PipelineError`) a pipeline in which a pass runs without a fact it requires, or after the pass
     providing a fact it must precede; the message names both passes (a missing provider is looked up in
     `known`, the passes of the default pipeline)."""
+    provided_bits = 0
+    for p in passes:   # the usual case, a pipeline keeping every contract, on bit sets without building messages
+        if isinstance(p, Pass):
+            requires, provides, precedes = p.masks
+            if requires & ~provided_bits or precedes & provided_bits:
+                break
+            provided_bits |= provides
+    else:
+        return
     provided: dict[Fact, str] = {}
     for i, p in enumerate(passes):
         if not isinstance(p, Pass):

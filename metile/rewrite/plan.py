@@ -103,13 +103,11 @@ def vectorize_memory(k: Kernel, ctx: PassContext) -> Kernel:
 def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
     t = ctx.target
     found = scan(k, ctx.analyses)
-    nodes = found.nodes
-    thread_level = next((n for n in nodes if isinstance(n, THREAD_LEVEL)), None)
+    thread_level = found.first(THREAD_LEVEL)
     dots = found.of(Dot)
     aranges = [n.stop - n.start for n in found.of(Arange)]
     roles = found.of(SimdgroupRole)
-    biggest = max((n.type.size for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
-                   and isinstance(n.type, (TileType, PtrType))), default=1)
+    biggest = largest_tile(k, ctx.analyses)
     vec = 1
     asked = k.options.num_simdgroups
     _, role_threads = role_ranges(roles, None, t.simd_width)
@@ -147,7 +145,7 @@ def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {t.max_threads}", where)
     if biggest > threads * t.max_elements_per_thread:
-        tile = next(n for n in nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
+        tile = next(n for n in found.nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
                     and isinstance(n.type, (TileType, PtrType)) and n.type.size == biggest)
         raise UnsupportedConstructError(
             f"a tile of {biggest} elements on this program's {threads} threads would hold {-(-biggest // threads)} "
@@ -156,6 +154,19 @@ def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
             "loop over smaller tiles with metile.tile_range", tile.loc or k.loc)
     ranges, _ = role_ranges(roles, threads, t.simd_width)
     return LaunchPlan(threads, vec, tuple(ranges[r] for r in sorted(ranges)))
+
+
+def largest_tile(k: Kernel, analyses: Analyses) -> int:
+    """The most elements of a tile (a value of tile or pointer type, not a `shared` array) in `k`, 1 without one;
+    made once per body in a run, for `plan_launch` and `vectorize_memory`."""
+    return analyses.of(_largest_tile, k)
+
+
+def _largest_tile(k: Kernel, analyses: Analyses) -> int:
+    sizes = [n.type.size for cls, same in scan(k, analyses).classes()
+             if issubclass(cls, Value) and not issubclass(cls, SharedAlloc)
+             for n in same if isinstance(n.type, (TileType, PtrType))]
+    return max(sizes, default=1)
 
 
 def value_defs(found: Scan) -> dict[str, Value]:

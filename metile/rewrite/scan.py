@@ -10,7 +10,8 @@ With these, "does this value depend on a varying name?" is a set intersection in
 
 The passes run on the same body (`fold_constants` returns the kernel itself when nothing folds, and
 `plan_launch` changes only the kernel's plan), so a run's `metile.rewrite.context.Analyses` makes one scan of a
-body for all of them.
+body for all of them. A pass that rebuilds some statements (`skip_inactive`) records the scan of its kernel made
+from the scan of the kernel it was given, `Scan(k, prior)`, which walks only the statements it rebuilt.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterable
 from metile.ir.node import Node, children, walk
 from metile.ir.stmts import Kernel
 from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
-from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Value, Var
+from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
 from metile.rewrite.context import Analyses
 
 VARYING_SOURCES = (ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce)
@@ -31,6 +32,7 @@ _NONE: frozenset[str] = frozenset()
 
 _NOT_VALUE: tuple = ()  # the kind of a class that is not a value (an empty tuple, never a value's kind)
 _KINDS: dict[type, tuple] = {}  # node class -> (varying source, heavy, Var), or _NOT_VALUE
+_STMTS: dict[type, bool] = {}   # node class -> whether it is a statement
 
 
 def _kind(cls: type) -> tuple:
@@ -39,34 +41,100 @@ def _kind(cls: type) -> tuple:
     return issubclass(cls, VARYING_SOURCES), issubclass(cls, HEAVY), issubclass(cls, Var)
 
 
-class Scan:
-    """The facts of one kernel body (see the module docstring); read-only once built."""
+def _is_stmt(cls: type) -> bool:
+    found = _STMTS[cls] = issubclass(cls, Stmt)
+    return found
 
-    def __init__(self, k: Kernel):
+
+def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node],
+               by_type: dict[type, list[Node]], facts: dict, spans: dict) -> bool:
+    """Take statement `s` into the scan being built (`seen` ... `spans`) as the walk of `prior` met it, when its
+    span there applies (see `Scan`); False, having taken nothing, when it does not."""
+    span = prior.spans.get(id(s))
+    if span is None or span[0] is not s:
+        return False
+    _, inner, met = span
+    if any(id(x) in seen for x in inner):
+        return False
+    inside = None
+    for x in met:   # each child found already met was met before `s`, or inside it
+        if id(x) not in seen:
+            if inside is None:
+                inside = set(map(id, inner))
+            if id(x) not in inside:
+                return False
+    before, before_facts = prior.spans, prior.facts
+    for x in inner:
+        key = id(x)
+        seen.add(key)
+        nodes.append(x)
+        same = by_type.get(x.__class__)
+        if same is None:
+            by_type[x.__class__] = [x]
+        else:
+            same.append(x)
+        f = before_facts.get(key)
+        if f is not None:
+            facts[key] = f
+        span = before.get(key)
+        if span is not None:
+            spans[key] = span
+    skipped += met   # for the boundaries of the statements around it
+    return True
+
+
+class Scan:
+    """The facts of one kernel body (see the module docstring); read-only once built.
+
+    `Scan(k, prior)` gives the same scan as `Scan(k)` with less work when `k` shares statements with the kernel
+    `prior` scanned (a pass rebuilt a few of them): the walk visits a statement's nodes in an order decided only by
+    which of them it has met before, so the scan keeps, per statement, the nodes first met inside it (`spans`: in
+    walk order, the statement last) and the nodes it found already met (its boundary). A statement of `prior` met
+    again with none of the first met and all of its boundary, as `prior`'s walk had them, is visited as that walk
+    visited it: its nodes and their facts are taken from `prior` instead of walking it again.
+    """
+
+    def __init__(self, k: Kernel, prior: Scan | None = None):
         # `metile.ir.node.walk`'s order (children before parents, first child first), with each node's
         # children listed once and its facts computed when it is reached the second time.
         nodes: list[Node] = []
         by_type: dict[type, list[Node]] = {}
         # id(value) -> (contains a varying source, names read, contains a heavy value)
         facts: dict[int, tuple[bool, frozenset[str], bool]] = {}
+        # id(statement) -> (statement, the nodes first met inside it, the children it found already met)
+        spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {}
         seen: set[int] = set()
-        stack: list[tuple[Node, list[Node] | None]] = [(k, None)]
-        pop, push, get = stack.pop, stack.append, facts.get
+        skipped: list[Node] = []     # the children found already met, in walk order
+        stack: list[tuple[Node, list[Node] | None, tuple | None]] = [(k, None, None)]
+        pop, push, get, add = stack.pop, stack.append, facts.get, seen.add
         while stack:
-            n, kids = pop()
+            n, kids, opened = pop()
+            cls = n.__class__
             if kids is None:
-                if id(n) in seen:
+                key = id(n)
+                if key in seen:
                     continue
-                seen.add(id(n))
+                is_stmt = _STMTS.get(cls)
+                if is_stmt is None:
+                    is_stmt = _is_stmt(cls)
+                if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type, facts, spans):
+                    continue
+                add(key)
                 kids = children(n)
                 if kids:
-                    push((n, kids))
+                    push((n, kids, (len(nodes), len(skipped)) if is_stmt else None))
                     for c in reversed(kids):
                         if id(c) not in seen:
-                            push((c, None))
+                            push((c, None, None))
+                        else:
+                            skipped.append(c)
                     continue
+                if is_stmt:
+                    spans[key] = (n, (n,), ())
+            elif opened is not None:
+                first, skip = opened
+                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
             nodes.append(n)
-            cls = n.__class__
             same = by_type.get(cls)
             if same is None:
                 by_type[cls] = [n]
@@ -91,15 +159,30 @@ class Scan:
         self.nodes = nodes
         self._by_type = by_type
         self.facts = facts
+        self.spans = spans
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if isinstance(cls, type):
             return list(self._by_type.get(cls, ()))
         return [n for n in self.nodes if isinstance(n, cls)]
 
+    def classes(self):
+        """Each class of the kernel's nodes with its nodes, in the order `of` lists them (read-only)."""
+        return self._by_type.items()
+
     def has(self, cls: type | tuple[type, ...]) -> bool:
         """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
         return any(issubclass(c, cls) for c in self._by_type)
+
+    def first(self, cls: type | tuple[type, ...]) -> Node | None:
+        """The first node of `cls` (or of a subclass) in `nodes`, None without one: `next(n for n in nodes if
+        isinstance(n, cls))`, looking through `nodes` only when nodes of two or more classes qualify."""
+        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0][0]
+        return next(n for n in self.nodes if isinstance(n, cls))
 
     def depends(self, v: Value | None, names: Iterable[str] | frozenset[str] | set[str]) -> bool:
         """Whether `v` contains a varying source or reads one of `names`."""
@@ -132,11 +215,12 @@ class Scan:
 def scan(k: Kernel, analyses: Analyses | None = None) -> Scan:
     """The `Scan` of `k`: kept by `analyses` for the rest of its run (shared by kernels whose parameters and
     statements are the same objects), made anew without."""
-    return Scan(k) if analyses is None else analyses.of(_scan, k)
+    return Scan(k) if analyses is None else analyses.of(scan_analysis, k)
 
 
-def _scan(k: Kernel, analyses: Analyses) -> Scan:
+def scan_analysis(k: Kernel, analyses: Analyses) -> Scan:
+    """The analysis `scan` keeps (`Analyses.record` it with a `Scan` of the kernel built)."""
     return Scan(k)
 
 
-__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan"]
+__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan", "scan_analysis"]

@@ -59,7 +59,7 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.distribute import Blocked, MmaGeometry, blocked, row_major_strides
+from metile.rewrite.distribute import Blocked, MmaGeometry, blocked, blocked_as_recorded, row_major_strides
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma_use as MU
@@ -86,7 +86,7 @@ def recorded(blk: Block, var: Var, size: int) -> Blocked | MmaGeometry | tl.Tile
     found = blk.facts.layouts.get(var.name)
     match found:
         case tl.Blocked(threads, vec, _):
-            return Blocked(size, threads, vec)
+            return blocked_as_recorded(size, threads, vec)
         case tl.Fragments(sg_m, sg_n, first_sg, split, replicas):
             m, n = var.type.shape
             return MmaGeometry(m, n, sg_m, sg_n, first_sg, split, replicas)

@@ -1,0 +1,73 @@
+"""`Scan(k, prior)`, which takes the statements `k` shares with the kernel `prior` scanned from that scan instead of
+walking them again, is `Scan(k)`: the same nodes in the same order, the same nodes per class, the same facts per
+value and the same spans, on random kernels of every stage edited as passes edit them (statements kept, rebuilt
+around the same children, built anew from equal parts, dropped, swapped, and the same inside loop and branch
+bodies)."""
+
+from __future__ import annotations
+
+import copy
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metile.ir.stmts import For, If, While
+from metile.rewrite.scan import Scan
+from property_tests.test_ir_strategies import any_kernels
+
+KEEP, REBUILD, COPY, DROP = "keep", "rebuild", "copy", "drop"
+
+
+def _edited(stmts, data) -> list:
+    out = []
+    for s in stmts:
+        how = data.draw(st.sampled_from([KEEP, KEEP, REBUILD, COPY, DROP]))
+        if how == DROP:
+            continue
+        if how == COPY:
+            out.append(copy.deepcopy(s))   # equal parts, none of them the same object
+            continue
+        if how == REBUILD:   # a new statement around the same children, or around edited bodies
+            match s:
+                case For() | While():
+                    s = attrs.evolve(s, body=_edited(s.body, data))
+                case If():
+                    s = attrs.evolve(s, then=_edited(s.then, data), orelse=_edited(s.orelse, data))
+                case _:
+                    s = copy.copy(s)
+        out.append(s)
+    if len(out) > 1 and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(out) - 2))
+        out[i], out[i + 1] = out[i + 1], out[i]
+    return out
+
+
+def _same_nodes(a, b) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def assert_same_scan(got: Scan, want: Scan) -> None:
+    assert _same_nodes(got.nodes, want.nodes)
+    got_classes, want_classes = list(got.classes()), list(want.classes())
+    assert [c for c, _ in got_classes] == [c for c, _ in want_classes]
+    assert all(_same_nodes(x, y) for (_, x), (_, y) in zip(got_classes, want_classes))
+    assert got.facts == want.facts
+    assert got.spans.keys() == want.spans.keys()
+    for key, (s, inner, met) in want.spans.items():
+        t, inner2, met2 = got.spans[key]
+        assert t is s and _same_nodes(inner2, inner) and _same_nodes(met2, met)
+
+
+@settings(max_examples=300)
+@given(any_kernels(), st.data())
+def test_a_scan_reusing_an_earlier_one_is_the_scan(k, data):
+    prior = Scan(k)
+    edited = attrs.evolve(k, body=_edited(k.body, data))
+    assert_same_scan(Scan(edited, prior), Scan(edited))
+
+
+@settings(max_examples=100)
+@given(any_kernels())
+def test_a_scan_of_the_same_kernel_takes_everything(k):
+    assert_same_scan(Scan(k, Scan(k)), Scan(k))
