@@ -23,7 +23,7 @@ from tests.fuzz.dtypes import (
     is_float,
     literal_fits,
 )
-from tests.fuzz.prog import Assign, Bin, Call, Expand, Name, Num, Param
+from tests.fuzz.prog import Assign, Bin, Call, Expand, Name, Num, Param, Py
 
 MAX_ELEMS = 4096
 
@@ -235,6 +235,10 @@ class Gen:
 
     def store(self, v: V, mask_kind: str | None = None) -> None:
         """Store `v` into a new output array (its own type, sometimes another), every element at its own address."""
+        if len(v.shape) > 2:                        # a 3-D tile: stored flat, or as a 2-D tile of its rows
+            flat = (int(np.prod(v.shape)),) if self.chance(0.5) else (int(np.prod(v.shape[:-1])), v.shape[-1])
+            e = Call("reshape", (Name(v.name), Py(flat))) if len(flat) == 2 else Call("ravel", (Name(v.name),))
+            v = self.let(e, v.t, flat, keep=False)
         t = v.t
         if self.chance(0.2):
             t = self.choice(list(FLOATS + INTS) + ["bool"])

@@ -348,8 +348,13 @@ def theme_gemm(g: Gen) -> None:
                               (("bounds", Tup((Mv, Nv))),))))
 
 
+def _more():
+    from tests.fuzz.gen_shapes import theme_combine, theme_mm, theme_shape
+    return {"shape": (theme_shape, 3), "combine": (theme_combine, 2), "mm": (theme_mm, 2)}
+
+
 THEMES = {"ew": (theme_ew, 5), "reduce": (theme_reduce, 3), "loop": (theme_loop, 3), "branch": (theme_branch, 1),
-          "dot": (theme_dot, 2), "rows": (theme_rows, 2), "gemm": (theme_gemm, 2)}
+          "dot": (theme_dot, 2), "rows": (theme_rows, 2), "gemm": (theme_gemm, 2), **_more()}
 
 
 def gen_section(rng, tag: str, feats: Features, grid: int, theme: str | None = None) -> Section:

@@ -8,12 +8,33 @@ from __future__ import annotations
 import numpy as np
 
 from tests.fuzz import interp_memory as mem_ops
+from tests.fuzz import interp_more as more
 from tests.fuzz import model as M
 from tests.fuzz import model_math as MM
 from tests.fuzz import model_reduce as R
 from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, promote, weak_type
 from tests.fuzz.interp_memory import Memory, ModelError, Ptr, Undecidable
-from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Un, While
+from tests.fuzz.interp_more import Signal
+from tests.fuzz.prog import (
+    Assign,
+    Bin,
+    BoolOp,
+    Call,
+    Effect,
+    Exit,
+    Expand,
+    For,
+    If,
+    Kernel,
+    Name,
+    Num,
+    Py,
+    To,
+    Trans,
+    Un,
+    Unpack,
+    While,
+)
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -35,6 +56,8 @@ def assigned(body) -> list[str]:
         match st:
             case Assign(n, _):
                 out.append(n)
+            case Unpack(ns, _):
+                out += list(ns)
             case For(body=inner) | While(body=inner):
                 out += assigned(inner)
             case If(_, a, b):
@@ -100,7 +123,11 @@ class Interp:
                 return M.MVal(x.t, f(x.v), f(x.act), f(x.err))
             case Trans(a):
                 x = self.ev(a)
+                if x.v.ndim == 3:
+                    return more.S.swap_last(x)
                 return M.MVal(x.t, x.v.T.copy(), x.act.T.copy(), x.err.T.copy())
+            case BoolOp():
+                return more.bool_op(self, e)
             case Call():
                 return self.call(e)
         raise ModelError(f"cannot evaluate {e!r}")
@@ -135,6 +162,9 @@ class Interp:
     def call(self, c: Call):
         fn, args = c.fn, c.args
         kw = {k: v for k, v in c.kwargs}
+        got = more.call(self, c)
+        if got is not None:
+            return got
         if fn == "arange":
             return M.mval("i32", np.arange(args[0].value, args[1].value))
         if fn == "program_id":
@@ -203,6 +233,8 @@ class Interp:
             return R.dot(a, b, acc, None, out, self.relax)
         if fn == "trans":
             x = self.ev(args[0])
+            if x.v.ndim == 3:
+                return more.S.swap_last(x)
             return M.MVal(x.t, x.v.T.copy(), x.act.T.copy(), x.err.T.copy())
         if fn == "cast":
             return M.cast(self.as_traced(self.ev(args[0])), args[1].value)
@@ -225,8 +257,19 @@ class Interp:
         match st:
             case Assign(n, v):
                 self.env[n] = self.ev(v)
+            case Unpack(ns, v):
+                got = self.ev(v)
+                if len(got) != len(ns):
+                    raise ModelError("unpacking the wrong number of values")
+                for n, x in zip(ns, got):
+                    self.env[n] = x
+            case Exit(kind):
+                if not self.probe:               # finding a loop's types: every statement runs
+                    raise Signal(kind)
             case Effect(c):
-                if c.fn == "store":
+                if c.fn.startswith("atomic_"):
+                    more.atomic(self, c)
+                elif c.fn == "store":
                     mem_ops.store(self, c)
                 elif c.fn == "tile_store":
                     mem_ops.tile_store(self, c)
@@ -278,9 +321,17 @@ class Interp:
             cur = wider
         return names, cur
 
-    def iteration(self, body, env: dict, names: list[str], cur: dict) -> dict:
-        """One run of a loop's body: an update whose element is inactive keeps the old value (5.3 rule 4)."""
-        got = self.sub().run(body, env)
+    def iteration(self, body, env: dict, names: list[str], cur: dict) -> tuple[dict, str | None]:
+        """One run of a loop's body: an update whose element is inactive keeps the old value (5.3 rule 4). With
+        the `break` or `continue` that ended it early, if one did (a `return` propagates)."""
+        it = self.sub()
+        signal = None
+        try:
+            got = it.run(body, env)
+        except Signal as e:
+            if e.kind == "return":
+                raise
+            got, signal = it.env, e.kind
         out = dict(cur)
         for n in names:
             new = M.bcast(M.cast(self.as_traced(got[n]), cur[n].t), cur[n].shape)
@@ -289,14 +340,16 @@ class Interp:
             if "loop_zero_sign" in self.relax and is_float(old.t):
                 err = np.where(~new.act & (old.v == 0), np.maximum(err, M.LOOSE), err)
             out[n] = M.MVal(old.t, np.where(new.act, new.v, old.v), old.act | new.act, err)
-        return out
+        return out, signal
 
     def loop(self, st: For) -> None:
         start, stop, step = self.scalar_int(st.start), self.scalar_int(st.stop), self.scalar_int(st.step)
         outer = self.env
         names, cur = self.carried(st.body, {st.var: M.mval("i32", start)})
         for i in range(start, stop, step) if step > 0 else ():
-            cur = self.iteration(st.body, dict(outer) | cur | {st.var: M.mval("i32", i)}, names, cur)
+            cur, signal = self.iteration(st.body, dict(outer) | cur | {st.var: M.mval("i32", i)}, names, cur)
+            if signal == "break":
+                break
         self.env = dict(outer) | cur
 
     def while_loop(self, st: While) -> None:
@@ -310,7 +363,9 @@ class Interp:
                 raise Undecidable("a while condition the model cannot decide")
             if not bool(c.v):
                 break
-            cur = self.iteration(st.body, dict(outer) | cur, names, cur)
+            cur, signal = self.iteration(st.body, dict(outer) | cur, names, cur)
+            if signal == "break":
+                break
         else:
             raise ModelError("a while loop that does not end")
         self.env = dict(outer) | cur
@@ -322,9 +377,16 @@ class Interp:
         outer = self.env
         a = self.sandbox(st.body, outer)
         b = self.sandbox(st.orelse, outer)
-        taken = self.sub().run(st.body if bool(c.v) else st.orelse, dict(outer))
+        it = self.sub()
+        signal = None
+        try:
+            taken = it.run(st.body if bool(c.v) else st.orelse, dict(outer))
+        except Signal as e:                     # what the branch assigned before it is kept
+            taken, signal = it.env, e
         out = dict(outer)
         for n in assigned(st.body) + assigned(st.orelse):
+            if signal is not None and n not in taken:
+                continue
             if n in a and n in b:
                 ta, tb = self.as_traced(a[n]), self.as_traced(b[n])
                 t = common(ta.t, tb.t)
@@ -332,6 +394,8 @@ class Interp:
             else:
                 out.pop(n, None)
         self.env = out
+        if signal is not None:
+            raise signal
 
 
 def run_model(k: Kernel, relax: frozenset = frozenset()) -> tuple[Memory, set[str]]:
@@ -353,6 +417,10 @@ def run_model(k: Kernel, relax: frozenset = frozenset()) -> tuple[Memory, set[st
                 Interp(k, mem, pid, relax=relax).run(s.body, env)
             except Undecidable:
                 undecided.add(s.tag)
+            except Signal as e:                 # `return` ends the program: the sections after it do not run
+                if e.kind != "return":
+                    raise ModelError(f"{e.kind} outside a loop") from None
+                break
     return mem, undecided
 
 
