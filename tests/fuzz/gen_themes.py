@@ -349,8 +349,10 @@ def theme_gemm(g: Gen) -> None:
 
 
 def _more():
+    from tests.fuzz.gen_flow import theme_atomic, theme_exit
     from tests.fuzz.gen_shapes import theme_combine, theme_mm, theme_shape
-    return {"shape": (theme_shape, 3), "combine": (theme_combine, 2), "mm": (theme_mm, 2)}
+    return {"shape": (theme_shape, 3), "combine": (theme_combine, 2), "mm": (theme_mm, 2),
+            "atomic": (theme_atomic, 2), "exit": (theme_exit, 2)}
 
 
 THEMES = {"ew": (theme_ew, 5), "reduce": (theme_reduce, 3), "loop": (theme_loop, 3), "branch": (theme_branch, 1),
@@ -375,6 +377,9 @@ def gen_kernel(seed: int, feats: Features = ALL, sections: int | None = None, th
     grid = [(1,), (1,), (1,), (2,), (3,), (2, 2), (1, 3)][int(rng.integers(7))]
     count = sections or int(rng.integers(1, 5))
     secs = [gen_section(rng, "abcdefgh"[j], feats, grid, theme) for j in range(count)]
+    from tests.fuzz.gen_flow import uses_return
+    ends = [s for s in secs if uses_return(s)]       # a return ends the program: one such section, the last
+    secs = [s for s in secs if not uses_return(s)] + ends[:1]
     options = {}
     if rng.random() < 0.25:
         options["num_simdgroups"] = int(rng.choice([1, 2, 4, 8]))
