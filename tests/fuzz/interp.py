@@ -43,7 +43,7 @@ def scalar_mval(v) -> M.MVal:
     if isinstance(v, bool):
         return M.mval("i32", int(v))
     if isinstance(v, int):
-        return M.mval("i32", v)
+        return M.mval("i32" if -2 ** 31 <= v < 2 ** 31 else ("i64" if v < 2 ** 63 else "u64"), v)     # 2.4
     if isinstance(v, float):
         return M.mval("f32", np.float32(v))
     name = next(n for n, t in TYPES.items() if t.np == np.asarray(v).dtype)
@@ -140,7 +140,7 @@ class Interp:
             else:
                 if TYPES[o.t].kind not in "iu" or o.err.max(initial=0) > 0:
                     raise ModelError("pointer offsets are exact integers")
-                off = o.i()
+                off = o.i().astype(np.int64)
             if op == "+":
                 return Ptr(p.buf, p.t, p.off + off)
             if op == "-" and p is a:
