@@ -56,12 +56,17 @@ def subtract_float_adds(k):
 def test_the_fuzzer_catches_a_wrong_pass(tmp_path):
     """The harness is not vacuous: programs compiled with a pass that breaks float additions disagree with the
     model, and the same programs agree when compiled right."""
-    for seed in range(2):
+    caught = []
+    for seed in range(8):                    # until two kernels catch it (some seeds make no float addition)
         k = gen_kernel(seed, FEATURES, sections=2, theme="ew")
         assert not check_launch(k, tmp_path, "default", relax=FEATURES.relax())
         wrong = check_launch(k, tmp_path, "wrong", relax=FEATURES.relax(),
                              pipeline=[subtract_float_adds, *DEFAULT_PIPELINE])
-        assert any(f.kind == "mismatch" for f in wrong), seed
+        if any(f.kind == "mismatch" for f in wrong):
+            caught.append(seed)
+        if len(caught) == 2:
+            break
+    assert len(caught) == 2, caught
 
 
 def check_seed(seed: int, folder: str) -> tuple[int, int, list[str]]:
