@@ -65,7 +65,10 @@ def theme_atomic(g: Gen) -> None:
     for _ in range(int(g.rng.integers(1, 4))):
         t = g.choice(["i32", "i32", "u32", "f32"])
         op = g.choice(OPS[t])
-        kind = g.choice(["distinct", "distinct", "scalar", "shared"])
+        kind = g.choice(["distinct", "distinct", "scalar", "shared", "loop"])
+        if kind == "loop":
+            _atomic_loop(g)
+            continue
         if kind == "shared" and op not in COMMUTATIVE:
             kind = "distinct"
         n = int(g.choice([1, 4, 8, 16, 17, 32, 64]))
@@ -116,6 +119,26 @@ def theme_atomic(g: Gen) -> None:
             _use_old(g, old, t, n_old, kind == "shared")
         else:
             g.body.append(Effect(Call(f"atomic_{op}", args, kw)))
+
+
+def _atomic_loop(g: Gen) -> None:
+    """A uniform scalar atomic in a `tile_range` loop (once per program per iteration), its old values summed: a
+    ticket counter, the same on every thread."""
+    t = g.choice(["i32", "u32", "f32"])
+    name = g.fresh("A")
+    g.params.append(_param(name))
+    _memory(g, name, t, g.grid, small=True)
+    base, _ = _region_of(g, 1, name)
+    i, got = g.fresh("i"), g.fresh("got")
+    g.body.append(Assign(got, Num(0) if t != "f32" else Num(0.0)))
+    step = Num(int(g.choice([1, 2, 3])) if t != "f32" else 0.5)
+    upd = Assign(got, Bin("+", Name(got), Call("atomic_add", (base, step))))
+    body = [upd]
+    if g.chance(0.4):                               # an exit on the old value: the same on every thread
+        body.insert(0, If(Bin(">", Call("atomic_add", (base, Num(0) if t != "f32" else Num(0.0))),
+                              Num(4 if t != "f32" else 4.0)), [Exit("break")]))
+    g.body.append(For(i, Num(0), Name(g.scalar(int(g.rng.integers(0, 6)), base="k").name), Num(1), body))
+    g.store(V(got, "i32" if t != "f32" else "f32", ()))
 
 
 def _param(name: str):

@@ -3,7 +3,9 @@
 - `reduce`: reductions and scans over partly or wholly inactive tiles;
 - `loop`: a `tile_range` loop with loop-carried values (signed zeros, infinities, NaN starts), maybe a runtime `if`;
 - `branch`: a runtime `if` on a scalar;
-- `dot`: products of f32/f16/bf16/i8/u8 tiles with accumulators, ragged masks and `tile_load(bounds=)`.
+- `dot`: products of f32/f16/bf16/i8/u8 tiles with accumulators, ragged masks and `tile_load(bounds=)`;
+- `rows`, `gemm`: row-wise softmax-like code; a tiled GEMM over a loop on k;
+- `shape`, `combine`, `mm` (`gen_shapes`) and `atomic`, `exit` (`gen_flow`).
 `gen_kernel(seed)` batches a few programs into one kernel (one C++ compile runs them all)."""
 
 from __future__ import annotations
