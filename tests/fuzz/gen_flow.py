@@ -200,7 +200,16 @@ def theme_exit(g: Gen) -> None:
         exits.append(kind)
         pre = [Assign(cnt, Bin("+", Name(cnt), Num(100)))] if g.chance(0.3) else []
         body.append(If(_cond(g, v, iv, n), pre + [Exit(kind)]))
-    tile = Call("load", (Bin("+", Bin("+", Name(T), Bin("*", Name(iv), Num(tn))), Name(rt.name)),))
+    tkw = ()
+    if g.chance(0.4):                                # partly inactive: those elements keep their old values (5.3)
+        tkw = (("mask", Bin("<", Name(rt.name), Name(g.scalar(int(g.rng.integers(0, tn + 1)), base="n").name))),)
+    tile = Call("load", (Bin("+", Bin("+", Name(T), Bin("*", Name(iv), Num(tn))), Name(rt.name)),), tkw)
+    if g.chance(0.3):                                # an inner loop whose break and continue are its own
+        k, w = g.fresh("k"), g.fresh("w")
+        inner = [Assign(w, Call("load", (Bin("+", Name(X), Name(k)),))),
+                 If(Bin(g.choice(["<", ">"]), Name(w), Name(v)), [Exit(g.choice(["break", "continue"]))]),
+                 Assign(cnt, Bin("+", Name(cnt), Num(1000)))]
+        body.append(For(k, Num(0), Name(g.scalar(n, base="n").name), Num(1), inner))
     body += [Assign(cnt, Bin("+", Name(cnt), Num(1))), Assign(tot, Bin("+", Name(tot), Name(v))),
              Assign(acc, Call("maximum", (Name(acc), tile)) if g.chance(0.3) else Bin("+", Name(acc), tile)),
              Effect(Call("store", (Bin("+", seen_ptr, Name(iv)), Name(v))))]
@@ -226,6 +235,9 @@ def theme_exit(g: Gen) -> None:
         g.body.insert(1 if g.pid is not None else 0, If(cond, [Exit("return")]))     # after the program id
     for name, t, shape in ((cnt, "i32", ()), (tot, "f32", ()), (acc, "f32", (tn,))):
         g.store(V(name, t, shape))
+    if g.chance(0.4):                                # a reduction (barriers) after the exits
+        g.store(g.let(Call(g.choice(["sum", "max"]), (Name(acc),)), "f32", (), base="red") if g.chance(0.5) else
+                g.let(Call("cumsum", (Name(acc),)), "f32", (tn,), base="scan"))
 
 
 def uses_return(section) -> bool:
