@@ -119,7 +119,7 @@ def _start(g: Gen, n: int, t: str) -> V:
     elif kind == "scalar":
         v = scalar_operand(g)
     else:
-        dt = g.choice(["f32", "f16", "i32"])
+        dt = g.choice(["f32", "f16", "i32", "i64"])
         expr, at, shape = {
             "0.0": (Num(0.0), "f32", ()), "-0.0": (Num(-0.0), "f32", ()), "-inf": (Num(float("-inf")), "f32", ()),
             "nan": (Num(float("nan")), "f32", ()), "0": (Num(0), "i32", ()),
@@ -147,7 +147,7 @@ def store_untyped(g: Gen, name: str, n: int) -> None:
 def theme_loop(g: Gen) -> None:
     """Loop-carried accumulators over rows of an array: starts of every kind, inactive updates, a runtime `if`."""
     n = int(g.choice([1, 4, 8, 16, 17, 32]))
-    t = g.choice(["f32", "f32", "f16", "bf16", "i32", "u8", "i8", "bool"])
+    t = g.choice(["f32", "f32", "f16", "bf16", "i32", "u8", "i8", "bool", "i64", "u64"])
     rows = int(g.rng.integers(1, 6))
     lo = int(g.choice([0, 0, 1]))
     hi = min(int(g.choice([lo, lo + 1, rows, rows])), rows)
