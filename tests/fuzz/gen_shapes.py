@@ -161,7 +161,7 @@ def theme_shape(g: Gen) -> None:
 
 def theme_combine(g: Gen) -> None:
     shape = g.choice([(8,), (16,), (64,), (5,), (12,), (4, 8), (3, 16), (8, 5), (2, 2, 4)])
-    ints = ["i32", "i32", "u32", "i8", "u8", "i16"]
+    ints = ["i32", "i32", "u32", "i8", "u8", "i16", "i64", "u64"]
     t = g.choice(ints + ["f32", "f16"])
     prof = g.choice(["small", "wide", "special"])
     xs = [load(g, t=t, shape=shape, profile=prof) if len(shape) <= 2 else load3(g, shape, t)]
