@@ -190,8 +190,8 @@ def theme_exit(g: Gen) -> None:
     seen = g.param("out", data(g.rng, "f32", n * g.grid, "wide"), base="O")
     seen_ptr = Name(seen) if g.grid == 1 else Bin("+", Name(seen), Bin("*", Name(g.program_id().name), Num(n)))
     i, v = g.fresh("i"), g.fresh("v")
-    form = g.choice(["for", "for", "range", "while", "while_true"])
-    iv = i if form in ("for", "range") else g.fresh("j")      # a while's body reads the counter before it moves
+    form = g.choice(["for", "for", "range", "unrolled", "static", "while", "while_true"])
+    iv = i if form in ("for", "range", "unrolled", "static") else g.fresh("j")     # a while reads it before it moves
     lo, hi = 0, n
     body = [Assign(v, Call("load", (Bin("+", Name(X), Name(iv)),)))]
     exits = []
@@ -216,6 +216,9 @@ def theme_exit(g: Gen) -> None:
     hi_v = Name(g.scalar(hi, base="hi").name)
     if form in ("for", "range"):
         g.body.append(For(i, Num(lo), hi_v, Num(1), body, python_range=form == "range"))
+    elif form in ("unrolled", "static"):             # unrolled while tracing: a traced exit sets a flag (7.2)
+        g.body.append(For(i, Num(lo), Num(hi), Num(1), body, python_range=form == "unrolled",
+                          static=form == "static"))
     else:
         g.body.append(Assign(i, Num(lo)))
         body = [Assign(iv, Name(i)), Assign(i, Bin("+", Name(i), Num(1)))] + body

@@ -344,6 +344,8 @@ class Interp:
 
     def loop(self, st: For) -> None:
         start, stop, step = self.scalar_int(st.start), self.scalar_int(st.stop), self.scalar_int(st.step)
+        if st.static or (st.python_range and all(isinstance(e, Num) for e in (st.start, st.stop, st.step))):
+            return self.unrolled(st, range(start, stop, step))
         outer = self.env
         names, cur = self.carried(st.body, {st.var: M.mval("i32", start)})
         for i in range(start, stop, step) if step > 0 else ():
@@ -351,6 +353,19 @@ class Interp:
             if signal == "break":
                 break
         self.env = dict(outer) | cur
+
+    def unrolled(self, st: For, items: range) -> None:
+        """A loop unrolled while tracing (7.1): its body once per item, as straight-line code (no carried values:
+        an inactive update makes the element inactive, rule 2); an exit taken ends the iteration or the loop."""
+        for i in items:
+            self.env[st.var] = M.mval("i32", i)
+            try:
+                self.run(st.body, self.env)
+            except Signal as e:
+                if e.kind == "return":
+                    raise
+                if e.kind == "break":
+                    break
 
     def while_loop(self, st: While) -> None:
         outer = self.env

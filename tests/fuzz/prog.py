@@ -141,6 +141,7 @@ class For:
     body: tuple = attrs.field(converter=tuple)
     stages: int = 0                 # num_stages= of the tile_range (0: not given)
     python_range: bool = False      # written as Python's range with traced bounds, the same loop (7.1)
+    static: bool = False            # metile.static_range (with python_range and constant bounds: unrolled too)
 
 
 @attrs.frozen
@@ -325,10 +326,11 @@ def stmts_src(body, indent: str) -> list[str]:
                 out.append(f"{indent}{kind}")
             case Effect(c):
                 out.append(f"{indent}{expr_src(c)}")
-            case For(var, a, b, step, inner, stages, py):
+            case For(var, a, b, step, inner, stages, py, static):
                 more = f", num_stages={stages}" if stages else ""
                 bounds = f"{expr_src(a)}, {expr_src(b)}, {expr_src(step)}{more}"
-                out.append(f"{indent}for {var} in {'range' if py else 'metile.tile_range'}({bounds}):")
+                fn = "metile.static_range" if static else ("range" if py else "metile.tile_range")
+                out.append(f"{indent}for {var} in {fn}({bounds}):")
                 out += stmts_src(inner, indent + "    ") or [indent + "    pass"]
             case While(c, inner):
                 out.append(f"{indent}while {expr_src(c)}:")
