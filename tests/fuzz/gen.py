@@ -84,7 +84,8 @@ def data(rng, t: str, n: int, profile: str, nan_inf: bool = True) -> np.ndarray:
             v = rng.integers(max(lo, -9), min(hi, 9) + 1, n)
         elif profile == "special":
             pool = [x for x in (lo, hi, lo + 1, hi - 1, 0, 1, -1, 2, -2, 3, 64, -64, 127, -128, 255, 256,
-                                2 ** 31, -2 ** 31 - 1, 2 ** 32, 2 ** 53 + 1, 2 ** 63, -2 ** 40 - 1)
+                                2 ** 31, -2 ** 31 - 1, 2 ** 32, 2 ** 53 + 1, 2 ** 63, -2 ** 40 - 1,
+                                2 ** 30 + 2 ** 22 + 1, -2 ** 30 - 2 ** 22 - 1, 2 ** 60 + 2 ** 36 + 1)   # f32 ties
                     if lo <= x <= hi]
             v = np.array(pool, dtype=object)[rng.integers(len(pool), size=n)]
         else:
