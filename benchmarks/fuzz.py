@@ -46,7 +46,11 @@ def signature(k, failure) -> str:
     src = kernel_src(k)
     words = sorted({w for w in ("dot", "tile_load", "tile_store", "cumsum", "cumprod", "argmax", "argmin", "sum(",
                                 "max(", "min(", "where", "maximum", "minimum", "for ", "if ", " // ", " % ", ".to(",
-                                "bitcast", "fma", "exp", "log", "sqrt", "sigmoid", "erf", "tanh", "pow", " - ")
+                                "bitcast", "fma", "exp", "log", "sqrt", "sigmoid", "erf", "tanh", "pow", " - ",
+                                "atomic_", "reshape", "ravel", "permute", "trans(", "expand_dims", "broadcast_to",
+                                "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram",
+                                "reduce(", "associative_scan", "break", "continue", "return", "while ", " and ",
+                                " or ", "not ", "int64", "i64", "u64")
                     if w in src})
     kind = failure.kind if failure.kind == "mismatch" else failure.detail.split(":")[0]
     return f"{kind} [{failure.launch}] {' '.join(words)}"

@@ -8,7 +8,11 @@ through run-time strides, transposed addresses, unsigned offsets, `tile_load` wi
 with loop-carried values (starting at -0.0, -inf, NaN, partly inactive tiles), runtime `if`, `dot` of
 f32/f16/bf16/i8/u8 tiles with accumulators, float `//` and `%`, integer division by negative numbers, math
 functions, and special values (signed zeros, infinities, NaN), checked bit for bit where the documentation makes
-the result exact.
+the result exact. Also: i64 and u64 values in all of that; shape changes on 1-D to 3-D tiles (reshape, ravel,
+permute, trans, expand_dims, broadcast_to, join, split, interleave, flip); `reduce` and `associative_scan` with
+combine functions of the kernel's own, gathers, sorts, topk, histograms; dots of any shape from 1, batched; atomics
+with their old values (per element, uniform scalars, many elements on one address where only order-free results
+are checked); and break, continue and return under traced and/or/not conditions in every kind of loop.
 
 The seeds are fixed, so the test is deterministic. `KNOWN_BUGS` lists the constructs (and strict checks) turned
 off because of bugs still open (tests/test_fuzz_findings.py holds a repro of each, as a strict xfail): delete an
@@ -56,12 +60,17 @@ def subtract_float_adds(k):
 def test_the_fuzzer_catches_a_wrong_pass(tmp_path):
     """The harness is not vacuous: programs compiled with a pass that breaks float additions disagree with the
     model, and the same programs agree when compiled right."""
-    for seed in range(2):
+    caught = []
+    for seed in range(8):                    # until two kernels catch it (some seeds make no float addition)
         k = gen_kernel(seed, FEATURES, sections=2, theme="ew")
         assert not check_launch(k, tmp_path, "default", relax=FEATURES.relax())
         wrong = check_launch(k, tmp_path, "wrong", relax=FEATURES.relax(),
                              pipeline=[subtract_float_adds, *DEFAULT_PIPELINE])
-        assert any(f.kind == "mismatch" for f in wrong), seed
+        if any(f.kind == "mismatch" for f in wrong):
+            caught.append(seed)
+        if len(caught) == 2:
+            break
+    assert len(caught) == 2, caught
 
 
 def check_seed(seed: int, folder: str) -> tuple[int, int, list[str]]:

@@ -1,7 +1,7 @@
 """Edge cases of the language's documented semantics, each of which once gave a wrong answer with no error:
 alignment proven where it does not hold, bool reductions over nothing, a product added to a 16-bit accumulator
 rounded twice, integer products summed beyond f32's exact range, 8-bit floats computed in their own type, signed
-zeros, and unsigned offsets and integers negated in their own type."""
+zeros, unsigned offsets and integers negated in their own type, and integers and constants rounded to bf16 twice."""
 
 from __future__ import annotations
 
@@ -206,3 +206,56 @@ def test_floor_division_is_metals_only_where_the_signs_are_known(n):
     for pid in range(grid):
         assert list(known[2 * pid:2 * pid + 2]) == [pid // d, pid % 3]
         assert list(unknown[2 * pid:2 * pid + 2]) == [(pid - 5) // d, pid % n]
+
+
+@metile.kernel
+def ints_to_bf16(X, Y, N: metile.constexpr):
+    r = metile.arange(0, N)
+    metile.store(Y + r, metile.load(X + r).to(metile.bfloat16))
+
+
+# 2**30 + 2**22 + 1 is just past the middle of two bf16 values; rounded to f32 first, the 1 is lost and the tie goes
+# to the even one, 2**30. -2**63 and 2**64 - 1 check the magnitude of the lowest long and the largest ulong.
+INTS = [2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 2**30 + 2**22, 2**24 + 1, 2**31 - 1, 3 * 2**29 + 2**21 + 7, 5, 0]
+WIDE = [2**62 + 2**54 + 1, -(2**62 + 2**54 + 1), 2**53 + 2**45 + 1, -2**63, 2**63 - 1]
+UWIDE = [2**63 + 2**55 + 1, 2**64 - 1, 2**56 + 2**48, 2**40 + 2**32 + 1]
+
+
+def bf16_of(n: int) -> float:
+    """The bf16 nearest the integer `n` (ties to even), computed exactly."""
+    if n == 0:
+        return 0.0
+    a = abs(n)
+    shift = max(a.bit_length() - 8, 0)
+    q, rest = divmod(a, 1 << shift)
+    if shift and (rest > 1 << (shift - 1) or (rest == 1 << (shift - 1) and q & 1)):
+        q += 1
+    return float(q << shift) * (1 if n > 0 else -1)
+
+
+@pytest.mark.parametrize(("dtype", "values"), [(np.int32, INTS), (np.uint32, [v for v in INTS if v >= 0]),
+                                               (np.int64, INTS + WIDE), (np.uint64, UWIDE)])
+def test_integers_round_to_bf16_once(dtype, values):
+    """3.6: an integer converts to a float by rounding to nearest, once. Converting through f32 rounded twice where
+    the f32 value is a tie between two bf16 values."""
+    x = np.array(values + [1] * (8 - len(values) % 8 if len(values) % 8 else 0), dtype)
+    y = np.zeros(x.size, ml_dtypes.bfloat16)
+    ints_to_bf16[(1,)](x, y, N=x.size)
+    assert y.astype(np.float64).tolist() == [bf16_of(int(v)) for v in x]
+
+
+@metile.kernel
+def bf16_constants(A, B, C):
+    r = metile.arange(0, 2)
+    metile.store(A + r, metile.full((2,), 1077936129, dtype="bf16"))
+    metile.store(B + r, 1077936129)                                  # a Python int stored into bf16 memory
+    metile.store(C + r, metile.zeros((2,), "bf16") + 1.0039062509313226)   # 1 + 2**-8 + 2**-30: weak, bf16
+
+
+def test_constants_round_to_bf16_once():
+    """A Python number in a bf16 computation or store is converted once (3.3, 3.6): spelled as an f32 constant
+    first, 2**30 + 2**22 + 1 became 2**30 and 1 + 2**-8 + 2**-30 became 1.0 (each an f32 tie between two bf16)."""
+    a, b, c = (np.zeros(2, ml_dtypes.bfloat16) for _ in range(3))
+    bf16_constants[(1,)](a, b, c)
+    assert a.astype(np.float64).tolist() == b.astype(np.float64).tolist() == [2.0**30 + 2.0**23] * 2
+    assert c.astype(np.float64).tolist() == [1.0 + 2.0**-7] * 2

@@ -1,4 +1,5 @@
-"""MSL functions converting between `float` and the 8-bit float formats, which MSL lacks.
+"""MSL functions for the conversions MSL lacks or may round twice: between `float` and the 8-bit float formats,
+and from 32- and 64-bit integers to `bfloat`.
 
 An 8-bit float is its bits in a `uchar`. Reading one is exact (f32 holds both formats); writing one rounds to
 nearest, ties to even, as ml_dtypes converts numpy arrays: f8e4m3 (`float8_e4m3fn`, largest finite 448, no
@@ -51,14 +52,42 @@ def _float_to_f8(fmt: str, man: int, bias: int, top: int, over: int, nan: int) -
 FLOAT_TO_F8E4M3 = _float_to_f8("f8e4m3", man=3, bias=7, top=126, over=127, nan=127)  # no infinity: beyond is NaN
 FLOAT_TO_F8E5M2 = _float_to_f8("f8e5m2", man=2, bias=15, top=123, over=124, nan=126)  # beyond 57344: infinity
 
+# An integer of more than 24 bits converted to bfloat through float would round twice (2**30 + 2**22 + 1 would
+# become 2**30, a tie once rounded to float, instead of 2**30 + 2**23). Rounded to float "to odd" first (the bits
+# shifted out leave the lowest bit kept set), it rounds once: float keeps 16 more bits than bfloat.
+ULONG_TO_FLOAT_ODD = """inline float mt_ulong_to_float_odd(ulong m) {
+    const float f = float(m);
+    const int e = int((as_type<uint>(f) >> 23) & 255u) - 127;
+    if (e < 24) return f;
+    const uint shift = uint(e - 23);
+    const ulong q = (m >> shift) | ((m & ((ulong(1) << shift) - 1ul)) != 0ul ? 1ul : 0ul);
+    return float(q << shift);
+}"""
+
+LONG_TO_FLOAT_ODD = """inline float mt_long_to_float_odd(long x) {
+    return x < 0 ? -mt_ulong_to_float_odd(ulong(0) - ulong(x)) : mt_ulong_to_float_odd(ulong(x));
+}"""
+
 HELPERS = {"mt_f8e4m3_to_float": F8E4M3_TO_FLOAT, "mt_f8e5m2_to_float": F8E5M2_TO_FLOAT,
-           "mt_float_to_f8e4m3": FLOAT_TO_F8E4M3, "mt_float_to_f8e5m2": FLOAT_TO_F8E5M2}
+           "mt_float_to_f8e4m3": FLOAT_TO_F8E4M3, "mt_float_to_f8e5m2": FLOAT_TO_F8E5M2,
+           "mt_ulong_to_float_odd": ULONG_TO_FLOAT_ODD, "mt_long_to_float_odd": LONG_TO_FLOAT_ODD}
+
+WIDE_INTS = (DType.I32, DType.U32, DType.I64, DType.U64)
+
+
+def by_helper(src: DType, dst: DType) -> bool:
+    """Whether a conversion from `src` to `dst` goes through `fp8_cast` rather than a `static_cast`."""
+    return src.storage_only or dst.storage_only or (dst is DType.BF16 and src in WIDE_INTS)
 
 
 def fp8_cast(x: str, src: DType, dst: DType) -> tuple[str, tuple[str, ...]]:
     """The MSL converting the expression `x` of `src` to `dst` (at least one of them an 8-bit float), through
     `float`, and the helper functions it calls."""
     used = []
+    if dst is DType.BF16 and src in WIDE_INTS:
+        signed = src in (DType.I32, DType.I64)
+        used += ["mt_ulong_to_float_odd"] + (["mt_long_to_float_odd"] if signed else [])
+        return f"static_cast<bfloat>({used[-1]}(static_cast<{'long' if signed else 'ulong'}>({x})))", tuple(used)
     if src.storage_only:
         used.append(f"mt_{src.value}_to_float")
         value = f"{used[-1]}({x})"
@@ -70,4 +99,4 @@ def fp8_cast(x: str, src: DType, dst: DType) -> tuple[str, tuple[str, ...]]:
     return (value if dst is DType.F32 else f"static_cast<{dst.msl}>({value})"), tuple(used)
 
 
-__all__ = ["HELPERS", "fp8_cast"]
+__all__ = ["HELPERS", "by_helper", "fp8_cast"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from metile.emit import debug as D
 from metile.emit.atomics import atomic_base, atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
-from metile.emit.fp8 import fp8_cast
+from metile.emit.fp8 import by_helper, fp8_cast
 from metile.emit.helpers import ALL_HELPERS
 from metile.emit.signature import KernelSignature, ParamKind
 from metile.emit.signature import Param as SignatureParam
@@ -305,7 +305,7 @@ class _Emitter:
                 return text, f"({text})"
             case Cast():
                 src, dst = v.x.type.dtype, v.type.dtype
-                if src.storage_only or dst.storage_only:
+                if by_helper(src, dst):
                     text, used = fp8_cast(expr(v.x)[0], src, dst)
                     self.helpers.update(used)
                     atomic = True

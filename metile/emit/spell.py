@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
-import struct
+from fractions import Fraction
 
 from metile.ir import (
     BinOp,
@@ -30,6 +31,7 @@ from metile.ir import (
     VectorType,
 )
 from metile.ir.errors import assert_never
+from metile.ir.types import FLOAT_MAX
 
 
 class EmitError(MetileError):
@@ -97,15 +99,29 @@ def _float_text(x: float) -> str:
     return text if ("." in text or "e" in text) else text + ".0"
 
 
-def _to_half(x: float) -> float:
-    """`x` rounded to the nearest f16 (ties to even; beyond the largest, an infinity), as numpy's `float16` does."""
-    try:
-        return struct.unpack("<e", struct.pack("<e", x))[0]
-    except OverflowError:   # finite beyond f16's range (NaN and infinities pack)
-        return math.copysign(math.inf, x)
-
-
 _FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity: no `Enum.__hash__` call
+_FORMATS = ((DType.F32, 24, -126), (DType.F16, 11, -14), (DType.BF16, 8, -126))   # significand bits, lowest exponent
+
+
+def _rounded(value, dtype: DType) -> float:
+    """The number `value` (a Python int or float) rounded once to the float type `dtype`, to nearest, ties to even;
+    beyond its largest finite value, an infinity. Converting through f64 or f32 first would round twice for a bf16
+    constant (`1 + 2**-8 + 2**-30` is a tie once in f32) or an int past 2**53."""
+    try:
+        x = operator.index(value)                  # ints, bools and numpy integers, exactly
+    except TypeError:
+        x = float(value)
+    if isinstance(x, float) and (x == 0.0 or not math.isfinite(x)):
+        return x
+    mant, emin = next((m, e) for d, m, e in _FORMATS if d is dtype)
+    a = Fraction(abs(x))
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1                                     # 2**e <= a < 2**(e + 1)
+    ulp = Fraction(2) ** max(e - mant + 1, emin - mant + 1)
+    r = round(a / ulp) * ulp                       # Fraction's round: ties to even
+    y = math.inf if r > FLOAT_MAX[dtype] else float(r)
+    return -y if x < 0 else y
 
 
 def literal(value: object, dtype: DType) -> str:
@@ -115,9 +131,7 @@ def literal(value: object, dtype: DType) -> str:
         n = int(value)
         return str(n) if n != -(1 << 31) else "(-2147483647 - 1)"
     if dtype in _FLOAT_DTYPES:
-        x = float(value)
-        if dtype is DType.F16:
-            x = _to_half(x)
+        x = _rounded(value, dtype)
         if math.isnan(x):
             text = "NAN"
         elif math.isinf(x):

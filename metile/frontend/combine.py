@@ -46,11 +46,15 @@ def axis_index(shape: tuple[int, ...], axis: int, loc: Loc) -> Value:
     return Broadcast(v, shape, loc=loc) if v.type.shape != shape else v
 
 
-def check_gather(x, index, axis: int, loc: Loc, what: str = "gather") -> None:
+def check_gather_tiles(x, index, loc: Loc, what: str = "gather") -> None:
     for v, name in ((x, "the source"), (index, "the index")):
         if not isinstance(v, Value) or isinstance(v.type, PtrType) or not v.type.shape:
             kind = v.type if isinstance(v, Value) else type(v).__name__
             raise ShapeMismatchError(f"{what}: {name} must be a tile, not {kind}", loc)
+
+
+def check_gather(x, index, axis: int, loc: Loc, what: str = "gather") -> None:
+    check_gather_tiles(x, index, loc, what)
     xs, js = x.type.shape, index.type.shape
     if not index.type.dtype.is_int:
         raise KernelTypeError(f"{what}: the index must be an integer tile, not {index.type}", loc)
@@ -232,7 +236,7 @@ def scan_fn(tr, loc, x, axis, combine_fn, reverse):
 
 
 def gather_fn(tr, loc, x, index, axis):
-    check_gather(x, index, 0, loc, "metile.gather")   # the source and index are tiles
+    check_gather_tiles(x, index, loc, "metile.gather")   # the shapes are checked along the axis given
     rank = len(x.type.shape)
     if len(index.type.shape) != rank:
         raise ShapeMismatchError(f"metile.gather: the index must have the source's rank ({rank})", loc)

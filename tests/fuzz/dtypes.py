@@ -25,17 +25,18 @@ TYPES: dict[str, DT] = {t.name: t for t in (
     DT("i8", np.dtype(np.int8), "i", 8), DT("i16", np.dtype(np.int16), "i", 16),
     DT("i32", np.dtype(np.int32), "i", 32), DT("u8", np.dtype(np.uint8), "u", 8),
     DT("u16", np.dtype(np.uint16), "u", 16), DT("u32", np.dtype(np.uint32), "u", 32),
+    DT("i64", np.dtype(np.int64), "i", 64), DT("u64", np.dtype(np.uint64), "u", 64),
     DT("bool", np.dtype(np.bool_), "b", 8),
     DT("f8e4m3", np.dtype(ml_dtypes.float8_e4m3fn), "f", 8, 4, -6),
     DT("f8e5m2", np.dtype(ml_dtypes.float8_e5m2), "f", 8, 3, -14),
 )}
 FLOATS = ("f32", "f16", "bf16")
 F8 = ("f8e4m3", "f8e5m2")
-INTS = ("i8", "i16", "i32", "u8", "u16", "u32")
+INTS = ("i8", "i16", "i32", "u8", "u16", "u32", "i64", "u64")
 BITCAST_PAIRS = {"f32": ("i32", "u32"), "i32": ("f32", "u32"), "u32": ("f32", "i32"), "f16": ("i16", "u16", "bf16"),
                  "bf16": ("i16", "u16", "f16"), "i16": ("f16", "bf16", "u16"), "u16": ("f16", "bf16", "i16"),
                  "i8": ("u8", "f8e4m3", "f8e5m2"), "u8": ("i8", "f8e4m3"), "f8e4m3": ("u8", "i8", "f8e5m2"),
-                 "f8e5m2": ("u8", "f8e4m3")}
+                 "f8e5m2": ("u8", "f8e4m3"), "i64": ("u64",), "u64": ("i64",)}
 
 
 def is_float(t: str) -> bool:
@@ -145,11 +146,47 @@ def ulp(x, t: str) -> np.ndarray:
 
 
 def wrap(x, t: str) -> np.ndarray:
-    """Python/int64 integers wrapped into the integer type `t` (two's complement), as int64."""
+    """Python/int64 integers wrapped into the integer type `t` (two's complement), as int64 (64-bit types: as
+    `t`'s own numpy type; int64 inputs are read modulo 2**64, so wrapped int64 arithmetic gives the right bits)."""
     lo, hi = int_range(t)
     span = hi - lo + 1
+    if TYPES[t].bits == 64:
+        x = np.asarray(x)
+        if x.dtype.kind in "iu":
+            x = x.astype(TYPES[t].np)              # the same bits, read as t
+            return x
+        x = np.vectorize(int, otypes=[object])(x) if x.size else x.astype(object)
+        return np.asarray((x - lo) % span + lo, dtype=object).astype(TYPES[t].np)
     x = np.asarray(x).astype(np.int64) if np.asarray(x).dtype != object else np.asarray(x)
-    return ((x - lo) % span + lo).astype(np.int64)
+    return np.asarray((x - lo) % span + lo).astype(np.int64)
+
+
+def ints(v: np.ndarray, t: str) -> np.ndarray:
+    """The integer values of an array of type `t` exactly: int64, or Python ints for 64-bit types (so that u64
+    values past 2**63 keep their order)."""
+    if TYPES[t].bits == 64:
+        return np.asarray(v).astype(object) if np.size(v) else np.asarray(v).astype(object)
+    return np.asarray(v).astype(np.int64)
+
+
+def int_to_float(x: np.ndarray, t: str) -> np.ndarray:
+    """Integers (Python ints or int64) rounded once to the float format `t` (nearest, ties to even), as float64."""
+    d = TYPES[t]
+
+    def one(n: int) -> float:
+        n = int(n)
+        a = abs(n)
+        shift = a.bit_length() - d.mant
+        if shift > 0:
+            q, r = divmod(a, 1 << shift)
+            half = 1 << (shift - 1)
+            if r > half or (r == half and q & 1):
+                q += 1
+            a = q << shift
+        f = float(a) if a < 2 ** 1000 else float("inf")
+        return -f if n < 0 else f
+    out = np.vectorize(one, otypes=[np.float64])(x) if np.size(x) else np.asarray(x, np.float64)
+    return round_to(out, t)
 
 
 def as_f64(a: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from tests.fuzz.dtypes import (
     is_float,
     literal_fits,
 )
-from tests.fuzz.prog import Assign, Bin, Call, Expand, Name, Num, Param
+from tests.fuzz.prog import Assign, Bin, Call, Expand, Name, Num, Param, Py
 
 MAX_ELEMS = 4096
 
@@ -83,11 +83,14 @@ def data(rng, t: str, n: int, profile: str, nan_inf: bool = True) -> np.ndarray:
         if profile == "small":
             v = rng.integers(max(lo, -9), min(hi, 9) + 1, n)
         elif profile == "special":
-            pool = [x for x in (lo, hi, lo + 1, hi - 1, 0, 1, -1, 2, -2, 3, 64, -64, 127, -128, 255, 256)
+            pool = [x for x in (lo, hi, lo + 1, hi - 1, 0, 1, -1, 2, -2, 3, 64, -64, 127, -128, 255, 256,
+                                2 ** 31, -2 ** 31 - 1, 2 ** 32, 2 ** 53 + 1, 2 ** 63, -2 ** 40 - 1,
+                                2 ** 30 + 2 ** 22 + 1, -2 ** 30 - 2 ** 22 - 1, 2 ** 60 + 2 ** 36 + 1)   # f32 ties
                     if lo <= x <= hi]
-            v = rng.choice(pool, n)
+            v = np.array(pool, dtype=object)[rng.integers(len(pool), size=n)]
         else:
-            v = rng.integers(lo, hi + 1, n, dtype=np.int64)
+            v = rng.integers(lo, hi, n, dtype=np.uint64 if d.kind == "u" and d.bits == 64 else np.int64,
+                             endpoint=True)
         return v.astype(d.np)
     fmax = float_max(t)
     if profile == "small":
@@ -160,7 +163,7 @@ class Gen:
     def scalar(self, value, base: str = "s", keep: bool = False) -> V:
         name = self.param("scalar", value, base)
         if isinstance(value, bool) or isinstance(value, int):
-            t = "i32"
+            t = "i32" if -2 ** 31 <= value < 2 ** 31 else ("i64" if value < 2 ** 63 else "u64")     # 2.4
         elif isinstance(value, float):
             t = "f32"
         else:
@@ -235,6 +238,10 @@ class Gen:
 
     def store(self, v: V, mask_kind: str | None = None) -> None:
         """Store `v` into a new output array (its own type, sometimes another), every element at its own address."""
+        if len(v.shape) > 2:                        # a 3-D tile: stored flat, or as a 2-D tile of its rows
+            flat = (int(np.prod(v.shape)),) if self.chance(0.5) else (int(np.prod(v.shape[:-1])), v.shape[-1])
+            e = Call("reshape", (Name(v.name), Py(flat))) if len(flat) == 2 else Call("ravel", (Name(v.name),))
+            v = self.let(e, v.t, flat, keep=False)
         t = v.t
         if self.chance(0.2):
             t = self.choice(list(FLOATS + INTS) + ["bool"])

@@ -14,7 +14,7 @@ from tests.fuzz.gen import Gen, V, broadcasts_to, data
 from tests.fuzz.prog import Bin, Call, Expand, Name, Num, Param, Py, To, Tup
 
 LOAD_TYPES = ["f32"] * 10 + ["f16"] * 4 + ["bf16"] * 3 + ["i32"] * 4 + ["u32"] * 3 + ["i8"] * 3 + ["u8"] * 3 + \
-    ["bool"] * 2 + ["i16", "u16", "f8e4m3", "f8e5m2"]
+    ["bool"] * 2 + ["i16", "u16", "f8e4m3", "f8e5m2"] + ["i64"] * 2 + ["u64"]
 PROFILES = ["small"] * 5 + ["special"] * 3 + ["wide"] * 2
 
 
@@ -179,8 +179,10 @@ def in_param(name, arr) -> Param:
 
 def scalar_operand(g: Gen) -> V:
     """A run-time scalar of one of the types a launch can pass (a Python int or float, a numpy scalar)."""
-    kind = g.choice(["int", "float", "f16", "u8", "u32", "i8"])
+    kind = g.choice(["int", "float", "f16", "u8", "u32", "i8", "i64", "u64", "bigint"])
     val = {"int": int(g.choice([0, 1, -3, 7, 100, 2 ** 31 - 1, -2 ** 31])),
+           "i64": np.int64(g.choice([-1, 5, 2 ** 40, -2 ** 63])), "u64": np.uint64(g.choice([0, 9, 2 ** 64 - 1])),
+           "bigint": int(g.choice([2 ** 31, -2 ** 31 - 1, 3 * 2 ** 31])),          # an i64 argument (2.4)
            "float": float(g.choice([0.0, -0.0, 1.5, -2.0, 1e-3, 3.0e38])),
            "f16": np.float16(g.choice([0.5, -1.0, 65504.0, -0.0])),
            "u8": np.uint8(g.choice([0, 1, 200, 255])), "u32": np.uint32(g.choice([0, 3, 2 ** 32 - 1])),

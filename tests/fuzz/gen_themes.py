@@ -3,7 +3,9 @@
 - `reduce`: reductions and scans over partly or wholly inactive tiles;
 - `loop`: a `tile_range` loop with loop-carried values (signed zeros, infinities, NaN starts), maybe a runtime `if`;
 - `branch`: a runtime `if` on a scalar;
-- `dot`: products of f32/f16/bf16/i8/u8 tiles with accumulators, ragged masks and `tile_load(bounds=)`.
+- `dot`: products of f32/f16/bf16/i8/u8 tiles with accumulators, ragged masks and `tile_load(bounds=)`;
+- `rows`, `gemm`: row-wise softmax-like code; a tiled GEMM over a loop on k;
+- `shape`, `combine`, `mm` (`gen_shapes`) and `atomic`, `exit` (`gen_flow`).
 `gen_kernel(seed)` batches a few programs into one kernel (one C++ compile runs them all)."""
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _start(g: Gen, n: int, t: str) -> V:
     elif kind == "scalar":
         v = scalar_operand(g)
     else:
-        dt = g.choice(["f32", "f16", "i32"])
+        dt = g.choice(["f32", "f16", "i32", "i64"])
         expr, at, shape = {
             "0.0": (Num(0.0), "f32", ()), "-0.0": (Num(-0.0), "f32", ()), "-inf": (Num(float("-inf")), "f32", ()),
             "nan": (Num(float("nan")), "f32", ()), "0": (Num(0), "i32", ()),
@@ -145,7 +147,7 @@ def store_untyped(g: Gen, name: str, n: int) -> None:
 def theme_loop(g: Gen) -> None:
     """Loop-carried accumulators over rows of an array: starts of every kind, inactive updates, a runtime `if`."""
     n = int(g.choice([1, 4, 8, 16, 17, 32]))
-    t = g.choice(["f32", "f32", "f16", "bf16", "i32", "u8", "i8", "bool"])
+    t = g.choice(["f32", "f32", "f16", "bf16", "i32", "u8", "i8", "bool", "i64", "u64"])
     rows = int(g.rng.integers(1, 6))
     lo = int(g.choice([0, 0, 1]))
     hi = min(int(g.choice([lo, lo + 1, rows, rows])), rows)
@@ -348,8 +350,15 @@ def theme_gemm(g: Gen) -> None:
                               (("bounds", Tup((Mv, Nv))),))))
 
 
+def _more():
+    from tests.fuzz.gen_flow import theme_atomic, theme_exit
+    from tests.fuzz.gen_shapes import theme_combine, theme_mm, theme_shape
+    return {"shape": (theme_shape, 3), "combine": (theme_combine, 2), "mm": (theme_mm, 2),
+            "atomic": (theme_atomic, 2), "exit": (theme_exit, 2)}
+
+
 THEMES = {"ew": (theme_ew, 5), "reduce": (theme_reduce, 3), "loop": (theme_loop, 3), "branch": (theme_branch, 1),
-          "dot": (theme_dot, 2), "rows": (theme_rows, 2), "gemm": (theme_gemm, 2)}
+          "dot": (theme_dot, 2), "rows": (theme_rows, 2), "gemm": (theme_gemm, 2), **_more()}
 
 
 def gen_section(rng, tag: str, feats: Features, grid: int, theme: str | None = None) -> Section:
@@ -370,6 +379,9 @@ def gen_kernel(seed: int, feats: Features = ALL, sections: int | None = None, th
     grid = [(1,), (1,), (1,), (2,), (3,), (2, 2), (1, 3)][int(rng.integers(7))]
     count = sections or int(rng.integers(1, 5))
     secs = [gen_section(rng, "abcdefgh"[j], feats, grid, theme) for j in range(count)]
+    from tests.fuzz.gen_flow import uses_return
+    ends = [s for s in secs if uses_return(s)]       # a return ends the program: one such section, the last
+    secs = [s for s in secs if not uses_return(s)] + ends[:1]
     options = {}
     if rng.random() < 0.25:
         options["num_simdgroups"] = int(rng.choice([1, 2, 4, 8]))

@@ -8,12 +8,34 @@ from __future__ import annotations
 import numpy as np
 
 from tests.fuzz import interp_memory as mem_ops
+from tests.fuzz import interp_more as more
 from tests.fuzz import model as M
 from tests.fuzz import model_math as MM
 from tests.fuzz import model_reduce as R
 from tests.fuzz.dtypes import TYPES, common, is_float, literal_fits, promote, weak_type
+from tests.fuzz.interp_flow import Flow
 from tests.fuzz.interp_memory import Memory, ModelError, Ptr, Undecidable
-from tests.fuzz.prog import Assign, Bin, Call, Effect, Expand, For, If, Kernel, Name, Num, Py, To, Trans, Un, While
+from tests.fuzz.interp_more import Signal
+from tests.fuzz.prog import (
+    Assign,
+    Bin,
+    BoolOp,
+    Call,
+    Effect,
+    Exit,
+    Expand,
+    For,
+    If,
+    Kernel,
+    Name,
+    Num,
+    Py,
+    To,
+    Trans,
+    Un,
+    Unpack,
+    While,
+)
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -22,27 +44,14 @@ def scalar_mval(v) -> M.MVal:
     if isinstance(v, bool):
         return M.mval("i32", int(v))
     if isinstance(v, int):
-        return M.mval("i32", v)
+        return M.mval("i32" if -2 ** 31 <= v < 2 ** 31 else ("i64" if v < 2 ** 63 else "u64"), v)     # 2.4
     if isinstance(v, float):
         return M.mval("f32", np.float32(v))
     name = next(n for n, t in TYPES.items() if t.np == np.asarray(v).dtype)
     return M.mval(name, np.asarray(v))
 
 
-def assigned(body) -> list[str]:
-    out: list[str] = []
-    for st in body:
-        match st:
-            case Assign(n, _):
-                out.append(n)
-            case For(body=inner) | While(body=inner):
-                out += assigned(inner)
-            case If(_, a, b):
-                out += assigned(a) + assigned(b)
-    return list(dict.fromkeys(out))
-
-
-class Interp:
+class Interp(Flow):
     def __init__(self, kernel: Kernel, mem: Memory, pid: int, probe: bool = False, relax: frozenset = frozenset()):
         self.k, self.mem, self.pid, self.probe, self.relax = kernel, mem, pid, probe, relax
 
@@ -100,7 +109,11 @@ class Interp:
                 return M.MVal(x.t, f(x.v), f(x.act), f(x.err))
             case Trans(a):
                 x = self.ev(a)
+                if x.v.ndim == 3:
+                    return more.S.swap_last(x)
                 return M.MVal(x.t, x.v.T.copy(), x.act.T.copy(), x.err.T.copy())
+            case BoolOp():
+                return more.bool_op(self, e)
             case Call():
                 return self.call(e)
         raise ModelError(f"cannot evaluate {e!r}")
@@ -113,7 +126,7 @@ class Interp:
             else:
                 if TYPES[o.t].kind not in "iu" or o.err.max(initial=0) > 0:
                     raise ModelError("pointer offsets are exact integers")
-                off = o.i()
+                off = o.i().astype(np.int64)
             if op == "+":
                 return Ptr(p.buf, p.t, p.off + off)
             if op == "-" and p is a:
@@ -135,6 +148,9 @@ class Interp:
     def call(self, c: Call):
         fn, args = c.fn, c.args
         kw = {k: v for k, v in c.kwargs}
+        got = more.call(self, c)
+        if got is not None:
+            return got
         if fn == "arange":
             return M.mval("i32", np.arange(args[0].value, args[1].value))
         if fn == "program_id":
@@ -203,6 +219,8 @@ class Interp:
             return R.dot(a, b, acc, None, out, self.relax)
         if fn == "trans":
             x = self.ev(args[0])
+            if x.v.ndim == 3:
+                return more.S.swap_last(x)
             return M.MVal(x.t, x.v.T.copy(), x.act.T.copy(), x.err.T.copy())
         if fn == "cast":
             return M.cast(self.as_traced(self.ev(args[0])), args[1].value)
@@ -225,8 +243,19 @@ class Interp:
         match st:
             case Assign(n, v):
                 self.env[n] = self.ev(v)
+            case Unpack(ns, v):
+                got = self.ev(v)
+                if len(got) != len(ns):
+                    raise ModelError("unpacking the wrong number of values")
+                for n, x in zip(ns, got):
+                    self.env[n] = x
+            case Exit(kind):
+                if not self.probe:               # finding a loop's types: every statement runs
+                    raise Signal(kind)
             case Effect(c):
-                if c.fn == "store":
+                if c.fn.startswith("atomic_"):
+                    more.atomic(self, c)
+                elif c.fn == "store":
                     mem_ops.store(self, c)
                 elif c.fn == "tile_store":
                     mem_ops.tile_store(self, c)
@@ -239,99 +268,6 @@ class Interp:
             case If():
                 self.branch(st)
 
-    def scalar_int(self, e) -> int:
-        x = self.ev(e)
-        if isinstance(x, Num):
-            return int(x.value)
-        if x.err.max(initial=0) > 0:
-            raise Undecidable("a loop bound the model cannot decide")
-        return int(x.i())
-
-    def carried_start(self, x) -> M.MVal:
-        if isinstance(x, Num):                  # a Python number carried by a loop is f32 or i32 (7.3)
-            return M.literal(x.value, "f32" if isinstance(x.value, float) else "i32")
-        return x
-
-    def sandbox(self, body, env: dict) -> dict:
-        saved = self.mem
-        self.mem = self.mem.copy()
-        try:
-            return self.sub(True).run(body, dict(env))
-        finally:
-            self.mem = saved
-
-    def carried(self, body, extra: dict) -> tuple[list[str], dict]:
-        """The loop-carried values of a loop over `body` and their starts, of the types and shapes they widen to:
-        their own, and everything the body assigns to them (7.3), found by running the body in a sandbox."""
-        outer = self.env
-        names = [n for n in assigned(body) if n in outer]
-        cur = {n: self.carried_start(outer[n]) for n in names}
-        for _ in range(8):
-            got = self.sandbox(body, dict(outer) | cur | extra)
-            wider = {}
-            for n in names:
-                g = self.as_traced(got[n])
-                t = common(cur[n].t, g.t) if cur[n].t != g.t else g.t
-                wider[n] = M.bcast(M.cast(cur[n], t), np.broadcast_shapes(cur[n].shape, g.shape))
-            if all(wider[n].t == cur[n].t and wider[n].shape == cur[n].shape for n in names):
-                break
-            cur = wider
-        return names, cur
-
-    def iteration(self, body, env: dict, names: list[str], cur: dict) -> dict:
-        """One run of a loop's body: an update whose element is inactive keeps the old value (5.3 rule 4)."""
-        got = self.sub().run(body, env)
-        out = dict(cur)
-        for n in names:
-            new = M.bcast(M.cast(self.as_traced(got[n]), cur[n].t), cur[n].shape)
-            old = cur[n]
-            err = np.where(new.act, new.err, old.err)
-            if "loop_zero_sign" in self.relax and is_float(old.t):
-                err = np.where(~new.act & (old.v == 0), np.maximum(err, M.LOOSE), err)
-            out[n] = M.MVal(old.t, np.where(new.act, new.v, old.v), old.act | new.act, err)
-        return out
-
-    def loop(self, st: For) -> None:
-        start, stop, step = self.scalar_int(st.start), self.scalar_int(st.stop), self.scalar_int(st.step)
-        outer = self.env
-        names, cur = self.carried(st.body, {st.var: M.mval("i32", start)})
-        for i in range(start, stop, step) if step > 0 else ():
-            cur = self.iteration(st.body, dict(outer) | cur | {st.var: M.mval("i32", i)}, names, cur)
-        self.env = dict(outer) | cur
-
-    def while_loop(self, st: While) -> None:
-        outer = self.env
-        names, cur = self.carried(st.body, {})
-        for _ in range(1000):
-            it = self.sub()
-            it.env = dict(outer) | cur
-            c = self.as_traced(it.ev(st.cond))
-            if c.err.max(initial=0) > 0:
-                raise Undecidable("a while condition the model cannot decide")
-            if not bool(c.v):
-                break
-            cur = self.iteration(st.body, dict(outer) | cur, names, cur)
-        else:
-            raise ModelError("a while loop that does not end")
-        self.env = dict(outer) | cur
-
-    def branch(self, st: If) -> None:
-        c = self.as_traced(self.ev(st.cond))
-        if c.err.max(initial=0) > 0:
-            raise Undecidable("a branch condition the model cannot decide")
-        outer = self.env
-        a = self.sandbox(st.body, outer)
-        b = self.sandbox(st.orelse, outer)
-        taken = self.sub().run(st.body if bool(c.v) else st.orelse, dict(outer))
-        out = dict(outer)
-        for n in assigned(st.body) + assigned(st.orelse):
-            if n in a and n in b:
-                ta, tb = self.as_traced(a[n]), self.as_traced(b[n])
-                t = common(ta.t, tb.t)
-                out[n] = M.bcast(M.cast(self.as_traced(taken[n]), t), np.broadcast_shapes(ta.shape, tb.shape))
-            else:
-                out.pop(n, None)
-        self.env = out
 
 
 def run_model(k: Kernel, relax: frozenset = frozenset()) -> tuple[Memory, set[str]]:
@@ -353,6 +289,10 @@ def run_model(k: Kernel, relax: frozenset = frozenset()) -> tuple[Memory, set[st
                 Interp(k, mem, pid, relax=relax).run(s.body, env)
             except Undecidable:
                 undecided.add(s.tag)
+            except Signal as e:                 # `return` ends the program: the sections after it do not run
+                if e.kind != "return":
+                    raise ModelError(f"{e.kind} outside a loop") from None
+                break
     return mem, undecided
 
 

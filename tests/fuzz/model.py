@@ -23,6 +23,8 @@ from tests.fuzz.dtypes import (
     as_f64,
     computed,
     int_range,
+    int_to_float,
+    ints,
     is_float,
     is_int,
     promote,
@@ -50,7 +52,7 @@ class MVal:
         return as_f64(self.v)
 
     def i(self) -> np.ndarray:
-        return self.v.astype(np.int64)
+        return ints(self.v, self.t) if self.t in TYPES and TYPES[self.t].kind in "iub" else self.v.astype(np.int64)
 
 
 def mval(t: str, v, act=None, err=None) -> MVal:
@@ -86,7 +88,7 @@ def literal(v, t: str, shape=()) -> MVal:
     """A Python number converted to `t` (it fits: the generator checks), active everywhere."""
     if is_float(t):
         return mval(t, np.full(shape, round_to(float(v), t)))
-    return mval(t, np.full(shape, int(v), np.int64))
+    return mval(t, np.full(shape, int(v), np.int64 if TYPES[t].bits < 64 else object))
 
 
 # ---- conversions (3.6)
@@ -110,8 +112,8 @@ def cast(x: MVal, t: str) -> MVal:
         r = round_to(a, t)
         e = np.where((r == a) | np.isnan(a), err, err + ulp(r, t))
         return finish(t, r, e, x.act)
-    if is_float(t):                                      # integer -> float: round to nearest
-        r = round_to(x.i().astype(np.float64), t)
+    if is_float(t):                                      # integer -> float: round to nearest, once
+        r = int_to_float(x.i(), t) if TYPES[x.t].bits == 64 else round_to(x.i().astype(np.float64), t)
         return finish(t, r, np.where(err > 0, INF, 0), x.act)
     if is_float(x.t):                                    # float -> integer: truncate; outside: undefined
         a = x.f()
@@ -119,8 +121,9 @@ def cast(x: MVal, t: str) -> MVal:
         with np.errstate(all="ignore"):
             tr = np.trunc(a)
             e = eff(err)
-            unsure = ~np.isfinite(a) | (tr < lo) | (tr > hi) | (np.trunc(a - e) != np.trunc(a + e))
-            safe = np.where(unsure, 0, tr).astype(np.int64)
+            unsure = ~np.isfinite(a) | (tr < lo) | (tr >= float(hi) + 1) | (np.trunc(a - e) != np.trunc(a + e))
+            safe = np.where(unsure, 0, tr)
+            safe = np.vectorize(int, otypes=[object])(safe) if safe.size else safe.astype(object)
         return mval(t, safe, x.act, np.where(unsure, INF, 0))
     return mval(t, wrap(x.i(), t), x.act, np.where(err > 0, INF, 0))
 
@@ -204,12 +207,13 @@ def float_divmod(op: str, a: MVal, b: MVal, t: str, relax: frozenset = frozenset
 
 def int_binary(op: str, a: MVal, b: MVal, t: str) -> MVal:
     A, B = a.i(), b.i()
+    wide = TYPES[t].bits == 64                           # Python ints: exact, wrapped below
     if op == "+":
         z = A + B
     elif op == "-":
         z = A - B
     elif op == "*":
-        z = (A.astype(np.uint64) * B.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        z = A * B if wide else (A.astype(np.uint64) * B.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
     elif op in ("//", "%"):
         assert (B != 0).all(), "the generator gives integer divisions nonzero divisors"
         z = A // B if op == "//" else A % B
@@ -220,7 +224,7 @@ def int_binary(op: str, a: MVal, b: MVal, t: str) -> MVal:
     elif op == "^":
         z = A ^ B
     elif op == "<<":
-        z = (A.astype(np.uint64) << B.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        z = A << B if wide else (A.astype(np.uint64) << B.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
     elif op == ">>":
         z = A >> B
     else:
@@ -268,7 +272,7 @@ def compare(op: str, a: MVal, b: MVal) -> MVal:
     else:
         A, B = a.i(), b.i()
         unsure = (a.err > 0) | (b.err > 0)
-    return mval("bool", fn(A, B), a.act & b.act, np.where(unsure, INF, 0))
+    return mval("bool", np.asarray(fn(A, B)).astype(bool), a.act & b.act, np.where(unsure, INF, 0))
 
 
 def negate(a: MVal) -> MVal:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fuzz.dtypes import F8, TYPES, computed, int_range, is_float, is_int, round_to, ulp, wrap
+from tests.fuzz.dtypes import F8, TYPES, computed, int_range, ints, is_float, is_int, round_to, ulp, wrap
 from tests.fuzz.model import INF, LOOSE, MVal, cast, mval
 
 EPS32 = 2.0 ** -24
@@ -108,7 +108,7 @@ def reduce_extremum(x: MVal, axis, keep_dims: bool, biggest: bool) -> MVal:
         z = np.where(np.isnan(z), 0.0, z)
     else:
         lo, hi = int_range(x.t)
-        B = np.where(act, v.astype(np.int64), lo if biggest else hi)
+        B = np.where(act, ints(v, x.t), lo if biggest else hi)
         z = B.max(axis=-1) if biggest else B.min(axis=-1)
         e = np.where(e > 0, INF, 0)
     return mval(x.t, _shape_back(z, x, axis, keep_dims, rest), None, _shape_back(e, x, axis, keep_dims, rest))
@@ -117,14 +117,14 @@ def reduce_extremum(x: MVal, axis, keep_dims: bool, biggest: bool) -> MVal:
 def reduce_arg(x: MVal, axis, keep_dims: bool, biggest: bool) -> MVal:
     """The first index of the largest (smallest) active element; 0 for a line of inactive elements."""
     v, act, err, rest = _lines(x, axis)
-    A = v.astype(np.float64) if is_float(x.t) else v.astype(np.int64)
+    A = v.astype(np.float64) if is_float(x.t) else ints(v, x.t)
     fill = (-np.inf if biggest else np.inf) if is_float(x.t) else (
         int_range(x.t)[0] - 1 if biggest else int_range(x.t)[1] + 1)
     B = np.where(act, A, fill)
     with np.errstate(invalid="ignore"):
         top = np.where(act, A, fill)
         best = top.max(axis=-1) if biggest else top.min(axis=-1)
-        first = act & (B == best[:, None])                    # the first active element equal to the extremum
+        first = act & np.asarray(B == best[:, None]).astype(bool)     # the first active element equal to the extremum
     idx = np.where(first.any(axis=-1), first.argmax(axis=-1), 0).astype(np.int64)
     ee = np.where(act, np.where(err <= LOOSE, 0, err), 0)
     with np.errstate(all="ignore"):
@@ -183,10 +183,10 @@ def scan(x: MVal, axis: int, reverse: bool, dtype: str | None, product: bool) ->
         if product:
             out = np.empty_like(A)
             acc = np.full(A.shape[:-1], 1, np.int64)
+            mask = np.uint64(0xFFFFFFFF if TYPES[t].bits < 64 else 0xFFFFFFFFFFFFFFFF)
             for k in range(n):
-                acc = wrap((acc.astype(np.uint64) * A[..., k].astype(np.uint64) & np.uint64(0xFFFFFFFF))
-                           .astype(np.int64), t)
-                out[..., k] = acc
+                acc = wrap((acc.astype(np.uint64) * A[..., k].astype(np.uint64) & mask).astype(np.int64), t)
+                out[..., k] = acc.astype(np.int64)
         else:
             out = wrap(np.cumsum(A, axis=-1), t)
         e = np.where(np.cumsum(act & (err > 0), axis=-1) > 0, INF, 0.0)

@@ -81,13 +81,41 @@ class Trans:
     a: Expr
 
 
-Expr = Name | Num | Py | Tup | Bin | Un | Call | To | Expand | Trans
+@attrs.frozen
+class FnRef:
+    """A `@metile.func` combine function of `tests.fuzz.combine_fns`, by name (its definition is rendered before the
+    kernel)."""
+    name: str
+
+
+@attrs.frozen
+class BoolOp:
+    """`a and b`, `a or b` on traced scalars (short-circuit on the device), or `not a` (`b` None)."""
+    op: str             # "and", "or", "not"
+    a: Expr
+    b: Expr | None = None
+
+
+Expr = Name | Num | Py | Tup | Bin | Un | Call | To | Expand | Trans | FnRef | BoolOp
 
 
 @attrs.frozen
 class Assign:
     name: str
     value: Expr
+
+
+@attrs.frozen
+class Unpack:
+    """`a, b = value` (split, a combine over a tuple of tiles)."""
+    names: tuple = attrs.field(converter=tuple)
+    value: Expr = None
+
+
+@attrs.frozen
+class Exit:
+    """`return`, `break` or `continue`."""
+    kind: str
 
 
 @attrs.frozen
@@ -113,6 +141,7 @@ class For:
     body: tuple = attrs.field(converter=tuple)
     stages: int = 0                 # num_stages= of the tile_range (0: not given)
     python_range: bool = False      # written as Python's range with traced bounds, the same loop (7.1)
+    static: bool = False            # metile.static_range (with python_range and constant bounds: unrolled too)
 
 
 @attrs.frozen
@@ -121,7 +150,7 @@ class While:
     body: tuple = attrs.field(converter=tuple)
 
 
-Stmt = Assign | Effect | For | If | While
+Stmt = Assign | Unpack | Effect | For | If | While | Exit
 
 
 @attrs.frozen
@@ -185,6 +214,8 @@ def subexprs(e) -> list:
             return list(args) + [v for _, v in kwargs]
         case Tup(items):
             return list(items)
+        case BoolOp(_, a, b):
+            return [a] if b is None else [a, b]
     return []
 
 
@@ -201,7 +232,7 @@ def used(body) -> set[str]:
     out: set[str] = set()
     for st in body:
         match st:
-            case Assign(_, v):
+            case Assign(_, v) | Unpack(_, v):
                 out |= names_in(v)
             case Effect(c):
                 out |= names_in(c)
@@ -237,6 +268,8 @@ def _prec(e) -> int:
             return 1 if op in _CMP else _PREC[op]
         case Un():
             return 8
+        case BoolOp():
+            return 0
         case Num(v) if not isinstance(v, bool) and (v < 0 or (isinstance(v, float) and math.copysign(1, v) < 0)
                                                     or not math.isfinite(v)):
             return 8
@@ -270,6 +303,12 @@ def expr_src(e, ctx: int = 0) -> str:
             s = f"{expr_src(a, 11)}{'[:, None]' if col else '[None, :]'}"
         case Trans(a):
             s = f"{expr_src(a, 11)}.T"
+        case FnRef(n):
+            s = n
+        case BoolOp("not", a, _):
+            s = f"not {expr_src(a, 1)}"
+        case BoolOp(op, a, b):
+            s = f"{expr_src(a, 1)} {op} {expr_src(b, 1)}"
         case _:
             raise TypeError(f"not an expression: {e!r}")
     return f"({s})" if _prec(e) < min(ctx, 10) else s
@@ -281,12 +320,17 @@ def stmts_src(body, indent: str) -> list[str]:
         match st:
             case Assign(n, v):
                 out.append(f"{indent}{n} = {expr_src(v)}")
+            case Unpack(ns, v):
+                out.append(f"{indent}{', '.join(ns)} = {expr_src(v)}")
+            case Exit(kind):
+                out.append(f"{indent}{kind}")
             case Effect(c):
                 out.append(f"{indent}{expr_src(c)}")
-            case For(var, a, b, step, inner, stages, py):
+            case For(var, a, b, step, inner, stages, py, static):
                 more = f", num_stages={stages}" if stages else ""
                 bounds = f"{expr_src(a)}, {expr_src(b)}, {expr_src(step)}{more}"
-                out.append(f"{indent}for {var} in {'range' if py else 'metile.tile_range'}({bounds}):")
+                fn = "metile.static_range" if static else ("range" if py else "metile.tile_range")
+                out.append(f"{indent}for {var} in {fn}({bounds}):")
                 out += stmts_src(inner, indent + "    ") or [indent + "    pass"]
             case While(c, inner):
                 out.append(f"{indent}while {expr_src(c)}:")
@@ -302,7 +346,8 @@ def stmts_src(body, indent: str) -> list[str]:
 
 def kernel_src(k: Kernel) -> str:
     params = ", ".join(p.name for p in k.params)
-    lines = ["import metile", "", "", "@metile.kernel", f"def {k.name}({params}):"]
+    from tests.fuzz.combine_fns import func_defs
+    lines = ["import metile", "", ""] + func_defs(k) + ["@metile.kernel", f"def {k.name}({params}):"]
     for s in k.sections:
         lines.append(f"    # program {s.tag} ({s.theme})")
         lines += stmts_src(s.body, "    ") or ["    pass"]
@@ -325,3 +370,38 @@ def value_src(v) -> str:
             return f"np.{v.dtype.name}({num_src(float(v))})"
         return f"np.{v.dtype.name}({int(v)})"
     return num_src(v)
+
+
+def _exprs(body):
+    for st in body:
+        match st:
+            case Assign(_, v) | Unpack(_, v):
+                yield v
+            case Effect(c):
+                yield c
+            case For(_, a, b, s, inner):
+                yield from (a, b, s)
+                yield from _exprs(inner)
+            case While(c, inner):
+                yield c
+                yield from _exprs(inner)
+            case If(c, a, b):
+                yield c
+                yield from _exprs(a)
+                yield from _exprs(b)
+
+
+def _fnrefs(e) -> set[str]:
+    out = {e.name} if isinstance(e, FnRef) else set()
+    for c in subexprs(e):
+        out |= _fnrefs(c)
+    return out
+
+
+def kernel_names_of_fns(k: Kernel) -> set[str]:
+    """The combine functions (`FnRef`) the kernel's sections use."""
+    out: set[str] = set()
+    for s in k.sections:
+        for e in _exprs(s.body):
+            out |= _fnrefs(e)
+    return out
