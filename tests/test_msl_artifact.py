@@ -39,7 +39,7 @@ CASES = {
 @metile.kernel
 def faulty_load(X, Y, n, BLOCK: metile.constexpr):
     offs = metile.arange(0, BLOCK)
-    x = metile.load(X + offs + n * 1_000_000)   # the load
+    x = metile.load(X + offs + n)   # the load: the n elements past the end, in the guard page after X
     metile.store(Y + offs, x)
 
 
@@ -149,7 +149,7 @@ def test_faults_are_located_by_the_artifact_without_emitting_again(monkeypatch):
         raise AssertionError("the kernel was emitted again")
 
     monkeypatch.setattr(msl_module._Emitter, "run", refuse)
-    with pytest.raises(metile.DeviceFault) as e:   # the sanitizer: an unmapped page may be mapped by then
+    with pytest.raises(metile.DeviceFault) as e:
         faulty_load[(1,)](x, y, 64, BLOCK=64, sanitize=True)
     assert (e.value.loc.file, e.value.loc.line) == (__file__, faulty_load.fn.__code__.co_firstlineno + 3)
 
