@@ -31,6 +31,7 @@ from metile.frontend.specialize import NO_DEFAULT
 from metile.ir.errors import MetileError
 from metile.kernel import JITKernel, _user_error
 from metile.language import constexpr
+from metile.triton import profiler
 from metile.triton.dialect import TRITON
 
 OPTION_NAMES = {"num_warps": "num_simdgroups", "num_stages": "num_stages"}
@@ -144,7 +145,8 @@ class JITFunction(KernelInterface):
                 grid = _call_grid(grid, bound)
         except MetileError as e:
             raise _user_error(e, self.__name__) from None
-        self.kernel[grid](*runtime, **keywords)
+        with profiler.launch_scope(self, grid, bound):   # a profile recording with hook="triton" times the launch
+            self.kernel[grid](*runtime, **keywords)
         return LaunchedKernel(self, runtime, keywords, options)
 
     def warmup(self, *args, grid=None, **kwargs):
