@@ -89,3 +89,52 @@ def test_element_wise_arithmetic_on_two_products_feeds_a_third():
     ds = (p * (do.float() @ v.float().T - di[:, None])).half().float()
     torch.testing.assert_close(out, ds @ k.float(), atol=2e-2, rtol=1e-3)
     assert two_products.warmup(q, k, do, v, di, out, grid=(1,), num_warps=4).metadata.shared <= 32768
+
+
+@triton.jit
+def blocked_matmul(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm, rn, rk = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(A + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & (k + rk[None, :] < K), other=0.0)
+        b = tl.load(B + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(C + rm[:, None] * N + rn[None, :], acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("bm, bn, bk, dtype", [(128, 128, 64, torch.float16), (128, 256, 64, torch.float16),
+                                               (64, 64, 128, torch.float32)])
+def test_products_whose_operands_exceed_threadgroup_memory(bm, bn, bk, dtype):
+    """Operands of 35 to 66 KB staged whole (Triton's persistent matmul tutorial's blocks) are staged a chunk of k at
+    a time."""
+    torch.manual_seed(2)
+    m, n, k = 150, 260, 3 * bk - 8          # ragged edges, and a last block of k cut by the masks
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    c = torch.zeros(m, n, dtype=dtype)
+    blocked_matmul[(triton.cdiv(m, bm), triton.cdiv(n, bn))](a, b, c, m, n, k, BM=bm, BN=bn, BK=bk, num_warps=4)
+    want = (a.float() @ b.float()).to(dtype).float()
+    tol = dict(atol=0.07, rtol=4e-3) if dtype == torch.float16 else dict(atol=2e-4, rtol=2e-5)
+    torch.testing.assert_close(c.float(), want, **tol)
+    shared = blocked_matmul.warmup(a, b, c, m, n, k, BM=bm, BN=bn, BK=bk, grid=(1,), num_warps=4).metadata.shared
+    assert shared <= 32768
+
+
+@triton.jit
+def normalized_times_transposed(A, Bt, C, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(A + rm[:, None] * BK + rk[None, :]).to(tl.float32)
+    a = (a / tl.max(tl.abs(a), 1)[:, None]).to(tl.float16)   # rows scaled by their maxima: held in registers
+    bt = tl.load(Bt + rn[:, None] * BK + rk[None, :])
+    tl.store(C + rm[:, None] * BN + rn[None, :], tl.dot(a, bt.T))
+
+
+def test_chunks_of_operands_held_in_registers_and_of_a_transpose():
+    torch.manual_seed(3)
+    a, bt = torch.randn(128, 64).half(), torch.randn(128, 64).half()
+    c = torch.zeros(128, 128)
+    normalized_times_transposed[(1,)](a, bt, c, BM=128, BN=128, BK=64, num_warps=4)
+    an = (a.float() / a.float().abs().amax(1, keepdim=True)).half().float()
+    torch.testing.assert_close(c, an @ bt.float().T, atol=2e-3, rtol=1e-3)
+    assert normalized_times_transposed.warmup(a, bt, c, BM=128, BN=128, BK=64, grid=(1,),
+                                              num_warps=4).metadata.shared <= 32768
