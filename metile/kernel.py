@@ -47,6 +47,7 @@ import numpy as np
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
 from metile.devices import device
 from metile.emit.artifact import emit_artifact
+from metile.frontend.composite_args import build_composites, expand_composites
 from metile.frontend.dialect import METILE, Dialect
 from metile.frontend.errors import (
     GridError,
@@ -266,6 +267,8 @@ class JITKernel:
                                           launch.get("profile"), launch.get("profile_only", False))
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
+        if self.dialect.composite is not None:   # arguments standing for several (Triton's host descriptors)
+            values = expand_composites(values, consts, self.dialect.composite)
         typing = self.dialect.arg_type or arg_type   # the language's typing of arguments, or metile's
         typed = [(s, v, typing(s, v)) for s, v in values]
         ident = self._ident
@@ -300,6 +303,7 @@ class JITKernel:
             params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
                       for i, (s, _, t) in enumerate(typed)]
             env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
+            build_composites(env, consts)
             for (s, _, t) in typed:
                 if facts.get(s.name) == ONE:
                     env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)

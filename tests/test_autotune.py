@@ -147,7 +147,7 @@ def test_unrunnable_configurations_are_pruned_before_compiling_with_the_reason(c
     real = JITKernel._compile
     monkeypatch.setattr(JITKernel, "_compile",
                         lambda self, spec, settings: compiled.append(spec[2]) or real(self, spec, settings))
-    big = metile.Config(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_simdgroups=4)   # 2 x 32 KB of staged operands
+    big = metile.Config(BLOCK_M=1024, BLOCK_N=8, BLOCK_K=8, num_simdgroups=4)   # 48 KB to stage 8 columns of a
     ok = metile.Config(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
     matmul = make_gemm(verbose=True)
     tuned = metile.autotune(configs=[big, ok], key=["M"], warmup=1, rep=1, verbose=True)(matmul.kernel)

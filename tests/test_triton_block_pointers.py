@@ -172,8 +172,8 @@ def test_tutorial_06s_descriptor_helper_and_the_host_descriptor():
     assert (x == 1).all()
     host = TensorDescriptor.from_tensor(x, [4, 8])
     assert host.shape == [3, 5] and host.strides == [5, 1] and host.block_shape == [4, 8]
-    with pytest.raises(KernelArgumentError, match="argument 'X' is a triton.tools TensorDescriptor"):
-        add_one[(1,)](host, 3, 5, BM=4, BN=8)
+    add_one[(1,)](host, 3, 5, BM=4, BN=8)     # a host descriptor is a descriptor in the kernel: the helper keeps it
+    assert (x == 2).all()
 
 
 def test_triton_tools_is_served(tmp_path):

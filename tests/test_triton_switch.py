@@ -24,7 +24,7 @@ def _run(args: list[str], tmp_path: Path, fake_wheel: bool = False, **kwargs) ->
         (wheel / "triton" / "language").mkdir(parents=True, exist_ok=True)
         (wheel / "triton" / "__init__.py").write_text("__version__ = 'wheel'\nWHEEL = True\n")
         (wheel / "triton" / "language" / "__init__.py").write_text("WHEEL = True\n")
-        (wheel / "triton" / "profiler.py").write_text("WHEEL = True\n")
+        (wheel / "triton" / "experimental.py").write_text("WHEEL = True\n")
         paths.append(str(wheel))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "METILE_DEVICE": "cpu"}
     return subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -65,11 +65,13 @@ def test_install_serves_import_triton_over_a_triton_on_the_path(tmp_path):
         assert not hasattr(triton, "WHEEL") and triton.language.constexpr is metile.constexpr
         assert driver.active.get_current_target().backend == "metal"
         try:
-            import triton.profiler
+            import triton.experimental
         except ModuleNotFoundError as e:
-            assert "served by metile" in str(e) and e.name == "triton.profiler", e
+            assert "served by metile" in str(e) and e.name == "triton.experimental", e
         else:
-            raise AssertionError("the stand-in wheel's triton.profiler was imported")
+            raise AssertionError("the stand-in wheel's triton.experimental was imported")
+        import triton.profiler
+        assert triton.profiler.__name__ == "metile.triton.profiler"
         import sys
         from metile.triton.install import TritonFinder
         metile.triton.install()                   # twice is once

@@ -162,7 +162,8 @@ INFIX: dict[BinOp, str] = {
     BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
 }
 BOOL_INFIX: dict[BinOp, str] = {BinOp.AND: "&&", BinOp.OR: "||", BinOp.XOR: "!="}
-CALL: dict[BinOp, str] = {BinOp.MAX: "max", BinOp.MIN: "min", BinOp.POW: "pow", BinOp.MULHI: "mulhi"}
+CALL: dict[BinOp, str] = {BinOp.MAX: "max", BinOp.MIN: "min", BinOp.POW: "pow", BinOp.MULHI: "mulhi",
+                          BinOp.ATAN2: "atan2"}
 
 
 def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
@@ -175,7 +176,7 @@ def binary_spelling(op: BinOp, dtype: DType) -> tuple[str, bool]:
             return "fmod", False
         case BinOp.AND | BinOp.OR | BinOp.XOR if dtype is DType.BOOL:
             return BOOL_INFIX[op], True
-        case BinOp.MAX | BinOp.MIN | BinOp.POW | BinOp.MULHI:
+        case BinOp.MAX | BinOp.MIN | BinOp.POW | BinOp.MULHI | BinOp.ATAN2:
             return CALL[op], False
         case (BinOp.ADD | BinOp.SUB | BinOp.MUL | BinOp.DIV | BinOp.TRUNCDIV | BinOp.REM | BinOp.AND
               | BinOp.OR | BinOp.XOR | BinOp.SHL | BinOp.SHR):
@@ -192,7 +193,8 @@ def unary_spelling(op: UnOp, dtype: DType) -> tuple[str, bool]:
         case UnOp.NOT:
             return ("!" if dtype is DType.BOOL else "~"), True
         case (UnOp.EXP | UnOp.EXP2 | UnOp.LOG | UnOp.LOG2 | UnOp.SQRT | UnOp.RSQRT | UnOp.ABS | UnOp.TANH
-              | UnOp.SIN | UnOp.COS | UnOp.FLOOR | UnOp.CEIL):
+              | UnOp.SIN | UnOp.COS | UnOp.FLOOR | UnOp.CEIL | UnOp.TAN | UnOp.ASIN | UnOp.ACOS | UnOp.ATAN
+              | UnOp.SINH | UnOp.COSH | UnOp.ASINH | UnOp.ACOSH | UnOp.ATANH | UnOp.EXP10 | UnOp.LOG10):
             return op.value, False
         case _:
             assert_never(op)

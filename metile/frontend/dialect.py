@@ -67,6 +67,8 @@ class Dialect:
       (None: no such arguments).
     - `one_as_number`: an integer argument equal to 1, which is specialised on, reads as the Python number 1 in the
       kernel's body (else as the traced constant 1).
+    - `composite(spec, value)`: for an argument passed as several (`metile.frontend.composite_args`), `(template,
+      [(part name, part value)])`; None for the others (None: no such arguments).
     """
 
     name: str
@@ -87,6 +89,7 @@ class Dialect:
     arg_type: Callable | None = None
     static_arg: Callable | None = None
     one_as_number: bool = False
+    composite: Callable | None = None
 
 
 METILE = Dialect(name="@metile.kernel", binary=sem.binary, compare=sem.compare, unary=sem.unary, calls=CALLS,

@@ -14,6 +14,8 @@ Semantics shared by every IR level (a rewrite may rely on them at any stage):
   undefined, as in MSL.
 - `MAX`/`MIN` on floats follow MSL's `max`/`min` (`fmax` semantics: a NaN operand yields the other).
 - `MULHI` is the high half of the full-width product of two integers (`mulhi`), integers only.
+- `ATAN2` is `atan2(lhs, rhs)`, the angle of the point (rhs, lhs), floats only; the math functions of `UnOp`
+  (`exp` to `log10`) are MSL's functions of the same names, floats only.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class BinOp(IdentityEnum):
     MAX = "max"
     MIN = "min"
     MULHI = "mulhi"
+    ATAN2 = "atan2"
 
 
 class UnOp(IdentityEnum):
@@ -64,6 +67,17 @@ class UnOp(IdentityEnum):
     COS = "cos"
     FLOOR = "floor"
     CEIL = "ceil"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    EXP10 = "exp10"
+    LOG10 = "log10"
 
 
 class CmpOp(IdentityEnum):

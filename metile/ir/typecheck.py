@@ -78,7 +78,7 @@ from metile.ir.values import (
 
 _BITWISE = (BinOp.AND, BinOp.OR, BinOp.XOR)
 _SHIFTS = (BinOp.SHL, BinOp.SHR, BinOp.MULHI)
-_FLOAT_ONLY = (BinOp.DIV, BinOp.POW)
+_FLOAT_ONLY = (BinOp.DIV, BinOp.POW, BinOp.ATAN2)
 _MATRIX_DTYPES = (DType.F32, DType.F16, DType.BF16)
 
 

@@ -15,7 +15,8 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
 - `preload_fragments`: the operands of the next 8-wide step of k are loaded from threadgroup memory before
   the products of this one (register double-buffering), for products of at least 8 steps (k >= 64).
 - `hoist_staging`: an operand of a product in a loop's body that is the same in every iteration (attention's
-  queries) is staged in threadgroup memory once, before the loop, instead of in every iteration.
+  queries) is staged in threadgroup memory once, before the loop, instead of in every iteration, as long as the
+  hoisted buffers together take at most half of the target's threadgroup memory.
 - `direct_operands` (launch option `direct_operands=True`): an unmasked, row-major `dot` operand is read by each
   simdgroup straight from device memory into its simdgroup matrices instead of being staged.
 - `multi_buffer`: a `tile_range` loop with `num_stages=N` (or the launch's `num_stages=N`) whose body stages
@@ -105,9 +106,27 @@ def hoist_staging(k: Kernel, ctx: PassContext) -> Kernel:
             if d in marks:   # the same product in the bodies of two loops: hoisted only where both agree
                 hoist = tuple(a and b for a, b in zip(hoist, marks[d]))
             marks[d] = hoist
-    marks = {d: h for d, h in marks.items() if any(h)}
+    marks = _within_budget({d: h for d, h in marks.items() if any(h)}, k, ctx.target.threadgroup_memory // 2)
 
     return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
+
+
+def _within_budget(marks: dict[Dot, tuple[bool, bool]], k: Kernel, budget: int) -> dict[Dot, tuple[bool, bool]]:
+    """The marks whose buffers (each hoisted operand has its own, for the whole program) fit in `budget` bytes
+    together, taken in program order: the rest of threadgroup memory is left to what every iteration stages and
+    exchanges (attention's backward holds four 128 x 64 operands the same in every iteration, 72 KB)."""
+    out: dict[Dot, tuple[bool, bool]] = {}
+    used = 0
+    for d, hoist in marks.items():
+        pads = plan_of(k, d).pad
+        keep = []
+        for x, h, pad in zip((d.a, d.b), hoist, pads):
+            size = x.type.size // x.type.shape[-1] * (x.type.shape[-1] + pad) * x.type.dtype.itemsize
+            keep.append(h and used + size <= budget)
+            used += size if keep[-1] else 0
+        if any(keep):
+            out[d] = (keep[0], keep[1])
+    return out
 
 
 def _bound(stmts) -> set[str]:

@@ -32,6 +32,7 @@ from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import Value
 from metile.triton import semantic as ts
 from metile.triton.errors import NotSupportedYetError, not_yet
+from metile.triton.host_descriptors import host_descriptor
 from metile.triton.impl_blocks import BLOCKS
 from metile.triton.impl_combine import COMBINE
 from metile.triton.impl_math import MATH, libdevice
@@ -42,7 +43,6 @@ from metile.triton.language import math as M
 from metile.triton.language import random as R
 from metile.triton.language.extra.libdevice import FUNCTIONS as LIBDEVICE
 from metile.triton.language.types import block_type, constexpr, dtype, pointer_type, tensor, triton_dtype
-from metile.triton.tools.tensor_descriptor import TensorDescriptor as HostDescriptor
 
 REFUSED = {
     C.dot_scaled: "scaled (microscaling) products",
@@ -229,10 +229,6 @@ def arg_type(spec, value):
     """A launch's argument types: a Python bool is an int1 scalar (Triton's "u1"), the rest as metile types them."""
     if value.__class__ is bool:
         return TileType(DType.BOOL)
-    if value.__class__ is HostDescriptor:
-        raise KernelArgumentError(f"argument '{spec.name}' is a triton.tools TensorDescriptor, which metile does not "
-                                  "take as a kernel argument yet: pass the tensor, and make the descriptor in the "
-                                  "kernel with tl.make_tensor_descriptor(base, shape, strides, block_shape)", spec.loc)
     return metile_arg_type(spec, value)
 
 
@@ -246,7 +242,7 @@ TRITON = Dialect(name="@triton.jit kernel", binary=ts.binary, compare=ts.compare
                  assigned=ts.assigned, unsupported=unsupported, boolop=boolop, logical_not=logical_not,
                  traced_identity=True,
                  arg_type=arg_type,
-                 static_arg=static_arg, one_as_number=True)
+                 static_arg=static_arg, one_as_number=True, composite=host_descriptor)
 """Triton's rules, without the inlining of `@triton.jit` helpers (added by `metile.triton.jit`)."""
 
 __all__ = ["CALLS", "REFUSED", "TRITON", "attribute", "bind"]

@@ -198,6 +198,14 @@ def _saturate(x, loc):
     return Binary(BinOp.MIN, low, sem.coerce(1.0, F32, shape, loc), loc=loc)
 
 
+def _fdim(x, y, loc):
+    """`x - y` where x > y, else +0; NaN when either is (C's `fdim`)."""
+    zero = sem.coerce(0.0, F32, x.type.shape, loc)
+    nan = Binary(BinOp.OR, Compare(CmpOp.NE, x, x, loc=loc), Compare(CmpOp.NE, y, y, loc=loc), loc=loc)
+    diff = Where(Compare(CmpOp.GT, x, y, loc=loc), Binary(BinOp.SUB, x, y, loc=loc), zero, loc=loc)
+    return Where(nan, Binary(BinOp.ADD, x, y, loc=loc), diff, loc=loc)
+
+
 def _brev(x, loc):
     return Bitcast(helpers.reverse_bits(_NoTracer, loc, x), I32, loc=loc)
 
@@ -223,6 +231,13 @@ _LIBDEVICE = {   # name -> {argument types: (builder, result type or None for th
     "sqrt": {_F: (_un(UnOp.SQRT), None)}, "sqrt_rn": {_F: (_un(UnOp.SQRT), None)},
     "rsqrt": {_F: (_un(UnOp.RSQRT), None)}, "rsqrt_rn": {_F: (_un(UnOp.RSQRT), None)},
     "tanh": {_F: (_un(UnOp.TANH), None)}, "saturatef": {_F: (_saturate, None)},
+    "tan": {_F: (_un(UnOp.TAN), None)}, "fast_tanf": {_F: (_un(UnOp.TAN), None)},
+    "asin": {_F: (_un(UnOp.ASIN), None)}, "acos": {_F: (_un(UnOp.ACOS), None)}, "atan": {_F: (_un(UnOp.ATAN), None)},
+    "sinh": {_F: (_un(UnOp.SINH), None)}, "cosh": {_F: (_un(UnOp.COSH), None)},
+    "asinh": {_F: (_un(UnOp.ASINH), None)}, "acosh": {_F: (_un(UnOp.ACOSH), None)},
+    "atanh": {_F: (_un(UnOp.ATANH), None)},
+    "exp10": {_F: (_un(UnOp.EXP10), None)}, "fast_exp10f": {_F: (_un(UnOp.EXP10), None)},
+    "log10": {_F: (_un(UnOp.LOG10), None)}, "fast_log10f": {_F: (_un(UnOp.LOG10), None)},
     "isnan": {_F: (_isnan, I32)}, "isinf": {_F: (_isinf, I32)}, "finitef": {_F: (_finite, I32)},
     "signbit": {_F: (_signbit, I32)}, "brev": {_I: (_brev, None)},
     "float_as_int": {_F: (lambda x, loc: Bitcast(x, I32, loc=loc), I32)},
@@ -234,6 +249,7 @@ _LIBDEVICE = {   # name -> {argument types: (builder, result type or None for th
     "int2float_rn": {_I: (lambda x, loc: sem.cast(x, F32, loc), F32)},
     "uint2float_rn": {_U: (lambda x, loc: sem.cast(x, F32, loc), F32)},
     "rcp_rn": {_F: (lambda x, loc: Binary(BinOp.DIV, sem.coerce(1.0, F32, x.type.shape, loc), x, loc=loc), None)},
+    "atan2": {(F32, F32): (_bin(BinOp.ATAN2), None)}, "fdim": {(F32, F32): (_fdim, None)},
     "pow": {(F32, F32): (_bin(BinOp.POW), None)}, "fast_powf": {(F32, F32): (_bin(BinOp.POW), None)},
     "fmod": {(F32, F32): (_bin(BinOp.REM), None)}, "copysign": {(F32, F32): (_copysign, None)},
     "fast_dividef": {(F32, F32): (_bin(BinOp.DIV), None)}, "div_rn": {(F32, F32): (_bin(BinOp.DIV), None)},

@@ -37,6 +37,7 @@ from metile.frontend.specialize import NO_DEFAULT
 from metile.ir.errors import MetileError
 from metile.kernel import JITKernel, _user_error
 from metile.language import constexpr
+from metile.triton import profiler
 from metile.triton.dialect import TRITON
 
 OPTION_NAMES = {"num_warps": "num_simdgroups", "num_stages": "num_stages"}
@@ -180,11 +181,12 @@ class JITFunction(KernelInterface):
         except MetileError as e:
             raise _user_error(e, self.__name__) from None
         extra = _LAUNCH_OPTIONS.get()
-        if extra is None:
-            result = self.kernel[grid](*runtime, **keywords)
-        else:
-            result = self.kernel[grid](*runtime, **{**extra[0], **keywords})
-            extra[1].append((self.__name__, result))
+        with profiler.launch_scope(self, grid, bound):   # a profile recording with hook="triton" times the launch
+            if extra is None:
+                result = self.kernel[grid](*runtime, **keywords)
+            else:
+                result = self.kernel[grid](*runtime, **{**extra[0], **keywords})
+                extra[1].append((self.__name__, result))
         return LaunchedKernel(self, runtime, keywords, options, result)
 
     def warmup(self, *args, grid=None, **kwargs):

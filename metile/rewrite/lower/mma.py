@@ -4,8 +4,9 @@
 that loop's ring of buffers, `Ring`), and each simdgroup multiplies-accumulates its 8x8 pieces of the result
 (`MmaGeometry`) with `simdgroup_load` / `simdgroup_multiply_accumulate`, one 8-wide step of k per iteration of a
 loop (with the next step's operands preloaded, and the products in serpentine order, when the plan says so).
-What becomes of the result (kept in matrices, stored from them, read element by element) is in
-`metile.rewrite.lower.mma_use`.
+Operands too large to stage whole in threadgroup memory are staged a chunk of k at a time (`k_chunk`,
+`chunked_products`), each chunk multiplied before the next overwrites it. What becomes of the result (kept in
+matrices, stored from them, read element by element) is in `metile.rewrite.lower.mma_use`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import attrs
 from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.simt import RingBuffer
-from metile.ir.stmts import For, If
-from metile.ir.tile import Broadcast, Dot, Full, MmaPlan
+from metile.ir.stmts import For, If, Store
+from metile.ir.tile import Broadcast, Dot, Full, MmaPlan, Transpose
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Value, Var, Where
 from metile.rewrite import metal_ops as mo
@@ -27,7 +28,8 @@ from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import cast, sg_index
-from metile.rewrite.lower.state import Block, Group, Mma, Pt
+from metile.rewrite.lower.state import Block, Group, Mma, Pt, Regs
+from metile.rewrite.staging import staging_pad
 
 _PLAIN = MmaPlan()
 
@@ -91,10 +93,76 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
     if split > 1:
         return split_products(blk, d, acc, geom, attrs.evolve(geom, split=split))
     mats = list(as_mma(blk, acc, geom).mats) if acc is not None else None
-    staged = stage_operands(blk, a, b, d)
+    chunk = k_chunk(blk, d)
+    staged = stage_operands(blk, a, b, d) if chunk is None else None
     if mats is None:
         mats = [blk.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
+    if chunk is not None:
+        return Mma(geom, tuple(chunked_products(blk, geom, d, mats, chunk)))
     return Mma(geom, tuple(k_loop(blk, geom, d, staged, mats, mo.const(0), k)))
+
+
+def k_chunk(blk: Block, d: Dot) -> int | None:
+    """The columns of `a` (rows of `b`) to stage at a time when both operands staged whole would take more than
+    the target's threadgroup memory (`[128, 64] x [64, 128]` in f16 takes 35 KB of 32): the largest multiple of 8
+    dividing k whose staging takes at most three quarters of it; None when they fit whole, or when the operands are
+    not staged in scratch (a role's channel, a buffer staged once before a loop, device memory, a ring)."""
+    plan = how(blk, d)
+    a, b = d.a, d.b
+    (m, k), n = a.type.shape, b.type.shape[1]
+    if blk.ring is not None or any(plan.hoist) or any(plan.direct) or X.channel_of(blk, a) is not None \
+            or X.channel_of(blk, b) is not None:
+        return None
+    sa, sb = a.type.dtype.itemsize, b.type.dtype.itemsize
+    limit = blk.facts.target.threadgroup_memory
+
+    def cost(kc: int) -> int:
+        pad = staging_pad(kc, sa) if plan.pad[0] else 0
+        return m * (kc + pad) * sa + kc * (n + plan.pad[1]) * sb
+
+    if cost(k) <= limit:
+        return None
+    return next((kc for kc in range(k - 8, 7, -8) if k % kc == 0 and cost(kc) <= limit * 3 // 4), 8)
+
+
+def chunked_products(blk: Block, geom: MmaGeometry, d: Dot, mats: list[Value], chunk: int) -> list[Value]:
+    """The accumulators `mats` after the products of `d`, its k dimension staged `chunk` columns of `a` (rows of
+    `b`) at a time in two regions of scratch that every chunk reuses, behind a barrier on each side."""
+    a, b = d.a, d.b
+    (m, k), n = a.type.shape, b.type.shape[1]
+    plan = how(blk, d)
+    lda = chunk + (staging_pad(chunk, a.type.dtype.itemsize) if plan.pad[0] else 0)
+    ldb = n + plan.pad[1]
+    bases = (X.scratch(blk, a.type.dtype, m * lda), X.scratch(blk, b.type.dtype, chunk * ldb))
+    for c0 in range(0, k, chunk):
+        S.barrier(blk, d)   # every simdgroup is done with the previous chunk
+        _stage_part(blk, a, bases[0], lda, (m, chunk), (0, c0))
+        _stage_part(blk, b, bases[1], ldb, (chunk, n), (c0, 0))
+        S.barrier(blk, d)
+        mats = k_loop(blk, geom, d, [(bases[0], lda), (bases[1], ldb)], mats, mo.const(0), chunk)
+    return mats
+
+
+def _stage_part(blk: Block, v: Value, base: Value, ld: int, part: tuple[int, int], at: tuple[int, int]) -> None:
+    """Write the `part`-shaped block of the 2-D tile `v` whose first element is at `at` to `base`, rows `ld`
+    apart: each thread reads its own elements of `v` (of the tile `v` transposes), as staging `v` whole does, and
+    stores those inside the block."""
+    flip = isinstance(v, Transpose)
+    src = v.x if flip else v
+    rep, _ = X.named_rep(blk, src)
+    lay = rep.layout if isinstance(rep, Regs) else V.layout(blk, src.type.size)
+    full = v.type.shape
+    for slot in range(lay.slots):
+        pt = V.slot_pt(blk, lay, slot, src.type.shape)
+        r, c = V.coords(blk, pt)
+        r, c = (c, r) if flip else (r, c)
+        r, c = Binary(BinOp.SUB, r, mo.const(at[0])), Binary(BinOp.SUB, c, mo.const(at[1]))
+        conds = [V.guard(blk, lay, slot)]
+        for dim, x in enumerate((r, c)):
+            if part[dim] < full[dim]:   # inside the block along a dimension it cuts
+                conds += [Compare(CmpOp.GE, x, mo.const(0)), mo.lt(x, mo.const(part[dim]))]
+        blk.emit(Store(AddPtr(base, mo.add(mo.mul(r, mo.const(ld)), c)), V.at(blk, src, pt), mo.all_of(conds),
+                       loc=blk.loc))
 
 
 def split_products(blk: Block, d: Dot, acc: Value | None, owned: MmaGeometry, geom: MmaGeometry) -> Mma:

@@ -185,8 +185,10 @@ def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...]) -> li
 
 
 def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
-    """The one held `dot` result of `shape` that `roots` read, element for element (not through a transpose,
-    reshape or broadcast), when everything else they read can be read at any element: pure expressions,
+    """A held `dot` result of `shape` that `roots` read, element for element (not through a transpose, reshape or
+    broadcast), when the other held results they read so are of the same geometry (each lane reads its elements
+    of all of them at the same points: `p * (dp - d)` of two products) and everything else they read can be read
+    at any element: pure expressions,
     scalars, loads evaluated per element, and tiles held in registers (a row of maxima, a loaded bias),
     gathered through scratch; those only where every thread of the program runs this code and the result's
     pieces span all of its simdgroups, since a gather needs barriers. Else None."""
@@ -220,7 +222,7 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
             moved = moved or isinstance(v, (Transpose, Reshape, ExpandDims, Broadcast, Permute, Join, Take))
             todo += [(c, moved) for c in children(v) if isinstance(c, Value)]
             continue
-        if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep != found:
+        if moved or tuple(shape) != (rep.geom.m, rep.geom.n) or found is not None and rep.geom != found.geom:
             return None
         found = rep
     if found is not None and regs and (blk.divergent is not None or blk.group.role is not None

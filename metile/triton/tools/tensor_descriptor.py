@@ -1,9 +1,8 @@
 """`triton.tools.tensor_descriptor.TensorDescriptor`: Triton's host-side description of a tensor's blocks (a base
 tensor, its shape and strides, and the block shape kernels load), as Triton 3.4 defines it.
 
-On metile a kernel makes its descriptors itself (`tl.make_tensor_descriptor`); a `TensorDescriptor` given to a
-kernel as an argument is refused at its parameter (`metile.triton.dialect.arg_type`), saying so. Programs that only
-build one where the device supports it (tutorial 06 does on CUDA's Hopper GPUs) import and run unchanged.
+A `TensorDescriptor` given to a kernel is passed as its tensor, shape and strides, its block shape compiled in
+(`metile.triton.host_descriptors`): in the kernel it is the descriptor `tl.make_tensor_descriptor` makes of them.
 """
 
 from __future__ import annotations
