@@ -1,0 +1,135 @@
+"""`insert_conversions` and the `convert_layout` node: every move of a register tile between threads is a node of
+the Tile IR, printed, parsed and verified, that the lowering carries out (and without which it refuses to move a
+tile); a pipeline without the pass, or with it before `assign_layouts`, is refused by name."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pytest
+
+import metile
+from metile.ir import ConvertLayout, VerifyError, parse, pretty, verify, walk
+from metile.ir.layouts import Blocked, Shared
+from metile.rewrite.conversions import insert_conversions
+from metile.rewrite.errors import UnsupportedConstructError
+from metile.rewrite.lower import lower_tiles
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, TILE_PIPELINE, PipelineError, check_pipeline, run
+from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+
+@metile.kernel
+def softmax_t(X, Y):
+    """Softmax of 8 rows of 32, stored transposed: a reduction's operand, two reductions' results broadcast along
+    the rows, and a transpose, each read at elements other threads hold."""
+    r, c = metile.arange(0, 8), metile.arange(0, 32)
+    x = metile.load(X + r[:, None] * 32 + c[None, :])
+    e = metile.exp(x - metile.max(x, axis=1)[:, None])
+    metile.store(Y + c[:, None] * 8 + r[None, :], metile.trans(e / metile.sum(e, axis=1)[:, None]))
+
+
+@metile.kernel
+def add_row(X, B, Y):
+    """A loaded row broadcast over the 16 rows of a loaded tile, and a permutation of the sum."""
+    r, c = metile.arange(0, 16), metile.arange(0, 8)
+    x = metile.load(X + r[:, None] * 8 + c[None, :])
+    b = metile.load(B + c)
+    y = metile.permute(metile.reshape(x + b[None, :], (2, 8, 8)), (2, 0, 1))
+    metile.store(Y + metile.arange(0, 128), metile.reshape(y, (128,)))
+
+
+@metile.kernel
+def scale(X, Y, n):
+    offs = metile.arange(0, 256)
+    metile.store(Y + offs, metile.load(X + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+def _args(*shapes):
+    return [np.zeros(s, np.float32) for s in shapes]
+
+
+def test_the_moves_are_conversion_nodes_that_print_parse_and_verify():
+    k = run(TILE_PIPELINE, softmax_t.trace(*_args(256, 256)))
+    convs = {(getattr(n.x, "name", type(n.x).__name__), n.src, n.dst) for n in walk(k) if isinstance(n, ConvertLayout)}
+    assert convs == {("x", Blocked(64, 4), Shared()), ("Reduce", Blocked(64, 1), Shared())}
+    assert sum(isinstance(n, ConvertLayout) for n in walk(k)) == 3   # x, and the results of max and sum
+    text = pretty(k)
+    assert "convert_layout %x #blocked<64, 4> -> #shared : tile<8x32xf32>" in text
+    assert parse(text) == k
+    verify(k, after="insert_conversions")
+
+
+def test_a_kernel_with_nothing_to_move_is_returned_as_it_is():
+    k = run(TILE_PIPELINE[:-1], scale.trace(*_args(256, 256), 256))
+    assert insert_conversions(k) is k
+
+
+@pytest.mark.parametrize("kernel", [softmax_t, add_row])
+def test_the_converted_kernels_compute_what_numpy_does(kernel):
+    rng = np.random.default_rng(0)
+    if kernel is softmax_t:
+        x = rng.standard_normal(256).astype(np.float32)
+        y = np.zeros(256, np.float32)
+        softmax_t[(1,)](x, y)
+        xx = x.reshape(8, 32)
+        e = np.exp(xx - xx.max(1, keepdims=True))
+        np.testing.assert_allclose(y.reshape(32, 8), (e / e.sum(1, keepdims=True)).T, rtol=1e-5, atol=1e-6)
+    else:
+        x, b = rng.standard_normal(128).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+        y = np.zeros(128, np.float32)
+        add_row[(1,)](x, b, y)
+        want = np.transpose((x.reshape(16, 8) + b).reshape(2, 8, 8), (2, 0, 1)).reshape(128)
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_a_pipeline_without_the_pass_or_with_it_too_early_is_refused_by_name():
+    without = [p for p in DEFAULT_PIPELINE if p.name != "insert_conversions"]
+    with pytest.raises(PipelineError, match="add insert_conversions before lower_tiles"):
+        check_pipeline(without)
+    with pytest.raises(PipelineError, match="add insert_conversions before lower_tiles"):
+        metile.kernel(pipeline=without)(scale.fn)
+    names = [p.name for p in without]
+    early = list(without)
+    early.insert(names.index("assign_layouts"), insert_conversions)
+    with pytest.raises(PipelineError, match="insert_conversions needs the layout of every named tile; assign_layouts "
+                                            "provides it, but runs after insert_conversions"):
+        check_pipeline(early)
+
+
+def test_the_lowering_moves_no_register_tile_without_a_conversion():
+    """With the pass's contract bypassed (a plain function around `lower_tiles`), the lowering refuses the
+    broadcast of a reduction's result instead of moving it on its own."""
+    def lower(k):
+        return allocate_threadgroup_memory(lower_tiles(k))
+
+    plain = softmax_t.with_pipeline([p for p in TILE_PIPELINE if p.name != "insert_conversions"] + [lower])
+    with pytest.raises(metile.MetileError, match="no convert_layout: insert_conversions must run before lower_tiles"):
+        plain[(1,)](*_args(256, 256))
+
+
+def test_the_verifier_checks_a_conversion_against_the_schedule():
+    k = run(TILE_PIPELINE, softmax_t.trace(*_args(256, 256)))
+    wrong = pretty(k).replace("convert_layout %x #blocked<64, 4>", "convert_layout %x #blocked<64, 1>")
+    with pytest.raises(VerifyError, match="convert_layout: %x is blocked<64, 4>, not blocked<64, 1>"):
+        verify(parse(wrong))
+    elsewhere = pretty(k).replace("convert_layout %x #blocked<64, 4> -> #shared",
+                                  "convert_layout %x #blocked<64, 4> -> #channel")
+    with pytest.raises(VerifyError, match="moves a tile from a blocked layout to shared, not"):
+        verify(parse(elsewhere))
+    with pytest.raises(metile.MetileError, match="expected a layout"):
+        parse(pretty(k).replace("-> #shared", "-> #sharde"))
+    layouts = k.schedule.layouts.set("x", Shared())
+    with pytest.raises(VerifyError, match="cannot be shared"):
+        verify(attrs.evolve(k, schedule=attrs.evolve(k.schedule, layouts=layouts)))
+
+
+def test_an_unconverted_move_in_the_ir_is_refused_not_miscompiled():
+    """IR text with a conversion removed by hand (the printed kernel, edited) is refused at lowering."""
+    k = run(TILE_PIPELINE, add_row.trace(*_args(128, 8, 128)))
+    text = pretty(k)
+    assert "%16 = add %12, %15" in text
+    stripped = parse(text.replace("%16 = add %12, %15", "%16 = add %x, %15"))
+    with pytest.raises(UnsupportedConstructError, match="insert_conversions must run before lower_tiles"):
+        lower_tiles(stripped)
