@@ -41,6 +41,7 @@ from metile.ir.tile import (
     Join,
     Permute,
     Reduce,
+    Reshape,
     Scan,
     SimdgroupRole,
     Take,
@@ -96,6 +97,8 @@ def operand_reading(n: Value, r: Reading) -> Reading:
         case Broadcast(x, shape) if x.type.shape != tuple(shape):
             return r.anywhere()
         case Transpose() | Permute() | Join() | Take():
+            return r.anywhere()
+        case Reshape(x, ()) if x.type.shape:   # the one element of a tile, read by every thread
             return r.anywhere()
         case Reduce(_, x, _) | ArgReduce(_, x, _, _):
             return r.anywhere() if len(x.type.shape) > 1 else r.aligned()

@@ -195,6 +195,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return s(x)
         case Take(x, _, index) if len(x.type.shape) == 1:
             return at(blk, x, Pt(x.type.shape, mo.const(index)))
+        case ConvertLayout():   # the one element of a tile, moved to scratch (`metile.rewrite.conversions`)
+            return X.convert(blk, v, mo.const(0))
         case Gather() if v.type.size == 1:   # the one element of a line, reshaped to a scalar
             return read(blk, X.heavy_rep(blk, v), Pt(v.type.shape, mo.const(0)), v)
     return elementwise(blk, v, s)
