@@ -11,10 +11,13 @@ import pytest
 import metile
 from metile.ir import ConvertLayout, VerifyError, parse, pretty, verify, walk
 from metile.ir.layouts import Blocked, Shared
+from metile.rewrite.context import PassContext
 from metile.rewrite.conversions import insert_conversions
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower import lower_tiles
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, TILE_PIPELINE, PipelineError, check_pipeline, run
+from metile.rewrite.plan import value_defs
+from metile.rewrite.scan import scan
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
@@ -133,3 +136,63 @@ def test_an_unconverted_move_in_the_ir_is_refused_not_miscompiled():
     stripped = parse(text.replace("%16 = add %12, %15", "%16 = add %x, %15"))
     with pytest.raises(UnsupportedConstructError, match="insert_conversions must run before lower_tiles"):
         lower_tiles(stripped)
+
+
+@metile.kernel
+def normalize(X, Y, n):
+    """Two reductions of a loaded row to scalars, broadcast back over it: nothing is read at another thread's
+    elements (a scalar is every thread's)."""
+    offs = metile.arange(0, 256)
+    x = metile.load(X + offs, mask=offs < n)
+    mean = metile.sum(x) / n
+    rstd = 1.0 / metile.sqrt(metile.sum((x - mean) * (x - mean)) / n + 1.0)
+    metile.store(Y + offs, (x - mean) * rstd, mask=offs < n)
+
+
+def _before_pass(kernel, *args):
+    return run(TILE_PIPELINE[:-1], kernel.trace(*args))
+
+
+def test_a_kernel_with_nothing_to_move_is_answered_from_its_scan_without_a_walk(monkeypatch):
+    """The scan the run already keeps says there is no transpose, permute, join, take, broadcast of a tile, n-D
+    reduction or tile in other runs, so the pass returns the kernel itself (its analyses stay valid for the
+    lowering) without walking it: the walk is made to fail here."""
+    import metile.rewrite.conversions as conversions
+
+    for k in (_before_pass(normalize, *_args(256, 256), 256), _before_pass(scale, *_args(256, 256), 256)):
+        ctx = PassContext()
+        found = scan(k, ctx.analyses)
+        with monkeypatch.context() as m:
+            m.setattr(conversions, "_Rewriter", None)
+            assert insert_conversions(k, ctx) is k
+        assert scan(k, ctx.analyses) is found
+        assert not conversions.may_move(found, k.schedule.layouts, k.plan.vector_width)
+        # and the walk agrees: it changes nothing either
+        body = conversions._Rewriter(conversions.ConvertFacts(k.schedule.layouts, value_defs(found), {},
+                                                              k.plan.vector_width)).stmts(
+            k.body, conversions.reading(False, k.plan.threads, 0))
+        assert body is k.body
+
+
+@metile.kernel
+def normalize_t(X, Y, n):
+    """`normalize` over an 8x32 tile, stored transposed: the same scalar divisions by `n` in two statements (equal
+    values, distinct objects), and a transpose to convert."""
+    r, c = metile.arange(0, 8), metile.arange(0, 32)
+    x = metile.load(X + r[:, None] * 32 + c[None, :])
+    mean = metile.sum(metile.reshape(x, (256,))) / n
+    rstd = 1.0 / metile.sqrt(metile.sum(metile.reshape((x - mean) * (x - mean), (256,))) / n + 1.0)
+    metile.store(Y + c[:, None] * 8 + r[None, :], metile.trans((x - mean) * rstd))
+
+
+@pytest.mark.parametrize("kernel, args", [(softmax_t, _args(256, 256)), (add_row, _args(128, 8, 128)),
+                                          (normalize_t, (*_args(256, 256), 256))])
+def test_a_kernel_with_moves_keeps_every_statement_that_has_none(kernel, args):
+    """Only the statements reading a converted tile are rebuilt: the others are the same objects, so equal values
+    elsewhere in the kernel are not swapped in for them."""
+    k = _before_pass(kernel, *args)
+    out = insert_conversions(k)
+    assert len(out.body) == len(k.body)
+    for before, after in zip(k.body, out.body):
+        moves = any(isinstance(n, ConvertLayout) for n in walk(after))
+        assert (after is before) != moves, pretty(before)
