@@ -196,3 +196,27 @@ def test_a_kernel_with_moves_keeps_every_statement_that_has_none(kernel, args):
     for before, after in zip(k.body, out.body):
         moves = any(isinstance(n, ConvertLayout) for n in walk(after))
         assert (after is before) != moves, pretty(before)
+
+
+@metile.kernel
+def masked_scores(A, B, Mask, C, n):
+    """A product's result selected by a loaded mask and stored under a mask of rows: the store is computed on the
+    lanes of the product's matrices (`pointwise_mma`), which read the mask (held in registers) through scratch."""
+    r, k = metile.arange(0, 16), metile.arange(0, 16)
+    a = metile.load(A + r[:, None] * 16 + k[None, :])
+    b = metile.load(B + k[:, None] * 16 + r[None, :])
+    m = metile.load(Mask + r[:, None] * 16 + r[None, :])
+    s = metile.where(m > 0.0, metile.dot(a, b) * 0.5, -1.0e30)
+    metile.store(C + r[:, None] * 16 + r[None, :], s, mask=r[:, None] < n)
+
+
+def test_a_product_selected_by_a_register_tile_is_stored_from_its_matrices():
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal(256).astype(np.float16) for _ in range(2))
+    mask = (rng.random(256) < 0.5).astype(np.float32)
+    c = np.zeros(256, np.float32)
+    masked_scores[(1,)](a, b, mask, c, 12, num_simdgroups=1)
+    want = np.where(mask.reshape(16, 16) > 0, (a.reshape(16, 16).astype(np.float32)
+                                                @ b.reshape(16, 16).astype(np.float32)) * 0.5, -1.0e30)
+    np.testing.assert_allclose(c.reshape(16, 16)[:12], want[:12], rtol=1e-3, atol=1e-3)
+    assert not c.reshape(16, 16)[12:].any()

@@ -326,7 +326,7 @@ def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
         case Regs(layout, regs):
             if pt.key is not None and pt.key[0] == layout:
                 return regs[pt.key[1]]
-            if id(rep) in blk.kernel.published or isinstance(pt.key, MU.Fragments):
+            if id(rep) in blk.kernel.published or pt.key is not None and isinstance(pt.key[0], MU.Fragments):
                 # copied to scratch by the statement's own exchange (a reduction's, a product's), or read by the
                 # lanes of a product's matrices (`mma_use.pointwise_mma` chose to compute there)
                 return X.gather(blk, rep, pt.flat, where)
