@@ -36,6 +36,7 @@ from metile.ir import (
     CmpOp,
     Compare,
     Const,
+    ConvertLayout,
     Dot,
     DType,
     ExpandDims,
@@ -91,6 +92,7 @@ from metile.ir import (
     map_children,
     parse_type,
 )
+from metile.ir.layouts import Blocked, Shared
 from metile.ir.stages import ADMITTED
 from metile.ir.types import broadcast_shapes, fits
 
@@ -207,6 +209,7 @@ TYPES = [
     (Fma(x8, x8, x8), T8),
     (Transpose(Broadcast(s, (4, 8))), TileType(F32, (8, 4))),
     (AllActive(x8), T8),
+    (ConvertLayout(x8, Blocked(32, 1), Shared()), T8),
     (Permute(Broadcast(s, (2, 3, 4)), (2, 0, 1)), TileType(F32, (4, 2, 3))),
     (Join(x8, x8), TileType(F32, (8, 2))),
     (Join(s, s), TileType(F32, (2,))),

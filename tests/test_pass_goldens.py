@@ -12,6 +12,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 import pytest
+from test_conversions import add_row, softmax_t
 from test_ir_examples import gemm, vector_add
 
 import metile
@@ -53,13 +54,24 @@ def _examples():
             "row_times_column": row_times_column.trace(x, x, np.zeros(1, np.float32))}
 
 
+def _moves():
+    """The examples of `insert_conversions` beside the others: tiles read at elements other threads hold."""
+    x = np.zeros(256, np.float32)
+    return {"softmax_t": softmax_t.trace(x, x), "add_row": add_row.trace(x, x, x)}
+
+
+EXTRA = {"insert_conversions": ("`softmax_t`, `add_row` in tests/test_conversions.py", _moves)}
+"""Per pass, examples of its golden beyond the common ones (named in its header, and the function making them)."""
+
+
 @pytest.mark.parametrize("index", range(len(PASSES)), ids=[p.__name__ for p in PASSES])
 def test_what_the_pass_changes(index, request):
     p = PASSES[index]
+    named, extra = EXTRA.get(p.__name__, ("", dict))
     parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example (tests/test_ir_examples.py, and "
-             "`scores`, `row_times_column` in tests/test_pass_goldens.py; empty: nothing);\n"
-             "// regenerate with pytest --update-golden.\n"]
-    for name, k in _examples().items():
+             f"`scores`, `row_times_column` in tests/test_pass_goldens.py{'; ' + named if named else ''}; empty: "
+             "nothing);\n// regenerate with pytest --update-golden.\n"]
+    for name, k in {**_examples(), **extra()}.items():
         before = run(PASSES[:index], k)
         after = p(before)
         verify(after, after=p.__name__)

@@ -12,12 +12,18 @@ values and results, the results of an `if` or a `simdgroup_role` block) says how
 |                                        |                              | an element is read                           |
 | `InDevice()`                           | `in_device`                  | device memory: a load read where needed      |
 | `Channel()`                            | `channel`                    | threadgroup memory: a role's result          |
+| `Shared()`                             | `shared`                     | threadgroup scratch, row-major: any thread   |
+|                                        |                              | reads any element (a `convert_layout`'s      |
+|                                        |                              | result, for the statement reading it)        |
 
 The *group* of a layout is the threads running the region that computes it: the whole program, or the
 simdgroups `first_sg ..` of a `simdgroup_role`. `Blocked` is CuTe's thread-value layout `(T, (V, R)) : (V, (1,
 T*V))` over that group (`metile.rewrite.distribute.Blocked` evaluates it); `Fragments` arranges the group's
 simdgroups over the product's 8x8 pieces (`metile.rewrite.distribute.MmaGeometry`). Scalars have no layout: every
 thread holds the program's scalars.
+
+`Shared` is the layout no named tile has: it is where a `metile.ir.tile.ConvertLayout` node moves a tile that a
+statement reads at elements other threads hold (`insert_conversions`).
 """
 
 from __future__ import annotations
@@ -88,4 +94,13 @@ class Channel(TileLayout):
         return "channel"
 
 
-__all__ = ["Blocked", "Channel", "Fragments", "InDevice", "Recomputed", "TileLayout"]
+@attrs.frozen
+class Shared(TileLayout):
+    """In threadgroup scratch memory, row-major: every thread of the group reads any element. The destination of a
+    `convert_layout`, written by the threads holding the tile and read back after a barrier."""
+
+    def text(self) -> str:
+        return "shared"
+
+
+__all__ = ["Blocked", "Channel", "Fragments", "InDevice", "Recomputed", "Shared", "TileLayout"]

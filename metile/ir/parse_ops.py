@@ -27,6 +27,7 @@ from metile.ir.tile import (
     Arange,
     ArgReduce,
     Broadcast,
+    ConvertLayout,
     Dot,
     ExpandDims,
     Full,
@@ -203,6 +204,13 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return Transpose(p.ref()), _colon_type(p)
         case "all_active":
             return AllActive(p.ref()), _colon_type(p)
+        case "convert_layout":
+            x = p.ref()
+            p.expect("#")
+            src = p.layout()
+            p.expect("->")
+            p.expect("#")
+            return ConvertLayout(x, src, p.layout()), _colon_type(p)
         case "permute":
             x = p.ref()
             p.expect(",")

@@ -15,7 +15,7 @@ import re
 import attrs
 
 from metile.ir.errors import Loc
-from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
+from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, Shared, TileLayout
 from metile.ir.metal import MatrixStore, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import AtomicOp, Fence, Stage
@@ -358,8 +358,8 @@ class Parser(Scanner):
         """A layout's text (`metile.ir.layouts`), after its `#`."""
         at = self.i
         word = self.ident()
-        if word in ("recomputed", "in_device", "channel"):
-            return {"recomputed": Recomputed, "in_device": InDevice, "channel": Channel}[word]()
+        if word in ("recomputed", "in_device", "channel", "shared"):
+            return {"recomputed": Recomputed, "in_device": InDevice, "channel": Channel, "shared": Shared}[word]()
         if word == "blocked":
             self.expect("<")
             threads = self.int()
@@ -378,7 +378,7 @@ class Parser(Scanner):
                 extra[key] = self.int()
             self.expect(">")
             return Fragments(int(dims.group(1)), int(dims.group(2)), self.first_sg(), **extra)
-        self.fail("expected a layout: blocked, fragments, recomputed, in_device or channel", at)
+        self.fail("expected a layout: blocked, fragments, recomputed, in_device, channel or shared", at)
 
     def first_sg(self) -> int:
         if self.accept("@"):

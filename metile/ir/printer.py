@@ -67,6 +67,7 @@ from metile.ir.tile import (
     Arange,
     ArgReduce,
     Broadcast,
+    ConvertLayout,
     Dot,
     ExpandDims,
     Full,
@@ -226,6 +227,8 @@ class _Printer:
                 body = f"transpose {r(x)}"
             case AllActive(x):
                 body = f"all_active {r(x)}"
+            case ConvertLayout(x, src, dst):
+                body = f"convert_layout {r(x)} #{src.text()} -> #{dst.text()}"
             case Permute(x, order):
                 body = f"permute {r(x)}, [{', '.join(map(str, order))}]"
             case Join(a, b):

@@ -15,6 +15,7 @@ import attrs
 from pyrsistent import pvector
 from pyrsistent.typing import PVector
 
+from metile.ir.layouts import TileLayout
 from metile.ir.node import node
 from metile.ir.ops import ReduceOp
 from metile.ir.types import SCALAR_TYPES, DType, TileType, Type, tile_type
@@ -172,6 +173,23 @@ class Take(Value):
     def type(self) -> Type:
         shape = self.x.type.shape
         return self.x.type.with_shape(shape[: self.axis] + shape[self.axis + 1:])
+
+
+@node
+class ConvertLayout(Value):
+    """`x`, moved from the layout `src` it is held in to the layout `dst` a statement reads it in
+    (`convert_layout %x #blocked<128, 4> -> #shared`): the same elements, held elsewhere. `insert_conversions` puts
+    one wherever a tile held in registers is read at elements other threads hold (a broadcast of a loaded row, a
+    transpose or a taken index of a register tile, a reduction's result read along another axis); the lowering
+    carries it out by one exchange through threadgroup memory."""
+
+    x: Value
+    src: TileLayout
+    dst: TileLayout
+
+    @cached_property
+    def type(self) -> Type:
+        return self.x.type
 
 
 @node
@@ -333,12 +351,13 @@ class SimdgroupRole(Stmt):
 
 TILE_VALUES: tuple[type[Value], ...] = (
     ProgramId, NumPrograms, Arange, Full, Broadcast, ExpandDims, Reshape, Transpose, Permute, Join, Take, AllActive,
-    Gather, Reduce, ArgReduce, Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
+    ConvertLayout, Gather, Reduce, ArgReduce, Scan, Dot, ThreadId, SimdLaneId, SimdgroupId,
 )
 TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
-    "AllActive", "Arange", "ArgReduce", "Broadcast", "Dot", "ExpandDims", "Full", "Gather", "Join", "NumPrograms",
-    "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdgroupId", "SimdgroupRole", "SimdLaneId", "Take",
+    "AllActive", "Arange", "ArgReduce", "Broadcast", "ConvertLayout", "Dot", "ExpandDims", "Full", "Gather", "Join",
+    "NumPrograms", "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdgroupId", "SimdgroupRole", "SimdLaneId",
+    "Take",
     "ThreadId", "TILE_STMTS", "TILE_VALUES", "Transpose", "dot_dtype",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from metile.ir.layouts import Blocked, Shared
 from metile.ir.metal import (
     Builtin,
     Extract,
@@ -27,6 +28,7 @@ from metile.ir.tile import (
     Arange,
     ArgReduce,
     Broadcast,
+    ConvertLayout,
     Dot,
     ExpandDims,
     Full,
@@ -331,6 +333,11 @@ def check_value(n: object, stage: Stage) -> str | None:  # noqa: C901 - one case
         case AllActive(x):
             if not isinstance(x.type, TileType):
                 return f"all_active: needs a number tile, not {x.type}"
+        case ConvertLayout(x, src, dst):
+            if not isinstance(x.type, TileType) or not x.type.shape:
+                return f"convert_layout: needs a number tile, not {x.type}"
+            if not (isinstance(src, Blocked) and isinstance(dst, Shared)):
+                return f"convert_layout: moves a tile from a blocked layout to shared, not {src!r} to {dst!r}"
         case Permute(x, order):
             xt = x.type
             if not isinstance(xt, (TileType, PtrType)) or sorted(order) != list(range(len(xt.shape))) \

@@ -6,17 +6,19 @@ Each entry must name a tile the kernel binds, in a layout that can hold it where
 - `Fragments`: a 2-D f32 tile whose sides are multiples of 8, the arrangement dividing its 8x8 pieces, and its
   simdgroups (arrangement x slices of k x replicas, from its first) within the launch plan's;
 - `Recomputed` and `InDevice`: the variable of a `Let` (of a `Load`, for `InDevice`);
-- `Channel`: a result of a `simdgroup_role` block.
+- `Channel`: a result of a `simdgroup_role` block;
+- `Shared`: never a named tile's: it is where a `convert_layout` moves a tile, whose source layout must be the one
+  the schedule records for the tile it converts (when that is a named tile).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
+from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, Shared, TileLayout
 from metile.ir.node import Node, walk
 from metile.ir.stmts import For, If, Kernel, Let, While
-from metile.ir.tile import SimdgroupRole
+from metile.ir.tile import ConvertLayout, SimdgroupRole
 from metile.ir.types import DType, PtrType, TileType
 from metile.ir.values import Load, Var
 
@@ -64,6 +66,11 @@ def layout_problems(k: Kernel) -> Iterator[tuple[str, Node]]:
             problem = _problem(layout, how, stmt, t, k)
             if problem:
                 yield f"schedule: %{name} cannot be {layout.text()}: {problem}", stmt
+    for n in walk(k):
+        if isinstance(n, ConvertLayout) and isinstance(n.x, Var) and layouts.get(n.x.name) != n.src:
+            held = layouts.get(n.x.name)
+            yield (f"convert_layout: %{n.x.name} is {held.text() if held is not None else 'not laid out'}, "
+                   f"not {n.src.text()}"), n
 
 
 def _problem(layout: TileLayout, how: str, stmt: Node, t: TileType | PtrType, k: Kernel) -> str | None:
@@ -95,6 +102,8 @@ def _problem(layout: TileLayout, how: str, stmt: Node, t: TileType | PtrType, k:
         case Channel():
             if how != "role_result":
                 return "only a simdgroup_role result is handed over in threadgroup memory"
+        case Shared():
+            return "only a convert_layout's result is in shared scratch, for the statement reading it"
         case _:
             return "an unknown layout"
     return None

@@ -18,6 +18,7 @@ that name is the module's), `fold`, `inactive`, `optimize`, `plan`, `layouts`, `
 from __future__ import annotations
 
 from metile.rewrite.context import Analyses, PassContext
+from metile.rewrite.conversions import insert_conversions
 from metile.rewrite.driver import RewriteError, Rule, bottom_up, by_class, first_of, substitute
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.fold import fold_constants
@@ -51,7 +52,7 @@ __all__ = [
     "DEFAULT_PIPELINE", "OPTIONAL_PASSES", "Analyses", "Fact", "Pass", "PassContext", "PipelineError", "RewriteError",
     "Rule", "UnsupportedConstructError", "allocate_threadgroup_memory", "assign_layouts", "bottom_up", "by_class",
     "check_order", "check_pipeline", "define_pass", "direct_operands", "first_of", "fold_constants", "group_programs",
-    "hoist_staging", "lower_tiles", "multi_buffer", "pad_staging", "parse_pipeline", "pass_key", "pass_name",
-    "plan_launch", "preload_fragments", "run", "serpentine_mma", "skip_inactive", "split_k", "substitute",
+    "hoist_staging", "insert_conversions", "lower_tiles", "multi_buffer", "pad_staging", "parse_pipeline", "pass_key",
+    "pass_name", "plan_launch", "preload_fragments", "run", "serpentine_mma", "skip_inactive", "split_k", "substitute",
     "vectorize_memory",
 ]

@@ -38,6 +38,7 @@ class Fact(enum.Enum):
     ACTIVITY = "the meaning of masked-off elements made explicit"
     LAUNCH_PLAN = "the launch plan (threads, vector width, simdgroups of each role)"
     MMA_LAYOUTS = "the layout of every named tile"
+    CONVERSIONS = "every move of a register tile between threads made explicit (convert_layout)"
     SIMT_IR = "per-thread code (SIMT IR)"
     METAL_IR = "Metal IR"
 

@@ -24,6 +24,7 @@ from metile.ir.stmts import Kernel
 from metile.ir.target import DEFAULT_TARGET, AppleTarget
 from metile.ir.verify import verify
 from metile.rewrite.context import PassContext
+from metile.rewrite.conversions import insert_conversions
 from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.layouts import assign_layouts
@@ -57,6 +58,7 @@ TILE_PIPELINE: list[Pass] = [
     hoist_staging,        # dot operands the same in every iteration of a loop staged once, before it
     direct_operands,      # launch option direct_operands=True: unmasked dot operands read straight into matrices
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
+    insert_conversions,   # a register tile read at elements other threads hold: convert_layout to shared scratch
 ]
 """The passes on Tile IR: what the lowering then carries out is decided and recorded here."""
 

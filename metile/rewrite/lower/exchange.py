@@ -15,7 +15,7 @@ from __future__ import annotations
 from metile.ir.node import Node, children, walk
 from metile.ir.simt import Scratch
 from metile.ir.stmts import Let, Store
-from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan
+from metile.ir.tile import ArgReduce, ConvertLayout, Dot, Gather, Reduce, Scan
 from metile.ir.types import AddressSpace, DType, PtrType
 from metile.ir.values import AddPtr, Const, Load, SharedAlloc, Value, Var
 from metile.rewrite import metal_ops as mo
@@ -101,6 +101,20 @@ def gather(blk: Block, rep: Regs, flat: Value, why: Node) -> Value:
     else:
         base = found[0]
     return blk.let(Load(AddPtr(base, flat)), "g")
+
+
+def convert(blk: Block, n: ConvertLayout, flat: Value) -> Value:
+    """Element `flat` of a `convert_layout` of a register tile to shared scratch: the tile is published once per
+    statement (by the threads holding it, between barriers), and the element read back."""
+    x = n.x
+    rep, v = named_rep(blk, x)
+    if rep is None and isinstance(v, HEAVY):   # a reduction, scan or gather (named or not): materialised before
+        rep = heavy_rep(blk, v)
+    if isinstance(rep, Channel):   # a program's tile a role block reads: already in threadgroup memory
+        return blk.let(Load(AddPtr(rep.base, flat)), "ch")
+    if not isinstance(rep, Regs):
+        raise blk.refuse(f"internal: convert_layout of {x!r}, which is not held in registers ({rep!r})", x)
+    return gather(blk, rep, flat, x)
 
 
 def publish_regs(blk: Block, reps: list[Regs], why: Node) -> list[Value]:
@@ -239,5 +253,5 @@ def channel_of(blk: Block, v: Value) -> Channel | None:
 
 
 
-__all__ = ["channel_of", "gather", "gather_of", "heavy_rep", "named_rep", "prepare", "publish", "publish_for_loop",
-           "publish_regs", "reps_in", "scratch"]
+__all__ = ["channel_of", "convert", "gather", "gather_of", "heavy_rep", "named_rep", "prepare", "publish",
+           "publish_for_loop", "publish_regs", "reps_in", "scratch"]

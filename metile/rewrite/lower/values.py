@@ -24,6 +24,7 @@ from metile.ir.tile import (
     Arange,
     ArgReduce,
     Broadcast,
+    ConvertLayout,
     Dot,
     ExpandDims,
     Full,
@@ -197,6 +198,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
             return s(x)
         case Take(x, _, index) if len(x.type.shape) == 1:
             return at(blk, x, Pt(x.type.shape, mo.const(index)))
+        case ConvertLayout():   # the one element of a tile, moved to scratch (`metile.rewrite.conversions`)
+            return X.convert(blk, v, mo.const(0))
         case Gather() if v.type.size == 1:   # the one element of a line, reshaped to a scalar
             return read(blk, X.heavy_rep(blk, v), Pt(v.type.shape, mo.const(0)), v)
     return elementwise(blk, v, s)
@@ -309,6 +312,8 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
             if isinstance(side, Const):   # a known element: one side only
                 return at(blk, (a, b)[side.value], half)
             return mo.select(Compare(CmpOp.EQ, side, mo.const(0)), at(blk, a, half), at(blk, b, half))
+        case ConvertLayout():   # moved between threads through scratch (`metile.rewrite.conversions`)
+            return X.convert(blk, v, pt.flat)
         case Reduce() | ArgReduce() | Scan() | Dot() | Gather():
             return read(blk, X.heavy_rep(blk, v), pt, v)
         case Binary() if dot_acc(v):
@@ -356,7 +361,12 @@ def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
         case Regs(layout, regs):
             if pt.key is not None and pt.key[0] == layout:
                 return regs[pt.key[1]]
-            return X.gather(blk, rep, pt.flat, where)
+            if id(rep) in blk.kernel.published or pt.key is not None and isinstance(pt.key[0], MU.Fragments):
+                # copied to scratch by the statement's own exchange (a reduction's, a product's), or read by the
+                # lanes of a product's matrices (`mma_use.pointwise_mma` chose to compute there)
+                return X.gather(blk, rep, pt.flat, where)
+            raise blk.refuse(f"internal: {what(where)} is read at elements other threads hold, with no "
+                             "convert_layout: insert_conversions must run before lower_tiles", where)
     raise blk.refuse(f"internal: no value for {what(where)} ({rep!r})", where)
 
 
