@@ -15,6 +15,7 @@ from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
 from metile.rewrite.scan import Scan, scan_analysis
 from metile.rewrite.threadgroup_memory import has_regions
+from tests.acceptance_kernels import docs_examples as ex
 
 
 @metile.kernel
@@ -66,24 +67,8 @@ def test_the_lowering_records_whether_it_made_regions(name):
     assert recorded is has_regions(k, Analyses()) is expected
 
 
-@metile.kernel
-def rms_rows(X, W, Y, n_cols, eps, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    sq = 0.0
-    for c0 in metile.tile_range(0, n_cols, BLOCK):
-        cols = c0 + metile.arange(0, BLOCK)
-        x = metile.load(X + row * n_cols + cols, mask=cols < n_cols)
-        sq = sq + x * x
-    scale = metile.rsqrt(metile.sum(sq) / n_cols + eps)
-    for c0 in metile.tile_range(0, n_cols, BLOCK):
-        cols = c0 + metile.arange(0, BLOCK)
-        x = metile.load(X + row * n_cols + cols, mask=cols < n_cols)
-        metile.store(Y + row * n_cols + cols, x * scale * metile.load(W + cols, mask=cols < n_cols),
-                     mask=cols < n_cols)
-
-
 def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt():
-    k = rms_rows.trace(_f32(4 * 300), _f32(300), _f32(4 * 300), 300, 1e-5, BLOCK=256)
+    k = ex.rmsnorm.trace(_f32(4 * 300), _f32(300), _f32(4 * 300), 300, 1e-5, BLOCK=256)
     ctx = PassContext()
     out = skip_inactive(k, ctx)
     assert out is not k   # the first loop's update keeps the old sums where the load is masked off

@@ -449,10 +449,12 @@ def bindings(k: Kernel) -> dict[str, tuple[Value, ...]]:
     return defs
 
 
-def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
-    """The names of the parameters the pointers `ptrs` may point into."""
+def _roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> tuple[frozenset[str], bool]:
+    """The names of the parameters the pointers `ptrs` may point into, and whether they may also point into memory
+    that is no parameter's (a threadgroup array, an address made a pointer)."""
     found: set[str] = set()
     seen: set[str] = set()
+    other = False
     stack = list(ptrs)
     while stack:
         v = stack.pop()
@@ -467,31 +469,21 @@ def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> 
                 stack.append(v.ptr)
             case Where():
                 stack += [v.x, v.y]
-    return frozenset(found)
+            case _:
+                other = True
+    return frozenset(found), other
+
+
+def pointer_roots(ptrs: Iterable[Value], defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
+    """The names of the parameters the pointers `ptrs` may point into."""
+    return _roots(ptrs, defs)[0]
 
 
 def sole_root(ptr: Value, defs: dict[str, tuple[Value, ...]]) -> str | None:
     """The name of the one parameter the pointer `ptr` points into, None when it may point into two or into memory
     that is no parameter's (a threadgroup array, an address made a pointer)."""
-    found: set[str] = set()
-    seen: set[str] = set()
-    stack = [ptr]
-    while stack:
-        v = stack.pop()
-        match v:
-            case Param():
-                found.add(v.name)
-            case Var():
-                if v.name not in seen:
-                    seen.add(v.name)
-                    stack.extend(defs.get(v.name, ()))
-            case AddPtr():
-                stack.append(v.ptr)
-            case Where():
-                stack += [v.x, v.y]
-            case _:
-                return None
-    return next(iter(found)) if len(found) == 1 else None
+    found, other = _roots((ptr,), defs)
+    return next(iter(found)) if len(found) == 1 and not other else None
 
 
 def written_params(k: Kernel, defs: dict[str, tuple[Value, ...]]) -> frozenset[str]:
