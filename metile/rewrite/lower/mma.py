@@ -17,7 +17,7 @@ from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccum
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.simt import RingBuffer
 from metile.ir.stmts import For, If, Store
-from metile.ir.tile import Broadcast, Dot, Full, MmaPlan, Transpose
+from metile.ir.tile import Broadcast, ConvertLayout, Dot, Full, MmaPlan, Transpose
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Compare, Const, Load, Value, Var, Where
 from metile.rewrite import metal_ops as mo
@@ -149,6 +149,8 @@ def _stage_part(blk: Block, v: Value, base: Value, ld: int, part: tuple[int, int
     stores those inside the block."""
     flip = isinstance(v, Transpose)
     src = v.x if flip else v
+    if flip and isinstance(src, ConvertLayout):   # each thread writes its own elements: no exchange is needed
+        src = src.x
     rep, _ = X.named_rep(blk, src)
     lay = rep.layout if isinstance(rep, Regs) else V.layout(blk, src.type.size)
     full = v.type.shape
