@@ -32,6 +32,7 @@ from metile.ir import (
     CmpOp,
     Compare,
     Const,
+    ConvertLayout,
     DeviceAssert,
     DevicePrint,
     Dot,
@@ -90,6 +91,7 @@ from metile.ir import (
     VectorType,
     Where,
     While,
+    layouts,
 )
 from metile.ir.types import ATOMIC_DTYPES
 
@@ -195,7 +197,7 @@ class Gen:
         if self.tile and ty.shape:
             builders += ["broadcast", "reshape"] + (["expand_dims"] if 1 in ty.shape else [])
             builders += ["transpose"] if len(ty.shape) == 2 else []
-            builders += ["all_active"] if dt is not DType.BOOL else []
+            builders += ["all_active", "convert_layout"] if dt is not DType.BOOL else []
             builders += ["permute", "take"]
             builders += ["join"] if ty.shape[-1] == 2 else []
             builders += ["gather"]
@@ -236,6 +238,9 @@ class Gen:
                 return Transpose(self.value(TileType(dt, ty.shape[::-1]), env, d))
             case "all_active":
                 return AllActive(self.value(ty, env, d))
+            case "convert_layout":
+                held = layouts.Blocked(self.pick([32, 64, 128]), self.pick([1, 2, 4]), self.pick([0, 1]))
+                return ConvertLayout(self.value(ty, env, d), held, layouts.Shared())
             case "permute":
                 order = tuple(self.draw(st.permutations(range(len(ty.shape)))))
                 src = [0] * len(order)
