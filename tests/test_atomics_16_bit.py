@@ -19,6 +19,7 @@ import metile.triton as triton
 import metile.triton.language as tl
 from metile.emit.spell import EmitError
 from metile.frontend.errors import KernelArgumentError, KernelTypeError
+from tests.test_metal_hardening import MetalTensor
 
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
@@ -362,30 +363,6 @@ def test_what_16_bit_atomics_cannot_do_is_refused_at_the_line():
 
 # -- the Metal device (the stand-in shim, replaying the MSL on the CPU device) ----------------------------------
 
-class MetalHalves:
-    """bf16 data of another library in Metal memory: `n` elements at element `offset` of a Metal buffer."""
-
-    def __init__(self, mem, n: int, offset: int):
-        self.mem, self.n, self.offset = mem, n, offset
-        self.dtype, self.shape = BF16, (n,)
-        self.nbytes = 2 * n
-
-    def __dlpack_device__(self):
-        return (8, 0)
-
-    def __dlpack__(self, stream=None):
-        from metile.metal import dlpack
-
-        capsule = np.zeros(self.n, np.uint16).__dlpack__()
-        raw = dlpack._api.PyCapsule_GetPointer(dlpack.ffi.cast("void*", id(capsule)), b"dltensor")
-        t = dlpack.ffi.cast("DLManagedTensor*", raw).dl_tensor
-        t.data = dlpack.ffi.cast("void*", self.mem.handle)
-        t.device.device_type = 8
-        t.byte_offset = 2 * self.offset
-        t.dtype.code, t.dtype.bits = 4, 16   # kDLBfloat
-        return capsule
-
-
 def test_the_metal_device_refuses_an_array_that_does_not_start_4_byte_aligned(stub, make_device, monkeypatch):
     import importlib
 
@@ -400,10 +377,10 @@ def test_the_metal_device_refuses_an_array_that_does_not_start_4_byte_aligned(st
     view = np.frombuffer(stub.ffi.buffer(mem.ptr, 64), np.uint16)
     with pytest.raises(KernelArgumentError, match="argument 'Out' starts 6 bytes into its Metal buffer, not at a "
                                                   "multiple of 4 bytes: an atomic on its 16-bit elements") as e:
-        k[(1,)](MetalHalves(mem, 9, 3), 0, 4, BLOCK=8)
+        k[(1,)](MetalTensor(mem, 9, 3, "bfloat16"), 0, 4, BLOCK=8)
     assert e.value.loc.line == add_after.fn.__code__.co_firstlineno + 1   # its parameter
     assert stub.calls("commands_encode") == []
-    k[(2,)](MetalHalves(mem, 9, 4), 1, 3, BLOCK=8)   # 8 bytes in: bound, and run in place
+    k[(2,)](MetalTensor(mem, 9, 4, "bfloat16"), 1, 3, BLOCK=8)   # 8 bytes in: bound, and run in place
     dev.synchronize()
     assert not stub.errors, stub.errors
     assert view[:16].view(BF16).astype(np.float32).tolist() == [0] * 5 + [2] * 3 + [0] * 8

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from metal_stub import KERNELS, NUMPY_KERNELS, numpy_kernels
@@ -275,13 +276,17 @@ def test_the_default_device_is_the_cpu_where_the_gpu_cannot_be_used(monkeypatch)
 
 
 class MetalTensor:
-    """A tensor of another library in Metal memory: `n` floats at element `offset` of a Metal buffer. Its DLPack
-    capsule is numpy's, pointed at the buffer (device kDLMetal, the MTLBuffer as data, the offset in bytes)."""
+    """A tensor of another library in Metal memory: `n` elements of `dtype` (numpy's name; "bfloat16" is carried as
+    uint16 and labelled kDLBfloat) at element `offset` of a Metal buffer. Its DLPack capsule is numpy's, pointed at
+    the buffer (device kDLMetal, the MTLBuffer as data, the offset in bytes)."""
 
-    def __init__(self, mem, n: int, offset: int):
+    def __init__(self, mem, n: int, offset: int, dtype: str = "float32"):
         self.mem, self.n, self.offset = mem, n, offset
-        self.dtype = np.dtype(np.float32)
-        self.nbytes = 4 * n
+        self.bfloat = dtype == "bfloat16"
+        self.carrier = np.dtype(np.uint16 if self.bfloat else dtype)
+        self.dtype = np.dtype(ml_dtypes.bfloat16) if self.bfloat else self.carrier
+        self.shape = (n,)
+        self.nbytes = self.carrier.itemsize * n
 
     def __dlpack_device__(self):
         return (8, 0)
@@ -289,12 +294,14 @@ class MetalTensor:
     def __dlpack__(self, stream=None):
         from metile.metal import dlpack
 
-        capsule = np.zeros(self.n, np.float32).__dlpack__()
+        capsule = np.zeros(self.n, self.carrier).__dlpack__()
         raw = dlpack._api.PyCapsule_GetPointer(dlpack.ffi.cast("void*", id(capsule)), b"dltensor")
         t = dlpack.ffi.cast("DLManagedTensor*", raw).dl_tensor
         t.data = dlpack.ffi.cast("void*", self.mem.handle)
         t.device.device_type = 8
-        t.byte_offset = 4 * self.offset
+        t.byte_offset = self.carrier.itemsize * self.offset
+        if self.bfloat:
+            t.dtype.code = 4   # kDLBfloat
         return capsule
 
 
