@@ -55,6 +55,16 @@ def close(got, want, atol, rtol):
     torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol, equal_nan=True)
 
 
+def check_backward(y1, y2, leaves, atol, rtol, dy=None):
+    """Liger's result `y1` against the reference's `y2` and, after both are given the incoming gradient `dy` (None:
+    a scalar loss), the gradients of each pair of leaves in `leaves` (Liger's, the reference's), at one tolerance."""
+    y1.backward(None if dy is None else dy.to(y1.dtype))
+    y2.backward(None if dy is None else dy.to(y2.dtype))
+    close(y1, y2, atol, rtol)
+    for a, b in leaves:
+        close(a.grad, b.grad, atol, rtol)
+
+
 def not_yet(construct: str, where: str):
     """A strict xfail: the op stops at `construct` (at `where`, a line of Liger's kernel), with a MetileError."""
     return pytest.mark.xfail(strict=True, raises=metile.MetileError, reason=f"{construct} ({where}) is not compiled "
@@ -230,12 +240,8 @@ def test_gated_activations(op, shape, dtype):
     else:
         y1 = ops("geglu").LigerGELUMulFunction.apply(a1, b1)
         y2 = (F.gelu(a2.float(), approximate="tanh") * b2.float()).to(dtype)
-    y1.backward(dy)
-    y2.backward(dy)
     atol, rtol = ACT_TOL[dtype] if dtype is FP32 else (1e-1, 5e-2)
-    close(y1, y2, atol, rtol)
-    close(a1.grad, a2.grad, atol, rtol)
-    close(b1.grad, b2.grad, atol, rtol)
+    check_backward(y1, y2, [(a1, a2), (b1, b2)], atol, rtol, dy)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -246,11 +252,8 @@ def test_relu_squared(shape, dtype):
     dy = torch.randn(*shape, dtype=dtype)
     y1 = ops("relu_squared").LigerReLUSquaredFunction.apply(x1)
     y2 = F.relu(x2).square()
-    y1.backward(dy)
-    y2.backward(dy)
     atol, rtol = ACT_TOL[dtype] if dtype is FP32 else (1e-1, 5e-2)
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], atol, rtol, dy)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -261,11 +264,8 @@ def test_softmax(shape, dtype):
     dy = torch.randn(*shape, dtype=dtype)
     y1 = ops("softmax").LigerSoftmaxFunction.apply(x1)
     y2 = torch.softmax(x2.float(), -1).to(dtype)
-    y1.backward(dy)
-    y2.backward(dy)
     atol, rtol = (1e-5, 1e-5) if dtype is FP32 else (1e-2, 5e-2)   # Liger's test_softmax
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], atol, rtol, dy)
 
 
 def sparsemax_reference(x, dim=-1):
@@ -288,11 +288,8 @@ def test_sparsemax(shape, dim, dtype):
     dy = torch.randn(*shape, dtype=dtype)
     y1 = ops("sparsemax").LigerSparsemaxFunction.apply(x1, dim)
     y2 = sparsemax_reference(x2.float(), dim).to(dtype)
-    y1.backward(dy)
-    y2.backward(dy)
     atol, rtol = (1e-5, 1e-5) if dtype is FP32 else (5e-2, 5e-2)   # Liger's test_sparsemax
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], atol, rtol, dy)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -397,11 +394,8 @@ def test_cross_entropy(options, reduction, dtype):
     zl = torch.where(kept, z * torch.logsumexp(logits, -1) ** 2, 0.0)
     y2 = y2 + (zl.sum() / kept.sum() if reduction == "mean" else zl.sum() if reduction == "sum" else zl)
     dy = torch.randn_like(y1)
-    y1.backward(dy)
-    y2.to(dtype).backward(dy)
     atol, rtol = (1e-6, 1e-5) if dtype is FP32 else (1e-2, 5e-2)
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], atol, rtol, dy)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -414,12 +408,8 @@ def test_fused_linear_cross_entropy(dtype):
     target[::7] = -100
     y1 = ops("fused_linear_cross_entropy").LigerFusedLinearCrossEntropyFunction.apply(x1, w1, target)[0]
     y2 = F.cross_entropy((x2 @ w2.T).float(), target)
-    y1.backward()
-    y2.backward()
     atol, rtol = (1e-5, 5e-4) if dtype is FP32 else (5e-2, 5e-1)   # Liger's test_fused_linear_cross_entropy
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
-    close(w1.grad, w2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2), (w1, w2)], atol, rtol)
 
 
 LOSS_TOL = {FP32: (1e-6, 1e-5), BF16: (1e-2, 5e-2)}
@@ -438,11 +428,7 @@ def test_kl_div(rows, vocab, log_target, reduction, dtype):
     y1 = ops("kl_div").LigerKLDivLossFunction.apply(x1, t, reduction, log_target, 1e-10)
     y2 = F.kl_div(x2.float(), t.float(), reduction=reduction, log_target=log_target)
     dy = torch.randn_like(y2)
-    y1.backward(dy.to(y1.dtype))
-    y2.backward(dy)
-    atol, rtol = LOSS_TOL[dtype]
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], *LOSS_TOL[dtype], dy)
 
 
 def jsd_reference(log_q, log_p, beta):
@@ -470,11 +456,7 @@ def test_jsd(rows, vocab, beta, dtype):
     t = torch.randn(rows, vocab).log_softmax(-1).to(dtype)
     y1 = ops("jsd").LigerJSDFunction.apply(x1, t, None, beta, -100, None, None)
     y2 = jsd_reference(x2, t, beta).mean()
-    y1.backward()
-    y2.backward()
-    atol, rtol = LOSS_TOL[dtype]
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], *LOSS_TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -489,11 +471,7 @@ def test_jsd_with_ignored_labels(dtype):
     y1 = ops("jsd").LigerJSDFunction.apply(x1, t, labels, 0.5, -100, None, None)
     kept = labels != -100
     y2 = jsd_reference(x2, t, 0.5)[kept].sum() / kept.sum()
-    y1.backward()
-    y2.backward()
-    atol, rtol = LOSS_TOL[dtype]
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2)], *LOSS_TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -509,12 +487,8 @@ def test_fused_linear_jsd(beta, temperature, dtype):
     log_q = ((x2 @ w2.T).float() / temperature).log_softmax(-1)
     log_p = ((tx @ tw.T).float() / temperature).log_softmax(-1)
     y2 = jsd_reference(log_q, log_p, beta).mean()
-    y1.backward()
-    y2.backward()
     atol, rtol = (1e-5, 5e-4) if dtype is FP32 else (5e-2, 5e-1)   # Liger's test_fused_linear_jsd
-    close(y1, y2, atol, rtol)
-    close(x1.grad, x2.grad, atol, rtol)
-    close(w1.grad, w2.grad, atol, rtol)
+    check_backward(y1, y2, [(x1, x2), (w1, w2)], atol, rtol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -529,11 +503,7 @@ def test_tvd(rows, vocab, reduction, dtype):
     d = 0.5 * (p2.float() - q.float()).abs()
     y2 = {"batchmean": d.sum() / rows, "sum": d.sum(), "mean": d.sum() / d.numel(), "none": d}[reduction]
     dy = torch.randn_like(y2)
-    y1.backward(dy.to(y1.dtype))
-    y2.backward(dy)
-    atol, rtol = LOSS_TOL[dtype]
-    close(y1, y2, atol, rtol)
-    close(p1.grad, p2.grad, atol, rtol)
+    check_backward(y1, y2, [(p1, p2)], *LOSS_TOL[dtype], dy)
 
 
 def test_tvd_with_ignored_labels():
