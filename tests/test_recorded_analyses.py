@@ -33,16 +33,6 @@ def row_softmax(X, Out, n, BLOCK: metile.constexpr):
     metile.store(Out + metile.program_id(0) * n + cols, e / metile.sum(e), mask=cols < n)
 
 
-@metile.kernel
-def gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
-    acc = metile.zeros((BM, BN), dtype=metile.float32)
-    for k in metile.tile_range(0, K, BK):
-        a = metile.tile_load(A, metile.program_id(0) * BM, k, K, (BM, BK), bounds=(M, K))
-        b = metile.tile_load(B, k, metile.program_id(1) * BN, N, (BK, BN), bounds=(K, N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, metile.program_id(0) * BM, metile.program_id(1) * BN, N, acc, (BM, BN), bounds=(M, N))
-
-
 def _f32(n):
     return np.zeros(n, np.float32)
 
@@ -50,7 +40,8 @@ def _f32(n):
 CASES = {
     "add": (add, (_f32(300), _f32(300), _f32(300), 300), {"BLOCK": 256}, False),
     "softmax": (row_softmax, (_f32(900), _f32(900), 300), {"BLOCK": 512}, True),
-    "gemm": (gemm, (_f32(40 * 24), _f32(24 * 40), _f32(40 * 40), 40, 40, 24), {"BM": 32, "BN": 32, "BK": 16}, True),
+    "gemm": (ex.matmul, (_f32(40 * 24), _f32(24 * 40), _f32(40 * 40), 40, 40, 24),
+             {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}, True),
 }
 
 
