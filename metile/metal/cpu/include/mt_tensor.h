@@ -22,6 +22,13 @@
 
 namespace metal {
 
+/* Vectors of 8 and 16 elements (no swizzles), which the fragments of MLX's NAX kernels are (metal::vec<T, 8>), as
+ * aligned as clang's extended vectors of that size. */
+namespace _mt {
+template <class T> struct alignas(sizeof(T) * 8) vstore<T, 8> { T v_[8]; };
+template <class T> struct alignas(sizeof(T) * 16) vstore<T, 16> { T v_[16]; };
+}  // namespace _mt
+
 constexpr size_t dynamic_extent = size_t(-1);
 
 /* ---- extents ------------------------------------------------------------------------------------------------ */

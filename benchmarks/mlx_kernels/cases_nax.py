@@ -1,0 +1,109 @@
+"""MLX's NAX kernels (Metal 4 tensor ops, the neural accelerators of M5-class GPUs): steel_gemm_fused_nax.
+
+Each case writes the instantiation lines of MLX's steel_gemm_fused_nax.metal for the shipped headers and dispatches
+the kernel as `steel_matmul_regular_axpby_nax` (mlx/backend/metal/matmul.cpp) does: the same kernel name, template
+arguments, function constants (has_batch 10, use_out_source 100, do_axpby 110, align_M/N/K 200-202), GEMMParams at
+buffer 4 with `swizzle_log = tm <= 3 ? 0 : 1` and `gemm_k_iterations_aligned = K / bk`, a grid of
+(tn << swizzle_log, ceil(tm / 2**swizzle_log), batch) threadgroups of (32, wn, wm) threads. MLX instantiates the
+(64, 64, 256, 2, 2) and (128, 128, 512, 4, 4) tiles for float16, bfloat16 and float32, all four transpositions.
+
+The kernels ask matmul2d for relaxed precision: float32 inputs are cut to TF32's 10 mantissa bits on the device
+(metile/metal/cpu/include/mt_mpp.h), so the float32 reference multiplies the inputs so cut; float16 and bfloat16
+inputs are exact. The tolerance is then the float accumulation and the final rounding to the type, as for steel GEMM.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from benchmarks.mlx_kernels.cases_matmul import (
+    GEMM_ADDMM_PARAMS,
+    GEMM_PARAMS,
+    _args,
+    _check,
+    _empty,
+    _i32,
+    _i64,
+    _random,
+    _struct,
+)
+from benchmarks.mlx_kernels.common import Case, Result, compile_mlx, instantiation, rng
+
+_NAX_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat"}   # as steel_gemm_fused_nax.metal has them
+
+
+def tf32(values: np.ndarray) -> np.ndarray:
+    """float32 values cut toward zero to 10 mantissa bits, as float inputs of a relaxed-precision matmul2d."""
+    return (np.ascontiguousarray(values, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def _nax_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[int, int, int, int, int],
+                   trans: str = "nn", batch: tuple[int, ...] = (), addmm: tuple[float, float] | None = None,
+                   seed: int = 0) -> Case:
+    """D = A @ B (or alpha * A @ B + beta * C) with steel_gemm_fused_nax; `batch` of more than one dimension takes
+    the kernel's general batch path (has_batch)."""
+
+    def run(dev) -> Result:
+        bm, bn, bk, wm, wn = tile
+        ta, tb = trans[0] == "t", trans[1] == "t"
+        base = f"steel_gemm_fused_nax_{trans}_{dtype}_{dtype}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
+        src = instantiation(["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_fused_nax.h"], [
+            f'instantiate_kernel("{base}", gemm, {_NAX_TYPES[dtype]}, {bm}, {bn}, {bk}, {wm}, {wn}, '
+            f'{str(ta).lower()}, {str(tb).lower()}, float)'])
+        nb = int(np.prod(batch)) if batch else 1
+        has_batch = len(batch) > 1
+        use_out_source = addmm is not None and (addmm[0] != 0.0 or addmm[1] != 1.0)
+        do_axpby = use_out_source and (addmm[0] != 1.0 or addmm[1] != 1.0)
+        constants = {10: has_batch, 100: use_out_source, 110: do_axpby,
+                     200: M % bm == 0, 201: N % bn == 0, 202: K % bk == 0}
+        fn = compile_mlx(dev, src, f"{base}.metal").function(base, constants=constants)
+
+        gen = rng(seed)
+        a_shape = (*batch, K, M) if ta else (*batch, M, K)
+        b_shape = (*batch, N, K) if tb else (*batch, K, N)
+        a, a_v = _random(gen, a_shape, dtype)
+        b, b_v = _random(gen, b_shape, dtype)
+        if dtype == "float32":
+            a_v, b_v = tf32(a).astype(np.float64), tf32(b).astype(np.float64)
+        a_m = np.swapaxes(a_v, -1, -2) if ta else a_v
+        b_m = np.swapaxes(b_v, -1, -2) if tb else b_v
+        want = a_m @ b_m
+        out = _empty((*batch, M, N), dtype)
+        tiles_n, tiles_m = -(-N // bn), -(-M // bm)
+        swizzle_log = 0 if tiles_m <= 3 else 1
+        a_strides = [int(np.prod(a_shape[i + 1:])) for i in range(len(batch))]
+        b_strides = [int(np.prod(b_shape[i + 1:])) for i in range(len(batch))]
+        params = _struct(GEMM_PARAMS, M=M, N=N, K=K, lda=a_shape[-1], ldb=b_shape[-1], ldd=N, tiles_n=tiles_n,
+                         tiles_m=tiles_m, batch_stride_a=a_strides[-1] if batch else 0,
+                         batch_stride_b=b_strides[-1] if batch else 0, batch_stride_d=M * N,
+                         swizzle_log=swizzle_log, gemm_k_iterations_aligned=K // bk, batch_ndim=max(len(batch), 1))
+        bound = {0: a, 1: b, 3: out, 4: params}
+        if has_batch:
+            bound[6] = _i32(*batch)
+            bound[7] = _i64(*a_strides, *b_strides)
+        if use_out_source:
+            alpha, beta = addmm
+            c, c_v = _random(gen, (N,), dtype)          # a bias row: strides (0, 1) over (M, N), 0 over batches
+            bound[2] = c
+            bound[5] = _struct(GEMM_ADDMM_PARAMS, ldc=0, fdc=1, batch_stride_c=0, alpha=alpha, beta=beta)
+            want = alpha * want + beta * c_v
+        tile_ = 1 << swizzle_log
+        grid = (tiles_n * tile_, -(-tiles_m // tile_), nb)
+        dev.dispatch_threadgroups(fn, grid, (32, wn, wm), _args(8, bound))
+        return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
+
+    return Case(name, "steel_gemm_nax", run)
+
+
+SMALL, LARGE = (64, 64, 256, 2, 2), (128, 128, 512, 4, 4)
+CASES: list[Case] = [
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float16_aligned", "float16", 128, 64, 256, SMALL),
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float32_ragged", "float32", 70, 45, 300, SMALL),
+    _nax_gemm_case("steel_gemm_fused_nax_nt_bfloat16_ragged_swizzled", "bfloat16", 260, 72, 90, SMALL, "nt"),
+    _nax_gemm_case("steel_gemm_fused_nax_tn_float16_batched", "float16", 40, 33, 64, SMALL, "tn", batch=(3,)),
+    _nax_gemm_case("steel_gemm_fused_nax_tt_float32_has_batch", "float32", 36, 20, 50, SMALL, "tt", batch=(2, 2)),
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float32_large_tile", "float32", 130, 140, 530, LARGE),
+    _nax_gemm_case("addmm_nax_nt_float16_axpby", "float16", 70, 45, 37, SMALL, "nt", addmm=(2.0, 0.5)),
+]
