@@ -19,9 +19,12 @@ import math
 import numpy as np
 
 from benchmarks.mlx_kernels.cases_matmul import (
+    _TYPES,
+    ATTN_PARAMS,
     GEMM_ADDMM_PARAMS,
     GEMM_PARAMS,
     _args,
+    _attention,
     _check,
     _empty,
     _i32,
@@ -29,6 +32,7 @@ from benchmarks.mlx_kernels.cases_matmul import (
     _random,
     _struct,
 )
+from benchmarks.mlx_kernels.cases_quantized import _affine_quantize, _unbatched
 from benchmarks.mlx_kernels.common import Case, Result, compile_mlx, instantiation, rng
 
 _NAX_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat"}   # as steel_gemm_fused_nax.metal has them
@@ -97,6 +101,72 @@ def _nax_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[in
     return Case(name, "steel_gemm_nax", run)
 
 
+def _attention_nax_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int, kL: int, D: int,
+                        causal: bool = False, seed: int = 0) -> Case:
+    """Full attention with `attention_nax`, as sdpa_full_self_attention_nax dispatches it: queries in blocks of 64
+    per threadgroup of 4 simdgroups (16 rows each), keys in blocks of 32. Its second product multiplies the float
+    probabilities, cut to TF32 by the relaxed precision, with V: they lose up to 2**-10 of themselves (a bias toward
+    zero of half that on average), which the float16 and bfloat16 tolerances hold."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        bq, bk, wm, wn = 64, 32, 4, 1
+        host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}_wm{wm}_wn{wn}_mask{tname}"
+        src = instantiation(["steel/attn/kernels/steel_attention_nax.h"], [
+            f'instantiate_kernel("{host}", attention_nax, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
+        constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+        gen = rng(seed)
+        q, q_v = _random(gen, (B, H, qL, D), dtype)
+        k, k_v = _random(gen, (B, Hkv, kL, D), dtype)
+        v, v_v = _random(gen, (B, Hkv, kL, D), dtype)
+        out = _empty((B, H, qL, D), dtype)
+        scale = 1.0 / math.sqrt(D)
+        nq, nk = -(-qL // bq), -(-kL // bk)
+        params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
+                         NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
+                         kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
+                         K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
+                         O_strides=(H * qL * D, qL * D, D))
+        dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
+        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
+
+    return Case(name, "steel_attention_nax", run)
+
+
+def _qmm_nax_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, *, transposed: bool = True,
+                  group_size: int = 64, seed: int = 0) -> Case:
+    """y = x @ deq(w).T (w (N, K), affine_qmm_t_nax) or x @ deq(w) (w (K, N), affine_qmm_n_nax), as qmm_nax in
+    mlx/backend/metal/quantized.cpp dispatches them (K a multiple of 64): 64 x 64 output tiles, K in steps of 64,
+    threadgroups of (32, 2, 2); w is dequantized into threadgroup memory and multiplied by matmul2d."""
+
+    def run(dev) -> Result:
+        _, msl, tstr = _TYPES[dtype]
+        tile = "bm64_bn64_bk64_wm2_wn2"
+        if transposed:
+            aligned = str(N % 64 == 0).lower()
+            host = f"affine_qmm_t_nax_{tstr}_gs_{group_size}_b_{bits}_{tile}_alN_{aligned}_batch_0"
+            targs = f"{msl}, {group_size}, {bits}, {aligned}, false, 64, 64, 64, 2, 2"
+        else:
+            host = f"affine_qmm_n_nax_{tstr}_gs_{group_size}_b_{bits}_{tile}_batch_0"
+            targs = f"{msl}, {group_size}, {bits}, false, 64, 64, 64, 2, 2"
+        kernel = "qmm_t_nax" if transposed else "qmm_n_nax"
+        src = instantiation(["steel/gemm/gemm.h", "steel/gemm/nax.h", "quantized_utils.h", "quantized_nax.h"],
+                            [f'instantiate_kernel("{host}", affine_{kernel}, {targs})'])
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host)
+        gen = rng(seed)
+        w = gen.normal(0.0, 1.0, size=(N, K) if transposed else (K, N)).astype(np.float32)
+        packed, scales, biases, deq = _affine_quantize(w, group_size, bits, dtype)
+        x, x_v = _random(gen, (M, K), dtype)
+        y = _empty((M, N), dtype)
+        bound = {0: packed, 1: scales, 2: biases, 3: x, 4: y, 5: np.int32(K), 6: np.int32(N), 7: np.int32(M)}
+        dev.dispatch_threadgroups(fn, (-(-N // 64), -(-M // 64), 1), (32, 2, 2), _args(16, bound, _unbatched(8)))
+        return _check(y, x_v @ (deq.T if transposed else deq), dtype, scale=math.sqrt(K / 64) * 4)
+
+    return Case(name, "quantized_nax", run)
+
+
 SMALL, LARGE = (64, 64, 256, 2, 2), (128, 128, 512, 4, 4)
 CASES: list[Case] = [
     _nax_gemm_case("steel_gemm_fused_nax_nn_float16_aligned", "float16", 128, 64, 256, SMALL),
@@ -106,4 +176,9 @@ CASES: list[Case] = [
     _nax_gemm_case("steel_gemm_fused_nax_tt_float32_has_batch", "float32", 36, 20, 50, SMALL, "tt", batch=(2, 2)),
     _nax_gemm_case("steel_gemm_fused_nax_nn_float32_large_tile", "float32", 130, 140, 530, LARGE),
     _nax_gemm_case("addmm_nax_nt_float16_axpby", "float16", 70, 45, 37, SMALL, "nt", addmm=(2.0, 0.5)),
+    _attention_nax_case("steel_attention_nax_float16_ragged", "float16", 1, 2, 1, 70, 45, 64),
+    _qmm_nax_case("affine_qmm_t_nax_float16_4bit", "float16", 4, 70, 128, 192),
+    _qmm_nax_case("affine_qmm_t_nax_bfloat16_8bit_unaligned_n", "bfloat16", 8, 40, 100, 128),
+    _qmm_nax_case("affine_qmm_n_nax_float16_4bit", "float16", 4, 50, 128, 128, transposed=False),
+    _attention_nax_case("steel_attention_nax_bfloat16_causal", "bfloat16", 2, 2, 2, 64, 100, 128, causal=True),
 ]
