@@ -225,12 +225,60 @@ def _refusal(cpu, src, name):
     return info.value
 
 
-def test_execution_scopes_other_than_one_simdgroup_are_refused_at_their_line(cpu):
+SCOPES = HEAD + """
+// Apple's example: a 64 x 32 tile of C per threadgroup of 4 simdgroups, K read from the tensors
+kernel void simdgroups(device half* A [[buffer(0)]], device half* B [[buffer(1)]], device float* C [[buffer(2)]],
+                       constant int& M [[buffer(3)]], constant int& N [[buffer(4)]], constant int& K [[buffer(5)]],
+                       uint2 tgid [[threadgroup_position_in_grid]]) {
+    using ext = dextents<int32_t, 2>;
+    auto tA = tensor<device half, ext, tensor_inline>(A, ext(K, M));
+    auto tB = tensor<device half, ext, tensor_inline>(B, ext(N, K));
+    auto tC = tensor<device float, ext, tensor_inline>(C, ext(N, M));
+    constexpr auto desc = matmul2d_descriptor(64, 32, static_cast<int>(dynamic_extent));
+    matmul2d<desc, execution_simdgroups<4>> op;
+    auto mA = tA.slice(0, tgid.y * 64);
+    auto mB = tB.slice(tgid.x * 32, 0);
+    auto mC = tC.slice(tgid.x * 32, tgid.y * 64);
+    op.run(mA, mB, mC);
+}
+kernel void one_thread(device half* A [[buffer(0)]], device half* B [[buffer(1)]], device float* C [[buffer(2)]],
+                       constant int& M [[buffer(3)]], constant int& N [[buffer(4)]], constant int& K [[buffer(5)]]) {
+    using ext = dextents<int32_t, 2>;
+    auto tA = tensor<device half, ext, tensor_inline>(A, ext(K, M));
+    auto tB = tensor<device half, ext, tensor_inline>(B, ext(N, K));
+    auto tC = tensor<device float, ext, tensor_inline>(C, ext(N, M));
+    constexpr auto desc = matmul2d_descriptor(48, 40, static_cast<int>(dynamic_extent));
+    matmul2d<desc, execution_thread> op;
+    op.run(tA, tB, tC);
+}
+"""
+
+
+def test_execution_simdgroups_and_execution_thread_with_tensor_operands(cpu):
+    lib = cpu.compile(SCOPES, name="scopes.metal")
+    rng = np.random.default_rng(7)
+    M, N, K = 96, 40, 24
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    args = [a, b, None, np.int32(M), np.int32(N), np.int32(K)]
+    c = np.full((M, N), np.nan, np.float32)
+    cpu.dispatch_threadgroups(lib.function("simdgroups"), (2, 2, 1), (128, 1, 1), [*args[:2], c, *args[3:]])
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    c = np.full((M, N), np.nan, np.float32)
+    cpu.dispatch_threadgroups(lib.function("one_thread"), (1, 1, 1), (1, 1, 1), [*args[:2], c, *args[3:]])
+    np.testing.assert_allclose(c[:48], want[:48], rtol=1e-5, atol=1e-4)
+    assert np.isnan(c[48:]).all()      # the op's 48 x 40 tile and nothing past it
+    with pytest.raises(metile.DeviceFault, match="exactly N full simdgroups"):
+        cpu.dispatch_threadgroups(lib.function("simdgroups"), (2, 2, 1), (64, 1, 1), [*args[:2], c, *args[3:]])
+
+
+def test_cooperative_tensors_of_other_execution_scopes_are_refused_at_their_line(cpu):
     src = GEMM.format(T="float", TM=16, TN=16, TK=16, TA="false", TB="false", RELAX="false")
     src = src.replace("matmul2d<desc, execution_simdgroup> op;", "matmul2d<desc, execution_simdgroups<4>> op;")
     err = _refusal(cpu, src, "scope.metal")
-    assert "execution scope other than execution_simdgroup" in str(err)
-    assert "execution_simdgroups<4>" in src.splitlines()[err.loc.line - 1]
+    assert "cooperative tensors of a matmul2d whose execution scope is not execution_simdgroup" in str(err)
+    assert "get_left_input_cooperative_tensor" in src.splitlines()[err.loc.line - 1]
 
 
 def test_reductions_and_odd_tile_shapes_are_refused(cpu):
@@ -269,5 +317,19 @@ def test_a_cooperative_element_index_past_the_capacity_faults(cpu):
     fn = cpu.compile(src, name="index.metal").function("gemm")
     z = np.zeros((16, 16), np.float32)
     with pytest.raises(metile.DeviceFault, match="out of range"):
+        cpu.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [z, z, z.copy(), np.int32(16), np.int32(16),
+                                                              np.int32(16)])
+
+
+def test_runs_in_two_arms_of_a_divergent_branch_are_two_runs_and_fault(cpu):
+    """A run is a simd collective for the front end: the two arms of a branch that splits the lanes call it apart
+    (as a GPU runs the arms one after the other), so neither has every lane, even on one line."""
+    src = GEMM.format(T="float", TM=16, TN=16, TK=16, TA="false", TB="false", RELAX="false")
+    src = src.replace("uint3 tg [[threadgroup_position_in_grid]]",
+                      "uint3 tg [[threadgroup_position_in_grid]], uint l [[thread_index_in_simdgroup]]")
+    src = src.replace("        op.run(a, b, c);", "        if (l < 16) op.run(a, b, c); else op.run(a, b, c);")
+    fn = cpu.compile(src, name="arms.metal").function("gemm")
+    z = np.zeros((16, 16), np.float32)
+    with pytest.raises(metile.DeviceFault, match="only some lanes"):
         cpu.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [z, z, z.copy(), np.int32(16), np.int32(16),
                                                               np.int32(16)])

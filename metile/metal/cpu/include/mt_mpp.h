@@ -21,9 +21,12 @@
  *   result is rounded to the destination's element type once, at the end of run() (assumed: Apple documents
  *   neither the order nor the accumulator width).
  *
- * Only execution_simdgroup is run, by all 32 lanes of a full simdgroup: run() publishes each lane's cooperative
- * operands in one simd exchange, every lane computes its own destination elements, and a second exchange keeps
- * them from changing their operands before the others have read them. A run that only some lanes reach faults.
+ * Scopes. execution_simdgroup: run by all 32 lanes of a full simdgroup; run() publishes each lane's cooperative
+ * operands in one simd exchange (which also finds a run that only some lanes reach: a fault), every lane computes
+ * its own destination elements, and a second exchange keeps them from changing their operands before the others
+ * have read them. execution_simdgroups<N> and execution_thread take tensor operands only (the layout of their
+ * cooperative tensors is refused): one thread computes every element, or the N simdgroups, which must be the
+ * whole threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there).
  */
 #ifndef METILE_MT_MPP_H
 #define METILE_MT_MPP_H
@@ -97,7 +100,33 @@ template <class Op> struct view<Op, false> {
     }
 };
 
-template <matmul2d_descriptor D, class L, class R, class Dst>
+template <class Scope> struct scope_of;
+template <> struct scope_of<metal::execution_simdgroup> { static constexpr int simdgroups = 1, single = 0; };
+template <> struct scope_of<metal::execution_thread> { static constexpr int simdgroups = 0, single = 1; };
+template <int N> struct scope_of<metal::execution_simdgroups<N>> { static constexpr int simdgroups = N, single = 0; };
+
+/* The first destination element this thread computes and the step to its next one, for an op over tensors only:
+ * every element in one thread (execution_thread), or element i in thread i % (32 N) of the N simdgroups, which must
+ * be the whole threadgroup and all reach run(): the threadgroup barrier there faults when one does not. */
+template <class Scope> inline void tensor_share(uint32_t line, int& first, int& step) {
+    if constexpr (scope_of<Scope>::single) {
+        first = 0;
+        step = 1;
+    } else {
+        constexpr int N = scope_of<Scope>::simdgroups;
+        const mt_thread_pos* p = mt_current_pos();
+        const uint32_t threads = p->threads_per_threadgroup[0] * p->threads_per_threadgroup[1] *
+                                 p->threads_per_threadgroup[2];
+        if (threads != uint32_t(N) * MT_SIMD_WIDTH)
+            mt_kernel_fault(MT_FAULT_KERNEL, "matmul2d with execution_simdgroups<N> runs in a threadgroup of exactly "
+                                             "N full simdgroups", line);
+        mt_threadgroup_barrier(line);
+        first = int(p->thread_index_in_threadgroup);
+        step = N * int(MT_SIMD_WIDTH);
+    }
+}
+
+template <matmul2d_descriptor D, class Scope, class L, class R, class Dst>
 inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
     using namespace metal::_mt;
     static_assert(is_coop<L> || is_tensor<L>, "matmul2d::run: the left operand is neither a tensor nor a cooperative tensor");
@@ -129,10 +158,17 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
         K = int(left.get_extent(D.transpose_left ? 1 : 0));
     }
 
+    constexpr bool simdgroup = metal::is_same<Scope, metal::execution_simdgroup>::value;
+    static_assert(simdgroup || (!coop_in && !is_coop<Dst>),
+                  "metile-unsupported: cooperative tensors in a matmul2d whose execution scope is not "
+                  "execution_simdgroup");
     const void* lanes_l[MT_SIMD_WIDTH] = {};
     const void* lanes_r[MT_SIMD_WIDTH] = {};
-    uint32_t lane = coop_lane();
-    if constexpr (coop_in) {
+    uint32_t lane = 0;
+    int first = 0, step = 1;
+    if constexpr (!simdgroup) {
+        tensor_share<Scope>(line, first, step);
+    } else {   /* every lane takes part (an exchange tells), and publishes its cooperative operands */
         struct slot { const void* l; const void* r; } mine = {nullptr, nullptr};
         if constexpr (is_coop<L>) mine.l = left.e_;
         if constexpr (is_coop<R>) mine.r = right.e_;
@@ -148,6 +184,8 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
             lanes_r[j] = s.r;
         }
         lane = v.lane;
+        first = int(lane);
+        step = int(MT_SIMD_WIDTH);
     }
     view<L> a;
     view<R> b;
@@ -172,7 +210,7 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
             dst.e_[i] = TD(dot(m, n, accumulate ? float(dst.e_[i]) : 0.0f));
         }
     } else {
-        for (int idx = int(lane); idx < D.m * D.n; idx += int(MT_SIMD_WIDTH)) {
+        for (int idx = first; idx < D.m * D.n; idx += step) {
             const long c[2] = {idx % D.n, idx / D.n};
             if (!dst.inside(c)) continue;
             auto* p = dst.address(c);
@@ -188,8 +226,9 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
 }  // namespace _detail
 
 template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matmul2d {
-    static_assert(metal::is_same<Scope, metal::execution_simdgroup>::value,
-                  "metile-unsupported: matmul2d with an execution scope other than execution_simdgroup");
+    static_assert(_detail::scope_of<Scope>::simdgroups > 0 || _detail::scope_of<Scope>::single,
+                  "matmul2d's scope is execution_thread, execution_simdgroup or execution_simdgroups<N>");
+    static constexpr bool coop_scope = metal::is_same<Scope, metal::execution_simdgroup>::value;
     static constexpr int LX = Descriptor.transpose_left ? Descriptor.m : Descriptor.k;
     static constexpr int LY = Descriptor.transpose_left ? Descriptor.k : Descriptor.m;
     static constexpr int RX = Descriptor.transpose_right ? Descriptor.k : Descriptor.n;
@@ -212,16 +251,22 @@ template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matm
 
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_left_input_cooperative_tensor() const {
+        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+                                  "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative left input of a matmul2d whose k is dynamic");
         return cooperative_tensor_left_input_t<A, B, C, Coord>{};
     }
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_right_input_cooperative_tensor() const {
+        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+                                  "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative right input of a matmul2d whose k is dynamic");
         return cooperative_tensor_right_input_t<A, B, C, Coord>{};
     }
     template <class Left, class Right, class C, class Coord = int, class... More>
     auto get_destination_cooperative_tensor() const {
+        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+                                  "not execution_simdgroup");
         return cooperative_tensor_destination_t<Left, Right, C, Coord>{};
     }
     template <class Left, class Right, class C, class Coord = int, class... More>
@@ -235,7 +280,7 @@ template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matm
 
     template <class L, class R, class Dst>
     void run(const L& left, const R& right, Dst&& destination, uint32_t line = __builtin_LINE()) const {
-        _detail::run<Descriptor>(left, right, destination, line);
+        _detail::run<Descriptor, Scope>(left, right, destination, line);
     }
 };
 
