@@ -167,6 +167,52 @@ def _qmm_nax_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, *, t
     return Case(name, "quantized_nax", run)
 
 
+def _thin_nax_case(name: str, dtype: str, M: int, N: int, K: int, transpose_b: bool = False,
+                   addmm: tuple[float, float] | None = None, seed: int = 0) -> Case:
+    """D = A @ B for few output columns (N <= 64) with gemm_thin_nax at the shapes steel_gemm_thin_nax.metal
+    instantiates (UM = UN = 2; SM = 1; SN = 1, KS = 4 below 2048 rows, else SN = 2, KS = 2, as matmul.cpp picks).
+    Its host code is not in the wheel; the dispatch follows the kernel: one threadgroup of SM * SN * KS simdgroups
+    per (16 UM SM) x (16 UN SN) block of D, blocks along M first, the K groups of 64 taken KS at a time, and each
+    align_* constant true when no block of that dimension is partial. Tensor operands with strides, a cooperative
+    left input kept across runs, masked tails, and partial sums through threadgroup tensors (KS > 1)."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        um = un = 2
+        sm, sn = 1, (1 if M < 2048 else 2)
+        ks = 4 // sn
+        tsm, tsn, bk = 16 * um, 16 * un, 64
+        trans = "nt" if transpose_b else "nn"
+        host = f"steel_gemm_thin_nax_{trans}_{tname}_um{um}_un{un}_sm{sm}_sn{sn}_ks{ks}"
+        src = instantiation(["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_thin_nax.h"], [
+            f'instantiate_kernel("{host}", gemm_thin_nax, {msl}, {um}, {un}, {sm}, {sn}, {ks}, '
+            f'{str(transpose_b).lower()})'])
+        use_out_source = addmm is not None and (addmm[0] != 0.0 or addmm[1] != 1.0)
+        do_axpby = use_out_source and (addmm[0] != 1.0 or addmm[1] != 1.0)
+        constants = {100: use_out_source, 110: do_axpby, 200: M % (sm * tsm) == 0, 201: N % (sn * tsn) == 0,
+                     202: K % bk == 0}
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+        gen = rng(seed)
+        a, a_v = _random(gen, (M, K), dtype)
+        b, b_v = _random(gen, (N, K) if transpose_b else (K, N), dtype)
+        want = a_v @ (b_v.T if transpose_b else b_v)
+        out = _empty((M, N), dtype)
+        tiles_m, tiles_n = -(-M // (sm * tsm)), -(-N // (sn * tsn))
+        params = _struct(GEMM_PARAMS, M=M, N=N, K=K, lda=K, ldb=b.shape[-1], ldd=N, tiles_n=tiles_n,
+                         tiles_m=tiles_m, gemm_k_iterations_aligned=-(-K // (bk * ks)), batch_ndim=1)
+        bound = {0: a, 1: b, 3: out, 4: params}
+        if use_out_source:
+            alpha, beta = addmm
+            c, c_v = _random(gen, (N,), dtype)
+            bound[2] = c
+            bound[5] = _struct(GEMM_ADDMM_PARAMS, ldc=0, fdc=1, batch_stride_c=0, alpha=alpha, beta=beta)
+            want = alpha * want + beta * c_v
+        dev.dispatch_threadgroups(fn, (tiles_m * tiles_n, 1, 1), (32, sm * sn * ks, 1), _args(6, bound))
+        return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
+
+    return Case(name, "steel_gemm_nax", run)
+
+
 SMALL, LARGE = (64, 64, 256, 2, 2), (128, 128, 512, 4, 4)
 CASES: list[Case] = [
     _nax_gemm_case("steel_gemm_fused_nax_nn_float16_aligned", "float16", 128, 64, 256, SMALL),
@@ -176,6 +222,10 @@ CASES: list[Case] = [
     _nax_gemm_case("steel_gemm_fused_nax_tt_float32_has_batch", "float32", 36, 20, 50, SMALL, "tt", batch=(2, 2)),
     _nax_gemm_case("steel_gemm_fused_nax_nn_float32_large_tile", "float32", 130, 140, 530, LARGE),
     _nax_gemm_case("addmm_nax_nt_float16_axpby", "float16", 70, 45, 37, SMALL, "nt", addmm=(2.0, 0.5)),
+    _thin_nax_case("steel_gemm_thin_nax_nn_float16_aligned", "float16", 64, 32, 512),
+    _thin_nax_case("steel_gemm_thin_nax_nt_bfloat16_ragged", "bfloat16", 50, 20, 300, transpose_b=True),
+    _thin_nax_case("steel_gemm_thin_nax_nn_float16_axpby_ragged", "float16", 40, 45, 130, addmm=(2.0, 0.5)),
+    _thin_nax_case("steel_gemm_thin_nax_nt_bfloat16_tall", "bfloat16", 2050, 40, 70, transpose_b=True),
     _attention_nax_case("steel_attention_nax_float16_ragged", "float16", 1, 2, 1, 70, 45, 64),
     _qmm_nax_case("affine_qmm_t_nax_float16_4bit", "float16", 4, 70, 128, 192),
     _qmm_nax_case("affine_qmm_t_nax_bfloat16_8bit_unaligned_n", "bfloat16", 8, 40, 100, 128),
