@@ -101,12 +101,35 @@ def _nax_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[in
     return Case(name, "steel_gemm_nax", run)
 
 
+def _attention_tf32(q, k, v, scale: float, bk: int) -> np.ndarray:
+    """What attention_nax computes for float32 (B, H, L, D) inputs without a mask: scores from q and k cut to TF32,
+    an online softmax in base 2 over key blocks of `bk` (each block's probabilities relative to the running row
+    maximum, cut to TF32 as float inputs of the second product, with v cut too), and the division by the row sum of
+    the uncut probabilities at the end."""
+    g = q.shape[1] // k.shape[1]
+    qt, kt, vt = (tf32(x).astype(np.float64) for x in (q, np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)))
+    s = np.einsum("bhqd,bhkd->bhqk", qt, kt) * float(np.float32(scale) * np.float32(1.44269504089))
+    m = np.full(s.shape[:-1] + (1,), -np.inf)
+    total = np.zeros_like(m)
+    out = np.zeros(q.shape)
+    for j in range(0, s.shape[-1], bk):
+        blk = s[..., j:j + bk]
+        new = np.maximum(m, blk.max(-1, keepdims=True))
+        p = np.exp2(blk - new)
+        factor = np.exp2(m - new)
+        total = total * factor + p.sum(-1, keepdims=True)
+        out = out * factor + tf32(p.astype(np.float32)).astype(np.float64) @ vt[..., j:j + bk, :]
+        m = new
+    return out / total
+
+
 def _attention_nax_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int, kL: int, D: int,
                         causal: bool = False, seed: int = 0) -> Case:
     """Full attention with `attention_nax`, as sdpa_full_self_attention_nax dispatches it: queries in blocks of 64
     per threadgroup of 4 simdgroups (16 rows each), keys in blocks of 32. Its second product multiplies the float
     probabilities, cut to TF32 by the relaxed precision, with V: they lose up to 2**-10 of themselves (a bias toward
-    zero of half that on average), which the float16 and bfloat16 tolerances hold."""
+    zero of half that on average), which the float16 and bfloat16 tolerances hold; for float32 the reference
+    computes what the kernel does with q, k, v and the probabilities so cut (`_attention_tf32`)."""
 
     def run(dev) -> Result:
         tname, msl, _ = _TYPES[dtype]
@@ -129,6 +152,9 @@ def _attention_nax_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int
                          K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
                          O_strides=(H * qL * D, qL * D, D))
         dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        if dtype == "float32":
+            assert not causal
+            return _check(out, _attention_tf32(q, k, v, scale, bk), dtype)
         keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
         return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
 
@@ -230,5 +256,6 @@ CASES: list[Case] = [
     _qmm_nax_case("affine_qmm_t_nax_float16_4bit", "float16", 4, 70, 128, 192),
     _qmm_nax_case("affine_qmm_t_nax_bfloat16_8bit_unaligned_n", "bfloat16", 8, 40, 100, 128),
     _qmm_nax_case("affine_qmm_n_nax_float16_4bit", "float16", 4, 50, 128, 128, transposed=False),
+    _attention_nax_case("steel_attention_nax_float32_ragged", "float32", 1, 2, 1, 70, 75, 64),
     _attention_nax_case("steel_attention_nax_bfloat16_causal", "bfloat16", 2, 2, 2, 64, 100, 128, causal=True),
 ]
