@@ -291,6 +291,39 @@ def test_reductions_and_odd_tile_shapes_are_refused(cpu):
     assert "multiples of 16" in str(err)
 
 
+@pytest.mark.parametrize("construct,word", [
+    ("for (auto it = c.begin(); false;) {}", "iterators"),
+    ("(void)is_iterator_compatible(c, c);", "is_iterator_compatible"),
+    ("auto a2 = op.get_left_input_cooperative_tensor<float, float, float>(c);", "cooperative inputs made from"),
+])
+def test_iterators_and_conversions_of_cooperative_tensors_are_refused(cpu, construct, word):
+    src = GEMM.format(T="float", TM=16, TN=16, TK=16, TA="false", TB="false", RELAX="false")
+    src = src.replace("    c.store(tC.slice(n0, m0));", f"    {construct}\n    c.store(tC.slice(n0, m0));")
+    err = _refusal(cpu, src, "iter.metal")
+    assert word in str(err) and construct[:12] in src.splitlines()[err.loc.line - 1]
+
+
+def test_the_tensor_headers_compile_without_warnings(tmp_path):
+    """The reference tensor-ops kernel as the front end translates it, under -Wall -Wextra (C++20)."""
+    import subprocess
+    from pathlib import Path
+
+    from metile.metal.cpu.msl import translate
+    from metile.metal.cpu.toolchain import INCLUDE_DIR, find_compiler
+    from metile.metal.msl_preprocess import preprocess, stub_headers
+
+    cxx = find_compiler().path
+    src = (Path(__file__).parent / "data" / "reference_msl" / "gemm_tensor_ops_f32_64x64x32" / "kernel.metal")
+    pre = preprocess(src.read_text(), "kernel.metal", compiler=cxx, stub_dir=stub_headers(tmp_path))
+    tr = translate(src.read_text(), "kernel.metal", preprocessed=pre)
+    assert tr.cxx_standard == "c++20"
+    (tmp_path / "k.cpp").write_text(tr.cpp)
+    r = subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Wextra", "-Wno-unknown-pragmas", f"-I{INCLUDE_DIR}",
+                        f"-I{INCLUDE_DIR.parent}", "-fsyntax-only", str(tmp_path / "k.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
 def test_a_tensor_kernel_parameter_is_refused(cpu):
     src = HEAD + ("kernel void k(tensor<device half, dextents<int32_t, 2>> A [[buffer(0)]],\n"
                   "              device float* out [[buffer(1)]]) { out[0] = 1.0f; }\n")

@@ -269,13 +269,34 @@ template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matm
                                   "not execution_simdgroup");
         return cooperative_tensor_destination_t<Left, Right, C, Coord>{};
     }
-    template <class Left, class Right, class C, class Coord = int, class... More>
-    void get_row_reduction_destination_cooperative_tensor() const {
-        static_assert(metal::_mt::never<Left>, "metile-unsupported: matmul2d row reduction cooperative tensors");
+    /* a cooperative input made from another cooperative tensor, and the test whether one can be */
+    template <class A, class B, class C, class Coord = int, class... More, class Src>
+    int get_left_input_cooperative_tensor(const Src&) const {
+        static_assert(metal::_mt::never<Src>, "metile-unsupported: cooperative inputs made from cooperative tensors");
+        return 0;
+    }
+    template <class A, class B, class C, class Coord = int, class... More, class Src>
+    int get_right_input_cooperative_tensor(const Src&) const {
+        static_assert(metal::_mt::never<Src>, "metile-unsupported: cooperative inputs made from cooperative tensors");
+        return 0;
+    }
+    template <class... X, class Src> bool is_compatible_as_left_input(const Src&) const {
+        static_assert(metal::_mt::never<Src>, "metile-unsupported: is_compatible_as_left_input");
+        return false;
+    }
+    template <class... X, class Src> bool is_compatible_as_right_input(const Src&) const {
+        static_assert(metal::_mt::never<Src>, "metile-unsupported: is_compatible_as_right_input");
+        return false;
     }
     template <class Left, class Right, class C, class Coord = int, class... More>
-    void get_column_reduction_destination_cooperative_tensor() const {
+    int get_row_reduction_destination_cooperative_tensor() const {
+        static_assert(metal::_mt::never<Left>, "metile-unsupported: matmul2d row reduction cooperative tensors");
+        return 0;
+    }
+    template <class Left, class Right, class C, class Coord = int, class... More>
+    int get_column_reduction_destination_cooperative_tensor() const {
         static_assert(metal::_mt::never<Left>, "metile-unsupported: matmul2d column reduction cooperative tensors");
+        return 0;
     }
 
     template <class L, class R, class Dst>
@@ -289,6 +310,10 @@ template <class... T> void reduce_rows(T&&...) {
 }
 template <class... T> void reduce_columns(T&&...) {
     static_assert(metal::_mt::never<T...>, "metile-unsupported: reduce_columns of cooperative tensors");
+}
+template <class... T> bool is_iterator_compatible(T&&...) {
+    static_assert(metal::_mt::never<T...>, "metile-unsupported: is_iterator_compatible of cooperative tensors");
+    return false;
 }
 
 }  // namespace tensor_ops

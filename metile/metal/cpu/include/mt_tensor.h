@@ -230,6 +230,20 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
     }
     array<index_type, 2> multidimensional_indices(uint16_t i) const { return get_multidimensional_index(i); }
 
+    /* element iterators (begin, end, map_iterator) are not there yet */
+    template <class... X> int begin(X...) const {
+        static_assert(_mt::never<X...>, "metile-unsupported: iterators of cooperative tensors (begin)");
+        return 0;
+    }
+    template <class... X> int end(X...) const {
+        static_assert(_mt::never<X...>, "metile-unsupported: iterators of cooperative tensors (end)");
+        return 0;
+    }
+    template <class... X> int map_iterator(X...) const {
+        static_assert(_mt::never<X...>, "metile-unsupported: iterators of cooperative tensors (map_iterator)");
+        return 0;
+    }
+
     /* each lane reads its own elements; those outside the tensor's extents read as zero */
     template <class T, class E, class D> void load(const tensor<T, E, D>& t) {
         static_assert(E::rank() == 2, "metile-unsupported: cooperative tensors of rank other than 2");
