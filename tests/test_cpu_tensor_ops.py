@@ -366,3 +366,16 @@ def test_runs_in_two_arms_of_a_divergent_branch_are_two_runs_and_fault(cpu):
     with pytest.raises(metile.DeviceFault, match="only some lanes"):
         cpu.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [z, z, z.copy(), np.int32(16), np.int32(16),
                                                               np.int32(16)])
+
+
+def test_the_exchange_of_cooperative_operands_is_clean_under_the_sanitizer(cpu):
+    """Lanes read each other's cooperative operands between two exchanges: no race, no uninitialised read."""
+    src = GEMM.format(T="float", TM=16, TN=16, TK=16, TA="false", TB="false", RELAX="false")
+    fn = cpu.compile(src, name="sanitized.metal").function("gemm")
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((32, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 32)).astype(np.float32)
+    c = np.zeros((32, 32), np.float32)
+    cpu.dispatch_threadgroups(fn, (2, 2, 1), (32, 1, 1), [a, b, c, np.int32(32), np.int32(32), np.int32(32)],
+                              sanitize=True)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
