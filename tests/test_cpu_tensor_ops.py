@@ -379,3 +379,24 @@ def test_the_exchange_of_cooperative_operands_is_clean_under_the_sanitizer(cpu):
     cpu.dispatch_threadgroups(fn, (2, 2, 1), (32, 1, 1), [a, b, c, np.int32(32), np.int32(32), np.int32(32)],
                               sanitize=True)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_a_source_that_needs_no_preprocessor_gets_the_tensor_header_too(cpu):
+    """`#include <metal_tensor>` beside `<metal_stdlib>` only: the source skips the preprocessor, and the
+    translation still includes the tensor header, as C++20, in place of Metal's."""
+    from metile.metal.cpu.msl import translate
+    from metile.metal.msl_preprocess import needs_preprocessing
+
+    src = ("#include <metal_stdlib>\n#include <metal_tensor>\nusing namespace metal;\n"
+           "kernel void k(device float* x [[buffer(0)]]) {\n"
+           "    auto t = tensor<device float, dextents<int32_t, 1>, tensor_inline>(x, dextents<int32_t, 1>(4));\n"
+           "    x[0] = float(t.get_extent(0));\n}\n")
+    assert not needs_preprocessing(src)
+    tr = translate(src, "plain.metal")
+    assert tr.cxx_standard == "c++20"
+    assert '#include "mt_tensor.h"' in tr.cpp and "<metal_tensor>" not in tr.cpp
+    plain = translate(src.replace("#include <metal_tensor>\n", "\n"), "plain.metal")
+    assert plain.cxx_standard == "c++17" and "mt_tensor.h" not in plain.cpp
+    x = np.zeros(4, np.float32)
+    cpu.dispatch_threads(cpu.compile(src, name="plain.metal").function("k"), (1, 1, 1), (1, 1, 1), [x])
+    assert x[0] == 4.0
