@@ -201,7 +201,7 @@ def _reference_cases() -> list[tuple[str, bool]]:
     cases = []
     for folder in sorted(p for p in REFERENCE.iterdir() if (p / "launch.json").exists()):
         if "metal_tensor" in (folder / "kernel.metal").read_text():
-            continue  # Metal 4 tensor ops: refused by the front end
+            continue  # Metal 4 tensor ops: C++20 (tests/test_cpu_tensor_ops.py, tests/test_reference_msl.py)
         status = json.loads((folder / "launch.json").read_text())["status"]
         cases.append((folder.name, status == "ok"))
     return cases

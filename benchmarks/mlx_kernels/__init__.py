@@ -2,7 +2,8 @@
 
 `CASES` lists every case in order: the row-wise families (`cases_rows`, `cases_reduce`, and `cases_source` for
 kernels defined only in MLX's `.metal` files), then the matrix and attention families (`cases_matmul`, when
-present) and the quantized family (`cases_quantized`, when present).
+present), the quantized family (`cases_quantized`, when present) and the NAX kernels of Metal 4 tensor ops
+(`cases_nax`).
 """
 
 from __future__ import annotations
@@ -27,4 +28,5 @@ def _optional_cases(module: str) -> list[Case]:
 
 CASES: list[Case] = [*cases_rows.CASES, *cases_reduce.CASES, *cases_source.CASES,
                      *_optional_cases("benchmarks.mlx_kernels.cases_matmul"),
-                     *_optional_cases("benchmarks.mlx_kernels.cases_quantized")]
+                     *_optional_cases("benchmarks.mlx_kernels.cases_quantized"),
+                     *_optional_cases("benchmarks.mlx_kernels.cases_nax")]

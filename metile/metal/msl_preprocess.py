@@ -25,20 +25,20 @@ from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 METAL_VERSION = 310   # the MSL version the CPU device implements (3.1)
 METAL_MACROS = {"__METAL_VERSION__": str(METAL_VERSION), "__METAL__": "1", "__METAL_MACOS__": "1",
                 "__HAVE_BFLOAT__": "1"}
+# Metal 4 tensors and tensor ops: the CPU device runs them as include/mt_tensor.h describes
+TENSOR_HEADERS = ("metal_tensor", "MetalPerformancePrimitives/MetalPerformancePrimitives.h")
 _SUPPORTED_HEADERS = (
     "metal_stdlib", "metal_atomic", "metal_common", "metal_compute", "metal_geometric", "metal_integer",
     "metal_math", "metal_numeric", "metal_relational", "metal_simdgroup", "metal_simdgroup_matrix",
     "metal_types", "metal_matrix", "metal_pack", "metal_quadgroup", "metal_uniform", "metal_config",
+    *TENSOR_HEADERS,
 )
 UNSUPPORTED_HEADERS = {
-    "metal_tensor": "Metal 4 tensors (metal_tensor)",
-    "MetalPerformancePrimitives/MetalPerformancePrimitives.h":
-        "Metal 4 tensor ops (MetalPerformancePrimitives: matmul2d, cooperative_tensor)",
     "metal_raytracing": "ray tracing",
     "metal_texture": "textures", "metal_graphics": "graphics functions", "metal_imageblocks": "imageblocks",
 }
 _UNSUPPORTED_MARK = "metile-unsupported:"
-STUB_VERSION = "1"
+STUB_VERSION = "2"
 
 # directives that need no preprocessor: Metal's own headers (the compatibility header stands in for them)
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w*)(.*)$", re.M)

@@ -63,30 +63,36 @@ _NS = "::metal::_mt::"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def is_collective(name: str) -> bool:
-    """A call of this name runs over the lanes of a simdgroup (or quad)."""
-    return (name[8:] if name.startswith("__metal_") else name) in COLLECTIVES
+# Tensor ops that run over the lanes of a simdgroup (matmul2d::run exchanges cooperative operands: include/mt_mpp.h);
+# collectives in sources that include <metal_tensor> or MetalPerformancePrimitives only, `run` being a common name.
+TENSOR_COLLECTIVES = frozenset({"run", "reduce_rows", "reduce_columns"})
+
+
+def is_collective(name: str, tensor_ops: bool = False) -> bool:
+    """A call of this name runs over the lanes of a simdgroup (or quad); with `tensor_ops`, tensor ops count."""
+    return (name[8:] if name.startswith("__metal_") else name) in COLLECTIVES or (
+        tensor_ops and name in TENSOR_COLLECTIVES)
 
 
 def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str],
               headers: Iterable[tuple[str, list[Token]]] = (),
-              directives: Iterable[Token] = ()) -> list[tuple[int, int, str]]:
+              directives: Iterable[Token] = (), tensor_ops: bool = False) -> list[tuple[int, int, str]]:
     """Insertions (start, start, text) that put the guards of the module docstring into the source. `headers` are
     the (path, tokens) of the files it includes: calls of their functions with collectives get guards around them
     too (their own bodies are compiled as they are). `directives` are the source's preprocessor lines (not in
     `tokens`): a guard opening before a statement goes before those in front of it (`#pragma clang loop` must
     stay right before its loop)."""
-    extra = _header_uses(headers)
-    if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in tokens) and not extra:
+    extra = _header_uses(headers, tensor_ops)
+    if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops) for t in tokens) and not extra:
         return []
     close, open_of = _brackets(tokens)
     if close is None:
-        first = next(t for t in tokens if t.kind is Tok.IDENT and is_collective(t.text))
+        first = next(t for t in tokens if t.kind is Tok.IDENT and is_collective(t.text, tensor_ops))
         raise errors.at(first, "cannot read the control flow around this simd collective (brackets do not balance "
                         "outside preprocessor conditionals)", MSLUnsupportedError)
     bodies = _function_bodies(tokens, close, open_of)
     lambdas = _lambda_bodies(tokens, open_of)
-    names = _collective_names(tokens, close, bodies + [(n, i) for i, n in lambdas.items() if n], extra)
+    names = _collective_names(tokens, close, bodies + [(n, i) for i, n in lambdas.items() if n], extra, tensor_ops)
     if not any(t.kind is Tok.IDENT and t.text in names for t in tokens):
         return []
     guard = _Guards(tokens, close, names, errors, frozenset(lambdas), sorted(d.start for d in directives))
@@ -96,7 +102,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         if lbrace < done_until:
             continue  # a local class's member function: walked with its enclosing body
         done_until = close[lbrace]
-        if _is_constexpr(tokens, lbrace) and not any(t.kind is Tok.IDENT and is_collective(t.text)
+        if _is_constexpr(tokens, lbrace) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
                                                       for t in tokens[lbrace + 1:close[lbrace]]):
             # guards are not literal types: they would take constexpr from a function that calls no collective
             # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
@@ -209,11 +215,11 @@ def _callee_name(tokens: list[Token], k: int, open_of: dict[int, int]) -> str | 
     return None
 
 
-def _header_uses(headers: Iterable[tuple[str, list[Token]]]) -> dict[str, set[str]]:
+def _header_uses(headers: Iterable[tuple[str, list[Token]]], tensor_ops: bool) -> dict[str, set[str]]:
     """The names each function and macro of the headers uses, for headers that name a collective."""
     uses: dict[str, set[str]] = {}
     for _, toks in headers:
-        if not any(t.kind is Tok.IDENT and is_collective(t.text) for t in toks):
+        if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops) for t in toks):
             continue
         close, open_of = _brackets(toks)
         bodies = _function_bodies(toks, close, open_of) if close is not None else []
@@ -236,13 +242,13 @@ def _uses(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, in
 
 
 def _collective_names(tokens: list[Token], close: dict[int, int], bodies: list[tuple[str, int]],
-                      extra: dict[str, set[str]]) -> frozenset[str]:
+                      extra: dict[str, set[str]], tensor_ops: bool) -> frozenset[str]:
     """Names whose call may run a collective: the collectives themselves, and by a fixpoint the functions and
     macros (of the source and its headers) whose text names one."""
     uses = _uses(tokens, close, bodies)
     for name, used in extra.items():
         uses.setdefault(name, set()).update(used)
-    names = {w for used in uses.values() for w in used if is_collective(w)}
+    names = {w for used in uses.values() for w in used if is_collective(w, tensor_ops)}
     changed = True
     while changed:
         changed = False

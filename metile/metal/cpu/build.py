@@ -25,9 +25,10 @@ from metile.metal.cpu.toolchain import (
     tree_digest,
 )
 from metile.metal.diagnostics import first_error
-from metile.metal.errors import MSLCompileError
+from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 
 HEADER = "metal_compat.h"
+UNSUPPORTED_MARK = "metile-unsupported:"   # begins the message of a header's static_assert refusing a construct
 # Checks compiled into every kernel as traps. On x86-64 the hardware already traps integer division by
 # zero (SIGFPE), so an undefined-behaviour trap (SIGILL) there can only be a misaligned access.
 TRAP_CHECKS = "alignment" if platform.machine() in ("x86_64", "AMD64") else "alignment,integer-divide-by-zero"
@@ -99,6 +100,8 @@ class KernelBuilder:
 
     def build(self, tr: Translation, *, sanitize: bool = False, source_dir: Path | None = None) -> Path:
         flags = kernel_flags(self.compiler, sanitize)
+        if tr.cxx_standard != "c++17":   # the precompiled header (C++17) then goes unused: the headers are parsed
+            flags = [f"-std={tr.cxx_standard}" if f == "-std=c++17" else f for f in flags]
         if tr.line_map is not None and tr.line_map.several_files:
             # text from several files: in DWARF 5 line tables addr2line names the lines of `#line "header.h"`
             # regions after the unit itself, so a fault in a header would be reported at a line of the `.metal`
@@ -179,6 +182,12 @@ def link_shared(compiler: Compiler, objects: list[Path], out: Path, *, lean: boo
 def compile_error(output: str, tr: Translation) -> MSLCompileError:
     """The first compiler error, located on the `.metal` line when it lies there (or on a header's line)."""
     headers = tr.line_map.user_file if tr.line_map is not None else None
-    return first_error(output, source=tr.source, metal_name=tr.metal_name, read_other=headers,
-                       elsewhere="generated for the kernel signature of", compiler="the C++ compiler")
+    err = first_error(output, source=tr.source, metal_name=tr.metal_name, read_other=headers,
+                      elsewhere="generated for the kernel signature of", compiler="the C++ compiler")
+    text = err.message
+    if UNSUPPORTED_MARK in text:   # a construct the compatibility headers refuse (a static_assert saying so)
+        what = text.split(UNSUPPORTED_MARK, 1)[1].split("(in ", 1)[0].strip().rstrip("\"'").strip()
+        return MSLUnsupportedError(f"{what} are not supported by the CPU device", err.loc,
+                                   source_line=err.source_line, compiler_output=output)
+    return err
 

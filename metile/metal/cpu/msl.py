@@ -16,7 +16,10 @@ lines. The rewrites are the few places where MSL and C++ differ in meaning:
   (`mt_threadgroup_alloc`), shared by every thread of the threadgroup;
 - `constant` becomes `const` where it qualifies a type or a member function (`metile.metal.cpu.constant_space`):
   the constant address space is read-only everywhere, not only in kernel parameters;
-- `1.5h` becomes `half(1.5f)` and unsuffixed floating literals get an `f` (MSL has no double).
+- `1.5h` becomes `half(1.5f)` and unsuffixed floating literals get an `f` (MSL has no double);
+- `#include <metal_tensor>` and `#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>` become
+  `include/mt_tensor.h` after the compatibility header, and the unit is then C++20 (`Translation.cxx_standard`);
+  a kernel parameter of tensor type (an MTLTensor binding) is refused.
 
 Sources with macros, conditionals or quoted includes are preprocessed first (`metile.metal.msl_preprocess`);
 the output's `#line` directives keep naming the user's files and lines.
@@ -36,7 +39,7 @@ from metile.metal.cpu.constant_space import clear_of
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
-from metile.metal.msl_preprocess import LineMap, Preprocessed
+from metile.metal.msl_preprocess import TENSOR_HEADERS, LineMap, Preprocessed
 from metile.metal.msl_signature import (
     METAL_PARAM_ATTRIBUTES,
     POSITION_ATTRIBUTES,
@@ -49,6 +52,7 @@ from metile.metal.msl_signature import (
     add_kernels,
     kernel_at,
     lex,
+    starts_kernel,
 )
 from metile.metal.msl_templates import TemplateSyntaxError, match_angle
 
@@ -56,14 +60,11 @@ FRONTEND_VERSION = "2"
 
 
 _UNSUPPORTED_HEADERS = {
-    "metal_tensor": "Metal 4 tensors (metal_tensor)",
-    "MetalPerformancePrimitives": "Metal 4 tensor ops (MetalPerformancePrimitives: matmul2d, cooperative_tensor)",
     "metal_raytracing": "ray tracing",
 }
 _UNSUPPORTED_IDENTS = {
     "texture1d": "textures", "texture2d": "textures", "texture3d": "textures", "texture2d_array": "textures",
     "texturecube": "textures", "sampler": "samplers", "depth2d": "depth textures",
-    "tensor": "Metal 4 tensors", "cooperative_tensor": "Metal 4 cooperative tensors",
     "visible_function_table": "function tables", "intersection_function_table": "ray tracing",
 }
 
@@ -79,6 +80,7 @@ class Translation:
     threadgroup_slots: int
     function_constants: function_constants.ConstantTable = function_constants.EMPTY
     line_map: LineMap | None = None   # where the lines of preprocessed text came from (None: `cpp` has `source`)
+    cxx_standard: str = "c++17"       # c++20 for Metal 4 tensor ops (matmul2d takes a descriptor argument)
 
     def kernel(self, name: str) -> KernelSignature | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -105,9 +107,12 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     _refuse_unsupported(tokens, errors)
     edits, const_edits = address_space_edits(text, tokens, errors)
     for t in tokens:
-        if t.kind is Tok.DIRECTIVE:
+        if t.kind is Tok.DIRECTIVE and _includes_tensor_header(t):
+            edits.append((t.start, t.end, ""))   # mt_tensor.h, included by the translation, stands for it
+        elif t.kind is Tok.DIRECTIVE:
             edits += _rewrite_directive(t)
     directives = [t for t in tokens if t.kind is Tok.DIRECTIVE]
+    tensors = _uses_tensors(directives, line_map)
     tokens = [t for t in tokens if t.kind is not Tok.DIRECTIVE]
     kernels: list[KernelSignature] = []
     templates: dict[str, KernelTemplate] = {}
@@ -125,7 +130,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
         elif t.kind is Tok.PUNCT and t.text == "}":
             if braces:
                 braces.pop()
-        elif not braces and (hit := kernel_at(tokens, i, errors, templates)) is not None:
+        elif not braces and (hit := _kernel_at(tokens, i, errors, templates, tensors)) is not None:
             sigs, kedits, i = hit
             add_kernels(kernels, sigs, errors)
             edits += kedits
@@ -152,11 +157,37 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     headers = function_constant_scan.included_headers(directives, include_dirs, (INCLUDE_DIR,))
     constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
-    edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives)
+    edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives, tensor_ops=tensors)
     body = _apply_edits(text, edits + clear_of(const_edits, edits))
-    cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header), constants, {})
+    cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header, tensors), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
-                       function_constants=constants, line_map=line_map)
+                       function_constants=constants, line_map=line_map, cxx_standard="c++20" if tensors else "c++17")
+
+
+def _uses_tensors(directives: list[Token], line_map: LineMap | None) -> bool:
+    """Whether the source includes <metal_tensor> or MetalPerformancePrimitives (itself, or before the preprocessor
+    took the include away: the line map names the stand-in headers it read)."""
+    if line_map is not None and any(h in TENSOR_HEADERS for h in line_map.metal_headers()):
+        return True
+    return any(_includes_tensor_header(t) for t in directives)
+
+
+def _includes_tensor_header(t: Token) -> bool:
+    return t.text.lstrip("# \t").startswith("include") and any(f"<{h}>" in t.text for h in TENSOR_HEADERS)
+
+
+def _kernel_at(tokens: list[Token], i: int, errors: SourceErrors, templates: dict, tensors: bool):
+    """`kernel_at`, except that a kernel parameter of tensor type, which binds an MTLTensor (tensor_handle) the CPU
+    device has no way to make, is refused as such at the parameter."""
+    if tensors and starts_kernel(tokens, i):
+        close = next((j for j in range(i, len(tokens)) if tokens[j].text in ("{", ";")), len(tokens))
+        for j in range(i, close - 1):
+            if tokens[j].text == "tensor" and tokens[j + 1].text == "<":
+                raise errors.at(tokens[j], "a kernel parameter of tensor type (an MTLTensor binding) is not supported "
+                                "by the CPU device: bind a buffer and make the tensor in the kernel "
+                                "(tensor<device T, dextents<int32_t, 2>, tensor_inline>(pointer, extents))",
+                                MSLUnsupportedError)
+    return kernel_at(tokens, i, errors, templates)
 
 
 def _as_given(read: list[KernelSignature], given: tuple[KernelSignature, ...], metal_name: str) -> list:
@@ -421,14 +452,15 @@ template <class T> using __mt_pointer_t = typename __mt_pointer<T>::type;
 """
 
 
-def _assemble(body: str, kernels: list[KernelSignature], metal_name: str, header: str) -> str:
+def _assemble(body: str, kernels: list[KernelSignature], metal_name: str, header: str, tensors: bool = False) -> str:
     wrappers = "\n".join(_wrapper(k) for k in kernels)
     if any("<" in k.call_name for k in kernels):
         wrappers = _PARAM_TYPES + wrappers
     quoted = metal_name.replace("\\", "\\\\").replace('"', '\\"')
     return (
         f'#include "{header}"\n'
-        f'#line 1 "{quoted}"\n'
+        + ('#include "mt_tensor.h"\n' if tensors else "")
+        + f'#line 1 "{quoted}"\n'
         f"{body}\n"
         f'#line 1 "{quoted}.entry.cpp"\n'
         f"{wrappers}"

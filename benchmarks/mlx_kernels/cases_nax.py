@@ -1,0 +1,261 @@
+"""MLX's NAX kernels (Metal 4 tensor ops, the neural accelerators of M5-class GPUs): steel_gemm_fused_nax.
+
+Each case writes the instantiation lines of MLX's steel_gemm_fused_nax.metal for the shipped headers and dispatches
+the kernel as `steel_matmul_regular_axpby_nax` (mlx/backend/metal/matmul.cpp) does: the same kernel name, template
+arguments, function constants (has_batch 10, use_out_source 100, do_axpby 110, align_M/N/K 200-202), GEMMParams at
+buffer 4 with `swizzle_log = tm <= 3 ? 0 : 1` and `gemm_k_iterations_aligned = K / bk`, a grid of
+(tn << swizzle_log, ceil(tm / 2**swizzle_log), batch) threadgroups of (32, wn, wm) threads. MLX instantiates the
+(64, 64, 256, 2, 2) and (128, 128, 512, 4, 4) tiles for float16, bfloat16 and float32, all four transpositions.
+
+The kernels ask matmul2d for relaxed precision: float32 inputs are cut to TF32's 10 mantissa bits on the device
+(metile/metal/cpu/include/mt_mpp.h), so the float32 reference multiplies the inputs so cut; float16 and bfloat16
+inputs are exact. The tolerance is then the float accumulation and the final rounding to the type, as for steel GEMM.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from benchmarks.mlx_kernels.cases_matmul import (
+    _TYPES,
+    ATTN_PARAMS,
+    GEMM_ADDMM_PARAMS,
+    GEMM_PARAMS,
+    _args,
+    _attention,
+    _check,
+    _empty,
+    _i32,
+    _i64,
+    _random,
+    _struct,
+)
+from benchmarks.mlx_kernels.cases_quantized import _affine_quantize, _unbatched
+from benchmarks.mlx_kernels.common import Case, Result, compile_mlx, instantiation, rng
+
+_NAX_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat"}   # as steel_gemm_fused_nax.metal has them
+
+
+def tf32(values: np.ndarray) -> np.ndarray:
+    """float32 values cut toward zero to 10 mantissa bits, as float inputs of a relaxed-precision matmul2d."""
+    return (np.ascontiguousarray(values, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def _nax_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[int, int, int, int, int],
+                   trans: str = "nn", batch: tuple[int, ...] = (), addmm: tuple[float, float] | None = None,
+                   seed: int = 0) -> Case:
+    """D = A @ B (or alpha * A @ B + beta * C) with steel_gemm_fused_nax; `batch` of more than one dimension takes
+    the kernel's general batch path (has_batch)."""
+
+    def run(dev) -> Result:
+        bm, bn, bk, wm, wn = tile
+        ta, tb = trans[0] == "t", trans[1] == "t"
+        base = f"steel_gemm_fused_nax_{trans}_{dtype}_{dtype}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
+        src = instantiation(["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_fused_nax.h"], [
+            f'instantiate_kernel("{base}", gemm, {_NAX_TYPES[dtype]}, {bm}, {bn}, {bk}, {wm}, {wn}, '
+            f'{str(ta).lower()}, {str(tb).lower()}, float)'])
+        nb = int(np.prod(batch)) if batch else 1
+        has_batch = len(batch) > 1
+        use_out_source = addmm is not None and (addmm[0] != 0.0 or addmm[1] != 1.0)
+        do_axpby = use_out_source and (addmm[0] != 1.0 or addmm[1] != 1.0)
+        constants = {10: has_batch, 100: use_out_source, 110: do_axpby,
+                     200: M % bm == 0, 201: N % bn == 0, 202: K % bk == 0}
+        fn = compile_mlx(dev, src, f"{base}.metal").function(base, constants=constants)
+
+        gen = rng(seed)
+        a_shape = (*batch, K, M) if ta else (*batch, M, K)
+        b_shape = (*batch, N, K) if tb else (*batch, K, N)
+        a, a_v = _random(gen, a_shape, dtype)
+        b, b_v = _random(gen, b_shape, dtype)
+        if dtype == "float32":
+            a_v, b_v = tf32(a).astype(np.float64), tf32(b).astype(np.float64)
+        a_m = np.swapaxes(a_v, -1, -2) if ta else a_v
+        b_m = np.swapaxes(b_v, -1, -2) if tb else b_v
+        want = a_m @ b_m
+        out = _empty((*batch, M, N), dtype)
+        tiles_n, tiles_m = -(-N // bn), -(-M // bm)
+        swizzle_log = 0 if tiles_m <= 3 else 1
+        a_strides = [int(np.prod(a_shape[i + 1:])) for i in range(len(batch))]
+        b_strides = [int(np.prod(b_shape[i + 1:])) for i in range(len(batch))]
+        params = _struct(GEMM_PARAMS, M=M, N=N, K=K, lda=a_shape[-1], ldb=b_shape[-1], ldd=N, tiles_n=tiles_n,
+                         tiles_m=tiles_m, batch_stride_a=a_strides[-1] if batch else 0,
+                         batch_stride_b=b_strides[-1] if batch else 0, batch_stride_d=M * N,
+                         swizzle_log=swizzle_log, gemm_k_iterations_aligned=K // bk, batch_ndim=max(len(batch), 1))
+        bound = {0: a, 1: b, 3: out, 4: params}
+        if has_batch:
+            bound[6] = _i32(*batch)
+            bound[7] = _i64(*a_strides, *b_strides)
+        if use_out_source:
+            alpha, beta = addmm
+            c, c_v = _random(gen, (N,), dtype)          # a bias row: strides (0, 1) over (M, N), 0 over batches
+            bound[2] = c
+            bound[5] = _struct(GEMM_ADDMM_PARAMS, ldc=0, fdc=1, batch_stride_c=0, alpha=alpha, beta=beta)
+            want = alpha * want + beta * c_v
+        tile_ = 1 << swizzle_log
+        grid = (tiles_n * tile_, -(-tiles_m // tile_), nb)
+        dev.dispatch_threadgroups(fn, grid, (32, wn, wm), _args(8, bound))
+        return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
+
+    return Case(name, "steel_gemm_nax", run)
+
+
+def _attention_tf32(q, k, v, scale: float, bk: int) -> np.ndarray:
+    """What attention_nax computes for float32 (B, H, L, D) inputs without a mask: scores from q and k cut to TF32,
+    an online softmax in base 2 over key blocks of `bk` (each block's probabilities relative to the running row
+    maximum, cut to TF32 as float inputs of the second product, with v cut too), and the division by the row sum of
+    the uncut probabilities at the end."""
+    g = q.shape[1] // k.shape[1]
+    qt, kt, vt = (tf32(x).astype(np.float64) for x in (q, np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)))
+    s = np.einsum("bhqd,bhkd->bhqk", qt, kt) * float(np.float32(scale) * np.float32(1.44269504089))
+    m = np.full(s.shape[:-1] + (1,), -np.inf)
+    total = np.zeros_like(m)
+    out = np.zeros(q.shape)
+    for j in range(0, s.shape[-1], bk):
+        blk = s[..., j:j + bk]
+        new = np.maximum(m, blk.max(-1, keepdims=True))
+        p = np.exp2(blk - new)
+        factor = np.exp2(m - new)
+        total = total * factor + p.sum(-1, keepdims=True)
+        out = out * factor + tf32(p.astype(np.float32)).astype(np.float64) @ vt[..., j:j + bk, :]
+        m = new
+    return out / total
+
+
+def _attention_nax_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int, kL: int, D: int,
+                        causal: bool = False, seed: int = 0) -> Case:
+    """Full attention with `attention_nax`, as sdpa_full_self_attention_nax dispatches it: queries in blocks of 64
+    per threadgroup of 4 simdgroups (16 rows each), keys in blocks of 32. Its second product multiplies the float
+    probabilities, cut to TF32 by the relaxed precision, with V: they lose up to 2**-10 of themselves (a bias toward
+    zero of half that on average), which the float16 and bfloat16 tolerances hold; for float32 the reference
+    computes what the kernel does with q, k, v and the probabilities so cut (`_attention_tf32`)."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        bq, bk, wm, wn = 64, 32, 4, 1
+        host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}_wm{wm}_wn{wn}_mask{tname}"
+        src = instantiation(["steel/attn/kernels/steel_attention_nax.h"], [
+            f'instantiate_kernel("{host}", attention_nax, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
+        constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+        gen = rng(seed)
+        q, q_v = _random(gen, (B, H, qL, D), dtype)
+        k, k_v = _random(gen, (B, Hkv, kL, D), dtype)
+        v, v_v = _random(gen, (B, Hkv, kL, D), dtype)
+        out = _empty((B, H, qL, D), dtype)
+        scale = 1.0 / math.sqrt(D)
+        nq, nk = -(-qL // bq), -(-kL // bk)
+        params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
+                         NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
+                         kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
+                         K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
+                         O_strides=(H * qL * D, qL * D, D))
+        dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        if dtype == "float32":
+            assert not causal
+            return _check(out, _attention_tf32(q, k, v, scale, bk), dtype)
+        keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
+        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
+
+    return Case(name, "steel_attention_nax", run)
+
+
+def _qmm_nax_case(name: str, dtype: str, bits: int, M: int, N: int, K: int, *, transposed: bool = True,
+                  group_size: int = 64, seed: int = 0) -> Case:
+    """y = x @ deq(w).T (w (N, K), affine_qmm_t_nax) or x @ deq(w) (w (K, N), affine_qmm_n_nax), as qmm_nax in
+    mlx/backend/metal/quantized.cpp dispatches them (K a multiple of 64): 64 x 64 output tiles, K in steps of 64,
+    threadgroups of (32, 2, 2); w is dequantized into threadgroup memory and multiplied by matmul2d."""
+
+    def run(dev) -> Result:
+        _, msl, tstr = _TYPES[dtype]
+        tile = "bm64_bn64_bk64_wm2_wn2"
+        if transposed:
+            aligned = str(N % 64 == 0).lower()
+            host = f"affine_qmm_t_nax_{tstr}_gs_{group_size}_b_{bits}_{tile}_alN_{aligned}_batch_0"
+            targs = f"{msl}, {group_size}, {bits}, {aligned}, false, 64, 64, 64, 2, 2"
+        else:
+            host = f"affine_qmm_n_nax_{tstr}_gs_{group_size}_b_{bits}_{tile}_batch_0"
+            targs = f"{msl}, {group_size}, {bits}, false, 64, 64, 64, 2, 2"
+        kernel = "qmm_t_nax" if transposed else "qmm_n_nax"
+        src = instantiation(["steel/gemm/gemm.h", "steel/gemm/nax.h", "quantized_utils.h", "quantized_nax.h"],
+                            [f'instantiate_kernel("{host}", affine_{kernel}, {targs})'])
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host)
+        gen = rng(seed)
+        w = gen.normal(0.0, 1.0, size=(N, K) if transposed else (K, N)).astype(np.float32)
+        packed, scales, biases, deq = _affine_quantize(w, group_size, bits, dtype)
+        x, x_v = _random(gen, (M, K), dtype)
+        y = _empty((M, N), dtype)
+        bound = {0: packed, 1: scales, 2: biases, 3: x, 4: y, 5: np.int32(K), 6: np.int32(N), 7: np.int32(M)}
+        dev.dispatch_threadgroups(fn, (-(-N // 64), -(-M // 64), 1), (32, 2, 2), _args(16, bound, _unbatched(8)))
+        return _check(y, x_v @ (deq.T if transposed else deq), dtype, scale=math.sqrt(K / 64) * 4)
+
+    return Case(name, "quantized_nax", run)
+
+
+def _thin_nax_case(name: str, dtype: str, M: int, N: int, K: int, transpose_b: bool = False,
+                   addmm: tuple[float, float] | None = None, seed: int = 0) -> Case:
+    """D = A @ B for few output columns (N <= 64) with gemm_thin_nax at the shapes steel_gemm_thin_nax.metal
+    instantiates (UM = UN = 2; SM = 1; SN = 1, KS = 4 below 2048 rows, else SN = 2, KS = 2, as matmul.cpp picks).
+    Its host code is not in the wheel; the dispatch follows the kernel: one threadgroup of SM * SN * KS simdgroups
+    per (16 UM SM) x (16 UN SN) block of D, blocks along M first, the K groups of 64 taken KS at a time, and each
+    align_* constant true when no block of that dimension is partial. Tensor operands with strides, a cooperative
+    left input kept across runs, masked tails, and partial sums through threadgroup tensors (KS > 1)."""
+
+    def run(dev) -> Result:
+        tname, msl, _ = _TYPES[dtype]
+        um = un = 2
+        sm, sn = 1, (1 if M < 2048 else 2)
+        ks = 4 // sn
+        tsm, tsn, bk = 16 * um, 16 * un, 64
+        trans = "nt" if transpose_b else "nn"
+        host = f"steel_gemm_thin_nax_{trans}_{tname}_um{um}_un{un}_sm{sm}_sn{sn}_ks{ks}"
+        src = instantiation(["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_thin_nax.h"], [
+            f'instantiate_kernel("{host}", gemm_thin_nax, {msl}, {um}, {un}, {sm}, {sn}, {ks}, '
+            f'{str(transpose_b).lower()})'])
+        use_out_source = addmm is not None and (addmm[0] != 0.0 or addmm[1] != 1.0)
+        do_axpby = use_out_source and (addmm[0] != 1.0 or addmm[1] != 1.0)
+        constants = {100: use_out_source, 110: do_axpby, 200: M % (sm * tsm) == 0, 201: N % (sn * tsn) == 0,
+                     202: K % bk == 0}
+        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+        gen = rng(seed)
+        a, a_v = _random(gen, (M, K), dtype)
+        b, b_v = _random(gen, (N, K) if transpose_b else (K, N), dtype)
+        want = a_v @ (b_v.T if transpose_b else b_v)
+        out = _empty((M, N), dtype)
+        tiles_m, tiles_n = -(-M // (sm * tsm)), -(-N // (sn * tsn))
+        params = _struct(GEMM_PARAMS, M=M, N=N, K=K, lda=K, ldb=b.shape[-1], ldd=N, tiles_n=tiles_n,
+                         tiles_m=tiles_m, gemm_k_iterations_aligned=-(-K // (bk * ks)), batch_ndim=1)
+        bound = {0: a, 1: b, 3: out, 4: params}
+        if use_out_source:
+            alpha, beta = addmm
+            c, c_v = _random(gen, (N,), dtype)
+            bound[2] = c
+            bound[5] = _struct(GEMM_ADDMM_PARAMS, ldc=0, fdc=1, batch_stride_c=0, alpha=alpha, beta=beta)
+            want = alpha * want + beta * c_v
+        dev.dispatch_threadgroups(fn, (tiles_m * tiles_n, 1, 1), (32, sm * sn * ks, 1), _args(6, bound))
+        return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
+
+    return Case(name, "steel_gemm_nax", run)
+
+
+SMALL, LARGE = (64, 64, 256, 2, 2), (128, 128, 512, 4, 4)
+CASES: list[Case] = [
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float16_aligned", "float16", 128, 64, 256, SMALL),
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float32_ragged", "float32", 70, 45, 300, SMALL),
+    _nax_gemm_case("steel_gemm_fused_nax_nt_bfloat16_ragged_swizzled", "bfloat16", 260, 72, 90, SMALL, "nt"),
+    _nax_gemm_case("steel_gemm_fused_nax_tn_float16_batched", "float16", 40, 33, 64, SMALL, "tn", batch=(3,)),
+    _nax_gemm_case("steel_gemm_fused_nax_tt_float32_has_batch", "float32", 36, 20, 50, SMALL, "tt", batch=(2, 2)),
+    _nax_gemm_case("steel_gemm_fused_nax_nn_float32_large_tile", "float32", 130, 140, 530, LARGE),
+    _nax_gemm_case("addmm_nax_nt_float16_axpby", "float16", 70, 45, 37, SMALL, "nt", addmm=(2.0, 0.5)),
+    _thin_nax_case("steel_gemm_thin_nax_nn_float16_aligned", "float16", 64, 32, 512),
+    _thin_nax_case("steel_gemm_thin_nax_nt_bfloat16_ragged", "bfloat16", 50, 20, 300, transpose_b=True),
+    _thin_nax_case("steel_gemm_thin_nax_nn_float16_axpby_ragged", "float16", 40, 45, 130, addmm=(2.0, 0.5)),
+    _thin_nax_case("steel_gemm_thin_nax_nt_bfloat16_tall", "bfloat16", 2050, 40, 70, transpose_b=True),
+    _attention_nax_case("steel_attention_nax_float16_ragged", "float16", 1, 2, 1, 70, 45, 64),
+    _qmm_nax_case("affine_qmm_t_nax_float16_4bit", "float16", 4, 70, 128, 192),
+    _qmm_nax_case("affine_qmm_t_nax_bfloat16_8bit_unaligned_n", "bfloat16", 8, 40, 100, 128),
+    _qmm_nax_case("affine_qmm_n_nax_float16_4bit", "float16", 4, 50, 128, 128, transposed=False),
+    _attention_nax_case("steel_attention_nax_float32_ragged", "float32", 1, 2, 1, 70, 75, 64),
+    _attention_nax_case("steel_attention_nax_bfloat16_causal", "bfloat16", 2, 2, 2, 64, 100, 128, causal=True),
+]
