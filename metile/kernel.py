@@ -76,8 +76,8 @@ from metile.frontend.specialize import (
 )
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
+from metile.ir.names import ir_name
 from metile.ir.ops import Stage
-from metile.ir.scanner import ir_name
 from metile.ir.stmts import CompileOptions, Kernel
 from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Const, Param

@@ -11,7 +11,7 @@ import functools
 import math
 import operator
 import re
-from fractions import Fraction
+import struct
 
 from metile.ir import (
     BinOp,
@@ -101,6 +101,8 @@ def _float_text(x: float) -> str:
 
 _FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity: no `Enum.__hash__` call
 _FORMATS = ((DType.F32, 24, -126), (DType.F16, 11, -14), (DType.BF16, 8, -126))   # significand bits, lowest exponent
+_F32 = struct.Struct("<f")
+_F32_MAX = float(FLOAT_MAX[DType.F32])
 
 
 def _rounded(value, dtype: DType) -> float:
@@ -114,6 +116,13 @@ def _rounded(value, dtype: DType) -> float:
     if isinstance(x, float) and (x == 0.0 or not math.isfinite(x)):
         return x
     mant, emin = next((m, e) for d, m, e in _FORMATS if d is dtype)
+    if not isinstance(x, float):
+        if -(1 << mant) <= x <= 1 << mant:
+            return float(x)                        # an int exact in the type (below its largest finite value)
+    elif dtype is DType.F32 and abs(x) <= _F32_MAX and _F32.unpack(_F32.pack(x))[0] == x:
+        return x                                   # a float exact in f32 already
+    from fractions import Fraction  # the general case (imported here: most constants take the paths above)
+
     a = Fraction(abs(x))
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
