@@ -111,6 +111,10 @@ def __getattr__(name: str):
     return value
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_TEXT_FORM})
+
+
 __all__ = [
     "AddPtr", "AddressSpace", "AllActive", "Arange", "ArgReduce", "AtomicAdd", "AtomicOp", "AtomicRMW", "Barrier",
     "Binary", "BinOp", "Bitcast", "Broadcast", "Builtin", "BuiltinKind", "Cast", "CmpOp", "Compare", "CompileOptions",
