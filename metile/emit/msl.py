@@ -125,6 +125,7 @@ _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  
 _BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
                    for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
+_CONST_TEXTS: dict[tuple, tuple[str, str]] = {}  # the texts of a constant by (value class, value, dtype), a cache
 
 
 
@@ -390,8 +391,14 @@ class _Emitter:
                 text = self.names[v.name]
                 found = text, text
             case Const():
-                text = literal(v.value, v.dtype)
-                found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+                value = v.value
+                key = (value.__class__, value, v.dtype._value_)
+                found = _CONST_TEXTS.get(key)
+                if found is None:
+                    text = literal(value, v.dtype)
+                    found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+                    if value == value and not (value == 0 and value.__class__ is float) and len(_CONST_TEXTS) < 4096:
+                        _CONST_TEXTS[key] = found   # not NaN (each NaN its own key), nor 0.0 (equal to -0.0)
             case Builtin():
                 text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
                 found = text, text
