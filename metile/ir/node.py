@@ -128,9 +128,16 @@ def _extend(out: list[Node], v) -> None:
 _DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
 _NOTHING = attrs.NOTHING   # the default of a field with a factory, as in the `__init__` attrs writes
 _NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fields declared as nodes
+def as_tuple(items) -> tuple:
+    """`tuple(items)`: the converter of the IR's tuple fields. A Python function rather than `tuple` itself, since
+    attrs reads each converter's signature when it makes a class, and `inspect.signature` of a builtin parses its
+    text signature (the first time compiling tokenize's patterns): milliseconds of importing the IR."""
+    return tuple(items)
+
+
 # Converters whose result class is known: a value of that class is kept as it is (the same value, or one
 # equal to what the converter would build, as persistent collections are immutable), without a call.
-_CONVERTED: dict[object, type] = {tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
+_CONVERTED: dict[object, type] = {tuple: tuple, as_tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
 
 
 _PENDING: dict[type, Callable[[Node], object] | None] = {}  # class -> its derived `type` function, if any
@@ -453,4 +460,4 @@ def walk(root: Node) -> Iterator[Node]:
                 push(c)
 
 
-__all__ = ["Node", "PVectorType", "children", "lazy_type", "map_children", "node", "walk"]
+__all__ = ["Node", "PVectorType", "as_tuple", "children", "lazy_type", "map_children", "node", "walk"]

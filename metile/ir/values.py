@@ -24,7 +24,7 @@ from functools import cached_property
 
 import attrs
 
-from metile.ir.node import Node, lazy_type, node
+from metile.ir.node import Node, as_tuple, lazy_type, node
 from metile.ir.ops import AtomicOp, BinOp, CmpOp, ReduceOp, UnOp
 from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType, Type, tile_type
 
@@ -274,7 +274,7 @@ class SharedAlloc(Value):
     """A threadgroup-memory array of `shape` (row-major, uninitialised); its value is the base pointer.
     Only ever the value of a `Let` at kernel top level."""
 
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=as_tuple)
     dtype: DType
 
     @cached_property
