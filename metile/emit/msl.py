@@ -296,8 +296,11 @@ class _Emitter:
                 self.helpers.add(helper)
                 return text, wrapped
             case Load():
-                element = (f"*(volatile {v.ptr.type.space._value_} {type_text(v.type)}*)({expr(v.ptr)[0]})"
-                           if v.volatile else self.element(v.ptr))
+                ptr = v.ptr
+                if v.volatile:
+                    element = f"*(volatile {ptr.type.space._value_} {type_text(v.type)}*)({expr(ptr)[0]})"
+                else:   # `element` inline
+                    element = expr(ptr)[2] if ptr.__class__ is AddPtr else expr(ptr)[1] + "[0]"
                 if v.mask is None:
                     return element, element
                 cond = expr(v.mask)[1]
@@ -371,7 +374,13 @@ class _Emitter:
             if element is not None:
                 return text, f"({text})", element
             return (text, text) if atomic else (text, f"({text})")
-        name = self.local_name("t")  # two or more parents: named, and found again while the body is open
+        # two or more parents: named `tN` (`local_name` inline), and found again while the body is open
+        count, taken = self.count, self.taken
+        name, count = f"t{count}", count + 1
+        while name in taken:
+            name, count = f"t{count}", count + 1
+        taken.add(name)
+        self.count = count
         self.named(name, v, text)
         texts = rec[2] = (name, name) if element is None else (name, name, name + "[0]")
         self.scope.append(rec)
@@ -461,7 +470,11 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        self.own(start, s.loc)  # after the inner statements and values, which keep their lines
+        loc = s.loc   # `own(start, s.loc)` inline: after the inner statements and values, which keep their lines
+        if loc is not None:
+            owner = self.owner
+            for i in range(start, len(self.lines)):
+                owner.setdefault(i, loc)
 
     def own(self, start: int, loc: Loc | None) -> None:
         """Give the lines written since `start` that have no owner yet to `loc`."""
