@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import operator
 import os
 import sys
 import types
@@ -201,6 +202,18 @@ def _type_token(v):
     return None
 
 
+_CHECKED_DEFAULT: list[tuple] = [()]   # `DEFAULT_PIPELINE` as a tuple, checked once for as long as it holds it
+
+
+def _default_pipeline() -> tuple:
+    """`check_pipeline(DEFAULT_PIPELINE)`, checked again only when the list's passes have changed."""
+    current = tuple(DEFAULT_PIPELINE)
+    checked = _CHECKED_DEFAULT[0]
+    if len(current) != len(checked) or not all(map(operator.is_, current, checked)):
+        checked = _CHECKED_DEFAULT[0] = check_pipeline(current)
+    return checked
+
+
 def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
     return KernelTypeError(f"kernel {name} computes a value through a chain of operations too deep for metile to "
                            f"compile (Python's recursion limit, {sys.getrecursionlimit()}): a Python `for` over a "
@@ -221,7 +234,7 @@ class JITKernel:
                                          f"{type(fn).__name__} {fn!r:.60}")
         self.fn = fn
         functools.update_wrapper(self, fn)
-        self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
+        self.pipeline: tuple[Pass, ...] = _default_pipeline() if pipeline is None else check_pipeline(pipeline)
         self.debug = bool(debug)
         self.dialect = dialect   # the rules of the kernel's language
         self.do_not_specialize = frozenset(do_not_specialize)   # parameters not specialised on 1 and multiples of 16

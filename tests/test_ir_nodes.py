@@ -452,3 +452,13 @@ def test_a_node_field_its_generated_init_cannot_set_is_refused_at_definition():
         @node
         class Checked(Value):
             x: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+
+def test_a_kernel_hashes_its_meta_by_its_items():
+    """A node's hash takes a persistent map field as the set of its items (not pyrsistent's own first hash, which is
+    slow): maps built in either order give equal kernels and equal hashes, and other items another kernel."""
+    X = Param("X", 0, PtrType(F32, (), AddressSpace.DEVICE))
+    a = Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 2})
+    b = Kernel("k", Stage.TILE, [X], [Barrier()], pmap({"B": 2}).set("A", 1))
+    assert a == b and hash(a) == hash(b)
+    assert a != Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 3})

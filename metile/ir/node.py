@@ -184,7 +184,7 @@ def _specialise(cls: type) -> None:
     _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
-                                "_NOTHING": _NOTHING, "_type_of": derived_type}
+                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
@@ -289,9 +289,20 @@ def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
         if declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
+        elif declared and all(t.startswith("PMap") for t in declared):
+            parts.append(f"_map_hash({v}), ")
         else:
             parts.append(f"{v}, ")
     return f"hash((_qualname, ({''.join(parts)}))))"
+
+
+def _map_hash(m) -> object:
+    """What a node's hash takes of a persistent map field: the set of its items, instead of `hash(m)` (pyrsistent's
+    first hash of a map asks `hasattr` for its cached hash, which its `__getattr__` answers by raising and catching
+    a `KeyError`: tens of microseconds for the few items of a kernel's `meta`). Equal maps give equal sets; a value
+    other than a map (a malformed node) gives itself."""
+    items = getattr(m, "iteritems", None)
+    return frozenset(items()) if items is not None else m
 
 
 def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
