@@ -202,6 +202,22 @@ def _type_token(v):
     return None
 
 
+class _PassesKey:
+    """A pipeline (a tuple of passes) as a part of a compile key: hashed once, where the tuple would hash each pass
+    (an attrs `Pass` hashes its fields) at every compile call; equal to the key of an equal pipeline."""
+
+    __slots__ = ("_hash", "passes")
+
+    def __init__(self, passes: tuple):
+        self.passes, self._hash = passes, hash(passes)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is _PassesKey and (other.passes is self.passes or other.passes == self.passes)
+
+
 _CHECKED_DEFAULT: list[tuple] = [()]   # `DEFAULT_PIPELINE` as a tuple, checked once for as long as it holds it
 
 
@@ -248,6 +264,14 @@ class JITKernel:
         self._runtime_names: frozenset[str] = frozenset()
         self._plain_at: frozenset[int] = frozenset()   # positions of the `do_not_specialize` parameters
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
+        self._passes_key: _PassesKey | None = None   # `pipeline` as a part of compile keys, hashed once
+
+    def _pipeline_key(self) -> _PassesKey:
+        """`pipeline` as a part of the compile cache's keys (made again if `pipeline` was replaced)."""
+        key = self._passes_key
+        if key is None or key.passes is not self.pipeline:
+            key = self._passes_key = _PassesKey(self.pipeline)
+        return key
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
         """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
@@ -367,7 +391,7 @@ class JITKernel:
             raise _user_error(e, self.fn.__name__) from None
 
     def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
-        key = (spec[0], self.pipeline, settings)
+        key = (spec[0], self._pipeline_key(), settings)
         found = self._compiled.get(key)
         if found is not None:
             return found
