@@ -46,7 +46,6 @@ import attrs
 import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
-from metile.devices import device
 from metile.emit.artifact import emit_artifact
 from metile.frontend.composite_args import build_composites, expand_composites
 from metile.frontend.dialect import METILE, Dialect
@@ -200,6 +199,13 @@ def _type_token(v):
     if _is_array_like(cls):
         return _type_token(v)
     return None
+
+
+def device():
+    """`metile.device()`, imported by the first compile: decorating, tracing and lowering a kernel load no device."""
+    from metile.devices import device as current
+
+    return current()
 
 
 class _PassesKey:

@@ -117,3 +117,20 @@ def test_metile_ir_names_its_text_form_before_loading_it():
         pretty, parse, parse_type, ParseError)
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         metile.ir.no_such_name  # noqa: B018
+
+
+def test_decorating_and_tracing_a_kernel_loads_no_device(tmp_path):
+    """The devices load when a kernel first compiles (`metile.device()`), not when one is defined or traced."""
+    code = ("import metile\n"
+            "@metile.kernel\n"
+            "def copy(X, Y, BLOCK: metile.constexpr):\n"
+            "    offs = metile.arange(0, BLOCK)\n"
+            "    metile.store(Y + offs, metile.load(X + offs))\n"
+            "import numpy as np\n"
+            "copy.trace(np.zeros(8, np.float32), np.zeros(8, np.float32), BLOCK=8)\n"
+            "copy.lower(np.zeros(8, np.float32), np.zeros(8, np.float32), BLOCK=8)\n")
+    path = tmp_path / "decorate_only.py"
+    path.write_text(code)   # from a file: metile traces a kernel from its source
+    modules = loaded_after(f"exec(compile(open({str(path)!r}).read(), {str(path)!r}, 'exec'))")
+    assert "metile.devices" not in modules and not any(m.startswith("metile.metal.cpu") for m in modules)
+    assert "cffi" not in modules
