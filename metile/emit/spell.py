@@ -219,32 +219,28 @@ def _form(spell, op, dtype: DType) -> Form:
     return word, operator, dtype.msl if operator and dtype.is_int and dtype.bits < 32 else None
 
 
-def _forms(spell, ops) -> dict[str, dict[str, Form]]:
-    """`_form` of every pair `spell` spells, keyed by the `_value_` of each member (a plain attribute: `.value`
-    and `hash(member)` call back into Python)."""
-    table: dict[str, dict[str, Form]] = {}
-    for op in ops:
-        row = table[op._value_] = {}
-        for dtype in DType:
-            try:
-                row[dtype._value_] = _form(spell, op, dtype)
-            except EmitError:
-                pass
-    return table
-
-
 def binary_form(op: BinOp, dtype: DType) -> Form:
-    """`(spelling, infix, converted to)` of `op` on `dtype` (see `binary_spelling`, `_form`)."""
-    return BINARY_FORMS[op._value_].get(dtype._value_) or _form(binary_spelling, op, dtype)
+    """`(spelling, infix, converted to)` of `op` on `dtype` (see `binary_spelling`, `_form`), kept in `BINARY_FORMS`."""
+    row = BINARY_FORMS[op._value_]
+    found = row.get(dtype._value_)
+    if found is None:
+        found = row[dtype._value_] = _form(binary_spelling, op, dtype)   # raises for a pair MSL cannot spell
+    return found
 
 
 def unary_form(op: UnOp, dtype: DType) -> Form:
-    """`(spelling, prefix, converted to)` of `op` on `dtype` (see `unary_spelling`, `_form`)."""
-    return UNARY_FORMS[op._value_].get(dtype._value_) or _form(unary_spelling, op, dtype)
+    """`(spelling, prefix, converted to)` of `op` on `dtype` (see `unary_spelling`, `_form`), kept in `UNARY_FORMS`."""
+    row = UNARY_FORMS[op._value_]
+    found = row.get(dtype._value_)
+    if found is None:
+        found = row[dtype._value_] = _form(unary_spelling, op, dtype)
+    return found
 
 
-BINARY_FORMS = _forms(binary_spelling, BinOp)
-UNARY_FORMS = _forms(unary_spelling, UnOp)
+# `_form` of the pairs spelled so far, by the `_value_` of each member (a plain attribute: `.value` and `hash(member)`
+# call back into Python): the emitter reads a pair here first, and `binary_form` or `unary_form` spells a new one.
+BINARY_FORMS: dict[str, dict[str, Form]] = {op._value_: {} for op in BinOp}
+UNARY_FORMS: dict[str, dict[str, Form]] = {op._value_: {} for op in UnOp}
 COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
                              CmpOp.NE: "!="}
 SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.PROD: "simd_product", ReduceOp.MAX: "simd_max",
