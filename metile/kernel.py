@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import operator
 import os
 import sys
 import types
@@ -64,11 +63,13 @@ from metile.frontend.specialize import (
     ONE,
     Binding,
     ParamSpec,
+    PassesKey,
     arg_type,
     bind,
     cache_key,
     classify,
     compile_options,
+    default_pipeline,
     exact_key,
     function_defaults,
     function_ident,
@@ -97,7 +98,7 @@ from metile.metal.args import run_options_problem
 from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_key, pass_name, run
+from metile.rewrite.pipeline import Pass, PipelineError, check_pipeline, pass_key, pass_name, run
 from metile.tracebacks import for_user, traceback_setting
 
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
@@ -202,38 +203,9 @@ def _type_token(v):
 
 
 def device():
-    """`metile.device()`, imported by the first compile: decorating, tracing and lowering a kernel load no device."""
+    """`metile.device()`, imported by the first compile: defining, tracing and lowering a kernel load no device."""
     from metile.devices import device as current
-
     return current()
-
-
-class _PassesKey:
-    """A pipeline (a tuple of passes) as a part of a compile key: hashed once, where the tuple would hash each pass
-    (an attrs `Pass` hashes its fields) at every compile call; equal to the key of an equal pipeline."""
-
-    __slots__ = ("_hash", "passes")
-
-    def __init__(self, passes: tuple):
-        self.passes, self._hash = passes, hash(passes)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is _PassesKey and (other.passes is self.passes or other.passes == self.passes)
-
-
-_CHECKED_DEFAULT: list[tuple] = [()]   # `DEFAULT_PIPELINE` as a tuple, checked once for as long as it holds it
-
-
-def _default_pipeline() -> tuple:
-    """`check_pipeline(DEFAULT_PIPELINE)`, checked again only when the list's passes have changed."""
-    current = tuple(DEFAULT_PIPELINE)
-    checked = _CHECKED_DEFAULT[0]
-    if len(current) != len(checked) or not all(map(operator.is_, current, checked)):
-        checked = _CHECKED_DEFAULT[0] = check_pipeline(current)
-    return checked
 
 
 def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
@@ -256,7 +228,7 @@ class JITKernel:
                                          f"{type(fn).__name__} {fn!r:.60}")
         self.fn = fn
         functools.update_wrapper(self, fn)
-        self.pipeline: tuple[Pass, ...] = _default_pipeline() if pipeline is None else check_pipeline(pipeline)
+        self.pipeline: tuple[Pass, ...] = default_pipeline() if pipeline is None else check_pipeline(pipeline)
         self.debug = bool(debug)
         self.dialect = dialect   # the rules of the kernel's language
         self.do_not_specialize = frozenset(do_not_specialize)   # parameters not specialised on 1 and multiples of 16
@@ -270,14 +242,7 @@ class JITKernel:
         self._runtime_names: frozenset[str] = frozenset()
         self._plain_at: frozenset[int] = frozenset()   # positions of the `do_not_specialize` parameters
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
-        self._passes_key: _PassesKey | None = None   # `pipeline` as a part of compile keys, hashed once
-
-    def _pipeline_key(self) -> _PassesKey:
-        """`pipeline` as a part of the compile cache's keys (made again if `pipeline` was replaced)."""
-        key = self._passes_key
-        if key is None or key.passes is not self.pipeline:
-            key = self._passes_key = _PassesKey(self.pipeline)
-        return key
+        self._passes_key: PassesKey | None = None   # `pipeline` as a part of compile keys, hashed once
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
         """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
@@ -397,7 +362,10 @@ class JITKernel:
             raise _user_error(e, self.fn.__name__) from None
 
     def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
-        key = (spec[0], self._pipeline_key(), settings)
+        passes = self._passes_key   # `pipeline` as a part of the key, made again if `pipeline` was replaced
+        if passes is None or passes.passes is not self.pipeline:
+            passes = self._passes_key = PassesKey(self.pipeline)
+        key = (spec[0], passes, settings)
         found = self._compiled.get(key)
         if found is not None:
             return found

@@ -45,6 +45,7 @@ from metile.emit.spell import (
     fence_flags,
     function_name,
     literal,
+    literal_texts,
     loop_step,
     msl_bool,
     pointer_text,
@@ -125,7 +126,6 @@ _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  
 _BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
                    for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
-_CONST_TEXTS: dict[tuple, tuple[str, str]] = {}  # the texts of a constant by (value class, value, dtype), a cache
 
 
 
@@ -296,11 +296,9 @@ class _Emitter:
                 self.helpers.add(helper)
                 return text, wrapped
             case Load():
-                ptr = v.ptr
-                if v.volatile:
-                    element = f"*(volatile {ptr.type.space._value_} {type_text(v.type)}*)({expr(ptr)[0]})"
-                else:   # `element` inline
-                    element = expr(ptr)[2] if ptr.__class__ is AddPtr else expr(ptr)[1] + "[0]"
+                ptr = v.ptr   # `element(ptr)` inline unless volatile
+                element = (f"*(volatile {ptr.type.space._value_} {type_text(v.type)}*)({expr(ptr)[0]})" if v.volatile
+                           else expr(ptr)[2] if ptr.__class__ is AddPtr else expr(ptr)[1] + "[0]")
                 if v.mask is None:
                     return element, element
                 cond = expr(v.mask)[1]
@@ -374,13 +372,7 @@ class _Emitter:
             if element is not None:
                 return text, f"({text})", element
             return (text, text) if atomic else (text, f"({text})")
-        # two or more parents: named `tN` (`local_name` inline), and found again while the body is open
-        count, taken = self.count, self.taken
-        name, count = f"t{count}", count + 1
-        while name in taken:
-            name, count = f"t{count}", count + 1
-        taken.add(name)
-        self.count = count
+        name = self.local_name("t")  # two or more parents: named, and found again while the body is open
         self.named(name, v, text)
         texts = rec[2] = (name, name) if element is None else (name, name, name + "[0]")
         self.scope.append(rec)
@@ -400,14 +392,7 @@ class _Emitter:
                 text = self.names[v.name]
                 found = text, text
             case Const():
-                value = v.value
-                key = (value.__class__, value, v.dtype._value_)
-                found = _CONST_TEXTS.get(key)
-                if found is None:
-                    text = literal(value, v.dtype)
-                    found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
-                    if value == value and not (value == 0 and value.__class__ is float) and len(_CONST_TEXTS) < 4096:
-                        _CONST_TEXTS[key] = found   # not NaN (each NaN its own key), nor 0.0 (equal to -0.0)
+                found = literal_texts(v.value, v.dtype)
             case Builtin():
                 text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
                 found = text, text
@@ -470,11 +455,9 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        loc = s.loc   # `own(start, s.loc)` inline: after the inner statements and values, which keep their lines
-        if loc is not None:
-            owner = self.owner
+        if (loc := s.loc) is not None:   # `own(start, s.loc)` inline: after the inner statements and values
             for i in range(start, len(self.lines)):
-                owner.setdefault(i, loc)
+                self.owner.setdefault(i, loc)
 
     def own(self, start: int, loc: Loc | None) -> None:
         """Give the lines written since `start` that have no owner yet to `loc`."""

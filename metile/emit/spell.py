@@ -166,6 +166,22 @@ def literal(value: object, dtype: DType) -> str:
     return text if dtype is DType.U32 else f"{dtype.msl}({text})"
 
 
+def literal_texts(value: object, dtype: DType) -> tuple[str, str]:
+    """`literal(value, dtype)` as a whole and as an operand (in parentheses when it starts with `-` or `(`), kept per
+    value class, value and dtype (a NaN, each its own key, and 0.0, equal to -0.0, are spelled every time)."""
+    key = (value.__class__, value, dtype._value_)
+    found = _LITERAL_TEXTS.get(key)
+    if found is None:
+        text = literal(value, dtype)
+        found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+        if value == value and not (value == 0 and value.__class__ is float) and len(_LITERAL_TEXTS) < 4096:
+            _LITERAL_TEXTS[key] = found
+    return found
+
+
+_LITERAL_TEXTS: dict[tuple, tuple[str, str]] = {}
+
+
 INFIX: dict[BinOp, str] = {
     BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.TRUNCDIV: "/", BinOp.REM: "%",
     BinOp.AND: "&", BinOp.OR: "|", BinOp.XOR: "^", BinOp.SHL: "<<", BinOp.SHR: ">>",
@@ -361,6 +377,7 @@ _UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
     "binary_form", "binary_spelling", "builtin_type", "c_identifier", "fence_flags", "function_name", "literal",
+    "literal_texts",
     "loop_step", "msl_bool",
     "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]
