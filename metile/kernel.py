@@ -45,7 +45,6 @@ import attrs
 import numpy as np
 
 from metile.debug import DebugSettingError, DebugSettings, Dump, debug_settings, short_hash
-from metile.devices import device
 from metile.emit.artifact import emit_artifact
 from metile.frontend.composite_args import build_composites, expand_composites
 from metile.frontend.dialect import METILE, Dialect
@@ -64,11 +63,13 @@ from metile.frontend.specialize import (
     ONE,
     Binding,
     ParamSpec,
+    PassesKey,
     arg_type,
     bind,
     cache_key,
     classify,
     compile_options,
+    default_pipeline,
     exact_key,
     function_defaults,
     function_ident,
@@ -76,8 +77,8 @@ from metile.frontend.specialize import (
 )
 from metile.frontend.trace import Tracer
 from metile.ir.errors import Loc, MetileError
+from metile.ir.names import ir_name
 from metile.ir.ops import Stage
-from metile.ir.scanner import ir_name
 from metile.ir.stmts import CompileOptions, Kernel
 from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Const, Param
@@ -97,7 +98,7 @@ from metile.metal.args import run_options_problem
 from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
-from metile.rewrite.pipeline import DEFAULT_PIPELINE, Pass, PipelineError, check_pipeline, pass_key, pass_name, run
+from metile.rewrite.pipeline import Pass, PipelineError, check_pipeline, pass_key, pass_name, run
 from metile.tracebacks import for_user, traceback_setting
 
 _I32_MIN, _I32_END = -(1 << 31), 1 << 31
@@ -201,6 +202,12 @@ def _type_token(v):
     return None
 
 
+def device():
+    """`metile.device()`, imported by the first compile: defining, tracing and lowering a kernel load no device."""
+    from metile.devices import device as current
+    return current()
+
+
 def _too_deep(name: str, loc: Loc | None) -> KernelTypeError:
     return KernelTypeError(f"kernel {name} computes a value through a chain of operations too deep for metile to "
                            f"compile (Python's recursion limit, {sys.getrecursionlimit()}): a Python `for` over a "
@@ -221,7 +228,7 @@ class JITKernel:
                                          f"{type(fn).__name__} {fn!r:.60}")
         self.fn = fn
         functools.update_wrapper(self, fn)
-        self.pipeline: tuple[Pass, ...] = check_pipeline(DEFAULT_PIPELINE if pipeline is None else pipeline)
+        self.pipeline: tuple[Pass, ...] = default_pipeline() if pipeline is None else check_pipeline(pipeline)
         self.debug = bool(debug)
         self.dialect = dialect   # the rules of the kernel's language
         self.do_not_specialize = frozenset(do_not_specialize)   # parameters not specialised on 1 and multiples of 16
@@ -235,6 +242,7 @@ class JITKernel:
         self._runtime_names: frozenset[str] = frozenset()
         self._plain_at: frozenset[int] = frozenset()   # positions of the `do_not_specialize` parameters
         self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
+        self._passes_key: PassesKey | None = None   # `pipeline` as a part of compile keys, hashed once
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
         """The same kernel lowered by `pipeline` instead; it shares this kernel's parsed source, Tile IR
@@ -354,7 +362,10 @@ class JITKernel:
             raise _user_error(e, self.fn.__name__) from None
 
     def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
-        key = (spec[0], self.pipeline, settings)
+        passes = self._passes_key   # `pipeline` as a part of the key, made again if `pipeline` was replaced
+        if passes is None or passes.passes is not self.pipeline:
+            passes = self._passes_key = PassesKey(self.pipeline)
+        key = (spec[0], passes, settings)
         found = self._compiled.get(key)
         if found is not None:
             return found

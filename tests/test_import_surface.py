@@ -93,3 +93,44 @@ def test_metile_rewrite_exports_its_passes_and_drivers():
     assert set(metile.rewrite.__all__) <= set(dir(metile.rewrite))
     assert metile.rewrite.parse_pipeline("fold_constants,split_k") == [metile.rewrite.fold_constants,
                                                                         metile.rewrite.split_k]
+
+
+def test_the_compiler_loads_no_ir_text_form_until_it_is_read():
+    """Compiling neither prints nor parses IR: `metile.ir` loads its printer, parser and scanner (and json) when
+    `pretty`, `parse`, `parse_type` or `ParseError` is first read; layout pictures load html, exact rounding of
+    constants fractions."""
+    lazy = ("metile.ir.printer", "metile.ir.parser", "metile.ir.scanner", "html", "fractions")
+    modules = loaded_after("import metile.ir, metile.rewrite, metile.emit, metile.layout")
+    assert [m for m in lazy if m in modules] == []
+    modules = loaded_after("import metile.ir\nmetile.ir.pretty, metile.ir.ParseError")
+    assert "metile.ir.printer" in modules and "metile.ir.scanner" in modules
+
+
+def test_metile_ir_names_its_text_form_before_loading_it():
+    import metile.ir
+    from metile.ir.parser import parse, parse_type
+    from metile.ir.printer import pretty
+    from metile.ir.scanner import ParseError
+
+    assert {"pretty", "parse", "parse_type", "ParseError"} <= set(dir(metile.ir)) >= set(metile.ir.__all__)
+    assert (metile.ir.pretty, metile.ir.parse, metile.ir.parse_type, metile.ir.ParseError) == (
+        pretty, parse, parse_type, ParseError)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        metile.ir.no_such_name  # noqa: B018
+
+
+def test_decorating_and_tracing_a_kernel_loads_no_device(tmp_path):
+    """The devices load when a kernel first compiles (`metile.device()`), not when one is defined or traced."""
+    code = ("import metile\n"
+            "@metile.kernel\n"
+            "def copy(X, Y, BLOCK: metile.constexpr):\n"
+            "    offs = metile.arange(0, BLOCK)\n"
+            "    metile.store(Y + offs, metile.load(X + offs))\n"
+            "import numpy as np\n"
+            "copy.trace(np.zeros(8, np.float32), np.zeros(8, np.float32), BLOCK=8)\n"
+            "copy.lower(np.zeros(8, np.float32), np.zeros(8, np.float32), BLOCK=8)\n")
+    path = tmp_path / "decorate_only.py"
+    path.write_text(code)   # from a file: metile traces a kernel from its source
+    modules = loaded_after(f"exec(compile(open({str(path)!r}).read(), {str(path)!r}, 'exec'))")
+    assert "metile.devices" not in modules and not any(m.startswith("metile.metal.cpu") for m in modules)
+    assert "cffi" not in modules

@@ -433,3 +433,32 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
                          capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_node_repr_is_the_one_attrs_writes():
+    """`@node` writes each class's `__repr__` itself, on its first instance, in attrs' form (fields with `repr=False`,
+    such as `loc`, left out)."""
+    b = Binary(BinOp.ADD, Const(1, I32), Var("x", TileType(I32)))
+    assert repr(b) == ("Binary(op=<BinOp.ADD: 'add'>, lhs=Const(value=1, dtype=<DType.I32: 'i32'>), "
+                       "rhs=Var(name='x', type=TileType(dtype=<DType.I32: 'i32'>, shape=())))")
+    assert type(b).__repr__.__qualname__ == "Binary.__repr__"
+
+
+def test_a_node_field_its_generated_init_cannot_set_is_refused_at_definition():
+    from metile.ir.node import node
+    from metile.ir.values import Value
+
+    with pytest.raises(TypeError, match="field 'x' needs"):
+        @node
+        class Checked(Value):
+            x: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+
+def test_a_kernel_hashes_its_meta_by_its_items():
+    """A node's hash takes a persistent map field as the set of its items (not pyrsistent's own first hash, which is
+    slow): maps built in either order give equal kernels and equal hashes, and other items another kernel."""
+    X = Param("X", 0, PtrType(F32, (), AddressSpace.DEVICE))
+    a = Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 2})
+    b = Kernel("k", Stage.TILE, [X], [Barrier()], pmap({"B": 2}).set("A", 1))
+    assert a == b and hash(a) == hash(b)
+    assert a != Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 3})

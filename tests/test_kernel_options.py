@@ -110,6 +110,31 @@ def test_a_pass_before_the_default_ones_changes_the_result():
     np.testing.assert_array_equal(c, a + b)
 
 
+class CountedHashes:
+    """A pass (keeping the kernel) that counts how often it is hashed."""
+
+    hashes = 0
+
+    def __call__(self, k: Kernel) -> Kernel:
+        return k
+
+    def __hash__(self) -> int:
+        CountedHashes.hashes += 1
+        return 1
+
+
+def test_a_compile_cache_hit_does_not_hash_the_pipeline_again():
+    counted = CountedHashes()
+    k = metile.kernel(vec_add_body, pipeline=[counted, *DEFAULT_PIPELINE])
+    a, b, c = operands(300, np.float32)
+    k.compile(a, b, c, 300, BLOCK=BLOCK)
+    before = CountedHashes.hashes
+    first = k.compile(a, b, c, 300, BLOCK=BLOCK)
+    assert k.compile(a, b, c, 300, BLOCK=BLOCK) is first and CountedHashes.hashes == before
+    k.pipeline = (counted, *DEFAULT_PIPELINE)   # another tuple of the same passes: an equal key, hashed once
+    assert k.compile(a, b, c, 300, BLOCK=BLOCK) is first and CountedHashes.hashes == before + 1
+
+
 def test_integer_adds_are_left_alone_by_the_float_rule():
     a, b, c = launch(vec_sub_by_pass, 300, np.int32)
     np.testing.assert_array_equal(c, a + b)

@@ -72,6 +72,24 @@ def test_the_artifact_holds_the_text_signature_plan_and_lines_of_the_kernel(case
     assert hash(artifact) == hash(compile_to_msl(tile_ir))
 
 
+def test_the_line_locations_are_an_immutable_mapping_equal_to_the_emitters_dict():
+    import pickle
+
+    from metile.emit.msl import emit_located
+
+    kern, args, constexprs = CASES["vec_add"]
+    metal_ir = run(DEFAULT_PIPELINE, kern.trace(*args, **constexprs))
+    _, _, by_line = emit_located(metal_ir)
+    locations = emit_artifact(metal_ir).locations
+    assert locations == by_line and dict(locations) == by_line and list(locations) == sorted(by_line)
+    assert hash(locations) == hash(emit_artifact(metal_ir).locations)
+    assert pickle.loads(pickle.dumps(locations)) == by_line
+    with pytest.raises(TypeError):
+        locations[1] = None
+    by_line.clear()   # the artifact keeps its own copy
+    assert len(locations) > 0 and locations != by_line
+
+
 def test_the_written_buffers_are_the_parameters_declared_without_const():
     kern, args, constexprs = CASES["vec_add"]
     artifact = compile_to_msl(kern.trace(*args, **constexprs))

@@ -53,3 +53,67 @@ def test_equal_code_objects_of_two_files_have_their_own_parse(tmp_path):
     a, b = load(tmp_path / "a" / "k.py", "_parse_cache_a"), load(tmp_path / "b" / "k.py", "_parse_cache_b")
     assert a.copy.fn.__code__ == b.copy.fn.__code__ and a.copy.fn.__code__ is not b.copy.fn.__code__
     assert parsed(a.copy.fn).file.endswith("a/k.py") and parsed(b.copy.fn).file.endswith("b/k.py")
+
+
+AWKWARD = '''
+import metile
+
+
+@metile.kernel
+def signature_closed_at_the_def(
+    X, Y,
+    BLOCK: metile.constexpr,
+):
+    """A docstring
+with a line at column 0
+"""
+    offs = metile.arange(0, BLOCK)
+# a comment at column 0 inside the body
+    x = metile.load(X + offs)
+    y = (x +
+x)
+    metile.store(Y + offs, y)
+    # a trailing comment
+
+# a comment after the kernel
+
+
+class Holder:
+    @staticmethod
+    def method(X, Y, BLOCK: metile.constexpr):
+        offs = metile.arange(0, BLOCK)
+        metile.store(Y + offs, metile.load(X + offs))
+
+
+def tabbed(X):
+\treturn X
+
+
+def last_in_file(X):
+    return X'''
+
+
+def test_a_block_found_from_its_indentation_is_the_one_inspect_finds(tmp_path):
+    """`parse` finds a function's block without tokenizing its file when its indentation tells where it ends: lines
+    at the `def`'s indentation inside strings, brackets or comments do not end it early, and what it gives is what
+    `inspect.getsourcelines` gives (the text, its offsets and the parse, positions included)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from metile.frontend.source import _def_block, parse
+
+    path = tmp_path / "awkward.py"
+    path.write_text(AWKWARD)
+    module = load(path, "_parse_cache_awkward")
+    fns = [module.signature_closed_at_the_def.fn, module.Holder.method, module.tabbed, module.last_in_file]
+    for fn in fns:
+        lines, first = inspect.getsourcelines(fn)
+        text = textwrap.dedent("".join(lines))
+        p = parse(fn)
+        assert (p.text, p.line_offset, p.col_offset) == (text, first - 1, len(lines[0]) - len(lines[0].lstrip()))
+        assert ast.dump(p.fdef, include_attributes=True) == ast.dump(ast.parse(text).body[0], include_attributes=True)
+    all_lines, start = inspect.findsource(fns[0])
+    assert _def_block(all_lines[start:], "signature_closed_at_the_def")[0] == inspect.getblock(all_lines[start:])
+    all_lines, start = inspect.findsource(module.tabbed)
+    assert _def_block(all_lines[start:], "tabbed") is None   # tabs: left to inspect

@@ -14,11 +14,9 @@ signature.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import attrs
-from pyrsistent import pmap
-from pyrsistent.typing import PMap
 
 from metile.emit.msl import emit_located
 from metile.emit.signature import KernelSignature
@@ -29,6 +27,53 @@ from metile.ir.stmts import Kernel, LaunchPlan
 from metile.ir.target import DEFAULT_TARGET, AppleTarget
 from metile.rewrite.passes import PipelineError, pass_name
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, check_pipeline, parse_pipeline, run
+
+
+class LineLocations(Mapping):
+    """The Python location of each line of a `.metal` text (numbered from 1) that leads back to one: an immutable
+    mapping, equal to any mapping with the same items and hashed by them. It holds its own copy of the dict it is
+    made from (one C-level copy; a persistent map would be built entry by entry on every compile)."""
+
+    __slots__ = ("_by_line", "_hash")
+
+    def __init__(self, by_line: Mapping[int, Loc] = ()):
+        self._by_line: dict[int, Loc] = dict(by_line)
+        self._hash: int | None = None
+
+    def __getitem__(self, line: int) -> Loc:
+        return self._by_line[line]
+
+    def get(self, line: int, default=None):
+        return self._by_line.get(line, default)
+
+    def __contains__(self, line: object) -> bool:
+        return line in self._by_line
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._by_line)
+
+    def __len__(self) -> int:
+        return len(self._by_line)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LineLocations):
+            return self._by_line == other._by_line
+        return self._by_line == other if isinstance(other, Mapping) else NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._by_line.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"LineLocations({self._by_line!r})"
+
+    def __reduce__(self):
+        return LineLocations, (self._by_line,)
+
+
+def _line_locations(locations: Mapping[int, Loc]) -> LineLocations:
+    return locations if locations.__class__ is LineLocations else LineLocations(locations)
 
 
 @attrs.frozen
@@ -43,7 +88,7 @@ class MslArtifact:
     metal_name: str
     signature: KernelSignature
     plan: LaunchPlan
-    locations: PMap[int, Loc] = attrs.field(converter=pmap, repr=False)
+    locations: LineLocations = attrs.field(converter=_line_locations, repr=False)
 
     @property
     def entry(self) -> str:
@@ -99,4 +144,4 @@ def compile_to_msl(kernel: Kernel, passes: Iterable | None = None, *, target: Ap
     return emit_artifact(metal_ir)
 
 
-__all__ = ["MslArtifact", "compile_to_msl", "emit_artifact"]
+__all__ = ["LineLocations", "MslArtifact", "compile_to_msl", "emit_artifact"]

@@ -194,17 +194,20 @@ def scan(k: Kernel) -> Facts:
         parent, values = pop()
         for v in values:
             cls = v.__class__
+            if cls is Var:   # the most common leaf
+                name = v.name
+                reads[name] = reads.get(name, 0) + 1
+                continue
             if cls in LEAVES:
-                if cls is Var:
-                    reads[v.name] = reads.get(v.name, 0) + 1
-                elif cls is Builtin:
+                if cls is Builtin:
                     kinds.add(v.kind._value_)
                 continue
-            rec = get_record(v._h)
+            h = v._h
+            rec = get_record(h)
             if rec is None:
                 if cls not in ADMITTED_METAL:
                     record(v, None, parent)  # refused
-                rec = by_hash[v._h] = [v, parent, None, False]
+                rec = by_hash[h] = [v, parent, None, False]
                 push((rec, children_of[cls](v)))
                 continue
             if rec[0] is not v:

@@ -45,6 +45,7 @@ from metile.emit.spell import (
     fence_flags,
     function_name,
     literal,
+    literal_texts,
     loop_step,
     msl_bool,
     pointer_text,
@@ -295,8 +296,9 @@ class _Emitter:
                 self.helpers.add(helper)
                 return text, wrapped
             case Load():
-                element = (f"*(volatile {v.ptr.type.space._value_} {type_text(v.type)}*)({expr(v.ptr)[0]})"
-                           if v.volatile else self.element(v.ptr))
+                ptr = v.ptr   # `element(ptr)` inline unless volatile
+                element = (f"*(volatile {ptr.type.space._value_} {type_text(v.type)}*)({expr(ptr)[0]})" if v.volatile
+                           else expr(ptr)[2] if ptr.__class__ is AddPtr else expr(ptr)[1] + "[0]")
                 if v.mask is None:
                     return element, element
                 cond = expr(v.mask)[1]
@@ -390,8 +392,7 @@ class _Emitter:
                 text = self.names[v.name]
                 found = text, text
             case Const():
-                text = literal(v.value, v.dtype)
-                found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+                found = literal_texts(v.value, v.dtype)
             case Builtin():
                 text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
                 found = text, text
@@ -454,7 +455,9 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        self.own(start, s.loc)  # after the inner statements and values, which keep their lines
+        if (loc := s.loc) is not None:   # `own(start, s.loc)` inline: after the inner statements and values
+            for i in range(start, len(self.lines)):
+                self.owner.setdefault(i, loc)
 
     def own(self, start: int, loc: Loc | None) -> None:
         """Give the lines written since `start` that have no owner yet to `loc`."""

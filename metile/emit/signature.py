@@ -52,8 +52,9 @@ class Param:
     @property
     def declaration(self) -> str:
         """The parameter as a kernel declares it: `device const float* x [[buffer(0)]]`, `uint3 x [[x]]`."""
-        bound = {ParamKind.BUFFER: f"buffer({self.index})", ParamKind.THREADGROUP: f"threadgroup({self.index})",
-                 ParamKind.POSITION: self.attribute}[self.kind]
+        kind = self.kind
+        bound = (f"buffer({self.index})" if kind is ParamKind.BUFFER else
+                 f"threadgroup({self.index})" if kind is ParamKind.THREADGROUP else self.attribute)
         if self.array:   # read as a pointer: `constant int* s` declared `constant int s[2]`
             return f"{self.type_text.removesuffix('*').rstrip()} {self.name}{self.array} [[{bound}]]"
         return f"{self.type_text} {self.name} [[{bound}]]"

@@ -11,7 +11,7 @@ import functools
 import math
 import operator
 import re
-from fractions import Fraction
+import struct
 
 from metile.ir import (
     BinOp,
@@ -101,6 +101,8 @@ def _float_text(x: float) -> str:
 
 _FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)  # tuples, tested by identity: no `Enum.__hash__` call
 _FORMATS = ((DType.F32, 24, -126), (DType.F16, 11, -14), (DType.BF16, 8, -126))   # significand bits, lowest exponent
+_F32 = struct.Struct("<f")
+_F32_MAX = float(FLOAT_MAX[DType.F32])
 
 
 def _rounded(value, dtype: DType) -> float:
@@ -114,6 +116,13 @@ def _rounded(value, dtype: DType) -> float:
     if isinstance(x, float) and (x == 0.0 or not math.isfinite(x)):
         return x
     mant, emin = next((m, e) for d, m, e in _FORMATS if d is dtype)
+    if not isinstance(x, float):
+        if -(1 << mant) <= x <= 1 << mant:
+            return float(x)                        # an int exact in the type (below its largest finite value)
+    elif dtype is DType.F32 and abs(x) <= _F32_MAX and _F32.unpack(_F32.pack(x))[0] == x:
+        return x                                   # a float exact in f32 already
+    from fractions import Fraction  # the general case (imported here: most constants take the paths above)
+
     a = Fraction(abs(x))
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
@@ -155,6 +164,22 @@ def literal(value: object, dtype: DType) -> str:
         return f"{n}UL"
     text = f"{n}u" if not dtype.is_signed else str(n)
     return text if dtype is DType.U32 else f"{dtype.msl}({text})"
+
+
+def literal_texts(value: object, dtype: DType) -> tuple[str, str]:
+    """`literal(value, dtype)` as a whole and as an operand (in parentheses when it starts with `-` or `(`), kept per
+    value class, value and dtype (a NaN, each its own key, and 0.0, equal to -0.0, are spelled every time)."""
+    key = (value.__class__, value, dtype._value_)
+    found = _LITERAL_TEXTS.get(key)
+    if found is None:
+        text = literal(value, dtype)
+        found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
+        if value == value and not (value == 0 and value.__class__ is float) and len(_LITERAL_TEXTS) < 4096:
+            _LITERAL_TEXTS[key] = found
+    return found
+
+
+_LITERAL_TEXTS: dict[tuple, tuple[str, str]] = {}
 
 
 INFIX: dict[BinOp, str] = {
@@ -210,32 +235,28 @@ def _form(spell, op, dtype: DType) -> Form:
     return word, operator, dtype.msl if operator and dtype.is_int and dtype.bits < 32 else None
 
 
-def _forms(spell, ops) -> dict[str, dict[str, Form]]:
-    """`_form` of every pair `spell` spells, keyed by the `_value_` of each member (a plain attribute: `.value`
-    and `hash(member)` call back into Python)."""
-    table: dict[str, dict[str, Form]] = {}
-    for op in ops:
-        row = table[op._value_] = {}
-        for dtype in DType:
-            try:
-                row[dtype._value_] = _form(spell, op, dtype)
-            except EmitError:
-                pass
-    return table
-
-
 def binary_form(op: BinOp, dtype: DType) -> Form:
-    """`(spelling, infix, converted to)` of `op` on `dtype` (see `binary_spelling`, `_form`)."""
-    return BINARY_FORMS[op._value_].get(dtype._value_) or _form(binary_spelling, op, dtype)
+    """`(spelling, infix, converted to)` of `op` on `dtype` (see `binary_spelling`, `_form`), kept in `BINARY_FORMS`."""
+    row = BINARY_FORMS[op._value_]
+    found = row.get(dtype._value_)
+    if found is None:
+        found = row[dtype._value_] = _form(binary_spelling, op, dtype)   # raises for a pair MSL cannot spell
+    return found
 
 
 def unary_form(op: UnOp, dtype: DType) -> Form:
-    """`(spelling, prefix, converted to)` of `op` on `dtype` (see `unary_spelling`, `_form`)."""
-    return UNARY_FORMS[op._value_].get(dtype._value_) or _form(unary_spelling, op, dtype)
+    """`(spelling, prefix, converted to)` of `op` on `dtype` (see `unary_spelling`, `_form`), kept in `UNARY_FORMS`."""
+    row = UNARY_FORMS[op._value_]
+    found = row.get(dtype._value_)
+    if found is None:
+        found = row[dtype._value_] = _form(unary_spelling, op, dtype)
+    return found
 
 
-BINARY_FORMS = _forms(binary_spelling, BinOp)
-UNARY_FORMS = _forms(unary_spelling, UnOp)
+# `_form` of the pairs spelled so far, by the `_value_` of each member (a plain attribute: `.value` and `hash(member)`
+# call back into Python): the emitter reads a pair here first, and `binary_form` or `unary_form` spells a new one.
+BINARY_FORMS: dict[str, dict[str, Form]] = {op._value_: {} for op in BinOp}
+UNARY_FORMS: dict[str, dict[str, Form]] = {op._value_: {} for op in UnOp}
 COMPARE: dict[CmpOp, str] = {CmpOp.LT: "<", CmpOp.LE: "<=", CmpOp.GT: ">", CmpOp.GE: ">=", CmpOp.EQ: "==",
                              CmpOp.NE: "!="}
 SIMD_REDUCE: dict[ReduceOp, str] = {ReduceOp.SUM: "simd_sum", ReduceOp.PROD: "simd_product", ReduceOp.MAX: "simd_max",
@@ -356,6 +377,7 @@ _UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
     "binary_form", "binary_spelling", "builtin_type", "c_identifier", "fence_flags", "function_name", "literal",
+    "literal_texts",
     "loop_step", "msl_bool",
     "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]

@@ -1,10 +1,10 @@
 """The parsed source of a Python function that metile traces (a kernel or a `@metile.func` helper), and what
 tracing learns about its nodes once (`Prepared`).
 
-`parsed(fn)` reads the function's source (`inspect.getsourcelines`, which tokenizes its file to find the block),
-dedents and parses it once per code object (while that object lives), and keeps what tracing needs with it: the
-file, the line and column offsets of the dedented text in the file, the `def` node, and the per-node facts tracing
-finds (`Prepared`).
+`parsed(fn)` reads the function's source (the block `inspect.getsourcelines` gives, found without tokenizing the
+file when its indentation tells where it ends: `_def_block`), dedents and parses it once per code object (while that
+object lives), and keeps what tracing needs with it: the file, the line and column offsets of the dedented text in
+the file, the `def` node, and the per-node facts tracing finds (`Prepared`).
 """
 
 from __future__ import annotations
@@ -86,15 +86,96 @@ def parse(fn, what: str = "kernel") -> Parsed:
     """Read and parse the source of `fn` (a `what`, for the error when its source cannot be read)."""
     file = inspect.getsourcefile(fn) or fn.__code__.co_filename
     try:
-        lines, first = inspect.getsourcelines(fn)
+        target = inspect.unwrap(fn)   # what `inspect.getsourcelines` reads: the lines of `target`'s block, from `first`
+        found, first = inspect.findsource(target)
+        found = found[first:]
+        first += 1
     except (OSError, TypeError) as e:
         raise KernelSourceError(
             f"cannot read the source of {what} {fn.__qualname__!r} (from {file}): metile traces it from its Python "
             "source, so define it in a .py file, not at an interactive prompt or with exec") from e
-    text = textwrap.dedent("".join(lines))
+    block = _def_block(found, target.__code__.co_name)
+    if block is not None:
+        lines, text, tree = block
+    else:
+        lines = inspect.getblock(found)
+        text = textwrap.dedent("".join(lines))
+        tree = ast.parse(text)
     col_offset = len(lines[0]) - len(lines[0].lstrip())  # what textwrap.dedent removed
-    fdef = ast.parse(text).body[0]
+    fdef = tree.body[0]
     return Parsed(file, text, col_offset, first - 1, fdef, Prepared(file, first - 1, col_offset))
+
+
+_MAX_CUTS = 8   # the places `_def_block` tries to end a block at, before leaving it to `inspect.getblock`
+
+
+def _def_block(lines: list[str], name: str) -> tuple[list[str], str, ast.Module] | None:
+    """`inspect.getblock(lines)` for the `def` of `name` that `lines` start with (its decorators first), its dedented
+    text and its parse, found without tokenizing; None when this cannot tell, for `inspect.getblock` to find.
+
+    The block ends before the first line after the `def` that holds code and is indented no deeper than the `def`
+    (blank and comment lines end nothing). Such a line may still be inside a string or brackets (a docstring line
+    at column 0, a signature's closing `):`), and then the text cut there does not parse: the next such line is
+    tried, up to `_MAX_CUTS` of them. A text that parses as one function named `name` is the block, since a line
+    that ends the block in Python's grammar ends it here too. As `inspect.getblock` has it, the block's last line
+    is that of its last statement or of a later comment indented at least as deep as the body's first line (when
+    the body starts on a line of its own). Indentation by tabs is left to `inspect.getblock`."""
+    first = lines[0]
+    indent = len(first) - len(first.lstrip())
+    if "\t" in first[:indent]:
+        return None
+    n, start = len(lines), 0
+    while start < n:   # the `def` line, after the decorators
+        code = lines[start].lstrip()
+        if code.startswith(("def ", "async def ")) and len(lines[start]) - len(code) == indent:
+            break
+        start += 1
+    else:
+        return None
+    end = start + 1
+    for _ in range(_MAX_CUTS):
+        while end < n:   # the next line holding code indented no deeper than the `def`
+            line = lines[end]
+            code = line.lstrip()
+            if code and code[0] != "#":
+                depth = len(line) - len(code)
+                if "\t" in line[:depth]:
+                    return None
+                if depth <= indent:
+                    break
+            end += 1
+        last = end
+        while last > start + 1 and _no_code(lines[last - 1]):
+            last -= 1
+        text = textwrap.dedent("".join(lines[:last]))
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            tree = None
+        if tree is not None and len(tree.body) == 1 and tree.body[0].__class__ in _DEFS and tree.body[0].name == name:
+            body = tree.body[0].body[0]
+            line = lines[body.lineno - 1]
+            column = len(line) - len(line.lstrip())   # where the body's first line starts, if it starts the line
+            if text.splitlines()[body.lineno - 1][:body.col_offset].isspace():
+                comments = [i for i in range(last, end) if lines[i].lstrip()[:1] == "#"
+                            and len(lines[i]) - len(lines[i].lstrip()) >= column]
+                if comments:
+                    last = comments[-1] + 1
+                    text = textwrap.dedent("".join(lines[:last]))
+            return lines[:last], text, tree
+        if end >= n:
+            return None
+        end += 1
+    return None
+
+
+def _no_code(line: str) -> bool:
+    """Whether `line` is blank or only a comment."""
+    code = line.lstrip()
+    return not code or code[0] == "#"
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def parsed(fn, what: str = "kernel") -> Parsed:

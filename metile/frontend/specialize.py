@@ -1,4 +1,5 @@
-"""Parameter kinds, argument types and the specialization cache key.
+"""Parameter kinds, argument types and the specialization cache key, and a kernel's pipeline as a part of its compile
+keys (`default_pipeline`, `PassesKey`).
 
 A parameter annotated `metile.constexpr` is compile-time; the annotation is read from the
 function's `ast` and evaluated against its globals, so it is recognised whether or not the module
@@ -20,6 +21,7 @@ import functools
 import hashlib
 import inspect
 import math
+import operator
 
 import attrs
 import numpy as np
@@ -38,6 +40,7 @@ from metile.metal.interop import (
     host_view,
     is_foreign_array,
 )
+from metile.rewrite.pipeline import DEFAULT_PIPELINE, check_pipeline
 
 NO_DEFAULT = _NO_DEFAULT = object()  # the default of a parameter that has none
 _REFUSED = {"float64": "Metal has no 64-bit floats; convert with .astype(np.float32)"}
@@ -403,3 +406,31 @@ def integer_facts(typed, plain: frozenset[str] = frozenset()) -> tuple[tuple[str
                  and t.dtype is not DType.BOOL
                  and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
                  and (v == 1 or v % MULTIPLE == 0))
+
+
+class PassesKey:
+    """A pipeline (a tuple of passes) as a part of a compile key: hashed once, where the tuple would hash each pass
+    (an attrs `Pass` hashes its fields) at every compile call; equal to the key of an equal pipeline."""
+
+    __slots__ = ("_hash", "passes")
+
+    def __init__(self, passes: tuple):
+        self.passes, self._hash = passes, hash(passes)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is PassesKey and (other.passes is self.passes or other.passes == self.passes)
+
+
+_CHECKED_DEFAULT: list[tuple] = [()]   # `DEFAULT_PIPELINE` as a tuple, checked once for as long as it holds it
+
+
+def default_pipeline() -> tuple:
+    """`check_pipeline(DEFAULT_PIPELINE)`, checked again only when the list's passes have changed."""
+    current = tuple(DEFAULT_PIPELINE)
+    checked = _CHECKED_DEFAULT[0]
+    if len(current) != len(checked) or not all(map(operator.is_, current, checked)):
+        checked = _CHECKED_DEFAULT[0] = check_pipeline(current)
+    return checked

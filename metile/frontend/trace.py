@@ -24,8 +24,8 @@ from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.funcs import return_from_func
 from metile.frontend.source import Prepared
 from metile.ir.errors import Loc, MetileError
+from metile.ir.names import ir_name
 from metile.ir.ops import Stage
-from metile.ir.scanner import ir_name
 from metile.ir.stmts import Kernel, Let
 from metile.ir.tile import SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.types import SCALAR_TYPES, DType, PtrType

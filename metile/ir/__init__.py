@@ -4,8 +4,11 @@ Modules: `node` (the `@node` base and traversal), `types` (dtypes and value type
 kinds, stages, fences, builtins), `values` and `stmts` (nodes every level shares), `tile` (Tile IR
 only), `metal` (Metal IR only), `simt` (SIMT IR only: threadgroup memory not placed yet),
 `stages` (which nodes each stage admits), `printer`, `scanner`,
-`parser` and `parse_ops` (the text form), `typecheck` and `verify` (the verifier), `errors` (`Loc`,
-`MetileError`).
+`parser` and `parse_ops` (the text form), `names` (what names a value), `typecheck` and `verify` (the verifier),
+`errors` (`Loc`, `MetileError`).
+
+The text form (`pretty`, `parse`, `parse_type`, `ParseError`) is loaded when one of them is first read from this
+package (PEP 562's module `__getattr__`): compiling a kernel neither prints nor parses IR.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from metile.ir.metal import (
 )
 from metile.ir.node import Node, children, map_children, node, walk
 from metile.ir.ops import AtomicOp, BinOp, BuiltinKind, CmpOp, Fence, ReduceOp, Stage, UnOp
-from metile.ir.parser import ParseError, parse, parse_type
-from metile.ir.printer import pretty
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stages import LET_ONLY, STMT_CLASSES, VALUE_CLASSES, admits
 from metile.ir.stmts import (
@@ -95,6 +96,24 @@ from metile.ir.values import (
     Where,
 )
 from metile.ir.verify import VerifyError, verify
+
+_TEXT_FORM = {"pretty": "metile.ir.printer", "parse": "metile.ir.parser", "parse_type": "metile.ir.parser",
+              "ParseError": "metile.ir.scanner"}
+
+
+def __getattr__(name: str):
+    module = _TEXT_FORM.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = globals()[name] = getattr(importlib.import_module(module), name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_TEXT_FORM})
+
 
 __all__ = [
     "AddPtr", "AddressSpace", "AllActive", "Arange", "ArgReduce", "AtomicAdd", "AtomicOp", "AtomicRMW", "Barrier",

@@ -33,7 +33,7 @@ from functools import cached_property
 
 import attrs
 
-from metile.ir.node import node
+from metile.ir.node import as_tuple, node
 from metile.ir.ops import BuiltinKind
 from metile.ir.types import SCALAR_TYPES, DType, MatrixType, TileType, VectorType
 from metile.ir.values import Stmt, Value
@@ -90,7 +90,7 @@ class Extract(Value):
 class MakeVector(Value):
     """The vector whose lanes are the scalars `elems`."""
 
-    elems: tuple[Value, ...] = attrs.field(converter=tuple)
+    elems: tuple[Value, ...] = attrs.field(converter=as_tuple)
 
     @cached_property
     def type(self) -> VectorType:

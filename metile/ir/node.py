@@ -55,10 +55,40 @@ def _cached_hash(self) -> int:
 def node(cls: type[T]) -> type[T]:
     """Class decorator for IR nodes (use it on every node class, never a bare `attrs.frozen`)."""
     derived = cls.__dict__.get("type")
-    cls = attrs.frozen(cls, eq=False, unsafe_hash=False)   # `__eq__` and `__hash__` are the node's own (below)
+    derived = derived.func if isinstance(derived, cached_property) else None
+    if derived is not None and _inherits_type_slot(cls):
+        delattr(cls, "type")   # a base holds the slot and computes it lazily: attrs makes no slot or getter for it
+    # `__eq__`, `__hash__`, `__init__` and `__repr__` are the node's own (below): attrs compiles none of them
+    cls = attrs.frozen(cls, eq=False, unsafe_hash=False, init=False, repr=False)
     cls.__hash__ = _cached_hash
-    _register(cls, derived.func if isinstance(derived, cached_property) else None)
+    _register(cls, derived)
     return cls
+
+
+def _inherits_type_slot(cls: type) -> bool:
+    """Whether a base of `cls` has the slot `type` (`Value`'s, whose `lazy_type` computes a subclass's `type`)."""
+    return any(isinstance(k.__dict__.get("type"), types.MemberDescriptorType) for k in cls.__mro__[1:])
+
+
+def lazy_type(self) -> object:
+    """The derived `type` of a value whose `__init__` did not set it (a malformed node, or a class that has no
+    generated methods yet): computed now by its class's `type` function, raising what that raises. `Value`'s
+    `type` is this `cached_property`; a subclass's own `type` function is kept in `_DERIVED_TYPE` (and its
+    `cached_property` removed before attrs sees it), so attrs makes one slot and one `__getattr__` for all of them
+    instead of one per class."""
+    get = _type_function(self.__class__)
+    if get is None:
+        raise AttributeError(f"{self.__class__.__name__!r} object has no attribute 'type'")
+    return get(self)
+
+
+def _type_function(cls: type) -> Callable[[Node], object] | None:
+    """The function computing the `type` of a `cls` instance: its own or its nearest base's."""
+    for k in cls.__mro__:
+        f = _DERIVED_TYPE.get(k)
+        if f is not None:
+            return f
+    return None
 
 
 _EQ_NAMES: dict[type, tuple[str, ...]] = {}
@@ -98,12 +128,19 @@ def _extend(out: list[Node], v) -> None:
 _DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
 _NOTHING = attrs.NOTHING   # the default of a field with a factory, as in the `__init__` attrs writes
 _NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fields declared as nodes
+def as_tuple(items) -> tuple:
+    """`tuple(items)`: the converter of the IR's tuple fields. A Python function rather than `tuple` itself, since
+    attrs reads each converter's signature when it makes a class, and `inspect.signature` of a builtin parses its
+    text signature (the first time compiling tokenize's patterns): milliseconds of importing the IR."""
+    return tuple(items)
+
+
 # Converters whose result class is known: a value of that class is kept as it is (the same value, or one
 # equal to what the converter would build, as persistent collections are immutable), without a call.
-_CONVERTED: dict[object, type] = {tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
+_CONVERTED: dict[object, type] = {tuple: tuple, as_tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
 
 
-_PENDING: dict[type, tuple[Callable, Callable[[Node], object] | None]] = {}  # class -> (attrs' `__init__`, type)
+_PENDING: dict[type, Callable[[Node], object] | None] = {}  # class -> its derived `type` function, if any
 _SPECIALISING = threading.RLock()
 
 
@@ -113,13 +150,20 @@ def _register(cls: type, derived_type: Callable[[Node], object] | None) -> None:
     that a process never builds."""
     if cls.__qualname__ == "Node" and cls.__module__ == __name__:
         return  # the base itself, which has no fields (and is not bound yet)
-    if derived_type is not None:
+    if derived_type is lazy_type:
+        derived_type = None   # `Value`'s: computes no type of its own
+    elif derived_type is not None:
         _DERIVED_TYPE[cls] = derived_type
     elif not any(a.name == "type" for a in attrs.fields(cls)):
-        owner = next((k for k in cls.__mro__ if "type" in k.__dict__), None)
-        derived_type = _DERIVED_TYPE.get(owner)
+        derived_type = _type_function(cls)
+    for a in attrs.fields(cls):
+        if (a.eq and not a.init) or a.validator is not None or isinstance(a.converter, attrs.Converter) or (
+                isinstance(a.default, attrs.Factory) and a.default.takes_self):
+            raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} needs what a node's generated "
+                            "__init__ does not do (a validator, an attrs Converter, a factory taking self, or "
+                            "an equality field outside __init__)")
     _NODE_NAMES.add(cls.__name__)
-    _PENDING[cls] = (cls.__init__, derived_type)
+    _PENDING[cls] = derived_type
     cls.__init__ = _first_init
 
 
@@ -135,12 +179,12 @@ def _first_init(self, *args, **kwargs) -> None:
 
 def _specialise(cls: type) -> None:
     """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
-    attrs_init, derived_type = _PENDING.pop(cls)
+    derived_type = _PENDING.pop(cls)
     fields = [a for a in attrs.fields(cls) if a.eq]
     _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
-                                "_NOTHING": _NOTHING, "_type_of": derived_type}
+                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
@@ -174,20 +218,36 @@ def _specialise(cls: type) -> None:
     for a in fields:
         lines += _child_lines(a)
     lines.append("    return out")
+    own_repr = "__repr__" in cls.__dict__
+    if not own_repr:
+        lines += _repr_lines(cls)
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
     init = _init_lines(cls, scope, None if generic else "__attrs_post_init__", derive)
-    exec(compile("\n".join(lines + (init or [])) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
+    exec(compile("\n".join(lines + init) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
     if generic:
         cls.__attrs_post_init__ = scope["__attrs_post_init__"]
         _GENERIC_POST_INITS.add(cls.__attrs_post_init__)
     _CHILDREN[cls] = scope["children"]
-    if init is not None:
-        scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
-        cls.__init__ = scope["__init__"]
-    else:
-        cls.__init__ = attrs_init
+    if not own_repr:
+        scope["__repr__"].__qualname__ = f"{cls.__qualname__}.__repr__"
+        cls.__repr__ = scope["__repr__"]
+    scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = scope["__init__"]
+
+
+def _repr_lines(cls: type) -> list[str]:
+    """The `__repr__` attrs would write for `cls` (`Binary(op=..., lhs=..., rhs=...)`, the fields shown with their
+    `repr` or their own `repr=` function), without attrs' guard against cycles: a node cannot contain itself."""
+    parts = []
+    for a in attrs.fields(cls):
+        if a.repr is True:
+            parts.append(f"{a.name}={{self.{a.name}!r}}")
+        elif a.repr is not False:
+            raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} has its own repr function")
+    return ["", "def __repr__(self):",
+            f"    return f'{{self.__class__.__qualname__.rsplit(\">.\", 1)[-1]}}({', '.join(parts)})'"]
 
 
 # Declared field types whose values are never nodes nor hold any (scalars, enums, types, the kernel's plan and
@@ -229,9 +289,20 @@ def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
         if declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
+        elif declared and all(t.startswith("PMap") for t in declared):
+            parts.append(f"_map_hash({v}), ")
         else:
             parts.append(f"{v}, ")
     return f"hash((_qualname, ({''.join(parts)}))))"
+
+
+def _map_hash(m) -> object:
+    """What a node's hash takes of a persistent map field: the set of its items, instead of `hash(m)` (pyrsistent's
+    first hash of a map asks `hasattr` for its cached hash, which its `__getattr__` answers by raising and catching
+    a `KeyError`: tens of microseconds for the few items of a kernel's `meta`). Equal maps give equal sets; a value
+    other than a map (a malformed node) gives itself."""
+    items = getattr(m, "iteritems", None)
+    return frozenset(items()) if items is not None else m
 
 
 def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
@@ -244,20 +315,15 @@ def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
     return f"_set(self, {name!r}, "
 
 
-def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str]) -> list[str] | None:
+def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str]) -> list[str]:
     """An `__init__` doing what attrs' does (converters, defaults, factories, fields set in order, then
     `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
-    otherwise; None for a class with a validator, a factory taking `self` or an attrs `Converter`."""
-    fields = attrs.fields(cls)
-    if any(a.eq and not a.init for a in fields):
-        return None
+    otherwise (`_register` has refused the fields it could not set: validators, factories taking `self`, attrs
+    `Converter`s)."""
     params, kw_params, body, eq_fields = [], [], [], []
-    for a in fields:
+    for a in attrs.fields(cls):
         if not a.init:
             continue
-        if a.validator is not None or isinstance(a.converter, attrs.Converter) or (
-                isinstance(a.default, attrs.Factory) and a.default.takes_self):
-            return None
         arg = a.alias
         if a.default is attrs.NOTHING:
             param = arg
@@ -405,4 +471,4 @@ def walk(root: Node) -> Iterator[Node]:
                 push(c)
 
 
-__all__ = ["Node", "PVectorType", "children", "map_children", "node", "walk"]
+__all__ = ["Node", "PVectorType", "as_tuple", "children", "lazy_type", "map_children", "node", "walk"]

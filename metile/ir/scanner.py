@@ -11,6 +11,7 @@ import json
 import re
 
 from metile.ir.errors import Loc, MetileError
+from metile.ir.names import NAME, ir_name, is_ir_name
 from metile.ir.types import AddressSpace, DType, MatrixType, PtrType, TileType, Type, VectorType
 
 
@@ -19,29 +20,13 @@ class ParseError(MetileError):
 
 
 _WS = re.compile(r"(?:\s+|//[^\n]*)*")
-NAME = r"[^\W\d]\w*"  # an IR name: word characters (Unicode ones too), not starting with a digit
 _IDENT = re.compile(NAME)
-_WHOLE_NAME = re.compile(NAME + r"\Z")
 _INT = re.compile(r"-?[0-9]+")
 _LITERAL = re.compile(r"[-+]?(?:inf|nan|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)|true|false")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _DIMS = re.compile(r"((?:[0-9]+x)+)")
 _DTYPES = {d.value: d for d in DType}
 _SPACES = {s.value: s for s in AddressSpace}
-
-
-def is_ir_name(name: object) -> bool:
-    """Whether `name` can name a kernel, parameter or variable in the IR (and be read back from its text)."""
-    return isinstance(name, str) and _WHOLE_NAME.match(name) is not None
-
-
-def ir_name(name: str) -> str:
-    """`name` as an IR name: a Python identifier is one unless it holds a combining mark or a connector (which
-    Python allows in identifiers and regular expressions do not count as word characters); those become `_`."""
-    if name.isascii() or is_ir_name(name):
-        return name
-    text = re.sub(r"\W", "_", name)
-    return text if is_ir_name(text) else "_" + text
 
 
 class Scanner:

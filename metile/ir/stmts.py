@@ -23,7 +23,7 @@ import attrs
 from pyrsistent import pmap, pvector
 from pyrsistent.typing import PMap, PVector
 
-from metile.ir.node import Node, node
+from metile.ir.node import Node, as_tuple, node
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.values import Param, Stmt, Value, Var
 
@@ -68,11 +68,11 @@ class For(Stmt):
     start: Value
     stop: Value
     step: Value
-    carried: tuple[Var, ...] = attrs.field(converter=tuple)
-    inits: tuple[Value, ...] = attrs.field(converter=tuple)
+    carried: tuple[Var, ...] = attrs.field(converter=as_tuple)
+    inits: tuple[Value, ...] = attrs.field(converter=as_tuple)
     body: PVector[Stmt] = attrs.field(converter=pvector)
-    yields: tuple[Value, ...] = attrs.field(converter=tuple)
-    results: tuple[Var, ...] = attrs.field(converter=tuple)
+    yields: tuple[Value, ...] = attrs.field(converter=as_tuple)
+    results: tuple[Var, ...] = attrs.field(converter=as_tuple)
     num_stages: int | None = None
 
 
@@ -83,22 +83,22 @@ class If(Stmt):
     cond: Value
     then: PVector[Stmt] = attrs.field(converter=pvector)
     orelse: PVector[Stmt] = attrs.field(factory=pvector, converter=pvector)
-    then_yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
-    else_yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
-    results: tuple[Var, ...] = attrs.field(default=(), converter=tuple)
+    then_yields: tuple[Value, ...] = attrs.field(default=(), converter=as_tuple)
+    else_yields: tuple[Value, ...] = attrs.field(default=(), converter=as_tuple)
+    results: tuple[Var, ...] = attrs.field(default=(), converter=as_tuple)
 
 
 @node
 class While(Stmt):
     """A run-time loop with a condition evaluated before each iteration (like `scf.while`)."""
 
-    carried: tuple[Var, ...] = attrs.field(converter=tuple)
-    inits: tuple[Value, ...] = attrs.field(converter=tuple)
+    carried: tuple[Var, ...] = attrs.field(converter=as_tuple)
+    inits: tuple[Value, ...] = attrs.field(converter=as_tuple)
     cond_body: PVector[Stmt] = attrs.field(converter=pvector)
     cond: Value
     body: PVector[Stmt] = attrs.field(converter=pvector)
-    yields: tuple[Value, ...] = attrs.field(converter=tuple)
-    results: tuple[Var, ...] = attrs.field(converter=tuple)
+    yields: tuple[Value, ...] = attrs.field(converter=as_tuple)
+    results: tuple[Var, ...] = attrs.field(converter=as_tuple)
 
 
 @node
@@ -109,9 +109,9 @@ class DevicePrint(Stmt):
     prints where `mask` holds. `hex` prints integers in hexadecimal and floats as hexadecimal floats."""
 
     prefix: str
-    values: tuple[Value, ...] = attrs.field(converter=tuple)
+    values: tuple[Value, ...] = attrs.field(converter=as_tuple)
     hex: bool = False
-    index: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
+    index: tuple[Value, ...] = attrs.field(default=(), converter=as_tuple)
     mask: Value | None = None
 
 
@@ -149,7 +149,7 @@ class LaunchPlan:
 
     threads: int
     vector_width: int = 1
-    roles: tuple[RoleSpan, ...] = attrs.field(default=(), converter=tuple)
+    roles: tuple[RoleSpan, ...] = attrs.field(default=(), converter=as_tuple)
     threadgroup_memory: int = 0
 
     @property
@@ -198,7 +198,7 @@ class Kernel(Node):
 
     name: str
     stage: Stage
-    params: tuple[Param, ...] = attrs.field(converter=tuple)
+    params: tuple[Param, ...] = attrs.field(converter=as_tuple)
     body: PVector[Stmt] = attrs.field(converter=pvector)
     meta: PMap[str, int] = attrs.field(factory=pmap, converter=pmap)
     plan: LaunchPlan | None = None

@@ -16,7 +16,7 @@ from pyrsistent import pvector
 from pyrsistent.typing import PVector
 
 from metile.ir.layouts import TileLayout
-from metile.ir.node import node
+from metile.ir.node import as_tuple, node
 from metile.ir.ops import ReduceOp
 from metile.ir.types import SCALAR_TYPES, DType, TileType, Type, tile_type
 from metile.ir.values import Const, Stmt, Value, Var
@@ -62,7 +62,7 @@ class Arange(Value):
 class Full(Value):
     """A tile of `shape` with every element `value`."""
 
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=as_tuple)
     value: Const
 
     @cached_property
@@ -75,7 +75,7 @@ class Broadcast(Value):
     """`x` (a tile or a scalar, of values or pointers) broadcast to `shape` by numpy's rules."""
 
     x: Value
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=as_tuple)
 
     @cached_property
     def type(self) -> Type:
@@ -100,7 +100,7 @@ class Reshape(Value):
     """`x` with the same elements in row-major order and a new `shape` of the same size."""
 
     x: Value
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=as_tuple)
 
     @cached_property
     def type(self) -> Type:
@@ -139,7 +139,7 @@ class Permute(Value):
     `transpose(x, order)`), so element `c` of the result is element `d` of `x` with `d[order[i]] = c[i]`."""
 
     x: Value
-    order: tuple[int, ...] = attrs.field(converter=tuple)
+    order: tuple[int, ...] = attrs.field(converter=as_tuple)
 
     @cached_property
     def type(self) -> Type:
@@ -345,8 +345,8 @@ class SimdgroupRole(Stmt):
     num_roles: int
     num_sgs: int
     body: PVector[Stmt] = attrs.field(converter=pvector)
-    yields: tuple[Value, ...] = attrs.field(default=(), converter=tuple)
-    results: tuple[Var, ...] = attrs.field(default=(), converter=tuple)
+    yields: tuple[Value, ...] = attrs.field(default=(), converter=as_tuple)
+    results: tuple[Var, ...] = attrs.field(default=(), converter=as_tuple)
 
 
 TILE_VALUES: tuple[type[Value], ...] = (

@@ -24,7 +24,7 @@ from functools import cached_property
 
 import attrs
 
-from metile.ir.node import Node, node
+from metile.ir.node import Node, as_tuple, lazy_type, node
 from metile.ir.ops import AtomicOp, BinOp, CmpOp, ReduceOp, UnOp
 from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType, Type, tile_type
 
@@ -32,6 +32,8 @@ from metile.ir.types import SCALAR_TYPES, AddressSpace, DType, PtrType, TileType
 @node
 class Value(Node):
     """Base of all value nodes."""
+
+    type = cached_property(lazy_type)   # the slot of every subclass's derived `type` (see `metile.ir.node`)
 
 
 @node
@@ -272,7 +274,7 @@ class SharedAlloc(Value):
     """A threadgroup-memory array of `shape` (row-major, uninitialised); its value is the base pointer.
     Only ever the value of a `Let` at kernel top level."""
 
-    shape: tuple[int, ...] = attrs.field(converter=tuple)
+    shape: tuple[int, ...] = attrs.field(converter=as_tuple)
     dtype: DType
 
     @cached_property

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 
 from metile.ir.errors import Loc, MetileError
 from metile.ir.metal import MatrixStore, VecStore
+from metile.ir.names import is_ir_name
 from metile.ir.node import Node, children
 from metile.ir.ops import AtomicOp, Fence, Stage
-from metile.ir.scanner import is_ir_name
 from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
 from metile.ir.stmts import (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -96,6 +95,8 @@ def layout_svg(
                         f"which is not an offset of the tile {tile}"
                     )
                 cells.setdefault(where[off], (f"T{t}V{v}", palette[t % len(palette)]))
+    import html  # here: the compiler imports this module, and only pictures need it
+
     margin = cell
     width, height = margin + cols * cell + 2, margin + rows * cell + 2
     out = [
