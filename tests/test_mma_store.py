@@ -193,3 +193,33 @@ def test_a_mask_of_rows_and_columns_together_is_checked_per_element():
     keep = (rows < m) & (cols <= rows) & (cols < m + 3)
     np.testing.assert_allclose(c[keep], (2.0 * (a @ b))[keep], rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(c[~keep], -1.0)
+
+
+@metile.kernel
+def loaded_mask_into(A, B, C, Keep, Offs, M, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    acc = metile.dot(a, b)
+    rows, cols = metile.arange(0, BLOCK)[:, None], metile.arange(0, BLOCK)[None, :]
+    keep = metile.load(Keep + metile.arange(0, BLOCK)) > 0   # a tile the threads hold in registers
+    off = metile.load(Offs + metile.arange(0, BLOCK))
+    metile.store(C + rows * BLOCK + cols, acc, mask=(rows < M) & keep[None, :])
+    metile.store(C + BLOCK * BLOCK + rows * BLOCK + off[None, :], acc, mask=rows < M)   # a loaded column offset
+
+
+def test_a_store_from_the_pieces_reading_tiles_the_threads_hold_reads_them_per_element():
+    """A mask term or an address reading a tile the threads hold in registers (a loaded column mask, loaded column
+    offsets) is read at each lane's elements, gathered through scratch, not computed once per column: only pure
+    expressions can be computed by any thread; the stores are right."""
+    n, m = 32, 19
+    a, b = _operands(n, n, n, 7)
+    keep = (np.arange(n) % 3 != 0).astype(np.int32)
+    offs = np.arange(n, dtype=np.int32)[::-1].copy()
+    c = np.full((2, n, n), -1.0, np.float32)
+    loaded_mask_into[(1,)](a, b, c, keep, offs, m, BLOCK=n)
+    want = a @ b
+    sel = (np.arange(n)[:, None] < m) & (keep[None, :] > 0)
+    np.testing.assert_allclose(c[0][sel], want[sel], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c[0][~sel], -1.0)
+    np.testing.assert_allclose(c[1][:m][:, offs], want[:m], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c[1][m:], -1.0)

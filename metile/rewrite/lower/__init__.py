@@ -20,7 +20,8 @@ the frozen `Facts` of the kernel:
   symbolic (`metile.ir.simt.Scratch`), one use per statement, placed by `allocate_threadgroup_memory`;
 - `memory`: loads and stores, vectorised where the axis analysis proves it;
 - `reductions`: reductions, arg-reductions and scans (per thread, per simdgroup, through scratch);
-- `mma`, `mma_use`: `dot` on simdgroup matrices and what becomes of its result;
+- `mma`, `mma_use`, `lines`: `dot` on simdgroup matrices and what becomes of its result (`lines`: stored lane by lane
+  by rows and columns);
 - `fma`: the products the matrices do not fit as they are, padded to 8x8 pieces or computed by per-thread
   multiply-adds (sides not multiples of 8, batched products);
 - `rolled`: slots looped over at run time instead of unrolled;

@@ -5,17 +5,16 @@ It stays in matrices while it only feeds further `dot` accumulation, also throug
 carries such an accumulator in matrices). An unmasked store of it through a row-major address grid is
 `simdgroup_store` straight to device memory (`mma_store`); any other store that reads it element by element (a
 cast, a masked store, an element-wise epilogue) reads each lane's own elements of the matrices
-(`fragment_store`; through a pointer grid with unit column stride, each element addressed from its row's first
-element, and the terms of the mask that read only the row or only the column, the bounds checks of an edge tile,
-evaluated once per row and once per column: `store_by_lines`); a row reduction of it folds each lane's elements
-and shuffles (`mma_row_reduce`); any other use copies it to registers through scratch (`mma_to_regs`).
+(`fragment_store`; by rows and columns where the addresses allow it, `metile.rewrite.lower.lines`); a row
+reduction of it folds each lane's elements and shuffles (`mma_row_reduce`); any other use copies it to registers
+through scratch (`mma_to_regs`).
 """
 
 from __future__ import annotations
 
 import attrs
 
-from metile.ir.metal import Extract, MatrixStore
+from metile.ir.metal import MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import If, Store
@@ -24,7 +23,6 @@ from metile.ir.tile import (
     Broadcast,
     Dot,
     ExpandDims,
-    Full,
     Join,
     Permute,
     Reduce,
@@ -34,16 +32,17 @@ from metile.ir.tile import (
     Transpose,
 )
 from metile.ir.types import DType
-from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Load, Param, SimdShuffleXor, Unary, Value, Var, Where
+from metile.ir.values import AddPtr, Binary, Compare, Load, SimdShuffleXor, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import MmaGeometry
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import lines as LN
 from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import acc_dtype, cast, combine, sg_in, sg_index
-from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Regs, Scalar
+from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Regs
 from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
 
 
@@ -113,99 +112,13 @@ def fragment_store(blk: Block, cls, ptr: Value, value: Value, mask: Value | None
     if rep is None:
         return False
     inner = blk.body()
-    if not store_by_lines(inner, cls, rep, ptr, value, mask):
+    if not LN.store_by_lines(inner, cls, rep, ptr, value, mask):
         for pts in fragment_points(inner, rep.geom, shape):
             for pt in pts:
                 inner.emit(cls(V.at(inner, ptr, pt), V.at(inner, value, pt), V.at(inner, mask, pt), loc=inner.loc))
     body = inner.out
     emit_owned(blk, rep.geom, body)
     return True
-
-
-def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Value | None) -> bool:
-    """`fragment_store` where `ptr` has unit column stride and is the same on every thread: each lane's elements
-    are addressed from the pointer to the first element of each row it holds, and the parts of `mask` that
-    depend only on the row or only on the column (the bounds checks of an edge tile) are evaluated once per row
-    and once per column, the rest element by element; the values are the matrices' elements where `value` is
-    the held result. False, having emitted nothing, where `ptr` is not of that form."""
-    found = V.strides_of(blk, ptr)
-    if found is None or found[1] != 1 or S.is_varying(blk, ptr):
-        return False
-    geom, shape = rep.geom, ptr.type.shape
-    by_row, by_col, mixed = split_mask(blk, mask)
-    held = held_mma(blk, value)
-    direct = held is not None and held.geom == geom
-    rows, cols = coords = piece_coords(blk, geom)
-    points = None if direct and not mixed else fragment_points(blk, geom, shape, coords)
-    zero, lines, row_ok = mo.const(0), [], []
-    for r in rows:   # column 0 of each row: ptr[r, c] is ptr[r, 0] + c
-        first = Pt(shape, mo.mul(r, mo.const(shape[1])), None, (r, zero))
-        lines.append(blk.let(V.at(blk, ptr, first), "line"))
-        row_ok.append(V.at(blk, by_row, first))
-    col_ok, col_at = [], []
-    for c in cols:
-        for ce in (c, mo.add(c, mo.const(1))):
-            col_at.append(ce)
-            col_ok.append(V.at(blk, by_col, Pt(shape, ce, None, (zero, ce))))
-    for p in range(geom.pieces):
-        i, j = divmod(p, geom.per_n)
-        for e in (0, 1):
-            pt = points[p][e] if points is not None else None
-            x = Extract(held.mats[p], e) if direct else V.at(blk, value, pt)
-            m = mo.all_of([row_ok[i], col_ok[2 * j + e], *(V.at(blk, t, pt) for t in mixed)])
-            blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
-    return True
-
-
-def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
-    """The 2-D bool tile `mask` as the conjunction of three parts: one that depends only on the row, one only on the
-    column (each None for "true"), and a list of terms that may depend on both, read element by element. Its
-    terms are found through `&` and names of pure expressions (`line_axes` says what each depends on)."""
-    by = {0: None, 1: None}
-    mixed: list[Value] = []
-    todo = [] if mask is None else [mask]
-    while todo:
-        v = todo.pop()
-        if isinstance(v, Var) and isinstance(rep := blk.lookup(v.name), Lazy):
-            todo.append(rep.expr)
-            continue
-        if isinstance(v, Binary) and v.op is BinOp.AND and v.type.dtype is DType.BOOL:
-            todo += [v.rhs, v.lhs]
-            continue
-        axes = line_axes(blk, v)
-        if axes is None or len(axes) > 1:
-            mixed.append(v)
-        else:
-            axis = 0 if not axes else next(iter(axes))
-            by[axis] = v if by[axis] is None else Binary(BinOp.AND, by[axis], v)
-    return by[0], by[1], mixed
-
-
-def line_axes(blk: Block, v: Value) -> frozenset[int] | None:
-    """The axes along which the elements of the 2-D tile `v` may differ, as far as they are seen: a broadcast does not
-    differ along the axes it broadcasts, element-wise arithmetic differs where its operands do, a scalar or a
-    constant tile nowhere; names followed to pure expressions. None for anything else (read element by element)."""
-    match v:
-        case Const() | Param() | Full():
-            return frozenset()
-        case Var(name):
-            rep = blk.lookup(name)
-            if isinstance(rep, Scalar):
-                return frozenset()
-            return line_axes(blk, rep.expr) if isinstance(rep, Lazy) else None
-        case Broadcast(x, shape):
-            xs = (1,) * (len(shape) - len(x.type.shape)) + tuple(x.type.shape)
-            return frozenset(d for d, n in enumerate(xs) if n != 1)
-        case Binary() | Compare() | Unary() | Where() | Cast():
-            out: frozenset[int] = frozenset()
-            for c in children(v):
-                if not c.type.shape:
-                    continue
-                if c.type.shape != v.type.shape or (axes := line_axes(blk, c)) is None:
-                    return None
-                out |= axes
-            return out
-    return None
 
 
 def publish_fragments(blk: Block, v: Value, geom: MmaGeometry, base: Value, strides: tuple[int, ...]) -> None:
@@ -370,5 +283,4 @@ def mma_to_regs(blk: Block, rep: Mma, why: Node) -> Regs:
 
 
 __all__ = ["Fragments", "emit_owned", "fragment_points", "fragment_store", "held_mma", "mma_in_scratch",
-           "mma_row_reduce", "mma_store", "mma_to_regs", "piece_coords", "pointwise_mma", "publish_fragments",
-           "split_mask", "store_by_lines"]
+           "mma_row_reduce", "mma_store", "mma_to_regs", "piece_coords", "pointwise_mma", "publish_fragments"]
