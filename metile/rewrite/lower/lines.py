@@ -14,9 +14,10 @@ from metile.ir.metal import Extract
 from metile.ir.node import children
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
-from metile.ir.types import DType
+from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Unary, Value, Var, Where
 from metile.rewrite import metal_ops as mo
+from metile.rewrite.driver import substitute
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
@@ -26,10 +27,10 @@ from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Scalar
 def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Value | None) -> bool:
     """`fragment_store` where `ptr` has unit column stride, is the same on every thread and can be computed at any
     element (`readable_anywhere`): each lane's elements are addressed from the pointer to the first element of each
-    row it holds, and the parts of `mask` that
-    depend only on the row or only on the column (the bounds checks of an edge tile) are evaluated once per row
-    and once per column, the rest element by element; the values are the matrices' elements where `value` is
-    the held result. False, having emitted nothing, where `ptr` is not of that form."""
+    row it holds, and the parts of `mask` that depend only on the row or only on the column (the bounds checks of
+    an edge tile) are evaluated once for all rows and once for all columns (`at_lines`), the rest element by
+    element; the values are the matrices' elements where `value` is the held result. False, having emitted
+    nothing, where `ptr` is not of that form."""
     found = V.strides_of(blk, ptr)
     if found is None or found[1] != 1 or S.is_varying(blk, ptr) or not readable_anywhere(blk, ptr):
         return False
@@ -41,17 +42,14 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
     direct = held is not None and held.geom == geom
     rows, cols = coords = MU.piece_coords(blk, geom)
     points = None if direct and not mixed else MU.fragment_points(blk, geom, shape, coords)
-    zero, lines, row_ok = mo.const(0), [], []
+    zero, lines = mo.const(0), []
     for i, r in enumerate(rows):   # column 0 of each row: ptr[r, c] is ptr[r, 0] + c, and rows are 8 * i apart
-        first = Pt(shape, mo.mul(r, mo.const(shape[1])), None, (r, zero))
-        at = V.at(blk, ptr, first) if i == 0 else AddPtr(lines[0], mo.mul(mo.const(8 * i), ld))
+        at = (V.at(blk, ptr, Pt(shape, mo.mul(r, mo.const(shape[1])), None, (r, zero))) if i == 0 else
+              AddPtr(lines[0], mo.mul(mo.const(8 * i), ld)))
         lines.append(blk.let(at, "line"))
-        row_ok.append(V.at(blk, by_row, first))
-    col_ok, col_at = [], []
-    for c in cols:
-        for ce in (c, mo.add(c, mo.const(1))):
-            col_at.append(ce)
-            col_ok.append(V.at(blk, by_col, Pt(shape, ce, None, (zero, ce))))
+    row_ok = at_lines(blk, by_row, shape, 0, rows)
+    col_at = [ce for c in cols for ce in (c, mo.add(c, mo.const(1)))]
+    col_ok = at_lines(blk, by_col, shape, 1, col_at)
     for p in range(geom.pieces):
         i, j = divmod(p, geom.per_n)
         for e in (0, 1):
@@ -60,6 +58,20 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
             m = mo.all_of([row_ok[i], col_ok[2 * j + e], *(V.at(blk, t, pt) for t in mixed)])
             blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
     return True
+
+
+def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coords: list[Value]) -> list:
+    """The 2-D tile `v` (computed from scalars by pure expressions, the same along the other axis) at each of
+    `coords` along `axis`: evaluated once, at a name standing for the coordinate, which is then replaced by each
+    (no element of `v` is walked again)."""
+    if v is None:
+        return [None] * len(coords)
+    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+    zero = mo.const(0)
+    pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
+            (hole, zero) if axis == 0 else (zero, hole))
+    found = V.at(blk, v, pt)
+    return [substitute(found, {hole: c}) for c in coords]
 
 
 def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
@@ -140,4 +152,4 @@ def readable_anywhere(blk: Block, v: Value) -> bool:
     return True
 
 
-__all__ = ["line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
+__all__ = ["at_lines", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
