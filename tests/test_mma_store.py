@@ -19,7 +19,7 @@ from metile.ir.node import walk
 from metile.ir.ops import BinOp
 from metile.ir.stmts import If, Store
 from metile.ir.types import AddressSpace
-from metile.ir.values import Binary
+from metile.ir.values import AddPtr, Binary, Var
 
 DEVICE, THREADGROUP = AddressSpace.DEVICE, AddressSpace.THREADGROUP
 
@@ -164,5 +164,62 @@ def test_a_ragged_tile_is_stored_from_its_pieces_rows_and_columns():
     stores = [x for x in nodes if isinstance(x, Store)]
     assert len(stores) == 64 * 64 // 128   # each of the 128 threads: 2 elements of each of its 16 pieces
     assert len(divisions) <= 10            # the lane's and simdgroup's place in their pieces, not one per element
+    lines = {x.ptr.ptr for x in stores}    # each element's address: its row's first element plus its column
+    assert all(isinstance(x.ptr, AddPtr) for x in stores) and len(lines) == 4   # the lane's 4 rows of pieces
+    assert all(isinstance(line, Var) for line in lines)
     gemm_into[(2, 1)](a, b, c, m, n, k, n, 0, **consts)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@metile.kernel
+def triangle_into(A, B, C, M, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    acc = metile.dot(a, b)
+    rows, cols = metile.arange(0, BLOCK)[:, None], metile.arange(0, BLOCK)[None, :]
+    metile.store(C + rows * BLOCK + cols, acc * 2.0, mask=(rows < M) & (cols <= rows) & (cols < M + 3))
+
+
+def test_a_mask_of_rows_and_columns_together_is_checked_per_element():
+    """A store from the pieces whose mask has a term reading the row and the column together (a triangle) beside
+    terms of the row alone and of the column alone checks that term element by element, and is right."""
+    n, m = 32, 21
+    a, b = _operands(n, n, n, 5)
+    c = np.full((n, n), -1.0, np.float32)
+    compiled = triangle_into.compile(a, b, c, m, BLOCK=n)
+    assert _matrix_stores(compiled) == {}
+    triangle_into[(1,)](a, b, c, m, BLOCK=n)
+    rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = (rows < m) & (cols <= rows) & (cols < m + 3)
+    np.testing.assert_allclose(c[keep], (2.0 * (a @ b))[keep], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c[~keep], -1.0)
+
+
+@metile.kernel
+def loaded_mask_into(A, B, C, Keep, Offs, M, BLOCK: metile.constexpr):
+    a = metile.tile_load(A, 0, 0, BLOCK, (BLOCK, BLOCK))
+    b = metile.tile_load(B, 0, 0, BLOCK, (BLOCK, BLOCK))
+    acc = metile.dot(a, b)
+    rows, cols = metile.arange(0, BLOCK)[:, None], metile.arange(0, BLOCK)[None, :]
+    keep = metile.load(Keep + metile.arange(0, BLOCK)) > 0   # a tile the threads hold in registers
+    off = metile.load(Offs + metile.arange(0, BLOCK))
+    metile.store(C + rows * BLOCK + cols, acc, mask=(rows < M) & keep[None, :])
+    metile.store(C + BLOCK * BLOCK + rows * BLOCK + off[None, :], acc, mask=rows < M)   # a loaded column offset
+
+
+def test_a_store_from_the_pieces_reading_tiles_the_threads_hold_reads_them_per_element():
+    """A mask term or an address reading a tile the threads hold in registers (a loaded column mask, loaded column
+    offsets) is read at each lane's elements, gathered through scratch, not computed once per column: only pure
+    expressions can be computed by any thread; the stores are right."""
+    n, m = 32, 19
+    a, b = _operands(n, n, n, 7)
+    keep = (np.arange(n) % 3 != 0).astype(np.int32)
+    offs = np.arange(n, dtype=np.int32)[::-1].copy()
+    c = np.full((2, n, n), -1.0, np.float32)
+    loaded_mask_into[(1,)](a, b, c, keep, offs, m, BLOCK=n)
+    want = a @ b
+    sel = (np.arange(n)[:, None] < m) & (keep[None, :] > 0)
+    np.testing.assert_allclose(c[0][sel], want[sel], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c[0][~sel], -1.0)
+    np.testing.assert_allclose(c[1][:m][:, offs], want[:m], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c[1][m:], -1.0)

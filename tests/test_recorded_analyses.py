@@ -1,6 +1,8 @@
 """Analyses a pass records for the kernel it builds (`Analyses.record`) are the ones the analysis computes: the
 lowering records whether it made symbolic regions of threadgroup memory, so that `allocate_threadgroup_memory`
-needs no walk of a kernel without them; a wrong record would leave regions unplaced or place none. `skip_inactive`
+needs no walk of a kernel without them, and where it bound them (each scratch region by a `Let` at the kernel's
+start), so that placing them needs no walk either; a wrong record would leave regions unplaced or place none.
+`skip_inactive`
 records the scan of the kernel it rebuilt, made from the scan of the kernel it was given (`Scan(k, prior)`), so that
 the passes after it do not walk the statements it kept again; a wrong one would mislead every pass after it."""
 
@@ -14,8 +16,9 @@ from metile.rewrite.context import Analyses, PassContext
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
 from metile.rewrite.scan import Scan, scan_analysis
-from metile.rewrite.threadgroup_memory import has_regions
+from metile.rewrite.threadgroup_memory import bound_regions, has_regions
 from tests.acceptance_kernels import docs_examples as ex
+from tests.test_multi_buffer import gemm as pipelined_gemm
 
 
 @metile.kernel
@@ -37,6 +40,17 @@ def _f32(n):
     return np.zeros(n, np.float32)
 
 
+def _lowered(kernel, args, constexprs):
+    """The kernel before `allocate_threadgroup_memory`, and the context its passes recorded analyses in."""
+    k = kernel.trace(*args, **constexprs)
+    ctx = PassContext()
+    for p in [*TILE_PIPELINE, *LOWERING_PIPELINE]:
+        if p.name == "allocate_threadgroup_memory":
+            break
+        k = p(k, ctx)
+    return k, ctx
+
+
 CASES = {
     "add": (add, (_f32(300), _f32(300), _f32(300), 300), {"BLOCK": 256}, False),
     "softmax": (row_softmax, (_f32(900), _f32(900), 300), {"BLOCK": 512}, True),
@@ -48,14 +62,30 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_the_lowering_records_whether_it_made_regions(name):
     kernel, args, constexprs, expected = CASES[name]
-    k = kernel.trace(*args, **constexprs)
-    ctx = PassContext()
-    for p in [*TILE_PIPELINE, *LOWERING_PIPELINE]:
-        if p.name == "allocate_threadgroup_memory":
-            break
-        k = p(k, ctx)
+    k, ctx = _lowered(kernel, args, constexprs)
     recorded = ctx.analyses.of(has_regions, k)
     assert recorded is has_regions(k, Analyses()) is expected
+
+
+@pytest.mark.parametrize("name", [*CASES, "pipelined"])
+def test_the_lowering_records_where_it_bound_its_regions(name):
+    """Each scratch region is bound by a `Let` at the kernel's start, and the lowering records where; a loop whose
+    operands rotate through a ring of buffers has regions inside it, and the lowering records that they are not
+    all bound (so that placing them walks the kernel)."""
+    if name == "pipelined":
+        k, ctx = _lowered(pipelined_gemm, (_f32(70 * 150), _f32(150 * 50), _f32(70 * 50), 70, 50, 150),
+                          {"BM": 32, "BN": 32, "BK": 16, "STAGES": 2})
+    else:
+        kernel, args, constexprs, _ = CASES[name]
+        k, ctx = _lowered(kernel, args, constexprs)
+    recorded = ctx.analyses.kept(bound_regions, k)
+    computed = bound_regions(k, Analyses())
+    assert recorded == computed
+    if name == "pipelined":
+        assert recorded is None
+    else:
+        assert recorded is not None and len(recorded.lets) == (0 if name == "add" else 2)
+        assert recorded.taken >= computed.taken
 
 
 def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt():

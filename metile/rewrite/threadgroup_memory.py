@@ -12,6 +12,9 @@ places them, as pure rules over the kernel:
   pipelined loop) disappear, the others (before each write of a buffer) become barriers;
 - the launch plan's `threadgroup_memory` is the sum of every array's bytes: the user's `metile.shared` arrays and
   the lowering's channels (already counted) plus the arenas and rings.
+The lowering binds each scratch region to a name by a `Let` at the kernel's start and records where
+(`bound_regions`): placing them then rewrites those `Let`s alone, with no walk of the kernel; rings' buffers, inside
+their loops, and regions met anywhere else are found by one walk (`survey`) and replaced where they are.
 What is still over the device's limit after that is reported at launch (`metile.launch.check_device_limits`).
 """
 
@@ -114,10 +117,12 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
     if not ctx.analyses.of(has_regions, k):   # recorded by `lower_tiles`, which made them
         return attrs.evolve(k, stage=Stage.METAL)
-    found = survey(k)
-    scratches = dict.fromkeys(n for n in found.regions if n.__class__ is Scratch)
+    bound = ctx.analyses.of(bound_regions, k)   # recorded by `lower_tiles` too: then nothing is walked
+    found = survey(k) if bound is None else None
+    regions = found.regions if found is not None else [k.body[i].value for i in bound.lets]
+    scratches = dict.fromkeys(n for n in regions if n.__class__ is Scratch)
     rings: dict[tuple[str, int, int], RingBuffer] = {}
-    for n in found.regions:
+    for n in regions:
         if n.__class__ is RingBuffer:
             rings.setdefault((n.stage.name, n.use, n.part), n)
     full = sum(r.size * r.buffers * r.dtype.itemsize for r in rings.values())
@@ -125,7 +130,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     if not kept:   # each ring one buffer: its regions are scratch regions of their use
         for r in rings.values():
             scratches.setdefault(Scratch(r.use, r.part, r.dtype, r.size, loc=r.loc))
-    taken = found.names | {p.name for p in k.params}
+    taken = set(found.names if found is not None else bound.taken) | {p.name for p in k.params}
     prefix: list = []
     placed: dict[Scratch, tuple[Value, int]] = {}
     arenas: dict[DType, tuple[Var, int, object]] = {}   # dtype -> (base, elements, the location needing the most)
@@ -150,12 +155,39 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         bases[key] = base
     stages = frozenset(name for name, _, _ in rings)
     at = Placement(placed, bases, kept, stages)
-    body = replace(k, {id(n): place_region(n, at) for n in found.regions}, found.holding).body
+    if found is None:   # each region is the value of its `Let`: only those are rebuilt
+        body = list(k.body)
+        for i in bound.lets:
+            s = body[i]
+            body[i] = Let(s.var, place_region(s.value, at), loc=s.loc)
+    else:
+        body = replace(k, {id(n): place_region(n, at) for n in found.regions}, found.holding).body
     if rings:
         body = place_statements(body, at, frozenset() if kept else _following(found, stages))
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
     plan = attrs.evolve(k.plan, threadgroup_memory=total)
     return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
+
+
+@attrs.frozen
+class BoundRegions:
+    """A kernel whose symbolic regions are all `Scratch` regions, each the value of a `Let` of its body's top level
+    and found nowhere else (as `lower_tiles` makes them: `metile.rewrite.lower.exchange.scratch`): `lets` are the
+    positions of those `Let`s in the body, `taken` names the arenas may not take (the kernel's variables, or more:
+    `lower_tiles` gives every name it took, which is not compared)."""
+
+    lets: tuple[int, ...]
+    taken: frozenset[str] = attrs.field(eq=False)
+
+
+def bound_regions(k: Kernel, analyses: Analyses | None = None) -> BoundRegions | None:
+    """The `BoundRegions` of `k`, or None when some region is elsewhere (a ring's buffer, a region used inline)."""
+    found = survey(k)
+    lets = tuple(i for i, s in enumerate(k.body) if s.__class__ is Let and s.value.__class__ is Scratch)
+    holders = {id(k)} | {id(k.body[i]) for i in lets} | {id(k.body[i].value) for i in lets} if lets else set()
+    if len(found.regions) != len(lets) or found.holding != holders:
+        return None
+    return BoundRegions(lets, frozenset(found.names))
 
 
 def has_regions(k: Kernel, analyses: Analyses | None = None) -> bool:
@@ -233,5 +265,5 @@ def survey(k: Kernel) -> Survey:
     return Survey(regions, names, loops, holding)
 
 
-__all__ = ["Placement", "Survey", "allocate_threadgroup_memory", "has_regions", "place_region", "place_statements",
-           "survey"]
+__all__ = ["BoundRegions", "Placement", "Survey", "allocate_threadgroup_memory", "bound_regions", "has_regions",
+           "place_region", "place_statements", "survey"]

@@ -20,7 +20,8 @@ the frozen `Facts` of the kernel:
   symbolic (`metile.ir.simt.Scratch`), one use per statement, placed by `allocate_threadgroup_memory`;
 - `memory`: loads and stores, vectorised where the axis analysis proves it;
 - `reductions`: reductions, arg-reductions and scans (per thread, per simdgroup, through scratch);
-- `mma`, `mma_use`: `dot` on simdgroup matrices and what becomes of its result;
+- `mma`, `mma_use`, `lines`: `dot` on simdgroup matrices and what becomes of its result (`lines`: stored lane by lane
+  by rows and columns);
 - `fma`: the products the matrices do not fit as they are, padded to 8x8 pieces or computed by per-thread
   multiply-adds (sides not multiples of 8, batched products);
 - `rolled`: slots looped over at run time instead of unrolled;
@@ -47,7 +48,7 @@ from metile.rewrite.lower.statements import lower_block
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
-from metile.rewrite.threadgroup_memory import has_regions
+from metile.rewrite.threadgroup_memory import BoundRegions, bound_regions, has_regions
 from metile.rewrite.uniformity import lane_dependence, varying_names
 
 
@@ -71,8 +72,12 @@ def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
     user = sum(n.size * n.dtype.itemsize for n in found.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in kernel.channels)
     plan = attrs.evolve(k.plan, threadgroup_memory=user)
-    out = Kernel(k.name, Stage.SIMT, k.params, kernel.channels + body, k.meta, plan, loc=k.loc)
+    out = Kernel(k.name, Stage.SIMT, k.params, kernel.channels + kernel.bound + body, k.meta, plan, loc=k.loc)
     ctx.analyses.record(has_regions, out, kernel.regions > 0)   # so that placing them needs no walk when there are none
+    rings = kernel.regions > len(kernel.bound)   # the other regions are rings' buffers, inside their loops
+    first = len(kernel.channels)
+    ctx.analyses.record(bound_regions, out, None if rings else BoundRegions(
+        tuple(range(first, first + len(kernel.bound))), frozenset(kernel.taken)))   # nor a walk to place them
     return out
 
 

@@ -1,13 +1,13 @@
 """How threads hand tiles to each other in the lowering: scratch memory, publishing and gathering, and the heavy
 values (reductions, scans, products) materialised where their statement starts.
 
-Scratch: each statement takes regions of the compiler's scratch arena (`metile.ir.simt.Scratch`, placed by
-`allocate_threadgroup_memory`); every use starts with a barrier, so a region is never rewritten while another
-thread still reads an older value. `publish` writes tiles there (row-major, with the given row strides) between
-two barriers, in a pipelined loop's ring instead (`mma.Ring`), or in a buffer of its own (`own`); `gather` reads
-an element of a tile some other thread holds in registers, publishing it once per statement. `heavy_rep` lowers
-a reduction, scan, gather (`gather_of`) or product once per region (`prepare` walks a value for them before
-its statement).
+Scratch: each statement takes regions of the compiler's scratch arena (`metile.ir.simt.Scratch`, each bound to a
+name at the kernel's start and placed by `allocate_threadgroup_memory`); every use starts with a barrier, so a
+region is never rewritten while another thread still reads an older value. `publish` writes tiles there
+(row-major, with the given row strides) between two barriers, in a pipelined loop's ring instead (`mma.Ring`), or
+in a buffer of its own (`own`); `gather` reads an element of a tile some other thread holds in registers,
+publishing it once per statement. `heavy_rep` lowers a reduction, scan, gather (`gather_of`) or product once per
+region (`prepare` walks a value for them before its statement).
 """
 
 from __future__ import annotations
@@ -34,9 +34,13 @@ from metile.rewrite.staging import columns_first
 
 
 def scratch(blk: Block, dtype: DType, n: int) -> Value:
-    """`n` elements of `dtype` of the scratch arena, for this statement (`metile.ir.simt.Scratch`, placed by
-    `allocate_threadgroup_memory`)."""
-    return Scratch(blk.kernel.use, blk.kernel.next_part(), dtype, n, loc=blk.loc)
+    """`n` elements of `dtype` of the scratch arena, for this statement: a name bound at the kernel's start to a
+    `metile.ir.simt.Scratch` region, so that `allocate_threadgroup_memory` places it by rewriting that one `Let`."""
+    kernel = blk.kernel
+    region = Scratch(kernel.use, kernel.next_part(), dtype, n, loc=blk.loc)
+    name = Var(kernel.fresh(f"region_{dtype.value}"), PtrType(dtype, (), AddressSpace.THREADGROUP))
+    kernel.bound.append(Let(name, region, loc=blk.loc))
+    return name
 
 
 def publish(blk: Block, items: list[tuple[Value, tuple[int, ...]]], why: Node, ring: MM.Ring | None = None,

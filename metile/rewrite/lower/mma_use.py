@@ -5,8 +5,9 @@ It stays in matrices while it only feeds further `dot` accumulation, also throug
 carries such an accumulator in matrices). An unmasked store of it through a row-major address grid is
 `simdgroup_store` straight to device memory (`mma_store`); any other store that reads it element by element (a
 cast, a masked store, an element-wise epilogue) reads each lane's own elements of the matrices
-(`fragment_store`); a row reduction of it folds each lane's elements and shuffles (`mma_row_reduce`); any other
-use copies it to registers through scratch (`mma_to_regs`).
+(`fragment_store`; by rows and columns where the addresses allow it, `metile.rewrite.lower.lines`); a row
+reduction of it folds each lane's elements and shuffles (`mma_row_reduce`); any other use copies it to registers
+through scratch (`mma_to_regs`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,26 @@ from metile.ir.metal import MatrixStore
 from metile.ir.node import Node, children
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
 from metile.ir.stmts import If, Store
-from metile.ir.tile import ArgReduce, Broadcast, Dot, ExpandDims, Join, Permute, Reduce, Reshape, Scan, Take, Transpose
+from metile.ir.tile import (
+    ArgReduce,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Join,
+    Permute,
+    Reduce,
+    Reshape,
+    Scan,
+    Take,
+    Transpose,
+)
 from metile.ir.types import DType
 from metile.ir.values import AddPtr, Binary, Compare, Load, SimdShuffleXor, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import MmaGeometry
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import lines as LN
 from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
@@ -83,7 +97,10 @@ def mma_store(blk: Block, ptr: Value, value: Value) -> bool:
     row = found[0]
     ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
     origin = V.at(blk, ptr, Pt(ptr.type.shape, mo.const(0)))
-    emit_owned(blk, geom, [MatrixStore(mat, AddPtr(origin, MM.piece_offset(blk, geom, p, ld)), ld, loc=blk.loc)
+    sm, sn = MM.simdgroup_coords(blk, geom)   # each row of pieces from a pointer to its first element
+    rows = [blk.let(AddPtr(origin, mo.mul(mo.add(sm, mo.const(8 * i)), ld)), "rows") for i in range(geom.per_m)]
+    cols = [mo.add(sn, mo.const(8 * j)) for j in range(geom.per_n)]
+    emit_owned(blk, geom, [MatrixStore(mat, AddPtr(rows[p // geom.per_n], cols[p % geom.per_n]), ld, loc=blk.loc)
                            for p, mat in enumerate(rep.mats)])
     return True
 
@@ -98,9 +115,10 @@ def fragment_store(blk: Block, cls, ptr: Value, value: Value, mask: Value | None
     if rep is None:
         return False
     inner = blk.body()
-    for pts in fragment_points(inner, rep.geom, shape):
-        for pt in pts:
-            inner.emit(cls(V.at(inner, ptr, pt), V.at(inner, value, pt), V.at(inner, mask, pt), loc=inner.loc))
+    if not LN.store_by_lines(inner, cls, rep, ptr, value, mask):
+        for pts in fragment_points(inner, rep.geom, shape):
+            for pt in pts:
+                inner.emit(cls(V.at(inner, ptr, pt), V.at(inner, value, pt), V.at(inner, mask, pt), loc=inner.loc))
     body = inner.out
     emit_owned(blk, rep.geom, body)
     return True
@@ -165,23 +183,31 @@ def mma_row_reduce(blk: Block, n: Reduce) -> Regs | None:
     return Regs(layout, tuple(regs))
 
 
-def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...]) -> list[tuple[Pt, Pt]]:
+def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...], coords=None) -> list[tuple[Pt, Pt]]:
     """For each of this simdgroup's pieces of `geom`, the points of the tile (of `shape`, `[m, n]` elements)
-    that this lane holds as its elements 0 and 1, keyed to be read from the matrices (`Fragments`)."""
+    that this lane holds as its elements 0 and 1, keyed to be read from the matrices (`Fragments`); `coords`:
+    the lane's `piece_coords`, when already made."""
     frag = Fragments(geom)
-    rows, cols = lane_rows_cols()
-    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
-    sm, sn = MM.simdgroup_coords(blk, geom)
-    row0, col0 = blk.let(mo.apply_layout(rows, lane), "fr"), blk.let(mo.apply_layout(cols, lane), "fc")
+    rows, cols = coords or piece_coords(blk, geom)
     out = []
     for p in range(geom.pieces):
         i, j = divmod(p, geom.per_n)
-        r = mo.add(sm, mo.add(row0, mo.const(8 * i)))
-        c = mo.add(sn, mo.add(col0, mo.const(8 * j)))
+        r, c = rows[i], cols[j]
         row = mo.mul(r, mo.const(geom.n))
         out.append(tuple(Pt(shape, mo.add(row, ce), (frag, 2 * p + e), (r, ce))
                          for e, ce in ((0, c), (1, mo.add(c, mo.const(1))))))
     return out
+
+
+def piece_coords(blk: Block, geom: MmaGeometry) -> tuple[list[Value], list[Value]]:
+    """The row this lane holds in each row of this simdgroup's pieces of `geom`, and the column of its element 0
+    in each column of them (element 1 is the next)."""
+    rows, cols = lane_rows_cols()
+    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+    sm, sn = MM.simdgroup_coords(blk, geom)
+    row0, col0 = blk.let(mo.apply_layout(rows, lane), "fr"), blk.let(mo.apply_layout(cols, lane), "fc")
+    return ([mo.add(sm, mo.add(row0, mo.const(8 * i))) for i in range(geom.per_m)],
+            [mo.add(sn, mo.add(col0, mo.const(8 * j))) for j in range(geom.per_n)])
 
 
 def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
@@ -260,4 +286,4 @@ def mma_to_regs(blk: Block, rep: Mma, why: Node) -> Regs:
 
 
 __all__ = ["Fragments", "emit_owned", "fragment_points", "fragment_store", "held_mma", "mma_in_scratch",
-           "mma_row_reduce", "mma_store", "mma_to_regs", "pointwise_mma", "publish_fragments"]
+           "mma_row_reduce", "mma_store", "mma_to_regs", "piece_coords", "pointwise_mma", "publish_fragments"]

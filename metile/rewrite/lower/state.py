@@ -122,13 +122,14 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("channels", "loc", "parts", "points", "published", "regions", "sg_coords", "suffix", "taken", "use",
-                 "uses")
+    __slots__ = ("bound", "channels", "loc", "parts", "points", "published", "regions", "sg_coords", "suffix", "taken",
+                 "use", "uses")
 
     def __init__(self, taken: set[str]):
         self.taken = taken
         self.suffix: dict[str, int] = {}
         self.channels: list[Let] = []           # threadgroup arrays of role channels and hoisted staging
+        self.bound: list[Let] = []              # the regions of scratch, each bound to a name at the kernel's start
         self.loc: Loc | None = None             # of the Tile IR statement being lowered
         self.uses = 0                           # scratch uses numbered so far
         self.use = 0                            # the scratch use of the statement being lowered

@@ -1,0 +1,155 @@
+"""A `dot` result stored lane by lane from its pieces, by rows and columns (`store_by_lines`, for
+`mma_use.fragment_store`).
+
+Through a pointer grid with unit column stride that any thread can compute, each lane addresses its elements from a
+pointer to the first element of each row of pieces it holds (the first computed from the grid, the others a
+multiple of the row stride past it), and the terms of the store's mask that read only the row or only the column (an
+edge tile's bounds checks: `split_mask`, `line_axes`) are computed once per row and once per column; only terms
+reading both, or tiles that threads hold, and values other than the result itself, are read element by element.
+"""
+
+from __future__ import annotations
+
+from metile.ir.metal import Extract
+from metile.ir.node import children
+from metile.ir.ops import BinOp
+from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
+from metile.ir.types import DType, TileType
+from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Unary, Value, Var, Where
+from metile.rewrite import metal_ops as mo
+from metile.rewrite.driver import substitute
+from metile.rewrite.lower import mma_use as MU
+from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import values as V
+from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Scalar
+
+
+def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Value | None) -> bool:
+    """`fragment_store` where `ptr` has unit column stride, is the same on every thread and can be computed at any
+    element (`readable_anywhere`): each lane's elements are addressed from the pointer to the first element of each
+    row it holds, and the parts of `mask` that depend only on the row or only on the column (the bounds checks of
+    an edge tile) are evaluated once for all rows and once for all columns (`at_lines`), the rest element by
+    element; the values are the matrices' elements where `value` is the held result. False, having emitted
+    nothing, where `ptr` is not of that form."""
+    found = V.strides_of(blk, ptr)
+    if found is None or found[1] != 1 or S.is_varying(blk, ptr) or not readable_anywhere(blk, ptr):
+        return False
+    geom, shape = rep.geom, ptr.type.shape
+    row = found[0]
+    ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
+    by_row, by_col, mixed = split_mask(blk, mask)
+    held = MU.held_mma(blk, value)
+    direct = held is not None and held.geom == geom
+    rows, cols = coords = MU.piece_coords(blk, geom)
+    points = None if direct and not mixed else MU.fragment_points(blk, geom, shape, coords)
+    zero, lines = mo.const(0), []
+    for i, r in enumerate(rows):   # column 0 of each row: ptr[r, c] is ptr[r, 0] + c, and rows are 8 * i apart
+        at = (V.at(blk, ptr, Pt(shape, mo.mul(r, mo.const(shape[1])), None, (r, zero))) if i == 0 else
+              AddPtr(lines[0], mo.mul(mo.const(8 * i), ld)))
+        lines.append(blk.let(at, "line"))
+    row_ok = at_lines(blk, by_row, shape, 0, rows)
+    col_at = [ce for c in cols for ce in (c, mo.add(c, mo.const(1)))]
+    col_ok = at_lines(blk, by_col, shape, 1, col_at)
+    for p in range(geom.pieces):
+        i, j = divmod(p, geom.per_n)
+        for e in (0, 1):
+            pt = points[p][e] if points is not None else None
+            x = Extract(held.mats[p], e) if direct else V.at(blk, value, pt)
+            m = mo.all_of([row_ok[i], col_ok[2 * j + e], *(V.at(blk, t, pt) for t in mixed)])
+            blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
+    return True
+
+
+def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coords: list[Value]) -> list:
+    """The 2-D tile `v` (computed from scalars by pure expressions, the same along the other axis) at each of
+    `coords` along `axis`: evaluated once, at a name standing for the coordinate, which is then replaced by each
+    (no element of `v` is walked again)."""
+    if v is None:
+        return [None] * len(coords)
+    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+    zero = mo.const(0)
+    pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
+            (hole, zero) if axis == 0 else (zero, hole))
+    found = V.at(blk, v, pt)
+    return [substitute(found, {hole: c}) for c in coords]
+
+
+def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
+    """The 2-D bool tile `mask` as the conjunction of three parts: one that depends only on the row, one only on the
+    column (each None for "true"), and a list of terms that may depend on both or read tiles held by threads, read
+    element by element. Its terms are found through `&` and names of pure expressions (`line_axes` says what each
+    depends on)."""
+    by = {0: None, 1: None}
+    mixed: list[Value] = []
+    todo = [] if mask is None else [mask]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, Var) and isinstance(rep := blk.lookup(v.name), Lazy):
+            todo.append(rep.expr)
+            continue
+        if isinstance(v, Binary) and v.op is BinOp.AND and v.type.dtype is DType.BOOL:
+            todo += [v.rhs, v.lhs]
+            continue
+        axes = line_axes(blk, v)
+        if axes is None or len(axes) > 1 or not readable_anywhere(blk, v):
+            mixed.append(v)
+        else:
+            axis = 0 if not axes else next(iter(axes))
+            by[axis] = v if by[axis] is None else Binary(BinOp.AND, by[axis], v)
+    return by[0], by[1], mixed
+
+
+def line_axes(blk: Block, v: Value) -> frozenset[int] | None:
+    """The axes along which the elements of the 2-D tile `v` may differ, as far as they are seen: a broadcast does not
+    differ along the axes it broadcasts, element-wise arithmetic differs where its operands do, a scalar or a
+    constant tile nowhere; names followed to pure expressions. None for anything else (read element by element)."""
+    match v:
+        case Const() | Param() | Full():
+            return frozenset()
+        case Var(name):
+            rep = blk.lookup(name)
+            if isinstance(rep, Scalar):
+                return frozenset()
+            return line_axes(blk, rep.expr) if isinstance(rep, Lazy) else None
+        case Broadcast(x, shape):
+            xs = (1,) * (len(shape) - len(x.type.shape)) + tuple(x.type.shape)
+            return frozenset(d for d, n in enumerate(xs) if n != 1)
+        case Binary() | Compare() | Unary() | Where() | Cast():
+            out: frozenset[int] = frozenset()
+            for c in children(v):
+                if not c.type.shape:
+                    continue
+                if c.type.shape != v.type.shape or (axes := line_axes(blk, c)) is None:
+                    return None
+                out |= axes
+            return out
+    return None
+
+
+_ANYWHERE = frozenset({Const, Param, Full, Arange, Broadcast, ExpandDims, Reshape, Binary, Compare, Unary, Where, Cast,
+                       AddPtr, ProgramId, NumPrograms})
+
+
+def readable_anywhere(blk: Block, v: Value) -> bool:
+    """Whether the tile `v` is computed from scalars by pure tile expressions alone (names followed to them), so that
+    any thread can compute any of its elements, at a point without a register key."""
+    todo, seen = [v], set()
+    while todo:
+        x = todo.pop()
+        if not x.type.shape or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.__class__ is Var:
+            rep = blk.lookup(x.name)
+            if rep.__class__ is Lazy:
+                todo.append(rep.expr)
+            elif rep.__class__ is not Scalar:
+                return False
+        elif x.__class__ in _ANYWHERE:
+            todo += children(x)
+        else:
+            return False
+    return True
+
+
+__all__ = ["at_lines", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
