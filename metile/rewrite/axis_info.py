@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from metile.ir.ops import BinOp
+from metile.ir.ops import BinOp, CmpOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, PtrType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Param, Unary, Value, Var, Where
@@ -129,6 +129,10 @@ class AxisAnalysis:
                 contig = meet(ci.const, meet(ai.contig, bi.contig))
                 return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)),
                                 meet(ci.const, meet(ai.const, bi.const)))
+            case Compare(op, a, b) if op in _ORDERED and a.type.dtype.is_int and not isinstance(a.type, PtrType):
+                ai, bi = info(a), info(b)
+                run = _split_run(ai, bi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(bi, ai)
+                return AxisInfo(1, 1, max(meet(ai.const, bi.const), run))
             case Compare(_, a, b) | Binary(_, a, b):
                 return AxisInfo(1, 1, meet(info(a).const, info(b).const))
             case Unary(_, x):
@@ -150,6 +154,23 @@ def div_at(x: AxisInfo, run: int) -> int:
     if contig == 1 or (run != BIG and run % contig == 0) or run == contig:
         return x.div
     return math.gcd(x.div, meet(run, contig))
+
+
+_ORDERED = frozenset({CmpOp.LT, CmpOp.GE, CmpOp.GT, CmpOp.LE})
+
+
+def _split_run(x: AxisInfo, y: AxisInfo) -> int:
+    """A run length `L` over which `x < y` (and so `x >= y`) is one value: aligned runs of `L` elements of `x`
+    are `L` consecutive values starting at a multiple of `L` and `y` is one multiple of `L` over each, so a run
+    lies wholly below `y` or wholly at or above it (`offs < n` with `offs` a block of consecutive indices and `n`
+    a multiple of 16 is one value over runs of 16: Triton's rule for comparisons); 1 when none longer is known."""
+    run = meet(x.contig, y.const)
+    if run in (1, BIG):
+        return 1
+    run = math.gcd(run, div_at(x, run), div_at(y, run))
+    ok = (run > 1 and x.contig % run == 0 and (y.const == BIG or y.const % run == 0)
+          and div_at(x, run) % run == 0 and div_at(y, run) % run == 0)
+    return run if ok else 1
 
 
 def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:
