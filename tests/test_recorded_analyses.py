@@ -1,6 +1,7 @@
 """Analyses a pass records for the kernel it builds (`Analyses.record`) are the ones the analysis computes: the
 lowering records whether it made symbolic regions of threadgroup memory, so that `allocate_threadgroup_memory`
-needs no walk of a kernel without them; a wrong record would leave regions unplaced or place none. `skip_inactive`
+needs no walk of a kernel without them, and which statements may hold one, so that it walks only those; a wrong
+record would leave regions unplaced or place none. `skip_inactive`
 records the scan of the kernel it rebuilt, made from the scan of the kernel it was given (`Scan(k, prior)`), so that
 the passes after it do not walk the statements it kept again; a wrong one would mislead every pass after it."""
 
@@ -10,11 +11,12 @@ import numpy as np
 import pytest
 
 import metile
+from metile.ir.printer import pretty
 from metile.rewrite.context import Analyses, PassContext
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
 from metile.rewrite.scan import Scan, scan_analysis
-from metile.rewrite.threadgroup_memory import has_regions
+from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory, has_regions, region_holders
 from tests.acceptance_kernels import docs_examples as ex
 
 
@@ -56,6 +58,26 @@ def test_the_lowering_records_whether_it_made_regions(name):
         k = p(k, ctx)
     recorded = ctx.analyses.of(has_regions, k)
     assert recorded is has_regions(k, Analyses()) is expected
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_lowering_records_the_statements_that_may_hold_regions(name):
+    kernel, args, constexprs, expected = CASES[name]
+    k = kernel.trace(*args, **constexprs)
+    ctx = PassContext()
+    for p in TILE_PIPELINE:
+        k = p(k, ctx)
+    k = LOWERING_PIPELINE[0](k, ctx)
+    recorded = ctx.analyses.kept(region_holders, k)
+    if not expected:
+        assert recorded is None
+        return
+    found = region_holders(k)
+    assert found.statements and set(found.statements) <= set(recorded.statements)
+    assert found.names <= recorded.names
+    placed = allocate_threadgroup_memory(k, ctx)             # walking only the statements recorded
+    walked = allocate_threadgroup_memory(k, PassContext())   # walking the whole kernel
+    assert placed == walked and pretty(placed) == pretty(walked)
 
 
 def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt():

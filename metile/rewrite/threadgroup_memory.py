@@ -114,7 +114,8 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
     if not ctx.analyses.of(has_regions, k):   # recorded by `lower_tiles`, which made them
         return attrs.evolve(k, stage=Stage.METAL)
-    found = survey(k)
+    holders = ctx.analyses.kept(region_holders, k)   # recorded by `lower_tiles`: only those statements are walked
+    found = survey(k) if holders is None else survey(k, holders.statements)
     scratches = dict.fromkeys(n for n in found.regions if n.__class__ is Scratch)
     rings: dict[tuple[str, int, int], RingBuffer] = {}
     for n in found.regions:
@@ -125,7 +126,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     if not kept:   # each ring one buffer: its regions are scratch regions of their use
         for r in rings.values():
             scratches.setdefault(Scratch(r.use, r.part, r.dtype, r.size, loc=r.loc))
-    taken = found.names | {p.name for p in k.params}
+    taken = found.names | {p.name for p in k.params} | (holders.names if holders is not None else set())
     prefix: list = []
     placed: dict[Scratch, tuple[Value, int]] = {}
     arenas: dict[DType, tuple[Var, int, object]] = {}   # dtype -> (base, elements, the location needing the most)
@@ -191,15 +192,34 @@ class Survey:
     holding: set[int]
 
 
-def survey(k: Kernel) -> Survey:
+@attrs.frozen
+class Holders:
+    """The statements of a kernel's body that may hold a symbolic region (their indices, in order), and names its
+    variables may have: what `region_holders` finds, or a superset of each (which `lower_tiles` records)."""
+
+    statements: tuple[int, ...]
+    names: frozenset[str]
+
+
+def region_holders(k: Kernel, analyses: Analyses | None = None) -> Holders:
+    """The statements of `k`'s body holding a symbolic region, and the names of its variables, by a walk of `k`.
+    The lowering records a superset of both without one (the statements it emitted while it made regions, the
+    names it took), so that this pass walks only those statements."""
+    found = survey(k)
+    return Holders(tuple(i for i, s in enumerate(k.body) if id(s) in found.holding), frozenset(found.names))
+
+
+def survey(k: Kernel, within: tuple[int, ...] | None = None) -> Survey:
     """The `Survey` of `k`: one walk over its distinct nodes, without the per-value facts of
-    `metile.rewrite.scan.Scan`, which this pass does not need."""
+    `metile.rewrite.scan.Scan`, which this pass does not need. With `within`, the walk covers only those statements
+    of its body (`Holders.statements`: the others hold no region), so its names are theirs only."""
     regions: list = []
     names: set[str] = set()
     loops: list = []
     holding: set[int] = set()
     seen: set[int] = set()
-    stack: list = [(k, None)]
+    roots = [k] if within is None else [k.body[i] for i in within]
+    stack: list = [(r, None) for r in reversed(roots)]
     pop, push, add = stack.pop, stack.append, seen.add
     while stack:
         n, kids = pop()
@@ -230,8 +250,10 @@ def survey(k: Kernel) -> Survey:
             if id(c) in holding:
                 holding.add(id(n))
                 break
+    if within is not None and any(id(r) in holding for r in roots):
+        holding.add(id(k))
     return Survey(regions, names, loops, holding)
 
 
-__all__ = ["Placement", "Survey", "allocate_threadgroup_memory", "has_regions", "place_region", "place_statements",
-           "survey"]
+__all__ = ["Holders", "Placement", "Survey", "allocate_threadgroup_memory", "has_regions", "place_region",
+           "place_statements", "region_holders", "survey"]

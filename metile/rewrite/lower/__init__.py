@@ -47,7 +47,7 @@ from metile.rewrite.lower.statements import lower_block
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
-from metile.rewrite.threadgroup_memory import has_regions
+from metile.rewrite.threadgroup_memory import Holders, has_regions, region_holders
 from metile.rewrite.uniformity import lane_dependence, varying_names
 
 
@@ -67,12 +67,18 @@ def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
     found = facts.scan
     kernel = KernelState({n.name for n in found.of(Var)} | {n.name for n in found.of(Param)})
     group = Group(mo.builtin(BuiltinKind.THREAD_INDEX_IN_THREADGROUP), k.plan.threads, 0, k.plan.simdgroups)
-    body, _ = lower_block(Block(facts, kernel, group), k.body)
+    holders: list[int] = []
+    body, _ = lower_block(Block(facts, kernel, group), k.body, holders=holders)
     user = sum(n.size * n.dtype.itemsize for n in found.of(SharedAlloc))
     user += sum(c.value.size * c.value.dtype.itemsize for c in kernel.channels)
     plan = attrs.evolve(k.plan, threadgroup_memory=user)
     out = Kernel(k.name, Stage.SIMT, k.params, kernel.channels + body, k.meta, plan, loc=k.loc)
     ctx.analyses.record(has_regions, out, kernel.regions > 0)   # so that placing them needs no walk when there are none
+    if kernel.regions:   # and walks only the statements that may hold one (the channels, whose arrays are no region,
+        # are taken all the same)
+        first = len(kernel.channels)
+        ctx.analyses.record(region_holders, out, Holders((*range(first), *(first + i for i in holders)),
+                                                         frozenset(kernel.taken)))
     return out
 
 

@@ -113,7 +113,7 @@ def across_threads(blk: Block, op: ReduceOp, acc: Value, n: Node) -> Value:
         return r
     nsg = -(-threads // SIMD_WIDTH)
     S.barrier(blk, n)
-    buf = X.scratch(blk, acc.type.dtype, nsg)
+    buf = blk.let(X.scratch(blk, acc.type.dtype, nsg), "partials")   # named once: placing it rebuilds one `Let`
     lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
     blk.emit(Store(AddPtr(buf, sg_index(blk.group.first_sg)), r, Compare(CmpOp.EQ, lane, mo.const(0)),
                     loc=blk.loc))

@@ -43,14 +43,19 @@ from metile.rewrite.lower.state import Block, Lazy, Regs, Scalar
 from metile.rewrite.lower.words import line, what
 
 
-def lower_block(blk: Block, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
+def lower_block(blk: Block, stmts, tail=None, holders: list[int] | None = None) -> tuple[list[Stmt], list[Value]]:
     """`stmts` lowered in the region of `blk` into a statement list of their own; `tail(body)` (run after them, in
-    the same list, given the block they were lowered into) gives values."""
-    body, loc = blk.collecting(), blk.loc
+    the same list, given the block they were lowered into) gives values. `holders`, when given, gets the indices in
+    that list of the statements emitted while a statement made symbolic regions of threadgroup memory (the only
+    ones that can hold one: what the lowering of a statement emits holds only its own regions)."""
+    body, loc, kernel = blk.collecting(), blk.loc, blk.kernel
     for s in stmts:
-        blk.kernel.new_statement()
-        blk.kernel.loc = s.loc
+        kernel.new_statement()
+        kernel.loc = s.loc
+        regions, first = kernel.regions, len(body.out)
         stmt(body, s)
+        if holders is not None and kernel.regions != regions:
+            holders.extend(range(first, len(body.out)))
     blk.kernel.loc = loc
     vals = []
     if tail is not None:
