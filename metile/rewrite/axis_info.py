@@ -70,42 +70,16 @@ class AxisAnalysis:
     def _info(self, v: Value) -> AxisInfo:
         info = self.info
         match v:
-            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
-                return AxisInfo(1, pow2_factor(value), BIG)
-            case Param(_, _, PtrType() as t):
-                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
-            case Param(_, _, _, multiple):
-                return AxisInfo(1, multiple, BIG)
             case Var(name) if name in self.defs:
                 return info(self.defs[name])
             case Var(name) if name in self.loops:
                 start, step = self.loops[name]
                 return AxisInfo(1, math.gcd(div_at(info(start), 1), div_at(info(step), 1)), BIG)
-            case ProgramId() | NumPrograms():
-                return AxisInfo(1, 1, BIG)
-            case Arange(start, stop):
-                return AxisInfo(stop - start, pow2_factor(start), 1)
-            case Full(_, value):
-                return AxisInfo(1, div_at(info(value), 1), BIG)
             case Broadcast(x, shape):
                 xi = info(x)
                 if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
                     return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
                 return xi
-            case ExpandDims(x, axis):
-                xi = info(x)
-                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
-            case Reshape(x, shape):
-                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
-            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
-                xi = info(x)
-                src = x.type.dtype
-                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
-                    return xi   # every value kept as it is
-                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
-                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
-            case Cast(x, _) | Bitcast(x, _):
-                return AxisInfo(1, 1, info(x).const)
             case AddPtr(p, off):
                 return _add(info(p), info(off))
             case Binary(BinOp.ADD, a, b):
@@ -124,6 +98,33 @@ class AxisAnalysis:
                 # each element a product: of the two values' divisibilities, which a run of consecutive values
                 # has only at its start (Triton's rule)
                 return AxisInfo(1, min(div_at(ai, 1) * div_at(bi, 1), BIG), const)
+
+            case Arange(start, stop):
+                return AxisInfo(stop - start, pow2_factor(start), 1)
+            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
+                return AxisInfo(1, pow2_factor(value), BIG)
+            case Param(_, _, PtrType() as t):
+                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
+            case Param(_, _, _, multiple):
+                return AxisInfo(1, multiple, BIG)
+            case ProgramId() | NumPrograms():
+                return AxisInfo(1, 1, BIG)
+            case Full(_, value):
+                return AxisInfo(1, div_at(info(value), 1), BIG)
+            case ExpandDims(x, axis):
+                xi = info(x)
+                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
+            case Reshape(x, shape):
+                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
+            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
+                xi = info(x)
+                src = x.type.dtype
+                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
+                    return xi   # every value kept as it is
+                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
+                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
+            case Cast(x, _) | Bitcast(x, _):
+                return AxisInfo(1, 1, info(x).const)
             case Where(c, a, b):
                 ci, ai, bi = info(c), info(a), info(b)
                 contig = meet(ci.const, meet(ai.contig, bi.contig))

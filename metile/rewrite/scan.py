@@ -105,15 +105,23 @@ class Scan:
         spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {}
         seen: set[int] = set()
         skipped: list[Node] = []     # the children found already met, in walk order
-        stack: list[tuple[Node, list[Node] | None, tuple | None]] = [(k, None, None)]
+        # The stack holds a node to visit, or `(node, children, opened)` once its children are pushed (`opened`:
+        # where a statement's span starts in `nodes` and `skipped`, None for a value).
+        stack: list = [k]
         pop, push, get, add = stack.pop, stack.append, facts.get, seen.add
         while stack:
-            n, kids, opened = pop()
-            cls = n.__class__
-            if kids is None:
+            n = pop()
+            if n.__class__ is tuple:
+                n, kids, opened = n
+                cls = n.__class__
+                if opened is not None:
+                    first, skip = opened
+                    spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+            else:
                 key = id(n)
                 if key in seen:
                     continue
+                cls = n.__class__
                 is_stmt = _STMTS.get(cls)
                 if is_stmt is None:
                     is_stmt = _is_stmt(cls)
@@ -125,15 +133,12 @@ class Scan:
                     push((n, kids, (len(nodes), len(skipped)) if is_stmt else None))
                     for c in reversed(kids):
                         if id(c) not in seen:
-                            push((c, None, None))
+                            push(c)
                         else:
                             skipped.append(c)
                     continue
                 if is_stmt:
                     spans[key] = (n, (n,), ())
-            elif opened is not None:
-                first, skip = opened
-                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
             nodes.append(n)
             same = by_type.get(cls)
             if same is None:

@@ -167,6 +167,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
     def s(x):
         return scalar(blk, x)
 
+    if v.__class__ in _ELEMENTWISE or v.__class__ is Binary:
+        return elementwise(blk, v, s)
     match v:
         case Const() | Param():
             return v
@@ -282,7 +284,15 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
     return found
 
 
+_ELEMENTWISE = frozenset({Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr})
+"""The element-wise node classes no other rule of `element_at` or `scalar_of` takes (`Binary` is also the `dot`
+accumulation), sent to `elementwise` without trying those rules first."""
+
+
 def element_at(blk: Block, v: Value, pt: Pt) -> Value:
+    cls = v.__class__
+    if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
+        return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
         case Var(name):
             return read(blk, blk.lookup(name), pt, v)
