@@ -54,31 +54,27 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
     if span is None or span[0] is not s:
         return False
     _, inner, met = span
-    if any(id(x) in seen for x in inner):
+    keys = [id(x) for x in inner]
+    if not seen.isdisjoint(keys):
         return False
     inside = None
     for x in met:   # each child found already met was met before `s`, or inside it
         if id(x) not in seen:
             if inside is None:
-                inside = set(map(id, inner))
+                inside = set(keys)
             if id(x) not in inside:
                 return False
     before, before_facts = prior.spans, prior.facts
+    seen.update(keys)
+    nodes += inner
     for x in inner:
-        key = id(x)
-        seen.add(key)
-        nodes.append(x)
         same = by_type.get(x.__class__)
         if same is None:
             by_type[x.__class__] = [x]
         else:
             same.append(x)
-        f = before_facts.get(key)
-        if f is not None:
-            facts[key] = f
-        span = before.get(key)
-        if span is not None:
-            spans[key] = span
+    facts.update({key: f for key in keys if (f := before_facts.get(key)) is not None})
+    spans.update({key: span for key in keys if (span := before.get(key)) is not None})
     skipped += met   # for the boundaries of the statements around it
     return True
 
