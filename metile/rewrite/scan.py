@@ -165,6 +165,9 @@ class Scan:
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if isinstance(cls, type):
             return list(self._by_type.get(cls, ()))
+        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
+            return list(found[0]) if found else []
         return [n for n in self.nodes if isinstance(n, cls)]
 
     def classes(self):
