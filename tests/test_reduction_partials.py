@@ -40,3 +40,12 @@ def test_a_float_sum_over_many_simdgroups():
     out = np.zeros(3, np.float32)
     reduce_all[(1,)](x, out, BLOCK=1024, num_threads=1024)
     np.testing.assert_allclose(out, [x.sum(dtype=np.float64), x.max(), x.min()], rtol=1e-5)
+
+
+def test_a_half_reduction_over_many_simdgroups_converts_the_combined_partials():
+    """f16 reduces in f32 and converts the result back: the second simdgroup reduction is bound to a name first
+    (a simdgroup collective is only ever a `Let`'s value, never the operand of the conversion)."""
+    x = (np.random.default_rng(2).random(256) * 4).astype(np.float16)
+    out = np.zeros(3, np.float16)
+    reduce_all[(1,)](x, out, BLOCK=256, num_threads=256)
+    np.testing.assert_allclose(out.astype(np.float32), [x.astype(np.float32).sum(), x.max(), x.min()], rtol=2e-3)

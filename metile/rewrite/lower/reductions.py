@@ -64,8 +64,8 @@ def reduce_of(blk: Block, n: Reduce):
             g = V.guard(blk, layout, slot)
             v = v if g is None else Where(g, v, ident)
             acc = v if acc is None else combine(op, acc, v)
-        total = across_threads(blk, op, acc, n)
-        return Scalar(blk.let(cast(total, dtype), "red"))
+        total = cast(across_threads(blk, op, acc, n), dtype)
+        return Scalar(total if total.__class__ is Var else blk.let(total, "red"))
     out_shape = shape[: n.axis] + shape[n.axis + 1:]
     layout = V.layout(blk, math.prod(out_shape))
     reps = X.reps_in(blk, x)
@@ -121,7 +121,7 @@ def across_threads(blk: Block, op: ReduceOp, acc: Value, n: Node) -> Value:
     S.barrier(blk, n)
     # lane i of every simdgroup reads partial i (the identity past the last), and the simdgroup combines them
     part = blk.let(Load(AddPtr(buf, lane), mo.lt(lane, mo.const(nsg)), identity(op, acc.type.dtype)), "part")
-    return SimdReduce(op, part)
+    return blk.let(SimdReduce(op, part), "red")
 
 
 def arg_reduce(blk: Block, n: ArgReduce):
