@@ -129,13 +129,15 @@ def evaluate(v: Value, env: dict, loop) -> np.ndarray:
             return ev(a) - ev(b)
         case Binary(BinOp.MUL, a, b):
             return ev(a) * ev(b)
-        case Compare(CmpOp.LT, a, b):
-            return ev(a) < ev(b)
-        case Compare(CmpOp.EQ, a, b):
-            return ev(a) == ev(b)
+        case Compare(op, a, b):
+            return _COMPARE[op](ev(a), ev(b))
         case Where(c, a, b):
             return np.where(ev(c), ev(a), ev(b))
     raise AssertionError(f"no value for {v!r}")
+
+
+_COMPARE = {CmpOp.LT: np.less, CmpOp.LE: np.less_equal, CmpOp.GT: np.greater, CmpOp.GE: np.greater_equal,
+            CmpOp.EQ: np.equal, CmpOp.NE: np.not_equal}
 
 
 def check_claims(values: np.ndarray, contig: int, div: int, const: int) -> None:
@@ -179,3 +181,47 @@ def test_a_strided_row_start_is_not_proven_aligned():
     offs16 = Binary(BinOp.ADD, Broadcast(ExpandDims(rows16, 1), (32, 64)), Broadcast(ExpandDims(Arange(0, 64), 0),
                                                                                       (32, 64)))
     assert AxisAnalysis({}, {}).info(offs16).div == 16
+
+
+@st.composite
+def comparisons(draw):
+    """`(comparison, loop, argument values)`: two index expressions compared, often a block of consecutive indices
+    against a bound (a scalar, maybe specialised as a multiple of 16), as a load's mask compares them."""
+    e, loop, env = draw(cases())
+    if isinstance(e, AddPtr):
+        e = e.offset
+    shape = e.type.shape
+    other = lift(draw(scalars()), shape) if draw(st.booleans()) else draw(index_exprs(shape))
+    op = draw(st.sampled_from(tuple(CmpOp)))
+    a, b = (e, other) if draw(st.booleans()) else (other, e)
+    return Compare(op, a, b), loop, env
+
+
+@given(comparisons())
+@example((Compare(CmpOp.LT, Binary(BinOp.ADD, Broadcast(ProgramId(0), (16,)), Arange(0, 16)),
+                  Broadcast(Param("n0", 0, TileType(DType.I32), 16), (16,))),
+          (Const(0, DType.I32), Const(1, DType.I32)),
+          {"n0": 16, "n1": 0, "n2": 0, "pid": 3, "iter": 0, "base": 0}))   # pid + arange: runs of 1 only
+@example((Compare(CmpOp.LE, Arange(0, 16), Broadcast(Param("n0", 0, TileType(DType.I32), 16), (16,))),
+          (Const(0, DType.I32), Const(1, DType.I32)),
+          {"n0": 0, "n1": 0, "n2": 0, "pid": 0, "iter": 0, "base": 0}))   # arange <= 0: true at the first only
+def test_a_comparison_is_one_value_over_the_runs_it_claims(case):
+    """A comparison claims runs of one value (`const`) only where they hold: `offs < n` over runs of 16 with `offs`
+    consecutive from a multiple of 16 and `n` a multiple of 16, which a masked load moves as whole vectors."""
+    e, loop, env = case
+    info = AxisAnalysis({}, {LOOP: loop}).info(e)
+    values = evaluate(e, env, loop).astype(np.int64)
+    check_claims(values, 1, 1, info.const)
+
+
+def test_a_block_against_a_multiple_of_16_is_whole_over_runs_of_16():
+    n = Broadcast(Param("n", 0, TileType(DType.I32), 16), (256,))
+    offs = Binary(BinOp.ADD, Broadcast(Binary(BinOp.MUL, ProgramId(0), Const(256, DType.I32)), (256,)),
+                  Arange(0, 256))
+    for op in (CmpOp.LT, CmpOp.GE):
+        assert AxisAnalysis({}, {}).info(Compare(op, offs, n)).const == 16
+    for op in (CmpOp.GT, CmpOp.LE):
+        assert AxisAnalysis({}, {}).info(Compare(op, n, offs)).const == 16
+        assert AxisAnalysis({}, {}).info(Compare(op, offs, n)).const == 1   # offs <= n: n itself is a run start
+    unknown = Broadcast(Param("m", 1, TileType(DType.I32)), (256,))
+    assert AxisAnalysis({}, {}).info(Compare(CmpOp.LT, offs, unknown)).const == 1

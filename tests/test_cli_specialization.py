@@ -54,7 +54,7 @@ def test_the_value_one_compiles_the_constant(capsys):
 
 def test_a_multiple_of_16_is_known_to_be_one(capsys):
     out = compile_out(capsys, "--arg", "n=i32:4096", "--tile-ir")
-    assert "%n: i32 multiple 16" in out and "t2 < n;" in out
+    assert "%n: i32 multiple 16" in out and re.search(r"\bt\d+ < n;", out)
 
 
 def test_another_value_compiles_the_general_kernel(capsys):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from metile.ir.ops import BinOp
+from metile.ir.ops import BinOp, CmpOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, PtrType
 from metile.ir.values import AddPtr, Binary, Bitcast, Cast, Compare, Const, Param, Unary, Value, Var, Where
@@ -70,42 +70,16 @@ class AxisAnalysis:
     def _info(self, v: Value) -> AxisInfo:
         info = self.info
         match v:
-            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
-                return AxisInfo(1, pow2_factor(value), BIG)
-            case Param(_, _, PtrType() as t):
-                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
-            case Param(_, _, _, multiple):
-                return AxisInfo(1, multiple, BIG)
             case Var(name) if name in self.defs:
                 return info(self.defs[name])
             case Var(name) if name in self.loops:
                 start, step = self.loops[name]
                 return AxisInfo(1, math.gcd(div_at(info(start), 1), div_at(info(step), 1)), BIG)
-            case ProgramId() | NumPrograms():
-                return AxisInfo(1, 1, BIG)
-            case Arange(start, stop):
-                return AxisInfo(stop - start, pow2_factor(start), 1)
-            case Full(_, value):
-                return AxisInfo(1, div_at(info(value), 1), BIG)
             case Broadcast(x, shape):
                 xi = info(x)
                 if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
                     return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
                 return xi
-            case ExpandDims(x, axis):
-                xi = info(x)
-                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
-            case Reshape(x, shape):
-                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
-            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
-                xi = info(x)
-                src = x.type.dtype
-                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
-                    return xi   # every value kept as it is
-                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
-                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
-            case Cast(x, _) | Bitcast(x, _):
-                return AxisInfo(1, 1, info(x).const)
             case AddPtr(p, off):
                 return _add(info(p), info(off))
             case Binary(BinOp.ADD, a, b):
@@ -124,11 +98,42 @@ class AxisAnalysis:
                 # each element a product: of the two values' divisibilities, which a run of consecutive values
                 # has only at its start (Triton's rule)
                 return AxisInfo(1, min(div_at(ai, 1) * div_at(bi, 1), BIG), const)
+
+            case Arange(start, stop):
+                return AxisInfo(stop - start, pow2_factor(start), 1)
+            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
+                return AxisInfo(1, pow2_factor(value), BIG)
+            case Param(_, _, PtrType() as t):
+                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
+            case Param(_, _, _, multiple):
+                return AxisInfo(1, multiple, BIG)
+            case ProgramId() | NumPrograms():
+                return AxisInfo(1, 1, BIG)
+            case Full(_, value):
+                return AxisInfo(1, div_at(info(value), 1), BIG)
+            case ExpandDims(x, axis):
+                xi = info(x)
+                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
+            case Reshape(x, shape):
+                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
+            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
+                xi = info(x)
+                src = x.type.dtype
+                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
+                    return xi   # every value kept as it is
+                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
+                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
+            case Cast(x, _) | Bitcast(x, _):
+                return AxisInfo(1, 1, info(x).const)
             case Where(c, a, b):
                 ci, ai, bi = info(c), info(a), info(b)
                 contig = meet(ci.const, meet(ai.contig, bi.contig))
                 return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)),
                                 meet(ci.const, meet(ai.const, bi.const)))
+            case Compare(op, a, b) if op in _ORDERED and a.type.dtype.is_int and not isinstance(a.type, PtrType):
+                ai, bi = info(a), info(b)
+                run = _split_run(ai, bi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(bi, ai)
+                return AxisInfo(1, 1, max(meet(ai.const, bi.const), run))
             case Compare(_, a, b) | Binary(_, a, b):
                 return AxisInfo(1, 1, meet(info(a).const, info(b).const))
             case Unary(_, x):
@@ -150,6 +155,23 @@ def div_at(x: AxisInfo, run: int) -> int:
     if contig == 1 or (run != BIG and run % contig == 0) or run == contig:
         return x.div
     return math.gcd(x.div, meet(run, contig))
+
+
+_ORDERED = frozenset({CmpOp.LT, CmpOp.GE, CmpOp.GT, CmpOp.LE})
+
+
+def _split_run(x: AxisInfo, y: AxisInfo) -> int:
+    """A run length `L` over which `x < y` (and so `x >= y`) is one value: aligned runs of `L` elements of `x`
+    are `L` consecutive values starting at a multiple of `L` and `y` is one multiple of `L` over each, so a run
+    lies wholly below `y` or wholly at or above it (`offs < n` with `offs` a block of consecutive indices and `n`
+    a multiple of 16 is one value over runs of 16: Triton's rule for comparisons); 1 when none longer is known."""
+    run = meet(x.contig, y.const)
+    if run in (1, BIG):
+        return 1
+    run = math.gcd(run, div_at(x, run), div_at(y, run))
+    ok = (run > 1 and x.contig % run == 0 and (y.const == BIG or y.const % run == 0)
+          and div_at(x, run) % run == 0 and div_at(y, run) % run == 0)
+    return run if ok else 1
 
 
 def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:

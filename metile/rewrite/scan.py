@@ -54,31 +54,27 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
     if span is None or span[0] is not s:
         return False
     _, inner, met = span
-    if any(id(x) in seen for x in inner):
+    keys = [id(x) for x in inner]
+    if not seen.isdisjoint(keys):
         return False
     inside = None
     for x in met:   # each child found already met was met before `s`, or inside it
         if id(x) not in seen:
             if inside is None:
-                inside = set(map(id, inner))
+                inside = set(keys)
             if id(x) not in inside:
                 return False
     before, before_facts = prior.spans, prior.facts
+    seen.update(keys)
+    nodes += inner
     for x in inner:
-        key = id(x)
-        seen.add(key)
-        nodes.append(x)
         same = by_type.get(x.__class__)
         if same is None:
             by_type[x.__class__] = [x]
         else:
             same.append(x)
-        f = before_facts.get(key)
-        if f is not None:
-            facts[key] = f
-        span = before.get(key)
-        if span is not None:
-            spans[key] = span
+    facts.update({key: f for key in keys if (f := before_facts.get(key)) is not None})
+    spans.update({key: span for key in keys if (span := before.get(key)) is not None})
     skipped += met   # for the boundaries of the statements around it
     return True
 
@@ -105,15 +101,23 @@ class Scan:
         spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {}
         seen: set[int] = set()
         skipped: list[Node] = []     # the children found already met, in walk order
-        stack: list[tuple[Node, list[Node] | None, tuple | None]] = [(k, None, None)]
+        # The stack holds a node to visit, or `(node, children, opened)` once its children are pushed (`opened`:
+        # where a statement's span starts in `nodes` and `skipped`, None for a value).
+        stack: list = [k]
         pop, push, get, add = stack.pop, stack.append, facts.get, seen.add
         while stack:
-            n, kids, opened = pop()
-            cls = n.__class__
-            if kids is None:
+            n = pop()
+            if n.__class__ is tuple:
+                n, kids, opened = n
+                cls = n.__class__
+                if opened is not None:
+                    first, skip = opened
+                    spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+            else:
                 key = id(n)
                 if key in seen:
                     continue
+                cls = n.__class__
                 is_stmt = _STMTS.get(cls)
                 if is_stmt is None:
                     is_stmt = _is_stmt(cls)
@@ -125,15 +129,12 @@ class Scan:
                     push((n, kids, (len(nodes), len(skipped)) if is_stmt else None))
                     for c in reversed(kids):
                         if id(c) not in seen:
-                            push((c, None, None))
+                            push(c)
                         else:
                             skipped.append(c)
                     continue
                 if is_stmt:
                     spans[key] = (n, (n,), ())
-            elif opened is not None:
-                first, skip = opened
-                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
             nodes.append(n)
             same = by_type.get(cls)
             if same is None:
@@ -164,6 +165,9 @@ class Scan:
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if isinstance(cls, type):
             return list(self._by_type.get(cls, ()))
+        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
+            return list(found[0]) if found else []
         return [n for n in self.nodes if isinstance(n, cls)]
 
     def classes(self):

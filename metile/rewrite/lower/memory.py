@@ -33,7 +33,7 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.axis_info import vector_width
+from metile.rewrite.axis_info import BIG, vector_width
 from metile.rewrite.distribute import Blocked, blocked
 from metile.rewrite.layouts import ROLL_SLOTS
 from metile.rewrite.lower import mma_use as MU
@@ -54,17 +54,33 @@ def run_width(blk: Block, layout: Blocked, ptr: Value) -> int:
 def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -> tuple[Value, ...]:
     shape, volatile = ptr.type.shape, where.volatile
     width = 1 if volatile else run_width(blk, layout, ptr)   # a volatile load reads element by element
+    whole = width > 1 and whole_runs(blk, mask, ptr, width)
     regs: list[Value] = []
     for first in range(0, layout.slots, width):
         pts = [V.slot_pt(blk, layout, s, shape) for s in range(first, first + width)]
+        if width == 1:
+            m = V.at(blk, mask, pts[0])
+            regs.append(blk.let(Load(V.at(blk, ptr, pts[0]), m, V.at(blk, other, pts[0]) if m is not None else None,
+                                     volatile), name))
+            continue
+        vec = VecLoad(V.at(blk, ptr, pts[0]), width)
+        if whole:   # the run wholly inside the mask, or wholly outside it (reading `other`)
+            cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
+            if cond is None:
+                v = blk.let(vec, name)
+                regs += [Extract(v, j) for j in range(width)]
+                continue
+            outside = [V.at(blk, other, pt) for pt in pts] if other is not None else [_zero(vec.type.dtype)] * width
+            fast = Var(blk.fresh(name), vec.type)
+            inside = [Extract(fast, j) for j in range(width)]
+            results = [Var(blk.fresh(name), x.type) for x in inside]
+            blk.emit(If(cond, [Let(fast, vec)], [], inside, outside, results, loc=blk.loc))
+            regs += results
+            continue
         masks = [V.at(blk, mask, pt) for pt in pts]
         scalar = [Load(V.at(blk, ptr, pt), m, V.at(blk, other, pt) if m is not None else None, volatile)
                   for pt, m in zip(pts, masks)]
-        if width == 1:
-            regs.append(blk.let(scalar[0], name))
-            continue
         cond = mo.all_of(masks + [V.guard(blk, layout, first)])
-        vec = VecLoad(V.at(blk, ptr, pts[0]), width)
         if cond is None:
             v = blk.let(vec, name)
             regs += [Extract(v, j) for j in range(width)]
@@ -75,6 +91,22 @@ def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -
                      [Extract(fast, j) for j in range(width)], slow, results, loc=blk.loc))
         regs += results
     return tuple(regs)
+
+
+def whole_runs(blk: Block, mask: Value | None, ptr: Value, width: int) -> bool:
+    """Whether the mask of a load or store through `ptr` is one value over each aligned run of `width` elements
+    (no mask is): a run then moves as one vector or not at all, with no element-by-element path for a run the
+    mask cuts."""
+    if mask is None:
+        return True
+    if mask.type.shape != ptr.type.shape:
+        return False
+    const = blk.facts.axes.info(mask).const
+    return const == BIG or const % width == 0
+
+
+def _zero(dtype: DType) -> Const:
+    return Const(0.0 if dtype.is_float else 0, dtype)
 
 
 def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
@@ -103,9 +135,15 @@ def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
 
         RL.slot_loop(blk, layout, one)
         return
+    whole = width > 1 and whole_runs(blk, mask, ptr, width)
     for first in range(0, layout.slots, width):
         slots = range(first, first + width)
         pts = [V.slot_pt(blk, layout, s, shape) for s in slots]
+        if whole:   # the run wholly inside the mask, or wholly outside it (storing nothing)
+            cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
+            vec = VecStore(V.at(blk, ptr, pts[0]), MakeVector([V.at(blk, value, pt) for pt in pts]), loc=blk.loc)
+            blk.emit(vec if cond is None else If(cond, [vec], loc=blk.loc))
+            continue
         masks = [mo.both(V.at(blk, mask, pt), V.guard(blk, layout, s)) for s, pt in zip(slots, pts)]
         scalar = [cls(V.at(blk, ptr, pt), V.at(blk, value, pt), m, loc=blk.loc) for pt, m in zip(pts, masks)]
         if width == 1:

@@ -2,8 +2,9 @@
 
 Reductions (`Reduce`): each thread folds the elements it holds (padding slots contribute the identity: 0,
 -inf/+inf, or the integer extremes), `simd_sum`/`simd_max`/`simd_min` combine a simdgroup, lane 0 of each
-simdgroup writes its partial to scratch, and after a barrier every thread folds the partials, so every thread holds
-the result. f16/bf16 reduce in f32, narrow integers in 32 bits, 64-bit integers in their own type. Reducing one
+simdgroup writes its partial to scratch, and after a barrier lane `i` of every simdgroup reads partial `i` (the
+identity past the last) and a second `simd_sum`/`simd_max`/`simd_min` combines them, so every thread holds the
+result. f16/bf16 reduce in f32, narrow integers in 32 bits, 64-bit integers in their own type. Reducing one
 axis of an n-D tile gathers the tile through scratch and folds each output element's line.
 
 Arg-reductions carry a (value, index) pair. Along the only axis of a 1-D tile each thread folds the elements it
@@ -63,8 +64,8 @@ def reduce_of(blk: Block, n: Reduce):
             g = V.guard(blk, layout, slot)
             v = v if g is None else Where(g, v, ident)
             acc = v if acc is None else combine(op, acc, v)
-        total = across_threads(blk, op, acc, n)
-        return Scalar(blk.let(cast(total, dtype), "red"))
+        total = cast(across_threads(blk, op, acc, n), dtype)
+        return Scalar(total if total.__class__ is Var else blk.let(total, "red"))
     out_shape = shape[: n.axis] + shape[n.axis + 1:]
     layout = V.layout(blk, math.prod(out_shape))
     reps = X.reps_in(blk, x)
@@ -113,16 +114,14 @@ def across_threads(blk: Block, op: ReduceOp, acc: Value, n: Node) -> Value:
         return r
     nsg = -(-threads // SIMD_WIDTH)
     S.barrier(blk, n)
-    buf = X.scratch(blk, acc.type.dtype, nsg)
+    buf = blk.let(X.scratch(blk, acc.type.dtype, nsg), "partials")   # named once: placing it rebuilds one `Let`
     lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
     blk.emit(Store(AddPtr(buf, sg_index(blk.group.first_sg)), r, Compare(CmpOp.EQ, lane, mo.const(0)),
                     loc=blk.loc))
     S.barrier(blk, n)
-    total: Value | None = None
-    for i in range(nsg):
-        part = blk.let(Load(AddPtr(buf, mo.const(i)) if i else buf), "part")
-        total = part if total is None else combine(op, total, part)
-    return total
+    # lane i of every simdgroup reads partial i (the identity past the last), and the simdgroup combines them
+    part = blk.let(Load(AddPtr(buf, lane), mo.lt(lane, mo.const(nsg)), identity(op, acc.type.dtype)), "part")
+    return blk.let(SimdReduce(op, part), "red")
 
 
 def arg_reduce(blk: Block, n: ArgReduce):

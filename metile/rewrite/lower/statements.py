@@ -46,10 +46,10 @@ from metile.rewrite.lower.words import line, what
 def lower_block(blk: Block, stmts, tail=None) -> tuple[list[Stmt], list[Value]]:
     """`stmts` lowered in the region of `blk` into a statement list of their own; `tail(body)` (run after them, in
     the same list, given the block they were lowered into) gives values."""
-    body, loc = blk.collecting(), blk.loc
+    body, loc, kernel = blk.collecting(), blk.loc, blk.kernel
     for s in stmts:
-        blk.kernel.new_statement()
-        blk.kernel.loc = s.loc
+        kernel.new_statement()
+        kernel.loc = s.loc
         stmt(body, s)
     blk.kernel.loc = loc
     vals = []

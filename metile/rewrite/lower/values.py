@@ -167,6 +167,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
     def s(x):
         return scalar(blk, x)
 
+    if v.__class__ in _ELEMENTWISE or v.__class__ is Binary:
+        return elementwise(blk, v, s)
     match v:
         case Const() | Param():
             return v
@@ -207,6 +209,8 @@ def scalar_of(blk: Block, v: Value) -> Value:
 
 def elementwise(blk: Block, v: Value, f) -> Value:
     """`v` rebuilt from `f` applied to its operands (the element-wise nodes every level shares)."""
+    if v.__class__ is Binary and v.op is not BinOp.FLOORDIV and v.op is not BinOp.MOD:   # the commonest, at once
+        return Binary(v.op, f(v.lhs), f(v.rhs), loc=v.loc)
     match v:
         case Binary(BinOp.FLOORDIV | BinOp.MOD as op, a, b) if a.type.dtype.is_int and at_least(blk, a, 0) \
                 and at_least(blk, b, 1):   # Python's and Metal's division agree: no rounding or sign fix-up
@@ -270,7 +274,7 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
     cls = v.__class__
     if cls is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
         rep = blk.lookup(v.name)
-        if rep.__class__ is Regs and pt.key[0] == rep.layout:
+        if rep.__class__ is Regs and ((lay := pt.key[0]) is rep.layout or lay == rep.layout):
             return rep.regs[pt.key[1]]
     if cls in FORWARDING:   # another tile's element, memoised there: nothing to memoise here
         return element_at(blk, v, pt)
@@ -282,7 +286,15 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
     return found
 
 
+_ELEMENTWISE = frozenset({Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma, AddPtr})
+"""The element-wise node classes no other rule of `element_at` or `scalar_of` takes (`Binary` is also the `dot`
+accumulation), sent to `elementwise` without trying those rules first."""
+
+
 def element_at(blk: Block, v: Value, pt: Pt) -> Value:
+    cls = v.__class__
+    if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
+        return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
         case Var(name):
             return read(blk, blk.lookup(name), pt, v)
@@ -359,7 +371,7 @@ def read(blk: Block, rep, pt: Pt, where: Value) -> Value:
         case Mma():
             return read(blk, MU.mma_to_regs(blk, rep, where), pt, where)
         case Regs(layout, regs):
-            if pt.key is not None and pt.key[0] == layout:
+            if pt.key is not None and (pt.key[0] is layout or pt.key[0] == layout):
                 return regs[pt.key[1]]
             if id(rep) in blk.kernel.published or pt.key is not None and isinstance(pt.key[0], MU.Fragments):
                 # copied to scratch by the statement's own exchange (a reduction's, a product's), or read by the
