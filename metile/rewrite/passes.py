@@ -54,7 +54,7 @@ def fact_bits(facts: Iterable[Fact]) -> int:
     return bits
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Pass:
     """A named pass: `run(kernel, **options)`, with its contract (see the module docstring) and whether it only
     makes kernels faster (`optional`: a pipeline without it still compiles every kernel correctly)."""
