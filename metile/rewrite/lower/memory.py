@@ -122,7 +122,13 @@ def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, lo
     shape = ptr.type.shape
     slots = [first + j if isinstance(first, int) else mo.add(first, mo.const(j)) if j else first
              for j in range(width)]
-    pts = [V.slot_pt(blk, layout, s, shape) for s in slots]
+    if isinstance(first, int) or width == 1 or layout.has_padding or shape[-1] % width:
+        pts = [V.slot_pt(blk, layout, s, shape) for s in slots]
+    else:   # a run at a run-time slot lies in one row: its elements' coordinates follow the first's
+        p0 = V.slot_pt(blk, layout, first, shape)
+        cs = V.coords(blk, p0)
+        pts = [p0, *(Pt(shape, mo.add(p0.flat, mo.const(j)), None, (*cs[:-1], mo.add(cs[-1], mo.const(j))))
+                     for j in range(1, width))]
     guards = [V.guard(blk, layout, s) for s in slots]
     masks = [mo.both(V.at(blk, mask, pt), g) for pt, g in zip(pts, guards)]
     if width == 1 or loaded is not None:
