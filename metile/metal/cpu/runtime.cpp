@@ -3,12 +3,13 @@
  *
  * The thread calling mt_launch runs threadgroups too, as a worker of its own (caller_worker), rather than only
  * waiting for the pool: a launch then starts at once, and a small one (one threadgroup, or one the caller finishes
- * before the pool's threads are scheduled) needs no other thread at all. Pool workers woken for a launch that have
- * not taken it up when the caller has run out of threadgroups are left out of it (Worker::joined), so the caller
- * waits only for threadgroups that are running. While it runs kernel code the caller has the runtime's signal
- * stack, floating-point environment, watchpoints and watchdog signal (a POSIX timer aimed at the thread, since no
- * one else watches it), and gets its own back afterwards (its debug registers too). Sanitized and profiled
- * launches (and platforms without thread-directed timers) keep to the pool.
+ * before the pool's threads are scheduled) needs no other thread at all. Pool workers take a launch up only once it
+ * has run kJoinDelayNs on the caller alone, and those that have not taken it up when the caller has run out of
+ * threadgroups are left out of it (Worker::joined), so the caller waits only for threadgroups that are running.
+ * While it runs kernel code the caller has the runtime's signal stack, floating-point environment, watchpoints and
+ * watchdog signal (a POSIX timer aimed at the thread, since no one else watches it), and gets its own back
+ * afterwards (its debug registers too). Sanitized and profiled launches (and platforms without thread-directed
+ * timers) keep to the pool.
  *
  * Build (one shared library from all runtime*.cpp files):
  *   g++ -std=c++17 -O2 -fPIC -shared -pthread -U_FORTIFY_SOURCE -fvisibility=hidden -I<this dir> runtime*.cpp
@@ -137,8 +138,15 @@ void* worker_main(void* arg) {
             p.work_cv.wait(lk, [&] { return p.gen != w->seen_gen; });
             w->seen_gen = p.gen;
             if (!w->busy) continue; /* not a participant of this launch (or left out of it) */
-            w->joined = true;
             L = p.launch;
+            if (L->join_at_ns) { /* the caller runs it too: join only if it lasts */
+                const auto at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(L->join_at_ns));
+                const uint64_t gen = p.gen;
+                /* left out (the caller finished it alone), or even a later launch begun: L is gone */
+                p.work_cv.wait_until(lk, at, [&] { return !w->busy || p.gen != gen; });
+                if (!w->busy || p.gen != gen) continue;
+            }
+            w->joined = true;
         }
         worker_launch(w, L);
         {
@@ -275,6 +283,11 @@ uint64_t monotonic_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+/* How long the caller runs a launch alone before the pool workers take it up: a launch shorter than this needs no
+ * other thread (no wake-up to wait for, no thread of another process or of torch's OpenMP team to share cores with);
+ * a longer one loses at most this much of its parallel time. */
+constexpr uint64_t kJoinDelayNs = 200000;
+
 #if defined(__linux__) && defined(SIGEV_THREAD_ID)
 #define MT_CALLER_JOINS 1
 Worker* g_caller = nullptr; /* the calling thread's worker (one: launches are serialised), guarded by launch_mu */
@@ -331,6 +344,9 @@ void caller_launch(Worker* w, Launch* L) {
             memset(&at, 0, sizeof at);
             at.it_value.tv_sec = static_cast<time_t>(L->deadline_ns / 1000000000u);
             at.it_value.tv_nsec = static_cast<long>(L->deadline_ns % 1000000000u);
+            at.it_interval.tv_nsec = 20000000; /* again every 20 ms, as the pool's workers are signalled: one that lands
+                                                 in runtime code leaves the stop to an abort check kernel code may
+                                                 never reach */
             timed = timer_settime(timer, TIMER_ABSTIME, &at, nullptr) == 0;
             if (!timed) timer_delete(timer);
         }
@@ -422,6 +438,7 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     if (!desc->sanitize && !desc->profile) self = caller_worker();
 #endif
     const uint32_t helpers = self ? n - 1 : n; /* pool workers taking part */
+    if (self && helpers) L->join_at_ns = monotonic_ns() + kJoinDelayNs;
     if (!ensure_workers(p, helpers, fault)) {
         fault->kind = MT_FAULT_INTERNAL;
         return MT_FAULT_INTERNAL;
@@ -445,15 +462,18 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
 #ifdef MT_CALLER_JOINS
     if (self) {
         caller_launch(self, L.get());
-        /* the threadgroups are all taken (or the launch stopped): a worker that has not woken up yet is not needed */
-        std::lock_guard<std::mutex> lk(p.mu);
-        for (uint32_t i = 0; i < helpers; ++i) {
-            Worker* w = p.workers[i];
-            if (w->busy && !w->joined) {
-                w->busy = false;
-                --L->remaining;
+        /* the threadgroups are all taken (or the launch stopped): a worker that has not joined yet is not needed */
+        {
+            std::lock_guard<std::mutex> lk(p.mu);
+            for (uint32_t i = 0; i < helpers; ++i) {
+                Worker* w = p.workers[i];
+                if (w->busy && !w->joined) {
+                    w->busy = false;
+                    --L->remaining;
+                }
             }
         }
+        p.work_cv.notify_all(); /* the workers still waiting to join see they are left out */
     }
 #endif
     wait_for_workers(p, L.get());

@@ -2,10 +2,11 @@
  * contract; kernel code only sees mt_runtime.h).
  *
  * Model: a persistent pool of OS worker threads, and the thread calling mt_launch, which takes part in its launch
- * too (runtime.cpp). A launch hands out threadgroups from an atomic counter; a worker runs one threadgroup at a time as one cooperative fiber per GPU thread. Fibers switch directly to one another
- * (runtime_fiber.cpp) when they block in a barrier or simd exchange (runtime_sched.cpp). Signals raised by kernel
- * code, runtime-detected faults and the watchdog all end in a siglongjmp to the worker's launch loop, which drops
- * the threadgroup (runtime_signals.cpp, runtime.cpp). The sanitizer keeps shadow state for threadgroup memory
+ * too (runtime.cpp). A launch hands out threadgroups from an atomic counter; a worker runs one threadgroup at a time
+ * as one cooperative fiber per GPU thread. Fibers switch directly to one another (runtime_fiber.cpp) when they
+ * block in a barrier or simd exchange (runtime_sched.cpp). Signals raised by kernel code, runtime-detected faults
+ * and the watchdog all end in a siglongjmp to the worker's launch loop, which drops the threadgroup
+ * (runtime_signals.cpp, runtime.cpp). The sanitizer keeps shadow state for threadgroup memory
  * (runtime_sanitizer.cpp).
  */
 #ifndef METILE_RUNTIME_INTERNAL_H
@@ -135,6 +136,7 @@ struct Launch {
     uint32_t participants = 0;
     uint32_t remaining = 0; /* pool workers still running (guarded by the pool mutex) */
     uint64_t deadline_ns = 0; /* CLOCK_MONOTONIC time the watchdog stops the launch at (0: none) */
+    uint64_t join_at_ns = 0;  /* a launch the caller runs too: when pool workers take it up (0: at once) */
     alignas(64) std::atomic<uint64_t> next_tg{0};
     alignas(64) std::atomic<int> abort{0};
     std::atomic<int> timed_out{0};
