@@ -84,3 +84,4 @@ def test_the_watchdog_stops_kernel_code_on_the_calling_thread():
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask
     out = np.ones(1, np.float32)
     cpu.dispatch_threads(fn, (1, 1, 1), (1, 1, 1), [out], timeout=5)
+
