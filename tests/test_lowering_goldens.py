@@ -46,7 +46,8 @@ def exchange(X, Y):
 
 @metile.kernel
 def memory(X, Y):
-    """A copy of 256 elements: vector loads and stores of 4, 2 runs per thread."""
+    """A copy of 256 elements: the load read by the store, a run-time loop over its 2 runs per thread of 4 (vector
+    loads and stores)."""
     offs = metile.arange(0, 256)
     metile.store(Y + offs, metile.load(X + offs))
 

@@ -5,7 +5,11 @@ decision instead of making it:
 - a tile load: in registers (`Blocked` over the threads of its group, runs of the plan's vector width where the
   tile has enough elements), or left in device memory (`InDevice`) when it is loaded only to be the operand of the
   `dot` that follows it, with nothing in between that writes memory, and it has at least `ROLL_SLOTS` elements
-  per thread that cannot move as vectors: the staging loop then reads it from memory once;
+  per thread that cannot move as vectors: the staging loop then reads it from memory once; also left there when
+  it is only the value of the store or tile atomic that follows it (`store(q, load(p))`, a copy or a gather), it
+  has at least `ROLL_SLOTS` elements per thread, and the store cannot write what a later element of the load
+  reads (`_apart`: another buffer the kernel never writes, or the very addresses it reads): the store's run-time
+  loop over the slots then reads each element (or run) where it writes it;
 - a product (`dot(a, b)`, `acc + dot(a, b)`): in simdgroup matrices (`Fragments`), the group's simdgroups arranged
   over its 8x8 pieces as squarely as the piece grid allows (so each loads the fewest operand fragments per step of
   k), with the slices of k `split_k` chose and replicas where the pieces are fewer than the simdgroups; the
@@ -31,10 +35,25 @@ from pyrsistent import pmap
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
 from metile.ir.node import children, walk
 from metile.ir.ops import BinOp, Stage
-from metile.ir.stmts import For, If, Kernel, Let, While
-from metile.ir.tile import ArgReduce, Dot, Join, MmaPlan, Permute, Reduce, Scan, SimdgroupRole, Take, Transpose
+from metile.ir.stmts import AtomicAdd, For, If, Kernel, Let, Store, While
+from metile.ir.tile import (
+    ArgReduce,
+    Broadcast,
+    Dot,
+    ExpandDims,
+    Join,
+    MmaPlan,
+    Permute,
+    Reduce,
+    Reshape,
+    Scan,
+    SimdgroupRole,
+    Take,
+    Transpose,
+)
 from metile.ir.types import DType
 from metile.ir.values import (
+    AddPtr,
     AtomicRMW,
     Binary,
     Bitcast,
@@ -43,6 +62,7 @@ from metile.ir.values import (
     Fma,
     IntToPtr,
     Load,
+    Param,
     Unary,
     Value,
     Var,
@@ -118,6 +138,7 @@ class _Assign:
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
+        self.written: set | None = None   # the buffers the kernel writes (`apart`), found when first asked
 
     def group_of(self, role: SimdgroupRole | None) -> Group:
         if role is None or role.role >= len(self.plan.roles):
@@ -263,11 +284,9 @@ class _Assign:
 
     def deferred_loads(self, stmts, group: Group) -> set[str]:
         """The tile loads among `stmts` to leave in device memory (see the module docstring): `name = load` read
-        only as an operand of a `dot` in a later `Let`, with only `Let`s of values that do not write memory in
-        between, and never read again."""
+        only as an operand of a `dot` in a later `Let`, or only as the value of the store (or tile atomic) that
+        follows, with only `Let`s of values that do not write memory in between, and never read again."""
         out: set[str] = set()
-        if not self.has_dots:   # a load is left in memory only for a product
-            return out
         stmts = list(stmts)
         depends = self.found.depends_on_name
         for i, s in enumerate(stmts):
@@ -275,18 +294,55 @@ class _Assign:
                 continue
             name, layout = s.var.name, self.blocked(s.value.type.size, group)
             slots = layout.vec * -(-s.value.type.size // (layout.threads * layout.vec))
-            if name in self.yielded or slots < ROLL_SLOTS or vector_width(self.axes, layout.vec, s.value.ptr) > 1:
+            if name in self.yielded or slots < ROLL_SLOTS:
                 continue
+            vectors = vector_width(self.axes, layout.vec, s.value.ptr) > 1
             for j in range(i + 1, len(stmts)):
                 t = stmts[j]
-                if not isinstance(t, Let):
+                if isinstance(t, (Store, AtomicAdd)) and depends(t.value, name):
+                    if (t.value == s.var and not depends(t.ptr, name) and not depends(t.mask, name)
+                            and t.ptr.type.shape == s.value.type.shape and self.apart(s.value.ptr, t.ptr)
+                            and not any(_reads(u, name, depends) for u in stmts[j + 1:])):
+                        out.add(name)
                     break
+                if not isinstance(t, Let) or any(isinstance(n, AtomicRMW) for n in walk(t.value)):
+                    break   # a statement that may write memory the load reads
                 if not depends(t.value, name):
                     continue
-                if _dot_operand(t.value, s.var, depends) and not any(_reads(u, name, depends) for u in stmts[j + 1:]):
+                if (self.has_dots and not vectors and _dot_operand(t.value, s.var, depends)
+                        and not any(_reads(u, name, depends) for u in stmts[j + 1:])):
                     out.add(name)
                 break
         return out
+
+    def apart(self, loaded: Value, stored: Value) -> bool:
+        """Whether a store through `stored` can never write what the load through `loaded` reads at another
+        element: the same pointer tile (each element read, then written, in place), or pointers into another
+        buffer argument than the one read, which the kernel never writes (when both are known)."""
+        if loaded == stored:
+            return True
+        src, dst = self.buffer_of(loaded), self.buffer_of(stored)
+        if src is None or dst is None or src == dst:
+            return False
+        if self.written is None:
+            written = set()
+            for n in self.found.of((Store, AtomicAdd, AtomicRMW)):
+                written.add(self.buffer_of(n.ptr))
+            self.written = written
+        return src not in self.written and None not in self.written
+
+    def buffer_of(self, ptr: Value) -> str | None:
+        """The buffer argument a pointer (tile) points into, when offsets from it are all it is."""
+        while True:
+            match ptr:
+                case Var(name) if name in self.defs:
+                    ptr = self.defs[name]
+                case AddPtr(base, _) | Broadcast(base) | ExpandDims(base) | Reshape(base):
+                    ptr = base
+                case Param(name):
+                    return name
+                case _:
+                    return None
 
 
 def _dot_operand(v: Value, var: Var, depends) -> bool:

@@ -26,9 +26,10 @@ import attrs
 import numpy as np
 
 from metile.emit.artifact import MslArtifact
-from metile.metal.args import dim3, run_options_problem, threadgroup_sizes
+from metile.metal.args import bind_arguments, dim3, run_options_problem, threadgroup_sizes
+from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import KernelBuilder
-from metile.metal.cpu.dispatch import CpuDispatch
+from metile.metal.cpu.dispatch import CpuDispatch, layout_key
 from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.placeholders import Placeholders
@@ -173,6 +174,7 @@ def _removed(full: KernelSignature, specialised: KernelSignature) -> tuple[Param
 
 
 _ffi_lock = threading.Lock()
+KEPT_DISPATCHES = 8   # dispatches a device keeps to take again (the most recently run)
 _kernel_ffis: dict[str, object] = {}
 
 
@@ -210,6 +212,7 @@ class CpuDevice:
         self.placeholders = Placeholders()   # what parameters without memory of their own point at
         self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
+        self._kept: dict[tuple, CpuDispatch] = {}   # dispatches to take again (`metile.metal.cpu.dispatch`)
 
     def __repr__(self) -> str:
         return f"<metile device 'cpu' ({self.compiler.family} {self.compiler.major}, {os.cpu_count()} cores)>"
@@ -309,10 +312,45 @@ class CpuDevice:
     def _run(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile, profile_only,
              uniform_barriers) -> Profile | None:
         n = sample_size(profile, profile_only)
+        if n is None and isinstance(fn, CpuFunction) and fn.library.device is self:
+            self._run_kept(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers)
+            return None
         d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only),
                           uniform_barriers)
         d.run()
         return None if n is None else d.profile()
+
+    def _run_kept(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers) -> None:
+        """Run a dispatch kept from an earlier one of the same kernel, grid and argument layouts, or a new one that
+        is kept in turn (see `metile.metal.cpu.dispatch`)."""
+        bound = bind_arguments(fn.signature, list(args), Buffer)
+        lk = layout_key(bound)
+        try:
+            key = (fn, groups, tpt, grid, tuple(tg_memory), lk,   # the options' types too: their checks see them
+                   *((type(o), o) for o in (sanitize, timeout, uniform_barriers)))
+            hash(key)
+        except TypeError:   # an argument the checks below refuse, or one they take but cannot key
+            key = lk = None
+        d = None
+        if lk is not None:
+            with self._lock:
+                d = self._kept.pop(key, None)
+        if d is None or not d.lock.acquire(blocking=False):
+            d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout,
+                              uniform_barriers=uniform_barriers, bound=bound)
+            d.lock.acquire()
+        else:
+            d.rebind(bound)
+        try:
+            d.run()
+        finally:
+            d.release()
+            d.lock.release()
+            if lk is not None:
+                with self._lock:
+                    self._kept[key] = d
+                    while len(self._kept) > KEPT_DISPATCHES:
+                        del self._kept[next(iter(self._kept))]
 
     def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
@@ -339,7 +377,7 @@ class CpuDevice:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
     def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile=None,
-                 profile_only=False, uniform_barriers=True) -> CpuDispatch:
+                 profile_only=False, uniform_barriers=True, bound=None) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
         if sanitize.__class__ is not bool or timeout is not None:
@@ -356,4 +394,4 @@ class CpuDevice:
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
         return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout, profile,
-                           profile_only, bool(uniform_barriers))
+                           profile_only, bool(uniform_barriers), bound)

@@ -9,6 +9,12 @@ descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
 strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. The
 runtime's watchpoints cover the bytes just before the array arguments (read-only ones first).
+
+A dispatch made by `dispatch_threadgroups` or `dispatch_threads` is kept (`CpuDevice`, a few of them) and taken again
+by a later one of the same kernel, grid and argument layouts (`layout_key`: each array's type, shape, strides and
+whether it is written; each scalar's size): `rebind` points it at the new arrays and copies the new scalars' bytes,
+so that a repeated launch neither allocates device memory nor fills a descriptor again. A kept dispatch holds no
+reference to the arrays of its last run (`release`).
 """
 
 from __future__ import annotations
@@ -58,17 +64,21 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes", "_watch", "profiled", "_shape")
+                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
-                 profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True):
+                 profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
+                 bound: list[BoundArg | None] | None = None):
         sig = fn.signature
-        bound = bind_arguments(sig, list(args), Buffer)
+        if bound is None:
+            bound = bind_arguments(sig, list(args), Buffer)
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
         # left unbound (None) point at placeholders (metile.metal.cpu.placeholders)
         ptrs = ffi.new("void*[]", max(len(bound), fn.buffer_slots, 1))
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
+        self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
+        self._scalar_memory: list[tuple[int, object]] = []   # the same for scalars
         self.ranges: list[BufferRange] = []
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
@@ -82,6 +92,9 @@ class CpuDispatch:
                 self.ranges.append(where)
                 continue
             ptrs[i] = self._stage(dev, b)
+            if not isinstance(b.value, Buffer):
+                (self._array_memory if isinstance(b.value, np.ndarray) else self._scalar_memory).append(
+                    (i, self.owned[-1]))
             self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
             if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
@@ -147,6 +160,19 @@ class CpuDispatch:
             ffi.memmove(mem, v, b.nbytes)
         return ffi.cast("void*", mem)
 
+    def rebind(self, bound: list[BoundArg | None]) -> None:
+        """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`): the arrays' contents
+        are copied in at the next run, the scalars' bytes now."""
+        self.arrays = [_Array(bound[i], mem) for i, mem in self._array_memory]
+        self.written = [a for a in self.arrays if a.bound.write_back]
+        for i, mem in self._scalar_memory:
+            b = bound[i]
+            ffi.memmove(mem, b.value, b.nbytes)
+
+    def release(self) -> None:
+        """Forget the arrays of the last run (a kept dispatch must not keep them alive)."""
+        self.arrays = self.written = []
+
     def run(self) -> None:
         """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault)."""
         for a in self.arrays:
@@ -175,3 +201,21 @@ class CpuDispatch:
 
     def __repr__(self) -> str:
         return f"<prepared CPU dispatch of {self.function.name}>"
+
+
+def layout_key(bound: list[BoundArg | None]) -> tuple | None:
+    """What a dispatch made for `bound` depends on besides its kernel and grid: each array's element type, shape,
+    strides, span and whether it is written back, each scalar's size, and which slots are left unbound; None when
+    `bound` holds a `metile.Buffer` (bound as it is: such a dispatch is not kept)."""
+    key = []
+    for b in bound:
+        v = None if b is None else b.value
+        if v is None:
+            key.append(b is None)
+        elif isinstance(v, np.ndarray):
+            key.append((v.dtype.str, v.shape, v.strides, b.nbytes, b.strided, b.write_back, v.flags.writeable))
+        elif isinstance(v, Buffer):
+            return None
+        else:
+            key.append(b.nbytes)
+    return tuple(key)

@@ -1,6 +1,16 @@
 /* runtime.cpp - the launch interface of the CPU runtime: worker pool, launch validation and watchdog, fault
  * records, device buffers.
  *
+ * The thread calling mt_launch runs threadgroups too, as a worker of its own (caller_worker), rather than only
+ * waiting for the pool: a launch then starts at once, and a small one (one threadgroup, or one the caller finishes
+ * before the pool's threads are scheduled) needs no other thread at all. Pool workers take a launch up only once it
+ * has run kJoinDelayNs on the caller alone, and those that have not taken it up when the caller has run out of
+ * threadgroups are left out of it (Worker::joined), so the caller waits only for threadgroups that are running.
+ * While it runs kernel code the caller has the runtime's signal stack, floating-point environment, watchpoints and
+ * watchdog signal (a POSIX timer aimed at the thread, since no one else watches it), and gets its own back
+ * afterwards (its debug registers too). Sanitized and profiled launches (and platforms without thread-directed
+ * timers) keep to the pool.
+ *
  * Build (one shared library from all runtime*.cpp files):
  *   g++ -std=c++17 -O2 -fPIC -shared -pthread -U_FORTIFY_SOURCE -fvisibility=hidden -I<this dir> runtime*.cpp
  *       -o libmetile_cpu_rt.so -ldl
@@ -14,6 +24,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -125,8 +137,16 @@ void* worker_main(void* arg) {
             std::unique_lock<std::mutex> lk(p.mu);
             p.work_cv.wait(lk, [&] { return p.gen != w->seen_gen; });
             w->seen_gen = p.gen;
-            if (!w->busy) continue; /* not a participant of this launch */
+            if (!w->busy) continue; /* not a participant of this launch (or left out of it) */
             L = p.launch;
+            if (L->join_at_ns) { /* the caller runs it too: join only if it lasts */
+                const auto at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(L->join_at_ns));
+                const uint64_t gen = p.gen;
+                /* left out (the caller finished it alone), or even a later launch begun: L is gone */
+                p.work_cv.wait_until(lk, at, [&] { return !w->busy || p.gen != gen; });
+                if (!w->busy || p.gen != gen) continue;
+            }
+            w->joined = true;
         }
         worker_launch(w, L);
         {
@@ -241,9 +261,8 @@ void locate_pc(const void* pc, char* module, size_t module_len, uint64_t* offset
 /* Waits for the workers; past the timeout, aborts the launch and signals the busy workers until they stop. */
 void wait_for_workers(Pool& p, Launch* L) {
     std::unique_lock<std::mutex> lk(p.mu);
-    const double t = L->d.timeout_s;
-    if (t > 0 && t < 1e9) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(t);
+    if (L->deadline_ns) {
+        const auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(L->deadline_ns));
         if (p.done_cv.wait_until(lk, deadline, [&] { return L->remaining == 0; })) return;
         L->timed_out.store(1);
         L->abort.store(1);
@@ -257,6 +276,95 @@ void wait_for_workers(Pool& p, Launch* L) {
     }
     p.done_cv.wait(lk, [&] { return L->remaining == 0; });
 }
+
+uint64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+/* How long the caller runs a launch alone before the pool workers take it up: a launch shorter than this needs no
+ * other thread (no wake-up to wait for, no thread of another process or of torch's OpenMP team to share cores with);
+ * a longer one loses at most this much of its parallel time. */
+constexpr uint64_t kJoinDelayNs = 200000;
+
+#if defined(__linux__) && defined(SIGEV_THREAD_ID)
+#define MT_CALLER_JOINS 1
+Worker* g_caller = nullptr; /* the calling thread's worker (one: launches are serialised), guarded by launch_mu */
+
+/* The worker the calling thread runs threadgroups as; null when it cannot be made (the pool alone then). */
+Worker* caller_worker() {
+    Worker* w = g_caller;
+    const pthread_t self = pthread_self();
+    if (!w) {
+        void* alt = mmap(nullptr, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (alt == MAP_FAILED) return nullptr;
+        w = new Worker();
+        w->id = UINT32_MAX;
+        w->caller = true;
+        w->sgs = new Simdgroup[kMaxSimdgroups];
+        w->tg = new Threadgroup();
+        w->altstack = static_cast<char*>(alt);
+        w->thread = self;
+        w->next_worker = g_worker_list.load(std::memory_order_relaxed);
+        g_worker_list.store(w, std::memory_order_release);
+        g_caller = w;
+    } else if (!pthread_equal(w->thread, self)) {
+        watch_forget(w); /* its watchpoints are another thread's */
+        w->thread = self;
+    }
+    return w;
+}
+
+/* Runs the launch's threadgroups on the calling thread, as worker `w`, and restores the thread's own signal mask,
+ * signal stack and floating-point environment afterwards. */
+void caller_launch(Worker* w, Launch* L) {
+    const int dog = watchdog_signal();
+    sigset_t block, saved_mask;
+    sigemptyset(&block);
+    sigaddset(&block, dog);
+    pthread_sigmask(SIG_BLOCK, &block, &saved_mask);
+    stack_t ss, saved_stack;
+    ss.ss_sp = w->altstack;
+    ss.ss_size = 64 * 1024;
+    ss.ss_flags = 0;
+    sigaltstack(&ss, &saved_stack);
+    fenv_t saved_env;
+    fegetenv(&saved_env);
+    timer_t timer;
+    bool timed = false;
+    if (L->deadline_ns) {
+        sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = dog;
+        ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) == 0) {
+            itimerspec at;
+            memset(&at, 0, sizeof at);
+            at.it_value.tv_sec = static_cast<time_t>(L->deadline_ns / 1000000000u);
+            at.it_value.tv_nsec = static_cast<long>(L->deadline_ns % 1000000000u);
+            at.it_interval.tv_nsec = 20000000; /* again every 20 ms, as the pool's workers are signalled: one that lands
+                                                 in runtime code leaves the stop to an abort check kernel code may
+                                                 never reach */
+            timed = timer_settime(timer, TIMER_ABSTIME, &at, nullptr) == 0;
+            if (!timed) timer_delete(timer);
+        }
+    }
+    tl_worker = w;
+    if (timed || !L->deadline_ns) worker_launch(w, L); /* unblocks the watchdog signal while it runs */
+    tl_worker = nullptr;
+    watch_forget(w); /* the thread's debug registers are its own again (its code must never trap on ours) */
+    if (timed) {
+        timer_delete(timer);
+        const timespec now{0, 0};
+        while (sigtimedwait(&block, nullptr, &now) > 0) {} /* a signal the timer sent before it was deleted */
+    }
+    fesetenv(&saved_env);
+    sigaltstack(&saved_stack, nullptr);
+    pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
+}
+#endif
 
 } // namespace
 
@@ -323,29 +431,57 @@ MT_EXPORT int32_t mt_launch(const mt_launch_desc* desc, mt_fault* fault) {
     L->id = p.next_launch_id++;
     const uint32_t want = desc->workers ? desc->workers : default_workers();
     const uint32_t n = static_cast<uint32_t>(L->total_tgs < want ? L->total_tgs : want);
-    if (!ensure_workers(p, n, fault)) {
+    if (desc->timeout_s > 0 && desc->timeout_s < 1e9)
+        L->deadline_ns = monotonic_ns() + static_cast<uint64_t>(desc->timeout_s * 1e9);
+    Worker* self = nullptr;
+#ifdef MT_CALLER_JOINS
+    if (!desc->sanitize && !desc->profile) self = caller_worker();
+#endif
+    const uint32_t helpers = self ? n - 1 : n; /* pool workers taking part */
+    if (self && helpers) L->join_at_ns = monotonic_ns() + kJoinDelayNs;
+    if (!ensure_workers(p, helpers, fault)) {
         fault->kind = MT_FAULT_INTERNAL;
         return MT_FAULT_INTERNAL;
     }
     L->participants = n;
-    L->remaining = n;
+    L->remaining = helpers;
     install_handlers();
-    {
-        std::lock_guard<std::mutex> lk(p.mu);
-        for (uint32_t i = 0; i < n; ++i) {
-            p.workers[i]->busy = true;
-            p.workers[i]->launch = L.get();
+    if (helpers) {
+        {
+            std::lock_guard<std::mutex> lk(p.mu);
+            for (uint32_t i = 0; i < helpers; ++i) {
+                p.workers[i]->busy = true;
+                p.workers[i]->joined = false;
+                p.workers[i]->launch = L.get();
+            }
+            p.launch = L.get();
+            ++p.gen;
         }
-        p.launch = L.get();
-        ++p.gen;
+        p.work_cv.notify_all();
     }
-    p.work_cv.notify_all();
+#ifdef MT_CALLER_JOINS
+    if (self) {
+        caller_launch(self, L.get());
+        /* the threadgroups are all taken (or the launch stopped): a worker that has not joined yet is not needed */
+        {
+            std::lock_guard<std::mutex> lk(p.mu);
+            for (uint32_t i = 0; i < helpers; ++i) {
+                Worker* w = p.workers[i];
+                if (w->busy && !w->joined) {
+                    w->busy = false;
+                    --L->remaining;
+                }
+            }
+        }
+        p.work_cv.notify_all(); /* the workers still waiting to join see they are left out */
+    }
+#endif
     wait_for_workers(p, L.get());
     restore_handlers();
     {
         std::lock_guard<std::mutex> lk(p.mu);
         p.launch = nullptr;
-        for (uint32_t i = 0; i < n; ++i) p.workers[i]->launch = nullptr;
+        for (uint32_t i = 0; i < helpers; ++i) p.workers[i]->launch = nullptr;
     }
     if (L->timed_out.load() && !L->claimed.load()) {
         L->fault.kind = MT_FAULT_HANG;

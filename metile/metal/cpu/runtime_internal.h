@@ -1,11 +1,12 @@
 /* runtime_internal.h - data structures shared by the runtime*.cpp files of the CPU runtime (not part of the
  * contract; kernel code only sees mt_runtime.h).
  *
- * Model: a persistent pool of OS worker threads. A launch hands out threadgroups from an atomic counter; a worker
- * runs one threadgroup at a time as one cooperative fiber per GPU thread. Fibers switch directly to one another
- * (runtime_fiber.cpp) when they block in a barrier or simd exchange (runtime_sched.cpp). Signals raised by kernel
- * code, runtime-detected faults and the watchdog all end in a siglongjmp to the worker's launch loop, which drops
- * the threadgroup (runtime_signals.cpp, runtime.cpp). The sanitizer keeps shadow state for threadgroup memory
+ * Model: a persistent pool of OS worker threads, and the thread calling mt_launch, which takes part in its launch
+ * too (runtime.cpp). A launch hands out threadgroups from an atomic counter; a worker runs one threadgroup at a time
+ * as one cooperative fiber per GPU thread. Fibers switch directly to one another (runtime_fiber.cpp) when they
+ * block in a barrier or simd exchange (runtime_sched.cpp). Signals raised by kernel code, runtime-detected faults
+ * and the watchdog all end in a siglongjmp to the worker's launch loop, which drops the threadgroup
+ * (runtime_signals.cpp, runtime.cpp). The sanitizer keeps shadow state for threadgroup memory
  * (runtime_sanitizer.cpp).
  */
 #ifndef METILE_RUNTIME_INTERNAL_H
@@ -133,7 +134,9 @@ struct Launch {
     uint64_t id = 0;
     uint64_t total_tgs = 0;
     uint32_t participants = 0;
-    uint32_t remaining = 0; /* workers still running (guarded by the pool mutex) */
+    uint32_t remaining = 0; /* pool workers still running (guarded by the pool mutex) */
+    uint64_t deadline_ns = 0; /* CLOCK_MONOTONIC time the watchdog stops the launch at (0: none) */
+    uint64_t join_at_ns = 0;  /* a launch the caller runs too: when pool workers take it up (0: at once) */
     alignas(64) std::atomic<uint64_t> next_tg{0};
     alignas(64) std::atomic<int> abort{0};
     std::atomic<int> timed_out{0};
@@ -226,6 +229,8 @@ struct alignas(64) Worker {
     Worker* next_worker = nullptr; /* list of all workers, read by signal handlers */
     uint64_t seen_gen = 0;
     bool busy = false;
+    bool joined = false; /* it took up the launch it is busy with (one that has not may be left out of it) */
+    bool caller = false; /* the worker of the thread calling mt_launch (runtime.cpp), not of the pool */
     char* altstack = nullptr;
 };
 
@@ -264,6 +269,8 @@ size_t buffer_front_bytes(const void* start);
  * before it runs the launch's threadgroups, and the index in L->watch of a watched address (-1: not one). */
 void watch_plan(const mt_launch_desc* d, WatchPlan& plan);
 void watch_apply(Worker* w, const WatchPlan& plan);
+/* Close a worker's watchpoints (they belong to the thread that opened them): the next watch_apply reopens them. */
+void watch_forget(Worker* w);
 int watch_slot(const Launch* L, uintptr_t addr);
 
 /* runtime_signals.cpp */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <link.h>
 #include <stdio.h>
+#include <time.h>
 #include <ucontext.h>
 
 namespace mtrt {
@@ -135,6 +136,15 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
             L->watch_hit = slot;
         }
         abandon(w);
+    }
+    if (watchdog && L && w->caller && L->deadline_ns && !L->timed_out.load(std::memory_order_relaxed)) {
+        /* the calling thread's own timer (runtime.cpp): past the deadline, the launch has timed out */
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec) >= L->deadline_ns) {
+            L->timed_out.store(1);
+            L->abort.store(1);
+        }
     }
     if (!L || !w->in_kernel || !w->cur || (watchdog && !L->timed_out.load(std::memory_order_relaxed))) {
         if (!watchdog) chain(sig, si, ucv);

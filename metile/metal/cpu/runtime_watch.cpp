@@ -133,6 +133,15 @@ void watch_apply(Worker* w, const WatchPlan& plan) {
 #endif
 }
 
+void watch_forget(Worker* w) {
+#ifdef MT_WATCH
+    close_watches(w);
+    w->watch_state = 0;
+#else
+    (void)w;
+#endif
+}
+
 int watch_slot(const Launch* L, uintptr_t addr) {
     for (uint32_t i = 0; i < L->watch.n; ++i)
         if (L->watch.addr[i] == addr) return static_cast<int>(i);

@@ -40,7 +40,7 @@ from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import rolled as RL
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
-from metile.rewrite.lower.state import Block, Pt
+from metile.rewrite.lower.state import Block, Lazy, Pt
 from metile.rewrite.staging import staging_row_spacing
 
 STAGE_VECTOR = 4   # elements per run when a tile is staged from device memory
@@ -123,40 +123,89 @@ def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
         return
     layout = V.layout(blk, ptr.type.size)
     width = run_width(blk, layout, ptr) if cls is Store else 1
-    mats = RL.rollable(blk, layout, (ptr, value, mask)) if width == 1 else None
-    if mats is not None:
-        for rep in mats:
-            MU.mma_in_scratch(blk, rep, s)
-
-        def one(b: Block, slot: Value) -> None:
-            pt = V.slot_pt(b, layout, slot, shape)
-            guard = mo.both(V.at(b, mask, pt), V.guard(b, layout, slot))
-            b.emit(cls(V.at(b, ptr, pt), V.at(b, value, pt), guard, loc=b.loc))
-
-        RL.slot_loop(blk, layout, one)
+    loaded = deferred(blk, value)
+    if loaded is not None and width > 1 and run_width(blk, layout, loaded.ptr) < width:
+        loaded = None   # read element by element into the store's vectors
+    reps = RL.rollable(blk, layout, (ptr, value, mask)) if width == 1 or loaded is not None else None
+    if reps is not None:
+        RL.publish_before(blk, reps, s)
+        step = Var(blk.fresh("s"), TileType(DType.I32))
+        inner = blk.body()
+        store_run(inner, cls, layout, width, ptr, value, mask, loaded, step)
+        blk.emit(For(step, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], inner.out, [], [],
+                     loc=blk.loc))
         return
     whole = width > 1 and whole_runs(blk, mask, ptr, width)
     for first in range(0, layout.slots, width):
-        slots = range(first, first + width)
+        store_run(blk, cls, layout, width, ptr, value, mask, None, first, whole)
+
+
+def deferred(blk: Block, value: Value) -> Load | None:
+    """The tile load `value` names when `assign_layouts` left it in device memory for this store to read."""
+    if isinstance(value, Var):
+        rep = blk.lookup(value.name)
+        if isinstance(rep, Lazy) and isinstance(rep.expr, Load):
+            return rep.expr
+    return None
+
+
+def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, loaded: Load | None, first,
+              whole: bool = False) -> None:
+    """The store of the `width` slots from `first` (an int, or a run-time slot): one store per slot, or one vector
+    store where every slot's mask holds; `loaded`, a deferred load the value is, read as one vector there too.
+    `whole`: the mask is one value over the run (`whole_runs`), so the run is one vector store or none."""
+    shape = ptr.type.shape
+    slots = [first + j if isinstance(first, int) else mo.add(first, mo.const(j)) if j else first
+             for j in range(width)]
+    if isinstance(first, int) or width == 1 or layout.has_padding or shape[-1] % width:
         pts = [V.slot_pt(blk, layout, s, shape) for s in slots]
-        if whole:   # the run wholly inside the mask, or wholly outside it (storing nothing)
-            cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
-            vec = VecStore(V.at(blk, ptr, pts[0]), MakeVector([V.at(blk, value, pt) for pt in pts]), loc=blk.loc)
-            blk.emit(vec if cond is None else If(cond, [vec], loc=blk.loc))
-            continue
-        masks = [mo.both(V.at(blk, mask, pt), V.guard(blk, layout, s)) for s, pt in zip(slots, pts)]
-        scalar = [cls(V.at(blk, ptr, pt), V.at(blk, value, pt), m, loc=blk.loc) for pt, m in zip(pts, masks)]
-        if width == 1:
-            blk.emit(scalar[0])
-            continue
-        cond = mo.all_of(masks)
-        if cond is not None and all(speculable(x.value) for x in scalar):
-            # the run's values once, before the test, for both of its paths (and for later statements that share
-            # their subexpressions), instead of once in each path
-            scalar = [x if x.value.__class__ in _LEAVES else cls(x.ptr, blk.let(x.value, "st"), x.mask, loc=x.loc)
-                      for x in scalar]
-        vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
-        blk.emit(vec if cond is None else If(cond, [vec], scalar, loc=blk.loc))
+    else:   # a run at a run-time slot lies in one row: its elements' coordinates follow the first's
+        p0 = V.slot_pt(blk, layout, first, shape)
+        cs = V.coords(blk, p0)
+        pts = [p0, *(Pt(shape, mo.add(p0.flat, mo.const(j)), None, (*cs[:-1], mo.add(cs[-1], mo.const(j))))
+                     for j in range(1, width))]
+    if whole and loaded is None:   # the run wholly inside the mask, or wholly outside it (storing nothing)
+        cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
+        vec = VecStore(V.at(blk, ptr, pts[0]), MakeVector([V.at(blk, value, pt) for pt in pts]), loc=blk.loc)
+        blk.emit(vec if cond is None else If(cond, [vec], loc=blk.loc))
+        return
+    guards = [V.guard(blk, layout, s) for s in slots]
+    masks = [mo.both(V.at(blk, mask, pt), g) for pt, g in zip(pts, guards)]
+    if width == 1 or loaded is not None:
+        ptrs = [V.at(blk, ptr, pt) for pt in pts]
+        if loaded is None:
+            blk.emit(cls(ptrs[0], V.at(blk, value, pts[0]), masks[0], loc=blk.loc))
+            return
+        # the deferred load's elements, each where its own mask (and the slot's guard) holds
+        slow = []
+        for p, pt, m, g in zip(ptrs, pts, masks, guards):
+            x = Var(blk.fresh("ld"), loaded.type.with_shape(()))
+            read = mo.both(V.at(blk, loaded.mask, pt), g)
+            other = V.at(blk, loaded.other, pt) if read is not None else None
+            slow += [Let(x, Load(V.at(blk, loaded.ptr, pt), read, other, loaded.volatile), loc=loaded.loc),
+                     cls(p, x, m, loc=blk.loc)]
+        # every element stored and read (the same conditions once where the load's mask is the store's)
+        conds = list(dict.fromkeys(x for x in [*masks, *(V.at(blk, loaded.mask, pt) for pt in pts)] if x is not None))
+        cond = mo.all_of(conds) if width > 1 else False
+        if width == 1 or cond is False:
+            for x in slow:
+                blk.emit(x)
+            return
+        vec = Var(blk.fresh("ld"), VecLoad(V.at(blk, loaded.ptr, pts[0]), width).type)
+        fast = [Let(vec, VecLoad(V.at(blk, loaded.ptr, pts[0]), width), loc=loaded.loc),
+                VecStore(ptrs[0], vec, loc=blk.loc)]
+        for x in fast if cond is None else [If(cond, fast, slow, loc=blk.loc)]:
+            blk.emit(x)
+        return
+    scalar = [cls(V.at(blk, ptr, pt), V.at(blk, value, pt), m, loc=blk.loc) for pt, m in zip(pts, masks)]
+    cond = mo.all_of(masks)
+    if cond is not None and all(speculable(x.value) for x in scalar):
+        # the run's values once, before the test, for both of its paths (and for later statements that share
+        # their subexpressions), instead of once in each path
+        scalar = [x if x.value.__class__ in _LEAVES else cls(x.ptr, blk.let(x.value, "st"), x.mask, loc=x.loc)
+                  for x in scalar]
+    vec = VecStore(scalar[0].ptr, MakeVector([x.value for x in scalar]), loc=blk.loc)
+    blk.emit(vec if cond is None else If(cond, [vec], scalar, loc=blk.loc))
 
 
 _LEAVES = (Const, Param, Var)

@@ -8,16 +8,19 @@ cannot address), a store of the tile, or its publication to threadgroup memory, 
 when unrolled, and the Metal compiler unrolls the constant trip count again. Code size, and the
 compiler's own time, then grow with the statement instead of with the tile.
 
-Readable at a run-time slot: pure expressions, per-thread scalars, role channels, and `dot` results
-held in simdgroup matrices (copied to scratch once, before the loop). A tile loaded only to be staged
-for the `dot` that follows it (`assign_layouts` leaves it `in_device`) is read from device memory where its
-staging needs an element (`deferred_load`), which reads device memory and writes threadgroup memory in one pass.
+Readable at a run-time slot: pure expressions, per-thread scalars, role channels, `dot` results held in
+simdgroup matrices (copied to scratch once, before the loop), and the `convert_layout` of a tile held in registers
+(published to scratch once, before the loop, as the unrolled statement would publish it). A tile loaded only to be
+staged for the `dot` that follows it, or only to be stored (`assign_layouts` leaves it `in_device`), is read from
+device memory where its staging or its store needs an element (`deferred_load`; a store reads a run of them as one
+vector where it writes one, `memory.store_run`), so that the data moves in one pass.
 """
 
 from __future__ import annotations
 
 from metile.ir.node import children
 from metile.ir.stmts import For
+from metile.ir.tile import ConvertLayout
 from metile.ir.types import DType, TileType
 from metile.ir.values import Load, Value, Var
 from metile.layout import Layout
@@ -26,8 +29,9 @@ from metile.rewrite.distribute import Blocked
 from metile.rewrite.layouts import ROLL_SLOTS
 from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
+from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import values as V
-from metile.rewrite.lower.state import Block, Channel, Lazy, Mma, Scalar
+from metile.rewrite.lower.state import Block, Channel, Lazy, Mma, Regs, Scalar
 from metile.rewrite.scan import HEAVY
 
 
@@ -50,8 +54,9 @@ def slot_loop(blk: Block, layout: Blocked, body) -> None:
 
 
 def rollable(blk: Block, layout: Blocked, vs) -> list | None:
-    """The matrices (`Mma`) that `vs` read, to copy to scratch before a loop over `layout`'s slots; None
-    when the slots should stay unrolled (too few, or a value held in registers)."""
+    """The matrices (`Mma`) that `vs` read, and the register tiles (`Regs`) they read through a `convert_layout`,
+    to put in scratch before a loop over `layout`'s slots (`publish_before`); None when the slots should stay
+    unrolled (too few, or a value read from registers where it is held)."""
     if layout.slots < ROLL_SLOTS:
         return None
     mats: list = []
@@ -63,6 +68,14 @@ def rollable(blk: Block, layout: Blocked, vs) -> list | None:
             continue
         seen.add(id(n))
         rep = None
+        if isinstance(n, ConvertLayout):
+            held, _ = X.named_rep(blk, n.x)
+            if isinstance(held, Regs):   # read back from scratch at any element
+                if held not in mats:
+                    mats.append(held)
+                continue
+            stack.append(n.x)
+            continue
         if isinstance(n, Var):
             rep = blk.lookup(n.name)
         elif isinstance(n, HEAVY) or dot_acc(n):
@@ -80,6 +93,16 @@ def rollable(blk: Block, layout: Blocked, vs) -> list | None:
     return mats
 
 
+def publish_before(blk: Block, reps: list, why) -> None:
+    """Put what `rollable` found in scratch, once, before the loop reads it there."""
+    regs = [r for r in reps if isinstance(r, Regs) and id(r) not in blk.kernel.published]
+    if regs:
+        X.publish_regs(blk, regs, why)
+    for rep in reps:
+        if isinstance(rep, Mma):
+            MU.mma_in_scratch(blk, rep, why)
+
+
 def deferred_load(blk: Block, load: Load, pt) -> Value:
     """Element `pt` of a deferred tile load, read where it is needed (located at the load's line)."""
     return blk.let(Load(V.at(blk, load.ptr, pt), V.at(blk, load.mask, pt),
@@ -87,4 +110,4 @@ def deferred_load(blk: Block, load: Load, pt) -> Value:
 
 
 
-__all__ = ["deferred_load", "rollable", "slot_loop", "slot_offset"]
+__all__ = ["deferred_load", "publish_before", "rollable", "slot_loop", "slot_offset"]
