@@ -11,13 +11,12 @@ reading both, or tiles that threads hold, and values other than the result itsel
 from __future__ import annotations
 
 from metile.ir.metal import Extract
-from metile.ir.node import children
+from metile.ir.node import Node, children, map_children
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Unary, Value, Var, Where
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.driver import substitute
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
@@ -70,8 +69,55 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     zero = mo.const(0)
     pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
             (hole, zero) if axis == 0 else (zero, hole))
-    found = V.at(blk, v, pt)
-    return [substitute(found, {hole: c}) for c in coords]
+    return fill(V.at(blk, v, pt), hole, coords)
+
+
+def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
+    """`v` with the name `hole` replaced by each of `values`; only the nodes that hold `hole` are rebuilt (found
+    once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
+    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it."""
+    holds: dict[int, bool] = {id(hole): True}
+
+    def has(n: Node) -> bool:
+        found = holds.get(id(n))
+        if found is None:
+            cls = n.__class__
+            if cls is Binary or cls is Compare:
+                found = has(n.lhs) | has(n.rhs)
+            else:
+                found = any([has(c) for c in children(n)])
+            holds[id(n)] = found
+        return found
+
+    out = []
+    for value in values:
+        done: dict[int, Node] = {id(hole): value}
+
+        def put(n: Node, done=done) -> Node:
+            if not has(n):
+                return n
+            found = done.get(id(n))
+            if found is None:
+                cls = n.__class__
+                if cls is Binary:
+                    a, b = put(n.lhs), put(n.rhs)
+                    if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and \
+                            n.type.dtype is DType.I32:
+                        found = _FOLDED[n.op](a, b)
+                    else:
+                        found = Binary(n.op, a, b, loc=n.loc)
+                elif cls is Compare:
+                    found = Compare(n.op, put(n.lhs), put(n.rhs), loc=n.loc)
+                else:
+                    found = map_children(put, n)
+                done[id(n)] = found
+            return found
+
+        out.append(put(v))
+    return out
+
+
+_FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
 
 
 def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
@@ -152,4 +198,4 @@ def readable_anywhere(blk: Block, v: Value) -> bool:
     return True
 
 
-__all__ = ["at_lines", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
+__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]

@@ -36,6 +36,7 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import BIG, vector_width
 from metile.rewrite.distribute import Blocked, blocked
 from metile.rewrite.layouts import ROLL_SLOTS
+from metile.rewrite.lower import lines as LN
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import rolled as RL
 from metile.rewrite.lower import statements as S
@@ -217,7 +218,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
         dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
         guard = V.guard(b, layout, first)
-        masks = [V.at(b, load.mask, p) for p in pts] if load.mask is not None else []
+        masks = along_run(b, load.mask, p0, r, c, pts) if load.mask is not None else []
         first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
         conds = [*masks, guard]
         if not proven:
@@ -239,9 +240,9 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
             slow = []
-            for j, (p, m) in enumerate(zip(pts, masks)):
+            others = along_run(b, load.other, p0, r, c, pts) if load.other is not None else [zero] * width
+            for j, (m, other) in enumerate(zip(masks, others)):
                 x = Var(b.fresh("el"), load.type.with_shape(()))
-                other = V.at(b, load.other, p) if load.other is not None else zero
                 element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
                 slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
@@ -259,6 +260,17 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
             run(blk.nested(), first)
     return True
 
+
+def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt]) -> list[Value]:
+    """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
+    goes along the row. A tile any thread can compute (`lines.readable_anywhere`: a mask of bounds checks) is
+    evaluated once, at a name standing for the offset along the run, which is then replaced by each offset
+    (`lines.fill`); another element by element."""
+    if not LN.readable_anywhere(blk, v):
+        return [V.at(blk, v, p) for p in pts]
+    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+    found = V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole))))
+    return LN.fill(found, hole, [mo.const(j) for j in range(len(pts))])
 
 
 def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:
