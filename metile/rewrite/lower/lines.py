@@ -77,43 +77,38 @@ def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
     once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
     operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it."""
     holds: dict[int, bool] = {id(hole): True}
+    path: list[Node] = []   # the nodes holding `hole`, each after those it holds
 
     def has(n: Node) -> bool:
         found = holds.get(id(n))
         if found is None:
-            cls = n.__class__
-            if cls is Binary or cls is Compare:
-                found = has(n.lhs) | has(n.rhs)
-            else:
-                found = any([has(c) for c in children(n)])
+            found = False
+            for c in (n.lhs, n.rhs) if n.__class__ is Binary or n.__class__ is Compare else children(n):
+                found = has(c) or found
             holds[id(n)] = found
+            if found:
+                path.append(n)
         return found
 
+    if not has(v):
+        return [v] * len(values)
     out = []
     for value in values:
         done: dict[int, Node] = {id(hole): value}
-
-        def put(n: Node, done=done) -> Node:
-            if not has(n):
-                return n
-            found = done.get(id(n))
-            if found is None:
-                cls = n.__class__
-                if cls is Binary:
-                    a, b = put(n.lhs), put(n.rhs)
-                    if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and \
-                            n.type.dtype is DType.I32:
-                        found = _FOLDED[n.op](a, b)
-                    else:
-                        found = Binary(n.op, a, b, loc=n.loc)
-                elif cls is Compare:
-                    found = Compare(n.op, put(n.lhs), put(n.rhs), loc=n.loc)
+        get = done.get
+        for n in path:
+            cls = n.__class__
+            if cls is Binary:
+                a, b = get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs)
+                if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
+                    done[id(n)] = _FOLDED[n.op](a, b)
                 else:
-                    found = map_children(put, n)
-                done[id(n)] = found
-            return found
-
-        out.append(put(v))
+                    done[id(n)] = Binary(n.op, a, b, loc=n.loc)
+            elif cls is Compare:
+                done[id(n)] = Compare(n.op, get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs), loc=n.loc)
+            else:
+                done[id(n)] = map_children(lambda c, get=get: get(id(c), c), n)
+        out.append(done[id(v)])
     return out
 
 
