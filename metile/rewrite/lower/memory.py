@@ -208,6 +208,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     proven = vector_width(blk.facts.axes, width, load.ptr) == width
 
     spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+    # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
+    anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
 
     def run(b: Block, first) -> None:
         p0 = V.slot_pt(b, layout, first, shape)
@@ -218,7 +220,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
         dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
         guard = V.guard(b, layout, first)
-        masks = along_run(b, load.mask, p0, r, c, pts) if load.mask is not None else []
+        masks = along_run(b, load.mask, p0, r, c, pts, anywhere[id(load.mask)]) if load.mask is not None else []
         first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
         conds = [*masks, guard]
         if not proven:
@@ -240,7 +242,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
             slow = []
-            others = along_run(b, load.other, p0, r, c, pts) if load.other is not None else [zero] * width
+            others = (along_run(b, load.other, p0, r, c, pts, anywhere[id(load.other)]) if load.other is not None
+                      else [zero] * width)
             for j, (m, other) in enumerate(zip(masks, others)):
                 x = Var(b.fresh("el"), load.type.with_shape(()))
                 element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
@@ -249,7 +252,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         b.emit(If(cond, fast, slow, loc=b.loc))
 
     runs = layout.slots // width
-    if runs * width >= ROLL_SLOTS and RL.rollable(blk, layout, [v]) == []:
+    # operands any thread computes read no registers and no matrices: the run-time loop needs no walk to know it
+    if runs * width >= ROLL_SLOTS and (all(anywhere.values()) or RL.rollable(blk, layout, [v]) == []):
         s = Var(blk.fresh("s"), TileType(DType.I32))
         inner = blk.body()
         run(inner, s)
@@ -261,12 +265,12 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     return True
 
 
-def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt]) -> list[Value]:
+def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt], anywhere: bool) -> list[Value]:
     """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
-    goes along the row. A tile any thread can compute (`lines.readable_anywhere`: a mask of bounds checks) is
-    evaluated once, at a name standing for the offset along the run, which is then replaced by each offset
-    (`lines.fill`); another element by element."""
-    if not LN.readable_anywhere(blk, v):
+    goes along the row. A tile any thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of
+    bounds checks) is evaluated once, at a name standing for the offset along the run, which is then replaced by
+    each offset (`lines.fill`); another element by element."""
+    if not anywhere:
         return [V.at(blk, v, p) for p in pts]
     hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
     found = V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole))))
