@@ -10,6 +10,8 @@ operand read straight from device memory is staged in runs of `STAGE_VECTOR` (`s
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir.metal import Builtin, Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import walk
 from metile.ir.ops import BinOp, CmpOp
@@ -45,6 +47,9 @@ from metile.rewrite.lower.state import Block, Pt
 from metile.rewrite.staging import staging_row_spacing
 
 STAGE_VECTOR = 4   # elements per run when a tile is staged from device memory
+
+_row_spacing = functools.lru_cache(maxsize=256)(staging_row_spacing)
+"""`staging_row_spacing`, a function of a few integers that tries several spacings, once per tile geometry."""
 
 
 def run_width(blk: Block, layout: Blocked, ptr: Value) -> int:
@@ -207,7 +212,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     layout = blocked(v.type.size, blk.group.threads, width)
     proven = vector_width(blk.facts.axes, width, load.ptr) == width
 
-    spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+    spacing = _row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
     # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
     anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
 
