@@ -54,7 +54,9 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
         for e in (0, 1):
             pt = points[p][e] if points is not None else None
             x = Extract(held.mats[p], e) if direct else V.at(blk, value, pt)
-            m = mo.all_of([row_ok[i], col_ok[2 * j + e], *(V.at(blk, t, pt) for t in mixed)])
+            m = mo.both(row_ok[i], col_ok[2 * j + e])
+            if mixed:
+                m = mo.all_of([m, *(V.at(blk, t, pt) for t in mixed)])
             blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
     return True
 
