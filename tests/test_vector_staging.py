@@ -107,3 +107,37 @@ def test_row_strides_that_are_multiples_of_16_need_no_alignment_check(N, K, chec
     msl = gemm.compile(a, b, c, M, N, K, BM=64, BN=32, BK=32).msl
     assert "*(device const float4*)" in msl
     assert ("& 3) == 0" in msl) == checked
+
+
+@metile.kernel
+def padded_gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    rm = metile.program_id(0) * BM + metile.arange(0, BM)
+    rn = metile.program_id(1) * BN + metile.arange(0, BN)
+    acc = metile.zeros((BM, BN))
+    for k0 in metile.tile_range(0, K, BK):
+        rk = k0 + metile.arange(0, BK)
+        mask = (rm[:, None] < M) & (rk[None, :] < K) & (rm[:, None] + rk[None, :] < M + K - 3)
+        pad = metile.broadcast_to((rk[None, :] % 5).to(metile.float32) + 0.5, (BM, BK))
+        a = metile.load(A + (rm[:, None] * K + rk[None, :]), mask=mask, other=pad)
+        b = metile.load(B + (rk[:, None] * N + rn[None, :]), mask=(rk[:, None] < K) & (rn[None, :] < N), other=1.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("K", [45, 96])   # runs cut by the mask and misaligned; aligned runs with a cut at the corner
+def test_masked_runs_read_each_elements_own_mask_and_other(K):
+    """A staged run's mask and `other` are evaluated once for the run and specialised to each of its elements: a
+    mask mixing rows and columns and an `other` that differs along the run come out right at every element."""
+    M, N, BM, BN, BK = 70, 36, 64, 32, 32
+    rng = np.random.default_rng(K)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    grid = (metile.cdiv(M, BM), metile.cdiv(N, BN))
+    padded_gemm[grid](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, sanitize=True)
+    kp = metile.cdiv(K, BK) * BK
+    m, k = np.arange(M)[:, None], np.arange(kp)[None, :]
+    ap = np.where((k < K) & (m + k < M + K - 3), np.pad(a, ((0, 0), (0, kp - K))), (k % 5) + 0.5)
+    bp = np.pad(b, ((0, kp - K), (0, 0)), constant_values=1.0)
+    np.testing.assert_allclose(c, ap.astype(np.float64) @ bp, rtol=1e-4, atol=1e-4)
+    msl = padded_gemm.compile(a, b, c, M, N, K, BM=BM, BN=BN, BK=BK).msl
+    assert "*(threadgroup float4*)" in msl   # staged in runs

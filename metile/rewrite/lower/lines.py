@@ -11,13 +11,12 @@ reading both, or tiles that threads hold, and values other than the result itsel
 from __future__ import annotations
 
 from metile.ir.metal import Extract
-from metile.ir.node import children
+from metile.ir.node import Node, children, map_children
 from metile.ir.ops import BinOp
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Unary, Value, Var, Where
 from metile.rewrite import metal_ops as mo
-from metile.rewrite.driver import substitute
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
@@ -55,7 +54,9 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
         for e in (0, 1):
             pt = points[p][e] if points is not None else None
             x = Extract(held.mats[p], e) if direct else V.at(blk, value, pt)
-            m = mo.all_of([row_ok[i], col_ok[2 * j + e], *(V.at(blk, t, pt) for t in mixed)])
+            m = mo.both(row_ok[i], col_ok[2 * j + e])
+            if mixed:
+                m = mo.all_of([m, *(V.at(blk, t, pt) for t in mixed)])
             blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
     return True
 
@@ -70,8 +71,50 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     zero = mo.const(0)
     pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
             (hole, zero) if axis == 0 else (zero, hole))
-    found = V.at(blk, v, pt)
-    return [substitute(found, {hole: c}) for c in coords]
+    return fill(V.at(blk, v, pt), hole, coords)
+
+
+def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
+    """`v` with the name `hole` replaced by each of `values`; only the nodes that hold `hole` are rebuilt (found
+    once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
+    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it."""
+    holds: dict[int, bool] = {id(hole): True}
+    path: list[Node] = []   # the nodes holding `hole`, each after those it holds
+
+    def has(n: Node) -> bool:
+        found = holds.get(id(n))
+        if found is None:
+            found = False
+            for c in (n.lhs, n.rhs) if n.__class__ is Binary or n.__class__ is Compare else children(n):
+                found = has(c) or found
+            holds[id(n)] = found
+            if found:
+                path.append(n)
+        return found
+
+    if not has(v):
+        return [v] * len(values)
+    out = []
+    for value in values:
+        done: dict[int, Node] = {id(hole): value}
+        get = done.get
+        for n in path:
+            cls = n.__class__
+            if cls is Binary:
+                a, b = get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs)
+                if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
+                    done[id(n)] = _FOLDED[n.op](a, b)
+                else:
+                    done[id(n)] = Binary(n.op, a, b, loc=n.loc)
+            elif cls is Compare:
+                done[id(n)] = Compare(n.op, get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs), loc=n.loc)
+            else:
+                done[id(n)] = map_children(lambda c, get=get: get(id(c), c), n)
+        out.append(done[id(v)])
+    return out
+
+
+_FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
 
 
 def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
@@ -152,4 +195,4 @@ def readable_anywhere(blk: Block, v: Value) -> bool:
     return True
 
 
-__all__ = ["at_lines", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
+__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]

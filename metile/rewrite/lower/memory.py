@@ -10,6 +10,8 @@ operand read straight from device memory is staged in runs of `STAGE_VECTOR` (`s
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir.metal import Builtin, Extract, MakeVector, VecLoad, VecStore
 from metile.ir.node import walk
 from metile.ir.ops import BinOp, CmpOp
@@ -36,6 +38,7 @@ from metile.rewrite import metal_ops as mo
 from metile.rewrite.axis_info import BIG, vector_width
 from metile.rewrite.distribute import Blocked, blocked
 from metile.rewrite.layouts import ROLL_SLOTS
+from metile.rewrite.lower import lines as LN
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import rolled as RL
 from metile.rewrite.lower import statements as S
@@ -44,6 +47,9 @@ from metile.rewrite.lower.state import Block, Lazy, Pt
 from metile.rewrite.staging import staging_row_spacing
 
 STAGE_VECTOR = 4   # elements per run when a tile is staged from device memory
+
+_row_spacing = functools.lru_cache(maxsize=256)(staging_row_spacing)
+"""`staging_row_spacing`, a function of a few integers that tries several spacings, once per tile geometry."""
 
 
 def run_width(blk: Block, layout: Blocked, ptr: Value) -> int:
@@ -255,7 +261,9 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     layout = blocked(v.type.size, blk.group.threads, width)
     proven = vector_width(blk.facts.axes, width, load.ptr) == width
 
-    spacing = staging_row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+    spacing = _row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
+    # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
+    anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
 
     def run(b: Block, first) -> None:
         p0 = V.slot_pt(b, layout, first, shape)
@@ -266,7 +274,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
         dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
         guard = V.guard(b, layout, first)
-        masks = [V.at(b, load.mask, p) for p in pts] if load.mask is not None else []
+        masks = along_run(b, load.mask, p0, r, c, pts, anywhere[id(load.mask)]) if load.mask is not None else []
         first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
         conds = [*masks, guard]
         if not proven:
@@ -288,16 +296,18 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
             slow = []
-            for j, (p, m) in enumerate(zip(pts, masks)):
+            others = (along_run(b, load.other, p0, r, c, pts, anywhere[id(load.other)]) if load.other is not None
+                      else [zero] * width)
+            for j, (m, other) in enumerate(zip(masks, others)):
                 x = Var(b.fresh("el"), load.type.with_shape(()))
-                other = V.at(b, load.other, p) if load.other is not None else zero
                 element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
                 slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
         b.emit(If(cond, fast, slow, loc=b.loc))
 
     runs = layout.slots // width
-    if runs * width >= ROLL_SLOTS and RL.rollable(blk, layout, [v]) == []:
+    # operands any thread computes read no registers and no matrices: the run-time loop needs no walk to know it
+    if runs * width >= ROLL_SLOTS and (all(anywhere.values()) or RL.rollable(blk, layout, [v]) == []):
         s = Var(blk.fresh("s"), TileType(DType.I32))
         inner = blk.body()
         run(inner, s)
@@ -308,6 +318,17 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
             run(blk.nested(), first)
     return True
 
+
+def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt], anywhere: bool) -> list[Value]:
+    """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
+    goes along the row. A tile any thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of
+    bounds checks) is evaluated once, at a name standing for the offset along the run, which is then replaced by
+    each offset (`lines.fill`); another element by element."""
+    if not anywhere:
+        return [V.at(blk, v, p) for p in pts]
+    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+    found = V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole))))
+    return LN.fill(found, hole, [mo.const(j) for j in range(len(pts))])
 
 
 def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:

@@ -11,6 +11,8 @@ matrices, stored from them, read element by element) is in `metile.rewrite.lower
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from metile.ir.metal import Extract, MatrixFill, MatrixLoad, MatrixMultiplyAccumulate, MatrixOf, MatrixStore
@@ -324,15 +326,16 @@ def before_loop(blk: Block, make):
 
 def simdgroup_coords(blk: Block, geom: MmaGeometry) -> tuple[Value, Value]:
     """The first row and column (in elements) of this simdgroup's block of pieces (pure expressions of
-    builtins, built once per geometry so that every piece shares the same nodes)."""
-    found = blk.kernel.sg_coords.get(geom)
-    if found is None:
-        sg = sg_index(geom.first_sg)
-        if geom.split > 1 or geom.replicas > 1:   # the simdgroups of every slice of k, or replicas, hold the
-            sg = mo.mod(sg, geom.sg_m * geom.sg_n)  # same pieces
-        sm, sn = mo.apply_layout(geom.first_row, sg), mo.apply_layout(geom.first_col, sg)
-        found = blk.kernel.sg_coords[geom] = (sm, sn)
-    return found
+    builtins, built once per geometry, for every kernel, so that every piece shares the same nodes)."""
+    return _sg_coords(geom)
+
+
+@functools.lru_cache(maxsize=256)
+def _sg_coords(geom: MmaGeometry) -> tuple[Value, Value]:
+    sg = sg_index(geom.first_sg)
+    if geom.split > 1 or geom.replicas > 1:   # the simdgroups of every slice of k, or replicas, hold the
+        sg = mo.mod(sg, geom.sg_m * geom.sg_n)  # same pieces
+    return mo.apply_layout(geom.first_row, sg), mo.apply_layout(geom.first_col, sg)
 
 
 def piece_offset(blk: Block, geom: MmaGeometry, piece: int, ld: Value | None = None) -> Value:

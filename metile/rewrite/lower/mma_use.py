@@ -12,6 +12,8 @@ through scratch (`mma_to_regs`).
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from metile.ir.metal import MatrixStore
@@ -199,13 +201,21 @@ def fragment_points(blk: Block, geom: MmaGeometry, shape: tuple[int, ...], coord
     return out
 
 
+@functools.cache
+def lane_coords() -> tuple[Value, Value]:
+    """The row and the column of element 0 that this lane holds in an 8x8 matrix (`lane_rows_cols`), as pure
+    expressions of its index: the same nodes for every kernel, built once."""
+    rows, cols = lane_rows_cols()
+    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
+    return mo.apply_layout(rows, lane), mo.apply_layout(cols, lane)
+
+
 def piece_coords(blk: Block, geom: MmaGeometry) -> tuple[list[Value], list[Value]]:
     """The row this lane holds in each row of this simdgroup's pieces of `geom`, and the column of its element 0
     in each column of them (element 1 is the next)."""
-    rows, cols = lane_rows_cols()
-    lane = mo.builtin(BuiltinKind.THREAD_INDEX_IN_SIMDGROUP)
     sm, sn = MM.simdgroup_coords(blk, geom)
-    row0, col0 = blk.let(mo.apply_layout(rows, lane), "fr"), blk.let(mo.apply_layout(cols, lane), "fc")
+    row, col = lane_coords()
+    row0, col0 = blk.let(row, "fr"), blk.let(col, "fc")
     return ([mo.add(sm, mo.add(row0, mo.const(8 * i))) for i in range(geom.per_m)],
             [mo.add(sn, mo.add(col0, mo.const(8 * j))) for j in range(geom.per_n)])
 

@@ -122,7 +122,7 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("bound", "channels", "loc", "parts", "points", "published", "regions", "sg_coords", "suffix", "taken",
+    __slots__ = ("bound", "channels", "loc", "parts", "points", "published", "regions", "suffix", "taken",
                  "use", "uses")
 
     def __init__(self, taken: set[str]):
@@ -137,7 +137,6 @@ class KernelState:
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}   # tiles this statement put in scratch
         self.points: dict[tuple, Pt] = {}
-        self.sg_coords: dict[MmaGeometry, tuple[Value, Value]] = {}
 
     def fresh(self, base: str) -> str:
         """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
