@@ -178,14 +178,14 @@ def _fold_matched(found: Scan, hits: set[int]) -> Node:
     memo gives them."""
     done: dict[int, Node] = {}         # id(node) -> its folded form, for the nodes that changed
     by_key: dict[object, Node] = {}    # `_key(node)` -> its folded form, for the nodes that changed
-    get = done.get
+    get, changed = done.get, done.keys()
     nodes = found.nodes
     start = next(i for i, n in enumerate(nodes) if id(n) in hits)   # no node before the first match contains one
     for n in nodes[start:]:
         key = id(n)
         if key not in hits:
             kids = children(n)
-            if not kids or not any(id(c) in done for c in kids):
+            if not kids or changed.isdisjoint(map(id, kids)):
                 continue
         same = by_key.get(_key(n))
         if same is not None:
