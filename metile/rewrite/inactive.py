@@ -24,7 +24,8 @@ The pass makes all of this ordinary IR, so no later pass knows about activity:
   activity values the rewrites use, and a second walk builds the kernel with only those.
 `AllActive(x)` then becomes `x`, so that no later pass sees it. A kernel without a masked load, or whose inactive
 elements reach no reduction and no loop update, is returned as it is (the same object, so later passes share its
-scan) unless it has an `AllActive`.
+scan) unless it has an `AllActive`. A kernel it rebuilds has its scan recorded, made from the scan of the kernel it
+was given (`metile.rewrite.scan.Scan(k, prior)`), so that the passes after it walk only the statements it rebuilt.
 """
 
 from __future__ import annotations
