@@ -27,7 +27,7 @@ from metile.ir.tile import Broadcast, Full
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import _apply, _key, bottom_up, by_class, first_of, matches
+from metile.rewrite.driver import _apply, _key, bottom_up, by_class, first_of
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import Scan, scan, scan_analysis
 
@@ -162,7 +162,7 @@ def fold_constants(k: Kernel, ctx: PassContext) -> Kernel:
     same result as `bottom_up(FOLD_RULES, k)`, which rebuilds a node only when a rule matched inside it), and
     the scan of the folded kernel is made from the scan of `k`, walking only the statements rebuilt."""
     found = scan(k, ctx.analyses)
-    hits = {id(n) for n in _candidates(found) if matches(FOLD_TABLE[n.__class__], n)}
+    hits = {id(n): out for n in _candidates(found) if (out := _apply(FOLD_TABLE[n.__class__], n)) is not None}
     if not hits:
         return k
     out = _fold_matched(found, hits)
@@ -171,11 +171,11 @@ def fold_constants(k: Kernel, ctx: PassContext) -> Kernel:
     return out
 
 
-def _fold_matched(found: Scan, hits: set[int]) -> Node:
+def _fold_matched(found: Scan, hits: dict[int, Node]) -> Node:
     """The kernel of `found` folded bottom-up, visiting its nodes in the scan's order (children before parents)
-    and rewriting a node only when a rule matched it (`hits`) or one of its children was rewritten: a node
-    without either is a fixpoint of the rules already. Equal nodes get the first one's result, as `bottom_up`'s
-    memo gives them."""
+    and rewriting a node only when a rule matched it (`hits`: what the rule made of it) or one of its children was
+    rewritten: a node without either is a fixpoint of the rules already. Equal nodes get the first one's result,
+    as `bottom_up`'s memo gives them."""
     done: dict[int, Node] = {}         # id(node) -> its folded form, for the nodes that changed
     by_key: dict[object, Node] = {}    # `_key(node)` -> its folded form, for the nodes that changed
     get, changed = done.get, done.keys()
@@ -192,8 +192,11 @@ def _fold_matched(found: Scan, hits: set[int]) -> Node:
             done[key] = same
             continue
         cur = map_children(lambda c: get(id(c), c), n)
-        rule = FOLD_TABLE.get(cur.__class__)
-        nxt = None if rule is None else _apply(rule, cur)
+        if cur is n:   # no child rewritten: a node of `hits`
+            nxt = hits[key]
+        else:
+            rule = FOLD_TABLE.get(cur.__class__)
+            nxt = None if rule is None else _apply(rule, cur)
         if nxt is not None:
             final = {id(c) for c in children(cur)}
             cur = nxt if id(nxt) in final else bottom_up(FOLD_RULES, nxt)
