@@ -2,9 +2,10 @@
 lowering records whether it made symbolic regions of threadgroup memory, so that `allocate_threadgroup_memory`
 needs no walk of a kernel without them, and where it bound them (each scratch region by a `Let` at the kernel's
 start), so that placing them needs no walk either; a wrong record would leave regions unplaced or place none.
-`skip_inactive`
-records the scan of the kernel it rebuilt, made from the scan of the kernel it was given (`Scan(k, prior)`), so that
-the passes after it do not walk the statements it kept again; a wrong one would mislead every pass after it."""
+`skip_inactive` and
+`fold_constants` (when something folds) record the scan of the kernel they rebuilt, made from the scan of the kernel
+they were given (`Scan(k, prior)`), so that the passes after them do not walk the statements they kept again; a wrong
+one would mislead every pass after it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import metile
 from metile.rewrite.context import Analyses, PassContext
+from metile.rewrite.fold import fold_constants
 from metile.rewrite.inactive import skip_inactive
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE
 from metile.rewrite.scan import Scan, scan_analysis
@@ -88,14 +90,39 @@ def test_the_lowering_records_where_it_bound_its_regions(name):
         assert recorded.taken >= computed.taken
 
 
-def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt():
-    k = ex.rmsnorm.trace(_f32(4 * 300), _f32(300), _f32(4 * 300), 300, 1e-5, BLOCK=256)
+def _gemm_without_bounds():
+    return ex.matmul_act.trace(_f32(40 * 24), _f32(24 * 40), _f32(40 * 40), 40, 40, 24,
+                               BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, ACT="relu")
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "gemm"])
+def test_skip_inactive_records_the_scan_of_the_kernel_it_rebuilt(name):
+    """The RMS norm's first loop keeps the old sums where the load is masked off (its statements rebuilt); the
+    GEMM has no masked load, and only loses the marks of its operand tiles' loads that every element is active."""
+    if name == "rmsnorm":
+        k = ex.rmsnorm.trace(_f32(4 * 300), _f32(300), _f32(4 * 300), 300, 1e-5, BLOCK=256)
+    else:
+        k = _gemm_without_bounds()
     ctx = PassContext()
     out = skip_inactive(k, ctx)
-    assert out is not k   # the first loop's update keeps the old sums where the load is masked off
+    assert out is not k
     kept = ctx.analyses.kept(scan_analysis, out)
     assert kept is not None, "skip_inactive recorded no scan of its kernel"
-    fresh = Scan(out)
+    _same_scan(kept, Scan(out))
+
+
+def test_fold_constants_records_the_scan_of_the_kernel_it_folded():
+    """A GEMM's operand tiles without bounds have masks of constants that fold, inside its loop."""
+    k = _gemm_without_bounds()
+    ctx = PassContext()
+    out = fold_constants(k, ctx)
+    assert out is not k
+    kept = ctx.analyses.kept(scan_analysis, out)
+    assert kept is not None, "fold_constants recorded no scan of its kernel"
+    _same_scan(kept, Scan(out))
+
+
+def _same_scan(kept, fresh):
     assert len(kept.nodes) == len(fresh.nodes) and all(a is b for a, b in zip(kept.nodes, fresh.nodes))
     assert kept.facts == fresh.facts
     assert [(c, [id(n) for n in ns]) for c, ns in kept.classes()] == [(c, [id(n) for n in ns])

@@ -12,23 +12,24 @@ Rules (each returns a smaller node, or None when it does not apply):
   once, `to_float`).
 
 Floats are never folded (rounding would have to match Metal's exactly). The rules run bottom-up over the
-whole kernel with `metile.rewrite.driver.bottom_up`, when at least one of them matches somewhere.
+whole kernel, as `metile.rewrite.driver.bottom_up` runs them, when at least one of them matches somewhere: only the
+nodes matched and those containing them are visited again, in the order of the kernel's scan.
 """
 
 from __future__ import annotations
 
 import operator
 
-from metile.ir.node import Node
+from metile.ir.node import Node, children, map_children
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import Kernel
 from metile.ir.tile import Broadcast, Full
 from metile.ir.types import DType, TileType
 from metile.ir.values import Binary, Cast, Compare, Const, Where
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up, by_class, first_of, matches
+from metile.rewrite.driver import _apply, _key, bottom_up, by_class, first_of
 from metile.rewrite.passes import Fact, define_pass
-from metile.rewrite.scan import scan
+from metile.rewrite.scan import Scan, scan, scan_analysis
 
 _INT_OPS = {
     BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul, BinOp.AND: operator.and_,
@@ -155,13 +156,55 @@ def fold_constants(k: Kernel, ctx: PassContext) -> Kernel:
     """`k` with constant integer and bool arithmetic folded (any stage); one rewrite over the whole kernel,
     so a value shared by several statements is folded once.
 
-    Most kernels have nothing to fold, so the rules are first tried on the nodes of `scan(k)`, the walk
-    the later passes share: when none matches, the bottom-up rewrite could not change anything (it
-    rebuilds a node only when a rule matched inside it) and `k` itself is returned, so
-    its scan stays valid for `plan_launch` and `lower_tiles`."""
-    if not any(matches(FOLD_TABLE[n.__class__], n) for n in _candidates(scan(k, ctx.analyses))):
+    The rules are first tried on the nodes of `scan(k)`, the walk the later passes share. Most kernels have
+    nothing to fold: then `k` itself is returned, so its scan stays valid for `plan_launch` and `lower_tiles`.
+    Otherwise only the nodes that matched and the nodes containing them are rewritten (`_fold_matched`: the
+    same result as `bottom_up(FOLD_RULES, k)`, which rebuilds a node only when a rule matched inside it), and
+    the scan of the folded kernel is made from the scan of `k`, walking only the statements rebuilt."""
+    found = scan(k, ctx.analyses)
+    hits = {id(n): out for n in _candidates(found) if (out := _apply(FOLD_TABLE[n.__class__], n)) is not None}
+    if not hits:
         return k
-    return bottom_up(FOLD_RULES, k)
+    out = _fold_matched(found, hits)
+    if isinstance(out, Kernel):
+        ctx.analyses.record(scan_analysis, out, Scan(out, found))
+    return out
+
+
+def _fold_matched(found: Scan, hits: dict[int, Node]) -> Node:
+    """The kernel of `found` folded bottom-up, visiting its nodes in the scan's order (children before parents)
+    and rewriting a node only when a rule matched it (`hits`: what the rule made of it) or one of its children was
+    rewritten: a node without either is a fixpoint of the rules already. Equal nodes get the first one's result,
+    as `bottom_up`'s memo gives them."""
+    done: dict[int, Node] = {}         # id(node) -> its folded form, for the nodes that changed
+    by_key: dict[object, Node] = {}    # `_key(node)` -> its folded form, for the nodes that changed
+    get, changed = done.get, done.keys()
+    nodes = found.nodes
+    start = next(i for i, n in enumerate(nodes) if id(n) in hits)   # no node before the first match contains one
+    for n in nodes[start:]:
+        key = id(n)
+        if key not in hits:
+            kids = children(n)
+            if not kids or changed.isdisjoint(map(id, kids)):
+                continue
+        same = by_key.get(_key(n))
+        if same is not None:
+            done[key] = same
+            continue
+        cur = map_children(lambda c: get(id(c), c), n)
+        if cur is n:   # no child rewritten: a node of `hits`
+            nxt = hits[key]
+        else:
+            rule = FOLD_TABLE.get(cur.__class__)
+            nxt = None if rule is None else _apply(rule, cur)
+        if nxt is not None:
+            final = {id(c) for c in children(cur)}
+            cur = nxt if id(nxt) in final else bottom_up(FOLD_RULES, nxt)
+        if cur is n:
+            continue
+        done[key] = by_key[_key(n)] = cur
+    root = nodes[-1]
+    return done.get(id(root), root)
 
 
 def _candidates(found) -> list[Node]:

@@ -24,7 +24,8 @@ The pass makes all of this ordinary IR, so no later pass knows about activity:
   activity values the rewrites use, and a second walk builds the kernel with only those.
 `AllActive(x)` then becomes `x`, so that no later pass sees it. A kernel without a masked load, or whose inactive
 elements reach no reduction and no loop update, is returned as it is (the same object, so later passes share its
-scan) unless it has an `AllActive`.
+scan) unless it has an `AllActive`. A kernel it rebuilds has its scan recorded, made from the scan of the kernel it
+was given (`metile.rewrite.scan.Scan(k, prior)`), so that the passes after it walk only the statements it rebuilt.
 """
 
 from __future__ import annotations
@@ -520,21 +521,25 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
-        return substitute(k, {m: m.x for m in marks})
+        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
     first = _Walk(found, names, None, maybe)
     body = first.block(k.body)
     if not first.changed:
-        return substitute(k, {m: m.x for m in marks})
+        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
     out = attrs.evolve(k, body=body)
-    if marks:
-        return bottom_up(_unmark, out)
-    # most statements are those of `k`: the scan of `out` takes their part of the scan of `k` as it is
-    ctx.analyses.record(scan_analysis, out, KernelScan(out, found))
+    return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
+
+
+def _scanned(out: Kernel, k: Kernel, found: KernelScan, ctx: PassContext) -> Kernel:
+    """`out`, rebuilt from `k` (whose scan is `found`), with its scan recorded: most statements are those of `k`,
+    so the scan of `out` takes their part of `found` as it is instead of walking them again."""
+    if out is not k:
+        ctx.analyses.record(scan_analysis, out, KernelScan(out, found))
     return out
 
 

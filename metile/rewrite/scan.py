@@ -10,8 +10,9 @@ With these, "does this value depend on a varying name?" is a set intersection in
 
 The passes run on the same body (`fold_constants` returns the kernel itself when nothing folds, and
 `plan_launch` changes only the kernel's plan), so a run's `metile.rewrite.context.Analyses` makes one scan of a
-body for all of them. A pass that rebuilds some statements (`skip_inactive`) records the scan of its kernel made
-from the scan of the kernel it was given, `Scan(k, prior)`, which walks only the statements it rebuilt.
+body for all of them. A pass that rebuilds some statements (`fold_constants`, `skip_inactive`) records the scan of
+its kernel made from the scan of the kernel it was given, `Scan(k, prior)`, which walks only the statements it
+rebuilt.
 """
 
 from __future__ import annotations
