@@ -82,7 +82,7 @@ def stand_in(stub, make_device, monkeypatch, no_default):
 
     cpu = metile.device("cpu")
     stub.set_device_info(name=b"Apple M4 Pro (stand-in)", apple_family=9, max_threadgroup_memory=32768,
-                         supports_metal4=1, supports_tensor_ops=1)
+                         supports_metal4=1, tensor_probe=True)
     dev = make_device()
     stub.execute_with(cpu_device_executor(cpu))
     monkeypatch.setattr(devices, "metal_available", lambda: True)
@@ -97,7 +97,7 @@ def test_the_metal_section_and_checks_on_the_stand_in(stand_in, stub, capsys):
     for line in ("  default device: metal", "  available: yes",
                  "  device: ok <metile device 'metal' (Apple M4 Pro (stand-in), Apple9)>",
                  "  gpu: Apple M4 Pro (stand-in)",
-                 "  apple gpu family: Apple9", "  metal 4: yes", "  tensor ops: yes",
+                 "  apple gpu family: Apple9", "  metal 4: yes", "  tensor ops: yes", "  tensor ops accelerated: no",
                  "  max threads per threadgroup: 1024", "  max threadgroup memory: 32768 bytes",
                  "  unified memory: yes", "  MetalOptions.aot: None (auto: AOT when `xcrun metal` runs, else JIT)",
                  f"  shim: {stand_in.shim.origin}"):
