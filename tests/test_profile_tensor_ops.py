@@ -87,3 +87,8 @@ def test_the_model_runs_tensor_ops_on_m5s_accelerators_and_at_the_matrix_rate_be
     assert estimate(tf32, "M5 Max").compute_s == pytest.approx(flops / gpu("M5 Max").tensor_fp32_flops)
     assert all(gpu(n).neural_accelerator for n in ("M5", "M5 Pro", "M5 Max"))
     assert not any(gpu(n).neural_accelerator for n in ("M1", "M2 Ultra", "M3 Max", "M4 Max"))
+
+
+def test_the_summary_names_the_tensor_ops(cpu):
+    text = gemm_profile(cpu, "half", False).format_summary("M5")
+    assert "tensor ops       8 matmul2d runs = 65.5k FLOPs (half 65.5k), 16 cooperative loads, 4 stores" in text
