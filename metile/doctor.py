@@ -184,7 +184,9 @@ def cpu_facts() -> Probed:
     opts = dev.options
     facts += [("device", f"ok {dev!r}"),
               ("workers", f"{opts.workers or os.cpu_count()}{' (one per core)' if not opts.workers else ''}"),
-              ("timeout", f"{opts.timeout_s:g} s per dispatch" if opts.timeout_s else "none")]
+              ("timeout", f"{opts.timeout_s:g} s per dispatch" if opts.timeout_s else "none"),
+              ("tensor ops", yes_no(dev.supports_tensor_ops)),
+              ("tensor ops accelerated", yes_no(dev.tensor_ops_accelerated))]
     return Probed(facts, dev)
 
 

@@ -50,6 +50,8 @@ def test_doctor_on_this_machine_reports_the_cpu_device_working_and_metal_absent(
     for key in ("  metile: 0.", "  python: ", "  os: ", "  numpy: ", "  cffi: ", "  default device: cpu",
                 "  because: no Apple GPU here", "  directory: ", "  kernels/: ", "  compiler: ", "  device: ok"):
         assert has_line(out, key), f"no line {key!r} in:\n{out}"
+    cpu_section = out.split("cpu device", 1)[1].split("metal device", 1)[0]
+    assert "  tensor ops: yes\n" in cpu_section and "  tensor ops accelerated: no\n" in cpu_section
     assert "  available: no (the metal device needs macOS on Apple silicon; this machine runs " in out
     for check in CPU_OK:
         assert has_line(out, check), out
