@@ -92,3 +92,25 @@ def test_the_model_runs_tensor_ops_on_m5s_accelerators_and_at_the_matrix_rate_be
 def test_the_summary_names_the_tensor_ops(cpu):
     text = gemm_profile(cpu, "half", False).format_summary("M5")
     assert "tensor ops       8 matmul2d runs = 65.5k FLOPs (half 65.5k), 16 cooperative loads, 4 stores" in text
+
+
+def test_the_reference_tensor_ops_gemm_counts_exactly(cpu):
+    """meTile's hardware-verified tensor_ops GEMM at 128^3 f32: 4 threadgroups of 4 simdgroups, each 4 relaxed
+    32x32x32 runs over cooperative tensors loaded from device memory, and one 32x32 store."""
+    from pathlib import Path
+
+    ref = Path(__file__).resolve().parent / "data" / "reference_msl" / "gemm_tensor_ops_f32_64x64x32"
+    fn = cpu.compile((ref / "kernel.metal").read_text(), name="gemm_tensor_ops.metal").function("mtile_matmul")
+    n = 128
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    c = np.zeros((n, n), np.float32)
+    p = cpu.dispatch_threadgroups(fn, (2, 2, 1), (128, 1, 1), [a, b, c, np.int32(n), np.int32(n), np.int32(n)],
+                                  profile=True)
+    t = p.totals
+    assert t.tensor_flops == {"tf32": 2 * n ** 3}
+    assert t.tensor_runs == {"simdgroup": 64}
+    assert (t.cooperative_loads, t.cooperative_stores) == (128, 16)
+    assert t.device_bytes_read == 64 * 2 * 32 * 32 * 4 and t.device_bytes_written == n * n * 4
+    assert estimate(p, "M1").compute_s == pytest.approx(2 * n ** 3 / gpu("M1").fp32_flops)
+    assert estimate(p, "M5").compute_s == pytest.approx(2 * n ** 3 / gpu("M5").tensor_fp32_flops)
