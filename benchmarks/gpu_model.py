@@ -7,7 +7,7 @@ ports them (`benchmarks/metile_kernels.py`); the MLX side runs MLX's own Metal k
 dispatched as MLX's host code dispatches them (`benchmarks/mlx_kernels`); when they cannot be had the MLX column
 says why. A final line sets the model's M1 estimate for the original meTile GEMM beside its measured time.
 
-Run: python benchmarks/gpu_model.py [--quick] [--gpu M1 "M3 Max" ...] [--json FILE]
+Run: python benchmarks/gpu_model.py [--quick] [--gpu M1 "M3 Max" ...] [--kind gemm ...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ COUNTERS_HEADER = """\
 Counters of each dispatch (scaled to the whole grid when a sample was counted). Per work unit: per FLOP for GEMM
 and attention, per compulsory byte (input read once, output written once) for softmax and layer norm.
   TGs x thr   threadgroups x threads each; tgKB: threadgroup memory per threadgroup
-  GFLOP       simdgroup_matrix FLOPs counted (ideal: the problem's FLOPs)
+  GFLOP       simdgroup_matrix and tensor-op (matmul2d) FLOPs counted (ideal: the problem's FLOPs); MLX's GEMM
+              on M5 chips is its tensor-op kernel (steel_gemm_fused_nax), as MLX picks it there
   dev/w       device bytes moved (aligned 64-byte segments) per work unit: no reuse across threadgroups | perfect
               reuse (each segment of the dispatch once)
   coal        coalescing: bytes the device instructions ask for over the bytes of the segments they touch; ld:
@@ -61,7 +62,7 @@ def counters_row(problem, run) -> list[str]:
     coal, load_coal = t.coalescing(p.model.segment_bytes), t.load_coalescing(p.model.segment_bytes)
     mma = sum(t.simdgroup_mma.values())
     return [f"{la.threadgroups_total}x{la.threads}", f"{la.threadgroup_memory / 1024:.3g}",
-            f"{sum(t.flops.values()) / 1e9:.4g}", f"{p.device_traffic_per_threadgroup / w:.3g}",
+            f"{t.total_flops / 1e9:.4g}", f"{p.device_traffic_per_threadgroup / w:.3g}",
             f"{p.device_traffic / w:.3g}", _pct(coal), _pct(load_coal), f"{t.threadgroup_bytes / w:.3g}",
             f"{t.bank_conflicts / t.threadgroup_instructions:.3f}" if t.threadgroup_instructions else "-",
             f"{t.barriers / p.threadgroups_total:.3g}", _n(mma),
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--gpu", nargs="+", default=["M1", "M3 Max"], help="Apple GPUs to estimate for")
     parser.add_argument("--json", metavar="FILE", help="write every row's profile and estimates to FILE")
+    parser.add_argument("--kind", nargs="+", choices=("gemm", "softmax", "layer_norm", "attention"),
+                        help="only the problems of these kinds")
     opts = parser.parse_args(argv)
 
     os.environ["METILE_DEVICE"] = "cpu"            # the profile counts on the CPU device
@@ -111,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []          # (problem, metile Run, {gpu name: mlx Run})
     mlx_done: dict = {}
     for problem in runs.problems(opts.quick):
+        if opts.kind and problem.kind.value not in opts.kind:
+            continue
         print(f"running {problem.name} ...", file=sys.stderr, flush=True)
         mine = _guard("metile", runs.run_metile, problem)
         theirs = {}
@@ -176,7 +181,10 @@ def report(rows, specs, reference, runs) -> str:
     out += ["", GPU_HEADER]
     for spec in specs:
         out += ["", f"== {spec.name}: {spec.gpu_cores} GPU cores, {spec.fp32_flops / 1e12:.3g} TFLOP/s f32, "
-                f"{spec.fp16_matrix_flops / 1e12:.3g} TFLOP/s f16 matrix, {spec.memory_bandwidth / 1e9:.4g} GB/s, "
+                f"{spec.fp16_matrix_flops / 1e12:.3g} TFLOP/s f16 matrix, "
+                + (f"{spec.tensor_fp16_flops / 1e12:.3g} f16 / {spec.tensor_fp32_flops / 1e12:.3g} f32 tensor-op "
+                   "(Neural Accelerators), " if spec.neural_accelerator else "")
+                + f"{spec.memory_bandwidth / 1e9:.4g} GB/s, "
                 f"{spec.last_level_cache / 2**20:.0f} MiB last-level cache =="]
         longest = max(p.ideal_seconds(spec) for p, _, _ in rows)
         unit, name = (1e-3, "ms") if longest >= 1e-4 else (1e-6, "us")

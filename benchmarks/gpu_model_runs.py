@@ -23,11 +23,12 @@ import numpy as np
 from benchmarks import metile_kernels as mk
 from benchmarks.mlx_kernels.common import CorpusUnavailable, Mismatch, check_close
 from metile.profile.gpus import GpuSpec
-from metile.profile.model import peak_flops
+from metile.profile.model import peak_flops, tensor_peak_flops
 
 SAMPLE = 32                       # threadgroups counted per dispatch
 DISPATCH_TIMEOUT_S = 900.0        # the watchdog of MLX's dispatches: its D=128 attention takes ~100 s on 2 cores
 REFERENCE_GEMM = Path(__file__).resolve().parents[1] / "tests/data/reference_msl/gemm_f32_64x64x32/kernel.metal"
+NAX_WHOLE_FLOPS = 2 * 256 ** 3     # MLX's tensor-op GEMM runs whole (and is checked) up to 256^3
 MEASURED_REFERENCE_M1_S = 2.34e-3  # the reference GEMM at 1024^3 f32 on an M1, as meTile's CI measured it
 
 _ITEMSIZE = {"float32": 4, "float16": 2}
@@ -96,7 +97,8 @@ class Problem:
     def ideal_seconds(self, spec: GpuSpec) -> float:
         """FLOPs over the GPU's peak for the dtype (products), else compulsory bytes over its bandwidth."""
         if self.flop_bound:
-            return self.flops / peak_flops(spec, "half" if self.dtype == "float16" else "float")
+            dtype = "half" if self.dtype == "float16" else "float"
+            return self.flops / max(peak_flops(spec, dtype), tensor_peak_flops(spec, dtype))
         return self.compulsory_bytes / spec.memory_bandwidth
 
 
@@ -262,20 +264,49 @@ def mlx_gemm_tile(p: Problem, spec: GpuSpec) -> tuple[int, int, int, int, int]:
     return (64, 64, 16, 2, 2)                                   # medium device, and large float matmuls
 
 
+def mlx_nax_tile(p: Problem, spec: GpuSpec) -> tuple[int, int, int, int, int]:
+    """(bm, bn, bk, wm, wn) of MLX's tensor-op GEMM (steel_gemm_fused_nax, steel_matmul_regular_axpby_nax in
+    mlx/backend/metal/matmul.cpp): 128x128x512 with 4x4 simdgroups, or, on the GPUs whose architecture name ends
+    in 's', 'c' or 'd' (the Pro, Max and Ultra tiers, as `mlx_gemm_tile` reads them), bm 64 with wm 2 and bk 64
+    when K >= 8192 and K > M + N, else 256."""
+    m, n, k = p.shape
+    if spec.tier == "base":
+        return (128, 128, 512, 4, 4)
+    return (64, 128, 64 if k >= 8192 and k > m + n else 256, 2, 4)
+
+
+def mlx_uses_nax(p: Problem, spec: GpuSpec) -> bool:
+    """MLX runs a GEMM with its tensor-op kernels on a GPU of generation 17 or later (M5 on, the chips with Neural
+    Accelerators) on macOS 26.2 or later, for half and bfloat and, as MLX_ENABLE_TF32 defaults to 1, float32 (in
+    TF32) too (mlx/backend/metal/device.cpp is_nax_available, matmul.cpp)."""
+    return p.kind is Kind.GEMM and spec.neural_accelerator
+
+
 def mlx_key(p: Problem, spec: GpuSpec) -> tuple:
-    """What decides which MLX dispatch serves `p` on `spec` (only the GEMM tile depends on the GPU)."""
+    """What decides which MLX dispatch serves `p` on `spec` (only the GEMM kernel and tile depend on the GPU)."""
+    if mlx_uses_nax(p, spec):
+        return (p, ("nax", *mlx_nax_tile(p, spec)))
     return (p, mlx_gemm_tile(p, spec) if p.kind is Kind.GEMM else None)
 
 
-def run_mlx(dev, p: Problem, tile: tuple[int, int, int, int, int] | None) -> Run:
-    """Dispatch MLX's kernel for `p` as MLX's host code does (the corpus's cases), profiled."""
+def run_mlx(dev, p: Problem, tile: tuple | None) -> Run:
+    """Dispatch MLX's kernel for `p` as MLX's host code does (the corpus's cases), profiled; `tile` is the second
+    item of `mlx_key`."""
     from benchmarks.mlx_kernels.cases_matmul import _steel_attention_case, _steel_gemm_case
+    from benchmarks.mlx_kernels.cases_nax import _nax_gemm_case
     from benchmarks.mlx_kernels.cases_rows import run_softmax
     from benchmarks.mlx_kernels.cases_source import run_layer_norm
 
     start = time.perf_counter()
-    pdev = ProfilingDevice(dev, SAMPLE, not p.whole)
-    if p.kind is Kind.GEMM:
+    nax = p.kind is Kind.GEMM and tile[0] == "nax"
+    # the CPU device runs matmul2d's products one by one: a tensor-op GEMM above NAX_WHOLE_FLOPS counts a sample
+    whole = p.whole and not (nax and p.flops > NAX_WHOLE_FLOPS)
+    pdev = ProfilingDevice(dev, SAMPLE, not whole)
+    if nax:
+        m, n, k = p.shape
+        kernel = "steel_gemm_fused_nax {}x{}x{} wm{} wn{}".format(*tile[1:])
+        run = _nax_gemm_case(p.name, p.dtype, m, n, k, tile[1:]).run
+    elif p.kind is Kind.GEMM:
         m, n, k = p.shape
         kernel = "steel_gemm_fused {}x{}x{} wm{} wn{}".format(*tile)
         run = _steel_gemm_case(p.name, p.dtype, m, n, k, tile).run

@@ -184,7 +184,9 @@ def cpu_facts() -> Probed:
     opts = dev.options
     facts += [("device", f"ok {dev!r}"),
               ("workers", f"{opts.workers or os.cpu_count()}{' (one per core)' if not opts.workers else ''}"),
-              ("timeout", f"{opts.timeout_s:g} s per dispatch" if opts.timeout_s else "none")]
+              ("timeout", f"{opts.timeout_s:g} s per dispatch" if opts.timeout_s else "none"),
+              ("tensor ops", yes_no(dev.supports_tensor_ops)),
+              ("tensor ops accelerated", yes_no(dev.tensor_ops_accelerated))]
     return Probed(facts, dev)
 
 
@@ -252,6 +254,7 @@ def metal_facts() -> Probed:
         ("apple gpu family", probe(lambda: f"Apple{dev.gpu_family}")),
         ("metal 4", probe(lambda: yes_no(dev.supports_metal4))),
         ("tensor ops", probe(lambda: yes_no(dev.supports_tensor_ops))),
+        ("tensor ops accelerated", probe(lambda: yes_no(dev.tensor_ops_accelerated))),
         ("max threads per threadgroup", probe(lambda: dev.max_threads_per_threadgroup)),
         ("max threadgroup memory", probe(lambda: f"{dev.max_threadgroup_memory} bytes")),
         ("recommended working set", probe(lambda: f"{dev.recommended_working_set / 2**30:.1f} GiB")),

@@ -44,7 +44,7 @@ def test_device_properties(cpu):
     assert cpu.max_threads_per_threadgroup == 1024
     assert cpu.max_threadgroup_memory == 32 * 1024
     assert cpu.simd_width == 32
-    assert cpu.supports_tensor_ops is False
+    assert cpu.supports_tensor_ops is True and cpu.tensor_ops_accelerated is False
     assert metile.device("cpu") is cpu
 
 

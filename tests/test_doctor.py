@@ -50,6 +50,8 @@ def test_doctor_on_this_machine_reports_the_cpu_device_working_and_metal_absent(
     for key in ("  metile: 0.", "  python: ", "  os: ", "  numpy: ", "  cffi: ", "  default device: cpu",
                 "  because: no Apple GPU here", "  directory: ", "  kernels/: ", "  compiler: ", "  device: ok"):
         assert has_line(out, key), f"no line {key!r} in:\n{out}"
+    cpu_section = out.split("cpu device", 1)[1].split("metal device", 1)[0]
+    assert "  tensor ops: yes\n" in cpu_section and "  tensor ops accelerated: no\n" in cpu_section
     assert "  available: no (the metal device needs macOS on Apple silicon; this machine runs " in out
     for check in CPU_OK:
         assert has_line(out, check), out
@@ -82,7 +84,7 @@ def stand_in(stub, make_device, monkeypatch, no_default):
 
     cpu = metile.device("cpu")
     stub.set_device_info(name=b"Apple M4 Pro (stand-in)", apple_family=9, max_threadgroup_memory=32768,
-                         supports_metal4=1, supports_tensor_ops=1)
+                         supports_metal4=1, tensor_probe=True)
     dev = make_device()
     stub.execute_with(cpu_device_executor(cpu))
     monkeypatch.setattr(devices, "metal_available", lambda: True)
@@ -97,7 +99,7 @@ def test_the_metal_section_and_checks_on_the_stand_in(stand_in, stub, capsys):
     for line in ("  default device: metal", "  available: yes",
                  "  device: ok <metile device 'metal' (Apple M4 Pro (stand-in), Apple9)>",
                  "  gpu: Apple M4 Pro (stand-in)",
-                 "  apple gpu family: Apple9", "  metal 4: yes", "  tensor ops: yes",
+                 "  apple gpu family: Apple9", "  metal 4: yes", "  tensor ops: yes", "  tensor ops accelerated: no",
                  "  max threads per threadgroup: 1024", "  max threadgroup memory: 32768 bytes",
                  "  unified memory: yes", "  MetalOptions.aot: None (auto: AOT when `xcrun metal` runs, else JIT)",
                  f"  shim: {stand_in.shim.origin}"):

@@ -80,3 +80,34 @@ def test_the_calibration_gemm_is_the_reference_kernel(quick):
     assert cal["profile"]["kernel"] == "mtile_matmul"
     assert cal["profile"]["flops"] == 2 * 1024 ** 3
     assert cal["estimates"]["M1"]["seconds"] > 0
+
+
+def test_mlx_runs_its_tensor_op_gemm_with_its_tile_on_the_m5_chips_only():
+    from benchmarks.gpu_model_runs import Kind, Problem, mlx_key
+    from metile.profile.gpus import gpu
+
+    p = Problem(Kind.GEMM, "float16", (1024, 1024, 1024), True)
+    assert mlx_key(p, gpu("M5"))[1] == ("nax", 128, 128, 512, 4, 4)
+    assert mlx_key(p, gpu("M5 Max"))[1] == ("nax", 64, 128, 256, 2, 4)
+    deep = Problem(Kind.GEMM, "float32", (512, 512, 8192), True)
+    assert mlx_key(deep, gpu("M5 Pro"))[1] == ("nax", 64, 128, 64, 2, 4)
+    assert mlx_key(p, gpu("M4 Max"))[1] == (64, 64, 16, 2, 2)
+    assert mlx_key(Problem(Kind.ATTENTION, "float16", (1, 8, 1024, 64), False), gpu("M5"))[1] is None
+
+
+@pytest.mark.slow
+def test_on_m5_mlx_gemm_is_its_tensor_op_kernel_and_its_flops_are_counted(tmp_path):
+    out = tmp_path / "m5.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_model.py"), "--quick", "--gpu", "M5",
+                           "--kind", "gemm", "--json", str(out)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "tensor-op (Neural Accelerators)" in proc.stdout
+    for row in json.loads(out.read_text())["rows"]:
+        run = row["mlx"]["M5"]
+        if run["profile"] is None:
+            assert run["note"].startswith("unavailable:"), run["note"]
+            continue
+        assert run["kernel"].startswith("steel_gemm_fused_nax "), run["kernel"]
+        m, n, k = row["shape"]
+        assert run["profile"]["tensor_flops"] == run["profile"]["flops"] == 2 * m * n * k
+        assert run["estimates"]["M5"]["compute_s"] > 0

@@ -41,7 +41,7 @@ def vectors(n=N, seed=0):
 def test_device_properties_come_from_the_shim(stub, make_device):
     stub.reset()
     stub.set_device_info(name=b"Apple M5 Max", apple_family=10, max_threadgroup_memory=65536,
-                         max_threads_per_threadgroup=[1024, 1024, 1024], supports_metal4=1, supports_tensor_ops=1)
+                         max_threads_per_threadgroup=[1024, 1024, 1024], supports_metal4=1, tensor_probe=True)
     dev = make_device()
     assert (dev.name, dev.gpu_name, dev.gpu_family) == ("metal", "Apple M5 Max", 10)
     assert dev.max_threads_per_threadgroup == 1024

@@ -55,7 +55,8 @@ def test_device_properties(gpu):
     assert gpu.max_threads_per_threadgroup == 1024
     assert gpu.max_threadgroup_memory >= 32 * 1024
     assert gpu.simd_width == 32
-    assert isinstance(gpu.supports_tensor_ops, bool)
+    assert isinstance(gpu.supports_tensor_ops, bool) and isinstance(gpu.tensor_ops_accelerated, bool)
+    assert gpu.tensor_ops_accelerated <= gpu.supports_tensor_ops
 
 
 @pytest.mark.parametrize("n", [1, 255, 256, 100_003])

@@ -12,6 +12,9 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 DTYPES = ("float", "half", "bfloat", "other")
+TENSOR_TYPES = ("float", "half", "bfloat", "tf32")   # matmul2d inputs; tf32: float with relaxed_precision
+TENSOR_SCOPES = ("thread", "simdgroup", "simdgroups")  # execution_thread, _simdgroup, _simdgroups<N>
+_KEY_ORDER = (*DTYPES, "tf32", *TENSOR_SCOPES)
 MMA_FLOPS = 2 * 8 * 8 * 8   # one 8x8x8 simdgroup_matrix multiply-accumulate, an FMA counting as 2
 
 # the counters of one entry, in the runtime's order (metile/metal/cpu/mt_runtime.h, enum mt_prof_counter)
@@ -21,6 +24,8 @@ RAW_COUNTERS = (
     "tg_conflicts", "atomics", "tg_barriers", "sg_barriers", "collectives",
     *(f"mat_load_{d}" for d in DTYPES), *(f"mat_store_{d}" for d in DTYPES), *(f"mma_{d}" for d in DTYPES),
     "dev_load_segments", "dev_load_distinct_bytes",
+    *(f"tensor_flops_{t}" for t in TENSOR_TYPES), *(f"tensor_thread_flops_{t}" for t in TENSOR_TYPES),
+    *(f"tensor_runs_{s}" for s in TENSOR_SCOPES), "coop_loads", "coop_stores",
 )
 
 
@@ -51,26 +56,37 @@ class Counts:
     simdgroup_mma: Mapping[str, float] = attrs.field(factory=dict)     # by input dtype
     device_load_segments: float = 0         # device_segments of the loads alone (not stores, not atomics)
     device_load_distinct_bytes: float = 0   # device_distinct_bytes of the loads alone
+    # Metal 4 tensor ops (matmul2d): FLOPs (2 m n k a run) by input type (TENSOR_TYPES) at execution_simdgroup and
+    # execution_simdgroups<N>, the scopes an accelerator runs, and at execution_thread; runs by scope (per
+    # simdgroup, per threadgroup, per thread). Cooperative tensor loads and stores count once per simdgroup; their
+    # bytes, like those of a run's tensor operands (each element once a run), are device or threadgroup traffic.
+    tensor_flops: Mapping[str, float] = attrs.field(factory=dict)
+    tensor_thread_flops: Mapping[str, float] = attrs.field(factory=dict)
+    tensor_runs: Mapping[str, float] = attrs.field(factory=dict)
+    cooperative_loads: float = 0
+    cooperative_stores: float = 0
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, float]) -> Counts:
         """From runtime counters by name (RAW_COUNTERS), missing ones 0."""
         g = raw.get
 
-        def by_dtype(prefix: str) -> dict[str, float]:
-            return {d: g(f"{prefix}_{d}", 0) for d in DTYPES if g(f"{prefix}_{d}", 0)}
+        def by_dtype(prefix: str, keys=DTYPES) -> dict[str, float]:
+            return {d: g(f"{prefix}_{d}", 0) for d in keys if g(f"{prefix}_{d}", 0)}
 
         return cls(g("dev_read_bytes", 0), g("dev_write_bytes", 0), g("dev_lane_ops", 0), g("dev_simd_ops", 0),
                    g("dev_segments", 0), g("dev_active_lanes", 0), g("dev_distinct_bytes", 0),
                    g("tg_read_bytes", 0), g("tg_write_bytes", 0), g("tg_lane_ops", 0), g("tg_simd_ops", 0),
                    g("tg_passes", 0), g("tg_conflicts", 0), g("atomics", 0), g("tg_barriers", 0),
                    g("sg_barriers", 0), g("collectives", 0), by_dtype("mat_load"), by_dtype("mat_store"),
-                   by_dtype("mma"), g("dev_load_segments", 0), g("dev_load_distinct_bytes", 0))
+                   by_dtype("mma"), g("dev_load_segments", 0), g("dev_load_distinct_bytes", 0),
+                   by_dtype("tensor_flops", TENSOR_TYPES), by_dtype("tensor_thread_flops", TENSOR_TYPES),
+                   by_dtype("tensor_runs", TENSOR_SCOPES), g("coop_loads", 0), g("coop_stores", 0))
 
     def __add__(self, other: Counts) -> Counts:
         def add(a, b):
             if isinstance(a, Mapping):
-                return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(set(a) | set(b), key=DTYPES.index)}
+                return {k: a.get(k, 0) + b.get(k, 0) for k in sorted(set(a) | set(b), key=_KEY_ORDER.index)}
             return a + b
         return Counts(*(add(getattr(self, f.name), getattr(other, f.name)) for f in attrs.fields(Counts)))
 
@@ -92,6 +108,11 @@ class Counts:
         """Floating-point operations of the simdgroup_matrix multiplies, by input dtype."""
         return {d: n * MMA_FLOPS for d, n in self.simdgroup_mma.items()}
 
+    @property
+    def total_flops(self) -> float:
+        """Every counted FLOP: simdgroup_matrix multiplies and tensor ops of every scope."""
+        return sum(self.flops.values()) + sum(self.tensor_flops.values()) + sum(self.tensor_thread_flops.values())
+
     def coalescing(self, segment_bytes: int) -> float | None:
         """The bytes device instructions ask for (each once) over the bytes of the segments they touch: 1.0 when
         every segment touched is used whole; None without device instructions."""
@@ -110,9 +131,14 @@ class Counts:
         for name in ("simdgroup_loads", "simdgroup_stores", "simdgroup_mma"):
             out[name + "_by_dtype"] = out.pop(name)
             out[name] = _plain(sum(getattr(self, name).values()))
+        for name in ("tensor_flops", "tensor_thread_flops"):
+            out[name + "_by_type"] = out.pop(name)
+            out[name] = _plain(sum(getattr(self, name).values()))
+        out["tensor_runs_by_scope"] = out.pop("tensor_runs")
+        out["tensor_runs"] = _plain(sum(self.tensor_runs.values()))
         out["threadgroup_bytes"] = _plain(self.threadgroup_bytes)
         out["flops_by_dtype"] = _plain(self.flops)
-        out["flops"] = _plain(sum(self.flops.values()))
+        out["flops"] = _plain(self.total_flops)   # simdgroup_matrix and tensor ops
         out["coalescing_efficiency"] = self.coalescing(segment_bytes)
         out["load_coalescing_efficiency"] = self.load_coalescing(segment_bytes)
         return out

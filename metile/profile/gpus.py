@@ -34,6 +34,11 @@ Sources (the ``source`` field of a row names them by these keys):
   50 W..." (22 Jan 2025): powermetrics shows the M4 Pro GPU at its maximum frequency of 1,578 MHz.
 - ``m5-roofline``: "Apple M5 GPU Roofline Analysis", michaelstinkerings.org (2026): an M5 (10-core GPU,
   LPDDR5X-9600) measured at 3,760 GFLOPS FP32 with the GPU at 1,578 MHz (93% of the peak this table gives).
+- ``m5-tensor``: the Neural Accelerators of the M5 family through Metal 4 tensor ops, from published GEMM times
+  (benchmarks/calibration/measurements.toml): an M5 Max bf16 4096^3 GEMM with MLX's NAX kernels in 2.4-2.6 ms
+  (53-57 TFLOP/s; about 9 ms with them gated out), github.com/ml-explore/mlx pull 3838; an M5 bf16 1280^3 GEMM at
+  7.6 TFLOP/s through MPS, github.com/ml-explore/mlx issue 3196; meTile's fp16 tensor_ops GEMM on an M5 at 13.3
+  TFLOP/s, 5.2x its simdgroup_matrix GEMM.
 - ``hmc-tech``: hmc-tech.com GPU spec database (M3 and M3 Max at 1,398 MHz; M4 listed at 1,470 and at
   1,578 MHz, M4 Max at 1,678 MHz, M5 at 1,740 MHz; M5 FP16 at twice FP32). A spec aggregator, not a
   measurement: used only where nothing better was found, and every use is marked ``assumed``.
@@ -57,6 +62,16 @@ Derivations (checked by tests/test_gpu_table.py):
   ALUs, so it equals ``fp16_flops`` (metal-benchmarks measured 102.5 FFMA16 = 205 FLOPs per core per clock
   achieved, 80% of 256). M5 adds a Neural Accelerator to every GPU core, which Apple says gives over 4x the M4's
   peak GPU compute for AI: taken as 4 x 256 = 1024 FLOPs per core per clock (assumed).
+- Tensor ops (Metal 4 ``matmul2d``): ``tensor_fp16_flops`` (half and bfloat inputs) and ``tensor_fp32_flops``
+  (float inputs, relaxed to TF32 or not) are the peaks of a ``matmul2d`` run by a simdgroup or simdgroups.
+  M5 (``neural_accelerator``): the Neural Accelerators' 1024 FLOPs per core per clock for half and bfloat, the
+  figure above (``m5-tensor``: measured bf16 GEMM reaches 88% of it on an M5 Max, and MLX's bf16 GEMM is 3.6x faster
+  on them than on simdgroup_matrix); float inputs assumed at the same rate (no published float or TF32 rate was
+  found: the higher peak is kept). Before M5 there is no accelerator, and a tensor op is assumed to run at the
+  simdgroup_matrix rate of its inputs: ``fp16_matrix_flops`` for half, ``fp32_flops`` for bfloat and float (the
+  rates the model gives simdgroup_matrix). A ``matmul2d`` at ``execution_thread`` is assumed to run on the shader
+  ALUs on every chip (``fp16_flops`` for half, ``fp32_flops`` otherwise): Apple documents no accelerator use for
+  one thread.
 - ``memory_bandwidth = memory_bus_bits / 8 * memory_mts * 1e6``, the interface peak. Apple states the same
   figures rounded down (68.25, 100, 150, 200, 273, 400, 546, 614, 800, 819 GB/s): the interface peak is
   used because it is the true upper limit and is at most 2.4% above Apple's numbers.
@@ -103,6 +118,9 @@ class GpuSpec:
     fp32_flops: float             # peak FP32 FLOP/s, an FMA counted as 2 FLOPs
     fp16_flops: float             # peak FP16 FLOP/s on the shader ALUs
     fp16_matrix_flops: float      # peak FP16 FLOP/s of the fastest matrix path (simdgroup_matrix / accelerators)
+    neural_accelerator: bool      # Metal 4 tensor ops run on Neural Accelerators in the GPU cores (M5 on)
+    tensor_fp16_flops: float      # peak FLOP/s of a matmul2d of half or bfloat inputs (simdgroup scopes)
+    tensor_fp32_flops: float      # the same for float inputs (TF32 when relaxed)
     memory_bus_bits: int          # unified-memory interface width, bits
     memory_mts: int               # memory transfer rate, MT/s
     memory_bandwidth: float       # peak device-memory bandwidth, bytes/s
@@ -124,20 +142,27 @@ class GpuSpec:
 # the sources most rows share (keys of the module docstring)
 MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"
 SPEC_DATABASE = "apple; hmc-tech; wikipedia; metal-features; tg-banks"
-M5_FAMILY = "apple; m5-roofline; hmc-tech; metal-features; tg-banks"
+M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; metal-features; tg-banks"
 
 
 def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus_bits: int, mts: int,
           slc_mib: int, source: str, fp16_per_core_clock: int = FP32_FLOPS_PER_CORE_CLOCK,
-          matrix_per_core_clock: int = FP32_FLOPS_PER_CORE_CLOCK, assumed: tuple[str, ...] = ()) -> GpuSpec:
+          matrix_per_core_clock: int = FP32_FLOPS_PER_CORE_CLOCK, accelerator: bool = False,
+          assumed: tuple[str, ...] = ()) -> GpuSpec:
     """A row, its derived fields computed by the formulas of the module docstring."""
     family, _, tier = name.partition(" ")
     hz = clock_ghz * 1e9
+    # tensor ops: on the accelerators at the matrix peak (float assumed alike), else at the simdgroup_matrix rates
+    tensor_fp32 = matrix_per_core_clock if accelerator else FP32_FLOPS_PER_CORE_CLOCK
+    if accelerator:
+        assumed = (*assumed, "tensor_fp32_flops")
     return GpuSpec(
         name=name, family=family, tier=tier or "base", gpu_cores=cores, bins=bins, clock_ghz=clock_ghz,
         fp32_flops=cores * FP32_FLOPS_PER_CORE_CLOCK * hz,
         fp16_flops=cores * fp16_per_core_clock * hz,
         fp16_matrix_flops=cores * matrix_per_core_clock * hz,
+        neural_accelerator=accelerator, tensor_fp16_flops=cores * matrix_per_core_clock * hz,
+        tensor_fp32_flops=cores * tensor_fp32 * hz,
         memory_bus_bits=bus_bits, memory_mts=mts, memory_bandwidth=bus_bits / 8 * mts * 1e6,
         threadgroup_memory=THREADGROUP_MEMORY, simd_width=SIMD_WIDTH, last_level_cache=slc_mib * MIB,
         tg_bytes_per_clock_per_core=TG_BYTES_PER_CLOCK_PER_CORE,
@@ -217,14 +242,15 @@ _ROWS = (
     # over (assumed). Bins: an 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
     _spec("M5", cores=10, bins=(8,), clock_ghz=1.578, bus_bits=128, mts=9600, slc_mib=8,
           source=M5_FAMILY,
-          fp16_per_core_clock=512, matrix_per_core_clock=1024, assumed=("last_level_cache", *_M5_ASSUMED)),
+          fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
+          assumed=("last_level_cache", *_M5_ASSUMED)),
     _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.578, bus_bits=256, mts=9600, slc_mib=24,
           source=M5_FAMILY,
-          fp16_per_core_clock=512, matrix_per_core_clock=1024,
+          fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
     _spec("M5 Max", cores=40, bins=(), clock_ghz=1.578, bus_bits=512, mts=9600, slc_mib=48,
           source=M5_FAMILY,
-          fp16_per_core_clock=512, matrix_per_core_clock=1024,
+          fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
 )
 

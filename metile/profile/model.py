@@ -2,8 +2,9 @@
 run time, one per resource, and the largest names what binds (docs/performance.md, "The model").
 
 - compute: the simdgroup_matrix FLOPs by dtype over the matching peak (half on the matrix path, float and bfloat
-  at the FP32 peak). Scalar arithmetic is not counted, so a kernel without simdgroup_matrix work has no compute
-  bound here.
+  at the FP32 peak), plus the tensor-op (matmul2d) FLOPs by input type over the tensor-op peaks (`tensor_peak_flops`:
+  the Neural Accelerators on M5, the simdgroup_matrix rates before; execution_thread on the shader ALUs). Scalar
+  arithmetic is not counted, so a kernel without matrix work has no compute bound here.
 - device memory, two figures: with no reuse across threadgroups (the aligned segments each threadgroup touches,
   each once, summed) and with perfect reuse (the dispatch's segments, each once), both over the peak bandwidth:
   memory moves whole segments, so a strided access pays for the segment it touches. The binding device figure is
@@ -67,11 +68,20 @@ def peak_flops(spec: GpuSpec, dtype: str) -> float:
     return spec.fp16_matrix_flops if dtype == "half" else spec.fp32_flops
 
 
+def tensor_peak_flops(spec: GpuSpec, input_type: str, thread: bool = False) -> float:
+    """The peak a matmul2d of `input_type` inputs ("float", "tf32", "half", "bfloat") can reach: at
+    execution_thread (`thread`) the shader ALUs', else the tensor-op peak (metile.profile.gpus, "Tensor ops")."""
+    if thread:
+        return spec.fp16_flops if input_type == "half" else spec.fp32_flops
+    return spec.tensor_fp16_flops if input_type in ("half", "bfloat") else spec.tensor_fp32_flops
+
+
 def estimate(profile, gpu: str | GpuSpec = "M1") -> Estimate:
     spec = gpu if isinstance(gpu, GpuSpec) else find_gpu(gpu)
     counts = profile.totals
-    flops = counts.flops
-    compute = sum(n / peak_flops(spec, d) for d, n in flops.items())
+    compute = (sum(n / peak_flops(spec, d) for d, n in counts.flops.items())
+               + sum(n / tensor_peak_flops(spec, t) for t, n in counts.tensor_flops.items())
+               + sum(n / tensor_peak_flops(spec, t, thread=True) for t, n in counts.tensor_thread_flops.items()))
     bw = spec.memory_bandwidth
     pass_bytes = profile.model.banks * profile.model.bank_bytes
     return Estimate(
@@ -81,5 +91,5 @@ def estimate(profile, gpu: str | GpuSpec = "M1") -> Estimate:
         device_reuse_s=profile.device_traffic / bw,
         threadgroup_s=counts.threadgroup_passes * pass_bytes / spec.threadgroup_memory_bandwidth,
         footprint_fits_cache=profile.device_traffic <= spec.last_level_cache,
-        flops=sum(flops.values()),
+        flops=counts.total_flops,
     )

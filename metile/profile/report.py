@@ -49,6 +49,12 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
         f"  simdgroup_matrix {_n(sum(t.simdgroup_loads.values()))} loads, {_n(sum(t.simdgroup_stores.values()))} "
         f"stores, {_n(sum(t.simdgroup_mma.values()))} multiply-accumulates = {_n(sum(t.flops.values()))} FLOPs",
     ]
+    if t.tensor_runs or t.cooperative_loads or t.cooperative_stores:
+        types = ", ".join(f"{k} {_n(v)}" for k, v in {**t.tensor_flops, **{f"{k} (thread)": v for k, v in
+                                                                             t.tensor_thread_flops.items()}}.items())
+        out.append(f"  tensor ops       {_n(sum(t.tensor_runs.values()))} matmul2d runs = "
+                   f"{_n(sum(t.tensor_flops.values()) + sum(t.tensor_thread_flops.values()))} FLOPs ({types or '-'}), "
+                   f"{_n(t.cooperative_loads)} cooperative loads, {_n(t.cooperative_stores)} stores")
     e = estimate(p, gpu)
     out.append(f"  on {e.gpu.name}: compute {_t(e.compute_s)}, device memory {_t(e.device_s)} (no reuse across "
                f"threadgroups) / {_t(e.device_reuse_s)} (perfect reuse), threadgroup memory {_t(e.threadgroup_s)}"
@@ -68,4 +74,5 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
 
 def _weight(c: Counts) -> float:
     """How much a line matters: its device and threadgroup traffic and its matrix work, roughly in bytes."""
-    return c.device_segments * 64 + c.threadgroup_passes * 128 + sum(c.simdgroup_mma.values()) * 512
+    return (c.device_segments * 64 + c.threadgroup_passes * 128 + sum(c.simdgroup_mma.values()) * 512
+            + sum(c.tensor_flops.values()) / 2)

@@ -95,7 +95,9 @@ class Stub:
         """Make a later call to `entry` fail with `code` and `message` (after `skip` more calls succeed)."""
         self.lib.mts_stub_fail(entry.encode(), skip, code, detail, message.encode())
 
-    def set_device_info(self, **fields) -> None:
+    def set_device_info(self, *, tensor_probe: bool = False, **fields) -> None:
+        """The device the stand-in reports (`mts_device_info` fields), and whether its tensor probe compiles."""
+        self.lib.mts_stub_set_tensor_probe(int(tensor_probe))
         info = self.ffi.new("mts_device_info*")
         defaults = {"name": b"metile stub GPU (Apple M2)", "apple_family": 8,
                     "max_threads_per_threadgroup": [1024, 1024, 1024], "max_threadgroup_memory": 32768,

@@ -48,6 +48,8 @@ void mts_stub_set_wrap(int32_t mode);
  * finds a device (else only MTLCopyAllDevices does), what supportsFamily:MTLGPUFamilyMetal4 answers, and whether the
  * MSL 4 tensor probe compiles. */
 void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal4_family, int32_t tensor_probe);
+/* Whether the MSL 4 tensor probe compiles (as set_system's tensor_probe, for a system that is not modelled). */
+void mts_stub_set_tensor_probe(int32_t compiles);
 /* Messages a successful compile returns as warnings (NULL or "": none). */
 void mts_stub_set_compile_warnings(const char* text);
 /* CDEF END */

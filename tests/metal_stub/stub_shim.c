@@ -372,6 +372,10 @@ void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal
     g_tensor_probe = tensor_probe;
 }
 
+void mts_stub_set_tensor_probe(int32_t compiles) {
+    g_tensor_probe = compiles;
+}
+
 void mts_stub_set_compile_warnings(const char* text) {
     snprintf(g_compile_warnings, sizeof g_compile_warnings, "%s", text != NULL ? text : "");
 }
@@ -425,10 +429,24 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
     }
     log_line("device_query device=%lld", (long long)d->h.id);
     *info = g_info;
-    if (g_os_major != 0) {   /* as shim.m: Metal 4 asked on macOS 26 only, tensor ops when the probe compiles */
+    if (g_os_major != 0) {   /* as shim.m: Metal 4 asked on macOS 26 only */
         info->supports_metal4 = g_os_major >= 26 && g_metal4_family;
-        info->supports_tensor_ops = info->supports_metal4 && g_tensor_probe;
     }
+    return MTS_OK;
+}
+
+int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err) {
+    if (!live_handle(d, K_DEVICE) || compiles == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_device_probe_tensor_ops: not a live device");
+    }
+    *compiles = 0;
+    int32_t code = injected("device_probe_tensor_ops", err, NULL);
+    if (code != MTS_OK) {
+        return code;
+    }
+    log_line("device_probe_tensor_ops device=%lld", (long long)d->h.id);
+    /* as shim.m: MSL 4 compiled on macOS 26 only (any system when it is not modelled) */
+    *compiles = (g_os_major == 0 || g_os_major >= 26) && g_tensor_probe;
     return MTS_OK;
 }
 

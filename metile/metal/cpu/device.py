@@ -199,7 +199,8 @@ class CpuDevice:
     max_threads_per_threadgroup = MAX_THREADS_PER_THREADGROUP
     max_threadgroup_memory = MAX_THREADGROUP_MEMORY
     simd_width = SIMD_WIDTH
-    supports_tensor_ops = False
+    supports_tensor_ops = True    # Metal 4 tensors and matmul2d run (include/mt_tensor.h, mt_mpp.h)
+    tensor_ops_accelerated = False  # on the CPU: no Neural Accelerators
     supports_sanitize = True      # sanitize=True on a dispatch
     supports_profile = True       # profile= on a dispatch
     supports_addresses = True     # pointers made from integer addresses (the kernel runs in this process)

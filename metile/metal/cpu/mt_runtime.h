@@ -150,6 +150,14 @@ void mt_san_access(const void* addr, uint32_t size, int32_t is_write, const void
  * the threadgroup is profiled. */
 void mt_prof_event(uint32_t kind, uint32_t dtype, uint32_t line);
 
+/* Profiling: add `amount` to counter `counter` (enum mt_prof_counter) at .metal `line`: once per simdgroup when
+ * `per_simdgroup` (every lane calls it; the lanes of one operation are told apart by the calling instruction), else
+ * at each call. mt_prof_pause(1) stops counting the memory accesses of the calling thread until mt_prof_pause(0)
+ * (a tensor op's inner loops, whose traffic the header counts once per operand element instead). Both do nothing
+ * unless the threadgroup is profiled; the compatibility header calls them in instrumented builds only. */
+void mt_prof_count(uint32_t counter, uint64_t amount, int32_t per_simdgroup, uint32_t line);
+void mt_prof_pause(int32_t paused);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Part 2: the launch interface, bound by Python with cffi
  * ------------------------------------------------------------------------------------------------------------- */
@@ -214,9 +222,18 @@ enum mt_prof_counter {
     MT_PROF_MMA = MT_PROF_MAT_STORE + 4, /* simdgroup_matrix multiply(-accumulate)s by input dtype */
     MT_PROF_DEV_LOAD_SEGMENTS = MT_PROF_MMA + 4, /* MT_PROF_DEV_SEGMENTS of the loads (not stores, not atomics) */
     MT_PROF_DEV_LOAD_DISTINCT_BYTES,             /* MT_PROF_DEV_DISTINCT_BYTES of the loads */
+    MT_PROF_TENSOR_FLOPS,        /* matmul2d FLOPs at execution_simdgroup(s), by input type: + MT_PROF_TENSOR_* */
+    MT_PROF_TENSOR_THREAD_FLOPS = MT_PROF_TENSOR_FLOPS + 4, /* matmul2d FLOPs at execution_thread, the same way */
+    MT_PROF_TENSOR_RUNS = MT_PROF_TENSOR_THREAD_FLOPS + 4,  /* matmul2d runs: + 0 per thread at execution_thread,
+                                                               + 1 per simdgroup at execution_simdgroup, + 2 per
+                                                               threadgroup at execution_simdgroups<N> */
+    MT_PROF_COOP_LOADS = MT_PROF_TENSOR_RUNS + 3, /* cooperative tensor loads (once per simdgroup) */
+    MT_PROF_COOP_STORES,                          /* cooperative tensor stores */
     MT_PROF_COUNTERS
 };
 enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };
+/* the input types of matmul2d's counters: float is full precision, tf32 float with relaxed_precision */
+enum mt_prof_tensor_type { MT_PROF_TENSOR_FLOAT = 0, MT_PROF_TENSOR_HALF, MT_PROF_TENSOR_BFLOAT, MT_PROF_TENSOR_TF32 };
 
 /* What to count: the threadgroups (sorted linear indices x + y*gx + z*gx*gy), the device buffers (spans
  * [lo, hi) of the bound buffers, in binding order), and the model parameters. */

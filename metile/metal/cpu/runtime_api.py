@@ -24,6 +24,9 @@ PROFILE_COUNTERS = (
     "mat_load_float", "mat_load_half", "mat_load_bfloat", "mat_load_other",
     "mat_store_float", "mat_store_half", "mat_store_bfloat", "mat_store_other",
     "mma_float", "mma_half", "mma_bfloat", "mma_other", "dev_load_segments", "dev_load_distinct_bytes",
+    "tensor_flops_float", "tensor_flops_half", "tensor_flops_bfloat", "tensor_flops_tf32",
+    "tensor_thread_flops_float", "tensor_thread_flops_half", "tensor_thread_flops_bfloat", "tensor_thread_flops_tf32",
+    "tensor_runs_thread", "tensor_runs_simdgroup", "tensor_runs_simdgroups", "coop_loads", "coop_stores",
 )
 
 CDEF = """

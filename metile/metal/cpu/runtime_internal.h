@@ -219,6 +219,7 @@ struct alignas(64) Worker {
     /* performance counters: this worker's (kept across launches), and whether the running threadgroup counts */
     Prof* prof = nullptr;
     int prof_tg = 0;
+    int prof_paused = 0; /* mt_prof_pause: memory accesses not counted */
     /* hardware watchpoints (runtime_watch.cpp): their perf event descriptors, what each watches now, 1 when they
      * work on this thread (-1: refused, 0: not tried), and the idle words free registers watch */
     int watch_fd[kWatches] = {-1, -1, -1, -1};

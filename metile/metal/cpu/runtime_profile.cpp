@@ -13,7 +13,9 @@
  * - device memory (the bound buffers): the distinct aligned segments its lanes touch (coalescing);
  * - threadgroup memory: the passes beyond the fewest its distinct bank words need, where lanes reading different
  *   words of one bank take one pass each (bank conflicts);
- * - simdgroup_matrix loads, stores and multiply-accumulates, by dtype.
+ * - simdgroup_matrix loads, stores and multiply-accumulates, by dtype;
+ * - events of the tensor header (mt_prof_count: matmul2d FLOPs and runs, cooperative loads and stores), each adding
+ *   its amount, once per simdgroup or at each call; mt_prof_pause stops counting a thread's accesses meanwhile.
  * Device bytes are also marked in bitmaps, per threadgroup and for the launch, for the bytes touched once per
  * threadgroup and once overall (the traffic with no reuse across threadgroups and with perfect reuse).
  *
@@ -94,6 +96,7 @@ struct Record {
     uint32_t entry; /* its instruction's counters */
     uint32_t mask;  /* lanes added */
     uint8_t cls, kind;
+    uint64_t amount; /* an event's: what it adds to its counter */
     uint64_t addr[MT_SIMD_WIDTH];
     uint32_t size[MT_SIMD_WIDTH];
 };
@@ -238,7 +241,7 @@ uint64_t distinct_bytes(Prof* p, const Record& r) {
 void count_record(Prof* p, Record& r) {
     mt_prof_entry& e = p->entries[r.entry];
     if (r.cls == kEvent) {
-        e.c[r.kind] += 1;
+        e.c[r.kind] += r.amount;
         return;
     }
     std::vector<uint64_t>& ids = p->scratch64;
@@ -299,6 +302,7 @@ Record* add_lane(Worker* w, Prof* p, uint64_t pc, Cls cls, uint8_t kind, uint32_
         r.mask = 0;
         r.cls = cls;
         r.kind = kind;
+        r.amount = 1;
         entry_for(p, pc, 0, &r.entry);
     } else if (*rec == kDone) {
         return nullptr; /* a lane of a record counted early (one that exited was waited for) */
@@ -362,6 +366,7 @@ bool prof_wants(const ProfLaunch* L, uint64_t linear) {
 void prof_begin_threadgroup(Worker* w, uint64_t linear) {
     Prof* p = w->prof;
     const ProfLaunch* L = w->launch->prof;
+    w->prof_paused = 0;
     w->prof_tg = L && std::binary_search(L->tgs.begin(), L->tgs.end(), linear) ? 1 : 0;
     if (!w->prof_tg) return;
     p->occurrences.clear();
@@ -401,6 +406,7 @@ void prof_collective(Worker* w, Simdgroup& sg, const Fiber* lead, uint32_t mask)
 void prof_exit(Worker* w, const Fiber* f) { w->prof->live[f->sg] &= ~(1u << f->lane); }
 
 void prof_access(Worker* w, const void* addr, uint32_t size, int32_t kind, const void* pc) {
+    if (w->prof_paused) return;
     Prof* p = w->prof;
     const uint64_t a = reinterpret_cast<uintptr_t>(addr);
     const int b = device_buffer(p->launch, a, size ? size : 1);
@@ -525,6 +531,27 @@ MT_EXPORT void mt_prof_event(uint32_t kind, uint32_t dtype, uint32_t line) {
         entry_for(p, 0, line, &r->entry); /* counted at the line (the instruction may be a shared helper's) */
         maybe_complete(w, p, *r, pc, kEvent);
     }
+}
+
+MT_EXPORT void mt_prof_count(uint32_t counter, uint64_t amount, int32_t per_simdgroup, uint32_t line) {
+    Worker* w = tl_worker;
+    if (!w || !w->prof_tg || !w->cur || counter >= MT_PROF_COUNTERS) return;
+    Prof* p = w->prof;
+    if (!per_simdgroup) {
+        entry_for(p, 0, line).c[counter] += amount;
+        return;
+    }
+    const uint64_t pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;
+    if (Record* r = add_lane(w, p, pc, kEvent, static_cast<uint8_t>(counter), nullptr)) {
+        r->amount = amount;
+        entry_for(p, 0, line, &r->entry);
+        maybe_complete(w, p, *r, pc, kEvent);
+    }
+}
+
+MT_EXPORT void mt_prof_pause(int32_t paused) {
+    Worker* w = tl_worker;
+    if (w && w->prof_tg) w->prof_paused = paused ? 1 : 0;
 }
 
 MT_EXPORT void mt_profile_free(mt_profile_result* r) {

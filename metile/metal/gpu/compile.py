@@ -73,6 +73,18 @@ class CompileSettings:
         return [*std, "-ffast-math" if self.fast_math else "-fno-fast-math"]
 
 
+MSL4_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(metal_tensor>|MetalPerformancePrimitives/)", re.M)
+
+
+def needs_msl4(source: str, preprocessed: Preprocessed | None = None) -> bool:
+    """Whether a source uses Metal 4 tensors or tensor ops (includes <metal_tensor> or MetalPerformancePrimitives,
+    itself or, when preprocessed, through a header of its own), which compile as MSL 4.0 only."""
+    if MSL4_INCLUDE.search(source):
+        return True
+    headers = preprocessed.line_map.metal_headers() if preprocessed is not None else ()
+    return any(h == "metal_tensor" or h.startswith("MetalPerformancePrimitives/") for h in headers)
+
+
 LANGUAGE_VERSIONS = {"3.0": 13, "3.1": 14, "3.2": 15, "4.0": 26}
 """Each MSL version Metal's compiler takes (`MTLLanguageVersion`), with the first macOS major version that has it."""
 
@@ -176,26 +188,43 @@ class MetalCompiler:
         `include_dirs` go to `xcrun metal` as `-I`; Metal's runtime compiler has no include path, so a source
         that includes files of its own reaches it preprocessed (`preprocessed`, its `#line` directives naming
         the files), after `#include`s of the Metal headers it included."""
+        settings = self.settings_for(source, metal_name, preprocessed)
         if self.mode == "aot":
-            path = self.build_metallib(source, metal_name, include_dir, include_dirs, preprocessed)
+            path = self.build_metallib(source, metal_name, include_dir, include_dirs, preprocessed, settings)
             handle = self._load(path) if path is not None else None
             if handle is not None:
                 return handle
             if self.aot:
                 raise DeviceError(f"aot=True, but the Metal toolchain failed: {self.aot_fallback_reason}")
         if preprocessed is not None and has_quoted_include(source):
-            return self._jit(source, metal_name, preprocessed)
-        return self._jit(source, metal_name)
+            return self._jit(source, metal_name, preprocessed, settings)
+        return self._jit(source, metal_name, settings=settings)
+
+    def settings_for(self, source: str, metal_name: str, preprocessed: Preprocessed | None = None) -> CompileSettings:
+        """The settings to compile `source` with: a source using Metal 4 tensors compiles as MSL 4.0 (`-std=metal4.0`
+        ahead of time) when no version is set; `DeviceError` when an older one is."""
+        if not needs_msl4(source, preprocessed):
+            return self.settings
+        version = self.settings.language_version
+        if version is None:
+            return attrs.evolve(self.settings, language_version="4.0")
+        if _version_key(version) < (4, 0):
+            raise DeviceError(f"{metal_name} uses Metal 4 tensors (<metal_tensor> or MetalPerformancePrimitives), "
+                              f"which need MSL 4.0 (macOS 26), but this device compiles MSL {version} "
+                              "(MetalOptions.language_version, or the newest this macOS has)")
+        return self.settings
 
     # -- JIT ----------------------------------------------------------------------------------------------------
-    def _jit(self, source: str, metal_name: str, preprocessed: Preprocessed | None = None):
+    def _jit(self, source: str, metal_name: str, preprocessed: Preprocessed | None = None,
+             settings: CompileSettings | None = None):
         ffi, lib = self.shim.ffi, self.shim.lib
+        settings = settings or self.settings
         text = source
         if preprocessed is not None:   # Metal's own headers come back, before the text they were taken from
             headers = dict.fromkeys(("metal_stdlib", *preprocessed.line_map.metal_headers()))
             text = "".join(f"#include <{h}>\n" for h in headers) + preprocessed.text
-        opts = ffi.new("mts_compile_options*", {"language_version": self.settings.version_code,
-                                                 "fast_math": int(self.settings.fast_math)})
+        opts = ffi.new("mts_compile_options*", {"language_version": settings.version_code,
+                                                 "fast_math": int(settings.fast_math)})
         out = ffi.new("mts_library**")
         warned = self._warnings
         code = lib.mts_library_from_source(self.device_handle, text.encode(), opts, out, warned, self._err)
@@ -215,22 +244,25 @@ class MetalCompiler:
 
     # -- AOT ----------------------------------------------------------------------------------------------------
     def metallib_path(self, source: str, include_dir: Path | None, include_dirs: Sequence[Path] = (),
-                      preprocessed: Preprocessed | None = None) -> Path:
+                      preprocessed: Preprocessed | None = None, settings: CompileSettings | None = None) -> Path:
         headers = sorted(p for p in include_dir.iterdir() if p.suffix in HEADER_SUFFIXES) if include_dir else []
         included = (preprocessed.text, *map(str, include_dirs)) if preprocessed is not None else ()
         key = sha256_hex("metallib", source, str(include_dir or ""), tree_digest(headers) if headers else "", *included,
-                         self.os_version, f"apple{self.gpu_family}", repr(self.settings), self.toolchain.version)
+                         self.os_version, f"apple{self.gpu_family}", repr(settings or self.settings),
+                         self.toolchain.version)
         return self.cache_dir / "metallib" / key[:2] / f"{key[2:26]}.metallib"
 
     def build_metallib(self, source: str, metal_name: str, include_dir: Path | None,
-                       include_dirs: Sequence[Path] = (), preprocessed: Preprocessed | None = None) -> Path | None:
+                       include_dirs: Sequence[Path] = (), preprocessed: Preprocessed | None = None,
+                       settings: CompileSettings | None = None) -> Path | None:
         """The cached .metallib for `source`, compiled with `xcrun metal -O2` on a miss.
 
         Compiler errors (`file:line:col: error: ...`) raise MSLCompileError; a toolchain failure of any
         other kind gives up AOT for this device (None, with `aot_fallback_reason` set), and the driver
         compiles instead.
         """
-        path = self.metallib_path(source, include_dir, include_dirs, preprocessed)
+        settings = settings or self.settings
+        path = self.metallib_path(source, include_dir, include_dirs, preprocessed, settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         stem = Path(metal_name).stem or "kernel"
 
@@ -242,7 +274,7 @@ class MetalCompiler:
                 src.write_text(source)
                 target = ["-target", f"air64-apple-macos{_major_minor(self.os_version)}"] if self.os_version else []
                 includes = [f"-I{d}" for d in (*([include_dir] if include_dir else []), *include_dirs)]
-                compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *self.settings.metal_flags(),
+                compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *settings.metal_flags(),
                                *target, *includes, str(src), "-o", str(air)]
                 result = self.runner(compile_cmd)
                 if result.returncode != 0:

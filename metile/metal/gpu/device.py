@@ -37,6 +37,7 @@ from metile.metal.errors import (
 )
 from metile.metal.function_constants import ConstantTable
 from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
+from metile.metal.gpu.capabilities import cached_tensor_probe, tensor_ops_accelerated
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, pinned_language_version, run_command
 from metile.metal.gpu.constants import constant_table, shim_constants
 from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
@@ -196,9 +197,16 @@ class MetalDevice:
         self.recommended_working_set: int = int(info.recommended_working_set)
         self.has_unified_memory: bool = bool(info.has_unified_memory)
         self.supports_metal4: bool = bool(info.supports_metal4)
-        self.supports_tensor_ops: bool = bool(info.supports_tensor_ops)
+        self.architecture: str = ffi.string(info.architecture).decode("utf-8", "replace")
+        self.os_build: str = ffi.string(info.os_build).decode("utf-8", "replace")
         self.page_size: int = int(lib.mts_page_size())
         system = options.os_version if options.os_version is not None else platform.mac_ver()[0]   # "" off macOS
+        # tensor ops: whether an MSL 4 kernel using them compiles (probed once per OS build and device), and whether
+        # they run on Neural Accelerators (metile.metal.gpu.capabilities)
+        self.supports_tensor_ops: bool = self.supports_metal4 and cached_tensor_probe(
+            options.cache_dir, self.os_build, self.gpu_name, self._probe_tensor_ops)
+        self.tensor_ops_accelerated: bool = self.supports_tensor_ops and tensor_ops_accelerated(
+            self.architecture, system)
         language = pinned_language_version(options.language_version, system)
         os_version = system or macos_version()
         self.compiler = MetalCompiler(
@@ -209,6 +217,13 @@ class MetalDevice:
                                     max_in_flight=options.max_in_flight)
         self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
+
+    def _probe_tensor_ops(self) -> bool:
+        ffi, lib = self.shim.ffi, self.shim.lib
+        out = ffi.new("int32_t*")
+        check(self.shim, lib.mts_device_probe_tensor_ops(self.handle, out, self.errp), self.errp,
+              "asking the Metal device whether tensor ops compile")
+        return bool(out[0])
 
     def __repr__(self) -> str:
         return f"<metile device 'metal' ({self.gpu_name}, Apple{self.gpu_family})>"

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* CDEF BEGIN */
-#define MTS_ABI_VERSION 3
+#define MTS_ABI_VERSION 4
 
 #define MTS_OK 0
 #define MTS_ERR_NO_DEVICE 1
@@ -62,7 +62,8 @@ typedef struct mts_device_info {
     uint64_t recommended_working_set;        /* recommendedMaxWorkingSetSize, bytes */
     int32_t has_unified_memory;              /* hasUnifiedMemory */
     int32_t supports_metal4;                 /* supportsFamily: MTLGPUFamilyMetal4, asked on macOS 26 or later only */
-    int32_t supports_tensor_ops;             /* an MSL 4 kernel using metal_tensor compiled on this device */
+    char architecture[64];                   /* MTLDevice.architecture.name ("applegpu_g17s"), macOS 14 on; else "" */
+    char os_build[32];                       /* the system's build (sysctl kern.osversion, "25C56"); "" if unknown */
     int32_t nonuniform_threadgroups;         /* supportsFamily: MTLGPUFamilyApple4 (dispatchThreads: allowed) */
 } mts_device_info;
 
@@ -107,6 +108,9 @@ typedef struct mts_completion {
 } mts_completion;
 
 uint32_t mts_abi_version(void);
+/* Whether an MSL 4 kernel using tensors (metal_tensor) and MetalPerformancePrimitives' tensor ops compiles on this
+ * device (*compiles 1 or 0; 0 without asking below macOS 26). A compile of its own: callers cache the answer. */
+int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err);
 void mts_string_free(char* s);
 size_t mts_page_size(void);
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysctl.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -196,21 +197,45 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
             if (@available(macOS 26.0, *)) {
                 info->supports_metal4 = [device supportsFamily:(MTLGPUFamily)kFamilyMetal4] ? 1 : 0;
             }
-            /* tensor ops: only when an MSL 4 kernel using them compiles here */
-            if (info->supports_metal4) {
-                MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
-                [opts setLanguageVersion:(MTLLanguageVersion)kLanguageVersion4_0];
-                NSError* error = nil;
-                id<MTLLibrary> probe = [device newLibraryWithSource:utf8_string(kTensorProbe) options:opts
-                                                              error:&error];
-                info->supports_tensor_ops = probe != nil ? 1 : 0;
-                [probe release];
+            if (@available(macOS 14.0, *)) {
+                const char* arch = [[[device architecture] name] UTF8String];
+                snprintf(info->architecture, sizeof info->architecture, "%s", arch != NULL ? arch : "");
+            }
+            size_t len = sizeof info->os_build;
+            if (sysctlbyname("kern.osversion", info->os_build, &len, NULL, 0) != 0) {
+                info->os_build[0] = 0;
             }
             return MTS_OK;
         } @catch (NSException* e) {
             return fail_exception(err, "mts_device_query", e);
         } @catch (id other) {
             return fail_unknown_throw(err, "mts_device_query");
+        }
+    }
+}
+
+int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err) {
+    if (d == NULL || compiles == NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, "mts_device_probe_tensor_ops: NULL device or result");
+    }
+    *compiles = 0;
+    @autoreleasepool {
+        @try {
+            /* MSL 4 is a language only macOS 26 knows: an older system is not asked */
+            if (@available(macOS 26.0, *)) {
+                MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
+                [opts setLanguageVersion:(MTLLanguageVersion)kLanguageVersion4_0];
+                NSError* error = nil;
+                id<MTLLibrary> probe = [d->device newLibraryWithSource:utf8_string(kTensorProbe) options:opts
+                                                                 error:&error];
+                *compiles = probe != nil ? 1 : 0;
+                [probe release];
+            }
+            return MTS_OK;
+        } @catch (NSException* e) {
+            return fail_exception(err, "mts_device_probe_tensor_ops", e);
+        } @catch (id other) {
+            return fail_unknown_throw(err, "mts_device_probe_tensor_ops");
         }
     }
 }

@@ -27,6 +27,10 @@
  * have read them. execution_simdgroups<N> and execution_thread take tensor operands only (the layout of their
  * cooperative tensors is refused): one thread computes every element, or the N simdgroups, which must be the
  * whole threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there).
+ *
+ * Profiling (instrumented builds): a run counts 2 m n k FLOPs by input type (float, TF32 = float relaxed, half,
+ * bfloat) and scope (once per simdgroup at execution_simdgroup, once per threadgroup at execution_simdgroups<N>,
+ * per thread at execution_thread), and each element of its tensor operands read once (touch), not once per product.
  */
 #ifndef METILE_MT_MPP_H
 #define METILE_MT_MPP_H
@@ -126,6 +130,31 @@ template <class Scope> inline void tensor_share(uint32_t line, int& first, int& 
     }
 }
 
+/* The counters of a run's inputs (instrumented builds): float with relaxed_precision is TF32; a float operand beside
+ * a half or bfloat one makes it a float op. */
+template <class TL, class TR> constexpr uint32_t prof_type(bool relaxed) {
+    using metal::is_same;
+    return is_same<TL, float>::value || is_same<TR, float>::value ? (relaxed ? MT_PROF_TENSOR_TF32 : MT_PROF_TENSOR_FLOAT)
+           : is_same<TL, metal::bfloat>::value || is_same<TR, metal::bfloat>::value ? MT_PROF_TENSOR_BFLOAT
+                                                                                    : MT_PROF_TENSOR_HALF;
+}
+
+/* Instrumented builds: the threads that share a run read each element of a tensor operand's w x h tile once (thread
+ * `first`, then every `step`-th), so that its traffic is counted once per run as the accelerator would move it; the
+ * inner products then read the operands with counting paused. */
+template <class Op> inline void touch(const Op& t, int w, int h, int first, int step) {
+#ifdef MT_PROFILED_BUILD
+    for (int i = first; i < w * h; i += step) {
+        const long c[2] = {i % w, i / w};
+        if (!t.inside(c)) continue;
+        auto v = *t.address(c);
+        __asm__ volatile("" : : "r"(&v) : "memory");
+    }
+#else
+    (void)t, (void)w, (void)h, (void)first, (void)step;
+#endif
+}
+
 template <matmul2d_descriptor D, class Scope, class L, class R, class Dst>
 inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
     using namespace metal::_mt;
@@ -187,6 +216,24 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
         first = int(lane);
         step = int(MT_SIMD_WIDTH);
     }
+    {   /* counts: the FLOPs by input type and scope, once per run, and the tensor operands' traffic */
+        typedef metal::remove_cv_t<typename element_of<L>::type> TL;
+        typedef metal::remove_cv_t<typename element_of<R>::type> TR;
+        constexpr uint32_t type = prof_type<TL, TR>(D.relaxed_precision);
+        const uint64_t flops = 2ull * uint64_t(D.m) * uint64_t(D.n) * uint64_t(K);
+        if constexpr (simdgroup) {
+            metal::_mt::prof_count(MT_PROF_TENSOR_FLOPS + type, flops, true, line);
+            metal::_mt::prof_count(MT_PROF_TENSOR_RUNS + 1, 1, true, line);
+        } else if constexpr (scope_of<Scope>::single) {
+            metal::_mt::prof_count(MT_PROF_TENSOR_THREAD_FLOPS + type, flops, false, line);
+            metal::_mt::prof_count(MT_PROF_TENSOR_RUNS + 0, 1, false, line);
+        } else if (first == 0) {
+            metal::_mt::prof_count(MT_PROF_TENSOR_FLOPS + type, flops, false, line);
+            metal::_mt::prof_count(MT_PROF_TENSOR_RUNS + 2, 1, false, line);
+        }
+        if constexpr (!is_coop<L>) touch(left, D.transpose_left ? D.m : K, D.transpose_left ? K : D.m, first, step);
+        if constexpr (!is_coop<R>) touch(right, D.transpose_right ? K : D.n, D.transpose_right ? D.n : K, first, step);
+    }
     view<L> a;
     view<R> b;
     if constexpr (is_coop<L>) a.lanes = lanes_l; else a.t = &left;
@@ -195,11 +242,13 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
     constexpr bool accumulate = D.matmul_mode == matmul2d_descriptor::mode::multiply_accumulate;
     typedef metal::remove_cv_t<typename element_of<Dst>::type> TD;
     auto dot = [&](int m, int n, float acc) {
+        metal::_mt::prof_pause(true);
         for (int k = 0; k < K; ++k) {
             const float x = D.transpose_left ? a.get(m, k, relax) : a.get(k, m, relax);
             const float y = D.transpose_right ? b.get(k, n, relax) : b.get(n, k, relax);
             acc += x * y;
         }
+        metal::_mt::prof_pause(false);
         return acc;
     };
     if constexpr (is_coop<Dst>) {

@@ -22,6 +22,28 @@
 
 namespace metal {
 
+namespace _mt {
+/* Instrumented builds tell the runtime of each cooperative load and store and each matmul2d run (mt_prof_count),
+ * once per simdgroup or at each call; their memory traffic is counted as any access is, where it goes. */
+__attribute__((always_inline)) inline void prof_count(uint32_t counter, uint64_t amount, bool per_simdgroup, uint32_t line) {
+#ifdef MT_PROFILED_BUILD
+    mt_prof_count(counter, amount, per_simdgroup ? 1 : 0, line);
+#else
+    (void)counter;
+    (void)amount;
+    (void)per_simdgroup;
+    (void)line;
+#endif
+}
+inline void prof_pause(bool paused) {
+#ifdef MT_PROFILED_BUILD
+    mt_prof_pause(paused ? 1 : 0);
+#else
+    (void)paused;
+#endif
+}
+}  // namespace _mt
+
 /* Vectors of 8 and 16 elements (no swizzles), which the fragments of MLX's NAX kernels are (metal::vec<T, 8>), as
  * aligned as clang's extended vectors of that size. */
 namespace _mt {
@@ -245,8 +267,9 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
     }
 
     /* each lane reads its own elements; those outside the tensor's extents read as zero */
-    template <class T, class E, class D> void load(const tensor<T, E, D>& t) {
+    template <class T, class E, class D> void load(const tensor<T, E, D>& t, uint32_t line = __builtin_LINE()) {
         static_assert(E::rank() == 2, "metile-unsupported: cooperative tensors of rank other than 2");
+        _mt::prof_count(MT_PROF_COOP_LOADS, 1, true, line);
         const uint32_t lane = _mt::coop_lane();
         for (int i = 0; i < capacity_; ++i) {
             int x, y;
@@ -256,8 +279,9 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
         }
     }
     /* each lane writes its own elements that lie inside the tensor's extents */
-    template <class T, class E, class D> void store(const tensor<T, E, D>& t) const {
+    template <class T, class E, class D> void store(const tensor<T, E, D>& t, uint32_t line = __builtin_LINE()) const {
         static_assert(E::rank() == 2, "metile-unsupported: cooperative tensors of rank other than 2");
+        _mt::prof_count(MT_PROF_COOP_STORES, 1, true, line);
         const uint32_t lane = _mt::coop_lane();
         for (int i = 0; i < capacity_; ++i) {
             int x, y;
