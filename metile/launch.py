@@ -156,7 +156,7 @@ class Launch:
             return
         from metile.metal.gpu.launch import metal_views
 
-        offset = metal_views((value,))[0].byte_offset
+        offset = metal_views((value,), index)[0].byte_offset
         if offset % 4:
             spec = self.specs[index]
             raise KernelArgumentError(

@@ -51,6 +51,12 @@ class FunctionConstantError(LaunchError):
     type, or no value for a constant the kernel requires (`lib.function(name, constants=...)`)."""
 
 
+class MetalExportError(LaunchError):
+    """An array of another library in Metal memory that its library does not hand over as its Metal buffer: a
+    version of the library whose DLPack export of Metal memory is missing or wrong (MLX before 0.32, torch before
+    2.9), or a DLPack capsule that describes memory other than the Metal memory the array reports."""
+
+
 class ArrayLayoutError(LaunchError):
     """A numpy argument whose memory a kernel cannot take as it is (negative strides, overlapping elements, strides
     that are not a whole number of elements): ``index`` is its ``[[buffer(i)]]`` and ``reason`` the message without

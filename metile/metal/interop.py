@@ -20,6 +20,7 @@ before each call to see whether a tensor's memory moved (`resize_`, `set_`, a st
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -104,6 +105,44 @@ def _library(value) -> str:
     return (type(value).__module__ or "").split(".", 1)[0]
 
 
+METAL_EXPORT_SINCE = {"mlx": (0, 32), "torch": (2, 9)}   # the first versions whose DLPack hands over MTLBuffers
+
+
+def library_version(library: str) -> tuple[int, ...] | None:
+    """The version of the imported library `library` ("mlx", "torch") as numbers, or None when it is not known."""
+    module = sys.modules.get(f"{library}.core") or sys.modules.get(library)
+    text = getattr(module, "__version__", None)
+    if not isinstance(text, str):
+        return None
+    match = re.match(r"(\d+)\.(\d+)", text)   # "2.8.0+cpu", "0.31.1", "0.32.0.dev2026"
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def describe_producer(value) -> str:
+    """What made the array `value`, for messages: "an MLX array (mlx 0.31.0)", "a torch tensor (torch 2.8.0)"."""
+    library = _library(value)
+    module = sys.modules.get(f"{library}.core") or sys.modules.get(library)
+    version = getattr(module, "__version__", None)
+    what = {"mlx": "an MLX array", "torch": "a torch tensor"}.get(library, f"an array of {library or 'a library'}")
+    return f"{what} ({library} {version})" if isinstance(version, str) else what
+
+
+def metal_export_problem(value) -> str | None:
+    """Why the array `value` in Metal memory cannot be bound as its own MTLBuffer because of its library's version
+    (MLX before 0.32 puts its CPU contents pointer, marked `kDLCPU`, in the capsule of an array it reports in Metal
+    memory; torch before 2.9 does not export `mps` tensors through DLPack), or None."""
+    library = _library(value)
+    since = METAL_EXPORT_SINCE.get(library)
+    version = library_version(library) if since is not None else None
+    if version is None or version >= since:
+        return None
+    need = ".".join(map(str, since))
+    copy = "`np.array(x)`" if library == "mlx" else "`t.cpu()`"
+    return (f"is {describe_producer(value)} in Metal memory, which {library} before {need} does not hand over as its "
+            f"Metal buffer through DLPack: upgrade to {library}>={need} (pip install '{library}>={need}'), or pass a "
+            f"CPU copy ({copy})")
+
+
 def device_of(value) -> tuple[int, int]:
     """`value.__dlpack_device__()`, or the CPU for a buffer-protocol object; `ForeignArrayError` for an array with
     no memory a kernel can index (a sparse or mkldnn torch tensor, one on torch's 'meta' device) or whose library
@@ -128,6 +167,8 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
     metile cannot read, has an unknown element type or cannot be read in place. `written`: whether the kernel may
     write it (a parameter that is not `const`)."""
     kind, _ = device_of(value)
+    if kind == DL_METAL and _library(value) == "mlx":   # unified memory, which the CPU reads once MLX has written it
+        return _read_only(_unified_view(value, foreign_dtype(value)))
     if kind != DL_CPU:
         where = _DEVICE_NAMES.get(kind, f"device type {kind}")
         if kind == DL_METAL:
@@ -141,10 +182,30 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
         view = np.asarray(memoryview(value))
         if view.dtype != want:
             view = view.view(want)
-    if (type(value).__module__ or "").split(".", 1)[0] in _IMMUTABLE and view.flags.writeable:
+    return _read_only(view) if _library(value) in _IMMUTABLE else view
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    if view.flags.writeable:
         view = view.view()
         view.flags.writeable = False
     return view
+
+
+def _unified_view(value, want: np.dtype) -> np.ndarray:
+    """A numpy view of an MLX array that reports Metal memory (on a Mac MLX reports `kDLMetal` for its arrays): its
+    memory is unified, and MLX's buffer protocol evaluates the array and hands over that memory, which the CPU reads
+    in place. Types numpy has no name for are read through an unsigned integer type of their width."""
+    if want.type.__module__ != "numpy":
+        import mlx.core as mx
+
+        value = mx.view(value, {1: mx.uint8, 2: mx.uint16}[want.itemsize])
+    try:
+        view = np.asarray(memoryview(value))
+    except (TypeError, ValueError, BufferError, RuntimeError) as e:
+        raise ForeignArrayError(f"is an MLX array in Metal memory that MLX does not hand over through the buffer "
+                                f"protocol ({type(e).__name__}: {e}): pass a copy (`np.array(x)`)") from None
+    return view if view.dtype == want else view.view(want)
 
 
 def _from_dlpack(value, want: np.dtype) -> np.ndarray:
