@@ -138,3 +138,31 @@ def test_a_library_that_refuses_to_export_metal_memory_raises_a_metile_error(dev
                                                r"device type mps for Dlpack\)"):
         dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [t, t, t, N])
     assert t.exported == 1
+
+
+@metile.kernel
+def double(X, Out, n, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Out + offs, 2.0 * metile.load(X + offs, mask=offs < n), mask=offs < n)
+
+
+@pytest.mark.parametrize(("version", "reason"), [("0.31.1", r"is an MLX array \(mlx 0\.31\.1\) in Metal memory, which "
+                                                            r"mlx before 0\.32"),
+                                                 ("0.32.0", r"is an MLX array \(mlx 0\.32\.0\) that reports Metal "
+                                                            r"memory .* describes kDLCPU memory")])
+def test_a_kernel_launch_names_the_parameter_of_an_array_whose_library_does_not_export_its_buffer(
+        stub, make_device, finished, monkeypatch, version, reason):
+    import importlib
+
+    from metal_stub import cpu_device_executor
+
+    dev = make_device()
+    stub.execute_with(cpu_device_executor(metile.device("cpu")))
+    monkeypatch.setattr(importlib.import_module("metile.kernel"), "device", lambda name=None: dev)
+    monkeypatch.setattr(mx, "__version__", version)
+    k = metile.kernel(double.fn)
+    x = MLX31Array(np.arange(8, dtype=np.float32))
+    with pytest.raises(MetalExportError, match=f"argument 'X' {reason}") as e:
+        k[(1,)](x, MetalTensor(dev.allocate(32), 8, 0), 8, BLOCK=8)
+    assert e.value.loc is not None and e.value.loc.line == double.fn.__code__.co_firstlineno + 1   # its parameter
+    assert stub.calls("commands_encode") == []

@@ -122,23 +122,24 @@ def metal_views(args: tuple, first: int = 0) -> tuple:
 def _metal_view(value, i: int) -> DLView:
     problem = metal_export_problem(value)
     if problem is not None:
-        raise MetalExportError(f"argument {i} {problem}")
+        raise MetalExportError(f"argument {i} {problem}", index=i, reason=problem)
     _finish_producer(value)
     try:
         view = read_capsule(value.__dlpack__())
     except DLPackError as e:
         raise LaunchError(f"argument {i} {e}") from None
     except (ValueError, TypeError, RuntimeError, BufferError) as e:   # the library's refusal (torch 2.8 on mps)
-        raise MetalExportError(f"argument {i} is {describe_producer(value)} in Metal memory that its library does not "
-                               f"export through DLPack ({type(e).__name__}: {e}): upgrade it (mlx>=0.32, torch>=2.9 "
-                               "export Metal memory), or pass a CPU copy") from None
+        reason = (f"is {describe_producer(value)} in Metal memory that its library does not export through DLPack "
+                  f"({type(e).__name__}: {e}): upgrade it (mlx>=0.32, torch>=2.9 export Metal memory), or pass a CPU "
+                  "copy")
+        raise MetalExportError(f"argument {i} {reason}", index=i, reason=reason) from None
     if view.device_type != DL_METAL:
         where = _DL_NAMES.get(view.device_type, f"device type {view.device_type}")
-        raise MetalExportError(f"argument {i} is {describe_producer(value)} that reports Metal memory (its "
-                               f"`__dlpack_device__()` is kDLMetal) but whose DLPack capsule describes {where} memory: "
-                               "its data pointer is no Metal buffer and metile does not bind it (MLX before 0.32 "
-                               "exports Metal arrays so): upgrade the library (pip install 'mlx>=0.32'), or pass a CPU "
-                               "copy (`np.array(x)`)")
+        reason = (f"is {describe_producer(value)} that reports Metal memory (its `__dlpack_device__()` is kDLMetal) "
+                  f"but whose DLPack capsule describes {where} memory: its data pointer is no Metal buffer and metile "
+                  "does not bind it (MLX before 0.32 exports Metal arrays so): upgrade the library (pip install "
+                  "'mlx>=0.32'), or pass a CPU copy (`np.array(x)`)")
+        raise MetalExportError(f"argument {i} {reason}", index=i, reason=reason)
     return view
 
 
