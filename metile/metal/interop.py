@@ -7,8 +7,10 @@ which binds its buffer (`metile.metal.gpu.launch`). A host view is made with `nu
 producers on the CPU, the buffer protocol otherwise. Strides are kept, as for numpy views. Element types numpy has
 no name for (bfloat16 and the 8-bit floats of torch) are viewed through an integer type of their width and then as
 `ml_dtypes`' type. Arrays of libraries whose arrays are immutable (JAX, MLX) are viewed read-only: a kernel that
-writes one is refused after the launch, as for a read-only numpy array. An array on a device metile cannot reach
-(CUDA, ROCm, ...) is refused.
+writes one is refused after the launch, as for a read-only numpy array. An MLX array that reports Metal memory (as
+MLX does on a Mac, whose memory is unified) is read on the host through its buffer protocol. Another array on a
+device metile cannot reach (CUDA, ROCm, ...) is refused. `metal_export_problem` says which library versions do not
+hand over the Metal buffer of an array in Metal memory (MLX before 0.32, torch before 2.9).
 
 A torch tensor is first made one whose memory holds its values (`plain_array`): one that requires grad is read
 through `.detach()`, which shares its memory (the kernel may read and write it, as Triton's do); one whose values are
