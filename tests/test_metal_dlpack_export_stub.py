@@ -166,3 +166,49 @@ def test_a_kernel_launch_names_the_parameter_of_an_array_whose_library_does_not_
         k[(1,)](x, MetalTensor(dev.allocate(32), 8, 0), 8, BLOCK=8)
     assert e.value.loc is not None and e.value.loc.line == double.fn.__code__.co_firstlineno + 1   # its parameter
     assert stub.calls("commands_encode") == []
+
+
+def _mps_tensor(torch, n: int):
+    """A torch tensor as torch 2.8 and before have it on the `mps` device: `__dlpack_device__` raises ValueError."""
+
+    class MpsTensor(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("mps", 0)
+
+        def __dlpack_device__(self):
+            raise ValueError("Unknown device type mps for Dlpack")
+
+        __dlpack__ = __dlpack_device__
+
+    return torch.Tensor._make_subclass(MpsTensor, torch.zeros(n))
+
+
+def test_a_torch_28_mps_tensor_whose_dlpack_device_raises_is_refused_by_version(dev, add, finished, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch, "__version__", "2.8.0")
+    t = _mps_tensor(torch, N)
+    with pytest.raises(MetalExportError, match=r"argument 0 is a torch tensor \(torch 2\.8\.0\) in Metal memory, "
+                                               r"which torch before 2\.9 does not hand over .*`t\.cpu\(\)`"):
+        dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [t, t, t, N])
+    assert finished == []
+
+
+def test_the_cpu_device_refuses_a_torch_28_mps_tensor_as_metal_memory(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+    t = _mps_tensor(torch, 8)
+    with pytest.raises(metile.MetileError, match=r"argument 'X' is in Metal memory \(a torch 'mps' tensor, say\)"):
+        double[(1,)](t, np.zeros(8, np.float32), 8, BLOCK=8)
+
+
+def test_metile_waits_for_torch_before_binding_a_tensor_of_a_subclass_defined_elsewhere(dev, add, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch, "__version__", "2.9.0")
+    synced: list = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: synced.append(1))
+    t = _mps_tensor(torch, N)   # a class of this module, not of torch's
+    with pytest.raises(MetalExportError, match=r"argument 0 is a torch tensor \(torch 2\.9\.0\) in Metal memory that "
+                                               r"its library does not export through DLPack \(ValueError"):
+        dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [t, t, t, N])
+    assert synced == [1]

@@ -68,7 +68,7 @@ def foreign_dtype(value) -> np.dtype:
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return np.asarray(memoryview(value)).dtype
-    return dtype_by_name(dtype, _library(value))
+    return dtype_by_name(dtype, library_of(value))
 
 
 def dtype_by_name(dtype, library: str = "") -> np.dtype:
@@ -102,9 +102,11 @@ def _ml_dtype(name: str, library: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
 
 
-def _library(value) -> str:
-    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...)."""
-    return (type(value).__module__ or "").split(".", 1)[0]
+def library_of(value) -> str:
+    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...); "torch" for every torch tensor,
+    instances of subclasses of `torch.Tensor` defined elsewhere too."""
+    return "torch" if _is_torch(value) else (type(value).__module__ or "").split(".", 1)[0]
+
 
 
 METAL_EXPORT_SINCE = {"mlx": (0, 32), "torch": (2, 9)}   # the first versions whose DLPack hands over MTLBuffers
@@ -122,7 +124,7 @@ def library_version(library: str) -> tuple[int, ...] | None:
 
 def describe_producer(value) -> str:
     """What made the array `value`, for messages: "an MLX array (mlx 0.31.0)", "a torch tensor (torch 2.8.0)"."""
-    library = _library(value)
+    library = library_of(value)
     module = sys.modules.get(f"{library}.core") or sys.modules.get(library)
     version = getattr(module, "__version__", None)
     what = {"mlx": "an MLX array", "torch": "a torch tensor"}.get(library, f"an array of {library or 'a library'}")
@@ -133,7 +135,7 @@ def metal_export_problem(value) -> str | None:
     """Why the array `value` in Metal memory cannot be bound as its own MTLBuffer because of its library's version
     (MLX before 0.32 puts its CPU contents pointer, marked `kDLCPU`, in the capsule of an array it reports in Metal
     memory; torch before 2.9 does not export `mps` tensors through DLPack), or None."""
-    library = _library(value)
+    library = library_of(value)
     since = METAL_EXPORT_SINCE.get(library)
     version = library_version(library) if since is not None else None
     if version is None or version >= since:
@@ -146,9 +148,9 @@ def metal_export_problem(value) -> str | None:
 
 
 def device_of(value) -> tuple[int, int]:
-    """`value.__dlpack_device__()`, or the CPU for a buffer-protocol object; `ForeignArrayError` for an array with
-    no memory a kernel can index (a sparse or mkldnn torch tensor, one on torch's 'meta' device) or whose library
-    names no device."""
+    """`value.__dlpack_device__()` (Metal for a torch `mps` tensor, whatever its version says), or the CPU for a
+    buffer-protocol object; `ForeignArrayError` for an array with no memory a kernel can index (a sparse or mkldnn
+    torch tensor, one on torch's 'meta' device) or whose library names no device."""
     probe = getattr(value, "__dlpack_device__", None)
     if probe is None:
         return (DL_CPU, 0)
@@ -156,6 +158,8 @@ def device_of(value) -> tuple[int, int]:
         problem = _torch_problem(value)
         if problem is not None:
             raise ForeignArrayError(problem)
+        if value.device.type == "mps":   # torch before 2.9 names no DLPack device for it (a ValueError)
+            return (DL_METAL, value.device.index or 0)
     try:
         kind, index = probe()
     except Exception as e:  # noqa: BLE001 - the library's refusal, reported at the parameter
@@ -169,7 +173,7 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
     metile cannot read, has an unknown element type or cannot be read in place. `written`: whether the kernel may
     write it (a parameter that is not `const`)."""
     kind, _ = device_of(value)
-    if kind == DL_METAL and _library(value) == "mlx":   # unified memory, which the CPU reads once MLX has written it
+    if kind == DL_METAL and library_of(value) == "mlx":   # unified memory, which the CPU reads once MLX has written it
         return _read_only(_unified_view(value, foreign_dtype(value)))
     if kind != DL_CPU:
         where = _DEVICE_NAMES.get(kind, f"device type {kind}")
@@ -184,7 +188,7 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
         view = np.asarray(memoryview(value))
         if view.dtype != want:
             view = view.view(want)
-    return _read_only(view) if _library(value) in _IMMUTABLE else view
+    return _read_only(view) if library_of(value) in _IMMUTABLE else view
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:

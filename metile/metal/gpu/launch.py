@@ -22,7 +22,14 @@ from metile.metal.buffer import Buffer
 from metile.metal.dlpack import DLPackError, DLView, read_capsule
 from metile.metal.errors import LaunchError, MetalExportError
 from metile.metal.gpu.memory import MetalMemory
-from metile.metal.interop import DL_METAL, describe_producer, device_of, is_foreign_array, metal_export_problem
+from metile.metal.interop import (
+    DL_METAL,
+    describe_producer,
+    device_of,
+    is_foreign_array,
+    library_of,
+    metal_export_problem,
+)
 
 _DL_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 7: "kDLVulkan", 10: "kDLROCM"}
 
@@ -145,7 +152,7 @@ def _metal_view(value, i: int) -> DLView:
 
 def _finish_producer(value) -> None:
     """Wait for the work the array's library has queued on the GPU (metile's command queue is another one)."""
-    library = type(value).__module__.split(".", 1)[0]
+    library = library_of(value)
     if library == "torch":
         import torch
 
