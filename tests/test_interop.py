@@ -159,3 +159,15 @@ def test_an_mlx_array_of_a_type_numpy_does_not_name_is_read_through_its_width():
     x = mx.arange(8, dtype=mx.float32).astype(mx.bfloat16)
     view = interop._unified_view(x, interop.foreign_dtype(x))
     assert view.dtype.name == "bfloat16" and view.astype(np.float32).tolist() == list(range(8))
+
+
+def test_a_tensor_of_a_torch_tensor_subclass_of_a_narrow_float_type_is_read_as_its_type():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+
+    class Sub(torch.Tensor):   # a subclass defined outside torch, as libraries make them
+        pass
+
+    x = torch.linspace(-4, 4, 200).bfloat16().as_subclass(Sub)
+    out = torch.zeros(200)
+    widen[(1,)](x, out, 200, BLOCK=256)
+    torch.testing.assert_close(out, x.float().as_subclass(torch.Tensor), rtol=0, atol=0)

@@ -226,12 +226,13 @@ def _dlpack_view(value, want: np.dtype) -> np.ndarray:
         return np.from_dlpack(value)
     # bfloat16 and 8-bit floats: read as unsigned integers of their width, then reinterpreted
     carrier = getattr(value, "view", None) or getattr(value, "astype", None)
-    if carrier is not None and type(value).__module__.split(".", 1)[0] == "torch":
+    library = library_of(value)
+    if carrier is not None and library == "torch":
         import torch
 
         raw = np.from_dlpack(carrier({1: torch.uint8, 2: torch.int16}[want.itemsize]))
         return raw.view(want)
-    if carrier is not None and type(value).__module__.split(".", 1)[0] == "mlx":   # an MLX array (read-only)
+    if carrier is not None and library == "mlx":   # an MLX array (read-only)
         import mlx.core as mx
 
         return np.asarray(mx.view(value, {1: mx.uint8, 2: mx.uint16}[want.itemsize])).view(want)
