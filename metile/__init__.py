@@ -39,7 +39,7 @@ _PUBLIC: dict[str, str] = {  # public name -> the module defining it
     **dict.fromkeys(("JITKernel", "kernel"), "metile.kernel"),
     **dict.fromkeys(("BufferError", "CompilerNotFoundError", "DeviceError", "DeviceFault", "DeviceUnavailableError",
                      "FunctionConstantError", "LaunchError", "MSLCompileError", "MSLCompileWarning",
-                     "MSLUnsupportedError", "ProfileError"), "metile.metal.errors"),
+                     "MSLUnsupportedError", "MetalExportError", "ProfileError"), "metile.metal.errors"),
     **dict.fromkeys(("Estimate", "Profile", "UnknownGpuError"), "metile.profile"),
     "UnsupportedConstructError": "metile.rewrite.errors",
     **dict.fromkeys(("DEFAULT_PIPELINE", "PipelineError"), "metile.rewrite.pipeline"),

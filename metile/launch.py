@@ -40,7 +40,7 @@ from metile.ir.stmts import Kernel, Let
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import IntToPtr, SharedAlloc
 from metile.metal.args import array_span
-from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, ProfileError
+from metile.metal.errors import ArrayLayoutError, DeviceFault, LaunchError, MetalExportError, ProfileError
 from metile.metal.interop import (
     DL_METAL,
     ForeignArrayError,
@@ -156,7 +156,10 @@ class Launch:
             return
         from metile.metal.gpu.launch import metal_views
 
-        offset = metal_views((value,))[0].byte_offset
+        try:
+            offset = metal_views((value,), index)[0].byte_offset
+        except MetalExportError as e:
+            raise self.argument_error(e) from None
         if offset % 4:
             spec = self.specs[index]
             raise KernelArgumentError(
@@ -173,7 +176,7 @@ class Launch:
             counted = self.dispatch(self.function, dims, self.tpt, bound)
         except DeviceFault as e:
             raise at_python_line(self.compiled, e) from None
-        except ArrayLayoutError as e:
+        except (ArrayLayoutError, MetalExportError) as e:
             raise self.argument_error(e) from None
         return None if counted is None else at_python_lines(self.compiled, counted)
 
@@ -186,7 +189,7 @@ class Launch:
         dims, bound = self.checked(grid, args)
         try:
             return self.compiled.device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
-        except ArrayLayoutError as e:
+        except (ArrayLayoutError, MetalExportError) as e:
             raise self.argument_error(e) from None
 
     def watch(self, args) -> tuple:
@@ -194,10 +197,13 @@ class Launch:
         tensors."""
         return watch_tensors([a for c, a in zip(self.convert, args) if c in _FOREIGN])
 
-    def argument_error(self, e: ArrayLayoutError) -> KernelArgumentError:
+    def argument_error(self, e: ArrayLayoutError | MetalExportError) -> MetileError:
         """`e`, about the array bound at `[[buffer(e.index)]]`, as an error at that parameter (runtime arguments bind
-        the buffers in parameter order)."""
+        the buffers in parameter order): a `KernelArgumentError`, or a `MetalExportError` for an array whose library
+        does not hand over its Metal buffer."""
         spec = self.specs[e.index]
+        if isinstance(e, MetalExportError):
+            return MetalExportError(f"argument '{spec.name}' {e.reason}", spec.loc, index=e.index, reason=e.reason)
         return KernelArgumentError(f"argument '{spec.name}' {e.reason}", spec.loc)
 
 

@@ -126,3 +126,48 @@ def test_torch_tensors_of_narrow_float_types_are_read_as_their_type(name):
     out = torch.zeros(200)
     widen[(1,)](x, out, 200, BLOCK=256)
     torch.testing.assert_close(out, x.float(), rtol=0, atol=0)
+
+
+class UnifiedMLXArray(bytearray):
+    """An MLX array as MLX reports it on a Mac: in Metal memory (kDLMetal), which is unified, so its buffer protocol
+    hands the CPU its contents; its DLPack capsule is not read."""
+
+    __module__ = "mlx.core"
+    dtype = np.dtype(np.float32)
+
+    def __dlpack_device__(self):
+        return (8, 0)
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("the CPU device reads an MLX array through its buffer protocol")
+
+
+def test_the_cpu_device_reads_an_mlx_array_reported_in_metal_memory_in_place():
+    x = UnifiedMLXArray(np.arange(N, dtype=np.float32).tobytes())
+    y = UnifiedMLXArray(np.ones(N, np.float32).tobytes())
+    out = np.zeros(N, np.float32)
+    launch(x, y, out)
+    np.testing.assert_array_equal(out, 2 * np.arange(N, dtype=np.float32) + 1)
+    with pytest.raises(metile.LaunchError, match="Out"):   # an MLX array is immutable: not an output
+        launch(x, y, UnifiedMLXArray(bytes(4 * N)))
+
+
+def test_an_mlx_array_of_a_type_numpy_does_not_name_is_read_through_its_width():
+    mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'metile[mlx]')")
+    from metile.metal import interop
+
+    x = mx.arange(8, dtype=mx.float32).astype(mx.bfloat16)
+    view = interop._unified_view(x, interop.foreign_dtype(x))
+    assert view.dtype.name == "bfloat16" and view.astype(np.float32).tolist() == list(range(8))
+
+
+def test_a_tensor_of_a_torch_tensor_subclass_of_a_narrow_float_type_is_read_as_its_type():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+
+    class Sub(torch.Tensor):   # a subclass defined outside torch, as libraries make them
+        pass
+
+    x = torch.linspace(-4, 4, 200).bfloat16().as_subclass(Sub)
+    out = torch.zeros(200)
+    widen[(1,)](x, out, 200, BLOCK=256)
+    torch.testing.assert_close(out, x.float().as_subclass(torch.Tensor), rtol=0, atol=0)

@@ -51,6 +51,18 @@ class FunctionConstantError(LaunchError):
     type, or no value for a constant the kernel requires (`lib.function(name, constants=...)`)."""
 
 
+class MetalExportError(LaunchError):
+    """An array of another library in Metal memory that its library does not hand over as its Metal buffer: a
+    version of the library whose DLPack export of Metal memory is missing or wrong (MLX before 0.32, torch before
+    2.9), or a DLPack capsule that describes memory other than the Metal memory the array reports. ``index`` is the
+    launch argument and ``reason`` the message without its name, for callers that name it their own way."""
+
+    def __init__(self, message: str, loc: Loc | None = None, *, index: int = -1, reason: str = ""):
+        self.index = index
+        self.reason = reason or message
+        super().__init__(message, loc)
+
+
 class ArrayLayoutError(LaunchError):
     """A numpy argument whose memory a kernel cannot take as it is (negative strides, overlapping elements, strides
     that are not a whole number of elements): ``index`` is its ``[[buffer(i)]]`` and ``reason`` the message without

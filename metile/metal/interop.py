@@ -7,8 +7,10 @@ which binds its buffer (`metile.metal.gpu.launch`). A host view is made with `nu
 producers on the CPU, the buffer protocol otherwise. Strides are kept, as for numpy views. Element types numpy has
 no name for (bfloat16 and the 8-bit floats of torch) are viewed through an integer type of their width and then as
 `ml_dtypes`' type. Arrays of libraries whose arrays are immutable (JAX, MLX) are viewed read-only: a kernel that
-writes one is refused after the launch, as for a read-only numpy array. An array on a device metile cannot reach
-(CUDA, ROCm, ...) is refused.
+writes one is refused after the launch, as for a read-only numpy array. An MLX array that reports Metal memory (as
+MLX does on a Mac, whose memory is unified) is read on the host through its buffer protocol. Another array on a
+device metile cannot reach (CUDA, ROCm, ...) is refused. `metal_export_problem` says which library versions do not
+hand over the Metal buffer of an array in Metal memory (MLX before 0.32, torch before 2.9).
 
 A torch tensor is first made one whose memory holds its values (`plain_array`): one that requires grad is read
 through `.detach()`, which shares its memory (the kernel may read and write it, as Triton's do); one whose values are
@@ -20,6 +22,7 @@ before each call to see whether a tensor's memory moved (`resize_`, `set_`, a st
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -65,7 +68,7 @@ def foreign_dtype(value) -> np.dtype:
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return np.asarray(memoryview(value)).dtype
-    return dtype_by_name(dtype, _library(value))
+    return dtype_by_name(dtype, library_of(value))
 
 
 def dtype_by_name(dtype, library: str = "") -> np.dtype:
@@ -99,15 +102,55 @@ def _ml_dtype(name: str, library: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
 
 
-def _library(value) -> str:
-    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...)."""
-    return (type(value).__module__ or "").split(".", 1)[0]
+def library_of(value) -> str:
+    """The top-level package of `value`'s class ("torch", "mlx", "jaxlib"...); "torch" for every torch tensor,
+    instances of subclasses of `torch.Tensor` defined elsewhere too."""
+    return "torch" if _is_torch(value) else (type(value).__module__ or "").split(".", 1)[0]
+
+
+
+METAL_EXPORT_SINCE = {"mlx": (0, 32), "torch": (2, 9)}   # the first versions whose DLPack hands over MTLBuffers
+
+
+def library_version(library: str) -> tuple[int, ...] | None:
+    """The version of the imported library `library` ("mlx", "torch") as numbers, or None when it is not known."""
+    module = sys.modules.get(f"{library}.core") or sys.modules.get(library)
+    text = getattr(module, "__version__", None)
+    if not isinstance(text, str):
+        return None
+    match = re.match(r"(\d+)\.(\d+)", text)   # "2.8.0+cpu", "0.31.1", "0.32.0.dev2026"
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def describe_producer(value) -> str:
+    """What made the array `value`, for messages: "an MLX array (mlx 0.31.0)", "a torch tensor (torch 2.8.0)"."""
+    library = library_of(value)
+    module = sys.modules.get(f"{library}.core") or sys.modules.get(library)
+    version = getattr(module, "__version__", None)
+    what = {"mlx": "an MLX array", "torch": "a torch tensor"}.get(library, f"an array of {library or 'a library'}")
+    return f"{what} ({library} {version})" if isinstance(version, str) else what
+
+
+def metal_export_problem(value) -> str | None:
+    """Why the array `value` in Metal memory cannot be bound as its own MTLBuffer because of its library's version
+    (MLX before 0.32 puts its CPU contents pointer, marked `kDLCPU`, in the capsule of an array it reports in Metal
+    memory; torch before 2.9 does not export `mps` tensors through DLPack), or None."""
+    library = library_of(value)
+    since = METAL_EXPORT_SINCE.get(library)
+    version = library_version(library) if since is not None else None
+    if version is None or version >= since:
+        return None
+    need = ".".join(map(str, since))
+    copy = "`np.array(x)`" if library == "mlx" else "`t.cpu()`"
+    return (f"is {describe_producer(value)} in Metal memory, which {library} before {need} does not hand over as its "
+            f"Metal buffer through DLPack: upgrade to {library}>={need} (pip install '{library}>={need}'), or pass a "
+            f"CPU copy ({copy})")
 
 
 def device_of(value) -> tuple[int, int]:
-    """`value.__dlpack_device__()`, or the CPU for a buffer-protocol object; `ForeignArrayError` for an array with
-    no memory a kernel can index (a sparse or mkldnn torch tensor, one on torch's 'meta' device) or whose library
-    names no device."""
+    """`value.__dlpack_device__()` (Metal for a torch `mps` tensor, whatever its version says), or the CPU for a
+    buffer-protocol object; `ForeignArrayError` for an array with no memory a kernel can index (a sparse or mkldnn
+    torch tensor, one on torch's 'meta' device) or whose library names no device."""
     probe = getattr(value, "__dlpack_device__", None)
     if probe is None:
         return (DL_CPU, 0)
@@ -115,6 +158,8 @@ def device_of(value) -> tuple[int, int]:
         problem = _torch_problem(value)
         if problem is not None:
             raise ForeignArrayError(problem)
+        if value.device.type == "mps":   # torch before 2.9 names no DLPack device for it (a ValueError)
+            return (DL_METAL, value.device.index or 0)
     try:
         kind, index = probe()
     except Exception as e:  # noqa: BLE001 - the library's refusal, reported at the parameter
@@ -128,6 +173,8 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
     metile cannot read, has an unknown element type or cannot be read in place. `written`: whether the kernel may
     write it (a parameter that is not `const`)."""
     kind, _ = device_of(value)
+    if kind == DL_METAL and library_of(value) == "mlx":   # unified memory, which the CPU reads once MLX has written it
+        return _read_only(_unified_view(value, foreign_dtype(value)))
     if kind != DL_CPU:
         where = _DEVICE_NAMES.get(kind, f"device type {kind}")
         if kind == DL_METAL:
@@ -141,10 +188,30 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
         view = np.asarray(memoryview(value))
         if view.dtype != want:
             view = view.view(want)
-    if (type(value).__module__ or "").split(".", 1)[0] in _IMMUTABLE and view.flags.writeable:
+    return _read_only(view) if library_of(value) in _IMMUTABLE else view
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    if view.flags.writeable:
         view = view.view()
         view.flags.writeable = False
     return view
+
+
+def _unified_view(value, want: np.dtype) -> np.ndarray:
+    """A numpy view of an MLX array that reports Metal memory (on a Mac MLX reports `kDLMetal` for its arrays): its
+    memory is unified, and MLX's buffer protocol evaluates the array and hands over that memory, which the CPU reads
+    in place. Types numpy has no name for are read through an unsigned integer type of their width."""
+    if want.type.__module__ != "numpy":
+        import mlx.core as mx
+
+        value = mx.view(value, {1: mx.uint8, 2: mx.uint16}[want.itemsize])
+    try:
+        view = np.asarray(memoryview(value))
+    except (TypeError, ValueError, BufferError, RuntimeError) as e:
+        raise ForeignArrayError(f"is an MLX array in Metal memory that MLX does not hand over through the buffer "
+                                f"protocol ({type(e).__name__}: {e}): pass a copy (`np.array(x)`)") from None
+    return view if view.dtype == want else view.view(want)
 
 
 def _from_dlpack(value, want: np.dtype) -> np.ndarray:
@@ -159,12 +226,13 @@ def _dlpack_view(value, want: np.dtype) -> np.ndarray:
         return np.from_dlpack(value)
     # bfloat16 and 8-bit floats: read as unsigned integers of their width, then reinterpreted
     carrier = getattr(value, "view", None) or getattr(value, "astype", None)
-    if carrier is not None and type(value).__module__.split(".", 1)[0] == "torch":
+    library = library_of(value)
+    if carrier is not None and library == "torch":
         import torch
 
         raw = np.from_dlpack(carrier({1: torch.uint8, 2: torch.int16}[want.itemsize]))
         return raw.view(want)
-    if carrier is not None and type(value).__module__.split(".", 1)[0] == "mlx":   # an MLX array (read-only)
+    if carrier is not None and library == "mlx":   # an MLX array (read-only)
         import mlx.core as mx
 
         return np.asarray(mx.view(value, {1: mx.uint8, 2: mx.uint16}[want.itemsize])).view(want)

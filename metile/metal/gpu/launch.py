@@ -20,9 +20,18 @@ import numpy as np
 from metile.metal.args import BoundArg, bind_arguments, round_up, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.dlpack import DLPackError, DLView, read_capsule
-from metile.metal.errors import LaunchError
+from metile.metal.errors import LaunchError, MetalExportError
 from metile.metal.gpu.memory import MetalMemory
-from metile.metal.interop import DL_METAL, device_of, is_foreign_array
+from metile.metal.interop import (
+    DL_METAL,
+    describe_producer,
+    device_of,
+    is_foreign_array,
+    library_of,
+    metal_export_problem,
+)
+
+_DL_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 7: "kDLVulkan", 10: "kDLROCM"}
 
 
 class ArraySlot:
@@ -104,23 +113,46 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
     return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned)
 
 
-def metal_views(args: tuple) -> tuple:
-    """`args` with each array of another library that lives in Metal memory replaced by the `DLView` of its
-    DLPack capsule, once its producer has finished writing it."""
+def metal_views(args: tuple, first: int = 0) -> tuple:
+    """`args` (arguments `first`, `first + 1`... of the launch) with each array of another library that lives in
+    Metal memory replaced by the `DLView` of its DLPack capsule, once its producer has finished writing it. The
+    capsule must describe Metal memory too: its data pointer is then the `id<MTLBuffer>` the shim binds, and a
+    capsule that says otherwise (MLX before 0.32 exports its CPU contents pointer as `kDLCPU`) is refused with
+    `MetalExportError` before anything reads its pointer, as is a library version known to export no buffer."""
     out = list(args)
-    for i, a in enumerate(args):
+    for i, a in enumerate(args, first):
         if is_foreign_array(a) and device_of(a)[0] == DL_METAL:
-            _finish_producer(a)
-            try:
-                out[i] = read_capsule(a.__dlpack__())
-            except DLPackError as e:
-                raise LaunchError(f"argument {i} {e}") from None
+            out[i - first] = _metal_view(a, i)
     return tuple(out)
+
+
+def _metal_view(value, i: int) -> DLView:
+    problem = metal_export_problem(value)
+    if problem is not None:
+        raise MetalExportError(f"argument {i} {problem}", index=i, reason=problem)
+    _finish_producer(value)
+    try:
+        view = read_capsule(value.__dlpack__())
+    except DLPackError as e:
+        raise LaunchError(f"argument {i} {e}") from None
+    except (ValueError, TypeError, RuntimeError, BufferError) as e:   # the library's refusal (torch 2.8 on mps)
+        reason = (f"is {describe_producer(value)} in Metal memory that its library does not export through DLPack "
+                  f"({type(e).__name__}: {e}): upgrade it (mlx>=0.32, torch>=2.9 export Metal memory), or pass a CPU "
+                  "copy")
+        raise MetalExportError(f"argument {i} {reason}", index=i, reason=reason) from None
+    if view.device_type != DL_METAL:
+        where = _DL_NAMES.get(view.device_type, f"device type {view.device_type}")
+        reason = (f"is {describe_producer(value)} that reports Metal memory (its `__dlpack_device__()` is kDLMetal) "
+                  f"but whose DLPack capsule describes {where} memory: its data pointer is no Metal buffer and metile "
+                  "does not bind it (MLX before 0.32 exports Metal arrays so): upgrade the library (pip install "
+                  "'mlx>=0.32'), or pass a CPU copy (`np.array(x)`)")
+        raise MetalExportError(f"argument {i} {reason}", index=i, reason=reason)
+    return view
 
 
 def _finish_producer(value) -> None:
     """Wait for the work the array's library has queued on the GPU (metile's command queue is another one)."""
-    library = type(value).__module__.split(".", 1)[0]
+    library = library_of(value)
     if library == "torch":
         import torch
 
