@@ -382,34 +382,47 @@ ATTN_PARAMS = np.dtype([  # steel/attn/params.h AttnParams as MSL lays it out
 assert ATTN_PARAMS.itemsize == 152
 
 
+def run_steel_attention(dev, header: str, kernel: str, dtype: str, tiles: tuple[int, int, int, int],
+                        shape: tuple[int, int, int, int, int, int], causal: bool, seed: int):
+    """MLX's full attention kernel `kernel` (from steel/attn/kernels/`header`.h) instantiated with blocks of `bq`
+    queries and `bk` keys over `wm` x `wn` simdgroups (`tiles`), run as sdpa_full_self_attention dispatches it on
+    random q, k, v of `shape` (B, H, Hkv, qL, kL, D): the output, the ((buffer, values) of q, k, v) and the scale."""
+    B, H, Hkv, qL, kL, D = shape
+    bq, bk, wm, wn = tiles
+    tname, msl, _ = _TYPES[dtype]
+    bv = "" if kernel.endswith("_nax") else f"_bv{D}"
+    host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}{bv}_wm{wm}_wn{wn}_mask{tname}"
+    src = instantiation([f"steel/attn/kernels/{header}.h"], [
+        f'instantiate_kernel("{host}", {kernel}, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
+    constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
+    fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
+    gen = rng(seed)
+    q = _random(gen, (B, H, qL, D), dtype)
+    k = _random(gen, (B, Hkv, kL, D), dtype)
+    v = _random(gen, (B, Hkv, kL, D), dtype)
+    out = _empty((B, H, qL, D), dtype)
+    scale = 1.0 / math.sqrt(D)
+    nq, nk = -(-qL // bq), -(-kL // bk)
+    params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
+                     NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
+                     kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
+                     K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
+                     O_strides=(H * qL * D, qL * D, D))
+    dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q[0], k[0], v[0], out, params])
+    return out, (q, k, v), scale
+
+
 def _steel_attention_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int, kL: int, D: int,
                           causal: bool = False, seed: int = 0) -> Case:
     """Full attention with `steel_attention` (sdpa_full_self_attention_metal): queries in blocks of 32 per
     threadgroup of 4 simdgroups, keys in blocks of 32 (16 from head dim 128)."""
 
     def run(dev) -> Result:
-        tname, msl, _ = _TYPES[dtype]
-        bq, bk, wm, wn = 32, 32 if D < 128 else 16, 4, 1
-        host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}_bv{D}_wm{wm}_wn{wn}_mask{tname}"
-        src = instantiation(["steel/attn/kernels/steel_attention.h"], [
-            f'instantiate_kernel("{host}", attention, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
-        constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
-        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
-        gen = rng(seed)
-        q, q_v = _random(gen, (B, H, qL, D), dtype)
-        k, k_v = _random(gen, (B, Hkv, kL, D), dtype)
-        v, v_v = _random(gen, (B, Hkv, kL, D), dtype)
-        out = _empty((B, H, qL, D), dtype)
-        scale = 1.0 / math.sqrt(D)
-        nq, nk = -(-qL // bq), -(-kL // bk)
-        params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
-                         NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
-                         kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
-                         K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
-                         O_strides=(H * qL * D, qL * D, D))
-        dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        bk = 32 if D < 128 else 16
+        out, (q, k, v), scale = run_steel_attention(dev, "steel_attention", "attention", dtype, (32, bk, 4, 1),
+                                                    (B, H, Hkv, qL, kL, D), causal, seed)
         keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
-        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
+        return _check(out, _attention(q[1], k[1], v[1], scale, keep), dtype)
 
     return Case(name, "steel_attention", run)
 

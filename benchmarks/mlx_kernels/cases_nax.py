@@ -20,7 +20,6 @@ import numpy as np
 
 from benchmarks.mlx_kernels.cases_matmul import (
     _TYPES,
-    ATTN_PARAMS,
     GEMM_ADDMM_PARAMS,
     GEMM_PARAMS,
     _args,
@@ -31,6 +30,7 @@ from benchmarks.mlx_kernels.cases_matmul import (
     _i64,
     _random,
     _struct,
+    run_steel_attention,
 )
 from benchmarks.mlx_kernels.cases_quantized import _affine_quantize, _unbatched
 from benchmarks.mlx_kernels.common import Case, Result, compile_mlx, instantiation, rng
@@ -132,31 +132,13 @@ def _attention_nax_case(name: str, dtype: str, B: int, H: int, Hkv: int, qL: int
     computes what the kernel does with q, k, v and the probabilities so cut (`_attention_tf32`)."""
 
     def run(dev) -> Result:
-        tname, msl, _ = _TYPES[dtype]
-        bq, bk, wm, wn = 64, 32, 4, 1
-        host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}_wm{wm}_wn{wn}_mask{tname}"
-        src = instantiation(["steel/attn/kernels/steel_attention_nax.h"], [
-            f'instantiate_kernel("{host}", attention_nax, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
-        constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
-        fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
-        gen = rng(seed)
-        q, q_v = _random(gen, (B, H, qL, D), dtype)
-        k, k_v = _random(gen, (B, Hkv, kL, D), dtype)
-        v, v_v = _random(gen, (B, Hkv, kL, D), dtype)
-        out = _empty((B, H, qL, D), dtype)
-        scale = 1.0 / math.sqrt(D)
-        nq, nk = -(-qL // bq), -(-kL // bk)
-        params = _struct(ATTN_PARAMS, B=B, H=H, D=D, qL=qL, kL=kL, gqa_factor=H // Hkv, scale=scale, NQ=nq, NK=nk,
-                         NQ_aligned=qL // bq, NK_aligned=kL // bk, qL_rem=qL - (qL // bq) * bq,
-                         kL_rem=kL - (kL // bk) * bk, qL_off=kL - qL, Q_strides=(H * qL * D, qL * D, D),
-                         K_strides=(Hkv * kL * D, kL * D, D), V_strides=(Hkv * kL * D, kL * D, D),
-                         O_strides=(H * qL * D, qL * D, D))
-        dev.dispatch_threadgroups(fn, (nq, H, B), (32, wm, wn), [q, k, v, out, params])
+        out, (q, k, v), scale = run_steel_attention(dev, "steel_attention_nax", "attention_nax", dtype, (64, 32, 4, 1),
+                                                    (B, H, Hkv, qL, kL, D), causal, seed)
         if dtype == "float32":
             assert not causal
-            return _check(out, _attention_tf32(q, k, v, scale, bk), dtype)
+            return _check(out, _attention_tf32(q[0], k[0], v[0], scale, 32), dtype)
         keep = np.arange(kL)[None, :] <= (np.arange(qL) + kL - qL)[:, None] if causal else True
-        return _check(out, _attention(q_v, k_v, v_v, scale, keep), dtype)
+        return _check(out, _attention(q[1], k[1], v[1], scale, keep), dtype)
 
     return Case(name, "steel_attention_nax", run)
 
