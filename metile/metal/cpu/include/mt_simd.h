@@ -4,7 +4,8 @@
  *
  * Every collective is one mt_simd_exchange: each lane publishes its value, waits for the lanes of its simdgroup
  * that take part, and computes its own result from their slots, visiting lanes in increasing order so that all
- * lanes get bit-identical results. Each collective kind passes its own `site` number; the .metal line of the call
+ * lanes get bit-identical results (a simdgroup-wide reduction is computed once, by the first lane to resume, and read
+ * by the others: see `once`). Each collective kind passes its own `site` number; the .metal line of the call
  * comes from a defaulted `__builtin_LINE()` argument (the front end's #line directives make it the .metal line).
  * The runtime lets the lanes that reach the same (site, line) in the same arm, loop iteration and call (the frames
  * of mt_diverge.h) take part, as Apple GPUs run a collective over the active lanes in divergent control flow (see
@@ -114,6 +115,40 @@ template <class V, class Op> inline V reduce(const xchg& x, uint32_t lo, uint32_
     return acc;
 }
 
+/* A reduction every lane of the group gets the same result of (sum, product, min, max, and, or, xor over the
+ * simdgroup), computed once: each lane publishes its value, a `done` word and room for the result; the first lane to
+ * resume after the exchange folds the slots with `fn` and leaves the result in the lowest taking lane's slot, the
+ * others read it. No exchange of the simdgroup completes before every lane of this one has resumed (each resumed
+ * lane runs before the next completion needs it suspended again), and a lane's slot is written again only by its
+ * own next exchange, so the slots hold until every lane has read. Quad groups, and values too wide for a slot with
+ * room for their result, fold per lane. */
+template <uint32_t G, class V, class Fn> inline V once(const V& v, uint32_t site, uint32_t line, Fn fn) {
+    constexpr uint32_t kDone = (sizeof(V) + 3u) & ~3u, kResult = kDone + 4u;
+    if constexpr (G != MT_SIMD_WIDTH || kResult + sizeof(V) > MT_SLOT_BYTES) {
+        return fn(exchange(v, site, line));
+    } else {
+        unsigned char mine[kResult];
+        __builtin_memcpy(mine, &v, sizeof(V));
+        __builtin_memset(mine + sizeof(V), 0, kResult - sizeof(V));
+        xchg x;
+        x.base = mt_simd_exchange(mine, kResult, site, line, &x);
+        /* the runtime's slot array, writable (see above); the interface's const keeps other collectives read-only */
+        unsigned char* lead = const_cast<unsigned char*>(x.base) + __builtin_ctz(x.live) * MT_SLOT_BYTES;
+        uint32_t done;
+        __builtin_memcpy(&done, lead + kDone, sizeof done);
+        V r;
+        if (done) {
+            __builtin_memcpy(&r, lead + kResult, sizeof(V));
+            return r;
+        }
+        r = fn(x);
+        __builtin_memcpy(lead + kResult, &r, sizeof(V));
+        done = 1u;
+        __builtin_memcpy(lead + kDone, &done, sizeof done);
+        return r;
+    }
+}
+
 template <class X> using cval_t = enable_if_t<(vn<X> >= 0), val_t<X>>;
 template <class X> using cnum_t = enable_if_t<kind<elem_t<X>>::value >= 2, val_t<X>>;
 template <class X> using cint_t = enable_if_t<kind<elem_t<X>>::value == 2 || kind<elem_t<X>>::value == 1, val_t<X>>;
@@ -184,33 +219,47 @@ template <class X> using cint_t = enable_if_t<kind<elem_t<X>>::value == 2 || kin
         return v;                                                                                                   \
     }                                                                                                               \
     template <class X, class V = _mt::cnum_t<X>> inline V P##_sum(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_SUM, line); MT_GROUP(G)                          \
-        return _mt::fold(x, B, B + G, V(0), _mt::add_op());                                                         \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_SUM, line, [&](const _mt::xchg& x) {                                  \
+            MT_GROUP(G) return _mt::fold(x, B, B + G, V(0), _mt::add_op());                                         \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cnum_t<X>>                                                                    \
     inline V P##_product(const X& data, uint32_t line = __builtin_LINE()) {                                         \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_PRODUCT, line); MT_GROUP(G)                      \
-        return _mt::fold(x, B, B + G, V(1), _mt::mul_op());                                                         \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_PRODUCT, line, [&](const _mt::xchg& x) {                              \
+            MT_GROUP(G) return _mt::fold(x, B, B + G, V(1), _mt::mul_op());                                         \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cnum_t<X>> inline V P##_min(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_MIN, line); MT_GROUP(G)                          \
-        return _mt::reduce(x, B, B + G, v, _mt::min_op());                                                          \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_MIN, line, [&](const _mt::xchg& x) {                                  \
+            MT_GROUP(G) return _mt::reduce(x, B, B + G, v, _mt::min_op());                                          \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cnum_t<X>> inline V P##_max(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_MAX, line); MT_GROUP(G)                          \
-        return _mt::reduce(x, B, B + G, v, _mt::max_op());                                                          \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_MAX, line, [&](const _mt::xchg& x) {                                  \
+            MT_GROUP(G) return _mt::reduce(x, B, B + G, v, _mt::max_op());                                          \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cint_t<X>> inline V P##_and(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_AND, line); MT_GROUP(G)                          \
-        return _mt::reduce(x, B, B + G, v, _mt::and_op());                                                          \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_AND, line, [&](const _mt::xchg& x) {                                  \
+            MT_GROUP(G) return _mt::reduce(x, B, B + G, v, _mt::and_op());                                          \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cint_t<X>> inline V P##_or(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_OR, line); MT_GROUP(G)                           \
-        return _mt::reduce(x, B, B + G, v, _mt::or_op());                                                           \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_OR, line, [&](const _mt::xchg& x) {                                   \
+            MT_GROUP(G) return _mt::reduce(x, B, B + G, v, _mt::or_op());                                           \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cint_t<X>> inline V P##_xor(const X& data, uint32_t line = __builtin_LINE()) { \
-        V v(data); _mt::xchg x = _mt::exchange(v, SITE0 + _mt::S_XOR, line); MT_GROUP(G)                          \
-        return _mt::fold(x, B, B + G, V(0), _mt::xor_op());                                                         \
+        V v(data);                                                                                                  \
+        return _mt::once<G>(v, SITE0 + _mt::S_XOR, line, [&](const _mt::xchg& x) {                                  \
+            MT_GROUP(G) return _mt::fold(x, B, B + G, V(0), _mt::xor_op());                                         \
+        });                                                                                                         \
     }                                                                                                               \
     template <class X, class V = _mt::cnum_t<X>>                                                                    \
     inline V P##_prefix_inclusive_sum(const X& data, uint32_t line = __builtin_LINE()) {                            \
