@@ -141,3 +141,31 @@ def test_masked_runs_read_each_elements_own_mask_and_other(K):
     np.testing.assert_allclose(c, ap.astype(np.float64) @ bp, rtol=1e-4, atol=1e-4)
     msl = padded_gemm.compile(a, b, c, M, N, K, BM=BM, BN=BN, BK=BK).msl
     assert "*(threadgroup float4*)" in msl   # staged in runs
+
+
+@metile.kernel
+def gemm_pointer_grid(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    rows = metile.program_id(0) * BM + metile.arange(0, BM)
+    cols = metile.program_id(1) * BN + metile.arange(0, BN)
+    ks = metile.arange(0, BK)
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k0 in metile.tile_range(0, K, BK):
+        kk = k0 + ks
+        # the pointer tile built as Triton programs build it: a column of row pointers broadcast along the row
+        a = metile.load(A + rows[:, None] * K + kk[None, :], mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = metile.load(B + kk[:, None] * N + cols[None, :], mask=(kk[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(C + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@pytest.mark.parametrize("K", [96, 90, 7])
+def test_a_pointer_grid_of_row_pointers_plus_columns_is_staged_in_vectors(K):
+    M, N = 70, 36
+    rng = np.random.default_rng(K)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    c = np.zeros((M, N), np.float32)
+    grid = (metile.cdiv(M, 64), metile.cdiv(N, 32))
+    gemm_pointer_grid[grid](a, b, c, M, N, K, BM=64, BN=32, BK=32, sanitize=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    msl = gemm_pointer_grid.compile(a, b, c, M, N, K, BM=64, BN=32, BK=32).msl
+    assert "*(threadgroup float4*)" in msl and "*(device const float4*)" in msl

@@ -354,6 +354,13 @@ def _buffer_offset(ptr: Value, defs, at) -> Value | None:
             case AddPtr(inner, off):
                 total = mo.add(total, at(off))
                 ptr = inner
+            case Broadcast(Var(name), shape) if name in defs:
+                ptr = Broadcast(defs[name], shape)
+            case Broadcast(Broadcast(inner, _), shape):
+                ptr = Broadcast(inner, shape)
+            case Broadcast(AddPtr(inner, off), shape):   # Triton's `base + rows[:, None] * K + cols[None, :]`
+                total = mo.add(total, at(Broadcast(off, shape)))
+                ptr = Broadcast(inner, shape)
             case Broadcast(Param() as p, _) if isinstance(p.type, PtrType):
                 return total
             case Param() if isinstance(ptr.type, PtrType):
