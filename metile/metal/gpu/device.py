@@ -47,7 +47,7 @@ from metile.metal.gpu.binding import (
 from metile.metal.gpu.capabilities import cached_tensor_probe, tensor_ops_accelerated
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, pinned_language_version, run_command
 from metile.metal.gpu.constants import constant_table, shim_constants
-from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
+from metile.metal.gpu.launch import MetalDispatch, finish_producers, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
 from metile.metal.msl_preprocess import (
@@ -403,6 +403,8 @@ class MetalDevice:
         prepared = fn._prepared
         if prepared is None or not prepared.matches(args, tg_memory):
             prepared = fn._prepared = prepare_arguments(self, fn, args, tg_memory)
+        elif prepared.producers:   # bound before: what their library queued since is waited for again
+            finish_producers(prepared)
         with self._lock:
             self.stream.encode(fn, prepared, args, kind, size, tpt)
 

@@ -199,6 +199,8 @@ class CommandStream:
                 key = id(arr)
                 s = staged.get(key)
                 if s is None:
+                    if not isinstance(arr, np.ndarray):   # another library's array: its host view
+                        arr = slot.bound.value
                     s = staged[key] = self._stage_array(arr, slot)
                     added.append(key)
                 elif slot.write_back and s.memory is not None:
