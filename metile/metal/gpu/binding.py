@@ -105,7 +105,8 @@ def macos_version() -> str:
 def shim_path(cache_dir: Path) -> Path:
     """Where the shim for these sources, this OS version and this Python lives in the cache."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = sha256_hex("metal-shim", HEADER.read_bytes(), OBJC_SOURCE.read_bytes(), Path(_build.__file__).read_bytes(),
+    key = sha256_hex("metal-shim", HEADER.read_bytes(), OBJC_SOURCE.read_bytes(), _build.LOGIC_HEADER.read_bytes(),
+                     Path(_build.__file__).read_bytes(),
                      " ".join(_build.extra_flags()),
                      macos_version(), platform.machine(), sys.implementation.cache_tag, suffix, cffi.__version__)
     return cache_dir / "metal" / f"{MODULE_NAME}-{key[:24]}{suffix}"

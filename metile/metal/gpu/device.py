@@ -79,6 +79,8 @@ class MetalOptions:
     fast_math: bool = False      # Metal's fast math (off: IEEE-conforming, as on the CPU device)
     aot: bool | None = None      # None: AOT when `xcrun metal` exists; False: always JIT; True: require AOT
     os_version: str | None = None   # the macOS version to compile for; None: this system's
+    encoder_status: bool = False    # a GPU fault names the kernel whose encoder faulted (Metal's per-encoder execution
+                                    # status, which costs CPU time: off unless asked)
 
 
 class MetalFunction:
@@ -222,7 +224,7 @@ class MetalDevice:
             cache_dir=options.cache_dir, gpu_family=self.gpu_family, os_version=os_version, runner=runner,
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
-                                    max_in_flight=options.max_in_flight)
+                                    max_in_flight=options.max_in_flight, encoder_status=options.encoder_status)
         self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
 

@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from metile.metal.args import BoundArg, bind_arguments, round_up, threadgroup_sizes
+from metile.metal.args import BoundArg, bind_arguments, element_type, round_up, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.dlpack import DLPackError, DLView, read_capsule
 from metile.metal.errors import LaunchError, MetalExportError
@@ -102,9 +102,17 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
                 raise LaunchError(f"argument {i} (`{b.param.name}`) lives on device {v.device.name!r}, "
                                   "not on this Metal device")
             table[i].buffer = mem.handle
+            table[i].length, table[i].align = b.nbytes, type_alignment(b.param)
         elif isinstance(v, DLView):    # Metal memory of another library: its MTLBuffer, at its offset
+            align = type_alignment(b.param)
+            if align > 1 and v.byte_offset % align:
+                raise LaunchError(f"argument {i} (`{b.param.name}`) starts {v.byte_offset} bytes into its Metal "
+                                  f"buffer, not at a multiple of {align} bytes, the alignment of "
+                                  f"`{b.param.element_type}` that Metal requires of a buffer's offset: pass a copy "
+                                  "(`t.clone()`) or a view that starts at a whole element")
             table[i].buffer = ffi.cast("mts_buffer*", v.data)
             table[i].offset = v.byte_offset
+            table[i].length, table[i].align = b.nbytes, align
             owned.append(v)            # holds the capsule, and so the producer's tensor
         elif isinstance(v, bytes):     # a scalar for a `constant T&` (the shim takes up to 4095 bytes)
             data = ffi.new("char[]", v)
@@ -117,6 +125,13 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
     tg = ffi.new("uint64_t[]", [round_up(s) for s in sizes] or [0])
     producers = tuple(a for a in args if is_foreign_array(a) and device_of(a)[0] == DL_METAL)
     return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned, producers)
+
+
+def type_alignment(p) -> int:
+    """The alignment of what the buffer parameter `p` points at, which Metal requires of its buffer's offset (its
+    size's largest power-of-two factor, at most 16: a `float4` 16, a `packed_float3` 4); 0 when it is not known."""
+    size = element_type(p.element_type).size
+    return min(size & -size, 16) if size else 0
 
 
 def finish_producers(prepared: PreparedArgs) -> None:
