@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from metal_stub import KERNELS, NUMPY_KERNELS, numpy_kernels
+from metal_stub import KERNELS
 from test_metal_hardening import MetalTensor
 
 from metile.metal.errors import DeviceError, LaunchError
@@ -143,11 +143,3 @@ def test_the_shim_reads_macos_16_as_26(stub, make_device, os_major, metal4, math
     assert dev.supports_metal4 is metal4
     dev.compile(KERNELS, name="kernels.metal")
     assert f"math={math} " in stub.calls("library_from_source")[-1]
-
-
-def test_replay_still_runs_the_numpy_kernels(stub, dev, add):
-    stub.execute_with(numpy_kernels(NUMPY_KERNELS))
-    a, out = np.arange(N, dtype=np.float32), np.zeros(N, np.float32)
-    dev.dispatch_threads(add, N, 256, [a, a, out, N])
-    dev.synchronize()
-    np.testing.assert_array_equal(out, 2 * a)
