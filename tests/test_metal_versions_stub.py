@@ -77,3 +77,11 @@ def test_a_built_shim_that_cannot_be_loaded_leaves_the_gpu_unavailable(tmp_path)
     broken.write_bytes(b"not a shared library")
     with pytest.raises(DeviceUnavailableError, match=r"cannot load the Metal shim at .*ImportError"):
         binding.load_extension(broken, "_metile_metal_shim")
+
+
+def test_doctor_names_macos_26_where_python_is_told_16(monkeypatch, macos_16):
+    from metile import doctor
+
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    facts = dict(doctor.system_facts())
+    assert facts["os"].startswith("macOS 26.0 (")
