@@ -97,7 +97,8 @@ def _create(name: str):
         )
     from metile.metal.gpu.device import MetalDevice, MetalOptions
 
-    return MetalDevice(MetalOptions(cache_dir=_cache_dir(), aot=metal_compile_mode(os.environ)))
+    return MetalDevice(MetalOptions(cache_dir=_cache_dir(), aot=metal_compile_mode(os.environ),
+                                    encoder_status=metal_encoder_status(os.environ)))
 
 
 METAL_COMPILE_ENV = "METILE_METAL_COMPILE"
@@ -111,6 +112,18 @@ def metal_compile_mode(env) -> bool | None:
     if text not in _METAL_MODES:
         raise DeviceError(f"{METAL_COMPILE_ENV}={text!r}: use aot, jit or auto")
     return _METAL_MODES[text]
+
+
+METAL_ENCODER_STATUS_ENV = "METILE_METAL_ENCODER_STATUS"
+
+
+def metal_encoder_status(env) -> bool:
+    """Whether the Metal device's command buffers report each encoder's execution status, so that a GPU fault names the
+    kernel that faulted (`METILE_METAL_ENCODER_STATUS=1`; Metal's option costs CPU time, so it is off by default)."""
+    text = env.get(METAL_ENCODER_STATUS_ENV, "").strip().lower()
+    if text not in ("", "0", "1"):
+        raise DeviceError(f"{METAL_ENCODER_STATUS_ENV}={text!r}: use 1 or 0")
+    return text == "1"
 
 
 def default_device_name() -> str:

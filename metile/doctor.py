@@ -111,7 +111,9 @@ def _run(argv: list[str]) -> str:
 def system_facts() -> list[Fact]:
     system, machine = platform.system(), platform.machine()
     if system == "Darwin":
-        os_text = f"macOS {platform.mac_ver()[0] or platform.release()} ({machine})"
+        from metile.metal.gpu.binding import system_macos_version  # 26.x where Python is told 16.x
+
+        os_text = f"macOS {system_macos_version() or platform.release()} ({machine})"
     else:
         os_text = f"{system} {platform.release()} ({machine})"
     return [

@@ -12,7 +12,9 @@ the kernel's `MslArtifact`):
   position attribute MLX types otherwise is refused. MLX makes the outputs (`output_shapes`, `output_dtypes`,
   `init_value`); the grid counts programs, as `kernel[grid]` does, and becomes MLX's grid of threads.
 - torch's `compile_shader` takes the whole source, and its kernels take tensors and numbers in buffer order with a
-  number of threads and a threadgroup size (`lib.name(*args, threads=..., group_size=...)`).
+  number of threads and a threadgroup size (`lib.name(*args, threads=..., group_size=..., arg_casts=...)`). torch
+  binds a Python int as an int64 and a float as a float32: each number goes as a Python int or float, with the
+  `arg_casts` entry that binds it as its parameter's type (`fp16` for `half`, `int32` for `int`, ...).
 """
 
 from __future__ import annotations
@@ -187,7 +189,33 @@ class TorchKernel:
             lengths = [array_elements(args[i], size) for i, size in src.lengths]
         except ArrayTooLongError as e:
             raise KernelArgumentError(f"{name}: an argument {e}") from None
-        getattr(lib, src.entry)(*args, *lengths, threads=(gx * src.threads, gy, gz), group_size=(src.threads, 1, 1))
+        values, casts = torch_scalars(src, (*args, *lengths))
+        getattr(lib, src.entry)(*values, threads=(gx * src.threads, gy, gz), group_size=(src.threads, 1, 1),
+                                arg_casts=casts or None)
+
+
+TORCH_CASTS = {"half": "fp16", "bfloat": "bf16", "int": "int32", "uint": "int32", "short": "int16", "ushort": "int16",
+               "char": "int8", "uchar": "uint8", "bool": "uint8"}
+"""The `arg_casts` name torch's kernel call takes for a scalar parameter of each MSL type: torch binds a Python int as
+an int64 and a float as a float32 (`float`, `long` and `ulong` need none), so any other scalar is cast to its width."""
+_TORCH_FLOATS = ("float", "half", "bfloat")
+
+
+def torch_scalars(src: KernelSource, values: tuple) -> tuple[list, dict[int, str]]:
+    """`values` (in buffer order) as torch's kernel call takes them: each number bound to a `constant T&` parameter as
+    a Python int or float (torch takes no numpy scalar), and the `arg_casts` that make torch bind it as a `T`."""
+    out, casts = list(values), {}
+    for p in src.buffers:
+        index = int(p.attribute[len("buffer("):-1])
+        words = p.text.split()
+        if words[0] != "constant" or not words[1].endswith("&") or index >= len(out):
+            continue
+        kind = words[1].rstrip("&")
+        v = out[index]
+        out[index] = float(v) if kind in _TORCH_FLOATS else int(bool(v)) if kind == "bool" else int(v)
+        if kind in TORCH_CASTS:
+            casts[index] = TORCH_CASTS[kind]
+    return out, casts
 
 
 def torch_kernel(kernel, device: str = "mps") -> TorchKernel:
@@ -230,4 +258,4 @@ def _torch():
 
 
 __all__ = ["FrameworkError", "KernelSource", "MLXKernel", "MLX_ATTRIBUTES", "TorchKernel", "kernel_source",
-           "mlx_kernel", "torch_kernel"]
+           "mlx_kernel", "torch_kernel", "torch_scalars"]

@@ -106,21 +106,50 @@ def test_what_mlx_cannot_express_is_refused(mx):
         mlx_kernel(axpy, ["Z"])
 
 
+TORCH_CASTS = {"fp16": np.float16, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8}
+
+
+class TorchLibrary:
+    """torch's `compile_shader` library as torch binds a kernel's arguments (torch/csrc/mps/Module.cpp): a tensor as
+    its buffer, a Python int as 8 bytes of int64 and a float as 4 bytes of float32 unless `arg_casts` names another
+    type for its index, anything else refused. The kernel reads the first bytes of each as its parameter's type (on
+    the CPU device here)."""
+
+    def __init__(self, source):
+        from metile.metal.msl_signature import kernel_signatures
+
+        self.dev = metile.device("cpu")
+        self.lib = self.dev.compile(source, name="torch.metal")
+        self.signatures = {k.name: k for k in kernel_signatures(source)}
+
+    def __getattr__(self, entry):
+        import torch
+
+        from metile.metal.args import element_type
+
+        params = {p.index: p for p in self.signatures[entry].buffers}
+
+        def launch(*args, threads, group_size, arg_casts=None):
+            bound = []
+            for i, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    bound.append(a)
+                    continue
+                if not isinstance(a, (int, float)):
+                    raise RuntimeError("Unsupported argument type")
+                kind = (arg_casts or {}).get(i)
+                carrier = TORCH_CASTS[kind] if kind else np.float32 if isinstance(a, float) else np.int64
+                raw = np.array(a).astype(carrier).tobytes()
+                dtype = element_type(params[i].element_type).dtype
+                bound.append(np.frombuffer(raw[:dtype.itemsize], dtype)[0])   # what the kernel reads
+            self.dev.dispatch_threads(self.lib.function(entry), threads, group_size, bound)
+        return launch
+
+
 def test_a_kernel_runs_on_torch_s_stream_through_compile_shader(monkeypatch):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
     compiled = []
-
-    class Library:
-        def __init__(self, source):
-            self.dev = metile.device("cpu")
-            self.lib = self.dev.compile(source, name="torch.metal")
-
-        def __getattr__(self, entry):
-            def launch(*args, threads, group_size):
-                self.dev.dispatch_threads(self.lib.function(entry), threads, group_size, list(args))
-            return launch
-
-    monkeypatch.setattr(torch.mps, "compile_shader", lambda source: compiled.append(source) or Library(source),
+    monkeypatch.setattr(torch.mps, "compile_shader", lambda source: compiled.append(source) or TorchLibrary(source),
                         raising=False)
     op = torch_kernel(axpy, device="cpu")   # the stand-in runs on the CPU; on a Mac the tensors are on mps
     x, y, out = torch.arange(1000, dtype=torch.float32), torch.ones(1000), torch.zeros(1000)
@@ -132,6 +161,20 @@ def test_a_kernel_runs_on_torch_s_stream_through_compile_shader(monkeypatch):
         torch_kernel(axpy)[(4,)](x, y, out, 2.0, 1000, BLOCK=256)
 
 
+@pytest.mark.parametrize(("a", "n"), [(np.float16(2.5), np.int16(999)), (np.float32(2.5), np.uint8(200)),
+                                      (np.float16(-0.75), np.int8(100)), (2.5, np.uint16(1000))])
+def test_scalars_of_every_width_reach_a_torch_kernel_as_their_parameter_s_type(monkeypatch, a, n):
+    """torch binds Python ints as int64 and floats as float32, and takes no numpy scalar: a half, short or char
+    parameter gets its number as a Python one with the `arg_casts` of its type, so it reads the number's bytes."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
+    monkeypatch.setattr(torch.mps, "compile_shader", TorchLibrary, raising=False)
+    x, y, out = torch.arange(1000, dtype=torch.float32), torch.ones(1000), torch.zeros(1000)
+    torch_kernel(axpy, device="cpu")[(4,)](x, y, out, a, n, BLOCK=256)
+    k = int(n)
+    torch.testing.assert_close(out[:k], float(a) * x[:k] + 1)
+    assert not out[k:].any()
+
+
 @metile.kernel
 def copy_block(X, Out, n_cols, R: metile.constexpr, C: metile.constexpr):
     t = metile.tile_load(X, 0, 0, n_cols, (R, C))          # no bounds=: clipped to X's length
@@ -141,18 +184,7 @@ def copy_block(X, Out, n_cols, R: metile.constexpr, C: metile.constexpr):
 def test_an_unbounded_tile_passes_its_array_length_to_torch_and_is_refused_by_mlx(monkeypatch, mx):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'metile[torch]')")
 
-    class Library:
-        def __init__(self, source):
-            self.dev = metile.device("cpu")
-            self.lib = self.dev.compile(source, name="torch.metal")
-
-        def __getattr__(self, entry):
-            def launch(*args, threads, group_size):
-                self.dev.dispatch_threads(self.lib.function(entry), threads, group_size,
-                                          [np.int32(a) if isinstance(a, int) else a for a in args])
-            return launch
-
-    monkeypatch.setattr(torch.mps, "compile_shader", Library, raising=False)
+    monkeypatch.setattr(torch.mps, "compile_shader", TorchLibrary, raising=False)
     x, out = torch.arange(12, dtype=torch.float32), torch.full((4, 8), -1.0)
     torch_kernel(copy_block, device="cpu")[(1,)](x, out, 8, R=4, C=8)
     expect = torch.zeros(4, 8)

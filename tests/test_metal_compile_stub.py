@@ -26,7 +26,7 @@ SHIM_FUNCTIONS = re.findall(r"\b(mts_\w+)\(", _build.cdef_of(_build.HEADER.read_
 # -- the header is the single source of truth ---------------------------------------------------------------
 def test_cdef_is_read_from_the_header():
     cdef = _build.cdef_of(_build.HEADER.read_text())
-    assert "int32_t mts_commands_encode(" in cdef and "#define MTS_ABI_VERSION 4" in cdef
+    assert "int32_t mts_commands_encode(" in cdef and "#define MTS_ABI_VERSION 5" in cdef
     assert "#ifndef" not in cdef and "extern" not in cdef
     with pytest.raises(ValueError, match="CDEF BEGIN"):
         _build.cdef_of("int f(void);")
@@ -59,7 +59,9 @@ def test_objective_c_uses_the_documented_selectors():
                      "newBufferWithBytesNoCopy:", "deallocator:", "newBufferWithLength:", "newBufferWithBytes:",
                      "supportsFamily:", "GPUStartTime", "GPUEndTime", "waitUntilCompleted", "endEncoding",
                      "setFastMathEnabled:", "setLanguageVersion:", "maxTotalThreadsPerThreadgroup",
-                     "threadExecutionWidth", "maxThreadgroupMemoryLength", "maxThreadsPerThreadgroup"]:
+                     "threadExecutionWidth", "maxThreadgroupMemoryLength", "maxThreadsPerThreadgroup",
+                     "newFence", "waitForFence:", "updateFence:", "computeCommandEncoderWithDispatchType:",
+                     "MTLDispatchTypeSerial", "setErrorOptions:", "operatingSystemVersion"]:
         assert selector in text, selector
     assert "(MTLGPUFamily)kFamilyMetal4" in text and "kFamilyMetal4 = 5002" in text
 
@@ -286,7 +288,7 @@ def test_a_shim_of_another_abi_is_refused(stub, monkeypatch, tmp_path_factory):
     from metile.metal.gpu import binding
 
     monkeypatch.setattr(binding, "ABI_VERSION", 99)
-    with pytest.raises(metile.DeviceError, match="has ABI 4; this metile expects 99"):
+    with pytest.raises(metile.DeviceError, match="has ABI 5; this metile expects 99"):
         binding.load_extension(stub_path(tmp_path_factory.getbasetemp() / "metal_stub"), MODULE_NAME)
 
 

@@ -77,7 +77,7 @@ def test_launches_run_at_synchronize_and_numpy_results_are_written_back(stub, de
     np.testing.assert_array_equal(out, a + b)
     encode = stub.calls("commands_encode")
     assert encode == [f"commands_encode commands={encode[0].split('=')[1].split()[0]} function=add kind=threads "
-                      f"size={N},1,1 threads=256,1,1 bindings=4 tg=0 encoder=1 label=add"]
+                      f"size={N},1,1 threads=256,1,1 fence_wait=0 bindings=4 tg=0 encoder=1 label=add"]
     assert stub.calls("commands_wait")
 
 

@@ -83,7 +83,8 @@ def test_an_mlx_032_array_is_bound_as_its_buffer_at_its_offset(stub, dev, add, f
     monkeypatch.setattr(mx, "__version__", "0.32.0")
     mems, views = _buffers(stub, dev, 8)
     views[0][8:], views[1][8:] = np.arange(N), 3.0
-    a, b, out = (MLX32Array(m, N, 8) for m in mems)
+    a, b = (MLX32Array(m, N, 8) for m in mems[:2])
+    out = MetalTensor(mems[2], N, 8)   # an MLX array is not written (test_metal_interop_sync_stub)
     dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [a, b, out, N])
     dev.synchronize()
     np.testing.assert_array_equal(views[2][8:], np.arange(N) + 3)
@@ -110,10 +111,10 @@ def test_a_capsule_that_describes_cpu_memory_of_an_array_in_metal_memory_is_refu
     monkeypatch.setattr(mx, "__version__", "0.32.0")   # past the version rule: the capsule's own device decides
     x = cls(np.arange(N, dtype=np.float32))
     mem = dev.allocate(4 * N)
-    with pytest.raises(MetalExportError, match=r"argument 2 is .* that reports Metal memory \(its "
+    with pytest.raises(MetalExportError, match=r"argument 1 is .* that reports Metal memory \(its "
                                                r"`__dlpack_device__\(\)` is kDLMetal\) but whose DLPack capsule "
                                                r"describes kDLCPU memory: its data pointer is no Metal buffer"):
-        dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [mem, mem, x, N])
+        dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [mem, x, mem, N])
     assert x.exported == 1
     assert stub.calls("commands_encode") == []
     assert isinstance(MetalExportError("x"), metile.MetileError) and metile.MetalExportError is MetalExportError

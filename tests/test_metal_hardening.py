@@ -2,7 +2,9 @@
 which behaves as Metal does there (see tests/metal_stub/stub_shim.c): no-copy wraps that fail or come back
 short, no default device without CoreGraphics, command buffers released before they finish or were committed,
 the macOS gates of Metal 4, tensor ops, compile options and MSL versions, the checks of a dispatch before it is
-encoded, faults named by their encoder, compiler warnings, 16 KiB pages and 16-byte threadgroup memory."""
+encoded, faults named by their encoder, compiler warnings, 16 KiB pages and 16-byte threadgroup memory. Which device
+is taken, the macOS gates and the checks of a dispatch are decided by the functions of metile/metal/gpu/shim_logic.h,
+which shim.m and the stand-in both call (see also test_metal_shim_logic_stub)."""
 
 from __future__ import annotations
 
@@ -91,7 +93,7 @@ def raw_dispatch(stub, dev, add, *, commit: bool, wait: bool) -> np.ndarray:
         table[i].buffer = mem.handle
     table[3].bytes, table[3].length = n, 4
     cmds = ffi.new("mts_commands**")
-    assert lib.mts_commands_begin(dev.handle, cmds, err) == 0
+    assert lib.mts_commands_begin(dev.handle, 0, cmds, err) == 0
     assert lib.mts_commands_encode(cmds[0], add.handle, b"add", 1, N, 1, 1, 256, 1, 1, table, 4, ffi.NULL, 0, err) == 0
     if commit:
         assert lib.mts_commands_commit(cmds[0], err) == 0
@@ -160,7 +162,7 @@ def test_the_shim_checks_a_dispatch_before_encoding_it(stub, dev, add, change, m
     size = (0, 1, 1) if change == "zero" else (4, 1, 1)
     threads = (2048, 1, 1) if change == "threads" else (256, 1, 1)
     cmds = ffi.new("mts_commands**")
-    assert lib.mts_commands_begin(dev.handle, cmds, err) == 0
+    assert lib.mts_commands_begin(dev.handle, 0, cmds, err) == 0
     code = lib.mts_commands_encode(cmds[0], add.handle, b"add", 0, *size, *threads, table, n_bindings, ffi.NULL, 0,
                                    err)
     assert code == ERR_ARGUMENT and message in ffi.string(err[0]).decode()
@@ -186,24 +188,30 @@ def test_a_paravirtual_device_is_refused(stub, make_device):
         make_device()
 
 
-def test_a_fault_in_a_batch_names_the_kernel_whose_encoder_faulted(stub, dev, add):
+@pytest.mark.parametrize("status", [True, False])
+def test_a_fault_in_a_batch_names_the_kernel_whose_encoder_faulted_when_asked(stub, make_device, status):
+    """Each encoder's execution status costs CPU time (Apple): command buffers report it only with encoder_status."""
     def faulting_sum(r, x, sums):
         raise MemoryError("the stand-in's fault")
 
+    dev = make_device(encoder_status=status)
     stub.execute_with(numpy_kernels(NUMPY_KERNELS | {"block_sum": faulting_sum}))
-    block_sum = dev.compile(KERNELS, name="kernels.metal").function("block_sum")
+    lib = dev.compile(KERNELS, name="kernels.metal")
+    add, block_sum = lib.function("add"), lib.function("block_sum")
     a = np.ones(1024, np.float32)
     dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [a, a, np.zeros(1024, np.float32), 1024])
     dev.dispatch_threadgroups(block_sum, (4, 1, 1), (256, 1, 1), [a, np.zeros(4, np.float32)],
                               threadgroup_memory=[1024])
     dev.dispatch_threadgroups(add, (4, 1, 1), (256, 1, 1), [a, a, np.zeros(1024, np.float32), 1024])
-    with pytest.raises(DeviceFault, match="the fault is in `block_sum`") as e:
+    named = "the fault is in `block_sum`" if status else r"of add, block_sum \(MetalOptions\(encoder_status=True\)"
+    with pytest.raises(DeviceFault, match=named) as e:
         dev.synchronize()
-    assert e.value.kernel == "block_sum"
+    assert e.value.kernel == ("block_sum" if status else "")
     labels = [line.split("label=")[1] for line in stub.calls("commands_encode")]
     encoders = [line.split("encoder=")[1].split()[0] for line in stub.calls("commands_encode")]
     assert labels == ["add", "block_sum", "add"] and encoders == ["1", "2", "3"]
-    assert "error_options=encoder_execution_status" in stub.calls("commands_begin")[-1]
+    options = "encoder_execution_status" if status else "none"
+    assert stub.calls("commands_begin")[-1].endswith(f"error_options={options}")
 
 
 def test_threadgroup_memory_is_rounded_up_to_16_bytes(stub, dev):

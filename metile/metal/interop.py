@@ -32,7 +32,7 @@ from metile.metal.buffer import Buffer
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_METAL, DL_ROCM = 1, 2, 3, 8, 10
 _DEVICE_NAMES = {DL_CUDA: "CUDA", DL_CUDA_HOST: "CUDA host", 4: "OpenCL", 7: "Vulkan", DL_METAL: "Metal",
                  9: "VPI", DL_ROCM: "ROCm", 13: "CUDA managed", 14: "oneAPI"}
-_IMMUTABLE = ("jax", "jaxlib", "mlx")   # libraries whose arrays must not be written behind their back
+IMMUTABLE_LIBRARIES = ("jax", "jaxlib", "mlx")   # libraries whose arrays must not be written behind their back
 _NUMPY_NAMES = {"float32": "float32", "float16": "float16", "half": "float16", "float": "float32",
                 "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
                 "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool", "bool_": "bool",
@@ -188,7 +188,7 @@ def host_view(value, *, written: bool = True) -> np.ndarray:
         view = np.asarray(memoryview(value))
         if view.dtype != want:
             view = view.view(want)
-    return _read_only(view) if library_of(value) in _IMMUTABLE else view
+    return _read_only(view) if library_of(value) in IMMUTABLE_LIBRARIES else view
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:

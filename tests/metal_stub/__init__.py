@@ -177,6 +177,7 @@ def _signature(source: str, function: str) -> KernelSignature:
 
 def stub_path(workdir: Path) -> Path:
     key = sha256_hex("metal-stub", SOURCE.read_bytes(), CONTROLS.read_bytes(), _build.HEADER.read_bytes(),
+                     _build.LOGIC_HEADER.read_bytes(),
                      Path(_build.__file__).read_bytes())
     return workdir / f"{MODULE_NAME}-{key[:16]}.so"
 

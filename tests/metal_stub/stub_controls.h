@@ -48,6 +48,12 @@ void mts_stub_set_wrap(int32_t mode);
  * finds a device (else only MTLCopyAllDevices does), what supportsFamily:MTLGPUFamilyMetal4 answers, and whether the
  * MSL 4 tensor probe compiles. */
 void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal4_family, int32_t tensor_probe);
+/* How many devices MTLCopyAllDevices finds (1 unless set). */
+void mts_stub_set_devices(int32_t n);
+/* Whether Metal tracks hazards on the buffer (0) or not (1, MTLHazardTrackingModeUntracked, as MLX allocates them). */
+void mts_stub_set_untracked(mts_buffer* buffer, int32_t untracked);
+/* Waits shim.m would have made for a command buffer Metal never committed (which never return on Metal). */
+int64_t mts_stub_hangs(void);
 /* Whether the MSL 4 tensor probe compiles (as set_system's tensor_probe, for a system that is not modelled). */
 void mts_stub_set_tensor_probe(int32_t compiles);
 /* Messages a successful compile returns as warnings (NULL or "": none). */

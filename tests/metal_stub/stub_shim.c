@@ -8,11 +8,14 @@
  *
  * Like Metal, a command buffer keeps the buffers it binds alive until it is released, so the caller
  * may release a buffer handle while a dispatch that uses it is in flight. Where the tests rely on it, it
- * also behaves as Metal on Apple silicon does and does what shim.m does about it: 16 KiB pages, no-copy
- * wraps that can fail or come back short (refused), a command buffer released before it was waited for
- * (committed and run first, as shim.m waits), threadgroup memory rounded up to 16 bytes, the checks of
- * each dispatch before encoding, one encoder per run of a kernel's dispatches (the label a fault names),
- * and the macOS version gates of Metal 4, tensor ops and the compile options.
+ * also behaves as Metal on Apple silicon does: 16 KiB pages, no-copy wraps that can fail or come back short,
+ * threadgroup memory rounded up to 16 bytes, an argument table per encoder whose entries a dispatch does not
+ * set keep the previous dispatch's, encoders that run in any order unless one waits for a fence another
+ * updated or they share only tracked memory (a buffer marked untracked, as MLX allocates them, is not ordered
+ * otherwise: the stand-in then runs the later encoder first), a wait for a command buffer whose commit threw
+ * (which never returns on Metal: counted), and the system's default device, device count and macOS version.
+ * What shim.m decides about all this it decides with the functions of shim_logic.h, which the stand-in calls
+ * too: the tests exercise those decisions, not a copy of them.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "shim_logic.h"
 #include "stub_controls.h"
 
 enum { K_DEVICE, K_LIBRARY, K_PIPELINE, K_BUFFER, K_COMMANDS, K_COUNT };
@@ -34,10 +38,13 @@ typedef struct handle {
     int64_t id;
 } handle;
 
-struct mts_device { handle h; int32_t nonuniform; };
+struct mts_device { handle h; int32_t nonuniform; int32_t fence_updated; };
 struct mts_library { handle h; char* source; };
 struct mts_pipeline { handle h; char* source; char* function; mts_pipeline_info info; };
-struct mts_buffer { handle h; int32_t refs; int32_t owned; void* data; size_t length; };
+struct mts_buffer { handle h; int32_t refs; int32_t owned; void* data; size_t length; int32_t untracked; };
+
+/* An entry of an encoder's argument table, as Metal keeps it between dispatches. */
+typedef struct entry { mts_buffer* buffer; uint64_t offset; void* bytes; uint64_t length; } entry;
 
 typedef struct record {
     char* source;
@@ -51,16 +58,25 @@ typedef struct record {
     uint64_t* lengths;
     uint64_t* tg;
     char label[256];             /* the encoder's label: the kernel it was encoded for */
+    size_t encoder;              /* its encoder (0, 1, ... in the command buffer) */
+    int32_t waits;               /* its encoder waited for the fence the encoder before it updated */
 } record;
 
 struct mts_commands {
     handle h;
-    int32_t committed;
+    mts_device* device;
+    int32_t state;               /* MTS_CB_OPEN, MTS_CB_COMMITTED, MTS_CB_COMMIT_FAILED (shim_logic.h) */
     int32_t waited;
+    int32_t waits;               /* the open encoder waited for the fence */
+    uint32_t bound;              /* the entries the open encoder has set (shim_logic.h) */
+    entry table[MTS_MAX_BINDINGS];   /* the open encoder's argument table, as Metal keeps it */
     record* records;             /* kept only while an executor is set */
     size_t n_records, cap_records;
     size_t n_dispatches;
     size_t n_encoders;           /* encoders opened: one per run of dispatches of one label */
+    int32_t encoder_open;        /* an encoder is open (not yet ended by a new label or the commit) */
+    int32_t encoder_status;      /* errors report each encoder's execution status (which one faulted) */
+    int32_t metal_committed;     /* what Metal knows: its commit returned (shim.m's view is `state`) */
     char label[256];             /* the open encoder's label */
     int32_t nonuniform;
 };
@@ -80,7 +96,8 @@ static failure g_failures[16];
 static mts_stub_executor g_executor;
 static mts_device_info g_info;
 static mts_pipeline_info g_pipeline_info;
-static int32_t g_wrap_mode, g_os_major, g_default_device = 1, g_metal4_family, g_tensor_probe;
+static int32_t g_wrap_mode, g_os_major, g_default_device = 1, g_metal4_family, g_tensor_probe, g_devices = 1;
+static int64_t g_hangs;
 static char g_compile_warnings[2048];
 
 /* -- helpers ---------------------------------------------------------------------------------------- */
@@ -294,7 +311,8 @@ void mts_stub_reset(void) {
     g_info.has_unified_memory = 1;
     g_info.nonuniform_threadgroups = 1;
     g_wrap_mode = g_os_major = g_metal4_family = g_tensor_probe = 0;
-    g_default_device = 1;
+    g_default_device = g_devices = 1;
+    g_hangs = 0;
     g_compile_warnings[0] = '\0';
     g_pipeline_info.max_total_threads_per_threadgroup = 1024;
     g_pipeline_info.thread_execution_width = 32;
@@ -372,6 +390,18 @@ void mts_stub_set_system(int32_t os_major, int32_t default_device, int32_t metal
     g_tensor_probe = tensor_probe;
 }
 
+void mts_stub_set_devices(int32_t n) {
+    g_devices = n;
+}
+
+void mts_stub_set_untracked(mts_buffer* b, int32_t untracked) {
+    b->untracked = untracked;
+}
+
+int64_t mts_stub_hangs(void) {
+    return g_hangs;
+}
+
 void mts_stub_set_tensor_probe(int32_t compiles) {
     g_tensor_probe = compiles;
 }
@@ -405,10 +435,15 @@ int32_t mts_device_create(mts_device** out, char** err) {
     if (code != MTS_OK) {
         return code;
     }
+    int source = mts_choose_device(g_default_device, (size_t)g_devices);
+    if (source == MTS_DEVICE_NONE) {
+        return fail_text(err, MTS_ERR_NO_DEVICE,
+                         "neither MTLCreateSystemDefaultDevice nor MTLCopyAllDevices found a Metal device");
+    }
     mts_device* d = new_handle(sizeof *d, K_DEVICE);
     d->nonuniform = g_info.nonuniform_threadgroups;
-    /* as shim.m: without a default device (no CoreGraphics), the first of MTLCopyAllDevices */
-    log_line("device_create device=%lld%s", (long long)d->h.id, g_default_device ? "" : " fallback=all_devices");
+    log_line("device_create device=%lld%s", (long long)d->h.id,
+             source == MTS_DEVICE_FIRST_OF_ALL ? " fallback=all_devices" : "");
     *out = d;
     return MTS_OK;
 }
@@ -429,8 +464,8 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
     }
     log_line("device_query device=%lld", (long long)d->h.id);
     *info = g_info;
-    if (g_os_major != 0) {   /* as shim.m: Metal 4 asked on macOS 26 only */
-        info->supports_metal4 = g_os_major >= 26 && g_metal4_family;
+    if (g_os_major != 0) {   /* the system's answer, when shim.m asks it */
+        info->supports_metal4 = mts_has_metal4(mts_macos_major(g_os_major)) && g_metal4_family;
     }
     return MTS_OK;
 }
@@ -445,8 +480,8 @@ int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err
         return code;
     }
     log_line("device_probe_tensor_ops device=%lld", (long long)d->h.id);
-    /* as shim.m: MSL 4 compiled on macOS 26 only (any system when it is not modelled) */
-    *compiles = (g_os_major == 0 || g_os_major >= 26) && g_tensor_probe;
+    /* compiled where shim.m compiles it (any system when it is not modelled) */
+    *compiles = (g_os_major == 0 || mts_has_metal4(mts_macos_major(g_os_major))) && g_tensor_probe;
     return MTS_OK;
 }
 
@@ -472,10 +507,11 @@ int32_t mts_library_from_source(mts_device* d, const char* source, const mts_com
         return code;
     }
     mts_library* lib = new_library(strdup(source));
-    /* as shim.m: mathMode from macOS 15, the deprecated fastMathEnabled before */
+    /* the setter shim.m uses on the system (the newest when it is not modelled) */
     log_line("library_from_source library=%lld language_version=%u fast_math=%d math=%s bytes=%zu",
              (long long)lib->h.id, options ? options->language_version : 0u, options ? options->fast_math : -1,
-             g_os_major != 0 && g_os_major < 15 ? "fastMathEnabled" : "mathMode", strlen(source));
+             g_os_major == 0 || mts_uses_math_mode(mts_macos_major(g_os_major)) ? "mathMode" : "fastMathEnabled",
+             strlen(source));
     if (warnings != NULL && g_compile_warnings[0] != '\0') {
         *warnings = strdup(g_compile_warnings);
     }
@@ -694,7 +730,7 @@ void mts_buffer_release(mts_buffer* b) {
 
 /* -- command buffers ------------------------------------------------------------------------------------------- */
 
-int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
+int32_t mts_commands_begin(mts_device* d, int32_t flags, mts_commands** out, char** err) {
     if (!live_handle(d, K_DEVICE) || out == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_begin: bad argument");
     }
@@ -704,10 +740,21 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
         return code;
     }
     mts_commands* c = new_handle(sizeof *c, K_COMMANDS);
+    c->device = d;
     c->nonuniform = d->nonuniform;
-    log_line("commands_begin commands=%lld error_options=encoder_execution_status", (long long)c->h.id);
+    c->encoder_status = mts_wants_encoder_status(flags);
+    log_line("commands_begin commands=%lld error_options=%s", (long long)c->h.id,
+             c->encoder_status ? "encoder_execution_status" : "none");
     *out = c;
     return MTS_OK;
+}
+
+/* Ends the open encoder, which updates the device's fence (as shim.m's end_encoding). */
+static void end_encoding(mts_commands* c) {
+    if (c->n_encoders > 0 && c->encoder_open) {
+        c->device->fence_updated = 1;
+        c->encoder_open = 0;
+    }
 }
 
 int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char* label, int32_t kind,
@@ -722,49 +769,65 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
     if (kind != MTS_DISPATCH_THREADGROUPS && kind != MTS_DISPATCH_THREADS) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: unknown dispatch kind");
     }
-    if (c->committed) {
+    if (c->state != MTS_CB_OPEN) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_encode: the command buffer is already committed");
     }
-    /* as shim.m's encode_problem, before anything is encoded */
-    if (n_bindings > MTS_MAX_BINDINGS || n_threadgroup_memory > MTS_MAX_BINDINGS) {
-        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: more than 31 buffer or threadgroup memory bindings");
-    }
-    if (size_x == 0 || size_y == 0 || size_z == 0 || threads_x == 0 || threads_y == 0 || threads_z == 0) {
-        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a grid or threadgroup dimension is zero");
-    }
-    if ((uint64_t)threads_x * threads_y * threads_z > pipeline->info.max_total_threads_per_threadgroup) {
-        return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: more threads per threadgroup than the "
-                                                "pipeline's maxTotalThreadsPerThreadgroup");
-    }
-    if (kind == MTS_DISPATCH_THREADS && !c->nonuniform) {
-        return fail_text(err, MTS_ERR_ARGUMENT,
-                         "mts_commands_encode: dispatchThreads needs non-uniform threadgroups (MTLGPUFamilyApple4)");
-    }
-    for (uint32_t i = 0; i < n_bindings; i++) {
-        if (bindings[i].buffer != NULL && !live_handle(bindings[i].buffer, K_BUFFER)) {
-            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a bound buffer was released");
+    uint64_t lengths[MTS_MAX_BINDINGS] = {0};
+    for (uint32_t i = 0; i < n_bindings && i < MTS_MAX_BINDINGS; i++) {
+        if (bindings[i].buffer != NULL) {
+            if (!live_handle(bindings[i].buffer, K_BUFFER)) {
+                return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a bound buffer was released");
+            }
+            lengths[i] = bindings[i].buffer->length;
         }
-        if (bindings[i].buffer != NULL && bindings[i].offset >= bindings[i].buffer->length) {
-            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: a binding's offset is past the end of its buffer");
-        }
-        if (bindings[i].buffer == NULL && bindings[i].bytes != NULL
-            && (bindings[i].length == 0 || bindings[i].length > MTS_MAX_INLINE_BYTES)) {
-            return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: inline bytes must be 1..4095");
-        }
+    }
+    const uint32_t size[3] = {size_x, size_y, size_z};
+    const uint32_t threads[3] = {threads_x, threads_y, threads_z};
+    const char* problem = mts_encode_problem(kind, c->nonuniform, size, threads,
+                                             pipeline->info.max_total_threads_per_threadgroup, bindings, lengths,
+                                             n_bindings, n_threadgroup_memory);
+    if (problem != NULL) {
+        return fail_text(err, MTS_ERR_ARGUMENT, problem);
     }
     int32_t code = injected("commands_encode", err, NULL);
     if (code != MTS_OK) {
         return code;
     }
     const char* name = label != NULL ? label : "";
-    if (c->n_encoders == 0 || strncmp(c->label, name, sizeof c->label) != 0) {   /* a new labelled encoder */
+    if (!c->encoder_open || strncmp(c->label, name, sizeof c->label) != 0) {   /* a new labelled encoder */
+        end_encoding(c);
         c->n_encoders++;
+        c->encoder_open = 1;
         snprintf(c->label, sizeof c->label, "%s", name);
+        c->waits = mts_encoder_waits(c->device->fence_updated);
+        c->bound = 0;
+        memset(c->table, 0, sizeof c->table);   /* a new encoder's argument table is empty */
     }
-    log_line("commands_encode commands=%lld function=%s kind=%s size=%u,%u,%u threads=%u,%u,%u bindings=%u tg=%u "
-             "encoder=%zu label=%s",
+    uint32_t n_table = 0;   /* entries of the table the dispatch sees: up to the last one set */
+    for (uint32_t i = 0; i < MTS_MAX_BINDINGS; i++) {
+        entry* e = &c->table[i];
+        switch (mts_binding_action(bindings, n_bindings, i, &c->bound)) {
+            case MTS_BIND_BUFFER:
+                e->buffer = bindings[i].buffer, e->offset = bindings[i].offset, e->bytes = NULL;
+                e->length = bindings[i].buffer->length - bindings[i].offset;
+                break;
+            case MTS_BIND_BYTES:
+                e->buffer = NULL, e->bytes = (void*)bindings[i].bytes, e->length = bindings[i].length;
+                break;
+            case MTS_BIND_CLEAR:
+                memset(e, 0, sizeof *e);
+                break;
+            default:   /* Metal keeps what the previous dispatch of this encoder set */
+                break;
+        }
+        if (e->buffer != NULL || e->bytes != NULL || i < n_bindings) {
+            n_table = i + 1;
+        }
+    }
+    log_line("commands_encode commands=%lld function=%s kind=%s size=%u,%u,%u threads=%u,%u,%u fence_wait=%d "
+             "bindings=%u tg=%u encoder=%zu label=%s",
              (long long)c->h.id, pipeline->function, kind == MTS_DISPATCH_THREADS ? "threads" : "threadgroups",
-             size_x, size_y, size_z, threads_x, threads_y, threads_z, n_bindings, n_threadgroup_memory,
+             size_x, size_y, size_z, threads_x, threads_y, threads_z, c->waits, n_bindings, n_threadgroup_memory,
              c->n_encoders, c->label);
     c->n_dispatches++;
     if (g_executor == NULL) {
@@ -786,22 +849,23 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
     r->kind = kind;
     r->size[0] = size_x, r->size[1] = size_y, r->size[2] = size_z;
     r->threads[0] = threads_x, r->threads[1] = threads_y, r->threads[2] = threads_z;
-    r->n_bindings = n_bindings;
-    r->buffers = calloc(n_bindings + 1, sizeof *r->buffers);
-    r->offsets = calloc(n_bindings + 1, sizeof *r->offsets);
-    r->bytes = calloc(n_bindings + 1, sizeof *r->bytes);
-    r->lengths = calloc(n_bindings + 1, sizeof *r->lengths);
-    for (uint32_t i = 0; i < n_bindings; i++) {
-        const mts_binding* b = &bindings[i];
-        if (b->buffer != NULL) {
-            r->buffers[i] = b->buffer;
-            b->buffer->refs++;   /* like Metal, the command buffer keeps what it binds alive */
-            r->offsets[i] = b->offset;
-            r->lengths[i] = b->buffer->length - b->offset;
-        } else if (b->bytes != NULL) {
-            r->bytes[i] = malloc(b->length);
-            memcpy(r->bytes[i], b->bytes, b->length);   /* setBytes copies at encode time */
-            r->lengths[i] = b->length;
+    r->n_bindings = n_table;
+    r->buffers = calloc(n_table + 1, sizeof *r->buffers);
+    r->offsets = calloc(n_table + 1, sizeof *r->offsets);
+    r->bytes = calloc(n_table + 1, sizeof *r->bytes);
+    r->lengths = calloc(n_table + 1, sizeof *r->lengths);
+    for (uint32_t i = 0; i < n_table; i++) {   /* what the dispatch sees: the encoder's table */
+        const entry* e = &c->table[i];
+        if (e->buffer != NULL) {
+            r->buffers[i] = e->buffer;
+            e->buffer->refs++;   /* like Metal, the command buffer keeps what it binds alive */
+            r->offsets[i] = e->offset;
+            r->lengths[i] = e->length;
+        } else if (e->bytes != NULL) {
+            r->bytes[i] = malloc(e->length);
+            memcpy(r->bytes[i], e->bytes, e->length);   /* setBytes copies at encode time */
+            r->lengths[i] = e->length;
+            c->table[i].bytes = r->bytes[i];            /* kept by the table as Metal keeps its copy */
         }
     }
     r->n_tg = n_threadgroup_memory;
@@ -810,53 +874,135 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
         r->tg[i] = (threadgroup_memory[i] + 15u) & ~(uint64_t)15u;
     }
     snprintf(r->label, sizeof r->label, "%s", c->label);
+    r->encoder = c->n_encoders - 1;
+    r->waits = c->waits;
     return MTS_OK;
+}
+
+/* Commits: a failure injected with MTS_ERR_EXCEPTION is a commit that threw (shim.m then notes it as not committed,
+ * and the next encoder waits for no fence); any other code fails before the commit is tried. */
+static int32_t commit(mts_commands* c, char** err) {
+    int32_t code = injected("commands_commit", err, NULL);
+    if (code == MTS_ERR_EXCEPTION) {   /* Metal did not commit it */
+        end_encoding(c);
+        c->state = mts_state_after_commit(0);
+        c->device->fence_updated = 0;
+        return code;
+    }
+    if (code != MTS_OK) {
+        return code;
+    }
+    end_encoding(c);
+    c->metal_committed = 1;
+    c->state = mts_state_after_commit(1);
+    return MTS_OK;
+}
+
+/* Whether waiting for `c` as shim.m decides would never return: it waits for a command buffer Metal never committed. */
+static int hangs(mts_commands* c) {
+    if (mts_may_wait(c->state) && !c->metal_committed) {
+        g_hangs++;
+        log_line("commands_hang commands=%lld", (long long)c->h.id);
+        return 1;
+    }
+    return 0;
 }
 
 int32_t mts_commands_commit(mts_commands* c, char** err) {
     if (!live_handle(c, K_COMMANDS)) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_commit: not a live command buffer");
     }
-    if (c->committed) {
+    if (c->state != MTS_CB_OPEN) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_commit: already committed");
     }
-    int32_t code = injected("commands_commit", err, NULL);
-    if (code != MTS_OK) {
-        return code;
-    }
-    c->committed = 1;
-    log_line("commands_commit commands=%lld dispatches=%zu", (long long)c->h.id, c->n_dispatches);
-    return MTS_OK;
+    int32_t code = commit(c, err);
+    log_line("commands_commit commands=%lld dispatches=%zu%s", (long long)c->h.id, c->n_dispatches,
+             code == MTS_OK ? "" : " failed");
+    return code;
 }
 
-/* Runs the recorded dispatches in order; on a fault, `faulted` receives the label of its encoder. */
-static int32_t replay(mts_commands* c, char* message, size_t size, char* faulted, size_t faulted_size) {
+/* Whether the encoders e1 < e2 share a buffer Metal does not track (whose accesses nothing but a fence orders). */
+static int share_untracked(const mts_commands* c, size_t e1, size_t e2) {
     for (size_t i = 0; i < c->n_records; i++) {
-        record* r = &c->records[i];
-        void** data = calloc(r->n_bindings + 1, sizeof *data);
-        int32_t* is_bytes = calloc(r->n_bindings + 1, sizeof *is_bytes);
-        for (uint32_t j = 0; j < r->n_bindings; j++) {
-            if (r->buffers[j] != NULL) {
-                data[j] = (char*)r->buffers[j]->data + r->offsets[j];
-            } else if (r->bytes[j] != NULL) {
-                data[j] = r->bytes[j];
-                is_bytes[j] = 1;
-            }
+        const record* a = &c->records[i];
+        if (a->encoder != e1) {
+            continue;
         }
-        mts_stub_dispatch d = {
-            r->source, r->function, r->kind, {r->size[0], r->size[1], r->size[2]},
-            {r->threads[0], r->threads[1], r->threads[2]}, r->n_bindings, data, r->lengths, is_bytes,
-            r->n_tg, r->tg,
-        };
-        int32_t rc = g_executor(&d, message, size);
-        free(data);
-        free(is_bytes);
-        if (rc != 0) {
-            snprintf(faulted, faulted_size, "%s", r->label);
-            return rc;
+        for (size_t j = 0; j < c->n_records; j++) {
+            const record* b = &c->records[j];
+            if (b->encoder != e2) {
+                continue;
+            }
+            for (uint32_t x = 0; x < a->n_bindings; x++) {
+                for (uint32_t y = 0; a->buffers[x] != NULL && a->buffers[x]->untracked && y < b->n_bindings; y++) {
+                    if (a->buffers[x] == b->buffers[y]) {
+                        return 1;
+                    }
+                }
+            }
         }
     }
     return 0;
+}
+
+/* The order the GPU may run the encoders in: each after the one before it when it waited for that one's fence or
+ * shares no untracked buffer with it; otherwise the GPU may run it first, and the stand-in does. */
+static size_t* encoder_order(const mts_commands* c, size_t* n_out) {
+    size_t n = c->n_records ? c->records[c->n_records - 1].encoder + 1 : 0;
+    size_t* order = calloc(n + 1, sizeof *order);
+    int32_t* waits = calloc(n + 1, sizeof *waits);
+    for (size_t i = 0; i < c->n_records; i++) {
+        waits[c->records[i].encoder] = c->records[i].waits;
+    }
+    for (size_t e = 0; e < n; e++) {
+        order[e] = e;
+        if (e > 0 && !waits[e] && share_untracked(c, e - 1, e)) {   /* unordered: it runs before its predecessor */
+            order[e] = order[e - 1];
+            order[e - 1] = e;
+        }
+    }
+    free(waits);
+    *n_out = n;
+    return order;
+}
+
+/* Runs the recorded dispatches, encoder by encoder in an order the GPU may take; on a fault, `faulted` receives the
+ * label of its encoder when the command buffer reports encoders' execution status. */
+static int32_t replay(mts_commands* c, char* message, size_t size, char* faulted, size_t faulted_size) {
+    size_t n_encoders = 0;
+    size_t* order = encoder_order(c, &n_encoders);
+    int32_t rc = 0;
+    for (size_t k = 0; k < n_encoders && rc == 0; k++) {
+        for (size_t i = 0; i < c->n_records && rc == 0; i++) {
+            record* r = &c->records[i];
+            if (r->encoder != order[k]) {
+                continue;
+            }
+            void** data = calloc(r->n_bindings + 1, sizeof *data);
+            int32_t* is_bytes = calloc(r->n_bindings + 1, sizeof *is_bytes);
+            for (uint32_t j = 0; j < r->n_bindings; j++) {
+                if (r->buffers[j] != NULL) {
+                    data[j] = (char*)r->buffers[j]->data + r->offsets[j];
+                } else if (r->bytes[j] != NULL) {
+                    data[j] = r->bytes[j];
+                    is_bytes[j] = 1;
+                }
+            }
+            mts_stub_dispatch d = {
+                r->source, r->function, r->kind, {r->size[0], r->size[1], r->size[2]},
+                {r->threads[0], r->threads[1], r->threads[2]}, r->n_bindings, data, r->lengths, is_bytes,
+                r->n_tg, r->tg,
+            };
+            rc = g_executor(&d, message, size);
+            free(data);
+            free(is_bytes);
+            if (rc != 0 && c->encoder_status) {
+                snprintf(faulted, faulted_size, "%s", r->label);
+            }
+        }
+    }
+    free(order);
+    return rc;
 }
 
 int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
@@ -864,8 +1010,11 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_wait: bad argument");
     }
     memset(done, 0, sizeof *done);
-    if (!c->committed) {
+    if (!mts_may_wait(c->state)) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_wait: the command buffer was not committed");
+    }
+    if (hangs(c)) {
+        return fail_text(err, MTS_ERR_STATE, "mts_commands_wait: waited for a command buffer Metal never committed");
     }
     log_line("commands_wait commands=%lld", (long long)c->h.id);
     int32_t detail = 0;
@@ -893,9 +1042,15 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
 
 void mts_commands_release(mts_commands* c) {
     if (c != NULL && release_handle(&c->h, K_COMMANDS)) {
-        /* as shim.m: never committed, it is committed now; never waited for, it runs to completion first */
-        int32_t committed_now = !c->committed, waited_now = !c->waited;
-        c->committed = 1;
+        /* as shim.m: never committed, it is committed now; never waited for, it is waited for when it may be (a wait
+         * for a command buffer whose commit threw never returns on Metal: counted as a hang) */
+        int32_t committed_now = c->state == MTS_CB_OPEN;
+        if (committed_now) {
+            char* ignored = NULL;
+            commit(c, &ignored);
+            free(ignored);
+        }
+        int32_t waited_now = !c->waited && mts_may_wait(c->state) && !hangs(c);
         if (waited_now && g_executor != NULL) {
             char message[2048] = "", faulted[256] = "";
             replay(c, message, sizeof message, faulted, sizeof faulted);

@@ -25,6 +25,7 @@ from metile.metal.cpu.toolchain import run_compiler
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "shim.h"
 OBJC_SOURCE = HERE / "shim.m"
+LOGIC_HEADER = HERE / "shim_logic.h"   # the shim's decisions, which the tests' stand-in makes with the same code
 MODULE_NAME = "_metile_metal_shim"
 OBJC_FLAGS = ("-fno-objc-arc", "-fobjc-exceptions", "-Wno-unused-command-line-argument", "-mmacosx-version-min=14.0")
 # CoreGraphics: Apple documents that a command-line process gets no default Metal device unless it is linked

@@ -67,22 +67,46 @@ def load_extension(path: Path, module_name: str) -> Shim:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise DeviceError(f"cannot load the Metal shim from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except (ImportError, OSError) as e:   # built for another Python or architecture, or a framework missing
+        raise DeviceUnavailableError(
+            f"cannot load the Metal shim at {path} ({type(e).__name__}: {e}); delete it so that metile builds it "
+            "again, or use metile.device('cpu')") from e
     version = module.lib.mts_abi_version()
     if version != ABI_VERSION:
         raise DeviceError(f"the Metal shim at {path} has ABI {version}; this metile expects {ABI_VERSION}")
     return Shim(ffi=module.ffi, lib=module.lib, origin=str(path))
 
 
+COMPAT_MAJOR = {16: 26}
+"""macOS majors a process may be told instead of the real one: macOS 26 reports 16.x to a program built with an SDK
+older than 26 (Apple's system version compatibility, as macOS 11 reported 10.16), Python builds among them."""
+
+
+def real_macos_version(text: str) -> str:
+    """The macOS version `text` names ("16.0" from a Python built with an older SDK on macOS 26 is "26.0")."""
+    m = re.match(r"(\d+)(.*)", text or "")
+    if m is None or int(m[1]) not in COMPAT_MAJOR:
+        return text
+    return f"{COMPAT_MAJOR[int(m[1])]}{m[2]}"
+
+
+def system_macos_version() -> str:
+    """This system's macOS version ("26.1"), "" off macOS."""
+    return real_macos_version(platform.mac_ver()[0])
+
+
 def macos_version() -> str:
-    return platform.mac_ver()[0] or platform.release()
+    return system_macos_version() or platform.release()
 
 
 def shim_path(cache_dir: Path) -> Path:
     """Where the shim for these sources, this OS version and this Python lives in the cache."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = sha256_hex("metal-shim", HEADER.read_bytes(), OBJC_SOURCE.read_bytes(), Path(_build.__file__).read_bytes(),
+    key = sha256_hex("metal-shim", HEADER.read_bytes(), OBJC_SOURCE.read_bytes(), _build.LOGIC_HEADER.read_bytes(),
+                     Path(_build.__file__).read_bytes(),
                      " ".join(_build.extra_flags()),
                      macos_version(), platform.machine(), sys.implementation.cache_tag, suffix, cffi.__version__)
     return cache_dir / "metal" / f"{MODULE_NAME}-{key[:24]}{suffix}"

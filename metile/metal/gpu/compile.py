@@ -68,11 +68,20 @@ class CompileSettings:
         major, minor = (int(x) for x in self.language_version.split("."))
         return (major << 16) | minor
 
-    def metal_flags(self) -> list[str]:
+    def metal_flags(self, os_version: str | None = None) -> list[str]:
+        """`xcrun metal`'s flags for these settings on macOS `os_version`, with the math Metal's runtime compiler is
+        given there (shim.m): from macOS 15 (Xcode 16), the math mode and the fp32 functions, as `mathMode` and
+        `mathFloatingPointFunctions` (safe and precise, or fast and fast); before, `-f[no-]fast-math`, as the
+        `fastMathEnabled` the runtime compiler is given there."""
         std = [f"-std=metal{self.language_version}"] if self.language_version else []
-        return [*std, "-ffast-math" if self.fast_math else "-fno-fast-math"]
+        major = os_major(os_version)
+        if major is None or major < MATH_MODE_FROM_MACOS:
+            return [*std, "-ffast-math" if self.fast_math else "-fno-fast-math"]
+        mode, functions = ("fast", "fast") if self.fast_math else ("safe", "precise")
+        return [*std, f"-fmetal-math-mode={mode}", f"-fmetal-math-fp32-functions={functions}"]
 
 
+MATH_MODE_FROM_MACOS = 15   # MTLCompileOptions.mathMode and -fmetal-math-mode (shim_logic.h: mts_uses_math_mode)
 MSL4_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(metal_tensor>|MetalPerformancePrimitives/)", re.M)
 
 
@@ -274,7 +283,7 @@ class MetalCompiler:
                 src.write_text(source)
                 target = ["-target", f"air64-apple-macos{_major_minor(self.os_version)}"] if self.os_version else []
                 includes = [f"-I{d}" for d in (*([include_dir] if include_dir else []), *include_dirs)]
-                compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *settings.metal_flags(),
+                compile_cmd = ["xcrun", "-sdk", "macosx", "metal", "-c", "-O2", *settings.metal_flags(self.os_version),
                                *target, *includes, str(src), "-o", str(air)]
                 result = self.runner(compile_cmd)
                 if result.returncode != 0:

@@ -16,7 +16,6 @@ The shim module is a constructor argument, so the tests run all of this against 
 from __future__ import annotations
 
 import os
-import platform
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,11 +35,19 @@ from metile.metal.errors import (
     ProfileError,
 )
 from metile.metal.function_constants import ConstantTable
-from metile.metal.gpu.binding import SHIM_CONSTANTS, Shim, check, load_shim, macos_version
+from metile.metal.gpu.binding import (
+    SHIM_CONSTANTS,
+    Shim,
+    check,
+    load_shim,
+    macos_version,
+    real_macos_version,
+    system_macos_version,
+)
 from metile.metal.gpu.capabilities import cached_tensor_probe, tensor_ops_accelerated
 from metile.metal.gpu.compile import CompileSettings, MetalCompiler, Runner, pinned_language_version, run_command
 from metile.metal.gpu.constants import constant_table, shim_constants
-from metile.metal.gpu.launch import MetalDispatch, prepare_arguments
+from metile.metal.gpu.launch import MetalDispatch, finish_producers, prepare_arguments
 from metile.metal.gpu.memory import MetalMemory, new_memory
 from metile.metal.gpu.stream import CommandStream
 from metile.metal.msl_preprocess import (
@@ -72,6 +79,8 @@ class MetalOptions:
     fast_math: bool = False      # Metal's fast math (off: IEEE-conforming, as on the CPU device)
     aot: bool | None = None      # None: AOT when `xcrun metal` exists; False: always JIT; True: require AOT
     os_version: str | None = None   # the macOS version to compile for; None: this system's
+    encoder_status: bool = False    # a GPU fault names the kernel whose encoder faulted (Metal's per-encoder execution
+                                    # status, which costs CPU time: off unless asked)
 
 
 class MetalFunction:
@@ -200,7 +209,8 @@ class MetalDevice:
         self.architecture: str = ffi.string(info.architecture).decode("utf-8", "replace")
         self.os_build: str = ffi.string(info.os_build).decode("utf-8", "replace")
         self.page_size: int = int(lib.mts_page_size())
-        system = options.os_version if options.os_version is not None else platform.mac_ver()[0]   # "" off macOS
+        # "" off macOS; a Python built with an SDK older than 26 is told 16.x on macOS 26, which is 26.x
+        system = real_macos_version(options.os_version if options.os_version is not None else system_macos_version())
         # tensor ops: whether an MSL 4 kernel using them compiles (probed once per OS build and device), and whether
         # they run on Neural Accelerators (metile.metal.gpu.capabilities)
         self.supports_tensor_ops: bool = self.supports_metal4 and cached_tensor_probe(
@@ -214,7 +224,7 @@ class MetalDevice:
             cache_dir=options.cache_dir, gpu_family=self.gpu_family, os_version=os_version, runner=runner,
             aot=options.aot)
         self.stream = CommandStream(self.shim, self.handle, page_size=self.page_size, max_batch=options.max_batch,
-                                    max_in_flight=options.max_in_flight)
+                                    max_in_flight=options.max_in_flight, encoder_status=options.encoder_status)
         self._libraries: dict[tuple, MetalLibrary] = {}
         self._lock = threading.Lock()
 
@@ -295,7 +305,7 @@ class MetalDevice:
             return preprocess(source, metal_name, compiler=compiler.path, include_dirs=dirs,
                               stub_dir=stub_headers(self.options.cache_dir, refuse=False),
                               source_dir=include_dir.resolve() if include_dir is not None else None,
-                              metal_version=metal_version_code(self.options.language_version))
+                              metal_version=metal_version_code(self._language_for(source, metal_name)))
         except CompilerNotFoundError as e:
             if own_includes:
                 raise DeviceError(f"{metal_name} includes files of its own; reading its kernels then needs the "
@@ -305,6 +315,11 @@ class MetalDevice:
             if own_includes:
                 raise
             return None
+
+    def _language_for(self, source: str, metal_name: str) -> str | None:
+        """The MSL version `source` compiles as (what `__METAL_VERSION__` is while its kernels are read): the pinned
+        one, or 4.0 for a source that includes Metal 4's tensor headers itself."""
+        return self.compiler.settings_for(source, metal_name).language_version
 
     def compile_file(self, path: str | os.PathLike) -> MetalLibrary:
         return self.compile(None, path=path)
@@ -390,6 +405,8 @@ class MetalDevice:
         prepared = fn._prepared
         if prepared is None or not prepared.matches(args, tg_memory):
             prepared = fn._prepared = prepare_arguments(self, fn, args, tg_memory)
+        elif prepared.producers:   # bound before: what their library queued since is waited for again
+            finish_producers(prepared)
         with self._lock:
             self.stream.encode(fn, prepared, args, kind, size, tpt)
 

@@ -6,8 +6,10 @@ the `mts_binding[]` table: `metile.Buffer`s bind their `MTLBuffer`, scalars are 
 and numpy arrays get an `ArraySlot` that the command stream fills at each launch. An array of another library
 in Metal memory (a torch `mps` tensor, an MLX array: DLPack device `kDLMetal`) binds its own `MTLBuffer` at its
 `byte_offset`, with no copy, after its producer has finished writing it (`torch.mps.synchronize()`, `mx.eval`);
-the kernel writes into it directly, and the producer sees the results after `metile.synchronize()`. A function keeps its
-last `PreparedArgs`; the next launch with the very same objects reuses it without checking again.
+an MLX array (immutable) where the kernel may write is read through the host instead (`metal_views`). The kernel
+writes into a torch tensor directly, and torch sees the results after `metile.synchronize()`. A function keeps its
+last `PreparedArgs`; the next launch with the very same objects reuses it without checking again, but waits for the
+producers of such arrays again (a prepared dispatch too, at each call): their library may have written them since.
 Buffers and arrays are held there by weak reference, so a cached table never keeps memory alive.
 """
 
@@ -17,13 +19,14 @@ import weakref
 
 import numpy as np
 
-from metile.metal.args import BoundArg, bind_arguments, round_up, threadgroup_sizes
+from metile.metal.args import BoundArg, bind_arguments, element_type, round_up, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.dlpack import DLPackError, DLView, read_capsule
 from metile.metal.errors import LaunchError, MetalExportError
 from metile.metal.gpu.memory import MetalMemory
 from metile.metal.interop import (
     DL_METAL,
+    IMMUTABLE_LIBRARIES,
     describe_producer,
     device_of,
     is_foreign_array,
@@ -51,10 +54,10 @@ class ArraySlot:
 class PreparedArgs:
     """One launch's checked arguments and the cffi tables the shim reads."""
 
-    __slots__ = ("refs", "tg_key", "table", "n", "tg", "n_tg", "arrays", "owned")
+    __slots__ = ("refs", "tg_key", "table", "n", "tg", "n_tg", "arrays", "owned", "producers")
 
     def __init__(self, refs: tuple, tg_key: tuple, table, n: int, tg, n_tg: int,
-                 arrays: tuple[ArraySlot, ...], owned: list):
+                 arrays: tuple[ArraySlot, ...], owned: list, producers: tuple = ()):
         self.refs = refs          # the argument objects (Buffers and arrays as weak references)
         self.tg_key = tg_key      # the threadgroup_memory sizes as given (a tuple)
         self.table = table        # mts_binding[n]
@@ -63,6 +66,7 @@ class PreparedArgs:
         self.n_tg = n_tg
         self.arrays = arrays      # numpy arguments, staged per launch
         self.owned = owned        # cffi memory the table points into
+        self.producers = producers   # arrays of other libraries bound in Metal memory: waited for at every launch
 
     def matches(self, args, tg_memory: tuple) -> bool:
         """Whether `args` are the same objects (and the same threadgroup sizes) this was prepared from."""
@@ -83,7 +87,8 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
                               device.max_threadgroup_memory - fn.static_threadgroup_memory,
                               device.max_threadgroup_memory)
     args = tuple(args)
-    bound = bind_arguments(sig, metal_views(args), (Buffer, DLView))
+    written = frozenset(p.index for p in sig.buffers if not p.is_const and not p.is_reference)
+    bound = bind_arguments(sig, metal_views(args, written=written), (Buffer, DLView))
     table = ffi.new("mts_binding[]", max(len(bound), 1))
     owned: list = []
     arrays: list[ArraySlot] = []
@@ -97,9 +102,17 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
                 raise LaunchError(f"argument {i} (`{b.param.name}`) lives on device {v.device.name!r}, "
                                   "not on this Metal device")
             table[i].buffer = mem.handle
+            table[i].length, table[i].align = b.nbytes, type_alignment(b.param)
         elif isinstance(v, DLView):    # Metal memory of another library: its MTLBuffer, at its offset
+            align = type_alignment(b.param)
+            if align > 1 and v.byte_offset % align:
+                raise LaunchError(f"argument {i} (`{b.param.name}`) starts {v.byte_offset} bytes into its Metal "
+                                  f"buffer, not at a multiple of {align} bytes, the alignment of "
+                                  f"`{b.param.element_type}` that Metal requires of a buffer's offset: pass a copy "
+                                  "(`t.clone()`) or a view that starts at a whole element")
             table[i].buffer = ffi.cast("mts_buffer*", v.data)
             table[i].offset = v.byte_offset
+            table[i].length, table[i].align = b.nbytes, align
             owned.append(v)            # holds the capsule, and so the producer's tensor
         elif isinstance(v, bytes):     # a scalar for a `constant T&` (the shim takes up to 4095 bytes)
             data = ffi.new("char[]", v)
@@ -110,18 +123,43 @@ def prepare_arguments(device, fn, args, tg_memory) -> PreparedArgs:
             arrays.append(ArraySlot(b))
     refs = tuple(weakref.ref(a) if isinstance(a, (Buffer, np.ndarray)) else a for a in args)
     tg = ffi.new("uint64_t[]", [round_up(s) for s in sizes] or [0])
-    return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned)
+    producers = tuple(a for a in args if is_foreign_array(a) and device_of(a)[0] == DL_METAL)
+    return PreparedArgs(refs, tuple(tg_memory), table, len(bound), tg, len(sizes), tuple(arrays), owned, producers)
 
 
-def metal_views(args: tuple, first: int = 0) -> tuple:
+def type_alignment(p) -> int:
+    """The alignment of what the buffer parameter `p` points at, which Metal requires of its buffer's offset (its
+    size's largest power-of-two factor, at most 16: a `float4` 16, a `packed_float3` 4); 0 when it is not known."""
+    size = element_type(p.element_type).size
+    return min(size & -size, 16) if size else 0
+
+
+def finish_producers(prepared: PreparedArgs) -> None:
+    """Wait for what the libraries of the arrays a reused launch binds in Metal memory have queued on the GPU since
+    they were bound: torch may have written the same tensor since (metile's command queue is another one)."""
+    done = set()
+    for value in prepared.producers:
+        library = library_of(value)
+        if library != "mlx" and library in done:   # torch waits for all its work at once
+            continue
+        done.add(library)
+        _finish_producer(value)
+
+
+def metal_views(args: tuple, first: int = 0, written: frozenset = frozenset()) -> tuple:
     """`args` (arguments `first`, `first + 1`... of the launch) with each array of another library that lives in
     Metal memory replaced by the `DLView` of its DLPack capsule, once its producer has finished writing it. The
     capsule must describe Metal memory too: its data pointer is then the `id<MTLBuffer>` the shim binds, and a
     capsule that says otherwise (MLX before 0.32 exports its CPU contents pointer as `kDLCPU`) is refused with
-    `MetalExportError` before anything reads its pointer, as is a library version known to export no buffer."""
+    `MetalExportError` before anything reads its pointer, as is a library version known to export no buffer.
+    An array of a library whose arrays are immutable (MLX) at an index in `written` (a parameter the kernel may write)
+    stays as it is: it is read through the host, as on the CPU device, into a copy that a kernel writing it makes a
+    `LaunchError` at `synchronize()`, and its own memory is never written."""
     out = list(args)
     for i, a in enumerate(args, first):
         if is_foreign_array(a) and device_of(a)[0] == DL_METAL:
+            if i in written and library_of(a) in IMMUTABLE_LIBRARIES:
+                continue
             out[i - first] = _metal_view(a, i)
     return tuple(out)
 
@@ -177,6 +215,8 @@ class MetalDispatch:
 
     def __call__(self) -> None:
         dev = self.device
+        if self.prepared.producers:
+            finish_producers(self.prepared)
         with dev._lock:
             dev.stream.encode(self.function, self.prepared, self.args, self.kind, self.size, self.tpt)
 

@@ -11,9 +11,10 @@
  *   MTS_ERR_EXCEPTION with the exception's name and reason.
  * - Handles are owned by the caller and released exactly once with the matching *_release function
  *   (NULL is ignored). A buffer's contents stay valid until the buffer is released.
- * - Launches: mts_commands_begin opens a command buffer with one compute encoder; any number of
- *   mts_commands_encode calls add dispatches to it (serially ordered); mts_commands_commit ends the
+ * - Launches: mts_commands_begin opens a command buffer; mts_commands_encode calls add dispatches to it,
+ *   in order (encoders ordered by a fence, dispatches of an encoder serial); mts_commands_commit ends the
  *   encoder and commits; mts_commands_wait waits and reports GPU errors and timestamps.
+ * - The decisions the implementation makes are the plain C functions of shim_logic.h, shared with the stand-in.
  */
 #ifndef METILE_METAL_SHIM_H
 #define METILE_METAL_SHIM_H
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 /* CDEF BEGIN */
-#define MTS_ABI_VERSION 4
+#define MTS_ABI_VERSION 5
 
 #define MTS_OK 0
 #define MTS_ERR_NO_DEVICE 1
@@ -42,6 +43,9 @@ extern "C" {
 
 #define MTS_DISPATCH_THREADGROUPS 0
 #define MTS_DISPATCH_THREADS 1
+
+/* mts_commands_begin flags: report each encoder's execution status (a fault then names its encoder; costs CPU time) */
+#define MTS_COMMANDS_ENCODER_STATUS 1
 
 /* largest setBytes binding; larger constant data goes into a buffer */
 #define MTS_MAX_INLINE_BYTES 4095
@@ -80,12 +84,16 @@ typedef struct mts_pipeline_info {
 
 /* One [[buffer(i)]] binding; i is the entry's position in the array passed to mts_commands_encode.
  * A non-NULL buffer is bound with setBuffer:offset:atIndex:, else non-NULL bytes with
- * setBytes:length:atIndex: (length <= MTS_MAX_INLINE_BYTES); an entry with neither is left unbound. */
+ * setBytes:length:atIndex: (length <= MTS_MAX_INLINE_BYTES); an entry with neither is left unbound (and cleared,
+ * when a previous dispatch of the same encoder bound it). For a buffer, length is the bytes the kernel may use from
+ * offset (0: not known) and align what offset must be a multiple of (the alignment of the type the kernel reads,
+ * a power of two up to 16; 0 or 1: none). */
 typedef struct mts_binding {
     mts_buffer* buffer;
     uint64_t offset;
     const void* bytes;
     uint64_t length;
+    uint32_t align;
 } mts_binding;
 
 /* One function constant value for mts_pipeline_create_specialized. With a name it is set with
@@ -143,12 +151,15 @@ int32_t mts_buffer_new_copy(mts_device* device, const void* bytes, size_t length
 int32_t mts_buffer_wrap(mts_device* device, void* pointer, size_t length, mts_buffer** out, char** err);
 void mts_buffer_release(mts_buffer* buffer);
 
-/* A command buffer whose errors report each encoder's execution status (the encoder that faulted). */
-int32_t mts_commands_begin(mts_device* device, mts_commands** out, char** err);
-/* Everything is checked before the first encoder call: at most MTS_MAX_BINDINGS bindings, offsets within their
- * buffers, no zero dimension, no more threads per threadgroup than the pipeline allows, and dispatch_threads only
- * on devices with non-uniform threadgroups. Consecutive dispatches of one label (the kernel's name) share an
- * encoder labelled with it. */
+/* A command buffer; flags: MTS_COMMANDS_ENCODER_STATUS makes its errors report each encoder's execution status (the
+ * encoder that faulted). */
+int32_t mts_commands_begin(mts_device* device, int32_t flags, mts_commands** out, char** err);
+/* Everything is checked before the first encoder call (shim_logic.h, mts_encode_problem): at most MTS_MAX_BINDINGS
+ * bindings, offsets within their buffers and aligned as asked, offset + length within them, no zero dimension, no
+ * more threads per threadgroup than the pipeline allows, and dispatch_threads only on devices with non-uniform
+ * threadgroups. Consecutive dispatches of one label (the kernel's name) share an encoder labelled with it, and run
+ * serially; each encoder waits for the fence the previous encoder updated (memory Metal does not track, as MLX's, is
+ * ordered so too). */
 int32_t mts_commands_encode(mts_commands* commands, mts_pipeline* pipeline, const char* label, int32_t kind,
                             uint32_t size_x, uint32_t size_y, uint32_t size_z,
                             uint32_t threads_x, uint32_t threads_y, uint32_t threads_z,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "shim_logic.h"
 
 #if __has_feature(objc_arc)
 #error "shim.m manages references by hand; compile it with -fno-objc-arc"
@@ -44,14 +45,18 @@ static const char* const kTensorProbe =
 struct mts_device {
     id<MTLDevice> device;
     id<MTLCommandQueue> queue;
+    id<MTLFence> fence;      /* each encoder updates it, and the next one waits for it (shim_logic.h) */
+    int fence_updated;       /* an encoder has updated the fence */
     int nonuniform;          /* supportsFamily: Apple4: dispatchThreads: may make partial threadgroups */
 };
 
 struct mts_commands {
+    mts_device* device;                     /* its fence orders the encoders (used while encoding only) */
     id<MTLCommandBuffer> buffer;
     id<MTLComputeCommandEncoder> encoder;   /* the open encoder, nil before the first dispatch */
     char label[256];                        /* the open encoder's label (the kernel it runs) */
-    int committed;
+    uint32_t bound;                         /* the argument table entries the open encoder has set */
+    int state;                              /* MTS_CB_OPEN, MTS_CB_COMMITTED or MTS_CB_COMMIT_FAILED */
     int waited;
     int nonuniform;
 };
@@ -94,6 +99,12 @@ static NSString* utf8_string(const char* text) {
     return text != NULL ? [NSString stringWithUTF8String:text] : nil;   /* nil for invalid UTF-8 */
 }
 
+/* The macOS major version this process is on (macOS 26 tells 16 to a Python built with an older SDK, and so would
+ * @available: shim_logic.h maps it). */
+static long macos_major(void) {
+    return mts_macos_major((long)[[NSProcessInfo processInfo] operatingSystemVersion].majorVersion);
+}
+
 /* -- process-wide -------------------------------------------------------------------------------------- */
 
 uint32_t mts_abi_version(void) {
@@ -118,32 +129,35 @@ int32_t mts_device_create(mts_device** out, char** err) {
     @autoreleasepool {
         @try {
             id<MTLDevice> device = MTLCreateSystemDefaultDevice();   /* owned: NS_RETURNS_RETAINED */
-            if (device == nil) {
-                /* a command-line process that has not loaded CoreGraphics may get no default device (the
-                 * module links it); every Metal device of the system is the fallback */
-                NSArray<id<MTLDevice>>* all = MTLCopyAllDevices();   /* owned */
-                if ([all count] > 0) {
-                    device = [[all objectAtIndex:0] retain];
-                }
-                [all release];
+            /* a command-line process that has not loaded CoreGraphics may get no default device (the module links
+             * it); every Metal device of the system is the fallback */
+            NSArray<id<MTLDevice>>* all = device == nil ? MTLCopyAllDevices() : nil;   /* owned */
+            int source = mts_choose_device(device != nil, (size_t)[all count]);
+            if (source == MTS_DEVICE_FIRST_OF_ALL) {
+                device = [[all objectAtIndex:0] retain];
             }
-            if (device == nil) {
+            [all release];
+            if (source == MTS_DEVICE_NONE) {
                 return fail_text(err, MTS_ERR_NO_DEVICE,
                                  "neither MTLCreateSystemDefaultDevice nor MTLCopyAllDevices found a Metal device");
             }
             id<MTLCommandQueue> queue = [device newCommandQueue];
-            if (queue == nil) {
+            id<MTLFence> fence = queue != nil ? [device newFence] : nil;
+            if (queue == nil || fence == nil) {
+                [queue release];
                 [device release];
-                return fail_text(err, MTS_ERR_NO_DEVICE, "newCommandQueue returned nil");
+                return fail_text(err, MTS_ERR_NO_DEVICE, "newCommandQueue or newFence returned nil");
             }
             mts_device* d = calloc(1, sizeof *d);
             if (d == NULL) {
+                [fence release];
                 [queue release];
                 [device release];
                 return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
             }
             d->device = device;
             d->queue = queue;
+            d->fence = fence;
             d->nonuniform = [device supportsFamily:(MTLGPUFamily)kFamilyApple4] ? 1 : 0;
             *out = d;
             return MTS_OK;
@@ -161,6 +175,7 @@ void mts_device_release(mts_device* d) {
     }
     @autoreleasepool {
         @try {
+            [d->fence release];
             [d->queue release];
             [d->device release];
         } @catch (id ignored) {
@@ -194,7 +209,7 @@ int32_t mts_device_query(mts_device* d, mts_device_info* info, char** err) {
             info->has_unified_memory = [device hasUnifiedMemory] ? 1 : 0;
             info->nonuniform_threadgroups = d->nonuniform;
             /* Metal 4 is a family only macOS 26 knows: an older system is not asked */
-            if (@available(macOS 26.0, *)) {
+            if (mts_has_metal4(macos_major())) {
                 info->supports_metal4 = [device supportsFamily:(MTLGPUFamily)kFamilyMetal4] ? 1 : 0;
             }
             if (@available(macOS 14.0, *)) {
@@ -222,7 +237,7 @@ int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err
     @autoreleasepool {
         @try {
             /* MSL 4 is a language only macOS 26 knows: an older system is not asked */
-            if (@available(macOS 26.0, *)) {
+            if (mts_has_metal4(macos_major())) {
                 MTLCompileOptions* opts = [[[MTLCompileOptions alloc] init] autorelease];
                 [opts setLanguageVersion:(MTLLanguageVersion)kLanguageVersion4_0];
                 NSError* error = nil;
@@ -246,11 +261,13 @@ int32_t mts_device_probe_tensor_ops(mts_device* d, int32_t* compiles, char** err
  * the deprecated fastMathEnabled (which sets both) before. */
 static void set_math(MTLCompileOptions* opts, int fast) {
 #if defined(__MAC_15_0) && __MAC_OS_X_VERSION_MAX_ALLOWED >= __MAC_15_0
-    if (@available(macOS 15.0, *)) {
-        [opts setMathMode:fast ? MTLMathModeFast : MTLMathModeSafe];
-        [opts setMathFloatingPointFunctions:fast ? MTLMathFloatingPointFunctionsFast
-                                                 : MTLMathFloatingPointFunctionsPrecise];
-        return;
+    if (mts_uses_math_mode(macos_major())) {
+        if (@available(macOS 15.0, *)) {
+            [opts setMathMode:fast ? MTLMathModeFast : MTLMathModeSafe];
+            [opts setMathFloatingPointFunctions:fast ? MTLMathFloatingPointFunctionsFast
+                                                     : MTLMathFloatingPointFunctionsPrecise];
+            return;
+        }
     }
 #endif
 #pragma clang diagnostic push
@@ -536,16 +553,19 @@ void mts_buffer_release(mts_buffer* buffer) {
 
 /* -- command buffers ------------------------------------------------------------------------------------------ */
 
-int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
+int32_t mts_commands_begin(mts_device* d, int32_t flags, mts_commands** out, char** err) {
     if (d == NULL || out == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_begin: NULL argument");
     }
     *out = NULL;
     @autoreleasepool {
         @try {
-            /* errors report each encoder's execution status, so a fault names the encoder (kernel) it hit */
+            /* when asked, errors report each encoder's execution status, so a fault names the encoder (kernel) it
+             * hit; Apple notes that this costs CPU time */
             MTLCommandBufferDescriptor* desc = [[[MTLCommandBufferDescriptor alloc] init] autorelease];
-            [desc setErrorOptions:MTLCommandBufferErrorOptionEncoderExecutionStatus];
+            if (mts_wants_encoder_status(flags)) {
+                [desc setErrorOptions:MTLCommandBufferErrorOptionEncoderExecutionStatus];
+            }
             id<MTLCommandBuffer> buffer = [d->queue commandBufferWithDescriptor:desc];   /* autoreleased */
             if (buffer == nil) {
                 return fail_text(err, MTS_ERR_STATE, "the command queue returned no command buffer");
@@ -554,6 +574,7 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
             if (c == NULL) {
                 return fail_text(err, MTS_ERR_ALLOC, "out of host memory");
             }
+            c->device = d;
             c->buffer = [buffer retain];
             c->nonuniform = d->nonuniform;
             *out = c;
@@ -566,35 +587,15 @@ int32_t mts_commands_begin(mts_device* d, mts_commands** out, char** err) {
     }
 }
 
-/* What is wrong with a dispatch, checked before any encoder call (NULL: nothing). */
-static const char* encode_problem(mts_commands* c, mts_pipeline* pipeline, int32_t kind, const uint32_t size[3],
-                                  const uint32_t threads[3], const mts_binding* bindings, uint32_t n_bindings,
-                                  uint32_t n_threadgroup_memory) {
-    if (n_bindings > MTS_MAX_BINDINGS || n_threadgroup_memory > MTS_MAX_BINDINGS) {
-        return "mts_commands_encode: more than 31 buffer or threadgroup memory bindings";
+/* Ends the open encoder, after it updates the fence the next encoder waits for. */
+static void end_encoding(mts_commands* c) {
+    if (c->encoder != nil) {
+        [c->encoder updateFence:c->device->fence];
+        c->device->fence_updated = 1;
+        [c->encoder endEncoding];
+        [c->encoder release];
+        c->encoder = nil;
     }
-    for (int i = 0; i < 3; i++) {
-        if (size[i] == 0 || threads[i] == 0) {
-            return "mts_commands_encode: a grid or threadgroup dimension is zero";
-        }
-    }
-    uint64_t per_group = (uint64_t)threads[0] * threads[1] * threads[2];
-    if (per_group > (uint64_t)[AS_PIPELINE(pipeline) maxTotalThreadsPerThreadgroup]) {
-        return "mts_commands_encode: more threads per threadgroup than the pipeline's maxTotalThreadsPerThreadgroup";
-    }
-    if (kind == MTS_DISPATCH_THREADS && !c->nonuniform) {
-        return "mts_commands_encode: dispatchThreads needs non-uniform threadgroups (MTLGPUFamilyApple4)";
-    }
-    for (uint32_t i = 0; i < n_bindings; i++) {
-        const mts_binding* b = &bindings[i];
-        if (b->buffer != NULL && b->offset >= (uint64_t)[AS_BUFFER(b->buffer) length]) {
-            return "mts_commands_encode: a binding's offset is past the end of its buffer";
-        }
-        if (b->buffer == NULL && b->bytes != NULL && (b->length == 0 || b->length > MTS_MAX_INLINE_BYTES)) {
-            return "mts_commands_encode: inline bytes must be 1..4095";
-        }
-    }
-    return NULL;
 }
 
 int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char* label, int32_t kind,
@@ -609,31 +610,40 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
     if (kind != MTS_DISPATCH_THREADGROUPS && kind != MTS_DISPATCH_THREADS) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_encode: unknown dispatch kind");
     }
-    if (c->committed) {
+    if (c->state != MTS_CB_OPEN) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_encode: the command buffer is already committed");
     }
     @autoreleasepool {
         @try {
             const uint32_t size[3] = {size_x, size_y, size_z};
             const uint32_t threads[3] = {threads_x, threads_y, threads_z};
-            const char* problem = encode_problem(c, pipeline, kind, size, threads, bindings, n_bindings,
-                                                 n_threadgroup_memory);
+            uint64_t lengths[MTS_MAX_BINDINGS] = {0};
+            for (uint32_t i = 0; i < n_bindings && i < MTS_MAX_BINDINGS; i++) {
+                if (bindings[i].buffer != NULL) {
+                    lengths[i] = (uint64_t)[AS_BUFFER(bindings[i].buffer) length];
+                }
+            }
+            const char* problem = mts_encode_problem(
+                kind, c->nonuniform, size, threads, (uint64_t)[AS_PIPELINE(pipeline) maxTotalThreadsPerThreadgroup],
+                bindings, lengths, n_bindings, n_threadgroup_memory);
             if (problem != NULL) {
                 return fail_text(err, MTS_ERR_ARGUMENT, problem);
             }
             const char* name = label != NULL ? label : "";
             if (c->encoder == nil || strncmp(c->label, name, sizeof c->label) != 0) {
-                /* one encoder per run of dispatches of one kernel, labelled with it; encoders run in order */
-                if (c->encoder != nil) {
-                    [c->encoder endEncoding];
-                    [c->encoder release];
-                    c->encoder = nil;
-                }
-                id<MTLComputeCommandEncoder> encoder = [c->buffer computeCommandEncoder];   /* serial */
+                /* one encoder per run of dispatches of one kernel, labelled with it; its dispatches run serially,
+                 * and it waits for the fence the encoder before it updated (shim_logic.h) */
+                end_encoding(c);
+                id<MTLComputeCommandEncoder> encoder =
+                    [c->buffer computeCommandEncoderWithDispatchType:MTLDispatchTypeSerial];
                 if (encoder == nil) {
                     return fail_text(err, MTS_ERR_STATE, "the command buffer returned no compute encoder");
                 }
                 c->encoder = [encoder retain];
+                c->bound = 0;
+                if (mts_encoder_waits(c->device->fence_updated)) {
+                    [encoder waitForFence:c->device->fence];
+                }
                 snprintf(c->label, sizeof c->label, "%s", name);
                 NSString* text = utf8_string(c->label);
                 if (text != nil) {
@@ -642,12 +652,20 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
             }
             id<MTLComputeCommandEncoder> encoder = c->encoder;
             [encoder setComputePipelineState:AS_PIPELINE(pipeline)];
-            for (uint32_t i = 0; i < n_bindings; i++) {
-                const mts_binding* b = &bindings[i];
-                if (b->buffer != NULL) {
-                    [encoder setBuffer:AS_BUFFER(b->buffer) offset:(NSUInteger)b->offset atIndex:i];
-                } else if (b->bytes != NULL) {
-                    [encoder setBytes:b->bytes length:(NSUInteger)b->length atIndex:i];
+            for (uint32_t i = 0; i < MTS_MAX_BINDINGS; i++) {
+                switch (mts_binding_action(bindings, n_bindings, i, &c->bound)) {
+                    case MTS_BIND_BUFFER:   /* i < n_bindings */
+                        [encoder setBuffer:AS_BUFFER(bindings[i].buffer) offset:(NSUInteger)bindings[i].offset
+                                   atIndex:i];
+                        break;
+                    case MTS_BIND_BYTES:
+                        [encoder setBytes:bindings[i].bytes length:(NSUInteger)bindings[i].length atIndex:i];
+                        break;
+                    case MTS_BIND_CLEAR:   /* the previous dispatch's binding would stay */
+                        [encoder setBuffer:nil offset:0 atIndex:i];
+                        break;
+                    default:
+                        break;
                 }
             }
             for (uint32_t i = 0; i < n_threadgroup_memory; i++) {
@@ -673,30 +691,30 @@ int32_t mts_commands_encode(mts_commands* c, mts_pipeline* pipeline, const char*
     }
 }
 
-static void end_encoding(mts_commands* c) {
-    if (c->encoder != nil) {
-        [c->encoder endEncoding];
-        [c->encoder release];
-        c->encoder = nil;
-    }
+/* A commit threw: the command buffer never runs, so no encoder waits for the fence its encoders were to update. */
+static void commit_failed(mts_commands* c) {
+    c->state = mts_state_after_commit(0);
+    c->device->fence_updated = 0;
 }
 
 int32_t mts_commands_commit(mts_commands* c, char** err) {
     if (c == NULL) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_commit: NULL argument");
     }
-    if (c->committed) {
+    if (c->state != MTS_CB_OPEN) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_commit: already committed");
     }
     @autoreleasepool {
         @try {
-            c->committed = 1;
             end_encoding(c);
             [c->buffer commit];
+            c->state = mts_state_after_commit(1);   /* committed only once commit returned */
             return MTS_OK;
         } @catch (NSException* e) {
+            commit_failed(c);
             return fail_exception(err, "mts_commands_commit", e);
         } @catch (id other) {
+            commit_failed(c);
             return fail_unknown_throw(err, "mts_commands_commit");
         }
     }
@@ -720,7 +738,7 @@ int32_t mts_commands_wait(mts_commands* c, mts_completion* done, char** err) {
         return fail_text(err, MTS_ERR_ARGUMENT, "mts_commands_wait: NULL argument");
     }
     memset(done, 0, sizeof *done);
-    if (!c->committed) {
+    if (!mts_may_wait(c->state)) {
         return fail_text(err, MTS_ERR_STATE, "mts_commands_wait: the command buffer was not committed");
     }
     @autoreleasepool {
@@ -753,16 +771,23 @@ void mts_commands_release(mts_commands* c) {
     }
     @autoreleasepool {
         @try {
-            if (!c->committed) {   /* encoded work is never dropped: committed now */
-                c->committed = 1;
-                end_encoding(c);
-                [c->buffer commit];
+            if (c->state == MTS_CB_OPEN) {   /* encoded work is never dropped: committed now */
+                @try {
+                    end_encoding(c);
+                    [c->buffer commit];
+                    c->state = mts_state_after_commit(1);
+                } @catch (id failed) {
+                    commit_failed(c);
+                }
             }
-            if (!c->waited) {      /* the GPU may still use memory the caller frees after this */
+            if (mts_may_wait(c->state) && !c->waited) {   /* the GPU may still use memory freed after this */
                 [c->buffer waitUntilCompleted];
                 c->waited = 1;
             }
-            end_encoding(c);
+            if (c->encoder != nil) {   /* a commit that threw may leave it open */
+                [c->encoder release];
+                c->encoder = nil;
+            }
             [c->buffer release];
         } @catch (id ignored) {
         }

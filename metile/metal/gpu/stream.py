@@ -1,7 +1,8 @@
 """The Metal device's command stream: launches batched into command buffers, synchronize, write-back.
 
 Launches go into one open command buffer (dispatches run in order; each run of one kernel's dispatches has an
-encoder labelled with the kernel's name, which a GPU fault names) until `max_batch` of them are in it; then it
+encoder labelled with the kernel's name, which a GPU fault names when the device reports each encoder's execution
+status, `MetalOptions.encoder_status`, off by default as it costs CPU time) until `max_batch` of them are in it; then it
 is committed and the next launch opens another. `synchronize()` commits the open one, waits for every
 committed one in order, writes numpy arguments back, releases the command buffers and raises the first GPU
 error as a `DeviceFault` (results are not written back then). When more than `max_in_flight` committed command
@@ -32,7 +33,7 @@ import numpy as np
 
 from metile.metal.args import data_address, staged_view
 from metile.metal.errors import DeviceError, DeviceFault, LaunchError, MetileError
-from metile.metal.gpu.binding import ERR_GPU, Shim, check, shim_error, take_message
+from metile.metal.gpu.binding import ERR_GPU, SHIM_CONSTANTS, Shim, check, shim_error, take_message
 from metile.metal.gpu.launch import ArraySlot, PreparedArgs
 from metile.metal.gpu.memory import MetalMemory, copy_to_memory, wrap_host_memory
 
@@ -70,7 +71,8 @@ class CommandBuffer:
 class CommandStream:
     """Encodes launches for one device and finishes them at `synchronize()` (see the module docstring)."""
 
-    def __init__(self, shim: Shim, device_handle, *, page_size: int, max_batch: int, max_in_flight: int):
+    def __init__(self, shim: Shim, device_handle, *, page_size: int, max_batch: int, max_in_flight: int,
+                 encoder_status: bool = False):
         if max_batch < 1 or max_in_flight < 1:
             raise ValueError("max_batch and max_in_flight must be at least 1")
         self.shim = shim
@@ -78,6 +80,8 @@ class CommandStream:
         self.page_size = page_size
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
+        # whether command buffers report each encoder's execution status (a fault names its kernel; costs CPU time)
+        self.begin_flags = SHIM_CONSTANTS["MTS_COMMANDS_ENCODER_STATUS"] if encoder_status else 0
         self._encode = shim.lib.mts_commands_encode
         self._err = shim.ffi.new("char**")
         self._done = shim.ffi.new("mts_completion*")
@@ -160,8 +164,8 @@ class CommandStream:
             raise DeviceError("this Metal device is closed")
         ffi = self.shim.ffi
         out = ffi.new("mts_commands**")
-        check(self.shim, self.shim.lib.mts_commands_begin(self.device_handle, out, self._err), self._err,
-              "opening a command buffer")
+        code = self.shim.lib.mts_commands_begin(self.device_handle, self.begin_flags, out, self._err)
+        check(self.shim, code, self._err, "opening a command buffer")
         self._open = ffi.gc(out[0], self.shim.lib.mts_commands_release)
         self.command_buffers += 1
         return self._open
@@ -184,6 +188,9 @@ class CommandStream:
         faulted = self.shim.ffi.string(self._done.faulted).decode("utf-8", "replace")   # its encoder's label
         only = faulted or (kernels[0] if len(set(kernels)) == 1 else "")
         where = f" (the fault is in `{faulted}`)" if faulted and len(set(kernels)) > 1 else ""
+        if not only and not self.begin_flags:
+            where = (" (MetalOptions(encoder_status=True), or METILE_METAL_ENCODER_STATUS=1, names the kernel that "
+                     "faulted)")
         return DeviceFault(f"the GPU failed {what}{where}: {message}", kind=kind, kernel=only)
 
     def _note(self, error: MetileError) -> None:
@@ -199,6 +206,8 @@ class CommandStream:
                 key = id(arr)
                 s = staged.get(key)
                 if s is None:
+                    if not isinstance(arr, np.ndarray):   # another library's array: its host view
+                        arr = slot.bound.value
                     s = staged[key] = self._stage_array(arr, slot)
                     added.append(key)
                 elif slot.write_back and s.memory is not None:
