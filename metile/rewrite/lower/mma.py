@@ -28,6 +28,7 @@ from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import tensor_ops as TO
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import cast, sg_index
 from metile.rewrite.lower.state import Block, Group, Mma, Pt, Regs
@@ -212,7 +213,11 @@ def split_products(blk: Block, d: Dot, acc: Value | None, owned: MmaGeometry, ge
 
 
 def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int) -> list[Value]:
-    """The accumulators `mats` after the products of the `k` columns of `a` (rows of `b`) from `start`."""
+    """The accumulators `mats` after the products of the `k` columns of `a` (rows of `b`) from `start` (by
+    `matmul2d` where the plan's engine asks and it can: `metile.rewrite.lower.tensor_ops`)."""
+    by_tensor_ops = TO.products(blk, geom, d, how(blk, d), staged, mats, start, k)
+    if by_tensor_ops is not None:
+        return by_tensor_ops
     if k == 8:
         return mma_products(blk, geom, d, fragments(blk, geom, staged, start), mats)
     # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same
