@@ -224,6 +224,34 @@ def test_autotuning_chooses_between_tensor_ops_and_simdgroup_matrices():
     np.testing.assert_allclose(c, exact(a, b), rtol=1e-5, atol=1e-4)
 
 
+
+def test_triton_kernels_keep_tritons_default_of_tf32():
+    import torch
+
+    import metile.triton as triton
+    import metile.triton.language as tl
+
+    @triton.jit
+    def mm(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k0 in range(0, K, BK):
+            rk = k0 + tl.arange(0, BK)
+            a = tl.load(A + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+            b = tl.load(B + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc) if PREC == "default" else tl.dot(a, b, acc, input_precision=PREC)
+        tl.store(C + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    a, b = operands(np.float32, 70, 40, 50, seed=11)
+    for prec, relaxed in (("default", True), ("tf32", True), ("ieee", False), ("tf32x3", False)):
+        c = torch.zeros(70, 40)
+        mm[(3, 2)](torch.from_numpy(a), torch.from_numpy(b), c, 70, 40, 50, BM=32, BN=32, BK=32, PREC=prec,
+                   target="M5")
+        want = exact(tf32(a), tf32(b)) if relaxed else exact(a, b)
+        np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
 # ---- goldens: the SIMT IR the lowering makes and the MSL emitted, in each execution mode
 
 GOLDEN = Path(__file__).parent / "golden"
