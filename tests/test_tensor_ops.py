@@ -252,6 +252,21 @@ def test_triton_kernels_keep_tritons_default_of_tf32():
         np.testing.assert_allclose(c.numpy(), want, rtol=1e-5, atol=1e-4)
 
 
+
+@pytest.mark.parametrize(("mma", "runs"), [("tensor_ops_simdgroup", {"simdgroup": 4 * 4 * 2}),
+                                           ("tensor_ops_threadgroup", {"simdgroups": 4 * 2})])
+def test_the_profiler_counts_the_tensor_operations(mma, runs):
+    """A 64x64x64 f16 GEMM in 32x32 tiles, k in steps of 32: 4 programs of 4 simdgroups, 2 steps each; every
+    multiply-add of the product is counted once, as half tensor-op FLOPs, and none on simdgroup matrices."""
+    a, b = operands(np.float16, 64, 64, 64)
+    c = np.zeros((64, 64), np.float32)
+    p = gemm[(2, 2)](a, b, c, 64, 64, 64, BM=32, BN=32, BK=32, PREC="tf32", target="M5", mma=mma, profile=True)
+    np.testing.assert_allclose(c, exact(a, b), rtol=1e-5, atol=1e-4)
+    assert p.totals.tensor_flops == {"half": 2 * 64 ** 3}
+    assert p.totals.tensor_runs == runs
+    assert p.totals.flops == {}   # on the M4 the same launch counts {"half": 2 * 64 ** 3} simdgroup-matrix FLOPs
+
+
 # ---- goldens: the SIMT IR the lowering makes and the MSL emitted, in each execution mode
 
 GOLDEN = Path(__file__).parent / "golden"
