@@ -267,6 +267,30 @@ def test_the_profiler_counts_the_tensor_operations(mma, runs):
     assert p.totals.flops == {}   # on the M4 the same launch counts {"half": 2 * 64 ** 3} simdgroup-matrix FLOPs
 
 
+
+@metile.kernel
+def scores(Q, Kt, S, n, D: metile.constexpr, BM: metile.constexpr, BN: metile.constexpr):
+    """Attention's scores, a product without an accumulator in a loop over blocks of keys, then an epilogue."""
+    rows = metile.program_id(0) * BM + metile.arange(0, BM)
+    d = metile.arange(0, D)
+    q = metile.load(Q + rows[:, None] * D + d[None, :])
+    for start in metile.tile_range(0, n, BN):
+        cols = start + metile.arange(0, BN)
+        k = metile.load(Kt + d[:, None] * n + cols[None, :], mask=cols[None, :] < n, other=0.0)
+        metile.store(S + rows[:, None] * n + cols[None, :], metile.exp(metile.dot(q, k) * 0.1), mask=cols[None, :] < n)
+
+
+@pytest.mark.parametrize("mma", ["tensor_ops_simdgroup", "tensor_ops_threadgroup"])
+def test_a_product_without_an_accumulator_overwrites_its_destination(mma):
+    q, kt = operands(np.float16, 32, 70, 64, seed=4)
+    s = np.full((32, 70), np.nan, np.float32)
+    compiled = scores.compile(q, kt, s, 70, D=64, BM=32, BN=32, target="M5", mma=mma)
+    assert "matmul2d_descriptor::mode::multiply)" in compiled.msl and "multiply_accumulate" not in compiled.msl
+    scores[(1,)](q, kt, s, 70, D=64, BM=32, BN=32, target="M5", mma=mma)
+    metile.synchronize()
+    np.testing.assert_allclose(s, np.exp(exact(q, kt) * 0.1), rtol=1e-5, atol=1e-5)
+
+
 # ---- goldens: the SIMT IR the lowering makes and the MSL emitted, in each execution mode
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -98,11 +98,12 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
     mats = list(as_mma(blk, acc, geom).mats) if acc is not None else None
     chunk = k_chunk(blk, d)
     staged = stage_operands(blk, a, b, d) if chunk is None else None
-    if mats is None:
+    zero = mats is None
+    if zero:
         mats = [blk.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
     if chunk is not None:
         return Mma(geom, tuple(chunked_products(blk, geom, d, mats, chunk)))
-    return Mma(geom, tuple(k_loop(blk, geom, d, staged, mats, mo.const(0), k)))
+    return Mma(geom, tuple(k_loop(blk, geom, d, staged, mats, mo.const(0), k, zero=zero)))
 
 
 def k_chunk(blk: Block, d: Dot) -> int | None:
@@ -212,10 +213,11 @@ def split_products(blk: Block, d: Dot, acc: Value | None, owned: MmaGeometry, ge
     return Mma(owned, tuple(results))
 
 
-def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int) -> list[Value]:
-    """The accumulators `mats` after the products of the `k` columns of `a` (rows of `b`) from `start` (by
-    `matmul2d` where the plan's engine asks and it can: `metile.rewrite.lower.tensor_ops`)."""
-    by_tensor_ops = TO.products(blk, geom, d, how(blk, d), staged, mats, start, k)
+def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int,
+           zero: bool = False) -> list[Value]:
+    """The accumulators `mats` (zeros when `zero`) after the products of the `k` columns of `a` (rows of `b`) from
+    `start` (by `matmul2d` where the plan's engine asks and it can: `metile.rewrite.lower.tensor_ops`)."""
+    by_tensor_ops = TO.products(blk, geom, d, how(blk, d), staged, mats, start, k, zero)
     if by_tensor_ops is not None:
         return by_tensor_ops
     if k == 8:

@@ -35,10 +35,11 @@ from metile.rewrite.tensor_ops import ATOM
 
 
 def products(blk: Block, geom: MmaGeometry, d: Dot, how: MmaPlan, staged, mats: list[Value], start: Value,
-             k: int) -> list[Value] | None:
+             k: int, zero: bool = False) -> list[Value] | None:
     """The accumulators `mats` after `matmul2d` adds the products of the `k` columns of `a` (rows of `b`) from
     `start`, staged as `staged` (`[(base, row stride)]` of `a` and `b`); None where the plan asks for simdgroup
-    matrices or `matmul2d` cannot compute it here (see the module docstring)."""
+    matrices or `matmul2d` cannot compute it here (see the module docstring). Accumulators that are `zero` are not
+    stored: `matmul2d` writes the product over its destination (`multiply`)."""
     if how.engine is MmaEngine.SIMDGROUP_MATRIX or geom.split > 1 or k % ATOM:
         return None
     (sa, lda), (sb, ldb) = ((base, mo.const(ld) if isinstance(ld, int) else ld) for base, ld in staged)
@@ -48,10 +49,10 @@ def products(blk: Block, geom: MmaGeometry, d: Dot, how: MmaPlan, staged, mats: 
     budget = _budget(blk, d, staged)
     if (how.engine is MmaEngine.MATMUL2D_THREADGROUP and _whole_threadgroup(blk, geom)
             and geom.m * geom.n * 4 <= budget):
-        return _whole(blk, geom, d, (sa, lda, sb, ldb), mats, start, k, relaxed)
+        return _whole(blk, geom, d, (sa, lda, sb, ldb), None if zero else mats, start, k, relaxed)
     block = _block(geom, blk.group.sgs, budget)
     if block is not None:
-        return _per_simdgroup(blk, geom, (sa, lda, sb, ldb), mats, start, k, relaxed, block)
+        return _per_simdgroup(blk, geom, (sa, lda, sb, ldb), None if zero else mats, start, k, relaxed, block)
     return None
 
 
@@ -82,37 +83,39 @@ def _whole_threadgroup(blk: Block, geom: MmaGeometry) -> bool:
 
 
 def _whole(blk: Block, geom: MmaGeometry, d: Dot, operands, mats, start: Value, k: int, relaxed: bool) -> list[Value]:
+    """The whole threadgroup's product through one destination (`mats` None: from zeros)."""
     sa, lda, sb, ldb = operands
     dst = X.scratch(blk, DType.F32, geom.m * geom.n)
     ld = mo.const(geom.n)
-    for p, mat in enumerate(mats):
+    for p, mat in enumerate(mats or ()):
         blk.emit(MatrixStore(mat, AddPtr(dst, MM.piece_offset(blk, geom, p)), ld, loc=blk.loc))
     S.barrier(blk, d)
     blk.emit(TensorMatmul(_at(sa, start), lda, _at(sb, mo.mul(start, ldb)), ldb, dst, ld,
-                          (geom.m, geom.n, k), True, relaxed, blk.group.sgs, loc=blk.loc))
+                          (geom.m, geom.n, k), mats is not None, relaxed, blk.group.sgs, loc=blk.loc))
     S.barrier(blk, d)
     return [blk.let(MatrixLoad(AddPtr(dst, MM.piece_offset(blk, geom, p)), ld), "acc") for p in range(geom.pieces)]
 
 
 def _per_simdgroup(blk: Block, geom: MmaGeometry, operands, mats, start: Value, k: int, relaxed: bool,
                    block: tuple[int, int]) -> list[Value]:
-    """Each simdgroup's pieces, `block` (rows, columns) of them at a time through a destination of its own."""
+    """Each simdgroup's pieces, `block` (rows, columns) of them at a time through a destination of its own (`mats`
+    None: from zeros)."""
     sa, lda, sb, ldb = operands
     h, w = block
     region = X.scratch(blk, DType.F32, blk.group.sgs * h * w)
     dst = blk.let(AddPtr(region, mo.mul(sg_index(blk.group.first_sg), mo.const(h * w))), "dst")
     ld = mo.const(w)
     row, col = MM.simdgroup_coords(blk, geom)
-    out = list(mats)
+    out = list(mats) if mats is not None else [None] * geom.pieces
     for r0 in range(0, geom.per_m * 8, h):
         for c0 in range(0, geom.per_n * 8, w):
             pieces = [(i * geom.per_n + j, mo.const((i * 8 - r0) * w + j * 8 - c0))
                       for i in range(r0 // 8, (r0 + h) // 8) for j in range(c0 // 8, (c0 + w) // 8)]
-            for p, off in pieces:
+            for p, off in pieces if mats is not None else ():
                 blk.emit(MatrixStore(out[p], AddPtr(dst, off), ld, loc=blk.loc))
             a = _at(sa, mo.add(mo.mul(mo.add(row, mo.const(r0)), lda), start))
             b = _at(sb, mo.add(mo.mul(start, ldb), mo.add(col, mo.const(c0))))
-            blk.emit(TensorMatmul(a, lda, b, ldb, dst, ld, (h, w, k), True, relaxed, 0, loc=blk.loc))
+            blk.emit(TensorMatmul(a, lda, b, ldb, dst, ld, (h, w, k), mats is not None, relaxed, 0, loc=blk.loc))
             for p, off in pieces:
                 out[p] = blk.let(MatrixLoad(AddPtr(dst, off), ld), "acc")
     return out
