@@ -19,6 +19,8 @@ import pytest
 
 import metile
 from metile.ir import parse, pretty, verify
+from metile.profile.gpus import gpu
+from metile.profile.model import estimate
 from metile.rewrite.context import PassContext
 from metile.rewrite.lower import lower_tiles
 from metile.rewrite.pipeline import TILE_PIPELINE, run
@@ -265,6 +267,8 @@ def test_the_profiler_counts_the_tensor_operations(mma, runs):
     assert p.totals.tensor_flops == {"half": 2 * 64 ** 3}
     assert p.totals.tensor_runs == runs
     assert p.totals.flops == {}   # on the M4 the same launch counts {"half": 2 * 64 ** 3} simdgroup-matrix FLOPs
+    # the GPU model bounds its compute by the M5's neural accelerators
+    assert estimate(p, "M5").compute_s == pytest.approx(2 * 64 ** 3 / gpu("M5").tensor_fp16_flops)
 
 
 
