@@ -122,6 +122,8 @@ def test_each_mode_is_emitted_as_asked():
     assert "execution_simdgroup>" in chosen.msl   # 16x16 blocks per simdgroup: the schedule's choice
     small = gemm.compile(*args, BM=32, BN=16, BK=16, PREC="tf32", target="M5")   # 16x8 blocks: the whole threadgroup
     assert "execution_simdgroups<" in small.msl
+    asked = gemm.compile(*args, BM=32, BN=16, BK=16, PREC="tf32", target="M5", mma="tensor_ops_simdgroup")
+    assert "execution_simdgroups<" in asked.msl   # the mode asked for cannot run on 16x8 blocks: the other one does
     assert "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>" in chosen.msl
 
 

@@ -47,10 +47,10 @@ def products(blk: Block, geom: MmaGeometry, d: Dot, how: MmaPlan, staged, mats: 
         return None
     relaxed = d.tf32 and d.a.type.dtype is DType.F32
     budget = _budget(blk, d, staged)
-    if (how.engine is MmaEngine.MATMUL2D_THREADGROUP and _whole_threadgroup(blk, geom)
-            and geom.m * geom.n * 4 <= budget):
-        return _whole(blk, geom, d, (sa, lda, sb, ldb), None if zero else mats, start, k, relaxed)
+    whole = _whole_threadgroup(blk, geom) and geom.m * geom.n * 4 <= budget
     block = _block(geom, blk.group.sgs, budget)
+    if whole and (how.engine is MmaEngine.MATMUL2D_THREADGROUP or block is None):
+        return _whole(blk, geom, d, (sa, lda, sb, ldb), None if zero else mats, start, k, relaxed)
     if block is not None:
         return _per_simdgroup(blk, geom, (sa, lda, sb, ldb), None if zero else mats, start, k, relaxed, block)
     return None
