@@ -42,6 +42,7 @@ _PUBLIC: dict[str, str] = {  # public name -> the module defining it
                      "MSLUnsupportedError", "MetalExportError", "ProfileError"), "metile.metal.errors"),
     **dict.fromkeys(("Estimate", "Profile", "UnknownGpuError"), "metile.profile"),
     "UnsupportedConstructError": "metile.rewrite.errors",
+    **dict.fromkeys(("AppleTarget", "TargetError", "target"), "metile.ir.target"),
     **dict.fromkeys(("DEFAULT_PIPELINE", "PipelineError"), "metile.rewrite.pipeline"),
     "testing": "",   # a module of its own, `metile.testing`
 }

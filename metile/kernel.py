@@ -69,6 +69,7 @@ from metile.frontend.specialize import (
     cache_key,
     classify,
     compile_options,
+    compile_target,
     default_pipeline,
     exact_key,
     function_defaults,
@@ -91,6 +92,7 @@ from metile.launch import (
     PreparedLaunch,
     at_python_line,
     check_device_limits,
+    compile_target_on,
     grid3,
     normalize_grid,
 )
@@ -260,9 +262,9 @@ class JITKernel:
         return self._src
 
     def specialize(self, args: tuple, kwargs: dict):
-        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options, integer facts)` for one
-        call (the launch options' values are checked here; they are no part of the key; the integer facts,
-        `integer_facts`, are)."""
+        """`(cache key, runtime [(spec, value, type)], constexprs, options, launch options, integer facts, target)`
+        for one call (the launch options' values are checked here; they are no part of the key; the integer facts,
+        `integer_facts`, are; the target is the `AppleTarget` of the option `target=`, None when not given)."""
         src = self.source
         values, consts, options, launch = bind(src.binding, args, kwargs, self.fn.__name__, src.def_loc,
                                                self.dialect.static_arg)
@@ -284,7 +286,8 @@ class JITKernel:
             ident = self._ident = function_ident(self.fn, src.text)
         facts = integer_facts(typed, self.do_not_specialize)
         key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, facts)
-        return key, typed, consts, compiled, launch, facts
+        target = compile_target(options.get("target"), self.fn.__name__, src.def_loc) if options else None
+        return key, typed, consts, compiled, launch, facts, target
 
     def cache_key(self, *args, **kwargs) -> tuple:
         try:
@@ -353,11 +356,11 @@ class JITKernel:
         return debug_settings(spec, os.environ.get("METILE_DEBUG_DIR") or None, verify_each=self.debug)
 
     def lower(self, *args, **kwargs) -> Kernel:
-        """The Metal IR the kernel's pipeline lowers it to for these arguments and constexprs, without emitting MSL
-        or compiling it on a device (its `plan` says the threads and threadgroup memory a launch would need)."""
+        """The Metal IR the kernel's pipeline lowers it to for these arguments and constexprs (for its `target=`, else
+        an M1: no device is loaded), without emitting MSL or compiling it (its `plan` says what a launch needs)."""
         try:
             spec = self.specialize(args, kwargs)
-            return self._lower(spec, self._settings(os.environ.get("METILE_DEBUG")), None)[1]
+            return self._lower(spec, self._settings(os.environ.get("METILE_DEBUG")), None, None)[1]
         except MetileError as e:
             raise _user_error(e, self.fn.__name__) from None
 
@@ -371,9 +374,9 @@ class JITKernel:
             return found
         name = self.fn.__name__
         dump = Dump(settings, name, spec[2], short_hash(self._stable_key(spec))) if settings.stages else None
-        tile_ir, metal_ir = self._lower(spec, settings, dump)
-        tpt, tg_memory = metal_ir.plan.threads, metal_ir.plan.threadgroup_memory
         dev = device()
+        tile_ir, metal_ir = self._lower(spec, settings, dump, dev)
+        tpt, tg_memory = metal_ir.plan.threads, metal_ir.plan.threadgroup_memory
         check_device_limits(name, tpt, tg_memory, dev, tile_ir.loc, metal_ir, tile_ir)
         try:
             artifact = emit_artifact(metal_ir)
@@ -391,15 +394,16 @@ class JITKernel:
         self._compiled[key] = compiled
         return compiled
 
-    def _lower(self, spec, settings: DebugSettings, dump: Dump | None) -> tuple[Kernel, Kernel]:
-        """The traced Tile IR and the Metal IR the pipeline lowers it to (its launch plan checked)."""
+    def _lower(self, spec, settings: DebugSettings, dump: Dump | None, dev) -> tuple[Kernel, Kernel]:
+        """The traced Tile IR and the Metal IR the pipeline lowers it to for the target on `dev` (its plan checked)."""
         tile_ir = self._trace(spec, settings.verify_each)
         name = self.fn.__name__
+        target = compile_target_on(name, spec[6], dev, tile_ir.loc)
         if dump is not None:
             dump.ir("tile_ir", tile_ir)
         try:
             metal_ir = run(self.pipeline, tile_ir, verify_each=settings.verify_each,
-                           on_pass=dump.after_pass if dump is not None else None)
+                           on_pass=dump.after_pass if dump is not None else None, target=target)
         except UnsupportedConstructError as e:
             raise LoweringUnavailableError(f"cannot launch {name}: {e.message}", e.loc) from e
         except RecursionError:

@@ -37,6 +37,7 @@ from metile.frontend.errors import GridError, KernelArgumentError
 from metile.ir.errors import Loc, MetileError
 from metile.ir.node import walk
 from metile.ir.stmts import Kernel, Let
+from metile.ir.target import DEFAULT_TARGET, AppleTarget
 from metile.ir.types import PtrType, host_dtype
 from metile.ir.values import IntToPtr, SharedAlloc
 from metile.metal.args import array_span
@@ -355,6 +356,17 @@ def python_line_text(loc: Loc) -> str:
     return linecache.getline(loc.file, loc.line).rstrip("\n")
 
 
+def compile_target_on(name: str, given: AppleTarget | None, dev, loc: Loc | None) -> AppleTarget:
+    """The target kernel `name` compiles for on `dev`: the launch's `target=` (`given`), else the device's (an M1's
+    without a device, `dev` None); a `LaunchError` when it has Metal 4 tensor operations and the device cannot run
+    them."""
+    target = given or getattr(dev, "target", DEFAULT_TARGET)
+    if dev is not None and target.tensor_ops and not getattr(dev, "supports_tensor_ops", False):
+        raise LaunchError(f"kernel {name} is compiled for a GPU with Metal 4 tensor operations ({target.family}); "
+                          f"device {dev.name!r} has none: give a target without them (target='M4')", loc)
+    return target
+
+
 def check_device_limits(name: str, tpt: int, tg_memory: int, dev, loc: Loc | None,
                         metal_ir: Kernel | None = None, tile_ir: Kernel | None = None) -> None:
     """`LaunchError` if a kernel's threads per threadgroup or threadgroup memory exceed what `dev` allows. Over the
@@ -459,4 +471,5 @@ def grid3(grid) -> tuple[int, int, int]:
 
 
 __all__ = ["MAX_GRID", "MAX_GRID_THREADS", "CompiledKernel", "Launch", "PreparedLaunch", "at_python_line",
-           "check_device_limits", "grid3", "normalize_grid", "raise_grid_too_large", "threadgroup_arrays"]
+           "check_device_limits", "compile_target_on", "grid3", "normalize_grid", "raise_grid_too_large",
+           "threadgroup_arrays"]

@@ -80,6 +80,7 @@ from metile.ir import (
     Stage,
     Store,
     Take,
+    TensorMatmul,
     ThreadId,
     TileType,
     Transpose,
@@ -282,7 +283,8 @@ class Gen:
             case "dot":
                 (m, n), k = ty.shape, self.pick([1, 2, 4])
                 src = self.pick(FLOATS if dt.is_float else [DType.I8, DType.U8, DType.I16, DType.I32])
-                return Dot(self.value(TileType(src, (m, k)), env, d), self.value(TileType(src, (k, n)), env, d))
+                return Dot(self.value(TileType(src, (m, k)), env, d), self.value(TileType(src, (k, n)), env, d),
+                           tf32=src is DType.F32 and self.coin())
             case "extract":
                 width = self.pick([2, 3, 4])
                 return Extract(self.value(VectorType(dt, width), env, d), self.draw(st.integers(0, width - 1)))
@@ -415,6 +417,12 @@ class Gen:
                 return self.let(MatrixLoad(self.pointer(base, (), env), stride, self.coin()), env)
             value = self.value(MatrixType(base.type.dtype), env)
             return [MatrixStore(value, self.pointer(base, (), env), stride, self.coin())]
+        f32 = [b for b in bases if b.type.dtype is DType.F32]
+        if f32 and self.coin() and self.coin():   # a Metal 4 matmul2d over f32 memory
+            a, b, c = (self.pointer(self.pick(f32), (), env) for _ in range(3))
+            lda, ldb, ldc = (self.value(TileType(DType.I32), env, 1) for _ in range(3))
+            shape = tuple(self.pick([8, 16, 32]) for _ in range(3))
+            return [TensorMatmul(a, lda, b, ldb, c, ldc, shape, self.coin(), self.coin(), self.pick([0, 2, 4]))]
         a, b = self.value(MatrixType(dt), env), self.value(MatrixType(dt), env)
         return self.let(MatrixMultiplyAccumulate(a, b, self.value(MatrixType(self.pick(FLOATS)), env)), env)
 

@@ -1,7 +1,7 @@
 """Every optimisation pass of the default schedule can be removed: the Triton-tutorial vector add, GEMM, attention,
-softmax and layer norm, on ragged shapes, and a product of one 8x8 piece, are still right with each pass of
-`OPTIONAL_PASSES` dropped in turn (and with all of them dropped), and each pass does change the code of some
-kernel here (it is not a no-op).
+softmax and layer norm, on ragged shapes (the GEMM also compiled for the M5, on tensor operations), and a product of
+one 8x8 piece, are still right with each pass of `OPTIONAL_PASSES` dropped in turn (and with all of them dropped),
+and each pass does change the code of some kernel here (it is not a no-op).
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def skinny_product(pipe) -> str:
 KERNELS = {"vector_add": vector_add, "skinny_product": skinny_product,
            "gemm_f16": lambda p: gemm(p, np.float16, (70, 45, 50)),
            "gemm_f32": lambda p: gemm(p, np.float32, (33, 64, 40)),
+           "gemm_f16_m5": lambda p: gemm(p, np.float16, (70, 45, 50), {**LAUNCH, "target": "M5"}),   # tensor ops
            "attention": attention, "softmax": softmax, "layer_norm": layer_norm}
 
 

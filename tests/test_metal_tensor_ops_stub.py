@@ -42,6 +42,8 @@ def test_tensor_ops_compile_and_accelerated_are_reported_apart(stub, make_device
     assert dev.supports_tensor_ops is True
     assert dev.tensor_ops_accelerated is accelerated
     assert dev.architecture == architecture.decode()
+    # kernels compile for tensor ops (metile.target("M5")) only where the neural accelerators run them
+    assert dev.target == metile.target("M5" if accelerated else "M4")
 
 
 def test_without_the_probe_compiling_nothing_is_accelerated(stub, make_device):

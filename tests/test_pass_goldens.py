@@ -17,6 +17,8 @@ from test_ir_examples import gemm, vector_add
 
 import metile
 from metile.ir import CompileOptions, parse, pretty, verify
+from metile.ir.target import DEFAULT_TARGET
+from metile.rewrite.context import PassContext
 from metile.rewrite.pipeline import LOWERING_PIPELINE, TILE_PIPELINE, run
 
 GOLDEN = Path(__file__).parent / "golden" / "passes"
@@ -60,8 +62,24 @@ def _moves():
     return {"softmax_t": softmax_t.trace(x, x), "add_row": add_row.trace(x, x, x)}
 
 
-EXTRA = {"insert_conversions": ("`softmax_t`, `add_row` in tests/test_conversions.py", _moves)}
+def _products():
+    """The examples of `use_tensor_ops` beside the others: f32 products with and without TF32, and each mode asked."""
+    from test_tensor_ops import gemm as mm
+
+    x, y = np.zeros(1, np.float32), np.zeros(1, np.float16)
+    return {"gemm_tf32": mm.trace(x, x, x, 64, 64, 64, BM=64, BN=64, BK=32, PREC="tf32"),
+            "gemm_ieee": mm.trace(x, x, x, 64, 64, 64, BM=64, BN=64, BK=32, PREC="ieee"),
+            "gemm_whole": mm.trace(y, y, x, 64, 64, 64, BM=32, BN=32, BK=16, PREC="tf32",
+                                   mma="tensor_ops_threadgroup"),
+            "gemm_simdgroup": mm.trace(y, y, x, 64, 64, 64, BM=32, BN=32, BK=16, PREC="tf32", mma="simdgroup")}
+
+
+EXTRA = {"insert_conversions": ("`softmax_t`, `add_row` in tests/test_conversions.py", _moves),
+         "use_tensor_ops": ("`gemm` in tests/test_tensor_ops.py", _products)}
 """Per pass, examples of its golden beyond the common ones (named in its header, and the function making them)."""
+
+TARGETED = {"use_tensor_ops": metile.target("M5")}
+"""Per pass, the target its examples are compiled for (other passes: the default target), named in its header."""
 
 
 @pytest.mark.parametrize("index", range(len(PASSES)), ids=[p.__name__ for p in PASSES])
@@ -71,9 +89,12 @@ def test_what_the_pass_changes(index, request):
     parts = [f"// RUN: {p.__name__}\n// What the pass changes in each example (tests/test_ir_examples.py, and "
              f"`scores`, `row_times_column` in tests/test_pass_goldens.py{'; ' + named if named else ''}; empty: "
              "nothing);\n// regenerate with pytest --update-golden.\n"]
+    target = TARGETED.get(p.__name__, DEFAULT_TARGET)
+    if target != DEFAULT_TARGET:
+        parts.append(f"// for the target {target.family}\n")
     for name, k in {**_examples(), **extra()}.items():
-        before = run(PASSES[:index], k)
-        after = p(before)
+        before = run(PASSES[:index], k, target=target)
+        after = p(before, PassContext(target))
         verify(after, after=p.__name__)
         text = pretty(after)
         assert parse(text) == after, "the pass's output does not round-trip through the printer"

@@ -63,6 +63,7 @@ from metile.ir import (
     Splat,
     Stage,
     Store,
+    TensorMatmul,
     Unary,
     Value,
     Var,
@@ -173,7 +174,7 @@ def scan(k: Kernel) -> Facts:
                     todo.append((rec, (s.value, s.ptr, s.stride)))
                 case Barrier():
                     pass
-                case DevicePrint() | DeviceAssert():
+                case DevicePrint() | DeviceAssert() | TensorMatmul():
                     todo.append((rec, tuple(children(s))))
                 case While():
                     loop_vars(s)

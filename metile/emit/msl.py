@@ -13,17 +13,15 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
   init is a mutable local read nowhere else is carried in that local (pointers excepted in both). When
   one yield reads a carried value that an earlier assignment would overwrite, every yield is first
   computed into a `next_` temporary.
-- Masked loads are `m ? p[i] : other`; masked stores and atomics sit inside `if (m) { ... }`, with
-  their operands computed there.
-- Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it to
-  `int` first.
+- Masked loads are `m ? p[i] : other`; masked stores and atomics sit inside `if (m) { ... }`, with their operands
+  computed there. Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it
+  to `int` first. A `TensorMatmul` is a block of its own (`metile.emit.tensor_ops`).
 
-`emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each body line comes
-from (`metile.emit.artifact` makes them one `MslArtifact`): a named value's declaration, the value's `loc` (else
-that of the innermost located value it is written for, the expansion of a `//` say); assignments of carried values,
-the first located value assigned; any other line, the innermost located statement whose emission wrote it. The
-lowering locates its statements and rebuilt values at their Tile IR origin, so a `.metal` line leads back to a
-Python line.
+`emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each body line comes from
+(`metile.emit.artifact` makes them one `MslArtifact`): a named value's declaration, the value's `loc` (else that of
+the innermost located value it is written for, the expansion of a `//` say); assignments of carried values, the
+first located value assigned; any other line, the innermost located statement whose emission wrote it. The lowering
+locates its statements and rebuilt values at their Tile IR origin, so a `.metal` line leads back to a Python line.
 """
 
 from __future__ import annotations
@@ -53,6 +51,7 @@ from metile.emit.spell import (
     type_text,
     unary_form,
 )
+from metile.emit.tensor_ops import matmul_lines
 from metile.emit.wide import reduce_text, shuffle_text
 from metile.ir import (
     AddPtr,
@@ -93,6 +92,7 @@ from metile.ir import (
     Splat,
     Stmt,
     Store,
+    TensorMatmul,
     TileType,
     Unary,
     Value,
@@ -446,6 +446,8 @@ class _Emitter:
             case MatrixStore():
                 self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
                                   f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
+            case TensorMatmul():
+                self.lines += matmul_lines(s, self.pad, lambda v: expr(v)[0], self.helpers)
             case Barrier():
                 self.lines.append(f"{self.pad}threadgroup_barrier({fence_flags(s.fence)});")
             case DevicePrint() | DeviceAssert():

@@ -285,13 +285,15 @@ _PRECISIONS = (None, "ieee", "tf32", "tf32x3", "bf16x3")
 
 
 def dot(tr, loc, a, b, acc, input_precision, allow_tf32, out_dtype):
-    """`a @ b` (+ `acc`); `input_precision` and `allow_tf32` may allow less precise products, and metile's are
-    always exact; `out_dtype` converts the result."""
+    """`a @ b` (+ `acc`); `out_dtype` converts the result. Products of f32 are exact unless `input_precision="tf32"`
+    (or `allow_tf32=True` without an `input_precision`) allows TF32's precision, which a target's tensor operations
+    then compute (`Dot.tf32`); the other precisions are computed exactly."""
     if input_precision not in _PRECISIONS:
         raise KernelArgumentError(f"dot: input_precision must be one of {_PRECISIONS}, not {input_precision!r}", loc)
     if allow_tf32 not in (None, True, False):
         raise KernelArgumentError(f"dot: allow_tf32 must be True, False or None, not {allow_tf32!r}", loc)
-    out = product(a, b, acc, loc)
+    tf32 = input_precision == "tf32" or (input_precision is None and allow_tf32 is True)
+    out = product(a, b, acc, loc, tf32)
     return out if out_dtype is None else sem.cast(out, parse_dtype(out_dtype, loc), loc)
 
 

@@ -46,8 +46,9 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     return DType.F16
 
 
-def product(a, b, acc, loc: Loc) -> Value:
-    """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None."""
+def product(a, b, acc, loc: Loc, tf32: bool = False) -> Value:
+    """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None; `tf32` lets a product of floats that is
+    computed in f32 be computed at TF32's precision (`Dot.tf32`)."""
     for x, n in ((a, "a"), (b, "b")):
         if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) not in (2, 3):
             kind = x.type if isinstance(x, Value) else type(x).__name__
@@ -63,7 +64,8 @@ def product(a, b, acc, loc: Loc) -> Value:
     out = (*batch, m, n)
     da, db = a.type.dtype, b.type.dtype
     mt = matrix_dtype(da, db, loc)
-    prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), loc=loc)
+    relaxed = tf32 and mt is DType.F32 and not (da.is_int or db.is_int)
+    prod: Value = Dot(sem.cast(a, mt, loc), sem.cast(b, mt, loc), tf32=relaxed, loc=loc)
     if da.is_int and db.is_int:  # integers multiply exactly in f32 matrices, then convert
         limit = max_int_dot_k(da, db)
         if k > limit:

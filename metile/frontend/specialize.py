@@ -28,7 +28,8 @@ import numpy as np
 
 from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import Loc
-from metile.ir.stmts import CompileOptions
+from metile.ir.stmts import MMA_CHOICES, CompileOptions
+from metile.ir.target import AppleTarget, target_named, target_names
 from metile.ir.types import F32_OVERFLOW, AddressSpace, DType, PtrType, TileType, fits, from_numpy
 from metile.language import constexpr
 from metile.metal.interop import (
@@ -146,12 +147,15 @@ no parameter of that name, and part of the cache key. `NUM_SG` is `num_simdgroup
 metile (a kernel reads a value it wants through a constexpr parameter of that name). Any other unknown keyword
 is refused."""
 
-COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads"})
+COMPILER_OPTIONS = frozenset({"num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads", "mma",
+                              "target"})
 """Keywords of a launch that steer the compiler, not the kernel's code: part of the cache key, kept in the Tile
 IR's `options` (`metile.ir.CompileOptions`). `num_simdgroups=N` runs 32 N threads per program; `num_stages=N`
 pipelines every `tile_range` loop that does not give its own `num_stages`; `group_programs=G` runs the programs
 of a 2-D grid in groups of G rows; `direct_operands=True` reads `dot` operands straight from device memory into
-simdgroup matrices where it can; `num_threads=N` runs N threads per program of a thread-level kernel."""
+simdgroup matrices where it can; `num_threads=N` runs N threads per program of a thread-level kernel; `mma=` chooses
+what multiplies `dot` operands on a target with tensor operations (`metile.ir.MMA_CHOICES`); `target=` names the GPU
+the kernel is compiled for (`metile.target`; default: the device's)."""
 
 _OPTION_RANGES = {"num_stages": (1, 8, "stages of each tile_range loop"),
                   "group_programs": (1, 1 << 20, "rows of programs per group"),
@@ -181,7 +185,23 @@ def compile_options(options: dict, name: str, loc: Loc, consts: dict | None = No
     direct = options.get("direct_operands")
     if direct is not None and direct.__class__ is not bool:
         raise KernelArgumentError(f"{name}(): direct_operands={direct!r} must be True or False", loc)
-    return CompileOptions(n, **rest, direct_operands=1 if direct else None)
+    mma = options.get("mma")
+    if mma is not None and mma not in MMA_CHOICES:
+        raise KernelArgumentError(f"{name}(): mma={mma!r} must be one of {', '.join(map(repr, MMA_CHOICES))}", loc)
+    compile_target(options.get("target"), name, loc)
+    return CompileOptions(n, **rest, direct_operands=1 if direct else None,
+                          mma=None if mma is None else MMA_CHOICES.index(mma))
+
+
+def compile_target(given, name: str, loc: Loc) -> AppleTarget | None:
+    """The `AppleTarget` a launch's `target=` names (a name `metile.target` knows, or a target), None when not given."""
+    if given is None or isinstance(given, AppleTarget):
+        return given
+    found = target_named(given)
+    if found is None:
+        raise KernelArgumentError(f"{name}(): target={given!r} names no GPU metile compiles for; known: "
+                                  f"{target_names()}", loc)
+    return found
 
 
 LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})

@@ -24,6 +24,7 @@ from metile.ir.metal import (
     MatrixOf,
     MatrixStore,
     Splat,
+    TensorMatmul,
     VecLoad,
     VecStore,
 )
@@ -121,7 +122,8 @@ __all__ = [
     "Const", "ConvertLayout", "DeviceAssert", "DevicePrint", "Dot", "DType", "ExpandDims", "Extract", "Fence", "Fma",
     "For", "Full", "Gather", "If", "IntToPtr", "Join", "Kernel", "LaunchPlan", "Let", "LET_ONLY", "Load", "Loc",
     "MakeVector",
-    "MatrixFill", "MatrixLoad", "MatrixMultiplyAccumulate", "MatrixOf", "MatrixStore", "MatrixType", "MetileError",
+    "MatrixFill", "MatrixLoad", "MatrixMultiplyAccumulate", "MatrixOf", "MatrixStore", "MatrixType",
+    "MetileError", "TensorMatmul",
     "Node", "NumPrograms", "Param", "ParseError", "Permute", "ProgramId", "PtrType", "Reduce", "ReduceOp", "Reshape",
     "RingBarrier", "RingBuffer", "RoleSpan", "Scan", "Schedule", "Scratch", "SharedAlloc", "SimdBroadcast",
     "SimdgroupId", "SimdgroupRole", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "Splat", "Stage", "Stmt",

@@ -16,6 +16,7 @@ A Metal IR kernel (`Stage.METAL`) holds the shared nodes of `values`/`stmts` on 
 | `MatrixLoad(ptr, stride, transpose)` | `simdgroup_load(m, ptr, stride, 0, transpose)`               |
 | `MatrixMultiplyAccumulate(a, b, c)`  | `simdgroup_multiply_accumulate(d, a, b, c)`                  |
 | `MatrixStore(value, ptr, stride, t)` | `simdgroup_store(value, ptr, stride, 0, t)`                  |
+| `TensorMatmul(a, lda, b, ldb, c, ...)`| Metal 4 `matmul2d` over tensors of row-major memory (below)  |
 
 Shared nodes render as: `Binary` an operator or `max`/`min`/`pow`, `Unary` `-`/`~`/`!` or a function,
 `Compare` an operator, `Where` `c ? x : y` (`select` for vectors), `Cast` `static_cast<T>`, `AddPtr`
@@ -172,12 +173,35 @@ class MatrixStore(Stmt):
     transpose: bool = False
 
 
+@node
+class TensorMatmul(Stmt):
+    """`c (+)= a @ b` by MetalPerformancePrimitives' `matmul2d` (Metal 4 tensor operations): `a` points at the
+    first element of an `m x k` row-major matrix with row stride `lda`, `b` of a `k x n` one (`ldb`), `c` of the
+    `m x n` f32 destination (`ldc`), each seen as a `tensor` of its address space; `shape` is `(m, n, k)`.
+    `accumulate` adds the product to `c` (`multiply_accumulate`), else overwrites it; `relaxed` lets f32 inputs be
+    multiplied at reduced precision (`relaxed_precision`, TF32 on the M5). `simdgroups` 0: each simdgroup runs its
+    own (`execution_simdgroup`), behind a `simdgroup_barrier` on each side so that its lanes' writes of `c` before and
+    reads after are ordered with the operation's; N: the N simdgroups of the threadgroup run one
+    (`execution_simdgroups<N>`), between threadgroup barriers the lowering places. A collective."""
+
+    a: Value
+    lda: Value
+    b: Value
+    ldb: Value
+    c: Value
+    ldc: Value
+    shape: tuple[int, int, int] = attrs.field(converter=as_tuple)
+    accumulate: bool = True
+    relaxed: bool = False
+    simdgroups: int = 0
+
+
 METAL_VALUES: tuple[type[Value], ...] = (
     Builtin, VecLoad, Extract, MakeVector, Splat, MatrixFill, MatrixOf, MatrixLoad, MatrixMultiplyAccumulate,
 )
-METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore)
+METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore, TensorMatmul)
 
 __all__ = [
     "METAL_STMTS", "METAL_VALUES", "Builtin", "Extract", "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf",
-    "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "VecLoad", "VecStore",
+    "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "TensorMatmul", "VecLoad", "VecStore",
 ]

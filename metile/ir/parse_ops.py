@@ -33,6 +33,7 @@ from metile.ir.tile import (
     Full,
     Gather,
     Join,
+    MmaEngine,
     MmaPlan,
     NumPrograms,
     Permute,
@@ -98,7 +99,7 @@ def _colon_type(p: Parser) -> Type:
 
 def _mma_plan(p: Parser) -> MmaPlan:
     """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S`, `, direct [0|1, 0|1]`,
-    `, simdgroups [M, N]` after a `dot`'s operands (each optional, in that order)."""
+    `, simdgroups [M, N]`, `, engine E` after a `dot`'s operands (each optional, in that order)."""
     pad = _pair(p) if _option(p, "pad") else (0, 0)
     serpentine = _option(p, "serpentine")
     preload = _option(p, "preload")
@@ -106,7 +107,14 @@ def _mma_plan(p: Parser) -> MmaPlan:
     split = p.int() if _option(p, "split") else 1
     direct = tuple(bool(x) for x in _pair(p)) if _option(p, "direct") else (False, False)
     simdgroups = _pair(p) if _option(p, "simdgroups") else None
-    return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups)
+    engine = MmaEngine.SIMDGROUP_MATRIX
+    if _option(p, "engine"):
+        at = p.i
+        try:
+            engine = MmaEngine(p.ident())
+        except ValueError:
+            p.fail(f"expected an engine ({', '.join(e.value for e in MmaEngine)})", at)
+    return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups, engine)
 
 
 def _size(p: Parser) -> int:
@@ -324,7 +332,8 @@ def _op(p: Parser, mn: str, at: int) -> tuple[Value, Type]:
             return ArgReduce(op, x, axis, p.ref() if given else None), _colon_type(p)
         case "dot":
             a, b = p.refs_n(2)
-            d, how = Dot(a, b), _mma_plan(p)
+            d = Dot(a, b, tf32=_option(p, "tf32"))
+            how = _mma_plan(p)
             if how != MmaPlan():
                 p.dot_plans[d] = how
             return d, _colon_type(p)

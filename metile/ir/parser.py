@@ -16,7 +16,7 @@ import attrs
 
 from metile.ir.errors import Loc
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, Shared, TileLayout
-from metile.ir.metal import MatrixStore, VecStore
+from metile.ir.metal import MatrixStore, TensorMatmul, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.parse_ops import parse_op
@@ -280,6 +280,33 @@ class Parser(Scanner):
                 value, ptr, stride = self.refs_n(3, more=("transpose",))
                 transpose = self.accept("transpose")
                 return MatrixStore(value, ptr, stride, transpose, loc=self.opt_loc())
+            case "matmul2d":
+                a, lda, b, ldb, c, ldc = self.refs_n(6)
+                self.expect(",")
+                self.expect("shape")
+                self.expect("[")
+                m = self.int()
+                self.expect(",")
+                n = self.int()
+                self.expect(",")
+                k = self.int()
+                self.expect("]")
+                accumulate = relaxed = False
+                simdgroups = 0
+                while self.at(","):
+                    back = self.i
+                    self.expect(",")
+                    if self.accept("accumulate"):
+                        accumulate = True
+                    elif self.accept("relaxed"):
+                        relaxed = True
+                    elif self.accept("simdgroups"):
+                        simdgroups = self.int()
+                    else:
+                        self.i = back
+                        break
+                return TensorMatmul(a, lda, b, ldb, c, ldc, (m, n, k), accumulate, relaxed, simdgroups,
+                                    loc=self.opt_loc())
             case "barrier":
                 fence_at = self.i
                 try:

@@ -43,6 +43,7 @@ from metile.ir.metal import (
     MatrixOf,
     MatrixStore,
     Splat,
+    TensorMatmul,
     VecLoad,
     VecStore,
 )
@@ -73,6 +74,7 @@ from metile.ir.tile import (
     Full,
     Gather,
     Join,
+    MmaEngine,
     MmaPlan,
     NumPrograms,
     Permute,
@@ -157,7 +159,8 @@ def _mma_plan(how: MmaPlan | None) -> str:
     text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
     text += f", split {how.split}" if how.split != 1 else ""
     text += f", direct [{int(how.direct[0])}, {int(how.direct[1])}]" if any(how.direct) else ""
-    return text + (f", simdgroups [{how.simdgroups[0]}, {how.simdgroups[1]}]" if how.simdgroups else "")
+    text += f", simdgroups [{how.simdgroups[0]}, {how.simdgroups[1]}]" if how.simdgroups else ""
+    return text + (f", engine {how.engine.value}" if how.engine is not MmaEngine.SIMDGROUP_MATRIX else "")
 
 class _Printer:
     def __init__(self, locs: bool):
@@ -275,7 +278,7 @@ class _Printer:
             case Scan(op, x, axis, reverse):
                 body = f"scan {op.value} {r(x)}, {axis}" + (", reverse" if reverse else "")
             case Dot(a, b):
-                body = f"dot {r(a)}, {r(b)}" + _mma_plan(self.schedule.dots.get(n))
+                body = f"dot {r(a)}, {r(b)}" + (", tf32" if n.tf32 else "") + _mma_plan(self.schedule.dots.get(n))
             case ThreadId():
                 body = "thread_id"
             case SimdLaneId():
@@ -368,6 +371,11 @@ class _Printer:
             case MatrixStore(value, ptr, stride, transpose):
                 text = "matrix_store " + ", ".join(self.refs([value, ptr, stride]))
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
+            case TensorMatmul(a, lda, b, ldb, c, ldc, shape, accumulate, relaxed, simdgroups):
+                text = "matmul2d " + ", ".join(self.refs([a, lda, b, ldb, c, ldc]))
+                text += f", shape [{shape[0]}, {shape[1]}, {shape[2]}]" + (", accumulate" if accumulate else "")
+                text += (", relaxed" if relaxed else "") + (f", simdgroups {simdgroups}" if simdgroups else "")
+                self.emit(text, s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
             case DevicePrint(prefix, values, hex_, index, mask):

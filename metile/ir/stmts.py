@@ -165,15 +165,25 @@ class CompileOptions:
     groups of that many rows (`metile.rewrite.optimize.group_programs`); `direct_operands` (1: asked): `dot`
     operands read straight from device memory into simdgroup matrices where they can be
     (`metile.rewrite.optimize.direct_operands`); `num_threads`: the threads per program of a thread-level kernel (one
-    that uses `thread_id`, `shared` or simdgroup exchanges), meTile's `BLOCK` when the launch does not say."""
+    that uses `thread_id`, `shared` or simdgroup exchanges), meTile's `BLOCK` when the launch does not say; `mma`:
+    what multiplies the operands of `dot` where the target has tensor operations, the index in `MMA_CHOICES` of the
+    launch's `mma=` (`use_tensor_ops`)."""
 
     num_simdgroups: int | None = None
     num_stages: int | None = None
     group_programs: int | None = None
     direct_operands: int | None = None
     num_threads: int | None = None
+    mma: int | None = None
 
-    FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads")
+    FIELDS = ("num_simdgroups", "num_stages", "group_programs", "direct_operands", "num_threads", "mma")
+
+
+MMA_CHOICES = ("simdgroup", "tensor_ops", "tensor_ops_simdgroup", "tensor_ops_threadgroup")
+"""The values of the compiler option `mma=`, in the order `CompileOptions.mma` numbers them: simdgroup matrices;
+Metal 4's `matmul2d` where the target has it, in the execution mode the schedule chooses; `matmul2d` run by each
+simdgroup on its block of the result (`execution_simdgroup`); `matmul2d` run by the whole threadgroup on the whole
+product (`execution_simdgroups<N>`)."""
 
 
 @attrs.frozen(cache_hash=True)   # hashed with every kernel built, and kept by most of them
@@ -208,5 +218,5 @@ class Kernel(Node):
 
 COMMON_STMTS: tuple[type[Stmt], ...] = (Let, Store, AtomicAdd, For, If, While, Barrier, DevicePrint, DeviceAssert)
 
-__all__ = ["COMMON_STMTS", "AtomicAdd", "Barrier", "CompileOptions", "DeviceAssert", "DevicePrint", "For", "If",
-           "Kernel", "LaunchPlan", "Let", "RoleSpan", "Schedule", "Store", "While"]
+__all__ = ["COMMON_STMTS", "MMA_CHOICES", "AtomicAdd", "Barrier", "CompileOptions", "DeviceAssert", "DevicePrint",
+           "For", "If", "Kernel", "LaunchPlan", "Let", "RoleSpan", "Schedule", "Store", "While"]

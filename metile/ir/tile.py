@@ -9,6 +9,7 @@ here (Metal's builtins are `u32`; lowering converts).
 
 from __future__ import annotations
 
+import enum
 from functools import cached_property
 
 import attrs
@@ -262,6 +263,16 @@ def dot_dtype(dtype: DType) -> DType:
     return DType.F32 if dtype.is_float else DType.I32
 
 
+class MmaEngine(enum.Enum):
+    """What multiplies a `Dot`'s operands: Apple's 8x8 simdgroup matrices (every GPU family), or Metal 4's tensor
+    operation `matmul2d` (targets with `tensor_ops`, the M5 on), each simdgroup its own block of the result
+    (`execution_simdgroup`) or the whole threadgroup the whole product (`execution_simdgroups<N>`)."""
+
+    SIMDGROUP_MATRIX = "simdgroup_matrix"
+    MATMUL2D_SIMDGROUP = "matmul2d_simdgroup"
+    MATMUL2D_THREADGROUP = "matmul2d_threadgroup"
+
+
 @attrs.frozen
 class MmaPlan:
     """How a `Dot` is computed on simdgroup matrices, as the optimisation passes chose (not an IR node; a kernel's
@@ -279,7 +290,9 @@ class MmaPlan:
       matrices, without staging (`direct_operands`: an unmasked load, row-major with unit column stride);
     - `simdgroups`: `(sg_m, sg_n)`, how the simdgroups computing the product (those of one slice of k) are arranged
       over its grid of 8x8 pieces, as `assign_layouts` chose from the layout of the pieces (None: the lowering
-      chooses). It applies where the product runs on `sg_m * sg_n * split` simdgroups."""
+      chooses). It applies where the product runs on `sg_m * sg_n * split` simdgroups;
+    - `engine`: what multiplies the staged operands (`MmaEngine`; `use_tensor_ops` chooses `matmul2d` where the
+      target has tensor operations)."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
@@ -288,6 +301,7 @@ class MmaPlan:
     split: int = 1
     direct: tuple[bool, bool] = (False, False)
     simdgroups: tuple[int, int] | None = None
+    engine: MmaEngine = MmaEngine.SIMDGROUP_MATRIX
 
 
 @node
@@ -295,10 +309,13 @@ class Dot(Value):
     """The matrix product of `a` (`[M, K]`) and `b` (`[K, N]`), `[M, N]` in `dot_dtype(a.dtype)`; with a leading batch
     dimension (`[B, M, K]` and `[B, K, N]`), the `B` products `[B, M, N]`.
     `dot(a, b, acc)` in the language is `Binary(ADD, acc, Dot(a, b))`. How the optimisation passes chose to
-    compute it is the kernel's `schedule.dots[dot]` (`MmaPlan()`, the plain way, when absent)."""
+    compute it is the kernel's `schedule.dots[dot]` (`MmaPlan()`, the plain way, when absent).
+    `tf32`: f32 operands may be multiplied at TF32's precision (10 mantissa bits; Triton's
+    `input_precision="tf32"`), which lets a target's tensor operations compute it; otherwise they are exact."""
 
     a: Value
     b: Value
+    tf32: bool = attrs.field(default=False, kw_only=True)
 
     @cached_property
     def type(self) -> TileType:
@@ -357,7 +374,7 @@ TILE_STMTS: tuple[type[Stmt], ...] = (SimdgroupRole,)
 
 __all__ = [
     "AllActive", "Arange", "ArgReduce", "Broadcast", "ConvertLayout", "Dot", "ExpandDims", "Full", "Gather", "Join",
-    "NumPrograms", "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdgroupId", "SimdgroupRole", "SimdLaneId",
-    "Take",
+    "MmaEngine", "NumPrograms", "Permute", "ProgramId", "Reduce", "Reshape", "Scan", "SimdgroupId", "SimdgroupRole",
+    "SimdLaneId", "Take",
     "ThreadId", "TILE_STMTS", "TILE_VALUES", "Transpose", "dot_dtype",
 ]

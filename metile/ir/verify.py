@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from metile.ir.errors import Loc, MetileError
-from metile.ir.metal import MatrixStore, VecStore
+from metile.ir.metal import MatrixStore, TensorMatmul, VecStore
 from metile.ir.names import is_ir_name
 from metile.ir.node import Node, children
 from metile.ir.ops import AtomicOp, Fence, Stage
@@ -367,6 +367,17 @@ class _Verifier:
                     self.fail(f"matrix_store: cannot store {vt} through {pt}", s)
                 if not (isinstance(st, TileType) and st.is_scalar and st.dtype.is_int):
                     self.fail(f"matrix_store: the stride must be an integer scalar, not {st}", s)
+            case TensorMatmul(a, lda, b, ldb, c, ldc, shape):
+                types = [self.value(v, scope, s).type for v in (a, lda, b, ldb, c, ldc)]
+                ptrs, strides = types[0::2], types[1::2]
+                if not all(isinstance(t, PtrType) and t.is_scalar and t.space is not AddressSpace.CONSTANT
+                           for t in ptrs) or ptrs[0].dtype != ptrs[1].dtype or ptrs[2].dtype is not DType.F32:
+                    self.fail(f"matmul2d: the operands must be pointers to one element type and the destination a "
+                              f"pointer to f32, not {', '.join(map(str, ptrs))}", s)
+                if not all(isinstance(t, TileType) and t.is_scalar and t.dtype.is_int for t in strides):
+                    self.fail("matmul2d: the row strides must be integer scalars", s)
+                if len(shape) != 3 or not all(isinstance(x, int) and x > 0 for x in shape):
+                    self.fail(f"matmul2d: the shape must be three positive ints (m, n, k), not {shape}", s)
             case Barrier(fence):
                 if not isinstance(fence, Fence):
                     self.fail(f"barrier: {fence!r} is not a Fence", s)

@@ -11,8 +11,8 @@ What a user of the compiler needs is exported here:
 
 Modules: `driver` (the drivers), `passes` (`Pass`, contracts, textual pipelines), `context` (`PassContext`),
 `pipeline` (`DEFAULT_PIPELINE`, `run`, `parse_pipeline`; its `pipeline(spec, extra)` is not exported here, where
-that name is the module's), `fold`, `inactive`, `optimize`, `plan`, `layouts`, `lower` and `threadgroup_memory`
-(the passes and their rules), `errors`.
+that name is the module's), `fold`, `inactive`, `optimize`, `tensor_ops`, `plan`, `layouts`, `lower` and
+`threadgroup_memory` (the passes and their rules), `errors`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from metile.rewrite.passes import (
 )
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, OPTIONAL_PASSES, check_pipeline, parse_pipeline, run
 from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.tensor_ops import use_tensor_ops
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
 __all__ = [
@@ -54,5 +55,5 @@ __all__ = [
     "check_order", "check_pipeline", "define_pass", "direct_operands", "first_of", "fold_constants", "group_programs",
     "hoist_staging", "insert_conversions", "lower_tiles", "multi_buffer", "pad_staging", "parse_pipeline", "pass_key",
     "pass_name", "plan_launch", "preload_fragments", "run", "serpentine_mma", "skip_inactive", "split_k", "substitute",
-    "vectorize_memory",
+    "use_tensor_ops", "vectorize_memory",
 ]

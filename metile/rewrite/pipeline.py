@@ -42,6 +42,7 @@ from metile.rewrite.optimize import (
 from metile.rewrite.passes import Pass, PipelineError, check_order, pass_key, pass_name
 from metile.rewrite.passes import parse_pipeline as parse_named
 from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.tensor_ops import use_tensor_ops
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
 TILE_PIPELINE: list[Pass] = [
@@ -57,6 +58,7 @@ TILE_PIPELINE: list[Pass] = [
     preload_fragments,    # the next step's operands loaded before this step's products
     hoist_staging,        # dot operands the same in every iteration of a loop staged once, before it
     direct_operands,      # launch option direct_operands=True: unmasked dot operands read straight into matrices
+    use_tensor_ops,       # targets with Metal 4 tensor operations: products computed by matmul2d
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     insert_conversions,   # a register tile read at elements other threads hold: convert_layout to shared scratch
 ]

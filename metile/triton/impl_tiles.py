@@ -343,7 +343,11 @@ def dot(tr, loc, input, other, acc, input_precision, allow_tf32, max_num_impreci
         if acc.type.shape != shape or acc.type.dtype is not (out if not da.is_int else I32):
             raise KernelTypeError(f"tl.dot: the accumulator is {acc.type}; it must be {triton_dtype(result)} of shape "
                                   f"{list(shape)}", loc)
-    value = BUILTINS[L.dot](tr, loc, a, b, acc, None, None, None)
+    # Triton's default is "tf32" for f32 operands (allow_tf32=False asks for "ieee"); the x3 and x6 forms emulate more
+    # precise products, which metile computes exactly
+    given = input_precision.lower() if isinstance(input_precision, str) else input_precision
+    relaxed = given == "tf32" or (given is None and allow_tf32 is not False)
+    value = BUILTINS[L.dot](tr, loc, a, b, acc, "tf32" if relaxed else "ieee", None, None)
     return sem.cast(value, result, loc)
 
 

@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 
 from metile.emit.artifact import MslArtifact
+from metile.ir.target import DEFAULT_TARGET
 from metile.metal.args import bind_arguments, dim3, run_options_problem, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import KernelBuilder
@@ -201,6 +202,7 @@ class CpuDevice:
     simd_width = SIMD_WIDTH
     supports_tensor_ops = True    # Metal 4 tensors and matmul2d run (include/mt_tensor.h, mt_mpp.h)
     tensor_ops_accelerated = False  # on the CPU: no Neural Accelerators
+    target = DEFAULT_TARGET       # what kernels compile for unless a launch gives `target=`: an M1 (tensor ops run too)
     supports_sanitize = True      # sanitize=True on a dispatch
     supports_profile = True       # profile= on a dispatch
     supports_addresses = True     # pointers made from integer addresses (the kernel runs in this process)

@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 
 from metile.emit.artifact import MslArtifact
+from metile.ir.target import DEFAULT_TARGET, TARGETS, AppleTarget, target_named
 from metile.metal.args import dim3, run_options_problem
 from metile.metal.cpu.toolchain import find_compiler
 from metile.metal.errors import (
@@ -217,6 +218,10 @@ class MetalDevice:
             options.cache_dir, self.os_build, self.gpu_name, self._probe_tensor_ops)
         self.tensor_ops_accelerated: bool = self.supports_tensor_ops and tensor_ops_accelerated(
             self.architecture, system)
+        # what kernels compile for unless a launch gives `target=`: its GPU family, with tensor ops only where neural
+        # accelerators run them (an Apple10 GPU compiles them emulated on macOS before 26.2)
+        family = target_named(f"apple{min(self.gpu_family, 9)}") or DEFAULT_TARGET
+        self.target: AppleTarget = TARGETS["M5"] if self.tensor_ops_accelerated else family
         language = pinned_language_version(options.language_version, system)
         os_version = system or macos_version()
         self.compiler = MetalCompiler(

@@ -28,6 +28,7 @@ from metile.rewrite.layouts import dot_accumulation as dot_acc
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import tensor_ops as TO
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import cast, sg_index
 from metile.rewrite.lower.state import Block, Group, Mma, Pt, Regs
@@ -97,11 +98,12 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
     mats = list(as_mma(blk, acc, geom).mats) if acc is not None else None
     chunk = k_chunk(blk, d)
     staged = stage_operands(blk, a, b, d) if chunk is None else None
-    if mats is None:
+    zero = mats is None
+    if zero:
         mats = [blk.let(MatrixFill(Const(0.0, DType.F32)), "acc")] * geom.pieces  # values: one serves all
     if chunk is not None:
         return Mma(geom, tuple(chunked_products(blk, geom, d, mats, chunk)))
-    return Mma(geom, tuple(k_loop(blk, geom, d, staged, mats, mo.const(0), k)))
+    return Mma(geom, tuple(k_loop(blk, geom, d, staged, mats, mo.const(0), k, zero=zero)))
 
 
 def k_chunk(blk: Block, d: Dot) -> int | None:
@@ -211,8 +213,13 @@ def split_products(blk: Block, d: Dot, acc: Value | None, owned: MmaGeometry, ge
     return Mma(owned, tuple(results))
 
 
-def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int) -> list[Value]:
-    """The accumulators `mats` after the products of the `k` columns of `a` (rows of `b`) from `start`."""
+def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], start: Value, k: int,
+           zero: bool = False) -> list[Value]:
+    """The accumulators `mats` (zeros when `zero`) after the products of the `k` columns of `a` (rows of `b`) from
+    `start` (by `matmul2d` where the plan's engine asks and it can: `metile.rewrite.lower.tensor_ops`)."""
+    by_tensor_ops = TO.products(blk, geom, d, how(blk, d), staged, mats, start, k, zero)
+    if by_tensor_ops is not None:
+        return by_tensor_ops
     if k == 8:
         return mma_products(blk, geom, d, fragments(blk, geom, staged, start), mats)
     # One 8-wide step of k per iteration of a run-time loop, the pieces carried in matrices: the same

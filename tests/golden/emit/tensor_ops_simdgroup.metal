@@ -1,0 +1,166 @@
+#include <metal_stdlib>
+#include <metal_simdgroup_matrix>
+using namespace metal;
+
+#include <metal_tensor>
+#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>
+using namespace mpp::tensor_ops;
+
+kernel void mtile_gemm(device const half* A [[buffer(0)]],
+                       device const half* B [[buffer(1)]],
+                       device float* C [[buffer(2)]],
+                       constant int& M [[buffer(3)]],
+                       constant int& N [[buffer(4)]],
+                       constant int& K [[buffer(5)]],
+                       uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
+                       uint thread_index_in_threadgroup [[thread_index_in_threadgroup]],
+                       uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
+                       uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]]) {
+    threadgroup half scratch_f16[1408];
+    threadgroup float scratch_f32[1024];
+    threadgroup half* const region_f16 = scratch_f16;
+    threadgroup half* const region_f16_1 = scratch_f16 + 768;
+    threadgroup float* const region_f32 = scratch_f32;
+    const simdgroup_matrix<float, 8, 8> acc_4 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    simdgroup_matrix<float, 8, 8> acc_1_m0 = acc_4;
+    simdgroup_matrix<float, 8, 8> acc_1_m1 = acc_4;
+    simdgroup_matrix<float, 8, 8> acc_1_m2 = acc_4;
+    simdgroup_matrix<float, 8, 8> acc_1_m3 = acc_4;
+    for (int k0_1 = 0; k0_1 < K; k0_1 = static_cast<uint>(K) - static_cast<uint>(k0_1) > 16u ? k0_1 + 16 : K) {
+        const int t0 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
+        const int t1 = static_cast<int>(thread_index_in_threadgroup);
+        const int t2 = t1 / 16;
+        const int t3 = t0 + t2;
+        const int t4 = t1 % 16;
+        const int t5 = k0_1 + t4;
+        const half a_1 = ((t3 < M) && (t5 < K)) ? (A + (t3 * K))[t5] : half(0.0f);
+        const int t6 = t1 + 128;
+        const int t7 = t6 / 16;
+        const int t8 = t0 + t7;
+        const int t9 = t6 % 16;
+        const int t10 = k0_1 + t9;
+        const half a_2 = ((t8 < M) && (t10 < K)) ? (A + (t8 * K))[t10] : half(0.0f);
+        const int t11 = t1 + 256;
+        const int t12 = t11 / 16;
+        const int t13 = t0 + t12;
+        const int t14 = t11 % 16;
+        const int t15 = k0_1 + t14;
+        const half a_3 = ((t13 < M) && (t15 < K)) ? (A + (t13 * K))[t15] : half(0.0f);
+        const int t16 = t1 + 384;
+        const int t17 = t16 / 16;
+        const int t18 = t0 + t17;
+        const int t19 = t16 % 16;
+        const int t20 = k0_1 + t19;
+        const half a_4 = ((t18 < M) && (t20 < K)) ? (A + (t18 * K))[t20] : half(0.0f);
+        const int t21 = t1 / 32;
+        const int t22 = k0_1 + t21;
+        const int t23 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+        const int t24 = t1 % 32;
+        const int t25 = t23 + t24;
+        const half b_1 = ((t22 < K) && (t25 < N)) ? (B + (t22 * N))[t25] : half(0.0f);
+        const int t26 = t6 / 32;
+        const int t27 = k0_1 + t26;
+        const int t28 = t6 % 32;
+        const int t29 = t23 + t28;
+        const half b_2 = ((t27 < K) && (t29 < N)) ? (B + (t27 * N))[t29] : half(0.0f);
+        const int t30 = t11 / 32;
+        const int t31 = k0_1 + t30;
+        const int t32 = t11 % 32;
+        const int t33 = t23 + t32;
+        const half b_3 = ((t31 < K) && (t33 < N)) ? (B + (t31 * N))[t33] : half(0.0f);
+        const int t34 = t16 / 32;
+        const int t35 = k0_1 + t34;
+        const int t36 = t16 % 32;
+        const int t37 = t23 + t36;
+        const half b_4 = ((t35 < K) && (t37 < N)) ? (B + (t35 * N))[t37] : half(0.0f);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        region_f16[(t2 * 24) + t4] = a_1;
+        region_f16[(t7 * 24) + t9] = a_2;
+        region_f16[(t12 * 24) + t14] = a_3;
+        region_f16[(t17 * 24) + t19] = a_4;
+        region_f16_1[(t21 * 40) + t24] = b_1;
+        region_f16_1[(t26 * 40) + t28] = b_2;
+        region_f16_1[(t30 * 40) + t32] = b_3;
+        region_f16_1[(t34 * 40) + t36] = b_4;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const int t38 = static_cast<int>(simdgroup_index_in_threadgroup);
+        threadgroup float* const dst = region_f32 + (t38 * 256);
+        threadgroup float* const t39 = dst + 0;
+        simdgroup_store(acc_1_m0, t39, 16, 0, false);
+        threadgroup float* const t40 = dst + 8;
+        simdgroup_store(acc_1_m1, t40, 16, 0, false);
+        threadgroup float* const t41 = dst + 128;
+        simdgroup_store(acc_1_m2, t41, 16, 0, false);
+        threadgroup float* const t42 = dst + 136;
+        simdgroup_store(acc_1_m3, t42, 16, 0, false);
+        const int t43 = (t38 / 2) * 16;
+        const int t44 = (t38 % 2) * 16;
+        {
+            simdgroup_barrier(mem_flags::mem_threadgroup);
+            constexpr auto desc = matmul2d_descriptor(16, 16, 16, false, false, false, matmul2d_descriptor::mode::multiply_accumulate);
+            matmul2d<desc, execution_simdgroup> op;
+            auto ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16 + (t43 * 24), dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(24)});
+            auto tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16_1 + t44, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(40)});
+            auto tc = tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(dst, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(16)});
+            op.run(ta, tb, tc);
+            simdgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        simdgroup_matrix<float, 8, 8> acc_5;
+        simdgroup_load(acc_5, t39, 16, 0, false);
+        simdgroup_matrix<float, 8, 8> acc_6;
+        simdgroup_load(acc_6, t40, 16, 0, false);
+        simdgroup_matrix<float, 8, 8> acc_7;
+        simdgroup_load(acc_7, t41, 16, 0, false);
+        simdgroup_matrix<float, 8, 8> acc_8;
+        simdgroup_load(acc_8, t42, 16, 0, false);
+        acc_1_m0 = acc_5;
+        acc_1_m1 = acc_6;
+        acc_1_m2 = acc_7;
+        acc_1_m3 = acc_8;
+    }
+    const int t45 = static_cast<int>(thread_index_in_simdgroup);
+    const int fr = ((t45 / 2) % 4) + ((t45 / 16) * 4);
+    const int fc = ((t45 % 2) * 2) + (((t45 / 8) % 2) * 4);
+    const int t46 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
+    const int t47 = static_cast<int>(simdgroup_index_in_threadgroup);
+    const int t48 = (t47 / 2) * 16;
+    const int t49 = t46 + (t48 + fr);
+    const int t50 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+    device float* const line = (C + (t49 * N)) + (t50 + 0);
+    device float* const line_1 = line + (8 * N);
+    const bool t51 = t49 < M;
+    const int t52 = (t47 % 2) * 16;
+    const int t53 = t52 + fc;
+    const bool t54 = (t50 + t53) < N;
+    if (t51 && t54) {
+        line[t53] = acc_1_m0.thread_elements()[0];
+    }
+    const int t55 = t53 + 1;
+    const bool t56 = (t50 + t55) < N;
+    if (t51 && t56) {
+        line[t55] = acc_1_m0.thread_elements()[1];
+    }
+    const int t57 = t52 + (fc + 8);
+    const bool t58 = (t50 + t57) < N;
+    if (t51 && t58) {
+        line[t57] = acc_1_m1.thread_elements()[0];
+    }
+    const int t59 = t57 + 1;
+    const bool t60 = (t50 + t59) < N;
+    if (t51 && t60) {
+        line[t59] = acc_1_m1.thread_elements()[1];
+    }
+    const bool t61 = (t46 + (t48 + (fr + 8))) < M;
+    if (t61 && t54) {
+        line_1[t53] = acc_1_m2.thread_elements()[0];
+    }
+    if (t61 && t56) {
+        line_1[t55] = acc_1_m2.thread_elements()[1];
+    }
+    if (t61 && t58) {
+        line_1[t57] = acc_1_m3.thread_elements()[0];
+    }
+    if (t61 && t60) {
+        line_1[t59] = acc_1_m3.thread_elements()[1];
+    }
+}
