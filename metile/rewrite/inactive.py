@@ -69,7 +69,7 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up, substitute
+from metile.rewrite.driver import bottom_up, replace
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
@@ -521,18 +521,35 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
-        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
+        return _scanned(_unmarked(k, found, marks), k, found, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
     first = _Walk(found, names, None, maybe)
     body = first.block(k.body)
     if not first.changed:
-        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
+        return _scanned(_unmarked(k, found, marks), k, found, ctx)
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
     out = attrs.evolve(k, body=body)
     return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
+
+
+def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
+    """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand:
+    the nodes holding one are found by one pass over the scan's nodes (children before parents), and only they
+    are rebuilt."""
+    if not marks:
+        return k
+    new = {id(m): m.x for m in marks}
+    holding = set(new)
+    for n in found.nodes:
+        if id(n) not in holding:
+            for c in children(n):
+                if id(c) in holding:
+                    holding.add(id(n))
+                    break
+    return replace(k, new, holding)
 
 
 def _scanned(out: Kernel, k: Kernel, found: KernelScan, ctx: PassContext) -> Kernel:
