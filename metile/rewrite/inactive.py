@@ -119,39 +119,39 @@ def everywhere(shape: tuple[int, ...]) -> Value:
 def _node_activity(n: Node, act) -> Value | None:
     """The activity of value `n` from the activity `act(child)` of its children (already known)."""
     match n:
-        case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
+        case Binary(lhs=a, rhs=b) | Compare(lhs=a, rhs=b) | AddPtr(ptr=a, offset=b):
             return both(act(a), act(b))
-        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | IntToPtr(x, _) | Scan(_, x, _, _):
+        case Unary(x=x) | Cast(x=x) | Bitcast(x=x) | IntToPtr(x=x) | Scan(x=x):
             return act(x)
-        case Fma(a, b, c):
+        case Fma(a=a, b=b, c=c):
             return both(both(act(a), act(b)), act(c))
-        case Where(c, x, y):
+        case Where(cond=c, x=x, y=y):
             return pick(c, act(x), act(y))
-        case Load(ptr, None, _):
+        case Load(ptr=ptr, mask=None):
             return act(ptr)
-        case Load(ptr, mask, None):
+        case Load(ptr=ptr, mask=mask, other=None):
             return both(mask, act(ptr))
-        case Load(ptr, mask, other):
+        case Load(ptr=ptr, mask=mask, other=other):
             return pick(mask, act(ptr), act(other))
-        case Broadcast(x, shape):
+        case Broadcast(x=x, shape=shape):
             a = act(x)
             return None if a is None else Broadcast(a, shape)
-        case ExpandDims(x, axis):
+        case ExpandDims(x=x, axis=axis):
             a = act(x)
             return None if a is None else ExpandDims(a, axis)
-        case Reshape(x, shape):
+        case Reshape(x=x, shape=shape):
             a = act(x)
             return None if a is None else Reshape(a, shape)
-        case Transpose(x):
+        case Transpose(x=x):
             a = act(x)
             return None if a is None else Transpose(a)
-        case Permute(x, order):
+        case Permute(x=x, order=order):
             a = act(x)
             return None if a is None else Permute(a, order)
-        case Take(x, axis, index):
+        case Take(x=x, axis=axis, index=index):
             a = act(x)
             return None if a is None else Take(a, axis, index)
-        case Join(x, y):
+        case Join(a=x, b=y):
             ax, ay = act(x), act(y)
             if ax is None and ay is None:
                 return None
