@@ -93,8 +93,10 @@ from metile.ir import (
     parse_type,
 )
 from metile.ir.layouts import Blocked, Shared
+from metile.ir.node import type_error
 from metile.ir.stages import ADMITTED
 from metile.ir.types import broadcast_shapes, fits
+from metile.ir.verify import VerifyError, verify
 
 F32, F16, I32, U32, BOOL = DType.F32, DType.F16, DType.I32, DType.U32, DType.BOOL
 X = Param("X", 0, PtrType(F32, (), AddressSpace.DEVICE))
@@ -255,8 +257,24 @@ def test_type_is_computed_at_construction_unless_the_node_is_malformed():
     slot = next(k.__dict__["type"] for k in Binary.__mro__ if "type" in k.__dict__)
     assert slot.__get__(b, Binary) is x8.type  # already in the slot: no `__getattr__` on the first read
     bad = Dot(x8, x8)  # 1-D operands: built without error, for the verifier to report
-    with pytest.raises(IndexError):
-        bad.type  # noqa: B018 - the read raises, as it did when the type was only computed on first read
+    with pytest.raises(AttributeError):
+        bad.type  # noqa: B018 - the read raises: the slot is empty
+    assert isinstance(type_error(bad), IndexError)  # what computing it raises
+    assert type_error(b) is None
+
+
+def test_values_read_their_fields_without_a_lookup_hook():
+    """No value class has a `__getattr__` (attrs adds one to compute a slotted class's cached properties): with one,
+    every attribute read of every value goes through Python's slower lookup hook."""
+    for cls in VALUE_CLASSES:
+        assert all("__getattr__" not in k.__dict__ for k in cls.__mro__), cls
+
+
+def test_the_verifier_reports_why_a_value_has_no_type():
+    """What computing the type raised, not that the slot is empty."""
+    k = Kernel("k", Stage.TILE, [], [Let(Var("d", TileType(F32, (8,))), Binary(BinOp.ADD, 3, 4))])
+    with pytest.raises(VerifyError, match="malformed Binary: AttributeError: 'int' object has no attribute 'type'"):
+        verify(k)
 
 
 def test_equal_subtrees_that_are_distinct_objects_compare_equal():

@@ -145,3 +145,17 @@ def test_staging_pads_are_those_the_bank_model_chooses(itemsize):
         cost = [sum(bank_conflicts(mma_lanes(n + p), element_bytes=itemsize, offset=e) for e in (0, 1))
                 for p in aligned]
         assert staging_pad(n, itemsize) == aligned[cost.index(min(cost))], n
+
+
+def test_the_lane_bits_that_choose_a_column_are_read_off_the_fragment_layout():
+    """A row reduction of a `dot` result shuffles across the lanes holding the other columns of a lane's rows and
+    lets the lanes of column 0 write: the bits it flips and tests are those `lane_rows_cols` says choose the column."""
+    from metile.rewrite.staging import lane_column_bits, lane_rows_cols
+    rows, cols = lane_rows_cols()
+    bits = lane_column_bits()
+    assert bits == (1, 8)
+    for lane in range(32):
+        for b in bits:
+            assert rows(lane ^ b) == rows(lane) and cols(lane ^ b) != cols(lane)
+        assert (lane & sum(bits) == 0) == (cols(lane) == 0)
+    assert len({cols(lane) for lane in range(32) if rows(lane) == 0}) == 2 ** len(bits)

@@ -193,11 +193,11 @@ def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
     seen from `ptr` as rows of `stride` elements, `((elements - offset) // stride, stride)` (meTile's GEMM is then
     right at every size). The array is the one bound to the pointer parameter `ptr` is derived from (its length a
     hidden parameter, `Tracer.length_param`), or a `metile.shared` array; a pointer of other origin is refused."""
-    offset, p = 0, ptr
+    offset, p = None, ptr   # None: no offset (`elements - 0` is not built, for `fold_constants` to undo)
     while True:
         match p:
             case AddPtr(base, off) if off.type.shape == ():
-                offset, p = sem.binary("add", offset, off, loc), base
+                offset, p = off if offset is None else sem.binary("add", offset, off, loc), base
             case Var(name) if name in tr.pointers:
                 p = tr.pointers[name]
             case Param():
@@ -211,7 +211,7 @@ def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
                     "a tile_load or tile_store without bounds= keeps its tile inside the array its pointer points "
                     "into, which metile cannot tell for this pointer (one carried by a loop or chosen by a runtime "
                     "branch): give bounds=(rows, cols)", loc)
-    left = sem.binary("sub", elements, offset, loc)
+    left = elements if offset is None else sem.binary("sub", elements, offset, loc)
     return sem.binary("floordiv", left, sem.binary("max", stride, 1, loc), loc), stride
 
 

@@ -20,9 +20,12 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   back (a class with its own `__attrs_post_init__` still gets it called). A converter to `tuple`,
   `pvector` or `pmap` is skipped when the argument already has that class;
 - a value's derived `type` (its `cached_property`) is computed by `__init__` too, once its children are
-  set: most values have their type read, and the first read of a `cached_property` on a slotted class
-  goes through `__getattr__` after a failed slot lookup. A node whose type cannot be computed (a
-  malformed one, for the verifier to report) is left for the lazy read to raise as before;
+  set: most values have their type read, and reading a `cached_property` of a slotted attrs class goes
+  through a `__getattr__` on the class, which slows every attribute read of its instances (Python then
+  calls the class's lookup hook instead of reading the slot from its attribute cache). Values have no
+  such `__getattr__`: a value whose type cannot be computed (a malformed one, for the verifier to report)
+  has its slot left empty, and reading it raises `AttributeError` (`type_error` gives the error its type
+  function raises);
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
 They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
 importing the IR compiles no code for classes a process never builds; attrs' own `__eq__` and `__hash__` are not
@@ -61,6 +64,11 @@ def node(cls: type[T]) -> type[T]:
     # `__eq__`, `__hash__`, `__init__` and `__repr__` are the node's own (below): attrs compiles none of them
     cls = attrs.frozen(cls, eq=False, unsafe_hash=False, init=False, repr=False)
     cls.__hash__ = _cached_hash
+    if derived is lazy_type and "__getattr__" in cls.__dict__:
+        # `Value`: attrs reads the cached property through a `__getattr__` on the class, which makes every attribute
+        # read of every value go through Python's lookup hook instead of the interpreter's cached slot reads. A
+        # value's `type` is set by `__init__`; only a malformed value's stays empty (`type_error` says why).
+        del cls.__getattr__
     _register(cls, derived)
     return cls
 
@@ -71,15 +79,34 @@ def _inherits_type_slot(cls: type) -> bool:
 
 
 def lazy_type(self) -> object:
-    """The derived `type` of a value whose `__init__` did not set it (a malformed node, or a class that has no
-    generated methods yet): computed now by its class's `type` function, raising what that raises. `Value`'s
+    """The derived `type` of a value, computed by its class's `type` function, raising what that raises. `Value`'s
     `type` is this `cached_property`; a subclass's own `type` function is kept in `_DERIVED_TYPE` (and its
-    `cached_property` removed before attrs sees it), so attrs makes one slot and one `__getattr__` for all of them
-    instead of one per class."""
+    `cached_property` removed before attrs sees it), so attrs makes one slot for all of them instead of one per
+    class. The `__getattr__` attrs adds to fill the slot on a first read is removed (see `node`): `__init__` fills
+    it, and reading the `type` of a value whose type could not be computed (a malformed one) raises
+    `AttributeError`; `type_error` gives the error computing it raises."""
     get = _type_function(self.__class__)
     if get is None:
         raise AttributeError(f"{self.__class__.__name__!r} object has no attribute 'type'")
     return get(self)
+
+
+def type_error(v: Node) -> Exception | None:
+    """Why the value `v` has no `type` (the exception its type function raises, which its `__init__` caught: a
+    malformed value, for the verifier to report); None when it has one, or is not a value with a derived type."""
+    try:
+        v.type  # noqa: B018 - is the slot filled?
+    except AttributeError:
+        pass
+    else:
+        return None
+    if _type_function(v.__class__) is None:
+        return None
+    try:
+        lazy_type(v)
+    except Exception as e:  # noqa: BLE001 - what a malformed value's type function raises, to be reported
+        return e
+    return None
 
 
 def _type_function(cls: type) -> Callable[[Node], object] | None:
@@ -200,7 +227,7 @@ def _specialise(cls: type) -> None:
         "    try:",
         f"        {_setter(cls, 'type', scope)}_type_of(self))",
         "    except Exception:",
-        "        pass   # a malformed node: reading `type` raises, as the verifier expects",
+        "        pass   # a malformed node: reading `type` raises, as the verifier expects (`type_error`)",
     ]
     lines = ["def __eq__(self, other):",
              "    if other.__class__ is not self.__class__:",
@@ -471,4 +498,4 @@ def walk(root: Node) -> Iterator[Node]:
                 push(c)
 
 
-__all__ = ["Node", "PVectorType", "as_tuple", "children", "lazy_type", "map_children", "node", "walk"]
+__all__ = ["Node", "PVectorType", "as_tuple", "children", "lazy_type", "map_children", "node", "type_error", "walk"]

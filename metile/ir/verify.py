@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from metile.ir.errors import Loc, MetileError
 from metile.ir.metal import MatrixStore, TensorMatmul, VecStore
 from metile.ir.names import is_ir_name
-from metile.ir.node import Node, children
+from metile.ir.node import Node, children, type_error
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.simt import RingBarrier
 from metile.ir.stages import ADMITTED, LET_ONLY
@@ -315,6 +315,8 @@ class _Verifier:
         except VerifyError:
             raise
         except Exception as e:  # a field of the wrong kind: report it, don't crash
+            if isinstance(e, AttributeError) and (cause := type_error(n)) is not None:
+                e = cause   # its type could not be computed: why, rather than that it is missing
             self.fail(f"malformed {cls.__name__}: {type(e).__name__}: {e}", n, stmt)
         if err is not None:
             self.fail(err, n, stmt)

@@ -70,25 +70,25 @@ class AxisAnalysis:
     def _info(self, v: Value) -> AxisInfo:
         info = self.info
         match v:
-            case Var(name) if name in self.defs:
+            case Var(name=name) if name in self.defs:
                 return info(self.defs[name])
-            case Var(name) if name in self.loops:
+            case Var(name=name) if name in self.loops:
                 start, step = self.loops[name]
                 return AxisInfo(1, math.gcd(div_at(info(start), 1), div_at(info(step), 1)), BIG)
-            case Broadcast(x, shape):
+            case Broadcast(x=x, shape=shape):
                 xi = info(x)
                 if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
                     return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
                 return xi
-            case AddPtr(p, off):
+            case AddPtr(ptr=p, offset=off):
                 return _add(info(p), info(off))
-            case Binary(BinOp.ADD, a, b):
+            case Binary(op=BinOp.ADD, lhs=a, rhs=b):
                 return _add(info(a), info(b))
-            case Binary(BinOp.SUB, a, b):
+            case Binary(op=BinOp.SUB, lhs=a, rhs=b):
                 ai, bi = info(a), info(b)
                 contig = meet(ai.contig, bi.const)
                 return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)), meet(ai.const, bi.const))
-            case Binary(BinOp.MUL, a, b):
+            case Binary(op=BinOp.MUL, lhs=a, rhs=b):
                 ai, bi = info(a), info(b)
                 const = meet(ai.const, bi.const)
                 if _is_one(b):
@@ -99,44 +99,45 @@ class AxisAnalysis:
                 # has only at its start (Triton's rule)
                 return AxisInfo(1, min(div_at(ai, 1) * div_at(bi, 1), BIG), const)
 
-            case Arange(start, stop):
+            case Arange(start=start, stop=stop):
                 return AxisInfo(stop - start, pow2_factor(start), 1)
-            case Const(value) if isinstance(value, int) and not isinstance(value, bool):
+            case Const(value=value) if isinstance(value, int) and not isinstance(value, bool):
                 return AxisInfo(1, pow2_factor(value), BIG)
-            case Param(_, _, PtrType() as t):
+            case Param(type=PtrType() as t):
                 return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
-            case Param(_, _, _, multiple):
+            case Param(multiple=multiple):
                 return AxisInfo(1, multiple, BIG)
             case ProgramId() | NumPrograms():
                 return AxisInfo(1, 1, BIG)
-            case Full(_, value):
+            case Full(value=value):
                 return AxisInfo(1, div_at(info(value), 1), BIG)
-            case ExpandDims(x, axis):
+            case ExpandDims(x=x, axis=axis):
                 xi = info(x)
                 return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
-            case Reshape(x, shape):
+            case Reshape(x=x, shape=shape):
                 return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
-            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int:
+            case Cast(x=x, dtype=dtype) if dtype.is_int and x.type.dtype.is_int:
                 xi = info(x)
                 src = x.type.dtype
                 if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
                     return xi   # every value kept as it is
                 # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
                 return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
-            case Cast(x, _) | Bitcast(x, _):
+            case Cast(x=x) | Bitcast(x=x):
                 return AxisInfo(1, 1, info(x).const)
-            case Where(c, a, b):
+            case Where(cond=c, x=a, y=b):
                 ci, ai, bi = info(c), info(a), info(b)
                 contig = meet(ci.const, meet(ai.contig, bi.contig))
                 return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)),
                                 meet(ci.const, meet(ai.const, bi.const)))
-            case Compare(op, a, b) if op in _ORDERED and a.type.dtype.is_int and not isinstance(a.type, PtrType):
+            case Compare(op=op, lhs=a, rhs=b) if (op in _ORDERED and a.type.dtype.is_int
+                                                  and not isinstance(a.type, PtrType)):
                 ai, bi = info(a), info(b)
                 run = _split_run(ai, bi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(bi, ai)
                 return AxisInfo(1, 1, max(meet(ai.const, bi.const), run))
-            case Compare(_, a, b) | Binary(_, a, b):
+            case Compare(lhs=a, rhs=b) | Binary(lhs=a, rhs=b):
                 return AxisInfo(1, 1, meet(info(a).const, info(b).const))
-            case Unary(_, x):
+            case Unary(x=x):
                 return AxisInfo(1, 1, info(x).const)
         return AxisInfo(1, 1, BIG) if v.type.shape == () else UNKNOWN
 
@@ -211,7 +212,7 @@ class _Strides:
     def _of(self, v: Value) -> tuple[Stride, ...] | None:
         defs, of = self.defs, self.of
         match v:
-            case Var(name) if name in defs:
+            case Var(name=name) if name in defs:
                 return of(defs[name])
             case Arange():
                 return (1,)
@@ -219,26 +220,26 @@ class _Strides:
                 return None
             case Full():
                 return (0,) * len(v.type.shape)
-            case Broadcast(x, shape):
+            case Broadcast(x=x, shape=shape):
                 if x.type.shape == ():
                     return (0,) * len(shape)
                 inner = of(x)
                 if inner is None or len(x.type.shape) != len(shape):
                     return None
                 return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
-            case ExpandDims(x, axis):
+            case ExpandDims(x=x, axis=axis):
                 inner = of(x)
                 return None if inner is None else (*inner[:axis], 0, *inner[axis:])
-            case Cast(x, dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
+            case Cast(x=x, dtype=dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
                 return of(x)
-            case AddPtr(p, off) | Binary(BinOp.ADD, p, off):
+            case AddPtr(ptr=p, offset=off) | Binary(op=BinOp.ADD, lhs=p, rhs=off):
                 a, b = of(p), of(off)
                 if a is None or b is None:
                     return None
                 out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
                        for x, y in zip(a, b)]
                 return None if None in out else tuple(out)
-            case Binary(BinOp.MUL, a, b):
+            case Binary(op=BinOp.MUL, lhs=a, rhs=b):
                 for x, y in ((a, b), (b, a)):
                     scale, inner = _uniform_scalar(y), of(x)
                     if scale is not None and inner is not None:

@@ -80,22 +80,23 @@ def fold_binary(n: Node) -> Node | None:
 def _splat(c: Node) -> Node:
     """The constant a tile of one constant repeats (`full`, a broadcast constant), else `c` itself."""
     match c:
-        case Full(value=Const() as v) | Broadcast(Const() as v):
+        case Full(value=Const() as v) | Broadcast(x=Const() as v):
             return v
     return c
 
 
 def fold_identity(n: Node) -> Node | None:
     match n:
-        case Binary(BinOp.ADD | BinOp.SUB, x, z) if _is(z, 0) and x.type == n.type:
+        case Binary(op=BinOp.ADD | BinOp.SUB, lhs=x, rhs=z) if _is(z, 0) and x.type == n.type:
             return x
-        case Binary(BinOp.ADD, z, x) if _is(z, 0) and x.type == n.type:
+        case Binary(op=BinOp.ADD, lhs=z, rhs=x) if _is(z, 0) and x.type == n.type:
             return x
-        case Binary(BinOp.MUL, x, one) if _is(one, 1) and x.type == n.type:
+        case Binary(op=BinOp.MUL, lhs=x, rhs=one) if _is(one, 1) and x.type == n.type:
             return x
-        case Binary(BinOp.MUL, one, x) if _is(one, 1) and x.type == n.type:
+        case Binary(op=BinOp.MUL, lhs=one, rhs=x) if _is(one, 1) and x.type == n.type:
             return x
-        case Binary(BinOp.AND, x, Const(True, DType.BOOL)) | Binary(BinOp.AND, Const(True, DType.BOOL), x) \
+        case Binary(op=BinOp.AND, lhs=x, rhs=Const(value=True, dtype=DType.BOOL)) \
+                | Binary(op=BinOp.AND, lhs=Const(value=True, dtype=DType.BOOL), rhs=x) \
                 if x.type == n.type:
             return x
     return None

@@ -69,7 +69,7 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up, substitute
+from metile.rewrite.driver import bottom_up, replace
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
@@ -119,39 +119,39 @@ def everywhere(shape: tuple[int, ...]) -> Value:
 def _node_activity(n: Node, act) -> Value | None:
     """The activity of value `n` from the activity `act(child)` of its children (already known)."""
     match n:
-        case Binary(_, a, b) | Compare(_, a, b) | AddPtr(a, b):
+        case Binary(lhs=a, rhs=b) | Compare(lhs=a, rhs=b) | AddPtr(ptr=a, offset=b):
             return both(act(a), act(b))
-        case Unary(_, x) | Cast(x, _) | Bitcast(x, _) | IntToPtr(x, _) | Scan(_, x, _, _):
+        case Unary(x=x) | Cast(x=x) | Bitcast(x=x) | IntToPtr(x=x) | Scan(x=x):
             return act(x)
-        case Fma(a, b, c):
+        case Fma(a=a, b=b, c=c):
             return both(both(act(a), act(b)), act(c))
-        case Where(c, x, y):
+        case Where(cond=c, x=x, y=y):
             return pick(c, act(x), act(y))
-        case Load(ptr, None, _):
+        case Load(ptr=ptr, mask=None):
             return act(ptr)
-        case Load(ptr, mask, None):
+        case Load(ptr=ptr, mask=mask, other=None):
             return both(mask, act(ptr))
-        case Load(ptr, mask, other):
+        case Load(ptr=ptr, mask=mask, other=other):
             return pick(mask, act(ptr), act(other))
-        case Broadcast(x, shape):
+        case Broadcast(x=x, shape=shape):
             a = act(x)
             return None if a is None else Broadcast(a, shape)
-        case ExpandDims(x, axis):
+        case ExpandDims(x=x, axis=axis):
             a = act(x)
             return None if a is None else ExpandDims(a, axis)
-        case Reshape(x, shape):
+        case Reshape(x=x, shape=shape):
             a = act(x)
             return None if a is None else Reshape(a, shape)
-        case Transpose(x):
+        case Transpose(x=x):
             a = act(x)
             return None if a is None else Transpose(a)
-        case Permute(x, order):
+        case Permute(x=x, order=order):
             a = act(x)
             return None if a is None else Permute(a, order)
-        case Take(x, axis, index):
+        case Take(x=x, axis=axis, index=index):
             a = act(x)
             return None if a is None else Take(a, axis, index)
-        case Join(x, y):
+        case Join(a=x, b=y):
             ax, ay = act(x), act(y)
             if ax is None and ay is None:
                 return None
@@ -521,18 +521,35 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)):
-        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
+        return _scanned(_unmarked(k, found, marks), k, found, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
     first = _Walk(found, names, None, maybe)
     body = first.block(k.body)
     if not first.changed:
-        return _scanned(substitute(k, {m: m.x for m in marks}), k, found, ctx)
+        return _scanned(_unmarked(k, found, marks), k, found, ctx)
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
     out = attrs.evolve(k, body=body)
     return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
+
+
+def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
+    """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand:
+    the nodes holding one are found by one pass over the scan's nodes (children before parents), and only they
+    are rebuilt."""
+    if not marks:
+        return k
+    new = {id(m): m.x for m in marks}
+    holding = set(new)
+    for n in found.nodes:
+        if id(n) not in holding:
+            for c in children(n):
+                if id(c) in holding:
+                    holding.add(id(n))
+                    break
+    return replace(k, new, holding)
 
 
 def _scanned(out: Kernel, k: Kernel, found: KernelScan, ctx: PassContext) -> Kernel:

@@ -43,6 +43,22 @@ def lane_rows_cols() -> tuple[Layout, Layout]:
     return Layout(lanes.shape, tuple(r for r, _ in split)), Layout(lanes.shape, tuple(c for _, c in split))
 
 
+def lane_column_bits() -> tuple[int, ...]:
+    """The bits of a lane's index that choose the columns of its elements in an 8x8 simdgroup matrix, one per mode of
+    `lane_rows_cols`'s column layout with a non-zero stride (its extents are powers of two, so each mode's
+    coordinate is a field of bits of the lane index, and these modes have extent 2): flipping one moves the lane to
+    another column of the same row, and the lanes holding column 0 are those with all of them clear."""
+    _, cols = lane_rows_cols()
+    bits, at = [], 0
+    for extent, stride in zip(cols.shape, cols.stride):
+        if stride != 0:
+            if extent != 2:
+                raise ValueError(f"a column mode of extent {extent} in {cols}: not one bit of the lane index")
+            bits.append(1 << at)
+        at += extent.bit_length() - 1
+    return tuple(bits)
+
+
 def staging_pad(n: int, itemsize: int) -> int:
     """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to two
     16-byte steps), the smallest whose 8x8 simdgroup loads meet the fewest bank conflicts (`metile.layout.banks`,
@@ -110,5 +126,5 @@ def mma_scratch_offset(flat: Value, n: int) -> Value:
     return flat if pad == 0 else mo.add(flat, mo.mul(mo.div(flat, n), mo.const(pad)))
 
 
-__all__ = ["columns_first", "lane_rows_cols", "mma_lanes", "mma_row_stride", "mma_scratch_offset", "staging_pad",
-           "staging_row_spacing"]
+__all__ = ["columns_first", "lane_column_bits", "lane_rows_cols", "mma_lanes", "mma_row_stride", "mma_scratch_offset",
+           "staging_pad", "staging_row_spacing"]

@@ -45,7 +45,7 @@ from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import acc_dtype, cast, combine, sg_in, sg_index
 from metile.rewrite.lower.state import Block, Lazy, Mma, Pt, Regs
-from metile.rewrite.staging import lane_rows_cols, mma_row_stride, mma_scratch_offset
+from metile.rewrite.staging import lane_column_bits, lane_rows_cols, mma_row_stride, mma_scratch_offset
 
 
 @attrs.frozen(cache_hash=True)   # hashed in the memo key of every element read through it
@@ -163,12 +163,12 @@ def mma_row_reduce(blk: Block, n: Reduce) -> Regs | None:
             for pt in points[i * geom.per_n + j]:
                 v = cast(V.at(inner, x, pt), adt)
                 acc = v if acc is None else combine(n.op, acc, v)
-        for mask in (1, 8):   # the lanes holding the other columns of this lane's rows
+        for mask in lane_column_bits():   # the lanes holding the other columns of this lane's rows
             acc = combine(n.op, acc, inner.let(SimdShuffleXor(acc, mo.const(mask)), "sh"))
         rows.append((inner.let(acc, "row"), V.coords(inner, points[i * geom.per_n][0])[0]))
     S.barrier(blk, n)
     base = X.scratch(blk, adt, geom.m * geom.sg_n)
-    first = Compare(CmpOp.EQ, Binary(BinOp.AND, lane, mo.const(9)), mo.const(0))   # column 0 of the piece
+    first = Compare(CmpOp.EQ, Binary(BinOp.AND, lane, mo.const(sum(lane_column_bits()))), mo.const(0))   # column 0
     col = mo.mod(sg_index(geom.first_sg), geom.sg_n)
     for value, row in rows:
         blk.emit(Store(AddPtr(base, mo.add(mo.mul(row, mo.const(geom.sg_n)), col)), value, first, loc=blk.loc))

@@ -212,30 +212,30 @@ def elementwise(blk: Block, v: Value, f) -> Value:
     if v.__class__ is Binary and v.op is not BinOp.FLOORDIV and v.op is not BinOp.MOD:   # the commonest, at once
         return Binary(v.op, f(v.lhs), f(v.rhs), loc=v.loc)
     match v:
-        case Binary(BinOp.FLOORDIV | BinOp.MOD as op, a, b) if a.type.dtype.is_int and at_least(blk, a, 0) \
+        case Binary(op=BinOp.FLOORDIV | BinOp.MOD as op, lhs=a, rhs=b) if a.type.dtype.is_int and at_least(blk, a, 0) \
                 and at_least(blk, b, 1):   # Python's and Metal's division agree: no rounding or sign fix-up
             return Binary(BinOp.TRUNCDIV if op is BinOp.FLOORDIV else BinOp.REM, f(a), f(b), loc=v.loc)
-        case Binary(BinOp.FLOORDIV, a, b):
+        case Binary(op=BinOp.FLOORDIV, lhs=a, rhs=b):
             return mo.floor_div(f(a), f(b), v.loc)
-        case Binary(BinOp.MOD, a, b):
+        case Binary(op=BinOp.MOD, lhs=a, rhs=b):
             return mo.floor_mod(f(a), f(b), v.loc)
-        case Binary(op, a, b):
+        case Binary(op=op, lhs=a, rhs=b):
             return Binary(op, f(a), f(b), loc=v.loc)
-        case Unary(op, x):
+        case Unary(op=op, x=x):
             return Unary(op, f(x), loc=v.loc)
-        case Compare(op, a, b):
+        case Compare(op=op, lhs=a, rhs=b):
             return Compare(op, f(a), f(b), loc=v.loc)
-        case Where(c, x, y):
+        case Where(cond=c, x=x, y=y):
             return Where(f(c), f(x), f(y), loc=v.loc)
-        case Cast(x, dtype):
+        case Cast(x=x, dtype=dtype):
             return Cast(f(x), dtype, loc=v.loc)
-        case Bitcast(x, dtype):
+        case Bitcast(x=x, dtype=dtype):
             return Bitcast(f(x), dtype, loc=v.loc)
-        case IntToPtr(x, dtype):
+        case IntToPtr(x=x, dtype=dtype):
             return IntToPtr(f(x), dtype, loc=v.loc)
-        case Fma(a, b, c):
+        case Fma(a=a, b=b, c=c):
             return Fma(f(a), f(b), f(c), loc=v.loc)
-        case AddPtr(p, off):
+        case AddPtr(ptr=p, offset=off):
             return AddPtr(f(p), f(off), loc=v.loc)
     raise blk.refuse(f"{what(v)} cannot be used here", v)
 
@@ -296,30 +296,30 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
-        case Var(name):
+        case Var(name=name):
             return read(blk, blk.lookup(name), pt, v)
-        case Arange(start, _):
+        case Arange(start=start):
             return mo.add(pt.flat, mo.const(start))
-        case Full(_, value):
+        case Full(value=value):
             return value
-        case Broadcast(x, shape):
+        case Broadcast(x=x, shape=shape):
             xs = x.type.shape
             if not xs:  # every element reads the one scalar
                 return scalar(blk, x)
             if xs == tuple(shape):
                 return at(blk, x, pt)
             return at(blk, x, project(blk, pt, xs))
-        case ExpandDims(x, _) | Reshape(x, _):
+        case ExpandDims(x=x) | Reshape(x=x):
             return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
-        case Transpose(x):
+        case Transpose(x=x):
             i, j = coords(blk, pt)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
-        case Permute(x, order):   # the permutation's layout (`metile.rewrite.shape_layouts`)
+        case Permute(x=x, order=order):   # the permutation's layout (`metile.rewrite.shape_layouts`)
             return at(blk, x, Pt(x.type.shape, mo.apply_layout(permute_layout(x.type.shape, order), pt.flat)))
-        case Take(x, axis, index):
+        case Take(x=x, axis=axis, index=index):
             lay, stride = take_layout(x.type.shape, axis)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.apply_layout(lay, pt.flat), mo.const(index * stride))))
-        case Join(a, b):
+        case Join(a=a, b=b):
             half, side = Pt(a.type.shape, mo.div(pt.flat, 2)), mo.mod(pt.flat, 2)
             if isinstance(side, Const):   # a known element: one side only
                 return at(blk, (a, b)[side.value], half)
