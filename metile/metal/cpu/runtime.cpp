@@ -24,7 +24,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
+#if defined(__linux__)
+#include <sys/syscall.h> /* SYS_gettid, for the calling thread's watchdog timer */
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -124,7 +126,7 @@ void* worker_main(void* arg) {
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     char name[16];
     snprintf(name, sizeof name, "metile-cpu-%u", w->id);
-    pthread_setname_np(pthread_self(), name);
+    platform::set_thread_name(name);
     stack_t ss;
     ss.ss_sp = w->altstack;
     ss.ss_size = 64 * 1024;
@@ -190,15 +192,7 @@ bool ensure_workers(Pool& p, uint32_t n, mt_fault* out) {
     return true;
 }
 
-uint32_t default_workers() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        const int n = CPU_COUNT(&set);
-        if (n > 0) return static_cast<uint32_t>(n);
-    }
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<uint32_t>(n) : 1;
-}
+uint32_t default_workers() { return platform::usable_cpus(); }
 
 int32_t internal_error(mt_fault* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 int32_t internal_error(mt_fault* out, const char* fmt, ...) {
