@@ -99,6 +99,12 @@ def test_the_fiber_switch_still_assembles_as_elf(target, tmp_path):
 
 PLATFORM_USE = """#include "runtime_platform.h"
 static_assert(MAP_ANONYMOUS == MAP_ANON, "MAP_ANONYMOUS is MAP_ANON where the SDK has only the latter");
+static_assert(mtrt::platform::protected_page_fault(SIGSEGV, SEGV_ACCERR), "");
+#if defined(__APPLE__)
+static_assert(mtrt::platform::protected_page_fault(SIGBUS, 0), "a guard page hit is SIGBUS on macOS");
+#else
+static_assert(!mtrt::platform::protected_page_fault(SIGBUS, 0), "SIGBUS is no guard page hit on Linux");
+#endif
 int use(const void* uc) {
     using namespace mtrt::platform;
     uintptr_t lo, hi;

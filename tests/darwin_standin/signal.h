@@ -4,3 +4,5 @@
 #define SIGBUS 10
 #define SIGSEGV 11
 #define SIGURG 16
+#define SEGV_MAPERR 1
+#define SEGV_ACCERR 2

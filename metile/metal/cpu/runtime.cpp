@@ -271,10 +271,14 @@ void wait_for_workers(Pool& p, Launch* L) {
     p.done_cv.wait(lk, [&] { return L->remaining == 0; });
 }
 
+/* The clock the condition variables' wait_until reads (steady_clock), which deadlines and join times are waited
+ * with. On Linux it is CLOCK_MONOTONIC, the clock of the calling thread's timer and of the signal handler's check;
+ * macOS's C++ library reads another one (CLOCK_MONOTONIC_RAW or CLOCK_UPTIME_RAW, by version), so a deadline taken
+ * from CLOCK_MONOTONIC there would be off by however long the Mac has slept. */
 uint64_t monotonic_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 /* How long the caller runs a launch alone before the pool workers take it up: a launch shorter than this needs no

@@ -145,6 +145,15 @@ inline bool code_segment(const void* addr, uintptr_t* lo, uintptr_t* hi) {
 #endif
 }
 
+/* Whether a fault signal says the address is mapped but protected (a guard page): SIGSEGV with SEGV_ACCERR on
+ * Linux; on macOS SIGBUS (its kernel turns a protection failure into SIGBUS), or that SIGSEGV. */
+constexpr bool protected_page_fault(int sig, int code) {
+#if defined(__APPLE__)
+    if (sig == SIGBUS) return true;
+#endif
+    return sig == SIGSEGV && code == SEGV_ACCERR;
+}
+
 /* The signal that stops a launch past its timeout (sent to the workers still running it). */
 inline int watchdog_signal() {
 #if defined(SIGRTMIN)

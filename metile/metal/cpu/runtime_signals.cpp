@@ -189,9 +189,9 @@ void describe_signal(Launch* L) {
                 break;
             }
             snprintf(f.message, sizeof f.message, "%s: %s", name,
-                     L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR   ? "address not mapped"
-                     : L->sig == SIGSEGV && L->sig_code == SEGV_ACCERR ? "access to a protected page (guard page)"
-                                                                       : "invalid access");
+                     L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR     ? "address not mapped"
+                     : platform::protected_page_fault(L->sig, L->sig_code) ? "access to a protected page (guard page)"
+                                                                           : "invalid access");
             break;
         case MT_FAULT_STACK_OVERFLOW:
             snprintf(f.message, sizeof f.message,
