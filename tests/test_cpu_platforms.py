@@ -177,6 +177,28 @@ def test_kernel_code_compiles_for_macos_with_the_macos_flags(target, tmp_path):
     assert syms["_mt_threadgroup_barrier"] & N_TYPE == N_UNDF
 
 
+@needs_clang
+@pytest.mark.parametrize("target", MACOS_TARGETS)
+def test_a_sanitized_kernel_finds_every_hook_it_calls_on_macos(target, tmp_path):
+    """A sanitized kernel library links the runtime's own ThreadSanitizer hooks (mt_sanitizer_hooks.cpp), never
+    the sanitizer's runtime: every `__tsan_*` function Apple's target makes the kernel call is one the hooks
+    define."""
+    if target.startswith("x86_64") and CLANG_MAJOR < 15:
+        pytest.skip(f"clang {CLANG_MAJOR} has no _Float16 on x86-64 (metile needs clang >= 15)")
+    compiler = parse_version(CLANG, clang("--version").stdout)
+    (tmp_path / "k.cpp").write_text(translate(KERNEL, "scale.metal").cpp)
+    done = clang("-target", target, "-nostdlibinc", *B.kernel_flags(compiler, True, system="Darwin"),
+                 f"-I{INCLUDE_DIR}", f"-I{HERE}", "-c", "k.cpp", "-o", "k.o", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    hooks = clang("-target", target, "-nostdlibinc", "-isystem", str(STANDIN), "-std=c++17", "-O2", "-fPIC",
+                  "-fvisibility=hidden", f"-I{HERE}", "-c", str(HERE / "mt_sanitizer_hooks.cpp"), "-o", "hooks.o",
+                  cwd=tmp_path)
+    assert hooks.returncode == 0, hooks.stderr
+    called = {n for n, t in macho_symbols(tmp_path / "k.o").items() if t & N_TYPE == N_UNDF and "tsan" in n}
+    defined = {n for n, t in macho_symbols(tmp_path / "hooks.o").items() if t & N_TYPE == N_SECT}
+    assert called and called <= defined, sorted(called - defined)
+
+
 def test_kernel_flags_keep_stack_clash_protection_on_linux():
     compiler = Compiler(path="g++", family="gcc", major=12, version_text="g++ 12")
     assert "-fstack-clash-protection" in B.kernel_flags(compiler, False, system="Linux")
@@ -262,21 +284,25 @@ def test_on_macos_the_runtime_library_is_built_without_elf_flags():
 
 
 def test_the_doctor_says_what_of_the_runtime_works_on_a_mac():
-    facts = dict(runtime_facts(False, system="Darwin", machine="arm64"))
+    facts = dict(runtime_facts(False, system="Darwin", machine="arm64", addr2line=None))
     assert facts["runtime system"] == "Darwin arm64"
     assert facts["fiber switch"] == "assembly"
     assert facts["calling thread joins its dispatches"].startswith("no (it waits for the worker pool")
     assert facts["hardware watchpoints"].startswith("no (macOS has no perf_event_open")
-    linux = dict(runtime_facts(True, system="Linux", machine="x86_64"))
+    assert facts["fault and profile lines"].startswith("no (macOS has no addr2line")
+    linux = dict(runtime_facts(True, system="Linux", machine="x86_64", addr2line="/usr/bin/addr2line"))
     assert linux["calling thread joins its dispatches"].startswith("yes")
     assert linux["hardware watchpoints"].startswith("yes")
+    assert linux["fault and profile lines"] == "yes (addr2line: /usr/bin/addr2line)"
+    assert dict(runtime_facts(False, system="Linux", machine="aarch64", addr2line=None))["hardware watchpoints"] \
+        == "no (only on x86-64 Linux; this is Linux on aarch64)"
 
 
 def test_the_doctor_prints_those_facts_for_this_machine():
     probed = doctor.cpu_facts()
     names = [name for name, _ in probed.facts]
     assert {"runtime system", "fiber switch", "calling thread joins its dispatches",
-            "hardware watchpoints"} <= set(names), names
+            "hardware watchpoints", "fault and profile lines"} <= set(names), names
     assert dict(probed.facts)["runtime system"].startswith(os.uname().sysname)
 
 
