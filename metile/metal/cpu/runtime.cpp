@@ -286,7 +286,8 @@ uint64_t monotonic_ns() {
  * a longer one loses at most this much of its parallel time. */
 constexpr uint64_t kJoinDelayNs = 200000;
 
-#if defined(__linux__) && defined(SIGEV_THREAD_ID)
+/* MT_NO_CALLER_JOINS builds the pool-only runtime of macOS on Linux, for its tests */
+#if defined(__linux__) && defined(SIGEV_THREAD_ID) && !defined(MT_NO_CALLER_JOINS)
 #define MT_CALLER_JOINS 1
 Worker* g_caller = nullptr; /* the calling thread's worker (one: launches are serialised), guarded by launch_mu */
 
