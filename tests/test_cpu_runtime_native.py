@@ -58,8 +58,9 @@ def driver(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def pool_only_driver(tmp_path_factory) -> Path:
     """The driver on the runtime macOS gets: no thread-directed POSIX timers there, so the calling thread never runs
-    threadgroups (MT_CALLER_JOINS is off) and the watchdog signals the pool's workers alone."""
-    return _build(tmp_path_factory.mktemp("cpu_runtime_native_pool_only"), ("MT_NO_CALLER_JOINS",))
+    threadgroups (MT_CALLER_JOINS is off) and the watchdog signals the pool's workers alone; no real-time signals
+    either, so the watchdog signal is SIGURG (MT_NO_RT_SIGNALS)."""
+    return _build(tmp_path_factory.mktemp("cpu_runtime_native_pool_only"), ("MT_NO_CALLER_JOINS", "MT_NO_RT_SIGNALS"))
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,7 @@ def test_the_pool_alone_needs_none_of_the_calls_macos_lacks_but_its_platform_lay
     alone = _undefined(pool_only_driver.parent / "libmetile_cpu_rt.so")
     assert {"timer_create", "sigtimedwait"} <= full   # the check sees them where they are
     assert not {"timer_create", "timer_settime", "sigtimedwait"} & alone
+    assert "__libc_current_sigrtmin" in full and "__libc_current_sigrtmin" not in alone   # glibc's SIGRTMIN
 
 
 @pytest.mark.parametrize("name", NATIVE_TESTS)

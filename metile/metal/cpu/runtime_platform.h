@@ -156,7 +156,7 @@ constexpr bool protected_page_fault(int sig, int code) {
 
 /* The signal that stops a launch past its timeout (sent to the workers still running it). */
 inline int watchdog_signal() {
-#if defined(SIGRTMIN)
+#if defined(SIGRTMIN) && !defined(MT_NO_RT_SIGNALS) /* the latter tests macOS's choice on Linux */
     return SIGRTMIN + 5;
 #else
     return SIGURG;
