@@ -8,6 +8,7 @@ as its own pytest case. Its benchmarks run from benchmarks/cpu_runtime.py.
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from metile.metal.cpu.toolchain import shared_library
 from metile.metal.errors import CompilerNotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "native" / "runtime"))
@@ -74,7 +76,7 @@ def pool_only_results(pool_only_driver) -> dict[str, str]:
 
 
 def _results(driver: Path) -> dict[str, str]:
-    res = _run([str(driver), "--san", str(driver.parent / "libsan_kernels.so")])
+    res = _run([str(driver), "--san", str(driver.parent / f"libsan_kernels{shared_library()[0]}")])
     outcome: dict[str, str] = {}
     for line in res.stdout.splitlines():
         if line.startswith("PASS "):
@@ -108,6 +110,7 @@ def _undefined(library: Path) -> set[str]:
     return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
 
 
+@pytest.mark.skipif(platform.system() != "Linux", reason="the calling thread's part of the runtime is Linux's")
 def test_the_pool_alone_needs_none_of_the_calls_macos_lacks_but_its_platform_layer(driver, pool_only_driver):
     """Built without the calling thread's part (as on macOS, which has neither), the runtime calls no timer_create,
     timer_settime or sigtimedwait; the other Linux-only calls are in runtime_platform.h, with macOS branches of their
