@@ -29,7 +29,8 @@ import numpy as np
 
 import metile
 from metile import cache, devices
-from metile.metal.cpu.toolchain import find_compiler
+from metile.metal.cpu.platform_support import runtime_facts
+from metile.metal.cpu.toolchain import CANDIDATES, DEFAULT_CANDIDATES, find_compiler
 from metile.metal.errors import DeviceUnavailableError
 
 N = 1000                 # elements of the check kernels
@@ -172,11 +173,12 @@ def cpu_facts() -> Probed:
     """The CPU device, which every machine metile runs on is expected to have."""
     cxx = os.environ.get("CXX") or None
     dev, error, _ = open_device("cpu")
-    facts: list[Fact] = [("CXX", cxx or "unset (g++, clang++ or c++ on PATH)")]
+    looked = ", ".join(CANDIDATES.get(platform.system(), DEFAULT_CANDIDATES))
+    facts: list[Fact] = [("CXX", cxx or f"unset (the first of {looked} on PATH)")]
     compiler_error = ""
     try:
         comp = dev.compiler if dev is not None else find_compiler(cxx)
-        facts.append(("compiler", f"{comp.path} ({comp.family} {comp.major}; {first_line(comp.version_text)})"))
+        facts.append(("compiler", f"{comp.path} ({comp.kind} {comp.major}; {first_line(comp.version_text)})"))
     except Exception as e:  # noqa: BLE001
         compiler_error = describe(e)
         facts.append(("compiler", f"not found: {compiler_error}"))
@@ -189,6 +191,7 @@ def cpu_facts() -> Probed:
               ("timeout", f"{opts.timeout_s:g} s per dispatch" if opts.timeout_s else "none"),
               ("tensor ops", yes_no(dev.supports_tensor_ops)),
               ("tensor ops accelerated", yes_no(dev.tensor_ops_accelerated))]
+    facts += runtime_facts(bool(dev.rt.mt_watch_available()))
     return Probed(facts, dev)
 
 

@@ -6,6 +6,7 @@ kernel code running on it."""
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -13,10 +14,16 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import metile
+from metile.metal.cpu.platform_support import caller_runs_threadgroups
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(
+    not caller_runs_threadgroups(platform.system()),
+    reason=f"the calling thread joins its dispatches on Linux only ({platform.system()} has no thread-directed POSIX "
+           "timers for its watchdog)")
 
 FILL = """
 #include <metal_stdlib>

@@ -12,7 +12,9 @@ import pytest
 
 import metile
 from metile.metal.cpu.device import CpuDevice, CpuOptions
+from metile.metal.cpu.toolchain import shared_library
 
+SUFFIX = shared_library()[0]   # of the kernel libraries in the cache: .so, .dylib on macOS
 VECTOR_ADD = """
 #include <metal_stdlib>
 using namespace metal;
@@ -296,11 +298,11 @@ def test_cache_hit_in_a_new_process_and_corruption_is_rebuilt(tmp_path):
     first = run()
     second = run()
     assert second < first / 3, (first, second)
-    sos = list((tmp_path / "kernels").rglob("*.so"))
+    sos = list((tmp_path / "kernels").rglob(f"*{SUFFIX}"))
     assert len(sos) == 1
     sos[0].write_bytes(b"not a shared object")
     run()  # detected through the checksum sidecar and rebuilt
-    assert sos[0].read_bytes()[:4] == b"\x7fELF"
+    assert sos[0].read_bytes()[:4] in (b"\x7fELF", b"\xcf\xfa\xed\xfe")   # ELF, or 64-bit Mach-O on macOS
 
 
 def test_concurrent_processes_share_one_cache_entry(tmp_path):
@@ -313,7 +315,7 @@ def test_concurrent_processes_share_one_cache_entry(tmp_path):
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     results = [p.communicate() for p in procs]
     assert all(p.returncode == 0 for p in procs), results
-    assert len(list((tmp_path / "kernels").rglob("*.so"))) == 1
+    assert len(list((tmp_path / "kernels").rglob(f"*{SUFFIX}"))) == 1
     assert not list(tmp_path.rglob("*.tmp"))
 
 

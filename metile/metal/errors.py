@@ -14,7 +14,8 @@ class DeviceUnavailableError(DeviceError):
 
 
 class CompilerNotFoundError(DeviceError):
-    """The CPU device needs a C++ compiler (g++ >= 12 or clang++ >= 15) and none was found."""
+    """The CPU device needs a C++ compiler (g++ >= 12 or clang++ >= 15; on macOS Apple clang >= 15 too) and none
+    was found."""
 
 
 class MSLCompileError(MetileError):

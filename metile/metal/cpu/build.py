@@ -22,6 +22,7 @@ from metile.metal.cpu.toolchain import (
     header_files,
     run_compiler,
     sha256_hex,
+    shared_library,
     tree_digest,
 )
 from metile.metal.diagnostics import first_error
@@ -40,6 +41,9 @@ COMMON_FLAGS = [
     "-Wno-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes",
     f"-fsanitize={TRAP_CHECKS}",
 ]
+# Flags clang takes but ignores (with a warning) on macOS: Apple's ABI probes every stack frame larger than a page
+# itself (___chkstk_darwin), which is what -fstack-clash-protection asks for on Linux.
+NOT_ON_DARWIN = frozenset({"-fstack-clash-protection"})
 SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
 # A kernel library needs the C and math libraries and the compiler's support library, never the C++ library: its
 # code includes no std header and has no exceptions (MSL has none: -fno-exceptions), and whatever C++ runtime symbol
@@ -49,8 +53,9 @@ SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
 LEAN_LINK = ["-nodefaultlibs", "-lm", "-lc", "-lgcc_s", "-lgcc"] if platform.system() == "Linux" else []
 
 
-def kernel_flags(compiler: Compiler, sanitize: bool) -> list[str]:
-    flags = list(COMMON_FLAGS)
+def kernel_flags(compiler: Compiler, sanitize: bool, system: str | None = None) -> list[str]:
+    darwin = (system or platform.system()) == "Darwin"
+    flags = [f for f in COMMON_FLAGS if not (darwin and f in NOT_ON_DARWIN)]
     if compiler.is_gcc:
         flags += ["-fno-gnu-unique", "-fsanitize-undefined-trap-on-error"]
     else:
@@ -112,7 +117,7 @@ class KernelBuilder:
                          " ".join(flags), tr.cpp, str(source_dir or ""))
         out_dir = self.cache_dir / "kernels" / key[:2]
         out_dir.mkdir(parents=True, exist_ok=True)
-        so = out_dir / f"{key[2:26]}{'-san' if sanitize else ''}.so"
+        so = out_dir / f"{key[2:26]}{'-san' if sanitize else ''}{shared_library()[0]}"
         cpp = out_dir / f"{key[2:26]}.cpp"
         if not cpp.exists():
             cpp.write_text(tr.cpp)
@@ -166,11 +171,12 @@ def _publish_headers(folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def link_shared(compiler: Compiler, objects: list[Path], out: Path, *, lean: bool) -> None:
-    """Link `objects` into the shared object `out`: without the C++ library (`LEAN_LINK`) when `lean` and the
-    platform allows, the compiler's usual way otherwise or when that fails."""
-    command = [compiler.path, "-shared", *map(str, objects), "-o", str(out)]
-    if lean and LEAN_LINK:
+def link_shared(compiler: Compiler, objects: list[Path], out: Path, *, lean: bool, system: str | None = None) -> None:
+    """Link `objects` into the shared object `out`, its references to the runtime's services left to resolve when it
+    is loaded: without the C++ library (`LEAN_LINK`) when `lean` and the platform allows, the compiler's usual way
+    otherwise or when that fails."""
+    command = [compiler.path, *shared_library(system)[1], *map(str, objects), "-o", str(out)]
+    if lean and LEAN_LINK and (system or platform.system()) == "Linux":
         try:
             run_compiler([*command, *LEAN_LINK])
             return

@@ -218,7 +218,7 @@ class CpuDevice:
         self._kept: dict[tuple, CpuDispatch] = {}   # dispatches to take again (`metile.metal.cpu.dispatch`)
 
     def __repr__(self) -> str:
-        return f"<metile device 'cpu' ({self.compiler.family} {self.compiler.major}, {os.cpu_count()} cores)>"
+        return f"<metile device 'cpu' ({self.compiler.kind} {self.compiler.major}, {os.cpu_count()} cores)>"
 
     # -- memory ---------------------------------------------------------------------------------------------------
     def allocate(self, nbytes: int, *, staging: bool = False):

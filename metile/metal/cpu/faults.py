@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import mmap
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from metile.ir.errors import Loc
 from metile.metal.cpu.runtime_api import FAULT_KINDS, ffi
 from metile.metal.errors import DeviceFault, LaunchError
 
-PAGE = 4096
+PAGE = mmap.PAGESIZE   # the system's page: 4 KiB on x86-64, 16 KiB on Apple silicon
 _TITLES = {
     "bad-access": "invalid memory access",
     "misaligned": "misaligned memory access",

@@ -24,7 +24,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
+#if defined(__linux__)
+#include <sys/syscall.h> /* SYS_gettid, for the calling thread's watchdog timer */
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -124,7 +126,7 @@ void* worker_main(void* arg) {
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     char name[16];
     snprintf(name, sizeof name, "metile-cpu-%u", w->id);
-    pthread_setname_np(pthread_self(), name);
+    platform::set_thread_name(name);
     stack_t ss;
     ss.ss_sp = w->altstack;
     ss.ss_size = 64 * 1024;
@@ -190,15 +192,7 @@ bool ensure_workers(Pool& p, uint32_t n, mt_fault* out) {
     return true;
 }
 
-uint32_t default_workers() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        const int n = CPU_COUNT(&set);
-        if (n > 0) return static_cast<uint32_t>(n);
-    }
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<uint32_t>(n) : 1;
-}
+uint32_t default_workers() { return platform::usable_cpus(); }
 
 int32_t internal_error(mt_fault* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 int32_t internal_error(mt_fault* out, const char* fmt, ...) {
@@ -277,10 +271,14 @@ void wait_for_workers(Pool& p, Launch* L) {
     p.done_cv.wait(lk, [&] { return L->remaining == 0; });
 }
 
+/* The clock the condition variables' wait_until reads (steady_clock), which deadlines and join times are waited
+ * with. On Linux it is CLOCK_MONOTONIC, the clock of the calling thread's timer and of the signal handler's check;
+ * macOS's C++ library reads another one (CLOCK_MONOTONIC_RAW or CLOCK_UPTIME_RAW, by version), so a deadline taken
+ * from CLOCK_MONOTONIC there would be off by however long the Mac has slept. */
 uint64_t monotonic_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 /* How long the caller runs a launch alone before the pool workers take it up: a launch shorter than this needs no
@@ -288,7 +286,8 @@ uint64_t monotonic_ns() {
  * a longer one loses at most this much of its parallel time. */
 constexpr uint64_t kJoinDelayNs = 200000;
 
-#if defined(__linux__) && defined(SIGEV_THREAD_ID)
+/* MT_NO_CALLER_JOINS builds the pool-only runtime of macOS on Linux, for its tests */
+#if defined(__linux__) && defined(SIGEV_THREAD_ID) && !defined(MT_NO_CALLER_JOINS)
 #define MT_CALLER_JOINS 1
 Worker* g_caller = nullptr; /* the calling thread's worker (one: launches are serialised), guarded by launch_mu */
 

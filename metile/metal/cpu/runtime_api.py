@@ -13,7 +13,16 @@ from pathlib import Path
 
 import cffi
 
-from metile.metal.cpu.toolchain import HERE, Compiler, cached_build, run_compiler, sha256_hex, tree_digest
+from metile.metal.cpu.toolchain import (
+    HERE,
+    Compiler,
+    cached_build,
+    requirement,
+    run_compiler,
+    sha256_hex,
+    shared_library,
+    tree_digest,
+)
 from metile.metal.errors import CompilerNotFoundError
 
 # mt_runtime.h's enum mt_prof_counter, in order: the counters of a profile entry
@@ -135,29 +144,39 @@ def runtime_headers() -> list[Path]:
     return sorted(HERE.glob("runtime*.h")) + [HERE / "mt_runtime.h"]
 
 
-RUNTIME_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-U_FORTIFY_SOURCE",
-                 "-fvisibility=hidden", "-g1"]
+RUNTIME_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-U_FORTIFY_SOURCE", "-fvisibility=hidden", "-g1"]
 
 
-def runtime_flags(compiler: Compiler) -> list[str]:
-    """RUNTIME_FLAGS, plus TLS descriptors on x86-64 where the compiler has them: every runtime service reads the
-    thread's worker from thread-local storage, and in a dlopen'ed library the default model makes that a call to
-    __tls_get_addr (about 5% of a GEMM's run time). AArch64 uses descriptors by default. The initial-exec model
-    would be faster still but can make dlopen fail where static TLS space is used up."""
+def runtime_flags(compiler: Compiler, system: str | None = None) -> list[str]:
+    """RUNTIME_FLAGS and the flag of a shared library on `system` (`-shared`; `-dynamiclib` on macOS), plus TLS
+    descriptors on x86-64 Linux where the compiler has them: every runtime service reads the thread's worker from
+    thread-local storage, and in a dlopen'ed library the default model makes that a call to __tls_get_addr (about 5%
+    of a GEMM's run time). AArch64 uses descriptors by default, and Mach-O has thread-local variables of its own
+    (no -mtls-dialect). The initial-exec model would be faster still but can make dlopen fail where static TLS space
+    is used up."""
+    system = system or platform.system()
+    if system == "Darwin":
+        return [*RUNTIME_FLAGS, "-dynamiclib"]
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     descriptors = x86 and (compiler.is_gcc or compiler.major >= 19)
-    return RUNTIME_FLAGS + (["-mtls-dialect=gnu2"] if descriptors else [])
+    return [*RUNTIME_FLAGS, "-shared"] + (["-mtls-dialect=gnu2"] if descriptors else [])
+
+
+def runtime_libraries(system: str | None = None) -> list[str]:
+    """What the runtime library links against besides the C and C++ libraries: glibc before 2.34 keeps dladdr in
+    libdl; macOS has it in its C library."""
+    return [] if (system or platform.system()) == "Darwin" else ["-ldl"]
 
 
 def build_runtime(compiler: Compiler, cache_dir: Path) -> Path:
     sources = runtime_sources()
     flags = runtime_flags(compiler)
     key = sha256_hex("runtime", compiler.version_text, " ".join(flags), tree_digest(sources + runtime_headers()))
-    path = cache_dir / "runtime" / f"libmetile_cpu_rt-{key[:24]}.so"
+    path = cache_dir / "runtime" / f"libmetile_cpu_rt-{key[:24]}{shared_library()[0]}"
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def build(out: Path) -> None:
-        run_compiler([compiler.path, *flags, f"-I{HERE}", *map(str, sources), "-o", str(out), "-ldl"])
+        run_compiler([compiler.path, *flags, f"-I{HERE}", *map(str, sources), "-o", str(out), *runtime_libraries()])
 
     return cached_build(path, build)
 
@@ -173,7 +192,7 @@ def load_runtime(compiler: Compiler, cache_dir: Path):
             except OSError as e:  # built, but not loadable: a C driver (CXX=gcc) leaves out the C++ library
                 raise CompilerNotFoundError(
                     f"the CPU runtime built by {compiler.path} does not load ({e}); CXX must name a C++ compiler "
-                    "(g++ >= 12 or clang++ >= 15), not a C one") from None
+                    f"({requirement(platform.system())}), not a C one") from None
             version = lib.mt_runtime_abi_version()
             if version != ABI_VERSION:
                 raise RuntimeError(f"CPU runtime ABI {version} does not match the binding's {ABI_VERSION}")

@@ -47,66 +47,11 @@ void stack_free(Stack& s) {
 
 #ifdef MT_ASM_SWITCH
 extern "C" void mt_fiber_trampoline() __attribute__((visibility("hidden")));
+#include "runtime_switch.h"
 
 #if defined(__x86_64__)
-/* Frame (from the saved sp up): mxcsr (4 bytes), x87 control word (2), pad (2), r15, r14, r13, r12, rbx, rbp,
- * return address. */
-asm(R"(
-    .text
-    .globl mt_ctx_switch
-    .hidden mt_ctx_switch
-    .type mt_ctx_switch, @function
-    .p2align 4
-mt_ctx_switch:
-    .cfi_startproc
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
-    movq %rsp, (%rdi)
-    movl (%rsp), %eax
-    movzwl 4(%rsp), %ecx
-    movq %rsi, %rsp
-    cmpl (%rsp), %eax
-    jne 2f
-    cmpw 4(%rsp), %cx
-    jne 2f
-1:
-    addq $8, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    ret
-2:
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    jmp 1b
-    .cfi_endproc
-    .size mt_ctx_switch, .-mt_ctx_switch
-
-    .globl mt_fiber_trampoline
-    .hidden mt_fiber_trampoline
-    .type mt_fiber_trampoline, @function
-    .p2align 4
-mt_fiber_trampoline:
-    .cfi_startproc
-    .cfi_undefined rip
-    xorl %ebp, %ebp
-    movq %r12, %rdi
-    call mt_fiber_main@PLT
-    ud2
-    .cfi_endproc
-    .size mt_fiber_trampoline, .-mt_fiber_trampoline
-)");
-
+/* The frame mt_ctx_switch keeps (runtime_switch.h), from the saved sp up: mxcsr (4 bytes), x87 control word (2),
+ * pad (2), r15, r14, r13, r12, rbx, rbp, return address. */
 namespace {
 constexpr size_t kFrameWords = 10; /* control words, 6 registers, return address, 2 words of alignment */
 }
@@ -132,65 +77,8 @@ void mtrt::ctx_prepare(Fiber* f) {
 }
 
 #elif defined(__aarch64__)
-/* Frame (from the saved sp up): x19..x28, x29, x30, d8..d15, fpcr, pad: 176 bytes. */
-asm(R"(
-    .text
-    .globl mt_ctx_switch
-    .hidden mt_ctx_switch
-    .type mt_ctx_switch, %function
-    .p2align 4
-mt_ctx_switch:
-    .cfi_startproc
-    sub sp, sp, #176
-    stp x19, x20, [sp, #0]
-    stp x21, x22, [sp, #16]
-    stp x23, x24, [sp, #32]
-    stp x25, x26, [sp, #48]
-    stp x27, x28, [sp, #64]
-    stp x29, x30, [sp, #80]
-    stp d8, d9, [sp, #96]
-    stp d10, d11, [sp, #112]
-    stp d12, d13, [sp, #128]
-    stp d14, d15, [sp, #144]
-    mrs x9, fpcr
-    str x9, [sp, #160]
-    mov x10, sp
-    str x10, [x0]
-    mov sp, x1
-    ldr x10, [sp, #160]
-    cmp x9, x10
-    b.eq 1f
-    msr fpcr, x10
-1:
-    ldp x19, x20, [sp, #0]
-    ldp x21, x22, [sp, #16]
-    ldp x23, x24, [sp, #32]
-    ldp x25, x26, [sp, #48]
-    ldp x27, x28, [sp, #64]
-    ldp x29, x30, [sp, #80]
-    ldp d8, d9, [sp, #96]
-    ldp d10, d11, [sp, #112]
-    ldp d12, d13, [sp, #128]
-    ldp d14, d15, [sp, #144]
-    add sp, sp, #176
-    ret
-    .cfi_endproc
-    .size mt_ctx_switch, .-mt_ctx_switch
-
-    .globl mt_fiber_trampoline
-    .hidden mt_fiber_trampoline
-    .type mt_fiber_trampoline, %function
-    .p2align 4
-mt_fiber_trampoline:
-    .cfi_startproc
-    .cfi_undefined x30
-    mov x29, #0
-    mov x0, x19
-    bl mt_fiber_main
-    brk #1
-    .cfi_endproc
-    .size mt_fiber_trampoline, .-mt_fiber_trampoline
-)");
+/* The frame mt_ctx_switch keeps (runtime_switch.h), from the saved sp up: x19..x28, x29, x30, d8..d15, fpcr, pad:
+ * 176 bytes. */
 
 void mtrt::ctx_prepare(Fiber* f) {
     uint64_t* top = reinterpret_cast<uint64_t*>(f->stack.hi - 176);

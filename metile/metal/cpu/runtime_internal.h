@@ -14,6 +14,15 @@
 
 #undef _FORTIFY_SOURCE /* siglongjmp leaves fiber stacks and the signal stack: no __longjmp_chk */
 
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(MT_NO_ASM_SWITCH) /* the latter tests the fallback */
+#define MT_ASM_SWITCH 1
+#elif defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+/* Darwin's <ucontext.h> (getcontext and makecontext, for the fallback switch) refuses to compile without
+ * _XOPEN_SOURCE, which has to come before any system header; _DARWIN_C_SOURCE keeps Darwin's extensions */
+#define _XOPEN_SOURCE 700
+#define _DARWIN_C_SOURCE 1
+#endif
+
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -25,13 +34,12 @@
 #include <utility>
 #include <vector>
 
-#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(MT_NO_ASM_SWITCH) /* the latter tests the fallback */
-#define MT_ASM_SWITCH 1
-#else
+#ifndef MT_ASM_SWITCH
 #include <ucontext.h>
 #endif
 
 #include "mt_runtime.h"
+#include "runtime_platform.h"
 
 #define MT_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -11,10 +11,8 @@
 #include "runtime_internal.h"
 
 #include <errno.h>
-#include <link.h>
 #include <stdio.h>
 #include <time.h>
-#include <ucontext.h>
 
 namespace mtrt {
 namespace {
@@ -24,43 +22,6 @@ int g_signals[kNumSignals] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, 0};
 struct sigaction g_old[kNumSignals];
 /* executable segment of this library: a watchdog signal landing in runtime code is left to the abort checks */
 uintptr_t g_rt_text_lo = 0, g_rt_text_hi = 0;
-
-int find_text(struct dl_phdr_info* info, size_t, void* data) {
-    const uintptr_t self = *static_cast<uintptr_t*>(data);
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-        const uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
-        if (self >= lo && self < hi) {
-            g_rt_text_lo = lo;
-            g_rt_text_hi = hi;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-const void* context_pc(const ucontext_t* uc) {
-#if defined(__x86_64__)
-    return reinterpret_cast<const void*>(uc->uc_mcontext.gregs[REG_RIP]);
-#elif defined(__aarch64__)
-    return reinterpret_cast<const void*>(uc->uc_mcontext.pc);
-#else
-    (void)uc;
-    return nullptr;
-#endif
-}
-
-const char* context_sp(const ucontext_t* uc) {
-#if defined(__x86_64__)
-    return reinterpret_cast<const char*>(uc->uc_mcontext.gregs[REG_RSP]);
-#elif defined(__aarch64__)
-    return reinterpret_cast<const char*>(uc->uc_mcontext.sp);
-#else
-    (void)uc;
-    return nullptr;
-#endif
-}
 
 /* A fault in the guard below the running fiber's stack, or with the stack pointer already below it. */
 bool stack_overflow(const Worker* w, const char* addr, const char* sp) {
@@ -130,7 +91,7 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
         w->in_kernel = 0;
         if (mt_fault* f = claim_fault(L, w, MT_FAULT_BAD_ACCESS, 0)) {
             f->address = L->watch.addr[slot];
-            L->pc = static_cast<const char*>(context_pc(static_cast<const ucontext_t*>(ucv))) - 1; /* the access */
+            L->pc = static_cast<const char*>(platform::context_pc(ucv)) - 1; /* the access */
             L->sig = sig;
             L->sig_code = si->si_code;
             L->watch_hit = slot;
@@ -151,8 +112,7 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
         errno = saved_errno;
         return;
     }
-    const ucontext_t* uc = static_cast<const ucontext_t*>(ucv);
-    const void* pc = context_pc(uc);
+    const void* pc = platform::context_pc(ucv);
     if (watchdog && reinterpret_cast<uintptr_t>(pc) >= g_rt_text_lo && reinterpret_cast<uintptr_t>(pc) < g_rt_text_hi) {
         /* inside a runtime service: its next switch sees the abort flag and reports the kernel's call site */
         errno = saved_errno;
@@ -164,7 +124,9 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
     switch (sig) {
         case SIGSEGV:
         case SIGBUS:
-            kind = stack_overflow(w, addr, context_sp(uc)) ? MT_FAULT_STACK_OVERFLOW : MT_FAULT_BAD_ACCESS;
+            /* macOS raises SIGBUS for a protected page (a guard), Linux SIGSEGV */
+            kind = stack_overflow(w, addr, platform::context_sp(ucv)) ? MT_FAULT_STACK_OVERFLOW
+                                                                       : MT_FAULT_BAD_ACCESS;
             break;
         case SIGFPE:
             kind = si->si_code == FPE_INTDIV || si->si_code == FPE_INTOVF ? MT_FAULT_DIV_ZERO : MT_FAULT_TRAP;
@@ -195,16 +157,14 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
 } // namespace
 
 int watchdog_signal() {
-    static const int sig = SIGRTMIN + 5;
+    static const int sig = platform::watchdog_signal();
     return sig;
 }
 
 void install_handlers() {
     g_signals[kNumSignals - 1] = watchdog_signal();
-    if (!g_rt_text_hi) {
-        uintptr_t self = reinterpret_cast<uintptr_t>(&install_handlers);
-        dl_iterate_phdr(find_text, &self);
-    }
+    if (!g_rt_text_hi) platform::code_segment(reinterpret_cast<const void*>(&install_handlers), &g_rt_text_lo,
+                                              &g_rt_text_hi);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -229,9 +189,9 @@ void describe_signal(Launch* L) {
                 break;
             }
             snprintf(f.message, sizeof f.message, "%s: %s", name,
-                     L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR   ? "address not mapped"
-                     : L->sig == SIGSEGV && L->sig_code == SEGV_ACCERR ? "access to a protected page (guard page)"
-                                                                       : "invalid access");
+                     L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR     ? "address not mapped"
+                     : platform::protected_page_fault(L->sig, L->sig_code) ? "access to a protected page (guard page)"
+                                                                           : "invalid access");
             break;
         case MT_FAULT_STACK_OVERFLOW:
             snprintf(f.message, sizeof f.message,

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -27,19 +28,42 @@ from metile.metal.errors import CompilerNotFoundError
 
 HERE = Path(__file__).resolve().parent
 INCLUDE_DIR = HERE / "include"
-MIN_VERSIONS = {"gcc": 12, "clang": 15}
+# Oldest major version of each compiler family. Apple numbers its clang apart from LLVM (Apple clang 15, of Xcode 15,
+# is LLVM 16): "apple-clang" counts Apple's numbers.
+MIN_VERSIONS = {"gcc": 12, "clang": 15, "apple-clang": 15}
+# Where to look, in order, when CXX is unset. On macOS `clang++` (Apple's, from Xcode or the Command Line Tools)
+# comes first; there `g++` is the same Apple clang under another name.
+CANDIDATES = {"Darwin": ("clang++", "c++", "g++")}
+DEFAULT_CANDIDATES = ("g++", "clang++", "c++")
 
 
 @attrs.frozen
 class Compiler:
     path: str
     family: str   # "gcc" or "clang"
-    major: int
+    major: int    # the version's major number as the compiler prints it (Apple's own for Apple clang)
     version_text: str
+    apple: bool = False   # Apple clang (Xcode or the Command Line Tools)
 
     @property
     def is_gcc(self) -> bool:
         return self.family == "gcc"
+
+    @property
+    def kind(self) -> str:
+        """The family for MIN_VERSIONS and messages: "gcc", "clang" or "apple-clang"."""
+        return "apple-clang" if self.apple else self.family
+
+
+def parse_version(path: str, out: str) -> Compiler | None:
+    """The compiler `path` is, read from what its `--version` printed (None when it is neither gcc nor clang)."""
+    first = out.splitlines()[0] if out else ""
+    family = "clang" if "clang" in out.lower() else "gcc" if ("g++" in first or "GCC" in out or "gcc" in first) else ""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", first)
+    if not family or not m:
+        return None
+    apple = family == "clang" and first.startswith("Apple ")
+    return Compiler(path=path, family=family, major=int(m.group(1)), version_text=out.strip(), apple=apple)
 
 
 def _probe(path: str) -> Compiler | None:
@@ -47,17 +71,21 @@ def _probe(path: str) -> Compiler | None:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    first = out.splitlines()[0] if out else ""
-    family = "clang" if "clang" in out.lower() else "gcc" if ("g++" in first or "GCC" in out or "gcc" in first) else ""
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", first)
-    if not family or not m:
-        return None
-    return Compiler(path=path, family=family, major=int(m.group(1)), version_text=out.strip())
+    return parse_version(path, out)
 
 
-def find_compiler(preferred: str | None = None) -> Compiler:
-    """The C++ compiler to use: `preferred` if given (e.g. from $CXX), else g++, clang++ or c++ on PATH."""
-    candidates = [preferred] if preferred else ["g++", "clang++", "c++"]
+def requirement(system: str) -> str:
+    """The compilers the CPU device accepts on `system` (platform.system()), as a phrase."""
+    if system == "Darwin":
+        return "Apple clang >= 15 (Xcode 15 or later, or its Command Line Tools), clang++ >= 15 or g++ >= 12"
+    return "g++ >= 12 or clang++ >= 15"
+
+
+def find_compiler(preferred: str | None = None, *, system: str | None = None) -> Compiler:
+    """The C++ compiler to use: `preferred` if given (e.g. from $CXX), else the first of CANDIDATES on PATH (g++,
+    clang++, c++; clang++ first on macOS) that is new enough."""
+    system = system or platform.system()
+    candidates = [preferred] if preferred else list(CANDIDATES.get(system, DEFAULT_CANDIDATES))
     seen = []
     for name in candidates:
         path = shutil.which(name) if name else None
@@ -66,16 +94,26 @@ def find_compiler(preferred: str | None = None) -> Compiler:
         comp = _probe(path)
         if comp is None:
             continue
-        if comp.major >= MIN_VERSIONS[comp.family]:
+        if comp.major >= MIN_VERSIONS[comp.kind]:
             return comp
-        seen.append(f"{path} ({comp.family} {comp.major})")
-    need = "g++ >= 12 or clang++ >= 15"
+        seen.append(f"{path} ({comp.kind} {comp.major})")
     found = f"; found only {', '.join(seen)}" if seen else ""
-    where = f"the compiler named by CXX ({preferred})" if preferred else "g++, clang++ or c++ on PATH"
+    where = f"the compiler named by CXX ({preferred})" if preferred else f"{', '.join(candidates)} on PATH"
+    install = ("`xcode-select --install` installs the Command Line Tools" if system == "Darwin"
+               else "e.g. `apt-get install g++`")
     raise CompilerNotFoundError(
-        f"the CPU device compiles MSL with a C++ compiler and needs {need}; looked for {where}{found}. "
-        "Install one (e.g. `apt-get install g++`) or set CXX."
+        f"the CPU device compiles MSL with a C++ compiler and needs {requirement(system)}; looked for {where}{found}. "
+        f"Install one ({install}) or set CXX."
     )
+
+
+def shared_library(system: str | None = None) -> tuple[str, list[str]]:
+    """The file suffix of a shared library on `system` and the link flags that make one whose undefined symbols (the
+    runtime's services, for a kernel library) are left to the process it is loaded into: ELF allows that by default,
+    Mach-O only with `-undefined dynamic_lookup`."""
+    if (system or platform.system()) == "Darwin":
+        return ".dylib", ["-dynamiclib", "-Wl,-undefined,dynamic_lookup"]
+    return ".so", ["-shared"]
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:

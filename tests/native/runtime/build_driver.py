@@ -10,7 +10,7 @@ from pathlib import Path
 from metile.metal.cpu.build import TRAP_CHECKS
 from metile.metal.cpu.runtime_api import runtime_flags, runtime_sources
 from metile.metal.cpu.toolchain import HERE as RUNTIME_DIR
-from metile.metal.cpu.toolchain import find_compiler
+from metile.metal.cpu.toolchain import find_compiler, shared_library
 
 NATIVE_DIR = Path(__file__).resolve().parent
 
@@ -25,24 +25,28 @@ def _build(cmd: list[str]) -> None:
         raise BuildError(f"build failed: {' '.join(cmd)}\n{res.stdout}{res.stderr}")
 
 
-def build_driver(out: Path) -> Path:
-    """The driver executable (raises CompilerNotFoundError without a suitable compiler, BuildError on failure)."""
+def build_driver(out: Path, defines: tuple[str, ...] = ()) -> Path:
+    """The driver executable (raises CompilerNotFoundError without a suitable compiler, BuildError on failure), its
+    runtime built with the macros `defines` (e.g. "MT_NO_CALLER_JOINS": the pool alone, as on macOS)."""
     cc = find_compiler()
     cxx = cc.path
     inc = [f"-I{RUNTIME_DIR}", f"-I{NATIVE_DIR}"]
-    runtime = out / "libmetile_cpu_rt.so"
-    _build([cxx, *runtime_flags(cc), f"-I{RUNTIME_DIR}", *map(str, runtime_sources()), "-o", str(runtime), "-ldl"])
+    suffix, shared = shared_library()   # .so and -shared; .dylib and -dynamiclib on macOS
+    runtime = out / f"libmetile_cpu_rt{suffix}"
+    _build([cxx, *runtime_flags(cc), *[f"-D{d}" for d in defines], f"-I{RUNTIME_DIR}", *map(str, runtime_sources()),
+            "-o", str(runtime), "-ldl"])
     # a sanitized kernel library, built the way the compile driver builds one
     hooks, san = out / "hooks.o", out / "san.o"
     _build([cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", *inc, "-c",
             str(RUNTIME_DIR / "mt_sanitizer_hooks.cpp"), "-o", str(hooks)])
     _build([cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fsanitize=thread", *inc, "-c",
             str(NATIVE_DIR / "rt_san_kernels.cpp"), "-o", str(san)])
-    _build([cxx, "-shared", str(san), str(hooks), "-o", str(out / "libsan_kernels.so")])
+    _build([cxx, *shared, str(san), str(hooks), "-o", str(out / f"libsan_kernels{suffix}")])
     # the driver's kernels get the trap checks kernels get
     trap = ["-fsanitize-undefined-trap-on-error"] if cc.is_gcc else [f"-fsanitize-trap={TRAP_CHECKS}"]
     exe = out / "rt_tests"
+    defs = [f"-D{d}" for d in defines]
     _build([cxx, "-std=c++17", "-O2", "-fwrapv", "-fno-strict-aliasing", f"-fsanitize={TRAP_CHECKS}", *trap, "-g1",
-            "-fno-omit-frame-pointer", *inc, *map(str, sorted(NATIVE_DIR.glob("rt_*.cpp"))), "-o", str(exe),
+            "-fno-omit-frame-pointer", *defs, *inc, *map(str, sorted(NATIVE_DIR.glob("rt_*.cpp"))), "-o", str(exe),
             f"-L{out}", "-lmetile_cpu_rt", f"-Wl,-rpath,{out}", "-ldl", "-pthread"])
     return exe

@@ -436,9 +436,15 @@ RT_TEST(multi_worker) {
     l.d.workers = 2;
     CHECK(l.run() == MT_OK, "%s", l.describe().c_str());
     CHECK(std::set<unsigned long>(ids.begin(), ids.end()).size() == 2, "threadgroups did not run on 2 workers");
+    const size_t by_caller =
+        std::set<unsigned long>(ids.begin(), ids.end()).count(static_cast<unsigned long>(pthread_self()));
+#if defined(__linux__) && !defined(MT_NO_CALLER_JOINS)
     /* the launching thread is one of the two (it takes up threadgroups at once, the pool's worker a little later) */
-    CHECK(std::set<unsigned long>(ids.begin(), ids.end()).count(static_cast<unsigned long>(pthread_self())) == 1,
-          "the launching thread did not run threadgroups");
+    CHECK(by_caller == 1, "the launching thread did not run threadgroups");
+#else
+    /* without thread-directed timers for its watchdog (macOS) the launching thread only waits for the pool */
+    CHECK(by_caller == 0, "the launching thread ran threadgroups");
+#endif
     return true;
 }
 
