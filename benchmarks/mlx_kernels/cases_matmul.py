@@ -176,20 +176,35 @@ def _struct(dtype: np.dtype, **fields) -> np.ndarray:
     return value
 
 
+_NAX_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat"}   # as steel_gemm_fused_nax.metal has them
+
+
+def tf32(values: np.ndarray) -> np.ndarray:
+    """float32 values cut toward zero to 10 mantissa bits, as float inputs of a relaxed-precision matmul2d."""
+    return (np.ascontiguousarray(values, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
 def _steel_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[int, int, int, int, int],
                      trans: str = "nn", batch: tuple[int, ...] = (), broadcast_b: bool = False,
-                     addmm: tuple[float, float] | None = None, seed: int = 0) -> Case:
+                     addmm: tuple[float, float] | None = None, nax: bool = False, seed: int = 0) -> Case:
     """D = A @ B (or alpha * A @ B + beta * C) with `steel_gemm_fused`, as steel_matmul_regular_axpby dispatches
-    it. `batch` is the batch shape; with `broadcast_b` B lacks the first batch dimension (stride 0 there), so
-    MLX cannot collapse the batch dimensions and the kernel takes the general batch path (has_batch)."""
+    it, or with `nax` `steel_gemm_fused_nax`, as steel_matmul_regular_axpby_nax does. The two host functions differ
+    only in the kernel (its name and headers) and the swizzle: the NAX one takes `swizzle_log = tm <= 3 ? 0 : 1`
+    (grid (tn << swizzle_log, ceil(tm / 2**swizzle_log), batch)), the other 0. Both bind the same buffers, and with
+    has_batch both append C's batch strides to A's and B's at buffer 7 when there is a C (steel_matmul_axpby builds
+    that list for either). `batch` is the batch shape; with `broadcast_b` B lacks the first batch dimension (stride
+    0 there), so MLX cannot collapse the batch dimensions and the kernel takes the general batch path (has_batch).
+    The NAX kernel asks matmul2d for relaxed precision, so its float32 reference multiplies inputs cut to TF32."""
 
     def run(dev) -> Result:
         tname, msl, _ = _TYPES[dtype]
         bm, bn, bk, wm, wn = tile
         ta, tb = trans[0] == "t", trans[1] == "t"
-        base = f"steel_gemm_fused_{trans}_{tname}_{tname}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
-        src = instantiation(["steel/gemm/gemm.h", "steel/gemm/kernels/steel_gemm_fused.h"], [
-            f'instantiate_kernel("{base}", gemm, {msl}, {bm}, {bn}, {bk}, {wm}, {wn}, '
+        kind = "fused_nax" if nax else "fused"
+        base = f"steel_gemm_{kind}_{trans}_{tname}_{tname}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
+        headers = ["steel/gemm/gemm_nax.h" if nax else "steel/gemm/gemm.h", f"steel/gemm/kernels/steel_gemm_{kind}.h"]
+        src = instantiation(headers, [
+            f'instantiate_kernel("{base}", gemm, {_NAX_TYPES[dtype] if nax else msl}, {bm}, {bn}, {bk}, {wm}, {wn}, '
             f'{str(ta).lower()}, {str(tb).lower()}, float)'])
         nb = int(np.prod(batch)) if batch else 1
         has_batch = len(batch) > 1
@@ -205,18 +220,21 @@ def _steel_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[
         b_shape = (*b_batch, N, K) if tb else (*b_batch, K, N)
         a, a_v = _random(gen, a_shape, dtype)
         b, b_v = _random(gen, b_shape, dtype)
+        if nax and dtype == "float32":
+            a_v, b_v = tf32(a).astype(np.float64), tf32(b).astype(np.float64)
         a_m = np.swapaxes(a_v, -1, -2) if ta else a_v
         b_m = np.swapaxes(b_v, -1, -2) if tb else b_v
         want = a_m @ b_m
         out = _empty((*batch, M, N), dtype)
         tiles_n, tiles_m = -(-N // bn), -(-M // bm)
+        swizzle_log = 0 if not nax or tiles_m <= 3 else 1
         a_strides = [int(np.prod(a_shape[i + 1:])) for i in range(len(batch))]
         b_strides = [int(np.prod(b_shape[i + 1 - len(batch) + len(b_batch):])) if i >= len(batch) - len(b_batch)
                      else 0 for i in range(len(batch))]
         params = _struct(GEMM_PARAMS, M=M, N=N, K=K, lda=a_shape[-1], ldb=b_shape[-1], ldd=N, tiles_n=tiles_n,
                          tiles_m=tiles_m, batch_stride_a=a_strides[-1] if batch else 0,
-                         batch_stride_b=b_strides[-1] if batch else 0, batch_stride_d=M * N, swizzle_log=0,
-                         gemm_k_iterations_aligned=K // bk, batch_ndim=max(len(batch), 1))
+                         batch_stride_b=b_strides[-1] if batch else 0, batch_stride_d=M * N,
+                         swizzle_log=swizzle_log, gemm_k_iterations_aligned=K // bk, batch_ndim=max(len(batch), 1))
         bound = {0: a, 1: b, 3: out, 4: params}
         if has_batch:
             bound[6] = _i32(*batch)
@@ -227,10 +245,12 @@ def _steel_gemm_case(name: str, dtype: str, M: int, N: int, K: int, tile: tuple[
             bound[2] = c
             bound[5] = _struct(GEMM_ADDMM_PARAMS, ldc=0, fdc=1, batch_stride_c=0, alpha=alpha, beta=beta)
             want = alpha * want + beta * c_v
-        dev.dispatch_threadgroups(fn, (tiles_n, tiles_m, nb), (32, wn, wm), _args(8, bound))
+        grid_tile = 1 << swizzle_log
+        dev.dispatch_threadgroups(fn, (tiles_n * grid_tile, -(-tiles_m // grid_tile), nb), (32, wn, wm),
+                                  _args(8, bound))
         return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
 
-    return Case(name, "steel_gemm", run)
+    return Case(name, "steel_gemm_nax" if nax else "steel_gemm", run)
 
 
 # -- rope ------------------------------------------------------------------------------------------------------------
