@@ -582,3 +582,28 @@ def test_a_guard_goes_before_an_indented_loop_pragma():
 
     cpp = translate(HEAD + AFTER_AN_EARLY_RETURN_OR_A_RAGGED_LOOP, "divergent.metal").cpp
     assert "#pragma clang loop unroll(full)\n    for (uint j" in cpp   # clang wants the loop right after it
+
+
+CONSTRUCTOR = """
+struct Loader {
+    const int ld;
+    float v;
+    Loader(int ld_, float x) thread : ld(ld_) { v = simd_sum(x); }
+};
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {
+    Loader l(4, x[i]);
+    const int j = int(i);
+    out[i] = (j > 2 ? float(j * l.ld) : 0.0f) + l.v;
+}
+"""
+
+
+def test_a_member_read_beside_a_constructor_that_runs_a_collective_is_no_collective(cpu):
+    # `Loader(...) thread : ld(ld_)`: the constructor's address-space word stands between its parameters and its
+    # initializers; `ld` is a member, not a function that runs simd_sum, so reading it under `?:` is allowed
+    x = np.arange(64, dtype=np.float32)
+    out = run(cpu, CONSTRUCTOR, x, 1)[:, 0]
+    sums = x.reshape(2, 32).sum(1).repeat(32)
+    j = np.arange(64)
+    np.testing.assert_array_equal(out, np.where(j > 2, j * 4.0, 0.0) + sums)

@@ -1,5 +1,5 @@
 """MLX's NAX kernels (Metal 4 tensor ops, the neural accelerators of M5-class GPUs): steel_gemm_fused_nax,
-steel_gemm_thin_nax, attention_nax and the quantized qmm_t_nax / qmm_n_nax (fp_qmm_t_nax in `FP_CASES`).
+steel_gemm_thin_nax, attention_nax and the quantized qmm_t_nax / qmm_n_nax (fp_qmm_t_nax: `FP_CASES`, mxfp4, mxfp8 and nvfp4).
 
 steel_gemm_fused_nax is dispatched by `_steel_gemm_case` of cases_matmul, as `steel_matmul_regular_axpby_nax`
 (mlx/backend/metal/matmul.cpp) does: the same kernel name, template arguments, function constants (has_batch 10,
@@ -244,12 +244,9 @@ CASES: list[Case] = [
     _attention_nax_case("steel_attention_nax_float32_ragged", "float32", 1, 2, 1, 70, 75, 64),
     _attention_nax_case("steel_attention_nax_bfloat16_causal", "bfloat16", 2, 2, 2, 64, 100, 128, causal=True),
 ]
-# Held back: the CPU device's collective analysis takes the constructor of fp_quantized_nax.h's
-# QuantizedBlockLoader (`QuantizedBlockLoader(...) thread : src_ld(src_ld_), ... {`) for a function named `src_ld`
-# and refuses `i * src_ld + j` in an operand of `?:` in steel/gemm/loader.h:113 as a simd collective
-# (MSLUnsupportedError). With that constructor read as a constructor, these cases pass.
 FP_CASES: list[Case] = [
     _fp_qmm_nax_case("mxfp4_qmm_t_nax_float16", "float16", "mxfp4", 70, 128, 192),
     _fp_qmm_nax_case("mxfp8_qmm_t_nax_bfloat16_unaligned_n", "bfloat16", "mxfp8", 40, 100, 128),
     _fp_qmm_nax_case("nvfp4_qmm_t_nax_float32", "float32", "nvfp4", 66, 64, 128),
 ]
+CASES += FP_CASES

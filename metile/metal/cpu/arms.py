@@ -188,6 +188,11 @@ def _lambda_bodies(tokens: list[Token], open_of: dict[int, int]) -> dict[int, st
     return out
 
 
+_CTOR_QUALIFIERS = frozenset({"thread", "device", "threadgroup", "constant", "const", "noexcept"})
+"""Words that may stand between a constructor's parameter list and its member initializers (`Loader(...) thread :`:
+MSL constructors name the address space of the object they make)."""
+
+
 def _callee_name(tokens: list[Token], k: int, open_of: dict[int, int]) -> str | None:
     """The name of the function whose parameter list starts after tokens[k], or None for control statements and
     lambdas. Walks back over a constructor's member initializers (`: a(x), b{y}`)."""
@@ -206,8 +211,12 @@ def _callee_name(tokens: list[Token], k: int, open_of: dict[int, int]) -> str | 
         if t.kind is not Tok.IDENT or t.text in _NOT_FUNCTIONS:
             return None
         before = tokens[k - 1].text if k >= 1 else ""
-        if before in (",", ":") and k >= 2 and tokens[k - 2].text in (")", "}") and (k - 2) in open_of:
-            k = open_of[k - 2] - 1  # a member initializer: go on to the one before, or to the parameters
+        close = k - 2
+        if before == ":":   # a constructor's qualifiers between its parameters and its initializers
+            while close >= 0 and tokens[close].text in _CTOR_QUALIFIERS:
+                close -= 1
+        if before in (",", ":") and close >= 0 and tokens[close].text in (")", "}") and close in open_of:
+            k = open_of[close] - 1  # a member initializer: go on to the one before, or to the parameters
             if before == ":":
                 return _callee_name(tokens, k, open_of) if tokens[k + 1].text == "(" else None
             continue
