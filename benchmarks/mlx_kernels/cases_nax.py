@@ -1,5 +1,5 @@
 """MLX's NAX kernels (Metal 4 tensor ops, the neural accelerators of M5-class GPUs): steel_gemm_fused_nax,
-steel_gemm_thin_nax, attention_nax and the quantized qmm_t_nax / qmm_n_nax (fp_qmm_t_nax: `FP_CASES`, mxfp4, mxfp8 and nvfp4).
+steel_gemm_thin_nax, attention_nax and the quantized qmm_t_nax / qmm_n_nax and fp_qmm_t_nax (`FP_CASES`).
 
 steel_gemm_fused_nax is dispatched by `_steel_gemm_case` of cases_matmul, as `steel_matmul_regular_axpby_nax`
 (mlx/backend/metal/matmul.cpp) does: the same kernel name, template arguments, function constants (has_batch 10,
