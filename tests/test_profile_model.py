@@ -12,7 +12,7 @@ import pytest
 from metile.profile import rates as R
 from metile.profile.counts import Counts, Launch, Profile
 from metile.profile.gpus import UnknownGpuError, binned, gpu
-from metile.profile.model import GPU_L2_BYTES, device_traffic, estimate, occupancy
+from metile.profile.model import device_traffic, estimate, occupancy
 
 NONE = Counts()
 
@@ -64,44 +64,60 @@ def test_shared_segments_are_moved_again_in_the_share_of_the_live_set_beyond_the
     p = profile(tgs=(64, 1, 1), threads=(1024, 1, 1), per_tg_segments=64 * per_tg, segments=64 * 2**20 // seg)
     occ = occupancy(p, m1)
     assert occ.concurrent == 8
-    live = 8 * 4 * 2**20                               # no barriers: one step, the whole 4 MiB live
+    live = 8 * 4 * 2**20                               # no barriers, no instructions: one step, all 4 MiB live
     miss = 1 - m1.last_level_cache / live
     footprint = 64 * 2**20
     assert device_traffic(p, occ, m1.last_level_cache) == pytest.approx(footprint + (64 * 4 * 2**20 - footprint)
                                                                         * miss)
-    # with 32 staging steps (64 barriers a threadgroup) the live set fits: shared segments are moved once
+    # with 32 steps (64 barriers a threadgroup) the live set fits: shared segments are moved once
     staged = profile(Counts(barriers=64 * 64), tgs=(64, 1, 1), threads=(1024, 1, 1), per_tg_segments=64 * per_tg,
                      segments=64 * 2**20 // seg)
     assert device_traffic(staged, occupancy(staged, m1), m1.last_level_cache) == pytest.approx(footprint)
+    # so with 256 device instructions a simdgroup (32 simdgroups, 8 instructions a step)
+    looped = profile(Counts(device_instructions=64 * 32 * 256), tgs=(64, 1, 1), threads=(1024, 1, 1),
+                     per_tg_segments=64 * per_tg, segments=64 * 2**20 // seg)
+    assert device_traffic(looped, occupancy(looped, m1), m1.last_level_cache) == pytest.approx(footprint)
 
 
-def test_a_threadgroup_rereading_its_own_segments_beyond_its_share_of_the_l2_moves_them_again():
-    m1 = gpu("M1")
-    # one threadgroup reading its 1 MiB three times: 2 MiB of re-reads, of which the part beyond the L2 misses
-    own = 2**20 // 64
-    p = profile(Counts(device_load_segments=3 * own), tgs=(1, 1, 1), per_tg_segments=own, segments=own)
+def test_a_threadgroup_rereading_its_own_segments_beyond_its_share_of_the_cache_moves_them_again():
+    m1 = gpu("M1")                                     # 8 MiB last-level cache
+    # 4 threadgroups (one a core) each reading its own 4 MiB three times, in one step: a 2 MiB share of the cache
+    own = 4 * 2**20 // 64
+    p = profile(Counts(device_load_segments=4 * 3 * own), tgs=(4, 1, 1), threads=(1024, 1, 1),
+                per_tg_segments=4 * own, segments=4 * own)
     occ = occupancy(p, m1)
-    miss = 1 - GPU_L2_BYTES / 2**20
-    assert device_traffic(p, occ, m1.last_level_cache) == pytest.approx(2**20 + 2 * 2**20 * miss)
+    miss = 1 - (8 * 2**20 / 4) / (4 * 2**20)
+    assert device_traffic(p, occ, m1.last_level_cache) == pytest.approx(16 * 2**20 + 4 * 8 * 2**20 * miss)
+    # the cache term carries every segment the instructions touch, re-reads included, at the cache's rate
+    e = estimate(attrs_evolve(p, Counts(device_load_segments=4 * 3 * own, device_segments=4 * 3 * own)), m1)
+    assert e.term("cache").estimate_s == pytest.approx(
+        4 * 3 * 4 * 2**20 / (m1.gpu_cores * R.rates(m1).cache_bytes * m1.clock_hz * e.occupancy.latency_hiding))
+
+
+def attrs_evolve(p: Profile, counts: Counts) -> Profile:
+    import attrs
+
+    return attrs.evolve(p, totals=counts)
 
 
 def test_matrix_and_threadgroup_terms_at_the_peak_and_at_the_achieved_rates():
     m2 = gpu("M2")
     n = 2**20                                          # simdgroup multiply-accumulates of float inputs
-    counts = Counts(simdgroup_mma={"float": n}, threadgroup_passes=3 * n)
+    counts = Counts(simdgroup_mma={"float": n}, threadgroup_passes=8 * n)
     e = estimate(profile(counts, tgs=(1000, 1, 1), threads=(256, 1, 1)), m2)
     flops = n * 1024
     assert e.term("matrix").bound_s == pytest.approx(flops / m2.fp32_flops)
     occ = e.occupancy
     assert e.term("matrix").estimate_s == pytest.approx(flops / (m2.gpu_cores * 205 * m2.clock_hz * occ.efficiency))
-    assert e.term("threadgroup memory").bound_s == pytest.approx(3 * n * 128 / m2.threadgroup_memory_bandwidth)
+    assert e.term("threadgroup memory").bound_s == pytest.approx(8 * n * 128 / m2.threadgroup_memory_bandwidth)
     assert e.term("threadgroup memory").estimate_s == pytest.approx(
-        3 * n * 128 / (m2.gpu_cores * 64 * m2.clock_hz * occ.efficiency))
+        8 * n * 128 / (m2.gpu_cores * 128 * m2.clock_hz * occ.efficiency))
     # the estimate: the largest term, the share of the rest that does not overlap it, and the dispatch
     times = sorted((t.estimate_s for t in e.terms if t.name != "dispatch"), reverse=True)
     assert e.estimate_s == pytest.approx(R.DISPATCH_S + times[0] + R.OVERLAP * sum(times[1:]))
     assert e.bound_s == max(t.bound_s for t in e.terms) <= e.estimate_s
-    assert e.binding == "threadgroup memory" and e.seconds == e.bound_s
+    # 8 passes of 128 B a multiply-accumulate outweigh its 1024 FLOPs at 205 a clock
+    assert e.binding == "threadgroup memory" and e.seconds == e.bound_s and e.term("cache").bound_s == 0
 
 
 def test_tensor_ops_run_at_the_accelerators_share_on_m5_and_the_matrix_rate_before():
@@ -139,7 +155,7 @@ def test_the_bound_of_the_reference_gemm_is_its_flops_at_the_peak_and_the_estima
     assert e.bound_s <= e.estimate_s
     d = e.to_dict()
     assert d["bound_s"] == e.bound_s and d["estimate_s"] == e.estimate_s and set(d["terms"]) == {
-        "matrix", "tensor", "device memory", "threadgroup memory", "dispatch"}
+        "matrix", "tensor", "device memory", "cache", "threadgroup memory", "dispatch"}
 
 
 def test_a_dispatch_without_profile_never_loads_the_model():

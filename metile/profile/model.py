@@ -8,6 +8,8 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
 - device memory: the bound moves the dispatch's footprint (each aligned segment once), less what the last-level
   cache may already hold, at the memory interface's peak, and no faster than the cache's peak; the estimate moves
   the footprint plus the re-reads the cache misses (`device_traffic`).
+- cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
+  to the cache at its measured rate.
 - threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
 - dispatch: a fixed cost per dispatch (estimate only).
 Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms.
@@ -24,7 +26,6 @@ from metile.profile.gpus import GpuSpec
 from metile.profile.gpus import gpu as find_gpu
 
 SEGMENT_PASS_BYTES = 128      # a threadgroup-memory pass moves one 4-byte word per bank, 32 banks
-GPU_L2_BYTES = 256 * 1024     # the GPU's own L2 (metal-benchmarks Overview: 256 KiB on M1 Pro/Max; smallest kept)
 
 
 @attrs.frozen
@@ -88,23 +89,25 @@ def tensor_peak_flops(spec: GpuSpec, input_type: str, thread: bool = False) -> f
 
 def device_traffic(profile, occ: Occupancy, cache_bytes: float) -> float:
     """Bytes device memory moves by the reuse model: the footprint, plus the segments threadgroups share that the
-    cache loses between them, plus a threadgroup's re-reads of its own segments that its share of the GPU's L2 loses.
+    cache loses between them, plus a threadgroup's re-reads of its own segments that its share of the cache loses.
 
-    Sharing: threadgroups run in waves of `occ.concurrent` in dispatch order; what the threadgroups running at once
-    keep live (a threadgroup's segments over its staging steps, one step per two barriers) must fit the last-level
-    cache (`cache_bytes`) for a segment another threadgroup touched to be found there. The share of the live set
-    beyond the cache is the share of shared segments moved again. Re-reads inside a threadgroup (its load segments
-    beyond its distinct ones) miss in the share of its segments beyond its part of the GPU's L2."""
+    A threadgroup's live set is its segments over its steps (one per two barriers, or per 8 device instructions of
+    a simdgroup, whichever is more: what it touches between two points of its progress). Sharing: threadgroups run
+    in waves of `occ.concurrent` in dispatch order; the live sets of those running at once must fit the last-level
+    cache (`cache_bytes`) for a segment another threadgroup touched to be found there, and the share of them beyond
+    it is the share of shared segments moved again. Re-reads inside a threadgroup (its load segments beyond its
+    distinct ones) miss in the share of its live set beyond its part of the cache."""
     footprint = profile.device_traffic
     per_tg = profile.device_traffic_per_threadgroup
+    counts = profile.totals
     tgs = max(1, profile.threadgroups_total)
     running = max(1, min(occ.concurrent, tgs))
-    steps = max(1.0, profile.totals.barriers / tgs / 2)
-    live = running * per_tg / tgs / steps
-    shared_miss = _clamp(1 - cache_bytes / live) if live else 0.0
-    rereads = max(0.0, profile.totals.device_load_segments * profile.model.segment_bytes - per_tg)
-    own = per_tg / tgs
-    own_miss = _clamp(1 - GPU_L2_BYTES / running / own) if own else 0.0
+    per_simdgroup = counts.device_instructions / tgs / max(1, profile.launch.simdgroups_per_threadgroup)
+    steps = max(1.0, counts.barriers / tgs / 2, per_simdgroup / 8)
+    own_live = per_tg / tgs / steps
+    shared_miss = _clamp(1 - cache_bytes / (running * own_live)) if own_live else 0.0
+    rereads = max(0.0, counts.device_load_segments * profile.model.segment_bytes - per_tg)
+    own_miss = _clamp(1 - cache_bytes / running / own_live) if own_live else 0.0
     return footprint + max(0.0, per_tg - footprint) * shared_miss + rereads * own_miss
 
 
@@ -216,6 +219,19 @@ def _device(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
                 f"footprint {footprint:.4g} B, moved {moved:.4g} B")
 
 
+def _cache(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
+    """Every segment the device instructions touch (re-reads included) comes through the core's port to the cache;
+    a dispatch with tensor ops (whose operands the accelerators fetch) moves each threadgroup's segments once.
+    Estimate only: a core's own L1 may serve some of them, so no bound can be drawn from it."""
+    counts = profile.totals
+    if counts.tensor_runs:      # the accelerators fetch tensor operands themselves: each threadgroup's segments once
+        moved = profile.device_traffic_per_threadgroup
+    else:
+        moved = counts.device_segments * profile.model.segment_bytes
+    est = moved / (spec.gpu_cores * rate.cache_bytes * spec.clock_hz * occ.latency_hiding)
+    return Term("cache", 0.0, est, f"{moved:.4g} B of segments through the cores' cache ports")
+
+
 def _threadgroup(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:
     moved = counts.threadgroup_passes * SEGMENT_PASS_BYTES
     bound = moved / spec.threadgroup_memory_bandwidth
@@ -230,7 +246,8 @@ def estimate(profile, gpu: str | GpuSpec = "M1") -> Estimate:
     rate = R.rates(spec)
     occ = occupancy(profile, spec)
     terms = (_matrix(counts, spec, rate, occ.efficiency), _tensor(counts, spec, rate, occ.efficiency),
-             _device(profile, spec, rate, occ), _threadgroup(counts, spec, rate, occ.efficiency),
+             _device(profile, spec, rate, occ), _cache(profile, spec, rate, occ),
+             _threadgroup(counts, spec, rate, occ.efficiency),
              Term("dispatch", 0.0, R.DISPATCH_S, "fixed cost of a dispatch"))
     bw = spec.memory_bandwidth
     return Estimate(gpu=spec, terms=terms, occupancy=occ, flops=counts.total_flops,
