@@ -33,11 +33,11 @@ def test_occupancy_is_limited_by_threads_or_threadgroup_memory_and_counts_waves(
     # 1024 threads a core allow 4 threadgroups of 256; 32 KiB allow 2 of 12 KiB: 2 a core, 16 at once, 7 waves
     assert (o.per_core, o.limited_by, o.concurrent, o.waves) == (2, "threadgroup memory", 16, 7)
     assert o.wave_efficiency == pytest.approx(100 / (7 * 16))
-    assert o.latency_hiding == 1.0                     # 2 x 8 simdgroups resident, 8 needed
+    assert o.latency_hiding == 1.0                     # 2 x 8 simdgroups resident, 4 needed
     o = occupancy(profile(tgs=(8, 1, 1), threads=(64, 1, 1)), m1)
-    # one threadgroup of 2 simdgroups a core (8 threadgroups, 8 cores): a quarter of the 8 simdgroups needed
+    # one threadgroup of 2 simdgroups a core (8 threadgroups, 8 cores): half the 4 simdgroups needed
     assert (o.per_core, o.limited_by, o.waves, o.wave_efficiency) == (16, "threads", 1, 1.0)
-    assert o.latency_hiding == pytest.approx(2 / 8)
+    assert o.latency_hiding == pytest.approx(2 / 4)
 
 
 def test_the_device_bound_moves_the_footprint_less_what_the_cache_holds():
