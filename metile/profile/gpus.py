@@ -1,6 +1,6 @@
 """A table of Apple-silicon GPUs (M1 to M5) for the performance model, each figure with its public source.
 
-The model turns counts from the CPU device into lower bounds on run time: compute-bound (FLOPs over peak
+The model's bound turns counts from the CPU device into lower bounds on run time: compute-bound (FLOPs over peak
 FLOP/s), device-memory-bound (bytes over peak bandwidth) and threadgroup-memory-bound. A lower bound stays a
 lower bound when a peak is overstated and becomes wrong when a peak is understated, so where sources disagree
 or a figure is unknown this table leans towards the higher peak and says so. Every figure taken on weaker
