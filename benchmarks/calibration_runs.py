@@ -20,7 +20,7 @@ import attrs
 
 import metile
 from benchmarks.gpu_model_runs import Kind, Problem, ProfilingDevice, _Counted, mlx_gemm_tile, mlx_nax_tile
-from metile.profile.counts import Counts, Launch, LineCounts, Profile
+from metile.profile.counts import Counts, Launch, Profile
 from metile.profile.gpus import gpu
 
 SAMPLE = 8     # threadgroups counted per dispatch (the kernels here treat every threadgroup alike)
@@ -50,12 +50,12 @@ def _lerp_counts(a: Counts, b: Counts, t: float) -> Counts:
 def extrapolate(pa: Profile, pb: Profile, xa: float, xb: float, x: float, threadgroups: tuple[int, int, int]
                 ) -> Profile:
     """The profile at size `x` from profiles at sizes `xa` and `xb`, every figure affine in the size; the launch
-    takes `threadgroups`."""
+    takes `threadgroups`. Per-line counts are left out (the totals are what the model reads)."""
     t = (x - xa) / (xb - xa)
     la = pb.launch
     launch = Launch(threadgroups, la.threads_per_threadgroup, la.simd_width, la.threadgroup_memory)
     return Profile(kernel=pb.kernel, totals=_lerp_counts(pa.totals, pb.totals, t),
-                   lines=tuple(LineCounts(lc.file, lc.line, lc.text, lc.counts) for lc in ()),
+                   lines=(),
                    launch=launch, threadgroups_profiled=pb.threadgroups_profiled,
                    device_unique_bytes_per_threadgroup=_lerp(pa.device_unique_bytes_per_threadgroup,
                                                              pb.device_unique_bytes_per_threadgroup, t),
