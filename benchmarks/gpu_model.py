@@ -7,7 +7,10 @@ ports them (`benchmarks/metile_kernels.py`); the MLX side runs MLX's own Metal k
 dispatched as MLX's host code dispatches them (`benchmarks/mlx_kernels`); when they cannot be had the MLX column
 says why. A final line sets the model's M1 estimate for the original meTile GEMM beside its measured time.
 
-Run: python benchmarks/gpu_model.py [--quick] [--gpu M1 "M3 Max" ...] [--kind gemm ...] [--json FILE]
+Per GPU it prints the model's bound and estimate for each kernel; the default GPUs (M1, M3 Max, M5) are one of each
+kind of GEMM dispatch MLX makes (small-device tile, default tile, tensor-op kernel).
+
+Run: python benchmarks/gpu_model.py [--quick] [--gpu M1 "M3 Max" M5 ...] [--kind gemm ...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ and attention, per compulsory byte (input read once, output written once) for so
               multiply-accumulates (8x8x8); ml/MMA: simdgroup_matrix loads per multiply-accumulate"""
 
 GPU_HEADER = """\
-Lower bounds by resource (in the unit the column names): compute = FLOPs / peak; device = bytes moved / bandwidth
-(the no-reuse figure when the dispatch's footprint exceeds the last-level cache, else the perfect-reuse one);
-tg mem = threadgroup-memory passes x 128 B / its bandwidth. est = the largest, bound = its resource.
-ideal = problem FLOPs / peak FLOP/s (GEMM, attention) or compulsory bytes / bandwidth (softmax, layer norm);
-%peak = ideal / est."""
+Per GPU (in the unit the columns name): bound = the model's lower bound (every term at the table's peaks: compute =
+FLOPs / peak, device = the footprint / bandwidth less what the last-level cache holds, tg mem = threadgroup-memory
+passes x 128 B / its bandwidth) and the term that sets it; estimate = the model's prediction (achieved rates,
+occupancy, reuse, overlap, a dispatch cost) and its binding term. ideal = problem FLOPs / peak FLOP/s (GEMM,
+attention) or compulsory bytes / bandwidth (softmax, layer norm); %peak = ideal / estimate. The kernel column names
+the MLX kernel each GPU runs: the GEMM tile depends on the chip tier (MLX's GEMM_TPARAM_MACRO: 'g' base chips a
+small-device tile, Pro/Max the default, Ultra a large-device one) and on M5 chips MLX runs its tensor-op kernel
+(steel_gemm_fused_nax) on the Neural Accelerators."""
 
 
 def _n(v: float) -> str:
@@ -76,9 +82,9 @@ def _pct(x: float | None) -> str:
 def gpu_row(problem, run, spec, unit: float) -> list[str]:
     e = run.profile.estimate(spec.name)
     ideal = problem.ideal_seconds(spec)
-    return [_time(e.compute_s, unit), _time(e.device_binding_s, unit), _time(e.threadgroup_s, unit),
-            e.binding.replace(" memory", ""), _time(e.seconds, unit), _time(ideal, unit),
-            f"{100 * ideal / e.seconds:.0f}%"]
+    short = {"device memory": "device", "threadgroup memory": "tg mem"}
+    return [_time(e.bound_s, unit), short.get(e.bound_binding, e.bound_binding), _time(e.estimate_s, unit),
+            short.get(e.binding, e.binding), _time(ideal, unit), f"{100 * ideal / e.estimate_s:.0f}%"]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -94,7 +100,8 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--gpu", nargs="+", default=["M1", "M3 Max"], help="Apple GPUs to estimate for")
+    parser.add_argument("--gpu", nargs="+", default=["M1", "M3 Max", "M5"],
+                        help="Apple GPUs to estimate for (default: one of each kind of MLX GEMM dispatch)")
     parser.add_argument("--json", metavar="FILE", help="write every row's profile and estimates to FILE")
     parser.add_argument("--kind", nargs="+", choices=("gemm", "softmax", "layer_norm", "attention"),
                         help="only the problems of these kinds")
@@ -191,10 +198,10 @@ def report(rows, specs, reference, runs) -> str:
         grows = []
         for problem, mine, theirs in rows:
             for i, run in enumerate((mine, theirs[spec.name])):
-                cells = gpu_row(problem, run, spec, unit) if run.profile is not None else _missing(run, 7)
+                cells = gpu_row(problem, run, spec, unit) if run.profile is not None else _missing(run, 6)
                 grows.append([problem.name if i == 0 else "", run.impl, run.kernel, *cells])
-        out.append(table(["problem", "impl", "kernel", f"compute {name}", f"device {name}", f"tg mem {name}",
-                          "bound", f"est {name}", f"ideal {name}", "%peak"], grows))
+        out.append(table(["problem", "impl", "kernel", f"bound {name}", "by", f"estimate {name}", "by",
+                          f"ideal {name}", "%peak"], grows))
     out += ["", calibration(reference, runs)]
     return "\n".join(out)
 
@@ -207,9 +214,9 @@ def calibration(reference, runs) -> str:
     ms = 1e-3
     return (f"calibration: the original meTile GEMM (tests/data/reference_msl/gemm_f32_64x64x32, kernel "
             f"mtile_matmul,\n  16x16 threadgroups x 128 threads) at 1024^3 f32: measured {measured / ms:.3g} ms on "
-            f"an M1 in meTile's CI;\n  the model's M1 estimate: {e.seconds / ms:.3g} ms = "
-            f"{100 * e.seconds / measured:.0f}% of it, bound by {e.binding} (compute {_time(e.compute_s, ms)}, "
-            f"device {_time(e.device_binding_s, ms)}, tg mem {_time(e.threadgroup_s, ms)} ms)\n  [{reference.note}]")
+            f"an M1 in meTile's CI;\n  the model on an M1: bound {e.bound_s / ms:.3g} ms (by {e.bound_binding}), "
+            f"estimate {e.estimate_s / ms:.3g} ms = {100 * e.estimate_s / measured:.0f}% of it (by {e.binding})\n"
+            f"  [{reference.note}]")
 
 
 def to_json(rows, specs, reference, runs) -> dict:
@@ -224,7 +231,8 @@ def to_json(rows, specs, reference, runs) -> dict:
                 est = run.profile.estimate(spec.name).to_dict()
                 if problem is not None:
                     ideal = problem.ideal_seconds(spec)
-                    est.update(ideal_s=ideal, fraction_of_peak=ideal / est["seconds"])
+                    est.update(ideal_s=ideal, fraction_of_peak=ideal / est["bound_s"],
+                               estimate_fraction_of_peak=ideal / est["estimate_s"])
                 d["estimates"][spec.name] = est
         return d
 

@@ -26,6 +26,7 @@ from metile.profile.gpus import GpuSpec
 from metile.profile.model import peak_flops, tensor_peak_flops
 
 SAMPLE = 32                       # threadgroups counted per dispatch
+NAX_SAMPLE = 4                    # of a tensor-op dispatch counted in part: the CPU device runs its products one by one
 DISPATCH_TIMEOUT_S = 900.0        # the watchdog of MLX's dispatches: its D=128 attention takes ~100 s on 2 cores
 REFERENCE_GEMM = Path(__file__).resolve().parents[1] / "tests/data/reference_msl/gemm_f32_64x64x32/kernel.metal"
 NAX_WHOLE_FLOPS = 2 * 256 ** 3     # MLX's tensor-op GEMM runs whole (and is checked) up to 256^3
@@ -95,11 +96,21 @@ class Problem:
         return self.flops if self.flop_bound else self.compulsory_bytes
 
     def ideal_seconds(self, spec: GpuSpec) -> float:
-        """FLOPs over the GPU's peak for the dtype (products), else compulsory bytes over its bandwidth."""
+        """FLOPs over the GPU's peak for the dtype (products), else the compulsory bytes' least time
+        (`compulsory_seconds`)."""
         if self.flop_bound:
             dtype = "half" if self.dtype == "float16" else "float"
             return self.flops / max(peak_flops(spec, dtype), tensor_peak_flops(spec, dtype))
-        return self.compulsory_bytes / spec.memory_bandwidth
+        return compulsory_seconds(self.compulsory_bytes, spec)
+
+
+def compulsory_seconds(nbytes: float, spec: GpuSpec) -> float:
+    """The least time `nbytes` of compulsory traffic takes, as the model's device bound reckons it: what the
+    last-level cache cannot hold at the memory bandwidth, and all of it no faster than the cache's peak."""
+    from metile.profile.rates import CACHE_BYTES_PER_CORE_CLOCK_BOUND
+
+    cache_bw = spec.gpu_cores * CACHE_BYTES_PER_CORE_CLOCK_BOUND * spec.clock_hz
+    return max(max(0.0, nbytes - spec.last_level_cache) / spec.memory_bandwidth, nbytes / cache_bw)
 
 
 @attrs.frozen
@@ -301,7 +312,8 @@ def run_mlx(dev, p: Problem, tile: tuple | None) -> Run:
     nax = p.kind is Kind.GEMM and tile[0] == "nax"
     # the CPU device runs matmul2d's products one by one: a tensor-op GEMM above NAX_WHOLE_FLOPS counts a sample
     whole = p.whole and not (nax and p.flops > NAX_WHOLE_FLOPS)
-    pdev = ProfilingDevice(dev, SAMPLE, not whole)
+    sample = NAX_SAMPLE if nax and not whole else SAMPLE
+    pdev = ProfilingDevice(dev, sample, not whole)
     if nax:
         m, n, k = p.shape
         kernel = "steel_gemm_fused_nax {}x{}x{} wm{} wn{}".format(*tile[1:])
@@ -328,7 +340,7 @@ def run_mlx(dev, p: Problem, tile: tuple | None) -> Run:
     try:
         result = run(pdev)
     except _Counted:
-        return Run("mlx", kernel, pdev.profiles[0], f"counted {SAMPLE} threadgroups only (profile_only)",
+        return Run("mlx", kernel, pdev.profiles[0], f"counted {sample} threadgroups only (profile_only)",
                    time.perf_counter() - start)
     except CorpusUnavailable as e:
         return Run("mlx", kernel, None, f"unavailable: {e}", time.perf_counter() - start)

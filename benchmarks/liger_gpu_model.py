@@ -146,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         grows = []
         for problem, impl, kernel, profile, _, _ in entries:
             cells = gpu_model.gpu_row(problem, _Run(profile), spec, 1e-6) if profile is not None else (
-                ["unavailable", *["-"] * 6])
+                ["unavailable", *["-"] * 5])
             grows.append([problem.name, impl, kernel, *cells])
-        print(gpu_model.table(["problem", "impl", "kernel", "compute us", "device us", "tg mem us", "bound", "est us",
-                               "ideal us", "%peak"], grows))
+        print(gpu_model.table(["problem", "impl", "kernel", "bound us", "by", "estimate us", "by", "ideal us",
+                               "%peak"], grows))
     print(f"\n(this run took {time.perf_counter() - began:.0f} s on the CPU device)")
     return 0
 

@@ -93,7 +93,7 @@ class Config:
 
 def autotune(configs: Iterable[Config], key: Iterable[str], warmup: int = 5, rep: int = 20, verbose: bool = False,
              prune_configs_by: dict | None = None, reset_to_zero: Iterable[str] | None = None,
-             restore_value: Iterable[str] | None = None):
+             restore_value: Iterable[str] | None = None, by: str = "time", gpu: str | None = None):
     """Decorator over `@metile.kernel` (or a plain kernel function): see the module docstring.
 
     `key`: names of the kernel's arguments whose values (arrays: their shapes) decide the choice. `warmup`, `rep`:
@@ -101,9 +101,12 @@ def autotune(configs: Iterable[Config], key: Iterable[str], warmup: int = 5, rep
     out, and a progress bar while tuning. `prune_configs_by`: Triton's `{"early_config_prune": f(configs,
     named_args, **kwargs) -> configs, "perf_model": f(**named_args, **config) -> estimate, "top_k": n}`.
     `reset_to_zero`, `restore_value`: array arguments zeroed before each timed launch, or restored after tuning
-    (kernels that accumulate into, or update, their outputs)."""
+    (kernels that accumulate into, or update, their outputs). `by="model"` ranks the configurations by the Apple
+    GPU model's estimate on `gpu` (a name of `metile.profile.GPUS`) instead of timing them: each is launched once
+    with `profile=` on the CPU device (a sample of its threadgroups), and the smallest `estimate_s` wins."""
     settings = dict(configs=configs, key=key, warmup=warmup, rep=rep, verbose=verbose,
-                    prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero, restore_value=restore_value)
+                    prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero, restore_value=restore_value,
+                    by=by, gpu=gpu)
 
     def decorate(fn) -> Autotuner:
         k = fn if isinstance(fn, JITKernel) else fn.kernel if isinstance(fn, Autotuner) else None
@@ -125,10 +128,11 @@ class Autotuner:
     itself and `tuned.cache` the choices made in this process (tuning key -> Config)."""
 
     def __init__(self, kernel: JITKernel, *, configs, key, warmup, rep, verbose, prune_configs_by, reset_to_zero,
-                 restore_value):
+                 restore_value, by="time", gpu=None):
         self.kernel = kernel
         src = kernel.source
         where = src.def_loc
+        self.by, self.gpu = _ranking(by, gpu, where)
         params = {s.name: s for s in src.specs}
         self.configs = _configs(configs, params, where)
         self.key = _names(key, "key", params, where, arrays_only=False)
@@ -229,6 +233,7 @@ class Autotuner:
                  "source": hashlib.sha256(k.source.text.encode()).hexdigest(),
                  "pipeline": [pass_key(p) for p in k.pipeline],
                  "configs": [repr(c) for c in self.configs], "key": repr(key), "device": repr(device()),
+                 "by": self.by, "gpu": self.gpu,
                  "version": metile.__version__}
         return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
@@ -296,6 +301,27 @@ class AutotunedLauncher:
             return tuner.cache.get(key) or tuner.choose(self.grid, args, kwargs, key)
         except MetileError as e:
             raise _user_error(e, tuner.kernel.fn.__name__) from None
+
+
+def _ranking(by, gpu, where) -> tuple[str, str | None]:
+    """`by` and the GPU row's name (`by="model"` needs a known `gpu`)."""
+    if by not in ("time", "model"):
+        raise AutotuneError(f"autotune: by={by!r} must be 'time' (time each configuration) or 'model' (rank them by "
+                            "the Apple GPU model's estimate)", where)
+    if by == "time":
+        if gpu is not None:
+            raise AutotuneError("autotune: gpu= names the Apple GPU of by='model'; timing runs on the device", where)
+        return by, None
+    from metile.profile.gpus import UnknownGpuError
+    from metile.profile.gpus import gpu as find_gpu
+
+    if gpu is None:
+        raise AutotuneError("autotune: by='model' needs gpu=, the Apple GPU to estimate for (such as 'M3 Max')",
+                            where)
+    try:
+        return by, find_gpu(gpu).name
+    except UnknownGpuError as e:
+        raise AutotuneError(f"autotune: gpu={gpu!r}: {e.message}", where) from None
 
 
 def _key_value(v):

@@ -4,7 +4,9 @@ Pruning comes first and compiles nothing: the user's `prune_configs_by` (Triton'
 `perf_model` with `top_k`), then each remaining configuration is lowered to Metal IR (`JITKernel.lower`) and left
 out when its launch plan asks for more threads per threadgroup or threadgroup memory than the device has. The
 others are compiled and prepared once (`kernel[grid].prepare`), launched `warmup` times and timed over `rep`
-launches (`metile.testing.bench_calls`); the smallest median wins.
+launches (`metile.testing.bench_calls`); the smallest median wins. With `by="model"` each is instead launched once
+with `profile=` (a sample of its threadgroups, on the CPU device) and the Apple GPU model's estimate on the chosen
+GPU stands for its time (`metile.profile.model`).
 """
 
 from __future__ import annotations
@@ -70,7 +72,12 @@ def tune(tuner, grid, args: tuple, kwargs: dict, key: tuple):
     return best[2], best[0]
 
 
+MODEL_SAMPLE = 8   # threadgroups counted per configuration when ranking by the model
+
+
 def _time(tuner, launcher: Launcher, config, args, kwargs, named) -> tuple:
+    if tuner.by == "model":
+        return _model(tuner, launcher, config, args, kwargs, named)
     try:
         prepared = launcher.prepare(*args, **kwargs, **config.all_kwargs())
     except MetileError as e:
@@ -85,6 +92,19 @@ def _time(tuner, launcher: Launcher, config, args, kwargs, named) -> tuple:
     except MetileError as e:
         return config, None, f"failed while timed: {_first_line(e)}"
     return config, statistics.median(times), ""
+
+
+def _model(tuner, launcher: Launcher, config, args, kwargs, named) -> tuple:
+    """A configuration's estimate on `tuner.gpu` in milliseconds, from one profiled launch of a sample of its
+    threadgroups (the outputs are left incomplete: `reset_to_zero` arrays are zeroed after tuning)."""
+    from metile.profile.model import estimate
+
+    _zero(tuner, named)
+    try:
+        profile = launcher(*args, **kwargs, **config.all_kwargs(), profile=MODEL_SAMPLE, profile_only=True)
+    except MetileError as e:
+        return config, None, f"could not be profiled: {_first_line(e)}"
+    return config, estimate(profile, tuner.gpu).estimate_s * 1e3, ""
 
 
 def user_pruned(tuner, named: dict, kwargs: dict, rows: list) -> list:

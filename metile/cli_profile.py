@@ -221,9 +221,9 @@ def report(profile, gpus: list[str], lines: int, *, as_json: bool) -> str:
     if len(gpus) == 1:
         return "\n".join(base)
     others = [profile.format_summary(g, 0).splitlines() for g in gpus[1:]]
-    # the GPU's estimate is the only part of the summary that depends on the GPU
-    at = next(i for i, line in enumerate(base) if line not in others[0]) + 1
-    added = [line for other in others for line in other if line not in base]
+    # the GPU's estimate (its "on GPU" line and the terms line after it) is the only part that depends on the GPU
+    at = next(i for i, line in enumerate(base) if line.startswith("  on ")) + 2
+    added = [line for other in others for line in other[at - 2:at]]
     return "\n".join(base[:at] + added + base[at:])
 
 

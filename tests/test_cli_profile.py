@@ -65,7 +65,9 @@ def test_a_coalesced_copy_counts_every_byte_once(capsys, kernels):
     assert out.startswith("profile of mtile_copy: 16 threadgroups of ")
     assert "counted" not in out  # 16 threadgroups: all of them counted, nothing scaled
     assert "read 16.4kB, written 16.4kB" in out and coalescing(out) == 100
-    assert re.search(r"^  on M1: .* bound by device memory$", out, re.M)
+    # the bound is the bytes over the bandwidth; 16 KiB each way are too few for anything but the dispatch to bind
+    assert re.search(r"^  on M1: at least .* \(bound by device memory\), estimate .* \(bound by dispatch\)$", out,
+                     re.M)
     busiest = out.split("busiest lines:\n")[1]
     assert f"{kernels}:{COPY_LINE} " in busiest and "metile.store(Y + offs" in busiest
 
@@ -92,7 +94,8 @@ def test_json_has_the_exact_counts_and_one_estimate_per_gpu(capsys, kernels):
     assert d["kernel"] == "mtile_copy" and d["threadgroups_total"] == 16 and d["sampled"] is False
     assert [e["gpu"] for e in d["estimates"]] == ["M3 Max", "M1"]  # a GPU named twice is estimated once
     fast, slow = d["estimates"]
-    assert 0 < fast["seconds"] < slow["seconds"] and fast["binding"] == "device memory"
+    assert 0 < fast["seconds"] < slow["seconds"] and fast["bound_binding"] == "device memory"
+    assert fast["bound_s"] == fast["seconds"] <= fast["estimate_s"] and fast["binding"] == "dispatch"
 
 
 def test_one_estimate_line_per_gpu_in_the_table(capsys, kernels):
@@ -100,7 +103,8 @@ def test_one_estimate_line_per_gpu_in_the_table(capsys, kernels):
     assert status == 0, err
     lines = out.splitlines()
     at = [i for i, line in enumerate(lines) if line.startswith("  on ")]
-    assert [lines[i].split(":")[0] for i in at] == ["  on M1", "  on M4 Max"] and at[1] == at[0] + 1
+    assert [lines[i].split(":")[0] for i in at] == ["  on M1", "  on M4 Max"] and at[1] == at[0] + 2
+    assert lines[at[0] + 1].startswith("    terms (bound / estimate): ") and lines[at[1] + 1].startswith("    terms")
     assert out.count("device memory    read") == 1 and out.count("busiest lines:") == 1
 
 

@@ -27,14 +27,15 @@ def quick(tmp_path_factory):
 @pytest.mark.slow
 def test_the_table_has_both_columns_for_every_gpu(quick):
     text, data = quick
-    assert data["gpus"] == ["M1", "M3 Max"]
-    for name in ("== M1:", "== M3 Max:", "%peak", "dev/w", "cnf/ins", "calibration:", "measured 2.34 ms on an M1"):
+    assert data["gpus"] == ["M1", "M3 Max", "M5"]
+    for name in ("== M1:", "== M3 Max:", "== M5:", "%peak", "bound ", "estimate ", "dev/w", "cnf/ins", "calibration:",
+                 "measured 2.34 ms on an M1"):
         assert name in text, name
     kinds = {row["kind"] for row in data["rows"]}
     assert kinds == {"gemm", "softmax", "layer_norm", "attention"}
     for row in data["rows"]:
         assert row["problem"] in text
-        assert row["metile"]["impl"] == "metile" and set(row["mlx"]) == {"M1", "M3 Max"}
+        assert row["metile"]["impl"] == "metile" and set(row["mlx"]) == {"M1", "M3 Max", "M5"}
         for run in row["mlx"].values():
             assert run["impl"] == "mlx"
             assert run["profile"] is not None or run["note"].startswith("unavailable:"), run["note"]
@@ -67,9 +68,10 @@ def test_the_numbers_are_sane(quick):
         assert p["device_traffic_per_threadgroup"] >= p["device_traffic"]
         assert 0 < p["coalescing_efficiency"] <= 1
         for gpu, est in run["estimates"].items():
-            assert est["seconds"] == max(est["compute_s"], est["threadgroup_s"],
-                                         est["device_reuse_s"] if est["footprint_fits_cache"] else est["device_s"])
+            assert est["seconds"] == est["bound_s"] == max(t["bound_s"] for t in est["terms"].values())
+            assert est["bound_s"] <= est["estimate_s"], (row["problem"], run["impl"], gpu)
             assert 0 < est["fraction_of_peak"] <= 1 + 1e-9, (row["problem"], run["impl"], gpu)
+            assert est["estimate_fraction_of_peak"] <= est["fraction_of_peak"]
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 A device fills a `Profile` from its raw counters (`Profile.from_raw`): the counts of the threadgroups it profiled,
 per source line, scaled to the whole dispatch when it profiled a sample. `metile.profile.model` turns one into
-time bounds on an Apple GPU; docs/performance.md says what is counted and how.
+a bound and an estimate of its run time on an Apple GPU; docs/performance.md says what is counted and how.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ class Profile:
         return out
 
     def estimate(self, gpu: str = "M1"):
-        """Time bounds of this dispatch on an Apple GPU (`metile.profile.model.Estimate`)."""
+        """The bound and estimate of this dispatch's run time on an Apple GPU (`metile.profile.model.Estimate`)."""
         from metile.profile.model import estimate
         return estimate(self, gpu)
 
@@ -277,7 +277,7 @@ class Profile:
         return format_summary(self, gpu, lines)
 
     def summary(self, gpu: str = "M1", lines: int = 12, file=None) -> None:
-        """Print the counts, the Apple GPU estimate and the busiest lines."""
+        """Print the counts, the Apple GPU bound and estimate with their terms, and the busiest lines."""
         print(self.format_summary(gpu, lines), file=file)
 
 

@@ -1,6 +1,6 @@
 """A table of Apple-silicon GPUs (M1 to M5) for the performance model, each figure with its public source.
 
-The model turns counts from the CPU device into lower bounds on run time: compute-bound (FLOPs over peak
+The model's bound turns counts from the CPU device into lower bounds on run time: compute-bound (FLOPs over peak
 FLOP/s), device-memory-bound (bytes over peak bandwidth) and threadgroup-memory-bound. A lower bound stays a
 lower bound when a peak is overstated and becomes wrong when a peak is understated, so where sources disagree
 or a figure is unknown this table leans towards the higher peak and says so. Every figure taken on weaker
@@ -50,6 +50,9 @@ Sources (the ``source`` field of a row names them by these keys):
   banks of 4 bytes (the measurement, and the usual GPU layout) and takes 128 B/clock per core (one 4-byte word per
   bank per clock), which is twice metal-benchmarks' 64 B/clock: an assumption, chosen because the higher figure
   keeps the threadgroup-memory bound a lower bound under either reading; with 64 B/clock that bound doubles.
+  From M3 on (Apple 9 and later) the table takes 256 B/clock per core (assumed): meTile's probe measured 3361 GB/s
+  of threadgroup-memory reads on a 10-core M5 (193 B per core per clock at 1.74 GHz, more than 128 B), and no
+  figure for M3 or M4 was found, so they take the same higher figure.
 
 Derivations (checked by tests/test_gpu_table.py):
 
@@ -95,6 +98,7 @@ SIMD_WIDTH = 32                # metal-features: SIMD-group size / threadExecuti
 TG_BANKS = 32                  # tg-banks: conflicts counted over 32 banks ...
 TG_BANK_BYTES = 4              # ... of 4 bytes each
 TG_BYTES_PER_CLOCK_PER_CORE = TG_BANKS * TG_BANK_BYTES   # 128 B per core per clock, assumed (see tg-banks)
+TG_BYTES_PER_CLOCK_APPLE9 = 2 * TG_BYTES_PER_CLOCK_PER_CORE   # M3 on: 256 B, assumed (see tg-banks)
 
 FAMILIES = ("M1", "M2", "M3", "M4", "M5")
 TIERS = ("base", "Pro", "Max", "Ultra")
@@ -152,6 +156,7 @@ def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus
     """A row, its derived fields computed by the formulas of the module docstring."""
     family, _, tier = name.partition(" ")
     hz = clock_ghz * 1e9
+    tg_per_clock = TG_BYTES_PER_CLOCK_PER_CORE if family in ("M1", "M2") else TG_BYTES_PER_CLOCK_APPLE9
     # tensor ops: on the accelerators at the matrix peak (float assumed alike), else at the simdgroup_matrix rates
     tensor_fp32 = matrix_per_core_clock if accelerator else FP32_FLOPS_PER_CORE_CLOCK
     if accelerator:
@@ -165,8 +170,8 @@ def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus
         tensor_fp32_flops=cores * tensor_fp32 * hz,
         memory_bus_bits=bus_bits, memory_mts=mts, memory_bandwidth=bus_bits / 8 * mts * 1e6,
         threadgroup_memory=THREADGROUP_MEMORY, simd_width=SIMD_WIDTH, last_level_cache=slc_mib * MIB,
-        tg_bytes_per_clock_per_core=TG_BYTES_PER_CLOCK_PER_CORE,
-        threadgroup_memory_bandwidth=cores * TG_BYTES_PER_CLOCK_PER_CORE * hz,
+        tg_bytes_per_clock_per_core=tg_per_clock,
+        threadgroup_memory_bandwidth=cores * tg_per_clock * hz,
         tg_banks=TG_BANKS, tg_bank_bytes=TG_BANK_BYTES, source=source,
         assumed=("tg_bytes_per_clock_per_core", "threadgroup_memory_bandwidth", *assumed))
 
@@ -234,21 +239,23 @@ _ROWS = (
     _spec("M4 Max", cores=40, bins=(32,), clock_ghz=1.578, bus_bits=512, mts=8533, slc_mib=48,
           source="apple; eclecticlight; hmc-tech; wikipedia; metal-features; tg-banks",
           assumed=("clock_ghz", "last_level_cache")),
-    # --- M5 family (G17, a Neural Accelerator in every GPU core). Clock: 1.578 GHz, at which an M5 measured
-    # 3.76 TFLOPS FP32 (m5-roofline); hmc-tech lists 1.740 GHz for the 10-core M5, unconfirmed (if right,
-    # these peaks are 10% low). Memory LPDDR5X-9600 (m5-roofline) on 128 bits for the M5 (Apple: 153 GB/s);
+    # --- M5 family (G17, a Neural Accelerator in every GPU core). Clock: 1.740 GHz (hmc-tech). An M5 measured
+    # 3.76 TFLOPS FP32 with powermetrics showing 1.578 GHz (m5-roofline), but meTile's probe measured 4.1 TFLOPS
+    # FP32 on an M5 (benchmarks/calibration, metile-m5-scalar-f32-peak), which needs at least 1.60 GHz at 256 FLOPs
+    # per core per clock: 1.578 GHz would put the peak below a measurement, so hmc-tech's 1.740 GHz is taken
+    # (assumed). Memory LPDDR5X-9600 (m5-roofline) on 128 bits for the M5 (Apple: 153 GB/s);
     # the Pro and Max bus widths are derived from Apple's 307 and 614 GB/s at 9600 MT/s (256 and 512 bits).
     # The Pro and Max clocks are assumed equal to the M5's. SLC: no public figure found; tier sizes carried
     # over (assumed). Bins: an 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
-    _spec("M5", cores=10, bins=(8,), clock_ghz=1.578, bus_bits=128, mts=9600, slc_mib=8,
+    _spec("M5", cores=10, bins=(8,), clock_ghz=1.74, bus_bits=128, mts=9600, slc_mib=8,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
-          assumed=("last_level_cache", *_M5_ASSUMED)),
-    _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.578, bus_bits=256, mts=9600, slc_mib=24,
+          assumed=("clock_ghz", "last_level_cache", *_M5_ASSUMED)),
+    _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.74, bus_bits=256, mts=9600, slc_mib=24,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
-    _spec("M5 Max", cores=40, bins=(), clock_ghz=1.578, bus_bits=512, mts=9600, slc_mib=48,
+    _spec("M5 Max", cores=40, bins=(), clock_ghz=1.74, bus_bits=512, mts=9600, slc_mib=48,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
@@ -271,3 +278,16 @@ def gpu(name: str) -> GpuSpec:
     if row is None:
         raise UnknownGpuError(f"unknown Apple GPU {name!r}; known GPUs: {', '.join(GPUS)}")
     return row
+
+
+def binned(spec: GpuSpec, cores: int) -> GpuSpec:
+    """`spec` with `cores` GPU cores (a binned part): the compute and threadgroup-memory peaks scale with the cores;
+    the memory bandwidth and cache are kept (some bins have a narrower bus: the larger figure keeps bounds bounds)."""
+    if not 0 < cores <= spec.gpu_cores:
+        raise UnknownGpuError(f"{spec.name} has at most {spec.gpu_cores} GPU cores, not {cores}")
+    f = cores / spec.gpu_cores
+    return attrs.evolve(spec, name=f"{spec.name} ({cores}-core)", gpu_cores=cores, bins=(),
+                        fp32_flops=spec.fp32_flops * f, fp16_flops=spec.fp16_flops * f,
+                        fp16_matrix_flops=spec.fp16_matrix_flops * f, tensor_fp16_flops=spec.tensor_fp16_flops * f,
+                        tensor_fp32_flops=spec.tensor_fp32_flops * f,
+                        threadgroup_memory_bandwidth=spec.threadgroup_memory_bandwidth * f)

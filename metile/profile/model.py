@@ -1,66 +1,77 @@
-"""The Apple GPU model: a `Profile`'s counts over a GPU's peaks (`metile.profile.gpus`) give lower bounds on its
-run time, one per resource, and the largest names what binds (docs/performance.md, "The model").
+"""The Apple GPU model: a `Profile`'s counts over a GPU's rates give two answers, `bound` (a true lower bound on the
+run time: every term at the table's peaks, `metile.profile.gpus`) and `estimate` (the best prediction: achieved
+rates, `metile.profile.rates`, occupancy, reuse and overlap), each with the terms behind it and the one that binds.
+docs/performance.md ("The model") documents each term and its sources.
 
-- compute: the simdgroup_matrix FLOPs by dtype over the matching peak (half on the matrix path, float and bfloat
-  at the FP32 peak), plus the tensor-op (matmul2d) FLOPs by input type over the tensor-op peaks (`tensor_peak_flops`:
-  the Neural Accelerators on M5, the simdgroup_matrix rates before; execution_thread on the shader ALUs). Scalar
-  arithmetic is not counted, so a kernel without matrix work has no compute bound here.
-- device memory, two figures: with no reuse across threadgroups (the aligned segments each threadgroup touches,
-  each once, summed) and with perfect reuse (the dispatch's segments, each once), both over the peak bandwidth:
-  memory moves whole segments, so a strided access pays for the segment it touches. The binding device figure is
-  the first when the dispatch's segments do not fit in the last-level cache, else the second.
-- threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) times the
-  bytes one pass can move, over the GPU's threadgroup-memory bandwidth.
+Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates):
+- matrix: simdgroup_matrix FLOPs by input type; tensor: Metal 4 matmul2d FLOPs by input type and scope.
+- device memory: the bound moves the dispatch's footprint (each aligned segment once), less what the last-level
+  cache may already hold, at the memory interface's peak, and no faster than the cache's peak; the estimate moves
+  the footprint plus the re-reads the cache misses (`device_traffic`).
+- cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
+  to the cache at its measured rate.
+- threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
+- dispatch: a fixed cost per dispatch (estimate only).
+Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms.
 """
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
+from metile.profile import rates as R
 from metile.profile.gpus import GpuSpec
 from metile.profile.gpus import gpu as find_gpu
 
+SEGMENT_PASS_BYTES = 128      # a threadgroup-memory pass moves one 4-byte word per bank, 32 banks
+
 
 @attrs.frozen
-class Estimate:
-    """Lower bounds (seconds) of a profiled dispatch on `gpu`, and which binds."""
+class Term:
+    """One resource: its lower bound and its estimate (seconds), and how they were made."""
 
-    gpu: GpuSpec
-    compute_s: float
-    device_s: float               # no reuse across threadgroups
-    device_reuse_s: float         # perfect reuse (the footprint)
-    threadgroup_s: float
-    footprint_fits_cache: bool
-    flops: float
+    name: str
+    bound_s: float
+    estimate_s: float
+    detail: str = ""
 
-    @property
-    def device_binding_s(self) -> float:
-        return self.device_reuse_s if self.footprint_fits_cache else self.device_s
 
-    @property
-    def bounds(self) -> dict[str, float]:
-        return {"compute": self.compute_s, "device memory": self.device_binding_s,
-                "threadgroup memory": self.threadgroup_s}
+@attrs.frozen
+class Occupancy:
+    """How the dispatch fills the GPU: threadgroups resident per core (and what limits them), the threadgroups that
+    run at once on the whole GPU, the waves they take, the share of the last wave's slots used, and the share of
+    a core's issue rate its resident simdgroups keep busy (latency hiding)."""
 
-    @property
-    def binding(self) -> str:
-        """The resource whose bound is largest ("compute", "device memory" or "threadgroup memory")."""
-        return max(self.bounds.items(), key=lambda kv: kv[1])[0]
+    per_core: int
+    limited_by: str
+    concurrent: int
+    waves: int
+    wave_efficiency: float
+    latency_hiding: float
 
     @property
-    def seconds(self) -> float:
-        """The largest bound: the dispatch cannot run faster on this GPU (by this model)."""
-        return max(self.bounds.values())
+    def efficiency(self) -> float:
+        return self.wave_efficiency * self.latency_hiding
 
-    def fraction_of_peak(self, measured_s: float) -> float:
-        """The share of the binding resource's peak a run of `measured_s` seconds reaches."""
-        return self.seconds / measured_s if measured_s > 0 else 0.0
 
-    def to_dict(self) -> dict:
-        return {"gpu": self.gpu.name, "compute_s": self.compute_s, "device_s": self.device_s,
-                "device_reuse_s": self.device_reuse_s, "threadgroup_s": self.threadgroup_s,
-                "footprint_fits_cache": self.footprint_fits_cache, "binding": self.binding,
-                "seconds": self.seconds, "flops": self.flops}
+def occupancy(profile, spec: GpuSpec) -> Occupancy:
+    """Resident threadgroups per core from its threads and threadgroup memory (`metile.profile.rates`), then waves
+    of cores x resident threadgroups in dispatch order."""
+    la = profile.launch
+    limits = {"threads": R.THREADS_PER_CORE // max(1, la.threads)}
+    if la.threadgroup_memory:
+        limits["threadgroup memory"] = R.THREADGROUP_MEMORY_PER_CORE // la.threadgroup_memory
+    limited_by = min(limits, key=limits.get)
+    per_core = max(1, limits[limited_by])
+    total = max(1, la.threadgroups_total)
+    concurrent = spec.gpu_cores * per_core
+    waves = math.ceil(total / concurrent)
+    wave_eff = total / (waves * concurrent) if waves > 1 else 1.0
+    active = min(per_core, total / spec.gpu_cores)     # threadgroups a core holds on average
+    hiding = min(1.0, active * la.simdgroups_per_threadgroup / R.SIMDGROUPS_TO_HIDE_LATENCY)
+    return Occupancy(per_core, limited_by, concurrent, waves, wave_eff, hiding)
 
 
 def peak_flops(spec: GpuSpec, dtype: str) -> float:
@@ -76,20 +87,169 @@ def tensor_peak_flops(spec: GpuSpec, input_type: str, thread: bool = False) -> f
     return spec.tensor_fp16_flops if input_type in ("half", "bfloat") else spec.tensor_fp32_flops
 
 
+def device_traffic(profile, occ: Occupancy, cache_bytes: float) -> float:
+    """Bytes device memory moves by the reuse model: the footprint, plus the segments threadgroups share that the
+    cache loses between them, plus a threadgroup's re-reads of its own segments that its share of the cache loses.
+
+    A threadgroup's live set is its segments over its steps (one per two barriers, or per 8 device instructions of
+    a simdgroup, whichever is more: what it touches between two points of its progress). Sharing: threadgroups run
+    in waves of `occ.concurrent` in dispatch order; the live sets of those running at once must fit the last-level
+    cache (`cache_bytes`) for a segment another threadgroup touched to be found there, and the share of them beyond
+    it is the share of shared segments moved again. Re-reads inside a threadgroup (its load segments beyond its
+    distinct ones) miss in the share of its live set beyond its part of the cache."""
+    footprint = profile.device_traffic
+    per_tg = profile.device_traffic_per_threadgroup
+    counts = profile.totals
+    tgs = max(1, profile.threadgroups_total)
+    running = max(1, min(occ.concurrent, tgs))
+    per_simdgroup = counts.device_instructions / tgs / max(1, profile.launch.simdgroups_per_threadgroup)
+    steps = max(1.0, counts.barriers / tgs / 2, per_simdgroup / 8)
+    own_live = per_tg / tgs / steps
+    shared_miss = _clamp(1 - cache_bytes / (running * own_live)) if own_live else 0.0
+    rereads = max(0.0, counts.device_load_segments * profile.model.segment_bytes - per_tg)
+    own_miss = _clamp(1 - cache_bytes / running / own_live) if own_live else 0.0
+    return footprint + max(0.0, per_tg - footprint) * shared_miss + rereads * own_miss
+
+
+def _clamp(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+@attrs.frozen
+class Estimate:
+    """A profiled dispatch on `gpu`: `bound_s` (no run can be faster), `estimate_s` (the prediction), the terms
+    behind them and the occupancy. `seconds` is the bound; the `*_s` fields are the bound's terms."""
+
+    gpu: GpuSpec
+    terms: tuple[Term, ...]
+    occupancy: Occupancy
+    flops: float
+    footprint_fits_cache: bool
+    device_s: float               # no reuse across threadgroups, at the peak bandwidth (for comparison)
+    device_reuse_s: float         # perfect reuse (the footprint) at the peak bandwidth
+
+    def term(self, name: str) -> Term:
+        return next(t for t in self.terms if t.name == name)
+
+    @property
+    def bound_s(self) -> float:
+        return max(t.bound_s for t in self.terms)
+
+    @property
+    def estimate_s(self) -> float:
+        """The binding term's estimate, plus the share of the others that does not overlap it, plus the dispatch."""
+        times = sorted((t.estimate_s for t in self.terms if t.name != "dispatch"), reverse=True)
+        fixed = sum(t.estimate_s for t in self.terms if t.name == "dispatch")
+        return fixed + times[0] + R.OVERLAP * sum(times[1:])
+
+    @property
+    def binding(self) -> str:
+        """The resource whose estimate is largest."""
+        return max(self.terms, key=lambda t: t.estimate_s).name
+
+    @property
+    def bound_binding(self) -> str:
+        """The resource whose bound is largest."""
+        return max(self.terms, key=lambda t: t.bound_s).name
+
+    @property
+    def seconds(self) -> float:
+        return self.bound_s
+
+    @property
+    def compute_s(self) -> float:
+        return self.term("matrix").bound_s + self.term("tensor").bound_s
+
+    @property
+    def device_binding_s(self) -> float:
+        return self.term("device memory").bound_s
+
+    @property
+    def threadgroup_s(self) -> float:
+        return self.term("threadgroup memory").bound_s
+
+    @property
+    def bounds(self) -> dict[str, float]:
+        return {t.name: t.bound_s for t in self.terms}
+
+    def fraction_of_peak(self, measured_s: float) -> float:
+        """The share of the binding resource's peak a run of `measured_s` seconds reaches."""
+        return self.bound_s / measured_s if measured_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        o = self.occupancy
+        return {"gpu": self.gpu.name, "bound_s": self.bound_s, "estimate_s": self.estimate_s,
+                "binding": self.binding, "bound_binding": self.bound_binding, "seconds": self.bound_s,
+                "compute_s": self.compute_s, "device_s": self.device_s, "device_reuse_s": self.device_reuse_s,
+                "threadgroup_s": self.threadgroup_s, "footprint_fits_cache": self.footprint_fits_cache,
+                "flops": self.flops,
+                "terms": {t.name: {"bound_s": t.bound_s, "estimate_s": t.estimate_s, "detail": t.detail}
+                          for t in self.terms},
+                "occupancy": attrs.asdict(o)}
+
+
+def _matrix(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:
+    flops = counts.flops
+    bound = sum(n / peak_flops(spec, d) for d, n in flops.items())
+    achieved = spec.gpu_cores * rate.matrix_flops * spec.clock_hz * eff
+    est = sum(flops.values()) / achieved
+    return Term("matrix", bound, est, f"{sum(flops.values()):.4g} FLOPs at {rate.matrix_flops:g} per core-clock")
+
+
+def _tensor(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:
+    bound = (sum(n / tensor_peak_flops(spec, t) for t, n in counts.tensor_flops.items())
+             + sum(n / tensor_peak_flops(spec, t, thread=True) for t, n in counts.tensor_thread_flops.items()))
+    frac = rate.tensor_fraction if spec.neural_accelerator else rate.matrix_flops / 256
+    est = (sum(n / (tensor_peak_flops(spec, t) * frac) for t, n in counts.tensor_flops.items())
+           + sum(n / (tensor_peak_flops(spec, t, thread=True) * frac) for t, n in counts.tensor_thread_flops.items()))
+    return Term("tensor", bound, est / eff, "matmul2d FLOPs")
+
+
+def _device(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
+    footprint = profile.device_traffic
+    llc = spec.last_level_cache
+    cache_bw = spec.gpu_cores * R.CACHE_BYTES_PER_CORE_CLOCK_BOUND * spec.clock_hz
+    bound = max(max(0.0, footprint - llc) / spec.memory_bandwidth, footprint / cache_bw)
+    moved = device_traffic(profile, occ, llc)
+    if footprint <= llc:     # the working set stays in the cache between repeated runs
+        est = moved / (spec.gpu_cores * rate.cache_bytes * spec.clock_hz)
+    else:
+        est = moved / (spec.memory_bandwidth * rate.dram_fraction)
+    return Term("device memory", bound, est / occ.latency_hiding,
+                f"footprint {footprint:.4g} B, moved {moved:.4g} B")
+
+
+def _cache(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
+    """Every segment the device instructions touch (re-reads included) comes through the core's port to the cache;
+    a dispatch with tensor ops (whose operands the accelerators fetch) moves each threadgroup's segments once.
+    Estimate only: a core's own L1 may serve some of them, so no bound can be drawn from it."""
+    counts = profile.totals
+    if counts.tensor_runs:      # the accelerators fetch tensor operands themselves: each threadgroup's segments once
+        moved = profile.device_traffic_per_threadgroup
+    else:
+        moved = counts.device_segments * profile.model.segment_bytes
+    est = moved / (spec.gpu_cores * rate.cache_bytes * spec.clock_hz * occ.latency_hiding)
+    return Term("cache", 0.0, est, f"{moved:.4g} B of segments through the cores' cache ports")
+
+
+def _threadgroup(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:
+    moved = counts.threadgroup_passes * SEGMENT_PASS_BYTES
+    bound = moved / spec.threadgroup_memory_bandwidth
+    est = moved / (spec.gpu_cores * rate.tg_bytes * spec.clock_hz * eff)
+    return Term("threadgroup memory", bound, est, f"{counts.threadgroup_passes:.4g} passes")
+
+
 def estimate(profile, gpu: str | GpuSpec = "M1") -> Estimate:
+    """The bound and estimate of a profiled dispatch on `gpu` (a name of `GPUS` or a `GpuSpec`)."""
     spec = gpu if isinstance(gpu, GpuSpec) else find_gpu(gpu)
     counts = profile.totals
-    compute = (sum(n / peak_flops(spec, d) for d, n in counts.flops.items())
-               + sum(n / tensor_peak_flops(spec, t) for t, n in counts.tensor_flops.items())
-               + sum(n / tensor_peak_flops(spec, t, thread=True) for t, n in counts.tensor_thread_flops.items()))
+    rate = R.rates(spec)
+    occ = occupancy(profile, spec)
+    terms = (_matrix(counts, spec, rate, occ.efficiency), _tensor(counts, spec, rate, occ.efficiency),
+             _device(profile, spec, rate, occ), _cache(profile, spec, rate, occ),
+             _threadgroup(counts, spec, rate, occ.efficiency),
+             Term("dispatch", 0.0, R.DISPATCH_S, "fixed cost of a dispatch"))
     bw = spec.memory_bandwidth
-    pass_bytes = profile.model.banks * profile.model.bank_bytes
-    return Estimate(
-        gpu=spec,
-        compute_s=compute,
-        device_s=profile.device_traffic_per_threadgroup / bw,
-        device_reuse_s=profile.device_traffic / bw,
-        threadgroup_s=counts.threadgroup_passes * pass_bytes / spec.threadgroup_memory_bandwidth,
-        footprint_fits_cache=profile.device_traffic <= spec.last_level_cache,
-        flops=counts.total_flops,
-    )
+    return Estimate(gpu=spec, terms=terms, occupancy=occ, flops=counts.total_flops,
+                    footprint_fits_cache=profile.device_traffic <= spec.last_level_cache,
+                    device_s=profile.device_traffic_per_threadgroup / bw, device_reuse_s=profile.device_traffic / bw)

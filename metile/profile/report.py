@@ -56,9 +56,13 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
                    f"{_n(sum(t.tensor_flops.values()) + sum(t.tensor_thread_flops.values()))} FLOPs ({types or '-'}), "
                    f"{_n(t.cooperative_loads)} cooperative loads, {_n(t.cooperative_stores)} stores")
     e = estimate(p, gpu)
-    out.append(f"  on {e.gpu.name}: compute {_t(e.compute_s)}, device memory {_t(e.device_s)} (no reuse across "
-               f"threadgroups) / {_t(e.device_reuse_s)} (perfect reuse), threadgroup memory {_t(e.threadgroup_s)}"
-               f" -> at least {_t(e.seconds)}, bound by {e.binding}")
+    o = e.occupancy
+    out.append(f"  on {e.gpu.name}: at least {_t(e.bound_s)} (bound by {e.bound_binding}), estimate "
+               f"{_t(e.estimate_s)} (bound by {e.binding})")
+    out.append("    terms (bound / estimate): " + ", ".join(
+        f"{t.name} {_t(t.bound_s)} / {_t(t.estimate_s)}" for t in e.terms if t.bound_s or t.estimate_s)
+        + f"; {o.per_core} threadgroups a core (by {o.limited_by}), {o.waves} wave{'s' if o.waves != 1 else ''}, "
+        f"latency hiding {o.latency_hiding:.0%}")
     busiest = sorted(p.lines, key=lambda lc: -_weight(lc.counts))[:lines]
     if busiest:
         out.append("  busiest lines:")

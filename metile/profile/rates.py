@@ -1,0 +1,74 @@
+"""What a kernel reaches on an Apple GPU, beside the peaks of `metile.profile.gpus`: the achieved fractions and
+per-generation rates the model's `estimate` uses, the occupancy limits, and the constants fitted on the calibration
+set (benchmarks/calibration). docs/performance.md ("The model") gives each figure with its sources.
+
+The peaks in `gpus.py` make the model's `bound` (never above a measured time); the figures here make its
+`estimate` (the best prediction). A figure marked FITTED was chosen on the calibration set's training entries only
+(benchmarks/calibrate.py prints how the held-out entries fare).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from metile.profile.gpus import GpuSpec
+
+# -- occupancy ------------------------------------------------------------------------------------------------------
+# Threads one GPU core keeps resident: 1024 (a threadgroup of 1024 threads fills one core: run time steps once every
+# cores x 1024 threads on an M1 Pro, measured on the macrumors forum, "Intel Alder Lake vs Apple M1" p.79; Metal's
+# maxTotalThreadsPerThreadgroup is 1024 on every Apple-silicon GPU, metal-features).
+THREADS_PER_CORE = 1024
+# Threadgroup memory one core holds for its resident threadgroups: taken as the 32 KiB a threadgroup may allocate
+# (metal-features); Apple documents no larger per-core figure, so a threadgroup of more than 16 KiB runs alone.
+THREADGROUP_MEMORY_PER_CORE = 32 * 1024
+# Simdgroups a core needs resident to keep issuing: one for each of the four 32-lane schedulers that make its 128
+# ALUs (metal-benchmarks, "ALU Layout"). FITTED between that and two each (to cover a dependent FMA's ~4-cycle
+# latency, metal-benchmarks: FFMA32 latency 3.5-3.9 cycles): meTile's GEMM keeps an M1 busy with one threadgroup of
+# four simdgroups a core (2.34 ms, against a threadgroup-memory bound of 2.2 ms).
+SIMDGROUPS_TO_HIDE_LATENCY = 4
+# Registers limit nothing here: the profiler does not count them (docs/performance.md, "The model").
+
+
+# -- per-generation achieved rates (the estimate) ----------------------------------------------------------------
+@attrs.frozen
+class Rates:
+    """Achieved rates of one GPU generation, per core per clock unless named otherwise."""
+
+    matrix_flops: float          # simdgroup_matrix FLOPs a core reaches (any input type)
+    tg_bytes: float              # threadgroup-memory bytes a core moves
+    tensor_fraction: float       # share of the tensor-op peak a matmul2d reaches
+    dram_fraction: float         # share of the memory interface's peak a streaming kernel reaches
+    cache_bytes: float           # bytes a core reads from the last-level cache (working sets that fit)
+
+
+# Apple 7/8 (M1, M2): simdgroup_matrix measured at 101.7 FFMA32 and 102.5 FFMA16 per core per clock = ~205 FLOPs
+# (metal-benchmarks "Operations per Second"; measurements.toml metalbench-matrix-ffma32/16). Threadgroup memory:
+# metal-benchmarks measured 64 B per core per clock, but meTile's 1024^3 GEMM, bound by threadgroup memory, ran in
+# 2.34 ms on an M1, which needs 120 B (benchmarks/calibrate.py: its passes at 128 B give 2.2 ms): 128 B is taken
+# (FITTED on that training entry and MLX's M2 Ultra GEMMs). Streaming copies reach 82-88% of the interface peak
+# (chsasank/device-benchmarks: 56 of 68, 176 of 205 GB/s; MLX issue 3837: 680 of 819 GB/s on an M1 Ultra).
+# M3, M4: no separate figure; the same per-clock rates are kept (assumed). M5: an MLX bf16 GEMM without the Neural
+# Accelerators reaches 15.3 TFLOP/s on an M5 Max (MLX pull 3838: 1.374e11 FLOP in ~9 ms), 240 FLOPs per core per clock;
+# threadgroup memory measured at 3361 GB/s on an M5 (meTile's probe: 213 B per core per clock); STREAM copies reach
+# 79% (michaelstinkerings m5 roofline: 122 of 153.6 GB/s) and meTile's read probe 120.6 GB/s; a 16 MiB working set
+# reads at 2453 GB/s (155 B per core per clock). Tensor ops: 88% of the accelerators' peak (gpus.py, m5-tensor).
+# The cache port before M5 (128 B per core per clock) is FITTED: no measurement was found.
+_APPLE7 = Rates(matrix_flops=205.0, tg_bytes=128.0, tensor_fraction=0.8, dram_fraction=0.85, cache_bytes=128.0)
+_M5 = Rates(matrix_flops=240.0, tg_bytes=200.0, tensor_fraction=0.88, dram_fraction=0.8, cache_bytes=155.0)
+RATES = {"M1": _APPLE7, "M2": _APPLE7, "M3": _APPLE7, "M4": _APPLE7, "M5": _M5}
+
+
+def rates(spec: GpuSpec) -> Rates:
+    return RATES[spec.family]
+
+
+# -- bounds beyond the peak table --------------------------------------------------------------------------------
+# The last-level cache's bandwidth, for a working set a dispatch may find there: 256 B per core per clock, above the
+# 155 B measured on an M5 (meTile's 16 MiB working-set read, 2453 GB/s); no figure for earlier chips was found, so
+# the same (higher) figure keeps the bound a bound.
+CACHE_BYTES_PER_CORE_CLOCK_BOUND = 256.0
+
+
+# -- fitted (benchmarks/calibrate.py, training entries only) -------------------------------------------------------
+OVERLAP = 0.2                # FITTED: share of the non-binding terms that does not overlap the binding one
+DISPATCH_S = 10e-6           # FITTED: a dispatch's fixed cost on the GPU (launch, first wave's ramp, drain)
