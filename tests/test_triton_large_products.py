@@ -138,3 +138,29 @@ def test_chunks_of_operands_held_in_registers_and_of_a_transpose():
     torch.testing.assert_close(c, an @ bt.float().T, atol=2e-3, rtol=1e-3)
     assert normalized_times_transposed.warmup(a, bt, c, BM=128, BN=128, BK=64, grid=(1,),
                                               num_warps=4).metadata.shared <= 32768
+
+
+@triton.jit
+def masked_scores(Q, K, Mask, Out, L: tl.constexpr, D: tl.constexpr):
+    """Liger's neighborhood attention scores: a bf16 product selected by an f32 tile loaded from memory."""
+    rows = tl.arange(0, L)
+    offs_d = tl.arange(0, D)
+    q = tl.load(Q + rows[:, None] * D + offs_d[None, :])
+    k = tl.load(K + rows[:, None] * D + offs_d[None, :])
+    acc = tl.dot(q, tl.trans(k))
+    near = tl.load(Mask + rows[:, None] * L + rows[None, :])
+    tl.store(Out + rows[:, None] * L + rows[None, :], tl.where(near > 0.0, acc, float("-inf")))
+
+
+def test_a_product_beside_scratch_of_another_dtype_stages_its_operands_in_chunks():
+    """Its operands staged whole (26 KB of bf16) beside the f32 scratch that hands the product to the selection
+    (16 KB) took 42 KB: the kernel is lowered again with less memory for staging, and stages them by chunks of k."""
+    torch.manual_seed(0)
+    q, k = (torch.randn(64, 64).to(torch.bfloat16) for _ in range(2))
+    mask = (torch.rand(64, 64) > 0.5).float()
+    out = torch.zeros(64, 64)
+    compiled = masked_scores.warmup(q, k, mask, out, 64, 64, grid=(1,), num_warps=4)
+    assert compiled.metadata.shared <= 32768
+    masked_scores[(1,)](q, k, mask, out, 64, 64, num_warps=4)
+    want = (q.float() @ k.float().T).masked_fill(mask == 0, float("-inf"))
+    torch.testing.assert_close(out, want, atol=1e-3, rtol=1e-3)
