@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 import metile
+from metile.metal.cpu import dispatch
 
 ADD = """
 #include <metal_stdlib>
@@ -46,3 +47,44 @@ def test_a_kept_dispatch_keeps_no_array_alive():
     refs = [weakref.ref(a), weakref.ref(out)]
     del a, out
     assert [r() for r in refs] == [None, None]
+
+
+HALVES = """
+#include <metal_stdlib>
+using namespace metal;
+kernel void halves(device float* a [[buffer(0)]], device float* b [[buffer(1)]], device const float* c [[buffer(2)]],
+                   device float* d [[buffer(3)]], uint gid [[thread_position_in_grid]]) {
+    a[gid] = 1.0f;
+    b[gid + 4] = 2.0f;
+    d[gid] = c[gid];
+}
+"""
+
+
+def test_one_array_given_to_two_parameters_is_one_memory(monkeypatch):
+    """An array passed for two parameters is one copy in device memory, as on a GPU: what the kernel writes through
+    each reaches the array (a copy per parameter wrote the other's old bytes back over it), and it is copied in
+    once. A kept dispatch is taken again only by arguments aliased alike."""
+    cpu = metile.device("cpu")
+    fn = cpu.compile(HALVES, name="halves.metal").function("halves")
+    copies = []
+
+    class Counting:   # the dispatch's cffi, counting the bytes of each copy
+        def __getattr__(self, name):
+            return getattr(ffi, name)
+
+        def memmove(self, dst, src, n):
+            copies.append(n)
+            return ffi.memmove(dst, src, n)
+
+    ffi = dispatch.ffi
+    monkeypatch.setattr(dispatch, "ffi", Counting())
+    for _ in range(2):   # made, then kept and taken again
+        x, c = np.zeros(8, np.float32), np.arange(4, dtype=np.float32)
+        copies.clear()
+        cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x, x, c, np.zeros(4, np.float32)])
+        assert list(x) == [1, 1, 1, 1, 2, 2, 2, 2]
+        assert sorted(copies) == [16, 16, 16, 32, 32], copies   # x in and out once, c in, the last in and out
+    x, y, d = np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(4, np.float32)
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x, y, c, d])   # the same layouts, not aliased
+    assert list(x) == [1, 1, 1, 1, 0, 0, 0, 0] and list(y) == [0, 0, 0, 0, 2, 2, 2, 2] and (d == c).all()

@@ -7,7 +7,8 @@ strided view's gaps included) and each scalar, points the parameters that get no
 constant, or passed as None) at placeholders (`metile.metal.cpu.placeholders`), and fills the runtime's launch
 descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
-strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. The
+strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. An
+array given to several parameters (the same span of bytes: `aliases`) is one allocation, copied in and back once. The
 runtime's watchpoints cover the bytes just before the array arguments (read-only ones first).
 
 A dispatch made by `dispatch_threadgroups` or `dispatch_threads` is kept (`CpuDevice`, a few of them) and taken again
@@ -36,16 +37,17 @@ from metile.profile.counts import Launch, Profile
 class _Array:
     """A numpy argument: its device memory, where its bytes come from, and how results go back."""
 
-    __slots__ = ("bound", "memory", "source", "nbytes", "result")
+    __slots__ = ("bound", "memory", "source", "nbytes", "result", "writes")
 
-    def __init__(self, b: BoundArg, memory):
+    def __init__(self, b: BoundArg, memory, writes: bool | None = None):
         arr: np.ndarray = b.value
         self.bound = b
         self.memory = memory
         self.nbytes = b.nbytes
+        self.writes = b.write_back if writes is None else writes   # its own write-back, or an alias's
         self.source = ffi.cast("void*", data_address(arr)) if b.strided else ffi.from_buffer(arr)
         # what a write-back reads: the elements in device memory, for a strided view or a read-only array
-        viewed = b.write_back and (b.strided or not arr.flags.writeable)
+        viewed = self.writes and (b.strided or not arr.flags.writeable)
         self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
 
     def write_back(self) -> None:
@@ -64,7 +66,7 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory")
+                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory", "_aliases")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
                  profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
@@ -79,6 +81,7 @@ class CpuDispatch:
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
         self._scalar_memory: list[tuple[int, object]] = []   # the same for scalars
+        self._aliases = aliases(bound)   # argument index -> the earlier argument whose memory it shares
         self.ranges: list[BufferRange] = []
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
@@ -91,6 +94,10 @@ class CpuDispatch:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
                 self.ranges.append(where)
                 continue
+            if i in self._aliases:   # the same array as an earlier argument: its device memory, copied once
+                ptrs[i] = ptrs[self._aliases[i]]
+                self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
+                continue
             ptrs[i] = self._stage(dev, b)
             if not isinstance(b.value, Buffer):
                 (self._array_memory if isinstance(b.value, np.ndarray) else self._scalar_memory).append(
@@ -99,7 +106,8 @@ class CpuDispatch:
             if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
                 spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
-        self.written = [a for a in self.arrays if a.bound.write_back]
+        self._mark_aliases(bound)
+        self.written = [a for a in self.arrays if a.writes]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
         # counting runs the instrumented build (the sanitizer's) without its checks unless asked for
@@ -160,11 +168,20 @@ class CpuDispatch:
             ffi.memmove(mem, v, b.nbytes)
         return ffi.cast("void*", mem)
 
+    def _mark_aliases(self, bound: list[BoundArg | None]) -> None:
+        """An array argument shared by later arguments (`aliases`) is written back when any of them is."""
+        for i, j in self._aliases.items():
+            if bound[i].write_back:
+                a = next(a for a in self.arrays if a.bound is bound[j])
+                if not a.writes:
+                    self.arrays[self.arrays.index(a)] = _Array(bound[j], a.memory, writes=True)
+
     def rebind(self, bound: list[BoundArg | None]) -> None:
-        """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`): the arrays' contents
-        are copied in at the next run, the scalars' bytes now."""
+        """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`, aliases included):
+        the arrays' contents are copied in at the next run, the scalars' bytes now."""
         self.arrays = [_Array(bound[i], mem) for i, mem in self._array_memory]
-        self.written = [a for a in self.arrays if a.bound.write_back]
+        self._mark_aliases(bound)
+        self.written = [a for a in self.arrays if a.writes]
         for i, mem in self._scalar_memory:
             b = bound[i]
             ffi.memmove(mem, b.value, b.nbytes)
@@ -203,6 +220,25 @@ class CpuDispatch:
         return f"<prepared CPU dispatch of {self.function.name}>"
 
 
+def aliases(bound: list[BoundArg | None]) -> dict[int, int]:
+    """Array arguments that are the same memory as an earlier one (the same span of bytes, both C-contiguous, both
+    writeable or both not): index -> the earlier one's index. Such arguments share one copy in device memory, as
+    they share memory on a GPU, so that what the kernel writes through one it reads through the other, and a
+    write-back of one never restores the old bytes of what it wrote through the other."""
+    first: dict[tuple, int] = {}
+    out: dict[int, int] = {}
+    for i, b in enumerate(bound):
+        v = None if b is None else b.value
+        if v.__class__ is not np.ndarray or b.strided or not b.nbytes:
+            continue
+        key = (data_address(v), b.nbytes, v.flags.writeable)
+        if key in first:
+            out[i] = first[key]
+        else:
+            first[key] = i
+    return out
+
+
 def layout_key(bound: list[BoundArg | None]) -> tuple | None:
     """What a dispatch made for `bound` depends on besides its kernel and grid: each array's element type, shape,
     strides, span and whether it is written back, each scalar's size, and which slots are left unbound; None when
@@ -218,4 +254,4 @@ def layout_key(bound: list[BoundArg | None]) -> tuple | None:
             return None
         else:
             key.append(b.nbytes)
-    return tuple(key)
+    return tuple(key) + tuple(aliases(bound).items())
