@@ -146,7 +146,8 @@ def _apply(p, k: Kernel, ctx: PassContext, verify_each: bool) -> Kernel:
 def _lower(passes: list, k: Kernel, ctx: PassContext, verify_each: bool, on_pass) -> Kernel:
     """`k` after `passes`, from `lower_tiles` to `allocate_threadgroup_memory`. When the kernel then takes more
     threadgroup memory than the target has, and the target does not limit staging yet, they run again on targets
-    whose `staging_memory` is short of the excess, each try by the excess still left (at most `RELOWERINGS`): a
+    whose `staging_memory` is the target's memory short of the excess, then half that, and so on (at most
+    `RELOWERINGS` tries): a
     `dot` whose operands, staged whole, filled the memory beside the kernel's other scratch (a tile exchanged
     between threads, of another dtype: each dtype has its arena) then stages them a chunk of k at a time. The first
     kernel that fits is kept, else the first; `on_pass` sees the passes of the kernel kept."""
@@ -158,9 +159,8 @@ def _lower(passes: list, k: Kernel, ctx: PassContext, verify_each: bool, on_pass
     limit = ctx.target.threadgroup_memory
     if out.plan is None or out.plan.threadgroup_memory <= limit or ctx.target.staging_memory is not None:
         return _report(steps, on_pass)
-    budget, taken = limit, out.plan.threadgroup_memory
+    budget = 2 * limit - out.plan.threadgroup_memory   # the target's memory short of the excess, then halved
     for _ in range(RELOWERINGS):
-        budget -= taken - limit
         if budget <= 0:
             break
         again, tries = k, []
@@ -168,9 +168,9 @@ def _lower(passes: list, k: Kernel, ctx: PassContext, verify_each: bool, on_pass
         for p in passes:
             again = _apply(p, again, ctx2, verify_each)
             tries.append((pass_name(p), again))
-        taken = again.plan.threadgroup_memory if again.plan is not None else taken
-        if taken <= limit:
+        if again.plan is not None and again.plan.threadgroup_memory <= limit:
             return _report(tries, on_pass)
+        budget //= 2
     return _report(steps, on_pass)
 
 
