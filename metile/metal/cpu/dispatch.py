@@ -225,17 +225,19 @@ def aliases(bound: list[BoundArg | None]) -> dict[int, int]:
     writeable or both not): index -> the earlier one's index. Such arguments share one copy in device memory, as
     they share memory on a GPU, so that what the kernel writes through one it reads through the other, and a
     write-back of one never restores the old bytes of what it wrote through the other."""
-    first: dict[tuple, int] = {}
-    out: dict[int, int] = {}
+    sizes: dict[tuple, list[int]] = {}   # arrays of one span length: only those can be the same memory
     for i, b in enumerate(bound):
         v = None if b is None else b.value
-        if v.__class__ is not np.ndarray or b.strided or not b.nbytes:
-            continue
-        key = (data_address(v), b.nbytes, v.flags.writeable)
-        if key in first:
-            out[i] = first[key]
-        else:
-            first[key] = i
+        if v.__class__ is np.ndarray and not b.strided and b.nbytes:
+            sizes.setdefault((b.nbytes, v.flags.writeable), []).append(i)
+    out: dict[int, int] = {}
+    for same in sizes.values():
+        if len(same) > 1:
+            first: dict[int, int] = {}
+            for i in same:
+                out_of = first.setdefault(data_address(bound[i].value), i)
+                if out_of != i:
+                    out[i] = out_of
     return out
 
 
