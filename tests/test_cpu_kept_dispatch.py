@@ -88,3 +88,18 @@ def test_one_array_given_to_two_parameters_is_one_memory(monkeypatch):
     x, y, d = np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(4, np.float32)
     cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x, y, c, d])   # the same layouts, not aliased
     assert list(x) == [1, 1, 1, 1, 0, 0, 0, 0] and list(y) == [0, 0, 0, 0, 2, 2, 2, 2] and (d == c).all()
+
+
+def test_views_of_one_array_that_overlap_are_one_memory():
+    """Two views of one array that share elements are one copy in device memory too, each parameter at its place in
+    it: a write through the first view inside the second's span is not undone when the second is written back."""
+    cpu = metile.device("cpu")
+    fn = cpu.compile(HALVES, name="halves.metal").function("halves")
+    for _ in range(2):   # made, then kept and taken again
+        x, c = np.zeros(12, np.float32), np.arange(4, dtype=np.float32)
+        # a = x[0:8] writes x[0:4]; b = x[2:10] writes b[4:8] = x[6:10]; c and d are x's neighbours' business
+        cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x[:8], x[2:10], c, np.zeros(4, np.float32)])
+        assert list(x) == [1, 1, 1, 1, 0, 0, 2, 2, 2, 2, 0, 0]
+    x = np.zeros(12, np.float32)   # views that meet without sharing an element: each its own copy
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x[:4], x[4:12], c, np.zeros(4, np.float32)])
+    assert list(x) == [1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2]

@@ -8,7 +8,8 @@ constant, or passed as None) at placeholders (`metile.metal.cpu.placeholders`), 
 descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
 strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. An
-array given to several parameters (the same span of bytes: `aliases`) is one allocation, copied in and back once. The
+array given to several parameters, or views of one array that overlap (`aliases`), are one allocation, copied in
+and back once. The
 runtime's watchpoints cover the bytes just before the array arguments (read-only ones first).
 
 A dispatch made by `dispatch_threadgroups` or `dispatch_threads` is kept (`CpuDevice`, a few of them) and taken again
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import threading
 
+import attrs
 import numpy as np
 
 from metile.metal.args import BoundArg, bind_arguments, data_address, staged_view
@@ -81,7 +83,7 @@ class CpuDispatch:
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
         self._scalar_memory: list[tuple[int, object]] = []   # the same for scalars
-        self._aliases = aliases(bound)   # argument index -> the earlier argument whose memory it shares
+        self._aliases = aliases(bound)   # argument index -> (the argument holding its memory, its offset in it)
         self.ranges: list[BufferRange] = []
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
@@ -94,11 +96,10 @@ class CpuDispatch:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
                 self.ranges.append(where)
                 continue
-            if i in self._aliases:   # the same array as an earlier argument: its device memory, copied once
-                ptrs[i] = ptrs[self._aliases[i]]
-                self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
+            held = self._aliases.get(i)
+            if held is not None and held[0] != i:   # memory another argument holds: its place there
                 continue
-            ptrs[i] = self._stage(dev, b)
+            ptrs[i] = self._stage(dev, b if held is None else self._span(bound, i))
             if not isinstance(b.value, Buffer):
                 (self._array_memory if isinstance(b.value, np.ndarray) else self._scalar_memory).append(
                     (i, self.owned[-1]))
@@ -106,7 +107,10 @@ class CpuDispatch:
             if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
                 spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
-        self._mark_aliases(bound)
+        for i, (j, offset) in self._aliases.items():
+            if i != j:
+                ptrs[i] = ffi.cast("char*", ptrs[j]) + offset
+                self.ranges.append(self._range(dev, i, bound[i].param.name, ptrs[i], bound[i].nbytes))
         self.written = [a for a in self.arrays if a.writes]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
@@ -168,19 +172,20 @@ class CpuDispatch:
             ffi.memmove(mem, v, b.nbytes)
         return ffi.cast("void*", mem)
 
-    def _mark_aliases(self, bound: list[BoundArg | None]) -> None:
-        """An array argument shared by later arguments (`aliases`) is written back when any of them is."""
-        for i, j in self._aliases.items():
-            if bound[i].write_back:
-                a = next(a for a in self.arrays if a.bound is bound[j])
-                if not a.writes:
-                    self.arrays[self.arrays.index(a)] = _Array(bound[j], a.memory, writes=True)
+    def _span(self, bound: list[BoundArg | None], j: int) -> BoundArg:
+        """The bytes the arrays sharing memory with argument `j` (`aliases`, where `j` holds it) cover, as one
+        argument: a byte view from `j`'s first byte, written back when any of them is."""
+        members = [i for i, (k, _) in self._aliases.items() if k == j]
+        nbytes = max(self._aliases[i][1] + bound[i].nbytes for i in members)
+        first = bound[j].value.reshape(-1).view(np.uint8)
+        view = np.lib.stride_tricks.as_strided(first, shape=(nbytes,), strides=(1,))
+        return attrs.evolve(bound[j], value=view, nbytes=nbytes, write_back=any(bound[i].write_back for i in members))
 
     def rebind(self, bound: list[BoundArg | None]) -> None:
         """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`, aliases included):
         the arrays' contents are copied in at the next run, the scalars' bytes now."""
-        self.arrays = [_Array(bound[i], mem) for i, mem in self._array_memory]
-        self._mark_aliases(bound)
+        self.arrays = [_Array(bound[i] if i not in self._aliases else self._span(bound, i), mem)
+                       for i, mem in self._array_memory]
         self.written = [a for a in self.arrays if a.writes]
         for i, mem in self._scalar_memory:
             b = bound[i]
@@ -220,24 +225,33 @@ class CpuDispatch:
         return f"<prepared CPU dispatch of {self.function.name}>"
 
 
-def aliases(bound: list[BoundArg | None]) -> dict[int, int]:
-    """Array arguments that are the same memory as an earlier one (the same span of bytes, both C-contiguous, both
-    writeable or both not): index -> the earlier one's index. Such arguments share one copy in device memory, as
-    they share memory on a GPU, so that what the kernel writes through one it reads through the other, and a
-    write-back of one never restores the old bytes of what it wrote through the other."""
-    sizes: dict[tuple, list[int]] = {}   # arrays of one span length: only those can be the same memory
+def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
+    """Writeable C-contiguous array arguments whose bytes overlap (one array given to two parameters, or two views
+    of one array that share elements): each such argument -> (the one of its group starting at the lowest address,
+    which holds the group's memory; its byte offset there). A group is one copy in device memory, its bytes copied
+    in and back once, as they are one buffer on a GPU: what the kernel writes through one argument it reads through
+    the others, and no write-back of one restores the old bytes of what it wrote through another."""
+    spans = []
     for i, b in enumerate(bound):
         v = None if b is None else b.value
-        if v.__class__ is np.ndarray and not b.strided and b.nbytes:
-            sizes.setdefault((b.nbytes, v.flags.writeable), []).append(i)
-    out: dict[int, int] = {}
-    for same in sizes.values():
-        if len(same) > 1:
-            first: dict[int, int] = {}
-            for i in same:
-                out_of = first.setdefault(data_address(bound[i].value), i)
-                if out_of != i:
-                    out[i] = out_of
+        if v.__class__ is np.ndarray and not b.strided and b.nbytes and v.flags.writeable:
+            spans.append((b.nbytes, i))
+    if len(spans) < 2:
+        return {}
+    starts = sorted((data_address(bound[i].value), n, i) for n, i in spans)
+    out: dict[int, tuple[int, int]] = {}
+    group: list[tuple[int, int]] = []
+    end = -1
+    for start, n, i in starts + [(None, 0, -1)]:
+        if start is None or start >= end:   # the group so far ends here
+            if len(group) > 1:
+                first = group[0]
+                out.update((k, (first[1], at - first[0])) for at, k in group)
+            group, end = [], -1
+            if start is None:
+                break
+        group.append((start, i))
+        end = max(end, start + n)
     return out
 
 
@@ -256,4 +270,4 @@ def layout_key(bound: list[BoundArg | None]) -> tuple | None:
             return None
         else:
             key.append(b.nbytes)
-    return tuple(key) + tuple(aliases(bound).items())
+    return tuple(key) + tuple(sorted(aliases(bound).items()))
