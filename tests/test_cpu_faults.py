@@ -302,7 +302,8 @@ kernel void k(device float* out [[buffer(0)]], device const float* a [[buffer(1)
         assert err.buffer == which and err.loc.line == line_of(src, "// READ"), str(err)
         assert err.thread == (0, 0, 0) and err.threadgroup == (0, 0, 0)
     out = np.zeros(8, np.float32)
-    cpu.dispatch_threads(fn, 8, 4, [out] + [np.ones(64, np.float32)] * 4 + [np.int32(4)])   # d: not watched
+    ones = [np.ones(64, np.float32) for _ in range(4)]   # four arrays (one array four times would be one buffer)
+    cpu.dispatch_threads(fn, 8, 4, [out, *ones, np.int32(4)])   # d: not watched
     assert out[1:].tolist() == [2] * 7 and out[0] < -1e38
 
 

@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 import metile
+from metile.metal.cpu import dispatch
 
 ADD = """
 #include <metal_stdlib>
@@ -46,3 +47,59 @@ def test_a_kept_dispatch_keeps_no_array_alive():
     refs = [weakref.ref(a), weakref.ref(out)]
     del a, out
     assert [r() for r in refs] == [None, None]
+
+
+HALVES = """
+#include <metal_stdlib>
+using namespace metal;
+kernel void halves(device float* a [[buffer(0)]], device float* b [[buffer(1)]], device const float* c [[buffer(2)]],
+                   device float* d [[buffer(3)]], uint gid [[thread_position_in_grid]]) {
+    a[gid] = 1.0f;
+    b[gid + 4] = 2.0f;
+    d[gid] = c[gid];
+}
+"""
+
+
+def test_one_array_given_to_two_parameters_is_one_memory(monkeypatch):
+    """An array passed for two parameters is one copy in device memory, as on a GPU: what the kernel writes through
+    each reaches the array (a copy per parameter wrote the other's old bytes back over it), and it is copied in
+    once. A kept dispatch is taken again only by arguments aliased alike."""
+    cpu = metile.device("cpu")
+    fn = cpu.compile(HALVES, name="halves.metal").function("halves")
+    copies = []
+
+    class Counting:   # the dispatch's cffi, counting the bytes of each copy
+        def __getattr__(self, name):
+            return getattr(ffi, name)
+
+        def memmove(self, dst, src, n):
+            copies.append(n)
+            return ffi.memmove(dst, src, n)
+
+    ffi = dispatch.ffi
+    monkeypatch.setattr(dispatch, "ffi", Counting())
+    for _ in range(2):   # made, then kept and taken again
+        x, c = np.zeros(8, np.float32), np.arange(4, dtype=np.float32)
+        copies.clear()
+        cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x, x, c, np.zeros(4, np.float32)])
+        assert list(x) == [1, 1, 1, 1, 2, 2, 2, 2]
+        assert sorted(copies) == [16, 16, 16, 32, 32], copies   # x in and out once, c in, the last in and out
+    x, y, d = np.zeros(8, np.float32), np.zeros(8, np.float32), np.zeros(4, np.float32)
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x, y, c, d])   # the same layouts, not aliased
+    assert list(x) == [1, 1, 1, 1, 0, 0, 0, 0] and list(y) == [0, 0, 0, 0, 2, 2, 2, 2] and (d == c).all()
+
+
+def test_views_of_one_array_that_overlap_are_one_memory():
+    """Two views of one array that share elements are one copy in device memory too, each parameter at its place in
+    it: a write through the first view inside the second's span is not undone when the second is written back."""
+    cpu = metile.device("cpu")
+    fn = cpu.compile(HALVES, name="halves.metal").function("halves")
+    for _ in range(2):   # made, then kept and taken again
+        x, c = np.zeros(12, np.float32), np.arange(4, dtype=np.float32)
+        # a = x[0:8] writes x[0:4]; b = x[2:10] writes b[4:8] = x[6:10]; c and d are x's neighbours' business
+        cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x[:8], x[2:10], c, np.zeros(4, np.float32)])
+        assert list(x) == [1, 1, 1, 1, 0, 0, 2, 2, 2, 2, 0, 0]
+    x = np.zeros(12, np.float32)   # views that meet without sharing an element: each its own copy
+    cpu.dispatch_threads(fn, (4, 1, 1), (4, 1, 1), [x[:4], x[4:12], c, np.zeros(4, np.float32)])
+    assert list(x) == [1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2]

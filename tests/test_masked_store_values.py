@@ -46,3 +46,17 @@ def test_an_integer_division_stays_under_its_mask():
     d, q = np.arange(1, 510, dtype=np.int32), np.zeros(509, np.int32)
     masked_quotient[(1,)](d, q, 509, BLOCK=512)   # the three masked-off elements divide by zero if computed
     assert (q == 7 // d).all()
+
+
+def test_values_of_whole_run_stores_are_computed_once():
+    """n a multiple of 16 (specialised as one): the mask is one value over each run of 4, so each run is stored
+    as one vector or not at all; the values two such stores share are still computed once, before their tests."""
+    x = np.random.default_rng(1).random(512).astype(np.float32)
+    a, b = np.zeros(512, np.float32), np.zeros(512, np.float32)
+    msl = two_stores.compile(x, a, b, 512, BLOCK=1024).artifact.msl
+    assert "? X[" not in msl, msl   # whole runs: no element-by-element path
+    held = 4 * msl.count("(device const float4*)(X")   # the elements a thread holds, read as vectors of 4
+    assert held and msl.count("exp(") == held, msl   # one exp per element, not one per store
+    two_stores[(1,)](x, a, b, 512, BLOCK=1024)
+    np.testing.assert_allclose(a, np.exp(x) + 1, rtol=1e-6)
+    np.testing.assert_allclose(b, np.exp(x) * 2, rtol=1e-6)

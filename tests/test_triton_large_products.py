@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import metile
 import metile.triton as triton
 import metile.triton.language as tl
 
@@ -138,3 +139,51 @@ def test_chunks_of_operands_held_in_registers_and_of_a_transpose():
     torch.testing.assert_close(c, an @ bt.float().T, atol=2e-3, rtol=1e-3)
     assert normalized_times_transposed.warmup(a, bt, c, BM=128, BN=128, BK=64, grid=(1,),
                                               num_warps=4).metadata.shared <= 32768
+
+
+@triton.jit
+def masked_scores(Q, K, Mask, Out, L: tl.constexpr, D: tl.constexpr):
+    """Liger's neighborhood attention scores: a bf16 product selected by an f32 tile loaded from memory."""
+    rows = tl.arange(0, L)
+    offs_d = tl.arange(0, D)
+    q = tl.load(Q + rows[:, None] * D + offs_d[None, :])
+    k = tl.load(K + rows[:, None] * D + offs_d[None, :])
+    acc = tl.dot(q, tl.trans(k))
+    near = tl.load(Mask + rows[:, None] * L + rows[None, :])
+    tl.store(Out + rows[:, None] * L + rows[None, :], tl.where(near > 0.0, acc, float("-inf")))
+
+
+def test_a_product_beside_scratch_of_another_dtype_stages_its_operands_in_chunks():
+    """Its operands staged whole (26 KB of bf16) beside the f32 scratch that hands the product to the selection
+    (16 KB) took 42 KB: the kernel is lowered again with less memory for staging, and stages them by chunks of k."""
+    torch.manual_seed(0)
+    q, k = (torch.randn(64, 64).to(torch.bfloat16) for _ in range(2))
+    mask = (torch.rand(64, 64) > 0.5).float()
+    out = torch.zeros(64, 64)
+    compiled = masked_scores.warmup(q, k, mask, out, 64, 64, grid=(1,), num_warps=4)
+    assert compiled.metadata.shared <= 32768
+    masked_scores[(1,)](q, k, mask, out, 64, 64, num_warps=4)
+    want = (q.float() @ k.float().T).masked_fill(mask == 0, float("-inf"))
+    torch.testing.assert_close(out, want, atol=1e-3, rtol=1e-3)
+
+
+@triton.jit
+def subtiled_epilogue(A, B, C, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Tutorial 09's EPILOGUE_SUBTILE: the accumulator reshaped, permuted and split in halves, each stored."""
+    rm, rn, rk, rh = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK), tl.arange(0, BN // 2)
+    acc = tl.dot(tl.load(A + rm[:, None] * BK + rk[None, :]), tl.load(B + rk[:, None] * BN + rn[None, :]))
+    acc0, acc1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+    tl.store(C + rm[:, None] * BN + rh[None, :], acc0.to(tl.float16))
+    tl.store(C + rm[:, None] * BN + BN // 2 + rh[None, :], acc1.to(tl.float16))
+
+
+def test_a_subtiled_epilogue_of_a_large_accumulator_is_refused_by_its_threadgroup_memory():
+    """The permutation hands the whole f32 accumulator between threads in one exchange through scratch: 66 KB for
+    128 x 128, refused at launch with the bytes of each line; 64 x 64 fits and stores the product's halves."""
+    torch.manual_seed(0)
+    a, b = torch.randn(128, 64).half(), torch.randn(64, 128).half()
+    with pytest.raises(metile.LaunchError, match=r"(?s)bytes of threadgroup memory.*66048 bytes at line"):
+        subtiled_epilogue[(1,)](a, b, torch.zeros(128, 128).half(), 128, 128, 64, num_warps=4)
+    c = torch.zeros(64, 64).half()
+    subtiled_epilogue[(1,)](a[:64], b[:, :64].contiguous(), c, 64, 64, 64, num_warps=4)
+    torch.testing.assert_close(c.float(), (a[:64].float() @ b[:, :64].float()).half().float(), atol=1e-2, rtol=1e-2)

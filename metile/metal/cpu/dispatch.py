@@ -7,7 +7,9 @@ strided view's gaps included) and each scalar, points the parameters that get no
 constant, or passed as None) at placeholders (`metile.metal.cpu.placeholders`), and fills the runtime's launch
 descriptor. Running it copies each
 numpy array's current contents in, launches, and copies the results back into the arrays the kernel may write (a
-strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. The
+strided view's own elements only, never its gaps); `metile.Buffer`s are bound as they are, without copies. An
+array given to several parameters, or views of one array that overlap (`aliases`), are one allocation, copied in
+and back once. The
 runtime's watchpoints cover the bytes just before the array arguments (read-only ones first).
 
 A dispatch made by `dispatch_threadgroups` or `dispatch_threads` is kept (`CpuDevice`, a few of them) and taken again
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import threading
 
+import attrs
 import numpy as np
 
 from metile.metal.args import BoundArg, bind_arguments, data_address, staged_view
@@ -36,16 +39,17 @@ from metile.profile.counts import Launch, Profile
 class _Array:
     """A numpy argument: its device memory, where its bytes come from, and how results go back."""
 
-    __slots__ = ("bound", "memory", "source", "nbytes", "result")
+    __slots__ = ("bound", "memory", "source", "nbytes", "result", "writes")
 
-    def __init__(self, b: BoundArg, memory):
+    def __init__(self, b: BoundArg, memory, writes: bool | None = None):
         arr: np.ndarray = b.value
         self.bound = b
         self.memory = memory
         self.nbytes = b.nbytes
+        self.writes = b.write_back if writes is None else writes   # its own write-back, or an alias's
         self.source = ffi.cast("void*", data_address(arr)) if b.strided else ffi.from_buffer(arr)
         # what a write-back reads: the elements in device memory, for a strided view or a read-only array
-        viewed = b.write_back and (b.strided or not arr.flags.writeable)
+        viewed = self.writes and (b.strided or not arr.flags.writeable)
         self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
 
     def write_back(self) -> None:
@@ -64,7 +68,7 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory")
+                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory", "_aliases")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
                  profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
@@ -79,6 +83,7 @@ class CpuDispatch:
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
         self._scalar_memory: list[tuple[int, object]] = []   # the same for scalars
+        self._aliases = aliases(bound)   # argument index -> (the argument holding its memory, its offset in it)
         self.ranges: list[BufferRange] = []
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
@@ -91,7 +96,10 @@ class CpuDispatch:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
                 self.ranges.append(where)
                 continue
-            ptrs[i] = self._stage(dev, b)
+            held = self._aliases.get(i)
+            if held is not None and held[0] != i:   # memory another argument holds: its place there
+                continue
+            ptrs[i] = self._stage(dev, b if held is None else self._span(bound, i))
             if not isinstance(b.value, Buffer):
                 (self._array_memory if isinstance(b.value, np.ndarray) else self._scalar_memory).append(
                     (i, self.owned[-1]))
@@ -99,7 +107,11 @@ class CpuDispatch:
             if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
                 spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
-        self.written = [a for a in self.arrays if a.bound.write_back]
+        for i, (j, offset) in self._aliases.items():
+            if i != j:
+                ptrs[i] = ffi.cast("char*", ptrs[j]) + offset
+                self.ranges.append(self._range(dev, i, bound[i].param.name, ptrs[i], bound[i].nbytes))
+        self.written = [a for a in self.arrays if a.writes]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
         # counting runs the instrumented build (the sanitizer's) without its checks unless asked for
@@ -160,11 +172,21 @@ class CpuDispatch:
             ffi.memmove(mem, v, b.nbytes)
         return ffi.cast("void*", mem)
 
+    def _span(self, bound: list[BoundArg | None], j: int) -> BoundArg:
+        """The bytes the arrays sharing memory with argument `j` (`aliases`, where `j` holds it) cover, as one
+        argument: a byte view from `j`'s first byte, written back when any of them is."""
+        members = [i for i, (k, _) in self._aliases.items() if k == j]
+        nbytes = max(self._aliases[i][1] + bound[i].nbytes for i in members)
+        first = bound[j].value.reshape(-1).view(np.uint8)
+        view = np.lib.stride_tricks.as_strided(first, shape=(nbytes,), strides=(1,))
+        return attrs.evolve(bound[j], value=view, nbytes=nbytes, write_back=any(bound[i].write_back for i in members))
+
     def rebind(self, bound: list[BoundArg | None]) -> None:
-        """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`): the arrays' contents
-        are copied in at the next run, the scalars' bytes now."""
-        self.arrays = [_Array(bound[i], mem) for i, mem in self._array_memory]
-        self.written = [a for a in self.arrays if a.bound.write_back]
+        """Take the arguments `bound`, of the layouts this dispatch was made for (`layout_key`, aliases included):
+        the arrays' contents are copied in at the next run, the scalars' bytes now."""
+        self.arrays = [_Array(bound[i] if i not in self._aliases else self._span(bound, i), mem)
+                       for i, mem in self._array_memory]
+        self.written = [a for a in self.arrays if a.writes]
         for i, mem in self._scalar_memory:
             b = bound[i]
             ffi.memmove(mem, b.value, b.nbytes)
@@ -203,6 +225,36 @@ class CpuDispatch:
         return f"<prepared CPU dispatch of {self.function.name}>"
 
 
+def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
+    """Writeable C-contiguous array arguments whose bytes overlap (one array given to two parameters, or two views
+    of one array that share elements): each such argument -> (the one of its group starting at the lowest address,
+    which holds the group's memory; its byte offset there). A group is one copy in device memory, its bytes copied
+    in and back once, as they are one buffer on a GPU: what the kernel writes through one argument it reads through
+    the others, and no write-back of one restores the old bytes of what it wrote through another."""
+    spans = []
+    for i, b in enumerate(bound):
+        v = None if b is None else b.value
+        if v.__class__ is np.ndarray and not b.strided and b.nbytes and v.flags.writeable:
+            spans.append((b.nbytes, i))
+    if len(spans) < 2:
+        return {}
+    starts = sorted((data_address(bound[i].value), n, i) for n, i in spans)
+    out: dict[int, tuple[int, int]] = {}
+    group: list[tuple[int, int]] = []
+    end = -1
+    for start, n, i in starts + [(None, 0, -1)]:
+        if start is None or start >= end:   # the group so far ends here
+            if len(group) > 1:
+                first = group[0]
+                out.update((k, (first[1], at - first[0])) for at, k in group)
+            group, end = [], -1
+            if start is None:
+                break
+        group.append((start, i))
+        end = max(end, start + n)
+    return out
+
+
 def layout_key(bound: list[BoundArg | None]) -> tuple | None:
     """What a dispatch made for `bound` depends on besides its kernel and grid: each array's element type, shape,
     strides, span and whether it is written back, each scalar's size, and which slots are left unbound; None when
@@ -218,4 +270,4 @@ def layout_key(bound: list[BoundArg | None]) -> tuple | None:
             return None
         else:
             key.append(b.nbytes)
-    return tuple(key)
+    return tuple(key) + tuple(sorted(aliases(bound).items()))

@@ -172,7 +172,10 @@ def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, lo
                      for j in range(1, width))]
     if whole and loaded is None:   # the run wholly inside the mask, or wholly outside it (storing nothing)
         cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
-        vec = VecStore(V.at(blk, ptr, pts[0]), MakeVector([V.at(blk, value, pt) for pt in pts]), loc=blk.loc)
+        values = [V.at(blk, value, pt) for pt in pts]
+        if cond is not None and all(speculable(x) for x in values):   # once, before the test (as below)
+            values = [x if x.__class__ in _LEAVES else blk.let(x, "st") for x in values]
+        vec = VecStore(V.at(blk, ptr, pts[0]), MakeVector(values), loc=blk.loc)
         blk.emit(vec if cond is None else If(cond, [vec], loc=blk.loc))
         return
     guards = [V.guard(blk, layout, s) for s in slots]

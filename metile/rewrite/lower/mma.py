@@ -108,7 +108,8 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
 
 def k_chunk(blk: Block, d: Dot) -> int | None:
     """The columns of `a` (rows of `b`) to stage at a time when both operands staged whole would take more than
-    the target's threadgroup memory (`[128, 64] x [64, 128]` in f16 takes 35 KB of 32): the largest multiple of 8
+    the target's threadgroup memory (`[128, 64] x [64, 128]` in f16 takes 35 KB of 32), or than its
+    `staging_memory` when that is set (the kernel's other scratch did not fit beside them): the largest multiple of 8
     dividing k whose staging takes at most three quarters of it; None when they fit whole, or when the operands are
     not staged in scratch (a role's channel, a buffer staged once before a loop, device memory, a ring)."""
     plan = how(blk, d)
@@ -118,7 +119,8 @@ def k_chunk(blk: Block, d: Dot) -> int | None:
             or X.channel_of(blk, b) is not None:
         return None
     sa, sb = a.type.dtype.itemsize, b.type.dtype.itemsize
-    limit = blk.facts.target.threadgroup_memory
+    target = blk.facts.target
+    limit = target.threadgroup_memory if target.staging_memory is None else target.staging_memory
 
     def cost(kc: int) -> int:
         pad = staging_pad(kc, sa) if plan.pad[0] else 0
