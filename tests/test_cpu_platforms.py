@@ -285,18 +285,19 @@ def test_on_macos_the_runtime_library_is_built_without_elf_flags():
 
 
 def test_the_doctor_says_what_of_the_runtime_works_on_a_mac():
-    facts = dict(runtime_facts(False, system="Darwin", machine="arm64", addr2line=None))
+    facts = dict(runtime_facts(False, system="Darwin", machine="arm64", which=lambda name: None))
     assert facts["runtime system"] == "Darwin arm64"
     assert facts["fiber switch"] == "assembly"
     assert facts["calling thread joins its dispatches"].startswith("no (it waits for the worker pool")
     assert facts["hardware watchpoints"].startswith("no (macOS has no perf_event_open")
-    assert facts["fault and profile lines"].startswith("no (macOS has no addr2line")
-    linux = dict(runtime_facts(True, system="Linux", machine="x86_64", addr2line="/usr/bin/addr2line"))
+    assert facts["fault and profile lines"].startswith("no (dsymutil is not on PATH")
+    linux = dict(runtime_facts(True, system="Linux", machine="x86_64",
+                               which=lambda name: "/usr/bin/addr2line" if name == "addr2line" else None))
     assert linux["calling thread joins its dispatches"].startswith("yes")
     assert linux["hardware watchpoints"].startswith("yes")
     assert linux["fault and profile lines"] == "yes (addr2line: /usr/bin/addr2line)"
-    assert dict(runtime_facts(False, system="Linux", machine="aarch64", addr2line=None))["hardware watchpoints"] \
-        == "no (only on x86-64 Linux; this is Linux on aarch64)"
+    arm = dict(runtime_facts(False, system="Linux", machine="aarch64", which=lambda name: None))
+    assert arm["hardware watchpoints"] == "no (only on x86-64 Linux; this is Linux on aarch64)"
 
 
 def test_the_doctor_prints_those_facts_for_this_machine():

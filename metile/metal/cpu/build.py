@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from metile.metal.cpu.msl import FRONTEND_VERSION, Translation
+from metile.metal.cpu.symbolize import DEBUG_SUFFIX, gather_debug_info
 from metile.metal.cpu.toolchain import (
     HERE,
     BuildFailed,
@@ -144,6 +145,10 @@ class KernelBuilder:
                                   f"-I{HERE}", "-c", str(HERE / "mt_sanitizer_hooks.cpp"), "-o", str(hooks)])
                     objects.append(hooks)
                 link_shared(self.compiler, objects, out, lean=not sanitize)
+                if platform.system() == "Darwin":   # the DWARF stays in the objects: gathered before they go
+                    dwarf = out.with_name(out.name + DEBUG_SUFFIX)
+                    if gather_debug_info(out, dwarf, run_compiler):
+                        os.replace(dwarf, so.with_name(so.name + DEBUG_SUFFIX))
             finally:
                 for f in (obj, hooks):
                     f.unlink(missing_ok=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import mmap
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import attrs
 
 from metile.ir.errors import Loc
 from metile.metal.cpu.runtime_api import FAULT_KINDS, ffi
+from metile.metal.cpu.symbolize import source_frames
 from metile.metal.errors import DeviceFault, LaunchError
 
 PAGE = mmap.PAGESIZE   # the system's page: 4 KiB on x86-64, 16 KiB on Apple silicon
@@ -55,27 +54,8 @@ def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
 
 
 def source_lines_of(module: str, offsets) -> dict[int, tuple[tuple[str, int], ...]]:
-    """source_lines for many instructions of one module, with one run of addr2line."""
-    tool = shutil.which("addr2line")
-    wanted = [o for o in offsets if o]
-    if not tool or not module or not wanted:
-        return {}
-    try:
-        out = subprocess.run([tool, "-e", module, "-i", "-a", *map(hex, wanted)], capture_output=True, text=True,
-                             timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    found: dict[int, list[tuple[str, int]]] = {}
-    frames: list[tuple[str, int]] | None = None
-    for line in out.splitlines():
-        if line.startswith("0x") and ":" not in line:   # `-a`: the address before its frames
-            frames = found.setdefault(int(line, 16), [])
-            continue
-        file, _, num = line.rpartition(":")
-        num = num.split(" ")[0]
-        if frames is not None and file and num.isdigit():
-            frames.append((file, int(num)))
-    return {o: tuple(f) for o, f in found.items()}
+    """source_lines for many instructions of one module, with one run of the system's symbolizer (symbolize.py)."""
+    return source_frames(module, offsets)
 
 
 def metal_line(module: str, offset: int, metal_name: str,

@@ -11,16 +11,20 @@ difference it has is in runtime_platform.h. Three features depend on the system:
   (its only way to a thread's debug registers is Mach's thread_set_state, which metile does not use), and metile
   sets them on no other processor; without them the canary in front of each buffer still catches what it can;
 - the fiber switch is assembly on x86-64 and arm64 / aarch64 (ucontext on other processors);
-- a fault's or a profile's `.metal` line is read from the kernel library's debug information with addr2line
-  (faults.py): on Linux where binutils is installed; not on macOS, which has no addr2line and whose linker leaves
-  the debug information in the object files (metile keeps only the library), so there a fault names kernel,
-  threadgroup, thread and buffer but no line.
+- a fault's or a profile's `.metal` line is read from the kernel library's debug information (symbolize.py): on
+  Linux with addr2line (binutils' or LLVM's); on macOS from the `<library>.dwarf` file `dsymutil` writes at build
+  time (the linker leaves the DWARF in the object files), with Homebrew's llvm-addr2line or Apple's atos. Without
+  those tools a fault names kernel, threadgroup, thread and buffer but no line.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
+from collections.abc import Callable
+
+from metile.metal.cpu.symbolize import symbolizer
 
 ASM_MACHINES = frozenset({"x86_64", "amd64", "arm64", "aarch64"})
 
@@ -30,20 +34,25 @@ def caller_runs_threadgroups(system: str) -> bool:
     return system == "Linux"
 
 
-def fault_lines(system: str, addr2line: str | None) -> str:
-    """Whether faults and profiles name `.metal` lines on `system`, with `addr2line` where found."""
+def fault_lines(system: str, which: Callable[[str], str | None] = shutil.which) -> str:
+    """Whether faults and profiles name `.metal` lines on `system`, and with which tools (`which` finds one)."""
+    tool = symbolizer(system, which)
     if system == "Darwin":
-        return ("no (macOS has no addr2line and its linker leaves debug information in object files, which metile "
-                "does not keep: faults name kernel, thread and buffer, not the line)")
-    return f"yes (addr2line: {addr2line})" if addr2line else "no (addr2line is not on PATH: install binutils)"
+        if which("dsymutil") is None:
+            return "no (dsymutil is not on PATH: install Xcode's command-line tools, xcode-select --install)"
+        if tool is None:
+            return "no (neither atos nor llvm-addr2line is on PATH: install Xcode's command-line tools)"
+        return f"yes (dsymutil, then {os.path.basename(tool[1])}: {tool[1]})"
+    if tool is None:
+        return "no (addr2line is not on PATH: install binutils or LLVM)"
+    return f"yes ({os.path.basename(tool[1])}: {tool[1]})"
 
 
 def runtime_facts(watch_available: bool, system: str | None = None, machine: str | None = None,
-                  addr2line: str | None = "") -> list[tuple[str, str]]:
-    """`name: value` lines for the doctor: the system the runtime runs on and what of it works there (`addr2line`:
-    its path, None for none, "" to look it up on PATH)."""
+                  which: Callable[[str], str | None] = shutil.which) -> list[tuple[str, str]]:
+    """`name: value` lines for the doctor: the system the runtime runs on and what of it works there (`which`
+    finds a tool on PATH)."""
     system = system or platform.system()
-    addr2line = shutil.which("addr2line") if addr2line == "" else addr2line
     machine = (machine or platform.machine()).lower()
     fiber = ("assembly" if machine in ASM_MACHINES else "ucontext (no assembly switch for this processor)")
     if caller_runs_threadgroups(system):
@@ -60,4 +69,4 @@ def runtime_facts(watch_available: bool, system: str | None = None, machine: str
         watch = f"no (only on x86-64 Linux; this is {system} on {machine})"
     return [("runtime system", f"{system} {machine}"), ("fiber switch", fiber),
             ("calling thread joins its dispatches", caller), ("hardware watchpoints", watch),
-            ("fault and profile lines", fault_lines(system, addr2line))]
+            ("fault and profile lines", fault_lines(system, which))]
