@@ -434,6 +434,54 @@ kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)
         np.testing.assert_allclose(o[sg * 32:(sg + 1) * 32], want, rtol=1e-5, atol=1e-6)
 
 
+UNIFORM_GUARD = """
+struct Params {{ int tiles; int n; }};
+constant bool skip_all [[function_constant(0)]];
+float total(float v) {{ return simd_sum(v); }}
+template <int T>
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              constant Params* params [[buffer(2)]], constant int& limit [[buffer(3)]],
+              uint3 tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {{
+    constexpr int H = T / 2;
+    float v = x[i];
+    if ({cond}) {{
+        return;
+    }}
+    out[i] = v;
+}}
+template [[host_name("k")]] kernel void k<4>(device const float*, device float*, constant Params*, constant int&,
+                                             uint3, uint, uint, uint);
+"""
+
+
+def test_a_collective_after_a_condition_the_simdgroup_shares_runs(cpu):
+    """MLX's gather kernels return early with `params->tiles_n <= static_cast<int>(tid.x) || !f(...)`, f running
+    collectives: every lane of a simdgroup computes the left operand alike, so all of them call f, or none."""
+    cond = ("params->tiles <= static_cast<int>(tg.x) || int(sg) >= H + limit || skip_all || "
+            "(v = total(v), false)")
+    src = HEAD + UNIFORM_GUARD.format(cond=cond)
+    fn = cpu.compile(src, name="uniform_guard.metal").function("k", constants={0: False})
+    x = np.random.default_rng(12).standard_normal(256).astype(np.float32)
+    out = np.full(256, -7.0, np.float32)
+    params = np.array([3, 0], np.int32)    # threadgroups 0-2 go on
+    cpu.dispatch_threadgroups(fn, (4, 1, 1), (64, 1, 1), [x, out, params, np.int32(0)])
+    for tg in range(4):
+        for sg in range(2):
+            part = slice(tg * 64 + sg * 32, tg * 64 + sg * 32 + 32)
+            want = np.full(32, -7.0, np.float32) if tg >= 3 or sg >= 2 else np.full(32, x[part].sum())
+            np.testing.assert_allclose(out[part], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cond", ["lane < 3 || total(v) > 0.0f", "v > 0.0f || total(v) > 0.0f",
+                                  "x[tg.x] > 0.0f || total(v) > 0.0f", "params->tiles <= int(i) || total(v) > 0.0f",
+                                  "params->tiles <= int(tg.x) || (lane < 3 && total(v) > 0.0f)"])
+def test_a_collective_after_a_condition_lanes_may_not_share_stays_refused(cpu, cond):
+    src = HEAD + UNIFORM_GUARD.format(cond=cond)
+    with pytest.raises(metile.MSLUnsupportedError, match="only some lanes may evaluate"):
+        cpu.compile(src, name="varying_guard.metal")
+
+
 def test_control_flow_nested_too_deeply_is_a_device_fault(cpu):
     depth = 33
     opens = "".join(f"if (x[i] > {-100 - k}.0f) {{ " for k in range(depth))

@@ -49,20 +49,6 @@ def test_mlx_kernel(dev, case):
     assert result.max_error <= result.tolerance
 
 
-def test_gather_mm_rhs_nax_is_refused_at_its_simd_collective(dev):
-    """MLX's gather_mm_rhs_nax runs a simd collective in an operand of `||`: the CPU device refuses it, naming the
-    function and the line, instead of running it with lanes it cannot account for."""
-    from benchmarks.mlx_kernels.cases_nax_gemm import REFUSED
-
-    for case in REFUSED:
-        try:
-            with pytest.raises(metile.MSLUnsupportedError, match="schedule_row_tile") as info:
-                case.run(dev)
-        except CorpusUnavailable as e:
-            pytest.skip(str(e))
-        assert "steel_gemm_gather_nax.h:40" in str(info.value)
-
-
 def test_corpus_names_are_unique_and_cover_the_families():
     names = [c.name for c in CASES]
     assert len(names) == len(set(names))

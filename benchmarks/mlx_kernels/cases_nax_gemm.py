@@ -173,11 +173,8 @@ CASES: list[Case] = [
     _segmented_nax_case("steel_segmented_mm_nax_nt_float32_bk256", "float32", 64, 70, 800, (0, 300, 520, 800), "nt",
                         contiguous=False),
     _segmented_nax_case("steel_segmented_mm_nax_tn_bfloat16_bk128", "bfloat16", 40, 64, 300, (0, 130, 300), "tn"),
-]
-# Refused by the CPU device: gather_mm_rhs_nax calls schedule_row_tile (simd_prefix_inclusive_sum, simd_sum and
-# simd_shuffle) as the right operand of `||` (`params->tiles_n <= tid.x || !schedule_row_tile<BM>(...)`), which
-# only the lanes whose left operand is false evaluate; the CPU device cannot tell that the left operand is the same
-# for the whole threadgroup, so it raises MSLUnsupportedError naming schedule_row_tile and the line.
-REFUSED: list[Case] = [
+    # gather_mm_rhs_nax calls schedule_row_tile (simd_prefix_inclusive_sum, simd_sum, simd_shuffle) as the right
+    # operand of `||`, after `params->tiles_n <= static_cast<int>(tid.x)`, which every lane computes alike
     _gather_rhs_nax_case("steel_gather_mm_rhs_nax_nn_float16_ragged", "float16", 70, 150, 200, 4),
+    _gather_rhs_nax_case("steel_gather_mm_rhs_nax_nt_bfloat16_64rows", "bfloat16", 200, 128, 256, 3, transpose_b=True),
 ]

@@ -22,7 +22,8 @@ through the functions, lambdas and macros of the source and of the headers it in
 
 Positions are token numbers (from 1), so no two points of the source tie; lines are only for messages. Guards are
 inserted without adding or removing a newline, so the `.metal` lines of the text stay. A collective in an operand
-of `?:`, `&&` or `||` that not every lane evaluates is refused: no guard can tell which lanes evaluated it. A
+of `?:`, `&&` or `||` that not every lane evaluates is refused: no guard can tell which lanes evaluated it; one
+after a condition every lane of the simdgroup computes alike (uniform.py) runs, as all the lanes or none reach it. A
 source without collectives gets no guards, nor does straight-line kernel code; an overloaded operator with a
 collective puts guards on every construct, since its calls show no name. A source with `#include "..."` reaches
 this pass preprocessed, its headers' text in it, so their control flow is marked like the source's; `headers` (the
@@ -35,6 +36,7 @@ import bisect
 import re
 from collections.abc import Iterable
 
+from metile.metal.cpu.uniform import function_constants, is_uniform, uniform_names
 from metile.metal.errors import MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
@@ -97,6 +99,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         return []
     guard = _Guards(tokens, close, names, errors, frozenset(lambdas), sorted(d.start for d in directives))
     kernels = set(kernel_names)
+    constants = function_constants(tokens)
     done_until = -1
     for name, lbrace in bodies:
         if lbrace < done_until:
@@ -112,6 +115,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
             # that the guards of its body never move its caller's position (lanes that return early from it would
             # meet the caller's next collective at another position than the others)
             guard.function_body(lbrace)
+        guard.uniform = uniform_names(tokens, _parameter_list(tokens, lbrace, open_of), lbrace, close, constants)
         guard.block(lbrace + 1, close[lbrace])
     return guard.edits()
 
@@ -146,15 +150,24 @@ def _function_bodies(tokens: list[Token], close: dict[int, int], open_of: dict[i
     for i, t in enumerate(tokens):
         if t.text != "{" or t.kind is not Tok.PUNCT:
             continue
-        k = i - 1
-        while k >= 0 and (tokens[k].text in _QUALIFIERS or tokens[k].text == "]]"):
-            k = open_of.get(k, k + 1) - 1 if tokens[k].text == "]]" else k - 1
-        if k < 1 or tokens[k].text != ")" or k not in open_of:
+        span = _parameter_list(tokens, i, open_of)
+        if span is None:
             continue
-        name = _callee_name(tokens, open_of[k] - 1, open_of)
+        name = _callee_name(tokens, span[0] - 1, open_of)
         if name is not None:
             out.append((name, i))
     return out
+
+
+def _parameter_list(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> tuple[int, int] | None:
+    """The indices of the `(` and `)` around the parameters of the function whose body opens at tokens[lbrace]
+    (None when no parameter list stands before it)."""
+    k = lbrace - 1
+    while k >= 0 and (tokens[k].text in _QUALIFIERS or tokens[k].text == "]]"):
+        k = open_of.get(k, k + 1) - 1 if tokens[k].text == "]]" else k - 1
+    if k < 1 or tokens[k].text != ")" or k not in open_of:
+        return None
+    return open_of[k], k
 
 
 def _is_constexpr(tokens: list[Token], lbrace: int) -> bool:
@@ -281,6 +294,7 @@ class _Guards:
         # an overloaded operator with a collective is called where no name shows: every construct gets guards
         self.everywhere = "operator" in names
         self.errors = errors
+        self.uniform: frozenset[str] = frozenset()   # names of the function walked that lanes share (uniform.py)
         self.ids = 0
         self.before: dict[int, list[str]] = {}  # insertions at a token's start, in order
         self.after: dict[int, list[str]] = {}   # insertions at a token's end
@@ -559,6 +573,8 @@ class _Guards:
                 continue
             if op == "&&" and k + 2 < end and t[k + 1].kind is Tok.IDENT and t[k + 2].text in ("=", ",", ")", ";"):
                 continue  # `T&& name = ...`: a reference, not a logical and
+            if is_uniform(t, start, k, self.uniform):
+                continue  # all that comes before it is the same for the simdgroup: every lane goes on, or none
             j = k + 1
             stops = (")", "]", "}", ";", ",") if op == "?" else (")", "]", "}", ";", ",", "?", ":")
             while j < end and t[j].text not in stops:
