@@ -1,5 +1,6 @@
 """MLX's NAX GEMM variants besides the fused one: split-K (steel_gemm_splitk_nax and its accumulation kernel),
-gather on the right-hand side (gather_mm_rhs_nax) and segmented matmul (segmented_mm_nax).
+gather on the right-hand side (gather_mm_rhs_nax, and gather_mm_rhs, the simdgroup-matrix kernel MLX takes without
+the accelerators) and segmented matmul (segmented_mm_nax).
 
 Each case dispatches its kernel as mlx/backend/metal/matmul.cpp does (`steel_gemm_splitk_axpby_nax`,
 `gather_mm_rhs_nax`, `segmented_mm`): kernel name, template arguments, function constants, buffers, parameter
@@ -31,11 +32,12 @@ GEMM_SPLITK_PARAMS = np.dtype([(f, "<i4") for f in (  # steel/gemm/params.h GEMM
     "split_k_partition_size", "swizzle_log", "gemm_k_iterations_aligned")])
 
 
-def _operands(gen, dtype: str, a_shape, b_shape):
-    """Random A and B on the device and the values the kernel multiplies (cut to TF32 for float32)."""
+def _operands(gen, dtype: str, a_shape, b_shape, tf32_inputs: bool = True):
+    """Random A and B on the device and the values the kernel multiplies (cut to TF32 for float32 when
+    `tf32_inputs`: a NAX kernel's matmul2d asks for relaxed precision)."""
     a, a_v = _random(gen, a_shape, dtype)
     b, b_v = _random(gen, b_shape, dtype)
-    if dtype == "float32":
+    if dtype == "float32" and tf32_inputs:
         a_v, b_v = tf32(a).astype(np.float64), tf32(b).astype(np.float64)
     return a, a_v, b, b_v
 
@@ -91,29 +93,38 @@ def _splitk_nax_case(name: str, dtype: str, M: int, N: int, K: int, trans: str =
     return Case(name, "steel_gemm_nax", run)
 
 
-def _gather_rhs_nax_case(name: str, dtype: str, M: int, N: int, K: int, groups: int, transpose_b: bool = False,
-                         seed: int = 0) -> Case:
-    """out[i] = a[i] @ b[idx[i]] for M rows of one vector each and sorted `idx`, as GatherMM takes
-    gather_mm_rhs_nax (M == 1, right_sorted): 128-column tiles with K in steps of 128, 16, 32 or 64 rows per
-    tile (M / groups above 48 -> 64, above 24 -> 32), each tile's rows and group found by schedule_row_tile from
-    the group offsets, tiles_m = min(M, ceil(M / bm) + groups - 1). The offsets (first row of each group) are what
-    MLX's gather_mm_offsets kernel writes from the sorted indices."""
+def _gather_rhs_case(name: str, dtype: str, M: int, N: int, K: int, groups: int, transpose_b: bool = False,
+                     nax: bool = True, seed: int = 0) -> Case:
+    """out[i] = a[i] @ b[idx[i]] for M rows of one vector each and sorted `idx`, as GatherMM takes gather_mm_rhs_nax
+    (`nax`) or gather_mm_rhs (M == 1, right_sorted). NAX: 128-column tiles with K in steps of 128, 16, 32 or 64
+    rows per tile (M / groups above 48 -> 64, above 24 -> 32), four simdgroups across; plain: 16 x 64 tiles, K in
+    steps of 16, two simdgroups. Each tile's rows and group are found by schedule_row_tile from the group offsets,
+    tiles_m = min(M, ceil(M / bm) + groups - 1). The offsets (first row of each group) are what MLX's
+    gather_mm_offsets kernel writes from the sorted indices."""
 
     def run(dev) -> Result:
         tname, _, tstr = _TYPES[dtype]
         per = M // groups
-        bm, wm = (64, 2) if per > 48 else (32, 1) if per > 24 else (16, 1)
-        bn, bk, wn = 128, 128, 4
+        if nax:
+            bm, wm = (64, 2) if per > 48 else (32, 1) if per > 24 else (16, 1)
+            bn, bk, wn = 128, 128, 4
+        else:
+            bm, bn, bk, wm, wn = 16, 64, 16, 1, 2
         tb = "t" if transpose_b else "n"
-        base = f"steel_gather_mm_rhs_nax_n{tb}_{tname}_{tname}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
-        src = instantiation(["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_gather_nax.h"], [
-            f'instantiate_kernel("{base}", gather_mm_rhs_nax, {tstr}, {bm}, {bn}, {bk}, {wm}, {wn}, false, '
+        kernel = "gather_mm_rhs_nax" if nax else "gather_mm_rhs"
+        base = f"steel_{kernel}_n{tb}_{tname}_{tname}_bm{bm}_bn{bn}_bk{bk}_wm{wm}_wn{wn}"
+        headers = (["steel/gemm/gemm_nax.h", "steel/gemm/kernels/steel_gemm_gather_nax.h"] if nax
+                   else ["steel/gemm/gemm.h", "steel/gemm/kernels/steel_gemm_gather.h"])
+        src = instantiation(headers, [
+            f'instantiate_kernel("{base}", {kernel}, {tstr}, {bm}, {bn}, {bk}, {wm}, {wn}, false, '
             f'{str(transpose_b).lower()})'])
-        fn = compile_mlx(dev, src, f"{base}.metal").function(base, constants={201: N % bn == 0, 202: K % bk == 0})
+        fn = compile_mlx(dev, src, f"{base}.metal").function(
+            base, constants={200: M % bm == 0, 201: N % bn == 0, 202: K % bk == 0})
         gen = rng(seed)
         idx = np.sort(gen.integers(0, groups, size=M))
         idx[idx == 1] = 2                               # one group owns no rows
-        a, a_v, b, b_v = _operands(gen, dtype, (M, K), (groups, N, K) if transpose_b else (groups, K, N))
+        a, a_v, b, b_v = _operands(gen, dtype, (M, K), (groups, N, K) if transpose_b else (groups, K, N),
+                                   tf32_inputs=nax)
         b_m = np.swapaxes(b_v, -1, -2) if transpose_b else b_v
         want = np.einsum("mk,mkn->mn", a_v, b_m[idx])
         offsets = np.searchsorted(idx, np.arange(groups), "left").astype(np.int32)
@@ -125,7 +136,7 @@ def _gather_rhs_nax_case(name: str, dtype: str, M: int, N: int, K: int, groups: 
                                   [a, b, offsets, out, params, np.int32(groups)])
         return _check(out, want, dtype, scale=math.sqrt(K / 64) + 1)
 
-    return Case(name, "steel_gemm_nax", run)
+    return Case(name, "steel_gemm_nax" if nax else "steel_gemm", run)
 
 
 def _segmented_nax_case(name: str, dtype: str, M: int, N: int, K: int, bounds: tuple[int, ...], trans: str = "nn",
@@ -175,6 +186,8 @@ CASES: list[Case] = [
     _segmented_nax_case("steel_segmented_mm_nax_tn_bfloat16_bk128", "bfloat16", 40, 64, 300, (0, 130, 300), "tn"),
     # gather_mm_rhs_nax calls schedule_row_tile (simd_prefix_inclusive_sum, simd_sum, simd_shuffle) as the right
     # operand of `||`, after `params->tiles_n <= static_cast<int>(tid.x)`, which every lane computes alike
-    _gather_rhs_nax_case("steel_gather_mm_rhs_nax_nn_float16_ragged", "float16", 70, 150, 200, 4),
-    _gather_rhs_nax_case("steel_gather_mm_rhs_nax_nt_bfloat16_64rows", "bfloat16", 200, 128, 256, 3, transpose_b=True),
+    _gather_rhs_case("steel_gather_mm_rhs_nax_nn_float16_ragged", "float16", 70, 150, 200, 4),
+    _gather_rhs_case("steel_gather_mm_rhs_nax_nt_bfloat16_64rows", "bfloat16", 200, 128, 256, 3, transpose_b=True),
+    _gather_rhs_case("steel_gather_mm_rhs_nn_float32_ragged", "float32", 70, 150, 200, 4, nax=False),
+    _gather_rhs_case("steel_gather_mm_rhs_nt_float16", "float16", 96, 128, 64, 3, transpose_b=True, nax=False),
 ]
