@@ -49,6 +49,34 @@ def test_mlx_kernel(dev, case):
     assert result.max_error <= result.tolerance
 
 
+def test_fp_qmm_n_nax_kernels_are_refused_as_the_header_does_not_compile_them(dev):
+    """fp_quantized_nax.h's fp_qmm_n_nax and fp_gather_qmm_n_nax call fp_qmm_n_impl with one argument more than it
+    takes: compiling them fails with the error at the call's line, and nothing runs."""
+    from benchmarks.mlx_kernels.cases_nax_quantized import REFUSED
+
+    for case, where in REFUSED:
+        try:
+            with pytest.raises(metile.MSLCompileError, match="no matching function for call to .fp_qmm_n_impl") as info:
+                case.run(dev)
+        except CorpusUnavailable as e:
+            pytest.skip(str(e))
+        assert where in str(info.value), (case.name, str(info.value))
+
+
+def test_gather_qmm_rhs_nax_with_k_off_the_tile_reads_past_its_scales(dev):
+    """Dispatched as MLX does with K not a multiple of 64, gather_qmm_rhs_nax dequantizes a whole tile in its last K
+    step and reads past the end of the scales; the CPU device stops there, naming the line and the buffer."""
+    from benchmarks.mlx_kernels.cases_nax_quantized import FAULTS
+
+    for case, where in FAULTS:
+        try:
+            with pytest.raises(metile.DeviceFault, match=r"past the end of buffer 2 \(`scales`") as info:
+                case.run(dev)
+        except CorpusUnavailable as e:
+            pytest.skip(str(e))
+        assert where in str(info.value), (case.name, str(info.value))
+
+
 def test_corpus_names_are_unique_and_cover_the_families():
     names = [c.name for c in CASES]
     assert len(names) == len(set(names))

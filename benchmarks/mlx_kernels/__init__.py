@@ -3,7 +3,8 @@
 `CASES` lists every case in order: the row-wise families (`cases_rows`, `cases_reduce`, and `cases_source` for
 kernels defined only in MLX's `.metal` files), then the matrix and attention families (`cases_matmul`, when
 present), the quantized family (`cases_quantized`, when present) and the NAX kernels of Metal 4 tensor ops
-(`cases_nax`, and `cases_nax_gemm` for split-K, gather and segmented NAX GEMM).
+(`cases_nax`, `cases_nax_gemm` for split-K, gather and segmented NAX GEMM, and `cases_nax_quantized` for the
+quantized gather products).
 """
 
 from __future__ import annotations
@@ -30,4 +31,5 @@ CASES: list[Case] = [*cases_rows.CASES, *cases_reduce.CASES, *cases_source.CASES
                      *_optional_cases("benchmarks.mlx_kernels.cases_matmul"),
                      *_optional_cases("benchmarks.mlx_kernels.cases_quantized"),
                      *_optional_cases("benchmarks.mlx_kernels.cases_nax"),
-                     *_optional_cases("benchmarks.mlx_kernels.cases_nax_gemm")]
+                     *_optional_cases("benchmarks.mlx_kernels.cases_nax_gemm"),
+                     *_optional_cases("benchmarks.mlx_kernels.cases_nax_quantized")]

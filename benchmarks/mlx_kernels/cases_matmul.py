@@ -406,14 +406,19 @@ def run_steel_attention(dev, header: str, kernel: str, dtype: str, tiles: tuple[
                         shape: tuple[int, int, int, int, int, int], causal: bool, seed: int):
     """MLX's full attention kernel `kernel` (from steel/attn/kernels/`header`.h) instantiated with blocks of `bq`
     queries and `bk` keys over `wm` x `wn` simdgroups (`tiles`), run as sdpa_full_self_attention dispatches it on
-    random q, k, v of `shape` (B, H, Hkv, qL, kL, D): the output, the ((buffer, values) of q, k, v) and the scale."""
+    random q, k, v of `shape` (B, H, Hkv, qL, kL, D): the output, the ((buffer, values) of q, k, v) and the scale.
+    attention_nax_dsplit (its head dimension split over the wn simdgroups) takes no value dimension and has its
+    own name prefix."""
     B, H, Hkv, qL, kL, D = shape
     bq, bk, wm, wn = tiles
     tname, msl, _ = _TYPES[dtype]
-    bv = "" if kernel.endswith("_nax") else f"_bv{D}"
-    host = f"steel_attention_{tname}_bq{bq}_bk{bk}_bd{D}{bv}_wm{wm}_wn{wn}_mask{tname}"
+    dsplit = kernel.endswith("_dsplit")
+    bv = "" if "_nax" in kernel else f"_bv{D}"
+    prefix = "steel_attention_dsplit" if dsplit else "steel_attention"
+    host = f"{prefix}_{tname}_bq{bq}_bk{bk}_bd{D}{bv}_wm{wm}_wn{wn}_mask{tname}"
+    dims = f"{D}" if dsplit else f"{D}, {D}"
     src = instantiation([f"steel/attn/kernels/{header}.h"], [
-        f'instantiate_kernel("{host}", {kernel}, {msl}, {bq}, {bk}, {D}, {D}, {wm}, {wn}, {msl}, float)'])
+        f'instantiate_kernel("{host}", {kernel}, {msl}, {bq}, {bk}, {dims}, {wm}, {wn}, {msl}, float)'])
     constants = {200: qL % bq == 0, 201: kL % bk == 0, 300: False, 301: causal, 302: False, 303: False}
     fn = compile_mlx(dev, src, f"{host}.metal").function(host, constants=constants)
     gen = rng(seed)
