@@ -111,3 +111,20 @@ def test_the_verifier_refuses_a_chunk_that_does_not_divide_k():
     text = pretty(k).replace(", chunk 32", ", chunk 24")
     with pytest.raises(MetileError, match="chunk 24 of a dot over k = 64 is not a multiple of 8 dividing k"):
         verify(parse(text))
+
+
+@metile.kernel
+def tall_product(A, B, C):
+    """`[1024, 8] x [8, 8]` in f32: 40 KB staged whole, and k = 8 cannot be staged by smaller chunks."""
+    rows, k = metile.arange(0, 1024), metile.arange(0, 8)
+    a = metile.load(A + rows[:, None] * 8 + k[None, :])
+    b = metile.load(B + k[:, None] * 8 + k[None, :])
+    metile.store(C + rows[:, None] * 8 + k[None, :], metile.dot(a, b))
+
+
+def test_a_product_over_one_step_of_k_is_not_chunked():
+    """Its staging is left whole (the kernel is then refused at launch for its threadgroup memory), never given a
+    chunk the verifier refuses."""
+    x = np.zeros(1, np.float32)
+    k = run(TILE_PIPELINE, tall_product.trace(x, x, x), verify_each=True)
+    assert _chunks(k) == [None]

@@ -44,6 +44,7 @@ from metile.ir.tile import (
     Reduce,
     Scan,
     SimdgroupRole,
+    Transpose,
 )
 from metile.ir.types import DType
 from metile.ir.values import Const, SharedAlloc, Var
@@ -91,10 +92,11 @@ def _result_copy(shape: tuple[int, ...]) -> int:
 class Need:
     """What one statement (a scratch use) needs: `other` the elements per dtype of everything but the staging of the
     `planned` products, which it stages too, each with what staging it by chunks adds (its operands read element by
-    element: a product's result among them copied out of its matrices)."""
+    element: a product's result among them copied out of its matrices) and what staging it whole adds (a transposed
+    operand's conversion, which staging by chunks does without)."""
 
     other: dict
-    planned: tuple[tuple[Dot, dict], ...]
+    planned: tuple[tuple[Dot, dict, dict], ...]
 
 
 class _Survey:
@@ -146,7 +148,8 @@ class _Survey:
     def statement(self, s: Stmt, roots: list, kept: bool = False, heavy_only: bool = False) -> None:
         """Record the scratch the statement `s` (its values `roots`) may take; `kept`: values a loop or branch
         carries (a product's result stays in its matrices); `heavy_only`: the definition of a recomputed tile, where
-        only its products, reductions, scans and gathers are computed (the rest is evaluated where it is read)."""
+        only its products, reductions, scans and gathers are computed, with the conversions of their operands (the
+        rest is evaluated where it is read)."""
         other: dict[DType, int] = {}
         planned: list[Dot] = []
         nodes, reads = self.nodes(roots)
@@ -159,10 +162,18 @@ class _Survey:
                                                                                   Fragments))
         element_wise = [v for v in reads
                         if isinstance(self.layouts.get(v.name), Fragments) and id(v) not in accumulated]
+        whole: dict[Dot, dict[DType, int]] = {}   # what a planned product needs only when staged whole
+        flipped: set[int] = set()
+        for d in nodes:
+            if isinstance(d, Dot) and d in self.candidates and d not in self.done:
+                for x in (d.a, d.b):   # a transposed operand converted: staged by chunks, each thread writes its own
+                    if isinstance(x, Transpose) and isinstance(x.x, ConvertLayout) and id(x.x) not in flipped:
+                        flipped.add(id(x.x))
+                        _add(whole.setdefault(d, {}), x.x.x.type.dtype, x.x.x.type.size)
         for n in nodes:
             match n:
-                case ConvertLayout(x) if not heavy_only:
-                    _add(other, x.type.dtype, x.type.size)
+                case ConvertLayout(x) if id(n) not in flipped:   # in a recomputed definition too: a product's
+                    _add(other, x.type.dtype, x.type.size)        # operand is converted there
                 case Reduce(_, x) | ArgReduce(_, x) | Scan(_, x) | Gather(x) if n not in self.done:
                     self.done.add(n)
                     self.exchange(n, x, other)
@@ -181,7 +192,7 @@ class _Survey:
             for v in reads:
                 if isinstance(self.layouts.get(v.name), Blocked):
                     _add(other, v.type.dtype, v.type.size)
-        self.uses.append(Need(other, tuple((d, self.chunked_reads(d)) for d in planned)))
+        self.uses.append(Need(other, tuple((d, self.chunked_reads(d), whole.get(d, {})) for d in planned)))
 
     def chunked_reads(self, d: Dot) -> dict[DType, int]:
         """What staging `d`'s operands by chunks adds: each product result they read, copied out of its matrices."""
@@ -229,17 +240,26 @@ class _Survey:
         return list(out.values()), list(reads.values())
 
     def exchange(self, n, x, other: dict[DType, int]) -> None:
-        """A reduction, scan or gather of `x`: `x` published (a register tile, or a product copied out of its
-        matrices), and partial sums: one per simdgroup and row (scans: two tiles of the accumulator)."""
-        _add(other, x.type.dtype, x.type.size)
-        if isinstance(x, Var) and isinstance(self.layouts.get(x.name), Fragments) or isinstance(x, Dot):
-            _add(other, F32, _result_copy(x.type.shape))
-        sgs = max(1, self.threads // 32)
-        rows = max(1, x.type.size // max(1, x.type.shape[-1])) if x.type.shape else 1
+        """A reduction, scan or gather of `x` (`metile.rewrite.lower.reductions`): the tiles it reads that threads
+        hold in registers published (a product's result copied out of its matrices first), partial sums (one per
+        simdgroup, and per row of a product's result), a scan's two tiles of its accumulator, a gather's source."""
+        nodes, reads = self.nodes([x, getattr(n, "valid", None)])
         acc = F32 if x.type.dtype.is_float else x.type.dtype
-        _add(other, acc, 2 * x.type.size if isinstance(n, Scan) else sgs * rows)
+        for v in [*reads, *(d for d in nodes if isinstance(d, Dot))]:
+            lay = self.layouts.get(v.name) if isinstance(v, Var) else None
+            if isinstance(v, Dot) or isinstance(lay, Fragments):
+                _add(other, F32, _result_copy(v.type.shape))
+                _add(other, acc, v.type.shape[-2] * max(1, self.threads // 32))
+            elif isinstance(lay, Blocked):
+                _add(other, v.type.dtype, v.type.size)
+        sgs = max(1, self.threads // 32)
+        _add(other, acc, sgs)
         if isinstance(n, ArgReduce):
-            _add(other, DType.I32, sgs * rows)
+            _add(other, DType.I32, sgs)
+        if isinstance(n, Scan):
+            _add(other, acc, 2 * x.type.size)
+        if isinstance(n, Gather):
+            _add(other, x.type.dtype, x.type.size)
 
     def product(self, d: Dot, other: dict[DType, int], planned: list[Dot]) -> None:
         """A product: its staged operands (a planned one's are counted apart), its partial sums over slices of k,
@@ -283,11 +303,11 @@ class _Bound:
         longest: dict[DType, int] = {}
         for use in self.survey.uses:
             need = dict(use.other)
-            for d, extra in use.planned:
+            for d, by_chunks, whole in use.planned:
                 chunk = chunks.get(d)
                 for dtype, n in staging(d, self.survey.k.schedule.dots.get(d, PLAIN), chunk).items():
                     need[dtype] = need.get(dtype, 0) + n
-                for dtype, n in extra.items() if chunk is not None else ():
+                for dtype, n in (whole if chunk is None else by_chunks).items():
                     need[dtype] = need.get(dtype, 0) + n
             for dtype, n in need.items():
                 longest[dtype] = max(longest.get(dtype, 0), n)
@@ -356,9 +376,9 @@ def choose_chunks(k: Kernel, limit: int, threads: int, dots: list[Dot]) -> dict[
     chunks: dict[Dot, int | None] = {}
     for d in cands:   # operands that alone, staged whole, exceed the target's memory
         how = k.schedule.dots.get(d, PLAIN)
-        if _staged_bytes(d, how, None) > limit:
-            k_ = d.a.type.shape[1]
-            chunks[d] = next((kc for kc in _chunks(k_) if _staged_bytes(d, how, kc) <= limit * 3 // 4), 8)
+        options = _chunks(d.a.type.shape[1])
+        if options and _staged_bytes(d, how, None) > limit:   # k = 8 cannot be cut
+            chunks[d] = next((kc for kc in options if _staged_bytes(d, how, kc) <= limit * 3 // 4), options[-1])
     fixed = sum(n.size * n.dtype.itemsize for n in scan(k).of(SharedAlloc))
     bound = _Bound(_Survey(k, threads, limit, frozenset(cands)), fixed)
     if bound.bytes(chunks) <= limit:
