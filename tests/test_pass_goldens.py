@@ -74,7 +74,18 @@ def _products():
             "gemm_simdgroup": mm.trace(y, y, x, 64, 64, 64, BM=32, BN=32, BK=16, PREC="tf32", mma="simdgroup")}
 
 
+def _staged():
+    """The examples of `plan_staging` beside the others: operands too large to stage whole, and operands that fit
+    whole but not beside the kernel's other scratch."""
+    from test_staging_plan import big_product, product_and_exchange
+
+    x, f = np.zeros(1, np.float16), np.zeros(1, np.float32)
+    return {"big_product": big_product.trace(x, x, f),
+            "product_and_exchange": product_and_exchange.trace(x, x, f, f, f, N=64)}
+
+
 EXTRA = {"insert_conversions": ("`softmax_t`, `add_row` in tests/test_conversions.py", _moves),
+         "plan_staging": ("`big_product`, `product_and_exchange` in tests/test_staging_plan.py", _staged),
          "use_tensor_ops": ("`gemm` in tests/test_tensor_ops.py", _products)}
 """Per pass, examples of its golden beyond the common ones (named in its header, and the function making them)."""
 

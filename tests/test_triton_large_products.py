@@ -155,7 +155,7 @@ def masked_scores(Q, K, Mask, Out, L: tl.constexpr, D: tl.constexpr):
 
 def test_a_product_beside_scratch_of_another_dtype_stages_its_operands_in_chunks():
     """Its operands staged whole (26 KB of bf16) beside the f32 scratch that hands the product to the selection
-    (16 KB) took 42 KB: the kernel is lowered again with less memory for staging, and stages them by chunks of k."""
+    (16 KB) took 42 KB: `plan_staging` bounds that scratch before lowering, and stages them by chunks of k."""
     torch.manual_seed(0)
     q, k = (torch.randn(64, 64).to(torch.bfloat16) for _ in range(2))
     mask = (torch.rand(64, 64) > 0.5).float()

@@ -99,13 +99,14 @@ def _colon_type(p: Parser) -> Type:
 
 def _mma_plan(p: Parser) -> MmaPlan:
     """`, pad [A, B]`, `, serpentine`, `, preload`, `, hoist [0|1, 0|1]`, `, split S`, `, direct [0|1, 0|1]`,
-    `, simdgroups [M, N]`, `, engine E` after a `dot`'s operands (each optional, in that order)."""
+    `, chunk C`, `, simdgroups [M, N]`, `, engine E` after a `dot`'s operands (each optional, in that order)."""
     pad = _pair(p) if _option(p, "pad") else (0, 0)
     serpentine = _option(p, "serpentine")
     preload = _option(p, "preload")
     hoist = tuple(bool(x) for x in _pair(p)) if _option(p, "hoist") else (False, False)
     split = p.int() if _option(p, "split") else 1
     direct = tuple(bool(x) for x in _pair(p)) if _option(p, "direct") else (False, False)
+    chunk = p.int() if _option(p, "chunk") else None
     simdgroups = _pair(p) if _option(p, "simdgroups") else None
     engine = MmaEngine.SIMDGROUP_MATRIX
     if _option(p, "engine"):
@@ -114,7 +115,7 @@ def _mma_plan(p: Parser) -> MmaPlan:
             engine = MmaEngine(p.ident())
         except ValueError:
             p.fail(f"expected an engine ({', '.join(e.value for e in MmaEngine)})", at)
-    return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups, engine)
+    return MmaPlan(pad, serpentine, preload, hoist, split, direct, simdgroups, engine, chunk)
 
 
 def _size(p: Parser) -> int:

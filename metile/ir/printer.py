@@ -159,6 +159,7 @@ def _mma_plan(how: MmaPlan | None) -> str:
     text += f", hoist [{int(how.hoist[0])}, {int(how.hoist[1])}]" if any(how.hoist) else ""
     text += f", split {how.split}" if how.split != 1 else ""
     text += f", direct [{int(how.direct[0])}, {int(how.direct[1])}]" if any(how.direct) else ""
+    text += f", chunk {how.chunk}" if how.chunk is not None else ""
     text += f", simdgroups [{how.simdgroups[0]}, {how.simdgroups[1]}]" if how.simdgroups else ""
     return text + (f", engine {how.engine.value}" if how.engine is not MmaEngine.SIMDGROUP_MATRIX else "")
 

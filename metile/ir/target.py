@@ -32,10 +32,7 @@ class AppleTarget:
     - `default_simdgroups`: the simdgroups of a program with `dot` unless the launch asks; `max_auto_threads`: the
       most threads chosen for a tile kernel; `max_elements_per_thread`: the most elements of a tile one thread
       holds;
-    - `family`: Apple's GPU family name; `tensor_ops`: whether Metal 4 tensor operations (M5) are available;
-    - `staging_memory`: the most bytes a `dot`'s two operands staged whole may take before they are staged a chunk
-      of k at a time (None: `threadgroup_memory`); `metile.rewrite.pipeline.run` lowers a kernel again with less
-      when its threadgroup memory exceeds the target's.
+    - `family`: Apple's GPU family name; `tensor_ops`: whether Metal 4 tensor operations (M5) are available.
     """
 
     family: str = "apple7"
@@ -50,7 +47,6 @@ class AppleTarget:
     max_auto_threads: int = 256
     max_elements_per_thread: int = 256
     tensor_ops: bool = False
-    staging_memory: int | None = None
 
 
 DEFAULT_TARGET = AppleTarget()

@@ -292,7 +292,10 @@ class MmaPlan:
       over its grid of 8x8 pieces, as `assign_layouts` chose from the layout of the pieces (None: the lowering
       chooses). It applies where the product runs on `sg_m * sg_n * split` simdgroups;
     - `engine`: what multiplies the staged operands (`MmaEngine`; `use_tensor_ops` chooses `matmul2d` where the
-      target has tensor operations)."""
+      target has tensor operations);
+    - `chunk`: the columns of `a` (rows of `b`) staged in threadgroup memory at a time, a multiple of 8 dividing k
+      and short of it, each chunk multiplied before the next overwrites it (`plan_staging`, from the target's
+      threadgroup memory and what the kernel's other scratch takes); None: staged whole."""
 
     pad: tuple[int, int] = (0, 0)
     serpentine: bool = False
@@ -302,6 +305,7 @@ class MmaPlan:
     direct: tuple[bool, bool] = (False, False)
     simdgroups: tuple[int, int] | None = None
     engine: MmaEngine = MmaEngine.SIMDGROUP_MATRIX
+    chunk: int | None = None
 
 
 @node

@@ -142,8 +142,8 @@ class _Verifier:
 
     def schedule(self, k: Kernel) -> None:
         """The optimisation passes' choices: an `MmaPlan` per `Dot` (paddings of 0 or more, two hoist flags, a
-        positive split, simdgroups that divide its 8x8 pieces), a positive buffer count per `For`, and a layout per
-        named tile that can hold it (`metile.ir.verify_layouts`)."""
+        positive split, a chunk of k that divides it, simdgroups that divide its 8x8 pieces), a positive buffer
+        count per `For`, and a layout per named tile that can hold it (`metile.ir.verify_layouts`)."""
         sch = k.schedule
         if not isinstance(sch, Schedule):
             self.fail(f"the kernel's schedule must be a Schedule, not {type(sch).__name__}", k)
@@ -153,6 +153,9 @@ class _Verifier:
                     and all(isinstance(x, bool) for x in how.hoist) and isinstance(how.split, int) and how.split >= 1
                     and len(how.direct) == 2 and all(isinstance(x, bool) for x in how.direct)):
                 self.fail(f"schedule: {how!r} is not a valid MmaPlan of a dot", k)
+            if how.chunk is not None and not _chunks(d, how.chunk):
+                self.fail(f"schedule: chunk {how.chunk!r} of a dot over k = {d.a.type.shape[-1]} is not a multiple "
+                          "of 8 dividing k and short of it", k)
             if how.simdgroups is not None and not _arranges(d, how.simdgroups):
                 self.fail(f"schedule: simdgroups {how.simdgroups!r} do not divide the 8x8 pieces of a "
                           f"[{d.a.type.shape[0]}, {d.b.type.shape[1]}] product", k)
@@ -484,6 +487,13 @@ class _Verifier:
             for i, (a, b) in enumerate(zip(expected, tys)):
                 if a != b:
                     self.fail(f"{type(s).__name__}: {name}[{i}] is {b} but the {what}[{i}] is {a}", s)
+
+
+def _chunks(d: Dot, chunk: object) -> bool:
+    """Whether `chunk` is a chunk of k `d` can stage its operands by: a multiple of 8 dividing k, short of it."""
+    k = d.a.type.shape[-1] if d.a.type.shape else 0
+    return isinstance(chunk, int) and not isinstance(chunk, bool) and 8 <= chunk < k and chunk % 8 == 0 \
+        and k % chunk == 0
 
 
 def _arranges(d: Dot, sgs) -> bool:

@@ -11,7 +11,7 @@ What a user of the compiler needs is exported here:
 
 Modules: `driver` (the drivers), `passes` (`Pass`, contracts, textual pipelines), `context` (`PassContext`),
 `pipeline` (`DEFAULT_PIPELINE`, `run`, `parse_pipeline`; its `pipeline(spec, extra)` is not exported here, where
-that name is the module's), `fold`, `inactive`, `optimize`, `tensor_ops`, `plan`, `layouts`, `lower` and
+that name is the module's), `fold`, `inactive`, `optimize`, `tensor_ops`, `plan`, `layouts`, `staging_plan`, `lower` and
 `threadgroup_memory` (the passes and their rules), `errors`.
 """
 
@@ -46,6 +46,7 @@ from metile.rewrite.passes import (
 )
 from metile.rewrite.pipeline import DEFAULT_PIPELINE, OPTIONAL_PASSES, check_pipeline, parse_pipeline, run
 from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.staging_plan import plan_staging
 from metile.rewrite.tensor_ops import use_tensor_ops
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
@@ -54,6 +55,6 @@ __all__ = [
     "Rule", "UnsupportedConstructError", "allocate_threadgroup_memory", "assign_layouts", "bottom_up", "by_class",
     "check_order", "check_pipeline", "define_pass", "direct_operands", "first_of", "fold_constants", "group_programs",
     "hoist_staging", "insert_conversions", "lower_tiles", "multi_buffer", "pad_staging", "parse_pipeline", "pass_key",
-    "pass_name", "plan_launch", "preload_fragments", "run", "serpentine_mma", "skip_inactive", "split_k", "substitute",
-    "use_tensor_ops", "vectorize_memory",
+    "pass_name", "plan_launch", "plan_staging", "preload_fragments", "run", "serpentine_mma", "skip_inactive",
+    "split_k", "substitute", "use_tensor_ops", "vectorize_memory",
 ]

@@ -62,7 +62,7 @@ def _plan_dots(k: Kernel, ctx: PassContext, choose) -> Kernel:
     return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
 
 
-@define_pass(precedes=[Fact.METAL_IR], optional=True)
+@define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
 def pad_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
@@ -90,7 +90,7 @@ def preload_fragments(k: Kernel, ctx: PassContext) -> Kernel:
                       if d.a.type.shape[1] >= 8 * PRELOAD_STEPS else None)
 
 
-@define_pass(precedes=[Fact.METAL_IR], optional=True)
+@define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
 def hoist_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Mark the operands of the products in each loop's body that are the same in every iteration (a name bound
     before the loop: not its index, not a carried value, nothing the body binds), to be staged once before it."""
@@ -147,7 +147,7 @@ def _vars(x) -> tuple[Var, ...]:
     return (x,) if isinstance(x, Var) else tuple(x)
 
 
-@define_pass(precedes=[Fact.LAUNCH_PLAN, Fact.METAL_IR], optional=True)
+@define_pass(precedes=[Fact.LAUNCH_PLAN, Fact.STAGING, Fact.METAL_IR], optional=True)
 def split_k(k: Kernel, ctx: PassContext) -> Kernel:
     """Cut the k dimension of the products too small for the program's simdgroups (fewer 8x8 pieces than it has
     simdgroups to share them) into as few slices as keep every simdgroup busy, when k has at least two 8-wide
@@ -176,7 +176,7 @@ def split_k(k: Kernel, ctx: PassContext) -> Kernel:
     return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None)
 
 
-@define_pass(precedes=[Fact.METAL_IR], optional=True)
+@define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
 def direct_operands(k: Kernel, ctx: PassContext) -> Kernel:
     """With the launch option `direct_operands=True`: mark each `dot` operand that is a tile load with no mask
     whose addresses are row-major with unit column stride, to be read by each simdgroup straight from device
@@ -226,7 +226,7 @@ def _loop_dots(s: For, found) -> list[Dot]:
     return list(out)
 
 
-@define_pass(precedes=[Fact.METAL_IR], optional=True)
+@define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
 def multi_buffer(k: Kernel, ctx: PassContext) -> Kernel:
     """Rotate the staged operands of each pipelined loop's products through `num_stages` buffers (as many as fit
     in threadgroup memory; loops that ask for one stage, or stage nothing, keep one buffer)."""

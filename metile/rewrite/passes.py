@@ -39,6 +39,7 @@ class Fact(enum.Enum):
     LAUNCH_PLAN = "the launch plan (threads, vector width, simdgroups of each role)"
     MMA_LAYOUTS = "the layout of every named tile"
     CONVERSIONS = "every move of a register tile between threads made explicit (convert_layout)"
+    STAGING = "the chunk of k each product stages its operands by, planned against threadgroup memory"
     SIMT_IR = "per-thread code (SIMT IR)"
     METAL_IR = "Metal IR"
 

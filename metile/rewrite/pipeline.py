@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-import attrs
-
 from metile.ir.errors import MetileError
 from metile.ir.stmts import Kernel
 from metile.ir.target import DEFAULT_TARGET, AppleTarget
@@ -44,6 +42,7 @@ from metile.rewrite.optimize import (
 from metile.rewrite.passes import Pass, PipelineError, check_order, pass_key, pass_name
 from metile.rewrite.passes import parse_pipeline as parse_named
 from metile.rewrite.plan import plan_launch, vectorize_memory
+from metile.rewrite.staging_plan import plan_staging
 from metile.rewrite.tensor_ops import use_tensor_ops
 from metile.rewrite.threadgroup_memory import allocate_threadgroup_memory
 
@@ -63,6 +62,7 @@ TILE_PIPELINE: list[Pass] = [
     use_tensor_ops,       # targets with Metal 4 tensor operations: products computed by matmul2d
     multi_buffer,         # tile_range(num_stages=N): staged operands rotate through N buffers
     insert_conversions,   # a register tile read at elements other threads hold: convert_layout to shared scratch
+    plan_staging,         # products whose operands do not fit beside the kernel's other scratch: staged by chunks of k
 ]
 """The passes on Tile IR: what the lowering then carries out is decided and recorded here."""
 
@@ -113,20 +113,11 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
     Verified after each pass when `verify_each` (see the module docstring).
     """
     check_order(passes, DEFAULT_PIPELINE)
-    passes = list(passes)
     ctx = PassContext(target)
-    i = 0
-    while i < len(passes):
-        p = passes[i]
-        if p is lower_tiles and allocate_threadgroup_memory in passes[i:]:
-            j = passes.index(allocate_threadgroup_memory, i) + 1
-            k = _lower(passes[i:j], k, ctx, verify_each, on_pass)
-            i = j
-            continue
+    for p in passes:
         k = _apply(p, k, ctx, verify_each)
         if on_pass is not None:
             on_pass(pass_name(p), k)
-        i += 1
     return k
 
 
@@ -143,49 +134,6 @@ def _apply(p, k: Kernel, ctx: PassContext, verify_each: bool) -> Kernel:
     if verify_each:
         verify(out, after=pass_name(p))
     return out
-
-
-def _lower(passes: list, k: Kernel, ctx: PassContext, verify_each: bool, on_pass) -> Kernel:
-    """`k` after `passes`, from `lower_tiles` to `allocate_threadgroup_memory`. When the kernel then takes more
-    threadgroup memory than the target has, and the target does not limit staging yet, they run again on targets
-    whose `staging_memory` is the target's memory short of the excess, then half that, and so on (at most
-    `RELOWERINGS` tries): a
-    `dot` whose operands, staged whole, filled the memory beside the kernel's other scratch (a tile exchanged
-    between threads, of another dtype: each dtype has its arena) then stages them a chunk of k at a time. The first
-    kernel that fits is kept, else the first; `on_pass` sees the passes of the kernel kept."""
-    steps = []
-    out = k
-    for p in passes:
-        out = _apply(p, out, ctx, verify_each)
-        steps.append((pass_name(p), out))
-    limit = ctx.target.threadgroup_memory
-    if out.plan is None or out.plan.threadgroup_memory <= limit or ctx.target.staging_memory is not None:
-        return _report(steps, on_pass)
-    budget = 2 * limit - out.plan.threadgroup_memory   # the target's memory short of the excess, then halved
-    for _ in range(RELOWERINGS):
-        if budget <= 0:
-            break
-        again, tries = k, []
-        ctx2 = PassContext(attrs.evolve(ctx.target, staging_memory=budget))
-        for p in passes:
-            again = _apply(p, again, ctx2, verify_each)
-            tries.append((pass_name(p), again))
-        if again.plan is not None and again.plan.threadgroup_memory <= limit:
-            return _report(tries, on_pass)
-        budget //= 2
-    return _report(steps, on_pass)
-
-
-RELOWERINGS = 3
-"""How many times `run` lowers a kernel again with less memory for staged `dot` operands (see `_lower`)."""
-
-
-def _report(steps: list, on_pass) -> Kernel:
-    """The last kernel of `steps` (pass name, kernel), each reported to `on_pass` first when given."""
-    if on_pass is not None:
-        for name, kernel in steps:
-            on_pass(name, kernel)
-    return steps[-1][1]
 
 
 __all__ = ["DEFAULT_PIPELINE", "LOWERING_PIPELINE", "OPTIONAL_PASSES", "TILE_PIPELINE", "Pass", "PipelineError",

@@ -85,7 +85,7 @@ def _mode(d: Dot, how: MmaPlan, ctx: EngineCtx) -> MmaEngine:
         MmaEngine.MATMUL2D_THREADGROUP
 
 
-@define_pass(requires=[Fact.LAUNCH_PLAN], precedes=[Fact.METAL_IR], optional=True)
+@define_pass(requires=[Fact.LAUNCH_PLAN], precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
 def use_tensor_ops(k: Kernel, ctx: PassContext) -> Kernel:
     """Record `matmul2d` as the engine of each product it computes, on a target with tensor operations (see the
     module docstring); the body is untouched."""

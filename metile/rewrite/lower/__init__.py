@@ -58,7 +58,8 @@ def facts_of(k: Kernel, ctx: PassContext) -> Facts:
                  axis_analysis(k, ctx.analyses), k.schedule.layouts)
 
 
-@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN, Fact.MMA_LAYOUTS, Fact.CONVERSIONS], provides=[Fact.SIMT_IR])
+@define_pass(requires=[Fact.ACTIVITY, Fact.LAUNCH_PLAN, Fact.MMA_LAYOUTS, Fact.CONVERSIONS, Fact.STAGING],
+             provides=[Fact.SIMT_IR])
 def lower_tiles(k: Kernel, ctx: PassContext) -> Kernel:
     """The SIMT IR kernel computing the planned Tile IR kernel `k` (see the module docstring); its scratch memory
     and rings are placed by `allocate_threadgroup_memory`."""

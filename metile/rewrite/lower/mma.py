@@ -4,9 +4,10 @@
 that loop's ring of buffers, `Ring`), and each simdgroup multiplies-accumulates its 8x8 pieces of the result
 (`MmaGeometry`) with `simdgroup_load` / `simdgroup_multiply_accumulate`, one 8-wide step of k per iteration of a
 loop (with the next step's operands preloaded, and the products in serpentine order, when the plan says so).
-Operands too large to stage whole in threadgroup memory are staged a chunk of k at a time (`k_chunk`,
-`chunked_products`), each chunk multiplied before the next overwrites it. What becomes of the result (kept in
-matrices, stored from them, read element by element) is in `metile.rewrite.lower.mma_use`.
+Operands whose plan says to stage them a chunk of k at a time (`plan_staging` chose it, against the target's
+threadgroup memory) are staged so (`k_chunk`, `chunked_products`), each chunk multiplied before the next
+overwrites it. What becomes of the result (kept in matrices, stored from them, read element by element) is in
+`metile.rewrite.lower.mma_use`.
 """
 
 from __future__ import annotations
@@ -107,28 +108,14 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
 
 
 def k_chunk(blk: Block, d: Dot) -> int | None:
-    """The columns of `a` (rows of `b`) to stage at a time when both operands staged whole would take more than
-    the target's threadgroup memory (`[128, 64] x [64, 128]` in f16 takes 35 KB of 32), or than its
-    `staging_memory` when that is set (the kernel's other scratch did not fit beside them): the largest multiple of 8
-    dividing k whose staging takes at most three quarters of it; None when they fit whole, or when the operands are
-    not staged in scratch (a role's channel, a buffer staged once before a loop, device memory, a ring)."""
+    """The columns of `a` (rows of `b`) to stage at a time, as `plan_staging` recorded in the product's plan
+    (`metile.rewrite.staging_plan`); None when it stages them whole, or when the operands are not staged in scratch
+    (a role's channel, a buffer staged once before a loop, device memory, a ring)."""
     plan = how(blk, d)
-    a, b = d.a, d.b
-    (m, k), n = a.type.shape, b.type.shape[1]
-    if blk.ring is not None or any(plan.hoist) or any(plan.direct) or X.channel_of(blk, a) is not None \
-            or X.channel_of(blk, b) is not None:
+    if plan.chunk is None or blk.ring is not None or any(plan.hoist) or any(plan.direct) \
+            or X.channel_of(blk, d.a) is not None or X.channel_of(blk, d.b) is not None:
         return None
-    sa, sb = a.type.dtype.itemsize, b.type.dtype.itemsize
-    target = blk.facts.target
-    limit = target.threadgroup_memory if target.staging_memory is None else target.staging_memory
-
-    def cost(kc: int) -> int:
-        pad = staging_pad(kc, sa) if plan.pad[0] else 0
-        return m * (kc + pad) * sa + kc * (n + plan.pad[1]) * sb
-
-    if cost(k) <= limit:
-        return None
-    return next((kc for kc in range(k - 8, 7, -8) if k % kc == 0 and cost(kc) <= limit * 3 // 4), 8)
+    return plan.chunk
 
 
 def chunked_products(blk: Block, geom: MmaGeometry, d: Dot, mats: list[Value], chunk: int) -> list[Value]:
