@@ -452,6 +452,21 @@ def map_children(f: Callable[[Node], Node], n: Node) -> Node:
     return cls(**changes)
 
 
+def evolve_node(n: T, **changes) -> T:
+    """`attrs.evolve(n, **changes)` for a node (`changes` keyed by `__init__` argument): the node's class built from
+    the changes and the node's other `__init__` fields, without attrs' reflection over the class's fields (passes
+    set a kernel's plan or schedule this way on every compile). A field given its own value keeps that object (a
+    kernel's body stays the body its analyses were made of)."""
+    cls = n.__class__
+    init = _INIT_NAMES.get(cls)
+    if init is None:
+        init = _INIT_NAMES[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
+    for name, alias in init:
+        if alias not in changes:
+            changes[alias] = getattr(n, name)
+    return cls(**changes)
+
+
 def children(n: Node) -> list[Node]:
     """The direct child nodes of `n`, in field order."""
     get = _CHILDREN.get(n.__class__)
@@ -498,4 +513,5 @@ def walk(root: Node) -> Iterator[Node]:
                 push(c)
 
 
-__all__ = ["Node", "PVectorType", "as_tuple", "children", "lazy_type", "map_children", "node", "type_error", "walk"]
+__all__ = ["Node", "PVectorType", "as_tuple", "children", "evolve_node", "lazy_type", "map_children", "node",
+           "type_error", "walk"]

@@ -33,7 +33,7 @@ import attrs
 from pyrsistent import pmap
 
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
-from metile.ir.node import children, walk
+from metile.ir.node import children, evolve_node, walk
 from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import AtomicAdd, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -381,7 +381,7 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
     schedule = attrs.evolve(k.schedule, dots=a.recorded_plans(), layouts=pmap(a.layouts))
-    return k if schedule == k.schedule else attrs.evolve(k, schedule=schedule)
+    return k if schedule == k.schedule else evolve_node(k, schedule=schedule)
 
 
 __all__ = ["ROLL_SLOTS", "Group", "assign_layouts", "dot_accumulation", "fragments_of"]
