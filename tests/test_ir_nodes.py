@@ -93,7 +93,7 @@ from metile.ir import (
     parse_type,
 )
 from metile.ir.layouts import Blocked, Shared
-from metile.ir.node import type_error
+from metile.ir.node import evolve_node, type_error
 from metile.ir.stages import ADMITTED
 from metile.ir.types import broadcast_shapes, fits
 from metile.ir.verify import VerifyError, verify
@@ -169,6 +169,16 @@ def test_map_children_rebuilds_only_on_change():
     assert map_children(lambda c: c, loop) is loop
     swapped = map_children(lambda c: Const(2, I32) if c == Const(1, I32) else c, loop)
     assert swapped.step == Const(2, I32) and swapped.body == loop.body and swapped.index is loop.index
+
+
+def test_evolve_node_is_attrs_evolve_keeping_the_other_fields_objects():
+    k = Kernel("k", Stage.TILE, [X], [Barrier()], {"B": 4}, loc=Loc("f.py", 1, 2))
+    out = evolve_node(k, stage=Stage.SIMT)
+    assert out == attrs.evolve(k, stage=Stage.SIMT) and out.stage is Stage.SIMT and out != k
+    assert out.body is k.body and out.params is k.params and out.meta is k.meta and out.loc == k.loc
+    assert hash(out) == hash(attrs.evolve(k, stage=Stage.SIMT))
+    y = evolve_node(Binary(BinOp.ADD, x8, x8), rhs=Const(1.0, F32))
+    assert y == Binary(BinOp.ADD, x8, Const(1.0, F32)) and y.lhs is x8
 
 
 # ---- types of values

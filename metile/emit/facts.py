@@ -240,12 +240,16 @@ def _written(stores: list[Value], defs: dict[str, tuple[Value, ...]]) -> frozens
     """`pointer_roots(stores, defs)`, a parameter offset by `AddPtr`s read directly."""
     found: set[str] = set()
     others = []
+    names: set[str] = set()   # the names among `others`: a name's roots are followed once (a row pointer's stores)
     for p in stores:
         while p.__class__ is AddPtr:
             p = p.ptr
         if p.__class__ is Param:
             found.add(p.name)
-        else:
+        elif p.__class__ is not Var:
+            others.append(p)
+        elif p.name not in names:
+            names.add(p.name)
             others.append(p)
     return frozenset(found) | pointer_roots(others, defs) if others else frozenset(found)
 

@@ -33,7 +33,7 @@ import attrs
 from pyrsistent import pmap
 
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, TileLayout
-from metile.ir.node import children, walk
+from metile.ir.node import children, evolve_node, walk
 from metile.ir.ops import BinOp, Stage
 from metile.ir.stmts import AtomicAdd, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -135,6 +135,7 @@ class _Assign:
         self.layouts: dict[str, TileLayout] = {}
         self.plans = k.schedule.dots
         self.has_dots = found.has(Dot)   # without a product, `products_in` has none to find
+        self.has_atomics = found.has(AtomicRMW)   # without one, no value writes memory
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
@@ -305,7 +306,7 @@ class _Assign:
                             and not any(_reads(u, name, depends) for u in stmts[j + 1:])):
                         out.add(name)
                     break
-                if not isinstance(t, Let) or any(isinstance(n, AtomicRMW) for n in walk(t.value)):
+                if not isinstance(t, Let) or self.has_atomics and any(isinstance(n, AtomicRMW) for n in walk(t.value)):
                     break   # a statement that may write memory the load reads
                 if not depends(t.value, name):
                     continue
@@ -381,7 +382,7 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
     schedule = attrs.evolve(k.schedule, dots=a.recorded_plans(), layouts=pmap(a.layouts))
-    return k if schedule == k.schedule else attrs.evolve(k, schedule=schedule)
+    return k if schedule == k.schedule else evolve_node(k, schedule=schedule)
 
 
 __all__ = ["ROLL_SLOTS", "Group", "assign_layouts", "dot_accumulation", "fragments_of"]

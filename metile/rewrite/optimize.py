@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.node import children
+from metile.ir.node import children, evolve_node
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
 from metile.ir.tile import Dot, MmaPlan, NumPrograms, ProgramId, SimdgroupRole
@@ -59,7 +59,7 @@ def _plan_dots(k: Kernel, ctx: PassContext, choose) -> Kernel:
         new = choose(d, old.get(d, PLAIN))
         if new is not None and new != old.get(d, PLAIN):
             plans = plans.set(d, new)
-    return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
+    return k if plans is old else evolve_node(k, schedule=attrs.evolve(k.schedule, dots=plans))
 
 
 @define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
@@ -241,7 +241,7 @@ def multi_buffer(k: Kernel, ctx: PassContext) -> Kernel:
         fits = min(stages, ctx.target.threadgroup_memory // per) if per else 1
         if fits > 1:
             chosen = chosen.set(s, fits)
-    return k if chosen is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, loops=chosen))
+    return k if chosen is old else evolve_node(k, schedule=attrs.evolve(k.schedule, loops=chosen))
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)

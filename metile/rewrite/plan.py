@@ -21,8 +21,7 @@ The uniformity analyses (which variables differ between threads) are in `metile.
 
 from __future__ import annotations
 
-import attrs
-
+from metile.ir.node import evolve_node
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, Kernel, LaunchPlan, Let, RoleSpan, Store
 from metile.ir.target import DEFAULT_TARGET, AppleTarget
@@ -83,7 +82,7 @@ def plan_launch(k: Kernel, ctx: PassContext) -> Kernel:
     single elements (`vectorize_memory` may then give it runs of 4)."""
     if k.stage is not Stage.TILE:
         raise UnsupportedConstructError(f"plan_launch takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
-    return attrs.evolve(k, plan=_plan(k, ctx, vectorize=False))
+    return evolve_node(k, plan=_plan(k, ctx, vectorize=False))
 
 
 @define_pass(requires=[Fact.LAUNCH_PLAN], precedes=[Fact.METAL_IR], optional=True)
@@ -97,7 +96,7 @@ def vectorize_memory(k: Kernel, ctx: PassContext) -> Kernel:
     if k.plan.vector_width != 1 or scan(k, ctx.analyses).of(Dot):   # a kernel with `dot`: its products fix threads
         return k
     plan = _plan(k, ctx, vectorize=True)
-    return k if plan == k.plan else attrs.evolve(k, plan=plan)
+    return k if plan == k.plan else evolve_node(k, plan=plan)
 
 
 def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:

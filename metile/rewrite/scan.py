@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from metile.ir.node import Node, children, walk
+from metile.ir.node import Node, children, children_getter, walk
 from metile.ir.stmts import Kernel
 from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
@@ -32,8 +32,7 @@ _NONE: frozenset[str] = frozenset()
 
 
 _NOT_VALUE: tuple = ()  # the kind of a class that is not a value (an empty tuple, never a value's kind)
-_KINDS: dict[type, tuple] = {}  # node class -> (varying source, heavy, Var), or _NOT_VALUE
-_STMTS: dict[type, bool] = {}   # node class -> whether it is a statement
+_CLASSES: dict[type, tuple] = {}  # node class -> (whether it is a statement, its kind, its children getter)
 
 
 def _kind(cls: type) -> tuple:
@@ -42,8 +41,14 @@ def _kind(cls: type) -> tuple:
     return issubclass(cls, VARYING_SOURCES), issubclass(cls, HEAVY), issubclass(cls, Var)
 
 
-def _is_stmt(cls: type) -> bool:
-    found = _STMTS[cls] = issubclass(cls, Stmt)
+def _class_facts(cls: type) -> tuple:
+    """What the scan needs of a node class, found by one lookup per node: whether it is a statement, its kind
+    (`_kind`) and the function listing an instance's children (`metile.ir.node.children`'s own, once the class has
+    made its generated methods)."""
+    getter = children_getter(cls)
+    found = (issubclass(cls, Stmt), _kind(cls), getter if getter is not None else children)
+    if getter is not None:
+        _CLASSES[cls] = found
     return found
 
 
@@ -105,11 +110,11 @@ class Scan:
         # The stack holds a node to visit, or `(node, children, opened)` once its children are pushed (`opened`:
         # where a statement's span starts in `nodes` and `skipped`, None for a value).
         stack: list = [k]
-        pop, push, get, add = stack.pop, stack.append, facts.get, seen.add
+        pop, push, get, add, classes = stack.pop, stack.append, facts.get, seen.add, _CLASSES
         while stack:
             n = pop()
             if n.__class__ is tuple:
-                n, kids, opened = n
+                n, kids, opened, kind = n
                 cls = n.__class__
                 if opened is not None:
                     first, skip = opened
@@ -119,15 +124,13 @@ class Scan:
                 if key in seen:
                     continue
                 cls = n.__class__
-                is_stmt = _STMTS.get(cls)
-                if is_stmt is None:
-                    is_stmt = _is_stmt(cls)
+                is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
                 if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type, facts, spans):
                     continue
                 add(key)
-                kids = children(n)
+                kids = kids_of(n)
                 if kids:
-                    push((n, kids, (len(nodes), len(skipped)) if is_stmt else None))
+                    push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
                     for c in reversed(kids):
                         if id(c) not in seen:
                             push(c)
@@ -142,9 +145,6 @@ class Scan:
                 by_type[cls] = [n]
             else:
                 same.append(n)
-            kind = _KINDS.get(cls)
-            if kind is None:
-                kind = _KINDS[cls] = _kind(cls)
             if not kind:
                 continue
             src, heavy, is_var = kind

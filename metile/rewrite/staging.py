@@ -8,6 +8,8 @@ simdgroup access whose lanes touch different words of one bank takes a pass per 
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir.values import Load, Value
 from metile.layout import Layout, access_conflicts
 from metile.rewrite import metal_ops as mo
@@ -59,6 +61,7 @@ def lane_column_bits() -> tuple[int, ...]:
     return tuple(bits)
 
 
+@functools.cache   # a pure function of two numbers, asked for each staged operand of every compile
 def staging_pad(n: int, itemsize: int) -> int:
     """Elements to pad a staged row of `n` elements by: among the pads that keep rows 16-byte aligned (up to two
     16-byte steps), the smallest whose 8x8 simdgroup loads meet the fewest bank conflicts (`metile.layout.banks`,

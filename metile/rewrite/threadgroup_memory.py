@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import attrs
 
-from metile.ir.node import children
+from metile.ir.node import children, evolve_node
 from metile.ir.ops import Stage
 from metile.ir.simt import RingBarrier, RingBuffer, Scratch
 from metile.ir.stmts import Barrier, For, If, Kernel, Let, While
@@ -116,7 +116,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     if k.stage is not Stage.SIMT or k.plan is None:
         raise UnsupportedConstructError("allocate_threadgroup_memory takes a planned SIMT IR kernel", k.loc)
     if not ctx.analyses.of(has_regions, k):   # recorded by `lower_tiles`, which made them
-        return attrs.evolve(k, stage=Stage.METAL)
+        return evolve_node(k, stage=Stage.METAL)
     bound = ctx.analyses.of(bound_regions, k)   # recorded by `lower_tiles` too: then nothing is walked
     found = survey(k) if bound is None else None
     regions = found.regions if found is not None else [k.body[i].value for i in bound.lets]
@@ -166,7 +166,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
         body = place_statements(body, at, frozenset() if kept else _following(found, stages))
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
     plan = attrs.evolve(k.plan, threadgroup_memory=total)
-    return attrs.evolve(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
+    return evolve_node(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
 
 
 @attrs.frozen

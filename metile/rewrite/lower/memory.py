@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from metile.ir.metal import Builtin, Extract, MakeVector, VecLoad, VecStore
-from metile.ir.node import walk
+from metile.ir.node import children
 from metile.ir.ops import BinOp, CmpOp
 from metile.ir.stmts import For, If, Let, Stmt, Store
 from metile.ir.tile import Broadcast
@@ -219,19 +219,27 @@ def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, lo
 
 _LEAVES = (Const, Param, Var)
 _PURE = frozenset({Const, Param, Var, Builtin, Unary, Compare, Where, Cast, Bitcast, Fma, Extract, MakeVector})
+_PURE_LEAVES = frozenset({Const, Param, Var, Builtin})
 _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.REM, BinOp.FLOORDIV, BinOp.MOD})
 
 
 def speculable(v: Value) -> bool:
     """Whether `v` may be computed where its store's mask is false: arithmetic that reads no memory and cannot
     trap (an integer division or remainder can: by zero, or INT_MIN by -1)."""
-    for n in walk(v):
-        if n.__class__ is Binary:
+    stack, seen = [v], set()   # every distinct node, in any order (a stack: the values are DAGs)
+    while stack:
+        n = stack.pop()
+        cls = n.__class__
+        if cls in _PURE_LEAVES or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if cls is Binary:
             if n.op in _TRAPPING and not n.type.dtype.is_float and not (
                     n.rhs.__class__ is Const and n.rhs.value not in (0, -1)):
                 return False
-        elif n.__class__ not in _PURE:
+        elif cls not in _PURE:
             return False
+        stack += children(n)
     return True
 
 
