@@ -8,7 +8,9 @@
  * threadgroups are left out of it (Worker::joined), so the caller waits only for threadgroups that are running.
  * While it runs kernel code the caller has the runtime's signal stack, floating-point environment, watchpoints and
  * watchdog signal (a POSIX timer aimed at the thread, since no one else watches it), and gets its own back
- * afterwards (its debug registers too). Sanitized and profiled launches (and platforms without thread-directed
+ * afterwards (its debug registers too: the watchpoints are disabled). The timer and the watchpoints' perf events are
+ * kept from one launch to the next (made again for another calling thread, or in a forked child), so that a launch
+ * costs few system calls (mt_launch_syscalls counts them). Sanitized and profiled launches (and platforms without thread-directed
  * timers) keep to the pool.
  *
  * Build (one shared library from all runtime*.cpp files):
