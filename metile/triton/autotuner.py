@@ -185,7 +185,8 @@ class Autotuner(KernelInterface):
         compiled = self.fn.warmup(*args, grid=grid, **current).compiled
         if callable(grid):
             grid = _call_grid(grid, self.fn.bind(args, current)[0])
-        return compiled.msl, compiled.threadgroup_size, compiled.threadgroup_memory, tuple(grid)
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        return compiled.msl, compiled.threadgroup_size, compiled.threadgroup_memory, grid
 
     def run(self, *args, **kwargs):
         self.nargs = dict(zip(self.arg_names, args))
