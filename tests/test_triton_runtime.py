@@ -100,6 +100,32 @@ def test_autotune_chooses_per_key_and_runs_hooks():
     assert accumulate.cache and str(configs[0]).startswith("BLOCK: 32, num_warps: 1")
 
 
+def test_autotune_times_configurations_that_launch_the_same_kernel_once():
+    """`num_stages` and `num_ctas` change nothing in this kernel: of six configurations, the two block sizes are
+    timed, the others take their twin's timing, and the first of twins is chosen."""
+    timed = []
+
+    def bench(fn, quantiles):
+        fn()
+        timed.append(1)
+        return [float(len(timed))] * 3   # the first timed is the fastest
+
+    configs = [triton.Config({"BLOCK": b}, num_stages=s, num_ctas=c) for b in (64, 128) for s, c in
+               ((1, 1), (2, 1), (3, 2))]
+
+    @triton.autotune(configs=configs, key=["n"], do_bench=bench)
+    @triton.jit
+    def twice(X, Out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+    x, out = np.arange(300, dtype=np.float32), np.zeros(300, np.float32)
+    twice[lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)](x, out, 300)
+    assert (out == 2 * x).all() and len(timed) == 2 and len(twice.configs_timings) == 6
+    assert twice.best_config is configs[0]
+    assert twice.configs_timings[configs[2]] == twice.configs_timings[configs[0]] != twice.configs_timings[configs[3]]
+
+
 def test_autotune_with_no_runnable_configuration_names_each():
     @triton.autotune(configs=[triton.Config({"BLOCK": 1 << 17}), triton.Config({"BLOCK": 1 << 18})], key=[])
     @triton.jit

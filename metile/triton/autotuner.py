@@ -8,7 +8,10 @@
   launch with new values of the `key` arguments (and new dtypes of array arguments) prunes the configurations
   (`early_config_prune`, `perf_model` with `top_k`), times each with `triton.testing.do_bench` (`warmup` and `rep`
   milliseconds, 25 and 100 by default; `use_cuda_graph` times the same way), keeps the fastest median in memory and
-  launches it. A configuration that cannot run on the device (too many threads or too much threadgroup memory, a
+  launches it. Configurations that launch the same kernel the same way (one MSL, threadgroup size, threadgroup
+  memory and grid: `num_stages` or `num_ctas` alone often change nothing here) are timed once and share the timing,
+  the first of them winning a tie (a configuration with its own `pre_hook`, or a kernel under `@heuristics`, is
+  always timed). A configuration that cannot run on the device (too many threads or too much threadgroup memory, a
   tile metile cannot lower, a failed `tl.static_assert`) is left out; when none is left, `AutotuneError` lists each
   and why. The hooks, `reset_to_zero` and `restore_value` run as Triton runs them (on torch tensors or numpy
   arrays). `cache_results` is accepted: choices are kept for the process.
@@ -24,7 +27,7 @@ from metile.autotune import AutotuneError
 from metile.frontend.errors import CompileTimeAssertionError, LoweringUnavailableError, ShapeMismatchError
 from metile.ir.errors import MetileError
 from metile.metal.errors import LaunchError
-from metile.triton.jit import KernelInterface
+from metile.triton.jit import JITFunction, KernelInterface, _call_grid
 
 _UNRUNNABLE = (LaunchError, LoweringUnavailableError, CompileTimeAssertionError, ShapeMismatchError)
 """What leaves a configuration out of tuning: it cannot run on this device (or its constexprs fail an assertion)."""
@@ -170,6 +173,21 @@ class Autotuner(KernelInterface):
             return self.user_do_bench(call, quantiles=(0.5, 0.2, 0.8))
         return testing.do_bench(call, warmup=self.warmup_ms, rep=self.rep_ms, quantiles=(0.5, 0.2, 0.8))
 
+    def _launched(self, config: Config, args: tuple, kwargs: dict) -> tuple | None:
+        """What a launch with `config` runs: its kernel's MSL, threadgroup size and memory, and its grid (None when that
+        is not known: a hook of the config's own, or a kernel under another decorator). Compiling it raises what
+        launching it would."""
+        if config.pre_hook is not None or not isinstance(self.fn, JITFunction):
+            return None
+        current = {**kwargs, **config.all_kwargs()}
+        grid = current.pop("grid", None)
+        current.pop("warmup", None)
+        compiled = self.fn.warmup(*args, grid=grid, **current).compiled
+        if callable(grid):
+            grid = _call_grid(grid, self.fn.bind(args, current)[0])
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        return compiled.msl, compiled.threadgroup_size, compiled.threadgroup_memory, grid
+
     def run(self, *args, **kwargs):
         self.nargs = dict(zip(self.arg_names, args))
         if len(self.configs) > 1:
@@ -192,10 +210,16 @@ class Autotuner(KernelInterface):
 
     def _tune(self, key: tuple, args: tuple, kwargs: dict) -> None:
         start = time.time()
-        timings, why = {}, {}
+        timings, why, timed = {}, {}, {}
         for config in self.prune_configs(kwargs):
             try:
+                launched = self._launched(config, args, kwargs)
+                if launched is not None and launched in timed:   # the same launch as one timed before
+                    timings[config] = timings[timed[launched]]
+                    continue
                 timings[config] = self._bench(*args, config=config, **kwargs)
+                if launched is not None:
+                    timed[launched] = config
             except _UNRUNNABLE as e:
                 why[config] = f"{type(e).__name__}: {(getattr(e, 'message', None) or str(e)).splitlines()[0]}"
         self.bench_time = time.time() - start

@@ -322,6 +322,11 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
  * where perf_event_open is allowed), else 0. */
 int32_t mt_watch_available(void);
 
+/* How many system calls launches have made to set themselves up since the process started: signal handlers, signal
+ * masks, the calling thread's signal stack and watchdog timer, every worker's watchpoints, the count of usable CPUs
+ * (not the waking of pool workers, nor faults): what a launch costs besides running its threadgroups. */
+uint64_t mt_launch_syscalls(void);
+
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
 #define MT_RUNTIME_ABI_VERSION 8u

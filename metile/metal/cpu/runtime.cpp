@@ -8,7 +8,9 @@
  * threadgroups are left out of it (Worker::joined), so the caller waits only for threadgroups that are running.
  * While it runs kernel code the caller has the runtime's signal stack, floating-point environment, watchpoints and
  * watchdog signal (a POSIX timer aimed at the thread, since no one else watches it), and gets its own back
- * afterwards (its debug registers too). Sanitized and profiled launches (and platforms without thread-directed
+ * afterwards (its debug registers too: the watchpoints are disabled). The timer and the watchpoints' perf events are
+ * kept from one launch to the next (made again for another calling thread, or in a forked child), so that a launch
+ * costs few system calls (mt_launch_syscalls counts them). Sanitized and profiled launches (and platforms without thread-directed
  * timers) keep to the pool.
  *
  * Build (one shared library from all runtime*.cpp files):
@@ -35,9 +37,15 @@
 #include <memory>
 #include <mutex>
 
+/* MT_NO_CALLER_JOINS builds the pool-only runtime of macOS on Linux, for its tests */
+#if defined(__linux__) && defined(SIGEV_THREAD_ID) && !defined(MT_NO_CALLER_JOINS)
+#define MT_CALLER_JOINS 1
+#endif
+
 namespace mtrt {
 
 __thread Worker* tl_worker = nullptr;
+std::atomic<uint64_t> g_launch_syscalls{0};
 
 namespace {
 std::atomic<Worker*> g_worker_list{nullptr};
@@ -63,13 +71,21 @@ struct Pool {
 };
 
 Pool* g_pool = nullptr;
+#ifdef MT_CALLER_JOINS
+void caller_after_fork();
+#endif
 
 Pool& pool() {
     static std::once_flag once;
     std::call_once(once, [] {
         g_pool = new Pool(); /* never destroyed: workers may still wait on it at exit */
         /* a forked child has none of the parent's workers (and maybe a locked mutex): start afresh */
-        pthread_atfork(nullptr, nullptr, [] { g_pool = new Pool(); });
+        pthread_atfork(nullptr, nullptr, [] {
+            g_pool = new Pool();
+#ifdef MT_CALLER_JOINS
+            caller_after_fork();
+#endif
+        });
     });
     return *g_pool;
 }
@@ -79,6 +95,7 @@ void set_watchdog_blocked(bool blocked) {
     sigemptyset(&set);
     sigaddset(&set, watchdog_signal());
     pthread_sigmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &set, nullptr);
+    count_syscalls(1);
 }
 
 /* The threadgroups of one launch on one worker, until the counter runs out or the launch aborts. */
@@ -96,7 +113,9 @@ void worker_launch(Worker* w, Launch* L) {
     w->launch = L;
     w->cur = nullptr;
     w->in_kernel = 0;
-    set_watchdog_blocked(false); /* a stale watchdog signal from an earlier launch is ignored by the handler */
+    /* a stale watchdog signal from an earlier launch is ignored by the handler; the calling thread's mask is set by
+     * caller_launch */
+    if (!w->caller) set_watchdog_blocked(false);
     if (!prepare_launch(w, L)) {
         if (mt_fault* f = claim_fault(L, w, MT_FAULT_INTERNAL, 0))
             snprintf(f->message, sizeof f->message, "cannot map threadgroup memory (out of memory or mappings)");
@@ -112,7 +131,7 @@ void worker_launch(Worker* w, Launch* L) {
     /* after a fault the threadgroup's fibers are simply dropped: they are re-initialised before reuse */
     w->in_kernel = 0;
     w->cur = nullptr;
-    set_watchdog_blocked(true);
+    if (!w->caller) set_watchdog_blocked(true);
 }
 
 void* worker_main(void* arg) {
@@ -192,7 +211,21 @@ bool ensure_workers(Pool& p, uint32_t n, mt_fault* out) {
     return true;
 }
 
-uint32_t default_workers() { return platform::usable_cpus(); }
+/* The usable CPUs (the thread's affinity), read again at most every kAffinityNs: a launch then needs no system call
+ * for it, and a change of affinity is seen within that time. Called with the pool's launch_mu held. */
+constexpr uint64_t kAffinityNs = 1000000000;
+uint64_t monotonic_ns();
+uint32_t default_workers() {
+    static uint32_t cpus = 0;
+    static uint64_t read_at = 0;
+    const uint64_t now = monotonic_ns();
+    if (!cpus || now - read_at >= kAffinityNs) {
+        cpus = platform::usable_cpus();
+        read_at = now;
+        count_syscalls(1);
+    }
+    return cpus;
+}
 
 int32_t internal_error(mt_fault* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 int32_t internal_error(mt_fault* out, const char* fmt, ...) {
@@ -286,10 +319,25 @@ uint64_t monotonic_ns() {
  * a longer one loses at most this much of its parallel time. */
 constexpr uint64_t kJoinDelayNs = 200000;
 
-/* MT_NO_CALLER_JOINS builds the pool-only runtime of macOS on Linux, for its tests */
-#if defined(__linux__) && defined(SIGEV_THREAD_ID) && !defined(MT_NO_CALLER_JOINS)
-#define MT_CALLER_JOINS 1
+#ifdef MT_CALLER_JOINS
 Worker* g_caller = nullptr; /* the calling thread's worker (one: launches are serialised), guarded by launch_mu */
+
+/* The calling thread's watchdog timer, kept from launch to launch (a POSIX timer aimed at the thread: remade when
+ * another thread launches, or in a forked child, which has no timers). */
+struct CallerTimer {
+    timer_t id;
+    pid_t tid = 0; /* the thread it signals; 0: none made */
+};
+CallerTimer g_caller_timer;
+__thread pid_t tl_tid = 0; /* this thread's id, asked for once */
+
+/* In a forked child the calling thread's worker holds the parent's perf events and timer: drop them (closing the
+ * child's descriptors leaves the parent's events alone). */
+void caller_after_fork() {
+    if (g_caller) watch_forget(g_caller);
+    g_caller_timer.tid = 0;
+    tl_tid = 0; /* the forking thread's id, in the child's only thread */
+}
 
 /* The worker the calling thread runs threadgroups as; null when it cannot be made (the pool alone then). */
 Worker* caller_worker() {
@@ -297,6 +345,7 @@ Worker* caller_worker() {
     const pthread_t self = pthread_self();
     if (!w) {
         void* alt = mmap(nullptr, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        count_syscalls(1);
         if (alt == MAP_FAILED) return nullptr;
         w = new Worker();
         w->id = UINT32_MAX;
@@ -315,14 +364,50 @@ Worker* caller_worker() {
     return w;
 }
 
+/* Arms the calling thread's watchdog timer at L's deadline (and every 20 ms after it, as the pool's workers are
+ * signalled: one that lands in runtime code leaves the stop to an abort check kernel code may never reach). */
+bool arm_caller_timer(Launch* L, int dog) {
+    if (!tl_tid) {
+        tl_tid = static_cast<pid_t>(syscall(SYS_gettid));
+        count_syscalls(1);
+    }
+    const pid_t tid = tl_tid;
+    if (g_caller_timer.tid != tid) {
+        if (g_caller_timer.tid) {
+            timer_delete(g_caller_timer.id);
+            count_syscalls(1);
+        }
+        g_caller_timer.tid = 0;
+        sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = dog;
+        ev._sigev_un._tid = tid;
+        count_syscalls(1);
+        if (timer_create(CLOCK_MONOTONIC, &ev, &g_caller_timer.id) != 0) return false;
+        g_caller_timer.tid = tid;
+    }
+    itimerspec at;
+    memset(&at, 0, sizeof at);
+    at.it_value.tv_sec = static_cast<time_t>(L->deadline_ns / 1000000000u);
+    at.it_value.tv_nsec = static_cast<long>(L->deadline_ns % 1000000000u);
+    at.it_interval.tv_nsec = 20000000;
+    count_syscalls(1);
+    return timer_settime(g_caller_timer.id, TIMER_ABSTIME, &at, nullptr) == 0;
+}
+
 /* Runs the launch's threadgroups on the calling thread, as worker `w`, and restores the thread's own signal mask,
- * signal stack and floating-point environment afterwards. */
+ * signal stack and floating-point environment afterwards. The watchdog signal is unblocked only while the worker's
+ * launch is L (a signal finds the launch it is for), and a timer that never reached its deadline sent nothing, so
+ * only one that did needs its signals collected. */
 void caller_launch(Worker* w, Launch* L) {
     const int dog = watchdog_signal();
+    w->launch = L;
+    w->cur = nullptr;
+    w->in_kernel = 0;
     sigset_t block, saved_mask;
     sigemptyset(&block);
     sigaddset(&block, dog);
-    pthread_sigmask(SIG_BLOCK, &block, &saved_mask);
     stack_t ss, saved_stack;
     ss.ss_sp = w->altstack;
     ss.ss_size = 64 * 1024;
@@ -330,38 +415,35 @@ void caller_launch(Worker* w, Launch* L) {
     sigaltstack(&ss, &saved_stack);
     fenv_t saved_env;
     fegetenv(&saved_env);
-    timer_t timer;
-    bool timed = false;
-    if (L->deadline_ns) {
-        sigevent ev;
-        memset(&ev, 0, sizeof ev);
-        ev.sigev_notify = SIGEV_THREAD_ID;
-        ev.sigev_signo = dog;
-        ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
-        if (timer_create(CLOCK_MONOTONIC, &ev, &timer) == 0) {
-            itimerspec at;
-            memset(&at, 0, sizeof at);
-            at.it_value.tv_sec = static_cast<time_t>(L->deadline_ns / 1000000000u);
-            at.it_value.tv_nsec = static_cast<long>(L->deadline_ns % 1000000000u);
-            at.it_interval.tv_nsec = 20000000; /* again every 20 ms, as the pool's workers are signalled: one that lands
-                                                 in runtime code leaves the stop to an abort check kernel code may
-                                                 never reach */
-            timed = timer_settime(timer, TIMER_ABSTIME, &at, nullptr) == 0;
-            if (!timed) timer_delete(timer);
+    const bool timed = L->deadline_ns && arm_caller_timer(L, dog);
+    pthread_sigmask(SIG_UNBLOCK, &block, &saved_mask);
+    count_syscalls(2);
+    tl_worker = w;
+    if (timed || !L->deadline_ns) {
+        worker_launch(w, L);
+    } else { /* no watchdog: the launch is not run unwatched */
+        if (mt_fault* f = claim_fault(L, w, MT_FAULT_INTERNAL, 0))
+            snprintf(f->message, sizeof f->message, "cannot arm the watchdog timer of the calling thread");
+        L->abort.store(1);
+    }
+    tl_worker = nullptr;
+    if (timed) {
+        const itimerspec off{};
+        timer_settime(g_caller_timer.id, 0, &off, nullptr);
+        count_syscalls(1);
+        if (monotonic_ns() >= L->deadline_ns) { /* it may have fired: collect what it sent */
+            pthread_sigmask(SIG_BLOCK, &block, nullptr);
+            const timespec now{0, 0};
+            count_syscalls(2);
+            while (sigtimedwait(&block, nullptr, &now) > 0) count_syscalls(1);
         }
     }
-    tl_worker = w;
-    if (timed || !L->deadline_ns) worker_launch(w, L); /* unblocks the watchdog signal while it runs */
-    tl_worker = nullptr;
-    watch_forget(w); /* the thread's debug registers are its own again (its code must never trap on ours) */
-    if (timed) {
-        timer_delete(timer);
-        const timespec now{0, 0};
-        while (sigtimedwait(&block, nullptr, &now) > 0) {} /* a signal the timer sent before it was deleted */
-    }
+    watch_pause(w); /* the thread's own code must never trap on the kernel's watchpoints */
+    w->launch = nullptr;
     fesetenv(&saved_env);
     sigaltstack(&saved_stack, nullptr);
     pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
+    count_syscalls(2);
 }
 #endif
 

@@ -121,6 +121,7 @@ void mt_buffer_free(void* data);
 int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
 int32_t mt_watch_available(void);
+uint64_t mt_launch_syscalls(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
 ABI_VERSION = 8

@@ -63,6 +63,19 @@ BufferMap& buffers() {
 
 size_t guard_bytes() { return page_size() > 64 * 1024 ? page_size() : 64 * 1024; }
 
+/* The first byte of [p, end) that is not the canary (end if none), read a word at a time. */
+const char* first_changed(const char* p, const char* end) {
+    constexpr uint64_t kWord = 0x0101010101010101ull * kCanary;
+    for (; p + 8 <= end; p += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (v != kWord) break;
+    }
+    for (; p < end; ++p)
+        if (static_cast<unsigned char>(*p) != kCanary) return p;
+    return end;
+}
+
 } // namespace
 
 void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>* claimed) {
@@ -72,8 +85,7 @@ void check_buffer_fronts(const mt_launch_desc* d, mt_fault* f, std::atomic<int>*
         auto it = b.maps.find(d->buffers[i]);
         if (it == b.maps.end()) continue;
         const char* start = static_cast<const char*>(d->buffers[i]);
-        for (const char* p = it->second.front; p < start; ++p) {
-            if (static_cast<unsigned char>(*p) == kCanary) continue;
+        if (const char* p = first_changed(it->second.front, start); p < start) {
             memset(f, 0, sizeof *f);
             f->kind = MT_FAULT_BAD_ACCESS;
             for (int k = 0; k < 3; ++k) f->thread[k] = f->threadgroup[k] = UINT32_MAX; /* not known */
@@ -94,7 +106,8 @@ void reset_buffer_fronts(const mt_launch_desc* d) {
         auto it = b.maps.find(d->buffers[i]);
         if (it == b.maps.end()) continue;
         char* start = static_cast<char*>(const_cast<void*>(d->buffers[i]));
-        memset(it->second.front, kCanary, static_cast<size_t>(start - it->second.front));
+        if (first_changed(it->second.front, start) < start) /* most launches write nothing there */
+            memset(it->second.front, kCanary, static_cast<size_t>(start - it->second.front));
     }
 }
 

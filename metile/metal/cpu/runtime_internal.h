@@ -229,7 +229,7 @@ struct alignas(64) Worker {
     int prof_tg = 0;
     int prof_paused = 0; /* mt_prof_pause: memory accesses not counted */
     /* hardware watchpoints (runtime_watch.cpp): their perf event descriptors, what each watches now, 1 when they
-     * work on this thread (-1: refused, 0: not tried), and the idle words free registers watch */
+     * work on this thread (-1: refused, 0: none open, 2: open but paused), and the idle words free registers watch */
     int watch_fd[kWatches] = {-1, -1, -1, -1};
     uintptr_t watch_at[kWatches] = {};
     int watch_state = 0;
@@ -280,6 +280,12 @@ void watch_plan(const mt_launch_desc* d, WatchPlan& plan);
 void watch_apply(Worker* w, const WatchPlan& plan);
 /* Close a worker's watchpoints (they belong to the thread that opened them): the next watch_apply reopens them. */
 void watch_forget(Worker* w);
+/* System calls made by launching threads (mt_launch_syscalls): count_syscalls(n) after making n of them. */
+extern std::atomic<uint64_t> g_launch_syscalls;
+inline void count_syscalls(uint64_t n) { g_launch_syscalls.fetch_add(n, std::memory_order_relaxed); }
+/* Disable a worker's watchpoints until the next watch_apply, which enables them again (the calling thread's, between
+ * launches: its own code must never trap on them). */
+void watch_pause(Worker* w);
 int watch_slot(const Launch* L, uintptr_t addr);
 
 /* runtime_signals.cpp */

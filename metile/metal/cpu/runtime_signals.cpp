@@ -172,10 +172,12 @@ void install_handlers() {
     sigemptyset(&sa.sa_mask);
     for (int sig : g_signals) sigaddset(&sa.sa_mask, sig);
     for (int i = 0; i < kNumSignals; ++i) sigaction(g_signals[i], &sa, &g_old[i]);
+    count_syscalls(kNumSignals);
 }
 
 void restore_handlers() {
     for (int i = kNumSignals; i-- > 0;) sigaction(g_signals[i], &g_old[i], nullptr);
+    count_syscalls(kNumSignals);
 }
 
 void describe_signal(Launch* L) {

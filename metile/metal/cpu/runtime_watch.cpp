@@ -14,7 +14,10 @@
  * A worker's watchpoints are retargeted before it runs a launch's threadgroups (a system call per register that
  * changes, none when the launch binds the buffers of the one before), and a register the launch does not use points
  * at a word of the worker's own that nothing touches: a stale watchpoint on memory reused for data would trap on
- * every access to it.
+ * every access to it. The calling thread's worker (runtime.cpp) runs application code between launches, which must
+ * never trap on them: its watchpoints are paused after each launch (disabled, their descriptors and debug-register
+ * slots kept) and enabled again, retargeted where the next launch watches other bytes, before it runs kernel code,
+ * one system call per register either way rather than opening and closing a perf event each.
  */
 #include "runtime_internal.h"
 
@@ -54,14 +57,23 @@ perf_event_attr watch_attr(uintptr_t addr) {
     return a;
 }
 
-int open_watch(uintptr_t addr) {
+/* A watchpoint on `addr` for this thread, in the group `leader` leads (-1: it leads one). */
+int open_watch(uintptr_t addr, int leader = -1) {
+    count_syscalls(1);
     perf_event_attr a = watch_attr(addr);
-    return static_cast<int>(syscall(SYS_perf_event_open, &a, 0 /* this thread */, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    return static_cast<int>(syscall(SYS_perf_event_open, &a, 0 /* this thread */, -1, leader, PERF_FLAG_FD_CLOEXEC));
 }
+
+/* 1 once a worker's watchpoints were set: the calling thread's paused ones hold its debug registers, so a probe on
+ * that thread (mt_watch_available) would then find none free */
+std::atomic<int> g_watch_worked{0};
 
 void close_watches(Worker* w) {
     for (uint32_t i = 0; i < kWatches; ++i) {
-        if (w->watch_fd[i] >= 0) close(w->watch_fd[i]);
+        if (w->watch_fd[i] >= 0) {
+            close(w->watch_fd[i]);
+            count_syscalls(1);
+        }
         w->watch_fd[i] = -1;
         w->watch_at[i] = 0;
     }
@@ -105,15 +117,19 @@ void watch_plan(const mt_launch_desc* d, WatchPlan& plan) {
 
 void watch_apply(Worker* w, const WatchPlan& plan) {
 #ifdef MT_WATCH
-    if (w->watch_state < 0 || (plan.n == 0 && w->watch_state == 0)) return;
+    /* nothing to watch: none open, or paused ones (disabled: they trap on nothing) stay as they are */
+    if (w->watch_state < 0 || (plan.n == 0 && w->watch_state != 1)) return;
+    const bool paused = w->watch_state == 2;
     for (uint32_t i = 0; i < kWatches; ++i) {
         /* a register the plan leaves free watches the worker's own idle word */
         const uintptr_t want = i < plan.n ? plan.addr[i] : reinterpret_cast<uintptr_t>(&w->watch_idle[i]);
         if (w->watch_at[i] == want) continue;
         if (w->watch_fd[i] < 0) {
-            w->watch_fd[i] = open_watch(want);
+            w->watch_fd[i] = open_watch(want, i ? w->watch_fd[0] : -1); /* the first leads the group */
         } else {
+            /* retargeted and enabled (attr.disabled 0); one of a paused group counts only once the group is enabled */
             perf_event_attr a = watch_attr(want);
+            count_syscalls(1);
             if (ioctl(w->watch_fd[i], PERF_EVENT_IOC_MODIFY_ATTRIBUTES, &a) != 0) {
                 close(w->watch_fd[i]);
                 w->watch_fd[i] = -1;
@@ -126,10 +142,33 @@ void watch_apply(Worker* w, const WatchPlan& plan) {
         }
         w->watch_at[i] = want;
     }
+    if (paused) {
+        count_syscalls(1);
+        if (ioctl(w->watch_fd[0], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) != 0) {
+            close_watches(w);
+            w->watch_state = -1;
+            return;
+        }
+    }
     w->watch_state = 1;
+    g_watch_worked.store(1, std::memory_order_relaxed);
 #else
     (void)w;
     (void)plan;
+#endif
+}
+
+void watch_pause(Worker* w) {
+#ifdef MT_WATCH
+    if (w->watch_state != 1) return;
+    count_syscalls(1);
+    if (ioctl(w->watch_fd[0], PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP) != 0) {
+        watch_forget(w); /* a group that cannot be disabled is closed: the next launch opens it again */
+        return;
+    }
+    w->watch_state = 2;
+#else
+    (void)w;
 #endif
 }
 
@@ -152,9 +191,12 @@ int watch_slot(const Launch* L, uintptr_t addr) {
 
 using namespace mtrt;
 
+MT_EXPORT uint64_t mt_launch_syscalls(void) { return g_launch_syscalls.load(std::memory_order_relaxed); }
+
 MT_EXPORT int32_t mt_watch_available(void) {
 #ifdef MT_WATCH
     static const int32_t available = [] {
+        if (g_watch_worked.load(std::memory_order_relaxed)) return 1;
         uint64_t word = 0;
         const int fd = open_watch(reinterpret_cast<uintptr_t>(&word));
         if (fd < 0) return 0;
