@@ -24,11 +24,11 @@
  * Scopes. execution_simdgroup: run by all 32 lanes of a full simdgroup; run() publishes each lane's cooperative
  * operands in one simd exchange (which also finds a run that only some lanes reach: a fault), every lane computes
  * its own destination elements, and a second exchange keeps them from changing their operands before the others
- * have read them. execution_simdgroups<N> and execution_thread take tensor operands only (the layout of their
- * cooperative tensors is refused): one thread computes every element, or the N simdgroups, which must be the
- * whole threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there); the
+ * have read them. execution_simdgroups<N> and execution_thread take tensor inputs only (the layout of their
+ * cooperative inputs is refused): one thread computes every element, or the N simdgroups, which must be the whole
+ * threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there). The
  * destination of execution_simdgroups<N> may also be its cooperative tensor, spread over the threadgroup's threads
- * (mt_tensor.h), each thread computing its own elements.
+ * (mt_tensor.h), each thread computing its own elements; that of execution_thread is refused.
  *
  * Profiling (instrumented builds): a run counts 2 m n k FLOPs by input type (float, TF32 = float relaxed, half,
  * bfloat) and scope (once per simdgroup at execution_simdgroup, once per threadgroup at execution_simdgroups<N>,
@@ -310,14 +310,14 @@ template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matm
 
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_left_input_cooperative_tensor() const {
-        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+        static_assert(coop_scope, "metile-unsupported: cooperative inputs of a matmul2d whose execution scope is "
                                   "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative left input of a matmul2d whose k is dynamic");
         return cooperative_tensor_left_input_t<A, B, C, Coord>{};
     }
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_right_input_cooperative_tensor() const {
-        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+        static_assert(coop_scope, "metile-unsupported: cooperative inputs of a matmul2d whose execution scope is "
                                   "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative right input of a matmul2d whose k is dynamic");
         return cooperative_tensor_right_input_t<A, B, C, Coord>{};
