@@ -185,10 +185,11 @@ _METILE = {Kind.GEMM: _metile_gemm, Kind.SOFTMAX: _metile_softmax, Kind.LAYER_NO
 
 
 def metile_target(p: Problem, spec: GpuSpec) -> str | None:
-    """The target metile's kernel for `p` is compiled for when the model estimates `spec`: the M5 for a GEMM on a
+    """The target metile's kernel for `p` is compiled for when the model estimates `spec`: the M5 for an f16 GEMM on a
     chip whose Neural Accelerators run Metal 4 tensor ops (its products then run on `matmul2d`, as MLX's do there),
-    else the CPU device's own."""
-    return "M5" if p.kind is Kind.GEMM and spec.neural_accelerator else None
+    else the CPU device's own (an f32 GEMM's exact products stay on simdgroup matrices on every target, so it is the
+    same kernel, run whole and checked where the problem is small enough)."""
+    return "M5" if p.kind is Kind.GEMM and p.dtype == "float16" and spec.neural_accelerator else None
 
 
 def run_metile(p: Problem, target: str | None = None) -> Run:

@@ -114,6 +114,17 @@ def test_both_execution_modes(mma, tile):
     np.testing.assert_allclose(got, exact(a, b), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("mma", ["tensor_ops_simdgroup", "tensor_ops_threadgroup"])
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float32], ids=["bf16", "f32-tf32"])
+def test_both_execution_modes_in_bf16_and_tf32(mma, dtype):
+    a, b = operands(dtype, 75, 90, 61, seed=6)
+    got = run_gemm(a, b, tile=(32, 32, 16), target=M5, mma=mma)
+    if dtype is np.float32:
+        np.testing.assert_allclose(got, exact(tf32(a), tf32(b)), rtol=1e-5, atol=1e-5 * np.sqrt(61) + 1e-6)
+    else:
+        np.testing.assert_allclose(got, exact(a, b), rtol=1e-5, atol=1e-4)
+
+
 def test_each_mode_is_emitted_as_asked():
     a, b, c = np.zeros((1, 1), np.float16), np.zeros((1, 1), np.float16), np.zeros((1, 1), np.float32)
     args = (a, b, c, 1, 1, 1)

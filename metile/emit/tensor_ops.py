@@ -14,9 +14,9 @@ destination, and its release is its `store` to a tensor over memory. A kernel th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import assert_never
 
 from metile.emit.spell import msl_bool
+from metile.ir.errors import assert_never
 from metile.ir.metal import TensorHold, TensorMatmul, TensorRelease
 from metile.ir.types import PtrType
 from metile.ir.values import Value

@@ -1,7 +1,9 @@
 """Structured control flow: `For`, `If`, `While` and `simdgroup_role`.
 
 Loop-carried tiles become one Metal variable per register (or per simdgroup matrix, for an accumulator that only
-`dot` updates: `acc = dot(a, b, acc)` keeps `acc` in matrices across iterations); `If` results the same. A loop or
+`dot` updates: `acc = dot(a, b, acc)` keeps `acc` in matrices across iterations; or none, for a GEMM's accumulator
+that Metal 4's `matmul2d` holds in its destination tensors across the loop, `tensor_ops.held_accumulator`); `If`
+results the same. A loop or
 branch whose bounds or condition depend on the thread makes its body *divergent*: nothing inside may need a
 barrier. A `simdgroup_role` block is an `if` on the simdgroup index, and its body runs on a smaller group of
 threads (its own layouts, thread and simdgroup numbers).

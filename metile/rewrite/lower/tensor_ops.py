@@ -16,6 +16,13 @@ matrices (`products` returns None): a block side that is not a multiple of 16, o
 threadgroup memory, k split across simdgroups; the whole-threadgroup mode also needs the product to be computed by
 every thread of the program, with no replicas (not inside a `simdgroup_role`, nor under control flow that depends on
 the thread).
+
+A GEMM's accumulator skips those round trips (`Held`, `held_accumulator`, which `control.for_stmt` asks for each
+loop-carried tile): one that starts from zeros and that its loop updates once per iteration as `acc + dot(a, b)`, in
+a statement of the body itself whose result is yielded, read nowhere else in the loop, of a product that `matmul2d`
+computes in one of the modes above. Its destinations are cooperative tensors declared and zeroed before the loop
+(`hold`, `TensorHold`), the runs accumulate into them in place (`held_products`), and after the loop each is
+stored once to scratch and loaded into the simdgroup matrices of the result (`release`, `TensorRelease`).
 """
 
 from __future__ import annotations
