@@ -8,7 +8,9 @@ dispatched as MLX's host code dispatches them (`benchmarks/mlx_kernels`); when t
 says why. A final line sets the model's M1 estimate for the original meTile GEMM beside its measured time.
 
 Per GPU it prints the model's bound and estimate for each kernel; the default GPUs (M1, M3 Max, M5) are one of each
-kind of GEMM dispatch MLX makes (small-device tile, default tile, tensor-op kernel).
+kind of GEMM dispatch MLX makes (small-device tile, default tile, tensor-op kernel). metile's GEMM is compiled for the
+M5 for the chips with Neural Accelerators (its products then run on Metal 4 tensor ops, as MLX's do there), else for
+the CPU device's own target.
 
 Run: python benchmarks/gpu_model.py [--quick] [--gpu M1 "M3 Max" M5 ...] [--kind gemm ...] [--json FILE]
 """
@@ -118,19 +120,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(e.message)
     began = time.perf_counter()
     dev = metile.device("cpu")
-    rows = []          # (problem, metile Run, {gpu name: mlx Run})
+    rows = []          # (problem, {gpu name: metile Run}, {gpu name: mlx Run})
     mlx_done: dict = {}
+    metile_done: dict = {}
     for problem in runs.problems(opts.quick):
         if opts.kind and problem.kind.value not in opts.kind:
             continue
         print(f"running {problem.name} ...", file=sys.stderr, flush=True)
-        mine = _guard("metile", runs.run_metile, problem)
-        theirs = {}
+        mine, theirs = {}, {}
         for spec in specs:
+            target = runs.metile_target(problem, spec)
+            if target not in metile_done:
+                metile_done[target] = _guard("metile", runs.run_metile, problem, target)
+            mine[spec.name] = metile_done[target]
             key = runs.mlx_key(problem, spec)
             if key not in mlx_done:
                 mlx_done[key] = _guard("mlx", runs.run_mlx, dev, problem, key[1])
             theirs[spec.name] = mlx_done[key]
+        metile_done.clear()
         rows.append((problem, mine, theirs))
     reference = _guard("meTile", runs.run_reference_gemm, dev, 1024, not opts.quick)
 
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(this run took {time.perf_counter() - began:.0f} s on the CPU device)")
     if opts.json:
         Path(opts.json).write_text(json.dumps(to_json(rows, specs, reference, runs), indent=1))
-    runs_all = [r for _, m, t in rows for r in (m, *t.values())] + [reference]
+    runs_all = [r for _, m, t in rows for r in (*m.values(), *t.values())] + [reference]
     return 1 if any(r.failed for r in runs_all) else 0
 
 
@@ -176,9 +183,9 @@ def report(rows, specs, reference, runs) -> str:
         ideal = f"{problem.flops / 1e9:.4g}" if problem.flop_bound else "-"
         dev = f"{problem.compulsory_bytes / problem.work:.3g}"
         lines.append([problem.name, "ideal", "", "", "", ideal, dev, dev, "", "", "", "", "", "", ""])
-        for run in (mine, *_distinct(theirs)):
-            where = [s.name for s in specs if theirs.get(s.name) is run]
-            label = run.kernel + (f" ({', '.join(where)})" if run.impl == "mlx" and len(where) < len(specs) else "")
+        for run in (*_distinct(mine), *_distinct(theirs)):
+            where = [s.name for s in specs if (mine if run.impl == "metile" else theirs).get(s.name) is run]
+            label = run.kernel + (f" ({', '.join(where)})" if len(where) < len(specs) else "")
             cells = counters_row(problem, run) if run.profile is not None else _missing(run, 12)
             lines.append(["", run.impl, label, *cells])
             notes.append(f"  {problem.name:<28} {run.impl:<6} {label}: {run.note} [{run.seconds:.1f} s]")
@@ -197,7 +204,7 @@ def report(rows, specs, reference, runs) -> str:
         unit, name = (1e-3, "ms") if longest >= 1e-4 else (1e-6, "us")
         grows = []
         for problem, mine, theirs in rows:
-            for i, run in enumerate((mine, theirs[spec.name])):
+            for i, run in enumerate((mine[spec.name], theirs[spec.name])):
                 cells = gpu_row(problem, run, spec, unit) if run.profile is not None else _missing(run, 6)
                 grows.append([problem.name if i == 0 else "", run.impl, run.kernel, *cells])
         out.append(table(["problem", "impl", "kernel", f"bound {name}", "by", f"estimate {name}", "by",
@@ -240,7 +247,8 @@ def to_json(rows, specs, reference, runs) -> dict:
         "gpus": [s.name for s in specs],
         "rows": [{"problem": p.name, "kind": p.kind.value, "dtype": p.dtype, "shape": list(p.shape),
                   "flops": p.flops, "compulsory_bytes": p.compulsory_bytes, "whole": p.whole,
-                  "metile": run_dict(p, mine), "mlx": {g: run_dict(p, r) for g, r in theirs.items()}}
+                  "metile": {g: run_dict(p, r) for g, r in mine.items()},
+                  "mlx": {g: run_dict(p, r) for g, r in theirs.items()}}
                  for p, mine, theirs in rows],
         "calibration": {**run_dict(None, reference, ("M1",)), "measured_m1_s": runs.MEASURED_REFERENCE_M1_S},
     }

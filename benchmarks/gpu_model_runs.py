@@ -184,12 +184,26 @@ _METILE = {Kind.GEMM: _metile_gemm, Kind.SOFTMAX: _metile_softmax, Kind.LAYER_NO
            Kind.ATTENTION: _metile_attention}
 
 
-def run_metile(p: Problem) -> Run:
-    """Launch metile's kernel for `p` with `profile=` (whole and checked, or a sample only)."""
+def metile_target(p: Problem, spec: GpuSpec) -> str | None:
+    """The target metile's kernel for `p` is compiled for when the model estimates `spec`: the M5 for an f16 GEMM on a
+    chip whose Neural Accelerators run Metal 4 tensor ops (its products then run on `matmul2d`, as MLX's do there),
+    else the CPU device's own (an f32 GEMM's exact products stay on simdgroup matrices on every target, so it is the
+    same kernel, run whole and checked where the problem is small enough)."""
+    return "M5" if p.kind is Kind.GEMM and p.dtype == "float16" and spec.neural_accelerator else None
+
+
+def run_metile(p: Problem, target: str | None = None) -> Run:
+    """Launch metile's kernel for `p` with `profile=` (whole and checked, or a sample only), compiled for `target`
+    (`metile_target`)."""
     start = time.perf_counter()
-    kernel, profile, out, want = _METILE[p.kind](p, dict(profile=SAMPLE, profile_only=not p.whole))
-    if not p.whole:
-        return Run("metile", kernel, profile, f"counted {SAMPLE} threadgroups only (profile_only)",
+    # tensor ops run their products one by one on the CPU device: as MLX's, whole up to 256^3, else 4 threadgroups
+    whole = p.whole and (target is None or p.flops <= NAX_WHOLE_FLOPS)
+    sample = SAMPLE if target is None else NAX_SAMPLE
+    prof = dict(profile=sample, profile_only=not whole, **({} if target is None else {"target": target}))
+    kernel, profile, out, want = _METILE[p.kind](p, prof)
+    kernel += "" if target is None else f" for {target}"
+    if not whole:
+        return Run("metile", kernel, profile, f"counted {sample} threadgroups only (profile_only)",
                    time.perf_counter() - start)
     rtol, atol = (2e-5, 1e-4) if p.dtype == "float32" else (1e-3, 2e-3)
     if p.kind is Kind.GEMM:

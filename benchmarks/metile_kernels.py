@@ -54,13 +54,15 @@ def gemm_config(dtype) -> str:
 
 
 def run_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, profile, profile_only: bool = False,
-               blocks: tuple[int, int, int] | None = None, num_stages: int = GEMM_STAGES):
+               blocks: tuple[int, int, int] | None = None, num_stages: int = GEMM_STAGES, target: str | None = None):
+    """The GEMM compiled for `target` (a `metile.target` name; the device's own when None)."""
     (M, K), N = a.shape, b.shape[1]
     bm, bn, bk = blocks or GEMM_BLOCKS[a.dtype.name]
     grid = (metile.cdiv(M, bm) * metile.cdiv(N, bn),)
+    options = {} if target is None else {"target": target}
     return matmul_kernel[grid](a, b, c, M, N, K, elem_strides(a)[0], elem_strides(b)[0], elem_strides(c)[0],
                                BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=GEMM_GROUP_M,
-                               num_stages=num_stages, profile=profile, profile_only=profile_only)
+                               num_stages=num_stages, profile=profile, profile_only=profile_only, **options)
 
 
 # ---- softmax (tutorial 02)

@@ -80,7 +80,9 @@ from metile.ir import (
     Stage,
     Store,
     Take,
+    TensorHold,
     TensorMatmul,
+    TensorRelease,
     ThreadId,
     TileType,
     Transpose,
@@ -421,6 +423,12 @@ class Gen:
         if f32 and self.coin() and self.coin():   # a Metal 4 matmul2d over f32 memory
             a, b, c = (self.pointer(self.pick(f32), (), env) for _ in range(3))
             lda, ldb, ldc = (self.value(TileType(DType.I32), env, 1) for _ in range(3))
+            if self.coin():   # a destination held in registers: declared, run into, stored
+                m, n, k = (self.pick([16, 32]) for _ in range(3))
+                name, relaxed, sgs = f"tacc{next(self.names)}", self.coin(), self.pick([0, 2, 4])
+                return [TensorHold(name, (m, n, k), DType.F32, relaxed, sgs),
+                        TensorMatmul(a, lda, b, ldb, None, None, (m, n, k), True, relaxed, sgs, name),
+                        TensorRelease(name, c, ldc, (m, n), sgs)]
             shape = tuple(self.pick([8, 16, 32]) for _ in range(3))
             return [TensorMatmul(a, lda, b, ldb, c, ldc, shape, self.coin(), self.coin(), self.pick([0, 2, 4]))]
         a, b = self.value(MatrixType(dt), env), self.value(MatrixType(dt), env)

@@ -273,11 +273,50 @@ def test_execution_simdgroups_and_execution_thread_with_tensor_operands(cpu):
         cpu.dispatch_threadgroups(lib.function("simdgroups"), (2, 2, 1), (64, 1, 1), [*args[:2], c, *args[3:]])
 
 
+HELD = HEAD + """
+// a 24 x 40 tile of C per threadgroup of 4 simdgroups, its destination cooperative tensor held across the k loop
+kernel void held(device half* A [[buffer(0)]], device half* B [[buffer(1)]], device float* C [[buffer(2)]],
+                 constant int& M [[buffer(3)]], constant int& N [[buffer(4)]], constant int& K [[buffer(5)]],
+                 uint2 tgid [[threadgroup_position_in_grid]]) {
+    using ext = dextents<int32_t, 2>;
+    auto tA = tensor<device half, ext, tensor_inline>(A, ext(K, M));
+    auto tB = tensor<device half, ext, tensor_inline>(B, ext(N, K));
+    auto tC = tensor<device float, ext, tensor_inline>(C, ext(N, M));
+    constexpr auto desc = matmul2d_descriptor(24, 40, 8, false, false, false,
+                                              matmul2d_descriptor::mode::multiply_accumulate);
+    matmul2d<desc, execution_simdgroups<4>> op;
+    auto a0 = tA.slice<8, 24>(0, tgid.y * 24);
+    auto b0 = tB.slice<40, 8>(tgid.x * 40, 0);
+    auto c = op.get_destination_cooperative_tensor<decltype(a0), decltype(b0), float>();
+    for (uint16_t i = 0; i < c.get_capacity(); ++i)
+        if (c.is_valid_element(i)) c[i] = 0.0f;
+    for (int k = 0; k < K; k += 8)
+        op.run(tA.slice(k, tgid.y * 24), tB.slice(tgid.x * 40, k), c);
+    c.store(tC.slice(tgid.x * 40, tgid.y * 24));
+}
+"""
+
+
+def test_a_destination_of_execution_simdgroups_held_across_a_loop(cpu):
+    """The cooperative destination of a matmul2d run by 4 simdgroups, spread over their 128 threads (the 960 elements
+    of its 24 x 40 tile leave the last element of some threads past it), accumulates across the k loop and is
+    stored once, clipped to C's edges."""
+    lib = cpu.compile(HELD, name="held.metal")
+    rng = np.random.default_rng(5)
+    M, N, K = 40, 70, 36
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    cpu.dispatch_threadgroups(lib.function("held"), (2, 2, 1), (128, 1, 1),
+                              [a, b, c, np.int32(M), np.int32(N), np.int32(K)])
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
 def test_cooperative_tensors_of_other_execution_scopes_are_refused_at_their_line(cpu):
     src = GEMM.format(T="float", TM=16, TN=16, TK=16, TA="false", TB="false", RELAX="false")
     src = src.replace("matmul2d<desc, execution_simdgroup> op;", "matmul2d<desc, execution_simdgroups<4>> op;")
     err = _refusal(cpu, src, "scope.metal")
-    assert "cooperative tensors of a matmul2d whose execution scope is not execution_simdgroup" in str(err)
+    assert "cooperative inputs of a matmul2d whose execution scope is not execution_simdgroup" in str(err)
     assert "get_left_input_cooperative_tensor" in src.splitlines()[err.loc.line - 1]
 
 

@@ -6,7 +6,9 @@ checked against numpy: f16 and bf16 exactly as simdgroup matrices compute them (
 product of the uncut operands misses; ragged sizes (M, N, K not multiples of the tile) through masks and through
 `tile_load`/`tile_store` with `bounds=`; both execution modes (each simdgroup its block, the whole threadgroup the
 product). The same kernels compiled for the M1 to M4 keep simdgroup matrices, and so do the products `matmul2d` would
-not compute as asked (exact f32, integers, sides that are not multiples of 16).
+not compute as asked (exact f32, integers, sides that are not multiples of 16). A GEMM's accumulator stays in
+`matmul2d`'s destination tensors across the k loop, written out once after it, unless the loop reads it otherwise or
+it does not start from zeros.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 import metile
 from metile.ir import parse, pretty, verify
+from metile.ir.verify import VerifyError
 from metile.profile.gpus import gpu
 from metile.profile.model import estimate
 from metile.rewrite.context import PassContext
@@ -109,6 +112,17 @@ def test_both_execution_modes(mma, tile):
     a, b = operands(np.float16, 75, 90, 61, seed=3)
     got = run_gemm(a, b, tile=tile, target=M5, mma=mma)
     np.testing.assert_allclose(got, exact(a, b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("mma", ["tensor_ops_simdgroup", "tensor_ops_threadgroup"])
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float32], ids=["bf16", "f32-tf32"])
+def test_both_execution_modes_in_bf16_and_tf32(mma, dtype):
+    a, b = operands(dtype, 75, 90, 61, seed=6)
+    got = run_gemm(a, b, tile=(32, 32, 16), target=M5, mma=mma)
+    if dtype is np.float32:
+        np.testing.assert_allclose(got, exact(tf32(a), tf32(b)), rtol=1e-5, atol=1e-5 * np.sqrt(61) + 1e-6)
+    else:
+        np.testing.assert_allclose(got, exact(a, b), rtol=1e-5, atol=1e-4)
 
 
 def test_each_mode_is_emitted_as_asked():
@@ -297,6 +311,73 @@ def test_a_product_without_an_accumulator_overwrites_its_destination(mma):
     np.testing.assert_allclose(s, np.exp(exact(q, kt) * 0.1), rtol=1e-5, atol=1e-5)
 
 
+# ---- the accumulator of a GEMM held in matmul2d's destination tensors across the k loop
+
+def _msl(kernel, *args, **options) -> str:
+    return kernel.compile(*args, target="M5", **options).msl
+
+
+@pytest.mark.parametrize(("mma", "tile", "runs"), [("tensor_ops_simdgroup", (64, 64, 32), 2),
+                                                   ("tensor_ops_simdgroup", (32, 32, 16), 1),
+                                                   ("tensor_ops_threadgroup", (32, 32, 16), 1)])
+def test_a_gemm_holds_its_accumulator_across_the_k_loop(mma, tile, runs):
+    """The destination tensors are declared before the loop, every product accumulates into them in registers, and
+    they are written out once after it: no simdgroup matrix is stored or loaded inside the loop. A simdgroup's 32x32
+    block of a 64x64 tile takes two 16x32 runs (`_block`: its destinations in scratch fit half of what the staged
+    operands leave)."""
+    a, b = operands(np.float16, 100, 70, 90, seed=9)
+    bm, bn, bk = tile
+    text = _msl(gemm, a, b, np.zeros((100, 70), np.float32), 100, 70, 90, BM=bm, BN=bn, BK=bk, PREC="tf32", mma=mma)
+    before, loop = text.split("for (int k0", 1)
+    loop, after = loop.split("\n    }\n", 1)
+    assert before.count("get_destination_cooperative_tensor") == runs
+    assert loop.count("op.run(ta, tb, tacc") == runs and "simdgroup_store" not in loop and "simdgroup_load" not in loop
+    assert after.count(".store(tensor<threadgroup float") == runs
+    got = run_gemm(a, b, tile=tile, target=M5, mma=mma)
+    np.testing.assert_allclose(got, exact(a, b), rtol=1e-5, atol=1e-4)
+
+
+@metile.kernel
+def gemm_watched(A, B, C, P, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr,
+                 INIT: metile.constexpr, WATCH: metile.constexpr):
+    """C = INIT + A @ B (unmasked, sizes multiples of the tile), and with WATCH, P the running sum after each step of
+    k: the accumulator is read element by element inside the loop."""
+    rm = metile.program_id(0) * BM + metile.arange(0, BM)
+    rn = metile.program_id(1) * BN + metile.arange(0, BN)
+    acc = metile.full((BM, BN), INIT, metile.float32)
+    for k0 in metile.tile_range(0, K, BK):
+        rk = k0 + metile.arange(0, BK)
+        a = metile.load(A + rm[:, None] * K + rk[None, :])
+        b = metile.load(B + rk[:, None] * N + rn[None, :])
+        acc = metile.dot(a, b, acc)
+        if WATCH:
+            metile.store(P + (k0 // BK) * M * N + rm[:, None] * N + rn[None, :], acc)
+    metile.store(C + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("mma", ["tensor_ops_simdgroup", "tensor_ops_threadgroup"])
+@pytest.mark.parametrize(("init", "watched"), [(0.0, False), (0.0, True), (1.5, False)],
+                         ids=["held", "read-in-the-loop", "from-non-zeros"])
+def test_an_accumulator_read_in_the_loop_or_not_from_zeros_makes_the_round_trip(mma, init, watched):
+    """Only an accumulator that starts from zeros and that nothing else in the loop reads is held in the destination
+    tensors; the others go through threadgroup memory for each product, as simdgroup matrices, and stay exact."""
+    m, n, k, bk = 64, 64, 64, 16
+    a, b = operands(np.float16, m, n, k, seed=13)
+    c = np.zeros((m, n), np.float32)
+    p = np.zeros((k // bk, m, n), np.float32)
+    args = (a, b, c, p, m, n, k)
+    consts = {"BM": 32, "BN": 32, "BK": bk, "INIT": init, "WATCH": watched}
+    held = "get_destination_cooperative_tensor" in _msl(gemm_watched, *args, **consts, mma=mma)
+    assert held == (init == 0.0 and not watched)
+    gemm_watched[(m // 32, n // 32)](*args, **consts, target=M5, mma=mma)
+    metile.synchronize()
+    np.testing.assert_allclose(c, init + exact(a, b), rtol=1e-5, atol=1e-4)
+    if watched:
+        for step in range(k // bk):
+            part = exact(a[:, :(step + 1) * bk], b[:(step + 1) * bk])
+            np.testing.assert_allclose(p[step], part, rtol=1e-5, atol=1e-4)
+
+
 # ---- goldens: the SIMT IR the lowering makes and the MSL emitted, in each execution mode
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -335,3 +416,13 @@ def test_golden_lowering(request):
     if request.config.getoption("--update-golden"):
         path.write_text(got)
     assert path.read_text() == got, f"{path} is stale: run pytest --update-golden and review it"
+
+
+def test_the_verifier_refuses_a_run_into_an_undeclared_held_destination():
+    """Metal IR whose `matmul2d` names a held destination no `tensor_hold` declared before it is refused."""
+    text = (GOLDEN / "lowering" / "tensor_ops.mtir").read_text().split("// ---- ")[1].split("\n", 1)[1]
+    assert "  tensor_hold tacc, " in text
+    verify(parse(text), after="test")
+    dropped = "\n".join(line for line in text.splitlines() if not line.startswith("  tensor_hold tacc, "))
+    with pytest.raises(VerifyError, match="tacc is not declared by an earlier tensor_hold"):
+        verify(parse(dropped), after="test")

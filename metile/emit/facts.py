@@ -63,7 +63,9 @@ from metile.ir import (
     Splat,
     Stage,
     Store,
+    TensorHold,
     TensorMatmul,
+    TensorRelease,
     Unary,
     Value,
     Var,
@@ -174,8 +176,11 @@ def scan(k: Kernel) -> Facts:
                     todo.append((rec, (s.value, s.ptr, s.stride)))
                 case Barrier():
                     pass
-                case DevicePrint() | DeviceAssert() | TensorMatmul():
+                case DevicePrint() | DeviceAssert() | TensorMatmul() | TensorRelease():
                     todo.append((rec, tuple(children(s))))
+                case TensorHold():
+                    for suffix in ("", "_desc", "_op"):
+                        claim(s.name + suffix)
                 case While():
                     loop_vars(s)
                     todo.append((rec, (*s.inits, s.cond, *s.yields)))

@@ -15,7 +15,7 @@ The text depends only on the kernel (equal kernels give equal text), so it is go
   computed into a `next_` temporary.
 - Masked loads are `m ? p[i] : other`; masked stores and atomics sit inside `if (m) { ... }`, with their operands
   computed there. Sub-32-bit integer arithmetic is converted back to its type (`uchar(a + b)`), since C promotes it
-  to `int` first. A `TensorMatmul` is a block of its own (`metile.emit.tensor_ops`).
+  to `int` first. Tensor operations (`matmul2d` and its held destinations) are `metile.emit.tensor_ops`'s.
 
 `emit_located` also gives the kernel's signature (`metile.emit.signature`) and the location each body line comes from
 (`metile.emit.artifact` makes them one `MslArtifact`): a named value's declaration, the value's `loc` (else that of
@@ -51,7 +51,7 @@ from metile.emit.spell import (
     type_text,
     unary_form,
 )
-from metile.emit.tensor_ops import matmul_lines
+from metile.emit.tensor_ops import TENSOR_STMTS, tensor_lines
 from metile.emit.wide import reduce_text, shuffle_text
 from metile.ir import (
     AddPtr,
@@ -92,7 +92,6 @@ from metile.ir import (
     Splat,
     Stmt,
     Store,
-    TensorMatmul,
     TileType,
     Unary,
     Value,
@@ -446,8 +445,8 @@ class _Emitter:
             case MatrixStore():
                 self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
                                   f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
-            case TensorMatmul():
-                self.lines += matmul_lines(s, self.pad, lambda v: expr(v)[0], self.helpers)
+            case _ if isinstance(s, TENSOR_STMTS):
+                self.lines += tensor_lines(s, self.pad, lambda v: expr(v)[0], self.helpers, self.names)
             case Barrier():
                 self.lines.append(f"{self.pad}threadgroup_barrier({fence_flags(s.fence)});")
             case DevicePrint() | DeviceAssert():

@@ -24,7 +24,9 @@ from metile.ir.metal import (
     MatrixOf,
     MatrixStore,
     Splat,
+    TensorHold,
     TensorMatmul,
+    TensorRelease,
     VecLoad,
     VecStore,
 )
@@ -123,7 +125,7 @@ __all__ = [
     "For", "Full", "Gather", "If", "IntToPtr", "Join", "Kernel", "LaunchPlan", "Let", "LET_ONLY", "Load", "Loc",
     "MakeVector",
     "MatrixFill", "MatrixLoad", "MatrixMultiplyAccumulate", "MatrixOf", "MatrixStore", "MatrixType",
-    "MetileError", "TensorMatmul",
+    "MetileError", "TensorHold", "TensorMatmul", "TensorRelease",
     "Node", "NumPrograms", "Param", "ParseError", "Permute", "ProgramId", "PtrType", "Reduce", "ReduceOp", "Reshape",
     "RingBarrier", "RingBuffer", "RoleSpan", "Scan", "Schedule", "Scratch", "SharedAlloc", "SimdBroadcast",
     "SimdgroupId", "SimdgroupRole", "SimdLaneId", "SimdReduce", "SimdShuffleXor", "Splat", "Stage", "Stmt",

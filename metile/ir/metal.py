@@ -17,6 +17,8 @@ A Metal IR kernel (`Stage.METAL`) holds the shared nodes of `values`/`stmts` on 
 | `MatrixMultiplyAccumulate(a, b, c)`  | `simdgroup_multiply_accumulate(d, a, b, c)`                  |
 | `MatrixStore(value, ptr, stride, t)` | `simdgroup_store(value, ptr, stride, 0, t)`                  |
 | `TensorMatmul(a, lda, b, ldb, c, ...)`| Metal 4 `matmul2d` over tensors of row-major memory (below)  |
+| `TensorHold(name, shape, ...)`       | a zeroed cooperative destination tensor of a `matmul2d`      |
+| `TensorRelease(name, ptr, ld, ...)`  | `name.store(tensor)`: a held destination to row-major memory |
 
 Shared nodes render as: `Binary` an operator or `max`/`min`/`pow`, `Unary` `-`/`~`/`!` or a function,
 `Compare` an operator, `Where` `c ? x : y` (`select` for vectors), `Cast` `static_cast<T>`, `AddPtr`
@@ -182,26 +184,58 @@ class TensorMatmul(Stmt):
     multiplied at reduced precision (`relaxed_precision`, TF32 on the M5). `simdgroups` 0: each simdgroup runs its
     own (`execution_simdgroup`), behind a `simdgroup_barrier` on each side so that its lanes' writes of `c` before and
     reads after are ordered with the operation's; N: the N simdgroups of the threadgroup run one
-    (`execution_simdgroups<N>`), between threadgroup barriers the lowering places. A collective."""
+    (`execution_simdgroups<N>`), between threadgroup barriers the lowering places. A collective.
+    With `held` (the name of a `TensorHold`), the destination is that cooperative tensor, in registers, `c` and `ldc`
+    are None and the operation always accumulates (no fence: the lanes do not touch the destination's memory)."""
 
     a: Value
     lda: Value
     b: Value
     ldb: Value
-    c: Value
-    ldc: Value
+    c: Value | None
+    ldc: Value | None
     shape: tuple[int, int, int] = attrs.field(converter=as_tuple)
     accumulate: bool = True
     relaxed: bool = False
+    simdgroups: int = 0
+    held: str = ""
+
+
+@node
+class TensorHold(Stmt):
+    """Declares `name`, the cooperative destination tensor (f32, in registers) of the `matmul2d` of `shape`
+    `(m, n, k)` over `dtype` operands in threadgroup memory (`relaxed` and `simdgroups` as in `TensorMatmul`), with
+    every element zero. The `TensorMatmul`s that name it as `held` accumulate into it in place, across the iterations
+    of a loop, until a `TensorRelease` writes it out."""
+
+    name: str
+    shape: tuple[int, int, int] = attrs.field(converter=as_tuple)
+    dtype: DType
+    relaxed: bool = False
+    simdgroups: int = 0
+
+
+@node
+class TensorRelease(Stmt):
+    """Stores the held destination `name` (`TensorHold`), `shape` `(m, n)`, to the row-major f32 memory at `ptr`
+    (row stride `ld`). `simdgroups` 0 (a simdgroup's own tensor): behind a `simdgroup_barrier` on each side, so that
+    its lanes' earlier reads of that memory and later ones are ordered with the store; N (the threadgroup's): between
+    threadgroup barriers the lowering places."""
+
+    name: str
+    ptr: Value
+    ld: Value
+    shape: tuple[int, int] = attrs.field(converter=as_tuple)
     simdgroups: int = 0
 
 
 METAL_VALUES: tuple[type[Value], ...] = (
     Builtin, VecLoad, Extract, MakeVector, Splat, MatrixFill, MatrixOf, MatrixLoad, MatrixMultiplyAccumulate,
 )
-METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore, TensorMatmul)
+METAL_STMTS: tuple[type[Stmt], ...] = (VecStore, MatrixStore, TensorMatmul, TensorHold, TensorRelease)
 
 __all__ = [
     "METAL_STMTS", "METAL_VALUES", "Builtin", "Extract", "MakeVector", "MatrixFill", "MatrixLoad", "MatrixOf",
-    "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "TensorMatmul", "VecLoad", "VecStore",
+    "MatrixMultiplyAccumulate", "MatrixStore", "Splat", "TensorHold", "TensorMatmul", "TensorRelease", "VecLoad",
+    "VecStore",
 ]

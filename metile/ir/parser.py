@@ -16,7 +16,7 @@ import attrs
 
 from metile.ir.errors import Loc
 from metile.ir.layouts import Blocked, Channel, Fragments, InDevice, Recomputed, Shared, TileLayout
-from metile.ir.metal import MatrixStore, TensorMatmul, VecStore
+from metile.ir.metal import MatrixStore, TensorHold, TensorMatmul, TensorRelease, VecStore
 from metile.ir.node import Node
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.parse_ops import parse_op
@@ -281,7 +281,10 @@ class Parser(Scanner):
                 transpose = self.accept("transpose")
                 return MatrixStore(value, ptr, stride, transpose, loc=self.opt_loc())
             case "matmul2d":
-                a, lda, b, ldb, c, ldc = self.refs_n(6)
+                a, lda, b, ldb = self.refs_n(4)
+                self.expect(",")
+                held = self.ident() if self.accept("held") else ""
+                c, ldc = (None, None) if held else self.refs_n(2)
                 self.expect(",")
                 self.expect("shape")
                 self.expect("[")
@@ -305,8 +308,24 @@ class Parser(Scanner):
                     else:
                         self.i = back
                         break
-                return TensorMatmul(a, lda, b, ldb, c, ldc, (m, n, k), accumulate, relaxed, simdgroups,
+                return TensorMatmul(a, lda, b, ldb, c, ldc, (m, n, k), accumulate, relaxed, simdgroups, held,
                                     loc=self.opt_loc())
+            case "tensor_hold":
+                name = self.ident()
+                self.expect(",")
+                m, n, k = self.shape_n(3)
+                self.expect(",")
+                dtype = self.dtype()
+                relaxed, simdgroups = self.accept_pair(("relaxed", "simdgroups"))
+                return TensorHold(name, (m, n, k), dtype, relaxed, simdgroups, loc=self.opt_loc())
+            case "tensor_release":
+                name = self.ident()
+                self.expect(",")
+                ptr, ld = self.refs_n(2)
+                self.expect(",")
+                m, n = self.shape_n(2)
+                _, simdgroups = self.accept_pair(("simdgroups",))
+                return TensorRelease(name, ptr, ld, (m, n), simdgroups, loc=self.opt_loc())
             case "barrier":
                 fence_at = self.i
                 try:
@@ -340,6 +359,32 @@ class Parser(Scanner):
                 self.bind_results(results)
                 return SimdgroupRole(role, num_roles, num_sgs, body, ys, results, loc=loc)
         self.fail(f"expected a statement, not '{word}'", at)
+
+    def shape_n(self, n: int) -> list[int]:
+        """`shape [a, b, ...]` of `n` integers."""
+        self.expect("shape")
+        self.expect("[")
+        out = [self.int()]
+        while len(out) < n:
+            self.expect(",")
+            out.append(self.int())
+        self.expect("]")
+        return out
+
+    def accept_pair(self, words: tuple[str, ...]) -> tuple[bool, int]:
+        """The optional `, relaxed` and `, simdgroups N` that follow a tensor statement (those of `words`)."""
+        relaxed, simdgroups = False, 0
+        while self.at(","):
+            back = self.i
+            self.expect(",")
+            if "relaxed" in words and self.accept("relaxed"):
+                relaxed = True
+            elif self.accept("simdgroups"):
+                simdgroups = self.int()
+            else:
+                self.i = back
+                break
+        return relaxed, simdgroups
 
     def refs_n(self, n: int, *, more: tuple[str, ...] = ()) -> list[Value]:
         """`n` comma-separated operands, then (after one more comma) one of the keywords `more`."""

@@ -43,7 +43,9 @@ from metile.ir.metal import (
     MatrixOf,
     MatrixStore,
     Splat,
+    TensorHold,
     TensorMatmul,
+    TensorRelease,
     VecLoad,
     VecStore,
 )
@@ -372,11 +374,19 @@ class _Printer:
             case MatrixStore(value, ptr, stride, transpose):
                 text = "matrix_store " + ", ".join(self.refs([value, ptr, stride]))
                 self.emit(text + (", transpose" if transpose else ""), s.loc)
-            case TensorMatmul(a, lda, b, ldb, c, ldc, shape, accumulate, relaxed, simdgroups):
-                text = "matmul2d " + ", ".join(self.refs([a, lda, b, ldb, c, ldc]))
+            case TensorMatmul(a, lda, b, ldb, c, ldc, shape, accumulate, relaxed, simdgroups, held):
+                dst = [f"held {held}"] if held else self.refs([c, ldc])
+                text = "matmul2d " + ", ".join([*self.refs([a, lda, b, ldb]), *dst])
                 text += f", shape [{shape[0]}, {shape[1]}, {shape[2]}]" + (", accumulate" if accumulate else "")
                 text += (", relaxed" if relaxed else "") + (f", simdgroups {simdgroups}" if simdgroups else "")
                 self.emit(text, s.loc)
+            case TensorHold(name, shape, dtype, relaxed, simdgroups):
+                text = f"tensor_hold {name}, shape [{shape[0]}, {shape[1]}, {shape[2]}], {dtype}"
+                text += (", relaxed" if relaxed else "") + (f", simdgroups {simdgroups}" if simdgroups else "")
+                self.emit(text, s.loc)
+            case TensorRelease(name, ptr, ld, shape, simdgroups):
+                text = f"tensor_release {name}, {', '.join(self.refs([ptr, ld]))}, shape [{shape[0]}, {shape[1]}]"
+                self.emit(text + (f", simdgroups {simdgroups}" if simdgroups else ""), s.loc)
             case Barrier(fence):
                 self.emit(f"barrier {fence.value}", s.loc)
             case DevicePrint(prefix, values, hex_, index, mask):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from metile.ir.errors import Loc, MetileError
-from metile.ir.metal import MatrixStore, TensorMatmul, VecStore
+from metile.ir.metal import MatrixStore, TensorHold, TensorMatmul, TensorRelease, VecStore
 from metile.ir.names import is_ir_name
 from metile.ir.node import Node, children, type_error
 from metile.ir.ops import AtomicOp, Fence, Stage
@@ -97,6 +97,7 @@ class _Verifier:
         self.k = k
         self.after = after
         self.stage = k.stage
+        self.held: set[str] = set()   # the names of the cooperative destinations `TensorHold` declared so far
         # The Vars each checked value uses, by structure: under the node's cached hash (`Node._h`, read
         # directly, as `hash()` would call back into Python) the first such node and its Vars, and any other
         # structure with the same hash in `free_others`; `free_by_id` answers first for node objects met before.
@@ -372,8 +373,15 @@ class _Verifier:
                     self.fail(f"matrix_store: cannot store {vt} through {pt}", s)
                 if not (isinstance(st, TileType) and st.is_scalar and st.dtype.is_int):
                     self.fail(f"matrix_store: the stride must be an integer scalar, not {st}", s)
-            case TensorMatmul(a, lda, b, ldb, c, ldc, shape):
-                types = [self.value(v, scope, s).type for v in (a, lda, b, ldb, c, ldc)]
+            case TensorMatmul(a, lda, b, ldb, c, ldc, shape, held=held):
+                if held and (c is not None or ldc is not None or not s.accumulate):
+                    self.fail(f"matmul2d: a run into the held destination {held} has no destination in memory and "
+                              "accumulates", s)
+                if held and held not in self.held:
+                    self.fail(f"matmul2d: {held} is not declared by an earlier tensor_hold", s)
+                dst = () if held else (c, ldc)
+                types = [self.value(v, scope, s).type for v in (a, lda, b, ldb, *dst)]
+                types += [PtrType(DType.F32, (), AddressSpace.THREADGROUP), types[1]] if held else []
                 ptrs, strides = types[0::2], types[1::2]
                 if not all(isinstance(t, PtrType) and t.is_scalar and t.space is not AddressSpace.CONSTANT
                            for t in ptrs) or ptrs[0].dtype != ptrs[1].dtype or ptrs[2].dtype is not DType.F32:
@@ -383,6 +391,21 @@ class _Verifier:
                     self.fail("matmul2d: the row strides must be integer scalars", s)
                 if len(shape) != 3 or not all(isinstance(x, int) and x > 0 for x in shape):
                     self.fail(f"matmul2d: the shape must be three positive ints (m, n, k), not {shape}", s)
+            case TensorHold(name, shape, dtype):
+                if len(shape) != 3 or not all(isinstance(x, int) and x > 0 and x % 16 == 0 for x in shape):
+                    self.fail(f"tensor_hold: the shape must be three positive multiples of 16, not {shape}", s)
+                if dtype not in (DType.F16, DType.BF16, DType.F32):
+                    self.fail(f"tensor_hold: matmul2d operands are f16, bf16 or f32, not {dtype}", s)
+                self.held.add(name)
+            case TensorRelease(name, ptr, ld, shape):
+                pt, lt = self.value(ptr, scope, s).type, self.value(ld, scope, s).type
+                if name not in self.held:
+                    self.fail(f"tensor_release: {name} is not declared by an earlier tensor_hold", s)
+                if not (isinstance(pt, PtrType) and pt.is_scalar and pt.dtype is DType.F32
+                        and pt.space is not AddressSpace.CONSTANT):
+                    self.fail(f"tensor_release: the destination must be a pointer to f32, not {pt}", s)
+                if not (isinstance(lt, TileType) and lt.is_scalar and lt.dtype.is_int):
+                    self.fail("tensor_release: the row stride must be an integer scalar", s)
             case Barrier(fence):
                 if not isinstance(fence, Fence):
                     self.fail(f"barrier: {fence!r} is not a Fence", s)

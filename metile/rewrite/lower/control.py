@@ -1,7 +1,9 @@
 """Structured control flow: `For`, `If`, `While` and `simdgroup_role`.
 
 Loop-carried tiles become one Metal variable per register (or per simdgroup matrix, for an accumulator that only
-`dot` updates: `acc = dot(a, b, acc)` keeps `acc` in matrices across iterations); `If` results the same. A loop or
+`dot` updates: `acc = dot(a, b, acc)` keeps `acc` in matrices across iterations; or none, for a GEMM's accumulator
+that Metal 4's `matmul2d` holds in its destination tensors across the loop, `tensor_ops.held_accumulator`); `If`
+results the same. A loop or
 branch whose bounds or condition depend on the thread makes its body *divergent*: nothing inside may need a
 barrier. A `simdgroup_role` block is an `if` on the simdgroup index, and its body runs on a smaller group of
 threads (its own layouts, thread and simdgroup numbers).
@@ -21,6 +23,7 @@ from metile.rewrite.distribute import Blocked, MmaGeometry
 from metile.rewrite.lower import exchange as X
 from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import statements as S
+from metile.rewrite.lower import tensor_ops as TO
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.ops import sg_in
 from metile.rewrite.lower.state import Block, Channel, Group, Lazy, Mma, Regs, Scalar
@@ -32,6 +35,8 @@ def kind_of(blk: Block, v: Var):
 
 
 def fresh_rep(blk: Block, kind, var: Var):
+    if isinstance(kind, TO.Held):   # the same tensors, not carried as values
+        return kind, []
     if kind is None:
         v = Var(blk.fresh(var.name), var.type.with_shape(()))
         return Scalar(v), [v]
@@ -43,6 +48,10 @@ def fresh_rep(blk: Block, kind, var: Var):
 
 
 def values_for(blk: Block, kind, v: Value) -> list[Value]:
+    if isinstance(kind, TO.Held):   # a zero init (declared by `TO.hold`), or the update of the tensors in place
+        if TO.rep_of(blk, v) is not kind and not TO.is_zeros(blk, v):
+            raise blk.refuse("internal: a held accumulator is given other values than its own", v)
+        return []
     if kind is None:
         return [V.scalar(blk, v)]
     if isinstance(kind, Blocked):
@@ -70,16 +79,20 @@ def bind_fresh(blk: Block, kinds, tile_vars) -> list[Var]:
 def for_stmt(blk: Block, s: For) -> None:
     start, stop, step = flat_values(blk, [None] * 3, [s.start, s.stop, s.step])
     kinds = [kind_of(blk, c) for c in s.carried]
-    inits = flat_values(blk, kinds, s.inits)
     index = Var(blk.fresh(s.index.name), s.index.type)
     ring = None
     inner = blk.nested(**S.control(blk, s, s.start, s.stop, s.step))
     inner.bind(s.index, Scalar(index))
-    carried = bind_fresh(inner, kinds, s.carried)
     preheader = inner.preheader = []
     buffers = inner.facts.k.schedule.loops.get(s, 1)
     if buffers > 1:
         ring = inner.ring = MM.Ring(buffers, Var(inner.fresh("stage"), TileType(DType.I32)))
+    kinds = [TO.held_accumulator(inner, s, i, kind) or kind for i, kind in enumerate(kinds)]
+    inits = flat_values(blk, kinds, s.inits)
+    for kind in kinds:
+        if isinstance(kind, TO.Held):
+            TO.hold(blk, kind)
+    carried = bind_fresh(inner, kinds, s.carried)
     body, yields = S.lower_block(inner, s.body, lambda b: flat_values(b, kinds, s.yields))
     results = bind_fresh(blk, kinds, s.results)
     blk.out += preheader
@@ -90,6 +103,9 @@ def for_stmt(blk: Block, s: For) -> None:
         results = [*results, Var(blk.fresh("stage"), ring.stage.type)]
         S.barrier(blk, s, ring=(ring, True))   # needed only where the ring is kept: its readers of an earlier run
     blk.emit(For(index, start, stop, step, carried, inits, body, yields, results, s.num_stages, loc=s.loc))
+    for kind, res in zip(kinds, s.results):
+        if isinstance(kind, TO.Held):   # written out once, after the loop
+            blk.bind(res, TO.release(blk, kind, s))
 
 
 def if_stmt(blk: Block, s: If) -> None:

@@ -96,6 +96,9 @@ def mma(blk: Block, d: Dot, acc: Value | None, where: Value) -> Mma:
     split = k_slices(geom.m, geom.n, k, how(blk, d).split, blk.group.sgs)
     if split > 1:
         return split_products(blk, d, acc, geom, attrs.evolve(geom, split=split))
+    held = None if acc is None else X.named_rep(blk, acc)[0]
+    if isinstance(held, TO.Held):   # a loop's accumulator in matmul2d's destination tensors: added to in place
+        return TO.held_products(blk, held, d, stage_operands(blk, a, b, d))
     mats = list(as_mma(blk, acc, geom).mats) if acc is not None else None
     chunk = k_chunk(blk, d)
     staged = stage_operands(blk, a, b, d) if chunk is None else None

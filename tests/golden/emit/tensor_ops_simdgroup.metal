@@ -21,11 +21,14 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
     threadgroup half* const region_f16 = scratch_f16;
     threadgroup half* const region_f16_1 = scratch_f16 + 768;
     threadgroup float* const region_f32 = scratch_f32;
-    const simdgroup_matrix<float, 8, 8> acc_4 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-    simdgroup_matrix<float, 8, 8> acc_1_m0 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m1 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m2 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m3 = acc_4;
+    constexpr auto tacc_desc = matmul2d_descriptor(16, 16, 16, false, false, false, matmul2d_descriptor::mode::multiply_accumulate);
+    matmul2d<tacc_desc, execution_simdgroup> tacc_op;
+    auto tacc = tacc_op.get_destination_cooperative_tensor<tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>, tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>, float>();
+    for (uint16_t i = 0; i < tacc.get_capacity(); ++i) {
+        if (tacc.is_valid_element(i)) {
+            tacc[i] = 0.0f;
+        }
+    }
     for (int k0_1 = 0; k0_1 < K; k0_1 = static_cast<uint>(K) - static_cast<uint>(k0_1) > 16u ? k0_1 + 16 : K) {
         const int t0 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
         const int t1 = static_cast<int>(thread_index_in_threadgroup);
@@ -84,83 +87,72 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
         region_f16_1[(t34 * 40) + t36] = b_4;
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const int t38 = static_cast<int>(simdgroup_index_in_threadgroup);
-        threadgroup float* const dst = region_f32 + (t38 * 256);
-        threadgroup float* const t39 = dst + 0;
-        simdgroup_store(acc_1_m0, t39, 16, 0, false);
-        threadgroup float* const t40 = dst + 8;
-        simdgroup_store(acc_1_m1, t40, 16, 0, false);
-        threadgroup float* const t41 = dst + 128;
-        simdgroup_store(acc_1_m2, t41, 16, 0, false);
-        threadgroup float* const t42 = dst + 136;
-        simdgroup_store(acc_1_m3, t42, 16, 0, false);
-        const int t43 = (t38 / 2) * 16;
-        const int t44 = (t38 % 2) * 16;
+        const int t39 = (t38 / 2) * 16;
+        const int t40 = (t38 % 2) * 16;
         {
-            simdgroup_barrier(mem_flags::mem_threadgroup);
             constexpr auto desc = matmul2d_descriptor(16, 16, 16, false, false, false, matmul2d_descriptor::mode::multiply_accumulate);
             matmul2d<desc, execution_simdgroup> op;
-            auto ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16 + (t43 * 24), dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(24)});
-            auto tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16_1 + t44, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(40)});
-            auto tc = tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(dst, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(16)});
-            op.run(ta, tb, tc);
-            simdgroup_barrier(mem_flags::mem_threadgroup);
+            auto ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16 + (t39 * 24), dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(24)});
+            auto tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16_1 + t40, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(40)});
+            op.run(ta, tb, tacc);
         }
-        simdgroup_matrix<float, 8, 8> acc_5;
-        simdgroup_load(acc_5, t39, 16, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_6;
-        simdgroup_load(acc_6, t40, 16, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_7;
-        simdgroup_load(acc_7, t41, 16, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_8;
-        simdgroup_load(acc_8, t42, 16, 0, false);
-        acc_1_m0 = acc_5;
-        acc_1_m1 = acc_6;
-        acc_1_m2 = acc_7;
-        acc_1_m3 = acc_8;
     }
-    const int t45 = static_cast<int>(thread_index_in_simdgroup);
-    const int fr = ((t45 / 2) % 4) + ((t45 / 16) * 4);
-    const int fc = ((t45 % 2) * 2) + (((t45 / 8) % 2) * 4);
-    const int t46 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
-    const int t47 = static_cast<int>(simdgroup_index_in_threadgroup);
-    const int t48 = (t47 / 2) * 16;
-    const int t49 = t46 + (t48 + fr);
-    const int t50 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
-    device float* const line = (C + (t49 * N)) + (t50 + 0);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int t41 = static_cast<int>(simdgroup_index_in_threadgroup);
+    threadgroup float* const dst = region_f32 + (t41 * 256);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    tacc.store(tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(dst, dextents<int32_t, 2>(16, 16), array<int32_t, 2>{1, int32_t(16)}));
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_matrix<float, 8, 8> acc_4;
+    simdgroup_load(acc_4, dst + 0, 16, 0, false);
+    simdgroup_matrix<float, 8, 8> acc_5;
+    simdgroup_load(acc_5, dst + 8, 16, 0, false);
+    simdgroup_matrix<float, 8, 8> acc_6;
+    simdgroup_load(acc_6, dst + 128, 16, 0, false);
+    simdgroup_matrix<float, 8, 8> acc_7;
+    simdgroup_load(acc_7, dst + 136, 16, 0, false);
+    const int t42 = static_cast<int>(thread_index_in_simdgroup);
+    const int fr = ((t42 / 2) % 4) + ((t42 / 16) * 4);
+    const int fc = ((t42 % 2) * 2) + (((t42 / 8) % 2) * 4);
+    const int t43 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
+    const int t44 = (t41 / 2) * 16;
+    const int t45 = t43 + (t44 + fr);
+    const int t46 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+    device float* const line = (C + (t45 * N)) + (t46 + 0);
     device float* const line_1 = line + (8 * N);
-    const bool t51 = t49 < M;
-    const int t52 = (t47 % 2) * 16;
-    const int t53 = t52 + fc;
-    const bool t54 = (t50 + t53) < N;
-    if (t51 && t54) {
-        line[t53] = acc_1_m0.thread_elements()[0];
+    const bool t47 = t45 < M;
+    const int t48 = (t41 % 2) * 16;
+    const int t49 = t48 + fc;
+    const bool t50 = (t46 + t49) < N;
+    if (t47 && t50) {
+        line[t49] = acc_4.thread_elements()[0];
+    }
+    const int t51 = t49 + 1;
+    const bool t52 = (t46 + t51) < N;
+    if (t47 && t52) {
+        line[t51] = acc_4.thread_elements()[1];
+    }
+    const int t53 = t48 + (fc + 8);
+    const bool t54 = (t46 + t53) < N;
+    if (t47 && t54) {
+        line[t53] = acc_5.thread_elements()[0];
     }
     const int t55 = t53 + 1;
-    const bool t56 = (t50 + t55) < N;
-    if (t51 && t56) {
-        line[t55] = acc_1_m0.thread_elements()[1];
+    const bool t56 = (t46 + t55) < N;
+    if (t47 && t56) {
+        line[t55] = acc_5.thread_elements()[1];
     }
-    const int t57 = t52 + (fc + 8);
-    const bool t58 = (t50 + t57) < N;
-    if (t51 && t58) {
-        line[t57] = acc_1_m1.thread_elements()[0];
+    const bool t57 = (t43 + (t44 + (fr + 8))) < M;
+    if (t57 && t50) {
+        line_1[t49] = acc_6.thread_elements()[0];
     }
-    const int t59 = t57 + 1;
-    const bool t60 = (t50 + t59) < N;
-    if (t51 && t60) {
-        line[t59] = acc_1_m1.thread_elements()[1];
+    if (t57 && t52) {
+        line_1[t51] = acc_6.thread_elements()[1];
     }
-    const bool t61 = (t46 + (t48 + (fr + 8))) < M;
-    if (t61 && t54) {
-        line_1[t53] = acc_1_m2.thread_elements()[0];
+    if (t57 && t54) {
+        line_1[t53] = acc_7.thread_elements()[0];
     }
-    if (t61 && t56) {
-        line_1[t55] = acc_1_m2.thread_elements()[1];
-    }
-    if (t61 && t58) {
-        line_1[t57] = acc_1_m3.thread_elements()[0];
-    }
-    if (t61 && t60) {
-        line_1[t59] = acc_1_m3.thread_elements()[1];
+    if (t57 && t56) {
+        line_1[t55] = acc_7.thread_elements()[1];
     }
 }

@@ -21,11 +21,14 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
     threadgroup half* const region_f16 = scratch_f16;
     threadgroup half* const region_f16_1 = scratch_f16 + 768;
     threadgroup float* const region_f32 = scratch_f32;
-    const simdgroup_matrix<float, 8, 8> acc_4 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
-    simdgroup_matrix<float, 8, 8> acc_1_m0 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m1 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m2 = acc_4;
-    simdgroup_matrix<float, 8, 8> acc_1_m3 = acc_4;
+    constexpr auto tacc_desc = matmul2d_descriptor(32, 32, 16, false, false, false, matmul2d_descriptor::mode::multiply_accumulate);
+    matmul2d<tacc_desc, execution_simdgroups<4>> tacc_op;
+    auto tacc = tacc_op.get_destination_cooperative_tensor<tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>, tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>, float>();
+    for (uint16_t i = 0; i < tacc.get_capacity(); ++i) {
+        if (tacc.is_valid_element(i)) {
+            tacc[i] = 0.0f;
+        }
+    }
     for (int k0_1 = 0; k0_1 < K; k0_1 = static_cast<uint>(K) - static_cast<uint>(k0_1) > 16u ? k0_1 + 16 : K) {
         const int t0 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
         const int t1 = static_cast<int>(thread_index_in_threadgroup);
@@ -83,86 +86,71 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
         region_f16_1[(t30 * 40) + t32] = b_3;
         region_f16_1[(t34 * 40) + t36] = b_4;
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const int t38 = static_cast<int>(simdgroup_index_in_threadgroup);
-        const int t39 = (t38 / 2) * 16;
-        const int t40 = t39 * 32;
-        const int t41 = (t38 % 2) * 16;
-        threadgroup float* const t42 = region_f32 + (t40 + t41);
-        simdgroup_store(acc_1_m0, t42, 32, 0, false);
-        const int t43 = t41 + 8;
-        threadgroup float* const t44 = region_f32 + (t40 + t43);
-        simdgroup_store(acc_1_m1, t44, 32, 0, false);
-        const int t45 = (t39 + 8) * 32;
-        threadgroup float* const t46 = region_f32 + (t45 + t41);
-        simdgroup_store(acc_1_m2, t46, 32, 0, false);
-        threadgroup float* const t47 = region_f32 + (t45 + t43);
-        simdgroup_store(acc_1_m3, t47, 32, 0, false);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
         {
             constexpr auto desc = matmul2d_descriptor(32, 32, 16, false, false, false, matmul2d_descriptor::mode::multiply_accumulate);
             matmul2d<desc, execution_simdgroups<4>> op;
             auto ta = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16, dextents<int32_t, 2>(16, 32), array<int32_t, 2>{1, int32_t(24)});
             auto tb = tensor<threadgroup half, dextents<int32_t, 2>, tensor_inline>(region_f16_1, dextents<int32_t, 2>(32, 16), array<int32_t, 2>{1, int32_t(40)});
-            auto tc = tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(region_f32, dextents<int32_t, 2>(32, 32), array<int32_t, 2>{1, int32_t(32)});
-            op.run(ta, tb, tc);
+            op.run(ta, tb, tacc);
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        simdgroup_matrix<float, 8, 8> acc_5;
-        simdgroup_load(acc_5, t42, 32, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_6;
-        simdgroup_load(acc_6, t44, 32, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_7;
-        simdgroup_load(acc_7, t46, 32, 0, false);
-        simdgroup_matrix<float, 8, 8> acc_8;
-        simdgroup_load(acc_8, t47, 32, 0, false);
-        acc_1_m0 = acc_5;
-        acc_1_m1 = acc_6;
-        acc_1_m2 = acc_7;
-        acc_1_m3 = acc_8;
     }
-    const int t48 = static_cast<int>(thread_index_in_simdgroup);
-    const int fr = ((t48 / 2) % 4) + ((t48 / 16) * 4);
-    const int fc = ((t48 % 2) * 2) + (((t48 / 8) % 2) * 4);
-    const int t49 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
-    const int t50 = static_cast<int>(simdgroup_index_in_threadgroup);
-    const int t51 = (t50 / 2) * 16;
-    const int t52 = t49 + (t51 + fr);
-    const int t53 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
-    device float* const line = (C + (t52 * N)) + (t53 + 0);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    tacc.store(tensor<threadgroup float, dextents<int32_t, 2>, tensor_inline>(region_f32, dextents<int32_t, 2>(32, 32), array<int32_t, 2>{1, int32_t(32)}));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int t38 = static_cast<int>(simdgroup_index_in_threadgroup);
+    const int t39 = (t38 / 2) * 16;
+    const int t40 = t39 * 32;
+    const int t41 = (t38 % 2) * 16;
+    simdgroup_matrix<float, 8, 8> acc_4;
+    simdgroup_load(acc_4, region_f32 + (t40 + t41), 32, 0, false);
+    const int t42 = t41 + 8;
+    simdgroup_matrix<float, 8, 8> acc_5;
+    simdgroup_load(acc_5, region_f32 + (t40 + t42), 32, 0, false);
+    const int t43 = (t39 + 8) * 32;
+    simdgroup_matrix<float, 8, 8> acc_6;
+    simdgroup_load(acc_6, region_f32 + (t43 + t41), 32, 0, false);
+    simdgroup_matrix<float, 8, 8> acc_7;
+    simdgroup_load(acc_7, region_f32 + (t43 + t42), 32, 0, false);
+    const int t44 = static_cast<int>(thread_index_in_simdgroup);
+    const int fr = ((t44 / 2) % 4) + ((t44 / 16) * 4);
+    const int fc = ((t44 % 2) * 2) + (((t44 / 8) % 2) * 4);
+    const int t45 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
+    const int t46 = t45 + (t39 + fr);
+    const int t47 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+    device float* const line = (C + (t46 * N)) + (t47 + 0);
     device float* const line_1 = line + (8 * N);
-    const bool t54 = t52 < M;
-    const int t55 = (t50 % 2) * 16;
-    const int t56 = t55 + fc;
-    const bool t57 = (t53 + t56) < N;
-    if (t54 && t57) {
-        line[t56] = acc_1_m0.thread_elements()[0];
+    const bool t48 = t46 < M;
+    const int t49 = t41 + fc;
+    const bool t50 = (t47 + t49) < N;
+    if (t48 && t50) {
+        line[t49] = acc_4.thread_elements()[0];
     }
-    const int t58 = t56 + 1;
-    const bool t59 = (t53 + t58) < N;
-    if (t54 && t59) {
-        line[t58] = acc_1_m0.thread_elements()[1];
+    const int t51 = t49 + 1;
+    const bool t52 = (t47 + t51) < N;
+    if (t48 && t52) {
+        line[t51] = acc_4.thread_elements()[1];
     }
-    const int t60 = t55 + (fc + 8);
-    const bool t61 = (t53 + t60) < N;
-    if (t54 && t61) {
-        line[t60] = acc_1_m1.thread_elements()[0];
+    const int t53 = t41 + (fc + 8);
+    const bool t54 = (t47 + t53) < N;
+    if (t48 && t54) {
+        line[t53] = acc_5.thread_elements()[0];
     }
-    const int t62 = t60 + 1;
-    const bool t63 = (t53 + t62) < N;
-    if (t54 && t63) {
-        line[t62] = acc_1_m1.thread_elements()[1];
+    const int t55 = t53 + 1;
+    const bool t56 = (t47 + t55) < N;
+    if (t48 && t56) {
+        line[t55] = acc_5.thread_elements()[1];
     }
-    const bool t64 = (t49 + (t51 + (fr + 8))) < M;
-    if (t64 && t57) {
-        line_1[t56] = acc_1_m2.thread_elements()[0];
+    const bool t57 = (t45 + (t39 + (fr + 8))) < M;
+    if (t57 && t50) {
+        line_1[t49] = acc_6.thread_elements()[0];
     }
-    if (t64 && t59) {
-        line_1[t58] = acc_1_m2.thread_elements()[1];
+    if (t57 && t52) {
+        line_1[t51] = acc_6.thread_elements()[1];
     }
-    if (t64 && t61) {
-        line_1[t60] = acc_1_m3.thread_elements()[0];
+    if (t57 && t54) {
+        line_1[t53] = acc_7.thread_elements()[0];
     }
-    if (t64 && t63) {
-        line_1[t62] = acc_1_m3.thread_elements()[1];
+    if (t57 && t56) {
+        line_1[t55] = acc_7.thread_elements()[1];
     }
 }

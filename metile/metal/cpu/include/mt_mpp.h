@@ -24,9 +24,11 @@
  * Scopes. execution_simdgroup: run by all 32 lanes of a full simdgroup; run() publishes each lane's cooperative
  * operands in one simd exchange (which also finds a run that only some lanes reach: a fault), every lane computes
  * its own destination elements, and a second exchange keeps them from changing their operands before the others
- * have read them. execution_simdgroups<N> and execution_thread take tensor operands only (the layout of their
- * cooperative tensors is refused): one thread computes every element, or the N simdgroups, which must be the
- * whole threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there).
+ * have read them. execution_simdgroups<N> and execution_thread take tensor inputs only (the layout of their
+ * cooperative inputs is refused): one thread computes every element, or the N simdgroups, which must be the whole
+ * threadgroup, share them after a threadgroup barrier (a thread that does not reach run() faults there). The
+ * destination of execution_simdgroups<N> may also be its cooperative tensor, spread over the threadgroup's threads
+ * (mt_tensor.h), each thread computing its own elements; that of execution_thread is refused.
  *
  * Profiling (instrumented builds): a run counts 2 m n k FLOPs by input type (float, TF32 = float relaxed, half,
  * bfloat) and scope (once per simdgroup at execution_simdgroup, once per threadgroup at execution_simdgroups<N>,
@@ -188,9 +190,11 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
     }
 
     constexpr bool simdgroup = metal::is_same<Scope, metal::execution_simdgroup>::value;
-    static_assert(simdgroup || (!coop_in && !is_coop<Dst>),
-                  "metile-unsupported: cooperative tensors in a matmul2d whose execution scope is not "
+    static_assert(simdgroup || !coop_in,
+                  "metile-unsupported: cooperative inputs of a matmul2d whose execution scope is not "
                   "execution_simdgroup");
+    static_assert(simdgroup || !is_coop<Dst> || scope_of<Scope>::simdgroups > 0,
+                  "metile-unsupported: a cooperative destination of a matmul2d with execution_thread");
     const void* lanes_l[MT_SIMD_WIDTH] = {};
     const void* lanes_r[MT_SIMD_WIDTH] = {};
     uint32_t lane = 0;
@@ -251,11 +255,13 @@ inline void run(const L& left, const R& right, Dst& dst, uint32_t line) {
         metal::_mt::prof_pause(false);
         return acc;
     };
-    if constexpr (is_coop<Dst>) {
+    if constexpr (is_coop<Dst>) {   /* each thread its own elements: a lane of the simdgroup, or of the N */
         typedef typename rm_t<Dst>::layout LD;
+        const uint32_t holder = simdgroup ? lane : uint32_t(first);
         for (int i = 0; i < LD::capacity; ++i) {
+            if (!LD::valid(holder, i)) continue;
             int n, m;
-            LD::coord(lane, i, n, m);
+            LD::coord(holder, i, n, m);
             dst.e_[i] = TD(dot(m, n, accumulate ? float(dst.e_[i]) : 0.0f));
         }
     } else {
@@ -293,29 +299,33 @@ template <matmul2d_descriptor Descriptor, class Scope, class... Args> class matm
     template <class A, class B, class C, class Coord = int, class... More>
     using cooperative_tensor_right_input_t =
         metal::cooperative_tensor<B, metal::extents<Coord, size_t(RX), size_t(RY)>, metal::_mt::block_layout<RX, RY>>;
+    /* a destination spread over the threads of N simdgroups (execution_simdgroups<N>), or a simdgroup's lanes */
     template <class Left, class Right, class C, class Coord = int, class... More>
-    using cooperative_tensor_destination_t =
-        metal::cooperative_tensor<C, metal::extents<Coord, size_t(Descriptor.n), size_t(Descriptor.m)>,
-                                  metal::_mt::block_layout<Descriptor.n, Descriptor.m>>;
+    using cooperative_tensor_destination_t = metal::cooperative_tensor<
+        C, metal::extents<Coord, size_t(Descriptor.n), size_t(Descriptor.m)>,
+        metal::conditional_t<coop_scope, metal::_mt::block_layout<Descriptor.n, Descriptor.m>,
+                                  metal::_mt::spread_layout<Descriptor.n, Descriptor.m,
+                                                            (_detail::scope_of<Scope>::simdgroups > 0
+                                                                 ? _detail::scope_of<Scope>::simdgroups : 1)>>>;
 
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_left_input_cooperative_tensor() const {
-        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+        static_assert(coop_scope, "metile-unsupported: cooperative inputs of a matmul2d whose execution scope is "
                                   "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative left input of a matmul2d whose k is dynamic");
         return cooperative_tensor_left_input_t<A, B, C, Coord>{};
     }
     template <class A, class B, class C, class Coord = int, class... More>
     auto get_right_input_cooperative_tensor() const {
-        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
+        static_assert(coop_scope, "metile-unsupported: cooperative inputs of a matmul2d whose execution scope is "
                                   "not execution_simdgroup");
         static_assert(Descriptor.k > 0, "metile-unsupported: a cooperative right input of a matmul2d whose k is dynamic");
         return cooperative_tensor_right_input_t<A, B, C, Coord>{};
     }
     template <class Left, class Right, class C, class Coord = int, class... More>
     auto get_destination_cooperative_tensor() const {
-        static_assert(coop_scope, "metile-unsupported: cooperative tensors of a matmul2d whose execution scope is "
-                                  "not execution_simdgroup");
+        static_assert(_detail::scope_of<Scope>::simdgroups > 0, "metile-unsupported: a cooperative destination of a "
+                                                                "matmul2d with execution_thread");
         return cooperative_tensor_destination_t<Left, Right, C, Coord>{};
     }
     /* a cooperative input made from another cooperative tensor, and the test whether one can be */

@@ -15,7 +15,9 @@
  * and write element by element (steel/gemm/nax.h, BaseNAXFrag): the tile is cut into 16 x 16 blocks taken in
  * row-major order (x fastest), and in each block lane l holds 8 elements, element j at
  *     x = ((l >> 3) & 1) * 8 + (l & 1) * 4 + j % 4,   y = ((l >> 4) & 1) * 4 + ((l >> 1) & 3) + (j / 4) * 8,
- * element index = block * 8 + j. Tiles whose sides are not multiples of 16 are refused.
+ * element index = block * 8 + j. Tiles whose sides are not multiples of 16 are refused. The destination of a matmul2d
+ * run by N simdgroups (execution_simdgroups<N>) spreads its elements over the threadgroup's threads instead
+ * (spread_layout): code that only zeroes, loads, stores and passes it to run() does not depend on the layout.
  */
 #ifndef METILE_MT_TENSOR_H
 #define METILE_MT_TENSOR_H
@@ -202,6 +204,8 @@ template <int X, int Y> struct block_layout {
     static constexpr int capacity = X * Y / 32;
     static constexpr int width = X;
     static constexpr int height = Y;
+    static uint32_t holder() { return coop_lane(); }
+    static bool valid(uint32_t, int i) { return i >= 0 && i < capacity; }
     static void coord(uint32_t lane, int i, int& x, int& y) {
         const int block = i / 8, j = i % 8;
         x = (block % (X / 16)) * 16 + int((lane >> 3) & 1u) * 8 + int(lane & 1u) * 4 + j % 4;
@@ -213,6 +217,26 @@ template <int X, int Y> struct block_layout {
         const int row = ly % 8, col4 = lx / 4;
         lane = uint32_t(((row >> 2) & 1) << 4 | ((col4 >> 1) & 1) << 3 | (row & 3) << 1 | (col4 & 1));
         i = (by * (X / 16) + bx) * 8 + (ly / 8) * 4 + lx % 4;
+    }
+};
+}  // namespace _mt
+
+namespace _mt {
+/* A tile of X x Y elements over the threads of N simdgroups (a destination of matmul2d with execution_simdgroups<N>,
+ * whose layout Apple does not document): element e = x + X y is held by thread e % (32 N) of the threadgroup, as its
+ * element e / (32 N); the last of a thread's elements may lie past the tile (is_valid_element false). */
+template <int X, int Y, int N> struct spread_layout {
+    static_assert(X > 0 && Y > 0 && N > 0, "a cooperative tensor of a positive size over some simdgroups");
+    static constexpr int threads = 32 * N;
+    static constexpr int capacity = (X * Y + threads - 1) / threads;
+    static constexpr int width = X;
+    static constexpr int height = Y;
+    static uint32_t holder() { return mt_current_pos()->thread_index_in_threadgroup; }
+    static bool valid(uint32_t t, int i) { return i >= 0 && i < capacity && int(t) + i * threads < X * Y; }
+    static void coord(uint32_t t, int i, int& x, int& y) {
+        const int e = int(t) + i * threads;
+        x = e % X;
+        y = e / X;
     }
 };
 }  // namespace _mt
@@ -229,10 +253,10 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
 
     static constexpr uint16_t get_capacity() { return uint16_t(capacity_); }
     static constexpr uint16_t capacity() { return uint16_t(capacity_); }
-    /* every element of a 16 x 16 block layout is held by some lane */
-    bool is_valid_element(uint16_t i) const { return i < capacity_; }
-    bool get_mask(uint16_t i) const { return i < capacity_; }
-    bool mask(uint16_t i) const { return i < capacity_; }
+    /* every element of a 16 x 16 block layout is held by some lane; a spread layout's last may lie past the tile */
+    bool is_valid_element(uint16_t i) const { return Layout::valid(Layout::holder(), i); }
+    bool get_mask(uint16_t i) const { return is_valid_element(i); }
+    bool mask(uint16_t i) const { return is_valid_element(i); }
 
     ElementType& at(uint16_t i, uint32_t line) {
         if (i >= capacity_) mt_kernel_fault(MT_FAULT_KERNEL, "cooperative tensor element index out of range", line);
@@ -244,7 +268,7 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
     /* (x, y) of this lane's element i in the tile */
     array<index_type, 2> get_multidimensional_index(uint16_t i) const {
         int x, y;
-        Layout::coord(_mt::coop_lane(), int(i), x, y);
+        Layout::coord(Layout::holder(), int(i), x, y);
         array<index_type, 2> r;
         r[0] = index_type(x);
         r[1] = index_type(y);
@@ -270,8 +294,9 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
     template <class T, class E, class D> void load(const tensor<T, E, D>& t, uint32_t line = __builtin_LINE()) {
         static_assert(E::rank() == 2, "metile-unsupported: cooperative tensors of rank other than 2");
         _mt::prof_count(MT_PROF_COOP_LOADS, 1, true, line);
-        const uint32_t lane = _mt::coop_lane();
+        const uint32_t lane = Layout::holder();
         for (int i = 0; i < capacity_; ++i) {
+            if (!Layout::valid(lane, i)) continue;
             int x, y;
             Layout::coord(lane, i, x, y);
             const long c[2] = {x, y};
@@ -282,8 +307,9 @@ template <class ElementType, class Extents, class Layout> struct cooperative_ten
     template <class T, class E, class D> void store(const tensor<T, E, D>& t, uint32_t line = __builtin_LINE()) const {
         static_assert(E::rank() == 2, "metile-unsupported: cooperative tensors of rank other than 2");
         _mt::prof_count(MT_PROF_COOP_STORES, 1, true, line);
-        const uint32_t lane = _mt::coop_lane();
+        const uint32_t lane = Layout::holder();
         for (int i = 0; i < capacity_; ++i) {
+            if (!Layout::valid(lane, i)) continue;
             int x, y;
             Layout::coord(lane, i, x, y);
             const long c[2] = {x, y};
