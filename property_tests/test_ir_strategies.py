@@ -410,27 +410,31 @@ class Gen:
         return []
 
     def matrix(self, env) -> list:
+        """A simdgroup-matrix load, store or product, or a Metal 4 matmul2d over f32 memory (its destination in
+        memory, or held in registers: declared, run into, stored), each kind about as likely as the others."""
         bases = [b for b in self.bases(env, dtypes=FLOATS) if b.type.space is not AddressSpace.CONSTANT]
         dt = self.pick(FLOATS)
         stride = self.value(TileType(self.pick([DType.I32, DType.U32])), env, 1)
-        if bases and self.coin():
-            base = self.pick(bases)
-            if self.coin():
-                return self.let(MatrixLoad(self.pointer(base, (), env), stride, self.coin()), env)
-            value = self.value(MatrixType(base.type.dtype), env)
-            return [MatrixStore(value, self.pointer(base, (), env), stride, self.coin())]
         f32 = [b for b in bases if b.type.dtype is DType.F32]
-        if f32 and self.coin() and self.coin():   # a Metal 4 matmul2d over f32 memory
-            a, b, c = (self.pointer(self.pick(f32), (), env) for _ in range(3))
-            lda, ldb, ldc = (self.value(TileType(DType.I32), env, 1) for _ in range(3))
-            if self.coin():   # a destination held in registers: declared, run into, stored
-                m, n, k = (self.pick([16, 32]) for _ in range(3))
-                name, relaxed, sgs = f"tacc{next(self.names)}", self.coin(), self.pick([0, 2, 4])
-                return [TensorHold(name, (m, n, k), DType.F32, relaxed, sgs),
-                        TensorMatmul(a, lda, b, ldb, None, None, (m, n, k), True, relaxed, sgs, name),
-                        TensorRelease(name, c, ldc, (m, n), sgs)]
-            shape = tuple(self.pick([8, 16, 32]) for _ in range(3))
-            return [TensorMatmul(a, lda, b, ldb, c, ldc, shape, self.coin(), self.coin(), self.pick([0, 2, 4]))]
+        kinds = ["product"] + (["memory"] if bases else []) + (["matmul2d", "held"] if f32 else [])
+        match self.pick(kinds):
+            case "memory":
+                base = self.pick(bases)
+                if self.coin():
+                    return self.let(MatrixLoad(self.pointer(base, (), env), stride, self.coin()), env)
+                value = self.value(MatrixType(base.type.dtype), env)
+                return [MatrixStore(value, self.pointer(base, (), env), stride, self.coin())]
+            case "matmul2d" | "held" as kind:
+                a, b, c = (self.pointer(self.pick(f32), (), env) for _ in range(3))
+                lda, ldb, ldc = (self.value(TileType(DType.I32), env, 1) for _ in range(3))
+                if kind == "held":
+                    m, n, k = (self.pick([16, 32]) for _ in range(3))
+                    name, relaxed, sgs = f"tacc{next(self.names)}", self.coin(), self.pick([0, 2, 4])
+                    return [TensorHold(name, (m, n, k), DType.F32, relaxed, sgs),
+                            TensorMatmul(a, lda, b, ldb, None, None, (m, n, k), True, relaxed, sgs, name),
+                            TensorRelease(name, c, ldc, (m, n), sgs)]
+                shape = tuple(self.pick([8, 16, 32]) for _ in range(3))
+                return [TensorMatmul(a, lda, b, ldb, c, ldc, shape, self.coin(), self.coin(), self.pick([0, 2, 4]))]
         a, b = self.value(MatrixType(dt), env), self.value(MatrixType(dt), env)
         return self.let(MatrixMultiplyAccumulate(a, b, self.value(MatrixType(self.pick(FLOATS)), env)), env)
 
