@@ -72,10 +72,7 @@ def _gather_qmm_nax_case(name: str, dtype: str, mode: str, M: int, N: int, K: in
 
     def run(dev) -> Result:
         _, msl, tstr = _TYPES[dtype]
-        if mode != "affine":
-            group_size_, bits_ = _FP_MODES[mode]
-        else:
-            group_size_, bits_ = group_size, bits
+        group_size_, bits_ = _FP_MODES.get(mode, (group_size, bits))
         aligned = str(N % 64 == 0).lower()
         kind = "t" if transposed else "n"
         host = f"{mode}_gather_qmm_{kind}_nax_{tstr}_gs_{group_size_}_b_{bits_}_bm64_bn64_bk64_wm2_wn2"
@@ -137,10 +134,7 @@ def _gather_qmm_rhs_nax_case(name: str, dtype: str, mode: str, M: int, N: int, K
 
     def run(dev) -> Result:
         _, msl, tstr = _TYPES[dtype]
-        if mode != "affine":
-            group_size_, bits_ = _FP_MODES[mode]
-        else:
-            group_size_, bits_ = group_size, bits
+        group_size_, bits_ = _FP_MODES.get(mode, (group_size, bits))
         bm = 32 if M // experts < 64 else 64
         tn = "nt" if transposed else "nn"
         host = f"{mode}_gather_qmm_rhs_nax_{tn}_{tstr}_gs_{group_size_}_b_{bits_}_bm_{bm}_bn_64_bk_64_wm_2_wn_2"

@@ -286,28 +286,8 @@ class Parser(Scanner):
                 held = self.ident() if self.accept("held") else ""
                 c, ldc = (None, None) if held else self.refs_n(2)
                 self.expect(",")
-                self.expect("shape")
-                self.expect("[")
-                m = self.int()
-                self.expect(",")
-                n = self.int()
-                self.expect(",")
-                k = self.int()
-                self.expect("]")
-                accumulate = relaxed = False
-                simdgroups = 0
-                while self.at(","):
-                    back = self.i
-                    self.expect(",")
-                    if self.accept("accumulate"):
-                        accumulate = True
-                    elif self.accept("relaxed"):
-                        relaxed = True
-                    elif self.accept("simdgroups"):
-                        simdgroups = self.int()
-                    else:
-                        self.i = back
-                        break
+                m, n, k = self.shape_n(3)
+                accumulate, relaxed, simdgroups = self.accept_flags(("accumulate", "relaxed", "simdgroups"))
                 return TensorMatmul(a, lda, b, ldb, c, ldc, (m, n, k), accumulate, relaxed, simdgroups, held,
                                     loc=self.opt_loc())
             case "tensor_hold":
@@ -316,7 +296,7 @@ class Parser(Scanner):
                 m, n, k = self.shape_n(3)
                 self.expect(",")
                 dtype = self.dtype()
-                relaxed, simdgroups = self.accept_pair(("relaxed", "simdgroups"))
+                _, relaxed, simdgroups = self.accept_flags(("relaxed", "simdgroups"))
                 return TensorHold(name, (m, n, k), dtype, relaxed, simdgroups, loc=self.opt_loc())
             case "tensor_release":
                 name = self.ident()
@@ -324,7 +304,7 @@ class Parser(Scanner):
                 ptr, ld = self.refs_n(2)
                 self.expect(",")
                 m, n = self.shape_n(2)
-                _, simdgroups = self.accept_pair(("simdgroups",))
+                _, _, simdgroups = self.accept_flags(("simdgroups",))
                 return TensorRelease(name, ptr, ld, (m, n), simdgroups, loc=self.opt_loc())
             case "barrier":
                 fence_at = self.i
@@ -371,20 +351,24 @@ class Parser(Scanner):
         self.expect("]")
         return out
 
-    def accept_pair(self, words: tuple[str, ...]) -> tuple[bool, int]:
-        """The optional `, relaxed` and `, simdgroups N` that follow a tensor statement (those of `words`)."""
-        relaxed, simdgroups = False, 0
+    def accept_flags(self, words: tuple[str, ...]) -> tuple[bool, bool, int]:
+        """The optional `, accumulate`, `, relaxed` and `, simdgroups N` that follow a tensor statement (those of
+        `words`), in any order."""
+        accumulate = relaxed = False
+        simdgroups = 0
         while self.at(","):
             back = self.i
             self.expect(",")
-            if "relaxed" in words and self.accept("relaxed"):
+            if "accumulate" in words and self.accept("accumulate"):
+                accumulate = True
+            elif "relaxed" in words and self.accept("relaxed"):
                 relaxed = True
-            elif self.accept("simdgroups"):
+            elif "simdgroups" in words and self.accept("simdgroups"):
                 simdgroups = self.int()
             else:
                 self.i = back
                 break
-        return relaxed, simdgroups
+        return accumulate, relaxed, simdgroups
 
     def refs_n(self, n: int, *, more: tuple[str, ...] = ()) -> list[Value]:
         """`n` comma-separated operands, then (after one more comma) one of the keywords `more`."""
