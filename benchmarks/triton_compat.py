@@ -296,6 +296,9 @@ def main() -> None:
     if importlib.util.find_spec("liger_kernel") is None:
         raise SystemExit("liger-kernel is not installed (pip install 'metile[dev]')")
     names = args.ops.split(",") if args.ops else list(_ops())
+    unknown = [n for n in names if n not in _ops()]
+    if unknown:
+        parser.error(f"unknown op {', '.join(map(repr, unknown))}: the ops are {', '.join(map(repr, _ops()))}")
     with tempfile.TemporaryDirectory() as cache:
         results = {way: run_way(way, names, args.budget, cache) for way in WAYS}
     report(results, names)
