@@ -30,7 +30,7 @@ from __future__ import annotations
 import attrs
 
 from metile.ir.layouts import Blocked, Fragments, Recomputed
-from metile.ir.node import children
+from metile.ir.node import children, walk
 from metile.ir.stmts import For, If, Kernel, Let, Stmt, Store, While
 from metile.ir.tile import (
     ArgReduce,
@@ -339,7 +339,7 @@ def _pipelined(k: Kernel) -> set[Dot]:
                 case For(body=body):
                     ring = inside or k.schedule.loops.get(s, 1) > 1
                     if ring:
-                        out.update(_dots_of(s))
+                        out.update(n for n in walk(s) if isinstance(n, Dot))
                     visit(body, ring)
                 case If(then=then, orelse=orelse):
                     visit(then, inside)
@@ -350,21 +350,6 @@ def _pipelined(k: Kernel) -> set[Dot]:
                 case SimdgroupRole(body=body):
                     visit(body, inside)
     visit(k.body, False)
-    return out
-
-
-def _dots_of(s: Stmt) -> set[Dot]:
-    out: set[Dot] = set()
-    seen: set[int] = set()
-    todo = list(children(s))
-    while todo:
-        n = todo.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, Dot):
-            out.add(n)
-        todo += children(n)
     return out
 
 
