@@ -50,12 +50,7 @@ class BufferRange:
 @functools.lru_cache(maxsize=4096)
 def source_lines(module: str, offset: int) -> tuple[tuple[str, int], ...]:
     """(file, line) frames for an instruction, innermost first (inlined frames included)."""
-    return source_lines_of(module, (offset,)).get(offset, ())
-
-
-def source_lines_of(module: str, offsets) -> dict[int, tuple[tuple[str, int], ...]]:
-    """source_lines for many instructions of one module, with one run of the system's symbolizer (symbolize.py)."""
-    return source_frames(module, offsets)
+    return source_frames(module, (offset,)).get(offset, ())
 
 
 def metal_line(module: str, offset: int, metal_name: str,

@@ -4,14 +4,16 @@ A profiled dispatch runs the instrumented (sanitizer) build of the kernel with t
 (runtime_profile.cpp) for a sample of its threadgroups: all of them up to `profile=N` (N threadgroups, default
 DEFAULT_SAMPLE), else N spread evenly over the grid, first and last included. The counts come back per
 instruction and per `.metal` line; this module turns them into a `metile.Profile`, instructions placed on the
-`.metal` line they come from (with addr2line, as for faults) and everything scaled to the whole grid.
+`.metal` line they come from (read from the debug information, as for faults: symbolize.py) and everything scaled
+to the whole grid.
 """
 
 from __future__ import annotations
 
 from metile.metal.args import run_options_problem
-from metile.metal.cpu.faults import pick_metal_line, source_lines_of
+from metile.metal.cpu.faults import pick_metal_line
 from metile.metal.cpu.runtime_api import PROFILE_COUNTERS, ffi
+from metile.metal.cpu.symbolize import source_frames
 from metile.metal.errors import ProfileError
 from metile.profile.counts import RAW_COUNTERS, Counts, Launch, LineCounts, Model, Profile, merge_lines
 
@@ -70,7 +72,7 @@ class ProfiledRun:
                             int(r.max_tg_memory))
         finally:
             rt.mt_profile_free(r)
-        frames = source_lines_of(module, [pc for pc, _, _ in entries])
+        frames = source_frames(module, [pc for pc, _, _ in entries])
         text = source.splitlines()
         lines = []
         for pc, line, c in entries:
