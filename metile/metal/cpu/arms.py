@@ -36,7 +36,7 @@ import bisect
 import re
 from collections.abc import Iterable
 
-from metile.metal.cpu.uniform import function_constants, is_uniform, uniform_names
+from metile.metal.cpu.uniform import is_uniform, uniform_names
 from metile.metal.errors import MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
@@ -78,12 +78,14 @@ def is_collective(name: str, tensor_ops: bool = False) -> bool:
 
 def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[str],
               headers: Iterable[tuple[str, list[Token]]] = (),
-              directives: Iterable[Token] = (), tensor_ops: bool = False) -> list[tuple[int, int, str]]:
+              directives: Iterable[Token] = (), tensor_ops: bool = False,
+              constants: frozenset[str] = frozenset()) -> list[tuple[int, int, str]]:
     """Insertions (start, start, text) that put the guards of the module docstring into the source. `headers` are
     the (path, tokens) of the files it includes: calls of their functions with collectives get guards around them
     too (their own bodies are compiled as they are). `directives` are the source's preprocessor lines (not in
     `tokens`): a guard opening before a statement goes before those in front of it (`#pragma clang loop` must
-    stay right before its loop)."""
+    stay right before its loop). `constants`: the source's function constants and the program-scope constants
+    made from them, the same for every thread (uniform.py)."""
     extra = _header_uses(headers, tensor_ops)
     if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops) for t in tokens) and not extra:
         return []
@@ -99,7 +101,6 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         return []
     guard = _Guards(tokens, close, names, errors, frozenset(lambdas), sorted(d.start for d in directives))
     kernels = set(kernel_names)
-    constants = function_constants(tokens)
     done_until = -1
     for name, lbrace in bodies:
         if lbrace < done_until:

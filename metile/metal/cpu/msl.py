@@ -157,7 +157,9 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     headers = function_constant_scan.included_headers(directives, include_dirs, (INCLUDE_DIR,))
     constants = function_constant_scan.scan(tokens, errors, tuple(kernels), headers)
     edits += cpu_function_constants.edits(constants)
-    edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives, tensor_ops=tensors)
+    fixed = frozenset(c.name for c in (*constants.constants, *constants.derived))   # one value for every thread
+    edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives, tensor_ops=tensors,
+                       constants=fixed)
     body = _apply_edits(text, edits + clear_of(const_edits, edits))
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header, tensors), constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,

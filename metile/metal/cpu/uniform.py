@@ -9,7 +9,8 @@ expression is such a condition, conservatively: every name in it is
 - a parameter of the function in the `constant` address space (a struct read through it, `params->M`, is the
   same for every thread), or one whose attribute is the same for every lane of a simdgroup
   (`threadgroup_position_in_grid`, `threads_per_threadgroup`, `simdgroup_index_in_threadgroup`, ...);
-- a template parameter of the function, a `constexpr` name of its body, or a function constant of the source;
+- a template parameter of the function, a `constexpr` name of its body, or a function constant of the source
+  (or a program-scope constant made from them), as the front end's `ConstantTable` lists them;
 - a member named after `.` or `->` (its object decides), a type or a cast (`static_cast`, `int`, `uint3`), or a
   literal word (`true`).
 
@@ -52,10 +53,10 @@ def is_uniform(tokens: list[Token], start: int, end: int, names: frozenset[str])
 
 
 def uniform_names(tokens: list[Token], params: tuple[int, int], lbrace: int, close: dict[int, int],
-                  function_constants: frozenset[str]) -> frozenset[str]:
+                  constants: frozenset[str]) -> frozenset[str]:
     """The names of the function whose parameter list is tokens[params[0]:params[1]] (the parentheses' indices)
     and whose body opens at tokens[lbrace] that hold one value across a simdgroup: see the module docstring."""
-    names = set(function_constants)
+    names = set(constants)
     names |= _uniform_parameters(tokens, params[0] + 1, params[1])
     names |= _template_parameters(tokens, params[0] - 1)
     end = close[lbrace]
@@ -67,15 +68,6 @@ def uniform_names(tokens: list[Token], params: tuple[int, int], lbrace: int, clo
             if j < end and tokens[j].text == "=" and tokens[j - 1].kind is Tok.IDENT:
                 names.add(tokens[j - 1].text)
     return frozenset(names)
-
-
-def function_constants(tokens: list[Token]) -> frozenset[str]:
-    """The names the source declares `[[function_constant(n)]]` (the same for every thread of a dispatch)."""
-    out = set()
-    for k in range(1, len(tokens) - 1):
-        if tokens[k].text == "[[" and tokens[k + 1].text == "function_constant" and tokens[k - 1].kind is Tok.IDENT:
-            out.add(tokens[k - 1].text)
-    return frozenset(out)
 
 
 def _uniform_parameters(tokens: list[Token], start: int, end: int) -> set[str]:
@@ -133,4 +125,4 @@ def _template_parameters(tokens: list[Token], k: int) -> set[str]:
     return out
 
 
-__all__ = ["UNIFORM_ATTRIBUTES", "function_constants", "is_uniform", "uniform_names"]
+__all__ = ["UNIFORM_ATTRIBUTES", "is_uniform", "uniform_names"]
