@@ -126,23 +126,39 @@ def _per_simdgroup(blk: Block, geom: MmaGeometry, operands, mats, start: Value, 
     None: from zeros)."""
     sa, lda, sb, ldb = operands
     h, w = block
-    region = X.scratch(blk, DType.F32, blk.group.sgs * h * w)
-    dst = blk.let(AddPtr(region, mo.mul(sg_index(blk.group.first_sg), mo.const(h * w))), "dst")
-    ld = mo.const(w)
+    dst, ld = _simdgroup_destination(blk, block)
     row, col = MM.simdgroup_coords(blk, geom)
     out = list(mats) if mats is not None else [None] * geom.pieces
-    for r0 in range(0, geom.per_m * 8, h):
-        for c0 in range(0, geom.per_n * 8, w):
-            pieces = [(i * geom.per_n + j, mo.const((i * 8 - r0) * w + j * 8 - c0))
-                      for i in range(r0 // 8, (r0 + h) // 8) for j in range(c0 // 8, (c0 + w) // 8)]
-            for p, off in pieces if mats is not None else ():
-                blk.emit(MatrixStore(out[p], AddPtr(dst, off), ld, loc=blk.loc))
-            a = _at(sa, mo.add(mo.mul(mo.add(row, mo.const(r0)), lda), start))
-            b = _at(sb, mo.add(mo.mul(start, ldb), mo.add(col, mo.const(c0))))
-            blk.emit(TensorMatmul(a, lda, b, ldb, dst, ld, (h, w, k), mats is not None, relaxed, 0, loc=blk.loc))
-            for p, off in pieces:
-                out[p] = blk.let(MatrixLoad(AddPtr(dst, off), ld), "acc")
+    for r0, c0 in _runs(geom, block):
+        pieces = _run_pieces(geom, block, r0, c0)
+        for p, off in pieces if mats is not None else ():
+            blk.emit(MatrixStore(out[p], AddPtr(dst, off), ld, loc=blk.loc))
+        a = _at(sa, mo.add(mo.mul(mo.add(row, mo.const(r0)), lda), start))
+        b = _at(sb, mo.add(mo.mul(start, ldb), mo.add(col, mo.const(c0))))
+        blk.emit(TensorMatmul(a, lda, b, ldb, dst, ld, (h, w, k), mats is not None, relaxed, 0, loc=blk.loc))
+        for p, off in pieces:
+            out[p] = blk.let(MatrixLoad(AddPtr(dst, off), ld), "acc")
     return out
+
+
+def _simdgroup_destination(blk: Block, block: tuple[int, int]) -> tuple[Value, Value]:
+    """This simdgroup's `block`-sized destination in scratch (one per simdgroup of the group), and its row stride."""
+    h, w = block
+    region = X.scratch(blk, DType.F32, blk.group.sgs * h * w)
+    return blk.let(AddPtr(region, mo.mul(sg_index(blk.group.first_sg), mo.const(h * w))), "dst"), mo.const(w)
+
+
+def _runs(geom: MmaGeometry, block: tuple[int, int]) -> list[tuple[int, int]]:
+    """The first row and column of each `block`-sized run over a simdgroup's pieces, rows first."""
+    h, w = block
+    return [(r0, c0) for r0 in range(0, geom.per_m * 8, h) for c0 in range(0, geom.per_n * 8, w)]
+
+
+def _run_pieces(geom: MmaGeometry, block: tuple[int, int], r0: int, c0: int) -> list[tuple[int, Value]]:
+    """The pieces of the run at (`r0`, `c0`): each piece's index and its offset in the run's destination."""
+    h, w = block
+    return [(i * geom.per_n + j, mo.const((i * 8 - r0) * w + j * 8 - c0))
+            for i in range(r0 // 8, (r0 + h) // 8) for j in range(c0 // 8, (c0 + w) // 8)]
 
 
 # ---- accumulators held in cooperative destination tensors across a loop
@@ -168,9 +184,7 @@ class Held:
         """`(name, first row, first column)` of each run within this simdgroup's block (0, 0 for the whole)."""
         if self.block is None:
             return [(self.names[0], 0, 0)]
-        h, w = self.block
-        starts = [(r0, c0) for r0 in range(0, self.geom.per_m * 8, h) for c0 in range(0, self.geom.per_n * 8, w)]
-        return [(name, r0, c0) for name, (r0, c0) in zip(self.names, starts)]
+        return [(name, r0, c0) for name, (r0, c0) in zip(self.names, _runs(self.geom, self.block))]
 
 
 def held_accumulator(blk: Block, s: For, i: int, kind) -> Held | None:
@@ -272,17 +286,12 @@ def release(blk: Block, held: Held, why) -> Mma:
         S.barrier(blk, why)
         return Mma(geom, tuple(blk.let(MatrixLoad(AddPtr(dst, MM.piece_offset(blk, geom, p)), ld), "acc")
                                for p in range(geom.pieces)))
-    h, w = held.block
-    region = X.scratch(blk, DType.F32, blk.group.sgs * h * w)
-    dst = blk.let(AddPtr(region, mo.mul(sg_index(blk.group.first_sg), mo.const(h * w))), "dst")
-    ld = mo.const(w)
+    dst, ld = _simdgroup_destination(blk, held.block)
     out: list[Value | None] = [None] * geom.pieces
     for name, r0, c0 in held.runs():
-        blk.emit(TensorRelease(name, dst, ld, (h, w), 0, loc=blk.loc))
-        for i in range(r0 // 8, (r0 + h) // 8):
-            for j in range(c0 // 8, (c0 + w) // 8):
-                off = mo.const((i * 8 - r0) * w + j * 8 - c0)
-                out[i * geom.per_n + j] = blk.let(MatrixLoad(AddPtr(dst, off), ld), "acc")
+        blk.emit(TensorRelease(name, dst, ld, held.block, 0, loc=blk.loc))
+        for p, off in _run_pieces(geom, held.block, r0, c0):
+            out[p] = blk.let(MatrixLoad(AddPtr(dst, off), ld), "acc")
     return Mma(geom, tuple(out))
 
 
