@@ -86,6 +86,10 @@ def garbled(draw) -> str:
 @example("[[kernel]] void k(device float* o [[buffer(-1)]]) {}")
 @example("template <typename T> [[kernel]] void f(device T* o) {}\ntemplate [[kernel]] decltype(f<float>) f<float>;")
 @example("kernel void k(constant int x[) {}")
+@example("kernel void k(device float* o) {\n  threadgroup float t[4] 32];\n}\n"
+         "template [[host_name(\"x\")]] [[kernel]] decltype(f<float>) f<float>;\n")
+@example("kernel void k(device float* o) {\n  threadgroup float t[;\n  o[0] = 1;\n}\n"
+         "template [[host_name(\"x\")]] [[kernel]] decltype(f<float>) f<float>;\n")
 def test_front_end_failures_are_msl_errors(src):
     try:
         tr = translate(src, "fuzz.metal")

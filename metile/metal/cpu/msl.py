@@ -142,7 +142,7 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
             edits += _member_specialization(tokens, i, errors)
         elif (braces and t.kind is Tok.IDENT and t.text == "threadgroup"
               and (i == 0 or tokens[i - 1].text in (";", "{", "}"))):
-            stmt_end = _statement_end(tokens, i)
+            stmt_end = _statement_end(tokens, i, errors)
             new_edits, slot = _rewrite_threadgroup_decl(text, tokens[i:stmt_end + 1], slot, errors)
             edits += new_edits
             if new_edits:
@@ -304,21 +304,27 @@ def _rewrite_directive(t: Token) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _statement_end(tokens: list[Token], i: int) -> int:
-    depth = 0
+def _statement_end(tokens: list[Token], i: int, errors: SourceErrors) -> int:
+    """The index of the `;` ending the declaration statement at tokens[i]. Its brackets must pair up before that
+    `;`: skipping past an unpaired one would swallow the enclosing block's `}` and what follows it."""
+    pairs = {")": "(", "]": "[", "}": "{"}
+    opened: list[str] = []
     for j in range(i, len(tokens)):
         t = tokens[j]
-        if t.kind is Tok.PUNCT and t.text in ("(", "[", "{"):
-            depth += 1
-        elif t.kind is Tok.PUNCT and t.text in (")", "]", "}"):
-            depth -= 1
-        elif t.kind is Tok.PUNCT and t.text == "]]":
-            depth -= 2
-        elif t.kind is Tok.PUNCT and t.text == "[[":
-            depth += 2
-        elif depth == 0 and t.text == ";":
+        if t.kind is not Tok.PUNCT:
+            continue
+        for ch in (t.text if t.text in ("[[", "]]") else (t.text,)):
+            if ch in ("(", "[", "{"):
+                opened.append(ch)
+            elif ch in pairs:
+                if not opened or opened[-1] != pairs[ch]:
+                    raise errors.at(t, f"unbalanced {t.text!r}: it closes nothing this declaration opened")
+                opened.pop()
+        if t.text == ";":
+            if opened:
+                raise errors.at(t, f"this declaration ends before its {opened[-1]!r} is closed")
             return j
-    return len(tokens) - 1
+    raise errors.at(tokens[i], "this declaration has no ending `;`")
 
 
 def _rewrite_threadgroup_decl(src: str, stmt: list[Token], slot: int, errors: SourceErrors):
