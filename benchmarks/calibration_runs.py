@@ -161,6 +161,72 @@ def softmax(dtype: str, rows: int, cols: int) -> tuple[Profile, ...]:
     return tuple(_scaled(at, rows, 64, lambda i, n: None if i else (n, 1, 1)))
 
 
+# MLX's softmax op as separate kernels (mlx/ops.cpp builds this graph when it does not use its Softmax primitive):
+# max over the row, subtract it (broadcast), exp, sum over the row, divide by it (broadcast).
+_GRAPH_REDUCE = ('instantiate_kernel("row_reduce_simple_maxfloat32", row_reduce_simple, float, float, Max<float>)',
+                 'instantiate_kernel("row_reduce_simple_sumfloat32", row_reduce_simple, float, float, Sum<float>)')
+_GRAPH_UNARY = ('instantiate_kernel("vn_Expfloat32float32", unary_v, float, float, Exp)',)
+_GRAPH_BINARY = ('instantiate_kernel("g2_Subtractfloat32", binary_g_nd2, float, float, Subtract, int)',
+                 'instantiate_kernel("g2_Dividefloat32", binary_g_nd2, float, float, Divide, int)')
+
+
+def run_softmax_graph(dev, rows: int, cols: int):
+    """The five dispatches of the unfused float32 softmax over the rows of a (rows, cols) array, each with MLX's
+    grid: row_reduce_simple (mlx/backend/metal/reduce.cpp), the 2-D general binary kernel for the broadcast
+    (binary.cpp: the row's max or sum has stride 0 along the row), and the contiguous unary kernel (unary.cpp)."""
+    import numpy as np
+
+    from benchmarks.mlx_kernels.cases_reduce import REDUCE_N_WRITES, _row_tg
+    from benchmarks.mlx_kernels.cases_rows import MAX_TG, block_dims, ceildiv, library, random
+
+    red = library(dev, "reduce.metal", ("atomic.h", "reduction/ops.h", "reduce.h"), _GRAPH_REDUCE)
+    una = library(dev, "unary.metal", ("unary_ops.h", "unary.h"), _GRAPH_UNARY)
+    bin_ = library(dev, "binary.metal", ("binary_ops.h", "binary.h"), _GRAPH_BINARY)
+    x = random((rows, cols), "float32", seed=rows)
+    tg = _row_tg(cols)
+    row_strides = (np.array([cols, 1], np.int64), np.array([1, 0], np.int64))
+
+    def reduce(name: str, a):
+        out = np.zeros(rows, np.float32)
+        dev.dispatch_threads(red.function(name), (tg, ceildiv(rows, REDUCE_N_WRITES), 1), (tg, 1, 1),
+                             [a, out, np.uint64(cols), np.int64(rows)])
+        return out
+
+    def broadcast(name: str, a, b):
+        out = np.zeros((rows, cols), np.float32)
+        dev.dispatch_threads(bin_.function(name), (cols, rows, 1), block_dims(cols, rows, 1),
+                             [a, b, out, *row_strides])
+        return out
+
+    shifted = broadcast("g2_Subtractfloat32", x, reduce("row_reduce_simple_maxfloat32", x))
+    ex = np.zeros_like(shifted)
+    n = rows * cols
+    dev.dispatch_threads(una.function("vn_Expfloat32float32"), (ceildiv(n, 2), 1, 1),
+                         (min(MAX_TG, ceildiv(n, 2)), 1, 1), [shifted, ex, np.uint32(n)])
+    out = broadcast("g2_Dividefloat32", ex, reduce("row_reduce_simple_sumfloat32", ex))
+    want = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, want / want.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def _softmax_graph_grid(i: int, rows: int, cols: int) -> tuple[int, int, int]:
+    from benchmarks.mlx_kernels.cases_reduce import REDUCE_N_WRITES
+    from benchmarks.mlx_kernels.cases_rows import MAX_TG, block_dims, ceildiv
+
+    if i in (0, 3):                                            # the row reductions
+        return (1, ceildiv(rows, REDUCE_N_WRITES), 1)
+    if i == 2:                                                 # exp, two elements a thread
+        return (ceildiv(ceildiv(rows * cols, 2), MAX_TG), 1, 1)
+    bx, by, _ = block_dims(cols, rows, 1)                      # subtract, divide
+    return (ceildiv(cols, bx), ceildiv(rows, by), 1)
+
+
+@functools.cache
+def softmax_graph(rows: int, cols: int) -> tuple[Profile, ...]:
+    """The unfused float32 softmax (`run_softmax_graph`), its five dispatches extrapolated in the rows."""
+    return tuple(_scaled(lambda r: _profile(functools.partial(run_softmax_graph, rows=r, cols=cols), False),
+                         rows, 64, lambda i, n: _softmax_graph_grid(i, n, cols)))
+
+
 @functools.cache
 def all_reduce(dtype: str, size: int) -> tuple[Profile, ...]:
     """MLX's all_reduce as the corpus dispatches it (128 rows, then one simdgroup over them)."""
@@ -227,6 +293,8 @@ def run(entry: dict) -> Run | None:
         return Run(steel_gemm_tall("float32", 1_000_000, 1024, 64, _tile("float32", 1_000_000, 1024, 64, chip)),
                    "steel_gemm_fused")
     if i.startswith("mlxbench-softmax-"):
+        if entry.get("graph") == "unfused":          # measurements.toml: the figure timed separate kernels
+            return Run(softmax_graph(65536, 1024), "row_reduce max, g2 subtract, exp, row_reduce sum, g2 divide")
         return Run(softmax("float32", 65536, 1024), "block_softmax_float32")
     if i.startswith("mlxbench-sumall-"):
         return Run(all_reduce("float32", 128_000_000), "all_reduce_sumfloat32 (128 rows)", proxy=True)

@@ -63,3 +63,70 @@ def test_a_bound_above_a_measurement_fails_the_run(monkeypatch, capsys):
     assert "BOUND ABOVE MEASURED" in capsys.readouterr().out
     monkeypatch.setattr(calibrate, "predict", real)
     assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 0
+
+
+def _reference_run():
+    """A Run of one small dispatch whose counts the model can price (the reference GEMM, 128^3)."""
+    import metile
+    from benchmarks.calibration_runs import Run
+    from benchmarks.gpu_model_runs import REFERENCE_GEMM
+
+    dev = metile.device("cpu")
+    fn = dev.compile(REFERENCE_GEMM.read_text(), name="gemm.metal").function("mtile_matmul")
+    a = np.ones((128, 128), np.float32)
+    prof = dev.dispatch_threadgroups(fn, (2, 2, 1), (128, 1, 1), [a, a, np.zeros_like(a), np.int32(128),
+                                                                   np.int32(128), np.int32(128)], profile=True)
+    return Run((prof, prof), "mtile_matmul")
+
+
+def test_a_host_call_adds_its_cost_once_to_the_estimate_and_never_to_the_bound():
+    """An entry timed as one host call (`timing = "host_call"`) is predicted as its dispatches' estimates plus
+    HOST_CALL_S, once whatever the number of dispatches; its bound is the dispatches' bounds alone; an entry without
+    the attribute gets no host cost."""
+    import benchmarks.calibrate as calibrate
+
+    run = _reference_run()
+    entry = {"id": "x", "chip": "M1", "kind": "gemm", "time_s": 1.0}
+    gpu_only = calibrate.predict(entry, run)
+    per_call = calibrate.predict({**entry, "timing": "host_call"}, run)
+    dispatches = [p.estimate(calibrate.spec_of(entry)) for p in run.profiles]
+    assert gpu_only["estimate"] == pytest.approx(sum(e.estimate_s for e in dispatches))
+    assert per_call["estimate"] == pytest.approx(gpu_only["estimate"] + calibrate.HOST_CALL_S)
+    assert per_call["bound"] == gpu_only["bound"] == pytest.approx(sum(e.bound_s for e in dispatches))
+
+
+def test_the_timed_entries_that_say_they_wait_per_call_are_the_host_call_entries():
+    """`timing = "host_call"` sits on exactly the entries whose recorded method waits for the GPU per timed call."""
+    entries = tomllib.loads(DATA.read_text())["measurement"]
+    for e in entries:
+        if e.get("time_s") is None:
+            continue
+        waits = "mx.eval" in e["method"] or "synchronize" in e["method"]
+        assert (e.get("timing") == "host_call") == waits, e["id"]
+
+
+def test_the_unfused_softmax_moves_eight_passes_of_its_array():
+    """MLX's softmax as separate kernels over a (64, 1024) float32 array: max and sum read the array once and write
+    one float a row; subtract and divide read it, the row's value and the two operands' 2-D strides (two int64 each)
+    and write it; exp reads and writes it. That is 8 x 256 KiB, 4 x 256 B and 2 x 32 B of distinct device bytes, in
+    five dispatches in that order."""
+    from benchmarks.calibration_runs import _profile, run_softmax_graph
+
+    rows, cols = 64, 1024
+    profs = _profile(lambda dev: run_softmax_graph(dev, rows, cols), False)
+    assert [p.kernel for p in profs] == ["row_reduce_simple_maxfloat32", "g2_Subtractfloat32", "vn_Expfloat32float32",
+                                         "row_reduce_simple_sumfloat32", "g2_Dividefloat32"]
+    array, column, strides = rows * cols * 4, rows * 4, 2 * 2 * 8
+    assert [p.device_unique_bytes for p in profs] == [array + column, 2 * array + column + strides, 2 * array,
+                                                      array + column, 2 * array + column + strides]
+
+
+def test_an_unfused_entry_is_profiled_as_the_separate_kernels(monkeypatch):
+    """`graph = "unfused"` on a softmax entry selects the five-kernel graph; without it the fused kernel runs."""
+    from benchmarks import calibration_runs
+
+    monkeypatch.setattr(calibration_runs, "softmax_graph", lambda rows, cols: ("graph", rows, cols))
+    monkeypatch.setattr(calibration_runs, "softmax", lambda dtype, rows, cols: ("fused", rows, cols))
+    entry = {"id": "mlxbench-softmax-m1max", "chip": "M1 Max", "kind": "softmax"}
+    assert calibration_runs.run({**entry, "graph": "unfused"}).profiles == ("graph", 65536, 1024)
+    assert calibration_runs.run(entry).profiles == ("fused", 65536, 1024)

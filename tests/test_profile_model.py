@@ -172,3 +172,15 @@ def test_a_dispatch_without_profile_never_loads_the_model():
         "print(sorted(m for m in sys.modules if m.startswith('metile.profile')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "metile.profile.model" not in out and "metile.profile.rates" not in out
+
+
+def test_the_m3_family_takes_the_higher_published_clock():
+    """Two aggregators put the M3 family's GPU at 1.6 GHz (radargit, huggingface.js's 4.1 TFLOP/s for 10 cores) and
+    one at 1.398 GHz (hmc-tech); the table takes the higher, so 2^20 float simdgroup multiply-accumulates (1024
+    FLOPs each) bound at 2^30 / (10 cores x 256 x 1.6 GHz) on an M3, below the M2's 1.398 GHz bound for the same
+    work."""
+    work = profile(Counts(simdgroup_mma={"float": 2**20}))
+    m3, m2 = estimate(work, "M3").term("matrix").bound_s, estimate(work, "M2").term("matrix").bound_s
+    assert m3 == pytest.approx(2**30 / (10 * 256 * 1.6e9))
+    assert m2 == pytest.approx(2**30 / (10 * 256 * 1.398e9))
+    assert "clock_ghz" in gpu("M3 Max").assumed and gpu("M3 Ultra").clock_ghz == gpu("M3").clock_ghz == 1.6

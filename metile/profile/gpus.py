@@ -42,6 +42,11 @@ Sources (the ``source`` field of a row names them by these keys):
 - ``hmc-tech``: hmc-tech.com GPU spec database (M3 and M3 Max at 1,398 MHz; M4 listed at 1,470 and at
   1,578 MHz, M4 Max at 1,678 MHz, M5 at 1,740 MHz; M5 FP16 at twice FP32). A spec aggregator, not a
   measurement: used only where nothing better was found, and every use is marked ``assumed``.
+- ``m3-clock``: two spec aggregators that give the M3 family's GPU 1.6 GHz where hmc-tech gives 1.398 GHz:
+  radargit.com ("Apple M3 Max GPU 40-core benchmark and specs", Mar 2025: boost 1,600 MHz, 16.4 TFLOPS FP32) and
+  the hardware table of github.com/huggingface/huggingface.js (pull 1044, packages/tasks/src/hardware.ts: 4.1
+  TFLOPS FP32 for the 10-core M3, which is 1.60 GHz at 256 FLOPs per core per clock). Neither is a measurement;
+  benchmarks/calibration/chips.toml records the disagreement.
 - ``tg-banks``: threadgroup-memory banking. metal-benchmarks' README (the revision with the "On-Chip Memory"
   table) gives Apple 7/8 16 banks of 4 bytes and 64 B/clock per core; a later revision, as quoted by others, shows
   those cells as "TBD". A microbenchmark by the user "leman" on techboards.net ("The mystery of Apple M3 on-chip
@@ -145,7 +150,7 @@ class GpuSpec:
 
 # the sources most rows share (keys of the module docstring)
 MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"
-SPEC_DATABASE = "apple; hmc-tech; wikipedia; metal-features; tg-banks"
+SPEC_DATABASE = "apple; hmc-tech; m3-clock; wikipedia; metal-features; tg-banks"
 M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; metal-features; tg-banks"
 
 
@@ -205,22 +210,24 @@ _ROWS = (
     _spec("M2 Ultra", cores=76, bins=(60,), clock_ghz=1.398, bus_bits=1024, mts=6400, slc_mib=96,
           source=MEASURED_M1_M2,
           assumed=("clock_ghz",)),
-    # --- M3 family (Apple 9 GPU, G15, Dynamic Caching). Apple publishes no clock or TFLOPS: 1.398 GHz is
-    # hmc-tech's figure for the M3 and the M3 Max, taken for the whole family (assumed). LPDDR5-6400 on 8, 12
+    # --- M3 family (Apple 9 GPU, G15, Dynamic Caching). Apple publishes no clock or TFLOPS, and the aggregators
+    # disagree: hmc-tech gives the M3 and the M3 Max 1.398 GHz, radargit the M3 Max 1.6 GHz and huggingface.js the
+    # 10-core M3 4.1 TFLOPS (1.60 GHz) (m3-clock). As for every disagreement here, the higher figure is taken, for
+    # the whole family (assumed): a lower bound stays one when a peak is overstated. LPDDR5-6400 on 8, 12
     # and 32 16-bit controllers (wikipedia): 128/192/512 bits (Apple: 100/150/400 GB/s); the M3 Ultra is two
     # M3 Max dies, 1024 bits (Apple: 819 GB/s). SLC: no public figure found; the M1/M2 tier sizes are carried
     # over (8/24/48/96 MB; the M3 Pro's narrower bus may come with less SLC, the larger size is kept as the
     # model's safer side). Bins (apple): 8, 14, 30 (with a 384-bit, 300 GB/s bus) and 60 cores.
-    _spec("M3", cores=10, bins=(8,), clock_ghz=1.398, bus_bits=128, mts=6400, slc_mib=8,
+    _spec("M3", cores=10, bins=(8,), clock_ghz=1.6, bus_bits=128, mts=6400, slc_mib=8,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
-    _spec("M3 Pro", cores=18, bins=(14,), clock_ghz=1.398, bus_bits=192, mts=6400, slc_mib=24,
+    _spec("M3 Pro", cores=18, bins=(14,), clock_ghz=1.6, bus_bits=192, mts=6400, slc_mib=24,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
-    _spec("M3 Max", cores=40, bins=(30,), clock_ghz=1.398, bus_bits=512, mts=6400, slc_mib=48,
+    _spec("M3 Max", cores=40, bins=(30,), clock_ghz=1.6, bus_bits=512, mts=6400, slc_mib=48,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
-    _spec("M3 Ultra", cores=80, bins=(60,), clock_ghz=1.398, bus_bits=1024, mts=6400, slc_mib=96,
+    _spec("M3 Ultra", cores=80, bins=(60,), clock_ghz=1.6, bus_bits=1024, mts=6400, slc_mib=96,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
     # --- M4 family (G16). Clock: 1.578 GHz measured with powermetrics on an M4 Pro (eclecticlight). hmc-tech

@@ -71,4 +71,4 @@ CACHE_BYTES_PER_CORE_CLOCK_BOUND = 256.0
 
 # -- fitted (benchmarks/calibrate.py, training entries only) -------------------------------------------------------
 OVERLAP = 0.2                # FITTED: share of the non-binding terms that does not overlap the binding one
-DISPATCH_S = 10e-6           # FITTED: a dispatch's fixed cost on the GPU (launch, first wave's ramp, drain)
+DISPATCH_S = 5e-6            # FITTED: a dispatch's fixed cost on the GPU (launch, first wave's ramp, drain)
