@@ -109,7 +109,7 @@ INDENT = "    "
 
 def emit_msl(kernel: Kernel) -> str:
     """The MSL source of the Metal IR `kernel` (raises `EmitError` for any other stage)."""
-    return _Emitter(kernel).run()
+    return _Emitter(kernel, locate=False).run()
 
 
 def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
@@ -137,8 +137,9 @@ class _Emitter:
     inline) there; an inline value written again would read the same.
     """
 
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, *, locate: bool = True):
         self.k = k
+        self.locate = locate  # whether `owner` is kept (`emit_msl` gives the text only)
         self.records = Records()  # `scan`'s, once `run` has begun
         self.kinds: set[str] = set()  # the attributes the kernel reads, by `_value_`
         self.leaves: dict[int, tuple[str, str]] = {}  # the texts of each value without children, by id
@@ -150,6 +151,9 @@ class _Emitter:
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
         self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
+        # Ranges of `lines` (start, end) whose every line has an owner, in order, for `own` to skip: a statement's
+        # range holds those of the statements inside it, and `own` replaces them by it.
+        self.owned: list[tuple[int, int]] = []
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
@@ -380,7 +384,7 @@ class _Emitter:
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
         loc = v.loc or self.within
-        if loc is not None:
+        if loc is not None and self.locate:
             self.owner[len(self.lines)] = loc
         self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
 
@@ -456,16 +460,24 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        if (loc := s.loc) is not None:   # `own(start, s.loc)` inline: after the inner statements and values
-            for i in range(start, len(self.lines)):
-                self.owner.setdefault(i, loc)
+        if s.loc is not None and self.locate:   # after the inner statements and values
+            self.own(start, s.loc)
 
     def own(self, start: int, loc: Loc | None) -> None:
-        """Give the lines written since `start` that have no owner yet to `loc`."""
-        if loc is not None:
-            owner = self.owner
-            for i in range(start, len(self.lines)):
+        """Give the lines written since `start` that have no owner yet to `loc`. The ranges in `owned` that start
+        there or later (those of the statements written since) are skipped, their lines having owners already."""
+        if loc is None or not self.locate:
+            return
+        owner, owned = self.owner, self.owned
+        end = stop = len(self.lines)
+        while owned and owned[-1][0] >= start:
+            first, last = owned.pop()
+            for i in range(last, stop):
                 owner.setdefault(i, loc)
+            stop = first
+        for i in range(start, stop):
+            owner.setdefault(i, loc)
+        owned.append((start, end))
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
