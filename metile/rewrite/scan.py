@@ -160,13 +160,21 @@ class Scan:
             facts[id(n)] = (src, names, heavy)
         self.nodes = nodes
         self._by_type = by_type
+        self._matching: dict[type | tuple[type, ...], list[list[Node]]] = {}
         self.facts = facts
         self.spans = spans
 
+    def _lists(self, cls: type | tuple[type, ...]) -> list[list[Node]]:
+        """The lists of `_by_type` whose class is `cls` or a subclass, found once per `cls` (the scan is read-only)."""
+        found = self._matching.get(cls)
+        if found is None:
+            found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        return found
+
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
-        if isinstance(cls, type):
+        if cls.__class__ is not tuple:
             return list(self._by_type.get(cls, ()))
-        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        found = self._lists(cls)
         if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
             return list(found[0]) if found else []
         return [n for n in self.nodes if isinstance(n, cls)]
@@ -177,12 +185,12 @@ class Scan:
 
     def has(self, cls: type | tuple[type, ...]) -> bool:
         """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
-        return any(issubclass(c, cls) for c in self._by_type)
+        return bool(self._lists(cls))
 
     def first(self, cls: type | tuple[type, ...]) -> Node | None:
         """The first node of `cls` (or of a subclass) in `nodes`, None without one: `next(n for n in nodes if
         isinstance(n, cls))`, looking through `nodes` only when nodes of two or more classes qualify."""
-        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        found = self._lists(cls)
         if not found:
             return None
         if len(found) == 1:
