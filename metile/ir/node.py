@@ -36,6 +36,7 @@ is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fe
 
 from __future__ import annotations
 
+import operator
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -211,7 +212,8 @@ def _specialise(cls: type) -> None:
     _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
-                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash}
+                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash,
+                                "_seq_hash": _seq_hash}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
@@ -316,11 +318,35 @@ def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
         if declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
+        elif declared and all(_node_sequence(t) for t in declared):
+            parts.append(f"_seq_hash({v}), ")
         elif declared and all(t.startswith("PMap") for t in declared):
             parts.append(f"_map_hash({v}), ")
         else:
             parts.append(f"{v}, ")
     return f"hash((_qualname, ({''.join(parts)}))))"
+
+
+def _node_sequence(declared: str) -> bool:
+    """Whether the declared type `declared` is a tuple or vector of nodes (`tuple[Stmt, ...]`, `PVector[Stmt]`)."""
+    for head, tail in (("tuple[", ", ...]"), ("PVector[", "]")):
+        if declared.startswith(head) and declared.endswith(tail):
+            inner = {t.strip() for t in declared[len(head):-len(tail)].split("|")}
+            return inner <= _NODE_NAMES
+    return False
+
+
+_H = operator.attrgetter("_h")
+
+
+def _seq_hash(v) -> object:
+    """What a node's hash takes of a tuple or vector of nodes: their cached hashes, read in C (`hash(v)` would call
+    each node's `__hash__`, a Python function), which are equal for equal sequences; a value holding anything
+    else (a malformed node) gives itself."""
+    try:
+        return tuple(map(_H, v))
+    except (AttributeError, TypeError):
+        return v
 
 
 def _map_hash(m) -> object:
