@@ -490,3 +490,23 @@ def test_a_kernel_hashes_its_meta_by_its_items():
     b = Kernel("k", Stage.TILE, [X], [Barrier()], pmap({"B": 2}).set("A", 1))
     assert a == b and hash(a) == hash(b)
     assert a != Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 3})
+
+
+def test_classes_without_child_fields_share_one_children_function():
+    """`children_getter` gives the one `no_children` function exactly for the classes of the example kernels whose
+    instances hold no node (what walks skip calling), and those instances' children by reflection are none too."""
+    from test_ir_examples import EXAMPLES
+
+    from metile.ir.node import _generic_children, children_getter, no_children, walk
+
+    seen: dict[type, list] = {}
+    for make in EXAMPLES.values():
+        for n in walk(make()):
+            seen.setdefault(type(n), []).append(n)
+    leaves = {cls for cls in seen if children_getter(cls) is no_children}
+    assert {Const, Var, Param} <= leaves
+    for cls, nodes in seen.items():
+        if cls in leaves:
+            assert all(_generic_children(n) == [] for n in nodes), cls
+        else:
+            assert attrs.fields(cls) and any(_generic_children(n) for n in nodes), cls
