@@ -122,6 +122,7 @@ def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+_NESTING = frozenset({For, If, While})  # the statements with statements inside
 _BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
                    for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
@@ -151,8 +152,8 @@ class _Emitter:
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
         self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
-        # Ranges of `lines` (start, end) whose every line has an owner, in order, for `own` to skip: a statement's
-        # range holds those of the statements inside it, and `own` replaces them by it.
+        # Ranges of `lines` (start, end) whose every line has an owner, in order, for `own` to skip: a loop's or an
+        # `if`'s range holds those of the loops and `if`s inside it, and `own` replaces them by it.
         self.owned: list[tuple[int, int]] = []
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
@@ -460,8 +461,13 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        if s.loc is not None and self.locate:   # after the inner statements and values
-            self.own(start, s.loc)
+        if (loc := s.loc) is not None and self.locate:   # after the inner statements and values
+            if s.__class__ in _NESTING:
+                self.own(start, loc)
+            else:   # no statement inside, so no range of `owned`: `own` without keeping its range
+                owner = self.owner
+                for i in range(start, len(self.lines)):
+                    owner.setdefault(i, loc)
 
     def own(self, start: int, loc: Loc | None) -> None:
         """Give the lines written since `start` that have no owner yet to `loc`. The ranges in `owned` that start
