@@ -26,7 +26,8 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   such `__getattr__`: a value whose type cannot be computed (a malformed one, for the verifier to report)
   has its slot left empty, and reading it raises `AttributeError` (`type_error` gives the error its type
   function raises);
-- `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
+- `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields` (the classes without a
+  field that may hold a node share one `no_children`, which walks can tell by identity).
 They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
 importing the IR compiles no code for classes a process never builds; attrs' own `__eq__` and `__hash__` are not
 made at all.
@@ -310,8 +311,9 @@ def _child_lines(a: attrs.Attribute) -> list[str]:
 
 def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
     """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
-    A field declared as a node contributes its cached hash, read directly when it holds a node, instead of
-    `hash()` calling back into Python for it; equal fields still contribute equal numbers."""
+    A field declared as a node contributes its cached hash, read directly when it holds a node, and a field declared
+    as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
+    into Python for each node; equal fields still contribute equal numbers."""
     parts = []
     for a in fields:
         v = prefix + (a.name if prefix else a.alias)
