@@ -532,3 +532,20 @@ def test_containers_do_not_outlive_their_trace():
     metile.synchronize()
     np.testing.assert_allclose(a, 2 * x, rtol=1e-6)
     np.testing.assert_allclose(b, x + 2, rtol=1e-6)
+
+
+def test_any_container_finds_lists_and_dicts_at_any_depth_of_tuples():
+    """The replay of a loop body refuses a statement that reads or assigns a list or dict, or a tuple holding one;
+    `any_container` looks into tuples only and compares the other values' classes alone."""
+    from metile.frontend.replay import any_container, holds_container
+    from metile.ir import Const, DType
+
+    class Listish(list):
+        pass
+
+    c = Const(1, DType.I32)
+    cases = [[], [1, 2.0, c, "s", None], [(1, (2, c))], [(1, (2, [3]))], [{}], [[c]], [c, (c, {"a": 1})],
+             [Listish()], [(Listish(),)]]
+    for values in cases:
+        assert any_container(values) == any(map(holds_container, values)), values
+    assert [any_container(v) for v in cases] == [False, False, False, True, True, True, True, False, False]

@@ -617,3 +617,32 @@ def test_tile_node_in_metal_ir_is_refused():
     Out = ptr("Out", 0, I32)
     with pytest.raises(EmitError, match="ProgramId"):
         emit_msl(Kernel("k", Stage.METAL, (Out,), [Store(Out, ProgramId(0))]))
+
+
+def test_each_line_is_located_at_the_innermost_located_statement_that_wrote_it():
+    """Lines written inside a located loop belong to the statements inside it (a masked store's three lines to the
+    store), the loop's own head and closing brace to the loop, and a statement after it to that statement; a loop
+    without a location leaves its lines to the statement around it. `emit_msl` writes the same text."""
+    from metile.emit.msl import emit_located
+    from metile.ir import LaunchPlan, Let, Loc
+
+    def at(line: int) -> Loc:
+        return Loc("k.py", line)
+
+    X, N = ptr("X", 0), scalar("N", 1)
+    i, j = Var("i", TileType(DType.I32)), Var("j", TileType(DType.I32))
+    s_x = Let(Var("x", TileType(F32)), Load(AddPtr(X, i)), loc=at(2))
+    store = Store(AddPtr(X, i), add(s_x.var, f32(1.0)), Compare(CmpOp.LT, i, N), loc=at(3))
+    inner = For(j, i32(0), i32(2), i32(1), [], [], [Store(AddPtr(X, j), f32(0.0), loc=at(5))], [], [])
+    loop = For(i, i32(0), N, i32(1), [], [], [s_x, store, inner], [], [], loc=at(1))
+    after = Store(AddPtr(X, i32(0)), f32(2.0), loc=at(4))
+    k = Kernel("located", Stage.METAL, (X, N), [loop, after], plan=LaunchPlan(32))
+    text, _, by_line = emit_located(k)
+    assert emit_msl(k) == text
+    lines = text.splitlines()
+    first = next(n for n, line in enumerate(lines, 1) if "for (int i" in line)
+    body = [(lines[n - 1].strip(), by_line[n].line) for n in range(first, len(lines))]
+    assert body == [
+        ("for (int i = 0; i < N; i += 1) {", 1), ("device float* const t0 = X + i;", 2), ("const float x = t0[0];", 2),
+        ("if (i < N) {", 3), ("t0[0] = x + 1.0f;", 3), ("}", 3), ("for (int j = 0; j < 2; j += 1) {", 1),
+        ("X[j] = 0.0f;", 5), ("}", 1), ("}", 1), ("X[0] = 2.0f;", 4)]

@@ -490,3 +490,43 @@ def test_a_kernel_hashes_its_meta_by_its_items():
     b = Kernel("k", Stage.TILE, [X], [Barrier()], pmap({"B": 2}).set("A", 1))
     assert a == b and hash(a) == hash(b)
     assert a != Kernel("k", Stage.TILE, [X], [Barrier()], {"A": 1, "B": 3})
+
+
+def test_classes_without_child_fields_share_one_children_function():
+    """`children_getter` gives the one `no_children` function exactly for the classes of the example kernels whose
+    instances hold no node (what walks skip calling), and those instances' children by reflection are none too."""
+    from test_ir_examples import EXAMPLES
+
+    from metile.ir.node import _generic_children, children_getter, no_children, walk
+
+    seen: dict[type, list] = {}
+    for make in EXAMPLES.values():
+        for n in walk(make()):
+            seen.setdefault(type(n), []).append(n)
+    leaves = {cls for cls in seen if children_getter(cls) is no_children}
+    assert {Const, Var, Param} <= leaves
+    for cls, nodes in seen.items():
+        if cls in leaves:
+            assert all(_generic_children(n) == [] for n in nodes), cls
+        else:
+            assert attrs.fields(cls) and any(_generic_children(n) for n in nodes), cls
+
+
+def test_equal_bodies_made_of_other_objects_hash_alike_and_odd_items_still_hash():
+    """A node's hash reads the cached hashes of the nodes in a tuple or vector field: equal sequences of distinct but
+    equal nodes give equal hashes, and a sequence holding something else (a malformed node, for the verifier) is
+    hashed as it is instead of failing."""
+    from metile.ir.node import evolve_node
+
+    def body():
+        x = Var("x", TileType(DType.I32))
+        return [Let(x, Const(1, DType.I32)), Let(Var("y", TileType(DType.I32)), x)]
+
+    i = Var("i", TileType(DType.I32))
+    a = For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], body(), [], [])
+    b = For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), (), (), pvector(body()), (), ())
+    assert a == b and hash(a) == hash(b) and a.body[0] is not b.body[0]
+    assert hash(evolve_node(a, body=body()[:1])) != hash(a)
+    odd = For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)], [], [])
+    assert hash(odd) == hash(For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)],
+                                 [], []))

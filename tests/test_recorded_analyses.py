@@ -143,3 +143,32 @@ def _same_scan(kept, fresh):
     assert kept.facts == fresh.facts
     assert [(c, [id(n) for n in ns]) for c, ns in kept.classes()] == [(c, [id(n) for n in ns])
                                                                        for c, ns in fresh.classes()]
+
+
+def test_analyses_keep_the_result_of_each_body_while_others_are_asked_of():
+    """`Analyses.of` computes an analysis once per body (parameters and statements, by identity), whichever body was
+    asked of in between, and a body recorded later is answered with what was recorded for it."""
+    kernels = [add.trace(_f32(300), _f32(300), _f32(300), 300, BLOCK=b) for b in (128, 256)]
+    calls = []
+
+    def counted(k, analyses):
+        calls.append(k)
+        return len(calls)
+
+    analyses = Analyses()
+    first, second = kernels
+    assert [analyses.of(counted, k) for k in (first, first, second, first, second)] == [1, 1, 2, 1, 2]
+    assert calls == [first, second]
+    third = _with_own_body(first)
+    analyses.record(counted, third, 7)
+    assert analyses.of(counted, third) == 7 and analyses.kept(counted, third) == 7
+    assert analyses.of(counted, first) == 1 and analyses.kept(counted, second) == 2
+    assert len(calls) == 2
+
+
+def _with_own_body(k):
+    """`k` with a body of its own (an equal vector that is another object)."""
+    from pyrsistent import pvector
+
+    from metile.ir.node import evolve_node
+    return evolve_node(k, body=pvector(list(k.body)))

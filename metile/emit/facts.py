@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, function_name
@@ -83,6 +84,7 @@ LEAVES = frozenset({Const, Param, Var, Builtin})  # values without children, who
 ADMITTED_METAL = ADMITTED[Stage.METAL]
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+_NAME = operator.attrgetter("name")
 
 
 class Facts:
@@ -111,7 +113,7 @@ def scan(k: Kernel) -> Facts:
     defs: dict[str, tuple[Value, ...]] = {}
     stores: list[Value] = []
     kinds: set[str] = set()
-    reads: dict[str, int] = {}
+    read: list[Var] = []  # each variable read as an operand, counted by name after the walk
     records = Records()
     by_hash, twins, record = records.by_hash, records.twins, records.record
 
@@ -195,14 +197,13 @@ def scan(k: Kernel) -> Facts:
     walk(k.body)
     # Each parent's values; a structure met for the first time is then the parent of its children (one met again
     # has the same children). Which node of a structure is met first does not change what is counted.
-    pop, push, get_record, children_of = todo.pop, todo.append, by_hash.get, CHILDREN
+    pop, push, get_record, children_of, read_var = todo.pop, todo.append, by_hash.get, CHILDREN, read.append
     while todo:
         parent, values = pop()
         for v in values:
             cls = v.__class__
             if cls is Var:   # the most common leaf
-                name = v.name
-                reads[name] = reads.get(name, 0) + 1
+                read_var(v)
                 continue
             if cls in LEAVES:
                 if cls is Builtin:
@@ -226,7 +227,7 @@ def scan(k: Kernel) -> Facts:
                 rec = found
             if rec[1] is not parent:
                 rec[3] = True
-    return Facts(names, defs, _written(stores, defs), kinds, records, reads)
+    return Facts(names, defs, _written(stores, defs), kinds, records, Counter(map(_NAME, read)))
 
 
 def _index(p: Param) -> int:

@@ -31,6 +31,7 @@ from metile.emit.atomics import atomic_base, atomic_call, rmw_text
 from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
 from metile.emit.fp8 import by_helper, fp8_cast
 from metile.emit.helpers import ALL_HELPERS
+from metile.emit.line_owners import LineOwners
 from metile.emit.signature import KernelSignature, ParamKind
 from metile.emit.signature import Param as SignatureParam
 from metile.emit.spell import (
@@ -109,7 +110,7 @@ INDENT = "    "
 
 def emit_msl(kernel: Kernel) -> str:
     """The MSL source of the Metal IR `kernel` (raises `EmitError` for any other stage)."""
-    return _Emitter(kernel).run()
+    return _Emitter(kernel, locate=False).run()
 
 
 def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
@@ -118,10 +119,11 @@ def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
     emitter = _Emitter(kernel)
     text = emitter.run()
     first = emitter.first_line
-    return text, emitter.signature, {first + i: loc for i, loc in sorted(emitter.owner.items())}
+    return text, emitter.signature, {first + i: loc for i, loc in sorted(emitter.owners.owner.items())}
 
 
 _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  # `Let` values declared apart
+_NESTING = frozenset({For, If, While})  # the statements with statements inside
 _BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
                    for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
@@ -137,8 +139,9 @@ class _Emitter:
     inline) there; an inline value written again would read the same.
     """
 
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, *, locate: bool = True):
         self.k = k
+        self.owners = LineOwners() if locate else None  # where each line comes from (`emit_msl`: not kept)
         self.records = Records()  # `scan`'s, once `run` has begun
         self.kinds: set[str] = set()  # the attributes the kernel reads, by `_value_`
         self.leaves: dict[int, tuple[str, str]] = {}  # the texts of each value without children, by id
@@ -149,7 +152,6 @@ class _Emitter:
         self.depth = 0
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
-        self.owner: dict[int, Loc] = {}  # index in `lines` -> the location of the node that wrote it
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
@@ -380,8 +382,8 @@ class _Emitter:
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
         loc = v.loc or self.within
-        if loc is not None:
-            self.owner[len(self.lines)] = loc
+        if loc is not None and self.owners is not None:
+            self.owners.owner[len(self.lines)] = loc
         self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
 
     def leaf(self, v: Value) -> tuple[str, str]:
@@ -456,16 +458,13 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        if (loc := s.loc) is not None:   # `own(start, s.loc)` inline: after the inner statements and values
-            for i in range(start, len(self.lines)):
-                self.owner.setdefault(i, loc)
-
-    def own(self, start: int, loc: Loc | None) -> None:
-        """Give the lines written since `start` that have no owner yet to `loc`."""
-        if loc is not None:
-            owner = self.owner
-            for i in range(start, len(self.lines)):
-                owner.setdefault(i, loc)
+        if (loc := s.loc) is not None and (owners := self.owners) is not None:   # after the inner statements
+            if s.__class__ in _NESTING:
+                owners.nest(start, len(self.lines), loc)
+            else:   # no statement inside: no range kept
+                owner = owners.owner
+                for i in range(start, len(self.lines)):
+                    owner.setdefault(i, loc)
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
@@ -506,7 +505,9 @@ class _Emitter:
             texts = [self.expr(v)[0] for _, v in pairs]
         pad = self.pad
         self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
-        self.own(start, next((v.loc for v in values if v.loc is not None), None))
+        loc = next((v.loc for v in values if v.loc is not None), None)
+        if loc is not None and self.owners is not None:
+            self.owners.nest(start, len(self.lines), loc)
 
     def written_as(self, targets) -> set[str]:
         """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""

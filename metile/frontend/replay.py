@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from itertools import repeat
-from operator import is_
+from operator import attrgetter, is_
 
 from metile.ir.values import Var
 
@@ -24,6 +24,16 @@ def holds_container(v) -> bool:
     if cls is list or cls is dict:
         return True
     return cls is tuple and any(holds_container(x) for x in v)
+
+
+_MAY_HOLD = frozenset({list, dict, tuple})
+_CLASS = attrgetter("__class__")
+
+
+def any_container(values) -> bool:
+    """Whether one of `values` `holds_container`: looked into only when one of them is a list, dict or tuple (most are
+    traced values and numbers, whose classes are compared in C)."""
+    return not _MAY_HOLD.isdisjoint(map(_CLASS, values)) and any(map(holds_container, values))
 
 
 def same_var(old: Var | None, name: str, t, loc) -> Var:
@@ -119,7 +129,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             continue
         reads, writes = io.get(stmt) or prepared.statement_io(stmt)
         inputs = tuple(map(env.get, reads, repeat(_UNSET)))
-        if any(map(holds_container, inputs)):
+        if any_container(inputs):
             replaying = False
             memo.records.append(None)
             tr.visit_stmt(stmt)
@@ -142,7 +152,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
         tr.visit_stmt(stmt)
         outputs = list(zip(writes, map(env.__getitem__, writes)))
-        if any(holds_container(v) for _, v in outputs):
+        if any_container([v for _, v in outputs]):
             replaying = False
             memo.records.append(None)
             continue

@@ -26,7 +26,8 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   such `__getattr__`: a value whose type cannot be computed (a malformed one, for the verifier to report)
   has its slot left empty, and reading it raises `AttributeError` (`type_error` gives the error its type
   function raises);
-- `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields`.
+- `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields` (the classes without a
+  field that may hold a node share one `no_children`, which walks can tell by identity).
 They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
 importing the IR compiles no code for classes a process never builds; attrs' own `__eq__` and `__hash__` are not
 made at all.
@@ -36,6 +37,7 @@ is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fe
 
 from __future__ import annotations
 
+import operator
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -211,7 +213,8 @@ def _specialise(cls: type) -> None:
     _EQ_NAMES[cls] = tuple(a.name for a in fields)
     scope: dict[str, object] = {"Node": Node, "_CHILDREN": _CHILDREN, "_IS_SEQ": _IS_SEQ, "_is_seq": _is_seq,
                                 "_extend": _extend, "_set": object.__setattr__, "_qualname": cls.__qualname__,
-                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash}
+                                "_NOTHING": _NOTHING, "_type_of": derived_type, "_map_hash": _map_hash,
+                                "_seq_hash": _seq_hash}
     keys = []
     for i, a in enumerate(fields):
         if a.eq_key is None:
@@ -242,8 +245,8 @@ def _specialise(cls: type) -> None:
              "",
              "def children(n):",
              "    out = []"]
-    for a in fields:
-        lines += _child_lines(a)
+    kid_lines = [line for a in fields for line in _child_lines(a)]
+    lines += kid_lines
     lines.append("    return out")
     own_repr = "__repr__" in cls.__dict__
     if not own_repr:
@@ -256,7 +259,7 @@ def _specialise(cls: type) -> None:
     if generic:
         cls.__attrs_post_init__ = scope["__attrs_post_init__"]
         _GENERIC_POST_INITS.add(cls.__attrs_post_init__)
-    _CHILDREN[cls] = scope["children"]
+    _CHILDREN[cls] = scope["children"] if kid_lines else no_children
     if not own_repr:
         scope["__repr__"].__qualname__ = f"{cls.__qualname__}.__repr__"
         cls.__repr__ = scope["__repr__"]
@@ -308,19 +311,44 @@ def _child_lines(a: attrs.Attribute) -> list[str]:
 
 def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
     """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
-    A field declared as a node contributes its cached hash, read directly when it holds a node, instead of
-    `hash()` calling back into Python for it; equal fields still contribute equal numbers."""
+    A field declared as a node contributes its cached hash, read directly when it holds a node, and a field declared
+    as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
+    into Python for each node; equal fields still contribute equal numbers."""
     parts = []
     for a in fields:
         v = prefix + (a.name if prefix else a.alias)
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
         if declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
+        elif declared and all(_node_sequence(t) for t in declared):
+            parts.append(f"_seq_hash({v}), ")
         elif declared and all(t.startswith("PMap") for t in declared):
             parts.append(f"_map_hash({v}), ")
         else:
             parts.append(f"{v}, ")
     return f"hash((_qualname, ({''.join(parts)}))))"
+
+
+def _node_sequence(declared: str) -> bool:
+    """Whether the declared type `declared` is a tuple or vector of nodes (`tuple[Stmt, ...]`, `PVector[Stmt]`)."""
+    for head, tail in (("tuple[", ", ...]"), ("PVector[", "]")):
+        if declared.startswith(head) and declared.endswith(tail):
+            inner = {t.strip() for t in declared[len(head):-len(tail)].split("|")}
+            return inner <= _NODE_NAMES
+    return False
+
+
+_H = operator.attrgetter("_h")
+
+
+def _seq_hash(v) -> object:
+    """What a node's hash takes of a tuple or vector of nodes: their cached hashes, read in C (`hash(v)` would call
+    each node's `__hash__`, a Python function), which are equal for equal sequences; a value holding anything
+    else (a malformed node) gives itself."""
+    try:
+        return tuple(map(_H, v))
+    except (AttributeError, TypeError):
+        return v
 
 
 def _map_hash(m) -> object:
@@ -467,6 +495,12 @@ def evolve_node(n: T, **changes) -> T:
     return cls(**changes)
 
 
+def no_children(n: Node) -> list[Node]:
+    """The `children` of a node whose class has no field that may hold a node (`Const`, `Var`, `Param`...): one
+    function for all of them, so that walks can tell such a class by its getter."""
+    return []
+
+
 def children_getter(cls: type) -> Callable[[Node], list[Node]] | None:
     """The function `children` calls for a node of class `cls` (generated by its first instance), None before it has
     one: walks over many nodes look it up once per class."""
@@ -520,4 +554,4 @@ def walk(root: Node) -> Iterator[Node]:
 
 
 __all__ = ["Node", "PVectorType", "as_tuple", "children", "children_getter", "evolve_node", "lazy_type",
-           "map_children", "node", "type_error", "walk"]
+           "map_children", "no_children", "node", "type_error", "walk"]

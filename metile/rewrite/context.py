@@ -24,19 +24,25 @@ class Analyses:
     """Analyses of kernel bodies for one run: `of(analysis, k)` calls `analysis(k, self)` once per body (its
     parameters and statements, by identity) and returns the kept result after that."""
 
-    __slots__ = ("_kept",)
+    __slots__ = ("_kept", "_last")
 
     def __init__(self):
         self._kept: dict[tuple, tuple[object, object, object]] = {}
+        self._last: dict[Callable, tuple[object, object, object]] = {}   # per analysis, the entry kept last
 
     def of(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel) -> T:
         params, body = k.params, k.body
+        last = self._last.get(analysis)   # passes ask mostly of the body they were given, the one asked of last
+        if last is not None and last[1] is body and last[0] is params:
+            return last[2]
         key = (analysis, id(params), id(body))
         kept = self._kept.get(key)
         if kept is not None and kept[0] is params and kept[1] is body:
+            self._last[analysis] = kept
             return kept[2]
         found = analysis(k, self)
-        self._kept[key] = (params, body, found)   # holding them keeps their identities from being reused
+        # holding the parameters and the body keeps their identities from being reused
+        self._kept[key] = self._last[analysis] = (params, body, found)
         return found
 
     def kept(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel) -> T | None:
@@ -48,7 +54,7 @@ class Analyses:
     def record(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel, found: T) -> None:
         """Keep `found` as `analysis` of `k`, from the pass that built `k` and knows it without a walk: it must be
         what `analysis(k, self)` would compute (tests check the passes that record against the analysis)."""
-        self._kept[(analysis, id(k.params), id(k.body))] = (k.params, k.body, found)
+        self._kept[(analysis, id(k.params), id(k.body))] = self._last[analysis] = (k.params, k.body, found)
 
 
 @attrs.frozen

@@ -124,7 +124,10 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
 def _apply(p, k: Kernel, ctx: PassContext, verify_each: bool) -> Kernel:
     """`k` after the pass `p`, checked to be a kernel (and verified when `verify_each`)."""
     try:
-        out = p(k, ctx) if isinstance(p, Pass) else p(k)
+        if p.__class__ is Pass and not p.options:   # `p(k, ctx)` without the call of `Pass.__call__`
+            out = p.run(k, ctx)
+        else:
+            out = p(k, ctx) if isinstance(p, Pass) else p(k)
     except (MetileError, RecursionError):
         raise
     except Exception as e:  # noqa: BLE001 - a pass of the user's that does not take a Kernel, or fails on it

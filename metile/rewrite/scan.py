@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from metile.ir.node import Node, children, children_getter, walk
+from metile.ir.node import Node, children, children_getter, no_children, walk
 from metile.ir.stmts import Kernel
 from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
@@ -44,9 +44,10 @@ def _kind(cls: type) -> tuple:
 def _class_facts(cls: type) -> tuple:
     """What the scan needs of a node class, found by one lookup per node: whether it is a statement, its kind
     (`_kind`) and the function listing an instance's children (`metile.ir.node.children`'s own, once the class has
-    made its generated methods)."""
+    made its generated methods; None for a class without child fields)."""
     getter = children_getter(cls)
-    found = (issubclass(cls, Stmt), _kind(cls), getter if getter is not None else children)
+    found = (issubclass(cls, Stmt), _kind(cls),
+             None if getter is no_children else getter if getter is not None else children)
     if getter is not None:
         _CLASSES[cls] = found
     return found
@@ -128,15 +129,18 @@ class Scan:
                 if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type, facts, spans):
                     continue
                 add(key)
-                kids = kids_of(n)
-                if kids:
-                    push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
-                    for c in reversed(kids):
-                        if id(c) not in seen:
-                            push(c)
-                        else:
-                            skipped.append(c)
-                    continue
+                if kids_of is None:   # a class without child fields
+                    kids = ()
+                else:
+                    kids = kids_of(n)
+                    if kids:
+                        push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
+                        for c in reversed(kids):
+                            if id(c) not in seen:
+                                push(c)
+                            else:
+                                skipped.append(c)
+                        continue
                 if is_stmt:
                     spans[key] = (n, (n,), ())
             nodes.append(n)
@@ -160,13 +164,21 @@ class Scan:
             facts[id(n)] = (src, names, heavy)
         self.nodes = nodes
         self._by_type = by_type
+        self._matching: dict[type | tuple[type, ...], list[list[Node]]] = {}
         self.facts = facts
         self.spans = spans
 
+    def _lists(self, cls: type | tuple[type, ...]) -> list[list[Node]]:
+        """The lists of `_by_type` whose class is `cls` or a subclass, found once per `cls` (the scan is read-only)."""
+        found = self._matching.get(cls)
+        if found is None:
+            found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        return found
+
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
-        if isinstance(cls, type):
+        if cls.__class__ is not tuple:
             return list(self._by_type.get(cls, ()))
-        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        found = self._lists(cls)
         if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
             return list(found[0]) if found else []
         return [n for n in self.nodes if isinstance(n, cls)]
@@ -177,12 +189,12 @@ class Scan:
 
     def has(self, cls: type | tuple[type, ...]) -> bool:
         """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
-        return any(issubclass(c, cls) for c in self._by_type)
+        return bool(self._lists(cls))
 
     def first(self, cls: type | tuple[type, ...]) -> Node | None:
         """The first node of `cls` (or of a subclass) in `nodes`, None without one: `next(n for n in nodes if
         isinstance(n, cls))`, looking through `nodes` only when nodes of two or more classes qualify."""
-        found = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+        found = self._lists(cls)
         if not found:
             return None
         if len(found) == 1:
