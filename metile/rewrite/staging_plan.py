@@ -113,6 +113,7 @@ class _Survey:
         self.uses: list[Need] = []
         self.own = 0   # bytes of the program's own arrays: the user's, and hoisted operands
         self.done: set = set()   # products, reductions... already computed (each once, where first met)
+        self.defined: dict[tuple[str, bool], tuple[dict, dict]] = {}   # `walk` of each recomputed definition
         self.block(k.body)
 
     def block(self, stmts) -> None:
@@ -223,29 +224,41 @@ class _Survey:
     def nodes(self, roots: list) -> tuple[list, list[Var]]:
         """The distinct nodes of `roots` (through names of recomputed expressions), and the named tiles read other
         than as a product's operands (those a product stages are counted with it)."""
+        out, reads = self.walk(roots, False)
+        return list(out.values()), list(reads.values())
+
+    def walk(self, roots: list, operand: bool) -> tuple[dict, dict]:
+        """`nodes` of `roots` read as a product's operands (`operand`) or not, as dicts by id; the nodes of a recomputed
+        name's definition are found once per kernel (`defined`) and added where the name is read."""
         seen: set[tuple[int, bool]] = set()
         out: dict[int, object] = {}
         reads: dict[int, Var] = {}
-        todo = [(r, False) for r in roots if r is not None]
+        todo = [(r, operand) for r in roots if r is not None]
         while todo:
             n, operand = todo.pop()
-            if (id(n), operand) in seen:
+            key = (id(n), operand)
+            if key in seen:
                 continue
-            seen.add((id(n), operand))
-            if isinstance(n, Var):
+            seen.add(key)
+            cls = n.__class__
+            if cls is Var:
                 if not n.type.shape:
                     continue
                 if self.recomputed(n):
-                    todo.append((self.defs[n.name], operand))
+                    found = self.defined.get((n.name, operand))
+                    if found is None:
+                        found = self.defined[n.name, operand] = self.walk([self.defs[n.name]], operand)
+                    out.update(found[0])
+                    reads.update(found[1])
                 elif not operand:
                     reads[id(n)] = n
                 continue
             out[id(n)] = n
-            if isinstance(n, Dot):
+            if cls is Dot:
                 todo += [(n.a, True), (n.b, True)]
             else:
                 todo += [(c, operand) for c in children(n) if c is not None and not isinstance(c, Stmt)]
-        return list(out.values()), list(reads.values())
+        return out, reads
 
     def exchange(self, n, x, other: dict[DType, int]) -> None:
         """A reduction, scan or gather of `x` (`metile.rewrite.lower.reductions`): the tiles it reads that threads
