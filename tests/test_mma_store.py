@@ -17,7 +17,7 @@ import metile
 from metile.ir.metal import MatrixStore
 from metile.ir.node import walk
 from metile.ir.ops import BinOp
-from metile.ir.stmts import If, Store
+from metile.ir.stmts import For, If, Store
 from metile.ir.types import AddressSpace
 from metile.ir.values import AddPtr, Binary, Var
 
@@ -102,7 +102,9 @@ def test_stores_the_matrices_cannot_make_are_stored_lane_by_lane():
     args = (a, b, t, masked, half, relu, m)
     compiled = general_stores.compile(*args, BLOCK=n)
     assert _matrix_stores(compiled) == {}   # no copy through scratch: each lane stores its elements of each piece
-    assert compiled.msl.count("thread_elements()") == 2 * 4   # 2 elements of each of 4 pieces, read once for all 4
+    # the masked store of the result itself: one loop over the 4 pieces reads elements 0 and 1 of the piece it is at;
+    # the f16 and relu stores: 2 elements of each of 4 pieces, read once for both
+    assert compiled.msl.count("thread_elements()") == 2 + 2 * 4
     assert "threadgroup_barrier" in compiled.msl.split("simdgroup_multiply_accumulate")[0]
     general_stores[(1,)](*args, BLOCK=n)
     want = a @ b
@@ -151,9 +153,9 @@ def _in_else(compiled) -> list:
 
 def test_a_ragged_tile_is_stored_from_its_pieces_rows_and_columns():
     """On a tile past the array's edge each lane stores its elements of each piece under the bounds check, its
-    address and check computed from the piece's row and column: the rows and columns the elements share are
-    computed once (no division of a flat index back into a row and a column per element), and the result is right
-    on a problem whose sides are not multiples of the block."""
+    address and check computed from the piece's row and column, in one loop over the pieces: no division of a flat
+    index back into a row and a column per element, and the result is right on a problem whose sides are not
+    multiples of the block."""
     m, n, k = 70, 50, 40
     a, b = _operands(m, n, k, 21)
     c = np.full((m, n), -7.0, np.float32)
@@ -162,10 +164,13 @@ def test_a_ragged_tile_is_stored_from_its_pieces_rows_and_columns():
     nodes = _in_else(compiled)
     divisions = [x for x in nodes if isinstance(x, Binary) and x.op in (BinOp.TRUNCDIV, BinOp.REM)]
     stores = [x for x in nodes if isinstance(x, Store)]
-    assert len(stores) == 64 * 64 // 128   # each of the 128 threads: 2 elements of each of its 16 pieces
-    assert len(divisions) <= 10            # the lane's and simdgroup's place in their pieces, not one per element
+    loops = [x for x in nodes if isinstance(x, For)]
+    assert len(loops) == 1 and len(loops[0].carried) == 64 * 64 // 8 // 8 // 4   # the 16 pieces of a simdgroup
+    assert len(stores) == 2                # elements 0 and 1 of the piece the loop is at
+    # the lane's and simdgroup's place in their pieces and the piece's row and column of pieces, not one per element
+    assert len(divisions) <= 12
     lines = {x.ptr.ptr for x in stores}    # each element's address: its row's first element plus its column
-    assert all(isinstance(x.ptr, AddPtr) for x in stores) and len(lines) == 4   # the lane's 4 rows of pieces
+    assert all(isinstance(x.ptr, AddPtr) for x in stores) and len(lines) == 1
     assert all(isinstance(line, Var) for line in lines)
     gemm_into[(2, 1)](a, b, c, m, n, k, n, 0, **consts)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
@@ -223,3 +228,33 @@ def test_a_store_from_the_pieces_reading_tiles_the_threads_hold_reads_them_per_e
     np.testing.assert_array_equal(c[0][~sel], -1.0)
     np.testing.assert_allclose(c[1][:m][:, offs], want[:m], rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(c[1][m:], -1.0)
+
+
+@metile.kernel
+def ragged_gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    pid_m, pid_n = metile.program_id(0), metile.program_id(1)
+    acc = metile.zeros((BM, BN), dtype="f32")
+    for k in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, pid_m * BM, k, K, (BM, BK), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BN, N, (BK, BN), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BM, pid_n * BN, N, acc, (BM, BN), bounds=(M, N))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(("m", "n", "k"), [(100, 77, 40), (64, 70, 32), (3, 130, 9)])
+def test_an_edge_tile_is_stored_by_one_loop_over_the_pieces(dtype, m, n, k):
+    """The edge tile of a GEMM (the masked branch of `tile_store`) stores each lane's two elements of each piece in
+    one run-time loop over the pieces, whose bounds checks are computed from the loop index (the matrices rotate
+    through the loop's carried values): the MSL reads the matrices' elements at one place, and every element inside
+    the bounds, and none outside them, is written."""
+    a, b = (x.astype(dtype) for x in _operands(m, n, k, m * n + k))
+    c = np.full((m + 1, n), -7.0, np.float32)   # a row past the bounds, which no tile may write
+    consts = dict(BM=64, BN=64, BK=32)
+    compiled = ragged_gemm.compile(a, b, c, m, n, k, **consts)
+    edge = compiled.msl.split("} else {")[-1]
+    assert edge.count("thread_elements()") == 2 and "for (int p = 0; p < 16; p += 1)" in edge
+    ragged_gemm[(metile.cdiv(m, 64), metile.cdiv(n, 64))](a, b, c, m, n, k, **consts)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c[:m], want, rtol=1e-3, atol=1e-3)
+    np.testing.assert_array_equal(c[m:], -7.0)

@@ -47,7 +47,7 @@ from metile.ir.tile import (
     Transpose,
 )
 from metile.ir.types import DType
-from metile.ir.values import Const, SharedAlloc, Var
+from metile.ir.values import Binary, Const, SharedAlloc, Var
 from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import matrix_dims
 from metile.rewrite.layouts import dot_accumulation
@@ -99,6 +99,10 @@ class Need:
     planned: tuple[tuple[Dot, dict, dict], ...]
 
 
+_COUNTED = frozenset({ConvertLayout, Reduce, ArgReduce, Scan, Gather, Dot, Binary})
+"""The node classes `_Survey.statement` counts scratch for."""
+
+
 class _Survey:
     """The scratch uses of a kernel (see the module docstring), from one walk of its statements."""
 
@@ -109,6 +113,7 @@ class _Survey:
         self.uses: list[Need] = []
         self.own = 0   # bytes of the program's own arrays: the user's, and hoisted operands
         self.done: set = set()   # products, reductions... already computed (each once, where first met)
+        self.defined: dict[tuple[str, bool], tuple[dict, dict]] = {}   # `walk` of each recomputed definition
         self.block(k.body)
 
     def block(self, stmts) -> None:
@@ -154,9 +159,10 @@ class _Survey:
         planned: list[Dot] = []
         nodes, reads = self.nodes(roots)
         accumulated: set[int] = set()   # products and accumulators of `acc + dot(a, b)`: kept in matrices
+        pairs: dict[int, tuple] = {}
         for n in nodes:
-            pair = dot_accumulation(n)
-            if pair is not None:
+            if n.__class__ is Binary and (pair := dot_accumulation(n)) is not None:
+                pairs[id(n)] = pair
                 accumulated.update((id(pair[0]), id(pair[1])))
         kept = kept or isinstance(s, Store) or (isinstance(s, Let) and isinstance(self.layouts.get(s.var.name),
                                                                                   Fragments))
@@ -165,12 +171,15 @@ class _Survey:
         whole: dict[Dot, dict[DType, int]] = {}   # what a planned product needs only when staged whole
         flipped: set[int] = set()
         for d in nodes:
-            if isinstance(d, Dot) and d in self.candidates and d not in self.done:
+            if d.__class__ is Dot and d in self.candidates and d not in self.done:
                 for x in (d.a, d.b):   # a transposed operand converted: staged by chunks, each thread writes its own
                     if isinstance(x, Transpose) and isinstance(x.x, ConvertLayout) and id(x.x) not in flipped:
                         flipped.add(id(x.x))
                         _add(whole.setdefault(d, {}), x.x.x.type.dtype, x.x.x.type.size)
         for n in nodes:
+            cls = n.__class__   # the classes below have no subclasses: one test per node, most of them plain
+            if cls not in _COUNTED:
+                continue
             match n:
                 case ConvertLayout(x) if id(n) not in flipped:   # in a recomputed definition too: a product's
                     _add(other, x.type.dtype, x.type.size)        # operand is converted there
@@ -180,7 +189,7 @@ class _Survey:
                 case Dot() if n not in self.done:
                     self.done.add(n)
                     self.product(n, other, planned)
-                case _ if not heavy_only and (pair := dot_accumulation(n)) is not None \
+                case Binary() if not heavy_only and (pair := pairs.get(id(n))) is not None \
                         and not self.in_matrices(pair[1]):
                     _add(other, F32, n.type.size)   # an accumulator not held in matrices, published to load them
                     if id(n) not in accumulated:
@@ -215,29 +224,41 @@ class _Survey:
     def nodes(self, roots: list) -> tuple[list, list[Var]]:
         """The distinct nodes of `roots` (through names of recomputed expressions), and the named tiles read other
         than as a product's operands (those a product stages are counted with it)."""
+        out, reads = self.walk(roots, False)
+        return list(out.values()), list(reads.values())
+
+    def walk(self, roots: list, operand: bool) -> tuple[dict, dict]:
+        """`nodes` of `roots` read as a product's operands (`operand`) or not, as dicts by id; the nodes of a recomputed
+        name's definition are found once per kernel (`defined`) and added where the name is read."""
         seen: set[tuple[int, bool]] = set()
         out: dict[int, object] = {}
         reads: dict[int, Var] = {}
-        todo = [(r, False) for r in roots if r is not None]
+        todo = [(r, operand) for r in roots if r is not None]
         while todo:
             n, operand = todo.pop()
-            if (id(n), operand) in seen:
+            key = (id(n), operand)
+            if key in seen:
                 continue
-            seen.add((id(n), operand))
-            if isinstance(n, Var):
+            seen.add(key)
+            cls = n.__class__
+            if cls is Var:
                 if not n.type.shape:
                     continue
                 if self.recomputed(n):
-                    todo.append((self.defs[n.name], operand))
+                    found = self.defined.get((n.name, operand))
+                    if found is None:
+                        found = self.defined[n.name, operand] = self.walk([self.defs[n.name]], operand)
+                    out.update(found[0])
+                    reads.update(found[1])
                 elif not operand:
                     reads[id(n)] = n
                 continue
             out[id(n)] = n
-            if isinstance(n, Dot):
+            if cls is Dot:
                 todo += [(n.a, True), (n.b, True)]
             else:
                 todo += [(c, operand) for c in children(n) if c is not None and not isinstance(c, Stmt)]
-        return list(out.values()), list(reads.values())
+        return out, reads
 
     def exchange(self, n, x, other: dict[DType, int]) -> None:
         """A reduction, scan or gather of `x` (`metile.rewrite.lower.reductions`): the tiles it reads that threads
@@ -353,8 +374,9 @@ def _pipelined(k: Kernel) -> set[Dot]:
     return out
 
 
-def choose_chunks(k: Kernel, limit: int, threads: int, dots: list[Dot]) -> dict[Dot, int | None]:
-    """The chunk of k of each product (None: whole), as the module docstring says."""
+def choose_chunks(k: Kernel, limit: int, threads: int, dots: list[Dot], analyses=None) -> dict[Dot, int | None]:
+    """The chunk of k of each product (None: whole), as the module docstring says; `analyses`, the pass's, whose scan
+    of the kernel (made anyway) lists its arrays."""
     cands = _candidates(k, dots, _pipelined(k))
     if not cands:
         return {}
@@ -364,7 +386,7 @@ def choose_chunks(k: Kernel, limit: int, threads: int, dots: list[Dot]) -> dict[
         options = _chunks(d.a.type.shape[1])
         if options and _staged_bytes(d, how, None) > limit:   # k = 8 cannot be cut
             chunks[d] = next((kc for kc in options if _staged_bytes(d, how, kc) <= limit * 3 // 4), options[-1])
-    fixed = sum(n.size * n.dtype.itemsize for n in scan(k).of(SharedAlloc))
+    fixed = sum(n.size * n.dtype.itemsize for n in scan(k, analyses).of(SharedAlloc))
     bound = _Bound(_Survey(k, threads, limit, frozenset(cands)), fixed)
     if bound.bytes(chunks) <= limit:
         return chunks
@@ -388,7 +410,7 @@ def plan_staging(k: Kernel, ctx: PassContext) -> Kernel:
     dots = scan(k, ctx.analyses).of(Dot)
     if not dots or k.plan is None:
         return k
-    chosen = choose_chunks(k, ctx.target.threadgroup_memory, k.plan.threads, dots)
+    chosen = choose_chunks(k, ctx.target.threadgroup_memory, k.plan.threads, dots, ctx.analyses)
     plans = old = k.schedule.dots
     for d in dots:
         how = old.get(d, PLAIN)

@@ -13,10 +13,13 @@ from __future__ import annotations
 from metile.ir.metal import Extract
 from metile.ir.node import Node, children, map_children
 from metile.ir.ops import BinOp
+from metile.ir.stmts import For
 from metile.ir.tile import Arange, Broadcast, ExpandDims, Full, NumPrograms, ProgramId, Reshape
 from metile.ir.types import DType, TileType
 from metile.ir.values import AddPtr, Binary, Cast, Compare, Const, Param, Unary, Value, Var, Where
 from metile.rewrite import metal_ops as mo
+from metile.rewrite.layouts import ROLL_SLOTS
+from metile.rewrite.lower import mma as MM
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
@@ -39,6 +42,9 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
     by_row, by_col, mixed = split_mask(blk, mask)
     held = MU.held_mma(blk, value)
     direct = held is not None and held.geom == geom
+    if direct and not mixed and 2 * geom.pieces >= ROLL_SLOTS:
+        rolled_by_lines(blk, cls, held, ptr, ld, by_row, by_col)
+        return True
     rows, cols = coords = MU.piece_coords(blk, geom)
     points = None if direct and not mixed else MU.fragment_points(blk, geom, shape, coords)
     zero, lines = mo.const(0), []
@@ -59,6 +65,36 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
                 m = mo.all_of([m, *(V.at(blk, t, pt) for t in mixed)])
             blk.emit(cls(AddPtr(lines[i], col_at[2 * j + e]), x, m, loc=blk.loc))
     return True
+
+
+def rolled_by_lines(blk: Block, cls, rep: Mma, ptr: Value, ld: Value, by_row: Value | None,
+                    by_col: Value | None) -> None:
+    """`store_by_lines` of the held result `rep` itself, its row and column bounds split as `split_mask` splits them,
+    as one run-time loop over this simdgroup's pieces (`for (p = 0; p < pieces; ++p)`): piece `p` is in row
+    `p / per_n` and column `p % per_n` of the pieces, and its line, its row's and its two columns' bounds are computed
+    from `p`. The matrices, which no run-time index can address, are the loop's carried values, rotated by one each
+    iteration, so that piece `p` is the first of them in iteration `p` (the loop ends with them where they started).
+    The Metal compiler unrolls the constant trip count again, the rotation becoming a renaming."""
+    geom, shape, zero = rep.geom, ptr.type.shape, mo.const(0)
+    sm, sn = MM.simdgroup_coords(blk, geom)
+    row, col = MU.lane_coords()
+    row0, col0 = blk.let(row, "fr"), blk.let(col, "fc")
+    first = mo.add(sm, row0)
+    line0 = blk.let(V.at(blk, ptr, Pt(shape, mo.mul(first, mo.const(shape[1])), None, (first, zero))), "line")
+    p = Var(blk.fresh("p"), TileType(DType.I32))
+    frags = [Var(blk.fresh("frag"), m.type) for m in rep.mats]
+    inner = blk.body()
+    down = mo.mul(mo.div(p, geom.per_n), mo.const(8))   # the piece's first row past the simdgroup's first
+    r = mo.add(sm, mo.add(row0, down))
+    c = mo.add(sn, mo.add(col0, mo.mul(mo.mod(p, geom.per_n), mo.const(8))))
+    line = inner.let(AddPtr(line0, mo.mul(down, ld)), "line")
+    (row_ok,) = at_lines(inner, by_row, shape, 0, [r])
+    cols = [c, mo.add(c, mo.const(1))]
+    col_ok = at_lines(inner, by_col, shape, 1, cols)
+    for e in (0, 1):
+        inner.emit(cls(AddPtr(line, cols[e]), Extract(frags[0], e), mo.both(row_ok, col_ok[e]), loc=inner.loc))
+    blk.emit(For(p, zero, mo.const(len(frags)), mo.const(1), frags, rep.mats, inner.out, frags[1:] + frags[:1],
+                 [Var(blk.fresh("frag"), f.type) for f in frags], loc=blk.loc))
 
 
 def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coords: list[Value]) -> list:
@@ -195,4 +231,4 @@ def readable_anywhere(blk: Block, v: Value) -> bool:
     return True
 
 
-__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "split_mask", "store_by_lines"]
+__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

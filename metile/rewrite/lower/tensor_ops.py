@@ -203,10 +203,12 @@ def held_accumulator(blk: Block, s: For, i: int, kind) -> Held | None:
     if pair is None or pair[1] != c or any(_reads(x, c) for x in (pair[0].a, pair[0].b)):
         return None
     d = pair[0]
+    how = MM.how(blk, d)
+    if how.engine is MmaEngine.SIMDGROUP_MATRIX:   # `_mode` refuses it: nothing else to look at
+        return None
     others = [st for st in s.body if st is not update] + [x for j, x in enumerate(s.yields) if j != i]
     if any(_reads(x, c) or _reads(x, y) for x in others):
         return None
-    how = MM.how(blk, d)
     geom = MM.mma_geometry(blk, d)
     if geom is None or geom != kind or any(how.direct) or MM.k_chunk(blk, d) is not None:
         return None

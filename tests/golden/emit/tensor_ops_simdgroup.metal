@@ -116,43 +116,32 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
     const int fc = ((t42 % 2) * 2) + (((t42 / 8) % 2) * 4);
     const int t43 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
     const int t44 = (t41 / 2) * 16;
-    const int t45 = t43 + (t44 + fr);
-    const int t46 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
-    device float* const line = (C + (t45 * N)) + (t46 + 0);
-    device float* const line_1 = line + (8 * N);
-    const bool t47 = t45 < M;
-    const int t48 = (t41 % 2) * 16;
-    const int t49 = t48 + fc;
-    const bool t50 = (t46 + t49) < N;
-    if (t47 && t50) {
-        line[t49] = acc_4.thread_elements()[0];
-    }
-    const int t51 = t49 + 1;
-    const bool t52 = (t46 + t51) < N;
-    if (t47 && t52) {
-        line[t51] = acc_4.thread_elements()[1];
-    }
-    const int t53 = t48 + (fc + 8);
-    const bool t54 = (t46 + t53) < N;
-    if (t47 && t54) {
-        line[t53] = acc_5.thread_elements()[0];
-    }
-    const int t55 = t53 + 1;
-    const bool t56 = (t46 + t55) < N;
-    if (t47 && t56) {
-        line[t55] = acc_5.thread_elements()[1];
-    }
-    const bool t57 = (t43 + (t44 + (fr + 8))) < M;
-    if (t57 && t50) {
-        line_1[t49] = acc_6.thread_elements()[0];
-    }
-    if (t57 && t52) {
-        line_1[t51] = acc_6.thread_elements()[1];
-    }
-    if (t57 && t54) {
-        line_1[t53] = acc_7.thread_elements()[0];
-    }
-    if (t57 && t56) {
-        line_1[t55] = acc_7.thread_elements()[1];
+    const int t45 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+    device float* const line = (C + ((t43 + (t44 + fr)) * N)) + (t45 + 0);
+    simdgroup_matrix<float, 8, 8> frag = acc_4;
+    simdgroup_matrix<float, 8, 8> frag_1 = acc_5;
+    simdgroup_matrix<float, 8, 8> frag_2 = acc_6;
+    simdgroup_matrix<float, 8, 8> frag_3 = acc_7;
+    for (int p = 0; p < 4; p += 1) {
+        const int t46 = (p / 2) * 8;
+        device float* const line_1 = line + (t46 * N);
+        const bool t47 = (t43 + (t44 + (fr + t46))) < M;
+        const int t48 = (t41 % 2) * 16;
+        const int t49 = t48 + (fc + ((p % 2) * 8));
+        if (t47 && ((t45 + t49) < N)) {
+            line_1[t49] = frag.thread_elements()[0];
+        }
+        const int t50 = t49 + 1;
+        if (t47 && ((t45 + t50) < N)) {
+            line_1[t50] = frag.thread_elements()[1];
+        }
+        const simdgroup_matrix<float, 8, 8> next_frag_51 = frag_1;
+        const simdgroup_matrix<float, 8, 8> next_frag_1_52 = frag_2;
+        const simdgroup_matrix<float, 8, 8> next_frag_2_53 = frag_3;
+        const simdgroup_matrix<float, 8, 8> next_frag_3_54 = frag;
+        frag = next_frag_51;
+        frag_1 = next_frag_1_52;
+        frag_2 = next_frag_2_53;
+        frag_3 = next_frag_3_54;
     }
 }

@@ -115,42 +115,31 @@ kernel void mtile_gemm(device const half* A [[buffer(0)]],
     const int fr = ((t44 / 2) % 4) + ((t44 / 16) * 4);
     const int fc = ((t44 % 2) * 2) + (((t44 / 8) % 2) * 4);
     const int t45 = static_cast<int>(threadgroup_position_in_grid.x) * 32;
-    const int t46 = t45 + (t39 + fr);
-    const int t47 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
-    device float* const line = (C + (t46 * N)) + (t47 + 0);
-    device float* const line_1 = line + (8 * N);
-    const bool t48 = t46 < M;
-    const int t49 = t41 + fc;
-    const bool t50 = (t47 + t49) < N;
-    if (t48 && t50) {
-        line[t49] = acc_4.thread_elements()[0];
-    }
-    const int t51 = t49 + 1;
-    const bool t52 = (t47 + t51) < N;
-    if (t48 && t52) {
-        line[t51] = acc_4.thread_elements()[1];
-    }
-    const int t53 = t41 + (fc + 8);
-    const bool t54 = (t47 + t53) < N;
-    if (t48 && t54) {
-        line[t53] = acc_5.thread_elements()[0];
-    }
-    const int t55 = t53 + 1;
-    const bool t56 = (t47 + t55) < N;
-    if (t48 && t56) {
-        line[t55] = acc_5.thread_elements()[1];
-    }
-    const bool t57 = (t45 + (t39 + (fr + 8))) < M;
-    if (t57 && t50) {
-        line_1[t49] = acc_6.thread_elements()[0];
-    }
-    if (t57 && t52) {
-        line_1[t51] = acc_6.thread_elements()[1];
-    }
-    if (t57 && t54) {
-        line_1[t53] = acc_7.thread_elements()[0];
-    }
-    if (t57 && t56) {
-        line_1[t55] = acc_7.thread_elements()[1];
+    const int t46 = static_cast<int>(threadgroup_position_in_grid.y) * 32;
+    device float* const line = (C + ((t45 + (t39 + fr)) * N)) + (t46 + 0);
+    simdgroup_matrix<float, 8, 8> frag = acc_4;
+    simdgroup_matrix<float, 8, 8> frag_1 = acc_5;
+    simdgroup_matrix<float, 8, 8> frag_2 = acc_6;
+    simdgroup_matrix<float, 8, 8> frag_3 = acc_7;
+    for (int p = 0; p < 4; p += 1) {
+        const int t47 = (p / 2) * 8;
+        device float* const line_1 = line + (t47 * N);
+        const bool t48 = (t45 + (t39 + (fr + t47))) < M;
+        const int t49 = t41 + (fc + ((p % 2) * 8));
+        if (t48 && ((t46 + t49) < N)) {
+            line_1[t49] = frag.thread_elements()[0];
+        }
+        const int t50 = t49 + 1;
+        if (t48 && ((t46 + t50) < N)) {
+            line_1[t50] = frag.thread_elements()[1];
+        }
+        const simdgroup_matrix<float, 8, 8> next_frag_51 = frag_1;
+        const simdgroup_matrix<float, 8, 8> next_frag_1_52 = frag_2;
+        const simdgroup_matrix<float, 8, 8> next_frag_2_53 = frag_3;
+        const simdgroup_matrix<float, 8, 8> next_frag_3_54 = frag;
+        frag = next_frag_51;
+        frag_1 = next_frag_1_52;
+        frag_2 = next_frag_2_53;
+        frag_3 = next_frag_3_54;
     }
 }
