@@ -296,15 +296,25 @@ void resolve(Worker* w, Simdgroup& sg) {
     const Fiber* lead = F[__builtin_ctz(mask)];
     if (lead->wait == kExchange && lead->wait_site == MT_SITE_MATRIX_PRODUCT) mat_multiply(sg);
     if (w->prof_tg) prof_collective(w, sg, lead, mask);
+    /* release them in run order, the ready queue's tail kept in a register (the loop runs for every product) */
     Threadgroup* tg = w->tg;
-    for (uint32_t m = mask; m;) {
-        const uint32_t i = w->reverse ? 31 - __builtin_clz(m) : __builtin_ctz(m);
-        m &= ~(1u << i);
+    const Fiber* cur = w->cur;
+    uint32_t tail = tg->rq_tail;
+    auto release = [&](uint32_t i) {
         Fiber* f = F[i];
         f->wait = kRunnable;
         f->xmask = mask;
-        if (f != w->cur) rq_push(tg, f);
-    }
+        if (f != cur) tg->rq[tail++ & kRqMask] = f;
+    };
+    if (!w->reverse)
+        for (uint32_t m = mask; m; m &= m - 1u) release(__builtin_ctz(m));
+    else
+        for (uint32_t m = mask; m;) {
+            const uint32_t i = 31 - __builtin_clz(m);
+            m &= ~(1u << i);
+            release(i);
+        }
+    tg->rq_tail = tail;
 }
 
 /* The lanes of `sg` waiting at the collective that comes first, their published bytes moved into one buffer. */
