@@ -127,6 +127,59 @@ def test_simdgroup_matrix_load_transpose_multiply_store_and_lane_layout(cpu):
         assert lanes[2 * lane] == ma[row, col] and lanes[2 * lane + 1] == ma[row, col + 1]
 
 
+MMA_GROUPS = """
+kernel void k(device const float* a [[buffer(0)]], device const float* b [[buffer(1)]],
+              device float* c [[buffer(2)]], uint g [[threadgroup_position_in_grid]],
+              uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]]) {
+    const uint m = (g * 3u + sg) * 64u;
+    simdgroup_float8x8 ma, mb;
+    simdgroup_load(ma, a + m, 8);
+    simdgroup_load(mb, b + m, 8);
+    if (lane % 3u == 0u) ma.thread_elements()[1] = float(lane);
+    const float s = simd_sum(float(lane));
+    simdgroup_float8x8 acc = make_filled_simdgroup_matrix<float, 8, 8>(s);
+    simdgroup_multiply_accumulate(acc, ma, mb, acc);
+    simdgroup_multiply_accumulate(acc, mb, ma, acc);
+    simdgroup_store(acc, c + m, 8);
+}
+"""
+
+
+def _lane_of(row: int, col: int) -> int:
+    return (col // 2) % 2 + 2 * (row % 4) + 8 * (col // 4) + 16 * (row // 4)
+
+
+def test_simdgroup_matrix_products_of_several_and_partial_simdgroups(cpu):
+    """Each simdgroup of a threadgroup multiplies its own matrices, around another collective and after lanes wrote
+    their own elements divergently; in a partial simdgroup (16 lanes) the elements of the lanes it lacks read as zero,
+    whatever a full simdgroup of an earlier dispatch left there."""
+    fn = cpu.compile(HEAD + MMA_GROUPS, name="mma_groups.metal").function("k")
+    rng = np.random.default_rng(7)
+    groups = 4
+    a = rng.standard_normal((groups * 3, 8, 8)).astype(np.float32)
+    b = rng.standard_normal((groups * 3, 8, 8)).astype(np.float32)
+    c = np.zeros_like(a)
+    cpu.dispatch_threadgroups(fn, (groups, 1, 1), (96, 1, 1), [a, b, c])
+    ma = a.astype(np.float64)
+    for lane in range(0, 32, 3):
+        row = (lane // 16) * 4 + (lane // 2) % 4
+        col = ((lane // 8) % 2) * 4 + (lane % 2) * 2
+        ma[:, row, col + 1] = lane
+    mb = b.astype(np.float64)
+    np.testing.assert_allclose(c, 496.0 + ma @ mb + mb @ ma, rtol=1e-5, atol=1e-4)
+    c[:] = -1.0
+    cpu.dispatch_threadgroups(fn, (1, 1, 1), (80, 1, 1), [a, b, c])
+    np.testing.assert_allclose(c[:2], 496.0 + ma[:2] @ mb[:2] + mb[:2] @ ma[:2], rtol=1e-5, atol=1e-4)
+    half_a, half_b = ma[2].copy(), mb[2].copy()
+    for row in range(8):
+        for col in range(8):
+            if _lane_of(row, col) >= 16:
+                half_a[row, col] = half_b[row, col] = 0.0
+    want = 120.0 + half_a @ half_b + half_b @ half_a
+    np.testing.assert_allclose(c[2, :4], want[:4], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(c[2, 4:], -1.0)
+
+
 ATOMICS = """
 kernel void k(device atomic_uint* counter [[buffer(0)]], device atomic_float* total [[buffer(1)]],
               device uint* hist [[buffer(2)]], uint i [[thread_position_in_grid]],

@@ -69,7 +69,8 @@ void mt_threadgroup_barrier(uint32_t line);
  * wait for one another, the others take no part. */
 void mt_simdgroup_barrier(uint32_t line);
 
-/* Simd exchange, the one primitive under every simd_* / quad_* collective and simdgroup_multiply_accumulate.
+/* Simd exchange, the one primitive under every simd_* / quad_* collective (and, with the product computed by the
+ * runtime, under simdgroup_multiply_accumulate: mt_simd_matrix_product).
  * Copies `bytes` (<= MT_SLOT_BYTES) from `src` into this lane's slot and suspends. When every live lane of the
  * simdgroup is suspended (here, at a simdgroup barrier or at the threadgroup barrier), the exchange that comes
  * first in program order among those the lanes wait at completes, over the lanes waiting at the same position (the
@@ -84,6 +85,15 @@ typedef struct mt_exchange_view {
 } mt_exchange_view;
 const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t site, uint32_t line,
                                       mt_exchange_view* view);
+
+/* simdgroup_multiply(_accumulate)'s exchange, a simd exchange at (`line`, site MT_SITE_MATRIX_PRODUCT) whose lanes
+ * publish their two elements of each 8x8 operand, in float: a0, a1 of A and b0, b1 of B at (row, col) and
+ * (row, col + 1) of Apple's layout (include/mt_matrix.h). When it completes, the runtime computes the product A*B once,
+ * each element summed in float in k order 0..7 from zero, and returns the calling lane's two elements of it (in
+ * the same places), valid until its next exchange. A lane that takes no part, or that a partial simdgroup lacks,
+ * contributes stale elements (zero for the latter). `pos` is mt_current_pos() of the calling thread. */
+#define MT_SITE_MATRIX_PRODUCT 64u
+const float* mt_simd_matrix_product(const mt_thread_pos* pos, float a0, float a1, float b0, float b1, uint32_t line);
 
 /* Where a thread is in the control flow around simd collectives, kept by code the MSL front end inserts
  * (metile/metal/cpu/arms.py, guards in include/mt_diverge.h) and read by the runtime to tell which lanes reach the
@@ -329,7 +339,7 @@ uint64_t mt_launch_syscalls(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 8u
+#define MT_RUNTIME_ABI_VERSION 9u
 
 #ifdef __cplusplus
 }

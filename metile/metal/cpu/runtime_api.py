@@ -124,7 +124,7 @@ int32_t mt_watch_available(void);
 uint64_t mt_launch_syscalls(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

@@ -79,10 +79,14 @@ enum Wait : uint8_t { kRunnable = 0, kTgBarrier, kSgBarrier, kExchange, kDone };
 
 /* The fields a simd exchange touches come first, so that with the assembly switch they share one cache line with
  * the frames' depth and key. */
+struct Worker;
 struct alignas(64) Fiber {
     Ctx ctx;
-    uint32_t index = 0, sg = 0, lane = 0;
+    Worker* worker = nullptr; /* the worker whose pool holds it (simdgroup matrix products find it here, not in TLS) */
+    uint32_t index = 0;
+    uint8_t sg = 0, lane = 0;
     Wait wait = kRunnable;
+    uint8_t mat_at = 0; /* where its elements sit in a simdgroup's 8x8 matrices: row * 8 + column of element 0 */
     uint32_t wait_line = 0, wait_site = 0; /* where it waits; wait_site 0 is a simdgroup barrier */
     uint32_t xbuf = 0;  /* slot buffer holding its published bytes, then the completed exchange's bytes */
     uint32_t xnext = 0; /* slot buffer its next exchange publishes into (each lane alternates) */
@@ -92,6 +96,8 @@ struct alignas(64) Fiber {
     Stack stack;
     mt_thread_pos pos;
 };
+
+static_assert(offsetof(Fiber, frames) + offsetof(mt_frames, f) <= 64, "a simd exchange's fields share a cache line");
 
 bool stack_alloc(Stack& s, size_t bytes);
 void stack_free(Stack& s);
@@ -179,7 +185,15 @@ struct Simdgroup {
     const Fiber* bar_lead = nullptr;
     /* published bytes: lane j's k-th exchange writes slots[k-th buffer][j] (see Fiber::xnext) */
     alignas(64) unsigned char slots[2][MT_SIMD_WIDTH][MT_SLOT_BYTES];
+    /* simdgroup matrix products (mt_simd_matrix_product): the lanes' elements of A and B, each lane's at its place
+     * (Fiber::mat_at), and the product, computed once when the exchange completes (runtime_matrix.cpp) */
+    alignas(64) float mat_a[64];
+    float mat_b[64];
+    float mat_c[64];
 };
+
+/* runtime_matrix.cpp: sg.mat_c = sg.mat_a * sg.mat_b, each element summed in k order 0..7 in float. */
+void mat_multiply(Simdgroup& sg);
 
 struct Threadgroup {
     uint32_t idx[3] = {0, 0, 0};

@@ -293,16 +293,28 @@ void resolve(Worker* w, Simdgroup& sg) {
     sg.suspended -= n;
     sg.in_collective -= n;
     sg.x_mask &= ~mask;
-    if (w->prof_tg) prof_collective(w, sg, F[__builtin_ctz(mask)], mask);
+    const Fiber* lead = F[__builtin_ctz(mask)];
+    if (lead->wait == kExchange && lead->wait_site == MT_SITE_MATRIX_PRODUCT) mat_multiply(sg);
+    if (w->prof_tg) prof_collective(w, sg, lead, mask);
+    /* release them in run order, the ready queue's tail kept in a register (the loop runs for every product) */
     Threadgroup* tg = w->tg;
-    for (uint32_t m = mask; m;) {
-        const uint32_t i = w->reverse ? 31 - __builtin_clz(m) : __builtin_ctz(m);
-        m &= ~(1u << i);
+    const Fiber* cur = w->cur;
+    uint32_t tail = tg->rq_tail;
+    auto release = [&](uint32_t i) {
         Fiber* f = F[i];
         f->wait = kRunnable;
         f->xmask = mask;
-        if (f != w->cur) rq_push(tg, f);
-    }
+        if (f != cur) tg->rq[tail++ & kRqMask] = f;
+    };
+    if (!w->reverse)
+        for (uint32_t m = mask; m; m &= m - 1u) release(__builtin_ctz(m));
+    else
+        for (uint32_t m = mask; m;) {
+            const uint32_t i = 31 - __builtin_clz(m);
+            m &= ~(1u << i);
+            release(i);
+        }
+    tg->rq_tail = tail;
 }
 
 /* The lanes of `sg` waiting at the collective that comes first, their published bytes moved into one buffer. */
@@ -376,6 +388,8 @@ void fill_positions(Worker* w, Launch* L) {
         f->index = i;
         f->sg = i / MT_SIMD_WIDTH;
         f->lane = i % MT_SIMD_WIDTH;
+        f->mat_at = static_cast<uint8_t>(((f->lane / 16u) * 4u + (f->lane / 2u) % 4u) * 8u +
+                                         ((f->lane / 8u) % 2u) * 4u + (f->lane % 2u) * 2u);
         f->wait = kRunnable;
         f->wait_line = 0;
         f->xbuf = f->xnext = f->xmask = 0;
@@ -444,6 +458,7 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
             raise_fault(w, MT_FAULT_INTERNAL, 0, "cannot map a %zu-byte fiber stack (out of memory or mappings)",
                         w->fiber_stack);
         }
+        f->worker = w;
         w->fibers.push_back(f);
     }
     tg->nsg = (tg->n + MT_SIMD_WIDTH - 1) / MT_SIMD_WIDTH;
@@ -453,6 +468,11 @@ void run_threadgroup(Worker* w, Launch* L, uint64_t linear) {
         sg.lanes = tg->n - sg.first < MT_SIMD_WIDTH ? tg->n - sg.first : MT_SIMD_WIDTH;
         sg.live = sg.lanes;
         sg.suspended = sg.in_collective = sg.tg_waiters = sg.epoch = sg.arrived = sg.x_mask = sg.bar_mask = 0;
+        /* the elements of lanes a partial simdgroup lacks read as zero in its products */
+        if (sg.lanes < MT_SIMD_WIDTH) {
+            memset(sg.mat_a, 0, sizeof sg.mat_a);
+            memset(sg.mat_b, 0, sizeof sg.mat_b);
+        }
     }
     fill_positions(w, L);
     /* threadgroup memory: a fresh fill for the regions of this launch */
@@ -556,6 +576,31 @@ MT_EXPORT const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes,
     view->live = f->xmask;
     view->lane = f->lane;
     return &sg.slots[f->xbuf][0][0];
+}
+
+/* The fiber whose position block `pos` is (mt_current_pos of the running thread). */
+inline Fiber* fiber_of(const mt_thread_pos* pos) {
+    return reinterpret_cast<Fiber*>(reinterpret_cast<uintptr_t>(pos) - offsetof(Fiber, pos));
+}
+
+/* A simd exchange whose lanes publish their elements straight into the simdgroup's matrices (at mat_at, where no
+ * other lane writes) and whose completion computes the product once (resolve); the lane reads its two elements of
+ * it before anything else of its simdgroup can run. No TLS lookup: the worker comes from the fiber. */
+MT_EXPORT const float* mt_simd_matrix_product(const mt_thread_pos* pos, float a0, float a1, float b0, float b1,
+                                              uint32_t line) {
+    Fiber* f = fiber_of(pos);
+    Worker* w = f->worker;
+    Simdgroup& sg = w->sgs[f->sg];
+    const uint32_t at = f->mat_at;
+    sg.mat_a[at] = a0;
+    sg.mat_a[at + 1] = a1;
+    sg.mat_b[at] = b0;
+    sg.mat_b[at + 1] = b1;
+    wait_at(f, kExchange, line, MT_SITE_MATRIX_PRODUCT);
+    wait_collective(sg, f, line, MT_SITE_MATRIX_PRODUCT, f->xbuf);
+    maybe_resolve(w, sg);
+    if (f->wait != kRunnable) block(w, f);
+    return sg.mat_c + at;
 }
 
 MT_EXPORT void mt_yield(void) {

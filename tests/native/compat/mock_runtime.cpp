@@ -99,6 +99,29 @@ const unsigned char* mt_simd_exchange(const void* src, uint32_t bytes, uint32_t 
     return &g.slots[buf][0][0];
 }
 
+/* The product through one exchange of every lane's elements; each lane sums its own two elements of A*B in k order
+ * 0..7 from zero, as the runtime does for all of them. */
+const float* mt_simd_matrix_product(const mt_thread_pos* pos, float a0, float a1, float b0, float b1, uint32_t line) {
+    static thread_local float out[2];
+    const float mine[4] = {a0, a1, b0, b1};
+    mt_exchange_view view;
+    const unsigned char* base = mt_simd_exchange(mine, sizeof mine, MT_SITE_MATRIX_PRODUCT, line, &view);
+    const uint32_t lane = pos->thread_index_in_simdgroup;
+    const uint32_t row = (lane / 16u) * 4u + (lane / 2u) % 4u, col = ((lane / 8u) % 2u) * 4u + (lane % 2u) * 2u;
+    auto element = [&](uint32_t r, uint32_t c, uint32_t which) {  /* which: 0 A, 2 B */
+        const uint32_t j = (c / 2u) % 2u + 2u * (r % 4u) + 8u * (c / 4u) + 16u * (r / 4u);
+        float v;
+        std::memcpy(&v, base + j * MT_SLOT_BYTES + (which + c % 2u) * sizeof(float), sizeof v);
+        return v;
+    };
+    for (uint32_t e = 0; e < 2u; ++e) {
+        float acc = 0.f;
+        for (uint32_t k = 0; k < 8u; ++k) acc += element(row, k, 0) * element(k, col + e, 2);
+        out[e] = acc;
+    }
+    return out;
+}
+
 void* mt_threadgroup_alloc(uint32_t slot, size_t bytes, size_t align, uint32_t line) {
     (void)slot;
     (void)align;

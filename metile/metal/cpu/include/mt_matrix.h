@@ -6,8 +6,8 @@
  * holds thread_elements()[e] = element (row, col) with
  *     row = (l / 16) * 4 + (l / 2) % 4,   col = ((l / 8) % 2) * 4 + (l % 2) * 2 + e
  * (so the four lanes of a row are {l, l^1, l^8, l^9}). Loads and stores are per lane and need no exchange;
- * simdgroup_multiply_accumulate exchanges each lane's elements of A and B once, then the first lane to resume computes
- * the product for all (see mat_product), accumulating in float in k order 0..7.
+ * simdgroup_multiply_accumulate exchanges each lane's elements of A and B once, and the runtime computes the product
+ * for all when the exchange completes (see mat_product), accumulating in float in k order 0..7.
  */
 #ifndef METILE_MT_MATRIX_H
 #define METILE_MT_MATRIX_H
@@ -102,61 +102,13 @@ inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, U* dst, ul
 }
 
 namespace _mt {
-/* What a lane publishes for a product: its elements of A and B; `done` and `out` are filled by the first lane to
- * resume (below). */
-struct mat_slot {
-    float a[2], b[2];
-    uint32_t done;
-    float out[2];
-};
-static_assert(sizeof(mat_slot) <= MT_SLOT_BYTES, "a product's slot must fit a lane's exchange slot");
-
-/* This lane's two elements of A*B, from one exchange of every lane's elements of A and B. The first lane to resume
- * after the exchange computes the whole 8x8 product once, in each element's k order 0..7 (so every lane gets the
- * sums it would compute alone), writes each taking lane's two results into that lane's slot and marks the lowest
- * taking lane's slot done; the others only read theirs. This is sound because no exchange of the simdgroup can
- * complete before every lane of this one has resumed and read its result: a lane's slot is only written again by
- * its own next exchange. Not inlined: a GEMM makes dozens of calls, and the exchange costs far more than the call. */
-template <class TA, class TB> __attribute__((noinline)) void mat_product(const simdgroup_matrix<TA, 8, 8>& a,
-                                                      const simdgroup_matrix<TB, 8, 8>& b, uint32_t line,
-                                                      float out[2]) {
-    mat_slot mine = {{float(a.e_.v_[0]), float(a.e_.v_[1])}, {float(b.e_.v_[0]), float(b.e_.v_[1])}, 0u, {0.f, 0.f}};
-    mt_exchange_view view;
-    /* the runtime's slot array, writable: the const of the interface keeps kernels from writing other lanes' data */
-    unsigned char* base = const_cast<unsigned char*>(
-        mt_simd_exchange(&mine, sizeof mine, S_MATRIX_MULTIPLY, line, &view));
-    unsigned char* lead = base + __builtin_ctz(view.live) * MT_SLOT_BYTES;
-    uint32_t done;
-    __builtin_memcpy(&done, lead + offsetof(mat_slot, done), sizeof done);
-    if (!done) {
-        typedef float row8 __attribute__((vector_size(32)));
-        float A[64], C[64];
-        row8 B[8];
-        float* b = reinterpret_cast<float*>(B);
-#pragma GCC unroll 8
-        for (uint32_t r = 0; r < 8u; ++r)
-#pragma GCC unroll 4
-            for (uint32_t c = 0; c < 8u; c += 2u) {
-                const unsigned char* s = base + mat_lane_of(r, c) * MT_SLOT_BYTES;
-                __builtin_memcpy(A + r * 8u + c, s + offsetof(mat_slot, a), 2 * sizeof(float));
-                __builtin_memcpy(b + r * 8u + c, s + offsetof(mat_slot, b), 2 * sizeof(float));
-            }
-#pragma GCC unroll 8
-        for (uint32_t r = 0; r < 8u; ++r) {
-            row8 acc = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma GCC unroll 8
-            for (uint32_t k = 0; k < 8u; ++k) acc += A[r * 8u + k] * B[k];
-            __builtin_memcpy(C + r * 8u, &acc, sizeof acc);
-        }
-        for (uint32_t live = view.live; live; live &= live - 1u) {
-            const uint32_t j = __builtin_ctz(live);
-            __builtin_memcpy(base + j * MT_SLOT_BYTES + offsetof(mat_slot, out), C + mat_row(j) * 8u + mat_col(j),
-                             2 * sizeof(float));
-        }
-        done = 1u;
-        __builtin_memcpy(lead + offsetof(mat_slot, done), &done, sizeof done);
-    }
-    __builtin_memcpy(out, base + view.lane * MT_SLOT_BYTES + offsetof(mat_slot, out), 2 * sizeof(float));
+/* This lane's two elements of A*B, from one exchange of every lane's elements of A and B, which the runtime
+ * multiplies once when the exchange completes (mt_simd_matrix_product: each element summed in float in k order
+ * 0..7, so every lane gets the sums it would compute alone). */
+template <class TA, class TB> inline const float* mat_product(const simdgroup_matrix<TA, 8, 8>& a,
+                                                             const simdgroup_matrix<TB, 8, 8>& b, uint32_t line) {
+    return mt_simd_matrix_product(mt_current_pos(), float(a.e_.v_[0]), float(a.e_.v_[1]), float(b.e_.v_[0]),
+                                  float(b.e_.v_[1]), line);
 }
 }  // namespace _mt
 
@@ -167,8 +119,7 @@ inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8>& d, const s
                                           uint32_t line = __builtin_LINE()) {
     _mt::prof_event<TA>(2, line);
     const float c0 = float(c.e_.v_[0]), c1 = float(c.e_.v_[1]);
-    float p[2];
-    _mt::mat_product(a, b, line, p);
+    const float* p = _mt::mat_product(a, b, line);
     d.e_.v_[0] = TD(p[0] + c0);
     d.e_.v_[1] = TD(p[1] + c1);
 }
@@ -178,8 +129,7 @@ template <class TD, class TA, class TB>
 inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8>& d, const simdgroup_matrix<TA, 8, 8>& a,
                                const simdgroup_matrix<TB, 8, 8>& b, uint32_t line = __builtin_LINE()) {
     _mt::prof_event<TA>(2, line);
-    float p[2];
-    _mt::mat_product(a, b, line, p);
+    const float* p = _mt::mat_product(a, b, line);
     d.e_.v_[0] = TD(p[0]);
     d.e_.v_[1] = TD(p[1]);
 }

@@ -64,7 +64,7 @@ enum site : uint32_t {
     S_BROADCAST, S_BROADCAST_FIRST, S_SUM, S_PRODUCT, S_MIN, S_MAX, S_AND, S_OR, S_XOR, S_PREFIX_INC_SUM,
     S_PREFIX_EXC_SUM, S_PREFIX_INC_PRODUCT, S_PREFIX_EXC_PRODUCT, S_ALL, S_ANY, S_BALLOT, S_ACTIVE_MASK, S_IS_FIRST,
     S_QUAD = 32, /* quad_* collectives use S_QUAD + the simd site of the same kind */
-    S_MATRIX_MULTIPLY = 64,
+    S_MATRIX_MULTIPLY = MT_SITE_MATRIX_PRODUCT, /* mt_simd_matrix_product (mt_matrix.h) */
 };
 
 /* One exchange: publish v, then read any live lane's slot. */
