@@ -16,7 +16,8 @@ same launches of the kernel autotuned over one configuration once it is chosen (
 the plain launch).
 
 CPU device paths launch the same vector add for real on the CPU device (a tiny grid, so that the runtime's own
-work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays and with Buffers.
+work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays, with Buffers and with torch tensors
+(bound in place, a new output each launch as a library's host code makes them).
 Run: python benchmarks/launch_overhead.py
 """
 
@@ -265,6 +266,14 @@ def cpu_device_launches() -> list[tuple[str, float, float]]:
         ("kernel[grid](Buffers, int)", lambda: vec_add[(4,)](*buffers, n, BLOCK=256)),
         ("prepared launch, Buffers", vec_add[(4,)].prepare(*buffers, n, BLOCK=256)),
     ]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        a, b = torch.ones(n), torch.ones(n)
+        cases.append(("kernel[grid](torch tensors, new output, int)",
+                      lambda: vec_add[(4,)](a, b, torch.empty(n), n, BLOCK=256)))
     return [(label, *per_launch_spread(launch, batch=20, batches=100)) for label, launch in cases]
 
 

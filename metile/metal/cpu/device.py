@@ -2,17 +2,17 @@
 
 `dev.compile(msl)` returns a `CpuLibrary`; `lib.function(name)` a `CpuFunction` (`lib.function(name,
 constants={index_or_name: value})` one specialised with function constant values, each value set built once and
-cached, see `metile.metal.function_constants`); `dispatch_threadgroups`
-and `dispatch_threads` run it on every core (threadgroups are taken by one worker per core; the
-threads of a threadgroup are cooperative fibers). Dispatches complete before they return, so
-`synchronize()` has nothing to wait for; numpy arrays are written back as soon as a dispatch ends.
-`prepare_threadgroups` and `prepare_threads` check and bind a dispatch once and return it
-(`metile.metal.cpu.dispatch.CpuDispatch`) to be called again and again. `sanitize=True` runs a build of
-the kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=`
-(seconds, 0 for none) replaces the device's watchdog time for one dispatch. A threadgroup barrier that not every
-thread of its threadgroup executes is a `DeviceFault`, as MSL requires them all to; `uniform_barriers=False` counts
-barriers per simdgroup as Apple GPUs do instead (letting returned threads and other barrier lines pass), for
-kernels that rely on it (MLX's gemv).
+cached, see `metile.metal.function_constants`); `dispatch_threadgroups` and `dispatch_threads` run it on every core
+(threadgroups are taken by one worker per core; the threads of a threadgroup are cooperative fibers). Dispatches
+complete before they return, so `synchronize()` has nothing to wait for; numpy arrays are written back as soon as a
+dispatch ends, and torch tensors are bound as their own memory where they can be (`in_place=` asks it for numpy
+arrays: `metile.metal.cpu.dispatch`). `prepare_threadgroups` and `prepare_threads` check and bind a dispatch once and
+return it (`metile.metal.cpu.dispatch.CpuDispatch`) to be called again and again. `sanitize=True` runs a build of the
+kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=` (seconds, 0 for
+none) replaces the device's watchdog time for one dispatch. A threadgroup barrier that not every thread of its
+threadgroup executes is a `DeviceFault`, as MSL requires them all to; `uniform_barriers=False` counts barriers per
+simdgroup as Apple GPUs do instead (letting returned threads and other barrier lines pass), for kernels that rely on
+it (MLX's gemv).
 """
 
 from __future__ import annotations
@@ -294,8 +294,7 @@ class CpuDevice:
         """Run `fn` on a grid of `threadgroups`; with `profile=True` (or a number of threadgroups to count) return
         its `metile.Profile` (metile.metal.cpu.profiling); `profile_only=True` runs the counted threadgroups only
         (the outputs are then incomplete): to count a dispatch too large to run whole. `uniform_barriers=False`
-        counts barriers as Apple GPUs do (see the module docstring). `in_place`: the indices of numpy arrays to bind
-        as their own memory where they can be, without copies (`metile.metal.cpu.dispatch.in_place_arguments`)."""
+        counts barriers as Apple GPUs do (see the module docstring); `in_place` names numpy arrays to bind in place."""
         groups = dim3(threadgroups, "threadgroups")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         grid = tuple(g * t for g, t in zip(groups, tpt))
@@ -306,8 +305,7 @@ class CpuDevice:
                          threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
                          profile: bool | int | None = None, profile_only: bool = False,
                          uniform_barriers: bool = True, in_place=()) -> Profile | None:
-        """Run `fn` on `threads` (the edge threadgroups may be partial); `profile=`, `uniform_barriers=` and
-        `in_place=` as for dispatch_threadgroups."""
+        """Run `fn` on `threads` (the edge threadgroups may be partial); options as for dispatch_threadgroups."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
@@ -323,11 +321,9 @@ class CpuDevice:
         d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only),
                           uniform_barriers, in_place=in_place)
         d.run()
-        d.release()
         return None if n is None else d.profile()
 
-    def _run_kept(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers,
-                  in_place) -> None:
+    def _run_kept(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers, in_place):
         """Run a dispatch kept from an earlier one of the same kernel, grid and argument layouts, or a new one that
         is kept in turn (see `metile.metal.cpu.dispatch`)."""
         bound = bind_arguments(fn.signature, list(args), Buffer)
