@@ -15,7 +15,7 @@ the lowering does not handle yet raises `LoweringUnavailableError` at its source
 `kernel[grid].prepare(*args, **constexprs)` does all of it but the dispatch once and returns a
 `PreparedLaunch`, which dispatches the same arguments again, unchecked, each time it is called.
 
-`sanitize=` and `timeout=` at a launch are launch options, handed to the device (unless the kernel has a
+`sanitize=`, `timeout=` and `in_place=` at a launch are launch options, handed to the device (unless the kernel has a
 parameter of that name, which takes the keyword); they are no part of the compile's key.
 
 This is the only module that reads the environment, and only when it matters:
@@ -217,6 +217,10 @@ class JITKernel:
         if launch:
             problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"),
                                           launch.get("profile"), launch.get("profile_only", False))
+            in_place = launch.get("in_place")
+            if problem is None and in_place is not None and in_place.__class__ is not bool:
+                problem = (f"in_place={in_place!r} must be True (bind the arrays as their own memory, without "
+                           "copies or guard pages), False (copy them) or None (the device's setting)")
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         if self.dialect.composite is not None:   # arguments standing for several (Triton's host descriptors)
@@ -402,8 +406,9 @@ class JITKernel:
 
     def _launch_options(self, given: dict, sanitize_env, dev) -> dict:
         """The keywords a launch gives its device: `sanitize=True` when the launch or `METILE_SANITIZE` (as the
-        environment holds it) asks for it, the launch's keyword first; `timeout=`, `profile=` and `profile_only=`
-        when the launch gives them. The sanitizer and profiles are CPU device features."""
+        environment holds it) asks for it, the launch's keyword first; `timeout=`, `profile=`, `profile_only=` and
+        `in_place=` when the launch gives them. The sanitizer, profiles and arrays bound in place are CPU device
+        features."""
         sanitize = given.get("sanitize")
         if sanitize is None:
             sanitize = _sanitize_setting(sanitize_env)
@@ -420,6 +425,11 @@ class JITKernel:
             out["profile"] = profile
         if given.get("profile_only") is not None:
             out["profile_only"] = given["profile_only"]
+        in_place = given.get("in_place")
+        if in_place:
+            self._cpu_only(dev, "binds_in_place", LaunchError, "in_place=True is a CPU device feature")
+        if in_place is not None and getattr(dev, "binds_in_place", False):
+            out["in_place"] = in_place
         return out
 
     def _cpu_only(self, dev, feature: str, error: type, what: str) -> None:

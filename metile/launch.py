@@ -6,9 +6,10 @@ checks the grid, converts scalars to their parameter's type and dispatches one t
 does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch` calls (binding its torch
 tensors anew when their memory moved since). An array of another library is read through `metile.metal.interop`
 (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether the kernel writes it (its
-parameter is not `const` in the kernel's signature, which the compiled kernel's `MslArtifact` holds). On a device that
-binds such arrays in place (the CPU device: `in_place=`, see `metile.metal.cpu.dispatch`), a launch whose arrays are all
-torch tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
+parameter is not `const` in the kernel's signature, which the compiled kernel's `MslArtifact` holds). The CPU device
+copies such arrays into guarded memory unless told to bind them in place (the launch option `in_place=True`, or the
+device's `in_place_arrays` setting; see `metile.metal.cpu.dispatch`); a launch bound so whose arrays are all torch
+tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
 (`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`); any
 other call takes the general way. A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from
 the artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
@@ -116,9 +117,14 @@ class Launch:
                              if p.length_of is not None)
         self.aligned = word_aligned_params(compiled.metal_ir) if foreign and _on_metal(compiled.device) else ()
         placed = ()
-        if getattr(compiled.device, "binds_in_place", False):   # the host views of other libraries' arrays
-            placed = tuple(i for i, c in enumerate(self.convert) if c is host_view or c is _input_view)
-            options = {**options, "in_place": placed} if placed else options
+        device = compiled.device
+        if getattr(device, "binds_in_place", False):   # `in_place=` of the launch, else the device's setting
+            asked = options.get("in_place")
+            if asked is None:
+                asked = device.options.in_place_arrays
+            if asked:   # the host views of other libraries' arrays (a repeated launch of tensors takes `runs`)
+                placed = tuple(i for i, c in enumerate(self.convert) if c is host_view or c is _input_view)
+            options = {**options, "in_place": bool(asked)}
         # a launch whose arrays are all torch tensors bound in place runs again through `PlacedRuns`, once one has
         # been made (`tries` times at most): their addresses, the scalars and the grid are all it sets
         arrays = [i for i, (_, _, t) in enumerate(typed) if isinstance(t, PtrType)]
@@ -170,8 +176,8 @@ class Launch:
         """A `KernelArgumentError` at the parameter when the array argument `value` (runtime argument `index`), which a
         16-bit atomic writes, does not start 4-byte aligned (`metile.emit.atomics`). Only an array of another library
         in Metal memory can: it is bound at its offset in its buffer, and every other array is bound at the start of
-        one (the CPU device binds an array of another library in place only when it starts 16-byte aligned, and copies
-        any other to the start of a buffer of its own)."""
+        one (the CPU device copies arrays of other libraries to the start of a buffer of its own, or, when asked to bind
+        them in place, binds only those that start 16-byte aligned)."""
         if not is_foreign_array(value) or device_of(value)[0] != DL_METAL:
             return
         from metile.metal.gpu.launch import metal_views

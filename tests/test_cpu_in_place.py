@@ -1,9 +1,11 @@
-"""Torch tensors bound as their own memory on the CPU device (`metile.metal.cpu.dispatch.in_place_arguments`), and the
-repeated launches that then set only their addresses, the scalars and the grid (`PlacedRuns`, armed by
-`metile.launch.Launch`): no byte of a tensor is copied, each launch writes the tensors it is given (never those of an
-earlier launch), and whatever the fast way cannot take as it is (a strided output, a view not 16-byte aligned, an empty
-or lazy tensor, one sharing memory with a numpy array that is copied, a sanitized launch) is bound the general way and
-still gets its results."""
+"""Torch tensors bound as their own memory on the CPU device when a launch opts in (`in_place=True` at a launch or
+dispatch, the device's `in_place_arrays`: `metile.metal.cpu.dispatch.in_place_arguments`), and the repeated launches
+that then set only their addresses, the scalars and the grid (`PlacedRuns`, armed by `metile.launch.Launch`): no byte
+of a tensor is copied, each launch writes the tensors it is given (never those of an earlier launch), and whatever the
+fast way cannot take as it is (a strided output, a view not 16-byte aligned, an empty or lazy tensor, one sharing memory
+with a numpy array that is copied, a sanitized launch) is bound the general way and still gets its results. Without the
+opt-in, tensors are copied into guarded memory, so that an access past a tensor's end raises `DeviceFault` naming it.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def axpy(X, Y, Out, a, n, BLOCK: metile.constexpr):
 
 
 def launch(x, y, out, a=2.0, n=N, **kw):
-    axpy[(metile.cdiv(max(n, 1), 128),)](x, y, out, a, n, BLOCK=128, **kw)
+    axpy[(metile.cdiv(max(n, 1), 128),)](x, y, out, a, n, BLOCK=128, in_place=True, **kw)
 
 
 @pytest.fixture
@@ -90,11 +92,11 @@ def test_strided_outputs_are_written_at_their_elements(copies):
     x = torch.randn(N)
     for _ in range(3):   # contiguous outputs, taken the fast way; strided ones, bound in place the general way
         out = torch.zeros(3 * N)
-        spread[(3,)](x, out, 3, N, BLOCK=128)
+        spread[(3,)](x, out, 3, N, BLOCK=128, in_place=True)
         torch.testing.assert_close(out[::3], 2 * x)
         assert not out.reshape(N, 3)[:, 1:].any()
         wide = torch.zeros(6 * N)
-        spread[(3,)](x, wide[::2], 6, N, BLOCK=128)   # 3 of the view's elements: 6 of memory
+        spread[(3,)](x, wide[::2], 6, N, BLOCK=128, in_place=True)   # 3 of the view's elements: 6 of memory
         torch.testing.assert_close(wide[::6], 2 * x)
         assert not wide.reshape(N, 6)[:, 1:].any()
     assert arrays_copied(copies) == []
@@ -142,8 +144,9 @@ def test_a_sanitized_launch_copies_its_tensors(copies):
     x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
     launch(x, y, out)
     launch(x, y, out, sanitize=True)
+    axpy[(3,)](x, y, out, 2.0, N, BLOCK=128, sanitize=True)
     torch.testing.assert_close(out, 2 * x + y)
-    assert arrays_copied(copies) == [N * 4] * 4   # in: x, y, out; back: out
+    assert arrays_copied(copies) == [N * 4] * 8   # in: x, y, out; back: out (twice)
 
 
 @metile.kernel
@@ -156,13 +159,14 @@ def test_a_fault_in_a_repeated_launch_is_reported_at_its_line_and_the_next_launc
     x = torch.arange(16, dtype=torch.int32) * 64
     for _ in range(2):
         out = torch.zeros(16, dtype=torch.int32)
-        divide[(1,)](x, out, 32)
+        divide[(1,)](x, out, 32, in_place=True)
         assert torch.equal(out, x // 32)
     with pytest.raises(DeviceFault) as e:
-        divide[(1,)](x, torch.zeros(16, dtype=torch.int32), 0)   # 0 shares the token of 32: the same launch
+        # 0 shares the token of 32: the same launch
+        divide[(1,)](x, torch.zeros(16, dtype=torch.int32), 0, in_place=True)
     assert e.value.loc is not None and e.value.loc.file == __file__
     out = torch.zeros(16, dtype=torch.int32)
-    divide[(1,)](x, out, 64)
+    divide[(1,)](x, out, 64, in_place=True)
     assert torch.equal(out, x // 64)
 
 
@@ -196,7 +200,7 @@ def test_triton_launches_take_the_repeated_way(copies):
     for k in range(4):
         x = torch.randn(257)
         y = torch.empty_like(x)
-        scaled_copy[(triton.cdiv(257, 64),)](x, y, 257, float(k + 1), BLOCK=64)
+        scaled_copy[(triton.cdiv(257, 64),)](x, y, 257, float(k + 1), BLOCK=64, in_place=True)
         torch.testing.assert_close(y, x * (k + 1))
         outs.append((y, y.clone()))
     assert all(torch.equal(a, b) for a, b in outs) and arrays_copied(copies) == []
@@ -218,17 +222,17 @@ def test_a_tensor_sharing_memory_with_a_copied_array_is_copied_with_it(cpu):
     fn = cpu.compile(HALVES, name="halves.metal").function("halves")
     for _ in range(2):
         x = np.zeros(8, np.float32)
-        cpu.dispatch_threads(fn, 4, 4, [torch.from_numpy(x), x])
+        cpu.dispatch_threads(fn, 4, 4, [torch.from_numpy(x), x], in_place=(0,))
         assert list(x) == [1, 1, 1, 1, 2, 2, 2, 2]
         x = np.zeros(8, np.float32)
-        cpu.dispatch_threads(fn, 4, 4, [x, torch.from_numpy(x)])
+        cpu.dispatch_threads(fn, 4, 4, [x, torch.from_numpy(x)], in_place=(1,))
         assert list(x) == [1, 1, 1, 1, 2, 2, 2, 2]
 
 
 def test_raw_dispatches_bind_tensors_and_the_arrays_they_name_in_place(cpu, copies):
     fn = cpu.compile(HALVES, name="halves.metal").function("halves")
     t = torch.zeros(8)
-    cpu.dispatch_threads(fn, 4, 4, [t, t])
+    cpu.dispatch_threads(fn, 4, 4, [t, t], in_place=True)
     assert t.tolist() == [1, 1, 1, 1, 2, 2, 2, 2] and arrays_copied(copies) == []
     a, b = np.zeros(8, np.float32), np.zeros(8, np.float32)
     cpu.dispatch_threads(fn, 4, 4, [a, b], in_place=(1,))
@@ -241,5 +245,79 @@ def test_raw_dispatches_bind_tensors_and_the_arrays_they_name_in_place(cpu, copi
     assert list(a) == [1, 1, 1, 1, 5, 5, 5, 5] and list(b) == [5, 5, 5, 5, 2, 2, 2, 2]
     assert arrays_copied(copies) == []
     t = torch.zeros(8)
-    cpu.dispatch_threads(fn, 4, 4, [t, t], sanitize=True)   # the sanitizer checks accesses in memory of its own
+    # the sanitizer checks accesses in memory of its own
+    cpu.dispatch_threads(fn, 4, 4, [t, t], sanitize=True, in_place=True)
     assert t.tolist() == [1, 1, 1, 1, 2, 2, 2, 2] and arrays_copied(copies) == [32, 32]
+
+
+@metile.kernel
+def unmasked_axpy(X, Y, Out, a, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    metile.store(Out + offs, a * metile.load(X + offs) + metile.load(Y + offs))   # no mask on the tail
+
+
+@triton.jit
+def unmasked_copy(X, Y, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs))   # no mask on the tail
+
+
+PAST_END = r"past the end of buffer \d \(`{}`"
+
+
+def test_by_default_tensors_are_copied_into_guarded_memory_and_an_unmasked_tail_faults():
+    """Tensors bound as their own memory would have no guard page after them: the unmasked tail would read and write
+    torch's heap silently. Copied (the default), the access past the end is a `DeviceFault` naming the tensor."""
+    for _ in range(3):   # the repeated launches too
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        with pytest.raises(DeviceFault, match=PAST_END.format("X")) as e:
+            unmasked_axpy[(3,)](x, y, out, 2.0, BLOCK=128)   # 384 elements of 300
+        assert e.value.loc is not None and e.value.loc.file == __file__
+    x, y, out = torch.randn(384), torch.randn(384), torch.zeros(N)
+    with pytest.raises(DeviceFault, match=PAST_END.format("Out")):
+        unmasked_axpy[(3,)](x, y, out, 2.0, BLOCK=128)
+    for _ in range(3):
+        x = torch.randn(N)
+        with pytest.raises(DeviceFault, match=PAST_END.format("X")) as e:
+            unmasked_copy[(3,)](x, torch.zeros(384), BLOCK=128)
+        assert e.value.loc is not None and e.value.loc.file == __file__
+        with pytest.raises(DeviceFault, match=PAST_END.format("Y")):
+            unmasked_copy[(3,)](torch.randn(384), torch.zeros(N), BLOCK=128)
+
+
+def test_by_default_tensors_are_copied_in_and_back(copies):
+    for k in range(3):
+        x, y, out = torch.randn(N), torch.randn(N), torch.full((N,), -1.0)
+        axpy[(3,)](x, y, out, float(k), N, BLOCK=128)
+        torch.testing.assert_close(out, k * x + y)
+    assert arrays_copied(copies) == [N * 4] * 12   # in: x, y, out; back: out
+    copies.clear()
+    axpy[(3,)](x, y, out, 1.0, N, BLOCK=128, in_place=False)
+    assert arrays_copied(copies) == [N * 4] * 4
+
+
+def test_the_device_setting_binds_in_place_unless_a_dispatch_says_otherwise(copies):
+    from metile.metal.cpu.device import CpuDevice, CpuOptions
+
+    dev = CpuDevice(CpuOptions(cache_dir=metile.device("cpu").options.cache_dir, in_place_arrays=True))
+    fn = dev.compile(HALVES, name="halves.metal").function("halves")
+    t = torch.zeros(8)
+    dev.dispatch_threads(fn, 4, 4, [t, t])
+    assert t.tolist() == [1, 1, 1, 1, 2, 2, 2, 2] and arrays_copied(copies) == []
+    dev.dispatch_threads(fn, 4, 4, [t, t], in_place=False)
+    assert arrays_copied(copies) == [32, 32]
+    with pytest.raises(metile.LaunchError, match="in_place='yes' must be True, False, None"):
+        dev.dispatch_threads(fn, 4, 4, [t, t], in_place="yes")
+
+
+def test_in_place_is_checked_and_read_from_the_environment(monkeypatch):
+    from metile.devices import _cpu_options
+
+    with pytest.raises(KernelArgumentError, match="in_place=1 must be True"):
+        axpy[(3,)](torch.randn(N), torch.randn(N), torch.zeros(N), 2.0, N, BLOCK=128, in_place=1)
+    assert not _cpu_options().in_place_arrays
+    monkeypatch.setenv("METILE_CPU_IN_PLACE", "1")
+    assert _cpu_options().in_place_arrays
+    monkeypatch.setenv("METILE_CPU_IN_PLACE", "yes")
+    with pytest.raises(metile.DeviceError, match="METILE_CPU_IN_PLACE"):
+        _cpu_options()

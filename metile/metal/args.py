@@ -87,7 +87,6 @@ class BoundArg:
     nbytes: int              # for an array, its span: from its first element to the end of its last
     write_back: bool
     strided: bool = False    # an array that is not C-contiguous (its span holds gaps of its parent)
-    foreign: bool = False    # the host view of an array of another library (a torch tensor...), given as it is
 
 
 def describe(p: Param) -> str:
@@ -124,11 +123,9 @@ def bind_arguments(sig: KernelSignature, args: list | tuple, buffer_type: type) 
 def _bind_one(p: Param, et: ElementType, value, buffer_type: type) -> BoundArg:
     if is_foreign_array(value):   # a torch tensor, an MLX or JAX array...: a numpy view of its memory
         try:
-            view = host_view(value, written=not p.is_const)
+            value = host_view(value, written=not p.is_const)
         except ForeignArrayError as e:
             raise LaunchError(f"{describe(p)} {e}") from None
-        b = _bind_one(p, et, view, buffer_type)
-        return b if p.is_reference else attrs.evolve(b, foreign=True)
     if p.is_reference:
         return _bind_reference(p, et, value, buffer_type)
     if isinstance(value, buffer_type):

@@ -18,13 +18,15 @@ whether it is written; each scalar's size): `rebind` points it at the new arrays
 so that a repeated launch neither allocates device memory nor fills a descriptor again. A kept dispatch holds no
 reference to the arrays of its last run (`release`).
 
-An array named in a dispatch's `in_place` (what `metile.launch` names: the host views of torch tensors and other
-libraries' arrays), and every such array given to the device as it is, is bound as its own memory instead, with no
-copy in or back (`in_place_arguments`), when it can be: a launch that is not sanitized or profiled, an array that is not
+Every array is copied so by default, with a guard page after its device memory and a canary and watchpoint in front
+of it, so that a kernel reading or writing past either end of an array raises `DeviceFault` naming it. A dispatch's
+`in_place` opts out of the copies (`in_place_arguments`): True for every array that can be bound as its own memory,
+argument indices for those among them, None (the default) for the device's setting (`CpuOptions.in_place_arrays`,
+False unless `METILE_CPU_IN_PLACE=1`). An array can be when the launch is not sanitized or profiled and the array is not
 empty, starts 16-byte aligned (as the device's own buffers do, which the kernels' vector loads rely on), is writeable
-or bound to a `const` parameter, and shares no byte with an array that is copied. Its bytes then have no guard page
-after them and no canary or watchpoint in front of them: a bad access near it reads or writes the neighbouring memory
-silently, as on a GPU (`sanitize=True` copies it and checks every access).
+or bound to a `const` parameter, and shares no byte with an array that is copied. It is then bound with no copy in or
+back, and its bytes have no guard page after them and no canary or watchpoint in front of them: a bad access near it
+reads or writes the neighbouring memory silently, as on a GPU.
 """
 
 from __future__ import annotations
@@ -81,12 +83,13 @@ class CpuDispatch:
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
                  profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
-                 bound: list[BoundArg | None] | None = None, in_place=(), placed: frozenset[int] | None = None):
+                 bound: list[BoundArg | None] | None = None, in_place=False, placed: frozenset[int] | None = None):
         sig = fn.signature
         if bound is None:
             bound = bind_arguments(sig, list(args), Buffer)
         if placed is None:
-            placed = in_place_arguments(bound, in_place, sanitize or profile is not None)
+            placed = in_place_arguments(bound, in_place_request(in_place, dev.options.in_place_arrays),
+                                        sanitize or profile is not None)
         self.placed = placed       # the arguments bound as their own memory
         self.held: list = []       # their arrays, until `release`
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
@@ -343,15 +346,33 @@ def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
     return out
 
 
+def in_place_request(in_place, default: bool):
+    """A dispatch's `in_place=` checked: True (every array that can be), a frozenset of argument indices, or False;
+    None is the device's `default`. A `LaunchError` for anything else."""
+    if in_place is None:
+        return bool(default)
+    if in_place.__class__ is bool or isinstance(in_place, np.bool_):
+        return bool(in_place)
+    try:
+        asked = frozenset(in_place)
+    except TypeError:
+        asked = None
+    if asked is None or not all(i.__class__ is int and i >= 0 for i in asked):
+        raise LaunchError(f"in_place={in_place!r} must be True, False, None (the device's setting) or argument "
+                          "indices (ints >= 0)")
+    return asked
+
+
 def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool) -> frozenset[int]:
-    """The array arguments bound as their own memory (see the module docstring): those at the indices `asked` and
-    those given as arrays of other libraries, unless `copy_all` (a sanitized or profiled dispatch)."""
-    if copy_all:
+    """The array arguments bound as their own memory (see the module docstring): those at the indices `asked` (every
+    one when `asked` is True; `in_place_request`) that can be, none when `copy_all` (a sanitized or profiled
+    dispatch)."""
+    if copy_all or not asked:
         return frozenset()
     found = set()
     for i, b in enumerate(bound):
         v = None if b is None else b.value
-        if (v.__class__ is np.ndarray and b.nbytes and (i in asked or b.foreign) and not b.param.is_reference
+        if (v.__class__ is np.ndarray and b.nbytes and (asked is True or i in asked) and not b.param.is_reference
                 and (v.flags.writeable or b.param.is_const) and not data_address(v) % IN_PLACE_ALIGN):
             found.add(i)
     if not found:
