@@ -16,7 +16,8 @@ same launches of the kernel autotuned over one configuration once it is chosen (
 the plain launch).
 
 CPU device paths launch the same vector add for real on the CPU device (a tiny grid, so that the runtime's own
-work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays and with Buffers.
+work dominates): `kernel[grid](...)` against a prepared launch, with numpy arrays, with Buffers and with torch tensors
+(a new output each launch as a library's host code makes them), copied (the default) and bound in place.
 Run: python benchmarks/launch_overhead.py
 """
 
@@ -265,6 +266,18 @@ def cpu_device_launches() -> list[tuple[str, float, float]]:
         ("kernel[grid](Buffers, int)", lambda: vec_add[(4,)](*buffers, n, BLOCK=256)),
         ("prepared launch, Buffers", vec_add[(4,)].prepare(*buffers, n, BLOCK=256)),
     ]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        a, b = torch.ones(n), torch.ones(n)
+        cases += [
+            ("kernel[grid](torch tensors, new output, int)",   # copied into guarded memory (the default)
+             lambda: vec_add[(4,)](a, b, torch.empty(n), n, BLOCK=256)),
+            ("kernel[grid](torch tensors, new output, int, in_place=True)",
+             lambda: vec_add[(4,)](a, b, torch.empty(n), n, BLOCK=256, in_place=True)),
+        ]
     return [(label, *per_launch_spread(launch, batch=20, batches=100)) for label, launch in cases]
 
 

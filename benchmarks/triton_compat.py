@@ -11,6 +11,13 @@ launches a small kernel of its own, so that an op's first call does not pay the 
 print medians in milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are
 empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
 
+Every way's process runs with OMP_WAIT_POLICY=PASSIVE (unless the environment sets it): torch's OpenMP threads (GNU
+libgomp in torch's wheels) otherwise spin for a while after each parallel region of the torch operations in the host
+code (Liger's `torch.zeros_like` of a gradient, say) and, on a machine with other load, take the cores from what runs
+next (the CPU device's workers, Triton's interpreter) and from each other: on a 2-core machine at a load average of
+10, Liger's embedding forward and backward took a median 45 ms on metile with torch's default and 10 ms with it. The
+setting is the same for the three ways, so that the ratios compare the kernels.
+
 Run: python benchmarks/triton_compat.py [--ops rms_norm,swiglu] [--budget 1.0]
 """
 
@@ -234,6 +241,7 @@ def measure(way: str, names: list[str], budget: float) -> None:
 
 def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, dict]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the module docstring
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     if way == "metile":
         env.update(METILE_DEVICE="cpu", METILE_CACHE_DIR=cache)

@@ -55,6 +55,8 @@ def _cpu_options() -> CpuOptions:
                          f"a whole number of worker threads from 0 (one per core) to {MAX_CPU_WORKERS}"),
         timeout_s=_setting(env, "METILE_CPU_TIMEOUT", 120.0, float, lambda t: math.isfinite(t) and t >= 0,
                            "the seconds a dispatch may run, a number >= 0 (0: no limit)"),
+        in_place_arrays=_setting(env, "METILE_CPU_IN_PLACE", 0, int, lambda n: n in (0, 1),
+                                 "1 (bind arrays as their own memory: no copy, no guard page) or 0 (copy them)") == 1,
     )
 
 

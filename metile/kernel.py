@@ -15,7 +15,7 @@ the lowering does not handle yet raises `LoweringUnavailableError` at its source
 `kernel[grid].prepare(*args, **constexprs)` does all of it but the dispatch once and returns a
 `PreparedLaunch`, which dispatches the same arguments again, unchecked, each time it is called.
 
-`sanitize=` and `timeout=` at a launch are launch options, handed to the device (unless the kernel has a
+`sanitize=`, `timeout=` and `in_place=` at a launch are launch options, handed to the device (unless the kernel has a
 parameter of that name, which takes the keyword); they are no part of the compile's key.
 
 This is the only module that reads the environment, and only when it matters:
@@ -81,7 +81,6 @@ from metile.ir.errors import Loc, MetileError
 from metile.ir.names import ir_name
 from metile.ir.ops import Stage
 from metile.ir.stmts import CompileOptions, Kernel
-from metile.ir.types import F32_OVERFLOW, from_numpy
 from metile.ir.values import Const, Param
 from metile.ir.verify import verify
 from metile.launch import (
@@ -96,15 +95,12 @@ from metile.launch import (
     grid3,
     normalize_grid,
 )
+from metile.launch_key import MULTIPLE_TOKEN, ONE_TOKEN, type_token
 from metile.metal.args import run_options_problem
-from metile.metal.buffer import Buffer
 from metile.metal.errors import LaunchError, ProfileError
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.pipeline import Pass, PipelineError, check_pipeline, pass_key, pass_name, run
 from metile.tracebacks import for_user, traceback_setting
-
-_I32_MIN, _I32_END = -(1 << 31), 1 << 31
-
 
 _NO_OPTIONS = CompileOptions()   # a launch that gives no compiler option
 _SANITIZE_WORDS = {"": False, "0": False, "false": False, "no": False, "off": False,
@@ -148,60 +144,6 @@ class _Source:
 
     def loc(self, node: ast.AST) -> Loc:
         return self.prepared.loc(node)
-
-
-_ARRAY_LIKE: dict[type, bool] = {np.ndarray: True}   # per class: does arg_type read it as an array?
-_FOREIGN: dict[type, bool] = {}   # per array class: an array of another library (DLPack, with a device)?
-
-
-def _is_array_like(cls: type) -> bool:
-    found = _ARRAY_LIKE.get(cls)
-    if found is None:
-        _FOREIGN[cls] = hasattr(cls, "__dlpack_device__") and not issubclass(cls, Buffer)
-        found = _ARRAY_LIKE[cls] = issubclass(cls, np.ndarray) or hasattr(cls, "__dlpack__") or (
-            hasattr(cls, "dtype") and hasattr(cls, "nbytes") and hasattr(cls, "numpy"))
-    return found
-
-
-_ONE = "=1"            # the token part of an integer argument equal to 1
-_MULTIPLE = "%16"      # the token part of an integer argument that is a multiple of 16 (`integer_facts`)
-
-
-def _type_token(v):
-    """What decides the IR type of a runtime argument (see `metile.frontend.specialize.arg_type`), cheaply;
-    None for values that must go through `arg_type` every time (ints beyond i32, unknown kinds)."""
-    cls = v.__class__
-    if cls is np.ndarray:
-        return (cls, v.dtype)
-    if cls is int:   # 1 and multiples of 16 are specialised on (`integer_facts`), so they have tokens of their own
-        if not _I32_MIN <= v < _I32_END:
-            return None
-        return _ONE if v == 1 else _MULTIPLE if not v & 15 else cls
-    if cls is float:
-        return cls if -F32_OVERFLOW < v < F32_OVERFLOW else None  # beyond f32, infinities and NaN: checked every time
-    if cls is bool:
-        return cls
-    if _ARRAY_LIKE.get(cls):       # a class seen before to be an array (a metile.Buffer, a torch tensor)
-        dtype = getattr(v, "dtype", None)
-        if dtype is None:
-            return None
-        if not _FOREIGN.get(cls):
-            return (cls, dtype)
-        # an array of another library: the device it is on decides how it binds (host memory, or a MTLBuffer); one
-        # whose library names no device (an mkldnn torch tensor) goes through `arg_type`, which says why
-        try:
-            return (cls, dtype, v.__dlpack_device__()[0])
-        except Exception:  # noqa: BLE001
-            return None
-    if isinstance(v, np.generic):  # a Metal type holds every value of its own; a wider one is checked every time
-        if from_numpy(v.dtype) is None:
-            return _type_token(v.item())
-        if isinstance(v, np.integer):
-            return (cls, _ONE) if v == 1 else (cls, _MULTIPLE) if v % MULTIPLE == 0 else cls
-        return cls
-    if _is_array_like(cls):
-        return _type_token(v)
-    return None
 
 
 def device():
@@ -275,6 +217,10 @@ class JITKernel:
         if launch:
             problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"),
                                           launch.get("profile"), launch.get("profile_only", False))
+            in_place = launch.get("in_place")
+            if problem is None and in_place is not None and in_place.__class__ is not bool:
+                problem = (f"in_place={in_place!r} must be True (bind the arrays as their own memory, without "
+                           "copies or guard pages), False (copy them) or None (the device's setting)")
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         if self.dialect.composite is not None:   # arguments standing for several (Triton's host descriptors)
@@ -440,12 +386,12 @@ class JITKernel:
             return None
         out = [debug, sanitize]
         for a in args[:n]:
-            tok = _type_token(a)
+            tok = type_token(a)
             if tok is None:
                 return None
             out.append(tok)
         for i in self._plain_at:   # parameters not specialised on 1 and multiples of 16: an int is an int
-            out[i + 2] = int if out[i + 2] is _ONE or out[i + 2] is _MULTIPLE else out[i + 2]
+            out[i + 2] = int if out[i + 2] is ONE_TOKEN or out[i + 2] is MULTIPLE_TOKEN else out[i + 2]
         for a in args[n:]:
             cls = a.__class__
             out.append((cls, a) if cls is int or cls is bool or cls is str else exact_key(a))
@@ -460,8 +406,9 @@ class JITKernel:
 
     def _launch_options(self, given: dict, sanitize_env, dev) -> dict:
         """The keywords a launch gives its device: `sanitize=True` when the launch or `METILE_SANITIZE` (as the
-        environment holds it) asks for it, the launch's keyword first; `timeout=`, `profile=` and `profile_only=`
-        when the launch gives them. The sanitizer and profiles are CPU device features."""
+        environment holds it) asks for it, the launch's keyword first; `timeout=`, `profile=`, `profile_only=` and
+        `in_place=` when the launch gives them. The sanitizer, profiles and arrays bound in place are CPU device
+        features."""
         sanitize = given.get("sanitize")
         if sanitize is None:
             sanitize = _sanitize_setting(sanitize_env)
@@ -478,6 +425,11 @@ class JITKernel:
             out["profile"] = profile
         if given.get("profile_only") is not None:
             out["profile_only"] = given["profile_only"]
+        in_place = given.get("in_place")
+        if in_place:
+            self._cpu_only(dev, "binds_in_place", LaunchError, "in_place=True is a CPU device feature")
+        if in_place is not None and getattr(dev, "binds_in_place", False):
+            out["in_place"] = in_place
         return out
 
     def _cpu_only(self, dev, feature: str, error: type, what: str) -> None:

@@ -1,25 +1,29 @@
 """From a compiled `@metile.kernel` to its dispatch: `CompiledKernel`, `Launch`, the grid and device-limit checks, and
 faults and argument errors reported at the kernel's Python lines.
 
-`Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each
-call checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program;
-`Launch.prepare` does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch`
-calls (binding its torch tensors anew when their memory moved since). An array of another library is read through
-`metile.metal.interop` (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether
-the kernel writes it (its parameter is not `const` in the kernel's signature, which the compiled kernel's
-`MslArtifact` holds). A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from the
-artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
+`Launch` is what the launch cache of `metile.kernel` holds per argument types, constexprs and launch options: each call
+checks the grid, converts scalars to their parameter's type and dispatches one threadgroup per program; `Launch.prepare`
+does the same checks once and returns the device's prepared dispatch, which a `PreparedLaunch` calls (binding its torch
+tensors anew when their memory moved since). An array of another library is read through `metile.metal.interop`
+(`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether the kernel writes it (its
+parameter is not `const` in the kernel's signature, which the compiled kernel's `MslArtifact` holds). The CPU device
+copies such arrays into guarded memory unless told to bind them in place (the launch option `in_place=True`, or the
+device's `in_place_arrays` setting; see `metile.metal.cpu.dispatch`); a launch bound so whose arrays are all torch
+tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
+(`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`); any
+other call takes the general way. A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from
+the artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
 `KernelArgumentError` at its parameter, as is an array of another library in Metal memory that a 16-bit atomic writes
 and that does not start 4-byte aligned in its buffer (`metile.emit.atomics` counts the element's 32-bit word from the
 start of its array).
 
-Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of
-the Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
-threadgroup memory and points at the line that needs the most); a grid dimension over
-`MAX_GRID` programs (program ids are i32), or whose threads (`programs * threads_per_threadgroup`) exceed
-`MAX_GRID_THREADS` (Metal numbers the threads of a grid dimension with a 32-bit uint), raises `GridError`. A kernel
-that makes pointers of integer addresses (`IntToPtr`, a pointer table) compiles only for a device that runs them (the
-CPU device, in this process), else a `LaunchError` at the line that makes one.
+Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of the
+Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
+threadgroup memory and points at the line that needs the most); a grid dimension over `MAX_GRID` programs (program ids
+are i32), or whose threads (`programs * threads_per_threadgroup`) exceed `MAX_GRID_THREADS` (Metal numbers the threads
+of a grid dimension with a 32-bit uint), raises `GridError`. A kernel that makes pointers of integer addresses
+(`IntToPtr`, a pointer table) compiles only for a device that runs them (the CPU device, in this process), else a
+`LaunchError` at the line that makes one.
 """
 
 from __future__ import annotations
@@ -46,10 +50,13 @@ from metile.metal.interop import (
     DL_METAL,
     ForeignArrayError,
     device_of,
+    foreign_span,
     host_view,
     is_foreign_array,
     moved,
     plain_array,
+    tensor_address,
+    tensor_nbytes,
     watch_tensors,
 )
 from metile.profile.counts import LineCounts, Profile, merge_lines
@@ -97,7 +104,7 @@ class Launch:
     when set): what a repeated launch needs, found by one dict lookup."""
 
     __slots__ = ("aligned", "compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs",
-                 "tpt")
+                 "tpt", "runs", "tensors", "scalars", "tries")
 
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
@@ -109,6 +116,23 @@ class Launch:
         self.lengths = tuple((p.length_of, params[p.length_of].type.dtype.itemsize) for p in params
                              if p.length_of is not None)
         self.aligned = word_aligned_params(compiled.metal_ir) if foreign and _on_metal(compiled.device) else ()
+        placed = ()
+        device = compiled.device
+        if getattr(device, "binds_in_place", False):   # `in_place=` of the launch, else the device's setting
+            asked = options.get("in_place")
+            if asked is None:
+                asked = device.options.in_place_arrays
+            if asked:   # the host views of other libraries' arrays (a repeated launch of tensors takes `runs`)
+                placed = tuple(i for i, c in enumerate(self.convert) if c is host_view or c is _input_view)
+            options = {**options, "in_place": bool(asked)}
+        # a launch whose arrays are all torch tensors bound in place runs again through `PlacedRuns`, once one has
+        # been made (`tries` times at most): their addresses, the scalars and the grid are all it sets
+        arrays = [i for i, (_, _, t) in enumerate(typed) if isinstance(t, PtrType)]
+        self.tries = 3 if (placed and len(placed) == len(arrays) and not self.lengths and not options.get("sanitize")
+                           and "profile" not in options) else 0
+        self.runs = None
+        self.tensors = tuple((i, i in written) for i in placed)
+        self.scalars = tuple((i, c) for i, c in enumerate(self.convert) if i not in arrays)
         self.options = options
         dispatch = compiled.device.dispatch_threadgroups
         self.dispatch = functools.partial(dispatch, **options) if options else dispatch
@@ -152,7 +176,8 @@ class Launch:
         """A `KernelArgumentError` at the parameter when the array argument `value` (runtime argument `index`), which a
         16-bit atomic writes, does not start 4-byte aligned (`metile.emit.atomics`). Only an array of another library
         in Metal memory can: it is bound at its offset in its buffer, and every other array is bound at the start of
-        one (the CPU device copies arrays of other libraries to the start of a buffer of its own)."""
+        one (the CPU device copies arrays of other libraries to the start of a buffer of its own, or, when asked to bind
+        them in place, binds only those that start 16-byte aligned)."""
         if not is_foreign_array(value) or device_of(value)[0] != DL_METAL:
             return
         from metile.metal.gpu.launch import metal_views
@@ -172,14 +197,56 @@ class Launch:
     def __call__(self, grid, args):
         """Dispatch over `grid` with the runtime arguments first in `args` (the `metile.Profile`, at the kernel's
         Python lines, when the launch asked for `profile=`)."""
+        runs = self.runs
+        if runs is not None and self.rerun(runs, grid, args):
+            return None
         dims, bound = self.checked(grid, args)
         try:
+            if self.tries and runs is None:
+                self.arm(dims, bound)
+                return None
             counted = self.dispatch(self.function, dims, self.tpt, bound)
         except DeviceFault as e:
             raise at_python_line(self.compiled, e) from None
         except (ArrayLayoutError, MetalExportError) as e:
             raise self.argument_error(e) from None
         return None if counted is None else at_python_lines(self.compiled, counted)
+
+    def rerun(self, runs, grid, args) -> bool:
+        """Launch through `runs` (`metile.metal.cpu.dispatch.PlacedRuns`) when every array argument is a torch tensor
+        it can take as it is (`metile.metal.interop.tensor_address`) and the grid is within the kernel's limits;
+        False, having run nothing, when not."""
+        dims = grid3(grid)
+        m = self.max_grid
+        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
+            return False
+        addresses = []
+        for i, written in self.tensors:
+            a = tensor_address(args[i], written)
+            if not a:
+                return False
+            addresses.append(a)
+        try:
+            return runs(dims, addresses, [c(args[i]) for i, c in self.scalars],
+                        lambda: [tensor_nbytes(args[i]) for i, _ in self.tensors])
+        except DeviceFault as e:
+            raise at_python_line(self.compiled, e) from None
+
+    def arm(self, dims, bound) -> None:
+        """Dispatch `bound` over `dims` through a prepared dispatch, which becomes `runs` when it bound every array in
+        place and each scalar's bytes are those of its converted value."""
+        self.tries -= 1
+        try:
+            d = self.compiled.device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
+        except (ArrayLayoutError, MetalExportError) as e:
+            raise self.argument_error(e) from None
+        try:
+            d.run()
+        finally:
+            d.release()
+        scalars = tuple((i, np.dtype(c).itemsize) for i, c in self.scalars)
+        if sorted(d.placed) == [i for i, _ in self.tensors] and not d.arrays and d.scalar_sizes() == scalars:
+            self.runs, self.tries = d.placed_runs(), 0
 
     def prepare(self, grid, args):
         """The device's dispatch over `grid` with these runtime arguments, checked and bound once: calling it
@@ -240,7 +307,7 @@ def array_elements(value, itemsize: int) -> int:
             view = host_view(value, written=False)
             span = view.nbytes if view.flags.c_contiguous else array_span(view, written=False)
         except ForeignArrayError:   # in Metal memory (bound as its buffer): its span from its shape and strides
-            span = _foreign_span(value) * itemsize
+            span = foreign_span(value) * itemsize
     else:
         span = getattr(value, "nbytes", 0)   # a metile.Buffer
     n = span // itemsize if isinstance(span, int) else 0
@@ -248,14 +315,6 @@ def array_elements(value, itemsize: int) -> int:
         raise ArrayTooLongError(f"has {n} elements, more than the 2**31 - 1 a tile_load or tile_store without "
                                 "bounds= can clip its tile to: give it bounds=")
     return n
-
-
-def _foreign_span(value) -> int:
-    shape = tuple(value.shape)
-    stride = getattr(value, "stride", None)
-    if callable(stride) and shape:   # a torch tensor: strides in elements
-        return 1 + sum((n - 1) * st for n, st in zip(shape, stride()) if n > 0) if 0 not in shape else 0
-    return int(np.prod(shape))
 
 
 def _input_view(value):

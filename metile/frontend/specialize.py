@@ -204,7 +204,7 @@ def compile_target(given, name: str, loc: Loc) -> AppleTarget | None:
     return found
 
 
-LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only"})
+LAUNCH_OPTIONS = frozenset({"sanitize", "timeout", "profile", "profile_only", "in_place"})
 """Keywords of a launch that are not the kernel's: how the device runs it (`sanitize=`, `timeout=`, `profile=`,
 `profile_only=`), not what it compiles to, so they are no part of the specialization key. A kernel parameter of
 that name takes the keyword instead."""

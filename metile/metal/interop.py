@@ -310,6 +310,46 @@ def _plain_tensor(value, written: bool):
     return t.resolve_neg().resolve_conj()
 
 
+_PLAIN_TENSORS: tuple = ()   # torch.Tensor and torch.nn.Parameter, once torch is imported
+
+
+def tensor_address(t, written: bool) -> int:
+    """The address of the first element of `t` when it is a torch tensor (of class `torch.Tensor` or
+    `torch.nn.Parameter`) whose memory a kernel can be given as it is, without `host_view`: a CPU tensor with strided
+    memory that holds its values (no lazy view, see `plain_array`), not empty, and contiguous where the kernel writes
+    it (`written`); 0 for anything else, which a launch binds the general way."""
+    global _PLAIN_TENSORS
+    if not _PLAIN_TENSORS:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return 0
+        _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter, torch.strided)
+    cls = t.__class__
+    if cls is not _PLAIN_TENSORS[0] and cls is not _PLAIN_TENSORS[1]:
+        return 0
+    try:
+        if (not t.is_cpu or t.layout is not _PLAIN_TENSORS[2] or t.is_nested or t.is_neg() or t.is_conj()
+                or t._is_zerotensor() or not t.numel() or (written and not t.is_contiguous())):
+            return 0
+        return t.data_ptr()
+    except RuntimeError:   # a tensor without storage (a functorch wrapper, say): the general way says why
+        return 0
+
+
+def tensor_nbytes(t) -> int:
+    """The bytes from the first element of the torch tensor `t` to the end of its last."""
+    return foreign_span(t) * t.element_size()
+
+
+def foreign_span(value) -> int:
+    """The elements of an array of another library from its first to its last (strides in elements, as torch's)."""
+    shape = tuple(value.shape)
+    stride = getattr(value, "stride", None)
+    if callable(stride) and shape:   # a torch tensor: strides in elements
+        return 1 + sum((n - 1) * st for n, st in zip(shape, stride()) if n > 0) if 0 not in shape else 0
+    return int(np.prod(shape))
+
+
 class TensorWatch:
     """What a prepared launch compares before each call to see whether a torch tensor it bound moved: its version
     (which every in-place change of its sizes, strides or storage bumps: `resize_`, `set_`, `as_strided_`), its data
@@ -352,4 +392,5 @@ def moved(watches: tuple[TensorWatch, ...]) -> bool:
 
 
 __all__ = ["DL_CPU", "DL_CUDA", "DL_METAL", "ForeignArrayError", "TensorWatch", "device_of", "dtype_by_name",
-           "foreign_dtype", "host_view", "is_foreign_array", "moved", "plain_array", "watch_tensors"]
+           "foreign_dtype", "host_view", "is_foreign_array", "moved", "plain_array", "tensor_address", "tensor_nbytes",
+           "watch_tensors"]

@@ -8,8 +8,8 @@ machinery (`metile.kernel.JITKernel`) in the Triton dialect (`metile.triton.dial
 - **Options.** `num_warps=N` is metile's `num_simdgroups` (a warp is a simdgroup of 32 threads); `num_stages` is
   metile's `num_stages` (0 is 1); the other options of Triton's NVIDIA and AMD back ends (`num_ctas`, `maxnreg`,
   `enable_fp_fusion`, `debug`, `waves_per_eu`, ... in `IGNORED_OPTIONS`) are accepted and change nothing. A keyword
-  that names a parameter sets the parameter. metile's own launch keywords (`sanitize=`, `timeout=`, `num_simdgroups=`)
-  are accepted too.
+  that names a parameter sets the parameter. metile's own launch keywords (`sanitize=`, `timeout=`, `in_place=`,
+  `num_simdgroups=`) are accepted too.
 - **Specialisation** is Triton's: an int equal to 1 is the constant 1 (and reads as the Python number 1 in the body),
   one that is a multiple of 16 is known to be one, except for parameters named (or numbered) in `do_not_specialize`.
 - `kernel.warmup(*args, grid=..., **kwargs)` compiles without launching and returns a `CompiledKernel` with Triton's
@@ -50,7 +50,7 @@ IGNORED_OPTIONS = frozenset({
 })
 """Options of Triton's NVIDIA and AMD compilers that have no meaning on metile's devices: accepted, without effect."""
 METILE_KEYWORDS = frozenset({"num_simdgroups", "group_programs", "direct_operands", "sanitize", "timeout", "profile",
-                             "profile_only"})
+                             "profile_only", "in_place"})
 
 
 class Launches(list):

@@ -2,17 +2,19 @@
 
 `dev.compile(msl)` returns a `CpuLibrary`; `lib.function(name)` a `CpuFunction` (`lib.function(name,
 constants={index_or_name: value})` one specialised with function constant values, each value set built once and
-cached, see `metile.metal.function_constants`); `dispatch_threadgroups`
-and `dispatch_threads` run it on every core (threadgroups are taken by one worker per core; the
-threads of a threadgroup are cooperative fibers). Dispatches complete before they return, so
-`synchronize()` has nothing to wait for; numpy arrays are written back as soon as a dispatch ends.
-`prepare_threadgroups` and `prepare_threads` check and bind a dispatch once and return it
-(`metile.metal.cpu.dispatch.CpuDispatch`) to be called again and again. `sanitize=True` runs a build of
-the kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=`
-(seconds, 0 for none) replaces the device's watchdog time for one dispatch. A threadgroup barrier that not every
-thread of its threadgroup executes is a `DeviceFault`, as MSL requires them all to; `uniform_barriers=False` counts
-barriers per simdgroup as Apple GPUs do instead (letting returned threads and other barrier lines pass), for
-kernels that rely on it (MLX's gemv).
+cached, see `metile.metal.function_constants`); `dispatch_threadgroups` and `dispatch_threads` run it on every core
+(threadgroups are taken by one worker per core; the threads of a threadgroup are cooperative fibers). Dispatches
+complete before they return, so `synchronize()` has nothing to wait for; numpy arrays are written back as soon as a
+dispatch ends. Every array (a torch tensor too) is copied into guarded device memory, so that an access past its
+end raises `DeviceFault`; `in_place=True` (or `CpuOptions.in_place_arrays`, `METILE_CPU_IN_PLACE=1`) binds arrays as
+their own memory instead, without copies or guard pages (`metile.metal.cpu.dispatch`). `prepare_threadgroups` and
+`prepare_threads` check and bind a dispatch once and return it (`metile.metal.cpu.dispatch.CpuDispatch`) to be called
+again and again. `sanitize=True` runs a build of the
+kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=` (seconds, 0 for
+none) replaces the device's watchdog time for one dispatch. A threadgroup barrier that not every thread of its
+threadgroup executes is a `DeviceFault`, as MSL requires them all to; `uniform_barriers=False` counts barriers per
+simdgroup as Apple GPUs do instead (letting returned threads and other barrier lines pass), for kernels that rely on
+it (MLX's gemv).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from metile.ir.target import DEFAULT_TARGET
 from metile.metal.args import bind_arguments, dim3, run_options_problem, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import KernelBuilder
-from metile.metal.cpu.dispatch import CpuDispatch, layout_key
+from metile.metal.cpu.dispatch import CpuDispatch, in_place_arguments, in_place_request, layout_key
 from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.placeholders import Placeholders
@@ -62,6 +64,7 @@ class CpuOptions:
     workers: int = 0                 # 0: one per core
     timeout_s: float = 120.0         # watchdog per dispatch
     stack_bytes: int = 0             # per GPU thread; 0: runtime default
+    in_place_arrays: bool = False    # $METILE_CPU_IN_PLACE: bind arrays as their own memory (no copy, no guard page)
 
 
 class CpuFunction:
@@ -206,6 +209,7 @@ class CpuDevice:
     supports_sanitize = True      # sanitize=True on a dispatch
     supports_profile = True       # profile= on a dispatch
     supports_addresses = True     # pointers made from integer addresses (the kernel runs in this process)
+    binds_in_place = True         # in_place= on a dispatch (`metile.metal.cpu.dispatch.in_place_arguments`)
 
     def __init__(self, options: CpuOptions):
         self.options = options
@@ -289,45 +293,47 @@ class CpuDevice:
     def dispatch_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                               threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
                               profile: bool | int | None = None, profile_only: bool = False,
-                              uniform_barriers: bool = True) -> Profile | None:
+                              uniform_barriers: bool = True, in_place=None) -> Profile | None:
         """Run `fn` on a grid of `threadgroups`; with `profile=True` (or a number of threadgroups to count) return
         its `metile.Profile` (metile.metal.cpu.profiling); `profile_only=True` runs the counted threadgroups only
         (the outputs are then incomplete): to count a dispatch too large to run whole. `uniform_barriers=False`
-        counts barriers as Apple GPUs do (see the module docstring)."""
+        counts barriers as Apple GPUs do (see the module docstring); `in_place=True` (or argument indices) binds arrays
+        as their own memory, without copies or guard pages (None: the device's `in_place_arrays`)."""
         groups = dim3(threadgroups, "threadgroups")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         grid = tuple(g * t for g, t in zip(groups, tpt))
         return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only,
-                         uniform_barriers)
+                         uniform_barriers, in_place)
 
     def dispatch_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
                          threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
                          profile: bool | int | None = None, profile_only: bool = False,
-                         uniform_barriers: bool = True) -> Profile | None:
-        """Run `fn` on `threads` (the edge threadgroups may be partial); `profile=` and `uniform_barriers=` as for
-        dispatch_threadgroups."""
+                         uniform_barriers: bool = True, in_place=None) -> Profile | None:
+        """Run `fn` on `threads` (the edge threadgroups may be partial); options as for dispatch_threadgroups."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
         return self._run(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout, profile, profile_only,
-                         uniform_barriers)
+                         uniform_barriers, in_place)
 
     def _run(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile, profile_only,
-             uniform_barriers) -> Profile | None:
+             uniform_barriers, in_place) -> Profile | None:
         n = sample_size(profile, profile_only)
         if n is None and isinstance(fn, CpuFunction) and fn.library.device is self:
-            self._run_kept(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers)
+            self._run_kept(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers, in_place)
             return None
         d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, n, bool(profile_only),
-                          uniform_barriers)
+                          uniform_barriers, in_place=in_place)
         d.run()
         return None if n is None else d.profile()
 
-    def _run_kept(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers) -> None:
+    def _run_kept(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, uniform_barriers, in_place):
         """Run a dispatch kept from an earlier one of the same kernel, grid and argument layouts, or a new one that
         is kept in turn (see `metile.metal.cpu.dispatch`)."""
         bound = bind_arguments(fn.signature, list(args), Buffer)
-        lk = layout_key(bound)
+        placed = in_place_arguments(bound, in_place_request(in_place, self.options.in_place_arrays),
+                                    sanitize is not False)
+        lk = layout_key(bound, placed)
         try:
             key = (fn, groups, tpt, grid, tuple(tg_memory), lk,   # the options' types too: their checks see them
                    *((type(o), o) for o in (sanitize, timeout, uniform_barriers)))
@@ -340,7 +346,7 @@ class CpuDevice:
                 d = self._kept.pop(key, None)
         if d is None or not d.lock.acquire(blocking=False):
             d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout,
-                              uniform_barriers=uniform_barriers, bound=bound)
+                              uniform_barriers=uniform_barriers, bound=bound, placed=placed)
             d.lock.acquire()
         else:
             d.rebind(bound)
@@ -357,30 +363,30 @@ class CpuDevice:
 
     def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
-                             uniform_barriers: bool = True) -> CpuDispatch:
+                             uniform_barriers: bool = True, in_place=None) -> CpuDispatch:
         """`dispatch_threadgroups` checked and bound once: calling the result dispatches it (with the arguments'
         contents at that time), as often as wanted."""
         groups = dim3(threadgroups, "threadgroups")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         grid = tuple(g * t for g, t in zip(groups, tpt))
         return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout,
-                             uniform_barriers=uniform_barriers)
+                             uniform_barriers=uniform_barriers, in_place=in_place)
 
     def prepare_threads(self, fn: CpuFunction, threads, threads_per_threadgroup, args=(), *,
                         threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,
-                        uniform_barriers: bool = True) -> CpuDispatch:
+                        uniform_barriers: bool = True, in_place=None) -> CpuDispatch:
         """`dispatch_threads` checked and bound once (see `prepare_threadgroups`)."""
         grid = dim3(threads, "threads")
         tpt = dim3(threads_per_threadgroup, "threads_per_threadgroup")
         groups = tuple(-(-g // t) for g, t in zip(grid, tpt))
         return self._prepare(fn, groups, tpt, grid, args, threadgroup_memory, sanitize, timeout,
-                             uniform_barriers=uniform_barriers)
+                             uniform_barriers=uniform_barriers, in_place=in_place)
 
     def synchronize(self) -> None:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
     def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile=None,
-                 profile_only=False, uniform_barriers=True, bound=None) -> CpuDispatch:
+                 profile_only=False, uniform_barriers=True, bound=None, in_place=None, placed=None) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
         if sanitize.__class__ is not bool or timeout is not None:
@@ -397,4 +403,4 @@ class CpuDevice:
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
         return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout, profile,
-                           profile_only, bool(uniform_barriers), bound)
+                           profile_only, bool(uniform_barriers), bound, in_place, placed)

@@ -17,6 +17,16 @@ by a later one of the same kernel, grid and argument layouts (`layout_key`: each
 whether it is written; each scalar's size): `rebind` points it at the new arrays and copies the new scalars' bytes,
 so that a repeated launch neither allocates device memory nor fills a descriptor again. A kept dispatch holds no
 reference to the arrays of its last run (`release`).
+
+Every array is copied so by default, with a guard page after its device memory and a canary and watchpoint in front
+of it, so that a kernel reading or writing past either end of an array raises `DeviceFault` naming it. A dispatch's
+`in_place` opts out of the copies (`in_place_arguments`): True for every array that can be bound as its own memory,
+argument indices for those among them, None (the default) for the device's setting (`CpuOptions.in_place_arrays`,
+False unless `METILE_CPU_IN_PLACE=1`). An array can be when the launch is not sanitized or profiled and the array is not
+empty, starts 16-byte aligned (as the device's own buffers do, which the kernels' vector loads rely on), is writeable
+or bound to a `const` parameter, and shares no byte with an array that is copied. It is then bound with no copy in or
+back, and its bytes have no guard page after them and no canary or watchpoint in front of them: a bad access near it
+reads or writes the neighbouring memory silently, as on a GPU.
 """
 
 from __future__ import annotations
@@ -68,22 +78,29 @@ class CpuDispatch:
     it under a lock (threads that call one prepared dispatch share its device memory)."""
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
-                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory", "_aliases")
+                 "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory", "_aliases",
+                 "placed", "held")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
                  profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
-                 bound: list[BoundArg | None] | None = None):
+                 bound: list[BoundArg | None] | None = None, in_place=False, placed: frozenset[int] | None = None):
         sig = fn.signature
         if bound is None:
             bound = bind_arguments(sig, list(args), Buffer)
+        if placed is None:
+            placed = in_place_arguments(bound, in_place_request(in_place, dev.options.in_place_arrays),
+                                        sanitize or profile is not None)
+        self.placed = placed       # the arguments bound as their own memory
+        self.held: list = []       # their arrays, until `release`
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
         # left unbound (None) point at placeholders (metile.metal.cpu.placeholders)
         ptrs = ffi.new("void*[]", max(len(bound), fn.buffer_slots, 1))
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
-        self._scalar_memory: list[tuple[int, object]] = []   # the same for scalars
-        self._aliases = aliases(bound)   # argument index -> (the argument holding its memory, its offset in it)
+        self._scalar_memory: list[tuple[int, object, int]] = []   # the same for scalars, with their sizes
+        # argument index -> (the argument holding its memory, its offset in it), among the arguments that are copied
+        self._aliases = aliases([None if i in placed else b for i, b in enumerate(bound)])
         self.ranges: list[BufferRange] = []
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
@@ -96,13 +113,21 @@ class CpuDispatch:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
                 self.ranges.append(where)
                 continue
+            if i in placed:   # the array's own memory
+                ptrs[i] = ffi.cast("void*", data_address(b.value))
+                self.held.append(b.value)
+                self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", ptrs[i])), b.nbytes))
+                if profile is not None:
+                    spans.append((self.ranges[-1].address, self.ranges[-1].address + b.nbytes))
+                continue
             held = self._aliases.get(i)
             if held is not None and held[0] != i:   # memory another argument holds: its place there
                 continue
             ptrs[i] = self._stage(dev, b if held is None else self._span(bound, i))
-            if not isinstance(b.value, Buffer):
-                (self._array_memory if isinstance(b.value, np.ndarray) else self._scalar_memory).append(
-                    (i, self.owned[-1]))
+            if isinstance(b.value, np.ndarray):
+                self._array_memory.append((i, self.owned[-1]))
+            elif not isinstance(b.value, Buffer):
+                self._scalar_memory.append((i, self.owned[-1], b.nbytes))
             self.ranges.append(self._range(dev, i, b.param.name, ptrs[i], b.nbytes))
             if profile is not None and isinstance(b.value, (np.ndarray, Buffer)) and b.nbytes:
                 # device memory for the profiler (scalars are set bytes on a GPU, not buffers)
@@ -129,7 +154,9 @@ class CpuDispatch:
         desc.apple_barriers = 0 if uniform_barriers else 1
         # the arrays whose bytes just before the start the runtime's watchpoints cover, read-only parameters first
         # (a write there is found after the dispatch anyway); not scalars, which no kernel indexes below 0
-        watch = sorted((i for i, b in enumerate(bound) if b is not None and isinstance(b.value, (np.ndarray, Buffer))),
+        # (not the arrays bound in place, whose neighbours in memory may be other arguments the kernel reaches)
+        watch = sorted((i for i, b in enumerate(bound)
+                        if b is not None and isinstance(b.value, (np.ndarray, Buffer)) and i not in placed),
                        key=lambda i: not bound[i].param.is_const)
         self._watch = ffi.new("uint32_t[]", watch or [0])
         desc.watch_buffers = self._watch
@@ -187,16 +214,31 @@ class CpuDispatch:
         self.arrays = [_Array(bound[i] if i not in self._aliases else self._span(bound, i), mem)
                        for i, mem in self._array_memory]
         self.written = [a for a in self.arrays if a.writes]
-        for i, mem in self._scalar_memory:
-            b = bound[i]
-            ffi.memmove(mem, b.value, b.nbytes)
+        for i, mem, nbytes in self._scalar_memory:
+            ffi.memmove(mem, bound[i].value, nbytes)
+        if self.placed:
+            self.held = [bound[i].value for i in self.placed]
+            self.ranges = [r for r in self.ranges if r.index not in self.placed]
+            for i in self.placed:
+                b = bound[i]
+                self._ptrs[i] = ffi.cast("void*", data_address(b.value))
+                self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", self._ptrs[i])), b.nbytes))
+
+    def scalar_sizes(self) -> tuple[tuple[int, int], ...]:
+        """(argument index, bytes) of each scalar argument, in order."""
+        return tuple((i, n) for i, _, n in self._scalar_memory)
+
+    def placed_runs(self) -> PlacedRuns:
+        """This dispatch, whose array arguments are all bound in place, as a `PlacedRuns` (it forgets its arrays)."""
+        return PlacedRuns(self)
 
     def release(self) -> None:
         """Forget the arrays of the last run (a kept dispatch must not keep them alive)."""
-        self.arrays = self.written = []
+        self.arrays = self.written = self.held = []
 
-    def run(self) -> None:
-        """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault)."""
+    def run(self, ranges=None) -> None:
+        """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault; `ranges()`,
+        when given, says where the buffers are, for its report)."""
         for a in self.arrays:
             if a.nbytes:
                 ffi.memmove(a.memory, a.source, a.nbytes)
@@ -204,7 +246,7 @@ class CpuDispatch:
         if self.device.rt.mt_launch(self.desc, rec) != 0:
             tr = self.function.library.translation
             raise to_exception(rec, kernel=self.function.name, metal_name=tr.metal_name, source=tr.source,
-                               buffers=self.ranges,
+                               buffers=self.ranges if ranges is None else ranges(),
                                trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned",
                                user_file=tr.line_map.user_file if tr.line_map is not None else None)
         for a in self.written:
@@ -223,6 +265,55 @@ class CpuDispatch:
 
     def __repr__(self) -> str:
         return f"<prepared CPU dispatch of {self.function.name}>"
+
+
+class PlacedRuns:
+    """A prepared dispatch whose array arguments are all bound in place, run again and again with other arrays (their
+    addresses), other scalars and another grid: what a repeated launch of torch tensors takes (`metile.launch`), with
+    no binding, allocation or copy. `__call__` returns False, running nothing, when another thread runs the dispatch
+    or an address does not start 16-byte aligned (the caller then launches the general way)."""
+
+    __slots__ = ("dispatch", "arrays", "_at", "_sizes", "_groups")
+
+    def __init__(self, d: CpuDispatch):
+        assert not d.arrays and d.placed, "a dispatch of arrays bound in place only"
+        self.dispatch = d
+        self.arrays = tuple(sorted(d.placed))   # the argument indices of a call's addresses, in order
+        self._at = ffi.cast("uintptr_t*", d._ptrs)
+        self._sizes = tuple((mem, nbytes) for _, mem, nbytes in d._scalar_memory)
+        self._groups = tuple(d.desc.threadgroups)
+        d.release()
+
+    def __call__(self, groups: tuple[int, int, int], addresses, scalars, spans) -> bool:
+        """Run over `groups` with the arrays at `addresses` and the `scalars` (numpy scalars of their parameters'
+        types); `spans()` gives each array's bytes, for the report of a fault."""
+        d = self.dispatch
+        if not d.lock.acquire(blocking=False):
+            return False
+        try:
+            at = self._at
+            for i, a in zip(self.arrays, addresses):
+                if a % IN_PLACE_ALIGN:
+                    return False
+                at[i] = a
+            for (mem, size), v in zip(self._sizes, scalars):
+                ffi.memmove(mem, v, size)
+            if groups != self._groups:
+                desc = d.desc
+                tpt = desc.threads_per_tg
+                desc.threadgroups = groups
+                desc.grid_threads = [g * t for g, t in zip(groups, tpt)]
+                self._groups = groups
+            d.run(lambda: self._ranges(addresses, spans()))
+        finally:
+            d.lock.release()
+        return True
+
+    def _ranges(self, addresses, spans) -> list[BufferRange]:
+        d = self.dispatch
+        names = {r.index: r.name for r in d.ranges}
+        return [r for r in d.ranges if r.index not in d.placed] + [
+            BufferRange(i, names.get(i, ""), a, n) for i, a, n in zip(self.arrays, addresses, spans)]
 
 
 def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
@@ -255,10 +346,65 @@ def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def layout_key(bound: list[BoundArg | None]) -> tuple | None:
+def in_place_request(in_place, default: bool):
+    """A dispatch's `in_place=` checked: True (every array that can be), a frozenset of argument indices, or False;
+    None is the device's `default`. A `LaunchError` for anything else."""
+    if in_place is None:
+        return bool(default)
+    if in_place.__class__ is bool or isinstance(in_place, np.bool_):
+        return bool(in_place)
+    try:
+        asked = frozenset(in_place)
+    except TypeError:
+        asked = None
+    if asked is None or not all(i.__class__ is int and i >= 0 for i in asked):
+        raise LaunchError(f"in_place={in_place!r} must be True, False, None (the device's setting) or argument "
+                          "indices (ints >= 0)")
+    return asked
+
+
+def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool) -> frozenset[int]:
+    """The array arguments bound as their own memory (see the module docstring): those at the indices `asked` (every
+    one when `asked` is True; `in_place_request`) that can be, none when `copy_all` (a sanitized or profiled
+    dispatch)."""
+    if copy_all or not asked:
+        return frozenset()
+    found = set()
+    for i, b in enumerate(bound):
+        v = None if b is None else b.value
+        if (v.__class__ is np.ndarray and b.nbytes and (asked is True or i in asked) and not b.param.is_reference
+                and (v.flags.writeable or b.param.is_const) and not data_address(v) % IN_PLACE_ALIGN):
+            found.add(i)
+    if not found:
+        return frozenset()
+    copied = [_extent(b) for i, b in enumerate(bound)
+              if i not in found and b is not None and b.value.__class__ is np.ndarray and b.nbytes]
+    while copied:   # an array sharing bytes with one that is copied is copied too (`aliases` makes them one copy)
+        clash = [i for i in found if any(_overlap(_extent(bound[i]), c) for c in copied)]
+        if not clash:
+            break
+        found.difference_update(clash)
+        copied += [_extent(bound[i]) for i in clash]
+    return frozenset(found)
+
+
+IN_PLACE_ALIGN = 16   # what every buffer of the device starts at a multiple of (runtime_buffers.cpp rounds to 16)
+
+
+def _extent(b: BoundArg) -> tuple[int, int]:
+    start = data_address(b.value)
+    return start, start + b.nbytes
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def layout_key(bound: list[BoundArg | None], placed: frozenset[int] = frozenset()) -> tuple | None:
     """What a dispatch made for `bound` depends on besides its kernel and grid: each array's element type, shape,
-    strides, span and whether it is written back, each scalar's size, and which slots are left unbound; None when
-    `bound` holds a `metile.Buffer` (bound as it is: such a dispatch is not kept)."""
+    strides, span and whether it is written back, each scalar's size, which slots are left unbound and which arrays
+    are bound in place (`placed`); None when `bound` holds a `metile.Buffer` (bound as it is: such a dispatch is not
+    kept)."""
     key = []
     for b in bound:
         v = None if b is None else b.value
@@ -270,4 +416,5 @@ def layout_key(bound: list[BoundArg | None]) -> tuple | None:
             return None
         else:
             key.append(b.nbytes)
-    return tuple(key) + tuple(sorted(aliases(bound).items()))
+    copied = [None if i in placed else b for i, b in enumerate(bound)] if placed else bound
+    return tuple(key) + tuple(sorted(aliases(copied).items())) + (tuple(sorted(placed)),)
