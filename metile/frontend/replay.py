@@ -91,25 +91,40 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
     todo = [stmt]
+    append = todo.append
     for n in todo:  # `ast.walk`: breadth first, without its generators or the nodes that hold no names
         cls = n.__class__
-        if cls is ast.Name:
-            (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
-            continue
-        if cls is ast.comprehension:  # its target lives in the comprehension's own scope: not an assignment here
-            todo.append(n.iter)
+        if cls is _NAME:
+            (writes if n.ctx.__class__ is _STORE else reads)[n.id] = None
+        elif cls is _ATTRIBUTE:   # the commonest classes first, their fields in `ast.walk` order
+            append(n.value)
+        elif cls is _CALL:
+            append(n.func)
+            todo += n.args
+            todo += n.keywords
+        elif cls is _BINOP:
+            append(n.left)
+            append(n.right)
+        elif cls is _KEYWORD:
+            append(n.value)
+        elif cls is _COMPREHENSION:  # its target lives in the comprehension's own scope: not an assignment here
+            append(n.iter)
             todo += n.ifs
-            continue
-        fields = _FIELDS.get(cls)
-        for field in fields if fields is not None else _fields(cls):
-            v = getattr(n, field, None)
-            if v.__class__ is list:
-                todo += v
-            elif isinstance(v, ast.AST):
-                todo.append(v)
+        elif cls is not _CONSTANT:
+            fields = _FIELDS.get(cls)
+            for field in fields if fields is not None else _fields(cls):
+                v = getattr(n, field, None)
+                if v.__class__ is list:
+                    todo += v
+                elif isinstance(v, ast.AST):
+                    append(v)
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         reads[stmt.target.id] = None
     return tuple(reads), tuple(writes)
+
+
+_NAME, _ATTRIBUTE, _CALL, _BINOP, _KEYWORD, _COMPREHENSION, _CONSTANT, _STORE = (
+    ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.keyword, ast.comprehension, ast.Constant, ast.Store)
 
 
 def reads_any(node: ast.AST, names) -> bool:
