@@ -9,8 +9,8 @@
   traced condition becomes a `While`; a `while` on compile-time values runs while tracing.
   Loop-carried variables are the variables assigned in the body that exist before the loop. Their
   type is widened until it holds every value the body assigns (a Python `0.0` combined with a tile
-  becomes a tile: the body is traced again with the wider type). Variables first assigned inside a
-  runtime loop are not visible after it.
+  becomes a tile: the statement that widens it is traced again with the wider type, `metile.frontend.widen`, or
+  the body is when that cannot be done). Variables first assigned inside a runtime loop are not visible after it.
 - `with metile.simdgroup_role(...)` becomes a `SimdgroupRole`; the traced values it assigns are its results.
 - `return`, `break` and `continue` are flags merged and carried like variables (`metile.frontend.exits`); `and` and
   `or` on traced scalars short-circuit through an `If` (`lazy_bool`, `metile.frontend.logic`).
@@ -24,7 +24,7 @@ from metile.frontend import semantic as sem
 from metile.frontend.binding import bind_args
 from metile.frontend.builtins import static_int
 from metile.frontend.composites import CarriedParts, is_composite
-from metile.frontend.containers import Entered
+from metile.frontend.containers import Entered, restore
 from metile.frontend.errors import (
     ConstexprRequiredError,
     KernelTypeError,
@@ -34,6 +34,7 @@ from metile.frontend.errors import (
 from metile.frontend.exits import Exits, any_set, body_exits, dead_value, flag_names
 from metile.frontend.regions import LoopSlots, hand_off, hand_off_items, leave_branch, merge_containers, merge_value
 from metile.frontend.replay import BodyMemo, same_var
+from metile.frontend.widen import Widening
 from metile.ir.ops import CmpOp
 from metile.ir.stmts import For, If, While
 from metile.ir.tile import SimdgroupRole
@@ -170,37 +171,63 @@ class ControlFlow(Exits):
             names.append(name)
         return names
 
-    def trace_loop(self, names: list[str], node: ast.AST, trace_body, what: str):
+    def trace_loop(self, names: list[str], node: ast.AST, trace_body, what: str, memo: BodyMemo | None = None,
+                   test: ast.expr | None = None):
         """Trace a runtime loop body (in a region of its own, `what`) until the carried variables, the container
         items it assigns (`LoopSlots`) and their types are stable; returns
-        `(carried vars, coerced inits, coerced yields, results, trace_body's result)`."""
+        `(carried vars, coerced inits, coerced yields, results, trace_body's result)`. With the body's `memo`, an
+        attempt may widen a carried variable where the body assigns it (`metile.frontend.widen`); `test` is the
+        condition traced before the body."""
         before = self.env
         loc = self.loc(node)
         parts = CarriedParts(before, names, loc)   # a composite value (a block pointer) is carried part by part
         names = parts.names
         types = {n: sem.type_of(v, loc) for n, v in zip(names, parts.flat(before))}
         slots = LoopSlots(self, what, loc)
+        plain = {n for n in parts.given if n not in parts.templates and n.isidentifier()}
+        early = memo is not None and bool(plain)
         carried: list[Var] = []
-        for _ in range(_MAX_WIDEN):
+        attempt = 0
+        while True:
             used = set(self.names)
             # The variables of the previous attempt whose name and type stay are kept, so that the statements
             # the body starts with can be replayed (`visit_loop_body`).
-            carried = [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
-                       for i, n in enumerate(names)]
+            prev, carried = carried, [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
+                                      for i, n in enumerate(names)]
             slot_vars = slots.place()
+            widening = Widening(names, plain, carried, types, loc, test) if early and attempt < _MAX_WIDEN - 1 \
+                and any(not types[n].shape for n in plain) else None
+            if memo is not None:
+                memo.widening = widening
             self.env = dict(before)
             self.env.update(parts.rebuilt(carried))
             with Entered(self, what) as region:
                 out = trace_body()
             ys = parts.flat(self.env)
             self.env = before
+            if widening is not None and widening.retyped and not widening.exact:
+                for c, state in region.writes.values():   # the attempt at the same types, without widening early
+                    restore(c, state)
+                self.names, carried, early = used, prev, False
+                continue
             grew = slots.leave(region)
             new = {n: sem.join_type(types[n], y, f"loop-carried variable '{n}'", loc) for n, y in zip(names, ys)}
-            if new == types and not grew:
+            if widening is not None and widening.retyped:
+                wide = widening.types
+                if not grew and new == wide and all(sem.join_type(wide[n], y, f"loop-carried variable '{n}'", loc)
+                                                    == wide[n] for n, y in zip(names, ys)):
+                    types = wide   # the attempt at the types of the next one, which is the last
+                    break
+                early = False   # widening early did not find the last types: the next attempts do not try
+                if new == types and not grew:   # the attempt at these types is the last: trace it
+                    self.names, carried = used, prev
+                    continue
+            elif new == types and not grew:
                 break
+            attempt += 1
+            if attempt == _MAX_WIDEN:
+                raise KernelTypeError("the types of loop-carried variables do not settle", loc)
             self.names, types = used, new
-        else:
-            raise KernelTypeError("the types of loop-carried variables do not settle", loc)
         slot_inits, slot_yields = slots.carried()
         inits = [self.coerce_to(v, types[n], loc) for n, v in zip(names, parts.flat(before))] + slot_inits
         yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)] + slot_yields
@@ -289,7 +316,7 @@ class ControlFlow(Exits):
             return stmts
 
         carried, inits, yields, results, stmts = self.trace_loop(
-            names, node, body, f"the tile_range loop at line {loc.line}")
+            names, node, body, f"the tile_range loop at line {loc.line}", memo)
         self.hide([index_name, *assigned],
                   f"it is only assigned inside the tile_range loop at line {loc.line}")
         self.emit(For(holder["index"], start, stop, step, carried, inits, stmts, yields, results, num_stages=stages,
@@ -355,7 +382,7 @@ class ControlFlow(Exits):
             return cond_stmts, cond, stmts
 
         carried, inits, yields, results, (cond_stmts, cond, stmts) = self.trace_loop(
-            names, node, body, f"the `while` loop at line {loc.line}")
+            names, node, body, f"the `while` loop at line {loc.line}", memo, node.test)
         self.hide(assigned, f"it is only assigned inside the `while` loop at line {loc.line}")
         self.emit(While(carried, inits, cond_stmts, cond, stmts, yields, results, loc=loc))
 

@@ -60,14 +60,25 @@ def statement_exits(stmt: ast.stmt) -> frozenset[str]:
             if word == "return" or not nested:
                 found.add(word)
             continue
-        if isinstance(n, _SCOPES):
-            continue
-        inner = nested or isinstance(n, _LOOPS)
-        for field in _BODIES:
-            items = getattr(n, field, None)
-            if items:
-                todo += [(x, inner) for x in items]
+        fields = _BODY_FIELDS.get(cls)
+        if fields is None:
+            fields = _body_fields(cls)
+        if fields:
+            inner = nested or isinstance(n, _LOOPS)
+            for field in fields:
+                items = getattr(n, field, None)
+                if items:
+                    todo += [(x, inner) for x in items]
     return frozenset(found)
+
+
+_BODY_FIELDS: dict[type, tuple[str, ...]] = {}   # per ast class, its fields among `_BODIES` (none for a scope)
+
+
+def _body_fields(cls: type) -> tuple[str, ...]:
+    own = getattr(cls, "_fields", ())
+    found = _BODY_FIELDS[cls] = () if issubclass(cls, _SCOPES) else tuple(f for f in _BODIES if f in own)
+    return found
 
 
 def body_exits(prepared, body: list[ast.stmt]) -> frozenset[str]:

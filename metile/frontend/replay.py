@@ -1,12 +1,13 @@
 """Tracing a runtime loop's body again, after its carried types widened, without redoing what did not change.
 
 `metile.frontend.control.ControlFlow.trace_loop` traces a loop body until the types of its carried variables
-settle; a Python `0.0` carried into a loop that adds tiles to it takes two attempts. The statements a body
-starts with often do not depend on the widened variables (`cols = c0 + metile.arange(0, BLOCK)`, loads): a
-`BodyMemo` records what each attempt's statements did, and the next attempt replays the leading ones whose
-inputs are unchanged, so they emit the same statements, take the same fresh names and bind the same values
-as tracing them again would. The loop variables whose name and type stay are kept from one attempt to the
-next (`same_var`), so that statements reading them can be replayed.
+settle; a Python `0.0` carried into a loop that adds tiles to it takes two attempts when the statement that widens
+it cannot be traced again at once (`metile.frontend.widen`). The statements a body starts with often do not depend
+on the widened variables (`cols = c0 + metile.arange(0, BLOCK)`, loads): a `BodyMemo` records what each attempt's
+statements did, and the next attempt replays the leading ones whose inputs are unchanged, so they emit the same
+statements, take the same fresh names and bind the same values as tracing them again would. The loop variables
+whose name and type stay are kept from one attempt to the next (`same_var`), so that statements reading them can be
+replayed.
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ class BodyMemo:
     the first statement that cannot be replayed, since what follows may then see other fresh names.
     """
 
-    __slots__ = ("names", "records")
+    __slots__ = ("names", "records", "widening")
 
     def __init__(self):
         self.names: set[str] | None = None   # the names taken when the body started
         self.records: list[tuple | None] = []  # per statement: (inputs, hidden, stmts, names, outputs) or None
+        self.widening = None    # the attempt's `metile.frontend.widen.Widening`, when it may widen early
 
 
 SIMPLE = (ast.Assign, ast.AugAssign, ast.Expr)
@@ -89,14 +91,50 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     reads: dict[str, None] = {}
     writes: dict[str, None] = {}
     todo = [stmt]
+    append = todo.append
     for n in todo:  # `ast.walk`: breadth first, without its generators or the nodes that hold no names
         cls = n.__class__
-        if cls is ast.Name:
-            (writes if n.ctx.__class__ is ast.Store else reads)[n.id] = None
-            continue
-        if cls is ast.comprehension:  # its target lives in the comprehension's own scope: not an assignment here
-            todo.append(n.iter)
+        if cls is _NAME:
+            (writes if n.ctx.__class__ is _STORE else reads)[n.id] = None
+        elif cls is _ATTRIBUTE:   # the commonest classes first, their fields in `ast.walk` order
+            append(n.value)
+        elif cls is _CALL:
+            append(n.func)
+            todo += n.args
+            todo += n.keywords
+        elif cls is _BINOP:
+            append(n.left)
+            append(n.right)
+        elif cls is _KEYWORD:
+            append(n.value)
+        elif cls is _COMPREHENSION:  # its target lives in the comprehension's own scope: not an assignment here
+            append(n.iter)
             todo += n.ifs
+        elif cls is not _CONSTANT:
+            fields = _FIELDS.get(cls)
+            for field in fields if fields is not None else _fields(cls):
+                v = getattr(n, field, None)
+                if v.__class__ is list:
+                    todo += v
+                elif isinstance(v, ast.AST):
+                    append(v)
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        reads[stmt.target.id] = None
+    return tuple(reads), tuple(writes)
+
+
+_NAME, _ATTRIBUTE, _CALL, _BINOP, _KEYWORD, _COMPREHENSION, _CONSTANT, _STORE = (
+    ast.Name, ast.Attribute, ast.Call, ast.BinOp, ast.keyword, ast.comprehension, ast.Constant, ast.Store)
+
+
+def reads_any(node: ast.AST, names) -> bool:
+    """Whether the tree `node` holds a name among `names` (as `statement_io` walks)."""
+    todo = [node]
+    for n in todo:
+        cls = n.__class__
+        if cls is ast.Name:
+            if n.id in names:
+                return True
             continue
         fields = _FIELDS.get(cls)
         for field in fields if fields is not None else _fields(cls):
@@ -105,9 +143,7 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 todo += v
             elif isinstance(v, ast.AST):
                 todo.append(v)
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-        reads[stmt.target.id] = None
-    return tuple(reads), tuple(writes)
+    return False
 
 
 def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
@@ -118,10 +154,14 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
     memo.names, memo.records = set(tr.names), []
     env, hidden, prepared = tr.env, tr.hidden, tr.prepared
     io = prepared.io
+    widening = memo.widening
+    read = None if widening is None else widening.read   # what the statements so far read (`Widening`)
     for i, stmt in enumerate(body):
         if stmt.__class__ not in SIMPLE:
             replaying = False
             memo.records.append(None)
+            if read is not None:
+                read.update((io.get(stmt) or prepared.statement_io(stmt))[0])
             tr.visit_stmt(stmt)
             if tr.exiting(body, i + 1):  # a `break`, `continue` or `return` taken (`metile.frontend.exits`)
                 return
@@ -132,6 +172,8 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         if any_container(inputs):
             replaying = False
             memo.records.append(None)
+            if read is not None:
+                read.update(reads)
             tr.visit_stmt(stmt)
             env = tr.env
             continue
@@ -147,11 +189,19 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
                     env[name] = value
                     hidden.pop(name, None)
                 memo.records.append(record)
+                if read is not None:
+                    read.update(reads)
                 continue
             replaying = False
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
-        tr.visit_stmt(stmt)
+        widen = widening.candidates(writes) if read is not None else None
+        if widen and widening.visit(tr, stmt, reads, writes, widen):   # a carried variable widened
+            inputs = tuple(map(env.get, reads, repeat(_UNSET)))
+        elif not widen:
+            tr.visit_stmt(stmt)
         outputs = list(zip(writes, map(env.__getitem__, writes)))
+        if read is not None:
+            read.update(reads)
         if any_container([v for _, v in outputs]):
             replaying = False
             memo.records.append(None)
@@ -159,4 +209,4 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], outputs))
 
 
-__all__ = ["SIMPLE", "BodyMemo", "holds_container", "same_var", "statement_io", "visit_loop_body"]
+__all__ = ["SIMPLE", "BodyMemo", "holds_container", "reads_any", "same_var", "statement_io", "visit_loop_body"]

@@ -31,13 +31,15 @@ class Prepared:
     the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
     alone."""
 
-    __slots__ = ("col_offset", "exits", "file", "io", "line_offset", "locs")
+    __slots__ = ("col_offset", "exits", "file", "io", "line_offset", "locs", "parted")
 
     def __init__(self, file: str, line_offset: int, col_offset: int):
         self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
         self.locs: dict[ast.AST, Loc] = {}
         self.io: dict[ast.stmt, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self.exits: dict[ast.stmt, frozenset[str]] = {}
+        # per (statement, names), the copy of the statement `metile.frontend.widen` traces
+        self.parted: dict[tuple[ast.stmt, frozenset[str]], ast.stmt] = {}
 
     def loc(self, node: ast.AST) -> Loc:
         found = self.locs.get(node)

@@ -109,6 +109,7 @@ class Tracer(ControlFlow):
         self.loc = self.prepared.loc    # `tr.loc(node)`: the Loc of a node
         self.locs = self.prepared.locs  # read first by the hot paths: `tr.locs.get(node) or tr.loc(node)`
         self.taken: list[str] = []  # every fresh name, in order (`BodyMemo` records a statement's)
+        self.subs: tuple | None = None  # how a statement traced again after a widening replays its parts (`widen`)
         self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
         self.pointers: dict[str, Value] = {}   # the value each `Let` of a pointer binds (to find its array)
         self.thread_level = False   # whether the kernel uses thread_id, simd_lane_id, shared or simdgroup exchanges
