@@ -74,11 +74,15 @@ def prelude(table: ConstantTable, values: Mapping[str, object]) -> str:
 def specialize(tr, values: Mapping[str, object]):
     """The translation `tr` with the function constant values `values` (checked, by name)."""
     table: ConstantTable = tr.function_constants
-    head, rest = tr.cpp.split(PRELUDE_BEGIN, 1)
-    _, tail = rest.split(PRELUDE_END, 1)
-    cpp = head + prelude(table, values) + tail
+
+    def specialized(cpp: str) -> str:
+        head, rest = cpp.split(PRELUDE_BEGIN, 1)
+        _, tail = rest.split(PRELUDE_END, 1)
+        return head + prelude(table, values) + tail
+
     kernels = tuple(table.specialize_signature(k, values, tr.metal_name) for k in tr.kernels)
-    return attrs.evolve(tr, cpp=cpp, kernels=kernels)
+    counted = specialized(tr.instrumented_cpp) if tr.instrumented_cpp else ""   # the sanitizer build's text too
+    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrumented_cpp=counted)
 
 
 def literal(c: FunctionConstant, value) -> str:
