@@ -1,0 +1,151 @@
+"""Arithmetic counts of profiled dispatches (metile.metal.cpu.alu_counts) and the model's ALU term: exact counts on
+small kernels whose operations are derived by hand (a loop of FMAs, a divergent branch, special functions, a helper
+called twice, vector widths), braceless control flow kept as it runs, results the same as the plain build's, the
+plain translation untouched, and the term's bound and estimate on a hand-made profile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metile
+from metile.metal.cpu import msl
+from metile.profile import rates as R
+from metile.profile.counts import Counts, Launch, Profile
+from metile.profile.gpus import gpu
+from metile.profile.model import estimate
+
+COUNTED = """
+#include <metal_stdlib>
+using namespace metal;
+
+inline float twice(float a, float b) { return a * b + b; }   // line 5: 2 float operations
+
+kernel void k(device float* out [[buffer(0)]], device const float4* v [[buffer(1)]],
+              constant uint& n [[buffer(2)]], uint tid [[thread_position_in_grid]]) {
+    float acc = float(tid);
+    for (uint i = 0; i < n; i++)
+        acc = fma(acc, 0.5f, 1.0f);                          // line 11: 1 FMA a trip
+    if (tid < 8)                                             // line 12: 1 integer compare
+        acc = exp(acc) + rsqrt(acc + 1.0f);                  // line 13: exp 1+1 special, rsqrt 1 special, 2 adds
+    else
+        acc = acc * 2.0f;                                    // line 15: 1 multiply
+    float4 x = v[tid] * 2.0f + v[tid];                       // line 16: 2 float4 operations = 8
+    acc += twice(x.x, x.y) + twice(x.z, x.w);                // line 17: 2 adds (and line 5 twice)
+    out[tid] = acc;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return metile.device("cpu")
+
+
+def _line(p, line):
+    c = p.line(line)
+    return (c.alu_operations, c.integer_operations, c.special_operations)
+
+
+def test_each_statement_counts_its_operations_once_per_simdgroup_that_runs_it(dev):
+    fn = dev.compile(COUNTED, name="counted.metal").function("k")
+    v = np.arange(64 * 4, dtype=np.float32).reshape(64, 4) / 100
+    out, plain = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    n = 10
+    p = dev.dispatch_threadgroups(fn, (1, 1, 1), (64, 1, 1), [out, v, np.uint32(n)], profile=True)
+    dev.dispatch_threadgroups(fn, (1, 1, 1), (64, 1, 1), [plain, v, np.uint32(n)])
+    np.testing.assert_array_equal(out, plain)          # the instrumented build computes the same
+    sgs = 64 // 32
+    # the FMA loop: n FMAs per lane = n * lanes / 32 simdgroup FMAs; its test and step (2 integer operations a trip)
+    # count where its body starts
+    assert _line(p, 11) == (n * sgs, 2 * n * sgs, 0)
+    assert _line(p, 12) == (0, sgs, 0)
+    # divergent: only lanes 0-7 (the first simdgroup) take the exp arm; both simdgroups have lanes in the other
+    assert _line(p, 13) == (3, 0, 2)
+    assert _line(p, 15) == (sgs, 0, 0)
+    assert _line(p, 16) == (8 * sgs, 0, 0)              # float4: one operation per component
+    assert _line(p, 17) == (2 * sgs, 0, 0)
+    assert _line(p, 5) == (2 * 2 * sgs, 0, 0)           # the helper, inlined at two calls, counts at each
+    t = p.totals
+    assert (t.alu_operations, t.integer_operations, t.special_operations) == (
+        n * sgs + 3 + sgs + 8 * sgs + 2 * sgs + 4 * sgs, 2 * n * sgs + sgs, 2)
+    assert "arithmetic" in p.format_summary("M1")
+
+
+BRACELESS = """
+#include <metal_stdlib>
+using namespace metal;
+
+template <typename T> T pick(T a, T b, bool first) { return first ? a * b : a + b; }
+
+kernel void k(device float* out [[buffer(0)]], uint tid [[thread_position_in_grid]]) {
+    float acc = 0.0f;
+    int i = 0;
+    while (i < 3) acc += 1.5f, i++;
+    do acc *= 1.25f; while (acc < 10.0f);
+    for (int j = 0; j < 4; j++) if (j % 2) acc -= 0.5f; else if (j == 2) acc += 2.0f; else acc *= 1.1f;
+    switch (tid % 3) {
+    case 0: acc = acc / 3.0f; break;
+    case 1: { acc = sqrt(acc); break; }
+    default: acc = pick(acc, 2.0f, tid % 2 == 0);
+    }
+    if (tid > 100) return;
+    out[tid] = tid & 1 ? acc : -acc;
+}
+"""
+
+
+def test_braceless_bodies_loops_switches_and_returns_run_as_written(dev):
+    tr = msl.translate(BRACELESS, "braceless.metal")
+    assert "mt_prof_count" not in tr.cpp and "mt_prof_count" in tr.instrumented_cpp
+    fn = dev.compile(BRACELESS, name="braceless.metal").function("k")
+    out, plain = np.zeros(96, np.float32), np.zeros(96, np.float32)
+    p = dev.dispatch_threadgroups(fn, (1, 1, 1), (96, 1, 1), [out], profile=True)
+    dev.dispatch_threadgroups(fn, (1, 1, 1), (96, 1, 1), [plain])
+    np.testing.assert_array_equal(out, plain)
+    acc = 4.5
+    while True:
+        acc *= 1.25
+        if acc >= 10:
+            break
+    for j in range(4):
+        acc = acc - 0.5 if j % 2 else acc + 2 if j == 2 else acc * np.float32(1.1)
+    want = np.array([[acc / 3, np.sqrt(acc), acc * 2 if t % 2 == 0 else acc + 2][t % 3] for t in range(96)])
+    want = np.where(np.arange(96) & 1, want, -want)
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+    sgs = 3
+    assert p.line(10).alu_operations == 3 * sgs and p.line(10).integer_operations == 2 * 3 * sgs
+    # the square root: only lanes with tid % 3 == 1, which every simdgroup has
+    assert p.line(15).special_operations == sgs
+    assert p.totals.special_operations == sgs + sgs   # the division by 3.0 (a reciprocal) and the square root
+
+
+def test_the_plain_translation_does_not_depend_on_the_counts(monkeypatch):
+    before = msl.translate(COUNTED, "counted.metal")
+    monkeypatch.setattr(msl, "count_edits", lambda *a: [(0, 0, "garbage ")])
+    after = msl.translate(COUNTED, "counted.metal")
+    assert after.cpp == before.cpp
+    assert after.instrumented_cpp != before.instrumented_cpp
+
+
+def _profile(counts: Counts, tgs: int = 64, threads: int = 256) -> Profile:
+    return Profile(kernel="k", totals=counts, lines=(), launch=Launch((tgs, 1, 1), (threads, 1, 1), 32, 0),
+                   threadgroups_profiled=tgs, device_unique_bytes_per_threadgroup=0, device_unique_bytes=0)
+
+
+def test_the_alu_term_issues_128_lanes_a_core_clock_and_special_functions_on_their_pipeline():
+    m1 = gpu("M1")
+    clocks = m1.gpu_cores * m1.clock_hz
+    # 1e6 simdgroup FMAs and 2e5 integer operations: 1.2e6 * 32 lanes at 128 lanes per core per clock
+    e = estimate(_profile(Counts(alu_operations=1e6, integer_operations=2e5)), m1)
+    term = e.term("ALU")
+    assert term.bound_s == pytest.approx(1.2e6 * 32 / (128 * clocks))
+    assert term.estimate_s == pytest.approx(term.bound_s / e.occupancy.efficiency)
+    assert e.bound_binding == "ALU"
+    # special functions: 4 cycles a simdgroup instruction on each of 4 schedulers for the bound, 6 for the estimate
+    e = estimate(_profile(Counts(alu_operations=1e5, special_operations=1e6)), m1)
+    assert e.term("ALU").bound_s == pytest.approx(1e6 * R.SPECIAL_CYCLES_BOUND / (4 * clocks))
+    assert e.term("ALU").estimate_s == pytest.approx(1e6 * 6 / (4 * clocks) / e.occupancy.efficiency)
+    # the bound at the special pipeline's peak is the published 32 exp2 per core per clock (metal-benchmarks)
+    assert R.ALU_LANES_PER_CORE_CLOCK / R.SPECIAL_CYCLES_BOUND == 32
+    assert estimate(_profile(Counts()), m1).term("ALU").bound_s == 0
