@@ -136,10 +136,11 @@ def _profile(counts: Counts, tgs: int = 64, threads: int = 256) -> Profile:
 def test_the_alu_term_issues_128_lanes_a_core_clock_and_special_functions_on_their_pipeline():
     m1 = gpu("M1")
     clocks = m1.gpu_cores * m1.clock_hz
-    # 1e6 simdgroup FMAs and 2e5 integer operations: 1.2e6 * 32 lanes at 128 lanes per core per clock
-    e = estimate(_profile(Counts(alu_operations=1e6, integer_operations=2e5)), m1)
+    # 1e6 simdgroup FMAs: 1e6 * 32 lanes at 128 lanes per core per clock; integer operations (mostly loop and index
+    # arithmetic the GPU's compiler folds) are not timed
+    e = estimate(_profile(Counts(alu_operations=1e6, integer_operations=5e6)), m1)
     term = e.term("ALU")
-    assert term.bound_s == pytest.approx(1.2e6 * 32 / (128 * clocks))
+    assert term.bound_s == pytest.approx(1e6 * 32 / (128 * clocks))
     assert term.estimate_s == pytest.approx(term.bound_s / e.occupancy.efficiency)
     assert e.bound_binding == "ALU"
     # special functions: 4 cycles a simdgroup instruction on each of 4 schedulers for the bound, 6 for the estimate

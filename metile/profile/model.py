@@ -10,7 +10,8 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
   the footprint plus the re-reads the cache misses (`device_traffic`).
 - cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
   to the cache at its measured rate.
-- ALU: the shader ALUs' simdgroup instructions (float and integer operations, one per lane component) at 128 lane
+- ALU: the shader ALUs' float simdgroup instructions (one per lane component; integer operations are counted, not
+  timed: read from the source they are mostly loop and index arithmetic Apple's compiler folds) at 128 lane
   operations per core per clock, and special functions on their own pipeline (4 cycles a simdgroup instruction for
   the bound, 6 for the estimate); the term is the slower of the two.
 - threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
@@ -240,7 +241,7 @@ def _alu(profile, spec: GpuSpec, eff: float) -> Term:
     four schedulers; special functions on their pipeline beside them (metile.profile.rates, "The shader ALUs")."""
     counts = profile.totals
     width = profile.launch.simd_width
-    lanes = (counts.alu_operations + counts.integer_operations) * width
+    lanes = counts.alu_operations * width   # integer operations: counted, not timed (docs/performance.md)
     special = counts.special_operations * width
     clocks = spec.gpu_cores * spec.clock_hz
     alu_s = lanes / (clocks * R.ALU_LANES_PER_CORE_CLOCK)

@@ -74,7 +74,7 @@ CACHE_BYTES_PER_CORE_CLOCK_BOUND = 256.0
 # (Fast EXP2_32 + FMUL32 take 4.02 cycles) on a pipeline of their own: EXP2_32 and LOG2_32 at 4 cycles a simdgroup
 # instruction, RECIP32 (a division's reciprocal) 6, RSQRT32 and SQRT32 8. The bound takes the fastest, 4 cycles (32
 # lane operations per core per clock); the estimate the reciprocal's 6 (assumed for every generation: no later
-# measurement was found). Integer multiplies (IMUL32, 4 cycles) are counted as any integer operation, at 1.
+# measurement was found). Integer operations are not timed (docs/performance.md, "The model").
 ALU_LANES_PER_CORE_CLOCK = 128
 SPECIAL_CYCLES_BOUND = 4.0
 SPECIAL_CYCLES = 6.0
