@@ -122,10 +122,11 @@ def test_braceless_bodies_loops_switches_and_returns_run_as_written(dev):
 
 def test_the_plain_translation_does_not_depend_on_the_counts(monkeypatch):
     before = msl.translate(COUNTED, "counted.metal")
+    counted = before.instrumented_cpp
     monkeypatch.setattr(msl, "count_edits", lambda *a: [(0, 0, "garbage ")])
     after = msl.translate(COUNTED, "counted.metal")
-    assert after.cpp == before.cpp
-    assert after.instrumented_cpp != before.instrumented_cpp
+    assert after.cpp == before.cpp and "garbage" not in after.cpp
+    assert after.instrumented_cpp != counted and "garbage" in after.instrumented_cpp
 
 
 def _profile(counts: Counts, tgs: int = 64, threads: int = 256) -> Profile:
@@ -150,3 +151,23 @@ def test_the_alu_term_issues_128_lanes_a_core_clock_and_special_functions_on_the
     # the bound at the special pipeline's peak is the published 32 exp2 per core per clock (metal-benchmarks)
     assert R.ALU_LANES_PER_CORE_CLOCK / R.SPECIAL_CYCLES_BOUND == 32
     assert estimate(_profile(Counts()), m1).term("ALU").bound_s == 0
+
+
+CONSTANT = """
+#include <metal_stdlib>
+using namespace metal;
+constant int scale [[function_constant(0)]];
+kernel void k(device float* out [[buffer(0)]], uint tid [[thread_position_in_grid]]) {
+    out[tid] = float(tid) * float(scale);
+}
+"""
+
+
+def test_a_specialized_kernel_counts_with_its_constant_values(dev):
+    lib = dev.compile(CONSTANT, name="constant.metal")
+    for value in (2, 5):
+        fn = lib.function("k", {"scale": value})
+        out = np.zeros(32, np.float32)
+        p = dev.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [out], profile=True)
+        np.testing.assert_array_equal(out, np.arange(32, dtype=np.float32) * value)
+        assert p.line(6).alu_operations == 1

@@ -534,6 +534,8 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
     if close is None:
         return []   # brackets that do not balance outside preprocessor conditionals: nothing counted
     walker = _Counts(tokens, close, errors, sorted(d.start for d in directives), counters)
+    before: dict[int, list[str]] = {}
+    after: dict[int, list[str]] = {}
     done_until = -1
     for _, lbrace in _function_bodies(tokens, close, open_of):
         if lbrace < done_until or _is_constexpr(tokens, lbrace):
@@ -541,9 +543,13 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
         done_until = close[lbrace]
         params = _parameter_list(tokens, lbrace, open_of)
         walker.returns = _return_type(tokens, params) if params else None
-        saved = ({k: list(v) for k, v in walker.before.items()}, {k: list(v) for k, v in walker.after.items()})
+        walker.before, walker.after = {}, {}
         try:
             walker.function(lbrace, params)
         except Exception:   # noqa: BLE001 - a body the walker cannot read keeps no counts (never a wrong text)
-            walker.before, walker.after = saved
+            continue
+        for mine, theirs in ((before, walker.before), (after, walker.after)):
+            for k, texts in theirs.items():
+                mine.setdefault(k, []).extend(texts)
+    walker.before, walker.after = before, after
     return walker.edits()

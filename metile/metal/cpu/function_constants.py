@@ -19,6 +19,7 @@ Each specialisation of a library is its own C++ translation unit, so its constan
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -81,8 +82,8 @@ def specialize(tr, values: Mapping[str, object]):
         return head + prelude(table, values) + tail
 
     kernels = tuple(table.specialize_signature(k, values, tr.metal_name) for k in tr.kernels)
-    counted = specialized(tr.instrumented_cpp) if tr.instrumented_cpp else ""   # the sanitizer build's text too
-    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrumented_cpp=counted)
+    instrument = functools.cache(lambda: specialized(tr.instrumented_cpp))   # the sanitizer build's text too
+    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrument=instrument)
 
 
 def literal(c: FunctionConstant, value) -> str:
