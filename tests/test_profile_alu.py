@@ -171,3 +171,50 @@ def test_a_specialized_kernel_counts_with_its_constant_values(dev):
         p = dev.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [out], profile=True)
         np.testing.assert_array_equal(out, np.arange(32, dtype=np.float32) * value)
         assert p.line(6).alu_operations == 1
+
+
+@metile.kernel
+def scale_exp(X, Y, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    v = metile.load(X + offs)
+    metile.store(Y + offs, metile.exp(v) * 2.0 + v)  # exp, multiply, add
+
+
+def test_a_metile_kernel_counts_its_elementwise_math_at_its_python_line(monkeypatch):
+    monkeypatch.setenv("METILE_DEVICE", "cpu")
+    x = np.random.default_rng(0).random(1024, dtype=np.float32)
+    y = np.zeros_like(x)
+    p = scale_exp[(4,)](x, y, BLOCK=256, profile=True)
+    np.testing.assert_allclose(y, np.exp(x) * 2 + x, rtol=1e-5)
+    from tests.msl_source import kernel_line
+    c = p.line(kernel_line(scale_exp.fn, "# exp, multiply, add"), __file__)
+    # 1024 elements: exp is a special function and a multiply (its scaling), then a multiply and an add, each
+    # element one lane component: 1024 / 32 lane-components per simdgroup operation
+    assert (c.alu_operations, c.special_operations) == (3 * 1024 / 32, 1024 / 32)
+
+
+FMA_LOOP = """
+#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* out [[buffer(0)]], uint tid [[thread_position_in_grid]]) {
+    float a = float(tid), b = 1.0f, c = 2.0f, d = 3.0f;
+    for (int i = 0; i < 1024; i++) {
+        a = fma(a, 0.999f, 0.5f); b = fma(b, 0.999f, 0.5f); c = fma(c, 0.999f, 0.5f); d = fma(d, 0.999f, 0.5f);
+    }
+    out[tid] = a + b + c + d;
+}
+"""
+
+
+def test_an_fma_microbenchmark_is_bound_by_the_alus(dev):
+    fn = dev.compile(FMA_LOOP, name="fma.metal").function("k")
+    out = np.zeros(64 * 256, np.float32)
+    # 2 of 64 threadgroups counted (and run), scaled to the grid
+    p = dev.dispatch_threadgroups(fn, (64, 1, 1), (256, 1, 1), [out], profile=2, profile_only=True)
+    lanes = 64 * 256
+    assert p.line(7).alu_operations == 4 * 1024 * lanes / 32
+    m1 = gpu("M1")
+    e = p.estimate(m1)
+    fmas = 4 * 1024 * lanes + 3 * lanes       # the loop's lane FMAs and the final adds
+    assert e.bound_binding == "ALU" and e.binding == "ALU"
+    assert e.term("ALU").bound_s == pytest.approx(fmas / (m1.gpu_cores * 128 * m1.clock_hz))

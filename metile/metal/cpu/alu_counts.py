@@ -186,13 +186,21 @@ class _Expr:
         return self.postfix(self.primary())
 
     def cast(self) -> _Type | None:
-        """`(float4)x`: the type of a C cast at the `(` (None if it is not one)."""
+        """`(float4)x`, `(device const float4*)p`: the type of a C cast at the `(` (None if it is not one)."""
         k = self.p + 1
         while k < self.b and self.t[k].text in _DECL_WORDS:
             k += 1
-        if k + 1 < self.b and (ty := type_of_name(self.t[k].text)) is not None and self.t[k + 1].text == ")":
-            self.p = k + 2
-            return ty
+        ty = type_of_name(self.t[k].text) if k < self.b else None
+        if ty is None:
+            return None
+        k += 1
+        pointer = False
+        while k < self.b and self.t[k].text in ("*", "&", "const", "volatile"):
+            pointer = pointer or self.t[k].text == "*"
+            k += 1
+        if k < self.b and self.t[k].text == ")":
+            self.p = k + 1
+            return _Type(ty.kind, ty.width, pointer)
         return None
 
     def postfix(self, ty: _Type) -> _Type:
