@@ -90,7 +90,8 @@ kernel void k(device float* out [[buffer(0)]], uint tid [[thread_position_in_gri
     default: acc = pick(acc, 2.0f, tid % 2 == 0);
     }
     if (tid > 100) return;
-    out[tid] = tid & 1 ? acc : -acc;
+    auto doubled = [](float x) { return x * 2.0f; };
+    out[tid] = tid & 1 ? doubled(acc) : -acc;
 }
 """
 
@@ -111,13 +112,14 @@ def test_braceless_bodies_loops_switches_and_returns_run_as_written(dev):
     for j in range(4):
         acc = acc - 0.5 if j % 2 else acc + 2 if j == 2 else acc * np.float32(1.1)
     want = np.array([[acc / 3, np.sqrt(acc), acc * 2 if t % 2 == 0 else acc + 2][t % 3] for t in range(96)])
-    want = np.where(np.arange(96) & 1, want, -want)
+    want = np.where(np.arange(96) & 1, want * 2, -want)
     np.testing.assert_allclose(out, want, rtol=1e-5)
     sgs = 3
     assert p.line(10).alu_operations == 3 * sgs and p.line(10).integer_operations == 2 * 3 * sgs
     # the square root: only lanes with tid % 3 == 1, which every simdgroup has
     assert p.line(15).special_operations == sgs
     assert p.totals.special_operations == sgs + sgs   # the division by 3.0 (a reciprocal) and the square root
+    assert p.line(19).alu_operations == 0 and p.line(20).alu_operations == sgs   # a lambda counts nothing
 
 
 def test_the_plain_translation_does_not_depend_on_the_counts(monkeypatch):

@@ -21,15 +21,16 @@ What a statement counts is read from its tokens (docs/performance.md has the tab
   else float when a float operand or literal appears in it, else integer.
 - an `if`/`switch` condition counts before the statement; a loop's condition and step count at the start of each
   run of its body (the last, failing test is not counted), a `for` init once before the loop.
-A braceless arm or loop body that gets a count is braced (the same scope in C++). Lambda bodies and `constexpr`
-functions are not counted; a function whose statements cannot be read is left as it is (no counts).
+A braceless arm or loop body that gets a count is braced (the same scope in C++). A statement that defines a lambda
+(and the lambda's body) and `constexpr` functions are not counted; a function whose statements cannot be read is
+left as it is (no counts).
 """
 
 from __future__ import annotations
 
 import re
 
-from metile.metal.cpu.arms import _brackets, _function_bodies, _Guards, _is_constexpr, _parameter_list
+from metile.metal.cpu.arms import _brackets, _function_bodies, _Guards, _is_constexpr, _lambda_bodies, _parameter_list
 from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
 
@@ -361,8 +362,8 @@ class _Counts(_Guards):
     """Walks the statements of function bodies (as the arm guards do) and collects the count calls."""
 
     def __init__(self, tokens: list[Token], close: dict[int, int], errors: SourceErrors, directive_starts: list[int],
-                 counters: dict[str, int]):
-        super().__init__(tokens, close, frozenset(), errors, frozenset(), directive_starts)
+                 counters: dict[str, int], lambdas: frozenset[int]):
+        super().__init__(tokens, close, frozenset(), errors, lambdas, directive_starts)
         self.counters = counters
         self.env: dict[str, _Type] = {}
         self.returns: _Type | None = None
@@ -488,6 +489,8 @@ class _Counts(_Guards):
             pass
         else:
             stop = e - 1 if t[e - 1].text == ";" else e
+            if any(k in self.lambdas for k in range(i, stop)):
+                return e   # a statement that defines a lambda counts nothing (nor does the lambda's body)
             if word == "return":
                 self.put(i, e, self.tally(i + 1, stop, self.returns), sub)
                 return e
@@ -541,7 +544,8 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
     close, open_of = _brackets(tokens)
     if close is None:
         return []   # brackets that do not balance outside preprocessor conditionals: nothing counted
-    walker = _Counts(tokens, close, errors, sorted(d.start for d in directives), counters)
+    walker = _Counts(tokens, close, errors, sorted(d.start for d in directives), counters,
+                     frozenset(_lambda_bodies(tokens, open_of)))
     before: dict[int, list[str]] = {}
     after: dict[int, list[str]] = {}
     done_until = -1
