@@ -220,3 +220,57 @@ def test_an_fma_microbenchmark_is_bound_by_the_alus(dev):
     fmas = 4 * 1024 * lanes + 3 * lanes       # the loop's lane FMAs and the final adds
     assert e.bound_binding == "ALU" and e.binding == "ALU"
     assert e.term("ALU").bound_s == pytest.approx(fmas / (m1.gpu_cores * 128 * m1.clock_hz))
+
+
+TRICKY = """
+#include <metal_stdlib>
+using namespace metal;
+
+struct Acc {
+    float total;
+    int n;
+    Acc(float t) thread : total(t * 2.0f), n(0) {}
+    void add(float x) thread { total += x * x; n++; }
+    float mean() const thread { return n > 0 ? total / float(n) : 0.0f; }
+};
+
+template <typename T, int N> struct Block {
+    static constexpr int size() { return N * 2; }
+    T v[N];
+};
+
+template <typename T> inline T square_sum(thread const T* p, int n) {
+    T s = T(0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        if (i < n) s += p[i] * p[i];
+    return s;
+}
+
+kernel void k(device float* out [[buffer(0)]], uint tid [[thread_position_in_grid]]) {
+    Acc a(1.0f);
+    Block<float, 4> b;
+    for (int i = 0; i < Block<float, 4>::size() / 2; i++) b.v[i] = float(tid + i);
+    for (float x : b.v) a.add(x);
+    int j = 0;
+    while (true) { if (++j >= 3) break; else continue; }
+    float r = square_sum(b.v, j) + a.mean();
+    uint2 q = uint2(tid, tid >> 1);
+    q.x += q.y << 1;
+    out[tid] = r + float(q.x) + (tid % 2 == 0 ? 1.0f : -1.0f);
+}
+"""
+
+
+def test_member_functions_constructors_templates_and_pragmas_still_compile_and_compute_the_same(dev):
+    fn = dev.compile(TRICKY, name="tricky.metal").function("k")
+    out, plain = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    p = dev.dispatch_threadgroups(fn, (1, 1, 1), (64, 1, 1), [out], profile=True)
+    dev.dispatch_threadgroups(fn, (1, 1, 1), (64, 1, 1), [plain])
+    np.testing.assert_array_equal(out, plain)
+    t = np.arange(64, dtype=np.float64)
+    v = t[:, None] + np.arange(4)
+    want = (v[:, :3] ** 2).sum(1) + (2 + (v**2).sum(1)) / 4 + (t + (t // 2) * 2) + np.where(t % 2 == 0, 1, -1)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    assert p.line(9).alu_operations == 2 * 4 * 2   # the member function add: 2 float a call, 4 calls, 2 simdgroups
+    assert p.line(10).special_operations == 2      # mean's division: a reciprocal
