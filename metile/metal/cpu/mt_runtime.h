@@ -154,7 +154,8 @@ void mt_prof_event(uint32_t kind, uint32_t dtype, uint32_t line);
  * `per_simdgroup` (every lane calls it; the lanes of one operation are told apart by the calling instruction), else
  * at each call. mt_prof_pause(1) stops counting the memory accesses of the calling thread until mt_prof_pause(0)
  * (a tensor op's inner loops, whose traffic the header counts once per operand element instead). Both do nothing
- * unless the threadgroup is profiled; the compatibility header calls them in instrumented builds only. */
+ * unless the threadgroup is profiled; the compatibility header, and before each statement the kernel text itself
+ * (alu_counts.py: the arithmetic counters), call them in instrumented builds only. */
 void mt_prof_count(uint32_t counter, uint64_t amount, int32_t per_simdgroup, uint32_t line);
 void mt_prof_pause(int32_t paused);
 
