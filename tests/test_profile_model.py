@@ -155,7 +155,7 @@ def test_the_bound_of_the_reference_gemm_is_its_flops_at_the_peak_and_the_estima
     assert e.bound_s <= e.estimate_s
     d = e.to_dict()
     assert d["bound_s"] == e.bound_s and d["estimate_s"] == e.estimate_s and set(d["terms"]) == {
-        "matrix", "tensor", "device memory", "cache", "threadgroup memory", "dispatch"}
+        "matrix", "tensor", "device memory", "cache", "threadgroup memory", "ALU", "dispatch"}
 
 
 def test_a_dispatch_without_profile_never_loads_the_model():

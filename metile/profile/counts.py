@@ -26,6 +26,7 @@ RAW_COUNTERS = (
     "dev_load_segments", "dev_load_distinct_bytes",
     *(f"tensor_flops_{t}" for t in TENSOR_TYPES), *(f"tensor_thread_flops_{t}" for t in TENSOR_TYPES),
     *(f"tensor_runs_{s}" for s in TENSOR_SCOPES), "coop_loads", "coop_stores",
+    "alu_float", "alu_int", "alu_special",
 )
 
 
@@ -65,6 +66,11 @@ class Counts:
     tensor_runs: Mapping[str, float] = attrs.field(factory=dict)
     cooperative_loads: float = 0
     cooperative_stores: float = 0
+    # arithmetic of the statements run (docs/performance.md): lane-component operations, once per simdgroup that
+    # runs the statement (a float4 add is 4): float ALU, integer ALU, special functions (exp2, rsqrt, reciprocal...)
+    alu_operations: float = 0
+    integer_operations: float = 0
+    special_operations: float = 0
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, float]) -> Counts:
@@ -81,7 +87,8 @@ class Counts:
                    g("sg_barriers", 0), g("collectives", 0), by_dtype("mat_load"), by_dtype("mat_store"),
                    by_dtype("mma"), g("dev_load_segments", 0), g("dev_load_distinct_bytes", 0),
                    by_dtype("tensor_flops", TENSOR_TYPES), by_dtype("tensor_thread_flops", TENSOR_TYPES),
-                   by_dtype("tensor_runs", TENSOR_SCOPES), g("coop_loads", 0), g("coop_stores", 0))
+                   by_dtype("tensor_runs", TENSOR_SCOPES), g("coop_loads", 0), g("coop_stores", 0),
+                   g("alu_float", 0), g("alu_int", 0), g("alu_special", 0))
 
     def __add__(self, other: Counts) -> Counts:
         def add(a, b):

@@ -10,6 +10,10 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
   the footprint plus the re-reads the cache misses (`device_traffic`).
 - cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
   to the cache at its measured rate.
+- ALU: the shader ALUs' float simdgroup instructions (one per lane component; integer operations are counted, not
+  timed: read from the source they are mostly loop and index arithmetic Apple's compiler folds) at 128 lane
+  operations per core per clock, and special functions on their own pipeline (4 cycles a simdgroup instruction for
+  the bound, 6 for the estimate); the term is the slower of the two.
 - threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
 - dispatch: a fixed cost per dispatch (estimate only).
 Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms.
@@ -232,6 +236,22 @@ def _cache(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
     return Term("cache", 0.0, est, f"{moved:.4g} B of segments through the cores' cache ports")
 
 
+def _alu(profile, spec: GpuSpec, eff: float) -> Term:
+    """Simdgroup instructions of the statements run (counted once per simdgroup, a lane component each) on a core's
+    four schedulers; special functions on their pipeline beside them (metile.profile.rates, "The shader ALUs")."""
+    counts = profile.totals
+    width = profile.launch.simd_width
+    lanes = counts.alu_operations * width   # integer operations: counted, not timed (docs/performance.md)
+    special = counts.special_operations * width
+    clocks = spec.gpu_cores * spec.clock_hz
+    alu_s = lanes / (clocks * R.ALU_LANES_PER_CORE_CLOCK)
+    per_clock = R.ALU_LANES_PER_CORE_CLOCK / 4   # lanes of one scheduler
+    bound = max(alu_s, special * R.SPECIAL_CYCLES_BOUND / (clocks * per_clock * 4))
+    est = max(alu_s, special * R.SPECIAL_CYCLES / (clocks * per_clock * 4)) / eff
+    return Term("ALU", bound, est, f"{counts.alu_operations:.4g} float, {counts.integer_operations:.4g} integer, "
+                f"{counts.special_operations:.4g} special-function simdgroup operations")
+
+
 def _threadgroup(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:
     moved = counts.threadgroup_passes * SEGMENT_PASS_BYTES
     bound = moved / spec.threadgroup_memory_bandwidth
@@ -247,7 +267,7 @@ def estimate(profile, gpu: str | GpuSpec = "M1") -> Estimate:
     occ = occupancy(profile, spec)
     terms = (_matrix(counts, spec, rate, occ.efficiency), _tensor(counts, spec, rate, occ.efficiency),
              _device(profile, spec, rate, occ), _cache(profile, spec, rate, occ),
-             _threadgroup(counts, spec, rate, occ.efficiency),
+             _threadgroup(counts, spec, rate, occ.efficiency), _alu(profile, spec, occ.efficiency),
              Term("dispatch", 0.0, R.DISPATCH_S, "fixed cost of a dispatch"))
     bw = spec.memory_bandwidth
     return Estimate(gpu=spec, terms=terms, occupancy=occ, flops=counts.total_flops,

@@ -67,6 +67,17 @@ def rates(spec: GpuSpec) -> Rates:
 # 155 B measured on an M5 (meTile's 16 MiB working-set read, 2453 GB/s); no figure for earlier chips was found, so
 # the same (higher) figure keeps the bound a bound.
 CACHE_BYTES_PER_CORE_CLOCK_BOUND = 256.0
+# The shader ALUs (the ALU term): a core's four schedulers each issue one simdgroup instruction a clock, FP32 and
+# integer adds, multiplies, FMAs, compares and selects alike (metal-benchmarks "Instruction Throughputs": FFMA32,
+# FADD32, IADD32, ICMPSEL32 at 1 cycle on M1/A15; 4 FADD/FFMA/IADD32 mixed take 4.12 cycles, one pipeline): 128 lane
+# operations per core per clock, the peak `gpus.py` gives as fp32_flops / 2. Special functions run beside them
+# (Fast EXP2_32 + FMUL32 take 4.02 cycles) on a pipeline of their own: EXP2_32 and LOG2_32 at 4 cycles a simdgroup
+# instruction, RECIP32 (a division's reciprocal) 6, RSQRT32 and SQRT32 8. The bound takes the fastest, 4 cycles (32
+# lane operations per core per clock); the estimate the reciprocal's 6 (assumed for every generation: no later
+# measurement was found). Integer operations are not timed (docs/performance.md, "The model").
+ALU_LANES_PER_CORE_CLOCK = 128
+SPECIAL_CYCLES_BOUND = 4.0
+SPECIAL_CYCLES = 6.0
 
 
 # -- fitted (benchmarks/calibrate.py, training entries only) -------------------------------------------------------

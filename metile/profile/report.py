@@ -49,6 +49,9 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
         f"  simdgroup_matrix {_n(sum(t.simdgroup_loads.values()))} loads, {_n(sum(t.simdgroup_stores.values()))} "
         f"stores, {_n(sum(t.simdgroup_mma.values()))} multiply-accumulates = {_n(sum(t.flops.values()))} FLOPs",
     ]
+    if t.alu_operations or t.integer_operations or t.special_operations:
+        out.append(f"  arithmetic       {_n(t.alu_operations)} float, {_n(t.integer_operations)} integer, "
+                   f"{_n(t.special_operations)} special-function simdgroup operations (lane components)")
     if t.tensor_runs or t.cooperative_loads or t.cooperative_stores:
         types = ", ".join(f"{k} {_n(v)}" for k, v in {**t.tensor_flops, **{f"{k} (thread)": v for k, v in
                                                                              t.tensor_thread_flops.items()}}.items())

@@ -115,13 +115,13 @@ class KernelBuilder:
             flags.append("-gdwarf-4")
         inc = self.include_dir(sanitize)
         key = sha256_hex("kernel", FRONTEND_VERSION, self.header_digest, self.compiler.version_text,
-                         " ".join(flags), tr.cpp, str(source_dir or ""))
+                         " ".join(flags), tr.cpp_for(sanitize), str(source_dir or ""))
         out_dir = self.cache_dir / "kernels" / key[:2]
         out_dir.mkdir(parents=True, exist_ok=True)
         so = out_dir / f"{key[2:26]}{'-san' if sanitize else ''}{shared_library()[0]}"
         cpp = out_dir / f"{key[2:26]}.cpp"
         if not cpp.exists():
-            cpp.write_text(tr.cpp)
+            cpp.write_text(tr.cpp_for(sanitize))
         pch_use = []
         if not self.compiler.is_gcc and (inc / (HEADER + ".pch")).exists():
             pch_use = ["-include-pch", str(inc / (HEADER + ".pch"))]

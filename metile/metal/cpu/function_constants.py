@@ -19,6 +19,7 @@ Each specialisation of a library is its own C++ translation unit, so its constan
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -74,11 +75,15 @@ def prelude(table: ConstantTable, values: Mapping[str, object]) -> str:
 def specialize(tr, values: Mapping[str, object]):
     """The translation `tr` with the function constant values `values` (checked, by name)."""
     table: ConstantTable = tr.function_constants
-    head, rest = tr.cpp.split(PRELUDE_BEGIN, 1)
-    _, tail = rest.split(PRELUDE_END, 1)
-    cpp = head + prelude(table, values) + tail
+
+    def specialized(cpp: str) -> str:
+        head, rest = cpp.split(PRELUDE_BEGIN, 1)
+        _, tail = rest.split(PRELUDE_END, 1)
+        return head + prelude(table, values) + tail
+
     kernels = tuple(table.specialize_signature(k, values, tr.metal_name) for k in tr.kernels)
-    return attrs.evolve(tr, cpp=cpp, kernels=kernels)
+    instrument = functools.cache(lambda: specialized(tr.instrumented_cpp))   # the sanitizer build's text too
+    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrument=instrument)
 
 
 def literal(c: FunctionConstant, value) -> str:

@@ -27,15 +27,19 @@ the output's `#line` directives keep naming the user's files and lines.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 import attrs
 
 from metile.metal import function_constant_scan, function_constants
 from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.addrspace import address_space_edits
+from metile.metal.cpu.alu_counts import count_edits
 from metile.metal.cpu.arms import arm_edits
 from metile.metal.cpu.constant_space import clear_of
+from metile.metal.cpu.runtime_api import PROFILE_COUNTERS
 from metile.metal.cpu.toolchain import INCLUDE_DIR
 from metile.metal.errors import MSLCompileError, MSLUnsupportedError
 from metile.metal.msl_lex import LexError, Tok, Token, match_paren, rewrite_float_literal, split_top_level, tokenize
@@ -57,6 +61,7 @@ from metile.metal.msl_signature import (
 from metile.metal.msl_templates import TemplateSyntaxError, match_angle
 
 FRONTEND_VERSION = "2"
+COUNTERS = {name: n for n, name in enumerate(PROFILE_COUNTERS)}   # counter numbers for the instrumented text
 
 
 _UNSUPPORTED_HEADERS = {
@@ -81,6 +86,17 @@ class Translation:
     function_constants: function_constants.ConstantTable = function_constants.EMPTY
     line_map: LineMap | None = None   # where the lines of preprocessed text came from (None: `cpp` has `source`)
     cxx_standard: str = "c++17"       # c++20 for Metal 4 tensor ops (matmul2d takes a descriptor argument)
+    # the sanitizer build's text, made when first asked for (None: `cpp`)
+    instrument: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def instrumented_cpp(self) -> str:
+        """The instrumented build's text: `cpp` with each statement counting its arithmetic (alu_counts.py)."""
+        return self.instrument() if self.instrument is not None else self.cpp
+
+    def cpp_for(self, sanitize: bool) -> str:
+        """The text a build compiles: the instrumented one for the sanitizer's (and profiling's) build."""
+        return self.instrumented_cpp if sanitize else self.cpp
 
     def kernel(self, name: str) -> KernelSignature | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -162,8 +178,16 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
                        constants=fixed)
     body = _apply_edits(text, edits + clear_of(const_edits, edits))
     cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header, tensors), constants, {})
+
+    @functools.cache
+    def instrument() -> str:   # the instrumented build's text (alu_counts.py), made once, when a build asks for it
+        counts = count_edits(tokens, errors, directives, COUNTERS)
+        counted = _apply_edits(text, edits + counts + clear_of(const_edits, edits))
+        return cpu_function_constants.with_prelude(_assemble(counted, kernels, metal_name, header, tensors),
+                                                   constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
-                       function_constants=constants, line_map=line_map, cxx_standard="c++20" if tensors else "c++17")
+                       function_constants=constants, line_map=line_map, cxx_standard="c++20" if tensors else "c++17",
+                       instrument=instrument)
 
 
 def _uses_tensors(directives: list[Token], line_map: LineMap | None) -> bool:

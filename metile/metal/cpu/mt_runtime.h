@@ -164,7 +164,8 @@ void mt_prof_event(uint32_t kind, uint32_t dtype, uint32_t line);
  * `per_simdgroup` (every lane calls it; the lanes of one operation are told apart by the calling instruction), else
  * at each call. mt_prof_pause(1) stops counting the memory accesses of the calling thread until mt_prof_pause(0)
  * (a tensor op's inner loops, whose traffic the header counts once per operand element instead). Both do nothing
- * unless the threadgroup is profiled; the compatibility header calls them in instrumented builds only. */
+ * unless the threadgroup is profiled; the compatibility header, and before each statement the kernel text itself
+ * (alu_counts.py: the arithmetic counters), call them in instrumented builds only. */
 void mt_prof_count(uint32_t counter, uint64_t amount, int32_t per_simdgroup, uint32_t line);
 void mt_prof_pause(int32_t paused);
 
@@ -239,6 +240,9 @@ enum mt_prof_counter {
                                                                threadgroup at execution_simdgroups<N> */
     MT_PROF_COOP_LOADS = MT_PROF_TENSOR_RUNS + 3, /* cooperative tensor loads (once per simdgroup) */
     MT_PROF_COOP_STORES,                          /* cooperative tensor stores */
+    MT_PROF_ALU_FLOAT,           /* float ALU operations of the statements run, lane components (once per simdgroup) */
+    MT_PROF_ALU_INT,             /* integer ALU operations, the same way */
+    MT_PROF_ALU_SPECIAL,         /* special-function operations (exp2, log2, rsqrt, sin, a reciprocal...), the same */
     MT_PROF_COUNTERS
 };
 enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };
