@@ -111,13 +111,7 @@ def statement_io(stmt: ast.stmt) -> tuple[tuple[str, ...], tuple[str, ...]]:
             append(n.iter)
             todo += n.ifs
         elif cls is not _CONSTANT:
-            fields = _FIELDS.get(cls)
-            for field in fields if fields is not None else _fields(cls):
-                v = getattr(n, field, None)
-                if v.__class__ is list:
-                    todo += v
-                elif isinstance(v, ast.AST):
-                    append(v)
+            _add_children(n, todo)
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         reads[stmt.target.id] = None
     return tuple(reads), tuple(writes)
@@ -136,14 +130,19 @@ def reads_any(node: ast.AST, names) -> bool:
             if n.id in names:
                 return True
             continue
-        fields = _FIELDS.get(cls)
-        for field in fields if fields is not None else _fields(cls):
-            v = getattr(n, field, None)
-            if v.__class__ is list:
-                todo += v
-            elif isinstance(v, ast.AST):
-                todo.append(v)
+        _add_children(n, todo)
     return False
+
+
+def _add_children(n: ast.AST, todo: list) -> None:
+    """Append to `todo` the nodes in the fields of `n` that may hold names, in `ast.walk` order."""
+    fields = _FIELDS.get(n.__class__)
+    for field in fields if fields is not None else _fields(n.__class__):
+        v = getattr(n, field, None)
+        if v.__class__ is list:
+            todo += v
+        elif isinstance(v, ast.AST):
+            todo.append(v)
 
 
 def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
