@@ -52,6 +52,7 @@ from metile.rewrite.context import PassContext
 from metile.rewrite.distribute import matrix_dims
 from metile.rewrite.layouts import dot_accumulation
 from metile.rewrite.passes import Fact, define_pass
+from metile.rewrite.scan import Scan as KernelScan
 from metile.rewrite.scan import scan
 from metile.rewrite.staging import staging_pad
 
@@ -106,9 +107,11 @@ _COUNTED = frozenset({ConvertLayout, Reduce, ArgReduce, Scan, Gather, Dot, Binar
 class _Survey:
     """The scratch uses of a kernel (see the module docstring), from one walk of its statements."""
 
-    def __init__(self, k: Kernel, threads: int, limit: int, candidates: frozenset[Dot]):
+    def __init__(self, k: Kernel, threads: int, limit: int, candidates: frozenset[Dot], found: KernelScan):
         self.k, self.threads, self.limit, self.candidates = k, threads, limit, candidates
         self.layouts = k.schedule.layouts
+        self.facts = found.facts
+        self.converts = found.has(ConvertLayout)
         self.defs: dict[str, object] = {}
         self.uses: list[Need] = []
         self.own = 0   # bytes of the program's own arrays: the user's, and hoisted operands
@@ -155,6 +158,9 @@ class _Survey:
         carries (a product's result stays in its matrices); `heavy_only`: the definition of a recomputed tile, where
         only its products, reductions, scans and gathers are computed, with the conversions of their operands (the
         rest is evaluated where it is read)."""
+        if self.plain(roots):
+            self.uses.append(Need({}, ()))
+            return
         other: dict[DType, int] = {}
         planned: list[Dot] = []
         nodes, reads = self.nodes(roots)
@@ -203,6 +209,29 @@ class _Survey:
                     _add(other, v.type.dtype, v.type.size)
         self.uses.append(Need(other, tuple((d, self.chunked_reads(d), whole.get(d, {})) for d in planned)))
 
+    def plain(self, roots: list) -> bool:
+        """Whether `statement` finds nothing the values `roots` take in scratch, known from the kernel's scan without a
+        walk: no product, reduction, scan or gather in them (nor a conversion in the kernel), and no name they read is a
+        recomputed tile (whose definition the walk would visit) or a product's result held in matrices (read element
+        by element)."""
+        if self.converts:
+            return False
+        facts, layouts, defs = self.facts, self.layouts, self.defs
+        for r in roots:
+            if r is None:
+                continue
+            f = facts.get(id(r))
+            if f is None or f[2]:   # built after the scan, or heavy
+                return False
+            for name in f[1]:
+                lay = layouts.get(name)
+                if lay.__class__ is Fragments:
+                    return False
+                d = defs.get(name)
+                if d is not None and d.type.shape and (lay is None or lay.__class__ is Recomputed):
+                    return False
+        return True
+
     def chunked_reads(self, d: Dot) -> dict[DType, int]:
         """What staging `d`'s operands by chunks adds: each product result they read, copied out of its matrices."""
         out: dict[DType, int] = {}
@@ -230,16 +259,17 @@ class _Survey:
     def walk(self, roots: list, operand: bool) -> tuple[dict, dict]:
         """`nodes` of `roots` read as a product's operands (`operand`) or not, as dicts by id; the nodes of a recomputed
         name's definition are found once per kernel (`defined`) and added where the name is read."""
-        seen: set[tuple[int, bool]] = set()
+        seen: set[int] = set()   # 2 * id(node) + operand
         out: dict[int, object] = {}
         reads: dict[int, Var] = {}
         todo = [(r, operand) for r in roots if r is not None]
+        pop, add = todo.pop, seen.add
         while todo:
-            n, operand = todo.pop()
-            key = (id(n), operand)
+            n, operand = pop()
+            key = id(n) << 1 | operand
             if key in seen:
                 continue
-            seen.add(key)
+            add(key)
             cls = n.__class__
             if cls is Var:
                 if not n.type.shape:
@@ -386,8 +416,9 @@ def choose_chunks(k: Kernel, limit: int, threads: int, dots: list[Dot], analyses
         options = _chunks(d.a.type.shape[1])
         if options and _staged_bytes(d, how, None) > limit:   # k = 8 cannot be cut
             chunks[d] = next((kc for kc in options if _staged_bytes(d, how, kc) <= limit * 3 // 4), options[-1])
-    fixed = sum(n.size * n.dtype.itemsize for n in scan(k, analyses).of(SharedAlloc))
-    bound = _Bound(_Survey(k, threads, limit, frozenset(cands)), fixed)
+    found = scan(k, analyses)
+    fixed = sum(n.size * n.dtype.itemsize for n in found.of(SharedAlloc))
+    bound = _Bound(_Survey(k, threads, limit, frozenset(cands), found), fixed)
     if bound.bytes(chunks) <= limit:
         return chunks
     tried = dict(chunks)
