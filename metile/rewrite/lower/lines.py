@@ -10,7 +10,7 @@ reading both, or tiles that threads hold, and values other than the result itsel
 
 from __future__ import annotations
 
-from metile.ir.metal import Extract
+from metile.ir.metal import Builtin, Extract
 from metile.ir.node import Node, children, map_children
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For
@@ -117,18 +117,19 @@ def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
     holds: dict[int, bool] = {id(hole): True}
     path: list[Node] = []   # the nodes holding `hole`, each after those it holds
 
-    def has(n: Node) -> bool:
-        found = holds.get(id(n))
-        if found is None:
-            found = False
-            for c in (n.lhs, n.rhs) if n.__class__ is Binary or n.__class__ is Compare else children(n):
-                found = has(c) or found
-            holds[id(n)] = found
-            if found:
-                path.append(n)
+    def has(n: Node) -> bool:   # `n` (not met yet) holds `hole`; a child met already, or a leaf, is not entered
+        found = False
+        for c in (n.lhs, n.rhs) if n.__class__ is Binary or n.__class__ is Compare else children(n):
+            h = holds.get(id(c))
+            if h is None:
+                h = holds[id(c)] = False if c.__class__ in _LEAVES else has(c)
+            found = h or found
+        holds[id(n)] = found
+        if found:
+            path.append(n)
         return found
 
-    if not has(v):
+    if v is not hole and (v.__class__ in _LEAVES or not has(v)):
         return [v] * len(values)
     out = []
     for value in values:
@@ -151,6 +152,7 @@ def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
 
 
 _FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
+_LEAVES = frozenset({Const, Param, Var, Builtin})   # values without children (`hole`, a `Var`, is met first)
 
 
 def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:

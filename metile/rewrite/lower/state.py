@@ -136,7 +136,7 @@ class KernelState:
         self.parts = 0                          # regions it has taken so far
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}   # tiles this statement put in scratch
-        self.points: dict[tuple, Pt] = {}
+        self.points: dict[tuple, tuple] = {}    # `values.slot_pt`: by ids, (layout, thread index, point)
 
     def fresh(self, base: str) -> str:
         """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
@@ -230,6 +230,17 @@ class Block:
 
     def memo_put(self, key, value) -> None:
         self.memo[hash(key)] = (key, value)
+
+    def memo_get_at(self, key, h: int):
+        """`memo_get(key)` for a key hashed `h` by its maker (every look-up and entry of such keys hashing them the
+        same way), without hashing it again here."""
+        b = self
+        while b is not None:
+            found = b.memo.get(h)
+            if found is not None and (found[0] is key or found[0] == key):
+                return found[1]
+            b = b.parent
+        return None
 
     def emit(self, s: Stmt) -> None:
         self.out.append(s)

@@ -107,13 +107,13 @@ def raw_flat(blk: Block, layout: Blocked, slot: int | Value) -> Value:
 
 def slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
     """The element in `slot`; a run-time slot gives a point without a register key."""
-    fixed = isinstance(slot, int)
-    if fixed:  # the same few points are asked for by every statement
-        key = (layout, slot, shape, blk.group.tid)
+    if slot.__class__ is int:  # the same few points are asked for by every statement
+        tid = blk.group.tid   # the layout and the thread index by identity (kept with the point, and compared)
+        key = (id(layout), slot, shape, id(tid))
         found = blk.kernel.points.get(key)
-        if found is None:
-            found = blk.kernel.points[key] = make_slot_pt(blk, layout, slot, shape, True)
-        return found
+        if found is None or found[0] is not layout or found[1] is not tid:
+            found = blk.kernel.points[key] = (layout, tid, make_slot_pt(blk, layout, slot, shape, True))
+        return found[2]
     return make_slot_pt(blk, layout, slot, shape, False)
 
 
@@ -278,11 +278,16 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
             return rep.regs[pt.key[1]]
     if cls in FORWARDING:   # another tile's element, memoised there: nothing to memoise here
         return element_at(blk, v, pt)
-    key = (v, pt.key if pt.key is not None else pt.flat)
-    found = blk.memo_get(key)
+    # the key's hash from the nodes' cached ones (`hash(key)` would call back into Python for each)
+    held = pt.key
+    if held is not None:
+        key, h = (v, held), hash((v._h, hash(held)))
+    else:
+        key, h = (v, pt.flat), hash((v._h, pt.flat._h))
+    found = blk.memo_get_at(key, h)
     if found is None:
         found = element_at(blk, v, pt)
-        blk.memo_put(key, found)
+        blk.memo[h] = (key, found)
     return found
 
 
