@@ -338,8 +338,19 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt], a
     if not anywhere:
         return [V.at(blk, v, p) for p in pts]
     hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-    found = V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole))))
-    return LN.fill(found, hole, [mo.const(j) for j in range(len(pts))])
+    pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
+    offsets = [mo.const(j) for j in range(len(pts))]
+    while v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:   # a name of a pure expression
+        v = rep.expr
+    if v.__class__ is Binary and v.op is BinOp.AND and v.lhs.type.shape == v.rhs.type.shape == v.type.shape:
+        # `rows_ok[:, None] & cols_ok[None, :]`: a side the same along the row is one value for the whole run, and
+        # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
+        sides = [V.at(blk, x, pt) if 1 not in (LN.line_axes(blk, x) or (1,)) else None for x in (v.lhs, v.rhs)]
+        if sides != [None, None]:
+            lhs, rhs = (([x] * len(pts)) if x is not None else LN.fill(V.at(blk, side, pt), hole, offsets)
+                        for x, side in zip(sides, (v.lhs, v.rhs)))
+            return [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
+    return LN.fill(V.at(blk, v, pt), hole, offsets)
 
 
 def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:

@@ -233,9 +233,10 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
     found: Mma | None = None
     regs = False   # whether a tile held in registers is read too (gathered through scratch, behind barriers)
     todo = [(v, False) for v in roots if v is not None]
-    seen: set[tuple[Value, bool]] = set()
+    seen: set[int] = set()   # 2 * id(value) + moved (the values are alive in `roots`)
     while todo:
-        v, moved = item = todo.pop()
+        v, moved = todo.pop()
+        item = id(v) << 1 | moved
         if item in seen or not v.type.shape:
             continue
         seen.add(item)
