@@ -128,3 +128,53 @@ def test_a_product_over_one_step_of_k_is_not_chunked():
     x = np.zeros(1, np.float32)
     k = run(TILE_PIPELINE, tall_product.trace(x, x, x), verify_each=True)
     assert _chunks(k) == [None]
+
+
+
+@metile.kernel
+def product_beside_reductions(A, B, C, R, S, U, V, W, K: metile.constexpr):
+    """A product in a loop over k and statements around it, each of which takes scratch for one reason only: a
+    reduction of a loaded vector (a heavy value), a tile read through a recomputed name of the product's result, the
+    product's result read beside a tile held in registers (written by addresses made from scalars alone); and
+    statements that take none (the scalars, the stores of tiles loaded and scaled)."""
+    r, c, kk = metile.arange(0, 32), metile.arange(0, 32), metile.arange(0, 16)
+    acc = metile.zeros((32, 32), dtype="f32")
+    for k0 in metile.tile_range(0, K, 16):
+        a = metile.load(A + r[:, None] * K + (k0 + kk)[None, :], mask=(k0 + kk)[None, :] < K)
+        b = metile.load(B + (k0 + kk)[:, None] * 32 + c[None, :], mask=(k0 + kk)[:, None] < K)
+        acc = metile.dot(a, b, acc)
+    total = metile.sum(metile.load(V + r))
+    scaled = acc * total
+    metile.store(S + r, metile.sum(scaled, axis=1))
+    metile.store(R + r, metile.max(acc, axis=1))
+    metile.store(U + r[:, None] * 32 + c[None, :], scaled + metile.load(W + r[:, None] * 32 + c[None, :]))
+    w = metile.tile_load(W, 0, 0, 32, (32, 32))
+    metile.tile_store(W, 0, 0, 32, w * 2.0, (32, 32))
+    metile.tile_store(C, 0, 0, 32, acc + w, (32, 32))
+
+
+@pytest.mark.parametrize("case", ["big_product", "product_beside_reductions"])
+def test_statements_skipped_by_the_scan_take_what_the_walk_finds(case, monkeypatch):
+    """The survey gives a statement whose values the kernel's scan shows hold nothing that takes scratch an empty use
+    without walking it (`_Survey.plain`); with that shortcut turned off, every statement walked, the uses found
+    (and so the chunks chosen from them) are the same."""
+    from metile.rewrite import staging_plan as sp
+
+    f16, f32 = np.zeros(1, np.float16), np.zeros(1, np.float32)
+    kernel = {"big_product": lambda: big_product.trace(f16, f16, f32),
+              "product_beside_reductions": lambda: product_beside_reductions.trace(*[f32] * 8, K=64)}[case]
+    k = run(TILE_PIPELINE[:-1], kernel())
+    found, dots = scan(k), scan(k).of(Dot)
+    cands = frozenset(sp._candidates(k, dots, sp._pipelined(k)))
+
+    def uses():
+        survey = sp._Survey(k, k.plan.threads, 32768, cands, found)
+        return [(u.other, u.planned) for u in survey.uses], survey.own
+
+    skipped = []
+    plain = sp._Survey.plain
+    monkeypatch.setattr(sp._Survey, "plain", lambda self, roots: skipped.append(plain(self, roots)) or skipped[-1])
+    shortcut = uses()
+    assert any(skipped) and not all(skipped)   # the kernel has statements of both kinds
+    monkeypatch.setattr(sp._Survey, "plain", lambda self, roots: False)
+    assert shortcut == uses()
