@@ -109,7 +109,7 @@ class _Survey:
 
     def __init__(self, k: Kernel, threads: int, limit: int, candidates: frozenset[Dot], found: KernelScan):
         self.k, self.threads, self.limit, self.candidates = k, threads, limit, candidates
-        self.layouts = k.schedule.layouts
+        self.layouts = dict(k.schedule.layouts.items())   # read for every name met: a dict reads faster than a PMap
         self.facts = found.facts
         self.converts = found.has(ConvertLayout)
         self.defs: dict[str, object] = {}
