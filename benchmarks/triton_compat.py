@@ -5,11 +5,18 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
 - first call: the first forward and backward in a fresh process; on metile it compiles every kernel the op
   launches (trace, passes, MSL, the CPU device's C++ build) with an empty kernel cache (the CPU device's runtime
   library and headers are built beforehand, once); "compile" is the first call less the steady-state time;
-- steady: the median of later calls (at least 3, and more within about a second).
+- steady: the median of later calls (at least 3, and more within about a second);
+- kernels: the part of each call spent inside Triton kernel launches (`kernel[grid](...)`, outermost only: on metile
+  the binding, the copies into and out of the CPU device's guarded memory and the dispatch; in the interpreter its
+  copies of the tensors and the interpreted program), its median over the steady calls. The rest is the op's host
+  code (Liger's torch operations, autograd), the same on both sides;
+- compile per kernel (metile): the time of each specialization's compile in the first call (trace, passes, MSL, the
+  C++ build), its median and maximum per op and over every op.
 Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) imports Liger and
 launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
-print medians in milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are
-empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
+print medians in milliseconds and the speed-ups interpreter / metile and torch / metile (above 1: metile is faster);
+the interpreter's cells are empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core
+machine vary by some 10-20 %.
 
 Every way's process runs with OMP_WAIT_POLICY=PASSIVE (unless the environment sets it): torch's OpenMP threads (GNU
 libgomp in torch's wheels) otherwise spin for a while after each parallel region of the torch operations in the host
@@ -172,20 +179,66 @@ def _ops():
     }
 
 
-def _step(fn, inputs) -> float:
-    """One forward and backward (a forward alone when nothing needs a gradient), its wall time in seconds."""
+class _Clock:
+    """Time spent inside Triton kernel launches (`kernel[grid](...)`, an autotuner's or heuristics' launch included),
+    outermost launch only: metile.triton's `JITFunction.run` (binding, copies to and from the CPU device's guarded
+    memory, the dispatch) or the interpreter's `InterpretedFunction.run` (its copies of the tensors and the
+    interpreted program); and, on metile, the time of each compile (`Launcher._launch`: trace, passes, MSL, the C++
+    build) by kernel name."""
+
+    def __init__(self):
+        self.kernels = 0.0
+        self.depth = 0
+        self.compiles: list[tuple[str, float]] = []
+
+    def wrap_run(self, cls) -> None:
+        run = cls.run
+
+        def timed(fn_self, *args, **kwargs):
+            if self.depth:
+                return run(fn_self, *args, **kwargs)
+            self.depth += 1
+            start = time.perf_counter()
+            try:
+                return run(fn_self, *args, **kwargs)
+            finally:
+                self.kernels += time.perf_counter() - start
+                self.depth -= 1
+
+        cls.run = timed
+
+    def wrap_compile(self, cls) -> None:
+        launch = cls._launch
+
+        def timed(launcher, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return launch(launcher, *args, **kwargs)
+            finally:
+                self.compiles.append((launcher.kernel.fn.__name__, time.perf_counter() - start))
+
+        cls._launch = timed
+
+
+CLOCK = _Clock()
+
+
+def _step(fn, inputs) -> tuple[float, float]:
+    """One forward and backward (a forward alone when nothing needs a gradient): its wall time in seconds, and the
+    part of it spent inside Triton kernel launches (`CLOCK`)."""
     import torch
 
     for t in inputs:
         if isinstance(t, torch.Tensor):
             t.grad = None
+    CLOCK.kernels = 0.0
     start = time.perf_counter()
     out = fn(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     if any(o.requires_grad for o in outs):
         torch.autograd.backward([o for o in outs if o.requires_grad],
                                 [torch.ones_like(o) for o in outs if o.requires_grad])
-    return time.perf_counter() - start
+    return time.perf_counter() - start, CLOCK.kernels
 
 
 def _warm_up(way: str) -> None:
@@ -210,6 +263,19 @@ def _warm_up(way: str) -> None:
     scale[(1,)](x.detach(), torch.empty(8), 8, BLOCK=8)
 
 
+def _install_clock(way: str) -> None:
+    if way == "metile":
+        import importlib
+
+        # the modules (`metile.kernel` and `metile.triton.jit` are also the names of functions)
+        CLOCK.wrap_run(importlib.import_module("metile.triton.jit").JITFunction)
+        CLOCK.wrap_compile(importlib.import_module("metile.kernel").Launcher)
+    elif way == "interpreter":
+        import triton.runtime.interpreter
+
+        CLOCK.wrap_run(triton.runtime.interpreter.InterpretedFunction)
+
+
 def measure(way: str, names: list[str], budget: float) -> None:
     """In this process (set up for `way`), time each op and print one JSON line per op."""
     if way == "metile":
@@ -218,6 +284,7 @@ def measure(way: str, names: list[str], budget: float) -> None:
         metile.triton.install()
     import torch
 
+    _install_clock(way)
     _warm_up(way)
     ops = _ops()
     for name in names:
@@ -227,12 +294,15 @@ def measure(way: str, names: list[str], budget: float) -> None:
         fn = torch_call if way == "torch" else liger_call
         row = {"op": name}
         try:
-            row["first"] = _step(fn, inputs)
+            CLOCK.compiles.clear()
+            row["first"], row["first_kernels"] = _step(fn, inputs)
+            row["compiles"] = list(CLOCK.compiles)
             times, spent = [], 0.0
             while len(times) < 3 or (spent < budget and len(times) < 200):
                 times.append(_step(fn, inputs))
-                spent += times[-1]
-            row["steady"] = statistics.median(times)
+                spent += times[-1][0]
+            row["steady"] = statistics.median(t for t, _ in times)
+            row["kernels"] = statistics.median(k for _, k in times)
             row["reps"] = len(times)
         except Exception as e:   # a way that cannot run an op: its cell stays empty
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -272,18 +342,35 @@ def _ratio(a: dict | None, b: dict | None, key: str) -> str:
 def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     m, i, t = (results[w] for w in WAYS)
     print("\nfirst call (ms): one forward and backward in a fresh process; metile compiles every kernel of the op")
-    print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+    print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9}")
     for n in names:
         mr = m.get(n)
         comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"   # < 0: noise
         print(f"{n:30} {_ms(mr, 'first')} {comp} {_ms(i.get(n), 'first')} {_ms(t.get(n), 'first')} "
-              f"{_ratio(mr, i.get(n), 'first')} {_ratio(mr, t.get(n), 'first')}")
-    print("\nsteady state (ms): median of later forward and backward calls")
-    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+              f"{_ratio(i.get(n), mr, 'first')} {_ratio(t.get(n), mr, 'first')}")
+    print("\nfirst compile per kernel on metile (ms): each specialization the op's first call compiles (trace, passes, "
+          "MSL, C++ build)")
+    print(f"{'op':30} {'kernels':>9} {'median':>9} {'max':>9}  slowest")
+    every = []
     for n in names:
-        mr = m.get(n)
-        print(f"{n:30} {_ms(mr, 'steady')} {_ms(i.get(n), 'steady')} {_ms(t.get(n), 'steady')} "
-              f"{_ratio(mr, i.get(n), 'steady')} {_ratio(mr, t.get(n), 'steady')}")
+        compiles = (m.get(n) or {}).get("compiles") or []
+        if not compiles:
+            continue
+        secs = [c for _, c in compiles]
+        every += secs
+        slowest = max(compiles, key=lambda c: c[1])[0]
+        print(f"{n:30} {len(secs):9d} {1e3 * statistics.median(secs):9.1f} {1e3 * max(secs):9.1f}  {slowest}")
+    if every:
+        print(f"{'every kernel':30} {len(every):9d} {1e3 * statistics.median(every):9.1f} {1e3 * max(every):9.1f}")
+    print("\nsteady state (ms): median of later forward and backward calls; end to end, and the part inside Triton "
+          "kernel launches (kernels)")
+    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}")
+    for n in names:
+        mr, ir = m.get(n), i.get(n)
+        print(f"{n:30} {_ms(mr, 'steady')} {_ms(ir, 'steady')} {_ms(t.get(n), 'steady')} "
+              f"{_ratio(ir, mr, 'steady')} {_ratio(t.get(n), mr, 'steady')} "
+              f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')}")
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):
