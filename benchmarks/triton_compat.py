@@ -12,11 +12,14 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
   code (Liger's torch operations, autograd), the same on both sides;
 - compile per kernel (metile): the time of each specialization's compile in the first call (trace, passes, MSL, the
   C++ build), its median and maximum per op and over every op.
-Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) imports Liger and
+The three ways run in three processes at once, taking turns op by op (metile, the interpreter, torch for one op, then
+the next op), so that the figures of one op are taken within seconds of each other: on a machine shared with other
+work, a load that comes and goes then moves the three alike instead of one way's whole run.
+Each way's process first runs torch's autograd once and (Triton ways) imports Liger and
 launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
 print medians in milliseconds and the speed-ups interpreter / metile and torch / metile (above 1: metile is faster);
-the interpreter's cells are empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core
-machine vary by some 10-20 %.
+the interpreter's cells are empty for ops it cannot run (the reason is printed below); "load" is the machine's
+load average when metile's turn at the op began. Figures of a shared 2-core machine vary by some 10-20 %.
 
 Every way's process runs with OMP_WAIT_POLICY=PASSIVE (unless the environment sets it): torch's OpenMP threads (GNU
 libgomp in torch's wheels) otherwise spin for a while after each parallel region of the torch operations in the host
@@ -208,16 +211,31 @@ class _Clock:
         cls.run = timed
 
     def wrap_compile(self, cls) -> None:
-        launch = cls._launch
+        """Time `cls._trace` and `cls._compile` (metile's `JITKernel`), counting only the calls that trace or compile
+        a new specialization: each compile is recorded with the trace of its kernel just before it."""
+        trace, compile_ = cls._trace, cls._compile
+        pending: dict[int, float] = {}
 
-        def timed(launcher, *args, **kwargs):
+        def timed_trace(kernel, spec, *args, **kwargs):
+            new = spec[0] not in kernel._cache
             start = time.perf_counter()
             try:
-                return launch(launcher, *args, **kwargs)
+                return trace(kernel, spec, *args, **kwargs)
             finally:
-                self.compiles.append((launcher.kernel.fn.__name__, time.perf_counter() - start))
+                if new:
+                    pending[id(kernel)] = pending.get(id(kernel), 0.0) + time.perf_counter() - start
 
-        cls._launch = timed
+        def timed_compile(kernel, *args, **kwargs):
+            before = len(kernel._compiled)
+            start = time.perf_counter()
+            try:
+                return compile_(kernel, *args, **kwargs)
+            finally:
+                if len(kernel._compiled) > before:
+                    took = time.perf_counter() - start + pending.pop(id(kernel), 0.0)
+                    self.compiles.append((kernel.fn.__name__, took))
+
+        cls._trace, cls._compile = timed_trace, timed_compile
 
 
 CLOCK = _Clock()
@@ -269,15 +287,15 @@ def _install_clock(way: str) -> None:
 
         # the modules (`metile.kernel` and `metile.triton.jit` are also the names of functions)
         CLOCK.wrap_run(importlib.import_module("metile.triton.jit").JITFunction)
-        CLOCK.wrap_compile(importlib.import_module("metile.kernel").Launcher)
+        CLOCK.wrap_compile(importlib.import_module("metile.kernel").JITKernel)
     elif way == "interpreter":
         import triton.runtime.interpreter
 
         CLOCK.wrap_run(triton.runtime.interpreter.InterpretedFunction)
 
 
-def measure(way: str, names: list[str], budget: float) -> None:
-    """In this process (set up for `way`), time each op and print one JSON line per op."""
+def measure(way: str, budget: float) -> None:
+    """In this process (set up for `way`), time each op named on a line of stdin and print one JSON line for it."""
     if way == "metile":
         import metile.triton
 
@@ -287,12 +305,14 @@ def measure(way: str, names: list[str], budget: float) -> None:
     _install_clock(way)
     _warm_up(way)
     ops = _ops()
-    for name in names:
+    print(json.dumps({"ready": way}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
         make, liger_call, torch_call = ops[name]
         torch.manual_seed(0)
         inputs = make()
         fn = torch_call if way == "torch" else liger_call
-        row = {"op": name}
+        row = {"op": name, "load": os.getloadavg()[0]}
         try:
             CLOCK.compiles.clear()
             row["first"], row["first_kernels"] = _step(fn, inputs)
@@ -306,10 +326,12 @@ def measure(way: str, names: list[str], budget: float) -> None:
             row["reps"] = len(times)
         except Exception as e:   # a way that cannot run an op: its cell stays empty
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        del inputs
         print(json.dumps(row), flush=True)
 
 
-def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, dict]:
+def start_way(way: str, cache: str, budget: float) -> subprocess.Popen:
+    """The process of `way`, warmed up and waiting for op names on its stdin."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the module docstring
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -319,16 +341,36 @@ def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, 
         subprocess.run([sys.executable, "-c", "import metile; metile.device('cpu')"], env=env, check=True)
     elif way == "interpreter":
         env["TRITON_INTERPRET"] = "1"
-    done = subprocess.run([sys.executable, __file__, "--way", way, "--ops", ",".join(names), "--budget",
-                           str(budget)], env=env, capture_output=True, text=True)
-    rows = {}
-    for line in done.stdout.splitlines():
+    proc = subprocess.Popen([sys.executable, __file__, "--way", way, "--budget", str(budget)], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    _row(proc, way)   # ready
+    return proc
+
+
+def _row(proc: subprocess.Popen, way: str) -> dict:
+    """The next JSON line `proc` prints (its other lines skipped)."""
+    for line in proc.stdout:
         if line.startswith("{"):
-            row = json.loads(line)
-            rows[row["op"]] = row
-    if done.returncode != 0 and not rows:
-        raise SystemExit(f"the {way} process failed:\n{done.stderr[-3000:]}")
-    return rows
+            return json.loads(line)
+    raise SystemExit(f"the {way} process ended (exit status {proc.wait()}); its error is above")
+
+
+def run_ways(names: list[str], cache: str, budget: float) -> dict[str, dict[str, dict]]:
+    """Each op measured by the three ways in turn (see the module docstring)."""
+    procs = {way: start_way(way, cache, budget) for way in WAYS}
+    results: dict[str, dict[str, dict]] = {way: {} for way in WAYS}
+    try:
+        for name in names:
+            for way, proc in procs.items():
+                proc.stdin.write(name + "\n")
+                proc.stdin.flush()
+                results[way][name] = _row(proc, way)
+            print(f"measured {name}", file=sys.stderr, flush=True)
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    return results
 
 
 def _ms(row: dict | None, key: str) -> str:
@@ -365,12 +407,13 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     print("\nsteady state (ms): median of later forward and backward calls; end to end, and the part inside Triton "
           "kernel launches (kernels)")
     print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
-          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}")
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9} {'load':>5}")
     for n in names:
         mr, ir = m.get(n), i.get(n)
         print(f"{n:30} {_ms(mr, 'steady')} {_ms(ir, 'steady')} {_ms(t.get(n), 'steady')} "
               f"{_ratio(ir, mr, 'steady')} {_ratio(t.get(n), mr, 'steady')} "
-              f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')}")
+              f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')} "
+              f"{(mr or {}).get('load', float('nan')):5.1f}")
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):
@@ -384,7 +427,7 @@ def main() -> None:
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)   # the subprocess of one way
     args = parser.parse_args()
     if args.way:
-        measure(args.way, args.ops.split(","), args.budget)
+        measure(args.way, args.budget)
         return
     import importlib.util
 
@@ -395,7 +438,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown op {', '.join(map(repr, unknown))}: the ops are {', '.join(map(repr, _ops()))}")
     with tempfile.TemporaryDirectory() as cache:
-        results = {way: run_way(way, names, args.budget, cache) for way in WAYS}
+        results = run_ways(names, cache, args.budget)
     report(results, names)
 
 
