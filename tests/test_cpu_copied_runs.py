@@ -133,9 +133,9 @@ def test_strided_tensors_and_numpy_arrays_run_the_general_way():
     np.testing.assert_allclose(out, 2 * x + y, rtol=1e-6)
 
 
-def test_device_memory_taken_back_makes_the_launch_run_the_general_way(monkeypatch):
+def test_device_memory_taken_back_makes_the_launch_run_the_general_way(monkeypatch, binds):
     """The device keeps at most `COPIED_BYTES` of copies; a launch whose copies were retired runs the general way
-    (and arms them again)."""
+    and arms them again, and its results are right either way."""
     monkeypatch.setattr(dispatch, "COPIED_BYTES", 4 * N * 4)
     import metile.metal.cpu.device as device_module
 
@@ -153,6 +153,12 @@ def test_device_memory_taken_back_makes_the_launch_run_the_general_way(monkeypat
         z = torch.zeros(N)
         scaled[(3,)](x, z, N, float(k), BLOCK=128)
         torch.testing.assert_close(z, k * x)
+    binds.clear()
+    for k in range(3):   # one kernel alone: armed again once, then the repeated way
+        x, y, out = torch.randn(N), torch.randn(N), torch.zeros(N)
+        launch(x, y, out, a=float(k))
+        torch.testing.assert_close(out, k * x + y)
+    assert len(binds) == 1
 
 
 def test_a_launch_of_metile_kernel_takes_the_repeated_way_too(binds):
