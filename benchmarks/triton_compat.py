@@ -5,11 +5,21 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
 - first call: the first forward and backward in a fresh process; on metile it compiles every kernel the op
   launches (trace, passes, MSL, the CPU device's C++ build) with an empty kernel cache (the CPU device's runtime
   library and headers are built beforehand, once); "compile" is the first call less the steady-state time;
-- steady: the median of later calls (at least 3, and more within about a second).
-Each way runs in its own subprocess, which first runs torch's autograd once and (Triton ways) imports Liger and
+- steady: the median of later calls (at least 3, and more within about a second);
+- kernels: the part of each call spent inside Triton kernel launches (`kernel[grid](...)`, outermost only: on metile
+  the binding, the copies into and out of the CPU device's guarded memory and the dispatch; in the interpreter its
+  copies of the tensors and the interpreted program), its median over the steady calls. The rest is the op's host
+  code (Liger's torch operations, autograd), the same on both sides;
+- compile per kernel (metile): the time of each specialization's compile in the first call (trace, passes, MSL, the
+  C++ build), its median and maximum per op and over every op.
+The three ways run in three processes at once, taking turns op by op (metile, the interpreter, torch for one op, then
+the next op), so that the figures of one op are taken within seconds of each other: on a machine shared with other
+work, a load that comes and goes then moves the three alike instead of one way's whole run.
+Each way's process first runs torch's autograd once and (Triton ways) imports Liger and
 launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
-print medians in milliseconds and the ratios metile / interpreter and metile / torch; the interpreter's cells are
-empty for ops it cannot run (the reason is printed below). Figures of a shared 2-core machine vary by some 10-20 %.
+print medians in milliseconds and the speed-ups interpreter / metile and torch / metile (above 1: metile is faster);
+the interpreter's cells are empty for ops it cannot run (the reason is printed below); "load" is the machine's
+load average when metile's turn at the op began. Figures of a shared 2-core machine vary by some 10-20 %.
 
 Every way's process runs with OMP_WAIT_POLICY=PASSIVE (unless the environment sets it): torch's OpenMP threads (GNU
 libgomp in torch's wheels) otherwise spin for a while after each parallel region of the torch operations in the host
@@ -172,20 +182,81 @@ def _ops():
     }
 
 
-def _step(fn, inputs) -> float:
-    """One forward and backward (a forward alone when nothing needs a gradient), its wall time in seconds."""
+class _Clock:
+    """Time spent inside Triton kernel launches (`kernel[grid](...)`, an autotuner's or heuristics' launch included),
+    outermost launch only: metile.triton's `JITFunction.run` (binding, copies to and from the CPU device's guarded
+    memory, the dispatch) or the interpreter's `InterpretedFunction.run` (its copies of the tensors and the
+    interpreted program); and, on metile, the time of each compile (`Launcher._launch`: trace, passes, MSL, the C++
+    build) by kernel name."""
+
+    def __init__(self):
+        self.kernels = 0.0
+        self.depth = 0
+        self.compiles: list[tuple[str, float]] = []
+
+    def wrap_run(self, cls) -> None:
+        run = cls.run
+
+        def timed(fn_self, *args, **kwargs):
+            if self.depth:
+                return run(fn_self, *args, **kwargs)
+            self.depth += 1
+            start = time.perf_counter()
+            try:
+                return run(fn_self, *args, **kwargs)
+            finally:
+                self.kernels += time.perf_counter() - start
+                self.depth -= 1
+
+        cls.run = timed
+
+    def wrap_compile(self, cls) -> None:
+        """Time `cls._trace` and `cls._compile` (metile's `JITKernel`), counting only the calls that trace or compile
+        a new specialization: each compile is recorded with the trace of its kernel just before it."""
+        trace, compile_ = cls._trace, cls._compile
+        pending: dict[int, float] = {}
+
+        def timed_trace(kernel, spec, *args, **kwargs):
+            new = spec[0] not in kernel._cache
+            start = time.perf_counter()
+            try:
+                return trace(kernel, spec, *args, **kwargs)
+            finally:
+                if new:
+                    pending[id(kernel)] = pending.get(id(kernel), 0.0) + time.perf_counter() - start
+
+        def timed_compile(kernel, *args, **kwargs):
+            before = len(kernel._compiled)
+            start = time.perf_counter()
+            try:
+                return compile_(kernel, *args, **kwargs)
+            finally:
+                if len(kernel._compiled) > before:
+                    took = time.perf_counter() - start + pending.pop(id(kernel), 0.0)
+                    self.compiles.append((kernel.fn.__name__, took))
+
+        cls._trace, cls._compile = timed_trace, timed_compile
+
+
+CLOCK = _Clock()
+
+
+def _step(fn, inputs) -> tuple[float, float]:
+    """One forward and backward (a forward alone when nothing needs a gradient): its wall time in seconds, and the
+    part of it spent inside Triton kernel launches (`CLOCK`)."""
     import torch
 
     for t in inputs:
         if isinstance(t, torch.Tensor):
             t.grad = None
+    CLOCK.kernels = 0.0
     start = time.perf_counter()
     out = fn(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     if any(o.requires_grad for o in outs):
         torch.autograd.backward([o for o in outs if o.requires_grad],
                                 [torch.ones_like(o) for o in outs if o.requires_grad])
-    return time.perf_counter() - start
+    return time.perf_counter() - start, CLOCK.kernels
 
 
 def _warm_up(way: str) -> None:
@@ -210,36 +281,57 @@ def _warm_up(way: str) -> None:
     scale[(1,)](x.detach(), torch.empty(8), 8, BLOCK=8)
 
 
-def measure(way: str, names: list[str], budget: float) -> None:
-    """In this process (set up for `way`), time each op and print one JSON line per op."""
+def _install_clock(way: str) -> None:
+    if way == "metile":
+        import importlib
+
+        # the modules (`metile.kernel` and `metile.triton.jit` are also the names of functions)
+        CLOCK.wrap_run(importlib.import_module("metile.triton.jit").JITFunction)
+        CLOCK.wrap_compile(importlib.import_module("metile.kernel").JITKernel)
+    elif way == "interpreter":
+        import triton.runtime.interpreter
+
+        CLOCK.wrap_run(triton.runtime.interpreter.InterpretedFunction)
+
+
+def measure(way: str, budget: float) -> None:
+    """In this process (set up for `way`), time each op named on a line of stdin and print one JSON line for it."""
     if way == "metile":
         import metile.triton
 
         metile.triton.install()
     import torch
 
+    _install_clock(way)
     _warm_up(way)
     ops = _ops()
-    for name in names:
+    print(json.dumps({"ready": way}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
         make, liger_call, torch_call = ops[name]
         torch.manual_seed(0)
         inputs = make()
         fn = torch_call if way == "torch" else liger_call
-        row = {"op": name}
+        row = {"op": name, "load": os.getloadavg()[0]}
         try:
-            row["first"] = _step(fn, inputs)
+            CLOCK.compiles.clear()
+            row["first"], row["first_kernels"] = _step(fn, inputs)
+            row["compiles"] = list(CLOCK.compiles)
             times, spent = [], 0.0
             while len(times) < 3 or (spent < budget and len(times) < 200):
                 times.append(_step(fn, inputs))
-                spent += times[-1]
-            row["steady"] = statistics.median(times)
+                spent += times[-1][0]
+            row["steady"] = statistics.median(t for t, _ in times)
+            row["kernels"] = statistics.median(k for _, k in times)
             row["reps"] = len(times)
         except Exception as e:   # a way that cannot run an op: its cell stays empty
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        del inputs
         print(json.dumps(row), flush=True)
 
 
-def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, dict]:
+def start_way(way: str, cache: str, budget: float) -> subprocess.Popen:
+    """The process of `way`, warmed up and waiting for op names on its stdin."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the module docstring
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -249,16 +341,36 @@ def run_way(way: str, names: list[str], budget: float, cache: str) -> dict[str, 
         subprocess.run([sys.executable, "-c", "import metile; metile.device('cpu')"], env=env, check=True)
     elif way == "interpreter":
         env["TRITON_INTERPRET"] = "1"
-    done = subprocess.run([sys.executable, __file__, "--way", way, "--ops", ",".join(names), "--budget",
-                           str(budget)], env=env, capture_output=True, text=True)
-    rows = {}
-    for line in done.stdout.splitlines():
+    proc = subprocess.Popen([sys.executable, __file__, "--way", way, "--budget", str(budget)], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    _row(proc, way)   # ready
+    return proc
+
+
+def _row(proc: subprocess.Popen, way: str) -> dict:
+    """The next JSON line `proc` prints (its other lines skipped)."""
+    for line in proc.stdout:
         if line.startswith("{"):
-            row = json.loads(line)
-            rows[row["op"]] = row
-    if done.returncode != 0 and not rows:
-        raise SystemExit(f"the {way} process failed:\n{done.stderr[-3000:]}")
-    return rows
+            return json.loads(line)
+    raise SystemExit(f"the {way} process ended (exit status {proc.wait()}); its error is above")
+
+
+def run_ways(names: list[str], cache: str, budget: float) -> dict[str, dict[str, dict]]:
+    """Each op measured by the three ways in turn (see the module docstring)."""
+    procs = {way: start_way(way, cache, budget) for way in WAYS}
+    results: dict[str, dict[str, dict]] = {way: {} for way in WAYS}
+    try:
+        for name in names:
+            for way, proc in procs.items():
+                proc.stdin.write(name + "\n")
+                proc.stdin.flush()
+                results[way][name] = _row(proc, way)
+            print(f"measured {name}", file=sys.stderr, flush=True)
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    return results
 
 
 def _ms(row: dict | None, key: str) -> str:
@@ -272,18 +384,36 @@ def _ratio(a: dict | None, b: dict | None, key: str) -> str:
 def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     m, i, t = (results[w] for w in WAYS)
     print("\nfirst call (ms): one forward and backward in a fresh process; metile compiles every kernel of the op")
-    print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+    print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9}")
     for n in names:
         mr = m.get(n)
         comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"   # < 0: noise
         print(f"{n:30} {_ms(mr, 'first')} {comp} {_ms(i.get(n), 'first')} {_ms(t.get(n), 'first')} "
-              f"{_ratio(mr, i.get(n), 'first')} {_ratio(mr, t.get(n), 'first')}")
-    print("\nsteady state (ms): median of later forward and backward calls")
-    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'m/interp':>9} {'m/torch':>9}")
+              f"{_ratio(i.get(n), mr, 'first')} {_ratio(t.get(n), mr, 'first')}")
+    print("\nfirst compile per kernel on metile (ms): each specialization the op's first call compiles (trace, passes, "
+          "MSL, C++ build)")
+    print(f"{'op':30} {'kernels':>9} {'median':>9} {'max':>9}  slowest")
+    every = []
     for n in names:
-        mr = m.get(n)
-        print(f"{n:30} {_ms(mr, 'steady')} {_ms(i.get(n), 'steady')} {_ms(t.get(n), 'steady')} "
-              f"{_ratio(mr, i.get(n), 'steady')} {_ratio(mr, t.get(n), 'steady')}")
+        compiles = (m.get(n) or {}).get("compiles") or []
+        if not compiles:
+            continue
+        secs = [c for _, c in compiles]
+        every += secs
+        slowest = max(compiles, key=lambda c: c[1])[0]
+        print(f"{n:30} {len(secs):9d} {1e3 * statistics.median(secs):9.1f} {1e3 * max(secs):9.1f}  {slowest}")
+    if every:
+        print(f"{'every kernel':30} {len(every):9d} {1e3 * statistics.median(every):9.1f} {1e3 * max(every):9.1f}")
+    print("\nsteady state (ms): median of later forward and backward calls; end to end, and the part inside Triton "
+          "kernel launches (kernels)")
+    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9} {'load':>5}")
+    for n in names:
+        mr, ir = m.get(n), i.get(n)
+        print(f"{n:30} {_ms(mr, 'steady')} {_ms(ir, 'steady')} {_ms(t.get(n), 'steady')} "
+              f"{_ratio(ir, mr, 'steady')} {_ratio(t.get(n), mr, 'steady')} "
+              f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')} "
+              f"{(mr or {}).get('load', float('nan')):5.1f}")
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):
@@ -297,7 +427,7 @@ def main() -> None:
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)   # the subprocess of one way
     args = parser.parse_args()
     if args.way:
-        measure(args.way, args.ops.split(","), args.budget)
+        measure(args.way, args.budget)
         return
     import importlib.util
 
@@ -308,7 +438,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown op {', '.join(map(repr, unknown))}: the ops are {', '.join(map(repr, _ops()))}")
     with tempfile.TemporaryDirectory() as cache:
-        results = {way: run_way(way, names, args.budget, cache) for way in WAYS}
+        results = run_ways(names, cache, args.budget)
     report(results, names)
 
 

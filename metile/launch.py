@@ -10,12 +10,15 @@ parameter is not `const` in the kernel's signature, which the compiled kernel's 
 copies such arrays into guarded memory unless told to bind them in place (the launch option `in_place=True`, or the
 device's `in_place_arrays` setting; see `metile.metal.cpu.dispatch`); a launch bound so whose arrays are all torch
 tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
-(`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`); any
-other call takes the general way. A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from
-the artifact's map of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a
-`KernelArgumentError` at its parameter, as is an array of another library in Metal memory that a 16-bit atomic writes
-and that does not start 4-byte aligned in its buffer (`metile.emit.atomics` counts the element's 32-bit word from the
-start of its array).
+(`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`). A
+launch copied so (the default) whose arrays are all torch tensors arms a `CopiedRuns` likewise: later calls whose
+tensors are C-contiguous, of the same sizes and share no byte copy them into the guarded device memory of that dispatch
+and the written ones back (`Launch.recopy`), without binding them again; when the device takes that memory back, a
+later call arms another (a launch whose dispatch cannot be kept so stops trying after 3). Any other call takes the
+general way. A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from the artifact's map
+of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a `KernelArgumentError` at its
+parameter, as is an array of another library in Metal memory that a 16-bit atomic writes and that does not start
+4-byte aligned in its buffer (`metile.emit.atomics` counts the element's 32-bit word from the start of its array).
 
 Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of the
 Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the
@@ -104,7 +107,7 @@ class Launch:
     when set): what a repeated launch needs, found by one dict lookup."""
 
     __slots__ = ("aligned", "compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs",
-                 "tpt", "runs", "tensors", "scalars", "tries")
+                 "tpt", "runs", "tensors", "scalars", "tries", "copies", "copy_tries", "arrays")
 
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
@@ -128,9 +131,15 @@ class Launch:
         # a launch whose arrays are all torch tensors bound in place runs again through `PlacedRuns`, once one has
         # been made (`tries` times at most): their addresses, the scalars and the grid are all it sets
         arrays = [i for i, (_, _, t) in enumerate(typed) if isinstance(t, PtrType)]
-        self.tries = 3 if (placed and len(placed) == len(arrays) and not self.lengths and not options.get("sanitize")
-                           and "profile" not in options) else 0
+        plain = not self.lengths and not options.get("sanitize") and "profile" not in options
+        self.tries = 3 if placed and len(placed) == len(arrays) and plain else 0
         self.runs = None
+        # one whose arrays are all copied torch tensors (the default) runs again through `CopiedRuns`, made the same way
+        self.copy_tries = 3 if (not placed and arrays and plain and getattr(device, "binds_in_place", False)
+                                and all(self.convert[i] is host_view or self.convert[i] is _input_view
+                                        for i in arrays)) else 0
+        self.copies = None
+        self.arrays = tuple(arrays)
         self.tensors = tuple((i, i in written) for i in placed)
         self.scalars = tuple((i, c) for i, c in enumerate(self.convert) if i not in arrays)
         self.options = options
@@ -200,10 +209,16 @@ class Launch:
         runs = self.runs
         if runs is not None and self.rerun(runs, grid, args):
             return None
+        copies = self.copies
+        if copies is not None and self.recopy(copies, grid, args):
+            return None
         dims, bound = self.checked(grid, args)
         try:
             if self.tries and runs is None:
                 self.arm(dims, bound)
+                return None
+            if self.copy_tries and (copies is None or copies.dispatch is None):
+                self.arm_copies(dims, bound)
                 return None
             counted = self.dispatch(self.function, dims, self.tpt, bound)
         except DeviceFault as e:
@@ -247,6 +262,50 @@ class Launch:
         scalars = tuple((i, np.dtype(c).itemsize) for i, c in self.scalars)
         if sorted(d.placed) == [i for i, _ in self.tensors] and not d.arrays and d.scalar_sizes() == scalars:
             self.runs, self.tries = d.placed_runs(), 0
+
+    def recopy(self, copies, grid, args) -> bool:
+        """Launch through `copies` (`metile.metal.cpu.dispatch.CopiedRuns`) when every array argument is a C-contiguous
+        torch tensor (`metile.metal.interop.tensor_address`) of the size `copies` was made for and the grid is within
+        the kernel's limits; False, having run nothing, when not."""
+        dims = grid3(grid)
+        m = self.max_grid
+        if dims[0] > m[0] or dims[1] > m[1] or dims[2] > m[2]:
+            return False
+        addresses, sizes = [], []
+        for i in self.arrays:
+            t = args[i]
+            a = tensor_address(t, True)   # contiguous, as a written one must be for the fast way
+            if not a:
+                return False
+            addresses.append(a)
+            sizes.append(t.nbytes)
+        if not copies.fits(sizes):
+            return False
+        try:
+            return copies(dims, addresses, [c(args[i]) for i, c in self.scalars])
+        except DeviceFault as e:
+            raise at_python_line(self.compiled, e) from None
+
+    def arm_copies(self, dims, bound) -> None:
+        """Dispatch `bound` over `dims` through a prepared dispatch, which the device keeps as `copies` when it copied
+        every array (`metile.metal.cpu.device.CpuDevice.keep_copied`); a dispatch that could not be kept counts
+        against `copy_tries`."""
+        self.copy_tries -= 1
+        device = self.compiled.device
+        try:
+            d = device.prepare_threadgroups(self.function, dims, self.tpt, bound, **self.options)
+        except (ArrayLayoutError, MetalExportError) as e:
+            raise self.argument_error(e) from None
+        try:
+            d.run()
+        except BaseException:
+            d.release()
+            raise
+        scalars = tuple((i, np.dtype(c).itemsize) for i, c in self.scalars)
+        copies = device.keep_copied(d, list(self.arrays), scalars)
+        if copies is not None:   # when the device retires it, a later call arms another
+            self.copies = copies
+            self.copy_tries += 1
 
     def prepare(self, grid, args):
         """The device's dispatch over `grid` with these runtime arguments, checked and bound once: calling it

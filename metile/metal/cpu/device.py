@@ -32,7 +32,15 @@ from metile.ir.target import DEFAULT_TARGET
 from metile.metal.args import bind_arguments, dim3, run_options_problem, threadgroup_sizes
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import KernelBuilder
-from metile.metal.cpu.dispatch import CpuDispatch, in_place_arguments, in_place_request, layout_key
+from metile.metal.cpu.dispatch import (
+    COPIED_BYTES,
+    CopiedRuns,
+    CpuDispatch,
+    copied_runs,
+    in_place_arguments,
+    in_place_request,
+    layout_key,
+)
 from metile.metal.cpu.function_constants import explain_unseen, specialize
 from metile.metal.cpu.msl import Translation, entry_symbol, translate
 from metile.metal.cpu.placeholders import Placeholders
@@ -220,6 +228,7 @@ class CpuDevice:
         self._libraries: dict[tuple[str, str, str, str | None], CpuLibrary] = {}
         self._lock = threading.Lock()
         self._kept: dict[tuple, CpuDispatch] = {}   # dispatches to take again (`metile.metal.cpu.dispatch`)
+        self._copied: list[CopiedRuns] = []   # the `CopiedRuns` holding device memory, oldest first
 
     def __repr__(self) -> str:
         return f"<metile device 'cpu' ({self.compiler.kind} {self.compiler.major}, {os.cpu_count()} cores)>"
@@ -360,6 +369,25 @@ class CpuDevice:
                     self._kept[key] = d
                     while len(self._kept) > KEPT_DISPATCHES:
                         del self._kept[next(iter(self._kept))]
+
+    def keep_copied(self, d: CpuDispatch, arrays: list[int], scalars: tuple[tuple[int, int], ...]) -> CopiedRuns | None:
+        """`d`, a prepared dispatch just run, as a `CopiedRuns` (`metile.metal.cpu.dispatch.copied_runs`; None when
+        it cannot be one), its device memory kept: the oldest are retired while they hold more than `COPIED_BYTES`."""
+        runs = copied_runs(d, arrays, scalars)
+        if runs is None or runs.nbytes > COPIED_BYTES:
+            return None
+        with self._lock:
+            kept = self._copied
+            kept.append(runs)
+            held = sum(r.nbytes for r in kept)
+            retired = []
+            while held > COPIED_BYTES:
+                old = kept.pop(0)
+                held -= old.nbytes
+                retired.append(old)
+        for old in retired:
+            old.retire()
+        return runs
 
     def prepare_threadgroups(self, fn: CpuFunction, threadgroups, threads_per_threadgroup, args=(), *,
                              threadgroup_memory=(), sanitize: bool = False, timeout: float | None = None,

@@ -16,7 +16,8 @@ A dispatch made by `dispatch_threadgroups` or `dispatch_threads` is kept (`CpuDe
 by a later one of the same kernel, grid and argument layouts (`layout_key`: each array's type, shape, strides and
 whether it is written; each scalar's size): `rebind` points it at the new arrays and copies the new scalars' bytes,
 so that a repeated launch neither allocates device memory nor fills a descriptor again. A kept dispatch holds no
-reference to the arrays of its last run (`release`).
+reference to the arrays of its last run (`release`). A launch repeated with torch tensors takes a `CopiedRuns` instead
+(`metile.launch`): the same copies into the same guarded memory, without even binding the arguments again.
 
 Every array is copied so by default, with a guard page after its device memory and a canary and watchpoint in front
 of it, so that a kernel reading or writing past either end of an array raises `DeviceFault` naming it. A dispatch's
@@ -314,6 +315,95 @@ class PlacedRuns:
         names = {r.index: r.name for r in d.ranges}
         return [r for r in d.ranges if r.index not in d.placed] + [
             BufferRange(i, names.get(i, ""), a, n) for i, a, n in zip(self.arrays, addresses, spans)]
+
+
+class CopiedRuns:
+    """A prepared dispatch whose array arguments are all copied into its guarded device memory (C-contiguous, none
+    sharing bytes with another), run again and again with other arrays of the same sizes (their addresses), other
+    scalars and another grid: what a repeated launch of torch tensors takes by default (`metile.launch`). A call copies
+    each array's bytes into the device memory the dispatch has for it and, after the kernel, those of the arrays the
+    kernel may write back, as the general way does, without binding, allocating or filling a descriptor again; the
+    device memory keeps its guard page, canary and watchpoint, so an access past an array's end faults as it does the
+    general way. `__call__` returns False, running nothing, when another thread runs the dispatch, an array's size is
+    not the one it was made for, two arrays share a byte, or the device took the memory back (`retire`): the caller
+    then launches the general way. The device keeps at most `COPIED_BYTES` of such memory (`CpuDevice.keep_copied`)."""
+
+    __slots__ = ("dispatch", "arrays", "nbytes", "_plan", "_sizes", "_groups")
+
+    def __init__(self, d: CpuDispatch):
+        assert d.arrays and not d.placed and not d._aliases, "a dispatch of copied arrays of their own memory"
+        self.dispatch: CpuDispatch | None = d
+        order = sorted(d.arrays, key=_array_index)
+        self.arrays = tuple(a.bound.param.index for a in order)   # the argument indices of a call's arrays, in order
+        self._plan = tuple((a.memory, a.nbytes, a.writes) for a in order)
+        self.nbytes = sum(a.nbytes for a in order)
+        self._sizes = tuple((mem, nbytes) for _, mem, nbytes in d._scalar_memory)
+        self._groups = tuple(d.desc.threadgroups)
+        d.release()
+
+    def fits(self, nbytes) -> bool:
+        """Whether arrays of these sizes (in `arrays` order) are those the dispatch was made for."""
+        return all(n == p[1] for n, p in zip(nbytes, self._plan))
+
+    def __call__(self, groups: tuple[int, int, int], addresses, scalars) -> bool:
+        """Run over `groups` with the arrays at `addresses` (each of the size it was made for: `fits`) and the
+        `scalars` (numpy scalars of their parameters' types)."""
+        d = self.dispatch
+        if d is None or not d.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.dispatch is None:   # retired while this call waited
+                return False
+            plan = self._plan
+            if len(addresses) > 1:   # no two share a byte (the general way makes such arrays one copy)
+                spans = sorted((a, a + p[1]) for a, p in zip(addresses, plan))
+                if any(spans[k][1] > spans[k + 1][0] for k in range(len(spans) - 1)):
+                    return False
+            sources = [ffi.cast("void*", a) for a in addresses]
+            for (mem, nbytes, _), src in zip(plan, sources):
+                ffi.memmove(mem, src, nbytes)
+            for (mem, size), v in zip(self._sizes, scalars):
+                ffi.memmove(mem, v, size)
+            if groups != self._groups:
+                desc = d.desc
+                tpt = desc.threads_per_tg
+                desc.threadgroups = groups
+                desc.grid_threads = [g * t for g, t in zip(groups, tpt)]
+                self._groups = groups
+            d.run()   # the kernel's fault, if any, before any write-back (as the general way)
+            for (mem, nbytes, writes), dst in zip(plan, sources):
+                if writes:
+                    ffi.memmove(dst, mem, nbytes)
+        finally:
+            d.lock.release()
+        return True
+
+    def retire(self) -> None:
+        """Give the device memory back: later calls return False."""
+        d = self.dispatch
+        if d is not None:
+            with d.lock:
+                self.dispatch = None
+
+
+def _array_index(a: _Array) -> int:
+    return a.bound.param.index
+
+
+COPIED_BYTES = 256 << 20   # device memory a CPU device keeps for `CopiedRuns` (the oldest retired first)
+
+
+def copied_runs(d: CpuDispatch, arrays: list[int], scalars: tuple[tuple[int, int], ...]) -> CopiedRuns | None:
+    """`d` (just run) as a `CopiedRuns` when it copied exactly the arguments `arrays`, each C-contiguous (and
+    writeable where it is written back) and none sharing memory with another, and its scalars are `scalars` ((index,
+    bytes), in order); else None (and `d` is released)."""
+    copied = sorted(_array_index(a) for a in d.arrays)
+    if (copied != sorted(arrays) or d.placed or d._aliases or any(a.result is not None for a in d.arrays)
+            or any(a.bound.strided for a in d.arrays) or d.scalar_sizes() != scalars or d.profiled is not None
+            or d.sanitize):
+        d.release()
+        return None
+    return CopiedRuns(d)
 
 
 def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
