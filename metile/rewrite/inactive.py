@@ -34,7 +34,7 @@ import functools
 
 import attrs
 
-from metile.ir.node import Node, children, walk
+from metile.ir.node import Node, children, children_getter, no_children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -543,12 +543,21 @@ def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
         return k
     new = {id(m): m.x for m in marks}
     holding = set(new)
-    for n in found.nodes:
-        if id(n) not in holding:
-            for c in children(n):
-                if id(c) in holding:
-                    holding.add(id(n))
-                    break
+    nodes = found.nodes
+    # children come before their parents in `nodes`: no node before the first mark holds one
+    start = list(map(id, nodes)).index(id(marks[0]))
+    getters: dict[type, object] = {}   # per class, its children getter (`children` without its dispatch)
+    add = holding.add
+    for n in nodes[start + 1:]:
+        get = getters.get(n.__class__)
+        if get is None:
+            get = getters[n.__class__] = children_getter(n.__class__) or children
+        if get is no_children:
+            continue
+        for c in get(n):
+            if id(c) in holding:
+                add(id(n))
+                break
     return replace(k, new, holding)
 
 
