@@ -221,37 +221,44 @@ class _Walk:
         if found is not _UNKNOWN:
             return found
         facts, maybe, env, lets, held = self.found.facts, self.maybe, self.env, self.lets, self.held
-        stack = [v]
+        known = self.known
+        # a node to look at, or a 1-tuple holding a node whose children are known (its children listed once)
+        stack: list = [v]
+        pop, push = stack.pop, stack.append
         while stack:
-            n = stack[-1]
+            n = pop()
+            if n.__class__ is tuple:
+                n = n[0]
+                if id(n) not in memo:
+                    memo[id(n)] = _node_activity(n, known)
+                    held.append(n)
+                continue
             key = id(n)
             if key in memo:
-                stack.pop()
                 continue
             f = facts.get(key)
             if f is not None and n.__class__ is not Load and f[1].isdisjoint(maybe):
                 memo[key] = None  # a value of the kernel that reads nothing inactive
-                stack.pop()
                 continue
             if n.__class__ is Var:
                 name = n.name
                 if name not in env:
                     d = lets.get(name)
                     if d is not None and id(d) not in memo:
-                        stack.append(d)
+                        push(n)
+                        push(d)
                         continue
                     env[name] = None if d is None else memo[id(d)]
                 memo[key] = env[name]
                 held.append(n)
-                stack.pop()
                 continue
             todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)] \
                 if n.__class__ is not AllActive else None
             if todo:
+                push((n,))
                 stack.extend(todo)
                 continue
-            stack.pop()
-            memo[key] = _node_activity(n, self.known)
+            memo[key] = _node_activity(n, known)
             held.append(n)
         return memo[id(v)]
 
