@@ -390,8 +390,10 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
         return k
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
-    schedule = attrs.evolve(k.schedule, dots=a.recorded_plans(), layouts=pmap(a.layouts))
-    return k if schedule == k.schedule else evolve_node(k, schedule=schedule)
+    dots, old = a.recorded_plans(), k.schedule
+    if dots is old.dots and old.layouts == a.layouts:   # as before (a pass run again): the kernel itself
+        return k
+    return evolve_node(k, schedule=attrs.evolve(old, dots=dots, layouts=pmap(a.layouts)))
 
 
 __all__ = ["ROLL_SLOTS", "Group", "assign_layouts", "dot_accumulation", "fragments_of"]
