@@ -24,8 +24,9 @@ The pass makes all of this ordinary IR, so no later pass knows about activity:
   activity values the rewrites use, and a second walk builds the kernel with only those.
 `AllActive(x)` then becomes `x`, so that no later pass sees it. A kernel without a masked load, or whose inactive
 elements reach no reduction and no loop update, is returned as it is (the same object, so later passes share its
-scan) unless it has an `AllActive`. A kernel it rebuilds has its scan recorded, made from the scan of the kernel it
-was given (`metile.rewrite.scan.Scan(k, prior)`), so that the passes after it walk only the statements it rebuilt.
+scan) unless it has an `AllActive`; one without a reduction, scan, loop or assertion is not even walked. A kernel it
+rebuilds has its scan recorded, made from the scan of the kernel it was given (`metile.rewrite.scan.Scan(k, prior)`),
+so that the passes after it walk only the statements it rebuilt.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from metile.ir.values import (
     Fma,
     IntToPtr,
     Load,
+    Stmt,
     Unary,
     Value,
     Var,
@@ -527,7 +529,7 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
         raise UnsupportedConstructError(f"skip_inactive takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
-    if not any(n.mask is not None and n.other is None for n in found.of(Load)):
+    if not any(n.mask is not None and n.other is None for n in found.of(Load)) or _blind(found):
         return _scanned(_unmarked(k, found, marks), k, found, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
@@ -542,6 +544,20 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
 
 
+_WALKED = frozenset({Let, Store, AtomicAdd, DeviceAssert, Barrier, DevicePrint, For, While, If, SimdgroupRole})
+_LOOKING = (Reduce, Scan, ArgReduce, For, While, DeviceAssert)   # what looks at activity (loops: their updates)
+_LOOKED_UP = frozenset(_LOOKING)
+
+
+def _blind(found: KernelScan) -> bool:
+    """Whether nothing in the kernel of `found` looks at activity (`_LOOKING`, or a subclass) and `_Walk.stmt` knows
+    every statement of it (`_WALKED`): the walk would then change nothing."""
+    classes = [cls for cls, _ in found.classes()]
+    if not _LOOKED_UP.isdisjoint(classes):   # most kernels with a masked load: a loop or a reduction, found by hash
+        return False
+    return not any(issubclass(cls, _LOOKING) or (cls not in _WALKED and issubclass(cls, Stmt)) for cls in classes)
+
+
 def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
     """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand:
     the nodes holding one are found by one pass over the scan's nodes (children before parents), and only they
@@ -549,13 +565,11 @@ def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
     if not marks:
         return k
     new = {id(m): m.x for m in marks}
-    holding = set(new)
-    nodes = found.nodes
-    # children come before their parents in `nodes`: no node before the first mark holds one
-    start = list(map(id, nodes)).index(id(marks[0]))
+    holding, nodes = set(new), found.nodes
     getters: dict[type, object] = {}   # per class, its children getter (`children` without its dispatch)
     add = holding.add
-    for n in nodes[start + 1:]:
+    # children come before their parents in `nodes`: no node before the first mark holds one
+    for n in nodes[list(map(id, nodes)).index(id(marks[0])) + 1:]:
         get = getters.get(n.__class__)
         if get is None:
             get = getters[n.__class__] = children_getter(n.__class__) or children
