@@ -52,8 +52,11 @@ def assert_same_scan(got: Scan, want: Scan) -> None:
     got_classes, want_classes = list(got.classes()), list(want.classes())
     assert [c for c, _ in got_classes] == [c for c, _ in want_classes]
     assert all(_same_nodes(x, y) for (_, x), (_, y) in zip(got_classes, want_classes))
-    assert got.facts == want.facts
-    assert got.spans.keys() == want.spans.keys()
+    # a scan made from an earlier one may keep entries for nodes the kernel no longer has (see `Scan`): every node
+    # of the kernel has the same facts and span
+    assert {key: got.facts.get(key) for key in want.facts} == want.facts
+    assert not {id(n) for n in got.nodes} & (got.facts.keys() - want.facts.keys())
+    assert not {id(n) for n in got.nodes} & (got.spans.keys() - want.spans.keys())
     for key, (s, inner, met) in want.spans.items():
         t, inner2, met2 = got.spans[key]
         assert t is s and _same_nodes(inner2, inner) and _same_nodes(met2, met)

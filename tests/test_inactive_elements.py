@@ -177,6 +177,22 @@ def test_an_if_result_carries_activity_only_when_it_is_read():
         assert out[0] == (-2.0 if flag else want)     # the masked-off last element (-1) is skipped
 
 
+def test_a_kernel_where_nothing_reads_activity_is_not_walked(monkeypatch):
+    """Masked loads, an `if` result, stores, but no reduction, scan, loop or assertion: no rewrite could apply, so
+    the pass returns the kernel without walking it (the walk, made to fail here, is not started)."""
+    import metile.rewrite.inactive as inactive
+
+    kernels = [docs.vec_add.trace(F32, F32, F32, 10, BLOCK=256),
+               branch_result.trace(F32, F32, 10, 1, BLOCK=32, READ=False)]
+
+    def no_walk(*args, **kwargs):
+        raise AssertionError("skip_inactive walked a kernel in which nothing looks at activity")
+
+    monkeypatch.setattr(inactive, "_Walk", no_walk)
+    for k in kernels:
+        assert skip_inactive(k) is k
+
+
 @metile.kernel
 def role_result(X, Out, n, BLOCK: metile.constexpr):
     offs = metile.arange(0, BLOCK)

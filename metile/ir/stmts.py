@@ -186,6 +186,21 @@ simdgroup on its block of the result (`execution_simdgroup`); `matmul2d` run by 
 product (`execution_simdgroups<N>`)."""
 
 
+_PMAP = type(pmap())
+
+
+def as_pmap(m) -> PMap:
+    """`pmap(m)`, or `m` itself when it is a persistent map already (`pmap` would copy it, bucket by bucket)."""
+    return m if m.__class__ is _PMAP else pmap(m)
+
+
+def _items(m) -> frozenset:
+    """What a `Schedule` compares and hashes of a map: the set of its items (equal for equal maps). A map's own
+    first `hash` asks `hasattr` for its cached hash, which pyrsistent answers by raising and catching a `KeyError`,
+    and passes build a new schedule, with new maps, whenever they choose something."""
+    return frozenset(m.items())
+
+
 @attrs.frozen(cache_hash=True)   # hashed with every kernel built, and kept by most of them
 class Schedule:
     """What the optimisation passes chose for a kernel's nodes (facts, not IR nodes: no pass walks into them, and
@@ -194,9 +209,9 @@ class Schedule:
     found by structural equality (layouts by the variable's name); a node without one is computed the plain way,
     so a pass that rebuilds a node only loses its optimisation."""
 
-    dots: PMap = attrs.field(factory=pmap, converter=pmap)
-    loops: PMap = attrs.field(factory=pmap, converter=pmap)
-    layouts: PMap = attrs.field(factory=pmap, converter=pmap)
+    dots: PMap = attrs.field(factory=pmap, converter=as_pmap, eq=_items)
+    loops: PMap = attrs.field(factory=pmap, converter=as_pmap, eq=_items)
+    layouts: PMap = attrs.field(factory=pmap, converter=as_pmap, eq=_items)
     """Per named tile (a variable's name), its `metile.ir.layouts.TileLayout`, as `assign_layouts` chose."""
 
 

@@ -210,14 +210,29 @@ def _fold_matched(found: Scan, hits: dict[int, Node]) -> Node:
 
 def _candidates(found) -> list[Node]:
     """The nodes of the scan that some rule of `FOLD_TABLE` could match: every rule needs a constant operand
-    (for `Binary` a tile of one constant will do; both operands of a `Compare`, the condition of a `Where`),
-    so a node without one is skipped before any
-    `match` runs. The property test of the fast path checks this against the full rewrite."""
-    out = [n for n in found.of(Binary) if isinstance(_splat(n.lhs), Const) or isinstance(_splat(n.rhs), Const)]
+    (both operands of a `Binary` for `fold_binary`, for `fold_identity` one that is 0 or 1, or a tile of it, under an
+    operator it folds; both operands of a `Compare`, the condition of a `Where`), so a node without one is skipped
+    before any `match` runs. The property test of the fast path checks this against the full rewrite."""
+    out = [n for n in found.of(Binary) if _binary_candidate(n)]
     out += [n for n in found.of(Compare) if isinstance(n.lhs, Const) and isinstance(n.rhs, Const)]
     out += [n for n in found.of(Where) if isinstance(n.cond, Const)]
     out += [n for n in found.of(Cast) if isinstance(n.x, Const)]
     return out
+
+
+_IDENTITY_OPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.AND})   # the operators `fold_identity` folds
+
+
+def _binary_candidate(n: Binary) -> bool:
+    """Whether `fold_binary` or `fold_identity` could match `n`: both operands constants, or one of them 0 or 1 (a
+    bool `True` is 1), alone or as a tile, under an operator `fold_identity` folds."""
+    lhs, rhs = n.lhs, n.rhs
+    if isinstance(lhs, Const) and isinstance(rhs, Const):
+        return True
+    if n.op not in _IDENTITY_OPS:
+        return False
+    a, b = _splat(lhs), _splat(rhs)
+    return (isinstance(a, Const) and a.value in (0, 1)) or (isinstance(b, Const) and b.value in (0, 1))
 
 
 __all__ = ["FOLD_RULES", "FOLD_TABLE", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",

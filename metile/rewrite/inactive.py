@@ -24,8 +24,9 @@ The pass makes all of this ordinary IR, so no later pass knows about activity:
   activity values the rewrites use, and a second walk builds the kernel with only those.
 `AllActive(x)` then becomes `x`, so that no later pass sees it. A kernel without a masked load, or whose inactive
 elements reach no reduction and no loop update, is returned as it is (the same object, so later passes share its
-scan) unless it has an `AllActive`. A kernel it rebuilds has its scan recorded, made from the scan of the kernel it
-was given (`metile.rewrite.scan.Scan(k, prior)`), so that the passes after it walk only the statements it rebuilt.
+scan) unless it has an `AllActive`; one without a reduction, scan, loop or assertion is not even walked. A kernel it
+rebuilds has its scan recorded, made from the scan of the kernel it was given (`metile.rewrite.scan.Scan(k, prior)`),
+so that the passes after it walk only the statements it rebuilt.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import functools
 
 import attrs
 
-from metile.ir.node import Node, children, walk
+from metile.ir.node import Node, children, children_getter, no_children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -63,6 +64,7 @@ from metile.ir.values import (
     Fma,
     IntToPtr,
     Load,
+    Stmt,
     Unary,
     Value,
     Var,
@@ -221,37 +223,44 @@ class _Walk:
         if found is not _UNKNOWN:
             return found
         facts, maybe, env, lets, held = self.found.facts, self.maybe, self.env, self.lets, self.held
-        stack = [v]
+        known = self.known
+        # a node to look at, or a 1-tuple holding a node whose children are known (its children listed once)
+        stack: list = [v]
+        pop, push = stack.pop, stack.append
         while stack:
-            n = stack[-1]
+            n = pop()
+            if n.__class__ is tuple:
+                n = n[0]
+                if id(n) not in memo:
+                    memo[id(n)] = _node_activity(n, known)
+                    held.append(n)
+                continue
             key = id(n)
             if key in memo:
-                stack.pop()
                 continue
             f = facts.get(key)
             if f is not None and n.__class__ is not Load and f[1].isdisjoint(maybe):
                 memo[key] = None  # a value of the kernel that reads nothing inactive
-                stack.pop()
                 continue
             if n.__class__ is Var:
                 name = n.name
                 if name not in env:
                     d = lets.get(name)
                     if d is not None and id(d) not in memo:
-                        stack.append(d)
+                        push(n)
+                        push(d)
                         continue
                     env[name] = None if d is None else memo[id(d)]
                 memo[key] = env[name]
                 held.append(n)
-                stack.pop()
                 continue
             todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)] \
                 if n.__class__ is not AllActive else None
             if todo:
+                push((n,))
                 stack.extend(todo)
                 continue
-            stack.pop()
-            memo[key] = _node_activity(n, self.known)
+            memo[key] = _node_activity(n, known)
             held.append(n)
         return memo[id(v)]
 
@@ -520,7 +529,7 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
         raise UnsupportedConstructError(f"skip_inactive takes a Tile IR kernel, not a {k.stage.value} one", k.loc)
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
-    if not any(n.mask is not None and n.other is None for n in found.of(Load)):
+    if not any(n.mask is not None and n.other is None for n in found.of(Load)) or _blind(found):
         return _scanned(_unmarked(k, found, marks), k, found, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
@@ -535,6 +544,20 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
 
 
+_WALKED = frozenset({Let, Store, AtomicAdd, DeviceAssert, Barrier, DevicePrint, For, While, If, SimdgroupRole})
+_LOOKING = (Reduce, Scan, ArgReduce, For, While, DeviceAssert)   # what looks at activity (loops: their updates)
+_LOOKED_UP = frozenset(_LOOKING)
+
+
+def _blind(found: KernelScan) -> bool:
+    """Whether nothing in the kernel of `found` looks at activity (`_LOOKING`, or a subclass) and `_Walk.stmt` knows
+    every statement of it (`_WALKED`): the walk would then change nothing."""
+    classes = [cls for cls, _ in found.classes()]
+    if not _LOOKED_UP.isdisjoint(classes):   # most kernels with a masked load: a loop or a reduction, found by hash
+        return False
+    return not any(issubclass(cls, _LOOKING) or (cls not in _WALKED and issubclass(cls, Stmt)) for cls in classes)
+
+
 def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
     """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand:
     the nodes holding one are found by one pass over the scan's nodes (children before parents), and only they
@@ -542,13 +565,20 @@ def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
     if not marks:
         return k
     new = {id(m): m.x for m in marks}
-    holding = set(new)
-    for n in found.nodes:
-        if id(n) not in holding:
-            for c in children(n):
-                if id(c) in holding:
-                    holding.add(id(n))
-                    break
+    holding, nodes = set(new), found.nodes
+    getters: dict[type, object] = {}   # per class, its children getter (`children` without its dispatch)
+    add = holding.add
+    # children come before their parents in `nodes`: no node before the first mark holds one
+    for n in nodes[list(map(id, nodes)).index(id(marks[0])) + 1:]:
+        get = getters.get(n.__class__)
+        if get is None:
+            get = getters[n.__class__] = children_getter(n.__class__) or children
+        if get is no_children:
+            continue
+        for c in get(n):
+            if id(c) in holding:
+                add(id(n))
+                break
     return replace(k, new, holding)
 
 

@@ -130,16 +130,24 @@ class _Assign:
         self.axes = axis_analysis(k, ctx.analyses)
         self.defs = self.axes.defs   # `value_defs(found)`, which the axis analysis of the same body is over
         self.role_of = {r.name: n for n in found.of(SimdgroupRole) for r in n.results}
-        self.yielded = {name for n in found.of((For, If, While, SimdgroupRole)) for y in _tails(n)
-                        for name in found.names(y)}   # read at the end of a block: never left in memory
+        # read at the end of a block: never left in memory (a set: each class's statements are taken in turn,
+        # without the look at every node that listing them in the kernel's order takes)
+        self.yielded = {name for cls in (For, If, While, SimdgroupRole) for n in found.of(cls) for y in _tails(n)
+                        for name in found.names(y)}
         self.layouts: dict[str, TileLayout] = {}
         self.plans = k.schedule.dots
         self.has_dots = found.has(Dot)   # without a product, `products_in` has none to find
+        # Without a `simdgroup_role` block every product is computed by the program's threads: they are arranged
+        # once, from the scan, rather than found in each statement's values.
+        self.by_statement = self.has_dots and found.has(SimdgroupRole)
         self.has_atomics = found.has(AtomicRMW)   # without one, no value writes memory
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
         self.written: set | None = None   # the buffers the kernel writes (`apart`), found when first asked
+        if self.has_dots and not self.by_statement:
+            for d in found.of(Dot):
+                self.product(d, self.program)
 
     def group_of(self, role: SimdgroupRole | None) -> Group:
         if role is None or role.role >= len(self.plan.roles):
@@ -203,8 +211,9 @@ class _Assign:
                             self.layouts[r.name] = frag if frag is not None else Channel()
 
     def products_in(self, s, group: Group) -> None:
-        """Arrange the products the statement `s` computes itself (in its values, not its nested blocks)."""
-        if not self.has_dots:
+        """Arrange the products the statement `s` computes itself (in its values, not its nested blocks), when the
+        kernel has `simdgroup_role` blocks (without, `__init__` has arranged them all in the program's group)."""
+        if not self.by_statement:
             return
         for c in children(s):
             if isinstance(c, Value) and self.found.heavy(c):
@@ -381,8 +390,10 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
         return k
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
-    schedule = attrs.evolve(k.schedule, dots=a.recorded_plans(), layouts=pmap(a.layouts))
-    return k if schedule == k.schedule else evolve_node(k, schedule=schedule)
+    dots, old = a.recorded_plans(), k.schedule
+    if dots is old.dots and old.layouts == a.layouts:   # as before (a pass run again): the kernel itself
+        return k
+    return evolve_node(k, schedule=attrs.evolve(old, dots=dots, layouts=pmap(a.layouts)))
 
 
 __all__ = ["ROLL_SLOTS", "Group", "assign_layouts", "dot_accumulation", "fragments_of"]

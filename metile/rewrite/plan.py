@@ -21,6 +21,8 @@ The uniformity analyses (which variables differ between threads) are in `metile.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from metile.ir.node import evolve_node
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, Kernel, LaunchPlan, Let, RoleSpan, Store
@@ -162,10 +164,15 @@ def largest_tile(k: Kernel, analyses: Analyses) -> int:
 
 
 def _largest_tile(k: Kernel, analyses: Analyses) -> int:
-    sizes = [n.type.size for cls, same in scan(k, analyses).classes()
-             if issubclass(cls, Value) and not issubclass(cls, SharedAlloc)
-             for n in same if isinstance(n.type, (TileType, PtrType))]
-    return max(sizes, default=1)
+    # Types are interned (and hashed by identity): the kernel's values have few distinct ones, gathered in C.
+    types: set = set()
+    for cls, same in scan(k, analyses).classes():
+        if issubclass(cls, Value) and not issubclass(cls, SharedAlloc):
+            types.update(map(_TYPE, same))
+    return max((t.size for t in types if isinstance(t, (TileType, PtrType))), default=1)
+
+
+_TYPE = attrgetter("type")
 
 
 def value_defs(found: Scan) -> dict[str, Value]:

@@ -54,8 +54,8 @@ def _class_facts(cls: type) -> tuple:
 
 
 def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node],
-               by_type: dict[type, list[Node]], facts: dict, spans: dict) -> bool:
-    """Take statement `s` into the scan being built (`seen` ... `spans`) as the walk of `prior` met it, when its
+               by_type: dict[type, list[Node]]) -> bool:
+    """Take statement `s` into the scan being built (`seen` ... `by_type`) as the walk of `prior` met it, when its
     span there applies (see `Scan`); False, having taken nothing, when it does not."""
     span = prior.spans.get(id(s))
     if span is None or span[0] is not s:
@@ -71,7 +71,6 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
                 inside = set(keys)
             if id(x) not in inside:
                 return False
-    before, before_facts = prior.spans, prior.facts
     seen.update(keys)
     nodes += inner
     for x in inner:
@@ -80,8 +79,7 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
             by_type[x.__class__] = [x]
         else:
             same.append(x)
-    facts.update({key: f for key in keys if (f := before_facts.get(key)) is not None})
-    spans.update({key: span for key in keys if (span := before.get(key)) is not None})
+    # their facts and spans are those of `prior`, which the scan being built started from
     skipped += met   # for the boundaries of the statements around it
     return True
 
@@ -95,6 +93,11 @@ class Scan:
     walk order, the statement last) and the nodes it found already met (its boundary). A statement of `prior` met
     again with none of the first met and all of its boundary, as `prior`'s walk had them, is visited as that walk
     visited it: its nodes and their facts are taken from `prior` instead of walking it again.
+
+    Such a scan starts from copies of `prior`'s facts and spans (dictionaries copied whole, rather than entry by entry
+    for each statement taken) and holds `prior`'s nodes: `facts` and `spans` may then also have entries for nodes of
+    `prior` that `k` no longer has. Those are still right (a value's facts and a statement's span are those of the
+    node itself, and a span is checked before it is taken), and the nodes being held, their identities stay theirs.
     """
 
     def __init__(self, k: Kernel, prior: Scan | None = None):
@@ -103,9 +106,11 @@ class Scan:
         nodes: list[Node] = []
         by_type: dict[type, list[Node]] = {}
         # id(value) -> (contains a varying source, names read, contains a heavy value)
-        facts: dict[int, tuple[bool, frozenset[str], bool]] = {}
+        facts: dict[int, tuple[bool, frozenset[str], bool]] = {} if prior is None else dict(prior.facts)
         # id(statement) -> (statement, the nodes first met inside it, the children it found already met)
-        spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {}
+        spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {} if prior is None else dict(prior.spans)
+        # the nodes whose entries `facts` and `spans` may keep from `prior`, held so their identities stay theirs
+        self._held = None if prior is None else (prior.nodes, prior._held)
         seen: set[int] = set()
         skipped: list[Node] = []     # the children found already met, in walk order
         # The stack holds a node to visit, or `(node, children, opened)` once its children are pushed (`opened`:
@@ -126,7 +131,7 @@ class Scan:
                     continue
                 cls = n.__class__
                 is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
-                if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type, facts, spans):
+                if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
                     continue
                 add(key)
                 if kids_of is None:   # a class without child fields
