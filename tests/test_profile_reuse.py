@@ -94,7 +94,7 @@ def test_the_trace_holds_each_threadgroups_segments_step_by_step_in_dispatch_ord
     out = np.zeros(512, np.float32)
     p = dev.dispatch_threadgroups(fn, (2, 1, 1), (256, 1, 1), [x, out], profile=True)
     np.testing.assert_array_equal(out, np.tile(x.reshape(4, 256).sum(0), 2))
-    t = p.trace
+    t = p.segment_trace
     assert p.whole_trace and t.complete and list(t.threadgroups) == [0, 1]
     # four steps of 16 segments (a KiB of x each, ended by a barrier), then the KiB of out, each segment once
     for k in (0, 1):
@@ -132,7 +132,7 @@ def test_a_grid_swizzle_that_keeps_tiles_of_two_rows_together_moves_less(dev, sw
     np.testing.assert_allclose(c, a @ bt.T, rtol=1e-5)
     assert p.whole_trace
     # each threadgroup: A_i (a block), B_j (a block), C_ij (16 rows of 64 bytes: a block); 4 + 4 + 16 blocks in all
-    assert all(len(s) == BLOCK for k in range(16) for s in p.trace.steps(k))
+    assert all(len(s) == BLOCK for k in range(16) for s in p.segment_trace.steps(k))
     assert p.device_traffic == 24 * BLOCK * SEG
     # one threadgroup at a time, a 6-block cache. Row by row: A_i stays (B_j and C_ij between its uses), every B_j
     # misses again in the next row (9 blocks between), so 4 A + 16 B + 16 C = 36 blocks. Two rows column by column
@@ -155,7 +155,7 @@ def test_a_threadgroup_rereading_more_than_the_cache_holds_moves_it_again(dev):
     out = np.zeros(32, np.float32)
     p = dev.dispatch_threadgroups(fn, (1, 1, 1), (32, 1, 1), [x, out], profile=True)
     np.testing.assert_allclose(out, 2 * x[::16].reshape(64, 32).sum(0), rtol=1e-6)
-    t = p.trace
+    t = p.segment_trace
     # no barrier: a step closes at 1024 segments, so each pass is two steps and the second pass re-reads the first's
     sizes = [len(s) for s in t.steps(0)]
     assert sizes == [t.step_segments] * 4 + [2] and t.step_segments == 1024
@@ -170,7 +170,7 @@ def test_a_sampled_dispatch_replays_each_traced_threadgroup_through_its_share_of
     x = np.arange(8 * 2048 * 16, dtype=np.float32)
     out = np.zeros(8 * 32, np.float32)
     p = dev.dispatch_threadgroups(fn, (8, 1, 1), (32, 1, 1), [x, out], profile=2)
-    assert p.sampled and not p.whole_trace and list(p.trace.threadgroups) == [0, 7]
+    assert p.sampled and not p.whole_trace and list(p.segment_trace.threadgroups) == [0, 7]
     # 8 threadgroups with their own 2048 segments, 4 running at once: a 4 x 1500-segment cache leaves each 1500,
     # too few, so each moves its segments twice; a 4 x 2049 one keeps them. The segments the threadgroups share
     # (none here, but their outputs' segment) are estimated from the totals
@@ -190,3 +190,30 @@ def test_replay_runs_resident_threadgroups_step_by_step_and_refills_slots_in_dis
     # one at a time: 1 2 | 1 3 | 2 1 with 2 segments: miss miss hit miss miss miss
     assert replay(t, 1, 2) == 5
     assert replay(t, 3, 3) == t.distinct() == 3
+
+
+def test_metiles_grouped_program_order_moves_less_of_a_gemm_through_a_small_cache():
+    """Triton's tutorial GEMM as metile runs it (programs in groups of GROUP_SIZE_M tile rows, taken column by
+    column), 32 x 32 tiles of a 256 x 32 by 32 x 256 product: a grid of 8 x 8 tiles, 64 programs."""
+    from benchmarks.metile_kernels import elem_strides, matmul_kernel
+
+    rng = np.random.default_rng(1)
+    a = rng.random((256, 32), dtype=np.float32)
+    b = rng.random((32, 256), dtype=np.float32)
+    moved = {}
+    for group in (1, 4):
+        c = np.zeros((256, 256), np.float32)
+        p = matmul_kernel[(64,)](a, b, c, 256, 256, 32, *elem_strides(a)[:1], *elem_strides(b)[:1],
+                                 *elem_strides(c)[:1], BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=16,
+                                 GROUP_SIZE_M=group, profile=64)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4)
+        # a program's rows of A (32 rows of 128 bytes), its columns of B (32 rows of 128 bytes) and its tile of C
+        # (32 rows of 128 bytes) are 64 segments each; A, B and C are 512 + 512 + 4096 segments
+        assert p.whole_trace and p.device_unique_segments == 5120
+        moved[group] = device_traffic(p, occ(8), 64 * 1024) / SEG
+        assert device_traffic(p, occ(8), 2**20) == p.device_traffic      # all of it fits: each segment once
+    # 8 at a time through 1024 segments of cache. Row by row, the 8 running share their A, but the next row's use
+    # of a column of B comes after 64 + 8 x 128 segments: every program moves its B (4096) besides A once (512) and
+    # C (4096). In groups of 4 rows, the 8 running are 4 rows by 2 columns: they share B, and a row of A is used
+    # again by the next 8 after less than 1024 segments; B is moved again only by the second group: 512 + 1024 + 4096
+    assert moved == {1: 512 + 4096 + 4096, 4: 512 + 1024 + 4096}

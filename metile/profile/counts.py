@@ -255,12 +255,12 @@ class Profile:
     device_unique_segments_per_threadgroup: float = 0   # the same two in aligned segments (what memory moves)
     device_unique_segments: float = 0
     model: Model = Model()
-    trace: SegmentTrace | None = None           # the segments each counted threadgroup touched, in order
+    segment_trace: SegmentTrace | None = None   # the segments each counted threadgroup touched, in order
 
     @property
     def whole_trace(self) -> bool:
-        """Whether `trace` holds every threadgroup of the dispatch (what an exact replay needs)."""
-        t = self.trace
+        """Whether `segment_trace` holds every threadgroup of the dispatch (what an exact replay needs)."""
+        t = self.segment_trace
         return t is not None and t.complete and not self.sampled and len(t.threadgroups) == self.threadgroups_total
 
     @property

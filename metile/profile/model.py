@@ -108,7 +108,7 @@ def device_traffic(profile, occ: Occupancy, cache_bytes: float) -> float:
     trace, its re-reads (load segments beyond its distinct ones) miss in the share of its live set beyond that part."""
     seg = profile.model.segment_bytes
     footprint = profile.device_traffic
-    trace = profile.trace
+    trace = profile.segment_trace
     if profile.whole_trace:
         moved = replay(trace, occ.concurrent, int(cache_bytes // seg)) * seg
         return moved + max(0.0, footprint - trace.distinct() * seg)   # accesses no instruction record holds

@@ -5,7 +5,8 @@ A profiled dispatch runs the instrumented (sanitizer) build of the kernel with t
 DEFAULT_SAMPLE), else N spread evenly over the grid, first and last included. The counts come back per
 instruction and per `.metal` line; this module turns them into a `metile.Profile`, instructions placed on the
 `.metal` line they come from (read from the debug information, as for faults: symbolize.py) and everything scaled
-to the whole grid.
+to the whole grid. The runtime's segment trace (runtime_trace.h: each counted threadgroup's device segments in
+order, by dispatch position) becomes `Profile.segment_trace`, which the model replays through a cache.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class ProfiledRun:
         return Profile(kernel=kernel, totals=totals, lines=tuple(lines), launch=launch, threadgroups_profiled=counted,
                        device_unique_bytes_per_threadgroup=unique_tg * scale, device_unique_bytes=footprint,
                        device_unique_segments_per_threadgroup=seg_tg * scale, device_unique_segments=seg_footprint,
-                       model=MODEL, trace=trace)
+                       model=MODEL, segment_trace=trace)
 
 
 def _trace(r) -> SegmentTrace:
