@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
+import numpy as np
 
 DTYPES = ("float", "half", "bfloat", "other")
 TENSOR_TYPES = ("float", "half", "bfloat", "tf32")   # matmul2d inputs; tf32: float with relaxed_precision
@@ -205,6 +206,40 @@ class Model:
     bank_bytes: int = 4
 
 
+STEP_END = np.uint64(2**64 - 1)   # ends a step in `SegmentTrace.segments` (runtime_trace.h)
+
+
+@attrs.frozen(eq=False)
+class SegmentTrace:
+    """The device segments each counted threadgroup touched, in order: threadgroup k (in dispatch order, linear index
+    `threadgroups[k]`, x fastest) holds `segments[starts[k]:starts[k + 1]]`, a sequence of steps (a step: the
+    distinct segments its instructions touched between two threadgroup barriers, at most `step_segments` of them,
+    each step ended by STEP_END). `complete` is False when some counted threadgroups were left out (the runtime
+    keeps a bounded number of segments). Compared by identity; `metile.profile.reuse` replays it."""
+
+    threadgroups: np.ndarray     # uint64 linear indices, ascending
+    starts: np.ndarray           # int64, len(threadgroups) + 1
+    segments: np.ndarray         # uint64 segment numbers (address // segment_bytes) and STEP_END
+    complete: bool = True
+    step_segments: int = 1024
+    memo: dict = attrs.field(factory=dict, repr=False)   # replays already made, by their parameters
+
+    def steps(self, k: int) -> list[list[int]]:
+        """The steps of the k-th threadgroup, each a list of segment numbers."""
+        seg = self.segments[self.starts[k]:self.starts[k + 1]]
+        ends = np.flatnonzero(seg == STEP_END)
+        out, at = [], 0
+        for e in ends.tolist():
+            out.append(seg[at:e].tolist())
+            at = e + 1
+        return out
+
+    def distinct(self, k: int | None = None) -> int:
+        """Distinct segments of the k-th threadgroup (of them all when None)."""
+        seg = self.segments if k is None else self.segments[self.starts[k]:self.starts[k + 1]]
+        return int(np.unique(seg[seg != STEP_END]).size)
+
+
 @attrs.frozen
 class Profile:
     """A profiled dispatch: totals and per-line counts (scaled to the whole dispatch), the launch, and how many
@@ -220,6 +255,13 @@ class Profile:
     device_unique_segments_per_threadgroup: float = 0   # the same two in aligned segments (what memory moves)
     device_unique_segments: float = 0
     model: Model = Model()
+    segment_trace: SegmentTrace | None = None   # the segments each counted threadgroup touched, in order
+
+    @property
+    def whole_trace(self) -> bool:
+        """Whether `segment_trace` holds every threadgroup of the dispatch (what an exact replay needs)."""
+        t = self.segment_trace
+        return t is not None and t.complete and not self.sampled and len(t.threadgroups) == self.threadgroups_total
 
     @property
     def device_traffic_per_threadgroup(self) -> float:

@@ -7,7 +7,8 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
 - matrix: simdgroup_matrix FLOPs by input type; tensor: Metal 4 matmul2d FLOPs by input type and scope.
 - device memory: the bound moves the dispatch's footprint (each aligned segment once), less what the last-level
   cache may already hold, at the memory interface's peak, and no faster than the cache's peak; the estimate moves
-  the footprint plus the re-reads the cache misses (`device_traffic`).
+  what a replay of the threadgroups' segment traces through an LRU of the last-level cache misses, in dispatch
+  order (`device_traffic`, `metile.profile.reuse`).
 - cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
   to the cache at its measured rate.
 - ALU: the shader ALUs' float simdgroup instructions (one per lane component; integer operations are counted, not
@@ -28,6 +29,7 @@ import attrs
 from metile.profile import rates as R
 from metile.profile.gpus import GpuSpec
 from metile.profile.gpus import gpu as find_gpu
+from metile.profile.reuse import replay
 
 SEGMENT_PASS_BYTES = 128      # a threadgroup-memory pass moves one 4-byte word per bank, 32 banks
 
@@ -92,16 +94,24 @@ def tensor_peak_flops(spec: GpuSpec, input_type: str, thread: bool = False) -> f
 
 
 def device_traffic(profile, occ: Occupancy, cache_bytes: float) -> float:
-    """Bytes device memory moves by the reuse model: the footprint, plus the segments threadgroups share that the
-    cache loses between them, plus a threadgroup's re-reads of its own segments that its share of the cache loses.
+    """Bytes device memory moves from DRAM through a last-level cache of `cache_bytes`, threadgroups running
+    `occ.concurrent` at a time in dispatch order.
 
-    A threadgroup's live set is its segments over its steps (one per two barriers, or per 8 device instructions of
-    a simdgroup, whichever is more: what it touches between two points of its progress). Sharing: threadgroups run
-    in waves of `occ.concurrent` in dispatch order; the live sets of those running at once must fit the last-level
-    cache (`cache_bytes`) for a segment another threadgroup touched to be found there, and the share of them beyond
-    it is the share of shared segments moved again. Re-reads inside a threadgroup (its load segments beyond its
-    distinct ones) miss in the share of its live set beyond its part of the cache."""
+    With the segment trace of every threadgroup (`Profile.whole_trace`) this is a replay of the trace through an LRU
+    cache (`metile.profile.reuse`): segments threadgroups share, and a threadgroup's own re-reads, move again exactly
+    when the cache lost them in between. A sampled dispatch has the traces of some threadgroups only, so what they
+    share is estimated from the totals: a threadgroup's live set is its segments over its steps (one per two
+    barriers, or per 8 device instructions of a simdgroup, whichever is more); a segment another threadgroup touched
+    is found in the cache when the live sets of the threadgroups running at once fit there, and the share of them
+    beyond it is the share of shared segments moved again. Its own re-reads are the replay of each traced
+    threadgroup alone through its part of the cache (`cache_bytes / running`), scaled to the dispatch; without a
+    trace, its re-reads (load segments beyond its distinct ones) miss in the share of its live set beyond that part."""
+    seg = profile.model.segment_bytes
     footprint = profile.device_traffic
+    trace = profile.segment_trace
+    if profile.whole_trace:
+        moved = replay(trace, occ.concurrent, int(cache_bytes // seg)) * seg
+        return moved + max(0.0, footprint - trace.distinct() * seg)   # accesses no instruction record holds
     per_tg = profile.device_traffic_per_threadgroup
     counts = profile.totals
     tgs = max(1, profile.threadgroups_total)
@@ -110,9 +120,15 @@ def device_traffic(profile, occ: Occupancy, cache_bytes: float) -> float:
     steps = max(1.0, counts.barriers / tgs / 2, per_simdgroup / 8)
     own_live = per_tg / tgs / steps
     shared_miss = _clamp(1 - cache_bytes / (running * own_live)) if own_live else 0.0
-    rereads = max(0.0, counts.device_load_segments * profile.model.segment_bytes - per_tg)
+    shared = footprint + max(0.0, per_tg - footprint) * shared_miss
+    if trace is not None and len(trace.threadgroups):
+        share = int(cache_bytes / running // seg)
+        traced = range(len(trace.threadgroups))
+        again = sum(replay(trace, 1, share, [k]) - trace.distinct(k) for k in traced)
+        return shared + again * seg * tgs / len(traced)
+    rereads = max(0.0, counts.device_load_segments * seg - per_tg)
     own_miss = _clamp(1 - cache_bytes / running / own_live) if own_live else 0.0
-    return footprint + max(0.0, per_tg - footprint) * shared_miss + rereads * own_miss
+    return shared + rereads * own_miss
 
 
 def _clamp(x: float) -> float:

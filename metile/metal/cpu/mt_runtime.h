@@ -283,6 +283,15 @@ typedef struct mt_profile_result {
     uint32_t reserved;
     mt_prof_entry* entries;
     char module[512];             /* the kernel library the pc offsets are in */
+    /* the device segments (address >> log2 segment_bytes) each counted threadgroup touched, in order, as steps of
+     * distinct segments each ended by UINT64_MAX (runtime_trace.h); per threadgroup in dispatch order its linear
+     * index and the start and end of its steps in `trace` (3 numbers each) */
+    uint64_t* trace;
+    uint64_t n_trace;
+    uint64_t* trace_threadgroups;
+    uint64_t n_trace_threadgroups;
+    uint32_t trace_complete;      /* 1: every counted threadgroup's steps are there (else some were left out) */
+    uint32_t trace_step_segments; /* the most segments a step holds */
 } mt_profile_result;
 
 void mt_profile_free(mt_profile_result* r);
@@ -343,7 +352,7 @@ uint64_t mt_launch_syscalls(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 9u
+#define MT_RUNTIME_ABI_VERSION 10u
 
 #ifdef __cplusplus
 }

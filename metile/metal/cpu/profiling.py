@@ -5,17 +5,20 @@ A profiled dispatch runs the instrumented (sanitizer) build of the kernel with t
 DEFAULT_SAMPLE), else N spread evenly over the grid, first and last included. The counts come back per
 instruction and per `.metal` line; this module turns them into a `metile.Profile`, instructions placed on the
 `.metal` line they come from (read from the debug information, as for faults: symbolize.py) and everything scaled
-to the whole grid.
+to the whole grid. The runtime's segment trace (runtime_trace.h: each counted threadgroup's device segments in
+order, by dispatch position) becomes `Profile.segment_trace`, which the model replays through a cache.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from metile.metal.args import run_options_problem
 from metile.metal.cpu.faults import pick_metal_line
 from metile.metal.cpu.runtime_api import PROFILE_COUNTERS, ffi
 from metile.metal.cpu.symbolize import source_frames
 from metile.metal.errors import ProfileError
-from metile.profile.counts import RAW_COUNTERS, Counts, Launch, LineCounts, Model, Profile, merge_lines
+from metile.profile.counts import RAW_COUNTERS, Counts, Launch, LineCounts, Model, Profile, SegmentTrace, merge_lines
 
 DEFAULT_SAMPLE = 32   # threadgroups counted when profile=True
 MODEL = Model()       # 64-byte segments, 32 banks of 4 bytes (docs/performance.md)
@@ -70,6 +73,7 @@ class ProfiledRun:
             seg_tg, seg = int(r.unique_tg_segments), int(r.unique_segments)
             launch = Launch(launch.threadgroups, launch.threads_per_threadgroup, launch.simd_width,
                             int(r.max_tg_memory))
+            trace = _trace(r)
         finally:
             rt.mt_profile_free(r)
         frames = source_frames(module, [pc for pc, _, _ in entries])
@@ -91,7 +95,17 @@ class ProfiledRun:
         return Profile(kernel=kernel, totals=totals, lines=tuple(lines), launch=launch, threadgroups_profiled=counted,
                        device_unique_bytes_per_threadgroup=unique_tg * scale, device_unique_bytes=footprint,
                        device_unique_segments_per_threadgroup=seg_tg * scale, device_unique_segments=seg_footprint,
-                       model=MODEL)
+                       model=MODEL, segment_trace=trace)
+
+
+def _trace(r) -> SegmentTrace:
+    """The runtime's segment trace (runtime_trace.h), copied out of its record."""
+    n, m = int(r.n_trace_threadgroups), int(r.n_trace)
+    tgs = np.frombuffer(ffi.buffer(r.trace_threadgroups, 24 * n), np.uint64).reshape(n, 3) if n else \
+        np.zeros((0, 3), np.uint64)
+    segments = np.frombuffer(ffi.buffer(r.trace, 8 * m), np.uint64).copy() if m else np.zeros(0, np.uint64)
+    starts = np.append(tgs[:, 1], tgs[-1, 2] if n else 0).astype(np.int64)
+    return SegmentTrace(tgs[:, 0].copy(), starts, segments, bool(r.trace_complete), int(r.trace_step_segments))
 
 
 def _bound_bytes(run: ProfiledRun) -> int:

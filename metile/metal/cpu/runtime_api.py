@@ -88,6 +88,12 @@ typedef struct mt_profile_result {
     uint32_t reserved;
     mt_prof_entry* entries;
     char module[512];
+    uint64_t* trace;
+    uint64_t n_trace;
+    uint64_t* trace_threadgroups;
+    uint64_t n_trace_threadgroups;
+    uint32_t trace_complete;
+    uint32_t trace_step_segments;
 } mt_profile_result;
 
 void mt_profile_free(mt_profile_result* r);
@@ -125,7 +131,7 @@ int32_t mt_watch_available(void);
 uint64_t mt_launch_syscalls(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

@@ -17,11 +17,13 @@
  * - events of the tensor header (mt_prof_count: matmul2d FLOPs and runs, cooperative loads and stores), each adding
  *   its amount, once per simdgroup or at each call; mt_prof_pause stops counting a thread's accesses meanwhile.
  * Device bytes are also marked in bitmaps, per threadgroup and for the launch, for the bytes touched once per
- * threadgroup and once overall (the traffic with no reuse across threadgroups and with perfect reuse).
+ * threadgroup and once overall (the traffic with no reuse across threadgroups and with perfect reuse), and each
+ * threadgroup's segments are recorded in the order its device instructions touch them (runtime_trace.h).
  *
  * Each worker counts into its own tables; mt_launch merges them (prof_finish) into the caller's result.
  */
 #include "runtime_internal.h"
+#include "runtime_trace.h"
 
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -137,6 +139,7 @@ struct ProfLaunch {
     std::vector<mt_prof_entry> merged;
     uint64_t threadgroups = 0, unique_tg_bytes = 0, unique_bytes = 0, max_tg_memory = 0;
     uint64_t unique_tg_segments = 0, unique_segments = 0;
+    TraceShared trace;
 };
 
 /* A worker's counters (see the file comment). */
@@ -156,6 +159,7 @@ struct Prof {
     std::vector<uint32_t> scratch;
     std::vector<uint64_t> scratch64;
     std::vector<std::pair<uint64_t, uint64_t>> spans;
+    TraceLocal trace;
 };
 
 namespace {
@@ -258,6 +262,7 @@ void count_record(Prof* p, Record& r) {
         e.c[MT_PROF_DEV_SIMD_OPS] += 1;
         e.c[MT_PROF_DEV_SEGMENTS] += ids.size();
         e.c[MT_PROF_DEV_ACTIVE_LANES] += static_cast<uint64_t>(__builtin_popcount(r.mask));
+        for (uint64_t seg : ids) trace_touch(p->trace, seg);
         const uint64_t distinct = distinct_bytes(p, r);
         e.c[MT_PROF_DEV_DISTINCT_BYTES] += distinct;
         if (r.kind == kLoad) {
@@ -356,6 +361,7 @@ bool prof_prepare(Worker* w, Launch* L) {
             !p->tg_seen_seg[i].alloc(segments_of(PL, i)))
             return false;
     p->dirty.clear();
+    trace_reset(p->trace);
     return true;
 }
 
@@ -376,11 +382,13 @@ void prof_begin_threadgroup(Worker* w, uint64_t linear) {
         const uint32_t lanes = w->sgs[s].lanes;
         p->live[s] = lanes >= 32 ? ~0u : (1u << lanes) - 1;
     }
+    trace_begin(p->trace, linear);
 }
 
 void prof_end_threadgroup(Worker* w) {
     Prof* p = w->prof;
     for (uint32_t s = 0; s < w->tg->nsg; ++s) flush_simdgroup(p, s);
+    trace_end(p->trace, w->launch->prof->trace);
     for (const auto& d : p->dirty) d.first->words[d.second].store(0, std::memory_order_relaxed);
     p->dirty.clear();
     ++p->threadgroups;
@@ -392,6 +400,7 @@ void prof_tg_barrier(Worker* w, uint32_t line) {
     Prof* p = w->prof;
     entry_for(p, 0, line).c[MT_PROF_TG_BARRIERS] += 1;
     for (uint32_t s = 0; s < w->tg->nsg; ++s) flush_simdgroup(p, s);
+    trace_step(p->trace);
 }
 
 void prof_collective(Worker* w, Simdgroup& sg, const Fiber* lead, uint32_t mask) {
@@ -451,6 +460,7 @@ void prof_merge(Worker* w) {
     L->unique_segments += p->unique_segments;
     L->max_tg_memory = std::max(L->max_tg_memory, p->max_tg_memory);
     L->merged.insert(L->merged.end(), p->entries.begin(), p->entries.end());
+    trace_merge(p->trace, L->trace);
     p->entries.clear();
     p->tg_seen.clear();
     p->tg_seen_seg.clear();
@@ -509,6 +519,7 @@ bool prof_finish(ProfLaunch* L, mt_profile_result* out) {
     out->unique_tg_segments = L->unique_tg_segments;
     out->unique_segments = L->unique_segments;
     out->max_tg_memory = L->max_tg_memory;
+    if (!trace_finish(L->trace, out)) return false;
     out->n_entries = static_cast<uint32_t>(sum.size());
     out->entries = static_cast<mt_prof_entry*>(malloc(sizeof(mt_prof_entry) * (sum.size() ? sum.size() : 1)));
     if (!out->entries) return false;
@@ -557,6 +568,10 @@ MT_EXPORT void mt_prof_pause(int32_t paused) {
 MT_EXPORT void mt_profile_free(mt_profile_result* r) {
     if (!r) return;
     free(r->entries);
+    free(r->trace);
+    free(r->trace_threadgroups);
     r->entries = nullptr;
+    r->trace = r->trace_threadgroups = nullptr;
     r->n_entries = 0;
+    r->n_trace = r->n_trace_threadgroups = 0;
 }
