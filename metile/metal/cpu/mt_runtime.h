@@ -243,6 +243,7 @@ enum mt_prof_counter {
     MT_PROF_ALU_FLOAT,           /* float ALU operations of the statements run, lane components (once per simdgroup) */
     MT_PROF_ALU_INT,             /* integer ALU operations, the same way */
     MT_PROF_ALU_SPECIAL,         /* special-function operations (exp2, log2, rsqrt, sin, a reciprocal...), the same */
+    MT_PROF_ALU_INT_ISSUE,       /* issue cycles of the integer operations outside subscripts and loop control */
     MT_PROF_COUNTERS
 };
 enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };

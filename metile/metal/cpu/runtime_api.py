@@ -36,7 +36,7 @@ PROFILE_COUNTERS = (
     "tensor_flops_float", "tensor_flops_half", "tensor_flops_bfloat", "tensor_flops_tf32",
     "tensor_thread_flops_float", "tensor_thread_flops_half", "tensor_thread_flops_bfloat", "tensor_thread_flops_tf32",
     "tensor_runs_thread", "tensor_runs_simdgroup", "tensor_runs_simdgroups", "coop_loads", "coop_stores",
-    "alu_float", "alu_int", "alu_special",
+    "alu_float", "alu_int", "alu_special", "alu_int_issue",
 )
 
 CDEF = """
