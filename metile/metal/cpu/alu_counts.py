@@ -585,10 +585,11 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
             continue
         done_until = close[lbrace]
         params = _parameter_list(tokens, lbrace, open_of)
-        walker.template_types = {**typedefs, **(template_types(tokens, params[0], instances, names) if params else {})}
         walker.returns = _return_type(tokens, params) if params else None
         walker.before, walker.after = {}, {}
         try:
+            found = template_types(tokens, params[0], instances, names) if params else {}
+            walker.template_types = {**typedefs, **found}
             walker.function(lbrace, params)
         except Exception:   # noqa: BLE001 - a body the walker cannot read keeps no counts (never a wrong text)
             continue
