@@ -63,7 +63,7 @@ def extrapolate(pa: Profile, pb: Profile, xa: float, xb: float, x: float, thread
                    device_unique_segments_per_threadgroup=_lerp(pa.device_unique_segments_per_threadgroup,
                                                                 pb.device_unique_segments_per_threadgroup, t),
                    device_unique_segments=_lerp(pa.device_unique_segments, pb.device_unique_segments, t),
-                   model=pb.model)
+                   model=pb.model, registers=pb.registers)
 
 
 def _dev():

@@ -27,7 +27,7 @@ RAW_COUNTERS = (
     "dev_load_segments", "dev_load_distinct_bytes",
     *(f"tensor_flops_{t}" for t in TENSOR_TYPES), *(f"tensor_thread_flops_{t}" for t in TENSOR_TYPES),
     *(f"tensor_runs_{s}" for s in TENSOR_SCOPES), "coop_loads", "coop_stores",
-    "alu_float", "alu_int", "alu_special",
+    "alu_float", "alu_int", "alu_special", "alu_int_issue",
 )
 
 
@@ -72,6 +72,9 @@ class Counts:
     alu_operations: float = 0
     integer_operations: float = 0
     special_operations: float = 0
+    # issue cycles of the integer operations the model times: those outside subscripts and loop control, an add,
+    # compare, select or bitwise operation 1 a lane component, a multiply 4, a division or remainder 8
+    integer_issue: float = 0
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, float]) -> Counts:
@@ -89,7 +92,7 @@ class Counts:
                    by_dtype("mma"), g("dev_load_segments", 0), g("dev_load_distinct_bytes", 0),
                    by_dtype("tensor_flops", TENSOR_TYPES), by_dtype("tensor_thread_flops", TENSOR_TYPES),
                    by_dtype("tensor_runs", TENSOR_SCOPES), g("coop_loads", 0), g("coop_stores", 0),
-                   g("alu_float", 0), g("alu_int", 0), g("alu_special", 0))
+                   g("alu_float", 0), g("alu_int", 0), g("alu_special", 0), g("alu_int_issue", 0))
 
     def __add__(self, other: Counts) -> Counts:
         def add(a, b):
@@ -256,6 +259,7 @@ class Profile:
     device_unique_segments: float = 0
     model: Model = Model()
     segment_trace: SegmentTrace | None = None   # the segments each counted threadgroup touched, in order
+    registers: int = 0      # 32-bit registers a thread holds, estimated from the source (0: unknown)
 
     @property
     def whole_trace(self) -> bool:
@@ -311,6 +315,7 @@ class Profile:
                     "simdgroups_per_threadgroup": self.launch.simdgroups_per_threadgroup,
                     "threadgroup_memory": self.launch.threadgroup_memory},
             model=attrs.asdict(self.model),
+            registers=self.registers,
             lines={lc.key: {"text": lc.text, **lc.counts.to_dict(seg)} for lc in self.lines},
         )
         return out

@@ -11,10 +11,11 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
   order (`device_traffic`, `metile.profile.reuse`).
 - cache (estimate only): every segment the device instructions touch, re-reads included, through the cores' ports
   to the cache at its measured rate.
-- ALU: the shader ALUs' float simdgroup instructions (one per lane component; integer operations are counted, not
-  timed: read from the source they are mostly loop and index arithmetic Apple's compiler folds) at 128 lane
-  operations per core per clock, and special functions on their own pipeline (4 cycles a simdgroup instruction for
-  the bound, 6 for the estimate); the term is the slower of the two.
+- ALU: the shader ALUs' float simdgroup instructions (one per lane component) and, for the estimate, the issue
+  cycles of the integer operations outside subscripts and loop control (an add 1, a multiply 4, a division 8; the
+  address and loop arithmetic Apple's compiler folds is counted, not timed) at 128 lane operations per core per
+  clock, and special functions on their own pipeline (4 cycles a simdgroup instruction for the bound, 6 for the
+  estimate); the term is the slower of the two.
 - threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
 - dispatch: a fixed cost per dispatch (estimate only).
 Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms.
@@ -56,6 +57,8 @@ class Occupancy:
     waves: int
     wave_efficiency: float
     latency_hiding: float
+    registers: int = 0      # the profile's estimated 32-bit registers a thread (0: unknown)
+    register_threads: int = 0   # threads a core holds by them (0: no register limit on this GPU)
 
     @property
     def efficiency(self) -> float:
@@ -63,12 +66,16 @@ class Occupancy:
 
 
 def occupancy(profile, spec: GpuSpec) -> Occupancy:
-    """Resident threadgroups per core from its threads and threadgroup memory (`metile.profile.rates`), then waves
-    of cores x resident threadgroups in dispatch order."""
+    """Resident threadgroups per core from its threads, threadgroup memory and registers (`metile.profile.rates`),
+    then waves of cores x resident threadgroups in dispatch order."""
     la = profile.launch
     limits = {"threads": R.THREADS_PER_CORE // max(1, la.threads)}
     if la.threadgroup_memory:
         limits["threadgroup memory"] = R.THREADGROUP_MEMORY_PER_CORE // la.threadgroup_memory
+    registers = profile.registers
+    reg_threads = R.threads_for_registers(registers) if registers and spec.family in R.REGISTER_LIMITED_FAMILIES else 0
+    if reg_threads:
+        limits["registers"] = reg_threads // max(1, la.threads)
     limited_by = min(limits, key=limits.get)
     per_core = max(1, limits[limited_by])
     total = max(1, la.threadgroups_total)
@@ -77,7 +84,7 @@ def occupancy(profile, spec: GpuSpec) -> Occupancy:
     wave_eff = total / (waves * concurrent) if waves > 1 else 1.0
     active = min(per_core, total / spec.gpu_cores)     # threadgroups a core holds on average
     hiding = min(1.0, active * la.simdgroups_per_threadgroup / R.SIMDGROUPS_TO_HIDE_LATENCY)
-    return Occupancy(per_core, limited_by, concurrent, waves, wave_eff, hiding)
+    return Occupancy(per_core, limited_by, concurrent, waves, wave_eff, hiding, registers, reg_threads)
 
 
 def peak_flops(spec: GpuSpec, dtype: str) -> float:
@@ -148,6 +155,12 @@ class Estimate:
     device_s: float               # no reuse across threadgroups, at the peak bandwidth (for comparison)
     device_reuse_s: float         # perfect reuse (the footprint) at the peak bandwidth
 
+    @property
+    def registers(self) -> int:
+        """The estimated 32-bit registers a thread of the kernel holds (0: unknown); `occupancy.limited_by` is
+        "registers" when they bound the threadgroups a core holds."""
+        return self.occupancy.registers
+
     def term(self, name: str) -> Term:
         return next(t for t in self.terms if t.name == name)
 
@@ -202,7 +215,7 @@ class Estimate:
                 "binding": self.binding, "bound_binding": self.bound_binding, "seconds": self.bound_s,
                 "compute_s": self.compute_s, "device_s": self.device_s, "device_reuse_s": self.device_reuse_s,
                 "threadgroup_s": self.threadgroup_s, "footprint_fits_cache": self.footprint_fits_cache,
-                "flops": self.flops,
+                "flops": self.flops, "registers": self.registers,
                 "terms": {t.name: {"bound_s": t.bound_s, "estimate_s": t.estimate_s, "detail": t.detail}
                           for t in self.terms},
                 "occupancy": attrs.asdict(o)}
@@ -254,18 +267,21 @@ def _cache(profile, spec: GpuSpec, rate: R.Rates, occ: Occupancy) -> Term:
 
 def _alu(profile, spec: GpuSpec, eff: float) -> Term:
     """Simdgroup instructions of the statements run (counted once per simdgroup, a lane component each) on a core's
-    four schedulers; special functions on their pipeline beside them (metile.profile.rates, "The shader ALUs")."""
+    four schedulers, float operations and (the estimate) the integer ones' issue cycles on the same pipeline; special
+    functions on their pipeline beside them (metile.profile.rates, "The shader ALUs"). The bound leaves the integer
+    cycles out: the compiler may still hoist or fold some of them (loop-invariant or constant arithmetic)."""
     counts = profile.totals
     width = profile.launch.simd_width
-    lanes = counts.alu_operations * width   # integer operations: counted, not timed (docs/performance.md)
-    special = counts.special_operations * width
     clocks = spec.gpu_cores * spec.clock_hz
-    alu_s = lanes / (clocks * R.ALU_LANES_PER_CORE_CLOCK)
+    alu_s = counts.alu_operations * width / (clocks * R.ALU_LANES_PER_CORE_CLOCK)
+    issue_s = (counts.alu_operations + counts.integer_issue) * width / (clocks * R.ALU_LANES_PER_CORE_CLOCK)
+    special = counts.special_operations * width
     per_clock = R.ALU_LANES_PER_CORE_CLOCK / 4   # lanes of one scheduler
     bound = max(alu_s, special * R.SPECIAL_CYCLES_BOUND / (clocks * per_clock * 4))
-    est = max(alu_s, special * R.SPECIAL_CYCLES / (clocks * per_clock * 4)) / eff
-    return Term("ALU", bound, est, f"{counts.alu_operations:.4g} float, {counts.integer_operations:.4g} integer, "
-                f"{counts.special_operations:.4g} special-function simdgroup operations")
+    est = max(issue_s, special * R.SPECIAL_CYCLES / (clocks * per_clock * 4)) / eff
+    return Term("ALU", bound, est, f"{counts.alu_operations:.4g} float, {counts.integer_operations:.4g} integer "
+                f"({counts.integer_issue:.4g} issue cycles timed), {counts.special_operations:.4g} special-function "
+                "simdgroup operations")
 
 
 def _threadgroup(counts, spec: GpuSpec, rate: R.Rates, eff: float) -> Term:

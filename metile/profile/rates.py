@@ -26,7 +26,27 @@ THREADGROUP_MEMORY_PER_CORE = 32 * 1024
 # latency, metal-benchmarks: FFMA32 latency 3.5-3.9 cycles): meTile's GEMM keeps an M1 busy with one threadgroup of
 # four simdgroups a core (2.34 ms, against a threadgroup-memory bound of 2.2 ms).
 SIMDGROUPS_TO_HIDE_LATENCY = 4
-# Registers limit nothing here: the profiler does not count them (docs/performance.md, "The model").
+# Registers: a thread's registers come out of its core's register file, so the more a thread holds the fewer threads
+# a core keeps (the profile's `registers`, estimated from the kernel's source: metile/metal/cpu/registers.py). Threads
+# a core holds by the 16-bit registers a thread uses, as Metal's maxTotalThreadsPerThreadgroup reports them on an M1
+# (Mesa's AGX compiler, src/asahi/compiler/agx_occupancy.c, a table "derived from studying the
+# maxTotalThreadsPerThreadgroup property in Metal while varying the register usage"; Rosenzweig, "Dissecting the
+# Apple M1 GPU, part III": up to 128 32-bit registers a thread, 1024 threads at the fewest and 384 at the most, so a
+# register file of at least 208 KiB a core, the ~208 KB metal-benchmarks lists for Apple 7 and 8): 1024 threads up
+# to 104 halves (52 registers), falling by 64 threads a step to 384 at 256 halves (128 registers). Beyond that the
+# compiler spills to memory rather than run fewer threads (metal-benchmarks). M3 and later allocate registers as a
+# thread uses them (Apple's Dynamic Caching: "only the exact amount of memory needed is used for each task", M3
+# announcement; Apple's M3/A17 Pro GPU talk as AppleInsider reports it, 2023-11-10: no longer the peak for the
+# whole run), so the peak count limits nothing there: the limit applies to REGISTER_LIMITED_FAMILIES only.
+REGISTER_OCCUPANCY = ((104, 1024), (112, 896), (128, 832), (136, 768), (144, 704), (160, 640), (184, 576),
+                      (208, 512), (232, 448), (256, 384))   # (most 16-bit registers a thread, threads a core)
+REGISTER_LIMITED_FAMILIES = frozenset({"M1", "M2"})
+
+
+def threads_for_registers(registers: int) -> int:
+    """Threads a core holds when each holds `registers` 32-bit registers (REGISTER_OCCUPANCY)."""
+    halves = 2 * registers
+    return next((threads for most, threads in REGISTER_OCCUPANCY if halves <= most), REGISTER_OCCUPANCY[-1][1])
 
 
 # -- per-generation achieved rates (the estimate) ----------------------------------------------------------------
@@ -74,7 +94,9 @@ CACHE_BYTES_PER_CORE_CLOCK_BOUND = 256.0
 # (Fast EXP2_32 + FMUL32 take 4.02 cycles) on a pipeline of their own: EXP2_32 and LOG2_32 at 4 cycles a simdgroup
 # instruction, RECIP32 (a division's reciprocal) 6, RSQRT32 and SQRT32 8. The bound takes the fastest, 4 cycles (32
 # lane operations per core per clock); the estimate the reciprocal's 6 (assumed for every generation: no later
-# measurement was found). Integer operations are not timed (docs/performance.md, "The model").
+# measurement was found). Integer operations issue on the same pipeline: the estimate times those outside subscripts,
+# loop control and compile-time arithmetic at 1 cycle (IADD32, ICMPSEL32, BITWISE32), 4 for a multiply (IMUL32,
+# IMAD32) and 8 for a division or remainder (IMULHI32) a simdgroup instruction (alu_counts.py; docs/performance.md).
 ALU_LANES_PER_CORE_CLOCK = 128
 SPECIAL_CYCLES_BOUND = 4.0
 SPECIAL_CYCLES = 6.0

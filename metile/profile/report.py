@@ -50,8 +50,9 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
         f"stores, {_n(sum(t.simdgroup_mma.values()))} multiply-accumulates = {_n(sum(t.flops.values()))} FLOPs",
     ]
     if t.alu_operations or t.integer_operations or t.special_operations:
-        out.append(f"  arithmetic       {_n(t.alu_operations)} float, {_n(t.integer_operations)} integer, "
-                   f"{_n(t.special_operations)} special-function simdgroup operations (lane components)")
+        out.append(f"  arithmetic       {_n(t.alu_operations)} float, {_n(t.integer_operations)} integer "
+                   f"({_n(t.integer_issue)} issue cycles timed), {_n(t.special_operations)} special-function "
+                   "simdgroup operations (lane components)")
     if t.tensor_runs or t.cooperative_loads or t.cooperative_stores:
         types = ", ".join(f"{k} {_n(v)}" for k, v in {**t.tensor_flops, **{f"{k} (thread)": v for k, v in
                                                                              t.tensor_thread_flops.items()}}.items())
@@ -66,6 +67,10 @@ def format_summary(p: Profile, gpu: str = "M1", lines: int = 12) -> str:
         f"{t.name} {_t(t.bound_s)} / {_t(t.estimate_s)}" for t in e.terms if t.bound_s or t.estimate_s)
         + f"; {o.per_core} threadgroups a core (by {o.limited_by}), {o.waves} wave{'s' if o.waves != 1 else ''}, "
         f"latency hiding {o.latency_hiding:.0%}")
+    if o.registers:
+        held = f", which hold {o.register_threads} threads a core" if o.register_threads else \
+            " (allocated as used on this GPU: no limit)"
+        out.append(f"    registers: about {o.registers} 32-bit registers a thread{held}")
     busiest = sorted(p.lines, key=lambda lc: -_weight(lc.counts))[:lines]
     if busiest:
         out.append("  busiest lines:")

@@ -6,7 +6,11 @@ call `::mt_prof_count(counter, n, 1, __LINE__);` per kind of operation before ea
 simdgroup that runs it (the lanes of one call told apart by the calling instruction, so a branch some lanes skip
 counts for the simdgroups whose lanes run it, and a helper inlined at two calls counts at each). The counters
 (mt_runtime.h, appended to enum mt_prof_counter) are float ALU, integer ALU and special-function operations, each a
-lane-wide operation on one component: a float4 addition is 4, as Apple's scalar ALUs issue it.
+lane-wide operation on one component: a float4 addition is 4, as Apple's scalar ALUs issue it; and the issue cycles
+of the integer operations the model times: those outside subscripts (address arithmetic), loop tests, steps and
+`for` inits, and statements that read only loop counters and compile-time names (`constexpr` names and template value
+parameters of the source, locals set from them only), which the compiler folds or strength-reduces; an add,
+compare, select or bitwise operation issues 1 cycle, a multiply 4, a division or remainder 8 (`INT_ISSUE`).
 
 What a statement counts is read from its tokens (docs/performance.md has the table):
 - `+ - * / %` and comparisons, compound assignments, `++`/`--`: one operation of the operands' type and width;
@@ -16,9 +20,10 @@ What a statement counts is read from its tokens (docs/performance.md has the tab
 - math functions by a table (`_FUNCTIONS`): fma 1, mix 2, clamp 2, dot n, exp 1 special + 1, pow 2 + 1, ...;
   a call of any other function counts its arguments only (its own statements count where they run);
 - an operand's type comes from the declarations of the function (parameters, locals, `auto` from their
-  initializer), vector swizzles and indexing; an operator whose operands are both of unknown type (a template
-  parameter, a struct member) takes the statement's type: the declared type of what it initializes or assigns,
-  else float when a float operand or literal appears in it, else integer.
+  initializer), vector swizzles and indexing; a template type parameter is the kind every explicit instantiation
+  (or, without one, its default) gives it (`alu_types.template_types`); an operator whose operands are both of
+  unknown type (a parameter bound to both kinds, a struct member) takes the statement's type: the declared type of
+  what it initializes or assigns, else float when a float operand or literal appears in it, else integer.
 - an `if`/`switch` condition counts before the statement; a loop's condition and step count at the start of each
   run of its body (the last, failing test is not counted), a `for` init once before the loop.
 A braceless arm or loop body that gets a count is braced (the same scope in C++). A statement that defines a lambda
@@ -30,16 +35,26 @@ from __future__ import annotations
 
 import re
 
+from metile.metal.cpu.alu_types import (
+    INT_ISSUE,
+    aliases,
+    compile_time_names,
+    instantiations,
+    statement_default,
+    template_types,
+    type_of_name,
+)
+from metile.metal.cpu.alu_types import UNKNOWN as _UNKNOWN
+from metile.metal.cpu.alu_types import Type as _Type
+from metile.metal.cpu.alu_types import TypeName as _TypeName
+from metile.metal.cpu.alu_types import named as _named
 from metile.metal.cpu.arms import _brackets, _function_bodies, _Guards, _is_constexpr, _lambda_bodies, _parameter_list
 from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
 
 # counter numbers (enum mt_prof_counter in mt_runtime.h; RAW_COUNTERS in metile/profile/counts.py)
-ALU_FLOAT, ALU_INT, ALU_SPECIAL = "alu_float", "alu_int", "alu_special"
+ALU_FLOAT, ALU_INT, ALU_SPECIAL, ALU_INT_ISSUE = "alu_float", "alu_int", "alu_special", "alu_int_issue"
 
-_TYPE = re.compile(r"(?:packed_)?(float|half|bfloat|int|uint|short|ushort|char|uchar|long|ulong|bool|size_t"
-                   r"|u?int(?:8|16|32|64)_t)([234])?")
-_FLOATS = frozenset({"float", "half", "bfloat"})
 _SKIP_WORDS = frozenset({"struct", "class", "union", "enum", "typedef", "using", "static_assert", "template",
                          "namespace", "break", "continue", "goto"})
 _DECL_WORDS = frozenset({"const", "constexpr", "static", "thread", "device", "threadgroup", "constant", "volatile",
@@ -70,30 +85,13 @@ class _Unreadable(Exception):
     """An expression the reader does not follow (the statement then counts its operators by the default type)."""
 
 
-class _Type:
-    __slots__ = ("kind", "width", "pointer")
-
-    def __init__(self, kind: str | None, width: int = 1, pointer: bool = False):
-        self.kind, self.width, self.pointer = kind, width, pointer
-
-
-_UNKNOWN = _Type(None)
-
-
-def type_of_name(name: str) -> _Type | None:
-    """The type a type name spells (`float4` -> float, 4), None for any other name."""
-    m = _TYPE.fullmatch(name)
-    if m is None:
-        return None
-    base = m.group(1)
-    return _Type("f" if base in _FLOATS else "i", int(m.group(2) or 1))
-
-
 class _Expr:
     """Reads the expression tokens[a:b], adding its operations to `tally` ([float, int, special])."""
 
-    def __init__(self, tokens: list[Token], a: int, b: int, env: dict[str, _Type], default: str, tally: list):
+    def __init__(self, tokens: list[Token], a: int, b: int, env: dict[str, _Type], default: str, tally: list,
+                 folded: bool = False):
         self.t, self.p, self.b, self.env, self.default, self.tally = tokens, a, b, env, default, tally
+        self.folded = folded   # address or loop-control arithmetic: counted, not issued (tally[3])
 
     def peek(self, k: int = 0) -> str:
         return self.t[self.p + k].text if self.p + k < self.b else ""
@@ -104,8 +102,17 @@ class _Expr:
         self.p += 1
         return self.t[self.p - 1]
 
-    def count(self, kind: str | None, n: int) -> None:
-        self.tally[0 if (kind or self.default) == "f" else 1] += n
+    def count(self, kind: str | None, n: int, op: str = "") -> None:
+        if (kind or self.default) == "f":
+            self.tally[0] += n
+        else:
+            self.int_op(n, op)
+
+    def int_op(self, n: int, op: str = "") -> None:
+        """`n` integer operations `op`; outside subscripts and loop control also their issue cycles (tally[3])."""
+        self.tally[1] += n
+        if not self.folded:
+            self.tally[3] += n * INT_ISSUE.get(op, 1)
 
     def join(self, x: _Type, y: _Type) -> _Type:
         kind = "f" if "f" in (x.kind, y.kind) else x.kind or y.kind
@@ -155,12 +162,12 @@ class _Expr:
         ty = self.join(x, y)
         kind = ty.kind or self.default
         if op in _INT_ONLY:
-            self.tally[1] += ty.width
+            self.int_op(ty.width, op)
         elif op == "/" and kind == "f":
             self.tally[0] += ty.width
             self.tally[2] += ty.width
         else:
-            self.count(kind, ty.width)
+            self.count(kind, ty.width, op)
         if _PREC[op] in (6, 7) or op in ("&&", "||"):
             return _Type("i", ty.width)
         return ty
@@ -174,7 +181,7 @@ class _Expr:
         if op in ("!", "~"):
             self.take()
             ty = self.unary()
-            self.tally[1] += ty.width
+            self.int_op(ty.width)
             return ty
         if op in ("++", "--"):
             self.take()
@@ -191,7 +198,7 @@ class _Expr:
         k = self.p + 1
         while k < self.b and self.t[k].text in _DECL_WORDS:
             k += 1
-        ty = type_of_name(self.t[k].text) if k < self.b else None
+        ty = _named(self.t[k].text, self.env) if k < self.b else None
         if ty is None:
             return None
         k += 1
@@ -209,10 +216,10 @@ class _Expr:
             op = self.peek()
             if op == "[":
                 self.take()
-                saved = self.default
-                self.default = "i"   # an index is integer arithmetic
+                saved, folded = self.default, self.folded
+                self.default, self.folded = "i", True   # an index is integer arithmetic of the address
                 self.comma()
-                self.default = saved
+                self.default, self.folded = saved, folded
                 self.take("]")
                 ty = _Type(ty.kind, ty.width if ty.pointer else 1)   # an element, or a vector's component
             elif op in (".", "->"):
@@ -248,7 +255,7 @@ class _Expr:
         while True:
             x = self.take().text
             if first is None and depth == 1:
-                first = type_of_name(x)
+                first = _named(x, self.env)
             depth += {"<": 1, ">": -1, ">>": -2}.get(x, 0)
             if depth <= 0:
                 return first or _UNKNOWN
@@ -281,7 +288,7 @@ class _Expr:
         while self.peek() == "::":   # metal::precise::exp: the last name
             self.take()
             x = self.take().text
-        named = type_of_name(x)
+        named = _named(x, self.env)
         if self.peek() == "<":
             targ = self.skip_angle()
             named = named or (targ if x in ("as_type", "static_cast", "vec", "reinterpret_cast") else None)
@@ -316,7 +323,7 @@ class _Expr:
         entry = _FUNCTIONS.get(name)
         if ty.kind == "i" or (ty.kind is None and self.default == "i" and name in _ELEMENTWISE_INT):
             if name in _ELEMENTWISE_INT:
-                self.tally[1] += (2 if name == "clamp" else 1) * ty.width
+                self.int_op((2 if name == "clamp" else 1) * ty.width)
                 return ty
             if entry is None:
                 return _UNKNOWN
@@ -328,34 +335,27 @@ class _Expr:
         return _Type("f", 1) if result == "scalar" else _Type("f", ty.width)
 
 
-def count_expression(tokens: list[Token], a: int, b: int, env: dict[str, _Type], default: str) -> list[int]:
-    """[float, int, special] operations of the expression tokens[a:b] (operators by `default` when unreadable)."""
-    tally = [0, 0, 0]
-    reader = _Expr(tokens, a, b, env, default, tally)
+def count_expression(tokens: list[Token], a: int, b: int, env: dict[str, _Type], default: str,
+                     folded: bool = False) -> list[int]:
+    """[float, int, special, integer issue cycles] operations of the expression tokens[a:b] (operators by `default`
+    when unreadable); `folded`: loop control, whose integer operations issue nothing."""
+    tally = [0, 0, 0, 0]
+    reader = _Expr(tokens, a, b, env, default, tally, folded)
     try:
         reader.comma()
         if reader.p != b:
             raise _Unreadable
     except (_Unreadable, IndexError, RecursionError):
-        tally = [0, 0, 0]
+        tally = [0, 0, 0, 0]
         depth = 0
         for t in tokens[a:b]:
             depth += {"[": 1, "]": -1}.get(t.text, 0)
             if t.text in _PREC or t.text in ("++", "--") or t.text in _ASSIGN and t.text != "=":
-                tally[1 if depth or t.text in _INT_ONLY or default == "i" else 0] += 1
+                integer = depth or t.text in _INT_ONLY or default == "i"
+                tally[1 if integer else 0] += 1
+                if integer and not depth and not folded:
+                    tally[3] += INT_ISSUE.get(t.text[:-1] if t.text in _ASSIGN else t.text, 1)
     return tally
-
-
-def _statement_default(tokens: list[Token], a: int, b: int, env: dict[str, _Type], declared: _Type | None) -> str:
-    if declared is not None and declared.kind is not None:
-        return declared.kind
-    for t in tokens[a:b]:
-        if t.kind is Tok.NUMBER and not t.text.lower().startswith("0x") and any(c in t.text.lower() for c in ".ef"):
-            return "f"
-        ty = env.get(t.text) if t.kind is Tok.IDENT else None
-        if ty is not None and ty.kind == "f" or t.kind is Tok.IDENT and (type_of_name(t.text) or _UNKNOWN).kind == "f":
-            return "f"
-    return "i"
 
 
 class _Counts(_Guards):
@@ -366,10 +366,13 @@ class _Counts(_Guards):
         super().__init__(tokens, close, frozenset(), errors, lambdas, directive_starts)
         self.counters = counters
         self.env: dict[str, _Type] = {}
+        self.template_types: dict[str, _TypeName] = {}
+        self.constants: frozenset[str] = frozenset()   # compile-time names of the source (compile_time_names)
+        self.fixed: set[str] = set()                   # the function's loop counters and locals of constants
         self.returns: _Type | None = None
 
     def calls(self, tally: list[int]) -> str:
-        names = (ALU_FLOAT, ALU_INT, ALU_SPECIAL)
+        names = (ALU_FLOAT, ALU_INT, ALU_SPECIAL, ALU_INT_ISSUE)
         return "".join(f"::mt_prof_count({self.counters[n]}u, {k}u, 1, __LINE__); "
                        for n, k in zip(names, tally) if k)
 
@@ -392,12 +395,30 @@ class _Counts(_Guards):
         else:
             self._wrap(body[0], body[1], text)
 
-    def tally(self, a: int, b: int, declared: _Type | None = None) -> list[int]:
-        default = _statement_default(self.t, a, b, self.env, declared)
-        return count_expression(self.t, a, b, self.env, default) if a < b else [0, 0, 0]
+    def tally(self, a: int, b: int, declared: _Type | None = None, folded: bool = False) -> list[int]:
+        default = statement_default(self.t, a, b, self.env, declared)
+        folded = folded or self.compile_time(a, b) or (declared is not None and declared.pointer)
+        return count_expression(self.t, a, b, self.env, default, folded) if a < b else [0, 0, 0, 0]
+
+    def compile_time(self, a: int, b: int) -> bool:
+        """Whether every name tokens[a:b] reads is a compile-time value or a loop counter (`compile_time_names`,
+        `self.fixed`): its integer arithmetic is folded in an unrolled loop, or strength-reduced, not issued."""
+        t = self.t
+        for k in range(a, b):
+            x = t[k]
+            if x.kind is not Tok.IDENT or x.text in self.fixed or x.text in self.constants:
+                continue
+            nxt = t[k + 1].text if k + 1 < b else ""
+            if (x.text in ("true", "false", "sizeof", "alignof") or _named(x.text, self.env) is not None
+                    or nxt in ("(", "::") or (nxt == "<" and x.text not in self.env)
+                    or (k > a and t[k - 1].text in (".", "->", "::"))):
+                continue
+            return False
+        return True
 
     def function(self, lbrace: int, params: tuple[int, int] | None) -> None:
-        self.env = {}
+        self.fixed = set()
+        self.env = dict(self.template_types)
         if params is not None:
             for a, b in _split(self.t, params[0] + 1, params[1], self.close):
                 self.declare(a, b)
@@ -413,7 +434,7 @@ class _Counts(_Guards):
         if k >= b:
             return []
         auto = t[k].text == "auto"
-        base = type_of_name(t[k].text)
+        base = _named(t[k].text, self.env)
         if base is None and not auto:
             return []
         out = []
@@ -431,12 +452,16 @@ class _Counts(_Guards):
             if init is not None:
                 start = init + 1 if t[init].text == "=" else init
                 if auto:
-                    probe = [0, 0, 0]
+                    probe = [0, 0, 0, 0]
                     try:
                         ty = _Expr(t, start, e, self.env, "i", probe).comma()
                     except (_Unreadable, IndexError, RecursionError):
                         ty = _UNKNOWN
-                out.append((start, e, ty or _UNKNOWN))
+                out.append((start, e, _Type((ty or _UNKNOWN).kind, 1, True) if pointer else ty or _UNKNOWN))
+            if init is not None and not pointer and not array and self.compile_time(init + 1, e):
+                self.fixed.add(name)
+            else:
+                self.fixed.discard(name)
             ty = ty or _UNKNOWN
             self.env[name] = _Type(ty.kind, ty.width, pointer or array or ty.pointer)
         return out
@@ -462,18 +487,20 @@ class _Counts(_Guards):
             if len(parts) == 3:
                 (a, b), cond, inc = parts
                 inits = self.declare(a, b)
-                tally = [0, 0, 0]
+                self.fixed.update(t[k].text for k in range(a, b - 1) if t[k + 1].text == "=" and t[k].kind is Tok.IDENT)
+                tally = [0, 0, 0, 0]
                 for s, x, ty in inits or [(a, b, None)]:
-                    tally = [u + v for u, v in zip(tally, self.tally(s, x, ty))]
+                    tally = [u + v for u, v in zip(tally, self.tally(s, x, ty, folded=True))]
                 self.put(i, e, tally, sub)
-                self.at_body(body, [u + v for u, v in zip(self.tally(*cond), self.tally(*inc))])
+                self.at_body(body, [u + v for u, v in zip(self.tally(*cond, folded=True),
+                                                           self.tally(*inc, folded=True))])
             elif word == "while":
-                self.at_body(body, self.tally(*parts[0]))
+                self.at_body(body, self.tally(*parts[0], folded=True))
             self.statement(*body, sub=True)
         elif word == "do":
             body_end = self.extent(i + 1, e)
             p = self._paren(body_end)
-            self.at_body((i + 1, body_end), self.tally(p + 1, self.close[p]))
+            self.at_body((i + 1, body_end), self.tally(p + 1, self.close[p], folded=True))
             self.statement(i + 1, body_end, sub=True)
         elif word == "switch":
             p = self._paren(i)
@@ -496,15 +523,16 @@ class _Counts(_Guards):
                 return e
             inits = self.declare(i, stop)
             if inits:
-                tally = [0, 0, 0]
+                tally = [0, 0, 0, 0]
                 for s, x, ty in inits:
                     tally = [u + v for u, v in zip(tally, self.tally(s, x, ty))]
-            elif t[i].text in _DECL_WORDS or type_of_name(t[i].text) is not None or word == "auto":
-                tally = [0, 0, 0]   # a declaration without initializers
+            elif t[i].text in _DECL_WORDS or _named(t[i].text, self.env) is not None or word == "auto":
+                tally = [0, 0, 0, 0]   # a declaration without initializers
             else:
                 target = self.env.get(t[i].text) if t[i].kind is Tok.IDENT else None
+                moved = target is not None and target.pointer and i + 1 < stop and t[i + 1].text in _ASSIGN
                 if target is not None and target.pointer:
-                    target = _Type(target.kind, 1)
+                    target = _Type(target.kind, 1, moved)   # `p += n` moves a pointer: address arithmetic
                 tally = self.tally(i, stop, target)
             self.put(i, e, tally, sub)
         return e
@@ -546,6 +574,9 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
         return []   # brackets that do not balance outside preprocessor conditionals: nothing counted
     walker = _Counts(tokens, close, errors, sorted(d.start for d in directives), counters,
                      frozenset(_lambda_bodies(tokens, open_of)))
+    instances, names = instantiations(tokens), aliases(tokens)
+    typedefs = {n: _TypeName(ty.kind, ty.width) for n, b in names.items() if (ty := type_of_name(b)) is not None}
+    walker.constants = compile_time_names(tokens)
     before: dict[int, list[str]] = {}
     after: dict[int, list[str]] = {}
     done_until = -1
@@ -557,6 +588,8 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
         walker.returns = _return_type(tokens, params) if params else None
         walker.before, walker.after = {}, {}
         try:
+            found = template_types(tokens, params[0], instances, names) if params else {}
+            walker.template_types = {**typedefs, **found}
             walker.function(lbrace, params)
         except Exception:   # noqa: BLE001 - a body the walker cannot read keeps no counts (never a wrong text)
             continue

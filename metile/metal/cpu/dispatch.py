@@ -42,6 +42,7 @@ from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import TRAP_MEANS
 from metile.metal.cpu.faults import BufferRange, to_exception
 from metile.metal.cpu.profiling import ProfiledRun
+from metile.metal.cpu.registers import kernel_registers
 from metile.metal.cpu.runtime_api import ffi
 from metile.metal.errors import LaunchError
 from metile.profile.counts import Launch, Profile
@@ -256,8 +257,10 @@ class CpuDispatch:
     def profile(self) -> Profile:
         """The counts of the last run (a dispatch made with `profile=`)."""
         tr = self.function.library.translation
+        sig = tr.kernel(self.function.name)
+        registers = kernel_registers(tr.cpp if tr.line_map is not None else tr.source, sig) if sig else 0
         return self.profiled.result(self.device.rt, kernel=self.function.name, metal_name=tr.metal_name,
-                                    source=tr.source, launch=self._shape,
+                                    source=tr.source, launch=self._shape, registers=registers,
                                     user_file=tr.line_map.user_file if tr.line_map is not None else None)
 
     def __call__(self) -> None:

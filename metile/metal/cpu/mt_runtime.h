@@ -243,6 +243,7 @@ enum mt_prof_counter {
     MT_PROF_ALU_FLOAT,           /* float ALU operations of the statements run, lane components (once per simdgroup) */
     MT_PROF_ALU_INT,             /* integer ALU operations, the same way */
     MT_PROF_ALU_SPECIAL,         /* special-function operations (exp2, log2, rsqrt, sin, a reciprocal...), the same */
+    MT_PROF_ALU_INT_ISSUE,       /* issue cycles of the integer operations outside subscripts and loop control */
     MT_PROF_COUNTERS
 };
 enum mt_prof_dtype { MT_PROF_DTYPE_FLOAT = 0, MT_PROF_DTYPE_HALF, MT_PROF_DTYPE_BFLOAT, MT_PROF_DTYPE_OTHER };
@@ -352,7 +353,7 @@ uint64_t mt_launch_syscalls(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 10u
+#define MT_RUNTIME_ABI_VERSION 11u
 
 #ifdef __cplusplus
 }

@@ -62,8 +62,9 @@ class ProfiledRun:
         self.out = ffi.new("mt_profile_result*")
 
     def result(self, rt, *, kernel: str, metal_name: str, source: str, launch: Launch,
-               user_file=None) -> Profile:
-        """The counts of the last run as a Profile with `.metal` lines (frees the runtime's record)."""
+               user_file=None, registers: int = 0) -> Profile:
+        """The counts of the last run as a Profile with `.metal` lines (frees the runtime's record); `registers`:
+        the kernel's estimated registers a thread (metile/metal/cpu/registers.py, 0 unknown)."""
         r = self.out
         try:
             entries = [(int(e.pc_offset), int(e.line), list(e.c)) for e in ffi.unpack(r.entries, r.n_entries)]
@@ -95,7 +96,7 @@ class ProfiledRun:
         return Profile(kernel=kernel, totals=totals, lines=tuple(lines), launch=launch, threadgroups_profiled=counted,
                        device_unique_bytes_per_threadgroup=unique_tg * scale, device_unique_bytes=footprint,
                        device_unique_segments_per_threadgroup=seg_tg * scale, device_unique_segments=seg_footprint,
-                       model=MODEL, segment_trace=trace)
+                       model=MODEL, segment_trace=trace, registers=registers)
 
 
 def _trace(r) -> SegmentTrace:

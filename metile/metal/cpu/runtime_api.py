@@ -36,7 +36,7 @@ PROFILE_COUNTERS = (
     "tensor_flops_float", "tensor_flops_half", "tensor_flops_bfloat", "tensor_flops_tf32",
     "tensor_thread_flops_float", "tensor_thread_flops_half", "tensor_thread_flops_bfloat", "tensor_thread_flops_tf32",
     "tensor_runs_thread", "tensor_runs_simdgroup", "tensor_runs_simdgroups", "coop_loads", "coop_stores",
-    "alu_float", "alu_int", "alu_special",
+    "alu_float", "alu_int", "alu_special", "alu_int_issue",
 )
 
 CDEF = """
@@ -131,7 +131,7 @@ int32_t mt_watch_available(void);
 uint64_t mt_launch_syscalls(void);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",
