@@ -130,3 +130,67 @@ def test_an_unfused_entry_is_profiled_as_the_separate_kernels(monkeypatch):
     entry = {"id": "mlxbench-softmax-m1max", "chip": "M1 Max", "kind": "softmax"}
     assert calibration_runs.run({**entry, "graph": "unfused"}).profiles == ("graph", 65536, 1024)
     assert calibration_runs.run(entry).profiles == ("fused", 65536, 1024)
+
+
+def _row(name: str, measured: float, estimate: float, *, bound: float | None = None, holdout: bool = False,
+         proxy: bool = False, chip: str = "M1", source: str = "https://example.org/table") -> dict:
+    return {"id": name, "chip": chip, "measured": measured, "estimate": estimate, "holdout": holdout, "proxy": proxy,
+            "bound": 0.5 * measured if bound is None else bound, "source": source}
+
+
+def test_a_run_meeting_every_target_passes():
+    from benchmarks.calibrate import failed_targets
+
+    rows = [_row(f"e{i}", 1.0, 1.2, holdout=i % 3 == 2) for i in range(9)]
+    assert failed_targets(rows, [{"name": "r", "tie": False, "ok": True}]) == []
+
+
+def test_each_missed_target_is_named():
+    from benchmarks.calibrate import failed_targets
+
+    good = [_row(f"e{i}", 1.0, 1.1, holdout=i % 3 == 2) for i in range(10)]
+    (miss,) = failed_targets([*good[:-1], _row("over", 1.0, 1.1, bound=1.01)], [])
+    assert "bound above the measurement" in miss and "over" in miss
+    # a median of 1.4x: every estimate off by 1.4
+    median = failed_targets([_row(f"e{i}", 1.0, 1.4) for i in range(10)], [])
+    assert any("all: estimate error median 1.40x" in m for m in median)
+    # two of ten beyond 2x (80% within): the median is still fine
+    (within,) = failed_targets([*good[:8], _row("x", 1.0, 2.5), _row("y", 1.0, 0.4)], [])
+    assert "all: estimate within 2x on 80%" in within
+    # the held-out third alone misses the median while the whole set meets it
+    held = failed_targets([*[_row(f"t{i}", 1.0, 1.0) for i in range(8)],
+                           *[_row(f"h{i}", 1.0, 1.5, holdout=True) for i in range(4)]], [])
+    assert held == ["held-out: estimate error median 1.50x, above 1.35x"]
+    # a proxy's estimate is not counted, its bound is
+    assert failed_targets([*good, _row("p", 1.0, 9.0, proxy=True)], []) == []
+    (wrong,) = failed_targets(good, [{"name": "a-beats-b", "tie": False, "ok": False},
+                                     {"name": "c-beats-d", "tie": False, "ok": True}])
+    assert wrong == "1 of 2 rankings wrong: a-beats-b"
+    assert failed_targets(good, [], peak_fail=1) == ["1 published rates above the table's peak"]
+
+
+def test_a_wrong_hand_listed_ranking_is_found():
+    from benchmarks.calibrate import rankings
+
+    data = {"ranking": [{"id": "fast-beats-slow", "measurements": ["fast", "slow"]}]}
+    rows = {"fast": _row("fast", 1.0, 1.3), "slow": _row("slow", 1.5, 1.2)}
+    _, checks = rankings(data, rows)
+    assert [(c["name"], c["ok"]) for c in checks] == [("fast-beats-slow", False)]
+    rows["slow"] = _row("slow", 1.5, 1.4)
+    assert [c["ok"] for c in rankings(data, rows)[1]] == [True]
+
+
+def test_an_estimate_beyond_its_targets_fails_the_run(monkeypatch, capsys):
+    """A bound below the measurement no longer passes the run by itself: an estimate 3x off misses both estimate
+    targets and the run exits 1 naming them."""
+    import benchmarks.calibrate as calibrate
+
+    real = calibrate.predict
+    monkeypatch.setattr(calibrate, "predict", lambda entry, run: {**real(entry, run), "estimate": 3 * entry["time_s"]})
+    assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 1
+    out = capsys.readouterr().out
+    assert "TARGET MISSED: all: estimate error median 3.00x, above 1.35x" in out
+    assert "TARGET MISSED: all: estimate within 2x on 0% of the entries, below 90%" in out
+    monkeypatch.setattr(calibrate, "predict", real)
+    assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 0
+    assert "every target met" in capsys.readouterr().out
