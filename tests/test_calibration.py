@@ -194,3 +194,34 @@ def test_an_estimate_beyond_its_targets_fails_the_run(monkeypatch, capsys):
     monkeypatch.setattr(calibrate, "predict", real)
     assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 0
     assert "every target met" in capsys.readouterr().out
+
+
+def test_every_pair_from_one_source_on_one_chip_is_a_ranking():
+    """Beyond the hand-listed rankings, two entries of one source on one chip measured 1.1x or more apart must be
+    estimated in the same order; other sources, other chips and proxies are not paired."""
+    from benchmarks.calibrate import rankings
+
+    rows = {"a": _row("a", 1.0, 1.0), "b": _row("b", 2.0, 0.9),                  # estimated the wrong way round
+            "c": _row("c", 3.0, 3.0, chip="M2"),                                  # another chip
+            "d": _row("d", 4.0, 0.1, source="https://example.org/other"),         # another source
+            "p": _row("p", 5.0, 0.1, proxy=True)}                                 # a proxy
+    _, checks = rankings({"ranking": []}, rows)
+    assert [(c["name"], c["tie"], c["ok"]) for c in checks] == [("a vs b", False, False)]
+    rows["b"] = _row("b", 2.0, 1.1)
+    assert [c["ok"] for c in rankings({"ranking": []}, rows)[1]] == [True]
+    # a hand-listed ranking of the same pair is checked once, under its own name
+    data = {"ranking": [{"id": "a-beats-b", "measurements": ["b", "a"]}]}
+    assert [c["name"] for c in rankings(data, rows)[1]] == ["a-beats-b"]
+
+
+def test_a_tie_must_not_be_estimated_far_apart():
+    """Two entries measured within 1.1x of each other are a tie: either order is right, but estimates more than
+    TIE_FACTOR apart are wrong."""
+    from benchmarks.calibrate import TIE_FACTOR, rankings
+
+    rows = {"a": _row("a", 1.0, 1.0), "b": _row("b", 1.05, 0.8)}
+    assert [(c["tie"], c["ok"]) for c in rankings({"ranking": []}, rows)[1]] == [(True, True)]
+    rows["b"] = _row("b", 1.05, 1.01 * TIE_FACTOR)
+    assert [(c["tie"], c["ok"]) for c in rankings({"ranking": []}, rows)[1]] == [(True, False)]
+    rows["b"] = _row("b", 1.05, 0.99 / TIE_FACTOR)
+    assert [(c["tie"], c["ok"]) for c in rankings({"ranking": []}, rows)[1]] == [(True, False)]
