@@ -271,6 +271,12 @@ class CpuDispatch:
         return f"<prepared CPU dispatch of {self.function.name}>"
 
 
+def _set_groups(desc, groups: tuple[int, int, int]) -> None:
+    """A repeated launch's grid of `groups` threadgroups written into the dispatch's descriptor."""
+    desc.threadgroups = groups
+    desc.grid_threads = [g * t for g, t in zip(groups, desc.threads_per_tg)]
+
+
 class PlacedRuns:
     """A prepared dispatch whose array arguments are all bound in place, run again and again with other arrays (their
     addresses), other scalars and another grid: what a repeated launch of torch tensors takes (`metile.launch`), with
@@ -303,10 +309,7 @@ class PlacedRuns:
             for (mem, size), v in zip(self._sizes, scalars):
                 ffi.memmove(mem, v, size)
             if groups != self._groups:
-                desc = d.desc
-                tpt = desc.threads_per_tg
-                desc.threadgroups = groups
-                desc.grid_threads = [g * t for g, t in zip(groups, tpt)]
+                _set_groups(d.desc, groups)
                 self._groups = groups
             d.run(lambda: self._ranges(addresses, spans()))
         finally:
@@ -368,10 +371,7 @@ class CopiedRuns:
             for (mem, size), v in zip(self._sizes, scalars):
                 ffi.memmove(mem, v, size)
             if groups != self._groups:
-                desc = d.desc
-                tpt = desc.threads_per_tg
-                desc.threadgroups = groups
-                desc.grid_threads = [g * t for g, t in zip(groups, tpt)]
+                _set_groups(d.desc, groups)
                 self._groups = groups
             d.run()   # the kernel's fault, if any, before any write-back (as the general way)
             for (mem, nbytes, writes), dst in zip(plan, sources):

@@ -210,6 +210,17 @@ class _Reader:
             return 0
         halves, k = self.type_halves(k, b)
         total = 0
+        for count, pointer, reference in self.declarators(k, b):
+            if pointer:
+                total += count * 4
+            elif not reference and not elsewhere:
+                total += count * halves
+        return total
+
+    def declarators(self, k: int, b: int):
+        """(elements, is a pointer, is a reference) of each name the declarators tokens[k:b] (after the type) declare:
+        `*p`, `&r`, `x[4][2]` (8 elements)."""
+        t = self.t
         for s, e in _split(t, k, b, self.close):
             j, pointer, reference = s, False, False
             while j < e and t[j].text in ("*", "&", "&&", "const", "thread", "device", "threadgroup", "constant"):
@@ -223,11 +234,7 @@ class _Reader:
             while j < e and t[j].text == "[":
                 count *= self.dimension(j + 1, self.close[j])
                 j = self.close[j] + 1
-            if pointer:
-                total += count * 4
-            elif not reference and not elsewhere:
-                total += count * halves
-        return total
+            yield count, pointer, reference
 
     def _declares(self, k: int, b: int) -> bool:
         """Whether tokens[k:b], starting at a type name, is `Type name ...` (not an expression statement)."""
@@ -283,22 +290,7 @@ class _Reader:
         if k >= b or t[k].kind is not Tok.IDENT or not self._declares(k, b):
             return 0
         halves, k = self.type_halves(k, b, depth)
-        total = 0
-        for s, e in _split(t, k, b, self.close):
-            j = s
-            pointer = False
-            while j < e and t[j].text in ("*", "&", "const", "device", "threadgroup", "constant", "thread"):
-                pointer = pointer or t[j].text == "*"
-                j += 1
-            if j >= e or t[j].kind is not Tok.IDENT:
-                continue
-            count = 1
-            j += 1
-            while j < e and t[j].text == "[":
-                count *= self.dimension(j + 1, self.close[j])
-                j = self.close[j] + 1
-            total += count * (4 if pointer else halves)
-        return total
+        return sum(count * (4 if pointer else halves) for count, pointer, _ in self.declarators(k, b))
 
     def dimension(self, a: int, b: int) -> int:
         return self.dimension_text(" ".join(x.text for x in self.t[a:b]))

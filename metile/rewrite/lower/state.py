@@ -219,14 +219,7 @@ class Block:
         """The value memoised for `key` in this region or one it is nested in. The memos are keyed by the key's
         hash, computed once here rather than by each region's dict, and hold the key to compare (a hash met by
         another key is a miss)."""
-        h = hash(key)
-        b = self
-        while b is not None:
-            found = b.memo.get(h)
-            if found is not None and (found[0] is key or found[0] == key):
-                return found[1]
-            b = b.parent
-        return None
+        return self.memo_get_at(key, hash(key))
 
     def memo_put(self, key, value) -> None:
         self.memo[hash(key)] = (key, value)
