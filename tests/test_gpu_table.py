@@ -4,13 +4,17 @@ its comments state and with the published figures they come from, and `gpu()` lo
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import attrs
 import pytest
+import tomllib
 
 from metile.ir.errors import MetileError
 from metile.profile import gpus
 from metile.profile.gpus import GPUS, GpuSpec, UnknownGpuError, gpu
+from metile.profile.model import peak_flops
 
 ROWS = list(GPUS.values())
 TIER_ORDER = ("base", "Pro", "Max", "Ultra")
@@ -178,3 +182,45 @@ def test_unknown_gpu_raises_a_metile_error_listing_the_known_names(bad):
 def test_rows_are_frozen():
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         GPUS["M1"].gpu_cores = 9
+
+
+def _chips_toml_expected(spec: GpuSpec, figure: str) -> list[float] | None:
+    """The numbers a `[[chip.figure]]` of benchmarks/calibration/chips.toml must begin its `table_value` with, in
+    the units it prints them (TFLOP/s, GB/s, TB/s, MiB), for the figures that are numbers of the table."""
+    if figure.startswith("gpu_cores"):
+        return [spec.gpu_cores, *spec.bins]
+    if figure == "clock_ghz":
+        return [spec.clock_ghz]
+    if figure.startswith("memory:"):
+        return [spec.memory_bus_bits, spec.memory_mts, spec.memory_bandwidth / 1e9]
+    if figure.startswith("fp32_flops"):
+        return [spec.fp32_flops / 1e12]
+    if figure.startswith("fp16_flops"):
+        return [spec.fp16_flops / 1e12, spec.fp16_matrix_flops / 1e12]
+    if figure.startswith("bf16 peak"):
+        return [peak_flops(spec, "bfloat") / 1e12]
+    if figure.startswith("threadgroup_memory_bandwidth"):
+        return [spec.threadgroup_memory_bandwidth / 1e12]
+    if figure == "last_level_cache":
+        return [spec.last_level_cache / 2**20]
+    return None
+
+
+def test_the_sources_file_holds_the_tables_figures():
+    """benchmarks/calibration/chips.toml lists each figure of the table beside its sources: a figure changed in
+    gpus.py without its row there (the M5 family's clock once) leaves the sources vouching for a number the model
+    does not use."""
+    data = tomllib.loads((Path(__file__).resolve().parents[1] / "benchmarks/calibration/chips.toml").read_text())
+    assert {c["name"] for c in data["chip"]} == set(GPUS)
+    stale = []
+    for chip in data["chip"]:
+        spec = gpu(chip["name"])
+        for fig in chip["figure"]:
+            want = _chips_toml_expected(spec, fig["figure"])
+            if want is None:
+                continue
+            got = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", str(fig["table_value"]))][:len(want)]
+            if len(got) < len(want) or not all(math.isclose(g, w, rel_tol=1e-3, abs_tol=5e-4)
+                                               for g, w in zip(got, want)):
+                stale.append((chip["name"], fig["figure"], fig["table_value"], want))
+    assert not stale, stale
