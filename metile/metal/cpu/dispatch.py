@@ -271,27 +271,41 @@ class CpuDispatch:
         return f"<prepared CPU dispatch of {self.function.name}>"
 
 
-def _set_groups(desc, groups: tuple[int, int, int]) -> None:
-    """A repeated launch's grid of `groups` threadgroups written into the dispatch's descriptor."""
-    desc.threadgroups = groups
-    desc.grid_threads = [g * t for g, t in zip(groups, desc.threads_per_tg)]
+class _Runs:
+    """What `PlacedRuns` and `CopiedRuns` share: a prepared dispatch whose scalar memory and grid a call sets again."""
+
+    __slots__ = ("dispatch", "arrays", "_sizes", "_groups")
+
+    def __init__(self, d: CpuDispatch):
+        self.dispatch = d
+        self._sizes = tuple((mem, nbytes) for _, mem, nbytes in d._scalar_memory)
+        self._groups = tuple(d.desc.threadgroups)
+
+    def _set(self, d: CpuDispatch, groups: tuple[int, int, int], scalars) -> None:
+        """The call's `scalars` written into the dispatch's scalar memory, and its grid of `groups` threadgroups into
+        its descriptor when it changed."""
+        for (mem, size), v in zip(self._sizes, scalars):
+            ffi.memmove(mem, v, size)
+        if groups != self._groups:
+            desc = d.desc
+            desc.threadgroups = groups
+            desc.grid_threads = [g * t for g, t in zip(groups, desc.threads_per_tg)]
+            self._groups = groups
 
 
-class PlacedRuns:
+class PlacedRuns(_Runs):
     """A prepared dispatch whose array arguments are all bound in place, run again and again with other arrays (their
     addresses), other scalars and another grid: what a repeated launch of torch tensors takes (`metile.launch`), with
     no binding, allocation or copy. `__call__` returns False, running nothing, when another thread runs the dispatch
     or an address does not start 16-byte aligned (the caller then launches the general way)."""
 
-    __slots__ = ("dispatch", "arrays", "_at", "_sizes", "_groups")
+    __slots__ = ("_at",)
 
     def __init__(self, d: CpuDispatch):
         assert not d.arrays and d.placed, "a dispatch of arrays bound in place only"
-        self.dispatch = d
+        super().__init__(d)
         self.arrays = tuple(sorted(d.placed))   # the argument indices of a call's addresses, in order
         self._at = ffi.cast("uintptr_t*", d._ptrs)
-        self._sizes = tuple((mem, nbytes) for _, mem, nbytes in d._scalar_memory)
-        self._groups = tuple(d.desc.threadgroups)
         d.release()
 
     def __call__(self, groups: tuple[int, int, int], addresses, scalars, spans) -> bool:
@@ -306,11 +320,7 @@ class PlacedRuns:
                 if a % IN_PLACE_ALIGN:
                     return False
                 at[i] = a
-            for (mem, size), v in zip(self._sizes, scalars):
-                ffi.memmove(mem, v, size)
-            if groups != self._groups:
-                _set_groups(d.desc, groups)
-                self._groups = groups
+            self._set(d, groups, scalars)
             d.run(lambda: self._ranges(addresses, spans()))
         finally:
             d.lock.release()
@@ -323,7 +333,7 @@ class PlacedRuns:
             BufferRange(i, names.get(i, ""), a, n) for i, a, n in zip(self.arrays, addresses, spans)]
 
 
-class CopiedRuns:
+class CopiedRuns(_Runs):
     """A prepared dispatch whose array arguments are all copied into its guarded device memory (C-contiguous, none
     sharing bytes with another), run again and again with other arrays of the same sizes (their addresses), other
     scalars and another grid: what a repeated launch of torch tensors takes by default (`metile.launch`). A call copies
@@ -334,17 +344,15 @@ class CopiedRuns:
     not the one it was made for, two arrays share a byte, or the device took the memory back (`retire`): the caller
     then launches the general way. The device keeps at most `COPIED_BYTES` of such memory (`CpuDevice.keep_copied`)."""
 
-    __slots__ = ("dispatch", "arrays", "nbytes", "_plan", "_sizes", "_groups")
+    __slots__ = ("nbytes", "_plan")
 
     def __init__(self, d: CpuDispatch):
         assert d.arrays and not d.placed and not d._aliases, "a dispatch of copied arrays of their own memory"
-        self.dispatch: CpuDispatch | None = d
+        super().__init__(d)
         order = sorted(d.arrays, key=_array_index)
         self.arrays = tuple(a.bound.param.index for a in order)   # the argument indices of a call's arrays, in order
         self._plan = tuple((a.memory, a.nbytes, a.writes) for a in order)
         self.nbytes = sum(a.nbytes for a in order)
-        self._sizes = tuple((mem, nbytes) for _, mem, nbytes in d._scalar_memory)
-        self._groups = tuple(d.desc.threadgroups)
         d.release()
 
     def fits(self, nbytes) -> bool:
@@ -368,11 +376,7 @@ class CopiedRuns:
             sources = [ffi.cast("void*", a) for a in addresses]
             for (mem, nbytes, _), src in zip(plan, sources):
                 ffi.memmove(mem, src, nbytes)
-            for (mem, size), v in zip(self._sizes, scalars):
-                ffi.memmove(mem, v, size)
-            if groups != self._groups:
-                _set_groups(d.desc, groups)
-                self._groups = groups
+            self._set(d, groups, scalars)
             d.run()   # the kernel's fault, if any, before any write-back (as the general way)
             for (mem, nbytes, writes), dst in zip(plan, sources):
                 if writes:
