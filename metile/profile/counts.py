@@ -225,7 +225,7 @@ class SegmentTrace:
     segments: np.ndarray         # uint64 segment numbers (address // segment_bytes) and STEP_END
     complete: bool = True
     step_segments: int = 1024
-    memo: dict = attrs.field(factory=dict, repr=False)   # replays already made, by their parameters
+    memo: dict = attrs.field(factory=dict, repr=False)   # replays and distinct counts already made, by their parameters
 
     def steps(self, k: int) -> list[list[int]]:
         """The steps of the k-th threadgroup, each a list of segment numbers."""
@@ -238,9 +238,14 @@ class SegmentTrace:
         return out
 
     def distinct(self, k: int | None = None) -> int:
-        """Distinct segments of the k-th threadgroup (of them all when None)."""
-        seg = self.segments if k is None else self.segments[self.starts[k]:self.starts[k + 1]]
-        return int(np.unique(seg[seg != STEP_END]).size)
+        """Distinct segments of the k-th threadgroup (of them all when None), counted once per trace: each estimate
+        of the dispatch (one per GPU) reads them again."""
+        key = ("distinct", k)
+        found = self.memo.get(key)
+        if found is None:
+            seg = self.segments if k is None else self.segments[self.starts[k]:self.starts[k + 1]]
+            found = self.memo[key] = int(np.unique(seg[seg != STEP_END]).size)
+        return found
 
 
 @attrs.frozen
