@@ -120,6 +120,27 @@ def summary(rows: list[dict], label: str) -> str:
             f"{worst_bound:.2f} (every bound below its measurement: {'yes' if worst_bound <= 1 else 'NO'})")
 
 
+def by_source(rows: list[dict]) -> str:
+    """The table of docs/performance.md ("By source"): one row per source address, kernel run and proxy flag, in
+    file order, with its chips, entries (held-out), largest bound over measured and the estimate over measured
+    (median and range). A source is named by its entries' id prefix (two parts for mlxbench and metile)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r.get("source"), r["kernel"], r["proxy"]), []).append(r)
+    out = ["| source | kernel run here | chips | entries (held-out) | bound / measured, largest | "
+           "estimate / measured, median (range) |", "| --- | --- | --- | ---: | ---: | --- |"]
+    for (source, kernel, proxy), rs in groups.items():
+        parts = rs[0]["id"].split("-")
+        name = "-".join(parts[:2] if parts[0] in ("mlxbench", "metile") else parts[:1])
+        cell = f"[{name}]({source})" if source and source.startswith("http") else name
+        chips = ", ".join(dict.fromkeys(r["chip"] for r in rs))
+        em = [r["estimate"] / r["measured"] for r in rs]
+        out.append(f"| {cell} | {kernel}{' (proxy)' if proxy else ''} | {chips} | {len(rs)} "
+                   f"({sum(r['holdout'] for r in rs)}) | {max(r['bound'] / r['measured'] for r in rs):.2f} | "
+                   f"{statistics.median(em):.2f} ({min(em):.2f}-{max(em):.2f}) |")
+    return "\n".join(out)
+
+
 def ranking_pairs(data: dict, rows: dict) -> list[tuple[str, str, str]]:
     """The pairs of entries whose order is checked, as (name, id, id): each hand-listed `[[ranking]]` of two entries,
     then every other pair of timed entries from one source (the same address) on one chip, named faster first. Only
@@ -254,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(all_rows, "all"))
     print(summary([r for r in all_rows if not r["holdout"]], "training"))
     print(summary([r for r in all_rows if r["holdout"]], "held-out"))
+    print("\nBy source (docs/performance.md):\n" + by_source(all_rows))
     print(f"\n(this run took {time.perf_counter() - began:.0f} s on the CPU device)")
     if opts.fit:
         print(fit(data, ran))

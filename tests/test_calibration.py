@@ -225,3 +225,18 @@ def test_a_tie_must_not_be_estimated_far_apart():
     assert [(c["tie"], c["ok"]) for c in rankings({"ranking": []}, rows)[1]] == [(True, False)]
     rows["b"] = _row("b", 1.05, 0.99 / TIE_FACTOR)
     assert [(c["tie"], c["ok"]) for c in rankings({"ranking": []}, rows)[1]] == [(True, False)]
+
+
+def test_the_by_source_table_groups_entries_by_source_kernel_and_proxy():
+    from benchmarks.calibrate import by_source
+
+    url = "https://example.org/bench"
+    rows = [{**_row("mlxbench-bmm-m1", 2.0, 2.4), "source": url, "kernel": "k", "chip": "M1"},
+            {**_row("mlxbench-bmm-m2", 1.0, 0.9, holdout=True), "source": url, "kernel": "k", "chip": "M2"},
+            {**_row("mlxbench-bmm-m3", 1.0, 1.1), "source": url, "kernel": "k", "chip": "M1"},
+            {**_row("metile-ci-m1", 1.0, 1.5), "source": "a file", "kernel": "k", "chip": "M1", "proxy": True}]
+    lines = by_source(rows).splitlines()
+    assert len(lines) == 4     # the header, its rule and two groups
+    # bound/measured is 0.5 on every row of _row; estimate/measured 1.2, 0.9 and 1.1: median 1.10
+    assert lines[2] == f"| [mlxbench-bmm]({url}) | k | M1, M2 | 3 (1) | 0.50 | 1.10 (0.90-1.20) |"
+    assert lines[3] == "| metile-ci | k (proxy) | M1 | 1 (0) | 0.50 | 1.50 (1.50-1.50) |"

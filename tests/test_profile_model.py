@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import attrs
 import pytest
 
 from metile.profile import rates as R
@@ -184,3 +185,32 @@ def test_the_m3_family_takes_the_higher_published_clock():
     assert m3 == pytest.approx(2**30 / (10 * 256 * 1.6e9))
     assert m2 == pytest.approx(2**30 / (10 * 256 * 1.398e9))
     assert "clock_ghz" in gpu("M3 Max").assumed and gpu("M3 Ultra").clock_ghz == gpu("M3").clock_ghz == 1.6
+
+
+def test_terms_add_where_one_simdgroup_a_scheduler_fences_its_loads_from_its_products():
+    m3max = gpu("M3 Max")                              # 40 cores, 4 schedulers each
+    n = 2**20                                          # multiply-accumulates
+    fenced = Counts(simdgroup_mma={"half": n}, simdgroup_barriers=1.5 * n, threadgroup_passes=4 * n,
+                    alu_operations=n)
+    # 32 threadgroups of 4 simdgroups on 40 cores: 0.8 simdgroups a scheduler, nothing to issue while one waits
+    e = estimate(profile(fenced, tgs=(1, 32, 1), threads=(32, 4, 1)), m3max)
+    assert e.occupancy.serial == 1.0
+    times = [t.estimate_s for t in e.terms if t.name != "dispatch"]
+    assert e.estimate_s == pytest.approx(R.DISPATCH_S + sum(times))          # no overlap at all
+    assert e.bound_s == max(t.bound_s for t in e.terms) <= e.estimate_s      # the bound does not change
+    # half a barrier a multiply-accumulate fences half the products: half the rest beyond OVERLAP
+    half = estimate(profile(attrs.evolve(fenced, simdgroup_barriers=0.5 * n), tgs=(1, 32, 1), threads=(32, 4, 1)),
+                    m3max)
+    assert half.occupancy.serial == 0.5
+    top = max(times)
+    assert half.estimate_s == pytest.approx(R.DISPATCH_S + top + (R.OVERLAP + 0.8 * 0.5) * (sum(times) - top))
+    # 60 threadgroups: 1.5 simdgroups a scheduler, halfway to two that issue in turn
+    assert estimate(profile(fenced, tgs=(1, 60, 1), threads=(32, 4, 1)), m3max).occupancy.serial == 0.5
+    # 3 threadgroups a core (12 simdgroups, 3 a scheduler), no simdgroup barriers, or no products: OVERLAP alone
+    for p in (profile(fenced, tgs=(1, 120, 1), threads=(32, 4, 1)),
+              profile(attrs.evolve(fenced, simdgroup_barriers=0), tgs=(1, 32, 1), threads=(32, 4, 1)),
+              profile(attrs.evolve(fenced, simdgroup_mma={}), tgs=(1, 32, 1), threads=(32, 4, 1))):
+        e = estimate(p, m3max)
+        times = sorted((t.estimate_s for t in e.terms if t.name != "dispatch"), reverse=True)
+        assert e.occupancy.serial == 0.0
+        assert e.estimate_s == pytest.approx(R.DISPATCH_S + times[0] + R.OVERLAP * sum(times[1:]))

@@ -18,7 +18,9 @@ Terms (seconds; `Term.bound_s` at the peaks, `Term.estimate_s` at achieved rates
   estimate); the term is the slower of the two.
 - threadgroup memory: the passes of threadgroup-memory instructions (a pass serves one word per bank) x 128 B.
 - dispatch: a fixed cost per dispatch (estimate only).
-Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms.
+Occupancy (threadgroups resident per core, waves, latency hiding) scales the estimate's throughput terms; where a
+scheduler holds a single simdgroup whose memory and arithmetic simdgroup barriers fence apart (`fenced_alone`), the
+terms add instead of overlapping.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Occupancy:
     latency_hiding: float
     registers: int = 0      # the profile's estimated 32-bit registers a thread (0: unknown)
     register_threads: int = 0   # threads a core holds by them (0: no register limit on this GPU)
+    serial: float = 0.0     # share of the non-binding terms that cannot overlap the binding one beyond OVERLAP's
 
     @property
     def efficiency(self) -> float:
@@ -84,7 +87,23 @@ def occupancy(profile, spec: GpuSpec) -> Occupancy:
     wave_eff = total / (waves * concurrent) if waves > 1 else 1.0
     active = min(per_core, total / spec.gpu_cores)     # threadgroups a core holds on average
     hiding = min(1.0, active * la.simdgroups_per_threadgroup / R.SIMDGROUPS_TO_HIDE_LATENCY)
-    return Occupancy(per_core, limited_by, concurrent, waves, wave_eff, hiding, registers, reg_threads)
+    serial = fenced_alone(profile.totals, active * la.simdgroups_per_threadgroup / R.SCHEDULERS_PER_CORE)
+    return Occupancy(per_core, limited_by, concurrent, waves, wave_eff, hiding, registers, reg_threads, serial)
+
+
+def fenced_alone(counts, per_scheduler: float) -> float:
+    """The share of a dispatch's work whose phases run one after another: a scheduler that holds one simdgroup
+    (`per_scheduler`: the simdgroups each of a core's schedulers holds on average) has no other simdgroup to issue
+    while that one waits, and a simdgroup barrier (`simdgroup_barrier`, what MLX puts before and after each fragment
+    load of its steel attention) keeps the compiler from moving the loads of the next fragment above the
+    multiply-accumulates of this one, so the simdgroup's memory and arithmetic do not overlap either. Alone is 1 at
+    one simdgroup a scheduler or fewer and 0 from two on (two simdgroups issue in turn); fenced is the simdgroup
+    barriers a multiply-accumulate, at most 1 (a kernel without multiply-accumulates is taken as not fenced)."""
+    mma = sum(counts.simdgroup_mma.values())
+    if not mma or not counts.simdgroup_barriers:
+        return 0.0
+    alone = _clamp(2.0 - per_scheduler)
+    return alone * min(1.0, counts.simdgroup_barriers / mma)
 
 
 def peak_flops(spec: GpuSpec, dtype: str) -> float:
@@ -170,10 +189,12 @@ class Estimate:
 
     @property
     def estimate_s(self) -> float:
-        """The binding term's estimate, plus the share of the others that does not overlap it, plus the dispatch."""
+        """The binding term's estimate, plus the share of the others that does not overlap it (OVERLAP, rising to all
+        of them as far as the dispatch's phases run one after another: `Occupancy.serial`), plus the dispatch."""
         times = sorted((t.estimate_s for t in self.terms if t.name != "dispatch"), reverse=True)
         fixed = sum(t.estimate_s for t in self.terms if t.name == "dispatch")
-        return fixed + times[0] + R.OVERLAP * sum(times[1:])
+        share = R.OVERLAP + (1.0 - R.OVERLAP) * self.occupancy.serial
+        return fixed + times[0] + share * sum(times[1:])
 
     @property
     def binding(self) -> str:

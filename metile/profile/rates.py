@@ -26,6 +26,10 @@ THREADGROUP_MEMORY_PER_CORE = 32 * 1024
 # latency, metal-benchmarks: FFMA32 latency 3.5-3.9 cycles): meTile's GEMM keeps an M1 busy with one threadgroup of
 # four simdgroups a core (2.34 ms, against a threadgroup-memory bound of 2.2 ms).
 SIMDGROUPS_TO_HIDE_LATENCY = 4
+# The schedulers of a core, each issuing the instructions of the simdgroups it holds (metal-benchmarks, "ALU Layout":
+# four 32-lane schedulers make a core's 128 ALUs). One simdgroup a scheduler leaves nothing to issue while it waits;
+# two issue in turn (model.fenced_alone).
+SCHEDULERS_PER_CORE = 4
 # Registers: a thread's registers come out of its core's register file, so the more a thread holds the fewer threads
 # a core keeps (the profile's `registers`, estimated from the kernel's source: metile/metal/cpu/registers.py). Threads
 # a core holds by the 16-bit registers a thread uses, as Metal's maxTotalThreadsPerThreadgroup reports them on an M1
