@@ -466,76 +466,70 @@ class _Counts(_Guards):
             self.env[name] = _Type(ty.kind, ty.width, pointer or array or ty.pointer)
         return out
 
-    def statement(self, i: int, end: int, sub: bool = False) -> int:
-        t = self.t
-        e = self.extent(i, end)
-        word = t[i].text
-        if word == "{":
-            self.block(i + 1, e - 1)
-        elif word == "if":
-            p = self._paren(i)
-            if t[i + 1].text != "constexpr":
-                self.put(i, e, self.tally(p + 1, self.close[p]), sub)
-            then_end = self.extent(self.close[p] + 1, e)
-            self.statement(self.close[p] + 1, then_end, sub=True)
-            if then_end < e:
-                self.statement(then_end + 1, e, sub=True)
-        elif word in ("for", "while"):
-            p = self._paren(i)
-            body = (self.close[p] + 1, e)
-            parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
-            if len(parts) == 3:
-                (a, b), cond, inc = parts
-                inits = self.declare(a, b)
-                self.fixed.update(t[k].text for k in range(a, b - 1) if t[k + 1].text == "=" and t[k].kind is Tok.IDENT)
-                tally = [0, 0, 0, 0]
-                for s, x, ty in inits or [(a, b, None)]:
-                    tally = [u + v for u, v in zip(tally, self.tally(s, x, ty, folded=True))]
-                self.put(i, e, tally, sub)
-                self.at_body(body, [u + v for u, v in zip(self.tally(*cond, folded=True),
-                                                           self.tally(*inc, folded=True))])
-            elif word == "while":
-                self.at_body(body, self.tally(*parts[0], folded=True))
-            self.statement(*body, sub=True)
-        elif word == "do":
-            body_end = self.extent(i + 1, e)
-            p = self._paren(body_end)
-            self.at_body((i + 1, body_end), self.tally(p + 1, self.close[p], folded=True))
-            self.statement(i + 1, body_end, sub=True)
-        elif word == "switch":
-            p = self._paren(i)
+    # the statements, walked as the arm guards walk them (arms._Guards.statement), each counting before itself
+    def _if(self, i: int, e: int, sub: bool) -> None:
+        p, then_start, then_end = self._if_parts(i, e)
+        if self.t[i + 1].text != "constexpr":
             self.put(i, e, self.tally(p + 1, self.close[p]), sub)
-            self.statement(self.close[p] + 1, e, sub=True)
-        elif word in ("case", "default") or (t[i].kind is Tok.IDENT and i + 1 < end and t[i + 1].text == ":"):
-            j = i
-            while j < e and t[j].text != ":":
-                j = self.close.get(j, j) + 1
-            if j + 1 < e:
-                self.statement(j + 1, e, sub)
-        elif word in _SKIP_WORDS or t[i].kind is Tok.DIRECTIVE:
-            pass
-        else:
-            stop = e - 1 if t[e - 1].text == ";" else e
-            if any(k in self.lambdas for k in range(i, stop)):
-                return e   # a statement that defines a lambda counts nothing (nor does the lambda's body)
-            if word == "return":
-                self.put(i, e, self.tally(i + 1, stop, self.returns), sub)
-                return e
-            inits = self.declare(i, stop)
-            if inits:
-                tally = [0, 0, 0, 0]
-                for s, x, ty in inits:
-                    tally = [u + v for u, v in zip(tally, self.tally(s, x, ty))]
-            elif t[i].text in _DECL_WORDS or _named(t[i].text, self.env) is not None or word == "auto":
-                tally = [0, 0, 0, 0]   # a declaration without initializers
-            else:
-                target = self.env.get(t[i].text) if t[i].kind is Tok.IDENT else None
-                moved = target is not None and target.pointer and i + 1 < stop and t[i + 1].text in _ASSIGN
-                if target is not None and target.pointer:
-                    target = _Type(target.kind, 1, moved)   # `p += n` moves a pointer: address arithmetic
-                tally = self.tally(i, stop, target)
+        self.statement(then_start, then_end, sub=True)
+        if then_end < e:
+            self.statement(then_end + 1, e, sub=True)
+
+    def _loop(self, i: int, e: int, sub: bool) -> None:
+        t = self.t
+        body, parts = self._loop_parts(i, e)
+        if t[i].text == "do":
+            self.at_body(body, self.tally(*parts[0], folded=True))
+        elif len(parts) == 3:
+            (a, b), cond, inc = parts
+            inits = self.declare(a, b)
+            self.fixed.update(t[k].text for k in range(a, b - 1) if t[k + 1].text == "=" and t[k].kind is Tok.IDENT)
+            tally = [0, 0, 0, 0]
+            for s, x, ty in inits or [(a, b, None)]:
+                tally = [u + v for u, v in zip(tally, self.tally(s, x, ty, folded=True))]
             self.put(i, e, tally, sub)
-        return e
+            self.at_body(body, [u + v for u, v in zip(self.tally(*cond, folded=True), self.tally(*inc, folded=True))])
+        elif t[i].text == "while":
+            self.at_body(body, self.tally(*parts[0], folded=True))
+        self.statement(*body, sub=True)
+
+    def _switch(self, i: int, e: int, sub: bool) -> None:
+        p = self._paren(i)
+        self.put(i, e, self.tally(p + 1, self.close[p]), sub)
+        self.statement(self.close[p] + 1, e, sub=True)
+
+    def _labelled(self, i: int, e: int, sub: bool) -> None:
+        j = i
+        while j < e and self.t[j].text != ":":
+            j = self.close.get(j, j) + 1
+        if j + 1 < e:
+            self.statement(j + 1, e, sub)
+
+    def _simple(self, i: int, e: int, sub: bool) -> None:
+        t = self.t
+        word = t[i].text
+        if word in _SKIP_WORDS or t[i].kind is Tok.DIRECTIVE:
+            return
+        stop = e - 1 if t[e - 1].text == ";" else e
+        if any(k in self.lambdas for k in range(i, stop)):
+            return   # a statement that defines a lambda counts nothing (nor does the lambda's body)
+        if word == "return":
+            self.put(i, e, self.tally(i + 1, stop, self.returns), sub)
+            return
+        inits = self.declare(i, stop)
+        if inits:
+            tally = [0, 0, 0, 0]
+            for s, x, ty in inits:
+                tally = [u + v for u, v in zip(tally, self.tally(s, x, ty))]
+        elif t[i].text in _DECL_WORDS or _named(t[i].text, self.env) is not None or word == "auto":
+            tally = [0, 0, 0, 0]   # a declaration without initializers
+        else:
+            target = self.env.get(t[i].text) if t[i].kind is Tok.IDENT else None
+            moved = target is not None and target.pointer and i + 1 < stop and t[i + 1].text in _ASSIGN
+            if target is not None and target.pointer:
+                target = _Type(target.kind, 1, moved)   # `p += n` moves a pointer: address arithmetic
+            tally = self.tally(i, stop, target)
+        self.put(i, e, tally, sub)
 
 
 def _split(tokens: list[Token], a: int, b: int, close: dict[int, int]) -> list[tuple[int, int]]:

@@ -387,22 +387,43 @@ class _Guards:
             raise self.errors.at(self.t[i], f"cannot read this `{self.t[i].text}` statement")
         return p
 
-    def statement(self, i: int, end: int) -> int:
+    def statement(self, i: int, end: int, sub: bool = False) -> int:
+        """Walks tokens[i:] to the statement's end (returned) through its kind's hook (alu_counts overrides them)."""
         t = self.t
         e = self.extent(i, end)
         word = t[i].text
         if word == "{":
             self.block(i + 1, e - 1)
         elif word == "if":
-            self._if(i, e)
+            self._if(i, e, sub)
         elif word in ("for", "while", "do"):
-            self._loop(i, e)
+            self._loop(i, e, sub)
         elif word == "switch":
-            self._switch(i, e)
+            self._switch(i, e, sub)
+        elif word in ("case", "default") or (t[i].kind is Tok.IDENT and i + 1 < end and t[i + 1].text == ":"):
+            self._labelled(i, e, sub)
         else:
-            self._refuse_partial_operands(i, e)
-            self._lambdas_in(i, e)
+            self._simple(i, e, sub)
         return e
+
+    def _simple(self, i: int, e: int, sub: bool) -> None:
+        self._refuse_partial_operands(i, e)
+        self._lambdas_in(i, e)
+
+    _labelled = _simple   # outside the case groups `_switch` walks
+
+    def _if_parts(self, i: int, e: int) -> tuple[int, int, int]:
+        """The `(` of the if statement tokens[i:e], and where its then-arm starts and ends."""
+        p = self._paren(i)
+        return p, self.close[p] + 1, self.extent(self.close[p] + 1, e)
+
+    def _loop_parts(self, i: int, e: int) -> tuple[tuple[int, int], list[tuple[int, int]]]:
+        """The body of the loop tokens[i:e] and its header's parts (`_for_parts`; a while's or do's condition)."""
+        if self.t[i].text == "do":
+            p = self._paren(body_end := self.extent(i + 1, e))
+            return (i + 1, body_end), [(p + 1, self.close[p])]
+        p = self._paren(i)
+        return (self.close[p] + 1, e), self._for_parts(p) if self.t[i].text == "for" else [(p + 1, self.close[p])]
 
     def _lambdas_in(self, i: int, e: int) -> None:
         """The bodies of the lambdas a simple statement defines: walked as function bodies."""
@@ -416,11 +437,9 @@ class _Guards:
             else:
                 j += 1
 
-    def _if(self, i: int, e: int) -> None:
-        p = self._paren(i)
+    def _if(self, i: int, e: int, sub: bool) -> None:
+        p, then_start, then_end = self._if_parts(i, e)
         self._refuse_partial_operands(p + 1, self.close[p])
-        then_start = self.close[p] + 1
-        then_end = self.extent(then_start, e)
         arms = [(then_start, then_end)]
         if then_end < e:  # `else`
             arms.append((then_end + 1, e))
@@ -433,18 +452,10 @@ class _Guards:
         for start, stop in arms:
             self.statement(start, stop)
 
-    def _loop(self, i: int, e: int) -> None:
+    def _loop(self, i: int, e: int, sub: bool) -> None:
         t = self.t
         word = t[i].text
-        if word == "do":
-            body_end = self.extent(i + 1, e)
-            p = self._paren(body_end)
-            body = (i + 1, body_end)
-            parts = [(p + 1, self.close[p])]
-        else:
-            p = self._paren(i)
-            body = (self.close[p] + 1, e)
-            parts = self._for_parts(p) if word == "for" else [(p + 1, self.close[p])]
+        body, parts = self._loop_parts(i, e)
         for start, stop in parts:
             self._refuse_partial_operands(start, stop)
         if self._has(i, e) and not self._diverges(*body):
@@ -535,7 +546,7 @@ class _Guards:
             return [(p + 1, self.close[p])]
         return [(p + 1, semis[0]), (semis[0] + 1, semis[1]), (semis[1] + 1, self.close[p])]
 
-    def _switch(self, i: int, e: int) -> None:
+    def _switch(self, i: int, e: int, sub: bool) -> None:
         t = self.t
         p = self._paren(i)
         self._refuse_partial_operands(p + 1, self.close[p])
