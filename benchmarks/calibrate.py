@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{str(e).strip().splitlines()[0][:80] if str(e).strip() else ''}", flush=True)
             continue
         if run is None:
+            if entry.get("not_run"):     # a timed MLX kernel that cannot run here: the data file says why
+                print(f"{entry['id']:<50} {entry['chip']:<9} not run: {entry['not_run']}", flush=True)
             continue
         ran[entry["id"]] = run
         pred = predict(entry, run)

@@ -240,3 +240,16 @@ def test_the_by_source_table_groups_entries_by_source_kernel_and_proxy():
     # bound/measured is 0.5 on every row of _row; estimate/measured 1.2, 0.9 and 1.1: median 1.10
     assert lines[2] == f"| [mlxbench-bmm]({url}) | k | M1, M2 | 3 (1) | 0.50 | 1.10 (0.90-1.20) |"
     assert lines[3] == "| metile-ci | k (proxy) | M1 | 1 (0) | 0.50 | 1.50 (1.50-1.50) |"
+
+
+def test_a_timed_norm_entry_that_does_not_run_says_why(capsys):
+    import benchmarks.calibrate as calibrate
+    from benchmarks import calibration_runs
+
+    norms = [e for e in tomllib.loads(DATA.read_text())["measurement"] if e["kind"] == "norm" and e.get("time_s")]
+    assert len(norms) == 3
+    for e in norms:
+        assert calibration_runs.run(e) is None and e["not_run"]
+    assert calibrate.main(["--only", "mlxi4263-m2-rmsnorm-silu-float16"]) == 0
+    out = capsys.readouterr().out
+    assert "mlxi4263-m2-rmsnorm-silu-float16" in out and "not run: MLX's rms_norm kernel is defined only" in out
