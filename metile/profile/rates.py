@@ -76,7 +76,8 @@ class Rates:
 # threadgroup memory measured at 3361 GB/s on an M5 (meTile's probe: 213 B per core per clock); STREAM copies reach
 # 79% (michaelstinkerings m5 roofline: 122 of 153.6 GB/s) and meTile's read probe 120.6 GB/s; a 16 MiB working set
 # reads at 2453 GB/s (155 B per core per clock). Tensor ops: 88% of the accelerators' peak (gpus.py, m5-tensor).
-# The cache port before M5 (128 B per core per clock) is FITTED: no measurement was found.
+# The cache port before M5 (128 B per core per clock) is FITTED: no measurement was found (on device segment counts
+# made before the profiler merged adjacent scalar accesses: MLX's decode attention, which it bound, no longer binds it).
 _APPLE7 = Rates(matrix_flops=205.0, tg_bytes=128.0, tensor_fraction=0.8, dram_fraction=0.85, cache_bytes=128.0)
 _M5 = Rates(matrix_flops=240.0, tg_bytes=200.0, tensor_fraction=0.88, dram_fraction=0.8, cache_bytes=155.0)
 RATES = {"M1": _APPLE7, "M2": _APPLE7, "M3": _APPLE7, "M4": _APPLE7, "M5": _M5}

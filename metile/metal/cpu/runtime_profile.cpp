@@ -11,6 +11,9 @@
  * lane of the simdgroup added to it, or at the next point where all its live lanes meet (a threadgroup barrier, a
  * collective over all of them, the end of the threadgroup). A complete record counts one instruction:
  * - device memory (the bound buffers): the distinct aligned segments its lanes touch (coalescing);
+ *   a run of scalar instructions of one simdgroup that each lane of the same active lanes continues where its
+ *   previous access in the run ended (an unrolled `x[i] = in[i]`, i < 4) is one vector instruction, as Apple's
+ *   compilers make it (see `extend_run`), and counts once over the run's bytes;
  * - threadgroup memory: the passes beyond the fewest its distinct bank words need, where lanes reading different
  *   words of one bank take one pass each (bank conflicts);
  * - simdgroup_matrix loads, stores and multiply-accumulates, by dtype;
@@ -98,12 +101,15 @@ struct Record {
     uint32_t entry; /* its instruction's counters */
     uint32_t mask;  /* lanes added */
     uint8_t cls, kind;
+    uint8_t access;  /* a memory record's: the access kind of mt_san_access (0 read, 1 write, 2-4 atomic) */
+    uint8_t pieces;  /* scalar instructions a run (extend_run) holds, 0 for none */
     uint64_t amount; /* an event's: what it adds to its counter */
     uint64_t addr[MT_SIMD_WIDTH];
     uint32_t size[MT_SIMD_WIDTH];
 };
 constexpr uint32_t kDone = 0xffffffffu; /* a record already counted */
 constexpr uint8_t kLoad = 1;             /* the kind of a memory record whose instruction only reads (a load) */
+constexpr uint32_t kRunElements = 4;     /* a lane's most elements in one vector load or store */
 
 /* Bytes (or segments) touched, one bit each; owns its mapping (moved, never copied). */
 struct Bitmap {
@@ -150,6 +156,7 @@ struct Prof {
     FlatMap occurrences;               /* (pc, thread) -> executions of the instruction by the thread */
     FlatMap records_of[kMaxSimdgroups]; /* (pc, class, occurrence) -> record index or kDone */
     std::vector<Record> records[kMaxSimdgroups];
+    Record runs[kMaxSimdgroups][2][2];   /* per simdgroup, class (device, threadgroup) and read/write: the open run */
     uint32_t live[kMaxSimdgroups] = {};   /* lanes not exited, per simdgroup */
     std::vector<Bitmap> tg_seen;       /* per device buffer: bytes this threadgroup touched */
     std::vector<Bitmap> tg_seen_seg;   /* and segments */
@@ -242,7 +249,7 @@ uint64_t distinct_bytes(Prof* p, const Record& r) {
 }
 
 /* Count a complete record. */
-void count_record(Prof* p, Record& r) {
+void count_record(Prof* p, const Record& r) {
     mt_prof_entry& e = p->entries[r.entry];
     if (r.cls == kEvent) {
         e.c[r.kind] += r.amount;
@@ -283,16 +290,70 @@ void count_record(Prof* p, Record& r) {
     e.c[MT_PROF_TG_CONFLICTS] += passes - fewest;
 }
 
-/* Count every record of simdgroup `s` not counted yet, and forget them (all its live lanes meet here). */
+/* Whether complete record `r` continues `run`, the open run of its simdgroup, class and access: a scalar
+ * instruction (1, 2 or 4 bytes a lane, aligned to its size) whose every lane, the run's lanes exactly, starts where
+ * the lane's previous access in the run ended, up to kRunElements elements a lane. The instruction may be the run's
+ * own again: the instrumented build keeps loops rolled that Apple's compiler unrolls (MLX's `for (i = 0; i <
+ * N_READS; i++)`, a template constant, runs one load instruction four times on the CPU). Apple's GPUs load and store
+ * up to four 8-, 16- or 32-bit elements a lane in one instruction (device_load and device_store take a mask of up to
+ * 4 components of one type, i8, i16 or i32: Dougall Johnson's applegpu ISA notes; threadgroup memory's local_load and local_store likewise,
+ * Mesa's AGX compiler agx_emit_local_load), and the compiler merges adjacent scalar accesses into them (Mesa's AGX
+ * compiler runs nir_opt_load_store_vectorize on device memory with at most 4 components of at most 32 bits, aligned
+ * to the element). Atomics never merge. */
+bool extend_run(Record& run, const Record& r) {
+    if (!run.pieces || run.mask != r.mask || run.access != r.access || r.access > 1 || run.pieces >= 4) return false;
+    const uint32_t first = static_cast<uint32_t>(__builtin_ctz(r.mask));
+    const uint32_t elem = r.size[first];
+    if (elem != 1 && elem != 2 && elem != 4) return false;
+    for (uint32_t m = r.mask; m; m &= m - 1) {
+        const uint32_t j = static_cast<uint32_t>(__builtin_ctz(m));
+        if (r.size[j] != elem || r.addr[j] % elem || run.size[j] % elem || r.addr[j] != run.addr[j] + run.size[j] ||
+            run.size[j] + elem > kRunElements * elem || run.size[j] != run.size[first])
+            return false;
+    }
+    if (run.size[first] / run.pieces != elem) return false; /* a run's pieces are one element each, all alike */
+    for (uint32_t m = r.mask; m; m &= m - 1) run.size[__builtin_ctz(m)] += elem;
+    ++run.pieces;
+    return true;
+}
+
+/* Count the open run of simdgroup s, class c and access a, if any. */
+void close_run(Prof* p, uint32_t s, uint32_t c, uint32_t a) {
+    Record& run = p->runs[s][c][a];
+    if (run.pieces) count_record(p, run);
+    run.pieces = 0;
+}
+
+/* A complete record of simdgroup s: an event counts now; a plain load or store extends the open run of its class
+ * and access or, counting that run, opens a new one (a store closes its class's open load run and a load its open
+ * store run, as an access that may alias them keeps a compiler from merging across it); an atomic counts now. */
+void complete_record(Prof* p, uint32_t s, const Record& r) {
+    if (r.cls == kEvent || r.access > 1) {
+        for (uint32_t a = 0; a < 2 && r.cls != kEvent; ++a) close_run(p, s, r.cls, a);
+        count_record(p, r);
+        return;
+    }
+    close_run(p, s, r.cls, 1 - r.access);
+    Record& run = p->runs[s][r.cls][r.access];
+    if (extend_run(run, r)) return;
+    close_run(p, s, r.cls, r.access);
+    run = r;
+    run.pieces = 1;
+}
+
+/* Count every record of simdgroup `s` not counted yet, and its open runs, and forget them (all its live lanes meet
+ * here). */
 void flush_simdgroup(Prof* p, uint32_t s) {
     for (Record& r : p->records[s])
-        if (r.mask) count_record(p, r);
+        if (r.mask) complete_record(p, s, r);
+    for (uint32_t c = 0; c < 2; ++c)
+        for (uint32_t a = 0; a < 2; ++a) close_run(p, s, c, a);
     p->records[s].clear();
     p->records_of[s].clear();
 }
 
 /* Add lane `lane` of the running fiber's simdgroup to the record of this execution of the instruction at `pc`. */
-Record* add_lane(Worker* w, Prof* p, uint64_t pc, Cls cls, uint8_t kind, uint32_t* entry_index) {
+Record* add_lane(Worker* w, Prof* p, uint64_t pc, Cls cls, uint8_t kind, uint32_t* entry_index, uint8_t access = 0) {
     Fiber* f = w->cur;
     bool added;
     uint32_t* occ = p->occurrences.find_or_add(pc, f->index, &added);
@@ -307,6 +368,8 @@ Record* add_lane(Worker* w, Prof* p, uint64_t pc, Cls cls, uint8_t kind, uint32_
         r.mask = 0;
         r.cls = cls;
         r.kind = kind;
+        r.access = access;
+        r.pieces = 0;
         r.amount = 1;
         entry_for(p, pc, 0, &r.entry);
     } else if (*rec == kDone) {
@@ -322,7 +385,7 @@ Record* add_lane(Worker* w, Prof* p, uint64_t pc, Cls cls, uint8_t kind, uint32_
 void maybe_complete(Worker* w, Prof* p, Record& r, uint64_t pc, Cls cls) {
     Fiber* f = w->cur;
     if (p->live[f->sg] & ~r.mask) return;
-    count_record(p, r);
+    complete_record(p, f->sg, r);
     r.mask = 0;
     bool added;
     uint32_t* occ = p->occurrences.find_or_add(pc, f->index, &added);
@@ -379,6 +442,8 @@ void prof_begin_threadgroup(Worker* w, uint64_t linear) {
     for (uint32_t s = 0; s < w->tg->nsg; ++s) {
         p->records[s].clear();
         p->records_of[s].clear();
+        for (auto& by_class : p->runs[s])
+            for (Record& run : by_class) run.pieces = 0;
         const uint32_t lanes = w->sgs[s].lanes;
         p->live[s] = lanes >= 32 ? ~0u : (1u << lanes) - 1;
     }
@@ -425,7 +490,7 @@ void prof_access(Worker* w, const void* addr, uint32_t size, int32_t kind, const
     else return; /* private memory, program-scope constants */
     const uint64_t ipc = reinterpret_cast<uintptr_t>(pc);
     uint32_t ei = 0;
-    Record* r = add_lane(w, p, ipc, cls, kind == 0 ? kLoad : 0, &ei);
+    Record* r = add_lane(w, p, ipc, cls, kind == 0 ? kLoad : 0, &ei, static_cast<uint8_t>(kind));
     if (!r) entry_for(p, ipc, 0, &ei);
     mt_prof_entry& e = p->entries[ei];
     const bool reads = kind == 0 || kind == 2 || kind == 4;
