@@ -47,6 +47,13 @@ Sources (the ``source`` field of a row names them by these keys):
   the hardware table of github.com/huggingface/huggingface.js (pull 1044, packages/tasks/src/hardware.ts: 4.1
   TFLOPS FP32 for the 10-core M3, which is 1.60 GHz at 256 FLOPs per core per clock). Neither is a measurement;
   benchmarks/calibration/chips.toml records the disagreement.
+- ``powermetrics``: the top GPU state macOS's powermetrics lists, a measurement on the machine: 1,380 MHz on an
+  M3 Max (github.com/philipturner/applegpuinfo issue 4; German Wikipedia's "Apple M3 Max" gives 1.38 GHz) and on
+  an M3 Pro, 1,338 MHz on fanless M3 MacBook Airs (applegpuinfo issue 15), 1,578 MHz on an M4 Max Mac Studio
+  (the swift-soc-metrics library's notes on validating against powermetrics: "GPU freq exact (1578 = 1578 MHz
+  loaded)") and at the top of the 15 states in github.com/BinSquare/powermetrics-go's sample output, 1,470 MHz on
+  an M4 MacBook Air, 1,620 MHz held under load on an M5 Max (github.com/feedback-assistant/reports issue 830;
+  techolam.com's M5 Pro and M5 Max launch coverage gives both 1.62 GHz).
 - ``tg-banks``: threadgroup-memory banking. metal-benchmarks' README (the revision with the "On-Chip Memory"
   table) gives Apple 7/8 16 banks of 4 bytes and 64 B/clock per core; a later revision, as quoted by others, shows
   those cells as "TBD". A microbenchmark by the user "leman" on techboards.net ("The mystery of Apple M3 on-chip
@@ -150,8 +157,8 @@ class GpuSpec:
 
 # the sources most rows share (keys of the module docstring)
 MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"
-SPEC_DATABASE = "apple; hmc-tech; m3-clock; wikipedia; metal-features; tg-banks"
-M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; metal-features; tg-banks"
+SPEC_DATABASE = "apple; hmc-tech; m3-clock; powermetrics; wikipedia; metal-features; tg-banks"
+M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; powermetrics; metal-features; tg-banks"
 
 
 def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus_bits: int, mts: int,
@@ -218,6 +225,10 @@ _ROWS = (
     # M3 Max dies, 1024 bits (Apple: 819 GB/s). SLC: no public figure found; the M1/M2 tier sizes are carried
     # over (8/24/48/96 MB; the M3 Pro's narrower bus may come with less SLC, the larger size is kept as the
     # model's safer side). Bins (apple): 8, 14, 30 (with a 384-bit, 300 GB/s bus) and 60 cores.
+    # powermetrics puts the top GPU state lower (powermetrics): 1.380 GHz on the M3 Pro and M3 Max, 1.338 GHz on
+    # fanless M3 MacBook Airs. 1.6 GHz is kept: at 1.380 GHz MLX's measured 18.9 TFLOP/s bf16 GEMM on the
+    # 60-core M3 Ultra (mlx issue 3196) would be 89% of the ALU peak, above the 80% simdgroup_matrix reached on
+    # M1 (metal-benchmarks), and a lower bound stays one when a peak is overstated.
     _spec("M3", cores=10, bins=(8,), clock_ghz=1.6, bus_bits=128, mts=6400, slc_mib=8,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
@@ -230,42 +241,42 @@ _ROWS = (
     _spec("M3 Ultra", cores=80, bins=(60,), clock_ghz=1.6, bus_bits=1024, mts=6400, slc_mib=96,
           source=SPEC_DATABASE,
           assumed=("clock_ghz", "last_level_cache")),
-    # --- M4 family (G16). Clock: 1.578 GHz measured with powermetrics on an M4 Pro (eclecticlight). hmc-tech
-    # lists the M4 at both 1.470 and 1.578 GHz; the measured 1.578 GHz is taken for the M4 (same GPU
-    # generation). hmc-tech lists the M4 Max at 1.678 GHz, which nothing else confirms: 1.578 GHz is kept and
-    # marked assumed (if 1.678 GHz is right, the M4 Max peaks here are 6% low). Memory (wikipedia, apple):
+    # --- M4 family (G16). Clock: 1.578 GHz measured with powermetrics on an M4 Pro (eclecticlight) and on an M4
+    # Max (powermetrics). hmc-tech's 1.678 GHz for the M4 Max has no measurement behind it. A fanless M4
+    # MacBook Air tops at 1.470 GHz; the higher 1.578 GHz is taken for the M4 (assumed). Memory (wikipedia, apple):
     # LPDDR5X-7500 on 128 bits (120 GB/s), LPDDR5X-8533 on 256/512 bits (273/546 GB/s). SLC: no public figure
     # found; tier sizes carried over (assumed). Bins (apple, wikipedia): 8, 16 and 32 cores (the 32-core Max on
     # a 384-bit, 410 GB/s bus). No M4 Ultra exists (apple).
     _spec("M4", cores=10, bins=(8,), clock_ghz=1.578, bus_bits=128, mts=7500, slc_mib=8,
-          source="apple; eclecticlight; hmc-tech; wikipedia; metal-features; tg-banks",
+          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks",
           assumed=("clock_ghz", "last_level_cache")),
     _spec("M4 Pro", cores=20, bins=(16,), clock_ghz=1.578, bus_bits=256, mts=8533, slc_mib=24,
           source="apple; eclecticlight; wikipedia; metal-features; tg-banks",
           assumed=("last_level_cache",)),
     _spec("M4 Max", cores=40, bins=(32,), clock_ghz=1.578, bus_bits=512, mts=8533, slc_mib=48,
-          source="apple; eclecticlight; hmc-tech; wikipedia; metal-features; tg-banks",
-          assumed=("clock_ghz", "last_level_cache")),
+          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks",
+          assumed=("last_level_cache",)),
     # --- M5 family (G17, a Neural Accelerator in every GPU core). Clock: 1.740 GHz (hmc-tech). An M5 measured
     # 3.76 TFLOPS FP32 with powermetrics showing 1.578 GHz (m5-roofline), but meTile's probe measured 4.1 TFLOPS
     # FP32 on an M5 (benchmarks/calibration, metile-m5-scalar-f32-peak), which needs at least 1.60 GHz at 256 FLOPs
     # per core per clock: 1.578 GHz would put the peak below a measurement, so hmc-tech's 1.740 GHz is taken
     # (assumed). Memory LPDDR5X-9600 (m5-roofline) on 128 bits for the M5 (Apple: 153 GB/s);
     # the Pro and Max bus widths are derived from Apple's 307 and 614 GB/s at 9600 MT/s (256 and 512 bits).
-    # The Pro and Max clocks are assumed equal to the M5's. SLC: no public figure found; tier sizes carried
+    # The Pro and Max run at 1.620 GHz (powermetrics on an M5 Max; launch coverage for both); the Pro's clock
+    # rests on the launch coverage alone and is marked assumed. SLC: no public figure found; tier sizes carried
     # over (assumed). Bins: an 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
     _spec("M5", cores=10, bins=(8,), clock_ghz=1.74, bus_bits=128, mts=9600, slc_mib=8,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "last_level_cache", *_M5_ASSUMED)),
-    _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.74, bus_bits=256, mts=9600, slc_mib=24,
+    _spec("M5 Pro", cores=20, bins=(), clock_ghz=1.62, bus_bits=256, mts=9600, slc_mib=24,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
           assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
-    _spec("M5 Max", cores=40, bins=(), clock_ghz=1.74, bus_bits=512, mts=9600, slc_mib=48,
+    _spec("M5 Max", cores=40, bins=(), clock_ghz=1.62, bus_bits=512, mts=9600, slc_mib=48,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,
-          assumed=("clock_ghz", "memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
+          assumed=("memory_bus_bits", "last_level_cache", *_M5_ASSUMED)),
 )
 
 GPUS: dict[str, GpuSpec] = {row.name: row for row in _ROWS}
