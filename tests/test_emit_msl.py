@@ -9,6 +9,7 @@ costs a compile.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from metile.emit.facts import (
     written_params,
 )
 from metile.emit.msl import _Emitter, emit_msl
-from metile.emit.spell import EmitError, function_name, literal
+from metile.emit.spell import _LOWER_MACROS, _MACRO_LIKE, EmitError, c_identifier, function_name, literal
 from metile.ir import (
     AddPtr,
     AtomicAdd,
@@ -646,3 +647,14 @@ def test_each_line_is_located_at_the_innermost_located_statement_that_wrote_it()
         ("for (int i = 0; i < N; i += 1) {", 1), ("device float* const t0 = X + i;", 2), ("const float x = t0[0];", 2),
         ("if (i < N) {", 3), ("t0[0] = x + 1.0f;", 3), ("}", 3), ("for (int j = 0; j < 2; j += 1) {", 1),
         ("X[j] = 0.0f;", 5), ("}", 1), ("}", 1), ("X[0] = 2.0f;", 4)]
+
+
+def test_a_lower_case_name_skips_the_macro_pattern_only_when_the_pattern_cannot_match_it():
+    """`c_identifier` takes a name starting in lower case as it is without running `_MACRO_LIKE`, except the
+    lower-case words the pattern names, which are exactly `_LOWER_MACROS`: every other lower-case name keeps its
+    spelling either way, and those get `v_`."""
+    words = set(re.findall(r"(?<![\\a-z])[a-z]{2,}", _MACRO_LIKE.pattern))
+    assert words == _LOWER_MACROS
+    for name in [*sorted(words), "acc", "offs_1", "t3", "restrict_1", "errnos", "assert_", "m_pi", "int_max"]:
+        assert (c_identifier(name) == name) == (not _MACRO_LIKE.match(name)), name
+    assert [c_identifier(w) for w in sorted(words)] == [f"v_{w}" for w in sorted(words)]

@@ -273,6 +273,22 @@ def test_type_is_computed_at_construction_unless_the_node_is_malformed():
     assert type_error(b) is None
 
 
+def test_an_elementwise_value_takes_its_operand_type_without_calling_its_type_function():
+    """A type function `return self.f.type` is read inline by the generated `__init__` (no Python call per node); any
+    other is called. Either way the type, and the malformed node's missing type, are the type function's."""
+    for cls, field in ((Binary, "lhs"), (Unary, "x"), (Where, "x"), (AddPtr, "ptr")):
+        Binary(BinOp.ADD, x8, x8), Unary(UnOp.NEG, x8), Where(m8, x8, x8), AddPtr(X, n)   # make the methods
+        names = cls.__init__.__code__.co_names
+        assert "_type_of" not in names and field in names, cls
+    Compare(CmpOp.LT, x8, x8)
+    assert "_type_of" in Compare.__init__.__code__.co_names   # `lhs.type.with_dtype(BOOL)`: called
+    assert Binary(BinOp.ADD, x8, x8).type is T8 and AddPtr(X, n).type is X.type
+    bad = Binary(BinOp.ADD, 3, 4)
+    with pytest.raises(AttributeError):
+        bad.type  # noqa: B018 - the read raises: the slot is empty
+    assert isinstance(type_error(bad), AttributeError)
+
+
 def test_values_read_their_fields_without_a_lookup_hook():
     """No value class has a `__getattr__` (attrs adds one to compute a slotted class's cached properties): with one,
     every attribute read of every value goes through Python's slower lookup hook."""

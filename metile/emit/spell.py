@@ -317,7 +317,8 @@ def c_identifier(name: str) -> str:
     """`name` made a valid C identifier: a non-ASCII character becomes `u` and its code point in hex (`α` is
     `u03b1`), any other non-word character `_`, and a leading digit gets `v`; a name that the C++ or Metal
     headers may define as a macro (`NULL`, `FLT_MAX`, `M_PI_F`, `__LINE__`...) gets `v_` in front."""
-    if name.isascii() and name.isidentifier() and not _MACRO_LIKE.match(name):  # the usual case
+    if name.isascii() and name.isidentifier() and (
+            (name[0].islower() and name not in _LOWER_MACROS) or not _MACRO_LIKE.match(name)):  # the usual case
         return name
     text = re.sub(r"[^\x00-\x7f]", lambda m: f"u{ord(m[0]):04x}", name)
     text = re.sub(r"\W", "_", text, flags=re.ASCII) or "v"
@@ -330,6 +331,9 @@ def c_identifier(name: str) -> str:
 _MACRO_LIKE = re.compile(r"__|_[A-Z]|MT_|METILE_|M_\w+\Z|(?:FLT|DBL|LDBL|HALF|BFLOAT)_"
                          r"|[SU]?(?:CHAR|SHRT|INT|LONG|LLONG)_(?:MAX|MIN|BIT)\Z|HUGE_VAL[FHL]?\Z"
                          r"|(?:MAXFLOAT|MAXHALF|NULL|EOF|restrict|errno|assert)\Z")
+# The only names `_MACRO_LIKE` matches that start with a lower-case letter: any other such name is taken as it is
+# without running the pattern (most of a kernel's names: `acc`, `offs_1`, `t3`).
+_LOWER_MACROS = frozenset({"restrict", "errno", "assert"})
 
 
 def function_name(kernel_name: str) -> str:

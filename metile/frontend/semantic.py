@@ -70,6 +70,7 @@ STORAGE = tuple(d for d in DType if d.storage_only)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_NUMBERS = frozenset({int, float, bool})   # the classes of Python numbers (not their subclasses: numpy's float64)
 
 
 def py_dtype(v: object) -> DType:
@@ -344,6 +345,13 @@ def compare(name: str, a, b, loc: Loc | None):
         da, db = ta.dtype, tb.dtype
         dt = da if da is db else promote_computed(da, db)
         x, y, _ = _unify(a, ta, b, tb, "comparison", loc, COMPUTE_AS.get(dt, dt))
+    elif a_ir and b.__class__ in _NUMBERS and (ta := a.type).__class__ is TileType:
+        # a tile against a Python number (`i < n`, `x >= 0`): `unify` without looking the number's type up, which
+        # gives the tile's shape and its weakly promoted dtype
+        dt = _weak(ta.dtype, b)
+        dt = COMPUTE_AS.get(dt, dt)
+        x = a if ta.dtype is dt else cast(a, dt, loc)
+        y = coerce(b, dt, ta.shape, loc)
     else:
         dt = common_dtype(a, b)
         x, y = unify(a, b, "comparison", loc, COMPUTE_AS.get(dt, dt))

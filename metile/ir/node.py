@@ -25,7 +25,8 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   calls the class's lookup hook instead of reading the slot from its attribute cache). Values have no
   such `__getattr__`: a value whose type cannot be computed (a malformed one, for the verifier to report)
   has its slot left empty, and reading it raises `AttributeError` (`type_error` gives the error its type
-  function raises);
+  function raises). A type function that is `return self.f.type` (an element-wise value's) is not called: the
+  generated code reads `self.f.type` itself (`_type_of_field`);
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields` (the classes without a
   field that may hold a node share one `no_children`, which walks can tell by identity).
 They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
@@ -226,9 +227,10 @@ def _specialise(cls: type) -> None:
     # `Const`'s may equate values whose hashes differ), so only then may unequal hashes answer.
     if all(a.eq_key is None for a in fields):
         keys.insert(0, "self._h == other._h")
+    same = _type_of_field(derived_type, _EQ_NAMES[cls]) if derived_type is not None else None
     derive = [] if derived_type is None else [
         "    try:",
-        f"        {_setter(cls, 'type', scope)}_type_of(self))",
+        f"        {_setter(cls, 'type', scope)}{'_type_of(self)' if same is None else f'self.{same}.type'})",
         "    except Exception:",
         "        pass   # a malformed node: reading `type` raises, as the verifier expects (`type_error`)",
     ]
@@ -265,6 +267,20 @@ def _specialise(cls: type) -> None:
         cls.__repr__ = scope["__repr__"]
     scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = scope["__init__"]
+
+
+def _field_type(self):   # the shape of the type function `_type_of_field` recognises (the field's name aside)
+    return self.x.type
+
+
+def _type_of_field(fn: Callable[[Node], object], fields: tuple[str, ...]) -> str | None:
+    """The field `f` among `fields` when the type function `fn` is `return self.f.type` (an element-wise value's type is
+    its operand's), whose generated code then reads `self.f.type` itself instead of calling `fn`; None otherwise."""
+    code, shape = getattr(fn, "__code__", None), _field_type.__code__
+    if code is None or code.co_code != shape.co_code or code.co_consts != shape.co_consts \
+            or code.co_argcount != 1 or len(code.co_names) != 2 or code.co_names[1] != "type":
+        return None
+    return code.co_names[0] if code.co_names[0] in fields else None
 
 
 def _repr_lines(cls: type) -> list[str]:
