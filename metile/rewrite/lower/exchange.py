@@ -99,11 +99,9 @@ def publish(blk: Block, items: list[tuple[Value, tuple[int, ...]]], why: Node, r
 
 def gather(blk: Block, rep: Regs, flat: Value, why: Node) -> Value:
     """Element `flat` of a tile held in registers by some thread: published once per statement."""
-    found = blk.kernel.published.get(id(rep))
-    if found is None:
+    base = blk.kernel.published_base(rep)
+    if base is None:
         (base,) = publish_regs(blk, [rep], why)
-    else:
-        base = found[0]
     return blk.let(Load(AddPtr(base, flat)), "g")
 
 
@@ -130,7 +128,7 @@ def publish_regs(blk: Block, reps: list[Regs], why: Node) -> list[Value]:
         for slot in range(layout.slots):
             blk.emit(Store(AddPtr(base, V.raw_flat(blk, layout, slot)), rep.regs[slot], V.guard(blk, layout, slot),
                             loc=blk.loc))
-        blk.kernel.published[id(rep)] = (base, ())
+        blk.kernel.publish(rep, base)
         bases.append(base)
     S.barrier(blk, why)
     return bases

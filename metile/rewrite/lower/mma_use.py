@@ -59,9 +59,9 @@ class Fragments:
 def mma_in_scratch(blk: Block, rep: Mma, why: Node) -> Value:
     """The base of `rep` copied to scratch, once per statement: row-major `[m, n]` with rows `mma_row_stride`
     apart (read element `flat` at `mma_scratch_offset`)."""
-    found = blk.kernel.published.get(id(rep))
+    found = blk.kernel.published_base(rep)
     if found is not None:
-        return found[0]
+        return found
     geom = rep.geom
     ld = mma_row_stride(geom.n)
     S.barrier(blk, why)
@@ -69,7 +69,7 @@ def mma_in_scratch(blk: Block, rep: Mma, why: Node) -> Value:
     emit_owned(blk, geom, [MatrixStore(mat, AddPtr(base, MM.piece_offset(blk, geom, p, mo.const(ld))), mo.const(ld),
                                        loc=blk.loc) for p, mat in enumerate(rep.mats)])
     S.barrier(blk, why)
-    blk.kernel.published[id(rep)] = (base, ())
+    blk.kernel.publish(rep, base)
     return base
 
 

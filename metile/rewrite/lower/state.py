@@ -135,7 +135,7 @@ class KernelState:
         self.use = 0                            # the scratch use of the statement being lowered
         self.parts = 0                          # regions it has taken so far
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
-        self.published: dict[object, tuple[Value, tuple[int, ...]]] = {}   # tiles this statement put in scratch
+        self.published: dict[int, tuple[Value, object]] = {}   # tiles this statement put in scratch (`publish`)
         self.points: dict[tuple, tuple] = {}    # `values.slot_pt`: by ids, (layout, thread index, point)
 
     def fresh(self, base: str) -> str:
@@ -147,6 +147,17 @@ class KernelState:
         self.suffix[base] = i
         self.taken.add(name)
         return name
+
+    def publish(self, rep: object, base: Value) -> None:
+        """`rep` (a tile's registers or matrices) is in scratch at `base` for the rest of the statement. Keyed by
+        identity, with `rep` kept in the entry: a temporary tile published and dropped would otherwise free its id
+        for another tile, which would then read the first one's scratch."""
+        self.published[id(rep)] = (base, rep)
+
+    def published_base(self, rep: object) -> Value | None:
+        """Where `publish` put `rep` in this statement, or None."""
+        found = self.published.get(id(rep))
+        return None if found is None else found[0]
 
     def new_statement(self) -> None:
         """A new statement starts: a scratch use of its own, nothing of it published yet."""
