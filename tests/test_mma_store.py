@@ -258,3 +258,33 @@ def test_an_edge_tile_is_stored_by_one_loop_over_the_pieces(dtype, m, n, k):
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c[:m], want, rtol=1e-3, atol=1e-3)
     np.testing.assert_array_equal(c[m:], -7.0)
+
+
+def test_the_walk_for_element_wise_reads_skips_what_reads_no_tile(monkeypatch):
+    """`pointwise_mma` does not enter a value that reads no tile and holds no product or reduction (the scan's facts
+    say so: the index arithmetic of the addresses and bounds, `mma_use.reads_no_tile`): the MSL is the one found
+    entering every value, and taking the names of the tiles away (so that a loaded bias, a loaded mask and the result
+    itself are skipped too) changes it."""
+    from metile.emit.msl import emit_msl
+    from metile.rewrite.lower import mma_use as MU
+    from metile.rewrite.lower.state import Facts
+    from metile.rewrite.pipeline import DEFAULT_PIPELINE, run
+
+    n = 32
+    a, b = _operands(n, n, n, 3)
+    f32 = np.zeros(1, np.float32)
+    i32 = np.zeros(1, np.int32)
+    traces = [lambda: reshaped_epilogues.trace(a, b, f32, f32, f32, f32, BLOCK=n),
+              lambda: loaded_mask_into.trace(a, b, f32, i32, i32, 19, BLOCK=n),
+              lambda: ragged_gemm.trace(f32, f32, f32, 100, 77, 40, BM=32, BN=32, BK=16)]
+
+    def msl():
+        return [emit_msl(run(DEFAULT_PIPELINE, trace())) for trace in traces]
+
+    skipping = msl()
+    reads_no_tile = MU.reads_no_tile
+    monkeypatch.setattr(MU, "reads_no_tile", lambda facts, tiles, v: False)
+    assert msl() == skipping
+    monkeypatch.setattr(MU, "reads_no_tile", reads_no_tile)
+    monkeypatch.setattr(Facts, "tile_names", property(lambda self: frozenset()))
+    assert msl() != skipping

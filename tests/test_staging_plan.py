@@ -178,3 +178,49 @@ def test_statements_skipped_by_the_scan_take_what_the_walk_finds(case, monkeypat
     assert any(skipped) and not all(skipped)   # the kernel has statements of both kinds
     monkeypatch.setattr(sp._Survey, "plain", lambda self, roots: False)
     assert shortcut == uses()
+
+
+@metile.kernel
+def product_beside_index_sum(A, B, C, S):
+    """A product, and a reduction of index arithmetic that reads no name (it takes scratch all the same)."""
+    r, k = metile.arange(0, 32), metile.arange(0, 32)
+    a = metile.load(A + r[:, None] * 32 + k[None, :])
+    b = metile.load(B + k[:, None] * 32 + r[None, :])
+    metile.store(C + r[:, None] * 32 + r[None, :], metile.dot(a, b))
+    metile.store(S, metile.sum(metile.arange(0, 32) * 3))
+
+
+@pytest.mark.parametrize("case", ["big_product", "product_beside_reductions", "product_beside_index_sum"])
+def test_values_the_walk_skips_by_the_scan_add_nothing_it_counts(case, monkeypatch):
+    """The survey's walk does not enter a value that the kernel's scan shows holds no product, reduction, scan or
+    gather and reads no name whose reads it counts (`_Survey.marked`: products' results in matrices, tiles held in
+    registers, recomputed tiles): with every statement walked, the uses found with that shortcut and without it are
+    the same, the shortcut skips nodes, and it gives other uses when those names are not marked."""
+    from metile.rewrite import staging_plan as sp
+
+    f16, f32 = np.zeros(1, np.float16), np.zeros(1, np.float32)
+    kernel = {"big_product": lambda: big_product.trace(f16, f16, f32),
+              "product_beside_reductions": lambda: product_beside_reductions.trace(*[f32] * 8, K=64),
+              "product_beside_index_sum": lambda: product_beside_index_sum.trace(*[f32] * 4)}[case]
+    k = run(TILE_PIPELINE[:-1], kernel())
+    found, dots = scan(k), scan(k).of(Dot)
+    cands = frozenset(sp._candidates(k, dots, sp._pipelined(k)))
+    monkeypatch.setattr(sp._Survey, "plain", lambda self, roots: False)
+    visited = []
+    children = sp.children
+    monkeypatch.setattr(sp, "children", lambda n: visited.append(n) or children(n))
+
+    def uses():
+        visited.clear()
+        survey = sp._Survey(k, k.plan.threads, 32768, cands, found)
+        return [(u.other, u.planned) for u in survey.uses], survey.own, len(visited)
+
+    *shortcut, fewer = uses()
+    marked = sp._Survey._marked
+    monkeypatch.setattr(sp._Survey, "_marked", lambda self, found: None)
+    *walked, every = uses()
+    assert shortcut == walked and fewer < every
+    if case == "product_beside_reductions":
+        monkeypatch.setattr(sp._Survey, "_marked", lambda self, found: marked(self, found) - {
+            n for n, lay in k.schedule.layouts.items() if lay.__class__.__name__ in ("Blocked", "Fragments")})
+        assert uses()[:2] != walked

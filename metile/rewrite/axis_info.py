@@ -64,82 +64,138 @@ class AxisAnalysis:
     def info(self, v: Value) -> AxisInfo:
         found = self.memo.get(v)
         if found is None:
-            found = self.memo[v] = self._info(v)
+            rule = _RULES.get(v.__class__)
+            found = self.memo[v] = _other(self, v) if rule is None else rule(self, v)
         return found
 
-    def _info(self, v: Value) -> AxisInfo:
-        info = self.info
-        match v:
-            case Var(name=name) if name in self.defs:
-                return info(self.defs[name])
-            case Var(name=name) if name in self.loops:
-                start, step = self.loops[name]
-                return AxisInfo(1, math.gcd(div_at(info(start), 1), div_at(info(step), 1)), BIG)
-            case Broadcast(x=x, shape=shape):
-                xi = info(x)
-                if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
-                    return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
-                return xi
-            case AddPtr(ptr=p, offset=off):
-                return _add(info(p), info(off))
-            case Binary(op=BinOp.ADD, lhs=a, rhs=b):
-                return _add(info(a), info(b))
-            case Binary(op=BinOp.SUB, lhs=a, rhs=b):
-                ai, bi = info(a), info(b)
-                contig = meet(ai.contig, bi.const)
-                return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)), meet(ai.const, bi.const))
-            case Binary(op=BinOp.MUL, lhs=a, rhs=b):
-                ai, bi = info(a), info(b)
-                const = meet(ai.const, bi.const)
-                if _is_one(b):
-                    return AxisInfo(ai.contig, ai.div, const)
-                if _is_one(a):
-                    return AxisInfo(bi.contig, bi.div, const)
-                # each element a product: of the two values' divisibilities, which a run of consecutive values
-                # has only at its start (Triton's rule)
-                return AxisInfo(1, min(div_at(ai, 1) * div_at(bi, 1), BIG), const)
 
-            case Arange(start=start, stop=stop):
-                return AxisInfo(stop - start, pow2_factor(start), 1)
-            case Const(value=value) if isinstance(value, int) and not isinstance(value, bool):
-                return AxisInfo(1, pow2_factor(value), BIG)
-            case Param(type=PtrType() as t):
-                return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
-            case Param(multiple=multiple):
-                return AxisInfo(1, multiple, BIG)
-            case ProgramId() | NumPrograms():
-                return AxisInfo(1, 1, BIG)
-            case Full(value=value):
-                return AxisInfo(1, div_at(info(value), 1), BIG)
-            case ExpandDims(x=x, axis=axis):
-                xi = info(x)
-                return AxisInfo(1, div_at(xi, 1), BIG) if axis == len(x.type.shape) else xi
-            case Reshape(x=x, shape=shape):
-                return info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
-            case Cast(x=x, dtype=dtype) if dtype.is_int and x.type.dtype.is_int:
-                xi = info(x)
-                src = x.type.dtype
-                if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
-                    return xi   # every value kept as it is
-                # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
-                return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
-            case Cast(x=x) | Bitcast(x=x):
-                return AxisInfo(1, 1, info(x).const)
-            case Where(cond=c, x=a, y=b):
-                ci, ai, bi = info(c), info(a), info(b)
-                contig = meet(ci.const, meet(ai.contig, bi.contig))
-                return AxisInfo(contig, math.gcd(div_at(ai, contig), div_at(bi, contig)),
-                                meet(ci.const, meet(ai.const, bi.const)))
-            case Compare(op=op, lhs=a, rhs=b) if (op in _ORDERED and a.type.dtype.is_int
-                                                  and not isinstance(a.type, PtrType)):
-                ai, bi = info(a), info(b)
-                run = _split_run(ai, bi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(bi, ai)
-                return AxisInfo(1, 1, max(meet(ai.const, bi.const), run))
-            case Compare(lhs=a, rhs=b) | Binary(lhs=a, rhs=b):
-                return AxisInfo(1, 1, meet(info(a).const, info(b).const))
-            case Unary(x=x):
-                return AxisInfo(1, 1, info(x).const)
-        return AxisInfo(1, 1, BIG) if v.type.shape == () else UNKNOWN
+# The rules of `AxisAnalysis.info`, one per node class (found by one lookup of the value's class, instead of trying
+# every case in turn); a value of any other class is `_other`.
+
+def _var(a: AxisAnalysis, v: Var) -> AxisInfo:
+    name = v.name
+    if name in a.defs:
+        return a.info(a.defs[name])
+    if name in a.loops:
+        start, step = a.loops[name]
+        return AxisInfo(1, math.gcd(div_at(a.info(start), 1), div_at(a.info(step), 1)), BIG)
+    return _other(a, v)
+
+
+def _broadcast(a: AxisAnalysis, v: Broadcast) -> AxisInfo:
+    x, shape = v.x, v.shape
+    xi = a.info(x)
+    if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
+        return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
+    return xi
+
+
+def _add_ptr(a: AxisAnalysis, v: AddPtr) -> AxisInfo:
+    return _add(a.info(v.ptr), a.info(v.offset))
+
+
+def _binary(a: AxisAnalysis, v: Binary) -> AxisInfo:
+    info = a.info
+    match v:
+        case Binary(op=BinOp.ADD, lhs=x, rhs=y):
+            return _add(info(x), info(y))
+        case Binary(op=BinOp.SUB, lhs=x, rhs=y):
+            xi, yi = info(x), info(y)
+            contig = meet(xi.contig, yi.const)
+            return AxisInfo(contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), meet(xi.const, yi.const))
+        case Binary(op=BinOp.MUL, lhs=x, rhs=y):
+            xi, yi = info(x), info(y)
+            const = meet(xi.const, yi.const)
+            if _is_one(y):
+                return AxisInfo(xi.contig, xi.div, const)
+            if _is_one(x):
+                return AxisInfo(yi.contig, yi.div, const)
+            # each element a product: of the two values' divisibilities, which a run of consecutive values
+            # has only at its start (Triton's rule)
+            return AxisInfo(1, min(div_at(xi, 1) * div_at(yi, 1), BIG), const)
+    return AxisInfo(1, 1, meet(info(v.lhs).const, info(v.rhs).const))
+
+
+def _arange(a: AxisAnalysis, v: Arange) -> AxisInfo:
+    return AxisInfo(v.stop - v.start, pow2_factor(v.start), 1)
+
+
+def _const(a: AxisAnalysis, v: Const) -> AxisInfo:
+    value = v.value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return AxisInfo(1, pow2_factor(value), BIG)
+    return _other(a, v)
+
+
+def _param(a: AxisAnalysis, v: Param) -> AxisInfo:
+    t = v.type
+    if isinstance(t, PtrType):
+        return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
+    return AxisInfo(1, v.multiple, BIG)
+
+
+def _program(a: AxisAnalysis, v: Value) -> AxisInfo:
+    return AxisInfo(1, 1, BIG)
+
+
+def _full(a: AxisAnalysis, v: Full) -> AxisInfo:
+    return AxisInfo(1, div_at(a.info(v.value), 1), BIG)
+
+
+def _expand_dims(a: AxisAnalysis, v: ExpandDims) -> AxisInfo:
+    x = v.x
+    xi = a.info(x)
+    return AxisInfo(1, div_at(xi, 1), BIG) if v.axis == len(x.type.shape) else xi
+
+
+def _reshape(a: AxisAnalysis, v: Reshape) -> AxisInfo:
+    x, shape = v.x, v.shape
+    return a.info(x) if x.type.shape and shape and x.type.shape[-1] == shape[-1] else UNKNOWN
+
+
+def _cast(a: AxisAnalysis, v: Cast) -> AxisInfo:
+    x, dtype = v.x, v.dtype
+    if dtype.is_int and x.type.dtype.is_int:
+        xi = a.info(x)
+        src = x.type.dtype
+        if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
+            return xi   # every value kept as it is
+        # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
+        return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
+    return AxisInfo(1, 1, a.info(x).const)
+
+
+def _bitcast(a: AxisAnalysis, v: Bitcast) -> AxisInfo:
+    return AxisInfo(1, 1, a.info(v.x).const)
+
+
+def _where(a: AxisAnalysis, v: Where) -> AxisInfo:
+    ci, xi, yi = a.info(v.cond), a.info(v.x), a.info(v.y)
+    contig = meet(ci.const, meet(xi.contig, yi.contig))
+    return AxisInfo(contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), meet(ci.const, meet(xi.const, yi.const)))
+
+
+def _compare(a: AxisAnalysis, v: Compare) -> AxisInfo:
+    op, x, y = v.op, v.lhs, v.rhs
+    xi, yi = a.info(x), a.info(y)
+    if op in _ORDERED and x.type.dtype.is_int and not isinstance(x.type, PtrType):
+        run = _split_run(xi, yi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(yi, xi)
+        return AxisInfo(1, 1, max(meet(xi.const, yi.const), run))
+    return AxisInfo(1, 1, meet(xi.const, yi.const))
+
+
+def _unary(a: AxisAnalysis, v: Unary) -> AxisInfo:
+    return AxisInfo(1, 1, a.info(v.x).const)
+
+
+def _other(a: AxisAnalysis, v: Value) -> AxisInfo:
+    """A value no rule knows: one value (a scalar), else nothing known."""
+    return AxisInfo(1, 1, BIG) if v.type.shape == () else UNKNOWN
+
+
+_RULES = {Var: _var, Broadcast: _broadcast, AddPtr: _add_ptr, Binary: _binary, Arange: _arange, Const: _const,
+          Param: _param, ProgramId: _program, NumPrograms: _program, Full: _full, ExpandDims: _expand_dims,
+          Reshape: _reshape, Cast: _cast, Bitcast: _bitcast, Where: _where, Compare: _compare, Unary: _unary}
 
 
 def meet(a: int, b: int) -> int:

@@ -117,7 +117,21 @@ class _Survey:
         self.own = 0   # bytes of the program's own arrays: the user's, and hoisted operands
         self.done: set = set()   # products, reductions... already computed (each once, where first met)
         self.defined: dict[tuple[str, bool], tuple[dict, dict]] = {}   # `walk` of each recomputed definition
+        self.marked = self._marked(found)
         self.block(k.body)
+
+    def _marked(self, found: KernelScan) -> frozenset[str] | None:
+        """The names whose reads `walk` looks at (a product's result in matrices, a tile held in registers, a tile
+        defined by a `Let` and recomputed where it is read, whose definition it walks); None in a kernel with
+        conversions, where `walk` looks at every node."""
+        if self.converts:
+            return None
+        out = {name for name, lay in self.layouts.items() if lay.__class__ is Fragments or lay.__class__ is Blocked}
+        for n in found.of(Let):
+            lay = self.layouts.get(n.var.name)
+            if n.var.type.shape and (lay is None or lay.__class__ is Recomputed):
+                out.add(n.var.name)
+        return frozenset(out)
 
     def block(self, stmts) -> None:
         for s in stmts:
@@ -264,6 +278,9 @@ class _Survey:
         reads: dict[int, Var] = {}
         todo = [(r, operand) for r in roots if r is not None]
         pop, add = todo.pop, seen.add
+        # A value of the kernel that holds no product, reduction, scan or gather and reads none of the names `marked`
+        # adds nothing to `out` that its callers count, nor to `reads` (the kernel's scan says so): not walked.
+        marked, facts = self.marked, self.facts
         while todo:
             n, operand = pop()
             key = id(n) << 1 | operand
@@ -271,6 +288,9 @@ class _Survey:
                 continue
             add(key)
             cls = n.__class__
+            if marked is not None and cls is not Var and (f := facts.get(id(n))) is not None and not f[2] \
+                    and f[1].isdisjoint(marked):
+                continue
             if cls is Var:
                 if not n.type.shape:
                     continue

@@ -146,7 +146,10 @@ def reps_in(blk: Block, v: Value) -> list[Regs]:
 
 
 def prepare(blk: Block, v: Value | None) -> None:
-    if v is None or not blk.facts.scan.heavy(v):
+    """Materialise the reductions, scans, gathers and products in `v`, operands first. A value the kernel's scan
+    shows holds none of them is not entered."""
+    heavy = blk.facts.scan.heavy
+    if v is None or not heavy(v):
         return
     seen: set[int] = set()
     stack: list[tuple[Value, bool]] = [(v, False)]
@@ -165,7 +168,7 @@ def prepare(blk: Block, v: Value | None) -> None:
         if pair is not None:  # the Dot is consumed by the accumulation, not materialised alone
             dot, acc = pair
             kids = [acc, dot.a, dot.b]
-        stack.extend((c, False) for c in kids if isinstance(c, Value))
+        stack.extend((c, False) for c in kids if isinstance(c, Value) and heavy(c))
 
 
 def heavy_rep(blk: Block, n: Value):

@@ -234,10 +234,11 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
     regs = False   # whether a tile held in registers is read too (gathered through scratch, behind barriers)
     todo = [(v, False) for v in roots if v is not None]
     seen: set[int] = set()   # 2 * id(value) + moved (the values are alive in `roots`)
+    facts, tiles = blk.facts.scan.facts, blk.facts.tile_names
     while todo:
         v, moved = todo.pop()
         item = id(v) << 1 | moved
-        if item in seen or not v.type.shape:
+        if item in seen or not v.type.shape or reads_no_tile(facts, tiles, v):
             continue
         seen.add(item)
         if isinstance(v, Var):
@@ -269,6 +270,14 @@ def pointwise_mma(blk: Block, roots, shape: tuple[int, ...]) -> Mma | None:
     return found
 
 
+def reads_no_tile(facts: dict, tiles: frozenset[str], v: Value) -> bool:
+    """Whether the kernel's scan (its `facts`) shows that `v` reads none of the named tiles `tiles` and holds no
+    reduction, scan, gather or product: index arithmetic of scalars, which `pointwise_mma` need not enter (nothing in
+    it changes what it finds)."""
+    f = facts.get(id(v))
+    return f is not None and not f[2] and f[1].isdisjoint(tiles)
+
+
 def emit_owned(blk: Block, geom: MmaGeometry, stmts: list) -> None:
     """Emit `stmts` (simdgroup matrix collectives) on the simdgroups owning `geom`'s pieces only."""
     owners = geom.sg_m * geom.sg_n
@@ -297,4 +306,5 @@ def mma_to_regs(blk: Block, rep: Mma, why: Node) -> Regs:
 
 
 __all__ = ["Fragments", "emit_owned", "fragment_points", "fragment_store", "held_mma", "mma_in_scratch",
-           "mma_row_reduce", "mma_store", "mma_to_regs", "piece_coords", "pointwise_mma", "publish_fragments"]
+           "mma_row_reduce", "mma_store", "mma_to_regs", "piece_coords", "pointwise_mma", "publish_fragments",
+           "reads_no_tile"]

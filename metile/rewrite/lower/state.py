@@ -18,6 +18,7 @@ A Tile IR value is represented per thread by one of `Scalar`, `Regs`, `Mma`, `La
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import attrs
@@ -117,6 +118,12 @@ class Facts:
     @property
     def defs(self) -> dict[str, Value]:
         return self.axes.defs
+
+    @functools.cached_property
+    def tile_names(self) -> frozenset[str]:
+        """The names of the kernel's tiles (variables of a shaped type), found once when first asked: a value whose
+        scan facts read none of them and hold no reduction, scan, gather or product reads scalars only."""
+        return frozenset(n.name for n in self.scan.of(Var) if n.type.shape)
 
 
 class KernelState:
