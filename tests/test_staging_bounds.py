@@ -175,13 +175,14 @@ def test_interior_tiles_test_their_bounds_once_and_runs_test_nothing():
       the thread's first run, shared by both operands: `row = tid >> 3` 1, `col = (tid & 7) << 2` 2;
       A's tile test: `row_1 >= 0` 1, `row_1 + 31` 1, the `if` 8 (its k terms read only the loop counter);
       B's tile test: `col_1 >= 0` 1, `col_1 + 31` 1, the `if` 8;
-      per run, 2 runs an operand: the run's row `row + down` 1 and column `k + col` (A) or `col_1 + col` (B) 1.
+      per run, 2 runs an operand: the run's row in the tile `row + down` 1, in the matrix `row_1 + row` (A) or
+      `k + row` (B) 1, and its column `k + col` (A) or `col_1 + col` (B) 1; a branch on the tile's test.
     Before, each run computed its row and column from its slot (divisions and remainders) and tested each of its 4
-    elements' bounds: 288 cycles a step, 9 times this."""
+    elements' bounds: 288 cycles a step, 8 times this."""
     M = N = K = 64
     a, b, c = np.zeros((M, K), np.float32), np.zeros((K, N), np.float32), np.zeros((M, N), np.float32)
     msl = gemm.compile(a, b, c, M, N, K, K, BM=32, BN=32, BK=32, num_simdgroups=4).msl
-    per_step = (1 + 2) + (1 + 1 + 8) + (1 + 1 + 8) + 2 * 2 * (1 + 1)
+    per_step = (1 + 2) + (1 + 1 + 8) + (1 + 1 + 8) + 2 * 2 * (1 + 1 + 1)
     assert _staging_issue(msl, M, N, K) == 4 * 4 * 2 * per_step
     # the edge tiles of a ragged size run the masked runs: more per tile than an interior one
     M2 = N2 = 48

@@ -262,10 +262,11 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     run as one vector load and one vector store where the run is aligned (its element offset in the buffer,
     checked at run time unless the axis analysis proves it) and, for a masked load, wholly inside the mask;
     element by element otherwise. A mask of bounds checks is tested once for the whole tile where it can be
-    (`staged_runs.tile_inside`): a tile inside it (every tile of a matrix but those on its edges) is copied by runs
-    that test nothing but their alignment, and only an edge tile's runs test the mask, each from its two ends
-    (`along_run`), element by element only where the run is cut. False, having emitted nothing, when the tile's
-    rows, row stride or dtype do not allow runs, or the load's addresses are not an offset from one buffer."""
+    (`staged_runs.tile_inside`, before the runs): in a tile inside it (every tile of a matrix but those on its
+    edges) each run branches on that test and tests nothing else but its alignment, and only in an edge tile does a
+    run test the mask, from its first and last elements (`staged_runs.along_run`), element by element only where
+    the run is cut. False, having emitted nothing, when the tile's rows, row stride or dtype do not allow runs, or
+    the load's addresses are not an offset from one buffer."""
     shape, width = v.type.shape, STAGE_VECTOR
     if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
             or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
@@ -283,69 +284,73 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     place = SR.Placement(layout, shape, spacing, blk.group.threads)
     origin = place.origin(blk, load.loc)   # this thread's first run, computed once for all its runs where they allow it
 
-    def run(b: Block, first, masked: bool) -> None:
+    def run(b: Block, first, whole: Value | None) -> None:
+        """The run at slot `first`: its mask tested by the run where `whole` (the tile's test) is None, not at all
+        where `whole` is true, else only where it is false."""
         r, c = place.start(b, first, origin, load.loc)
         p0 = Pt(shape, mo.add(mo.mul(r, mo.const(shape[1])), c), None, (r, c))
         # the run's elements share a row: their coordinates are known without dividing their flat index
         pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
-        dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
+        # the addresses named, as where a run's paths share them (pointer arithmetic)
+        src = b.let(V.at(b, load.ptr, p0), "src", load.loc)   # a unit column stride: the run's addresses follow
+        dst = b.let(AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c)), "dst")
         guard = V.guard(b, layout, first)
-        masks, inside = (SR.along_run(b, load.mask, p0, r, c, pts, anywhere[id(load.mask)]) if masked
-                         else ([], None))
-        first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
-        conds = [inside, guard]
+        aligned = None
         if not proven:
             off = _buffer_offset(load.ptr, b.facts.defs, lambda x: V.at(b, x, p0))
             dt = off.type.dtype   # i64 for offsets widened in the kernel
-            conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt)))
-        cond = mo.all_of(conds)
-        if cond is None:   # the addresses named, as where the two paths share them (pointer arithmetic)
-            first_ptr, dst = b.let(first_ptr, "src", load.loc), b.let(dst, "dst")
-            b.emit(VecStore(dst, b.let(VecLoad(first_ptr, width), "run", load.loc), loc=b.loc))
-            return
-        vec = Var(b.fresh("run"), VecLoad(first_ptr, width).type)
-        fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+            aligned = Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt))
+        if whole is not None:
+            inner = copy_run(b, src, dst, guard, aligned, None)
+        if whole is None or not mo.is_const(whole, True):
+            edge = b.body() if whole is not None else b
+            masked = copy_run(edge, src, dst, guard, aligned, (p0, r, c, pts))
+            if whole is not None:
+                masked = [If(whole, inner, [*edge.out, *masked], loc=load.loc)]   # the load's bounds, tested
+            inner = masked
+        for x in inner:
+            b.emit(x)
+
+    def copy_run(b: Block, src: Var, dst: Var, guard, aligned, at) -> list[Stmt]:
+        """A run's copy: one vector where `guard`, `aligned` and (with `at`, its points) the load's mask hold over
+        the run (`staged_runs.along_run`), else element by element."""
+        masks, inside = SR.along_run(b, load.mask, *at, anywhere[id(load.mask)]) if at is not None else ([], None)
+        cond = mo.all_of([inside, guard, aligned])
+        vec = Var(b.fresh("run"), VecLoad(src, width).type)
+        fast = [Let(vec, VecLoad(src, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+        if cond is None:
+            return fast
         zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
         if not masks:   # a misaligned run: a loop over its elements
             j = Var(b.fresh("j"), TileType(DType.I32))
             x = Var(b.fresh("el"), load.type.with_shape(()))
             slow = [For(j, mo.const(0), mo.const(width), mo.const(1), [], [],
-                        [Let(x, Load(AddPtr(first_ptr, j), guard, None if guard is None else zero), loc=load.loc),
+                        [Let(x, Load(AddPtr(src, j), guard, None if guard is None else zero), loc=load.loc),
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
             slow = []
-            others = (SR.along_run(b, load.other, p0, r, c, pts, anywhere[id(load.other)])[0]
-                      if load.other is not None else [zero] * width)
+            others = (SR.along_run(b, load.other, *at, anywhere[id(load.other)])[0] if load.other is not None
+                      else [zero] * width)
             for j, (m, other) in enumerate(zip(masks, others)):
                 x = Var(b.fresh("el"), load.type.with_shape(()))
-                element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
-                slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
+                slow += [Let(x, Load(AddPtr(src, mo.const(j)) if j else src, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
-        b.emit(If(cond, fast, slow, loc=b.loc))
-
-    runs = layout.slots // width
-    # operands any thread computes read no registers and no matrices: the run-time loop needs no walk to know it
-    rolled = runs * width >= ROLL_SLOTS and (all(anywhere.values()) or RL.rollable(blk, layout, [v]) == [])
-
-    def copy(b: Block, masked: bool) -> None:
-        if rolled:
-            s = Var(b.fresh("s"), TileType(DType.I32))
-            inner = b.body()
-            run(inner, s, masked)
-            b.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], inner.out, [], [],
-                       loc=b.loc))
-        else:
-            for first in range(0, layout.slots, width):
-                run(b.nested(), first, masked)
+        return [If(cond, fast, slow, loc=b.loc)]
 
     whole = SR.tile_inside(blk, load.mask, shape) if load.mask is not None else mo.const(True, DType.BOOL)
-    if whole is None or mo.is_const(whole):   # the mask tested by each run, or not at all
-        copy(blk, whole is None or not whole.value)
-        return True
-    interior, edge = blk.body(), blk.body()
-    copy(interior, False)
-    copy(edge, True)
-    blk.emit(If(whole, interior.out, edge.out, loc=load.loc))   # the load's bounds, tested
+    if whole is not None and not isinstance(whole, Const):
+        whole = blk.let(whole, "inside", load.loc)   # once for the tile, before its runs
+    runs = layout.slots // width
+    # operands any thread computes read no registers and no matrices: the run-time loop needs no walk to know it
+    if runs * width >= ROLL_SLOTS and (all(anywhere.values()) or RL.rollable(blk, layout, [v]) == []):
+        s = Var(blk.fresh("s"), TileType(DType.I32))
+        inner = blk.body()
+        run(inner, s, whole)
+        blk.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], inner.out, [], [],
+                     loc=blk.loc))
+    else:
+        for first in range(0, layout.slots, width):
+            run(blk.nested(), first, whole)
     return True
 
 

@@ -133,9 +133,20 @@ def on_interval(v: Value, hole: Var) -> bool:
 
 
 def _reads(n: Value, hole: Var, reads: dict[int, bool]) -> bool:
+    """Whether `n` reads `hole` (memoised in `reads` by node identity; leaves other than `hole` are not entered)."""
+    if n is hole:
+        return True
+    cls = n.__class__
+    if cls in _LEAVES:
+        return False
     found = reads.get(id(n))
     if found is None:
-        found = reads[id(n)] = n is hole or any(_reads(c, hole, reads) for c in children(n))
+        found = False
+        for c in (n.lhs, n.rhs) if cls is Binary or cls is Compare else children(n):
+            if _reads(c, hole, reads):
+                found = True
+                break
+        reads[id(n)] = found
     return found
 
 
@@ -176,17 +187,30 @@ def ends(v: Value, hole: Var, values: list[Value]) -> tuple[list[Value], list[Va
 
 
 def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...]) -> Value | None:
-    """A test, the same for every element, that the 2-D bool tile `mask` holds at every element (a `Const` true
-    when it always does); None where it cannot be had from the ends of the rows and columns: `mask` is not the
-    conjunction of a part that reads only the row and one that reads only the column (`lines.split_mask`), each
-    true on an interval of its axis."""
-    by_row, by_col, mixed = LN.split_mask(blk, mask)
-    if mixed:
-        return None
+    """A test, the same for every element, that the 2-D bool tile `mask` (one any thread can compute,
+    `lines.readable_anywhere`) holds at every element (a `Const` true when it always does); None where it cannot be
+    had from the ends of the rows and columns: `mask` is not the conjunction of a part that reads only the row and
+    one that reads only the column (as `lines.split_mask` splits it), each true on an interval of its axis."""
+    parts: list[list[Value]] = [[], []]   # the terms of `mask`'s conjunction that read only the row, only the column
+    todo = [mask]
+    while todo:
+        v = todo.pop()
+        if v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:
+            todo.append(rep.expr)
+        elif v.__class__ is Binary and v.op is BinOp.AND and v.type.dtype is DType.BOOL:
+            todo += [v.rhs, v.lhs]
+        else:
+            axes = LN.line_axes(blk, v)
+            if axes is None or len(axes) > 1:
+                return None
+            parts[1 if 1 in axes else 0].append(v)
     zero, conds = mo.const(0), []
-    for axis, part in ((0, by_row), (1, by_col)):
-        if part is None:
+    for axis, terms in enumerate(parts):
+        if not terms:
             continue
+        part = terms[0]
+        for t in terms[1:]:
+            part = Binary(BinOp.AND, part, t)
         hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
         pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
                 (hole, zero) if axis == 0 else (zero, hole))
