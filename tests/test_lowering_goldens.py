@@ -89,6 +89,20 @@ def mma_use(A, B, C, n):
 
 
 @metile.kernel
+def staged_runs(A, B, C, M, N, K):
+    """A 16x16 product over k in steps of 16 with bounds: each operand staged to threadgroup memory in runs of 4, its
+    bounds tested once for the tile (runs that test nothing inside the matrices, runs that test their ends on an
+    edge)."""
+    acc = metile.zeros((16, 16), dtype="f32")
+    for k in metile.tile_range(0, K, 16):
+        a = metile.tile_load(A, 0, k, K, (16, 16), bounds=(M, K))
+        b = metile.tile_load(B, k, 0, N, (16, 16), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    r = metile.arange(0, 16)
+    metile.store(C + r[:, None] * 16 + r[None, :], acc)
+
+
+@metile.kernel
 def fma(A, B, C):
     """A 4x8 by 8x4 product, too small for simdgroup matrices."""
     r, k = metile.arange(0, 4), metile.arange(0, 8)
@@ -139,6 +153,7 @@ EXAMPLES = {
     "reductions": (reductions, (_f32(), _f32(), _i32(), _f32())),
     "mma": (mma, (_f16(), _f16(), _f32())),
     "mma_use": (mma_use, (_f16(), _f16(), _f32(), 8)),
+    "staged_runs": (staged_runs, (_f32(), _f32(), _f32(), 16, 16, 30)),
     "fma": (fma, (_f32(), _f32(), _f32())),
     "control": (control, (_f32(), _f32(), 3)),
     "debug": (debug, (_f32(),)),

@@ -18,7 +18,8 @@ the frozen `Facts` of the kernel:
   directly), and the representation of each named value;
 - `exchange`: moving tiles between threads through threadgroup scratch (publish, barrier, read back); scratch is
   symbolic (`metile.ir.simt.Scratch`), one use per statement, placed by `allocate_threadgroup_memory`;
-- `memory`: loads and stores, vectorised where the axis analysis proves it;
+- `memory`: loads and stores, vectorised where the axis analysis proves it (`staged_runs`: where the runs of a `dot`
+  operand staged from device memory lie, and their bounds tested once per tile or from a run's ends);
 - `reductions`: reductions, arg-reductions and scans (per thread, per simdgroup, through scratch);
 - `mma`, `mma_use`, `lines`: `dot` on simdgroup matrices and what becomes of its result (`lines`: stored lane by lane
   by rows and columns);

@@ -41,6 +41,7 @@ from metile.rewrite.layouts import ROLL_SLOTS
 from metile.rewrite.lower import lines as LN
 from metile.rewrite.lower import mma_use as MU
 from metile.rewrite.lower import rolled as RL
+from metile.rewrite.lower import staged_runs as SR
 from metile.rewrite.lower import statements as S
 from metile.rewrite.lower import values as V
 from metile.rewrite.lower.state import Block, Lazy, Pt
@@ -260,8 +261,12 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     `base` (rows `strides[0]` apart) in runs of `STAGE_VECTOR` elements along its rows: each thread moves a
     run as one vector load and one vector store where the run is aligned (its element offset in the buffer,
     checked at run time unless the axis analysis proves it) and, for a masked load, wholly inside the mask;
-    element by element otherwise. False, having emitted nothing, when the tile's rows, row stride or dtype do
-    not allow runs, or the load's addresses are not an offset from one buffer."""
+    element by element otherwise. A mask of bounds checks is tested once for the whole tile where it can be
+    (`staged_runs.tile_inside`, before the runs): in a tile inside it (every tile of a matrix but those on its
+    edges) each run branches on that test and tests nothing else but its alignment, and only in an edge tile does a
+    run test the mask, from its first and last elements (`staged_runs.along_run`), element by element only where
+    the run is cut. False, having emitted nothing, when the tile's rows, row stride or dtype do not allow runs, or
+    the load's addresses are not an offset from one buffer."""
     shape, width = v.type.shape, STAGE_VECTOR
     if (len(shape) != 2 or shape[1] % width or strides[0] % width or load.type.dtype != v.type.dtype
             or load.type.dtype not in (DType.F32, DType.F16, DType.I32, DType.U32)):
@@ -276,93 +281,77 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
     anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
 
-    def run(b: Block, first) -> None:
-        p0 = V.slot_pt(b, layout, first, shape)
-        if spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts (`staging_row_spacing`)
-            p0 = Pt(shape, _spaced(mo.div(p0.flat, width), shape[1] // width, spacing, width))
-        r, c = V.coords(b, p0)
+    place = SR.Placement(layout, shape, spacing, blk.group.threads)
+    origin = place.origin(blk, load.loc)   # this thread's first run, computed once for all its runs where they allow it
+
+    def run(b: Block, first, whole: Value | None) -> None:
+        """The run at slot `first`: its mask tested by the run where `whole` (the tile's test) is None, not at all
+        where `whole` is true, else only where it is false."""
+        r, c = place.start(b, first, origin, load.loc)
+        p0 = Pt(shape, mo.add(mo.mul(r, mo.const(shape[1])), c), None, (r, c))
         # the run's elements share a row: their coordinates are known without dividing their flat index
         pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
-        dst = AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c))
+        # the addresses named, as where a run's paths share them (pointer arithmetic)
+        src = b.let(V.at(b, load.ptr, p0), "src", load.loc)   # a unit column stride: the run's addresses follow
+        dst = b.let(AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c)), "dst")
         guard = V.guard(b, layout, first)
-        masks = along_run(b, load.mask, p0, r, c, pts, anywhere[id(load.mask)]) if load.mask is not None else []
-        first_ptr = V.at(b, load.ptr, p0)   # a unit column stride: the run's addresses follow the first
-        conds = [*masks, guard]
+        aligned = None
         if not proven:
             off = _buffer_offset(load.ptr, b.facts.defs, lambda x: V.at(b, x, p0))
             dt = off.type.dtype   # i64 for offsets widened in the kernel
-            conds.append(Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt)))
-        cond = mo.all_of(conds)
+            aligned = Compare(CmpOp.EQ, Binary(BinOp.AND, off, mo.const(width - 1, dt)), mo.const(0, dt))
+        if whole is not None:
+            inner = copy_run(b, src, dst, guard, aligned, None)
+        if whole is None or not mo.is_const(whole, True):
+            edge = b.body() if whole is not None else b
+            masked = copy_run(edge, src, dst, guard, aligned, (p0, r, c, pts))
+            if whole is not None:
+                masked = [If(whole, inner, [*edge.out, *masked], loc=load.loc)]   # the load's bounds, tested
+            inner = masked
+        for x in inner:
+            b.emit(x)
+
+    def copy_run(b: Block, src: Var, dst: Var, guard, aligned, at) -> list[Stmt]:
+        """A run's copy: one vector where `guard`, `aligned` and (with `at`, its points) the load's mask hold over
+        the run (`staged_runs.along_run`), else element by element."""
+        masks, inside = SR.along_run(b, load.mask, *at, anywhere[id(load.mask)]) if at is not None else ([], None)
+        cond = mo.all_of([inside, guard, aligned])
+        vec = Var(b.fresh("run"), VecLoad(src, width).type)
+        fast = [Let(vec, VecLoad(src, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
         if cond is None:
-            b.emit(VecStore(dst, b.let(VecLoad(first_ptr, width), "run", load.loc), loc=b.loc))
-            return
-        vec = Var(b.fresh("run"), VecLoad(first_ptr, width).type)
-        fast = [Let(vec, VecLoad(first_ptr, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+            return fast
         zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
         if not masks:   # a misaligned run: a loop over its elements
             j = Var(b.fresh("j"), TileType(DType.I32))
             x = Var(b.fresh("el"), load.type.with_shape(()))
             slow = [For(j, mo.const(0), mo.const(width), mo.const(1), [], [],
-                        [Let(x, Load(AddPtr(first_ptr, j), guard, None if guard is None else zero), loc=load.loc),
+                        [Let(x, Load(AddPtr(src, j), guard, None if guard is None else zero), loc=load.loc),
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
             slow = []
-            others = (along_run(b, load.other, p0, r, c, pts, anywhere[id(load.other)]) if load.other is not None
+            others = (SR.along_run(b, load.other, *at, anywhere[id(load.other)])[0] if load.other is not None
                       else [zero] * width)
             for j, (m, other) in enumerate(zip(masks, others)):
                 x = Var(b.fresh("el"), load.type.with_shape(()))
-                element = AddPtr(first_ptr, mo.const(j)) if j else first_ptr
-                slow += [Let(x, Load(element, mo.both(m, guard), other), loc=load.loc),
+                slow += [Let(x, Load(AddPtr(src, mo.const(j)) if j else src, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
-        b.emit(If(cond, fast, slow, loc=b.loc))
+        return [If(cond, fast, slow, loc=b.loc)]
 
+    whole = SR.tile_inside(blk, load.mask, shape) if load.mask is not None else mo.const(True, DType.BOOL)
+    if whole is not None and not isinstance(whole, Const):
+        whole = blk.let(whole, "inside", load.loc)   # once for the tile, before its runs
     runs = layout.slots // width
     # operands any thread computes read no registers and no matrices: the run-time loop needs no walk to know it
     if runs * width >= ROLL_SLOTS and (all(anywhere.values()) or RL.rollable(blk, layout, [v]) == []):
         s = Var(blk.fresh("s"), TileType(DType.I32))
         inner = blk.body()
-        run(inner, s)
+        run(inner, s, whole)
         blk.emit(For(s, mo.const(0), mo.const(layout.slots), mo.const(width), [], [], inner.out, [], [],
                      loc=blk.loc))
     else:
         for first in range(0, layout.slots, width):
-            run(blk.nested(), first)
+            run(blk.nested(), first, whole)
     return True
-
-
-def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt], anywhere: bool) -> list[Value]:
-    """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
-    goes along the row. A tile any thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of
-    bounds checks) is evaluated once, at a name standing for the offset along the run, which is then replaced by
-    each offset (`lines.fill`); another element by element."""
-    if not anywhere:
-        return [V.at(blk, v, p) for p in pts]
-    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-    pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-    offsets = [mo.const(j) for j in range(len(pts))]
-    while v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:   # a name of a pure expression
-        v = rep.expr
-    if v.__class__ is Binary and v.op is BinOp.AND and v.lhs.type.shape == v.rhs.type.shape == v.type.shape:
-        # `rows_ok[:, None] & cols_ok[None, :]`: a side the same along the row is one value for the whole run, and
-        # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
-        sides = [V.at(blk, x, pt) if 1 not in (LN.line_axes(blk, x) or (1,)) else None for x in (v.lhs, v.rhs)]
-        if sides != [None, None]:
-            lhs, rhs = (([x] * len(pts)) if x is not None else LN.fill(V.at(blk, side, pt), hole, offsets)
-                        for x, side in zip(sides, (v.lhs, v.rhs)))
-            return [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
-    return LN.fill(V.at(blk, v, pt), hole, offsets)
-
-
-def _spaced(run: Value, per_row: int, spacing: int, width: int, lanes: int = 32) -> Value:
-    """The flat index of the first element of run `run` when the runs lane `l` of a simdgroup writes (`lanes`
-    consecutive runs, `lanes / per_row` rows' worth) go to rows `spacing` apart: group `q = run / lanes` takes rows
-    `(q / spacing) * rows_per_group * spacing + q % spacing + i * spacing`. A bijection of the runs when the rows
-    divide into such groups (`staging_row_spacing` checks)."""
-    group = lanes // per_row
-    lane, q = mo.mod(run, lanes), mo.div(run, lanes)
-    row = mo.add(mo.add(mo.mul(mo.div(q, spacing), mo.const(group * spacing)), mo.mod(q, spacing)),
-                 mo.mul(mo.div(lane, per_row), mo.const(spacing)))
-    return mo.add(mo.mul(row, mo.const(per_row * width)), mo.mul(mo.mod(lane, per_row), mo.const(width)))
 
 
 def _buffer_offset(ptr: Value, defs, at) -> Value | None:
