@@ -64,11 +64,12 @@ class _Array:
         viewed = self.writes and (b.strided or not arr.flags.writeable)
         self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
 
-    def write_back(self) -> None:
+    def write_back(self, copy) -> None:
+        """The kernel's results back into the array (`copy`: the runtime's `mt_copy`)."""
         b = self.bound
         arr: np.ndarray = b.value
         if self.result is None:  # a writeable C-contiguous array: its bytes as they are
-            ffi.memmove(self.source, self.memory, self.nbytes)
+            copy(self.source, self.memory, self.nbytes)
         elif arr.flags.writeable:
             np.copyto(arr, self.result)
         elif not np.array_equal(arr, self.result, equal_nan=arr.dtype.kind == "f"):
@@ -241,18 +242,19 @@ class CpuDispatch:
     def run(self, ranges=None) -> None:
         """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault; `ranges()`,
         when given, says where the buffers are, for its report)."""
+        rt = self.device.rt
         for a in self.arrays:
             if a.nbytes:
-                ffi.memmove(a.memory, a.source, a.nbytes)
+                rt.mt_copy(a.memory, a.source, a.nbytes)
         rec = self.rec
-        if self.device.rt.mt_launch(self.desc, rec) != 0:
+        if rt.mt_launch(self.desc, rec) != 0:
             tr = self.function.library.translation
             raise to_exception(rec, kernel=self.function.name, metal_name=tr.metal_name, source=tr.source,
                                buffers=self.ranges if ranges is None else ranges(),
                                trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned",
                                user_file=tr.line_map.user_file if tr.line_map is not None else None)
         for a in self.written:
-            a.write_back()
+            a.write_back(rt.mt_copy)
 
     def profile(self) -> Profile:
         """The counts of the last run (a dispatch made with `profile=`)."""
@@ -390,13 +392,14 @@ class CopiedRuns(_Runs):
                 if any(spans[k][1] > spans[k + 1][0] for k in range(len(spans) - 1)):
                     return False
             sources = [ffi.cast("void*", a) for a in addresses]
+            copy = d.device.rt.mt_copy
             for (mem, nbytes, _), src in zip(plan, sources):
-                ffi.memmove(mem, src, nbytes)
+                copy(mem, src, nbytes)
             self._set(d, groups, scalars)
             d.run()   # the kernel's fault, if any, before any write-back (as the general way)
             for (mem, nbytes, writes), dst in zip(plan, sources):
                 if writes:
-                    ffi.memmove(dst, mem, nbytes)
+                    copy(dst, mem, nbytes)
         finally:
             d.lock.release()
         return True
