@@ -12,13 +12,14 @@ device's `in_place_arrays` setting; see `metile.metal.cpu.dispatch`); a launch b
 tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
 (`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`). A
 launch copied so (the default) whose arrays are all torch tensors arms a `CopiedRuns` likewise: later calls whose
-tensors are C-contiguous, of the same sizes and share no byte copy them into the guarded device memory of that dispatch
-and the written ones back (`Launch.recopy`), without binding them again; when the device takes that memory back, a
-later call arms another (a launch whose dispatch cannot be kept so stops trying after 3). Any other call takes the
-general way. A fault inside the kernel is moved to the kernel's Python line (`at_python_line`, from the artifact's map
-of `.metal` lines to Python lines); a numpy view the device cannot take as it is becomes a `KernelArgumentError` at its
-parameter, as is an array of another library in Metal memory that a 16-bit atomic writes and that does not start
-4-byte aligned in its buffer (`metile.emit.atomics` counts the element's 32-bit word from the start of its array).
+tensors are C-contiguous, of the same sizes and share no byte (but one tensor given to the parameters it was given to
+before) copy them into the guarded device memory of that dispatch and the written ones back (`Launch.recopy`), without
+binding them again; when the device takes that memory back, a later call arms another (a launch whose dispatch cannot be
+kept so stops trying after 3). Any other call takes the general way. A fault inside the kernel is moved to the kernel's
+Python line (`at_python_line`, from the artifact's map of `.metal` lines to Python lines); a numpy view the device
+cannot take as it is becomes a `KernelArgumentError` at its parameter, as is an array of another library in Metal memory
+that a 16-bit atomic writes and that does not start 4-byte aligned in its buffer (`metile.emit.atomics` counts the
+element's 32-bit word from the start of its array).
 
 Limits, checked before anything is dispatched: threads per threadgroup and threadgroup memory (the launch plan of the
 Metal IR) against the device raise `LaunchError` at compile time (`check_device_limits`, which lists what uses the

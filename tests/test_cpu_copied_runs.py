@@ -3,7 +3,8 @@ are all C-contiguous torch tensors has run the general way, later ones with tens
 `CopiedRuns` (`metile.launch.Launch.recopy`), which copies each tensor's bytes into the same guarded device memory and
 the written ones back, without binding the arguments again. Each launch reads and writes the tensors it is given, an
 access past a tensor's end still faults naming it, and what the fast way cannot take (another size, tensors sharing
-memory, a strided tensor, a numpy array, device memory taken back) runs the general way with the same results.
+memory other than as one tensor given to several parameters, a strided tensor, a numpy array, device memory taken
+back) runs the general way with the same results.
 """
 
 from __future__ import annotations
@@ -119,6 +120,42 @@ def test_tensors_sharing_memory_are_one_copy_as_the_general_way_makes_them(binds
         t = torch.zeros(8)
         halves[(1,)](t, t, BLOCK=4)
         assert t.tolist() == [1, 1, 1, 1, 2, 2, 2, 2]
+
+
+@triton.jit
+def scale_in_place(X, dX, Loss, s, n, BLOCK: tl.constexpr):
+    """Liger's JSD kernel's way: read X, write the gradient over it through dX (the same tensor) and a loss."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(X + offs, mask=m)
+    tl.store(Loss + offs, x * x, mask=m)
+    tl.store(dX + offs, x * s, mask=m)
+
+
+def test_one_tensor_given_to_two_parameters_takes_the_repeated_way(binds):
+    """A launch that reads and writes one tensor through two parameters (in place) is one copy, as the general way
+    makes it, and repeated launches of that shape copy without binding again; a launch giving the two parameters
+    different tensors runs the general way, right too."""
+    for _ in range(2):
+        t = torch.randn(N)
+        scale_in_place[(3,)](t, t, torch.zeros(N), 2.0, N, BLOCK=128)
+    binds.clear()
+    for k in range(4):
+        t, loss = torch.randn(N), torch.zeros(N)
+        before = t.clone()
+        scale_in_place[(3,)](t, t, loss, float(k), N, BLOCK=128)
+        torch.testing.assert_close(t, k * before)
+        torch.testing.assert_close(loss, before * before)
+    assert binds == []
+    x, dx, loss = torch.randn(N), torch.zeros(N), torch.zeros(N)
+    scale_in_place[(3,)](x, dx, loss, 3.0, N, BLOCK=128)
+    torch.testing.assert_close(dx, 3 * x)
+    torch.testing.assert_close(loss, x * x)
+    assert len(binds) == 1   # the general way
+    t, loss = torch.randn(N), torch.zeros(N)
+    with pytest.raises(DeviceFault, match=r"past the end of buffer \d \(`(X|dX)`"):
+        scale_in_place[(3,)](t, t, loss, 1.0, N + 40, BLOCK=128)
+    assert len(binds) == 1   # the fault was the repeated way's
 
 
 def test_strided_tensors_and_numpy_arrays_run_the_general_way():

@@ -39,20 +39,30 @@ def launch(x, y, out, a=2.0, n=N, **kw):
 
 @pytest.fixture
 def copies(monkeypatch):
-    """The sizes of the copies the CPU device's dispatches make (array contents in and back, scalars' bytes)."""
+    """The sizes of the copies the CPU device's dispatches make (array contents in and back with the runtime's
+    `mt_copy`, scalars' bytes with cffi's `memmove`)."""
     made: list[int] = []
-    ffi = dispatch.ffi
-
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(ffi, name)
-
-        def memmove(self, dst, src, n):
-            made.append(n)
-            return ffi.memmove(dst, src, n)
-
-    monkeypatch.setattr(dispatch, "ffi", Counting())
+    dev = metile.device("cpu")
+    monkeypatch.setattr(dispatch, "ffi", Counting(dispatch.ffi, "memmove", made))
+    monkeypatch.setattr(dev, "rt", Counting(dev.rt, "mt_copy", made))
     return made
+
+
+class Counting:
+    """`of` (a cffi object or library) whose function `name` adds the size of each copy it makes to `made`."""
+
+    def __init__(self, of, name: str, made: list[int]):
+        self.of, self.name, self.made = of, name, made
+
+    def __getattr__(self, name):
+        if name != self.name:
+            return getattr(self.of, name)
+
+        def copy(dst, src, n):
+            self.made.append(n)
+            return getattr(self.of, name)(dst, src, n)
+
+        return copy
 
 
 def arrays_copied(made: list[int]) -> list[int]:
@@ -296,10 +306,11 @@ def test_by_default_tensors_are_copied_in_and_back(copies):
     assert arrays_copied(copies) == [N * 4] * 4
 
 
-def test_the_device_setting_binds_in_place_unless_a_dispatch_says_otherwise(copies):
+def test_the_device_setting_binds_in_place_unless_a_dispatch_says_otherwise(copies, monkeypatch):
     from metile.metal.cpu.device import CpuDevice, CpuOptions
 
     dev = CpuDevice(CpuOptions(cache_dir=metile.device("cpu").options.cache_dir, in_place_arrays=True))
+    monkeypatch.setattr(dev, "rt", Counting(dev.rt, "mt_copy", copies))
     fn = dev.compile(HALVES, name="halves.metal").function("halves")
     t = torch.zeros(8)
     dev.dispatch_threads(fn, 4, 4, [t, t])

@@ -69,16 +69,17 @@ def test_one_array_given_to_two_parameters_is_one_memory(monkeypatch):
     fn = cpu.compile(HALVES, name="halves.metal").function("halves")
     copies = []
 
-    class Counting:   # the dispatch's cffi, counting the bytes of each copy
+    class Counting:   # the runtime's mt_copy (arrays) and the dispatch's cffi (scalars), counting each copy's bytes
+        def __init__(self, of, name):
+            self.of, self.name = of, name
+
         def __getattr__(self, name):
-            return getattr(ffi, name)
+            if name == self.name:
+                return lambda dst, src, n: (copies.append(n), getattr(self.of, name)(dst, src, n))[1]
+            return getattr(self.of, name)
 
-        def memmove(self, dst, src, n):
-            copies.append(n)
-            return ffi.memmove(dst, src, n)
-
-    ffi = dispatch.ffi
-    monkeypatch.setattr(dispatch, "ffi", Counting())
+    monkeypatch.setattr(dispatch, "ffi", Counting(dispatch.ffi, "memmove"))
+    monkeypatch.setattr(cpu, "rt", Counting(cpu.rt, "mt_copy"))
     for _ in range(2):   # made, then kept and taken again
         x, c = np.zeros(8, np.float32), np.arange(4, dtype=np.float32)
         copies.clear()

@@ -64,11 +64,12 @@ class _Array:
         viewed = self.writes and (b.strided or not arr.flags.writeable)
         self.result = staged_view(b, ffi.buffer(memory, b.nbytes)) if viewed else None
 
-    def write_back(self) -> None:
+    def write_back(self, copy) -> None:
+        """The kernel's results back into the array (`copy`: the runtime's `mt_copy`)."""
         b = self.bound
         arr: np.ndarray = b.value
         if self.result is None:  # a writeable C-contiguous array: its bytes as they are
-            ffi.memmove(self.source, self.memory, self.nbytes)
+            copy(self.source, self.memory, self.nbytes)
         elif arr.flags.writeable:
             np.copyto(arr, self.result)
         elif not np.array_equal(arr, self.result, equal_nan=arr.dtype.kind == "f"):
@@ -241,18 +242,19 @@ class CpuDispatch:
     def run(self, ranges=None) -> None:
         """Copy the numpy arguments in, launch, and copy the results back (or raise the kernel's fault; `ranges()`,
         when given, says where the buffers are, for its report)."""
+        rt = self.device.rt
         for a in self.arrays:
             if a.nbytes:
-                ffi.memmove(a.memory, a.source, a.nbytes)
+                rt.mt_copy(a.memory, a.source, a.nbytes)
         rec = self.rec
-        if self.device.rt.mt_launch(self.desc, rec) != 0:
+        if rt.mt_launch(self.desc, rec) != 0:
             tr = self.function.library.translation
             raise to_exception(rec, kernel=self.function.name, metal_name=tr.metal_name, source=tr.source,
                                buffers=self.ranges if ranges is None else ranges(),
                                trap_is_misalignment=not self.sanitize and TRAP_MEANS == "misaligned",
                                user_file=tr.line_map.user_file if tr.line_map is not None else None)
         for a in self.written:
-            a.write_back()
+            a.write_back(rt.mt_copy)
 
     def profile(self) -> Profile:
         """The counts of the last run (a dispatch made with `profile=`)."""
@@ -335,52 +337,69 @@ class PlacedRuns(_Runs):
 
 class CopiedRuns(_Runs):
     """A prepared dispatch whose array arguments are all copied into its guarded device memory (C-contiguous, none
-    sharing bytes with another), run again and again with other arrays of the same sizes (their addresses), other
-    scalars and another grid: what a repeated launch of torch tensors takes by default (`metile.launch`). A call copies
-    each array's bytes into the device memory the dispatch has for it and, after the kernel, those of the arrays the
-    kernel may write back, as the general way does, without binding, allocating or filling a descriptor again; the
-    device memory keeps its guard page, canary and watchpoint, so an access past an array's end faults as it does the
-    general way. `__call__` returns False, running nothing, when another thread runs the dispatch, an array's size is
-    not the one it was made for, two arrays share a byte, or the device took the memory back (`retire`): the caller
-    then launches the general way. The device keeps at most `COPIED_BYTES` of such memory (`CpuDevice.keep_copied`)."""
+    sharing bytes with another but one array given to several parameters), run again and again with other arrays of
+    the same sizes (their addresses), other scalars and another grid: what a repeated launch of torch tensors takes by
+    default (`metile.launch`). A call copies each array's bytes into the device memory the dispatch has for it and,
+    after the kernel, those of the arrays the kernel may write back, as the general way does, without binding,
+    allocating or filling a descriptor again; the device memory keeps its guard page, canary and watchpoint, so an
+    access past an array's end faults as it does the general way. A dispatch made with one array given to several
+    parameters (Liger's JSD kernel reads its input and writes its gradient through two parameters, in place) has one
+    copy of it, as the general way makes it (`aliases`), and takes calls that give one array to those parameters
+    again. `__call__` returns False, running nothing, when another thread runs the dispatch, an array's size is not
+    the one it was made for, two arrays share a byte (other than as the one array it was made for), the parameters
+    it was made for do not get one array, or the device took the memory back (`retire`): the caller then launches
+    the general way. The device keeps at most `COPIED_BYTES` of such memory (`CpuDevice.keep_copied`)."""
 
-    __slots__ = ("nbytes", "_plan")
+    __slots__ = ("nbytes", "_plan", "_holders", "_same", "_expect")
 
     def __init__(self, d: CpuDispatch):
-        assert d.arrays and not d.placed and not d._aliases, "a dispatch of copied arrays of their own memory"
+        assert d.arrays and not d.placed and not any(at for _, at in d._aliases.values()), \
+            "a dispatch of copied arrays of their own memory (an array given to several parameters, whole)"
         super().__init__(d)
-        order = sorted(d.arrays, key=_array_index)
-        self.arrays = tuple(a.bound.param.index for a in order)   # the argument indices of a call's arrays, in order
+        order = sorted(d.arrays, key=_array_index)   # the arrays with device memory of their own
+        same = {i: j for i, (j, _) in d._aliases.items() if i != j}   # a parameter given the array of another
+        self.arrays = tuple(sorted([_array_index(a) for a in order] + list(same)))   # a call's arrays, in order
+        at = {index: k for k, index in enumerate(self.arrays)}
+        self._holders = tuple(at[_array_index(a)] for a in order)   # where each copied array is among a call's
+        self._same = tuple((at[i], at[j]) for i, j in same.items())   # (position, the position of its array)
+        size = {_array_index(a): a.nbytes for a in order}
+        self._expect = tuple(size[same.get(i, i)] for i in self.arrays)
         self._plan = tuple((a.memory, a.nbytes, a.writes) for a in order)
         self.nbytes = sum(a.nbytes for a in order)
         d.release()
 
     def fits(self, nbytes) -> bool:
         """Whether arrays of these sizes (in `arrays` order) are those the dispatch was made for."""
-        return all(n == p[1] for n, p in zip(nbytes, self._plan))
+        return all(n == e for n, e in zip(nbytes, self._expect))
 
     def __call__(self, groups: tuple[int, int, int], addresses, scalars) -> bool:
-        """Run over `groups` with the arrays at `addresses` (each of the size it was made for: `fits`) and the
-        `scalars` (numpy scalars of their parameters' types)."""
+        """Run over `groups` with the arrays at `addresses` (in `arrays` order, each of the size it was made for:
+        `fits`) and the `scalars` (numpy scalars of their parameters' types)."""
         d = self.dispatch
         if d is None or not d.lock.acquire(blocking=False):
             return False
         try:
             if self.dispatch is None:   # retired while this call waited
                 return False
+            for k, j in self._same:   # the parameters it was made for share one array again
+                if addresses[k] != addresses[j]:
+                    return False
             plan = self._plan
+            if self._same:
+                addresses = [addresses[k] for k in self._holders]
             if len(addresses) > 1:   # no two share a byte (the general way makes such arrays one copy)
                 spans = sorted((a, a + p[1]) for a, p in zip(addresses, plan))
                 if any(spans[k][1] > spans[k + 1][0] for k in range(len(spans) - 1)):
                     return False
             sources = [ffi.cast("void*", a) for a in addresses]
+            copy = d.device.rt.mt_copy
             for (mem, nbytes, _), src in zip(plan, sources):
-                ffi.memmove(mem, src, nbytes)
+                copy(mem, src, nbytes)
             self._set(d, groups, scalars)
             d.run()   # the kernel's fault, if any, before any write-back (as the general way)
             for (mem, nbytes, writes), dst in zip(plan, sources):
                 if writes:
-                    ffi.memmove(dst, mem, nbytes)
+                    copy(dst, mem, nbytes)
         finally:
             d.lock.release()
         return True
@@ -402,12 +421,13 @@ COPIED_BYTES = 256 << 20   # device memory a CPU device keeps for `CopiedRuns` (
 
 def copied_runs(d: CpuDispatch, arrays: list[int], scalars: tuple[tuple[int, int], ...]) -> CopiedRuns | None:
     """`d` (just run) as a `CopiedRuns` when it copied exactly the arguments `arrays`, each C-contiguous (and
-    writeable where it is written back) and none sharing memory with another, and its scalars are `scalars` ((index,
-    bytes), in order); else None (and `d` is released)."""
-    copied = sorted(_array_index(a) for a in d.arrays)
-    if (copied != sorted(arrays) or d.placed or d._aliases or any(a.result is not None for a in d.arrays)
-            or any(a.bound.strided for a in d.arrays) or d.scalar_sizes() != scalars or d.profiled is not None
-            or d.sanitize):
+    writeable where it is written back) and none sharing memory with another but one array given whole to several
+    parameters, and its scalars are `scalars` ((index, bytes), in order); else None (and `d` is released)."""
+    copied = [_array_index(a) for a in d.arrays]
+    same = [i for i, (j, _) in d._aliases.items() if i != j]
+    if (sorted(copied + same) != sorted(arrays) or d.placed or any(at for _, at in d._aliases.values())
+            or any(a.result is not None for a in d.arrays) or any(a.bound.strided for a in d.arrays)
+            or d.scalar_sizes() != scalars or d.profiled is not None or d.sanitize):
         d.release()
         return None
     return CopiedRuns(d)

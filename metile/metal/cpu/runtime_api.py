@@ -1,4 +1,6 @@
-"""cffi binding of the CPU runtime's launch interface (Part 2 of `mt_runtime.h`).
+"""cffi binding of the CPU runtime's launch interface (Part 2 of `mt_runtime.h`), and `mt_copy`, the copy of arrays
+into device memory and back (runtime_copy.cpp, declared there and here only: no kernel calls it, and every kernel build
+is keyed by `mt_runtime.h`).
 
 The runtime library is built from `runtime*.cpp` with the system compiler on first use, cached like
 every other artefact, and loaded with `RTLD_GLOBAL` so that kernel libraries resolve the services
@@ -129,6 +131,7 @@ int32_t mt_buffer_extent(const void* data, uint64_t* lo, uint64_t* hi);
 uint32_t mt_runtime_abi_version(void);
 int32_t mt_watch_available(void);
 uint64_t mt_launch_syscalls(void);
+void mt_copy(void* dst, const void* src, size_t bytes);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
 ABI_VERSION = 11
