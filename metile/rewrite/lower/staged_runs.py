@@ -191,26 +191,13 @@ def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...]) -> Value | None
     `lines.readable_anywhere`) holds at every element (a `Const` true when it always does); None where it cannot be
     had from the ends of the rows and columns: `mask` is not the conjunction of a part that reads only the row and
     one that reads only the column (as `lines.split_mask` splits it), each true on an interval of its axis."""
-    parts: list[list[Value]] = [[], []]   # the terms of `mask`'s conjunction that read only the row, only the column
-    todo = [mask]
-    while todo:
-        v = todo.pop()
-        if v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:
-            todo.append(rep.expr)
-        elif v.__class__ is Binary and v.op is BinOp.AND and v.type.dtype is DType.BOOL:
-            todo += [v.rhs, v.lhs]
-        else:
-            axes = LN.line_axes(blk, v)
-            if axes is None or len(axes) > 1:
-                return None
-            parts[1 if 1 in axes else 0].append(v)
+    rows, cols, mixed = LN.split_mask(blk, mask)
+    if mixed:
+        return None
     zero, conds = mo.const(0), []
-    for axis, terms in enumerate(parts):
-        if not terms:
+    for axis, part in enumerate((rows, cols)):
+        if part is None:
             continue
-        part = terms[0]
-        for t in terms[1:]:
-            part = Binary(BinOp.AND, part, t)
         hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
         pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
                 (hole, zero) if axis == 0 else (zero, hole))
