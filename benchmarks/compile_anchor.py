@@ -18,9 +18,9 @@ and hand the MSL to the device (a no-op with the stub); it returns the MSL in `C
 The kernels are meTile's as its examples and `kernels/*.py` write them, so they differ from metile's cases where
 those do: layer norm in two passes (the sum and the sum of squares in one loop), RMS norm with its epsilon fixed at
 1e-5, softmax without `where`. Compiled by meTile at commit 719726b, softmax, layer norm, RMS norm and GEMM give
-the MSL of `tests/data/reference_msl/{softmax,layernorm,rmsnorm}_block256` and `gemm_f32_64x64x32` (meTile numbers
-its `_ew_end_N` loop bounds with a process-wide counter, and layer norm's two accumulators in the order of a set of
-strings, so names may differ from those files).
+the MSL of `tests/data/reference_msl/{softmax,layernorm,rmsnorm}_block256` and `gemm_f32_64x64x32` (meTile orders
+layer norm's two accumulators as a set of strings iterates, so with another hash seed their names and the order of
+their lines differ from those files; its `_ew_end_N` loop bounds are numbered per function, so they match).
 """
 
 from __future__ import annotations
