@@ -43,7 +43,6 @@ from metile.emit.spell import (
     builtin_type,
     fence_flags,
     function_name,
-    literal,
     literal_texts,
     loop_step,
     msl_bool,
@@ -316,7 +315,7 @@ class _Emitter:
                 if v.mask is None:
                     return element, element
                 cond = expr(v.mask)[1]
-                alt = expr(v.other)[1] if v.other is not None else literal(0, v.type.dtype)
+                alt = expr(v.other)[1] if v.other is not None else literal_texts(0, v.type.dtype)[0]
                 text = f"{cond} ? {element} : {alt}"
                 return text, f"({text})"
             case Cast():
