@@ -264,11 +264,6 @@ class _Emitter:
         if cls in LEAVES:
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
-        if cls is Extract:  # a lane of a named vector, never named: no record needed
-            vec = v.vec
-            if (vec.__class__ is Var or vec.__class__ is Param) and vec.type.__class__ is not MatrixType:
-                text = f"{self.names[vec.name]}[{v.lane}]"
-                return text, text
         loc = v.loc
         rec = self.by_hash.get(v._h)
         if rec is None or rec[0] is not v:
@@ -518,12 +513,19 @@ class _Emitter:
         if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
             texts = [self.temporary(t, v) for t, v in pairs]
         else:
-            texts = [self.expr(v)[0] for _, v in pairs]
+            texts = [self.lane(v) if v.__class__ is Extract else self.expr(v)[0] for _, v in pairs]
         pad = self.pad
         self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
         loc = next((v.loc for v in values if v.loc is not None), None)
         if loc is not None and self.owners is not None:
             self.owners.nest(start, len(self.lines), loc)
+
+    def lane(self, v: Extract) -> str:
+        """`expr(v)[0]` of a lane: of a named vector, never named (see `compound`), written without its record."""
+        vec = v.vec
+        if (vec.__class__ is Var or vec.__class__ is Param) and vec.type.__class__ is not MatrixType:
+            return f"{self.names[vec.name]}[{v.lane}]"
+        return self.expr(v)[0]
 
     def written_as(self, targets) -> set[str]:
         """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
