@@ -267,6 +267,22 @@ def test_emission_depends_only_on_the_kernel(case):
     assert emit_msl(parse(pretty(k))) == emit_msl(k) == emit_msl(CASES[case]())
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_located_emission_writes_the_same_text_and_its_signature_declares_it(case):
+    """`emit_msl` writes the parameter declarations without the signature's `Param`s; `emit_located` writes the same
+    text, and each declaration of its signature is the text's line at that `Param`'s line."""
+    from metile.emit.msl import emit_located
+
+    k = CASES[case]()
+    text, signature, _ = emit_located(k)
+    assert text == emit_msl(k)
+    lines = text.splitlines()
+    assert signature.params
+    for p in signature.params:
+        assert lines[p.line - 1].strip().removeprefix(f"kernel void {signature.name}(").rstrip(",) {") \
+            == p.declaration
+
+
 # ---- the emitter's facts against their definitions in `metile.emit.facts`
 
 

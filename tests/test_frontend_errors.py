@@ -246,6 +246,11 @@ def k_half_overflow(X):
     metile.store(X + metile.arange(0, 16), metile.where(x > 0.0, x, -3.0e38))  # E:half_overflow
 
 
+@metile.kernel
+def k_missing(X):
+    metile.store(X + metile.arange(0, 16), mask=metile.arange(0, 16) < 8)  # E:missing
+
+
 CASES = [
     ("lambda", k_lambda, (F32,), {}, E.UnsupportedSyntaxError, "lambda expressions are not supported"),
     ("try", k_try, (F32,), {}, E.UnsupportedSyntaxError, "try statements are not supported"),
@@ -280,6 +285,7 @@ CASES = [
     ("index", k_index, (F32,), {}, E.UnsupportedSyntaxError, "element indexing is not supported"),
     ("program_id", k_program_id, (F32,), {}, E.KernelArgumentError, "program_id axis must be 0, 1 or 2, not 3"),
     ("kwarg", k_kwarg, (F32,), {}, E.KernelArgumentError, "unexpected keyword argument 'masks'"),
+    ("missing", k_missing, (F32,), {}, E.KernelArgumentError, "missing a required argument: 'value'"),
     ("assert", k_assert, (F32,), {"BLOCK": 48}, E.CompileTimeAssertionError, "BLOCK must be a multiple of 32"),
     ("shared_loop", k_shared_loop, (F32, 3), {}, E.UnsupportedSyntaxError, "top level of the kernel"),
     ("carry_shape", k_carry_shape, (F32, 3), {}, E.ShapeMismatchError, r"`\+`: shapes \[8, 8\] and \[16\]"),

@@ -43,7 +43,6 @@ from metile.emit.spell import (
     builtin_type,
     fence_flags,
     function_name,
-    literal,
     literal_texts,
     loop_step,
     msl_bool,
@@ -126,6 +125,7 @@ _LET_DECLARED = frozenset({SharedAlloc, MatrixLoad, MatrixMultiplyAccumulate})  
 _NESTING = frozenset({For, If, While})  # the statements with statements inside
 _BUILTIN_PARAMS = {kind._value_: (kind._value_, ParamKind.POSITION, builtin_type(kind), -1, kind._value_, False)
                    for kind in BuiltinKind}   # in order; the arguments of their `SignatureParam`s but the line
+_BUILTIN_DECLS = {kind: SignatureParam(*p).declaration for kind, p in _BUILTIN_PARAMS.items()}
 _BUILTIN_ORDER = {kind: i for i, kind in enumerate(_BUILTIN_PARAMS)}
 
 
@@ -218,29 +218,36 @@ class _Emitter:
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
             params = []   # (name, kind, type text, index, attribute, is_reference) of each, in order
+            decls = []    # the declaration of each (`SignatureParam.declaration`)
             for p in sorted(k.params, key=lambda q: q.index):
                 t = p.type
+                name = self.names[p.name]
                 match t:
                     case PtrType():
-                        decl = (self.names[p.name], ParamKind.BUFFER, pointer_text(t, self.ptr_is_const(p, t)),
-                                p.index, "", False)
+                        param = (name, ParamKind.BUFFER, pointer_text(t, self.ptr_is_const(p, t)), p.index, "", False)
                     case _:
-                        decl = (self.names[p.name], ParamKind.BUFFER, f"constant {type_name(t)}&", p.index, "", True)
-                params.append(decl)
+                        param = (name, ParamKind.BUFFER, f"constant {type_name(t)}&", p.index, "", True)
+                params.append(param)
+                decls.append(f"{param[2]} {name} [[buffer({p.index})]]")
             self.depth, self.pad = 1, INDENT
             self.body(k.body)
         except Exception:
             check_metal(k)  # a node Metal IR does not admit is reported first, wherever it is
             raise
-        params += [_BUILTIN_PARAMS[kind] for kind in sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)]
-        head = f"kernel void {function_name(k.name)}("
+        kinds = sorted(self.kinds, key=_BUILTIN_ORDER.__getitem__)
+        decls += [_BUILTIN_DECLS[kind] for kind in kinds]
+        fname = function_name(k.name)
+        head = f"kernel void {fname}("
         sep = ",\n" + " " * len(head)
-        helpers = "".join(f"\n{code}\n" for name, code in ALL_HELPERS.items() if name in self.helpers)
+        helpers = "".join(f"\n{code}\n" for name, code in ALL_HELPERS.items() if name in self.helpers) \
+            if self.helpers else ""
         prologue = f"{HEADER}{helpers}\n"
         line = prologue.count("\n") + 1  # of `kernel void`, and of its first parameter
-        decls = tuple(SignatureParam(*p, line=line + i) for i, p in enumerate(params))
-        text = f"{prologue}{head}{sep.join(p.declaration for p in decls)}) {{\n"
-        self.signature = KernelSignature(function_name(k.name), decls, line)
+        text = f"{prologue}{head}{sep.join(decls)}) {{\n"
+        if self.owners is not None:   # `emit_located`: the signature too
+            params += [_BUILTIN_PARAMS[kind] for kind in kinds]
+            self.signature = KernelSignature(fname, tuple(SignatureParam(*p, line=line + i)
+                                                          for i, p in enumerate(params)), line)
         self.first_line = text.count("\n") + 1
         body = "\n".join(self.lines)
         return f"{text}{body}\n}}\n" if body else f"{text}}}\n"
@@ -303,7 +310,7 @@ class _Emitter:
                 if v.mask is None:
                     return element, element
                 cond = expr(v.mask)[1]
-                alt = expr(v.other)[1] if v.other is not None else literal(0, v.type.dtype)
+                alt = expr(v.other)[1] if v.other is not None else literal_texts(0, v.type.dtype)[0]
                 text = f"{cond} ? {element} : {alt}"
                 return text, f"({text})"
             case Cast():
@@ -493,21 +500,32 @@ class _Emitter:
         decl = f"{self.pad}{decl} {self.names[var.name]}"
         self.lines.append(f"{decl} = {self.expr(init)[0]};" if init is not None else f"{decl};")
 
-    def assign(self, targets, values) -> None:
+    def assign(self, targets, values, *, fresh: bool = False) -> None:
         """`target = value` for each pair, as a parallel assignment (a yield may read a carried value); a value
-        written as its own target is left out."""
+        written as its own target is left out. `fresh` targets (an `If`'s results, declared just before it) are
+        read by no value inside the `If` and share no local: each is assigned its value in turn."""
         names, start = self.names, len(self.lines)
-        pairs = [(t, v) for t, v in zip(targets, values)
-                 if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
-        if len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
+        if fresh:
+            pairs = list(zip(targets, values))
+        else:
+            pairs = [(t, v) for t, v in zip(targets, values)
+                     if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
+        if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
             texts = [self.temporary(t, v) for t, v in pairs]
         else:
-            texts = [self.expr(v)[0] for _, v in pairs]
+            texts = [self.lane(v) if v.__class__ is Extract else self.expr(v)[0] for _, v in pairs]
         pad = self.pad
         self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
         loc = next((v.loc for v in values if v.loc is not None), None)
         if loc is not None and self.owners is not None:
             self.owners.nest(start, len(self.lines), loc)
+
+    def lane(self, v: Extract) -> str:
+        """`expr(v)[0]` of a lane: of a named vector, never named (see `compound`), written without its record."""
+        vec = v.vec
+        if (vec.__class__ is Var or vec.__class__ is Param) and vec.type.__class__ is not MatrixType:
+            return f"{self.names[vec.name]}[{v.lane}]"
+        return self.expr(v)[0]
 
     def written_as(self, targets) -> set[str]:
         """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
@@ -575,7 +593,7 @@ class _Emitter:
             self.declare(r, None)
         self.open_block(f"if ({self.expr(s.cond)[0]})")
         self.body(s.then)
-        self.assign(s.results, s.then_yields)
+        self.assign(s.results, s.then_yields, fresh=True)
         if s.orelse or s.else_yields:
             self.close_block("} else {")
             self.depth += 1
@@ -583,7 +601,7 @@ class _Emitter:
             self.scope = []
             self.scopes.append(self.scope)
             self.body(s.orelse)
-            self.assign(s.results, s.else_yields)
+            self.assign(s.results, s.else_yields, fresh=True)
         self.close_block()
 
     def while_loop(self, s: While) -> None:

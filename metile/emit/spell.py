@@ -168,13 +168,16 @@ def literal(value: object, dtype: DType) -> str:
 
 def literal_texts(value: object, dtype: DType) -> tuple[str, str]:
     """`literal(value, dtype)` as a whole and as an operand (in parentheses when it starts with `-` or `(`), kept per
-    value class, value and dtype (a NaN, each its own key, and 0.0, equal to -0.0, are spelled every time)."""
-    key = (value.__class__, value, dtype._value_)
+    value class, value and dtype, and for a float zero (0.0 equals -0.0) its sign too; a NaN, each its own key, is
+    spelled every time."""
+    cls = value.__class__
+    key = (cls, value, dtype._value_) if not (cls is float and value == 0) else \
+        (cls, value, dtype._value_, math.copysign(1.0, value))
     found = _LITERAL_TEXTS.get(key)
     if found is None:
         text = literal(value, dtype)
         found = (text, f"({text})") if text.startswith(("-", "(")) else (text, text)
-        if value == value and not (value == 0 and value.__class__ is float) and len(_LITERAL_TEXTS) < 4096:
+        if value == value and len(_LITERAL_TEXTS) < 4096:
             _LITERAL_TEXTS[key] = found
     return found
 
@@ -354,7 +357,8 @@ def loop_step(s: For, i: str, stop: str, step: str) -> str:
     if unsigned is None or by == 0:
         raise EmitError(f"a for loop over {s.index.type} with step {step} is not supported")
     left = (stop, i) if by is None or by > 0 else (i, stop)  # the distance still to go, in unsigned arithmetic
-    size = literal(abs(by), unsigned) if by is not None else step  # a run-time step is positive inside the loop
+    # a run-time step is positive inside the loop
+    size = literal_texts(abs(by), unsigned)[0] if by is not None else step
     if dtype.is_signed:
         left = tuple(f"static_cast<{unsigned.msl}>({x})" for x in left)
         size = size if by is not None else f"static_cast<{unsigned.msl}>({step})"

@@ -10,14 +10,15 @@ from metile.frontend.errors import KernelArgumentError
 from metile.ir.errors import Loc
 
 _MISSING = object()
-# Per function of the language (`metile.language`, a fixed set), its parameters' positions and defaults: a cache.
-_BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...]]] = {}
-_VARIADIC = ((), ())   # the binder of a function with `*args` (bound by `inspect.Signature.bind`)
+# Per function of the language (`metile.language`, a fixed set), its parameters' positions, their defaults and the
+# positions of the required ones: a cache.
+_BINDERS: dict[object, tuple[dict[str, int], tuple[object, ...], tuple[int, ...]]] = {}
+_VARIADIC = ((), (), ())   # the binder of a function with `*args` (bound by `inspect.Signature.bind`)
 
 
-def _binder(fn) -> tuple[dict[str, int], tuple[object, ...]]:
-    """The position of each parameter of the language function `fn` and their defaults (`_MISSING` when
-    required)."""
+def _binder(fn) -> tuple[dict[str, int], tuple[object, ...], tuple[int, ...]]:
+    """The position of each parameter of the language function `fn`, their defaults (`_MISSING` when required) and
+    the positions of the required ones."""
     found = _BINDERS.get(fn)
     if found is None:
         params = inspect.signature(fn).parameters.values()
@@ -25,8 +26,9 @@ def _binder(fn) -> tuple[dict[str, int], tuple[object, ...]]:
             _BINDERS[fn] = _VARIADIC
             return _VARIADIC
         assert all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
-        found = _BINDERS[fn] = ({p.name: i for i, p in enumerate(params)},
-                                tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params))
+        defaults = tuple(_MISSING if p.default is inspect.Parameter.empty else p.default for p in params)
+        found = _BINDERS[fn] = ({p.name: i for i, p in enumerate(params)}, defaults,
+                                tuple(i for i, d in enumerate(defaults) if d is _MISSING))
     return found
 
 
@@ -50,7 +52,7 @@ def bind_values(fn, args, kwargs, loc: Loc) -> list:
             raise _bind_error(fn, args, kwargs, loc) from None
         bound.apply_defaults()
         return list(bound.arguments.values())
-    index, defaults = found
+    index, defaults, required = found
     n = len(args)
     if n == len(defaults) and not kwargs:
         return args
@@ -62,8 +64,8 @@ def bind_values(fn, args, kwargs, loc: Loc) -> list:
         if i < n:  # unknown, or given by position too
             raise _bind_error(fn, args, kwargs, loc)
         out[i] = v
-    for i in range(n, len(out)):
-        if out[i] is _MISSING:
+    for i in required:   # a required parameter not given (by position or by keyword)
+        if i >= n and out[i] is _MISSING:
             raise _bind_error(fn, args, kwargs, loc)
     return out
 

@@ -142,6 +142,8 @@ class Exits:
         """Whether the statements `body[start:]` are done with: a flag is True (they are skipped), or one is a
         traced bool (they are traced under a guard, `guard`)."""
         env = self.env
+        if RETURN not in env and BREAK not in env and CONTINUE not in env:   # the common case: no flag at all
+            return False
         traced = []
         for flag in FLAGS:
             v = env.get(flag, False)
