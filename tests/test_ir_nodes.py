@@ -147,6 +147,36 @@ def test_nodes_are_frozen():
         x8.name = "y"
 
 
+def test_a_built_node_is_of_its_frozen_class():
+    """`__init__` sets the fields on the node as an instance of a mutable twin of its class; what it returns, or a node
+    whose construction raised, is of the class itself and frozen."""
+    b = Binary(BinOp.ADD, x8, x8)
+    assert b.__class__ is Binary and type(b).__setattr__ is Binary.__setattr__
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        b.lhs = n
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del b.rhs
+    half = object.__new__(Binary)
+    with pytest.raises(TypeError, match="unhashable"):
+        Binary.__init__(half, [BinOp.ADD], x8, x8)   # the hash of a list fails after the fields are set
+    assert half.__class__ is Binary and half.lhs is x8
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        half.lhs = n
+
+
+class _Tagged(Binary):
+    """A subclass of a node class without `@node` (so without a generated `__init__` of its own)."""
+
+    __slots__ = ("tag",)
+
+
+def test_a_subclass_built_by_its_base_init_keeps_its_class():
+    t = _Tagged(BinOp.ADD, x8, x8)
+    assert t.__class__ is _Tagged and t == t and t.type == x8.type and hash(t) == t._h
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        t.lhs = n
+
+
 def test_match_on_nodes():
     def fold_add_zero(e):
         match e:
