@@ -576,3 +576,13 @@ def test_equal_bodies_made_of_other_objects_hash_alike_and_odd_items_still_hash(
     odd = For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)], [], [])
     assert hash(odd) == hash(For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)],
                                  [], []))
+
+
+def test_a_node_holding_a_non_node_where_a_node_is_declared_is_built_and_hashed():
+    """A malformed node (for the verifier to report) is hashed from the values it holds, equal to an equal one; a node
+    whose declared-optional child is None is hashed as one holding nothing there."""
+    bad = Binary(BinOp.ADD, 3, x8)
+    assert bad == Binary(BinOp.ADD, 3, x8) and hash(bad) == hash(Binary(BinOp.ADD, 3, x8))
+    assert hash(bad) != hash(Binary(BinOp.ADD, 4, x8))
+    ptr = AddPtr(X, Const(0, I32))
+    assert hash(Load(ptr, None, None)) == hash(Load(ptr, None, None)) != hash(Load(ptr, Const(True, BOOL), None))

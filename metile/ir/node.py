@@ -326,16 +326,20 @@ def _child_lines(a: attrs.Attribute) -> list[str]:
             "    else:", *generic]
 
 
-def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
+def _hash_expr(fields: list[attrs.Attribute], prefix: str, trusting: bool = False) -> str:
     """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
     A field declared as a node contributes its cached hash, read directly when it holds a node, and a field declared
     as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
-    into Python for each node; equal fields still contribute equal numbers."""
+    into Python for each node; equal fields still contribute equal numbers. `trusting`: the fields declared as nodes
+    are taken to hold nodes (or None where declared so), read without a test of their class; for a node that holds
+    anything else, reading `_h` raises `AttributeError` and `__init__` hashes it as without `trusting`."""
     parts = []
     for a in fields:
         v = prefix + (a.name if prefix else a.alias)
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
-        if declared & _NODE_NAMES:
+        if declared & _NODE_NAMES and trusting:   # a node, or None where declared so (else `_h` is missing)
+            parts.append(f"None if {v} is None else {v}._h, " if "None" in declared else f"{v}._h, ")
+        elif declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
         elif declared and all(_node_sequence(t) for t in declared):
             parts.append(f"_seq_hash({v}), ")
@@ -443,7 +447,10 @@ def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, deri
         after = [f"        self.{post_init}()", *("    " + line for line in derive)]
     else:
         slow += [f"        {_setter(cls, '_h', scope)}{_hash_expr(eq_fields, '')}", *("    " + line for line in derive)]
-        fast += [f"            self._h = {_hash_expr(eq_fields, '')[:-1]}",
+        fast += ["            try:   # the fields declared as nodes hold nodes (else: as the slow path hashes them)",
+                 f"                self._h = {_hash_expr(eq_fields, '', trusting=True)[:-1]}",
+                 "            except AttributeError:",
+                 f"                self._h = {_hash_expr(eq_fields, '')[:-1]}",
                  *("        " + line for line in _derive_lines("self.type = ", type_expr, ""))]
         after = []
     scope["_cls"], scope["_twin"], scope["_become"] = cls, _twin(cls), _SET_CLASS
