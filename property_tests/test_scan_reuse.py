@@ -7,13 +7,17 @@ bodies)."""
 from __future__ import annotations
 
 import copy
+import sys
 
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metile.ir.stmts import For, If, While
-from metile.rewrite.scan import Scan
+from metile.ir.ops import BinOp, Stage
+from metile.ir.stmts import For, If, Kernel, Let, While
+from metile.ir.types import DType, TileType
+from metile.ir.values import Binary, Const, Var
+from metile.rewrite.scan import Scan, _stack_walk, _visit_all
 from property_tests.test_ir_strategies import any_kernels
 
 KEEP, REBUILD, COPY, DROP = "keep", "rebuild", "copy", "drop"
@@ -74,3 +78,38 @@ def test_a_scan_reusing_an_earlier_one_is_the_scan(k, data):
 @given(any_kernels())
 def test_a_scan_of_the_same_kernel_takes_everything(k):
     assert_same_scan(Scan(k, Scan(k)), Scan(k))
+
+
+def _walked(walk, k, prior=None) -> Scan:
+    """A scan of `k` (from `prior`) made by the walk function `walk` of `metile.rewrite.scan`."""
+    out = Scan.__new__(Scan)
+    out.nodes, out._by_type, out._matching, seen, skipped = [], {}, {}, set(), []
+    out.facts, out.spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
+    out._held = None if prior is None else (prior.nodes, prior._held)
+    walk(k, prior, out.nodes, out._by_type, out.facts, out.spans, seen, skipped)
+    return out
+
+
+@settings(max_examples=200)
+@given(any_kernels(), st.data())
+def test_the_stack_walk_is_the_recursive_walk(k, data):
+    """The walk by an explicit stack, which kernels deeper than the recursion limit take, makes the scan the
+    recursive walk makes, from scratch and from an earlier scan."""
+    assert_same_scan(_walked(_stack_walk, k), _walked(_visit_all, k))
+    prior = Scan(k)
+    edited = attrs.evolve(k, body=_edited(k.body, data))
+    assert_same_scan(_walked(_stack_walk, edited, prior), _walked(_visit_all, edited, prior))
+    assert_same_scan(_walked(_stack_walk, edited, _walked(_stack_walk, k)), Scan(edited))
+
+
+def test_a_chain_deeper_than_the_recursion_limit_is_scanned():
+    x = Var("x", TileType(DType.F32, (32,)))
+    acc = x
+    for _ in range(sys.getrecursionlimit() + 100):
+        acc = Binary(BinOp.ADD, acc, x)
+    y = Var("y", acc.type)
+    k = Kernel("deep", Stage.TILE, [], [Let(x, Const(1.0, DType.F32)), Let(y, acc)])
+    found = Scan(k)
+    assert len(found.nodes) == sys.getrecursionlimit() + 100 + 6
+    assert found.names(acc) == {"x"} and found.of(Let)[1].value is acc
+    assert_same_scan(found, _walked(_stack_walk, k))

@@ -147,6 +147,36 @@ def test_nodes_are_frozen():
         x8.name = "y"
 
 
+def test_a_built_node_is_of_its_frozen_class():
+    """`__init__` sets the fields on the node as an instance of a mutable twin of its class; what it returns, or a node
+    whose construction raised, is of the class itself and frozen."""
+    b = Binary(BinOp.ADD, x8, x8)
+    assert b.__class__ is Binary and type(b).__setattr__ is Binary.__setattr__
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        b.lhs = n
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del b.rhs
+    half = object.__new__(Binary)
+    with pytest.raises(TypeError, match="unhashable"):
+        Binary.__init__(half, [BinOp.ADD], x8, x8)   # the hash of a list fails after the fields are set
+    assert half.__class__ is Binary and half.lhs is x8
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        half.lhs = n
+
+
+class _Tagged(Binary):
+    """A subclass of a node class without `@node` (so without a generated `__init__` of its own)."""
+
+    __slots__ = ("tag",)
+
+
+def test_a_subclass_built_by_its_base_init_keeps_its_class():
+    t = _Tagged(BinOp.ADD, x8, x8)
+    assert t.__class__ is _Tagged and t == t and t.type == x8.type and hash(t) == t._h
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        t.lhs = n
+
+
 def test_match_on_nodes():
     def fold_add_zero(e):
         match e:
@@ -546,3 +576,13 @@ def test_equal_bodies_made_of_other_objects_hash_alike_and_odd_items_still_hash(
     odd = For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)], [], [])
     assert hash(odd) == hash(For(i, Const(0, DType.I32), Const(4, DType.I32), Const(1, DType.I32), [], [], [1, (2,)],
                                  [], []))
+
+
+def test_a_node_holding_a_non_node_where_a_node_is_declared_is_built_and_hashed():
+    """A malformed node (for the verifier to report) is hashed from the values it holds, equal to an equal one; a node
+    whose declared-optional child is None is hashed as one holding nothing there."""
+    bad = Binary(BinOp.ADD, 3, x8)
+    assert bad == Binary(BinOp.ADD, 3, x8) and hash(bad) == hash(Binary(BinOp.ADD, 3, x8))
+    assert hash(bad) != hash(Binary(BinOp.ADD, 4, x8))
+    ptr = AddPtr(X, Const(0, I32))
+    assert hash(Load(ptr, None, None)) == hash(Load(ptr, None, None)) != hash(Load(ptr, Const(True, BOOL), None))

@@ -15,9 +15,14 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   tuple comparison does), but returns at once for the same object and for different cached hashes
   (attrs' `==` recurses into shared children, which is exponential in the depth of a DAG whose equal
   subtrees are distinct objects);
-- `__init__` (for fields without validators) sets the fields as attrs' would, through each slot's
-  descriptor, and hashes them in the same call instead of calling `__attrs_post_init__` to read them
-  back (a class with its own `__attrs_post_init__` still gets it called). A converter to `tuple`,
+- `__init__` (for fields without validators) sets the fields as attrs' would, and hashes them in the same
+  call instead of calling `__attrs_post_init__` to read them back (a class with its own
+  `__attrs_post_init__` still gets it called). It sets them by plain attribute stores on the instance made
+  an instance of the class's twin for the while (`_twin`: the same slots, `object`'s `__setattr__`), which
+  the interpreter turns into direct slot writes, where calling each slot descriptor's `__set__` (what
+  attrs' own frozen `__init__` does in effect) goes through a method wrapper that packs its arguments in a
+  tuple: about a third of a node's construction. The instance is of its frozen class again before
+  `__init__` returns or raises. A converter to `tuple`,
   `pvector` or `pmap` is skipped when the argument already has that class;
 - a value's derived `type` (its `cached_property`) is computed by `__init__` too, once its children are
   set: most values have their type read, and reading a `cached_property` of a slotted attrs class goes
@@ -228,12 +233,8 @@ def _specialise(cls: type) -> None:
     if all(a.eq_key is None for a in fields):
         keys.insert(0, "self._h == other._h")
     same = _type_of_field(derived_type, _EQ_NAMES[cls]) if derived_type is not None else None
-    derive = [] if derived_type is None else [
-        "    try:",
-        f"        {_setter(cls, 'type', scope)}{'_type_of(self)' if same is None else f'self.{same}.type'})",
-        "    except Exception:",
-        "        pass   # a malformed node: reading `type` raises, as the verifier expects (`type_error`)",
-    ]
+    type_expr = None if derived_type is None else "_type_of(self)" if same is None else f"self.{same}.type"
+    derive = _derive_lines(f"{_setter(cls, 'type', scope)}", type_expr, ")")
     lines = ["def __eq__(self, other):",
              "    if other.__class__ is not self.__class__:",
              "        return NotImplemented",
@@ -255,7 +256,7 @@ def _specialise(cls: type) -> None:
         lines += _repr_lines(cls)
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
-    init = _init_lines(cls, scope, None if generic else "__attrs_post_init__", derive)
+    init = _init_lines(cls, scope, None if generic else "__attrs_post_init__", derive, type_expr)
     exec(compile("\n".join(lines + init) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
     if generic:
@@ -325,16 +326,20 @@ def _child_lines(a: attrs.Attribute) -> list[str]:
             "    else:", *generic]
 
 
-def _hash_expr(fields: list[attrs.Attribute], prefix: str) -> str:
+def _hash_expr(fields: list[attrs.Attribute], prefix: str, trusting: bool = False) -> str:
     """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
     A field declared as a node contributes its cached hash, read directly when it holds a node, and a field declared
     as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
-    into Python for each node; equal fields still contribute equal numbers."""
+    into Python for each node; equal fields still contribute equal numbers. `trusting`: the fields declared as nodes
+    are taken to hold nodes (or None where declared so), read without a test of their class; for a node that holds
+    anything else, reading `_h` raises `AttributeError` and `__init__` hashes it as without `trusting`."""
     parts = []
     for a in fields:
         v = prefix + (a.name if prefix else a.alias)
         declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
-        if declared & _NODE_NAMES:
+        if declared & _NODE_NAMES and trusting:   # a node, or None where declared so (else `_h` is missing)
+            parts.append(f"None if {v} is None else {v}._h, " if "None" in declared else f"{v}._h, ")
+        elif declared & _NODE_NAMES:
             parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
         elif declared and all(_node_sequence(t) for t in declared):
             parts.append(f"_seq_hash({v}), ")
@@ -386,12 +391,24 @@ def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
     return f"_set(self, {name!r}, "
 
 
-def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str]) -> list[str]:
+def _derive_lines(start: str, type_expr: str | None, end: str) -> list[str]:
+    """The lines setting the derived `type` (`start`, the type's expression `type_expr`, then `end`), which leave it
+    unset for a malformed node; none without a derived type."""
+    return [] if type_expr is None else [
+        "    try:",
+        f"        {start}{type_expr}{end}",
+        "    except Exception:",
+        "        pass   # a malformed node: reading `type` raises, as the verifier expects (`type_error`)",
+    ]
+
+
+def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str],
+                type_expr: str | None) -> list[str]:
     """An `__init__` doing what attrs' does (converters, defaults, factories, fields set in order, then
     `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
     otherwise (`_register` has refused the fields it could not set: validators, factories taking `self`, attrs
     `Converter`s)."""
-    params, kw_params, body, eq_fields = [], [], [], []
+    params, kw_params, body, eq_fields, fields = [], [], [], [], []
     for a in attrs.fields(cls):
         if not a.init:
             continue
@@ -416,16 +433,51 @@ def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, deri
                 body.append(f"        {arg} = _convert_{arg}({arg})")
             else:
                 body.append(f"    {arg} = _convert_{arg}({arg})")
-        body.append(f"    {_setter(cls, a.name, scope)}{arg})")
+        fields.append(a)
         if a.eq:
             eq_fields.append(a)
     signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
+    # The fields set through the slots' descriptors (a call each), for an instance of a subclass without its own
+    # `__init__`; an instance of `cls` itself is built as an instance of its twin (`_twin`), by plain attribute
+    # stores, and becomes a `cls` again before anything else can see it.
+    slow = [f"        {_setter(cls, a.name, scope)}{a.alias})" for a in fields]
+    fast = [f"            self.{a.name} = {a.alias}" for a in fields]
     if post_init is not None:
-        tail = [f"    self.{post_init}()", *derive]
+        slow += [f"        self.{post_init}()", *("    " + line for line in derive)]
+        after = [f"        self.{post_init}()", *("    " + line for line in derive)]
     else:
-        tail = [f"    {_setter(cls, '_h', scope)}{_hash_expr(eq_fields, '')}",
-                *derive]
-    return ["", f"def __init__({signature}):", *body, *tail]
+        slow += [f"        {_setter(cls, '_h', scope)}{_hash_expr(eq_fields, '')}", *("    " + line for line in derive)]
+        fast += ["            try:   # the fields declared as nodes hold nodes (else: as the slow path hashes them)",
+                 f"                self._h = {_hash_expr(eq_fields, '', trusting=True)[:-1]}",
+                 "            except AttributeError:",
+                 f"                self._h = {_hash_expr(eq_fields, '')[:-1]}",
+                 *("        " + line for line in _derive_lines("self.type = ", type_expr, ""))]
+        after = []
+    scope["_cls"], scope["_twin"], scope["_become"] = cls, _twin(cls), _SET_CLASS
+    twin = ["    if self.__class__ is _cls:",
+            "        _become(self, _twin)",
+            "        try:",
+            *fast,
+            "        finally:",
+            "            self.__class__ = _cls",
+            *after,
+            "    else:",
+            *slow]
+    return ["", f"def __init__({signature}):", *body, *twin]
+
+
+_SET_CLASS = object.__dict__["__class__"].__set__
+
+
+def _twin(cls: type) -> type:
+    """A subclass of the node class `cls` with its layout (no slot of its own) and with `object`'s `__setattr__` and
+    `__delattr__` instead of the frozen ones: an instance of `cls` is an instance of it while its `__init__` sets its
+    fields, each by a plain attribute store (which the interpreter specialises to a write of the slot) instead of a
+    call of the slot descriptor's `__set__` (a call through a method wrapper that packs its arguments in a tuple).
+    Nothing but that `__init__` ever sees an instance of the twin."""
+    return type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
+                                        "__delattr__": object.__delattr__, "__qualname__": cls.__qualname__,
+                                        "__module__": cls.__module__})
 
 
 _CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}

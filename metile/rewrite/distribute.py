@@ -31,39 +31,51 @@ MATRIX_DTYPES = (DType.F32, DType.F16, DType.BF16)   # what simdgroup matrices h
 
 @attrs.frozen(cache_hash=True)
 class Blocked:
-    """The thread-value layout of an `size`-element tile over `threads` threads, `vec` elements per run."""
+    """The thread-value layout of an `size`-element tile over `threads` threads, `vec` elements per run.
+
+    Its derived numbers are fields outside equality computed with it (`reps`, `slots`, `tv`, `thread_stride`,
+    `has_padding`), and its offsets are kept in a slot when first asked, rather than `functools.cached_property`s:
+    attrs gives a slotted class with those a `__getattr__`, which makes every attribute read of every instance go
+    through Python's lookup hook instead of the interpreter's cached slot reads (the lowering reads a layout's
+    fields at every element)."""
 
     size: int
     threads: int
     vec: int
+    reps: int = attrs.field(init=False, eq=False, repr=False)
+    slots: int = attrs.field(init=False, eq=False, repr=False)
+    """Values per thread."""
+    tv: Layout = attrs.field(init=False, eq=False, repr=False)
+    thread_stride: int = attrs.field(init=False, eq=False, repr=False)
+    has_padding: bool = attrs.field(init=False, eq=False, repr=False)
+    _offsets: tuple[int, ...] | None = attrs.field(init=False, eq=False, repr=False, default=None)
+    _paddings: tuple[bool, ...] | None = attrs.field(init=False, eq=False, repr=False, default=None)
 
-    @functools.cached_property
-    def reps(self) -> int:
-        return -(-self.size // (self.threads * self.vec))
-
-    @functools.cached_property
-    def tv(self) -> Layout:
+    def __attrs_post_init__(self) -> None:
         t, v = self.threads, self.vec
-        return Layout((t, (v, self.reps)), (v, (1, t * v)))
+        reps = -(-self.size // (t * v))
+        tv = Layout((t, (v, reps)), (v, (1, t * v)))
+        for name, value in (("reps", reps), ("slots", v * reps), ("tv", tv), ("thread_stride", tv.stride[0]),
+                            ("has_padding", t * v * reps != self.size)):
+            object.__setattr__(self, name, value)
 
     @property
-    def slots(self) -> int:
-        """Values per thread."""
-        return self.vec * self.reps
-
-    @property
-    def thread_stride(self) -> int:
-        return self.tv.stride[0]
-
-    @functools.cached_property
     def offsets(self) -> tuple[int, ...]:
         """`offset(slot)` for every slot (the layout evaluated once)."""
-        return tuple(self.tv((0, slot)) for slot in range(self.slots))
+        found = self._offsets
+        if found is None:
+            found = tuple(self.tv((0, slot)) for slot in range(self.slots))
+            object.__setattr__(self, "_offsets", found)
+        return found
 
-    @functools.cached_property
+    @property
     def paddings(self) -> tuple[bool, ...]:
-        last = (self.threads - 1) * self.thread_stride
-        return tuple(off + last >= self.size for off in self.offsets)
+        found = self._paddings
+        if found is None:
+            last = (self.threads - 1) * self.thread_stride
+            found = tuple(off + last >= self.size for off in self.offsets)
+            object.__setattr__(self, "_paddings", found)
+        return found
 
     def offset(self, slot: int) -> int:
         """The flat index thread 0 holds in `slot`; thread `t` holds `offset(slot) + t * thread_stride`."""
@@ -72,10 +84,6 @@ class Blocked:
     def padded(self, slot: int) -> bool:
         """True when some thread's `slot` lies past the end of the tile."""
         return self.paddings[slot]
-
-    @property
-    def has_padding(self) -> bool:
-        return self.threads * self.vec * self.reps != self.size
 
 
 def choose_vec(size: int, threads: int, vec: int) -> int:
@@ -125,39 +133,43 @@ class MmaGeometry:
     first_sg: int = 0  # the owning simdgroups are first_sg .. first_sg + sg_m * sg_n - 1
     split: int = 1
     replicas: int = 1
+    # derived numbers and layouts: fields outside equality, the layouts made when first asked (see `Blocked`)
+    per_m: int = attrs.field(init=False, eq=False, repr=False)
+    per_n: int = attrs.field(init=False, eq=False, repr=False)
+    pieces: int = attrs.field(init=False, eq=False, repr=False)
+    """Pieces per simdgroup."""
+    _layouts: dict[str, Layout] = attrs.field(init=False, eq=False, repr=False, factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        per_m, per_n = self.m // 8 // self.sg_m, self.n // 8 // self.sg_n
+        for name, value in (("per_m", per_m), ("per_n", per_n), ("pieces", per_m * per_n)):
+            object.__setattr__(self, name, value)
+
+    def _layout(self, name: str, shape, stride) -> Layout:
+        found = self._layouts.get(name)
+        if found is None:
+            found = self._layouts[name] = Layout(shape, stride)
+        return found
 
     @property
-    def per_m(self) -> int:
-        return self.m // 8 // self.sg_m
-
-    @property
-    def per_n(self) -> int:
-        return self.n // 8 // self.sg_n
-
-    @property
-    def pieces(self) -> int:
-        """Pieces per simdgroup."""
-        return self.per_m * self.per_n
-
-    @functools.cached_property
     def rows(self) -> Layout:
         """(simdgroup, local piece) -> the piece's row, in units of 8 rows."""
-        return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((0, self.per_m), (0, 1)))
+        return self._layout("rows", ((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((0, self.per_m), (0, 1)))
 
-    @functools.cached_property
+    @property
     def first_row(self) -> Layout:
         """simdgroup -> the first row (in elements) of its block of pieces: `8 * rows(simdgroup, 0)`."""
-        return Layout((self.sg_n, self.sg_m), (0, 8 * self.per_m))
+        return self._layout("first_row", (self.sg_n, self.sg_m), (0, 8 * self.per_m))
 
-    @functools.cached_property
+    @property
     def first_col(self) -> Layout:
         """simdgroup -> the first column (in elements) of its block of pieces: `8 * cols(simdgroup, 0)`."""
-        return Layout((self.sg_n, self.sg_m), (8 * self.per_n, 0))
+        return self._layout("first_col", (self.sg_n, self.sg_m), (8 * self.per_n, 0))
 
-    @functools.cached_property
+    @property
     def cols(self) -> Layout:
         """(simdgroup, local piece) -> the piece's column, in units of 8 columns."""
-        return Layout(((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))
+        return self._layout("cols", ((self.sg_n, self.sg_m), (self.per_n, self.per_m)), ((self.per_n, 0), (1, 0)))
 
 
 def matrix_dims(d: Dot) -> tuple[int, int, int] | None:

@@ -84,6 +84,109 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
     return True
 
 
+def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
+               spans: dict, seen: set[int], skipped: list[Node]) -> None:
+    """The walk of `Scan.__init__`, by recursion: `metile.ir.node.walk`'s order (children before parents, first
+    child first), each node's facts computed once its children's are."""
+
+    def visit(n, prior=prior, nodes=nodes, by_type=by_type, facts=facts, spans=spans, seen=seen, skipped=skipped,
+              get=facts.get, add=seen.add, classes=_CLASSES):
+        cls = n.__class__
+        is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
+        if is_stmt:
+            if prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
+                return
+            opened = len(nodes), len(skipped)
+        add(id(n))
+        if kids_of is None:   # a class without child fields
+            kids = ()
+        else:
+            kids = kids_of(n)
+            for c in kids:
+                if id(c) in seen:
+                    skipped.append(c)
+                else:
+                    visit(c)
+        if is_stmt:
+            first, skip = opened
+            spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+        nodes.append(n)
+        same = by_type.get(cls)
+        if same is None:
+            by_type[cls] = [n]
+        else:
+            same.append(n)
+        if not kind:
+            return
+        src, heavy, is_var = kind
+        names = frozenset((n.name,)) if is_var else _NONE
+        for c in kids:
+            f = get(id(c))
+            if f is None:
+                continue
+            src = src or f[0]
+            heavy = heavy or f[2]
+            if f[1]:
+                names = f[1] if not names else names | f[1]
+        facts[id(n)] = (src, names, heavy)
+
+    visit(k)
+
+
+def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
+                spans: dict, seen: set[int], skipped: list[Node]) -> None:
+    """`_visit_all` with an explicit stack instead of recursion, for kernels deeper than the recursion limit: the same
+    nodes, facts and spans (a child is looked at when the walk reaches it, after its earlier siblings, as there)."""
+    # The stack holds a node to visit, or `(node, children, opened, kind)` once its children are pushed (`opened`:
+    # where a statement's span starts in `nodes` and `skipped`, None for a value).
+    stack: list = [k]
+    pop, push, get, add, classes = stack.pop, stack.append, facts.get, seen.add, _CLASSES
+    while stack:
+        n = pop()
+        if n.__class__ is tuple:
+            n, kids, opened, kind = n
+            cls = n.__class__
+            if opened is not None:
+                first, skip = opened
+                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+        else:
+            key = id(n)
+            if key in seen:
+                skipped.append(n)
+                continue
+            cls = n.__class__
+            is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
+            if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
+                continue
+            add(key)
+            kids = () if kids_of is None else kids_of(n)
+            if kids:
+                push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
+                stack += reversed(kids)
+                continue
+            if is_stmt:
+                spans[key] = (n, (n,), ())
+        nodes.append(n)
+        same = by_type.get(cls)
+        if same is None:
+            by_type[cls] = [n]
+        else:
+            same.append(n)
+        if not kind:
+            continue
+        src, heavy, is_var = kind
+        names = frozenset((n.name,)) if is_var else _NONE
+        for c in kids:
+            f = get(id(c))
+            if f is None:
+                continue
+            src = src or f[0]
+            heavy = heavy or f[2]
+            if f[1]:
+                names = f[1] if not names else names | f[1]
+        facts[id(n)] = (src, names, heavy)
+
+
 class Scan:
     """The facts of one kernel body (see the module docstring); read-only once built.
 
@@ -111,62 +214,14 @@ class Scan:
         spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {} if prior is None else dict(prior.spans)
         # the nodes whose entries `facts` and `spans` may keep from `prior`, held so their identities stay theirs
         self._held = None if prior is None else (prior.nodes, prior._held)
-        seen: set[int] = set()
-        skipped: list[Node] = []     # the children found already met, in walk order
-        # The stack holds a node to visit, or `(node, children, opened)` once its children are pushed (`opened`:
-        # where a statement's span starts in `nodes` and `skipped`, None for a value).
-        stack: list = [k]
-        pop, push, get, add, classes = stack.pop, stack.append, facts.get, seen.add, _CLASSES
-        while stack:
-            n = pop()
-            if n.__class__ is tuple:
-                n, kids, opened, kind = n
-                cls = n.__class__
-                if opened is not None:
-                    first, skip = opened
-                    spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
-            else:
-                key = id(n)
-                if key in seen:
-                    continue
-                cls = n.__class__
-                is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
-                if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
-                    continue
-                add(key)
-                if kids_of is None:   # a class without child fields
-                    kids = ()
-                else:
-                    kids = kids_of(n)
-                    if kids:
-                        push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
-                        for c in reversed(kids):
-                            if id(c) not in seen:
-                                push(c)
-                            else:
-                                skipped.append(c)
-                        continue
-                if is_stmt:
-                    spans[key] = (n, (n,), ())
-            nodes.append(n)
-            same = by_type.get(cls)
-            if same is None:
-                by_type[cls] = [n]
-            else:
-                same.append(n)
-            if not kind:
-                continue
-            src, heavy, is_var = kind
-            names = frozenset((n.name,)) if is_var else _NONE
-            for c in kids:
-                f = get(id(c))
-                if f is None:
-                    continue
-                src = src or f[0]
-                heavy = heavy or f[2]
-                if f[1]:
-                    names = f[1] if not names else names | f[1]
-            facts[id(n)] = (src, names, heavy)
+        try:
+            seen: set[int] = set()
+            skipped: list[Node] = []     # the children found already met, in walk order
+            _visit_all(k, prior, nodes, by_type, facts, spans, seen, skipped)
+        except RecursionError:   # a chain deeper than the interpreter's recursion limit: the same walk by a stack
+            nodes, by_type, seen, skipped = [], {}, set(), []
+            facts, spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
+            _stack_walk(k, prior, nodes, by_type, facts, spans, seen, skipped)
         self.nodes = nodes
         self._by_type = by_type
         self._matching: dict[type | tuple[type, ...], list[list[Node]]] = {}

@@ -155,11 +155,13 @@ _FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
 _LEAVES = frozenset({Const, Param, Var, Builtin})   # values without children (`hole`, a `Var`, is met first)
 
 
-def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | None, list[Value]]:
+def split_mask(blk: Block, mask: Value | None,
+               anywhere: bool = False) -> tuple[Value | None, Value | None, list[Value]]:
     """The 2-D bool tile `mask` as the conjunction of three parts: one that depends only on the row, one only on the
     column (each None for "true"), and a list of terms that may depend on both or read tiles held by threads, read
     element by element. Its terms are found through `&` and names of pure expressions (`line_axes` says what each
-    depends on)."""
+    depends on). `anywhere`: `mask` is known to be `readable_anywhere`, and so is each of its terms (the nodes its
+    walk reaches are among those of the mask's), which are then not walked again."""
     by = {0: None, 1: None}
     mixed: list[Value] = []
     todo = [] if mask is None else [mask]
@@ -172,7 +174,7 @@ def split_mask(blk: Block, mask: Value | None) -> tuple[Value | None, Value | No
             todo += [v.rhs, v.lhs]
             continue
         axes = line_axes(blk, v)
-        if axes is None or len(axes) > 1 or not readable_anywhere(blk, v):
+        if axes is None or len(axes) > 1 or not (anywhere or readable_anywhere(blk, v)):
             mixed.append(v)
         else:
             axis = 0 if not axes else next(iter(axes))

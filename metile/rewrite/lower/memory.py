@@ -337,7 +337,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
         return [If(cond, fast, slow, loc=b.loc)]
 
-    whole = SR.tile_inside(blk, load.mask, shape) if load.mask is not None else mo.const(True, DType.BOOL)
+    whole = (SR.tile_inside(blk, load.mask, shape, anywhere[id(load.mask)]) if load.mask is not None
+             else mo.const(True, DType.BOOL))
     if whole is not None and not isinstance(whole, Const):
         whole = blk.let(whole, "inside", load.loc)   # once for the tile, before its runs
     runs = layout.slots // width

@@ -186,12 +186,13 @@ def ends(v: Value, hole: Var, values: list[Value]) -> tuple[list[Value], list[Va
     return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole) else at)
 
 
-def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...]) -> Value | None:
+def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool = False) -> Value | None:
     """A test, the same for every element, that the 2-D bool tile `mask` (one any thread can compute,
     `lines.readable_anywhere`) holds at every element (a `Const` true when it always does); None where it cannot be
     had from the ends of the rows and columns: `mask` is not the conjunction of a part that reads only the row and
-    one that reads only the column (as `lines.split_mask` splits it), each true on an interval of its axis."""
-    rows, cols, mixed = LN.split_mask(blk, mask)
+    one that reads only the column (as `lines.split_mask` splits it), each true on an interval of its axis.
+    `anywhere`: `mask` is known to be `readable_anywhere` (its terms are then not walked again to find it)."""
+    rows, cols, mixed = LN.split_mask(blk, mask, anywhere)
     if mixed:
         return None
     zero, conds = mo.const(0), []

@@ -18,7 +18,6 @@ A Tile IR value is represented per thread by one of `Scalar`, `Regs`, `Mma`, `La
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import attrs
@@ -110,20 +109,25 @@ class Facts:
     lane_varies: object            # a test: may this value differ between the lanes of a simdgroup?
     axes: AxisAnalysis
     layouts: dict[str, TileLayout]
+    # what the lowering reads of the others, as fields set with them; the tile names found when first asked (fields,
+    # not `functools.cached_property`s, which would give the class attrs' `__getattr__`: `distribute.Blocked` says why)
+    plan: LaunchPlan = attrs.field(init=False, eq=False, repr=False)
+    defs: dict[str, Value] = attrs.field(init=False, eq=False, repr=False)
+    _tile_names: frozenset[str] | None = attrs.field(init=False, eq=False, repr=False, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "plan", self.k.plan)
+        object.__setattr__(self, "defs", self.axes.defs)
 
     @property
-    def plan(self) -> LaunchPlan:
-        return self.k.plan
-
-    @property
-    def defs(self) -> dict[str, Value]:
-        return self.axes.defs
-
-    @functools.cached_property
     def tile_names(self) -> frozenset[str]:
         """The names of the kernel's tiles (variables of a shaped type), found once when first asked: a value whose
         scan facts read none of them and hold no reduction, scan, gather or product reads scalars only."""
-        return frozenset(n.name for n in self.scan.of(Var) if n.type.shape)
+        found = self._tile_names
+        if found is None:
+            found = frozenset(n.name for n in self.scan.of(Var) if n.type.shape)
+            object.__setattr__(self, "_tile_names", found)
+        return found
 
 
 class KernelState:
