@@ -10,6 +10,12 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
   the binding, the copies into and out of the CPU device's guarded memory and the dispatch; in the interpreter its
   copies of the tensors and the interpreted program), its median over the steady calls. The rest is the op's host
   code (Liger's torch operations, autograd), the same on both sides;
+- CPU time: steady and kernels again, as the CPU time of the way's process (every thread's: on metile the CPU
+  device's workers' too) instead of wall time. On a machine shared with other work a process waits for cores, and
+  wall time counts the waits: metile's calls of a few milliseconds, which hand work between threads (the CPU
+  device's workers, torch's), wait more often, relative to their length, than the interpreter's single thread (on a
+  2-core machine at a load average of 9 to 10, the median wall time of Liger's embedding on metile was 7.7 ms in one
+  run and 21 ms in another a few minutes later, with 8.5 ms of CPU time). CPU time counts work, not waits;
 - compile per kernel (metile): the time of each specialization's compile in the first call (trace, passes, MSL, the
   C++ build), its median and maximum per op and over every op.
 The three ways run in three processes at once, taking turns op by op (metile, the interpreter, torch for one op, then
@@ -191,6 +197,7 @@ class _Clock:
 
     def __init__(self):
         self.kernels = 0.0
+        self.kernels_cpu = 0.0
         self.depth = 0
         self.compiles: list[tuple[str, float]] = []
 
@@ -201,11 +208,12 @@ class _Clock:
             if self.depth:
                 return run(fn_self, *args, **kwargs)
             self.depth += 1
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             try:
                 return run(fn_self, *args, **kwargs)
             finally:
                 self.kernels += time.perf_counter() - start
+                self.kernels_cpu += time.process_time() - cpu
                 self.depth -= 1
 
         cls.run = timed
@@ -241,22 +249,23 @@ class _Clock:
 CLOCK = _Clock()
 
 
-def _step(fn, inputs) -> tuple[float, float]:
-    """One forward and backward (a forward alone when nothing needs a gradient): its wall time in seconds, and the
-    part of it spent inside Triton kernel launches (`CLOCK`)."""
+def _step(fn, inputs) -> tuple[float, float, float, float]:
+    """One forward and backward (a forward alone when nothing needs a gradient): its wall time in seconds and the part
+    of it spent inside Triton kernel launches (`CLOCK`), then the same two as the CPU time of the process (every
+    thread's)."""
     import torch
 
     for t in inputs:
         if isinstance(t, torch.Tensor):
             t.grad = None
-    CLOCK.kernels = 0.0
-    start = time.perf_counter()
+    CLOCK.kernels = CLOCK.kernels_cpu = 0.0
+    start, cpu = time.perf_counter(), time.process_time()
     out = fn(*inputs)
     outs = out if isinstance(out, tuple) else (out,)
     if any(o.requires_grad for o in outs):
         torch.autograd.backward([o for o in outs if o.requires_grad],
                                 [torch.ones_like(o) for o in outs if o.requires_grad])
-    return time.perf_counter() - start, CLOCK.kernels
+    return time.perf_counter() - start, CLOCK.kernels, time.process_time() - cpu, CLOCK.kernels_cpu
 
 
 def _warm_up(way: str) -> None:
@@ -315,14 +324,14 @@ def measure(way: str, budget: float) -> None:
         row = {"op": name, "load": os.getloadavg()[0]}
         try:
             CLOCK.compiles.clear()
-            row["first"], row["first_kernels"] = _step(fn, inputs)
+            row["first"], row["first_kernels"], _, _ = _step(fn, inputs)
             row["compiles"] = list(CLOCK.compiles)
             times, spent = [], 0.0
             while len(times) < 3 or (spent < budget and len(times) < 200):
                 times.append(_step(fn, inputs))
                 spent += times[-1][0]
-            row["steady"] = statistics.median(t for t, _ in times)
-            row["kernels"] = statistics.median(k for _, k in times)
+            for k, key in enumerate(("steady", "kernels", "cpu", "kernels_cpu")):
+                row[key] = statistics.median(t[k] for t in times)
             row["reps"] = len(times)
         except Exception as e:   # a way that cannot run an op: its cell stays empty
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -414,6 +423,16 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
               f"{_ratio(ir, mr, 'steady')} {_ratio(t.get(n), mr, 'steady')} "
               f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')} "
               f"{(mr or {}).get('load', float('nan')):5.1f}")
+    print("\nsteady state, CPU time (ms): the same medians as the CPU time of each way's process (all its threads: on "
+          "metile the CPU device's workers too) rather than wall time; on a machine with other work a way waits for "
+          "cores, which wall time counts and CPU time does not")
+    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}")
+    for n in names:
+        mr, ir = m.get(n), i.get(n)
+        print(f"{n:30} {_ms(mr, 'cpu')} {_ms(ir, 'cpu')} {_ms(t.get(n), 'cpu')} "
+              f"{_ratio(ir, mr, 'cpu')} {_ratio(t.get(n), mr, 'cpu')} "
+              f"{_ms(mr, 'kernels_cpu')} {_ms(ir, 'kernels_cpu')} {_ratio(ir, mr, 'kernels_cpu')}")
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):

@@ -247,3 +247,38 @@ def test_vectors_swizzles_half_bfloat_and_math(cpu):
     np.testing.assert_allclose(h, (x * x + 1).astype(np.float16), rtol=1e-3)
     assert misc[0] == np.float32(1.0).view(np.int32)
     assert list(misc[1:]) == [30, 250, 10, 1, 5, -3, -1]
+
+
+SCALAR_VECTORS = """
+kernel void k(device const float* x [[buffer(0)]], device float4* f [[buffer(1)]], device int2* i2 [[buffer(2)]],
+              device uint4* u4 [[buffer(3)]], device float2* f2 [[buffer(4)]], device half4* h4 [[buffer(5)]],
+              uint i [[thread_position_in_grid]]) {
+    const float a = x[4 * i], b = x[4 * i + 1], c = x[4 * i + 2], d = x[4 * i + 3];
+    f[i] = float4(d, c, b, a);                                  // four floats, stored whole at once
+    i2[i] = int2(int(a * 100.0f), -int(i) - 1);                 // ints
+    u4[i] = uint4(i, 7u, uint(i * 3u), int(i) + 2);             // uints, one converted from an int
+    f2[i] = float2(int(i) - 5, uint(i) * 2u);                   // floats converted from an int and a uint
+    h4[i] = half4(a, 1.0f, half(b), c);                         // halves: element by element
+}
+"""
+
+
+def test_vectors_from_scalars_keep_order_and_conversions(cpu):
+    """A vector built from N scalars (gathered in a register on the CPU device) holds them in order, each converted
+    to the element type, for float, int and uint vectors of 2 and 4 elements and element by element for halves."""
+    rng = np.random.default_rng(5)
+    n = 64
+    x = rng.standard_normal(4 * n).astype(np.float32)
+    f = np.zeros((n, 4), np.float32)
+    i2 = np.zeros((n, 2), np.int32)
+    u4 = np.zeros((n, 4), np.uint32)
+    f2 = np.zeros((n, 2), np.float32)
+    h4 = np.zeros((n, 4), np.float16)
+    run(cpu, SCALAR_VECTORS, "scalar_vectors.metal", (n, 1, 1), (32, 1, 1), [x, f, i2, u4, f2, h4])
+    q = x.reshape(n, 4)
+    idx = np.arange(n)
+    np.testing.assert_array_equal(f, q[:, ::-1])
+    np.testing.assert_array_equal(i2, np.stack([(q[:, 0] * np.float32(100)).astype(np.int32), -idx - 1], 1))
+    np.testing.assert_array_equal(u4, np.stack([idx, np.full(n, 7), idx * 3, idx + 2], 1).astype(np.uint32))
+    np.testing.assert_array_equal(f2, np.stack([idx - 5, idx * 2], 1).astype(np.float32))
+    np.testing.assert_array_equal(h4, np.stack([q[:, 0], np.ones(n), q[:, 1], q[:, 2]], 1).astype(np.float16))

@@ -111,6 +111,10 @@ MT_SWZ_COMPOUND(<<)
 MT_SWZ_COMPOUND(>>)
 #undef MT_SWZ_COMPOUND
 
+/* Element types built as GCC vectors by vec's element-wise constructor. */
+template <class T>
+constexpr bool lane_vector = is_same<T, float>::value || is_same<T, int>::value || is_same<T, uint>::value;
+
 /* Components an argument of a vector constructor contributes. */
 template <class X> constexpr int count = vn<X> == 0 ? 1 : (vn<X> > 0 ? vn<X> : -100);
 
@@ -140,10 +144,20 @@ template <class T, int N> struct vec : _mt::vstore<T, N> {
     template <class A, class B, class... R,
               _mt::enable_if_t<_mt::count<A> + _mt::count<B> + (0 + ... + _mt::count<R>) == N, int> = 0>
     vec(const A& a, const B& b, const R&... r) {
-        int k = 0;
-        put(k, a);
-        put(k, b);
-        (put(k, r), ...);
+        if constexpr (_mt::vn<A> == 0 && _mt::vn<B> == 0 && (true && ... && (_mt::vn<R> == 0)) &&
+                      (N == 2 || N == 4) && _mt::lane_vector<T>) {
+            /* N scalars: gathered in a register and stored at once. Stored one by one, they would be read back by
+             * the 16-byte load of the vector's next use (a float4 store to device memory, say), which cannot take
+             * its bytes from four narrower stores still in flight and waits for them to reach the cache. */
+            typedef T lanes __attribute__((vector_size(N * sizeof(T))));
+            const lanes v = {T(a), T(b), T(r)...};
+            __builtin_memcpy(this->v_, &v, sizeof v);
+        } else {
+            int k = 0;
+            put(k, a);
+            put(k, b);
+            (put(k, r), ...);
+        }
     }
 
     T& operator[](int i) { return this->v_[i]; }
