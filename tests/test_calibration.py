@@ -282,3 +282,13 @@ def test_the_fit_reads_the_training_entries_only_and_leaves_the_model_as_it_was(
     assert lines[0].startswith("fit on 1 training entries")
     assert [line.split()[0] for line in lines[1:]] == list(calibrate.FIT_GRID)
     assert (rates.OVERLAP, rates.DISPATCH_S, calibrate.HOST_CALL_S, dict(rates.RATES)) == before
+
+
+def test_the_docs_quote_the_by_source_row_the_run_prints(capsys):
+    """docs/performance.md holds the table calibrate.py prints: the row of meTile's reference GEMM (an entry quick to
+    profile, whose estimate moves with every fitted constant of the M1) is the one a run prints today."""
+    import benchmarks.calibrate as calibrate
+
+    assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| metile-ci |"))
+    assert row in (ROOT / "docs" / "performance.md").read_text().splitlines()
