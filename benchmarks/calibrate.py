@@ -10,7 +10,10 @@ Exit status 1, with the missed target named, when a bound exceeds a measurement,
 1.35x on the median or beyond 2x on more than a tenth of the entries (the whole set or the held-out third), a
 checked ranking comes out wrong (`rankings`) or a peak is below a published rate.
 
-Run: python benchmarks/calibrate.py [--only ID ...] [--fit] [--json FILE]
+`--cache` sets the model against the last-level cache sizes the table takes without two public sources (M3, M4 and M5
+families): it prints the figures again with those sizes halved and doubled.
+
+Run: python benchmarks/calibrate.py [--only ID ...] [--fit] [--cache] [--json FILE]
 """
 
 from __future__ import annotations
@@ -43,6 +46,20 @@ TIE_MARGIN = 1.1       # rankings closer than this are ties, not established ord
 TIE_FACTOR = 2.0
 MEDIAN_TARGET = 1.35   # the estimate's error (max(e/m, m/e)) on the median entry
 WITHIN2_TARGET = 0.9   # the share of entries whose estimate is within 2x of the measurement
+
+# The constants `--fit` chooses on the training entries, each with the values it searches (`fit`): the share of the
+# Neural Accelerators' peak a matmul2d reaches on M5 (`tensor_fraction` of the M5 row of metile/profile/rates.py),
+# the threadgroup-memory bytes a core moves a clock on M1 to M4 (`tg_bytes` of their row; an achieved rate, so no
+# more than the table's peak), the model's OVERLAP and DISPATCH_S, and HOST_CALL_S above.
+FIT_GRID: dict[str, tuple[float, ...]] = {
+    "tensor_fraction": tuple(round(0.60 + 0.01 * i, 2) for i in range(41)),
+    "tg_bytes": tuple(float(b) for b in range(64, 129, 8)),     # at most the 128 B peak of M1 and M2 (gpus.py)
+    "OVERLAP": (0.0, 0.1, 0.2, 0.3, 0.5),
+    "HOST_CALL_S": (0.0, 100e-6, 150e-6, 200e-6, 300e-6),
+    "DISPATCH_S": (5e-6, 10e-6, 20e-6),
+}
+RATE_FAMILIES = {"tensor_fraction": ("M5",), "tg_bytes": ("M1", "M2", "M3", "M4")}   # the rows a rate is set in
+MOVED = 0.01           # an entry bears on a constant when its estimate moves by more than 1% over the values searched
 
 # published rates and the peak of the model each must not exceed: id -> (GpuSpec -> peak, value -> same unit)
 PEAKS = {
@@ -88,10 +105,10 @@ def peak_of(spec, name: str) -> float:
     return float(getattr(spec, name))
 
 
-def predict(entry: dict, run) -> dict:
-    """Bound and estimate of an entry: summed over its dispatches, plus `HOST_CALL_S` in the estimate when the entry
-    was timed as one host call."""
-    spec = spec_of(entry)
+def predict(entry: dict, run, spec=None) -> dict:
+    """Bound and estimate of an entry on its chip (or on `spec`, a `GpuSpec`): summed over its dispatches, plus
+    `HOST_CALL_S` in the estimate when the entry was timed as one host call."""
+    spec = spec_of(entry) if spec is None else spec
     ests = [p.estimate(spec) for p in run.profiles]
     host = HOST_CALL_S if entry.get("timing") == "host_call" else 0.0
     bound = sum(e.bound_s for e in ests)
@@ -211,7 +228,9 @@ def failed_targets(rows: list[dict], checks: list[dict], peak_fail: int = 0) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these entries (ids or id prefixes)")
-    parser.add_argument("--fit", action="store_true", help="search the fitted constants on the training entries")
+    parser.add_argument("--fit", action="store_true", help="choose the fitted constants on the training entries")
+    parser.add_argument("--cache", action="store_true",
+                        help="the figures again with the M3, M4 and M5 last-level caches halved and doubled")
     parser.add_argument("--json", metavar="FILE", help="write every row to FILE")
     opts = parser.parse_args(argv)
     os.environ["METILE_DEVICE"] = "cpu"
@@ -281,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(this run took {time.perf_counter() - began:.0f} s on the CPU device)")
     if opts.fit:
         print(fit(data, ran))
+    if opts.cache:
+        print(cache_sensitivity(data, rows, ran))
     if opts.json:
         Path(opts.json).write_text(json.dumps(all_rows, indent=1))
     failed = failed_targets(all_rows, checks, peak_fail)
@@ -288,26 +309,124 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def fit(data: dict, runs: dict) -> str:
-    """The fitted constants (the model's OVERLAP and DISPATCH_S, the host overhead here) that leave the fewest
-    training entries beyond 2x among those whose median error stays within 1.3x; the held-out entries are not
-    looked at."""
+CACHE_FAMILIES = ("M3", "M4", "M5")   # the families whose last-level cache sizes rest on fewer than two sources
+
+
+def cache_sensitivity(data: dict, rows: dict, runs: dict) -> str:
+    """The run's figures with the last-level cache of each family of `CACHE_FAMILIES` halved and doubled (one family
+    at a time, every other figure as it is): the summaries of `summary`, the rankings right, and the entries whose
+    estimate or bound moved by more than 1%, with their largest move. How much the calibration rests on sizes no
+    two public sources give."""
+    import attrs
+
+    from metile.profile.gpus import gpu
+
+    entries = {e["id"]: e for e in data["measurement"] if e["id"] in rows}
+    out = ["\nLast-level cache sizes halved and doubled (the M3, M4 and M5 figures rest on fewer than two sources):"]
+    for family in CACHE_FAMILIES:
+        ids = [i for i in rows if gpu(rows[i]["chip"]).family == family]
+        for scale in (0.5, 2.0):
+            changed = dict(rows)
+            for i in ids:
+                spec = spec_of(entries[i])
+                spec = attrs.evolve(spec, last_level_cache=int(spec.last_level_cache * scale))
+                changed[i] = {**rows[i], **predict(entries[i], runs[i], spec)}
+            est, bnd = (_moves(rows, changed, ids, key) for key in ("estimate", "bound"))
+            _, checks = rankings(data, changed)
+            new = list(changed.values())
+            wrong = [c["name"] for c in checks if not c["ok"]]
+            out.append(f"{family} x{scale:g}: {len(ids)} entries; estimates moved on {sum(m > 1.01 for m in est)} by "
+                       f"more than 1% (largest {max(est, default=1.0):.2f}x), bounds on {sum(m > 1.01 for m in bnd)} "
+                       f"(largest {max(bnd, default=1.0):.2f}x); {sum(c['ok'] for c in checks)} of {len(checks)} "
+                       f"rankings right{': wrong ' + '; '.join(wrong) if wrong else ''}")
+            out.append("  " + summary(new, "all"))
+            out.append("  " + summary([r for r in new if r["holdout"]], "held-out"))
+    return "\n".join(out)
+
+
+def _moves(rows: dict, changed: dict, ids: list[str], key: str) -> list[float]:
+    """How far `key` ("estimate" or "bound") of each entry of `ids` moved from `rows` to `changed`, as a factor >= 1."""
+    return [max(changed[i][key] / rows[i][key], rows[i][key] / changed[i][key]) for i in ids]
+
+
+def _training(data: dict, runs: dict) -> list[dict]:
+    """The training entries that ran with their own kernel: the ones any constant is fitted on."""
+    return [e for e in data["measurement"] if e["id"] in runs and not e.get("holdout") and not runs[e["id"]].proxy]
+
+
+def _constant(name: str) -> float:
+    from metile.profile import rates
+
+    if name in RATE_FAMILIES:
+        return getattr(rates.RATES[RATE_FAMILIES[name][0]], name)
+    return HOST_CALL_S if name == "HOST_CALL_S" else getattr(rates, name)
+
+
+def _set_constant(name: str, value: float) -> None:
+    import attrs
+
     from metile.profile import rates
 
     global HOST_CALL_S
-    train = [e for e in data["measurement"] if e["id"] in runs and not e.get("holdout") and not runs[e["id"]].proxy]
-    saved = rates.OVERLAP, rates.DISPATCH_S, HOST_CALL_S
-    found = []
-    for overlap in (0.0, 0.1, 0.2, 0.3, 0.5):
-        for host in (0.0, 100e-6, 150e-6, 200e-6, 300e-6):
-            for dispatch in (5e-6, 10e-6, 20e-6):
-                rates.OVERLAP, rates.DISPATCH_S, HOST_CALL_S = overlap, dispatch, host
-                errs = [_err(predict(e, runs[e["id"]])["estimate"], e["time_s"]) for e in train]
-                found.append((sum(x > 2 for x in errs) / len(errs), statistics.median(errs), overlap, host, dispatch))
-    rates.OVERLAP, rates.DISPATCH_S, HOST_CALL_S = saved
-    beyond, median, overlap, host, dispatch = min(f for f in found if f[1] <= 1.3)
-    return (f"fit on {len(train)} training entries: OVERLAP {overlap}, DISPATCH_S {dispatch * 1e6:.0f} us, "
-            f"HOST_CALL_S {host * 1e6:.0f} us (median error {median:.2f}x, {100 * beyond:.0f}% beyond 2x)")
+    if name in RATE_FAMILIES:
+        rates.RATES = {f: attrs.evolve(r, **{name: value}) if f in RATE_FAMILIES[name] else r
+                       for f, r in rates.RATES.items()}
+    elif name == "HOST_CALL_S":
+        HOST_CALL_S = value
+    else:
+        setattr(rates, name, value)
+
+
+def fit(data: dict, runs: dict) -> str:
+    """The constants of `FIT_GRID`, chosen together on the training entries alone: coordinate descent from the values
+    the model holds, each constant in turn set to the value of its grid with the least mean squared
+    log(estimate / measured) over the training entries (the others held), sweeping until a sweep changes none. The
+    held-out entries are not looked at. The lines give each value found beside the model's, and the training entries
+    the constant bears on (their estimate moves by more than `MOVED` over its grid) with estimate / measured there."""
+    train = _training(data, runs)
+    saved = {name: _constant(name) for name in FIT_GRID}
+
+    def estimates() -> dict[str, float]:
+        return {e["id"]: predict(e, runs[e["id"]])["estimate"] for e in train}
+
+    def loss() -> float:
+        est = estimates()
+        return statistics.mean(math.log(est[e["id"]] / e["time_s"]) ** 2 for e in train)
+
+    try:
+        found, sweeps = dict(saved), 0
+        while sweeps < 20:
+            sweeps += 1
+            changed = False
+            for name, values in FIT_GRID.items():
+                scored = []
+                for v in values:
+                    _set_constant(name, v)
+                    scored.append((loss(), v))
+                best = min(scored)[1]
+                _set_constant(name, best)
+                changed |= best != found[name]
+                found[name] = best
+            if not changed:
+                break
+        at_fit, final = estimates(), loss()
+        lines = [f"fit on {len(train)} training entries ({sweeps} sweeps of coordinate descent): rms log error "
+                 f"{math.sqrt(final):.3f}, estimate error median "
+                 f"{statistics.median(_err(at_fit[e['id']], e['time_s']) for e in train):.2f}x"]
+        for name, values in FIT_GRID.items():
+            _set_constant(name, values[0])
+            low = estimates()
+            _set_constant(name, values[-1])
+            high = estimates()
+            _set_constant(name, found[name])
+            moved = [e for e in train if abs(math.log(low[e["id"]] / high[e["id"]])) > math.log(1 + MOVED)]
+            held = "" if math.isclose(found[name], saved[name]) else f" (the model holds {saved[name]:g})"
+            lines.append(f"  {name} {found[name]:g}{held}: moves {len(moved)} training entries: "
+                         + ", ".join(f"{e['id']} {at_fit[e['id']] / e['time_s']:.2f}" for e in moved))
+        return "\n".join(lines)
+    finally:
+        for name, value in saved.items():
+            _set_constant(name, value)
 
 
 if __name__ == "__main__":

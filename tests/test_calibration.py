@@ -253,3 +253,42 @@ def test_a_timed_norm_entry_that_does_not_run_says_why(capsys):
     assert calibrate.main(["--only", "mlxi4263-m2-rmsnorm-silu-float16"]) == 0
     out = capsys.readouterr().out
     assert "mlxi4263-m2-rmsnorm-silu-float16" in out and "not run: MLX's rms_norm kernel is defined only" in out
+
+
+def test_the_fit_reads_the_training_entries_only_and_leaves_the_model_as_it_was(monkeypatch):
+    """`--fit` chooses every constant of FIT_GRID on the training entries: a held-out entry (and a proxy) is never
+    predicted, the lines name each constant, and the model's constants are the same afterwards."""
+    import benchmarks.calibrate as calibrate
+    from benchmarks.calibration_runs import Run
+    from metile.profile import rates
+
+    run = _reference_run()
+    proxy = Run(run.profiles, "mtile_matmul", proxy=True)
+    est = calibrate.predict({"id": "x", "chip": "M1", "kind": "gemm"}, run)["estimate"]
+    data = {"measurement": [{"id": "train", "chip": "M1", "kind": "gemm", "time_s": 1.2 * est},
+                            {"id": "held", "chip": "M1", "kind": "gemm", "time_s": 9 * est, "holdout": True},
+                            {"id": "proxy", "chip": "M1", "kind": "gemm", "time_s": 9 * est}]}
+    seen = []
+    real = calibrate.predict
+
+    def spy(entry, r, spec=None):
+        seen.append(entry["id"])
+        return real(entry, r, spec)
+
+    monkeypatch.setattr(calibrate, "predict", spy)
+    before = (rates.OVERLAP, rates.DISPATCH_S, calibrate.HOST_CALL_S, dict(rates.RATES))
+    lines = calibrate.fit(data, {"train": run, "held": run, "proxy": proxy}).splitlines()
+    assert set(seen) == {"train"}
+    assert lines[0].startswith("fit on 1 training entries")
+    assert [line.split()[0] for line in lines[1:]] == list(calibrate.FIT_GRID)
+    assert (rates.OVERLAP, rates.DISPATCH_S, calibrate.HOST_CALL_S, dict(rates.RATES)) == before
+
+
+def test_the_docs_quote_the_by_source_row_the_run_prints(capsys):
+    """docs/performance.md holds the table calibrate.py prints: the row of meTile's reference GEMM (an entry quick to
+    profile, whose estimate moves with every fitted constant of the M1) is the one a run prints today."""
+    import benchmarks.calibrate as calibrate
+
+    assert calibrate.main(["--only", "metile-ci-m1-reference-gemm"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| metile-ci |"))
+    assert row in (ROOT / "docs" / "performance.md").read_text().splitlines()

@@ -106,6 +106,39 @@ def test_a_dispatch_without_profile_returns_nothing(dev):
     assert (b == a).all()
 
 
+def test_a_dispatch_without_profile_costs_what_it_did_before_any_profiled_one(dev):
+    """`profile=` leaves the plain path alone: a dispatch without it runs the plain build and makes the same Python
+    calls (counted by cProfile, a count that does not depend on the machine's load) whether or not the same kernel
+    was profiled before it, and of the profiler it calls only the check of the `profile=` argument. A profiled
+    dispatch builds the instrumented library beside the plain one instead of replacing it."""
+    import cProfile
+    import pstats
+
+    lib = dev.compile(COPIES.replace("copy(", "copy_cost("), name="copies_cost.metal")
+    fn = lib.function("copy_cost")
+    a = np.arange(4096, dtype=np.float32)
+    b = np.zeros(4096, np.float32)
+
+    def plain_calls() -> tuple[int, set[str]]:
+        dev.dispatch_threads(fn, (4096, 1, 1), (256, 1, 1), [a, b])      # the kept dispatch is made here
+        prof = cProfile.Profile()
+        prof.enable()
+        assert dev.dispatch_threads(fn, (4096, 1, 1), (256, 1, 1), [a, b]) is None
+        prof.disable()
+        stats = pstats.Stats(prof).stats
+        return sum(calls for calls, *_ in stats.values()), {f"{file}:{name}" for file, _, name in stats}
+
+    before, _ = plain_calls()
+    assert set(lib._handles) == {False}
+    assert dev.dispatch_threads(fn, (4096, 1, 1), (256, 1, 1), [a, b], profile=True) is not None
+    assert set(lib._handles) == {False, True}
+    after, called = plain_calls()
+    assert after == before
+    # of the profiler, only the check that reads the (absent) `profile=` argument runs
+    assert [c.rsplit("/", 1)[-1] for c in called if "profil" in c] == ["profiling.py:sample_size"]
+    assert (b == a).all()
+
+
 def test_coalesced_and_strided_copies(dev):
     lib = dev.compile(COPIES, name="copies.metal")
     a = np.arange(4096 * 16, dtype=np.float32)

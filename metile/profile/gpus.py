@@ -65,6 +65,19 @@ Sources (the ``source`` field of a row names them by these keys):
   From M3 on (Apple 9 and later) the table takes 256 B/clock per core (assumed): meTile's probe measured 3361 GB/s
   of threadgroup-memory reads on a 10-core M5 (193 B per core per clock at 1.74 GHz, more than 128 B), and no
   figure for M3 or M4 was found, so they take the same higher figure.
+- ``slc``: the System Level Cache (last-level cache) sizes. M1 and M2 families: 8, 24, 48 and 96 MB by tier in
+  metal-benchmarks' L3 column and applegpuinfo (which states them for generations 1 and 2), the M1 family's 8-96 MB
+  in The Eclectic Light Company's "Apple silicon: 5 Memory and internal storage" (2024-03-06), the M2's 8 MB in
+  Wikipedia's "Apple M2" and the M2 Max's 48 MB (printed "49 MB") on notebookcheck; the Ultras are two Max dies.
+  After M2 Apple states no size and no review or die-shot analysis found gives one, except German Wikipedia's "Apple
+  M3 Max" (48 MB, the table's value; a spec aggregator, versusmars, lists 32 MB as "L3", the size of that chip's
+  performance-core L2) and the same aggregator's 24 MB for the M4 Pro. applegpuinfo gives every later chip the
+  M1/M2 tier sizes through a fallback, not as a figure for it. So the M3, M4 and M5 rows carry the tier sizes over
+  and mark ``last_level_cache`` assumed. meTile's working-set sweep on an M5 reads 16 MiB at 2453 GB/s and 32 MiB at
+  1795 GB/s (DRAM streams at 120.6), so the level serving its GPU holds more than the 8 MiB taken here; a larger
+  cache only lowers the device bound, so the smaller figure keeps it a bound. benchmarks/calibration/chips.toml
+  lists each address and ``python benchmarks/calibrate.py --cache`` measures how much the calibration rests on the
+  figures no two sources give (docs/performance.md).
 
 Derivations (checked by tests/test_gpu_table.py):
 
@@ -80,7 +93,7 @@ Derivations (checked by tests/test_gpu_table.py):
 - Tensor ops (Metal 4 ``matmul2d``): ``tensor_fp16_flops`` (half and bfloat inputs) and ``tensor_fp32_flops``
   (float inputs, relaxed to TF32 or not) are the peaks of a ``matmul2d`` run by a simdgroup or simdgroups.
   M5 (``neural_accelerator``): the Neural Accelerators' 1024 FLOPs per core per clock for half and bfloat, the
-  figure above (``m5-tensor``: measured bf16 GEMM reaches 88% of it on an M5 Max, and MLX's bf16 GEMM is 3.6x faster
+  figure above (``m5-tensor``: measured bf16 GEMM reaches 80-86% of it on an M5 Max, and MLX's bf16 GEMM is 3.6x faster
   on them than on simdgroup_matrix); float inputs assumed at the same rate (no published float or TF32 rate was
   found: the higher peak is kept). Before M5 there is no accelerator, and a tensor op is assumed to run at the
   simdgroup_matrix rate of its inputs: ``fp16_matrix_flops`` for half, ``fp32_flops`` for bfloat and float (the
@@ -156,9 +169,9 @@ class GpuSpec:
 
 
 # the sources most rows share (keys of the module docstring)
-MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks"
-SPEC_DATABASE = "apple; hmc-tech; m3-clock; powermetrics; wikipedia; metal-features; tg-banks"
-M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; powermetrics; metal-features; tg-banks"
+MEASURED_M1_M2 = "apple; metal-benchmarks; applegpuinfo; wikipedia; metal-features; tg-banks; slc"
+SPEC_DATABASE = "apple; hmc-tech; m3-clock; powermetrics; wikipedia; metal-features; tg-banks; slc"
+M5_FAMILY = "apple; m5-roofline; m5-tensor; hmc-tech; powermetrics; metal-features; tg-banks; slc"
 
 
 def _spec(name: str, *, cores: int, bins: tuple[int, ...], clock_ghz: float, bus_bits: int, mts: int,
@@ -194,7 +207,7 @@ _ROWS = (
     # M1, 1.296 GHz for Pro/Max/Ultra); the 2.6/10.4/21 TFLOPS of M1/M1 Max/M1 Ultra agree within 2.1%.
     # Memory: LPDDR4X-4266 on 128 bits for the M1 (Apple: 68.25 GB/s), LPDDR5-6400 on 256/512/1024 bits for
     # Pro/Max/Ultra (Apple: 200/400/800 GB/s; wikipedia). SLC 8/24/48/96 MB (metal-benchmarks L3 column,
-    # applegpuinfo, wikipedia). Bins (apple, wikipedia): 7, 14, 24 and 48 cores.
+    # applegpuinfo, The Eclectic Light Company; slc). Bins (apple, wikipedia): 7, 14, 24 and 48 cores.
     _spec("M1", cores=8, bins=(7,), clock_ghz=1.278, bus_bits=128, mts=4266, slc_mib=8,
           source=MEASURED_M1_M2),
     _spec("M1 Pro", cores=16, bins=(14,), clock_ghz=1.296, bus_bits=256, mts=6400, slc_mib=24,
@@ -206,7 +219,8 @@ _ROWS = (
     # --- M2 family (Apple 8 GPU, G14). Clock 1.398 GHz for M2, M2 Pro and M2 Max (metal-benchmarks Overview);
     # the M2 Ultra is two M2 Max dies and is taken to run at the same clock (no separate figure found, so
     # marked assumed). LPDDR5-6400 on 128/256/512/1024 bits (Apple:
-    # 100/200/400/800 GB/s). SLC 8/24/48 MB (metal-benchmarks), 96 MB for two Max dies (applegpuinfo).
+    # 100/200/400/800 GB/s). SLC 8/24/48 MB (metal-benchmarks, applegpuinfo; the M2's 8 MB also
+    # Wikipedia, the M2 Max's 48 MB notebookcheck), 96 MB for two Max dies (applegpuinfo; slc).
     # Bins (apple): 8, 16, 30 and 60 cores.
     _spec("M2", cores=10, bins=(8,), clock_ghz=1.398, bus_bits=128, mts=6400, slc_mib=8,
           source=MEASURED_M1_M2),
@@ -222,9 +236,10 @@ _ROWS = (
     # 10-core M3 4.1 TFLOPS (1.60 GHz) (m3-clock). As for every disagreement here, the higher figure is taken, for
     # the whole family (assumed): a lower bound stays one when a peak is overstated. LPDDR5-6400 on 8, 12
     # and 32 16-bit controllers (wikipedia): 128/192/512 bits (Apple: 100/150/400 GB/s); the M3 Ultra is two
-    # M3 Max dies, 1024 bits (Apple: 819 GB/s). SLC: no public figure found; the M1/M2 tier sizes are carried
-    # over (8/24/48/96 MB; the M3 Pro's narrower bus may come with less SLC, the larger size is kept as the
-    # model's safer side). Bins (apple): 8, 14, 30 (with a 384-bit, 300 GB/s bus) and 60 cores.
+    # M3 Max dies, 1024 bits (Apple: 819 GB/s). SLC: only the M3 Max's 48 MB has a public statement (German
+    # Wikipedia; slc); the M1/M2 tier sizes are carried over for all four (8/24/48/96 MB, assumed; the M3 Pro's
+    # narrower bus may come with less SLC, the larger size is kept as the model's safer side). Bins (apple): 8,
+    # 14, 30 (with a 384-bit, 300 GB/s bus) and 60 cores.
     # powermetrics puts the top GPU state lower (powermetrics): 1.380 GHz on the M3 Pro and M3 Max, 1.338 GHz on
     # fanless M3 MacBook Airs. 1.6 GHz is kept: at 1.380 GHz MLX's measured 18.9 TFLOP/s bf16 GEMM on the
     # 60-core M3 Ultra (mlx issue 3196) would be 89% of the ALU peak, above the 80% simdgroup_matrix reached on
@@ -245,16 +260,16 @@ _ROWS = (
     # Max (powermetrics). hmc-tech's 1.678 GHz for the M4 Max has no measurement behind it. A fanless M4
     # MacBook Air tops at 1.470 GHz; the higher 1.578 GHz is taken for the M4 (assumed). Memory (wikipedia, apple):
     # LPDDR5X-7500 on 128 bits (120 GB/s), LPDDR5X-8533 on 256/512 bits (273/546 GB/s). SLC: no public figure
-    # found; tier sizes carried over (assumed). Bins (apple, wikipedia): 8, 16 and 32 cores (the 32-core Max on
-    # a 384-bit, 410 GB/s bus). No M4 Ultra exists (apple).
+    # beyond an aggregator's 24 MB for the M4 Pro (slc); tier sizes carried over (assumed). Bins (apple,
+    # wikipedia): 8, 16 and 32 cores (the 32-core Max on a 384-bit, 410 GB/s bus). No M4 Ultra exists (apple).
     _spec("M4", cores=10, bins=(8,), clock_ghz=1.578, bus_bits=128, mts=7500, slc_mib=8,
-          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks",
+          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks; slc",
           assumed=("clock_ghz", "last_level_cache")),
     _spec("M4 Pro", cores=20, bins=(16,), clock_ghz=1.578, bus_bits=256, mts=8533, slc_mib=24,
-          source="apple; eclecticlight; wikipedia; metal-features; tg-banks",
+          source="apple; eclecticlight; wikipedia; metal-features; tg-banks; slc",
           assumed=("last_level_cache",)),
     _spec("M4 Max", cores=40, bins=(32,), clock_ghz=1.578, bus_bits=512, mts=8533, slc_mib=48,
-          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks",
+          source="apple; eclecticlight; hmc-tech; powermetrics; wikipedia; metal-features; tg-banks; slc",
           assumed=("last_level_cache",)),
     # --- M5 family (G17, a Neural Accelerator in every GPU core). Clock: 1.740 GHz (hmc-tech). An M5 measured
     # 3.76 TFLOPS FP32 with powermetrics showing 1.578 GHz (m5-roofline), but meTile's probe measured 4.1 TFLOPS
@@ -264,7 +279,8 @@ _ROWS = (
     # the Pro and Max bus widths are derived from Apple's 307 and 614 GB/s at 9600 MT/s (256 and 512 bits).
     # The Pro and Max run at 1.620 GHz (powermetrics on an M5 Max; launch coverage for both); the Pro's clock
     # rests on the launch coverage alone and is marked assumed. SLC: no public figure found; tier sizes carried
-    # over (assumed). Bins: an 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
+    # over (assumed), though meTile's working-set sweep shows more than 8 MiB serving the M5's GPU (slc). Bins: an
+    # 8-core M5 is listed (hmc-tech); Pro/Max bins not confirmed. No M5 Ultra exists.
     _spec("M5", cores=10, bins=(8,), clock_ghz=1.74, bus_bits=128, mts=9600, slc_mib=8,
           source=M5_FAMILY,
           fp16_per_core_clock=512, matrix_per_core_clock=1024, accelerator=True,

@@ -66,20 +66,26 @@ class Rates:
 
 
 # Apple 7/8 (M1, M2): simdgroup_matrix measured at 101.7 FFMA32 and 102.5 FFMA16 per core per clock = ~205 FLOPs
-# (metal-benchmarks "Operations per Second"; measurements.toml metalbench-matrix-ffma32/16). Threadgroup memory:
-# metal-benchmarks measured 64 B per core per clock, but meTile's 1024^3 GEMM, bound by threadgroup memory, ran in
-# 2.34 ms on an M1, which needs 120 B (benchmarks/calibrate.py: its passes at 128 B give 2.2 ms): 128 B is taken
-# (FITTED on that training entry and MLX's M2 Ultra GEMMs). Streaming copies reach 82-88% of the interface peak
-# (chsasank/device-benchmarks: 56 of 68, 176 of 205 GB/s; MLX issue 3837: 680 of 819 GB/s on an M1 Ultra).
-# M3, M4: no separate figure; the same per-clock rates are kept (assumed). M5: an MLX bf16 GEMM without the Neural
-# Accelerators reaches 15.3 TFLOP/s on an M5 Max (MLX pull 3838: 1.374e11 FLOP in ~9 ms), 240 FLOPs per core per clock;
-# threadgroup memory measured at 3361 GB/s on an M5 (meTile's probe: 213 B per core per clock); STREAM copies reach
-# 79% (michaelstinkerings m5 roofline: 122 of 153.6 GB/s) and meTile's read probe 120.6 GB/s; a 16 MiB working set
-# reads at 2453 GB/s (155 B per core per clock). Tensor ops: 88% of the accelerators' peak (gpus.py, m5-tensor).
-# The cache port before M5 (128 B per core per clock) is FITTED: no measurement was found (on device segment counts
-# made before the profiler merged adjacent scalar accesses: MLX's decode attention, which it bound, no longer binds it).
-_APPLE7 = Rates(matrix_flops=205.0, tg_bytes=128.0, tensor_fraction=0.8, dram_fraction=0.85, cache_bytes=128.0)
-_M5 = Rates(matrix_flops=240.0, tg_bytes=200.0, tensor_fraction=0.88, dram_fraction=0.8, cache_bytes=155.0)
+# (metal-benchmarks "Operations per Second"; measurements.toml metalbench-matrix-ffma32/16). Threadgroup memory: 128 B
+# per core per clock, FITTED (benchmarks/calibrate.py --fit, training entries only: the 26 it moves by more than 1%,
+# MLX's GEMMs and attention on M1 to M3 and meTile's M1 GEMM, the one it binds; searched up to the table's 128 B peak,
+# which it reaches); metal-benchmarks measured 64 B, but meTile's 1024^3 GEMM, bound by threadgroup memory, ran in
+# 2.34 ms on an M1, which needs at least 120 B at its counted passes. Streaming copies reach 82-88% of the interface
+# peak (chsasank/device-benchmarks: 56 of 68, 176 of 205 GB/s; MLX issue 3837: 680 of 819 GB/s on an M1 Ultra). The
+# port from a core to the caches beyond its L1 (the cache term): 32 B per core per clock, the L2 rate Philip Turner
+# gives the M1's GPU cores ("L2D 32 B" per core-cycle, forums.macrumors.com "What's the point of ARM?" page 9, read off
+# Chips and Cheese's GPU cache measurements; metal-benchmarks README: a GPU core's I/O bus is 32 bytes wide, as a CPU
+# core's), in place of the 128 B once set by hand on decode-attention entries some of which are held out. M3, M4: no
+# separate figure; the same per-clock rates are kept (assumed).
+# M5: an MLX bf16 GEMM without the Neural Accelerators reaches 15.3 TFLOP/s on an M5 Max (MLX pull 3838: 1.374e11
+# FLOP in ~9 ms), 240 FLOPs per core per clock; threadgroup memory measured at 3361 GB/s on an M5 (meTile's probe: 213
+# B per core per clock); STREAM copies reach 79% (michaelstinkerings m5 roofline: 122 of 153.6 GB/s) and meTile's
+# read probe 120.6 GB/s; a 16 MiB working set reads at 2453 GB/s (155 B per core per clock, the M5's cache port).
+# Tensor ops: 80% of the accelerators' peak, FITTED on the training entries (MLX's tensor-op GEMMs on an M5, an M5 Pro
+# and an M5 Max: MLX issue 3196, pull requests 3295 and 3842); MLX pull 3838's 53-57 TFLOP/s on an M5 Max (80-86% of
+# the table's peak) is held out.
+_APPLE7 = Rates(matrix_flops=205.0, tg_bytes=128.0, tensor_fraction=0.8, dram_fraction=0.85, cache_bytes=32.0)
+_M5 = Rates(matrix_flops=240.0, tg_bytes=200.0, tensor_fraction=0.8, dram_fraction=0.8, cache_bytes=155.0)
 RATES = {"M1": _APPLE7, "M2": _APPLE7, "M3": _APPLE7, "M4": _APPLE7, "M5": _M5}
 
 
@@ -108,5 +114,7 @@ SPECIAL_CYCLES = 6.0
 
 
 # -- fitted (benchmarks/calibrate.py, training entries only) -------------------------------------------------------
-OVERLAP = 0.2                # FITTED: share of the non-binding terms that does not overlap the binding one
-DISPATCH_S = 5e-6            # FITTED: a dispatch's fixed cost on the GPU (launch, first wave's ramp, drain)
+# `python benchmarks/calibrate.py --fit` chooses these with the two rates marked FITTED above and its own HOST_CALL_S,
+# together, by coordinate descent on the mean squared log error of the training entries' estimates.
+OVERLAP = 0.1                # FITTED: share of the non-binding terms that does not overlap the binding one
+DISPATCH_S = 20e-6           # FITTED: a dispatch's fixed cost on the GPU (launch, first wave's ramp, drain)
