@@ -18,7 +18,7 @@ Speed: compiling builds and walks every node several times, so `@node` also give
 - `__init__` (for fields without validators) sets the fields as attrs' would, and hashes them in the same
   call instead of calling `__attrs_post_init__` to read them back (a class with its own
   `__attrs_post_init__` still gets it called). It sets them by plain attribute stores on the instance made
-  an instance of the class's twin for the while (`_twin`: the same slots, `object`'s `__setattr__`), which
+  an instance of the class's twin for the while (the same slots, `object`'s `__setattr__`), which
   the interpreter turns into direct slot writes, where calling each slot descriptor's `__set__` (what
   attrs' own frozen `__init__` does in effect) goes through a method wrapper that packs its arguments in a
   tuple: about a third of a node's construction. The instance is of its frozen class again before
@@ -31,12 +31,12 @@ Speed: compiling builds and walks every node several times, so `@node` also give
   such `__getattr__`: a value whose type cannot be computed (a malformed one, for the verifier to report)
   has its slot left empty, and reading it raises `AttributeError` (`type_error` gives the error its type
   function raises). A type function that is `return self.f.type` (an element-wise value's) is not called: the
-  generated code reads `self.f.type` itself (`_type_of_field`);
+  generated code reads `self.f.type` itself (`type_of_field`);
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields` (the classes without a
   field that may hold a node share one `no_children`, which walks can tell by identity).
-They are made when the class's first instance is built (`_first_init`), not when the class is defined, so that
-importing the IR compiles no code for classes a process never builds; attrs' own `__eq__` and `__hash__` are not
-made at all.
+`metile.ir.node_source` writes their source text. They are made when the class's first instance is built
+(`_first_init`), not when the class is defined, so that importing the IR compiles no code for classes a process
+never builds; attrs' own `__eq__` and `__hash__` are not made at all.
 The results are those of the generic definitions (`_generic_children` states them). The cached hash
 is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fetch it.
 """
@@ -51,10 +51,21 @@ from functools import cached_property
 from typing import TypeVar
 
 import attrs
-from pyrsistent import PVector, pmap, pvector
+from pyrsistent import PVector, pvector
 from pyrsistent.typing import PVector as PVectorType
 
 from metile.ir.errors import Loc
+from metile.ir.node_source import (
+    NODE_NAMES,
+    as_tuple,
+    child_lines,
+    derive_lines,
+    hash_expr,
+    init_lines,
+    repr_lines,
+    setter,
+    type_of_field,
+)
 
 T = TypeVar("T")
 
@@ -162,19 +173,6 @@ def _extend(out: list[Node], v) -> None:
 
 _DERIVED_TYPE: dict[type, Callable[[Node], object]] = {}   # per class, the function of its `type` cached_property
 _NOTHING = attrs.NOTHING   # the default of a field with a factory, as in the `__init__` attrs writes
-_NODE_NAMES = {"Node"}   # the names of the node classes made so far, to spot fields declared as nodes
-def as_tuple(items) -> tuple:
-    """`tuple(items)`: the converter of the IR's tuple fields. A Python function rather than `tuple` itself, since
-    attrs reads each converter's signature when it makes a class, and `inspect.signature` of a builtin parses its
-    text signature (the first time compiling tokenize's patterns): milliseconds of importing the IR."""
-    return tuple(items)
-
-
-# Converters whose result class is known: a value of that class is kept as it is (the same value, or one
-# equal to what the converter would build, as persistent collections are immutable), without a call.
-_CONVERTED: dict[object, type] = {tuple: tuple, as_tuple: tuple, pvector: type(pvector()), pmap: type(pmap())}
-
-
 _PENDING: dict[type, Callable[[Node], object] | None] = {}  # class -> its derived `type` function, if any
 _SPECIALISING = threading.RLock()
 
@@ -197,7 +195,7 @@ def _register(cls: type, derived_type: Callable[[Node], object] | None) -> None:
             raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} needs what a node's generated "
                             "__init__ does not do (a validator, an attrs Converter, a factory taking self, or "
                             "an equality field outside __init__)")
-    _NODE_NAMES.add(cls.__name__)
+    NODE_NAMES.add(cls.__name__)
     _PENDING[cls] = derived_type
     cls.__init__ = _first_init
 
@@ -232,9 +230,9 @@ def _specialise(cls: type) -> None:
     # `Const`'s may equate values whose hashes differ), so only then may unequal hashes answer.
     if all(a.eq_key is None for a in fields):
         keys.insert(0, "self._h == other._h")
-    same = _type_of_field(derived_type, _EQ_NAMES[cls]) if derived_type is not None else None
+    same = type_of_field(derived_type, _EQ_NAMES[cls]) if derived_type is not None else None
     type_expr = None if derived_type is None else "_type_of(self)" if same is None else f"self.{same}.type"
-    derive = _derive_lines(f"{_setter(cls, 'type', scope)}", type_expr, ")")
+    derive = derive_lines(f"{setter(cls, 'type', scope)}", type_expr, ")")
     lines = ["def __eq__(self, other):",
              "    if other.__class__ is not self.__class__:",
              "        return NotImplemented",
@@ -243,20 +241,20 @@ def _specialise(cls: type) -> None:
              f"    return {' and '.join(keys) or 'True'}",
              "",
              "def __attrs_post_init__(self):",
-             f"    {_setter(cls, '_h', scope)}{_hash_expr(fields, 'self.')}",
+             f"    {setter(cls, '_h', scope)}{hash_expr(fields, 'self.')}",
              *derive,
              "",
              "def children(n):",
              "    out = []"]
-    kid_lines = [line for a in fields for line in _child_lines(a)]
+    kid_lines = [line for a in fields for line in child_lines(a)]
     lines += kid_lines
     lines.append("    return out")
     own_repr = "__repr__" in cls.__dict__
     if not own_repr:
-        lines += _repr_lines(cls)
+        lines += repr_lines(cls)
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
-    init = _init_lines(cls, scope, None if generic else "__attrs_post_init__", derive, type_expr)
+    init = init_lines(cls, scope, None if generic else "__attrs_post_init__", derive, type_expr)
     exec(compile("\n".join(lines + init) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
     if generic:
@@ -268,95 +266,6 @@ def _specialise(cls: type) -> None:
         cls.__repr__ = scope["__repr__"]
     scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = scope["__init__"]
-
-
-def _field_type(self):   # the shape of the type function `_type_of_field` recognises (the field's name aside)
-    return self.x.type
-
-
-def _type_of_field(fn: Callable[[Node], object], fields: tuple[str, ...]) -> str | None:
-    """The field `f` among `fields` when the type function `fn` is `return self.f.type` (an element-wise value's type is
-    its operand's), whose generated code then reads `self.f.type` itself instead of calling `fn`; None otherwise."""
-    code, shape = getattr(fn, "__code__", None), _field_type.__code__
-    if code is None or code.co_code != shape.co_code or code.co_consts != shape.co_consts \
-            or code.co_argcount != 1 or len(code.co_names) != 2 or code.co_names[1] != "type":
-        return None
-    return code.co_names[0] if code.co_names[0] in fields else None
-
-
-def _repr_lines(cls: type) -> list[str]:
-    """The `__repr__` attrs would write for `cls` (`Binary(op=..., lhs=..., rhs=...)`, the fields shown with their
-    `repr` or their own `repr=` function), without attrs' guard against cycles: a node cannot contain itself."""
-    parts = []
-    for a in attrs.fields(cls):
-        if a.repr is True:
-            parts.append(f"{a.name}={{self.{a.name}!r}}")
-        elif a.repr is not False:
-            raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} has its own repr function")
-    return ["", "def __repr__(self):",
-            f"    return f'{{self.__class__.__qualname__.rsplit(\">.\", 1)[-1]}}({', '.join(parts)})'"]
-
-
-# Declared field types whose values are never nodes nor hold any (scalars, enums, types, the kernel's plan and
-# options): `children` does not look at such a field. A field declared otherwise is searched as before.
-_NEVER_NODES = frozenset({"int", "float", "bool", "str", "None", "tuple[int, ...]", "BinOp", "UnOp", "CmpOp",
-                          "ReduceOp", "BuiltinKind", "DType", "Fence", "Stage", "Type", "AddressSpace",
-                          "CompileOptions", "LaunchPlan", "Schedule", "PMap[str, int]"})
-
-
-def _child_lines(a: attrs.Attribute) -> list[str]:
-    """The lines of a generated `children(n)` appending the nodes of field `a` to `out`: none for a field declared
-    as a type of `_NEVER_NODES`, a test for None first for a node that may be None, the generic search otherwise."""
-    declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else {""}
-    if declared <= _NEVER_NODES:
-        return []
-    generic = ["        s = _IS_SEQ.get(v.__class__)",
-               "        if s or (s is None and _is_seq(v.__class__)):",
-               "            _extend(out, v)"]
-    if "None" in declared and declared - {"None"} <= _NODE_NAMES:
-        return [f"    v = n.{a.name}",
-                "    if v is None:",
-                "        pass",
-                "    elif isinstance(v, Node):",
-                "        out.append(v)",
-                "    else:", *generic]
-    return [f"    v = n.{a.name}",
-            "    if isinstance(v, Node):",
-            "        out.append(v)",
-            "    else:", *generic]
-
-
-def _hash_expr(fields: list[attrs.Attribute], prefix: str, trusting: bool = False) -> str:
-    """The hash of a node from its equality fields (read as `prefix + alias`, then `)` closes the setter call).
-    A field declared as a node contributes its cached hash, read directly when it holds a node, and a field declared
-    as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
-    into Python for each node; equal fields still contribute equal numbers. `trusting`: the fields declared as nodes
-    are taken to hold nodes (or None where declared so), read without a test of their class; for a node that holds
-    anything else, reading `_h` raises `AttributeError` and `__init__` hashes it as without `trusting`."""
-    parts = []
-    for a in fields:
-        v = prefix + (a.name if prefix else a.alias)
-        declared = {t.strip() for t in a.type.split("|")} if isinstance(a.type, str) else set()
-        if declared & _NODE_NAMES and trusting:   # a node, or None where declared so (else `_h` is missing)
-            parts.append(f"None if {v} is None else {v}._h, " if "None" in declared else f"{v}._h, ")
-        elif declared & _NODE_NAMES:
-            parts.append(f"{v}._h if {v}.__class__ in _CHILDREN else {v}, ")
-        elif declared and all(_node_sequence(t) for t in declared):
-            parts.append(f"_seq_hash({v}), ")
-        elif declared and all(t.startswith("PMap") for t in declared):
-            parts.append(f"_map_hash({v}), ")
-        else:
-            parts.append(f"{v}, ")
-    return f"hash((_qualname, ({''.join(parts)}))))"
-
-
-def _node_sequence(declared: str) -> bool:
-    """Whether the declared type `declared` is a tuple or vector of nodes (`tuple[Stmt, ...]`, `PVector[Stmt]`)."""
-    for head, tail in (("tuple[", ", ...]"), ("PVector[", "]")):
-        if declared.startswith(head) and declared.endswith(tail):
-            inner = {t.strip() for t in declared[len(head):-len(tail)].split("|")}
-            return inner <= _NODE_NAMES
-    return False
 
 
 _H = operator.attrgetter("_h")
@@ -379,105 +288,6 @@ def _map_hash(m) -> object:
     other than a map (a malformed node) gives itself."""
     items = getattr(m, "iteritems", None)
     return frozenset(items()) if items is not None else m
-
-
-def _setter(cls: type, name: str, scope: dict[str, object]) -> str:
-    """The start of a call that sets the slot `name` of `self` (its member descriptor's `__set__`, which skips
-    the attribute lookup `object.__setattr__` makes), to be followed by the value and `)`."""
-    slot = getattr(cls, name, None)
-    if isinstance(slot, types.MemberDescriptorType):
-        scope[f"_set_{name}"] = slot.__set__
-        return f"_set_{name}(self, "
-    return f"_set(self, {name!r}, "
-
-
-def _derive_lines(start: str, type_expr: str | None, end: str) -> list[str]:
-    """The lines setting the derived `type` (`start`, the type's expression `type_expr`, then `end`), which leave it
-    unset for a malformed node; none without a derived type."""
-    return [] if type_expr is None else [
-        "    try:",
-        f"        {start}{type_expr}{end}",
-        "    except Exception:",
-        "        pass   # a malformed node: reading `type` raises, as the verifier expects (`type_error`)",
-    ]
-
-
-def _init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str],
-                type_expr: str | None) -> list[str]:
-    """An `__init__` doing what attrs' does (converters, defaults, factories, fields set in order, then
-    `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
-    otherwise (`_register` has refused the fields it could not set: validators, factories taking `self`, attrs
-    `Converter`s)."""
-    params, kw_params, body, eq_fields, fields = [], [], [], [], []
-    for a in attrs.fields(cls):
-        if not a.init:
-            continue
-        arg = a.alias
-        if a.default is attrs.NOTHING:
-            param = arg
-        elif isinstance(a.default, attrs.Factory):
-            scope[f"_factory_{arg}"] = a.default.factory
-            param = f"{arg}=_NOTHING"
-            body.append(f"    if {arg} is _NOTHING:")
-            body.append(f"        {arg} = _factory_{arg}()")
-        else:
-            scope[f"_default_{arg}"] = a.default
-            param = f"{arg}=_default_{arg}"
-        (kw_params if a.kw_only else params).append(param)
-        if a.converter is not None:
-            scope[f"_convert_{arg}"] = a.converter
-            known = _CONVERTED.get(a.converter) if a.converter.__hash__ is not None else None
-            if known is not None:
-                scope[f"_class_{arg}"] = known
-                body.append(f"    if {arg}.__class__ is not _class_{arg}:")
-                body.append(f"        {arg} = _convert_{arg}({arg})")
-            else:
-                body.append(f"    {arg} = _convert_{arg}({arg})")
-        fields.append(a)
-        if a.eq:
-            eq_fields.append(a)
-    signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
-    # The fields set through the slots' descriptors (a call each), for an instance of a subclass without its own
-    # `__init__`; an instance of `cls` itself is built as an instance of its twin (`_twin`), by plain attribute
-    # stores, and becomes a `cls` again before anything else can see it.
-    slow = [f"        {_setter(cls, a.name, scope)}{a.alias})" for a in fields]
-    fast = [f"            self.{a.name} = {a.alias}" for a in fields]
-    if post_init is not None:
-        slow += [f"        self.{post_init}()", *("    " + line for line in derive)]
-        after = [f"        self.{post_init}()", *("    " + line for line in derive)]
-    else:
-        slow += [f"        {_setter(cls, '_h', scope)}{_hash_expr(eq_fields, '')}", *("    " + line for line in derive)]
-        fast += ["            try:   # the fields declared as nodes hold nodes (else: as the slow path hashes them)",
-                 f"                self._h = {_hash_expr(eq_fields, '', trusting=True)[:-1]}",
-                 "            except AttributeError:",
-                 f"                self._h = {_hash_expr(eq_fields, '')[:-1]}",
-                 *("        " + line for line in _derive_lines("self.type = ", type_expr, ""))]
-        after = []
-    scope["_cls"], scope["_twin"], scope["_become"] = cls, _twin(cls), _SET_CLASS
-    twin = ["    if self.__class__ is _cls:",
-            "        _become(self, _twin)",
-            "        try:",
-            *fast,
-            "        finally:",
-            "            self.__class__ = _cls",
-            *after,
-            "    else:",
-            *slow]
-    return ["", f"def __init__({signature}):", *body, *twin]
-
-
-_SET_CLASS = object.__dict__["__class__"].__set__
-
-
-def _twin(cls: type) -> type:
-    """A subclass of the node class `cls` with its layout (no slot of its own) and with `object`'s `__setattr__` and
-    `__delattr__` instead of the frozen ones: an instance of `cls` is an instance of it while its `__init__` sets its
-    fields, each by a plain attribute store (which the interpreter specialises to a write of the slot) instead of a
-    call of the slot descriptor's `__set__` (a call through a method wrapper that packs its arguments in a tuple).
-    Nothing but that `__init__` ever sees an instance of the twin."""
-    return type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
-                                        "__delattr__": object.__delattr__, "__qualname__": cls.__qualname__,
-                                        "__module__": cls.__module__})
 
 
 _CHILDREN: dict[type, Callable[[Node], list[Node]]] = {}
