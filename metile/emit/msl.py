@@ -152,6 +152,7 @@ class _Emitter:
         self.depth = 0
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
+        self.const_ptrs: dict[str, bool] = {}  # `ptr_is_const` of each bound pointer asked about, by name
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
@@ -195,6 +196,11 @@ class _Emitter:
             base = base.ptr
         if base.__class__ is Param:  # the common case of `pointer_roots`: one parameter
             return base.name not in self.written
+        if base is v and v.__class__ is Var:  # a bound pointer's roots depend on its name only: found once
+            found = self.const_ptrs.get(v.name)
+            if found is None:
+                found = self.const_ptrs[v.name] = bool(pointer_roots((v,), self.defs) - self.written)
+            return found
         return bool(pointer_roots((v,), self.defs) - self.written)
 
     def local_decl(self, name: str, v: Value) -> str:
@@ -465,7 +471,7 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        if (loc := s.loc) is not None and (owners := self.owners) is not None:   # after the inner statements
+        if (owners := self.owners) is not None and (loc := s.loc) is not None:   # after the inner statements
             if s.__class__ in _NESTING:
                 owners.nest(start, len(self.lines), loc)
             else:   # no statement inside: no range kept
@@ -475,10 +481,11 @@ class _Emitter:
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
+        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
+            decl = self.local_decl(name, var if var.type.__class__ is PtrType else value)
+            self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
+            return
         match value:
-            case _ if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
-                decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
-                self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
             case SharedAlloc():
                 self.lines.append(f"{pad}threadgroup {value.dtype.msl} {name}[{value.size}];")
             case MatrixLoad():
@@ -508,8 +515,8 @@ class _Emitter:
         if fresh:
             pairs = list(zip(targets, values))
         else:
-            pairs = [(t, v) for t, v in zip(targets, values)
-                     if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
+            pairs = [(t, v) for t, v in zip(targets, values)   # an equal `Var` has the same name
+                     if not (v.__class__ is Var and names[v.name] == names[t.name])]
         if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
             texts = [self.temporary(t, v) for t, v in pairs]
         else:
