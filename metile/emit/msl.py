@@ -152,10 +152,11 @@ class _Emitter:
         self.depth = 0
         self.pad = ""  # INDENT * depth
         self.helpers: set[str] = set()  # the helper functions (`metile.emit.helpers`) the kernel calls
-        self.const_ptrs: dict[str, bool] = {}  # `ptr_is_const` of each bound pointer asked about, by name
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
+        if not locate:  # no line owners: `within` is never read
+            self.expr = self.unlocated_expr
 
     # ---- output
 
@@ -191,17 +192,16 @@ class _Emitter:
         """Whether nothing is written through the pointer `v` of type `t`."""
         if t.space is not AddressSpace.DEVICE:
             return False
-        base = v
-        while base.__class__ is AddPtr:
-            base = base.ptr
-        if base.__class__ is Param:  # the common case of `pointer_roots`: one parameter
-            return base.name not in self.written
-        if base is v and v.__class__ is Var:  # a bound pointer's roots depend on its name only: found once
-            found = self.const_ptrs.get(v.name)
-            if found is None:
-                found = self.const_ptrs[v.name] = bool(pointer_roots((v,), self.defs) - self.written)
-            return found
-        return bool(pointer_roots((v,), self.defs) - self.written)
+        base, defs = v, self.defs
+        for _ in range(len(defs) + 1):  # the common cases of `pointer_roots`: one parameter, offset, through `Let`s
+            while base.__class__ is AddPtr:
+                base = base.ptr
+            if base.__class__ is Param:
+                return base.name not in self.written
+            if base.__class__ is not Var or len(found := defs.get(base.name, ())) != 1:
+                break
+            base = found[0]  # a name bound to one value points where that value does (a cycle ends the loop)
+        return bool(pointer_roots((base,), defs) - self.written)
 
     def local_decl(self, name: str, v: Value) -> str:
         """`const float x` or `device const float* const p`."""
@@ -284,6 +284,22 @@ class _Emitter:
         texts = self.compound(v, rec)
         self.within = within
         return texts
+
+    def unlocated_expr(self, v: Value) -> tuple[str, ...]:
+        """`expr(v)` without keeping `within` (what `emit_msl`, which keeps no line owners, calls as `expr`)."""
+        cls = v.__class__
+        if cls is Var:
+            text = self.names[v.name]
+            return text, text
+        if cls in LEAVES:
+            found = self.leaves.get(id(v))
+            return found if found is not None else self.leaf(v)
+        rec = self.by_hash.get(v._h)
+        if rec is None or rec[0] is not v:
+            rec = self.twins.get(id(v)) or self.records.record(v, rec, None)
+            v = rec[0]
+        texts = rec[2]
+        return texts if texts is not None else self.compound(v, rec)
 
     def compound(self, v: Value, rec: list) -> tuple[str, ...]:
         """The texts of the value with children `v`, whose record is `rec` (see `expr`)."""
