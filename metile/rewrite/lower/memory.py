@@ -279,7 +279,10 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
 
     spacing = _row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
     # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
-    anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
+    operands = [x for x in (load.ptr, load.mask, load.other) if x is not None]
+    # one walk for all of them (their index arithmetic is shared) where they all are, the commonest case
+    every = LN.readable_anywhere(blk, *operands)
+    anywhere = {id(x): every or LN.readable_anywhere(blk, x) for x in operands}
 
     place = SR.Placement(layout, shape, spacing, blk.group.threads)
     origin = place.origin(blk, load.loc)   # this thread's first run, computed once for all its runs where they allow it

@@ -126,10 +126,11 @@ def times(x: Value, n: int) -> Value:
 _ORDERED = frozenset({CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE, CmpOp.EQ})   # NE is true off an interval
 
 
-def on_interval(v: Value, hole: Var) -> bool:
+def on_interval(v: Value, hole: Var, reads: dict[int, bool] | None = None) -> bool:
     """Whether the bool expression `v` of the integer name `hole` is true on an interval of `hole`'s values, as
-    its form shows (the module docstring)."""
-    return _interval(v, hole, {})
+    its form shows (the module docstring). `reads`: what is known already of which nodes of `v` read `hole`, by
+    node identity (as `lines.fill` of `v` leaves it), added to as the walk finds more."""
+    return _interval(v, hole, {} if reads is None else reads)
 
 
 def _reads(n: Value, hole: Var, reads: dict[int, bool]) -> bool:
@@ -182,8 +183,9 @@ def _monotone(v: Value, hole: Var, reads: dict[int, bool]) -> bool:
 def ends(v: Value, hole: Var, values: list[Value]) -> tuple[list[Value], list[Value]]:
     """`v` at each of `values` of `hole` (`lines.fill`), and the terms of the test that it holds at all of them: the
     first and the last alone where `v` is true on an interval of `hole` and `values` rise one by one, else each."""
-    at = LN.fill(v, hole, values)
-    return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole) else at)
+    reads: dict[int, bool] = {}
+    at = LN.fill(v, hole, values, reads)
+    return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole, reads) else at)
 
 
 def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool = False) -> Value | None:
@@ -202,10 +204,11 @@ def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool 
         hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
         pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
                 (hole, zero) if axis == 0 else (zero, hole))
-        v = V.at(blk, part, pt)
-        if not on_interval(v, hole):
+        v, reads = V.at(blk, part, pt), {}
+        found = LN.fill(v, hole, [zero, mo.const(shape[axis] - 1)], reads)
+        if not on_interval(v, hole, reads):
             return None
-        conds += LN.fill(v, hole, [zero, mo.const(shape[axis] - 1)])
+        conds += found
     return mo.all_of(dict.fromkeys(conds)) or mo.const(True, DType.BOOL)
 
 
