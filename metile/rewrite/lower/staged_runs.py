@@ -212,20 +212,21 @@ def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool 
     return mo.all_of(dict.fromkeys(conds)) or mo.const(True, DType.BOOL)
 
 
-def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt],
+def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
               anywhere: bool) -> tuple[list[Value], Value | None]:
-    """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
+    """The elements of the 2-D tile `v` at the `width` points of a run that starts at `p0` (row `r`, column `c`) and
     goes along the row, and their conjunction (for a mask: the test that the whole run is inside it). A tile any
     thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of bounds checks) is evaluated once,
     at a name standing for the offset along the run, which is then replaced by each offset (`lines.fill`), and
     where it is true on an interval of the offsets (`on_interval`), the conjunction tests the run's first
     and last elements alone; another tile is read element by element, and the conjunction tests each."""
-    if not anywhere:
-        at = [V.at(blk, v, p) for p in pts]
+    if not anywhere:   # the run's elements share a row: their coordinates are known without dividing their index
+        at = [V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))))
+              for j in range(width)]
         return at, mo.all_of(dict.fromkeys(at))
     hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
     pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-    offsets = [mo.const(j) for j in range(len(pts))]
+    offsets = [mo.const(j) for j in range(width)]
     while v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:   # a name of a pure expression
         v = rep.expr
     if v.__class__ is Binary and v.op is BinOp.AND and v.lhs.type.shape == v.rhs.type.shape == v.type.shape:
@@ -233,7 +234,7 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt],
         # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
         sides = [V.at(blk, x, pt) if 1 not in (LN.line_axes(blk, x) or (1,)) else None for x in (v.lhs, v.rhs)]
         if sides != [None, None]:
-            (lhs, lt), (rhs, rt) = (([x] * len(pts), [x]) if x is not None else
+            (lhs, lt), (rhs, rt) = (([x] * width, [x]) if x is not None else
                                     ends(V.at(blk, side, pt), hole, offsets) for x, side in zip(sides, (v.lhs, v.rhs)))
             at = [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
             return at, mo.all_of(dict.fromkeys(lt + rt))
