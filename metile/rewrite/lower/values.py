@@ -315,6 +315,11 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
     elif cls is Var:
         rep = blk.lookup(v.name)
         return at(blk, rep.expr, pt) if rep.__class__ is Lazy else read(blk, rep, pt, v)
+    elif cls is ExpandDims:
+        x = v.x
+        return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
+    elif cls is Arange:
+        return mo.add(pt.flat, mo.const(v.start))
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
