@@ -320,6 +320,8 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
         return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
     elif cls is Arange:
         return mo.add(pt.flat, mo.const(v.start))
+    elif cls is AddPtr:
+        return AddPtr(at(blk, v.ptr, pt), at(blk, v.offset, pt), loc=v.loc)
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
