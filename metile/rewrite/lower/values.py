@@ -155,11 +155,12 @@ def scalar(blk: Block, v: Value | None) -> Value | None:
         return None
     if v.__class__ is Const or v.__class__ is Param:
         return v
-    key = ("s", v)
-    found = blk.memo_get(key)
+    # the key's hash from the node's cached one, as `at` makes its keys' (every scalar key is made here)
+    key, h = ("s", v), hash(("s", v._h))
+    found = blk.memo_get_at(key, h)
     if found is None:
         found = scalar_of(blk, v)
-        blk.memo_put(key, found)
+        blk.memo[h] = (key, found)
     return found
 
 
