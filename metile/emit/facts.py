@@ -212,10 +212,12 @@ def scan(k: Kernel) -> Facts:
             h = v._h
             rec = get_record(h)
             if rec is None:
-                if cls not in ADMITTED_METAL:
-                    record(v, None, parent)  # refused
                 rec = by_hash[h] = [v, parent, None, False]
-                push((rec, children_of[cls](v)))
+                try:  # every Metal IR value class with children has a getter in `CHILDREN`
+                    push((rec, children_of[cls](v)))
+                except KeyError:
+                    record(v, None, parent)  # refused
+                    raise
                 continue
             if rec[0] is not v:
                 found = twins.get(id(v))

@@ -155,6 +155,8 @@ class _Emitter:
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
+        if not locate:  # no line owners: `within` is never read
+            self.expr = self.unlocated_expr
 
     # ---- output
 
@@ -190,12 +192,16 @@ class _Emitter:
         """Whether nothing is written through the pointer `v` of type `t`."""
         if t.space is not AddressSpace.DEVICE:
             return False
-        base = v
-        while base.__class__ is AddPtr:
-            base = base.ptr
-        if base.__class__ is Param:  # the common case of `pointer_roots`: one parameter
-            return base.name not in self.written
-        return bool(pointer_roots((v,), self.defs) - self.written)
+        base, defs = v, self.defs
+        for _ in range(len(defs) + 1):  # the common cases of `pointer_roots`: one parameter, offset, through `Let`s
+            while base.__class__ is AddPtr:
+                base = base.ptr
+            if base.__class__ is Param:
+                return base.name not in self.written
+            if base.__class__ is not Var or len(found := defs.get(base.name, ())) != 1:
+                break
+            base = found[0]  # a name bound to one value points where that value does (a cycle ends the loop)
+        return bool(pointer_roots((base,), defs) - self.written)
 
     def local_decl(self, name: str, v: Value) -> str:
         """`const float x` or `device const float* const p`."""
@@ -278,6 +284,22 @@ class _Emitter:
         texts = self.compound(v, rec)
         self.within = within
         return texts
+
+    def unlocated_expr(self, v: Value) -> tuple[str, ...]:
+        """`expr(v)` without keeping `within` (what `emit_msl`, which keeps no line owners, calls as `expr`)."""
+        cls = v.__class__
+        if cls is Var:
+            text = self.names[v.name]
+            return text, text
+        if cls in LEAVES:
+            found = self.leaves.get(id(v))
+            return found if found is not None else self.leaf(v)
+        rec = self.by_hash.get(v._h)
+        if rec is None or rec[0] is not v:
+            rec = self.twins.get(id(v)) or self.records.record(v, rec, None)
+            v = rec[0]
+        texts = rec[2]
+        return texts if texts is not None else self.compound(v, rec)
 
     def compound(self, v: Value, rec: list) -> tuple[str, ...]:
         """The texts of the value with children `v`, whose record is `rec` (see `expr`)."""
@@ -465,7 +487,7 @@ class _Emitter:
                 self.while_loop(s)
             case _:
                 assert_never(s)
-        if (loc := s.loc) is not None and (owners := self.owners) is not None:   # after the inner statements
+        if (owners := self.owners) is not None and (loc := s.loc) is not None:   # after the inner statements
             if s.__class__ in _NESTING:
                 owners.nest(start, len(self.lines), loc)
             else:   # no statement inside: no range kept
@@ -475,10 +497,11 @@ class _Emitter:
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
+        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
+            decl = self.local_decl(name, var if var.type.__class__ is PtrType else value)
+            self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
+            return
         match value:
-            case _ if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
-                decl = self.local_decl(name, var if isinstance(var.type, PtrType) else value)
-                self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
             case SharedAlloc():
                 self.lines.append(f"{pad}threadgroup {value.dtype.msl} {name}[{value.size}];")
             case MatrixLoad():
@@ -508,8 +531,8 @@ class _Emitter:
         if fresh:
             pairs = list(zip(targets, values))
         else:
-            pairs = [(t, v) for t, v in zip(targets, values)
-                     if not (v.__class__ is t.__class__ and (v == t or names[v.name] == names[t.name]))]
+            pairs = [(t, v) for t, v in zip(targets, values)   # an equal `Var` has the same name
+                     if not (v.__class__ is Var and names[v.name] == names[t.name])]
         if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
             texts = [self.temporary(t, v) for t, v in pairs]
         else:

@@ -110,11 +110,15 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     return fill(V.at(blk, v, pt), hole, coords)
 
 
-def fill(v: Value, hole: Var, values: list[Value]) -> list[Value]:
+def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None = None) -> list[Value]:
     """`v` with the name `hole` replaced by each of `values`; only the nodes that hold `hole` are rebuilt (found
     once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
-    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it."""
-    holds: dict[int, bool] = {id(hole): True}
+    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it. `holds`, when
+    given (empty), is left saying by node identity whether each node of `v` met holds `hole` (what
+    `staged_runs.on_interval` asks of the same `v`)."""
+    if holds is None:
+        holds = {}
+    holds[id(hole)] = True
     path: list[Node] = []   # the nodes holding `hole`, each after those it holds
 
     def has(n: Node) -> bool:   # `n` (not met yet) holds `hole`; a child met already, or a leaf, is not entered
@@ -213,10 +217,11 @@ _ANYWHERE = frozenset({Const, Param, Full, Arange, Broadcast, ExpandDims, Reshap
                        AddPtr, ProgramId, NumPrograms})
 
 
-def readable_anywhere(blk: Block, v: Value) -> bool:
+def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     """Whether the tile `v` is computed from scalars by pure tile expressions alone (names followed to them), so that
-    any thread can compute any of its elements, at a point without a register key."""
-    todo, seen = [v], set()
+    any thread can compute any of its elements, at a point without a register key. With `more`: whether each of
+    `v` and `more` is (one walk, the nodes they share entered once)."""
+    todo, seen = [v, *more], set()
     while todo:
         x = todo.pop()
         if not x.type.shape or id(x) in seen:

@@ -279,7 +279,10 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
 
     spacing = _row_spacing(shape[0], shape[1], strides[0], v.type.dtype.itemsize, width)
     # which of the load's operands any thread can compute at any element (`lines.readable_anywhere`)
-    anywhere = {id(x): LN.readable_anywhere(blk, x) for x in (load.ptr, load.mask, load.other) if x is not None}
+    operands = [x for x in (load.ptr, load.mask, load.other) if x is not None]
+    # one walk for all of them (their index arithmetic is shared) where they all are, the commonest case
+    every = LN.readable_anywhere(blk, *operands)
+    anywhere = {id(x): every or LN.readable_anywhere(blk, x) for x in operands}
 
     place = SR.Placement(layout, shape, spacing, blk.group.threads)
     origin = place.origin(blk, load.loc)   # this thread's first run, computed once for all its runs where they allow it
@@ -289,8 +292,6 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         where `whole` is true, else only where it is false."""
         r, c = place.start(b, first, origin, load.loc)
         p0 = Pt(shape, mo.add(mo.mul(r, mo.const(shape[1])), c), None, (r, c))
-        # the run's elements share a row: their coordinates are known without dividing their flat index
-        pts = [Pt(shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))) for j in range(width)]
         # the addresses named, as where a run's paths share them (pointer arithmetic)
         src = b.let(V.at(b, load.ptr, p0), "src", load.loc)   # a unit column stride: the run's addresses follow
         dst = b.let(AddPtr(base, mo.add(mo.mul(r, mo.const(strides[0])), c)), "dst")
@@ -304,7 +305,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
             inner = copy_run(b, src, dst, guard, aligned, None)
         if whole is None or not mo.is_const(whole, True):
             edge = b.body() if whole is not None else b
-            masked = copy_run(edge, src, dst, guard, aligned, (p0, r, c, pts))
+            masked = copy_run(edge, src, dst, guard, aligned, (p0, r, c, width))
             if whole is not None:
                 masked = [If(whole, inner, [*edge.out, *masked], loc=load.loc)]   # the load's bounds, tested
             inner = masked
@@ -312,8 +313,8 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
             b.emit(x)
 
     def copy_run(b: Block, src: Var, dst: Var, guard, aligned, at) -> list[Stmt]:
-        """A run's copy: one vector where `guard`, `aligned` and (with `at`, its points) the load's mask hold over
-        the run (`staged_runs.along_run`), else element by element."""
+        """A run's copy: one vector where `guard`, `aligned` and (with `at`, its first point, row, column and
+        length) the load's mask hold over the run (`staged_runs.along_run`), else element by element."""
         masks, inside = SR.along_run(b, load.mask, *at, anywhere[id(load.mask)]) if at is not None else ([], None)
         cond = mo.all_of([inside, guard, aligned])
         vec = Var(b.fresh("run"), VecLoad(src, width).type)

@@ -126,10 +126,11 @@ def times(x: Value, n: int) -> Value:
 _ORDERED = frozenset({CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE, CmpOp.EQ})   # NE is true off an interval
 
 
-def on_interval(v: Value, hole: Var) -> bool:
+def on_interval(v: Value, hole: Var, reads: dict[int, bool] | None = None) -> bool:
     """Whether the bool expression `v` of the integer name `hole` is true on an interval of `hole`'s values, as
-    its form shows (the module docstring)."""
-    return _interval(v, hole, {})
+    its form shows (the module docstring). `reads`: what is known already of which nodes of `v` read `hole`, by
+    node identity (as `lines.fill` of `v` leaves it), added to as the walk finds more."""
+    return _interval(v, hole, {} if reads is None else reads)
 
 
 def _reads(n: Value, hole: Var, reads: dict[int, bool]) -> bool:
@@ -182,8 +183,9 @@ def _monotone(v: Value, hole: Var, reads: dict[int, bool]) -> bool:
 def ends(v: Value, hole: Var, values: list[Value]) -> tuple[list[Value], list[Value]]:
     """`v` at each of `values` of `hole` (`lines.fill`), and the terms of the test that it holds at all of them: the
     first and the last alone where `v` is true on an interval of `hole` and `values` rise one by one, else each."""
-    at = LN.fill(v, hole, values)
-    return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole) else at)
+    reads: dict[int, bool] = {}
+    at = LN.fill(v, hole, values, reads)
+    return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole, reads) else at)
 
 
 def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool = False) -> Value | None:
@@ -202,27 +204,29 @@ def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool 
         hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
         pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
                 (hole, zero) if axis == 0 else (zero, hole))
-        v = V.at(blk, part, pt)
-        if not on_interval(v, hole):
+        v, reads = V.at(blk, part, pt), {}
+        found = LN.fill(v, hole, [zero, mo.const(shape[axis] - 1)], reads)
+        if not on_interval(v, hole, reads):
             return None
-        conds += LN.fill(v, hole, [zero, mo.const(shape[axis] - 1)])
+        conds += found
     return mo.all_of(dict.fromkeys(conds)) or mo.const(True, DType.BOOL)
 
 
-def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt],
+def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
               anywhere: bool) -> tuple[list[Value], Value | None]:
-    """The elements of the 2-D tile `v` at the points `pts` of a run that starts at `p0` (row `r`, column `c`) and
+    """The elements of the 2-D tile `v` at the `width` points of a run that starts at `p0` (row `r`, column `c`) and
     goes along the row, and their conjunction (for a mask: the test that the whole run is inside it). A tile any
     thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of bounds checks) is evaluated once,
     at a name standing for the offset along the run, which is then replaced by each offset (`lines.fill`), and
     where it is true on an interval of the offsets (`on_interval`), the conjunction tests the run's first
     and last elements alone; another tile is read element by element, and the conjunction tests each."""
-    if not anywhere:
-        at = [V.at(blk, v, p) for p in pts]
+    if not anywhere:   # the run's elements share a row: their coordinates are known without dividing their index
+        at = [V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))))
+              for j in range(width)]
         return at, mo.all_of(dict.fromkeys(at))
     hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
     pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-    offsets = [mo.const(j) for j in range(len(pts))]
+    offsets = [mo.const(j) for j in range(width)]
     while v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:   # a name of a pure expression
         v = rep.expr
     if v.__class__ is Binary and v.op is BinOp.AND and v.lhs.type.shape == v.rhs.type.shape == v.type.shape:
@@ -230,7 +234,7 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, pts: list[Pt],
         # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
         sides = [V.at(blk, x, pt) if 1 not in (LN.line_axes(blk, x) or (1,)) else None for x in (v.lhs, v.rhs)]
         if sides != [None, None]:
-            (lhs, lt), (rhs, rt) = (([x] * len(pts), [x]) if x is not None else
+            (lhs, lt), (rhs, rt) = (([x] * width, [x]) if x is not None else
                                     ends(V.at(blk, side, pt), hole, offsets) for x, side in zip(sides, (v.lhs, v.rhs)))
             at = [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
             return at, mo.all_of(dict.fromkeys(lt + rt))

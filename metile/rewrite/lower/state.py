@@ -151,12 +151,20 @@ class KernelState:
 
     def fresh(self, base: str) -> str:
         """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
-        name, i = base, self.suffix.get(base, 0)
-        while name in self.taken:
+        taken, i = self.taken, self.suffix.get(base)
+        if i is None:   # `base` itself, unless the kernel has it (it is taken once it has a suffix)
+            if base not in taken:
+                self.suffix[base] = 0
+                taken.add(base)
+                return base
+            i = 0
+        i += 1
+        name = f"{base}_{i}"
+        while name in taken:
             i += 1
             name = f"{base}_{i}"
         self.suffix[base] = i
-        self.taken.add(name)
+        taken.add(name)
         return name
 
     def publish(self, rep: object, base: Value) -> None:

@@ -155,11 +155,12 @@ def scalar(blk: Block, v: Value | None) -> Value | None:
         return None
     if v.__class__ is Const or v.__class__ is Param:
         return v
-    key = ("s", v)
-    found = blk.memo_get(key)
+    # the key's hash from the node's cached one, as `at` makes its keys' (every scalar key is made here)
+    key, h = ("s", v), hash(("s", v._h))
+    found = blk.memo_get_at(key, h)
     if found is None:
         found = scalar_of(blk, v)
-        blk.memo_put(key, found)
+        blk.memo[h] = (key, found)
     return found
 
 
@@ -298,6 +299,30 @@ accumulation), sent to `elementwise` without trying those rules first."""
 
 def element_at(blk: Block, v: Value, pt: Pt) -> Value:
     cls = v.__class__
+    # the classes of index and mask arithmetic first, each read as its rule below reads it, without the closure of
+    # `elementwise` or the match's tests of the classes before it
+    if cls is Binary:
+        op = v.op
+        if op is not BinOp.FLOORDIV and op is not BinOp.MOD and (op is not BinOp.ADD or not dot_acc(v)):
+            return Binary(op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
+    elif cls is Compare:
+        return Compare(v.op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
+    elif cls is Broadcast:
+        x = v.x
+        xs = x.type.shape
+        if not xs:  # every element reads the one scalar
+            return scalar(blk, x)
+        return at(blk, x, pt) if xs == tuple(v.shape) else at(blk, x, project(blk, pt, xs))
+    elif cls is Var:
+        rep = blk.lookup(v.name)
+        return at(blk, rep.expr, pt) if rep.__class__ is Lazy else read(blk, rep, pt, v)
+    elif cls is ExpandDims:
+        x = v.x
+        return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
+    elif cls is Arange:
+        return mo.add(pt.flat, mo.const(v.start))
+    elif cls is AddPtr:
+        return AddPtr(at(blk, v.ptr, pt), at(blk, v.offset, pt), loc=v.loc)
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
     match v:
