@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from metile.emit import debug as D
 from metile.emit.atomics import atomic_base, atomic_call, rmw_text
-from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, reads_any, scan
+from metile.emit.control import for_loop, if_stmt, while_loop
+from metile.emit.facts import LEAVES, Records, check_metal, pointer_roots, scan
 from metile.emit.fp8 import by_helper, fp8_cast
 from metile.emit.helpers import ALL_HELPERS
 from metile.emit.line_owners import LineOwners
@@ -44,7 +45,6 @@ from metile.emit.spell import (
     fence_flags,
     function_name,
     literal_texts,
-    loop_step,
     msl_bool,
     pointer_text,
     type_name,
@@ -175,6 +175,14 @@ class _Emitter:
         self.depth -= 1
         self.pad = INDENT * self.depth
         self.lines.append(self.pad + tail)
+
+    def else_block(self) -> None:
+        """`} else {`: the open block closed and another opened in its place."""
+        self.close_block("} else {")
+        self.depth += 1
+        self.pad = INDENT * self.depth
+        self.scope = []
+        self.scopes.append(self.scope)
 
     def local_name(self, prefix: str) -> str:
         """The next local name `<prefix>N` (N counts all locals named so far) that is not one of the kernel's."""
@@ -457,9 +465,9 @@ class _Emitter:
                 if s.mask is not None:
                     self.close_block()
             case For():
-                self.for_loop(s)
+                for_loop(self, s)
             case If():
-                self.if_stmt(s)
+                if_stmt(self, s)
             case AtomicAdd():
                 ptr = s.ptr
                 if s.mask is not None:
@@ -484,7 +492,7 @@ class _Emitter:
                 self.helpers.add("metile_debug")
                 self.lines.append(self.pad + D.call(s, lambda v: expr(v)[0]))
             case While():
-                self.while_loop(s)
+                while_loop(self, s)
             case _:
                 assert_never(s)
         if (owners := self.owners) is not None and (loc := s.loc) is not None:   # after the inner statements
@@ -514,128 +522,6 @@ class _Emitter:
                                f"{pad}simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
             case _:
                 assert_never(value)
-
-    def declare(self, var: Var, init: Value | None) -> None:
-        """A mutable local for a carried value or result (`float acc = 0.0f;`, `float lead;`)."""
-        self.mutable.add(var.name)
-        t = var.type
-        decl = pointer_text(t, self.ptr_is_const(var, t)) if t.__class__ is PtrType else type_text(t)
-        decl = f"{self.pad}{decl} {self.names[var.name]}"
-        self.lines.append(f"{decl} = {self.expr(init)[0]};" if init is not None else f"{decl};")
-
-    def assign(self, targets, values, *, fresh: bool = False) -> None:
-        """`target = value` for each pair, as a parallel assignment (a yield may read a carried value); a value
-        written as its own target is left out. `fresh` targets (an `If`'s results, declared just before it) are
-        read by no value inside the `If` and share no local: each is assigned its value in turn."""
-        names, start = self.names, len(self.lines)
-        if fresh:
-            pairs = list(zip(targets, values))
-        else:
-            pairs = [(t, v) for t, v in zip(targets, values)   # an equal `Var` has the same name
-                     if not (v.__class__ is Var and names[v.name] == names[t.name])]
-        if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], self.written_as(t for t, _ in pairs)):
-            texts = [self.temporary(t, v) for t, v in pairs]
-        else:
-            texts = [self.lane(v) if v.__class__ is Extract else self.expr(v)[0] for _, v in pairs]
-        pad = self.pad
-        self.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
-        loc = next((v.loc for v in values if v.loc is not None), None)
-        if loc is not None and self.owners is not None:
-            self.owners.nest(start, len(self.lines), loc)
-
-    def lane(self, v: Extract) -> str:
-        """`expr(v)[0]` of a lane: of a named vector, never named (see `compound`), written without its record."""
-        vec = v.vec
-        if (vec.__class__ is Var or vec.__class__ is Param) and vec.type.__class__ is not MatrixType:
-            return f"{self.names[vec.name]}[{v.lane}]"
-        return self.expr(v)[0]
-
-    def written_as(self, targets) -> set[str]:
-        """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
-        out: set[str] = set()
-        for t in targets:
-            out.add(t.name)
-            shared = self.sharing.get(self.names[t.name])
-            if shared:
-                out |= shared
-        return out
-
-    def same_local(self, var: Var, other: Var) -> None:
-        """Write `var` as `other`'s local from here on."""
-        names = self.names
-        text = names[var.name] = names[other.name]
-        self.sharing.setdefault(text, {other.name}).add(var.name)
-        if other.name in self.mutable:
-            self.mutable.add(var.name)
-
-    def temporary(self, t: Var, v: Value) -> str:
-        """`next_<t>_N`, a `const` local holding `v` (named before the locals `v` needs)."""
-        name = self.local_name(f"next_{self.names[t.name]}_")
-        text = self.expr(v)[0]
-        self.lines.append(f"{self.pad}{self.local_decl(name, t)} = {text};")
-        return name
-
-    def carry(self, carried, inits) -> None:
-        """Declare a loop's carried locals. A carried value whose init is a mutable local read nowhere else (say
-        an enclosing loop's accumulator, handed to an inner loop) is carried in that local, in place: nothing
-        can observe the old value any more. A pointer keeps a local of its own (its const-ness is decided
-        apart)."""
-        reads, mutable = self.reads, self.mutable
-        for c, init in zip(carried, inits):
-            if (init.__class__ is Var and init.name in mutable and reads.get(init.name) == 1
-                    and c.type.__class__ is not PtrType):
-                self.same_local(c, init)
-            else:
-                self.declare(c, init)
-
-    def for_loop(self, s: For) -> None:
-        self.carry(s.carried, s.inits)
-        i = self.names[s.index.name]
-        start, stop, step = self.expr(s.start)[0], self.expr(s.stop)[1], self.expr(s.step)[1]
-        down = isinstance(s.step, Const) and s.step.value < 0
-        test = f"{i} {'>' if down else '<'} {stop}"
-        if not isinstance(s.step, Const):  # a run-time step below 1 runs no iteration
-            test = f"{step} > 0 && {test}"
-        self.open_block(f"for ({type_name(s.index.type)} {i} = {start}; {test}; {loop_step(s, i, stop, step)})")
-        self.body(s.body)
-        self.assign(s.carried, s.yields)
-        self.close_block()
-        self.results_of(s.results, s.carried)
-
-    def results_of(self, results, carried) -> None:
-        """A loop's results: after the loop nothing assigns its carried locals again, so a result is written
-        as the carried local itself; a pointer gets its own local, since it may be declared `const` apart."""
-        for r, c in zip(results, carried):
-            if r.type.__class__ is PtrType:
-                self.declare(r, c)
-            else:
-                self.same_local(r, c)
-
-    def if_stmt(self, s: If) -> None:
-        for r in s.results:
-            self.declare(r, None)
-        self.open_block(f"if ({self.expr(s.cond)[0]})")
-        self.body(s.then)
-        self.assign(s.results, s.then_yields, fresh=True)
-        if s.orelse or s.else_yields:
-            self.close_block("} else {")
-            self.depth += 1
-            self.pad = INDENT * self.depth
-            self.scope = []
-            self.scopes.append(self.scope)
-            self.body(s.orelse)
-            self.assign(s.results, s.else_yields, fresh=True)
-        self.close_block()
-
-    def while_loop(self, s: While) -> None:
-        self.carry(s.carried, s.inits)
-        self.open_block("while (true)")
-        self.body(s.cond_body)
-        self.lines.append(f"{self.pad}if (!{self.expr(s.cond)[1]}) break;")
-        self.body(s.body)
-        self.assign(s.carried, s.yields)
-        self.close_block()
-        self.results_of(s.results, s.carried)
 
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]
