@@ -390,6 +390,19 @@ def _ratio(a: dict | None, b: dict | None, key: str) -> str:
     return f"{a[key] / b[key]:8.2f}x" if a and b and key in a and key in b else f"{'-':>9}"
 
 
+def _steady_table(names, m, i, t, whole: str, kernels: str, *, load: bool) -> None:
+    """One table of steady-state medians per op: `whole` (end to end) and `kernels` (inside launches), metile (`m`)
+    against the interpreter (`i`) and torch (`t`), with metile's load average when `load`."""
+    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}" + (f" {'load':>5}" if load else ""))
+    for n in names:
+        mr, ir = m.get(n), i.get(n)
+        print(f"{n:30} {_ms(mr, whole)} {_ms(ir, whole)} {_ms(t.get(n), whole)} "
+              f"{_ratio(ir, mr, whole)} {_ratio(t.get(n), mr, whole)} "
+              f"{_ms(mr, kernels)} {_ms(ir, kernels)} {_ratio(ir, mr, kernels)}"
+              + (f" {(mr or {}).get('load', float('nan')):5.1f}" if load else ""))
+
+
 def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     m, i, t = (results[w] for w in WAYS)
     print("\nfirst call (ms): one forward and backward in a fresh process; metile compiles every kernel of the op")
@@ -415,24 +428,11 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
         print(f"{'every kernel':30} {len(every):9d} {1e3 * statistics.median(every):9.1f} {1e3 * max(every):9.1f}")
     print("\nsteady state (ms): median of later forward and backward calls; end to end, and the part inside Triton "
           "kernel launches (kernels)")
-    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
-          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9} {'load':>5}")
-    for n in names:
-        mr, ir = m.get(n), i.get(n)
-        print(f"{n:30} {_ms(mr, 'steady')} {_ms(ir, 'steady')} {_ms(t.get(n), 'steady')} "
-              f"{_ratio(ir, mr, 'steady')} {_ratio(t.get(n), mr, 'steady')} "
-              f"{_ms(mr, 'kernels')} {_ms(ir, 'kernels')} {_ratio(ir, mr, 'kernels')} "
-              f"{(mr or {}).get('load', float('nan')):5.1f}")
+    _steady_table(names, m, i, t, "steady", "kernels", load=True)
     print("\nsteady state, CPU time (ms): the same medians as the CPU time of each way's process (all its threads: on "
           "metile the CPU device's workers too) rather than wall time; on a machine with other work a way waits for "
           "cores, which wall time counts and CPU time does not")
-    print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
-          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}")
-    for n in names:
-        mr, ir = m.get(n), i.get(n)
-        print(f"{n:30} {_ms(mr, 'cpu')} {_ms(ir, 'cpu')} {_ms(t.get(n), 'cpu')} "
-              f"{_ratio(ir, mr, 'cpu')} {_ratio(t.get(n), mr, 'cpu')} "
-              f"{_ms(mr, 'kernels_cpu')} {_ms(ir, 'kernels_cpu')} {_ratio(ir, mr, 'kernels_cpu')}")
+    _steady_table(names, m, i, t, "cpu", "kernels_cpu", load=False)
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):
