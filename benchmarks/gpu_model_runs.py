@@ -27,7 +27,8 @@ from metile.profile.model import peak_flops, tensor_peak_flops
 
 SAMPLE = 32                       # threadgroups counted per dispatch
 NAX_SAMPLE = 4                    # of a tensor-op dispatch counted in part: the CPU device runs its products one by one
-DISPATCH_TIMEOUT_S = 900.0        # the watchdog of MLX's dispatches: its D=128 attention takes ~100 s on 2 cores
+DISPATCH_TIMEOUT_S = 900.0        # the watchdog of every profiled dispatch: MLX's D=128 attention takes ~100 s on 2
+                                  # cores, metile's f32 1024^3 GEMM 12 s quiet and 151 s on a machine at load 12
 REFERENCE_GEMM = Path(__file__).resolve().parents[1] / "tests/data/reference_msl/gemm_f32_64x64x32/kernel.metal"
 NAX_WHOLE_FLOPS = 2 * 256 ** 3     # MLX's tensor-op GEMM runs whole (and is checked) up to 256^3
 MEASURED_REFERENCE_M1_S = 2.34e-3  # the reference GEMM at 1024^3 f32 on an M1, as meTile's CI measured it
@@ -199,7 +200,8 @@ def run_metile(p: Problem, target: str | None = None) -> Run:
     # tensor ops run their products one by one on the CPU device: as MLX's, whole up to 256^3, else 4 threadgroups
     whole = p.whole and (target is None or p.flops <= NAX_WHOLE_FLOPS)
     sample = SAMPLE if target is None else NAX_SAMPLE
-    prof = dict(profile=sample, profile_only=not whole, **({} if target is None else {"target": target}))
+    prof = dict(profile=sample, profile_only=not whole, timeout=DISPATCH_TIMEOUT_S,
+                **({} if target is None else {"target": target}))
     kernel, profile, out, want = _METILE[p.kind](p, prof)
     kernel += "" if target is None else f" for {target}"
     if not whole:

@@ -54,39 +54,42 @@ def gemm_config(dtype) -> str:
 
 
 def run_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, profile, profile_only: bool = False,
-               blocks: tuple[int, int, int] | None = None, num_stages: int = GEMM_STAGES, target: str | None = None):
-    """The GEMM compiled for `target` (a `metile.target` name; the device's own when None)."""
+               blocks: tuple[int, int, int] | None = None, num_stages: int = GEMM_STAGES, target: str | None = None,
+               timeout: float | None = None):
+    """The GEMM compiled for `target` (a `metile.target` name; the device's own when None). `timeout` (here and
+    below): the CPU device's watchdog for the dispatch, in seconds (its own when None)."""
     (M, K), N = a.shape, b.shape[1]
     bm, bn, bk = blocks or GEMM_BLOCKS[a.dtype.name]
     grid = (metile.cdiv(M, bm) * metile.cdiv(N, bn),)
     options = {} if target is None else {"target": target}
     return matmul_kernel[grid](a, b, c, M, N, K, elem_strides(a)[0], elem_strides(b)[0], elem_strides(c)[0],
                                BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=GEMM_GROUP_M,
-                               num_stages=num_stages, profile=profile, profile_only=profile_only, **options)
+                               num_stages=num_stages, profile=profile, profile_only=profile_only, timeout=timeout,
+                               **options)
 
 
 # ---- softmax (tutorial 02)
 
 
-def run_softmax(x: np.ndarray, y: np.ndarray, profile, profile_only: bool = False):
+def run_softmax(x: np.ndarray, y: np.ndarray, profile, profile_only: bool = False, timeout: float | None = None):
     n_rows, n_cols = x.shape
     return softmax_kernel[(n_rows,)](y, x, elem_strides(x)[0], elem_strides(y)[0], n_rows, n_cols,
                                      BLOCK_SIZE=metile.next_power_of_2(n_cols), profile=profile,
-                                     profile_only=profile_only)
+                                     profile_only=profile_only, timeout=timeout)
 
 
 # ---- layer norm forward (tutorial 05)
 
 
 def run_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, y: np.ndarray, eps: float, profile,
-                   profile_only: bool = False):
+                   profile_only: bool = False, timeout: float | None = None):
     """The tutorial's block: the whole row (at most 64 KB of it)."""
     M, N = x.shape
     block = min(65536 // x.itemsize, metile.next_power_of_2(N))
     mean = np.empty(M, np.float32)
     rstd = np.empty(M, np.float32)
     return layer_norm_fwd_fused[(M,)](x, y, w, b, mean, rstd, elem_strides(x)[0], N, eps, BLOCK_SIZE=block,
-                                      profile=profile, profile_only=profile_only)
+                                      profile=profile, profile_only=profile_only, timeout=timeout)
 
 
 # ---- fused attention forward (tutorial 06)
@@ -96,7 +99,7 @@ ATTN_BLOCKS = {64: (32, 32), 128: (32, 32)}   # (BLOCK_M, BLOCK_N) by HEAD_DIM
 
 
 def run_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, sm_scale: float, profile,
-                  profile_only: bool = False, blocks: tuple[int, int] | None = None):
+                  profile_only: bool = False, blocks: tuple[int, int] | None = None, timeout: float | None = None):
     """Non-causal attention over (batch, heads, sequence, head_dim) arrays (STAGE 1: every key)."""
     Z, H, N, D = q.shape
     block_m, block_n = blocks or ATTN_BLOCKS[D]
@@ -104,4 +107,4 @@ def run_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, sm
     grid = (metile.cdiv(N, block_m), Z * H, 1)
     return attn_fwd[grid](q, k, v, sm_scale, lse, o, *elem_strides(q), *elem_strides(k), *elem_strides(v),
                           *elem_strides(o), Z, H, N, HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n, STAGE=1,
-                          profile=profile, profile_only=profile_only)
+                          profile=profile, profile_only=profile_only, timeout=timeout)
