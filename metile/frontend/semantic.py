@@ -70,7 +70,6 @@ STORAGE = tuple(d for d in DType if d.storage_only)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_NUMBERS = frozenset({int, float, bool})   # the classes of Python numbers (not their subclasses: numpy's float64)
 
 
 def py_dtype(v: object) -> DType:
@@ -338,23 +337,22 @@ def _check_right_operand(op: BinOp, y: Value, dtype: DType, loc: Loc | None) -> 
 
 
 def compare(name: str, a, b, loc: Loc | None):
+    """`a <op> b` for the comparison `name`: both operands in their common computed dtype (a Python number promoting
+    weakly) and their broadcast shape, each left as it is where it already has them (as `binary` does)."""
     a_ir, b_ir = isinstance(a, Value), isinstance(b, Value)
     if not a_ir and not b_ir:
         return _python(_PY_CMP[name], a, b, "comparison", loc)
-    if a_ir and b_ir and not isinstance(ta := a.type, PtrType) and not isinstance(tb := b.type, PtrType):
-        da, db = ta.dtype, tb.dtype
+    ta, tb = _operand_type(a, "comparison", loc), _operand_type(b, "comparison", loc)
+    da, db = ta.dtype, tb.dtype
+    if a_ir and b_ir:
         dt = da if da is db else promote_computed(da, db)
-        x, y, _ = _unify(a, ta, b, tb, "comparison", loc, COMPUTE_AS.get(dt, dt))
-    elif a_ir and b.__class__ in _NUMBERS and (ta := a.type).__class__ is TileType:
-        # a tile against a Python number (`i < n`, `x >= 0`): `unify` without looking the number's type up, which
-        # gives the tile's shape and its weakly promoted dtype
-        dt = _weak(ta.dtype, b)
-        dt = COMPUTE_AS.get(dt, dt)
-        x = a if ta.dtype is dt else cast(a, dt, loc)
-        y = coerce(b, dt, ta.shape, loc)
     else:
-        dt = common_dtype(a, b)
-        x, y = unify(a, b, "comparison", loc, COMPUTE_AS.get(dt, dt))
+        dt = _weak(da, b) if a_ir else _weak(db, a)
+    dt = COMPUTE_AS.get(dt, dt)
+    sa, sb = ta.shape, tb.shape
+    shape = sa if sa == sb else broadcast_shape(sa, sb, "comparison", loc)
+    x = a if a_ir and da is dt and sa == shape else coerce(a, dt, shape, loc)
+    y = b if b_ir and db is dt and sb == shape else coerce(b, dt, shape, loc)
     return Compare(CMPOPS[name], x, y, loc=loc)
 
 
