@@ -329,14 +329,14 @@ def c_identifier(name: str) -> str:
     return "v_" + text if _MACRO_LIKE.match(text) else text
 
 
+# The only names `_MACRO_LIKE` matches that start with a lower-case letter: any other such name is taken as it is
+# without running the pattern (most of a kernel's names: `acc`, `offs_1`, `t3`).
+_LOWER_MACROS = frozenset({"restrict", "errno", "assert"})
 # Names the preprocessor may replace: reserved ones (`__x`, `_X`), the metal_stdlib and <climits>/<cfloat> limits and
 # constants, and the prefixes of the CPU device's compatibility header.
 _MACRO_LIKE = re.compile(r"__|_[A-Z]|MT_|METILE_|M_\w+\Z|(?:FLT|DBL|LDBL|HALF|BFLOAT)_"
                          r"|[SU]?(?:CHAR|SHRT|INT|LONG|LLONG)_(?:MAX|MIN|BIT)\Z|HUGE_VAL[FHL]?\Z"
-                         r"|(?:MAXFLOAT|MAXHALF|NULL|EOF|restrict|errno|assert)\Z")
-# The only names `_MACRO_LIKE` matches that start with a lower-case letter: any other such name is taken as it is
-# without running the pattern (most of a kernel's names: `acc`, `offs_1`, `t3`).
-_LOWER_MACROS = frozenset({"restrict", "errno", "assert"})
+                         r"|(?:MAXFLOAT|MAXHALF|NULL|EOF|" + "|".join(sorted(_LOWER_MACROS)) + r")\Z")
 
 
 def function_name(kernel_name: str) -> str:
