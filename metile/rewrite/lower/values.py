@@ -299,8 +299,8 @@ accumulation), sent to `elementwise` without trying those rules first."""
 
 def element_at(blk: Block, v: Value, pt: Pt) -> Value:
     cls = v.__class__
-    # the classes of index and mask arithmetic first, each read as its rule below reads it, without the closure of
-    # `elementwise` or the match's tests of the classes before it
+    # the classes of index and mask arithmetic first, without the closure of `elementwise` (a sum, a product, a
+    # comparison and an offset pointer are read as it reads them) or the match's tests of the other classes
     if cls is Binary:
         op = v.op
         if op is not BinOp.FLOORDIV and op is not BinOp.MOD and (op is not BinOp.ADD or not dot_acc(v)):
@@ -325,21 +325,10 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
         return AddPtr(at(blk, v.ptr, pt), at(blk, v.offset, pt), loc=v.loc)
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
-    match v:
-        case Var(name=name):
-            return read(blk, blk.lookup(name), pt, v)
-        case Arange(start=start):
-            return mo.add(pt.flat, mo.const(start))
+    match v:   # (a `Var`, `Arange`, `Broadcast` or `ExpandDims` has been read above)
         case Full(value=value):
             return value
-        case Broadcast(x=x, shape=shape):
-            xs = x.type.shape
-            if not xs:  # every element reads the one scalar
-                return scalar(blk, x)
-            if xs == tuple(shape):
-                return at(blk, x, pt)
-            return at(blk, x, project(blk, pt, xs))
-        case ExpandDims(x=x) | Reshape(x=x):
+        case Reshape(x=x):
             return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
         case Transpose(x=x):
             i, j = coords(blk, pt)
