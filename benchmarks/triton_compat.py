@@ -1,5 +1,7 @@
-"""Liger-Kernel's Triton ops three ways on the CPU, side by side: through metile.triton on metile's CPU device,
-in Triton's own interpreter (TRITON_INTERPRET=1, the Triton wheel, no metile) and as torch's eager operations.
+"""Liger-Kernel's Triton ops four ways on the CPU, side by side: through metile.triton on metile's CPU device (as it
+runs by default, every tensor copied into guarded memory), the same with the tensors bound in place
+(METILE_CPU_IN_PLACE=1: no copies and no guard pages, so an access past an array goes uncaught, as on a GPU), in
+Triton's own interpreter (TRITON_INTERPRET=1, the Triton wheel, no metile) and as torch's eager operations.
 
 For each op that runs on metile (tests/test_liger_ops.py), one forward and backward at a moderate shape, fp32:
 - first call: the first forward and backward in a fresh process; on metile it compiles every kernel the op
@@ -18,9 +20,9 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
   run and 21 ms in another a few minutes later, with 8.5 ms of CPU time). CPU time counts work, not waits;
 - compile per kernel (metile): the time of each specialization's compile in the first call (trace, passes, MSL, the
   C++ build), its median and maximum per op and over every op.
-The three ways run in three processes at once, taking turns op by op (metile, the interpreter, torch for one op, then
-the next op), so that the figures of one op are taken within seconds of each other: on a machine shared with other
-work, a load that comes and goes then moves the three alike instead of one way's whole run.
+The four ways run in four processes at once, taking turns op by op (metile, metile in place, the interpreter, torch
+for one op, then the next op), so that the figures of one op are taken within seconds of each other: on a machine
+shared with other work, a load that comes and goes then moves the four alike instead of one way's whole run.
 Each way's process first runs torch's autograd once and (Triton ways) imports Liger and
 launches a small kernel of its own, so that an op's first call does not pay the process's own start. The tables
 print medians in milliseconds and the speed-ups interpreter / metile and torch / metile (above 1: metile is faster);
@@ -32,7 +34,7 @@ libgomp in torch's wheels) otherwise spin for a while after each parallel region
 code (Liger's `torch.zeros_like` of a gradient, say) and, on a machine with other load, take the cores from what runs
 next (the CPU device's workers, Triton's interpreter) and from each other: on a 2-core machine at a load average of
 10, Liger's embedding forward and backward took a median 45 ms on metile with torch's default and 10 ms with it. The
-setting is the same for the three ways, so that the ratios compare the kernels.
+setting is the same for the four ways, so that the ratios compare the kernels.
 
 Run: python benchmarks/triton_compat.py [--ops rms_norm,swiglu] [--budget 1.0]
 """
@@ -50,7 +52,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WAYS = ("metile", "interpreter", "torch")
+WAYS = ("metile", "metile-in-place", "interpreter", "torch")
 
 
 def _ops():
@@ -291,7 +293,7 @@ def _warm_up(way: str) -> None:
 
 
 def _install_clock(way: str) -> None:
-    if way == "metile":
+    if way.startswith("metile"):
         import importlib
 
         # the modules (`metile.kernel` and `metile.triton.jit` are also the names of functions)
@@ -305,7 +307,7 @@ def _install_clock(way: str) -> None:
 
 def measure(way: str, budget: float) -> None:
     """In this process (set up for `way`), time each op named on a line of stdin and print one JSON line for it."""
-    if way == "metile":
+    if way.startswith("metile"):
         import metile.triton
 
         metile.triton.install()
@@ -344,8 +346,10 @@ def start_way(way: str, cache: str, budget: float) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # see the module docstring
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    if way == "metile":
-        env.update(METILE_DEVICE="cpu", METILE_CACHE_DIR=cache)
+    if way.startswith("metile"):
+        env.update(METILE_DEVICE="cpu", METILE_CACHE_DIR=os.path.join(cache, way))
+        if way == "metile-in-place":
+            env["METILE_CPU_IN_PLACE"] = "1"
         # the CPU device's runtime library and headers once, so that first calls measure the kernels' compiles
         subprocess.run([sys.executable, "-c", "import metile; metile.device('cpu')"], env=env, check=True)
     elif way == "interpreter":
@@ -365,7 +369,7 @@ def _row(proc: subprocess.Popen, way: str) -> dict:
 
 
 def run_ways(names: list[str], cache: str, budget: float) -> dict[str, dict[str, dict]]:
-    """Each op measured by the three ways in turn (see the module docstring)."""
+    """Each op measured by the four ways in turn (see the module docstring)."""
     procs = {way: start_way(way, cache, budget) for way in WAYS}
     results: dict[str, dict[str, dict]] = {way: {} for way in WAYS}
     try:
@@ -404,7 +408,7 @@ def _steady_table(names, m, i, t, whole: str, kernels: str, *, load: bool) -> No
 
 
 def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
-    m, i, t = (results[w] for w in WAYS)
+    m, ip, i, t = (results[w] for w in WAYS)
     print("\nfirst call (ms): one forward and backward in a fresh process; metile compiles every kernel of the op")
     print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9}")
     for n in names:
@@ -433,6 +437,16 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
           "metile the CPU device's workers too) rather than wall time; on a machine with other work a way waits for "
           "cores, which wall time counts and CPU time does not")
     _steady_table(names, m, i, t, "cpu", "kernels_cpu", load=False)
+    print("\nsteady state with arrays in place (ms): metile with METILE_CPU_IN_PLACE=1, which binds each tensor as its "
+          "own memory: no copies into guarded memory and no guard pages, so an access past an array is not caught "
+          "(wall time, then CPU time)")
+    print(f"{'op':30} {'in place':>9} {'kernels':>9} {'interp/ip':>9} {'kernels':>9} {'cpu':>9} {'kernels':>9} "
+          f"{'interp/ip':>9} {'kernels':>9}")
+    for n in names:
+        pr, ir = ip.get(n), i.get(n)
+        print(f"{n:30} {_ms(pr, 'steady')} {_ms(pr, 'kernels')} {_ratio(ir, pr, 'steady')} "
+              f"{_ratio(ir, pr, 'kernels')} {_ms(pr, 'cpu')} {_ms(pr, 'kernels_cpu')} {_ratio(ir, pr, 'cpu')} "
+              f"{_ratio(ir, pr, 'kernels_cpu')}")
     for way in WAYS:
         for n in names:
             if "error" in results[way].get(n, {}):
