@@ -112,14 +112,18 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
 
 def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None = None) -> list[Value]:
     """`v` with the name `hole` replaced by each of `values`; only the nodes that hold `hole` are rebuilt (found
-    once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
-    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it. `holds`, when
-    given (empty), is left saying by node identity whether each node of `v` met holds `hole` (what
-    `staged_runs.on_interval` asks of the same `v`)."""
-    if holds is None:
-        holds = {}
+    once, for all the values: `hole_path`, then `fill_path`). A sum or product of 32-bit integers that the
+    replacement leaves with a constant operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value
+    would have folded it. `holds`, when given (empty), is left saying by node identity whether each node of `v` met
+    holds `hole` (what `staged_runs.on_interval` asks of the same `v`)."""
+    return fill_path(v, hole, hole_path(v, hole, {} if holds is None else holds), values)
+
+
+def hole_path(v: Value, hole: Var, holds: dict[int, bool]) -> list[Node] | None:
+    """The nodes of `v` holding the name `hole`, each after those it holds (what `fill_path` rebuilds); None when `v`
+    does not hold it. `holds` is left saying by node identity whether each node met holds `hole`."""
     holds[id(hole)] = True
-    path: list[Node] = []   # the nodes holding `hole`, each after those it holds
+    path: list[Node] = []
 
     def has(n: Node) -> bool:   # `n` (not met yet) holds `hole`; a child met already, or a leaf, is not entered
         found = False
@@ -134,6 +138,13 @@ def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None
         return found
 
     if v is not hole and (v.__class__ in _LEAVES or not has(v)):
+        return None
+    return path
+
+
+def fill_path(v: Value, hole: Var, path: list[Node] | None, values: list[Value]) -> list[Value]:
+    """`v` with `hole` replaced by each of `values`, given the nodes holding it (`hole_path`; None: none do)."""
+    if path is None:
         return [v] * len(values)
     out = []
     for value in values:
@@ -240,4 +251,5 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     return True
 
 
-__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]
+__all__ = ["at_lines", "fill", "fill_path", "hole_path", "line_axes",
+           "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

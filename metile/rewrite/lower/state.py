@@ -18,7 +18,7 @@ A Tile IR value is represented per thread by one of `Scalar`, `Regs`, `Mma`, `La
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
@@ -49,10 +49,10 @@ class Group:
     role: SimdgroupRole | None = None
 
 
-@attrs.frozen
-class Pt:
+class Pt(NamedTuple):
     """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this thread holds
-    it in that slot; `at`, when known, its coordinates (`flat` split along `shape`)."""
+    it in that slot; `at`, when known, its coordinates (`flat` split along `shape`). (A named tuple: the lowering
+    makes one for every element it reads.)"""
 
     shape: tuple[int, ...]
     flat: Value
@@ -133,8 +133,8 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("bound", "channels", "loc", "parts", "points", "published", "regions", "suffix", "taken",
-                 "use", "uses")
+    __slots__ = ("bound", "channels", "loc", "memoised", "parts", "points", "published", "regions", "suffix",
+                 "taken", "use", "uses")
 
     def __init__(self, taken: set[str]):
         self.taken = taken
@@ -148,6 +148,7 @@ class KernelState:
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[int, tuple[Value, object]] = {}   # tiles this statement put in scratch (`publish`)
         self.points: dict[tuple, tuple] = {}    # `values.slot_pt`: by ids, (layout, thread index, point)
+        self.memoised: set[int] = set()         # the hashes of the keys any region has memoised (`Block.memo_put`)
 
     def fresh(self, base: str) -> str:
         """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
@@ -252,11 +253,19 @@ class Block:
         return self.memo_get_at(key, hash(key))
 
     def memo_put(self, key, value) -> None:
-        self.memo[hash(key)] = (key, value)
+        self.memo_put_at(key, hash(key), value)
+
+    def memo_put_at(self, key, h: int, value) -> None:
+        """`memo_put(key, value)` for a key hashed `h` by its maker (as `memo_get_at` takes it)."""
+        self.memo[h] = (key, value)
+        self.kernel.memoised.add(h)
 
     def memo_get_at(self, key, h: int):
         """`memo_get(key)` for a key hashed `h` by its maker (every look-up and entry of such keys hashing them the
-        same way), without hashing it again here."""
+        same way), without hashing it again here. A hash no region has memoised is a miss found by one look-up, as
+        most are (the regions a miss would walk are not asked)."""
+        if h not in self.kernel.memoised:
+            return None
         b = self
         while b is not None:
             found = b.memo.get(h)

@@ -157,10 +157,12 @@ def scalar(blk: Block, v: Value | None) -> Value | None:
         return v
     # the key's hash from the node's cached one, as `at` makes its keys' (every scalar key is made here)
     key, h = ("s", v), hash(("s", v._h))
-    found = blk.memo_get_at(key, h)
+    memoised = blk.kernel.memoised   # a hash not in it is a miss (`Block.memo_get_at`), found without a call
+    found = blk.memo_get_at(key, h) if h in memoised else None
     if found is None:
         found = scalar_of(blk, v)
         blk.memo[h] = (key, found)
+        memoised.add(h)
     return found
 
 
@@ -285,10 +287,12 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
         key, h = (v, held), hash((v._h, hash(held)))
     else:
         key, h = (v, pt.flat), hash((v._h, pt.flat._h))
-    found = blk.memo_get_at(key, h)
+    memoised = blk.kernel.memoised   # a hash not in it is a miss (`Block.memo_get_at`), found without a call
+    found = blk.memo_get_at(key, h) if h in memoised else None
     if found is None:
         found = element_at(blk, v, pt)
         blk.memo[h] = (key, found)
+        memoised.add(h)
     return found
 
 
