@@ -103,8 +103,7 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     (no element of `v` is walked again)."""
     if v is None:
         return [None] * len(coords)
-    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-    zero = mo.const(0)
+    hole, zero = HOLE, mo.const(0)
     pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
             (hole, zero) if axis == 0 else (zero, hole))
     return fill(V.at(blk, v, pt), hole, coords)
@@ -165,6 +164,11 @@ def fill_path(v: Value, hole: Var, path: list[Node] | None, values: list[Value])
         out.append(done[id(v)])
     return out
 
+
+HOLE = Var("at hole", TileType(DType.I32))
+"""The name standing for a coordinate or an offset in a value evaluated once to be copied at several (`fill`): never
+emitted, as every copy has it replaced, and named as no variable can be (its copies are made by identity). One name
+for every such value: an element memoised at it is the same element wherever it is asked for there."""
 
 _FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
 _LEAVES = frozenset({Const, Param, Var, Builtin})   # values without children (`hole`, a `Var`, is met first)
@@ -233,23 +237,30 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     any thread can compute any of its elements, at a point without a register key. With `more`: whether each of
     `v` and `more` is (one walk, the nodes they share entered once)."""
     todo, seen = [v, *more], set()
+    push = todo.append
     while todo:
         x = todo.pop()
-        if not x.type.shape or id(x) in seen:
+        if id(x) in seen or not x.type.shape:
             continue
         seen.add(id(x))
-        if x.__class__ is Var:
+        cls = x.__class__
+        if cls is Binary or cls is Compare:   # the commonest, their operands read at once
+            push(x.lhs)
+            push(x.rhs)
+        elif cls is Broadcast or cls is ExpandDims:
+            push(x.x)
+        elif cls is Var:
             rep = blk.lookup(x.name)
             if rep.__class__ is Lazy:
-                todo.append(rep.expr)
+                push(rep.expr)
             elif rep.__class__ is not Scalar:
                 return False
-        elif x.__class__ in _ANYWHERE:
+        elif cls in _ANYWHERE:
             todo += children(x)
         else:
             return False
     return True
 
 
-__all__ = ["at_lines", "fill", "fill_path", "hole_path", "line_axes",
+__all__ = ["HOLE", "at_lines", "fill", "fill_path", "hole_path", "line_axes",
            "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

@@ -203,8 +203,9 @@ def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, lo
             for x in slow:
                 blk.emit(x)
             return
-        vec = Var(blk.fresh("ld"), VecLoad(V.at(blk, loaded.ptr, pts[0]), width).type)
-        fast = [Let(vec, VecLoad(V.at(blk, loaded.ptr, pts[0]), width), loc=loaded.loc),
+        whole_load = VecLoad(V.at(blk, loaded.ptr, pts[0]), width)
+        vec = Var(blk.fresh("ld"), whole_load.type)
+        fast = [Let(vec, whole_load, loc=loaded.loc),
                 VecStore(ptrs[0], vec, loc=blk.loc)]
         for x in fast if cond is None else [If(cond, fast, slow, loc=blk.loc)]:
             blk.emit(x)
@@ -320,8 +321,9 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         masks, inside = (SR.along_run(b, load.mask, *at, anywhere[id(load.mask)], lines) if at is not None
                          else ([], None))
         cond = mo.all_of([inside, guard, aligned])
-        vec = Var(b.fresh("run"), VecLoad(src, width).type)
-        fast = [Let(vec, VecLoad(src, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+        whole_load = VecLoad(src, width)
+        vec = Var(b.fresh("run"), whole_load.type)
+        fast = [Let(vec, whole_load, loc=load.loc), VecStore(dst, vec, loc=b.loc)]
         if cond is None:
             return fast
         zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)

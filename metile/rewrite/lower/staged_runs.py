@@ -25,7 +25,7 @@ import attrs
 from metile.ir.errors import Loc
 from metile.ir.node import children
 from metile.ir.ops import BinOp, CmpOp
-from metile.ir.types import DType, TileType
+from metile.ir.types import DType
 from metile.ir.values import Binary, Cast, Compare, Const, Param, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
@@ -197,7 +197,7 @@ class Line:
     __slots__ = ("_interval", "expr", "hole", "holds", "path")
 
     def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
-        hole = self.hole = Var(blk.fresh("at"), TileType(DType.I32))
+        hole = self.hole = LN.HOLE
         zero = mo.const(0)
         pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
                 (hole, zero) if axis == 0 else (zero, hole))
@@ -290,13 +290,13 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
                     sides.append((at, at[:1] + at[-1:] if width > 2 and line.interval else at))
                 else:
                     if hole is None:
-                        hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+                        hole = LN.HOLE   # the offset along the run, replaced by each
                         pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
                     sides.append(ends(V.at(blk, x, pt), hole, [mo.const(j) for j in range(width)]))
             (lhs, lt), (rhs, rt) = sides
             at = [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
             return at, mo.all_of(dict.fromkeys(lt + rt))
-    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
+    hole = LN.HOLE   # the offset along the run, replaced by each
     pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
     at, test = ends(V.at(blk, v, pt), hole, [mo.const(j) for j in range(width)])
     return at, mo.all_of(dict.fromkeys(test))

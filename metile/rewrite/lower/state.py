@@ -194,12 +194,13 @@ class KernelState:
 class Block:
     """One region being lowered (see the module docstring)."""
 
-    __slots__ = ("divergent", "env", "facts", "group", "kernel", "lane_divergent", "memo", "out", "parent",
+    __slots__ = ("divergent", "env", "facts", "fresh", "group", "kernel", "lane_divergent", "memo", "out", "parent",
                  "preheader", "ring")
 
     def __init__(self, facts: Facts, kernel: KernelState, group: Group, parent: Block | None = None,
                  out: list[Stmt] | None = None):
         self.facts, self.kernel, self.group, self.parent = facts, kernel, group, parent
+        self.fresh = kernel.fresh   # `fresh(base)`: a name not used yet in the kernel (`KernelState.fresh`)
         self.out: list[Stmt] = [] if out is None else out
         self.env: dict[str, object] = {}
         self.memo: dict[int, tuple[object, object]] = {}   # hash of a key -> (the key, its value)
@@ -279,12 +280,9 @@ class Block:
 
     def let(self, value: Value, base: str = "t", loc: Loc | None = None) -> Var:
         """A new variable bound to `value` by a `Let` located at `loc` (default: the statement being lowered)."""
-        v = Var(self.kernel.fresh(base), value.type)
+        v = Var(self.fresh(base), value.type)
         self.out.append(Let(v, value, loc=loc or self.kernel.loc))
         return v
-
-    def fresh(self, base: str) -> str:
-        return self.kernel.fresh(base)
 
     def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
         return UnsupportedConstructError(what, getattr(n, "loc", None))

@@ -143,11 +143,12 @@ def coords(blk: Block, pt: Pt) -> list[Value]:
 def project(blk: Block, pt: Pt, shape: tuple[int, ...]) -> Pt:
     """The element of a tile of `shape` that element `pt` of a broadcast of it reads."""
     cs = coords(blk, pt)[len(pt.shape) - len(shape):]  # the leading coordinates are dropped
-    flat: Value = mo.const(0)
+    flat: Value | None = None
     for c, extent, stride in zip(cs, shape, row_major_strides(shape)):
-        if extent != 1:
-            flat = mo.add(flat, mo.mul(c, mo.const(stride)))
-    return Pt(tuple(shape), flat)
+        if extent != 1:   # (a coordinate times 1, or added to nothing, is itself, as `mo.mul` and `mo.add` fold it)
+            term = c if stride == 1 else mo.mul(c, mo.const(stride))
+            flat = term if flat is None else mo.add(flat, term)
+    return Pt(tuple(shape), mo.const(0) if flat is None else flat)
 
 
 def scalar(blk: Block, v: Value | None) -> Value | None:
