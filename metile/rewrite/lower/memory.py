@@ -334,11 +334,11 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                         [Let(x, Load(AddPtr(src, j), guard, None if guard is None else zero), loc=load.loc),
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
-            slow = []
+            slow, el = [], load.type.with_shape(())
             others = (SR.along_run(b, load.other, *at, anywhere[id(load.other)], lines)[0] if load.other is not None
                       else [zero] * width)
             for j, (m, other) in enumerate(zip(masks, others)):
-                x = Var(b.fresh("el"), load.type.with_shape(()))
+                x = Var(b.fresh("el"), el)
                 slow += [Let(x, Load(AddPtr(src, mo.const(j)) if j else src, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
         return [If(cond, fast, slow, loc=b.loc)]
