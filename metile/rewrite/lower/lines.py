@@ -34,12 +34,17 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
     element; the values are the matrices' elements where `value` is the held result. False, having emitted
     nothing, where `ptr` is not of that form."""
     found = V.strides_of(blk, ptr)
-    if found is None or found[1] != 1 or S.is_varying(blk, ptr) or not readable_anywhere(blk, ptr):
+    if found is None or found[1] != 1 or S.is_varying(blk, ptr):
+        return False
+    # one walk of the pointer and the mask, whose index arithmetic they share, where both can be read anywhere (an
+    # edge tile's bounds checks): the mask's terms are then not walked again (`split_mask`)
+    every = mask is not None and readable_anywhere(blk, ptr, mask)
+    if not every and not readable_anywhere(blk, ptr):
         return False
     geom, shape = rep.geom, ptr.type.shape
     row = found[0]
     ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
-    by_row, by_col, mixed = split_mask(blk, mask)
+    by_row, by_col, mixed = split_mask(blk, mask, every)
     held = MU.held_mma(blk, value)
     direct = held is not None and held.geom == geom
     if direct and not mixed and 2 * geom.pieces >= ROLL_SLOTS:
