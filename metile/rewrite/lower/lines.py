@@ -158,8 +158,8 @@ def fill_path(v: Value, hole: Var, path: list[Node] | None, values: list[Value])
             cls = n.__class__
             if cls is Binary:
                 a, b = get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs)
-                if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
-                    done[id(n)] = _FOLDED[n.op](a, b)
+                if n.op in FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
+                    done[id(n)] = FOLDED[n.op](a, b)
                 else:
                     done[id(n)] = Binary(n.op, a, b, loc=n.loc)
             elif cls is Compare:
@@ -175,7 +175,8 @@ HOLE = Var("at hole", TileType(DType.I32))
 emitted, as every copy has it replaced, and named as no variable can be (its copies are made by identity). One name
 for every such value: an element memoised at it is the same element wherever it is asked for there."""
 
-_FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
+FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
+"""The operators `fill` folds where a replacement leaves a constant operand (of 32-bit integers)."""
 _LEAVES = frozenset({Const, Param, Var, Builtin})   # values without children (`hole`, a `Var`, is met first)
 
 
@@ -267,5 +268,5 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     return True
 
 
-__all__ = ["HOLE", "at_lines", "fill", "fill_path", "hole_path", "line_axes",
+__all__ = ["FOLDED", "HOLE", "at_lines", "fill", "fill_path", "hole_path", "line_axes",
            "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

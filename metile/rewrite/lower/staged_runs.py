@@ -194,7 +194,7 @@ class Line:
     coordinates (`lines.fill_path`, the nodes holding the name found once for all copies), and `interval` says,
     found once, whether it is true on an interval of that coordinate (`on_interval`)."""
 
-    __slots__ = ("_interval", "expr", "hole", "holds", "path")
+    __slots__ = ("_interval", "_plain", "expr", "hole", "holds", "path")
 
     def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
         hole = self.hole = LN.HOLE
@@ -204,6 +204,7 @@ class Line:
         self.expr, self.holds = V.at(blk, v, pt), {}
         self.path = LN.hole_path(self.expr, hole, self.holds)
         self._interval: bool | None = None
+        self._plain: bool | None = None
 
     def at(self, values: list[Value]) -> list[Value]:
         return LN.fill_path(self.expr, self.hole, self.path, values)
@@ -214,6 +215,17 @@ class Line:
         if found is None:
             found = self._interval = on_interval(self.expr, self.hole, self.holds)
         return found
+
+    def at_index(self, value: Value) -> Value | None:
+        """The copy at `value`, a coordinate that is not a constant, where it is the value evaluating the tile there
+        gives (None elsewhere): where no sum or product of 32-bit integers holding the name has a constant operand,
+        `fill` folds nothing, and the copy is the tile's expression at `value`, node for node."""
+        plain = self._plain
+        if plain is None:
+            plain = self._plain = not any(n.__class__ is Binary and n.op in LN.FOLDED and n.type.dtype is DType.I32
+                                          and (n.lhs.__class__ is Const or n.rhs.__class__ is Const)
+                                          for n in self.path or ())
+        return self.at([value])[0] if plain and value.__class__ is not Const else None
 
 
 def line_of(blk: Block, v: Value, shape: tuple[int, ...], axis: int, lines: dict, keep: bool = True) -> Line:
@@ -279,9 +291,12 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
         if any(1 not in (a or (1,)) for a in axes):
             pt, hole, sides = None, None, []
             for x, a in zip((v.lhs, v.rhs), axes):
-                if 1 not in (a or (1,)):   # one value along the row
-                    value = V.at(blk, x, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-                                 if hole is not None else p0)
+                if 1 not in (a or (1,)):   # one value along the row: a copy of the tile's row line where it has one
+                    line = lines.get((id(x), 0))
+                    value = line[1].at_index(r) if line is not None and line[0] is x else None
+                    if value is None:
+                        value = V.at(blk, x, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
+                                     if hole is not None else p0)
                     sides.append(([value] * width, [value]))
                 elif a == _ALONG_ROW:
                     line = line_of(blk, x, p0.shape, 1, lines, keep=False)
