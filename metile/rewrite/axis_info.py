@@ -266,42 +266,84 @@ class _Strides:
         return found
 
     def _of(self, v: Value) -> tuple[Stride, ...] | None:
-        defs, of = self.defs, self.of
-        match v:
-            case Var(name=name) if name in defs:
-                return of(defs[name])
-            case Arange():
-                return (1,)
-            case _ if v.type.shape == ():
-                return None
-            case Full():
-                return (0,) * len(v.type.shape)
-            case Broadcast(x=x, shape=shape):
-                if x.type.shape == ():
-                    return (0,) * len(shape)
-                inner = of(x)
-                if inner is None or len(x.type.shape) != len(shape):
-                    return None
-                return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
-            case ExpandDims(x=x, axis=axis):
-                inner = of(x)
-                return None if inner is None else (*inner[:axis], 0, *inner[axis:])
-            case Cast(x=x, dtype=dtype) if dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
-                return of(x)
-            case AddPtr(ptr=p, offset=off) | Binary(op=BinOp.ADD, lhs=p, rhs=off):
-                a, b = of(p), of(off)
-                if a is None or b is None:
-                    return None
-                out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
-                       for x, y in zip(a, b)]
-                return None if None in out else tuple(out)
-            case Binary(op=BinOp.MUL, lhs=a, rhs=b):
-                for x, y in ((a, b), (b, a)):
-                    scale, inner = _uniform_scalar(y), of(x)
-                    if scale is not None and inner is not None:
-                        out = [_scaled(s, scale) for s in inner]
-                        return None if None in out else tuple(out)
+        rule = _STRIDE_RULES.get(v.__class__)   # (any other class: not known to be affine)
+        return None if rule is None else rule(self, v)
+
+
+# The rules of `strides`, one per node class (found by one lookup of the value's class, as `AxisAnalysis.info`'s
+# are); each takes the finder, whose `of` gives an operand's strides (memoised), and a value of its class. A value
+# of shape () has none, but for a name's definition.
+
+def _s_var(f: _Strides, v: Var) -> tuple[Stride, ...] | None:
+    found = f.defs.get(v.name)
+    return None if found is None else f.of(found)
+
+
+def _s_arange(f: _Strides, v: Arange) -> tuple[Stride, ...] | None:
+    return (1,)
+
+
+def _s_full(f: _Strides, v: Full) -> tuple[Stride, ...] | None:
+    shape = v.type.shape
+    return (0,) * len(shape) if shape else None
+
+
+def _s_broadcast(f: _Strides, v: Broadcast) -> tuple[Stride, ...] | None:
+    x, shape = v.x, v.shape
+    if not v.type.shape:
         return None
+    if x.type.shape == ():
+        return (0,) * len(shape)
+    inner = f.of(x)
+    if inner is None or len(x.type.shape) != len(shape):
+        return None
+    return tuple(0 if e == 1 else s for e, s in zip(x.type.shape, inner))
+
+
+def _s_expand_dims(f: _Strides, v: ExpandDims) -> tuple[Stride, ...] | None:
+    if not v.type.shape:
+        return None
+    inner, axis = f.of(v.x), v.axis
+    return None if inner is None else (*inner[:axis], 0, *inner[axis:])
+
+
+def _s_cast(f: _Strides, v: Cast) -> tuple[Stride, ...] | None:
+    x, dtype = v.x, v.dtype
+    if v.type.shape and dtype.is_int and x.type.dtype.is_int and dtype.bits >= x.type.dtype.bits:
+        return f.of(x)
+    return None
+
+
+def _s_sum(f: _Strides, p: Value, off: Value) -> tuple[Stride, ...] | None:
+    a, b = f.of(p), f.of(off)
+    if a is None or b is None:
+        return None
+    out = [y if x == 0 else x if y == 0 else x + y if isinstance(x, int) and isinstance(y, int) else None
+           for x, y in zip(a, b)]
+    return None if None in out else tuple(out)
+
+
+def _s_add_ptr(f: _Strides, v: AddPtr) -> tuple[Stride, ...] | None:
+    return _s_sum(f, v.ptr, v.offset) if v.type.shape else None
+
+
+def _s_binary(f: _Strides, v: Binary) -> tuple[Stride, ...] | None:
+    if not v.type.shape:
+        return None
+    op, a, b = v.op, v.lhs, v.rhs
+    if op is BinOp.ADD:
+        return _s_sum(f, a, b)
+    if op is BinOp.MUL:
+        for x, y in ((a, b), (b, a)):
+            scale, inner = _uniform_scalar(y), f.of(x)
+            if scale is not None and inner is not None:
+                out = [_scaled(s, scale) for s in inner]
+                return None if None in out else tuple(out)
+    return None
+
+
+_STRIDE_RULES = {Var: _s_var, Arange: _s_arange, Full: _s_full, Broadcast: _s_broadcast, ExpandDims: _s_expand_dims,
+                 Cast: _s_cast, AddPtr: _s_add_ptr, Binary: _s_binary}
 
 
 def _uniform_scalar(v: Value) -> Value | None:

@@ -55,7 +55,9 @@ def _widen(v: Value, dtype: DType) -> Value:
 def add(a: Value, b: Value) -> Value:
     if a.type.dtype is not b.type.dtype:
         a, b = widened(a, b)
-    ca, cb = isinstance(a, Const), isinstance(b, Const)
+    ca, cb = a.__class__ is Const, b.__class__ is Const
+    if not (ca or cb):  # the common case: nothing to fold
+        return Binary(BinOp.ADD, a, b)
     if ca and a.value == 0:
         return b
     if cb and b.value == 0:
@@ -73,7 +75,7 @@ def add(a: Value, b: Value) -> Value:
 def mul(a: Value, b: Value) -> Value:
     if a.type.dtype is not b.type.dtype:
         a, b = widened(a, b)
-    ca, cb = isinstance(a, Const), isinstance(b, Const)
+    ca, cb = a.__class__ is Const, b.__class__ is Const
     if not (ca or cb):  # the common case: nothing to fold
         return Binary(BinOp.MUL, a, b)
     if ca and a.value == 1:

@@ -41,9 +41,11 @@ def fresh_rep(blk: Block, kind, var: Var):
         v = Var(blk.fresh(var.name), var.type.with_shape(()))
         return Scalar(v), [v]
     if isinstance(kind, Blocked):
-        vs = [Var(blk.fresh(f"{var.name}_{i}"), var.type.with_shape(())) for i in range(kind.slots)]
+        t = var.type.with_shape(())   # (each type made once for all the slots)
+        vs = [Var(blk.fresh(f"{var.name}_{i}"), t) for i in range(kind.slots)]
         return Regs(kind, tuple(vs)), vs
-    vs = [Var(blk.fresh(f"{var.name}_m{i}"), MatrixType(DType.F32)) for i in range(kind.pieces)]
+    t = MatrixType(DType.F32)
+    vs = [Var(blk.fresh(f"{var.name}_m{i}"), t) for i in range(kind.pieces)]
     return Mma(kind, tuple(vs)), vs
 
 

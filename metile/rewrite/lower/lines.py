@@ -34,12 +34,17 @@ def store_by_lines(blk: Block, cls, rep: Mma, ptr: Value, value: Value, mask: Va
     element; the values are the matrices' elements where `value` is the held result. False, having emitted
     nothing, where `ptr` is not of that form."""
     found = V.strides_of(blk, ptr)
-    if found is None or found[1] != 1 or S.is_varying(blk, ptr) or not readable_anywhere(blk, ptr):
+    if found is None or found[1] != 1 or S.is_varying(blk, ptr):
+        return False
+    # one walk of the pointer and the mask, whose index arithmetic they share, where both can be read anywhere (an
+    # edge tile's bounds checks): the mask's terms are then not walked again (`split_mask`)
+    every = mask is not None and readable_anywhere(blk, ptr, mask)
+    if not every and not readable_anywhere(blk, ptr):
         return False
     geom, shape = rep.geom, ptr.type.shape
     row = found[0]
     ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
-    by_row, by_col, mixed = split_mask(blk, mask)
+    by_row, by_col, mixed = split_mask(blk, mask, every)
     held = MU.held_mma(blk, value)
     direct = held is not None and held.geom == geom
     if direct and not mixed and 2 * geom.pieces >= ROLL_SLOTS:
@@ -103,8 +108,7 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     (no element of `v` is walked again)."""
     if v is None:
         return [None] * len(coords)
-    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-    zero = mo.const(0)
+    hole, zero = HOLE, mo.const(0)
     pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
             (hole, zero) if axis == 0 else (zero, hole))
     return fill(V.at(blk, v, pt), hole, coords)
@@ -112,14 +116,18 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
 
 def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None = None) -> list[Value]:
     """`v` with the name `hole` replaced by each of `values`; only the nodes that hold `hole` are rebuilt (found
-    once, for all the values). A sum or product of 32-bit integers that the replacement leaves with a constant
-    operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value would have folded it. `holds`, when
-    given (empty), is left saying by node identity whether each node of `v` met holds `hole` (what
-    `staged_runs.on_interval` asks of the same `v`)."""
-    if holds is None:
-        holds = {}
+    once, for all the values: `hole_path`, then `fill_path`). A sum or product of 32-bit integers that the
+    replacement leaves with a constant operand is folded (`metal_ops.add`, `mul`), as evaluating `v` at that value
+    would have folded it. `holds`, when given (empty), is left saying by node identity whether each node of `v` met
+    holds `hole` (what `staged_runs.on_interval` asks of the same `v`)."""
+    return fill_path(v, hole, hole_path(v, hole, {} if holds is None else holds), values)
+
+
+def hole_path(v: Value, hole: Var, holds: dict[int, bool]) -> list[Node] | None:
+    """The nodes of `v` holding the name `hole`, each after those it holds (what `fill_path` rebuilds); None when `v`
+    does not hold it. `holds` is left saying by node identity whether each node met holds `hole`."""
     holds[id(hole)] = True
-    path: list[Node] = []   # the nodes holding `hole`, each after those it holds
+    path: list[Node] = []
 
     def has(n: Node) -> bool:   # `n` (not met yet) holds `hole`; a child met already, or a leaf, is not entered
         found = False
@@ -134,6 +142,13 @@ def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None
         return found
 
     if v is not hole and (v.__class__ in _LEAVES or not has(v)):
+        return None
+    return path
+
+
+def fill_path(v: Value, hole: Var, path: list[Node] | None, values: list[Value]) -> list[Value]:
+    """`v` with `hole` replaced by each of `values`, given the nodes holding it (`hole_path`; None: none do)."""
+    if path is None:
         return [v] * len(values)
     out = []
     for value in values:
@@ -143,8 +158,8 @@ def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None
             cls = n.__class__
             if cls is Binary:
                 a, b = get(id(n.lhs), n.lhs), get(id(n.rhs), n.rhs)
-                if n.op in _FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
-                    done[id(n)] = _FOLDED[n.op](a, b)
+                if n.op in FOLDED and (a.__class__ is Const or b.__class__ is Const) and n.type.dtype is DType.I32:
+                    done[id(n)] = FOLDED[n.op](a, b)
                 else:
                     done[id(n)] = Binary(n.op, a, b, loc=n.loc)
             elif cls is Compare:
@@ -155,7 +170,13 @@ def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None
     return out
 
 
-_FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
+HOLE = Var("at hole", TileType(DType.I32))
+"""The name standing for a coordinate or an offset in a value evaluated once to be copied at several (`fill`): never
+emitted, as every copy has it replaced, and named as no variable can be (its copies are made by identity). One name
+for every such value: an element memoised at it is the same element wherever it is asked for there."""
+
+FOLDED = {BinOp.ADD: mo.add, BinOp.MUL: mo.mul}
+"""The operators `fill` folds where a replacement leaves a constant operand (of 32-bit integers)."""
 _LEAVES = frozenset({Const, Param, Var, Builtin})   # values without children (`hole`, a `Var`, is met first)
 
 
@@ -222,22 +243,30 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     any thread can compute any of its elements, at a point without a register key. With `more`: whether each of
     `v` and `more` is (one walk, the nodes they share entered once)."""
     todo, seen = [v, *more], set()
+    push = todo.append
     while todo:
         x = todo.pop()
-        if not x.type.shape or id(x) in seen:
+        if id(x) in seen or not x.type.shape:
             continue
         seen.add(id(x))
-        if x.__class__ is Var:
+        cls = x.__class__
+        if cls is Binary or cls is Compare:   # the commonest, their operands read at once
+            push(x.lhs)
+            push(x.rhs)
+        elif cls is Broadcast or cls is ExpandDims:
+            push(x.x)
+        elif cls is Var:
             rep = blk.lookup(x.name)
             if rep.__class__ is Lazy:
-                todo.append(rep.expr)
+                push(rep.expr)
             elif rep.__class__ is not Scalar:
                 return False
-        elif x.__class__ in _ANYWHERE:
+        elif cls in _ANYWHERE:
             todo += children(x)
         else:
             return False
     return True
 
 
-__all__ = ["at_lines", "fill", "line_axes", "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]
+__all__ = ["FOLDED", "HOLE", "at_lines", "fill", "fill_path", "hole_path", "line_axes",
+           "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

@@ -64,26 +64,28 @@ def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -
     whole = width > 1 and whole_runs(blk, mask, ptr, width)
     regs: list[Value] = []
     for first in range(0, layout.slots, width):
-        pts = [V.slot_pt(blk, layout, s, shape) for s in range(first, first + width)]
+        p0 = V.slot_pt(blk, layout, first, shape)   # the run's other points only where they are read
         if width == 1:
-            m = V.at(blk, mask, pts[0])
-            regs.append(blk.let(Load(V.at(blk, ptr, pts[0]), m, V.at(blk, other, pts[0]) if m is not None else None,
+            m = V.at(blk, mask, p0)
+            regs.append(blk.let(Load(V.at(blk, ptr, p0), m, V.at(blk, other, p0) if m is not None else None,
                                      volatile), name))
             continue
-        vec = VecLoad(V.at(blk, ptr, pts[0]), width)
+        vec = VecLoad(V.at(blk, ptr, p0), width)
         if whole:   # the run wholly inside the mask, or wholly outside it (reading `other`)
-            cond = mo.both(V.at(blk, mask, pts[0]), V.guard(blk, layout, first))
+            cond = mo.both(V.at(blk, mask, p0), V.guard(blk, layout, first))
             if cond is None:
                 v = blk.let(vec, name)
                 regs += [Extract(v, j) for j in range(width)]
                 continue
-            outside = [V.at(blk, other, pt) for pt in pts] if other is not None else [_zero(vec.type.dtype)] * width
+            outside = ([V.at(blk, other, V.slot_pt(blk, layout, s, shape)) for s in range(first, first + width)]
+                       if other is not None else [_zero(vec.type.dtype)] * width)
             fast = Var(blk.fresh(name), vec.type)
             inside = [Extract(fast, j) for j in range(width)]
             results = [Var(blk.fresh(name), x.type) for x in inside]
             blk.emit(If(cond, [Let(fast, vec)], [], inside, outside, results, loc=blk.loc))
             regs += results
             continue
+        pts = [p0, *(V.slot_pt(blk, layout, s, shape) for s in range(first + 1, first + width))]
         masks = [V.at(blk, mask, pt) for pt in pts]
         scalar = [Load(V.at(blk, ptr, pt), m, V.at(blk, other, pt) if m is not None else None, volatile)
                   for pt, m in zip(pts, masks)]
@@ -201,8 +203,9 @@ def store_run(blk: Block, cls, layout: Blocked, width: int, ptr, value, mask, lo
             for x in slow:
                 blk.emit(x)
             return
-        vec = Var(blk.fresh("ld"), VecLoad(V.at(blk, loaded.ptr, pts[0]), width).type)
-        fast = [Let(vec, VecLoad(V.at(blk, loaded.ptr, pts[0]), width), loc=loaded.loc),
+        whole_load = VecLoad(V.at(blk, loaded.ptr, pts[0]), width)
+        vec = Var(blk.fresh("ld"), whole_load.type)
+        fast = [Let(vec, whole_load, loc=loaded.loc),
                 VecStore(ptrs[0], vec, loc=blk.loc)]
         for x in fast if cond is None else [If(cond, fast, slow, loc=blk.loc)]:
             blk.emit(x)
@@ -315,10 +318,12 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
     def copy_run(b: Block, src: Var, dst: Var, guard, aligned, at) -> list[Stmt]:
         """A run's copy: one vector where `guard`, `aligned` and (with `at`, its first point, row, column and
         length) the load's mask hold over the run (`staged_runs.along_run`), else element by element."""
-        masks, inside = SR.along_run(b, load.mask, *at, anywhere[id(load.mask)]) if at is not None else ([], None)
+        masks, inside = (SR.along_run(b, load.mask, *at, anywhere[id(load.mask)], lines) if at is not None
+                         else ([], None))
         cond = mo.all_of([inside, guard, aligned])
-        vec = Var(b.fresh("run"), VecLoad(src, width).type)
-        fast = [Let(vec, VecLoad(src, width), loc=load.loc), VecStore(dst, vec, loc=b.loc)]
+        whole_load = VecLoad(src, width)
+        vec = Var(b.fresh("run"), whole_load.type)
+        fast = [Let(vec, whole_load, loc=load.loc), VecStore(dst, vec, loc=b.loc)]
         if cond is None:
             return fast
         zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
@@ -329,16 +334,17 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
                         [Let(x, Load(AddPtr(src, j), guard, None if guard is None else zero), loc=load.loc),
                          Store(AddPtr(dst, j), x, guard, loc=b.loc)], [], [], loc=b.loc)]
         else:           # element by element, each under its own mask
-            slow = []
-            others = (SR.along_run(b, load.other, *at, anywhere[id(load.other)])[0] if load.other is not None
+            slow, el = [], load.type.with_shape(())
+            others = (SR.along_run(b, load.other, *at, anywhere[id(load.other)], lines)[0] if load.other is not None
                       else [zero] * width)
             for j, (m, other) in enumerate(zip(masks, others)):
-                x = Var(b.fresh("el"), load.type.with_shape(()))
+                x = Var(b.fresh("el"), el)
                 slow += [Let(x, Load(AddPtr(src, mo.const(j)) if j else src, mo.both(m, guard), other), loc=load.loc),
                          Store(AddPtr(dst, mo.const(j)), x, guard, loc=b.loc)]
         return [If(cond, fast, slow, loc=b.loc)]
 
-    whole = (SR.tile_inside(blk, load.mask, shape, anywhere[id(load.mask)]) if load.mask is not None
+    lines: dict = {}   # the mask's parts along one axis, evaluated once (`staged_runs.Line`) for the tile and its runs
+    whole = (SR.tile_inside(blk, load.mask, shape, anywhere[id(load.mask)], lines) if load.mask is not None
              else mo.const(True, DType.BOOL))
     if whole is not None and not isinstance(whole, Const):
         whole = blk.let(whole, "inside", load.loc)   # once for the tile, before its runs

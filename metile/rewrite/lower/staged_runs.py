@@ -25,7 +25,7 @@ import attrs
 from metile.ir.errors import Loc
 from metile.ir.node import children
 from metile.ir.ops import BinOp, CmpOp
-from metile.ir.types import DType, TileType
+from metile.ir.types import DType
 from metile.ir.values import Binary, Cast, Compare, Const, Param, Value, Var
 from metile.rewrite import metal_ops as mo
 from metile.rewrite.distribute import Blocked
@@ -188,58 +188,137 @@ def ends(v: Value, hole: Var, values: list[Value]) -> tuple[list[Value], list[Va
     return at, (at[:1] + at[-1:] if len(at) > 2 and on_interval(v, hole, reads) else at)
 
 
-def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool = False) -> Value | None:
+class Line:
+    """A 2-D tile any thread can compute (`lines.readable_anywhere`) whose elements differ only along `axis`,
+    evaluated once at a name standing for the coordinate along it (`hole`, never emitted): `at` copies it at any
+    coordinates (`lines.fill_path`, the nodes holding the name found once for all copies), and `interval` says,
+    found once, whether it is true on an interval of that coordinate (`on_interval`)."""
+
+    __slots__ = ("_interval", "_plain", "expr", "hole", "holds", "path")
+
+    def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
+        hole = self.hole = LN.HOLE
+        zero = mo.const(0)
+        pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
+                (hole, zero) if axis == 0 else (zero, hole))
+        self.expr, self.holds = V.at(blk, v, pt), {}
+        self.path = LN.hole_path(self.expr, hole, self.holds)
+        self._interval: bool | None = None
+        self._plain: bool | None = None
+
+    def at(self, values: list[Value]) -> list[Value]:
+        return LN.fill_path(self.expr, self.hole, self.path, values)
+
+    @property
+    def interval(self) -> bool:
+        found = self._interval
+        if found is None:
+            found = self._interval = on_interval(self.expr, self.hole, self.holds)
+        return found
+
+    def at_index(self, value: Value) -> Value | None:
+        """The copy at `value`, a coordinate that is not a constant, where it is the value evaluating the tile there
+        gives (None elsewhere): where no sum or product of 32-bit integers holding the name has a constant operand,
+        `fill` folds nothing, and the copy is the tile's expression at `value`, node for node."""
+        plain = self._plain
+        if plain is None:
+            plain = self._plain = not any(n.__class__ is Binary and n.op in LN.FOLDED and n.type.dtype is DType.I32
+                                          and (n.lhs.__class__ is Const or n.rhs.__class__ is Const)
+                                          for n in self.path or ())
+        return self.at([value])[0] if plain and value.__class__ is not Const else None
+
+
+def line_of(blk: Block, v: Value, shape: tuple[int, ...], axis: int, lines: dict, keep: bool = True) -> Line:
+    """`Line(blk, v, shape, axis)`, found in `lines` (by tile and axis) where it was made already, else made, and
+    kept there when `keep`. The caller keeps `lines` for the tile it stages, so that its runs (`along_run`) copy
+    what `tile_inside` evaluated before them; a line made by a run is not kept, as evaluating it may bind names
+    (a scalar read from a role's channel) in that run's region alone."""
+    key = (id(v), axis)
+    found = lines.get(key)
+    if found is None or found[0] is not v:
+        found = (v, Line(blk, v, shape, axis))
+        if keep:
+            lines[key] = found
+    return found[1]
+
+
+def tile_inside(blk: Block, mask: Value, shape: tuple[int, ...], anywhere: bool = False,
+                lines: dict | None = None) -> Value | None:
     """A test, the same for every element, that the 2-D bool tile `mask` (one any thread can compute,
     `lines.readable_anywhere`) holds at every element (a `Const` true when it always does); None where it cannot be
     had from the ends of the rows and columns: `mask` is not the conjunction of a part that reads only the row and
     one that reads only the column (as `lines.split_mask` splits it), each true on an interval of its axis.
-    `anywhere`: `mask` is known to be `readable_anywhere` (its terms are then not walked again to find it)."""
+    `anywhere`: `mask` is known to be `readable_anywhere` (its terms are then not walked again to find it). Each
+    part is evaluated once (`Line`, kept in `lines` when given)."""
     rows, cols, mixed = LN.split_mask(blk, mask, anywhere)
     if mixed:
         return None
-    zero, conds = mo.const(0), []
+    lines = {} if lines is None else lines
+    conds = []
     for axis, part in enumerate((rows, cols)):
         if part is None:
             continue
-        hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-        pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
-                (hole, zero) if axis == 0 else (zero, hole))
-        v, reads = V.at(blk, part, pt), {}
-        found = LN.fill(v, hole, [zero, mo.const(shape[axis] - 1)], reads)
-        if not on_interval(v, hole, reads):
+        line = line_of(blk, part, shape, axis, lines)
+        found = line.at([mo.const(0), mo.const(shape[axis] - 1)])
+        if not line.interval:
             return None
         conds += found
     return mo.all_of(dict.fromkeys(conds)) or mo.const(True, DType.BOOL)
 
 
 def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
-              anywhere: bool) -> tuple[list[Value], Value | None]:
+              anywhere: bool, lines: dict | None = None) -> tuple[list[Value], Value | None]:
     """The elements of the 2-D tile `v` at the `width` points of a run that starts at `p0` (row `r`, column `c`) and
     goes along the row, and their conjunction (for a mask: the test that the whole run is inside it). A tile any
     thread can compute (`anywhere`, as `lines.readable_anywhere` finds: a mask of bounds checks) is evaluated once,
     at a name standing for the offset along the run, which is then replaced by each offset (`lines.fill`), and
     where it is true on an interval of the offsets (`on_interval`), the conjunction tests the run's first
-    and last elements alone; another tile is read element by element, and the conjunction tests each."""
+    and last elements alone; another tile is read element by element, and the conjunction tests each. A part that
+    differs only along the row is copied from its `Line` (kept in `lines`, shared with `tile_inside` and the other
+    runs), at the run's columns."""
     if not anywhere:   # the run's elements share a row: their coordinates are known without dividing their index
         at = [V.at(blk, v, Pt(p0.shape, mo.add(p0.flat, mo.const(j)), None, (r, mo.add(c, mo.const(j)))))
               for j in range(width)]
         return at, mo.all_of(dict.fromkeys(at))
-    hole = Var(blk.fresh("at"), TileType(DType.I32))   # never emitted: every copy has it replaced
-    pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-    offsets = [mo.const(j) for j in range(width)]
+    lines = {} if lines is None else lines
     while v.__class__ is Var and (rep := blk.lookup(v.name)).__class__ is Lazy:   # a name of a pure expression
         v = rep.expr
+    cols = None   # the run's columns, where a part is copied from its line
     if v.__class__ is Binary and v.op is BinOp.AND and v.lhs.type.shape == v.rhs.type.shape == v.type.shape:
         # `rows_ok[:, None] & cols_ok[None, :]`: a side the same along the row is one value for the whole run, and
         # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
-        sides = [V.at(blk, x, pt) if 1 not in (LN.line_axes(blk, x) or (1,)) else None for x in (v.lhs, v.rhs)]
-        if sides != [None, None]:
-            (lhs, lt), (rhs, rt) = (([x] * width, [x]) if x is not None else
-                                    ends(V.at(blk, side, pt), hole, offsets) for x, side in zip(sides, (v.lhs, v.rhs)))
+        axes = [LN.line_axes(blk, x) for x in (v.lhs, v.rhs)]
+        if any(1 not in (a or (1,)) for a in axes):
+            pt, hole, sides = None, None, []
+            for x, a in zip((v.lhs, v.rhs), axes):
+                if 1 not in (a or (1,)):   # one value along the row: a copy of the tile's row line where it has one
+                    line = lines.get((id(x), 0))
+                    value = line[1].at_index(r) if line is not None and line[0] is x else None
+                    if value is None:
+                        value = V.at(blk, x, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
+                                     if hole is not None else p0)
+                    sides.append(([value] * width, [value]))
+                elif a == _ALONG_ROW:
+                    line = line_of(blk, x, p0.shape, 1, lines, keep=False)
+                    cols = cols or [mo.add(c, mo.const(j)) for j in range(width)]
+                    at = line.at(cols)
+                    sides.append((at, at[:1] + at[-1:] if width > 2 and line.interval else at))
+                else:
+                    if hole is None:
+                        hole = LN.HOLE   # the offset along the run, replaced by each
+                        pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
+                    sides.append(ends(V.at(blk, x, pt), hole, [mo.const(j) for j in range(width)]))
+            (lhs, lt), (rhs, rt) = sides
             at = [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
             return at, mo.all_of(dict.fromkeys(lt + rt))
-    at, test = ends(V.at(blk, v, pt), hole, offsets)
+    hole = LN.HOLE   # the offset along the run, replaced by each
+    pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
+    at, test = ends(V.at(blk, v, pt), hole, [mo.const(j) for j in range(width)])
     return at, mo.all_of(dict.fromkeys(test))
 
 
-__all__ = ["LANES", "Placement", "along_run", "ends", "low", "on_interval", "shr", "spaced", "tile_inside", "times"]
+_ALONG_ROW = frozenset({1})
+
+
+__all__ = ["LANES", "Line", "Placement", "along_run", "ends", "line_of", "low", "on_interval",
+           "shr", "spaced", "tile_inside", "times"]

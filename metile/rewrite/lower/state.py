@@ -18,7 +18,7 @@ A Tile IR value is represented per thread by one of `Scalar`, `Regs`, `Mma`, `La
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
@@ -49,10 +49,10 @@ class Group:
     role: SimdgroupRole | None = None
 
 
-@attrs.frozen
-class Pt:
+class Pt(NamedTuple):
     """Element `flat` (row-major, in range) of a tile of `shape`; `key` is `(layout, slot)` when this thread holds
-    it in that slot; `at`, when known, its coordinates (`flat` split along `shape`)."""
+    it in that slot; `at`, when known, its coordinates (`flat` split along `shape`). (A named tuple: the lowering
+    makes one for every element it reads.)"""
 
     shape: tuple[int, ...]
     flat: Value
@@ -133,8 +133,8 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("bound", "channels", "loc", "parts", "points", "published", "regions", "suffix", "taken",
-                 "use", "uses")
+    __slots__ = ("bound", "channels", "loc", "memoised", "parts", "points", "published", "regions", "suffix",
+                 "taken", "use", "uses")
 
     def __init__(self, taken: set[str]):
         self.taken = taken
@@ -148,6 +148,7 @@ class KernelState:
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[int, tuple[Value, object]] = {}   # tiles this statement put in scratch (`publish`)
         self.points: dict[tuple, tuple] = {}    # `values.slot_pt`: by ids, (layout, thread index, point)
+        self.memoised: set[int] = set()         # the hashes of the keys any region has memoised (`Block.memo_put`)
 
     def fresh(self, base: str) -> str:
         """A name not used yet: `base`, else `base_<i>` with the next free `i` for that base."""
@@ -193,12 +194,13 @@ class KernelState:
 class Block:
     """One region being lowered (see the module docstring)."""
 
-    __slots__ = ("divergent", "env", "facts", "group", "kernel", "lane_divergent", "memo", "out", "parent",
+    __slots__ = ("divergent", "env", "facts", "fresh", "group", "kernel", "lane_divergent", "memo", "out", "parent",
                  "preheader", "ring")
 
     def __init__(self, facts: Facts, kernel: KernelState, group: Group, parent: Block | None = None,
                  out: list[Stmt] | None = None):
         self.facts, self.kernel, self.group, self.parent = facts, kernel, group, parent
+        self.fresh = kernel.fresh   # `fresh(base)`: a name not used yet in the kernel (`KernelState.fresh`)
         self.out: list[Stmt] = [] if out is None else out
         self.env: dict[str, object] = {}
         self.memo: dict[int, tuple[object, object]] = {}   # hash of a key -> (the key, its value)
@@ -252,11 +254,19 @@ class Block:
         return self.memo_get_at(key, hash(key))
 
     def memo_put(self, key, value) -> None:
-        self.memo[hash(key)] = (key, value)
+        self.memo_put_at(key, hash(key), value)
+
+    def memo_put_at(self, key, h: int, value) -> None:
+        """`memo_put(key, value)` for a key hashed `h` by its maker (as `memo_get_at` takes it)."""
+        self.memo[h] = (key, value)
+        self.kernel.memoised.add(h)
 
     def memo_get_at(self, key, h: int):
         """`memo_get(key)` for a key hashed `h` by its maker (every look-up and entry of such keys hashing them the
-        same way), without hashing it again here."""
+        same way), without hashing it again here. A hash no region has memoised is a miss found by one look-up, as
+        most are (the regions a miss would walk are not asked)."""
+        if h not in self.kernel.memoised:
+            return None
         b = self
         while b is not None:
             found = b.memo.get(h)
@@ -270,12 +280,9 @@ class Block:
 
     def let(self, value: Value, base: str = "t", loc: Loc | None = None) -> Var:
         """A new variable bound to `value` by a `Let` located at `loc` (default: the statement being lowered)."""
-        v = Var(self.kernel.fresh(base), value.type)
+        v = Var(self.fresh(base), value.type)
         self.out.append(Let(v, value, loc=loc or self.kernel.loc))
         return v
-
-    def fresh(self, base: str) -> str:
-        return self.kernel.fresh(base)
 
     def refuse(self, what: str, n: Node | None) -> UnsupportedConstructError:
         return UnsupportedConstructError(what, getattr(n, "loc", None))

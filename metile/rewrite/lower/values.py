@@ -10,9 +10,9 @@ source at another point: a reshape or a new dimension at the same row-major inde
 held tile is read in place), a permutation or a taken index where its layout (`metile.rewrite.shape_layouts`) maps
 the index, a join at half the index in one of its two sides. Each rule is one case of
 `element_at` or `scalar_of`, a `match` on the node; values already lowered in the region are memoised (a
-broadcast, reshape or new dimension is not: the element it reads is). Python's `//` and `%` on integers become
-Metal's truncating `/` and `%` where the dividend is known not to be negative and the divisor to be positive
-(`at_least`), and keep their sign fix-ups elsewhere.
+broadcast, reshape or new dimension is not, nor a name of a pure expression: the element it reads is). Python's
+`//` and `%` on integers become Metal's truncating `/` and `%` where the dividend is known not to be negative and
+the divisor to be positive (`at_least`), and keep their sign fix-ups elsewhere.
 """
 
 from __future__ import annotations
@@ -143,24 +143,34 @@ def coords(blk: Block, pt: Pt) -> list[Value]:
 def project(blk: Block, pt: Pt, shape: tuple[int, ...]) -> Pt:
     """The element of a tile of `shape` that element `pt` of a broadcast of it reads."""
     cs = coords(blk, pt)[len(pt.shape) - len(shape):]  # the leading coordinates are dropped
-    flat: Value = mo.const(0)
+    flat: Value | None = None
     for c, extent, stride in zip(cs, shape, row_major_strides(shape)):
-        if extent != 1:
-            flat = mo.add(flat, mo.mul(c, mo.const(stride)))
-    return Pt(tuple(shape), flat)
+        if extent != 1:   # (a coordinate times 1, or added to nothing, is itself, as `mo.mul` and `mo.add` fold it)
+            term = c if stride == 1 else mo.mul(c, mo.const(stride))
+            flat = term if flat is None else mo.add(flat, term)
+    return Pt(tuple(shape), mo.const(0) if flat is None else flat)
 
 
 def scalar(blk: Block, v: Value | None) -> Value | None:
     if v is None:
         return None
-    if v.__class__ is Const or v.__class__ is Param:
+    cls = v.__class__
+    if cls is Const or cls is Param:
         return v
+    if cls is Var:   # a name: its value, or its expression's (memoised there), read without a memo of its own
+        rep = blk.lookup(v.name)
+        if rep.__class__ is Scalar:
+            return rep.value
+        if rep.__class__ is Lazy:
+            return scalar(blk, rep.expr)
     # the key's hash from the node's cached one, as `at` makes its keys' (every scalar key is made here)
     key, h = ("s", v), hash(("s", v._h))
-    found = blk.memo_get_at(key, h)
+    memoised = blk.kernel.memoised   # a hash not in it is a miss (`Block.memo_get_at`), found without a call
+    found = blk.memo_get_at(key, h) if h in memoised else None
     if found is None:
         found = scalar_of(blk, v)
         blk.memo[h] = (key, found)
+        memoised.add(h)
     return found
 
 
@@ -264,7 +274,8 @@ def at_least(blk: Block, v: Value, low: int, depth: int = 4) -> bool:
 
 
 FORWARDING = frozenset({Broadcast, ExpandDims, Reshape})
-"""The shape changes whose element is an element of their operand (or its scalar), read by `at` unmemoised."""
+"""The shape changes whose element is an element of their operand (or its scalar), read by `at` itself, unmemoised
+(as a name of a pure expression is)."""
 
 
 def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
@@ -273,22 +284,34 @@ def at(blk: Block, v: Value | None, pt: Pt) -> Value | None:
     if v.type.shape == ():
         return scalar(blk, v)
     cls = v.__class__
-    if cls is Var and pt.key is not None:  # the commonest read: a register, nothing to memoise
+    # another tile's element (a name of a pure expression, a shape change), memoised there: nothing to memoise here
+    if cls is Var:
         rep = blk.lookup(v.name)
-        if rep.__class__ is Regs and ((lay := pt.key[0]) is rep.layout or lay == rep.layout):
-            return rep.regs[pt.key[1]]
-    if cls in FORWARDING:   # another tile's element, memoised there: nothing to memoise here
-        return element_at(blk, v, pt)
+        if rep.__class__ is Lazy:
+            return at(blk, rep.expr, pt)
+        if pt.key is not None and rep.__class__ is Regs and ((lay := pt.key[0]) is rep.layout or lay == rep.layout):
+            return rep.regs[pt.key[1]]   # the commonest read: a register
+    elif cls is Broadcast:
+        x = v.x
+        xs = x.type.shape
+        if not xs:  # every element reads the one scalar
+            return scalar(blk, x)
+        return at(blk, x, pt) if xs == v.shape else at(blk, x, project(blk, pt, xs))
+    elif cls is ExpandDims or cls is Reshape:   # the same row-major index (and register key)
+        x = v.x
+        return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
     # the key's hash from the nodes' cached ones (`hash(key)` would call back into Python for each)
     held = pt.key
     if held is not None:
         key, h = (v, held), hash((v._h, hash(held)))
     else:
         key, h = (v, pt.flat), hash((v._h, pt.flat._h))
-    found = blk.memo_get_at(key, h)
+    memoised = blk.kernel.memoised   # a hash not in it is a miss (`Block.memo_get_at`), found without a call
+    found = blk.memo_get_at(key, h) if h in memoised else None
     if found is None:
         found = element_at(blk, v, pt)
         blk.memo[h] = (key, found)
+        memoised.add(h)
     return found
 
 
@@ -307,29 +330,17 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
             return Binary(op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
     elif cls is Compare:
         return Compare(v.op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
-    elif cls is Broadcast:
-        x = v.x
-        xs = x.type.shape
-        if not xs:  # every element reads the one scalar
-            return scalar(blk, x)
-        return at(blk, x, pt) if xs == tuple(v.shape) else at(blk, x, project(blk, pt, xs))
-    elif cls is Var:
-        rep = blk.lookup(v.name)
-        return at(blk, rep.expr, pt) if rep.__class__ is Lazy else read(blk, rep, pt, v)
-    elif cls is ExpandDims:
-        x = v.x
-        return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
+    elif cls is Var:   # (a name of a pure expression is read by `at`)
+        return read(blk, blk.lookup(v.name), pt, v)
     elif cls is Arange:
         return mo.add(pt.flat, mo.const(v.start))
     elif cls is AddPtr:
         return AddPtr(at(blk, v.ptr, pt), at(blk, v.offset, pt), loc=v.loc)
     if cls in _ELEMENTWISE or cls is Binary and not dot_acc(v):
         return elementwise(blk, v, lambda x: at(blk, x, pt))
-    match v:   # (a `Var`, `Arange`, `Broadcast` or `ExpandDims` has been read above)
+    match v:   # (an `Arange` has been read above; a `Broadcast`, `ExpandDims` or `Reshape` is read by `at`)
         case Full(value=value):
             return value
-        case Reshape(x=x):
-            return at(blk, x, Pt(x.type.shape, pt.flat, pt.key))
         case Transpose(x=x):
             i, j = coords(blk, pt)
             return at(blk, x, Pt(x.type.shape, mo.add(mo.mul(j, mo.const(x.type.shape[1])), i)))
