@@ -46,6 +46,7 @@ from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.frontend.shapes import SHAPES
 from metile.frontend.sorting import LIBRARY as SORTING_LIBRARY
+from metile.frontend.tile_access import TILE_ACCESS
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -74,8 +75,8 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.AsyncWith: "async with"}
 _UNSET = object()
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY, **DEBUG_LIBRARY,
-         **HELPERS}
+CALLS = {**BUILTINS, **TILE_ACCESS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY,
+         **DEBUG_LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
