@@ -150,8 +150,11 @@ def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
     if other is not None and isinstance(sem.type_of(other, loc), PtrType):
         raise KernelTypeError("load: `other` must be a number or a tile of values, not a pointer", loc)
     o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
-    m = None if m is None else sem.broadcast_to(m, shape, loc)
-    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
+    if m is not None and m.type.shape != shape:
+        m = sem.broadcast_to(m, shape, loc)
+    if p.type.shape != shape:
+        p = sem.broadcast_to(p, shape, loc)
+    return tr.bind(Load(p, m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
 
 
 def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
@@ -166,9 +169,11 @@ def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
                                  f"{list(p.type.shape)}: a store writes one value per address (reduce the value "
                                  "first, or address every element)", loc)
     v = sem.converted(value, p.type.dtype, shape, loc)
-    m = None if m is None else sem.broadcast_to(m, shape, loc)
-    tr.emit(cls(sem.broadcast_to(p, shape, loc), v, m, loc=loc) if op is None else
-            cls(sem.broadcast_to(p, shape, loc), v, m, op, loc=loc))
+    if m is not None and m.type.shape != shape:
+        m = sem.broadcast_to(m, shape, loc)
+    if p.type.shape != shape:
+        p = sem.broadcast_to(p, shape, loc)
+    tr.emit(cls(p, v, m, loc=loc) if op is None else cls(p, v, m, op, loc=loc))
 
 
 def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):

@@ -74,6 +74,8 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.Break: "break statements", ast.Continue: "continue statements", ast.AsyncFor: "async for",
           ast.AsyncWith: "async with"}
 _UNSET = object()
+_STARRED, _NAME = ast.Starred, ast.Name
+_MIN, _MAX = builtins.min, builtins.max
 _CONTAINERS = (list, dict, tuple)
 CALLS = {**BUILTINS, **TILE_ACCESS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY,
          **DEBUG_LIBRARY, **HELPERS}
@@ -136,7 +138,7 @@ def _name(tr, node: ast.Name):
 
 def _attribute(tr, node: ast.Attribute):
     base_node = node.value
-    if base_node.__class__ is ast.Name:  # `module.name`: `_name` inline, and `lookup` of a global
+    if base_node.__class__ is _NAME:  # `module.name`: `_name` inline, and `lookup` of a global
         name = base_node.id
         base = tr.env.get(name, _UNSET)
         if base is _UNSET:
@@ -290,7 +292,7 @@ def _call(tr, node: ast.Call):
     fn = EVAL[func.__class__](tr, func)
     args = []
     for a in node.args:
-        if a.__class__ is ast.Starred:
+        if a.__class__ is _STARRED:
             args.extend(EVAL[a.value.__class__](tr, a.value))
         else:
             args.append(EVAL[a.__class__](tr, a))
@@ -301,6 +303,10 @@ def _call(tr, node: ast.Call):
         kwargs[kw.arg] = EVAL[kw.value.__class__](tr, kw.value)
     loc = tr.locs.get(node) or tr.loc(node)
     dialect = tr.dialect
+    impl = dialect.calls.get(fn)
+    if impl is not None and fn is not _MIN and fn is not _MAX:   # a function of the language (the commonest call)
+        value = impl(tr, loc, *dialect.bind(fn, args, kwargs, loc))
+        return value.value if isinstance(value, constexpr) else value
     if fn.__class__ is Method:
         args.insert(0, fn.value)
         fn = fn.fn
