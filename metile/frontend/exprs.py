@@ -216,8 +216,13 @@ def _compare(tr, node: ast.Compare):
     left = node.left
     left = EVAL[left.__class__](tr, left)
     loc = tr.locs.get(node) or tr.loc(node)
+    ops = node.ops
+    if len(ops) == 1 and isinstance(left, Value) and (name := _CMPOPS.get(ops[0].__class__)) is not None:
+        right = node.comparators[0]   # `x < y` of a traced `x`, the commonest comparison: the loop below, unrolled
+        value = tr.dialect.compare(name, left, EVAL[right.__class__](tr, right), loc)
+        return value.value if isinstance(value, constexpr) else value
     result = None
-    for op, right in zip(node.ops, node.comparators):
+    for op, right in zip(ops, node.comparators):
         right = EVAL[right.__class__](tr, right)
         name = _CMPOPS.get(op.__class__)
         if name is None:

@@ -84,11 +84,11 @@ def _outer(col: Value, row: Value, op: BinOp, rows: int, cols: int, loc: Loc) ->
     return Binary(op, col, row, loc=loc)
 
 
-def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
-    """The address tile of `what`, its shape, its row and column index tiles, and whether those are i32 tiles built
-    directly (a scalar pointer, and i32 offsets and stride)."""
+def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims: tuple[int, int], what):
+    """The address tile of `what`, a tile of `dims`, its row and column index tiles, and whether those are i32 tiles
+    built directly (a scalar pointer, and i32 offsets and stride)."""
     p = _pointer(ptr, what, loc)
-    rows, cols = static_shape(shape, f"the shape of {what}", loc)
+    rows, cols = dims
     if not p.type.shape and _is_i32(row_offset) and _is_i32(col_offset) and _is_i32(stride):
         r = Binary(_ADD, _splat(row_offset, (rows,), loc), Arange(0, rows, loc=loc), loc=loc)
         c = Binary(_ADD, _splat(col_offset, (cols,), loc), Arange(0, cols, loc=loc), loc=loc)
@@ -165,9 +165,10 @@ def _tile_mask(r, c, rows, cols, dims: tuple[int, int], shape: tuple[int, ...], 
 def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
     """A `Load` of the tile; without `bounds`, of the part of it inside the array `ptr` points into (the bounds
     `array_bounds` finds), so a tile past an array's edge reads inactive elements rather than other memory."""
-    if len(static_shape(shape, "the shape of tile_load", loc)) != 2:
+    dims = static_shape(shape, "the shape of tile_load", loc)
+    if len(dims) != 2:
         raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
-    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
+    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims, "tile_load")
     rows, cols = _bounds(bounds, "tile_load", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
     mask = _tile_mask(r, c, rows, cols, dims, addr.type.shape, fast, loc)
     return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
@@ -176,9 +177,10 @@ def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
 def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bounds):
     """A bounded store is two: a plain one when the whole tile lies within the bounds (so a `dot` result keeps
     its direct matrix store), and a masked one for a tile on the edge."""
-    if len(static_shape(shape, "the shape of tile_store", loc)) != 2:
+    dims = static_shape(shape, "the shape of tile_store", loc)
+    if len(dims) != 2:
         raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
-    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
+    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims, "tile_store")
     vtype = sem.type_of(value, loc)
     if isinstance(vtype, PtrType):
         raise KernelTypeError("tile_store: cannot write a pointer", loc)
