@@ -133,14 +133,9 @@ class _Source:
         self.fdef = fdef
         self.def_loc = self.loc(fdef)
         self.specs: tuple[ParamSpec, ...] = classify(fdef, visible_names(fn), function_defaults(fn), self.loc)
-        self._binding: Binding | None = None
-
-    @property
-    def binding(self) -> Binding:
-        """How calls bind to the parameters (made by the first call that needs it)."""
-        if self._binding is None:
-            self._binding = Binding(self.specs)
-        return self._binding
+        self.binding = Binding(self.specs)   # how calls bind to the parameters
+        self.ident = function_ident(fn, self.text)   # the function's part of its cache keys
+        self.ir_names = {s.name: ir_name(s.name) for s in self.specs}   # each parameter's name in the IR
 
     def loc(self, node: ast.AST) -> Loc:
         return self.prepared.loc(node)
@@ -185,7 +180,6 @@ class JITKernel:
         self._n_runtime: int | None = None
         self._runtime_names: frozenset[str] = frozenset()
         self._plain_at: frozenset[int] = frozenset()   # positions of the `do_not_specialize` parameters
-        self._ident: tuple | None = None  # the function's part of its cache keys (`function_ident`)
         self._passes_key: PassesKey | None = None   # `pipeline` as a part of compile keys, hashed once
 
     def with_pipeline(self, pipeline: list[Pass] | tuple[Pass, ...]) -> JITKernel:
@@ -227,11 +221,8 @@ class JITKernel:
             values = expand_composites(values, consts, self.dialect.composite)
         typing = self.dialect.arg_type or arg_type   # the language's typing of arguments, or metile's
         typed = [(s, v, typing(s, v)) for s, v in values]
-        ident = self._ident
-        if ident is None:
-            ident = self._ident = function_ident(self.fn, src.text)
         facts = integer_facts(typed, self.do_not_specialize)
-        key = cache_key(ident, tuple([t for _, _, t in typed]), consts, options, facts)
+        key = cache_key(src.ident, tuple([t for _, _, t in typed]), consts, options, facts)
         target = compile_target(options.get("target"), self.fn.__name__, src.def_loc) if options else None
         return key, typed, consts, compiled, launch, facts, target
 
@@ -257,14 +248,22 @@ class JITKernel:
         if found is None:
             src = self.source
             facts = dict(spec[5])   # the integer arguments read as 1, or known multiples of 16
-            params = [Param(ir_name(s.name), i, t, MULTIPLE if facts.get(s.name) == MULTIPLE else 1, loc=s.loc)
-                      for i, (s, _, t) in enumerate(typed)]
-            env = {s.name: p for (s, _, _), p in zip(typed, params)} | consts
+            names = src.ir_names
+            params, env = [], {}
+            for i, (s, _, t) in enumerate(typed):
+                name = s.name
+                fact = facts.get(name) if facts else None
+                env[name] = p = Param(names.get(name) or ir_name(name), i, t, MULTIPLE if fact == MULTIPLE else 1,
+                                      loc=s.loc)
+                params.append(p)
+            env.update(consts)
             build_composites(env, consts)
-            for (s, _, t) in typed:
-                if facts.get(s.name) == ONE:
-                    env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
-            meta = {ir_name(k): int(v) for k, v in consts.items() if isinstance(v, (int, np.integer))}
+            if facts:
+                for (s, _, t) in typed:
+                    if facts.get(s.name) == ONE:
+                        env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
+            meta = {names.get(k) or ir_name(k): int(v) for k, v in consts.items()
+                    if v.__class__ is int or isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,
                             col_offset=src.col_offset, globals_=self._globals(), env=env, params=params, meta=meta,
                             prepared=src.prepared, dialect=self.dialect)

@@ -64,9 +64,10 @@ def bind_values(fn, args, kwargs, loc: Loc) -> list:
         if i < n:  # unknown, or given by position too
             raise _bind_error(fn, args, kwargs, loc)
         out[i] = v
-    for i in required:   # a required parameter not given (by position or by keyword)
-        if i >= n and out[i] is _MISSING:
-            raise _bind_error(fn, args, kwargs, loc)
+    if required and required[-1] >= n:
+        for i in required:   # a required parameter not given (by position or by keyword)
+            if i >= n and out[i] is _MISSING:
+                raise _bind_error(fn, args, kwargs, loc)
     return out
 
 

@@ -25,10 +25,10 @@ from metile.frontend.errors import (
 from metile.frontend.matmul import product
 from metile.ir.errors import Loc
 from metile.ir.ops import ReduceOp
-from metile.ir.stmts import Barrier, If, Store
+from metile.ir.stmts import Barrier, Store
 from metile.ir.tile import Arange, ExpandDims, Full, NumPrograms, ProgramId, Reduce, Reshape, SimdLaneId, ThreadId
 from metile.ir.types import COMPUTE_AS, DType, PtrType, from_numpy
-from metile.ir.values import AddPtr, Const, Load, Param, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value, Var
+from metile.ir.values import Const, Load, SharedAlloc, SimdBroadcast, SimdShuffleXor, Value
 
 
 def call_builtin(tr, fn, args, kwargs, loc: Loc):
@@ -150,8 +150,11 @@ def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
     if other is not None and isinstance(sem.type_of(other, loc), PtrType):
         raise KernelTypeError("load: `other` must be a number or a tile of values, not a pointer", loc)
     o = None if other is None else sem.converted(other, p.type.dtype, shape, loc)
-    m = None if m is None else sem.broadcast_to(m, shape, loc)
-    return tr.bind(Load(sem.broadcast_to(p, shape, loc), m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
+    if m is not None and m.type.shape != shape:
+        m = sem.broadcast_to(m, shape, loc)
+    if p.type.shape != shape:
+        p = sem.broadcast_to(p, shape, loc)
+    return tr.bind(Load(p, m, o, volatile, loc=loc), tr.hint or "load", loc, force=True)
 
 
 def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
@@ -166,111 +169,16 @@ def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
                                  f"{list(p.type.shape)}: a store writes one value per address (reduce the value "
                                  "first, or address every element)", loc)
     v = sem.converted(value, p.type.dtype, shape, loc)
-    m = None if m is None else sem.broadcast_to(m, shape, loc)
-    tr.emit(cls(sem.broadcast_to(p, shape, loc), v, m, loc=loc) if op is None else
-            cls(sem.broadcast_to(p, shape, loc), v, m, op, loc=loc))
+    if m is not None and m.type.shape != shape:
+        m = sem.broadcast_to(m, shape, loc)
+    if p.type.shape != shape:
+        p = sem.broadcast_to(p, shape, loc)
+    tr.emit(cls(p, v, m, loc=loc) if op is None else cls(p, v, m, op, loc=loc))
 
 
 def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
     _memory_hints(cache_modifier, eviction_policy, "store", loc)
     _store_like(Store, tr, loc, ptr, value, mask, "store")
-
-
-def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, what):
-    """The address tile of `what`, its shape, and its row and column index tiles."""
-    p = _pointer(ptr, what, loc)
-    rows, cols = static_shape(shape, f"the shape of {what}", loc)
-    for x, name in ((row_offset, "row offset"), (col_offset, "column offset"), (stride, "row stride")):
-        _int_scalar(x, f"{what}: the {name}", loc)
-    r = sem.binary("add", row_offset, Arange(0, rows, loc=loc), loc)
-    c = sem.binary("add", col_offset, Arange(0, cols, loc=loc), loc)
-    offs = sem.binary("add", sem.binary("mul", ExpandDims(r, 1, loc=loc), stride, loc), ExpandDims(c, 0, loc=loc), loc)
-    return sem.pointer_arith("add", p, offs, loc), (rows, cols), r, c
-
-
-def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
-    """The bounds a `tile_load` or `tile_store` without `bounds=` clips its tile to: the array `ptr` points into,
-    seen from `ptr` as rows of `stride` elements, `((elements - offset) // stride, stride)` (meTile's GEMM is then
-    right at every size). The array is the one bound to the pointer parameter `ptr` is derived from (its length a
-    hidden parameter, `Tracer.length_param`), or a `metile.shared` array; a pointer of other origin is refused."""
-    offset, p = None, ptr   # None: no offset (`elements - 0` is not built, for `fold_constants` to undo)
-    while True:
-        match p:
-            case AddPtr(base, off) if off.type.shape == ():
-                offset, p = off if offset is None else sem.binary("add", offset, off, loc), base
-            case Var(name) if name in tr.pointers:
-                p = tr.pointers[name]
-            case Param():
-                elements = tr.length_param(p)
-                break
-            case SharedAlloc():
-                elements = p.size
-                break
-            case _:
-                raise KernelTypeError(
-                    "a tile_load or tile_store without bounds= keeps its tile inside the array its pointer points "
-                    "into, which metile cannot tell for this pointer (one carried by a loop or chosen by a runtime "
-                    "branch): give bounds=(rows, cols)", loc)
-    left = elements if offset is None else sem.binary("sub", elements, offset, loc)
-    return sem.binary("floordiv", left, sem.binary("max", stride, 1, loc), loc), stride
-
-
-def _int_scalar(x, what: str, loc: Loc) -> None:
-    t = sem.type_of(x, loc)
-    if isinstance(t, PtrType) or t.shape or not t.dtype.is_int:
-        raise KernelTypeError(f"{what} must be an integer scalar, not {t}", loc)
-
-
-def _bounds(bounds, what: str, loc: Loc) -> tuple:
-    """`(rows, cols)`, the extent of the matrix a bounded `tile_load`/`tile_store` may touch."""
-    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
-        raise KernelTypeError(f"{what}: bounds must be a pair (rows, cols) of integer scalars, not {bounds!r:.60}",
-                              loc)
-    for b, name in zip(bounds, ("rows", "cols")):
-        _int_scalar(b, f"{what}: the bound on {name}", loc)
-    return tuple(bounds)
-
-
-def _within(i, extent, loc: Loc):
-    """`0 <= i < extent`, element-wise."""
-    return sem.binary("and", sem.compare("ge", i, 0, loc), sem.compare("lt", i, extent, loc), loc)
-
-
-def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
-    """A `Load` of the tile; without `bounds`, of the part of it inside the array `ptr` points into (the bounds
-    `array_bounds` finds), so a tile past an array's edge reads inactive elements rather than other memory."""
-    if len(static_shape(shape, "the shape of tile_load", loc)) != 2:
-        raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
-    addr, _, r, c = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_load")
-    rows, cols = _bounds(bounds, "tile_load", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
-    mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc),
-                      ExpandDims(_within(c, cols, loc), 0, loc=loc), loc)
-    mask = sem.broadcast_to(mask, addr.type.shape, loc)
-    return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
-
-
-def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bounds):
-    """A bounded store is two: a plain one when the whole tile lies within the bounds (so a `dot` result keeps
-    its direct matrix store), and a masked one for a tile on the edge."""
-    if len(static_shape(shape, "the shape of tile_store", loc)) != 2:
-        raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
-    addr, dims, r, c = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, shape, "tile_store")
-    vtype = sem.type_of(value, loc)
-    if isinstance(vtype, PtrType):
-        raise KernelTypeError("tile_store: cannot write a pointer", loc)
-    if vtype.shape not in ((), dims):
-        raise ShapeMismatchError(f"tile_store: the value has shape {list(vtype.shape)}, the tile is {list(dims)}", loc)
-    v = sem.converted(value, addr.type.dtype, dims, loc)
-    rows, cols = _bounds(bounds, "tile_store", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
-    inside = _within(row_offset, sem.binary("sub", rows, dims[0] - 1, loc), loc)
-    inside = sem.binary("and", inside, _within(col_offset, sem.binary("sub", cols, dims[1] - 1, loc), loc), loc)
-    mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc), ExpandDims(_within(c, cols, loc), 0,
-                                                                                        loc=loc), loc)
-    masked = Store(addr, v, sem.broadcast_to(mask, dims, loc), loc=loc)
-    if not isinstance(inside, Value):  # decided at compile time
-        tr.emit(Store(addr, v, loc=loc) if inside else masked)
-        return
-    tr.emit(If(inside, [Store(addr, v, loc=loc)], [masked], loc=loc))
 
 
 def zeros(tr, loc, shape, dtype):
@@ -460,7 +368,7 @@ def tile_swizzle(tr, loc, pid_m, pid_n, pattern, block_size):
 
 BUILTINS = {
     L.program_id: program_id, L.arange: arange, L.cdiv: cdiv, L.next_power_of_2: next_power_of_2,
-    L.load: load, L.store: store, L.tile_load: tile_load, L.tile_store: tile_store, L.zeros: zeros, L.dot: dot,
+    L.load: load, L.store: store, L.zeros: zeros, L.dot: dot,
     L.tile_range: tile_range, L.exp: _math("exp"), L.log: _math("log"), L.sqrt: _math("sqrt"),
     L.abs: _math("abs"), L.tanh: _math("tanh"), L.where: where, L.maximum: maximum, L.minimum: minimum,
     L.sum: _sum, L.max: _reduce(ReduceOp.MAX), L.min: _reduce(ReduceOp.MIN),

@@ -24,11 +24,13 @@ class CarriedParts:
     def __init__(self, env: dict, names: list[str], loc: Loc | None):
         self.given, self.loc = names, loc
         self.templates = {n: env[n] for n in names if is_composite(env[n])}
-        self.names = [part for n in names for part in (
+        self.names = names if not self.templates else [part for n in names for part in (
             [f"{n}_part{i}" for i in range(len(self.templates[n].__metile_parts__()))] if n in self.templates else [n])]
 
     def flat(self, env: dict) -> list:
         """The carried values of `env`, composites part by part."""
+        if not self.templates:   # the common case: no composite
+            return [env[n] for n in self.given]
         out = []
         for n in self.given:
             v = env[n]
@@ -45,6 +47,8 @@ class CarriedParts:
 
     def rebuilt(self, values) -> dict:
         """Per given name, its value made of `values` (one per entry of `names`)."""
+        if not self.templates:
+            return dict(zip(self.given, values))
         values, out = list(values), {}
         for n in self.given:
             template = self.templates.get(n)

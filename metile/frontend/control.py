@@ -43,6 +43,7 @@ from metile.ir.values import Compare, Value, Var
 from metile.language import simdgroup_role
 
 _MAX_WIDEN = 4
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _MAX_UNROLL = 100_000
 
 
@@ -284,7 +285,13 @@ class ControlFlow(Exits):
         call = node.iter
         call_loc = self.loc(call)
         # the index is an i32, or an i64 when a bound is a 64-bit integer (a value of 64 bits, or a number beyond i32)
-        index_dtype = DType.I64 if any(_is_wide(b) for b in (start, stop, step)) else DType.I32
+        index_dtype = DType.I32
+        for b in (start, stop, step):
+            if b.__class__ is int and _I32_MIN <= b <= _I32_MAX:   # the common case, which `_is_wide` refuses
+                continue
+            if _is_wide(b):
+                index_dtype = DType.I64
+                break
         start = self.loop_bound(start, "start", call, index_dtype)
         stop = self.loop_bound(stop, "stop", call, index_dtype)
         stages = None if num_stages is None else static_int(num_stages, "num_stages", call_loc)
@@ -325,7 +332,7 @@ class ControlFlow(Exits):
 
     def loop_bound(self, v, what: str, node: ast.AST, dtype: DType) -> Value:
         loc = self.loc(node)
-        if sem.is_number(v) and not isinstance(v, (bool, float)):
+        if v.__class__ is int or (sem.is_number(v) and not isinstance(v, (bool, float))):
             return sem.const(v, dtype, loc)
         if isinstance(v, Value) and not isinstance(v.type, PtrType) and v.type.shape == () and v.type.dtype.is_int:
             return sem.cast(v, dtype, loc)

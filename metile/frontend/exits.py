@@ -91,6 +91,8 @@ def body_exits(prepared, body: list[ast.stmt]) -> frozenset[str]:
 
 
 def flag_names(words: frozenset[str]) -> list[str]:
+    if not words:   # the common case: a body nothing leaves
+        return []
     return [f for f, w in zip(FLAGS, ("return", "break", "continue")) if w in words]
 
 
@@ -166,9 +168,11 @@ class Exits:
         """Before a loop: the exits of its body, and the flags of an enclosing loop (put aside); the `break` flag
         is False before the loop."""
         words = body_exits(self.prepared, body)
-        saved = {f: self.env.pop(f, _MISSING) for f in (BREAK, CONTINUE)}
+        env = self.env
+        # the common case, outside any loop that may break or continue: nothing to put aside
+        saved = {f: env.pop(f, _MISSING) for f in (BREAK, CONTINUE)} if BREAK in env or CONTINUE in env else {}
         if "break" in words:
-            self.env[BREAK] = False
+            env[BREAK] = False
         return words, saved
 
     def start_iteration(self, words: frozenset[str]) -> None:
@@ -176,6 +180,10 @@ class Exits:
             self.env[CONTINUE] = False
 
     def leave_loop(self, saved: dict) -> None:
+        if not saved:   # nothing was put aside: only the loop's own flags go
+            self.env.pop(BREAK, None)
+            self.env.pop(CONTINUE, None)
+            return
         for f, v in saved.items():
             self.env.pop(f, None)
             if v is not _MISSING:

@@ -46,6 +46,7 @@ from metile.frontend.helpers import HELPERS
 from metile.frontend.library import LIBRARY
 from metile.frontend.shapes import SHAPES
 from metile.frontend.sorting import LIBRARY as SORTING_LIBRARY
+from metile.frontend.tile_access import TILE_ACCESS
 from metile.ir.errors import Loc
 from metile.ir.tile import ExpandDims
 from metile.ir.values import Value
@@ -73,9 +74,11 @@ SYNTAX = {ast.Lambda: "lambda expressions", ast.SetComp: "set comprehensions",
           ast.Break: "break statements", ast.Continue: "continue statements", ast.AsyncFor: "async for",
           ast.AsyncWith: "async with"}
 _UNSET = object()
+_STARRED, _NAME = ast.Starred, ast.Name
+_MIN, _MAX = builtins.min, builtins.max
 _CONTAINERS = (list, dict, tuple)
-CALLS = {**BUILTINS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY, **DEBUG_LIBRARY,
-         **HELPERS}
+CALLS = {**BUILTINS, **TILE_ACCESS, **ATOMICS, **LIBRARY, **SHAPES, **COMBINE_LIBRARY, **SORTING_LIBRARY,
+         **DEBUG_LIBRARY, **HELPERS}
 """Per language function, its implementation (`metile.frontend.builtins` and `metile.frontend.library`)."""
 _METHODS = {"to": L.cast}
 """The methods of traced values, as the language functions they call with the value first (`x.to(dtype)`)."""
@@ -135,7 +138,7 @@ def _name(tr, node: ast.Name):
 
 def _attribute(tr, node: ast.Attribute):
     base_node = node.value
-    if base_node.__class__ is ast.Name:  # `module.name`: `_name` inline, and `lookup` of a global
+    if base_node.__class__ is _NAME:  # `module.name`: `_name` inline, and `lookup` of a global
         name = base_node.id
         base = tr.env.get(name, _UNSET)
         if base is _UNSET:
@@ -213,8 +216,13 @@ def _compare(tr, node: ast.Compare):
     left = node.left
     left = EVAL[left.__class__](tr, left)
     loc = tr.locs.get(node) or tr.loc(node)
+    ops = node.ops
+    if len(ops) == 1 and isinstance(left, Value) and (name := _CMPOPS.get(ops[0].__class__)) is not None:
+        right = node.comparators[0]   # `x < y` of a traced `x`, the commonest comparison: the loop below, unrolled
+        value = tr.dialect.compare(name, left, EVAL[right.__class__](tr, right), loc)
+        return value.value if isinstance(value, constexpr) else value
     result = None
-    for op, right in zip(node.ops, node.comparators):
+    for op, right in zip(ops, node.comparators):
         right = EVAL[right.__class__](tr, right)
         name = _CMPOPS.get(op.__class__)
         if name is None:
@@ -289,7 +297,7 @@ def _call(tr, node: ast.Call):
     fn = EVAL[func.__class__](tr, func)
     args = []
     for a in node.args:
-        if a.__class__ is ast.Starred:
+        if a.__class__ is _STARRED:
             args.extend(EVAL[a.value.__class__](tr, a.value))
         else:
             args.append(EVAL[a.__class__](tr, a))
@@ -300,6 +308,10 @@ def _call(tr, node: ast.Call):
         kwargs[kw.arg] = EVAL[kw.value.__class__](tr, kw.value)
     loc = tr.locs.get(node) or tr.loc(node)
     dialect = tr.dialect
+    impl = dialect.calls.get(fn)
+    if impl is not None and fn is not _MIN and fn is not _MAX:   # a function of the language (the commonest call)
+        value = impl(tr, loc, *dialect.bind(fn, args, kwargs, loc))
+        return value.value if isinstance(value, constexpr) else value
     if fn.__class__ is Method:
         args.insert(0, fn.value)
         fn = fn.fn

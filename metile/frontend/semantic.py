@@ -150,6 +150,8 @@ def broadcast_to(x: Value, shape: tuple[int, ...], loc: Loc | None) -> Value:
         return x
     if isinstance(x, Const):
         return Full(shape, x, loc=loc)
+    if not have:   # a scalar broadcasts to every shape
+        return Broadcast(x, shape, loc=loc)
     fits = len(have) <= len(shape)
     for h, w in zip(reversed(have), reversed(shape)):
         if h != 1 and h != w:
@@ -381,10 +383,13 @@ def pointer_arith(name: str, a, b, loc: Loc | None, ta=None, tb=None) -> Value:
             off = -off
         else:   # an unsigned offset is negated as a signed type: in its own type `-3` would wrap to `2**bits - 3`
             off = Unary(UnOp.NEG, off if odt.is_signed else cast(off, _NEGATED_AS[odt], loc), loc=loc)
-    off = to_ir(off, loc)
+    if not isinstance(off, Value):
+        off = to_ir(off, loc)
     pshape, oshape = (ta if a_ptr else tb if tb is not None else ptr.type).shape, ot.shape
     if pshape == oshape:
         return AddPtr(ptr, off, loc=loc)
+    if not pshape:   # one pointer and a tile of offsets (a pointer is never a `Const`: `broadcast_to` inline)
+        return AddPtr(Broadcast(ptr, oshape, loc=loc), off, loc=loc)
     shape = broadcast_shape(pshape, oshape, "pointer arithmetic", loc)
     return AddPtr(ptr if pshape == shape else broadcast_to(ptr, shape, loc),
                   off if oshape == shape else broadcast_to(off, shape, loc), loc=loc)

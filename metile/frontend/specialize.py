@@ -421,11 +421,19 @@ def integer_facts(typed, plain: frozenset[str] = frozenset()) -> tuple[tuple[str
     aligned for vector loads and stores, with no test at run time). The arguments stay bound; a value of another
     kind compiles and caches another specialization. The parameters named in `plain` are not specialised on (Triton's
     `do_not_specialize`)."""
-    return tuple((s.name, ONE if v == 1 else MULTIPLE) for s, v, t in typed
-                 if s.name not in plain and isinstance(t, TileType) and not t.shape and t.dtype.is_int
-                 and t.dtype is not DType.BOOL
-                 and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-                 and (v == 1 or v % MULTIPLE == 0))
+    out = []
+    for s, v, t in typed:
+        cls = v.__class__
+        if cls is int:   # the common cases first: a Python int, an array
+            if v != 1 and v % MULTIPLE:
+                continue
+        elif cls is np.ndarray or not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) \
+                or not (v == 1 or v % MULTIPLE == 0):
+            continue
+        if t.__class__ is TileType and not t.shape and t.dtype.is_int and t.dtype is not DType.BOOL \
+                and s.name not in plain:
+            out.append((s.name, ONE if v == 1 else MULTIPLE))
+    return tuple(out)
 
 
 class PassesKey:
