@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import defaultdict
 
 import attrs
 from hypothesis import given, settings
@@ -83,7 +84,7 @@ def test_a_scan_of_the_same_kernel_takes_everything(k):
 def _walked(walk, k, prior=None) -> Scan:
     """A scan of `k` (from `prior`) made by the walk function `walk` of `metile.rewrite.scan`."""
     out = Scan.__new__(Scan)
-    out.nodes, out._by_type, out._matching, seen, skipped = [], {}, {}, set(), []
+    out.nodes, out._by_type, out._matching, seen, skipped = [], defaultdict(list), {}, set(), []
     out.facts, out.spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
     out._held = None if prior is None else (prior.nodes, prior._held)
     walk(k, prior, out.nodes, out._by_type, out.facts, out.spans, seen, skipped)
@@ -113,3 +114,16 @@ def test_a_chain_deeper_than_the_recursion_limit_is_scanned():
     assert len(found.nodes) == sys.getrecursionlimit() + 100 + 6
     assert found.names(acc) == {"x"} and found.of(Let)[1].value is acc
     assert_same_scan(found, _walked(_stack_walk, k))
+
+
+def test_a_malformed_node_is_scanned_as_children_lists_it():
+    """A node holding a non-node where its class declares one (malformed, for the verifier to report) is scanned
+    as `metile.ir.node.walk` walks it: the non-node is skipped, not taken for a node."""
+    from metile.ir.node import walk
+
+    x, y = Var("x", TileType(DType.I32, (4,))), Var("y", TileType(DType.I32, (4,)))
+    bad = Binary(BinOp.ADD, x, 5)
+    k = Kernel("bad", Stage.TILE, [], [Let(x, Const(1, DType.I32)), Let(y, bad)])
+    found = Scan(k)
+    assert _same_nodes(found.nodes, list(walk(k)))
+    assert found.names(bad) == {"x"} and found.of(Binary) == [bad]
