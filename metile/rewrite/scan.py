@@ -350,6 +350,53 @@ class Scan:
         return True if f is None else f[2]
 
 
+def replaced_scan(prior: Scan, done: dict[int, Node], dropped: dict[int, Node]) -> Scan:
+    """The scan of the kernel of `prior` with each node whose id is a key of `done` replaced by its value (as
+    `metile.rewrite.driver.replaced` gives them), made from `prior` without a walk. Each replaced node must be of
+    `dropped` (by id), replaced by one of its children with the same facts (`AllActive(x)` by `x`), or rebuilt: a new
+    node of its class with the same facts, around the same children but those replaced. The walk of the new kernel
+    then meets its nodes where it met the old ones, each dropped node's child where it met that node (the child itself
+    met before it), so its scan is `prior`'s with the nodes replaced and the dropped ones left out: `Scan(k)`."""
+    get = done.get
+    out = Scan.__new__(Scan)
+    out._held = (prior.nodes, prior._held)
+    out.nodes = _mapped(prior.nodes, get, dropped)
+    facts, spans = dict(prior.facts), dict(prior.spans)
+    by_type = defaultdict(list, prior._by_type)
+    classes = {n.__class__ for n in dropped.values()}
+    for key, n in done.items():
+        if key in dropped:
+            continue
+        classes.add(n.__class__)
+        f = facts.get(key)
+        if f is not None:
+            facts[id(n)] = f
+        span = spans.get(key)
+        if span is not None:
+            _, inner, met = span
+            spans[id(n)] = (n, tuple(_mapped(inner, get, dropped)), tuple(map(get, map(id, met), met)))
+    for cls in classes:
+        same = _mapped(by_type.get(cls, ()), get, dropped)
+        if same:
+            by_type[cls] = same
+        else:
+            del by_type[cls]
+    out._by_type = by_type
+    out._matching = {}
+    out.facts, out.spans = facts, spans
+    return out
+
+
+def _mapped(nodes, get, dropped: dict[int, Node]) -> list:
+    """`nodes` with each node `get(id(node), node)` and those of `dropped` left out (mapped in C)."""
+    ids = list(map(id, nodes))
+    out = list(map(get, ids, nodes))
+    hit = dropped.keys() & ids
+    for i in sorted(map(ids.index, hit), reverse=True):
+        del out[i]
+    return out
+
+
 def scan(k: Kernel, analyses: Analyses | None = None) -> Scan:
     """The `Scan` of `k`: kept by `analyses` for the rest of its run (shared by kernels whose parameters and
     statements are the same objects), made anew without."""
@@ -361,4 +408,4 @@ def scan_analysis(k: Kernel, analyses: Analyses) -> Scan:
     return Scan(k)
 
 
-__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan", "scan_analysis"]
+__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "replaced_scan", "scan", "scan_analysis"]
