@@ -83,10 +83,10 @@ def test_a_scan_of_the_same_kernel_takes_everything(k):
 def _walked(walk, k, prior=None) -> Scan:
     """A scan of `k` (from `prior`) made by the walk function `walk` of `metile.rewrite.scan`."""
     out = Scan.__new__(Scan)
-    out.nodes, out._by_type, out._matching, seen, skipped = [], {}, {}, set(), []
+    out.nodes, out._by_type, out._matching, seen, skipped = [], None, {}, set(), []
     out.facts, out.spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
     out._held = None if prior is None else (prior.nodes, prior._held)
-    walk(k, prior, out.nodes, out._by_type, out.facts, out.spans, seen, skipped)
+    walk(k, prior, out.nodes, out.facts, out.spans, seen, skipped)
     return out
 
 
@@ -113,3 +113,46 @@ def test_a_chain_deeper_than_the_recursion_limit_is_scanned():
     assert len(found.nodes) == sys.getrecursionlimit() + 100 + 6
     assert found.names(acc) == {"x"} and found.of(Let)[1].value is acc
     assert_same_scan(found, _walked(_stack_walk, k))
+
+
+def test_a_malformed_node_is_scanned_as_children_lists_it():
+    """A node holding a non-node where its class declares one (malformed, for the verifier to report) is scanned
+    as `metile.ir.node.walk` walks it: the non-node is skipped, not taken for a node."""
+    from metile.ir.node import walk
+
+    x, y = Var("x", TileType(DType.I32, (4,))), Var("y", TileType(DType.I32, (4,)))
+    bad = Binary(BinOp.ADD, x, 5)
+    k = Kernel("bad", Stage.TILE, [], [Let(x, Const(1, DType.I32)), Let(y, bad)])
+    found = Scan(k)
+    assert _same_nodes(found.nodes, list(walk(k)))
+    assert found.names(bad) == {"x"} and found.of(Binary) == [bad]
+
+
+@settings(max_examples=300)
+@given(any_kernels(), st.data())
+def test_the_scan_skip_inactive_records_after_removing_marks_is_the_scan(k, data):
+    """`skip_inactive` replaces each `AllActive(x)` by `x` and records the scan of the kernel it makes from the scan
+    it was given, without a walk (`metile.rewrite.scan.replaced_scan`): it is the scan of that kernel. Random kernels
+    with some of their values (each wherever it occurs) wrapped in `AllActive`."""
+    from metile.ir.tile import AllActive
+    from metile.ir.values import Value
+    from metile.rewrite.context import PassContext
+    from metile.rewrite.driver import substitute
+    from metile.rewrite.inactive import _unmarked
+    from metile.rewrite.scan import scan_analysis
+
+    values = [n for n in Scan(k).nodes if isinstance(n, Value) and not isinstance(n, Var)]
+    if values:
+        chosen = data.draw(st.lists(st.sampled_from(values), max_size=4))
+        k = substitute(k, {v: AllActive(v) for v in chosen})
+    found = Scan(k)
+    marks = found.of(AllActive)
+    # the kernel given may be another one of the same body (a pass changed its plan), whose scan that is
+    given = attrs.evolve(k, name="other") if data.draw(st.booleans()) else k
+    ctx = PassContext()
+    out = _unmarked(given, found, marks, ctx)
+    if not marks:
+        assert out is given
+        return
+    assert out.name == given.name and not Scan(out).has(AllActive)
+    assert_same_scan(ctx.analyses.kept(scan_analysis, out), Scan(out))

@@ -48,8 +48,12 @@ class Analyses:
     def kept(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel) -> T | None:
         """What `of(analysis, k)` would return without computing anything: the result kept for `k`'s body, else
         None."""
-        kept = self._kept.get((analysis, id(k.params), id(k.body)))
-        return kept[2] if kept is not None and kept[0] is k.params and kept[1] is k.body else None
+        params, body = k.params, k.body
+        last = self._last.get(analysis)
+        if last is not None and last[1] is body and last[0] is params:
+            return last[2]
+        kept = self._kept.get((analysis, id(params), id(body)))
+        return kept[2] if kept is not None and kept[0] is params and kept[1] is body else None
 
     def record(self, analysis: Callable[[Kernel, Analyses], T], k: Kernel, found: T) -> None:
         """Keep `found` as `analysis` of `k`, from the pass that built `k` and knows it without a walk: it must be

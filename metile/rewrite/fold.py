@@ -227,12 +227,27 @@ def _binary_candidate(n: Binary) -> bool:
     """Whether `fold_binary` or `fold_identity` could match `n`: both operands constants, or one of them 0 or 1 (a
     bool `True` is 1), alone or as a tile, under an operator `fold_identity` folds."""
     lhs, rhs = n.lhs, n.rhs
-    if isinstance(lhs, Const) and isinstance(rhs, Const):
+    if lhs.__class__ is Const and rhs.__class__ is Const:
         return True
     if n.op not in _IDENTITY_OPS:
         return False
-    a, b = _splat(lhs), _splat(rhs)
-    return (isinstance(a, Const) and a.value in (0, 1)) or (isinstance(b, Const) and b.value in (0, 1))
+    a, b = _constant_in(lhs), _constant_in(rhs)
+    return (a is not None and a.value in (0, 1)) or (b is not None and b.value in (0, 1))
+
+
+def _constant_in(c: Node) -> Const | None:
+    """`_splat(c)` when that is a constant, else None, told by the classes of `c` and its operand (the built nodes of
+    these classes are of the class itself, never of a subclass)."""
+    cls = c.__class__
+    if cls is Const:
+        return c
+    if cls is Full:
+        v = c.value
+    elif cls is Broadcast:
+        v = c.x
+    else:
+        return None
+    return v if v.__class__ is Const else None
 
 
 __all__ = ["FOLD_RULES", "FOLD_TABLE", "fold_binary", "fold_cast", "fold_compare", "fold_constants", "fold_identity",

@@ -35,7 +35,7 @@ import functools
 
 import attrs
 
-from metile.ir.node import Node, children, children_getter, no_children, walk
+from metile.ir.node import Node, children, children_getter, map_children, no_children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -71,12 +71,12 @@ from metile.ir.values import (
     Where,
 )
 from metile.rewrite.context import PassContext
-from metile.rewrite.driver import bottom_up, replace
+from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
 from metile.rewrite.lower.ops import identity
 from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import Scan as KernelScan
-from metile.rewrite.scan import scan, scan_analysis
+from metile.rewrite.scan import replaced_scan, scan, scan_analysis
 
 _TRUE = Const(True, DType.BOOL)
 _UNKNOWN = object()
@@ -530,13 +530,13 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     found = scan(k, ctx.analyses)
     marks = found.of(AllActive)
     if not any(n.mask is not None and n.other is None for n in found.of(Load)) or _blind(found):
-        return _scanned(_unmarked(k, found, marks), k, found, ctx)
+        return _unmarked(k, found, marks, ctx)
     names = {n.name for n in found.of(Var)}
     maybe = _maybe_inactive(found)
     first = _Walk(found, names, None, maybe)
     body = first.block(k.body)
     if not first.changed:
-        return _scanned(_unmarked(k, found, marks), k, found, ctx)
+        return _unmarked(k, found, marks, ctx)
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
@@ -558,28 +558,35 @@ def _blind(found: KernelScan) -> bool:
     return not any(issubclass(cls, _LOOKING) or (cls not in _WALKED and issubclass(cls, Stmt)) for cls in classes)
 
 
-def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive]) -> Kernel:
-    """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand:
-    the nodes holding one are found by one pass over the scan's nodes (children before parents), and only they
-    are rebuilt."""
+def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive], ctx: PassContext) -> Kernel:
+    """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand
+    (itself without marks): one pass over the scan's nodes (children before parents) rebuilds the nodes holding a
+    mark, and only those. The scan of the kernel made is recorded, made from `found` without a walk
+    (`replaced_scan`: a mark has the facts of its operand)."""
     if not marks:
         return k
-    new = {id(m): m.x for m in marks}
-    holding, nodes = set(new), found.nodes
+    done: dict[int, Node] = {}   # id(node) -> what it becomes, for the marks and the nodes holding one
+    get, changed = done.get, done.keys()
     getters: dict[type, object] = {}   # per class, its children getter (`children` without its dispatch)
-    add = holding.add
+    nodes = found.nodes
     # children come before their parents in `nodes`: no node before the first mark holds one
-    for n in nodes[list(map(id, nodes)).index(id(marks[0])) + 1:]:
-        get = getters.get(n.__class__)
-        if get is None:
-            get = getters[n.__class__] = children_getter(n.__class__) or children
-        if get is no_children:
+    for n in nodes[list(map(id, nodes)).index(id(marks[0])):]:
+        cls = n.__class__
+        if cls is AllActive:
+            done[id(n)] = get(id(n.x), n.x)
             continue
-        for c in get(n):
-            if id(c) in holding:
-                add(id(n))
-                break
-    return replace(k, new, holding)
+        kids_of = getters.get(cls)
+        if kids_of is None:
+            kids_of = getters[cls] = children_getter(cls) or children
+        if kids_of is not no_children and not changed.isdisjoint(map(id, kids_of(n))):
+            done[id(n)] = map_children(lambda c: get(id(c), c), n)
+    root = nodes[-1]   # `k`, or a kernel of the same parameters and body whose scan this is (its plan changed)
+    if root is k:
+        out = done[id(k)]
+    else:
+        out = done[id(root)] = map_children(lambda c: get(id(c), c), k)
+    ctx.analyses.record(scan_analysis, out, replaced_scan(found, done, {id(m): m for m in marks}))
+    return out
 
 
 def _scanned(out: Kernel, k: Kernel, found: KernelScan, ctx: PassContext) -> Kernel:

@@ -17,9 +17,15 @@ rebuilt.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from itertools import groupby, repeat
+from operator import attrgetter, itemgetter
+
+import attrs
 
 from metile.ir.node import Node, children, children_getter, no_children, walk
+from metile.ir.node_source import NODE_NAMES
 from metile.ir.stmts import Kernel
 from metile.ir.tile import ArgReduce, Dot, Gather, Reduce, Scan, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.values import SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
@@ -31,37 +37,91 @@ HEAVY = (Reduce, ArgReduce, Scan, Dot, Gather)
 _NONE: frozenset[str] = frozenset()
 
 
-_NOT_VALUE: tuple = ()  # the kind of a class that is not a value (an empty tuple, never a value's kind)
-_CLASSES: dict[type, tuple] = {}  # node class -> (whether it is a statement, its kind, its children getter)
+_PLAIN: tuple[bool, frozenset[str], bool] = (False, _NONE, False)   # a value with no source, name or heavy value
+_NAMED = object()   # the base facts of a variable: its own name, made per node
+_PLAIN_TOKENS = frozenset({"int", "float", "bool", "str", "None", "tuple", "BinOp", "UnOp", "CmpOp", "ReduceOp",
+                           "BuiltinKind", "DType", "Fence", "Stage", "Type", "AddressSpace"})
+"""The words of a declared field type that holds no node."""
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _kind(cls: type) -> tuple:
-    if not issubclass(cls, Value):
-        return _NOT_VALUE
-    return issubclass(cls, VARYING_SOURCES), issubclass(cls, HEAVY), issubclass(cls, Var)
+class _NotANode(Exception):   # noqa: N818 - internal: a walk by fields met something that is not a node
+    pass
 
 
-def _class_facts(cls: type) -> tuple:
-    """What the scan needs of a node class, found by one lookup per node: whether it is a statement, its kind
-    (`_kind`) and the function listing an instance's children (`metile.ir.node.children`'s own, once the class has
-    made its generated methods; None for a class without child fields)."""
+# node class -> (whether it is a statement, its base facts (None: not a value), its children getter (None: it has no
+# child fields), whether that getter returns the one child itself rather than a sequence of them)
+_CLASSES: dict[type, tuple] = {}   # getters by field (`_field_getter`), for walks that may meet a non-node
+_SAFE_CLASSES: dict[type, tuple] = {}   # `metile.ir.node.children`'s getters, which skip what is not a node
+
+
+def _field_getter(cls: type):
+    """`(getter, one)`: a C getter of the child nodes of a `cls` instance when every field of it that may hold a node
+    is declared as one node class (not None, not a sequence): `attrgetter` of those fields (`one`: of the single one,
+    returning the child itself). None otherwise. Such a field of a malformed node may hold something else: the walk
+    then meets a non-node and starts again with `children`'s getters, which skip it."""
+    names = []
+    for a in attrs.fields(cls):
+        if not a.eq:
+            continue
+        if not isinstance(a.type, str):
+            return None
+        words = set(_WORD.findall(a.type))
+        if words <= _PLAIN_TOKENS:
+            continue
+        if len(words) != 1 or not words <= NODE_NAMES:
+            return None
+        names.append(a.name)
+    if not names:
+        return None
+    return attrgetter(*names), len(names) == 1
+
+
+def _class_facts(cls: type, safe: bool) -> tuple:
+    """What the scan needs of a node class, found by one lookup per node (see `_CLASSES`)."""
+    if not issubclass(cls, Node):
+        if safe:
+            raise TypeError(f"{cls.__name__} is not a node")
+        raise _NotANode
     getter = children_getter(cls)
-    found = (issubclass(cls, Stmt), _kind(cls),
-             None if getter is no_children else getter if getter is not None else children)
+    if getter is None:   # the class has not made its generated methods yet: not kept
+        kids_of, one = children, False
+    elif getter is no_children:
+        kids_of, one = None, False
+    else:
+        fast = None if safe else _field_getter(cls)
+        kids_of, one = (getter, False) if fast is None else fast
+    if not issubclass(cls, Value):
+        base = None
+    elif issubclass(cls, Var):
+        base = _NAMED
+    else:
+        src, heavy = issubclass(cls, VARYING_SOURCES), issubclass(cls, HEAVY)
+        base = _PLAIN if not src and not heavy else (src, _NONE, heavy)
+    found = (issubclass(cls, Stmt), base, kids_of, one)
     if getter is not None:
-        _CLASSES[cls] = found
+        (_SAFE_CLASSES if safe else _CLASSES)[cls] = found
     return found
 
 
-def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node],
-               by_type: dict[type, list[Node]]) -> bool:
-    """Take statement `s` into the scan being built (`seen` ... `by_type`) as the walk of `prior` met it, when its
+def _merge(f: tuple, g: tuple) -> tuple:
+    """The facts of a value whose parts have the facts `f` and `g`."""
+    names = f[1] if not g[1] else g[1] if not f[1] else f[1] | g[1]
+    return f[0] or g[0], names, f[2] or g[2]
+
+
+def _leaf_facts(n: Node, base) -> tuple:
+    return (False, frozenset((n.name,)), False) if base is _NAMED else base
+
+
+def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node]) -> bool:
+    """Take statement `s` into the scan being built (`seen`, `skipped`, `nodes`) as the walk of `prior` met it, when its
     span there applies (see `Scan`); False, having taken nothing, when it does not."""
     span = prior.spans.get(id(s))
     if span is None or span[0] is not s:
         return False
     _, inner, met = span
-    keys = [id(x) for x in inner]
+    keys = list(map(id, inner))
     if not seen.isdisjoint(keys):
         return False
     inside = None
@@ -73,78 +133,80 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
                 return False
     seen.update(keys)
     nodes += inner
-    for x in inner:
-        same = by_type.get(x.__class__)
-        if same is None:
-            by_type[x.__class__] = [x]
-        else:
-            same.append(x)
     # their facts and spans are those of `prior`, which the scan being built started from
     skipped += met   # for the boundaries of the statements around it
     return True
 
 
-def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
-               spans: dict, seen: set[int], skipped: list[Node]) -> None:
+def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, spans: dict, seen: set[int],
+               skipped: list[Node], classes: dict | None = None) -> None:
     """The walk of `Scan.__init__`, by recursion: `metile.ir.node.walk`'s order (children before parents, first
-    child first), each node's facts computed once its children's are."""
+    child first), each node's facts computed once its children's are. A value's facts are shared with a part of it
+    where they are the same (most values: `_PLAIN`, or the facts of their one informative operand). `classes`:
+    `_CLASSES` (raising `_NotANode` on meeting a non-node) or `_SAFE_CLASSES`."""
+    safe = classes is _SAFE_CLASSES
 
-    def visit(n, prior=prior, nodes=nodes, by_type=by_type, facts=facts, spans=spans, seen=seen, skipped=skipped,
-              get=facts.get, add=seen.add, classes=_CLASSES):
+    def visit(n, prior=prior, nodes=nodes, facts=facts, spans=spans, seen=seen, skipped=skipped,
+              get=facts.get, add=seen.add, classes=_CLASSES if classes is None else classes, plain=_PLAIN):
         cls = n.__class__
-        is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
+        is_stmt, base, kids_of, one = classes.get(cls) or _class_facts(cls, safe)
         if is_stmt:
-            if prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
+            if prior is not None and _take_span(n, prior, seen, skipped, nodes):
                 return
             opened = len(nodes), len(skipped)
         add(id(n))
-        if kids_of is None:   # a class without child fields
-            kids = ()
+        if base is None:   # not a value
+            if kids_of is not None:
+                for c in kids_of(n):
+                    if id(c) in seen:
+                        skipped.append(c)
+                    else:
+                        visit(c)
+            if is_stmt:
+                first, skip = opened
+                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+        elif kids_of is None:
+            facts[id(n)] = base if base is not _NAMED else (False, frozenset((n.name,)), False)
+        elif one:
+            c = kids_of(n)
+            key = id(c)
+            if key in seen:
+                skipped.append(c)
+            else:
+                visit(c)
+            g = get(key)
+            facts[id(n)] = base if g is None or g is base or g is plain else g if base is plain else _merge(base, g)
         else:
-            kids = kids_of(n)
-            for c in kids:
-                if id(c) in seen:
+            f = base
+            for c in kids_of(n):
+                key = id(c)
+                if key in seen:
                     skipped.append(c)
                 else:
                     visit(c)
-        if is_stmt:
-            first, skip = opened
-            spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+                g = get(key)
+                if g is not f and g is not None and g is not plain:
+                    f = g if f is plain else _merge(f, g)
+            facts[id(n)] = f
         nodes.append(n)
-        same = by_type.get(cls)
-        if same is None:
-            by_type[cls] = [n]
-        else:
-            same.append(n)
-        if not kind:
-            return
-        src, heavy, is_var = kind
-        names = frozenset((n.name,)) if is_var else _NONE
-        for c in kids:
-            f = get(id(c))
-            if f is None:
-                continue
-            src = src or f[0]
-            heavy = heavy or f[2]
-            if f[1]:
-                names = f[1] if not names else names | f[1]
-        facts[id(n)] = (src, names, heavy)
 
     visit(k)
 
 
-def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
-                spans: dict, seen: set[int], skipped: list[Node]) -> None:
+def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, spans: dict, seen: set[int],
+                skipped: list[Node], classes: dict | None = None) -> None:
     """`_visit_all` with an explicit stack instead of recursion, for kernels deeper than the recursion limit: the same
     nodes, facts and spans (a child is looked at when the walk reaches it, after its earlier siblings, as there)."""
-    # The stack holds a node to visit, or `(node, children, opened, kind)` once its children are pushed (`opened`:
+    # The stack holds a node to visit, or `(node, children, opened, base)` once its children are pushed (`opened`:
     # where a statement's span starts in `nodes` and `skipped`, None for a value).
+    classes = _CLASSES if classes is None else classes
+    safe = classes is _SAFE_CLASSES
     stack: list = [k]
-    pop, push, get, add, classes = stack.pop, stack.append, facts.get, seen.add, _CLASSES
+    pop, push, get, add = stack.pop, stack.append, facts.get, seen.add
     while stack:
         n = pop()
         if n.__class__ is tuple:
-            n, kids, opened, kind = n
+            n, kids, opened, base = n
             cls = n.__class__
             if opened is not None:
                 first, skip = opened
@@ -155,36 +217,26 @@ def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[
                 skipped.append(n)
                 continue
             cls = n.__class__
-            is_stmt, kind, kids_of = classes.get(cls) or _class_facts(cls)
-            if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
+            is_stmt, base, kids_of, one = classes.get(cls) or _class_facts(cls, safe)
+            if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes):
                 continue
             add(key)
-            kids = () if kids_of is None else kids_of(n)
+            kids = () if kids_of is None else (kids_of(n),) if one else kids_of(n)
             if kids:
-                push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, kind))
+                push((n, kids, (len(nodes), len(skipped)) if is_stmt else None, base))
                 stack += reversed(kids)
                 continue
             if is_stmt:
                 spans[key] = (n, (n,), ())
         nodes.append(n)
-        same = by_type.get(cls)
-        if same is None:
-            by_type[cls] = [n]
-        else:
-            same.append(n)
-        if not kind:
+        if base is None:
             continue
-        src, heavy, is_var = kind
-        names = frozenset((n.name,)) if is_var else _NONE
+        f = _leaf_facts(n, base)
         for c in kids:
-            f = get(id(c))
-            if f is None:
-                continue
-            src = src or f[0]
-            heavy = heavy or f[2]
-            if f[1]:
-                names = f[1] if not names else names | f[1]
-        facts[id(n)] = (src, names, heavy)
+            g = get(id(c))
+            if g is not f and g is not None and g is not _PLAIN:
+                f = g if f is _PLAIN else _merge(f, g)
+        facts[id(n)] = f
 
 
 class Scan:
@@ -206,38 +258,56 @@ class Scan:
     def __init__(self, k: Kernel, prior: Scan | None = None):
         # `metile.ir.node.walk`'s order (children before parents, first child first), with each node's
         # children listed once and its facts computed when it is reached the second time.
-        nodes: list[Node] = []
-        by_type: dict[type, list[Node]] = {}
-        # id(value) -> (contains a varying source, names read, contains a heavy value)
-        facts: dict[int, tuple[bool, frozenset[str], bool]] = {} if prior is None else dict(prior.facts)
-        # id(statement) -> (statement, the nodes first met inside it, the children it found already met)
-        spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = {} if prior is None else dict(prior.spans)
-        # the nodes whose entries `facts` and `spans` may keep from `prior`, held so their identities stay theirs
+        # The nodes whose entries `facts` and `spans` may keep from `prior`, held so their identities stay theirs
         self._held = None if prior is None else (prior.nodes, prior._held)
-        try:
-            seen: set[int] = set()
-            skipped: list[Node] = []     # the children found already met, in walk order
-            _visit_all(k, prior, nodes, by_type, facts, spans, seen, skipped)
-        except RecursionError:   # a chain deeper than the interpreter's recursion limit: the same walk by a stack
-            nodes, by_type, seen, skipped = [], {}, set(), []
-            facts, spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
-            _stack_walk(k, prior, nodes, by_type, facts, spans, seen, skipped)
+        walker, classes = _visit_all, _CLASSES
+        while True:
+            nodes: list[Node] = []
+            # id(value) -> (contains a varying source, names read, contains a heavy value)
+            facts: dict[int, tuple[bool, frozenset[str], bool]] = {} if prior is None else dict(prior.facts)
+            # id(statement) -> (statement, the nodes first met inside it, the children it found already met)
+            spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = \
+                {} if prior is None else dict(prior.spans)
+            try:
+                walker(k, prior, nodes, facts, spans, set(), [], classes)
+                break
+            except RecursionError:   # a chain deeper than the interpreter's recursion limit: the same walk by a stack
+                if walker is _stack_walk:
+                    raise
+                walker = _stack_walk
+            except _NotANode:   # a malformed node, holding a non-node where a node is declared: walked again by
+                classes = _SAFE_CLASSES   # `children`'s getters, which skip it
         self.nodes = nodes
-        self._by_type = by_type
+        self._by_type: dict[type, list[Node]] | None = None   # made from `nodes` when first asked for (`_classes`)
         self._matching: dict[type | tuple[type, ...], list[list[Node]]] = {}
         self.facts = facts
         self.spans = spans
+
+    def _classes(self) -> dict[type, list[Node]]:
+        """`nodes` by class, each class's in their order, the classes in the order of their first node: their
+        positions grouped by a stable sort keyed by their class's identity, all in C (no Python step per node or
+        per class)."""
+        nodes = self.nodes
+        key = list(map(id, map(type, nodes))).__getitem__
+        groups = sorted(map(list, map(itemgetter(1), groupby(sorted(range(len(nodes)), key=key), key))),
+                        key=itemgetter(0))
+        get = nodes.__getitem__
+        self._by_type = out = dict(zip(map(type, map(get, map(itemgetter(0), groups))),
+                                       map(list, map(map, repeat(get), groups))))
+        return out
 
     def _lists(self, cls: type | tuple[type, ...]) -> list[list[Node]]:
         """The lists of `_by_type` whose class is `cls` or a subclass, found once per `cls` (the scan is read-only)."""
         found = self._matching.get(cls)
         if found is None:
-            found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+            by_type = self._by_type if self._by_type is not None else self._classes()
+            found = self._matching[cls] = [same for c, same in by_type.items() if issubclass(c, cls)]
         return found
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if cls.__class__ is not tuple:
-            return list(self._by_type.get(cls, ()))
+            by_type = self._by_type if self._by_type is not None else self._classes()
+            return list(by_type.get(cls, ()))
         found = self._lists(cls)
         if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
             return list(found[0]) if found else []
@@ -245,7 +315,7 @@ class Scan:
 
     def classes(self):
         """Each class of the kernel's nodes with its nodes, in the order `of` lists them (read-only)."""
-        return self._by_type.items()
+        return (self._by_type if self._by_type is not None else self._classes()).items()
 
     def has(self, cls: type | tuple[type, ...]) -> bool:
         """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
@@ -289,6 +359,44 @@ class Scan:
         return True if f is None else f[2]
 
 
+def replaced_scan(prior: Scan, done: dict[int, Node], dropped: dict[int, Node]) -> Scan:
+    """The scan of the kernel of `prior` with each node whose id is a key of `done` replaced by its value (as
+    `metile.rewrite.driver.replaced` gives them), made from `prior` without a walk. Each replaced node must be of
+    `dropped` (by id), replaced by one of its children with the same facts (`AllActive(x)` by `x`), or rebuilt: a new
+    node of its class with the same facts, around the same children but those replaced. The walk of the new kernel
+    then meets its nodes where it met the old ones, each dropped node's child where it met that node (the child itself
+    met before it), so its scan is `prior`'s with the nodes replaced and the dropped ones left out: `Scan(k)`."""
+    get = done.get
+    out = Scan.__new__(Scan)
+    out._held = (prior.nodes, prior._held)
+    out.nodes = _mapped(prior.nodes, get, dropped)
+    facts, spans = dict(prior.facts), dict(prior.spans)
+    for key, n in done.items():
+        if key in dropped:
+            continue
+        f = facts.get(key)
+        if f is not None:
+            facts[id(n)] = f
+        span = spans.get(key)
+        if span is not None:
+            _, inner, met = span
+            spans[id(n)] = (n, tuple(_mapped(inner, get, dropped)), tuple(map(get, map(id, met), met)))
+    out._by_type = None
+    out._matching = {}
+    out.facts, out.spans = facts, spans
+    return out
+
+
+def _mapped(nodes, get, dropped: dict[int, Node]) -> list:
+    """`nodes` with each node `get(id(node), node)` and those of `dropped` left out (mapped in C)."""
+    ids = list(map(id, nodes))
+    out = list(map(get, ids, nodes))
+    hit = dropped.keys() & ids
+    for i in sorted(map(ids.index, hit), reverse=True):
+        del out[i]
+    return out
+
+
 def scan(k: Kernel, analyses: Analyses | None = None) -> Scan:
     """The `Scan` of `k`: kept by `analyses` for the rest of its run (shared by kernels whose parameters and
     statements are the same objects), made anew without."""
@@ -300,4 +408,4 @@ def scan_analysis(k: Kernel, analyses: Analyses) -> Scan:
     return Scan(k)
 
 
-__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "scan", "scan_analysis"]
+__all__ = ["HEAVY", "VARYING_SOURCES", "Scan", "replaced_scan", "scan", "scan_analysis"]
