@@ -26,7 +26,7 @@ import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, function_name
+from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, c_identifiers, function_name
 from metile.ir import (
     AddPtr,
     AtomicAdd,
@@ -90,8 +90,8 @@ _NAME = operator.attrgetter("name")
 class Facts:
     """What `scan` found: `names` (`c_names`), `defs` (`bindings`), `written` (`written_params`), `kinds` (the
     `_value_` of each of `builtins_used`), `records` (each structure's record, shared when it has two or more
-    distinct parents) and `reads` (per variable, how many times it is read as an operand, a structure met again
-    counted once: 1 means its one reader is the only one)."""
+    distinct parents) and `reads` (per variable that is some loop's init, how many times it is read as an operand, a
+    structure met again counted once: 1 means its one reader is the only one)."""
 
     __slots__ = ("defs", "kinds", "names", "reads", "records", "written")
 
@@ -108,35 +108,16 @@ def scan(k: Kernel) -> Facts:
     yields and inits past the carried values or results)."""
     if k.stage is not Stage.METAL:
         check_metal(k)
-    names: dict[str, str] = {}
-    taken = {function_name(k.name)}  # with `MSL_RESERVED`, never given
     defs: dict[str, tuple[Value, ...]] = {}
     stores: list[Value] = []
-    kinds: set[str] = set()
-    read: list[Var] = []  # each variable read as an operand, counted by name after the walk
+    bound: list[str] = [p.name for p in sorted(k.params, key=_index)]  # the names to claim, in order
     records = Records()
     by_hash, twins, record = records.by_hash, records.twins, records.record
-
-    def claim(name: str) -> None:
-        if name not in names:
-            text = c_identifier(name)
-            if text in taken or text in MSL_RESERVED:
-                text = _numbered(text, taken)
-            taken.add(text)
-            names[name] = text
-
     todo: list[tuple[list, tuple]] = []  # (the record of a parent, values it is a parent of), counted after the walk
-
-    def loop_vars(s: For | While) -> None:
-        """Name a loop's carried values and results: a carried value is bound to its init and yield, a result
-        to its carried value."""
-        for v in s.carried:
-            claim(v.name)
-        for v in s.results:
-            claim(v.name)
-        for c, i, y, r in zip(s.carried, s.inits, s.yields, s.results):
-            defs[c.name] = (i, y)
-            defs[r.name] = (c,)
+    push, bind = todo.append, bound.append
+    kinds: set[str] = set()
+    counted: set[str] = set()  # the variables that are some loop's init: the only ones whose reads are counted
+    read: list[str] = []  # each of those read as an operand, counted after the walk
 
     def walk(body) -> None:
         for s in body:
@@ -148,62 +129,75 @@ def scan(k: Kernel) -> Facts:
             match s:
                 case Let():
                     var, value = s.var, s.value
-                    claim(var.name)
+                    bind(var.name)
                     defs[var.name] = (value,)
                     cls = value.__class__
-                    if cls is AtomicRMW:
-                        stores.append(value.ptr)
-                    todo.append((rec, CHILDREN[cls](value) if cls in _LET_DECLARED else (value,)))
+                    if cls in _LET_DECLARED:
+                        push((rec, CHILDREN[cls](value)))
+                    else:
+                        push((rec, (value,)))
+                        if cls is AtomicRMW:
+                            stores.append(value.ptr)
                 case Store() | AtomicAdd():
                     stores.append(s.ptr)
-                    todo.append((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
+                    push((rec, (s.ptr, s.value) if s.mask is None else (s.mask, s.ptr, s.value)))
                 case For():
-                    claim(s.index.name)
-                    loop_vars(s)
-                    todo.append((rec, (*s.inits, s.start, s.stop, s.step, *s.yields)))
+                    bind(s.index.name)
+                    loop_vars(s.carried, s.inits, s.yields, s.results)
+                    push((rec, (*s.inits, s.start, s.stop, s.step, *s.yields)))
                     walk(s.body)
                 case If():
-                    for v in s.results:
-                        claim(v.name)
-                    for r, a, b in zip(s.results, s.then_yields, s.else_yields):
-                        defs[r.name] = (a, b)
-                    todo.append((rec, (s.cond, *s.then_yields, *s.else_yields)))
+                    bound.extend(map(_NAME, s.results))
+                    defs.update(zip(map(_NAME, s.results), zip(s.then_yields, s.else_yields)))
+                    push((rec, (s.cond, *s.then_yields, *s.else_yields)))
                     walk(s.then)
                     walk(s.orelse)
                 case VecStore():
                     stores.append(s.ptr)
-                    todo.append((rec, (s.ptr, s.value)))
+                    push((rec, (s.ptr, s.value)))
                 case MatrixStore():
                     stores.append(s.ptr)
-                    todo.append((rec, (s.value, s.ptr, s.stride)))
+                    push((rec, (s.value, s.ptr, s.stride)))
                 case Barrier():
                     pass
                 case DevicePrint() | DeviceAssert() | TensorMatmul() | TensorRelease():
-                    todo.append((rec, tuple(children(s))))
+                    push((rec, tuple(children(s))))
                 case TensorHold():
-                    for suffix in ("", "_desc", "_op"):
-                        claim(s.name + suffix)
+                    bound.extend((s.name, s.name + "_desc", s.name + "_op"))
                 case While():
-                    loop_vars(s)
-                    todo.append((rec, (*s.inits, s.cond, *s.yields)))
+                    loop_vars(s.carried, s.inits, s.yields, s.results)
+                    push((rec, (*s.inits, s.cond, *s.yields)))
                     walk(s.cond_body)
                     walk(s.body)
                 case _:
                     check_metal(k)  # raises for a statement Metal IR does not admit
                     assert_never(s)
 
-    for p in sorted(k.params, key=_index):
-        claim(p.name)
+    def loop_vars(carried, inits, yields, results) -> None:
+        """Name a loop's carried values and results: a carried value is bound to its init and yield, a result
+        to its carried value; an init that is a variable has its reads counted."""
+        for v in inits:
+            if v.__class__ is Var:
+                counted.add(v.name)
+        bound.extend(map(_NAME, carried))
+        bound.extend(map(_NAME, results))
+        n = min(len(carried), len(inits), len(yields), len(results))
+        if n < len(carried):
+            carried, results = carried[:n], results[:n]
+        defs.update(zip(map(_NAME, carried), zip(inits, yields)))
+        defs.update(zip(map(_NAME, results), zip(carried)))
+
     walk(k.body)
     # Each parent's values; a structure met for the first time is then the parent of its children (one met again
     # has the same children). Which node of a structure is met first does not change what is counted.
-    pop, push, get_record, children_of, read_var = todo.pop, todo.append, by_hash.get, CHILDREN, read.append
+    pop, get_record, children_of, read_var = todo.pop, by_hash.get, CHILDREN, read.append
     while todo:
         parent, values = pop()
         for v in values:
             cls = v.__class__
             if cls is Var:   # the most common leaf
-                read_var(v)
+                if v.name in counted:
+                    read_var(v.name)
                 continue
             if cls in LEAVES:
                 if cls is Builtin:
@@ -229,7 +223,26 @@ def scan(k: Kernel) -> Facts:
                 rec = found
             if rec[1] is not parent:
                 rec[3] = True
-    return Facts(names, defs, _written(stores, defs), kinds, records, Counter(map(_NAME, read)))
+    reads = Counter(read) if read else {}
+    names = _claim(bound, {function_name(k.name)})
+    return Facts(names, defs, _written(stores, defs), kinds, records, reads)
+
+
+def _claim(bound: list[str], taken: set[str]) -> dict[str, str]:
+    """A distinct C identifier for each of the names `bound` (the IR name when it is one), given in order: a name
+    whose identifier is taken or reserved is numbered (`_numbered`). When no identifier collides, they are all
+    found at once."""
+    order = list(dict.fromkeys(bound))
+    texts = c_identifiers(order)
+    if len(set(texts)) == len(texts) and taken.isdisjoint(texts) and MSL_RESERVED.isdisjoint(texts):
+        return dict(zip(order, texts))
+    names: dict[str, str] = {}
+    for name, text in zip(order, texts):
+        if text in taken or text in MSL_RESERVED:
+            text = _numbered(text, taken)
+        taken.add(text)
+        names[name] = text
+    return names
 
 
 def _index(p: Param) -> int:

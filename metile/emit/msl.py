@@ -187,11 +187,11 @@ class _Emitter:
     def local_name(self, prefix: str) -> str:
         """The next local name `<prefix>N` (N counts all locals named so far) that is not one of the kernel's."""
         count, taken = self.count, self.taken
-        name, count = f"{prefix}{count}", count + 1
-        while name in taken:
-            name, count = f"{prefix}{count}", count + 1
-        taken.add(name)
-        self.count = count
+        name = f"{prefix}{count}"
+        while name in taken:  # a name `local_name` gave is not taken again: its number is past `count`
+            count += 1
+            name = f"{prefix}{count}"
+        self.count = count + 1
         return name
 
     # ---- types
@@ -426,11 +426,11 @@ class _Emitter:
     def leaf(self, v: Value) -> tuple[str, str]:
         """The texts of a value without children (the same wherever it is), kept by id in `leaves`."""
         match v:
+            case Const():
+                found = literal_texts(v.value, v.dtype)
             case Var() | Param():
                 text = self.names[v.name]
                 found = text, text
-            case Const():
-                found = literal_texts(v.value, v.dtype)
             case Builtin():
                 text = v.kind._value_ + ("." + "xyz"[v.axis] if v.kind.has_axes else "")
                 found = text, text
@@ -450,8 +450,16 @@ class _Emitter:
     # ---- statements
 
     def body(self, stmts) -> None:
+        if self.owners is not None:   # `stmt` keeps each statement's lines
+            for s in stmts:
+                self.stmt(s)
+            return
+        stmt, let, names = self.stmt, self.let, self.names
         for s in stmts:
-            self.stmt(s)
+            if s.__class__ is Let:   # the common statement, without `stmt`'s dispatch
+                let(names[s.var.name], s.var, s.value)
+            else:
+                stmt(s)
 
     def stmt(self, s: Stmt) -> None:
         expr, start = self.expr, len(self.lines)

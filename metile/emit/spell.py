@@ -339,6 +339,18 @@ _MACRO_LIKE = re.compile(r"__|_[A-Z]|MT_|METILE_|M_\w+\Z|(?:FLT|DBL|LDBL|HALF|BF
                          r"|(?:MAXFLOAT|MAXHALF|NULL|EOF|" + "|".join(sorted(_LOWER_MACROS)) + r")\Z")
 
 
+def c_identifiers(names: list[str]) -> list[str]:
+    """`c_identifier` of each of `names`: all at once (one match over them, in C) when each starts with a lower-case
+    ASCII letter and is an ASCII identifier that is no macro-like name, the usual case, which `c_identifier` keeps
+    as it is."""
+    if _LOWER_WORDS.fullmatch("\n".join(names)) and _LOWER_MACROS.isdisjoint(names):
+        return list(names)
+    return list(map(c_identifier, names))
+
+
+_LOWER_WORDS = re.compile(r"[a-z]\w*(?:\n[a-z]\w*)*", re.ASCII)  # names, one a line, of `c_identifier`'s usual case
+
+
 def function_name(kernel_name: str) -> str:
     """The MSL function of the kernel `kernel_name`: `mtile_<name>`, as the original meTile names it (the prefix
     also keeps a kernel called `kernel`, `half` or `abs` clear of MSL's keywords and functions)."""
@@ -384,8 +396,8 @@ _UNSIGNED_INDEX = {DType.I32: DType.U32, DType.U32: DType.U32, DType.I64: DType.
 
 __all__ = [
     "BINARY_FORMS", "COMPARE_BY_VALUE", "SIMD_REDUCE_BY_VALUE", "UNARY_FORMS", "EmitError", "atomic_type",
-    "binary_form", "binary_spelling", "builtin_type", "c_identifier", "fence_flags", "function_name", "literal",
-    "literal_texts",
+    "binary_form", "binary_spelling", "builtin_type", "c_identifier", "c_identifiers", "fence_flags", "function_name",
+    "literal", "literal_texts",
     "loop_step", "msl_bool",
     "pointer_text", "type_name", "type_text", "unary_form", "unary_spelling",
 ]
