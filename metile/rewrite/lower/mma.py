@@ -257,10 +257,10 @@ def mma_products(blk: Block, geom: MmaGeometry, d: Dot, frags: list[Value], mats
     """The accumulators `mats` (one per piece) after the products of one step, given its `fragments`, in
     row order or, when its plan's `serpentine`, with every other row of pieces walked backwards."""
     arows, bcols = frags[:geom.per_m], frags[geom.per_m:]
-    out = list(mats)
+    out, serpentine = list(mats), how(blk, d).serpentine
     for i in range(geom.per_m):
         cols = range(geom.per_n)
-        for j in (reversed(cols) if how(blk, d).serpentine and i % 2 else cols):
+        for j in (reversed(cols) if serpentine and i % 2 else cols):
             p = i * geom.per_n + j
             out[p] = blk.let(MatrixMultiplyAccumulate(arows[i], bcols[j], mats[p]), "acc")
     return out

@@ -175,10 +175,17 @@ def scalar(blk: Block, v: Value | None) -> Value | None:
 
 
 def scalar_of(blk: Block, v: Value) -> Value:
+    cls = v.__class__
+    # the commonest, read as `elementwise` reads them, without its closure's call for each operand
+    if cls is Binary and v.op is not BinOp.FLOORDIV and v.op is not BinOp.MOD:
+        return Binary(v.op, scalar(blk, v.lhs), scalar(blk, v.rhs), loc=v.loc)
+    if cls is Compare:
+        return Compare(v.op, scalar(blk, v.lhs), scalar(blk, v.rhs), loc=v.loc)
+
     def s(x):
         return scalar(blk, x)
 
-    if v.__class__ in _ELEMENTWISE or v.__class__ is Binary:
+    if cls in _ELEMENTWISE or cls is Binary:
         return elementwise(blk, v, s)
     match v:
         case Const() | Param():
