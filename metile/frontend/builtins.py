@@ -46,7 +46,7 @@ def static_int(v, what: str, loc: Loc) -> int:
 
 def static_shape(v, what: str, loc: Loc, scalar: bool = False) -> tuple[int, ...]:
     """The compile-time shape `v` (an int or a tuple or list of ints); `()` only where `scalar` allows it."""
-    dims = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
+    dims = v if v.__class__ is tuple else (v,) if not isinstance(v, (tuple, list)) else tuple(v)
     if scalar and not dims:
         return ()
     for d in dims:  # the common case: positive Python ints
