@@ -249,19 +249,19 @@ class JITKernel:
             src = self.source
             facts = dict(spec[5])   # the integer arguments read as 1, or known multiples of 16
             names = src.ir_names
-            params, env = [], {}
+            params, env, ones = [], {}, []
             for i, (s, _, t) in enumerate(typed):
                 name = s.name
                 fact = facts.get(name) if facts else None
                 env[name] = p = Param(names.get(name) or ir_name(name), i, t, MULTIPLE if fact == MULTIPLE else 1,
                                       loc=s.loc)
                 params.append(p)
+                if fact == ONE:
+                    ones.append((name, t))
             env.update(consts)
             build_composites(env, consts)
-            if facts:
-                for (s, _, t) in typed:
-                    if facts.get(s.name) == ONE:
-                        env[s.name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
+            for name, t in ones:   # after the composites, which are built of the parameters
+                env[name] = 1 if self.dialect.one_as_number else Const(1, t.dtype)
             meta = {names.get(k) or ir_name(k): int(v) for k, v in consts.items()
                     if v.__class__ is int or isinstance(v, (int, np.integer))}
             tracer = Tracer(src.fdef, name=ir_name(self.fn.__name__), file=src.file, line_offset=src.line_offset,

@@ -46,7 +46,7 @@ def static_int(v, what: str, loc: Loc) -> int:
 
 def static_shape(v, what: str, loc: Loc, scalar: bool = False) -> tuple[int, ...]:
     """The compile-time shape `v` (an int or a tuple or list of ints); `()` only where `scalar` allows it."""
-    dims = (v,) if not isinstance(v, (tuple, list)) else tuple(v)
+    dims = v if v.__class__ is tuple else (v,) if not isinstance(v, (tuple, list)) else tuple(v)
     if scalar and not dims:
         return ()
     for d in dims:  # the common case: positive Python ints
@@ -92,20 +92,22 @@ def _mask(mask, shape, loc: Loc):
             raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n, or True or False), not "
                                   f"{type(mask).__name__} {mask!r}", loc)
         mask = sem.const(bool(mask), DType.BOOL, loc)
-    if mask.type.dtype is not DType.BOOL or isinstance(mask.type, PtrType):
-        raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n), not {mask.type}", loc)
-    return mask, sem.broadcast_shape(shape, mask.type.shape, "mask", loc)
+    t = mask.type
+    if t.dtype is not DType.BOOL or isinstance(t, PtrType):
+        raise KernelTypeError(f"the mask must be bool (a comparison such as offs < n), not {t}", loc)
+    return mask, shape if t.shape == shape else sem.broadcast_shape(shape, t.shape, "mask", loc)
 
 
 def program_id(tr, loc, axis):
-    a = static_int(axis, "the axis of program_id", loc)
+    a = axis if axis.__class__ is int else static_int(axis, "the axis of program_id", loc)
     if a not in (0, 1, 2):
         raise KernelArgumentError(f"program_id axis must be 0, 1 or 2, not {a}", loc)
     return ProgramId(a, loc=loc)
 
 
 def arange(tr, loc, start, stop):
-    lo, hi = static_int(start, "the start of arange", loc), static_int(stop, "the stop of arange", loc)
+    lo = start if start.__class__ is int else static_int(start, "the start of arange", loc)
+    hi = stop if stop.__class__ is int else static_int(stop, "the stop of arange", loc)
     if lo >= hi:
         raise ShapeMismatchError(f"arange({lo}, {hi}) is empty: stop must be greater than start", loc)
     sem.check_tile_size((hi - lo,), loc)
@@ -142,7 +144,8 @@ def _memory_hints(cache_modifier, eviction_policy, what: str, loc: Loc) -> None:
 
 
 def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
-    _memory_hints(cache_modifier, eviction_policy, "load", loc)
+    if cache_modifier != "" or eviction_policy != "":   # not the defaults, which need no check
+        _memory_hints(cache_modifier, eviction_policy, "load", loc)
     if not isinstance(volatile, bool):
         raise KernelArgumentError(f"load: volatile must be True or False, not {volatile!r}", loc)
     p = _pointer(ptr, "load", loc)
@@ -159,10 +162,11 @@ def load(tr, loc, ptr, mask, other, cache_modifier, eviction_policy, volatile):
 
 def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
     p = _pointer(ptr, what, loc)
-    vshape = sem.type_of(value, loc).shape
-    if isinstance(sem.type_of(value, loc), PtrType):
+    vtype = sem.type_of(value, loc)
+    if isinstance(vtype, PtrType):
         raise KernelTypeError(f"{what}: cannot write a pointer", loc)
-    shape = sem.broadcast_shape(p.type.shape, vshape, f"{what} value", loc)
+    pshape, vshape = p.type.shape, vtype.shape
+    shape = pshape if pshape == vshape else sem.broadcast_shape(pshape, vshape, f"{what} value", loc)
     m, shape = _mask(mask, shape, loc)
     if cls is Store and shape != p.type.shape:  # several values for one address: which one lands is undefined
         raise ShapeMismatchError(f"store: the value and mask have shape {list(shape)}, larger than the pointers' "
@@ -177,7 +181,8 @@ def _store_like(cls, tr, loc, ptr, value, mask, what, op=None):
 
 
 def store(tr, loc, ptr, value, mask, cache_modifier, eviction_policy):
-    _memory_hints(cache_modifier, eviction_policy, "store", loc)
+    if cache_modifier != "" or eviction_policy != "":   # not the defaults, which need no check
+        _memory_hints(cache_modifier, eviction_policy, "store", loc)
     _store_like(Store, tr, loc, ptr, value, mask, "store")
 
 

@@ -18,7 +18,7 @@ import attrs
 from metile import language as L
 from metile.frontend import logic
 from metile.frontend import semantic as sem
-from metile.frontend.binding import bind_args, bind_values
+from metile.frontend.binding import bind_values
 from metile.frontend.errors import UnsupportedSyntaxError
 from metile.frontend.exprs import CALLS, value_attribute
 from metile.frontend.funcs import Func
@@ -27,8 +27,7 @@ from metile.ir.errors import Loc, MetileError
 
 def _tile_range(tr, loc: Loc, args: list, kwargs: dict) -> tuple:
     """`metile.tile_range(start, stop, step=1, num_stages=None)` as the bounds of a runtime loop."""
-    a = bind_args(L.tile_range, args, kwargs, loc)
-    return a["start"], a["stop"], a["step"], a["num_stages"]
+    return tuple(bind_values(L.tile_range, args, kwargs, loc))   # its parameters, in that order
 
 
 def _unsupported(what: str, loc: Loc | None) -> MetileError:

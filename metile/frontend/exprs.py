@@ -178,7 +178,11 @@ def value_attribute(tr, base: Value, attr: str, loc: Loc):
 
 
 def _tuple(tr, node: ast.Tuple):
-    return tuple(display_items(tr, node.elts))
+    elts = node.elts
+    for e in elts:
+        if e.__class__ is _STARRED:   # `(*xs, y)`: spread by `display_items`
+            return tuple(display_items(tr, elts))
+    return tuple([EVAL[e.__class__](tr, e) for e in elts])
 
 
 def _binop(tr, node: ast.BinOp):

@@ -198,14 +198,14 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
             inputs = tuple(map(env.get, reads, repeat(_UNSET)))
         elif not widen:
             tr.visit_stmt(stmt)
-        outputs = list(zip(writes, map(env.__getitem__, writes)))
+        values = list(map(env.__getitem__, writes))
         if read is not None:
             read.update(reads)
-        if any_container([v for _, v in outputs]):
+        if any_container(values):
             replaying = False
             memo.records.append(None)
             continue
-        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], outputs))
+        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], list(zip(writes, values))))
 
 
 __all__ = ["SIMPLE", "BodyMemo", "holds_container", "reads_any", "same_var", "statement_io", "visit_loop_body"]

@@ -70,6 +70,7 @@ STORAGE = tuple(d for d in DType if d.storage_only)
 INTS = (I32, *(d for d in DType if d.is_int and d is not I32))
 _BOOL_T, _I32_T, _F32_T = TileType(BOOL), TileType(I32), TileType(F32)  # the types of Python numbers
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_F32_EXACT = 1 << 24   # the ints below it in magnitude convert to f32 exactly
 
 
 def py_dtype(v: object) -> DType:
@@ -89,6 +90,8 @@ def const(v, dtype: DType, loc: Loc | None) -> Const:
         return Const(v, dtype, loc=loc)
     if dtype is F32 and cls is float and -F32_OVERFLOW < v < F32_OVERFLOW:
         return Const(v, dtype, loc=loc)
+    if dtype is F32 and cls is int and -_F32_EXACT <= v <= _F32_EXACT:   # an int f32 holds exactly (`zeros`)
+        return Const(float(v), dtype, loc=loc)
     if isinstance(v, np.generic):
         v = v.item()
     if dtype in FLOATS:

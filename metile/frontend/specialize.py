@@ -430,8 +430,8 @@ def integer_facts(typed, plain: frozenset[str] = frozenset()) -> tuple[tuple[str
         elif cls is np.ndarray or not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) \
                 or not (v == 1 or v % MULTIPLE == 0):
             continue
-        if t.__class__ is TileType and not t.shape and t.dtype.is_int and t.dtype is not DType.BOOL \
-                and s.name not in plain:
+        if (t is _I32_SCALAR or (t.__class__ is TileType and not t.shape and t.dtype.is_int
+                                 and t.dtype is not DType.BOOL)) and (not plain or s.name not in plain):
             out.append((s.name, ONE if v == 1 else MULTIPLE))
     return tuple(out)
 

@@ -4,7 +4,7 @@ of `stride` elements per row, clipped to bounds (given, or those of the array th
 The addresses and the masks are element-wise arithmetic on the offsets, the stride and the bounds, which
 `metile.frontend.semantic`'s operators type and broadcast. Where all of them are i32 scalars (traced, or Python
 ints that i32 holds), which is nearly always, those rules have one answer: every operand is already i32, and
-each shape is known from the tile's. The nodes they would build are then built directly (`_splat`, `_scalar`,
+each shape is known from the tile's. The nodes they would build are then built directly (`_as_i32`, `_scalar`,
 `_within`), the same nodes, without the general typing work per operator; any other operand goes through the
 operators.
 """
@@ -28,18 +28,16 @@ _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _ADD, _SUB, _MUL, _AND = BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.AND
 
 
-def _is_i32(v) -> bool:
-    """Whether `v` is an i32 scalar: a traced one, or a Python int (not a bool) that i32 holds."""
+def _as_i32(v, shape: tuple[int, ...], loc: Loc) -> Value | None:
+    """The i32 scalar `v` (a traced one, or a Python int that i32 holds, not a bool) as an i32 value of `shape`, what
+    `semantic.coerce(v, i32, shape)` builds; None when `v` is no i32 scalar."""
     if v.__class__ is int:
-        return _I32_MIN <= v <= _I32_MAX
-    return isinstance(v, Value) and v.type is _I32_T   # types are interned: one object per type
-
-
-def _splat(v, shape: tuple[int, ...], loc: Loc) -> Value:
-    """The i32 scalar `v` (`_is_i32`) as an i32 value of `shape`: what `semantic.coerce(v, i32, shape)` builds."""
-    if v.__class__ is int:
+        if not _I32_MIN <= v <= _I32_MAX:
+            return None
         v = Const(v, _I32, loc=loc)
         return Full(shape, v, loc=loc) if shape else v
+    if not isinstance(v, Value) or v.type is not _I32_T:   # types are interned: one object per type
+        return None
     if not shape:
         return v
     return Full(shape, v, loc=loc) if isinstance(v, Const) else Broadcast(v, shape, loc=loc)
@@ -48,8 +46,10 @@ def _splat(v, shape: tuple[int, ...], loc: Loc) -> Value:
 def _scalar(name: str, a, b, loc: Loc):
     """`semantic.binary(name, a, b)` for `name` among add, sub and mul, built directly when `a` and `b` are i32
     scalars and one of them is traced (two Python ints are combined by Python, there)."""
-    if (a.__class__ is not int or b.__class__ is not int) and _is_i32(a) and _is_i32(b):
-        return Binary(sem.BINOPS[name], _splat(a, (), loc), _splat(b, (), loc), loc=loc)
+    if a.__class__ is not int or b.__class__ is not int:
+        x, y = _as_i32(a, (), loc), _as_i32(b, (), loc)
+        if x is not None and y is not None:
+            return Binary(sem.BINOPS[name], x, y, loc=loc)
     return sem.binary(name, a, b, loc)
 
 
@@ -60,18 +60,18 @@ def _both(a, b, loc: Loc):
     return sem.binary("and", a, b, loc)
 
 
-def _within(i, extent, loc: Loc, n: int | None = None):
-    """`0 <= i < extent`, element-wise; `n`: `i` is an i32 tile of `(n,)` and `extent` an i32 scalar, and the
-    comparisons are built directly (a scalar `i` with `n` None takes the general rules, unless both are i32 and
-    `i` is traced)."""
-    if n is not None:
-        shape = (n,)
-        return Binary(_AND, Compare(CmpOp.GE, i, Full(shape, Const(0, _I32, loc=loc), loc=loc), loc=loc),
-                      Compare(CmpOp.LT, i, _splat(extent, shape, loc), loc=loc), loc=loc)
-    if isinstance(i, Value) and i.type is _I32_T and _is_i32(extent):
-        return Binary(_AND, Compare(CmpOp.GE, i, Const(0, _I32, loc=loc), loc=loc),
-                      Compare(CmpOp.LT, i, _splat(extent, (), loc), loc=loc), loc=loc)
+def _within(i, extent, loc: Loc, zero: Const):
+    """`0 <= i < extent` for a scalar `i` (`zero`: the i32 constant 0 at `loc`, one node shared by the tile's bounds),
+    built directly when `i` is a traced i32 and `extent` an i32 scalar."""
+    if isinstance(i, Value) and i.type is _I32_T and (e := _as_i32(extent, (), loc)) is not None:
+        return Binary(_AND, Compare(CmpOp.GE, i, zero, loc=loc), Compare(CmpOp.LT, i, e, loc=loc), loc=loc)
     return sem.binary("and", sem.compare("ge", i, 0, loc), sem.compare("lt", i, extent, loc), loc)
+
+
+def _within_tile(i: Value, extent: Value, zero: Const, loc: Loc) -> Value:
+    """`0 <= i < extent` for an i32 index tile `i` and `extent`, an i32 value of its shape (`_as_i32`)."""
+    return Binary(_AND, Compare(CmpOp.GE, i, Full(extent.type.shape, zero, loc=loc), loc=loc),
+                  Compare(CmpOp.LT, i, extent, loc=loc), loc=loc)
 
 
 def _outer(col: Value, row: Value, op: BinOp, rows: int, cols: int, loc: Loc) -> Value:
@@ -89,10 +89,12 @@ def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims: tuple[int, int
     built directly (a scalar pointer, and i32 offsets and stride)."""
     p = _pointer(ptr, what, loc)
     rows, cols = dims
-    if not p.type.shape and _is_i32(row_offset) and _is_i32(col_offset) and _is_i32(stride):
-        r = Binary(_ADD, _splat(row_offset, (rows,), loc), Arange(0, rows, loc=loc), loc=loc)
-        c = Binary(_ADD, _splat(col_offset, (cols,), loc), Arange(0, cols, loc=loc), loc=loc)
-        scaled = Binary(_MUL, ExpandDims(r, 1, loc=loc), _splat(stride, (rows, 1), loc), loc=loc)
+    if not p.type.shape and (ro := _as_i32(row_offset, (rows,), loc)) is not None \
+            and (co := _as_i32(col_offset, (cols,), loc)) is not None \
+            and (st := _as_i32(stride, (rows, 1), loc)) is not None:
+        r = Binary(_ADD, ro, Arange(0, rows, loc=loc), loc=loc)
+        c = Binary(_ADD, co, Arange(0, cols, loc=loc), loc=loc)
+        scaled = Binary(_MUL, ExpandDims(r, 1, loc=loc), st, loc=loc)
         offs = _outer(scaled, ExpandDims(c, 0, loc=loc), _ADD, rows, cols, loc)
         return AddPtr(Broadcast(p, (rows, cols), loc=loc), offs, loc=loc), (rows, cols), r, c, True
     for x, name in ((row_offset, "row offset"), (col_offset, "column offset"), (stride, "row stride")):
@@ -127,10 +129,11 @@ def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
                     "into, which metile cannot tell for this pointer (one carried by a loop or chosen by a runtime "
                     "branch): give bounds=(rows, cols)", loc)
     left = elements if offset is None else _scalar("sub", elements, offset, loc)
-    if isinstance(stride, Value) and stride.type is _I32_T and not isinstance(stride, Const) and _is_i32(left):
+    if isinstance(stride, Value) and stride.type is _I32_T and not isinstance(stride, Const) \
+            and (x := _as_i32(left, (), loc)) is not None:
         # `left // max(stride, 1)`: a traced divisor, which `binary` checks only when it is a constant
-        return Binary(BinOp.FLOORDIV, _splat(left, (), loc), Binary(BinOp.MAX, stride, Const(1, _I32, loc=loc),
-                                                                     loc=loc), loc=loc), stride
+        return Binary(BinOp.FLOORDIV, x, Binary(BinOp.MAX, stride, Const(1, _I32, loc=loc), loc=loc),
+                      loc=loc), stride
     return sem.binary("floordiv", left, sem.binary("max", stride, 1, loc), loc), stride
 
 
@@ -150,15 +153,17 @@ def _bounds(bounds, what: str, loc: Loc) -> tuple:
     return tuple(bounds)
 
 
-def _tile_mask(r, c, rows, cols, dims: tuple[int, int], shape: tuple[int, ...], fast: bool, loc: Loc) -> Value:
+def _tile_mask(r, c, rows, cols, dims: tuple[int, int], shape: tuple[int, ...], fast: bool, loc: Loc,
+               zero: Const) -> Value:
     """Where the tile's element `(i, j)` is inside the bounds, `0 <= r[i] < rows and 0 <= c[j] < cols`, broadcast
     to `shape` (`fast`: `r` and `c` are the i32 index tiles of a `dims` tile that `_tile_ptr` built directly, whose
     addresses have that shape)."""
-    if fast and _is_i32(rows) and _is_i32(cols):
-        return _outer(ExpandDims(_within(r, rows, loc, dims[0]), 1, loc=loc),
-                      ExpandDims(_within(c, cols, loc, dims[1]), 0, loc=loc), _AND, dims[0], dims[1], loc)
-    mask = sem.binary("and", ExpandDims(_within(r, rows, loc), 1, loc=loc), ExpandDims(_within(c, cols, loc), 0,
-                                                                                       loc=loc), loc)
+    if fast and (er := _as_i32(rows, (dims[0],), loc)) is not None \
+            and (ec := _as_i32(cols, (dims[1],), loc)) is not None:
+        return _outer(ExpandDims(_within_tile(r, er, zero, loc), 1, loc=loc),
+                      ExpandDims(_within_tile(c, ec, zero, loc), 0, loc=loc), _AND, dims[0], dims[1], loc)
+    mask = sem.binary("and", ExpandDims(_within(r, rows, loc, zero), 1, loc=loc),
+                      ExpandDims(_within(c, cols, loc, zero), 0, loc=loc), loc)
     return sem.broadcast_to(mask, shape, loc)
 
 
@@ -170,7 +175,7 @@ def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
         raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
     addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims, "tile_load")
     rows, cols = _bounds(bounds, "tile_load", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
-    mask = _tile_mask(r, c, rows, cols, dims, addr.type.shape, fast, loc)
+    mask = _tile_mask(r, c, rows, cols, dims, addr.type.shape, fast, loc, Const(0, _I32, loc=loc))
     return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
 
 
@@ -188,9 +193,10 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bound
         raise ShapeMismatchError(f"tile_store: the value has shape {list(vtype.shape)}, the tile is {list(dims)}", loc)
     v = sem.converted(value, addr.type.dtype, dims, loc)
     rows, cols = _bounds(bounds, "tile_store", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
-    inside = _within(row_offset, _scalar("sub", rows, dims[0] - 1, loc), loc)
-    inside = _both(inside, _within(col_offset, _scalar("sub", cols, dims[1] - 1, loc), loc), loc)
-    masked = Store(addr, v, _tile_mask(r, c, rows, cols, dims, dims, fast, loc), loc=loc)
+    zero = Const(0, _I32, loc=loc)
+    inside = _within(row_offset, _scalar("sub", rows, dims[0] - 1, loc), loc, zero)
+    inside = _both(inside, _within(col_offset, _scalar("sub", cols, dims[1] - 1, loc), loc, zero), loc)
+    masked = Store(addr, v, _tile_mask(r, c, rows, cols, dims, dims, fast, loc, zero), loc=loc)
     if not isinstance(inside, Value):  # decided at compile time
         tr.emit(Store(addr, v, loc=loc) if inside else masked)
         return
