@@ -36,7 +36,7 @@ import functools
 import attrs
 
 from metile.ir import layouts as tl
-from metile.ir.node import children, map_children
+from metile.ir.node import children, evolve_node, map_children
 from metile.ir.ops import Stage
 from metile.ir.stmts import For, If, Kernel, Let, While
 from metile.ir.tile import (
@@ -272,7 +272,7 @@ class _Rewriter:
                 return map_children(lambda c: v(c) if isinstance(c, Value) else c, s)
         if all(getattr(s, name) is new for name, new in changes.items()):
             return s
-        new = attrs.evolve(s, **changes)
+        new = evolve_node(s, **changes)
         if isinstance(s, For):
             self.renamed[s] = new
         return new
@@ -322,8 +322,8 @@ def insert_conversions(k: Kernel, ctx: PassContext) -> Kernel:
     if rw.renamed:
         dots = {rw.renamed.get(d, d): p for d, p in schedule.dots.items()}
         loops = {rw.renamed.get(f, f): b for f, b in schedule.loops.items()}
-        schedule = attrs.evolve(schedule, dots=dots, loops=loops)
-    return attrs.evolve(k, body=body, schedule=schedule)
+        schedule = evolve_node(schedule, dots=dots, loops=loops)
+    return evolve_node(k, body=body, schedule=schedule)
 
 
 __all__ = ["ConvertFacts", "Reading", "convert_heavy", "convert_held", "insert_conversions", "may_move",

@@ -35,7 +35,7 @@ import functools
 
 import attrs
 
-from metile.ir.node import Node, children, children_getter, map_children, no_children, walk
+from metile.ir.node import Node, children, children_getter, evolve_node, map_children, no_children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
 from metile.ir.tile import (
@@ -317,7 +317,7 @@ class _Walk:
             case Store(ptr, value, mask) | AtomicAdd(ptr, value, mask):
                 parts = [self.value(x) for x in (ptr, value, mask)]
                 same = all(a is b for a, b in zip(parts, (ptr, value, mask)))
-                return [s if same else attrs.evolve(s, ptr=parts[0], value=parts[1], mask=parts[2])]
+                return [s if same else evolve_node(s, ptr=parts[0], value=parts[1], mask=parts[2])]
             case DeviceAssert(cond, msg, mask) if (a := self.consume(self.activity(cond))) is not None:
                 # an inactive element is not checked, as reductions skip it
                 return [DeviceAssert(Binary(BinOp.OR, cond, Unary(UnOp.NOT, a)), msg, mask, loc=s.loc)]
@@ -488,7 +488,7 @@ def _rebuilt(s, **fields):
             break
     else:
         return s
-    return attrs.evolve(s, **fields)
+    return evolve_node(s, **fields)
 
 
 def _maybe_inactive(found) -> frozenset[str]:
@@ -540,7 +540,7 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     keep = _needed(first.used, first.defs)
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
-    out = attrs.evolve(k, body=body)
+    out = evolve_node(k, body=body)
     return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
 
 

@@ -176,7 +176,7 @@ class _Assign:
                 (chosen,) = by_size.values()
                 how = plans.get(d, MmaPlan())
                 if how.simdgroups != chosen:
-                    plans = plans.set(d, attrs.evolve(how, simdgroups=chosen))
+                    plans = plans.set(d, evolve_node(how, simdgroups=chosen))
         return plans
 
     def block(self, stmts, group: Group) -> None:
@@ -393,7 +393,7 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     dots, old = a.recorded_plans(), k.schedule
     if dots is old.dots and old.layouts == a.layouts:   # as before (a pass run again): the kernel itself
         return k
-    return evolve_node(k, schedule=attrs.evolve(old, dots=dots, layouts=pmap(a.layouts)))
+    return evolve_node(k, schedule=evolve_node(old, dots=dots, layouts=pmap(a.layouts)))
 
 
 __all__ = ["ROLL_SLOTS", "Group", "assign_layouts", "dot_accumulation", "fragments_of"]

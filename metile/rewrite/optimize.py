@@ -26,8 +26,6 @@ Each is optional: a pipeline without it still compiles every kernel correctly, t
 
 from __future__ import annotations
 
-import attrs
-
 from metile.ir.node import children, evolve_node
 from metile.ir.ops import BinOp
 from metile.ir.stmts import For, If, Kernel, Let, Store, While
@@ -59,7 +57,7 @@ def _plan_dots(k: Kernel, ctx: PassContext, choose) -> Kernel:
         new = choose(d, old.get(d, PLAIN))
         if new is not None and new != old.get(d, PLAIN):
             plans = plans.set(d, new)
-    return k if plans is old else evolve_node(k, schedule=attrs.evolve(k.schedule, dots=plans))
+    return k if plans is old else evolve_node(k, schedule=evolve_node(k.schedule, dots=plans))
 
 
 @define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
@@ -67,7 +65,7 @@ def pad_staging(k: Kernel, ctx: PassContext) -> Kernel:
     """Pad the staged rows of each `dot` operand by the bank model's choice."""
 
     def choose(d: Dot, how: MmaPlan) -> MmaPlan:
-        return attrs.evolve(how, pad=tuple(staging_pad(x.type.shape[-1], x.type.dtype.itemsize) for x in (d.a, d.b)))
+        return evolve_node(how, pad=tuple(staging_pad(x.type.shape[-1], x.type.dtype.itemsize) for x in (d.a, d.b)))
 
     return _plan_dots(k, ctx, choose)
 
@@ -75,7 +73,7 @@ def pad_staging(k: Kernel, ctx: PassContext) -> Kernel:
 @define_pass(precedes=[Fact.METAL_IR], optional=True)
 def serpentine_mma(k: Kernel, ctx: PassContext) -> Kernel:
     """Run the 8x8 products of each step in serpentine order."""
-    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, serpentine=True))
+    return _plan_dots(k, ctx, lambda d, how: evolve_node(how, serpentine=True))
 
 
 PRELOAD_STEPS = 8   # 8-wide steps of k from which a product preloads its operands
@@ -86,7 +84,7 @@ def preload_fragments(k: Kernel, ctx: PassContext) -> Kernel:
     """Load the next step's operands before this step's products, in every `dot` of `PRELOAD_STEPS` steps of k or
     more. A shorter loop has a small constant trip count, which the Metal compiler unrolls and schedules itself:
     preloading would only add code."""
-    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, preload=True)
+    return _plan_dots(k, ctx, lambda d, how: evolve_node(how, preload=True)
                       if d.a.type.shape[1] >= 8 * PRELOAD_STEPS else None)
 
 
@@ -108,7 +106,7 @@ def hoist_staging(k: Kernel, ctx: PassContext) -> Kernel:
             marks[d] = hoist
     marks = _within_budget({d: h for d, h in marks.items() if any(h)}, k, ctx.target.threadgroup_memory // 2)
 
-    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, hoist=marks[d]) if d in marks else None) if marks else k
+    return _plan_dots(k, ctx, lambda d, how: evolve_node(how, hoist=marks[d]) if d in marks else None) if marks else k
 
 
 def _within_budget(marks: dict[Dot, tuple[bool, bool]], k: Kernel, budget: int) -> dict[Dot, tuple[bool, bool]]:
@@ -173,7 +171,7 @@ def split_k(k: Kernel, ctx: PassContext) -> Kernel:
         splits[d] = s
     if not splits:
         return k
-    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, split=splits[d]) if d in splits else None)
+    return _plan_dots(k, ctx, lambda d, how: evolve_node(how, split=splits[d]) if d in splits else None)
 
 
 @define_pass(precedes=[Fact.STAGING, Fact.METAL_IR], optional=True)
@@ -195,7 +193,7 @@ def direct_operands(k: Kernel, ctx: PassContext) -> Kernel:
         st = axes.strides(load.ptr)
         return st is not None and st[1] == 1
 
-    return _plan_dots(k, ctx, lambda d, how: attrs.evolve(how, direct=(direct(d.a), direct(d.b))))
+    return _plan_dots(k, ctx, lambda d, how: evolve_node(how, direct=(direct(d.a), direct(d.b))))
 
 
 def staged_bytes(d: Dot, how: MmaPlan) -> int:
@@ -241,7 +239,7 @@ def multi_buffer(k: Kernel, ctx: PassContext) -> Kernel:
         fits = min(stages, ctx.target.threadgroup_memory // per) if per else 1
         if fits > 1:
             chosen = chosen.set(s, fits)
-    return k if chosen is old else evolve_node(k, schedule=attrs.evolve(k.schedule, loops=chosen))
+    return k if chosen is old else evolve_node(k, schedule=evolve_node(k.schedule, loops=chosen))
 
 
 @define_pass(precedes=[Fact.METAL_IR], optional=True)

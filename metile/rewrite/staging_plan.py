@@ -30,7 +30,7 @@ from __future__ import annotations
 import attrs
 
 from metile.ir.layouts import Blocked, Fragments, Recomputed
-from metile.ir.node import children, walk
+from metile.ir.node import children, evolve_node, walk
 from metile.ir.stmts import For, If, Kernel, Let, Stmt, Store, While
 from metile.ir.tile import (
     ArgReduce,
@@ -465,10 +465,10 @@ def plan_staging(k: Kernel, ctx: PassContext) -> Kernel:
     plans = old = k.schedule.dots
     for d in dots:
         how = old.get(d, PLAIN)
-        new = attrs.evolve(how, chunk=chosen.get(d))
+        new = evolve_node(how, chunk=chosen.get(d))
         if new != how:
             plans = plans.set(d, new)
-    return k if plans is old else attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
+    return k if plans is old else evolve_node(k, schedule=evolve_node(k.schedule, dots=plans))
 
 
 __all__ = ["choose_chunks", "plan_staging", "staging"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import attrs
 
+from metile.ir.node import evolve_node
 from metile.ir.stmts import MMA_CHOICES, Kernel
 from metile.ir.tile import Dot, MmaEngine, MmaPlan
 from metile.ir.types import DType
@@ -60,7 +61,7 @@ def tensor_engine(d: Dot, how: MmaPlan, ctx: EngineCtx) -> MmaPlan | None:
             return None
     if how.split != 1 or any(how.direct):
         return None
-    return attrs.evolve(how, engine=_mode(d, how, ctx))
+    return evolve_node(how, engine=_mode(d, how, ctx))
 
 
 def _from_integers(x) -> bool:
@@ -104,7 +105,7 @@ def use_tensor_ops(k: Kernel, ctx: PassContext) -> Kernel:
             plans = plans.set(d, new)
     if plans is old:
         return k
-    return attrs.evolve(k, schedule=attrs.evolve(k.schedule, dots=plans))
+    return evolve_node(k, schedule=evolve_node(k.schedule, dots=plans))
 
 
 __all__ = ["ATOM", "EngineCtx", "tensor_engine", "use_tensor_ops"]

@@ -73,18 +73,18 @@ def place_statements(stmts, at: Placement, following: frozenset[str]) -> list:
                 pass
             case For():
                 keep = [i for i, c in enumerate(s.carried) if at.kept or c.name not in at.stages]
-                out.append(attrs.evolve(
+                out.append(evolve_node(
                     s, carried=[s.carried[i] for i in keep], inits=[s.inits[i] for i in keep],
                     yields=[s.yields[i] for i in keep], results=[s.results[i] for i in keep],
                     body=place_statements(s.body, at, following)))
             case If():
-                out.append(attrs.evolve(s, then=place_statements(s.then, at, following),
+                out.append(evolve_node(s, then=place_statements(s.then, at, following),
                                         orelse=place_statements(s.orelse, at, following)))
             case While():
-                out.append(attrs.evolve(s, cond_body=place_statements(s.cond_body, at, following),
+                out.append(evolve_node(s, cond_body=place_statements(s.cond_body, at, following),
                                         body=place_statements(s.body, at, following)))
             case SimdgroupRole():
-                out.append(attrs.evolve(s, body=place_statements(s.body, at, following)))
+                out.append(evolve_node(s, body=place_statements(s.body, at, following)))
             case _:
                 out.append(s)
     return out
@@ -165,7 +165,7 @@ def allocate_threadgroup_memory(k: Kernel, ctx: PassContext) -> Kernel:
     if rings:
         body = place_statements(body, at, frozenset() if kept else _following(found, stages))
     total = k.plan.threadgroup_memory + scratch_bytes + (full if kept else 0)
-    plan = attrs.evolve(k.plan, threadgroup_memory=total)
+    plan = evolve_node(k.plan, threadgroup_memory=total)
     return evolve_node(k, stage=Stage.METAL, body=[*prefix, *body], plan=plan)
 
 
