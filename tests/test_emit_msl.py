@@ -354,6 +354,18 @@ def test_structures_with_one_hash_stay_apart():
         assert f"    {line}\n" in text
 
 
+def test_statements_with_one_hash_stay_apart():
+    """Stores of -1 and of -2 hash alike (as -1 and -2 do) but are two parents of the address they share, which is
+    then named; two equal stores are one parent, and the address is written out in each."""
+    N, Out = scalar("N", 0), ptr("Out", 1, I32)
+    first, second, again = (Store(AddPtr(Out, mul(N, i32(2))), i32(c)) for c in (-1, -2, -2))
+    assert hash(first) == hash(second) and first != second and second == again and second is not again
+    text = emit_msl(Kernel("k", Stage.METAL, (N, Out), [first, second, again]))
+    assert "    device int* const t0 = Out + (N * 2);\n    t0[0] = -1;\n    t0[0] = -2;\n    t0[0] = -2;\n" in text
+    text = emit_msl(Kernel("k", Stage.METAL, (N, Out), [second, again]))
+    assert "    Out[N * 2] = -2;\n    Out[N * 2] = -2;\n}" in text
+
+
 # ---- the Metal IR examples, run
 
 

@@ -4,9 +4,9 @@ Modules: `msl` (`emit_msl`, the emitter, and `emit_located`), `artifact` (`MslAr
 signature, launch plan and the source location of each line; `emit_artifact`, and `compile_to_msl`, which runs a
 pipeline first), `signature` (`KernelSignature`: the parameters as a device binds them), `source_map`
 (`FaultLocator`: a `.metal` line of a fault back to a Python line), `facts` (`scan`, one walk before any text is
-written: the stage check, C names, bindings, written parameters, builtins, and in `Records`, one per structure,
-whether it has two or more parents), `line_owners` (`LineOwners`: the location each line of the text comes from,
-for `emit_located`), `spell` (MSL spellings of types, literals, operators).
+written: the stage check, C names, bindings, written parameters, builtins, and in `Records`, one per value
+structure, whether it has two or more parents), `line_owners` (`LineOwners`: the location each line of the text
+comes from, for `emit_located`), `spell` (MSL spellings of types, literals, operators).
 """
 
 from __future__ import annotations

@@ -38,8 +38,7 @@ def assign(em: Emitter, targets, values, *, fresh: bool = False) -> None:
         texts = [lane(em, v) if v.__class__ is Extract else em.expr(v)[0] for _, v in pairs]
     pad = em.pad
     em.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
-    loc = next((v.loc for v in values if v.loc is not None), None)
-    if loc is not None and em.owners is not None:
+    if em.owners is not None and (loc := next((v.loc for v in values if v.loc is not None), None)) is not None:
         em.owners.nest(start, len(em.lines), loc)
 
 

@@ -113,19 +113,26 @@ def scan(k: Kernel) -> Facts:
     bound: list[str] = [p.name for p in sorted(k.params, key=_index)]  # the names to claim, in order
     records = Records()
     by_hash, twins, record = records.by_hash, records.twins, records.record
-    todo: list[tuple[list, tuple]] = []  # (the record of a parent, values it is a parent of), counted after the walk
+    todo: list[tuple[list | Node, tuple]] = []  # (a parent: a value's record or a statement, values it is a parent of)
     push, bind = todo.append, bound.append
     kinds: set[str] = set()
     counted: set[str] = set()  # the variables that are some loop's init: the only ones whose reads are counted
     read: list[str] = []  # each of those read as an operand, counted after the walk
 
+    firsts: dict[int, Node] = {}  # the first statement met of each hash
+    apart: dict[Node, Node] = {}  # statements whose hash an unequal statement took first, by structure
+
     def walk(body) -> None:
         for s in body:
-            rec = by_hash.get(s._h)
-            if rec is None and s.__class__ in ADMITTED_METAL:
-                rec = by_hash[s._h] = [s, None, None, False]
-            elif rec is None or rec[0] is not s:
-                rec = twins.get(id(s)) or record(s, rec, None)
+            # The parent of the statement's values: the first statement met of its structure (no record: the emitter
+            # looks up values only).
+            rec = firsts.get(s._h)
+            if rec is None:
+                if s.__class__ not in ADMITTED_METAL:
+                    Records.check(s)
+                rec = firsts[s._h] = s
+            elif rec is not s and rec != s:
+                rec = apart.setdefault(s, s)
             match s:
                 case Let():
                     var, value = s.var, s.value
@@ -320,8 +327,9 @@ CHILDREN: dict[type, Callable[[Value], tuple]] = {
 
 
 class Records:
-    """One record per structure met (structurally equal nodes share it), a list `[node, parent, texts, shared]`:
-    the first node of the structure, the record of the first parent it was met under, the emitter's texts for
+    """One record per value structure met (structurally equal nodes share it), a list `[node, parent, texts, shared]`:
+    the first node of the structure, the first parent it was met under (a value's record, or the first statement of
+    a statement's structure), the emitter's texts for
     it while they are in scope (else None), and whether a second distinct parent has been met.
 
     Records are found under each node's cached hash in `by_hash` (`Node._h`, read directly: `hash()` would call
@@ -343,7 +351,7 @@ class Records:
         """The record of `v`, for which `by_hash` gave `found` (None, or not `v`'s own) and `twins` nothing; a new
         structure's first parent is `parent`. Refuses a node class Metal IR does not admit."""
         if found is None:
-            self._check(v)
+            self.check(v)
             found = self.by_hash[v._h] = [v, parent, None, False]
             return found
         if found[0] == v:
@@ -351,14 +359,15 @@ class Records:
         else:
             rec = self._others.get(v)
             if rec is None:
-                self._check(v)
+                self.check(v)
                 rec = self._others[v] = [v, parent, None, False]
         self.twins[id(v)] = rec
         self._held.append(v)
         return rec
 
     @staticmethod
-    def _check(v: Node) -> None:
+    def check(v: Node) -> None:
+        """Refuse a node class Metal IR does not admit."""
         if v.__class__ not in ADMITTED_METAL:
             raise EmitError(f"{type(v).__name__} is not a Metal IR node", v.loc)
 

@@ -418,8 +418,7 @@ class _Emitter:
 
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
-        loc = v.loc or self.within
-        if loc is not None and self.owners is not None:
+        if self.owners is not None and (loc := v.loc or self.within) is not None:
             self.owners.owner[len(self.lines)] = loc
         self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
 
