@@ -90,7 +90,7 @@ class Const(Value):
             value = _normalize(value, dtype)
             object.__setattr__(self, "value", value)
         if type(self) is Const:
-            object.__setattr__(self, "_h", hash(("Const", (value, dtype))))
+            object.__setattr__(self, "_h", hash(("Const", value, dtype)))
         else:
             Node.__attrs_post_init__(self)
 
