@@ -148,24 +148,40 @@ def test_nodes_are_frozen():
 
 
 def test_a_built_node_is_of_its_frozen_class():
-    """`__init__` sets the fields on the node as an instance of a mutable twin of its class; what it returns, or a node
-    whose construction raised, is of the class itself and frozen."""
+    """`__new__` sets the fields on the node as an instance of a mutable twin of its class; what it returns, or a node
+    whose construction raised (seen from the traceback), is of the class itself and frozen."""
     b = Binary(BinOp.ADD, x8, x8)
     assert b.__class__ is Binary and type(b).__setattr__ is Binary.__setattr__
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         b.lhs = n
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         del b.rhs
-    half = object.__new__(Binary)
-    with pytest.raises(TypeError, match="unhashable"):
-        Binary.__init__(half, [BinOp.ADD], x8, x8)   # the hash of a list fails after the fields are set
+    with pytest.raises(TypeError, match="unhashable") as raised:
+        Binary([BinOp.ADD], x8, x8)   # the hash of a list fails after the fields are set
+    tb = raised.tb
+    while tb.tb_next is not None and "self" not in tb.tb_frame.f_locals:
+        tb = tb.tb_next
+    half = tb.tb_frame.f_locals["self"]
     assert half.__class__ is Binary and half.lhs is x8
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         half.lhs = n
 
 
+def test_a_node_class_keeps_object_init():
+    """A node is built by its class's generated `__new__` alone (`object.__init__` ignores the arguments then), by
+    position, by keyword and with defaults, and equal nodes built either way hash alike."""
+    assert Binary.__init__ is object.__init__
+    by_kw = Binary(op=BinOp.ADD, lhs=x8, rhs=x8, loc=None)
+    assert by_kw == Binary(BinOp.ADD, x8, x8) and hash(by_kw) == hash(Binary(BinOp.ADD, x8, x8))
+    assert Load(x8).mask is None and Load(x8) == Load(x8, None, None, False)
+    with pytest.raises(TypeError):
+        Binary(BinOp.ADD, x8)
+    with pytest.raises(TypeError):
+        Binary(BinOp.ADD, x8, x8, x8)
+
+
 class _Tagged(Binary):
-    """A subclass of a node class without `@node` (so without a generated `__init__` of its own)."""
+    """A subclass of a node class without `@node` (so without a generated `__new__` of its own)."""
 
     __slots__ = ("tag",)
 
@@ -304,14 +320,14 @@ def test_type_is_computed_at_construction_unless_the_node_is_malformed():
 
 
 def test_an_elementwise_value_takes_its_operand_type_without_calling_its_type_function():
-    """A type function `return self.f.type` is read inline by the generated `__init__` (no Python call per node); any
+    """A type function `return self.f.type` is read inline by the generated `__new__` (no Python call per node); any
     other is called. Either way the type, and the malformed node's missing type, are the type function's."""
     for cls, field in ((Binary, "lhs"), (Unary, "x"), (Where, "x"), (AddPtr, "ptr")):
         Binary(BinOp.ADD, x8, x8), Unary(UnOp.NEG, x8), Where(m8, x8, x8), AddPtr(X, n)   # make the methods
-        names = cls.__init__.__code__.co_names
+        names = cls.__new__.__code__.co_names
         assert "_type_of" not in names and field in names, cls
     Compare(CmpOp.LT, x8, x8)
-    assert "_type_of" in Compare.__init__.__code__.co_names   # `lhs.type.with_dtype(BOOL)`: called
+    assert "_type_of" in Compare.__new__.__code__.co_names   # `lhs.type.with_dtype(BOOL)`: called
     assert Binary(BinOp.ADD, x8, x8).type is T8 and AddPtr(X, n).type is X.type
     bad = Binary(BinOp.ADD, 3, 4)
     with pytest.raises(AttributeError):
@@ -480,7 +496,7 @@ def test_stage_tables():
 
 
 def test_a_node_class_makes_its_methods_when_its_first_instance_is_built():
-    """Importing the IR compiles no node code: each class gets its generated `__init__`, `__eq__` and child getter
+    """Importing the IR compiles no node code: each class gets its generated `__new__`, `__eq__` and child getter
     when its first instance is built, by one thread while others building the same class wait."""
     import subprocess
     import sys
@@ -490,7 +506,7 @@ def test_a_node_class_makes_its_methods_when_its_first_instance_is_built():
 import sys, threading
 from metile.ir import BinOp, Binary, Const, DType, Fma, children
 node = sys.modules["metile.ir.node"]
-assert Binary.__init__ is node._first_init and Fma.__init__ is node._first_init
+assert Binary.__new__ is node._first_new and Fma.__new__ is node._first_new
 one, two = Const(1, DType.I32), Const(2, DType.I32)
 built, start = [], threading.Barrier(8)
 def build():
@@ -500,8 +516,8 @@ threads = [threading.Thread(target=build) for _ in range(8)]
 for t in threads: t.start()
 for t in threads: t.join()
 assert len(built) == 8 and all(b == built[0] and hash(b) == hash(built[0]) for b in built)
-assert Binary.__init__ is not node._first_init and Binary.__init__.__qualname__ == "Binary.__init__"
-assert children(built[0]) == [one, two] and Fma.__init__ is node._first_init
+assert Binary.__new__ is not node._first_new and Binary.__new__.__qualname__ == "Binary.__new__"
+assert children(built[0]) == [one, two] and Fma.__new__ is node._first_new
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
@@ -586,3 +602,36 @@ def test_a_node_holding_a_non_node_where_a_node_is_declared_is_built_and_hashed(
     assert hash(bad) != hash(Binary(BinOp.ADD, 4, x8))
     ptr = AddPtr(X, Const(0, I32))
     assert hash(Load(ptr, None, None)) == hash(Load(ptr, None, None)) != hash(Load(ptr, Const(True, BOOL), None))
+
+
+def _identity_enums():
+    from metile.ir.ops import IdentityEnum
+
+    found, todo = [], [IdentityEnum]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_identity_enum_classes_read_their_attributes_as_type_does():
+    """The IR enums' metaclass reads a class's own attributes with `object.__getattribute__` (in C) and the rest as
+    `type` does: members, own methods and properties, inherited methods and missing names all read as before, and no
+    IR enum holds a class or static method of its own (which the two lookups would return differently)."""
+    import enum
+
+    for cls in _identity_enums():
+        for name, value in vars(cls).items():
+            assert not isinstance(value, (classmethod, staticmethod)), (cls, name)
+            assert getattr(cls, name) is type.__getattribute__(cls, name), (cls, name)
+        for member in cls:
+            assert getattr(cls, member.name) is member and cls(member.value) is member
+        assert cls._missing_ == type.__getattribute__(cls, "_missing_")
+        assert cls.__members__ == type.__getattribute__(cls, "__members__")
+        with pytest.raises(AttributeError):
+            cls.NO_SUCH_MEMBER  # noqa: B018 - the read raises
+    assert isinstance(DType, enum.EnumMeta) and DType("f32") is DType.F32 and DType["F16"] is DType.F16
+    with pytest.raises(ValueError, match="not a valid DType"):
+        DType("f99")
+    assert pickle.loads(pickle.dumps(BinOp.ADD)) is BinOp.ADD and copy.deepcopy(DType.I8) is DType.I8

@@ -9,22 +9,22 @@ so hashing and memoising a large DAG stays linear. `loc` is keyword-only and exc
 persistent vectors), and returns `n` itself when nothing changed, so "changed?" is an `is` test.
 
 Speed: compiling builds and walks every node several times, so `@node` also gives each class its own
-`__eq__`, `__init__`, hash set-up and child getter, generated from its field list once (as attrs generates
+`__eq__`, `__new__`, hash set-up and child getter, generated from its field list once (as attrs generates
 `__init__`):
 - `__eq__` compares the same fields in the same order as attrs would (each one by `is` first, as attrs'
   tuple comparison does), but returns at once for the same object and for different cached hashes
   (attrs' `==` recurses into shared children, which is exponential in the depth of a DAG whose equal
   subtrees are distinct objects);
-- `__init__` (for fields without validators) sets the fields as attrs' would, and hashes them in the same
-  call instead of calling `__attrs_post_init__` to read them back (a class with its own
-  `__attrs_post_init__` still gets it called). It sets them by plain attribute stores on the instance made
-  an instance of the class's twin for the while (the same slots, `object`'s `__setattr__`), which
-  the interpreter turns into direct slot writes, where calling each slot descriptor's `__set__` (what
-  attrs' own frozen `__init__` does in effect) goes through a method wrapper that packs its arguments in a
-  tuple: about a third of a node's construction. The instance is of its frozen class again before
-  `__init__` returns or raises. A converter to `tuple`,
+- `__new__` (for fields without validators) builds the node, setting the fields as attrs' `__init__` would, and
+  hashes them in the same call instead of calling `__attrs_post_init__` to read them back (a class with its own
+  `__attrs_post_init__` still gets it called); the class keeps `object.__init__`, so that building a node is one
+  Python call. It makes the node as an instance of the class's twin (the same slots, `object`'s `__setattr__`)
+  and sets the fields by plain attribute stores, which the interpreter turns into direct slot writes, where
+  calling each slot descriptor's `__set__` (what attrs' own frozen `__init__` does in effect) goes through a
+  method wrapper that packs its arguments in a tuple: about a third of a node's construction. The node is of its
+  frozen class again (one assignment of `__class__`) before `__new__` returns or raises. A converter to `tuple`,
   `pvector` or `pmap` is skipped when the argument already has that class;
-- a value's derived `type` (its `cached_property`) is computed by `__init__` too, once its children are
+- a value's derived `type` (its `cached_property`) is computed by `__new__` too, once its children are
   set: most values have their type read, and reading a `cached_property` of a slotted attrs class goes
   through a `__getattr__` on the class, which slows every attribute read of its instances (Python then
   calls the class's lookup hook instead of reading the slot from its attribute cache). Values have no
@@ -35,7 +35,7 @@ Speed: compiling builds and walks every node several times, so `@node` also give
 - `children(n)` reads the node's fields directly instead of reflecting over `attrs.fields` (the classes without a
   field that may hold a node share one `no_children`, which walks can tell by identity).
 `metile.ir.node_source` writes their source text. They are made when the class's first instance is built
-(`_first_init`), not when the class is defined, so that importing the IR compiles no code for classes a process
+(`_first_new`), not when the class is defined, so that importing the IR compiles no code for classes a process
 never builds; attrs' own `__eq__` and `__hash__` are not made at all.
 The results are those of the generic definitions (`_generic_children` states them). The cached hash
 is `n._h`; hot loops read it directly, as `hash(n)` calls back into Python to fetch it.
@@ -80,13 +80,13 @@ def node(cls: type[T]) -> type[T]:
     derived = derived.func if isinstance(derived, cached_property) else None
     if derived is not None and _inherits_type_slot(cls):
         delattr(cls, "type")   # a base holds the slot and computes it lazily: attrs makes no slot or getter for it
-    # `__eq__`, `__hash__`, `__init__` and `__repr__` are the node's own (below): attrs compiles none of them
+    # `__eq__`, `__hash__`, `__new__` and `__repr__` are the node's own (below): attrs compiles none of them
     cls = attrs.frozen(cls, eq=False, unsafe_hash=False, init=False, repr=False)
     cls.__hash__ = _cached_hash
     if derived is lazy_type and "__getattr__" in cls.__dict__:
         # `Value`: attrs reads the cached property through a `__getattr__` on the class, which makes every attribute
         # read of every value go through Python's lookup hook instead of the interpreter's cached slot reads. A
-        # value's `type` is set by `__init__`; only a malformed value's stays empty (`type_error` says why).
+        # value's `type` is set by `__new__`; only a malformed value's stays empty (`type_error` says why).
         del cls.__getattr__
     _register(cls, derived)
     return cls
@@ -101,7 +101,7 @@ def lazy_type(self) -> object:
     """The derived `type` of a value, computed by its class's `type` function, raising what that raises. `Value`'s
     `type` is this `cached_property`; a subclass's own `type` function is kept in `_DERIVED_TYPE` (and its
     `cached_property` removed before attrs sees it), so attrs makes one slot for all of them instead of one per
-    class. The `__getattr__` attrs adds to fill the slot on a first read is removed (see `node`): `__init__` fills
+    class. The `__getattr__` attrs adds to fill the slot on a first read is removed (see `node`): `__new__` fills
     it, and reading the `type` of a value whose type could not be computed (a malformed one) raises
     `AttributeError`; `type_error` gives the error computing it raises."""
     get = _type_function(self.__class__)
@@ -111,7 +111,7 @@ def lazy_type(self) -> object:
 
 
 def type_error(v: Node) -> Exception | None:
-    """Why the value `v` has no `type` (the exception its type function raises, which its `__init__` caught: a
+    """Why the value `v` has no `type` (the exception its type function raises, which its `__new__` caught: a
     malformed value, for the verifier to report); None when it has one, or is not a value with a derived type."""
     try:
         v.type  # noqa: B018 - is the slot filled?
@@ -178,7 +178,7 @@ _SPECIALISING = threading.RLock()
 
 
 def _register(cls: type, derived_type: Callable[[Node], object] | None) -> None:
-    """Note the node class `cls` (its name, its derived `type`), and give it `_first_init` as its `__init__`: its
+    """Note the node class `cls` (its name, its derived `type`), and give it `_first_new` as its `__new__`: its
     generated methods are made by its first instance, so importing the IR does not compile the code of classes
     that a process never builds."""
     if cls.__qualname__ == "Node" and cls.__module__ == __name__:
@@ -193,25 +193,27 @@ def _register(cls: type, derived_type: Callable[[Node], object] | None) -> None:
         if (a.eq and not a.init) or a.validator is not None or isinstance(a.converter, attrs.Converter) or (
                 isinstance(a.default, attrs.Factory) and a.default.takes_self):
             raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} needs what a node's generated "
-                            "__init__ does not do (a validator, an attrs Converter, a factory taking self, or "
-                            "an equality field outside __init__)")
+                            "__new__ does not do (a validator, an attrs Converter, a factory taking self, or "
+                            "an equality field outside its arguments)")
     NODE_NAMES.add(cls.__name__)
     _PENDING[cls] = derived_type
-    cls.__init__ = _first_init
+    cls.__new__ = _FIRST_NEW
 
 
-def _first_init(self, *args, **kwargs) -> None:
-    """The `__init__` of a node class until it has its generated methods: makes them, then builds `self`."""
-    cls = self.__class__
+def _first_new(cls: type, *args, **kwargs) -> Node:
+    """The `__new__` of a node class until it has its generated methods: makes them, then builds the node."""
     with _SPECIALISING:   # one thread makes them; another one building the same class meanwhile waits
         for k in cls.__mro__:
-            if k.__dict__.get("__init__") is _first_init:
+            if k.__dict__.get("__new__") is _FIRST_NEW:
                 _specialise(k)
-    cls.__init__(self, *args, **kwargs)
+    return cls.__new__(cls, *args, **kwargs)
+
+
+_FIRST_NEW = staticmethod(_first_new)
 
 
 def _specialise(cls: type) -> None:
-    """Give `cls` its generated `__eq__`, `__init__`, hash set-up and child getter (see the module docstring)."""
+    """Give `cls` its generated `__eq__`, `__new__`, hash set-up and child getter (see the module docstring)."""
     derived_type = _PENDING.pop(cls)
     fields = [a for a in attrs.fields(cls) if a.eq]
     _EQ_NAMES[cls] = tuple(a.name for a in fields)
@@ -264,8 +266,8 @@ def _specialise(cls: type) -> None:
     if not own_repr:
         scope["__repr__"].__qualname__ = f"{cls.__qualname__}.__repr__"
         cls.__repr__ = scope["__repr__"]
-    scope["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = scope["__init__"]
+    scope["__new__"].__qualname__ = f"{cls.__qualname__}.__new__"
+    cls.__new__ = staticmethod(scope["__new__"])
 
 
 _H = operator.attrgetter("_h")
@@ -301,7 +303,7 @@ class Node:
 
     def __attrs_post_init__(self) -> None:
         names = _EQ_NAMES.get(type(self)) or _eq_names(type(self))
-        object.__setattr__(self, "_h", hash((type(self).__qualname__, tuple([getattr(self, a) for a in names]))))
+        object.__setattr__(self, "_h", hash((type(self).__qualname__, *[getattr(self, a) for a in names])))
 
     def __reduce__(self):
         """Copies and pickles are rebuilt by the constructor, so the cached hash is computed anew (hashes of

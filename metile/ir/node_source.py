@@ -1,6 +1,6 @@
 """The source text of the methods `@node` generates for a node class (see `metile.ir.node`'s docstring): its
-`__init__`, hash set-up, child getter and `__repr__`, written as lines of Python that `metile.ir.node` compiles
-once per class, and the twin class its `__init__` builds an instance as."""
+`__new__`, hash set-up, child getter and `__repr__`, written as lines of Python that `metile.ir.node` compiles
+once per class, and the twin class its `__new__` builds an instance as."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def hash_expr(fields: list[attrs.Attribute], prefix: str, trusting: bool = False
     as a tuple or vector of nodes the tuple of their cached hashes (`_seq_hash`), instead of `hash()` calling back
     into Python for each node; equal fields still contribute equal numbers. `trusting`: the fields declared as nodes
     are taken to hold nodes (or None where declared so), read without a test of their class; for a node that holds
-    anything else, reading `_h` raises `AttributeError` and `__init__` hashes it as without `trusting`."""
+    anything else, reading `_h` raises `AttributeError` and `__new__` hashes it as without `trusting`."""
     parts = []
     for a in fields:
         v = prefix + (a.name if prefix else a.alias)
@@ -107,7 +107,7 @@ def hash_expr(fields: list[attrs.Attribute], prefix: str, trusting: bool = False
             parts.append(f"_map_hash({v}), ")
         else:
             parts.append(f"{v}, ")
-    return f"hash((_qualname, ({''.join(parts)}))))"
+    return f"hash((_qualname, {''.join(parts)})))"
 
 
 def _node_sequence(declared: str) -> bool:
@@ -141,11 +141,12 @@ def derive_lines(start: str, type_expr: str | None, end: str) -> list[str]:
 
 
 def init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str],
-                type_expr: str | None) -> list[str]:
-    """An `__init__` doing what attrs' does (converters, defaults, factories, fields set in order, then
-    `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
+               type_expr: str | None) -> list[str]:
+    """A `__new__` building a node as attrs' `__init__` would (converters, defaults, factories, fields set in order,
+    then `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
     otherwise (`_register` has refused the fields it could not set: validators, factories taking `self`, attrs
-    `Converter`s)."""
+    `Converter`s). The class keeps `object.__init__`, which does nothing with the arguments once `__new__` is the
+    class's own: one Python call builds a node, instead of `object.__new__` then a Python `__init__`."""
     params, kw_params, body, eq_fields, fields = [], [], [], [], []
     for a in attrs.fields(cls):
         if not a.init:
@@ -174,45 +175,44 @@ def init_lines(cls: type, scope: dict[str, object], post_init: str | None, deriv
         fields.append(a)
         if a.eq:
             eq_fields.append(a)
-    signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
-    # The fields set through the slots' descriptors (a call each), for an instance of a subclass without its own
-    # `__init__`; an instance of `cls` itself is built as an instance of its twin (`_twin`), by plain attribute
-    # stores, and becomes a `cls` again before anything else can see it.
-    slow = [f"        {setter(cls, a.name, scope)}{a.alias})" for a in fields]
+    signature = ", ".join(["_k", *params, *(["*", *kw_params] if kw_params else [])])
+    # An instance of a subclass without its own `__new__` has its fields set through the slots' descriptors (a call
+    # each); an instance of `cls` itself is made as an instance of its twin (`_twin`), whose fields are set by plain
+    # attribute stores, and becomes a `cls` (one class assignment) before anything else can see it.
+    slow = [f"    {setter(cls, a.name, scope)}{a.alias})" for a in fields]
     fast = [f"            self.{a.name} = {a.alias}" for a in fields]
     if post_init is not None:
-        slow += [f"        self.{post_init}()", *("    " + line for line in derive)]
+        slow += [f"    self.{post_init}()", *derive]
         after = [f"        self.{post_init}()", *("    " + line for line in derive)]
     else:
-        slow += [f"        {setter(cls, '_h', scope)}{hash_expr(eq_fields, '')}", *("    " + line for line in derive)]
+        slow += [f"    {setter(cls, '_h', scope)}{hash_expr(eq_fields, '')}", *derive]
         fast += ["            try:   # the fields declared as nodes hold nodes (else: as the slow path hashes them)",
                  f"                self._h = {hash_expr(eq_fields, '', trusting=True)[:-1]}",
                  "            except AttributeError:",
                  f"                self._h = {hash_expr(eq_fields, '')[:-1]}",
                  *("        " + line for line in derive_lines("self.type = ", type_expr, ""))]
         after = []
-    scope["_cls"], scope["_twin"], scope["_become"] = cls, _twin(cls), _SET_CLASS
-    twin = ["    if self.__class__ is _cls:",
-            "        _become(self, _twin)",
+    scope["_cls"], scope["_twin"], scope["_make"] = cls, _twin(cls), object.__new__
+    twin = ["    if _k is _cls:",
+            "        self = _make(_twin)",
             "        try:",
             *fast,
             "        finally:",
             "            self.__class__ = _cls",
             *after,
-            "    else:",
-            *slow]
-    return ["", f"def __init__({signature}):", *body, *twin]
-
-
-_SET_CLASS = object.__dict__["__class__"].__set__
+            "        return self",
+            "    self = _make(_k)",
+            *slow,
+            "    return self"]
+    return ["", f"def __new__({signature}):", *body, *twin]
 
 
 def _twin(cls: type) -> type:
     """A subclass of the node class `cls` with its layout (no slot of its own) and with `object`'s `__setattr__` and
-    `__delattr__` instead of the frozen ones: an instance of `cls` is an instance of it while its `__init__` sets its
-    fields, each by a plain attribute store (which the interpreter specialises to a write of the slot) instead of a
-    call of the slot descriptor's `__set__` (a call through a method wrapper that packs its arguments in a tuple).
-    Nothing but that `__init__` ever sees an instance of the twin."""
+    `__delattr__` instead of the frozen ones: a new `cls` instance is made as an instance of it, while its `__new__`
+    sets its fields, each by a plain attribute store (which the interpreter specialises to a write of the slot)
+    instead of a call of the slot descriptor's `__set__` (a call through a method wrapper that packs its arguments in
+    a tuple). Nothing but that `__new__` ever sees an instance of the twin."""
     return type(cls.__name__, (cls,), {"__slots__": (), "__setattr__": object.__setattr__,
                                         "__delattr__": object.__delattr__, "__qualname__": cls.__qualname__,
                                         "__module__": cls.__module__})
