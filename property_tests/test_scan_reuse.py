@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import defaultdict
 
 import attrs
 from hypothesis import given, settings
@@ -83,10 +84,10 @@ def test_a_scan_of_the_same_kernel_takes_everything(k):
 def _walked(walk, k, prior=None) -> Scan:
     """A scan of `k` (from `prior`) made by the walk function `walk` of `metile.rewrite.scan`."""
     out = Scan.__new__(Scan)
-    out.nodes, out._by_type, out._matching, seen, skipped = [], None, {}, set(), []
+    out.nodes, out._by_type, out._matching, seen, skipped = [], defaultdict(list), {}, set(), []
     out.facts, out.spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
     out._held = None if prior is None else (prior.nodes, prior._held)
-    walk(k, prior, out.nodes, out.facts, out.spans, seen, skipped)
+    walk(k, prior, out.nodes, out._by_type, out.facts, out.spans, seen, skipped)
     return out
 
 
