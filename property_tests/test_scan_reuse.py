@@ -157,3 +157,13 @@ def test_the_scan_skip_inactive_records_after_removing_marks_is_the_scan(k, data
         return
     assert out.name == given.name and not Scan(out).has(AllActive)
     assert_same_scan(ctx.analyses.kept(scan_analysis, out), Scan(out))
+
+
+@settings(max_examples=200)
+@given(any_kernels())
+def test_the_scan_meets_the_nodes_walk_meets(k):
+    """The scan reads children by attrgetters of the fields declared as nodes (`_field_getter`): it meets the nodes
+    `metile.ir.node.walk`, which reads them with the getters the node classes generate, meets, in the same order."""
+    from metile.ir.node import walk
+
+    assert _same_nodes(Scan(k).nodes, list(walk(k)))
