@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import defaultdict
 
 import attrs
 from hypothesis import given, settings
@@ -83,10 +84,10 @@ def test_a_scan_of_the_same_kernel_takes_everything(k):
 def _walked(walk, k, prior=None) -> Scan:
     """A scan of `k` (from `prior`) made by the walk function `walk` of `metile.rewrite.scan`."""
     out = Scan.__new__(Scan)
-    out.nodes, out._by_type, out._matching, seen, skipped = [], None, {}, set(), []
+    out.nodes, out._by_type, out._matching, seen, skipped = [], defaultdict(list), {}, set(), []
     out.facts, out.spans = ({}, {}) if prior is None else (dict(prior.facts), dict(prior.spans))
     out._held = None if prior is None else (prior.nodes, prior._held)
-    walk(k, prior, out.nodes, out.facts, out.spans, seen, skipped)
+    walk(k, prior, out.nodes, out._by_type, out.facts, out.spans, seen, skipped)
     return out
 
 
@@ -156,3 +157,13 @@ def test_the_scan_skip_inactive_records_after_removing_marks_is_the_scan(k, data
         return
     assert out.name == given.name and not Scan(out).has(AllActive)
     assert_same_scan(ctx.analyses.kept(scan_analysis, out), Scan(out))
+
+
+@settings(max_examples=200)
+@given(any_kernels())
+def test_the_scan_meets_the_nodes_walk_meets(k):
+    """The scan reads children by attrgetters of the fields declared as nodes (`_field_getter`): it meets the nodes
+    `metile.ir.node.walk`, which reads them with the getters the node classes generate, meets, in the same order."""
+    from metile.ir.node import walk
+
+    assert _same_nodes(Scan(k).nodes, list(walk(k)))

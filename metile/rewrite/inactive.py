@@ -541,7 +541,10 @@ def skip_inactive(k: Kernel, ctx: PassContext) -> Kernel:
     if len(keep) < len(first.defs):  # some activity values nothing reads: build the kernel without them
         body = _Walk(found, names, keep, maybe).block(k.body)
     out = evolve_node(k, body=body)
-    return _scanned(bottom_up(_unmark, out) if marks else out, k, found, ctx)
+    out = bottom_up(_unmark, out) if marks else out
+    # most statements are those of `k`: the scan of `out` takes their part of `found` instead of walking them again
+    ctx.analyses.record(scan_analysis, out, KernelScan(out, found))
+    return out
 
 
 _WALKED = frozenset({Let, Store, AtomicAdd, DeviceAssert, Barrier, DevicePrint, For, While, If, SimdgroupRole})
@@ -560,16 +563,13 @@ def _blind(found: KernelScan) -> bool:
 
 def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive], ctx: PassContext) -> Kernel:
     """`k` with each of `marks` (every `AllActive` in it, as its scan `found` lists them) replaced by its operand
-    (itself without marks): one pass over the scan's nodes (children before parents) rebuilds the nodes holding a
-    mark, and only those. The scan of the kernel made is recorded, made from `found` without a walk
-    (`replaced_scan`: a mark has the facts of its operand)."""
+    (without marks): one pass over the scan's nodes (children before parents; none before the first mark holds one)
+    rebuilds the nodes holding a mark. Its scan is recorded, made from `found` without a walk (`replaced_scan`)."""
     if not marks:
         return k
     done: dict[int, Node] = {}   # id(node) -> what it becomes, for the marks and the nodes holding one
-    get, changed = done.get, done.keys()
+    get, changed, nodes = done.get, done.keys(), found.nodes
     getters: dict[type, object] = {}   # per class, its children getter (`children` without its dispatch)
-    nodes = found.nodes
-    # children come before their parents in `nodes`: no node before the first mark holds one
     for n in nodes[list(map(id, nodes)).index(id(marks[0])):]:
         cls = n.__class__
         if cls is AllActive:
@@ -586,14 +586,6 @@ def _unmarked(k: Kernel, found: KernelScan, marks: list[AllActive], ctx: PassCon
     else:
         out = done[id(root)] = map_children(lambda c: get(id(c), c), k)
     ctx.analyses.record(scan_analysis, out, replaced_scan(found, done, {id(m): m for m in marks}))
-    return out
-
-
-def _scanned(out: Kernel, k: Kernel, found: KernelScan, ctx: PassContext) -> Kernel:
-    """`out`, rebuilt from `k` (whose scan is `found`), with its scan recorded: most statements are those of `k`,
-    so the scan of `out` takes their part of `found` as it is instead of walking them again."""
-    if out is not k:
-        ctx.analyses.record(scan_analysis, out, KernelScan(out, found))
     return out
 
 

@@ -18,9 +18,9 @@ rebuilt.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
-from itertools import groupby, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 import attrs
 
@@ -114,8 +114,9 @@ def _leaf_facts(n: Node, base) -> tuple:
     return (False, frozenset((n.name,)), False) if base is _NAMED else base
 
 
-def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node]) -> bool:
-    """Take statement `s` into the scan being built (`seen`, `skipped`, `nodes`) as the walk of `prior` met it, when its
+def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes: list[Node],
+               by_type: dict[type, list[Node]]) -> bool:
+    """Take statement `s` into the scan being built (`seen` ... `by_type`) as the walk of `prior` met it, when its
     span there applies (see `Scan`); False, having taken nothing, when it does not."""
     span = prior.spans.get(id(s))
     if span is None or span[0] is not s:
@@ -133,25 +134,27 @@ def _take_span(s: Node, prior: Scan, seen: set[int], skipped: list[Node], nodes:
                 return False
     seen.update(keys)
     nodes += inner
+    for x in inner:
+        by_type[x.__class__].append(x)
     # their facts and spans are those of `prior`, which the scan being built started from
     skipped += met   # for the boundaries of the statements around it
     return True
 
 
-def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, spans: dict, seen: set[int],
-               skipped: list[Node], classes: dict | None = None) -> None:
+def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
+               spans: dict, seen: set[int], skipped: list[Node], classes: dict | None = None) -> None:
     """The walk of `Scan.__init__`, by recursion: `metile.ir.node.walk`'s order (children before parents, first
     child first), each node's facts computed once its children's are. A value's facts are shared with a part of it
     where they are the same (most values: `_PLAIN`, or the facts of their one informative operand). `classes`:
     `_CLASSES` (raising `_NotANode` on meeting a non-node) or `_SAFE_CLASSES`."""
     safe = classes is _SAFE_CLASSES
 
-    def visit(n, prior=prior, nodes=nodes, facts=facts, spans=spans, seen=seen, skipped=skipped,
+    def visit(n, prior=prior, nodes=nodes, by_type=by_type, facts=facts, spans=spans, seen=seen, skipped=skipped,
               get=facts.get, add=seen.add, classes=_CLASSES if classes is None else classes, plain=_PLAIN):
         cls = n.__class__
         is_stmt, base, kids_of, one = classes.get(cls) or _class_facts(cls, safe)
         if is_stmt:
-            if prior is not None and _take_span(n, prior, seen, skipped, nodes):
+            if prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
                 return
             opened = len(nodes), len(skipped)
         add(id(n))
@@ -189,12 +192,13 @@ def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, sp
                     f = g if f is plain else _merge(f, g)
             facts[id(n)] = f
         nodes.append(n)
+        by_type[cls].append(n)
 
     visit(k)
 
 
-def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, spans: dict, seen: set[int],
-                skipped: list[Node], classes: dict | None = None) -> None:
+def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
+                spans: dict, seen: set[int], skipped: list[Node], classes: dict | None = None) -> None:
     """`_visit_all` with an explicit stack instead of recursion, for kernels deeper than the recursion limit: the same
     nodes, facts and spans (a child is looked at when the walk reaches it, after its earlier siblings, as there)."""
     # The stack holds a node to visit, or `(node, children, opened, base)` once its children are pushed (`opened`:
@@ -218,7 +222,7 @@ def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, s
                 continue
             cls = n.__class__
             is_stmt, base, kids_of, one = classes.get(cls) or _class_facts(cls, safe)
-            if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes):
+            if is_stmt and prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
                 continue
             add(key)
             kids = () if kids_of is None else (kids_of(n),) if one else kids_of(n)
@@ -229,6 +233,7 @@ def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], facts: dict, s
             if is_stmt:
                 spans[key] = (n, (n,), ())
         nodes.append(n)
+        by_type[cls].append(n)
         if base is None:
             continue
         f = _leaf_facts(n, base)
@@ -263,13 +268,14 @@ class Scan:
         walker, classes = _visit_all, _CLASSES
         while True:
             nodes: list[Node] = []
+            by_type: dict[type, list[Node]] = defaultdict(list)
             # id(value) -> (contains a varying source, names read, contains a heavy value)
             facts: dict[int, tuple[bool, frozenset[str], bool]] = {} if prior is None else dict(prior.facts)
             # id(statement) -> (statement, the nodes first met inside it, the children it found already met)
             spans: dict[int, tuple[Node, tuple[Node, ...], tuple[Node, ...]]] = \
                 {} if prior is None else dict(prior.spans)
             try:
-                walker(k, prior, nodes, facts, spans, set(), [], classes)
+                walker(k, prior, nodes, by_type, facts, spans, set(), [], classes)
                 break
             except RecursionError:   # a chain deeper than the interpreter's recursion limit: the same walk by a stack
                 if walker is _stack_walk:
@@ -278,36 +284,21 @@ class Scan:
             except _NotANode:   # a malformed node, holding a non-node where a node is declared: walked again by
                 classes = _SAFE_CLASSES   # `children`'s getters, which skip it
         self.nodes = nodes
-        self._by_type: dict[type, list[Node]] | None = None   # made from `nodes` when first asked for (`_classes`)
+        self._by_type = by_type
         self._matching: dict[type | tuple[type, ...], list[list[Node]]] = {}
         self.facts = facts
         self.spans = spans
-
-    def _classes(self) -> dict[type, list[Node]]:
-        """`nodes` by class, each class's in their order, the classes in the order of their first node: their
-        positions grouped by a stable sort keyed by their class's identity, all in C (no Python step per node or
-        per class)."""
-        nodes = self.nodes
-        key = list(map(id, map(type, nodes))).__getitem__
-        groups = sorted(map(list, map(itemgetter(1), groupby(sorted(range(len(nodes)), key=key), key))),
-                        key=itemgetter(0))
-        get = nodes.__getitem__
-        self._by_type = out = dict(zip(map(type, map(get, map(itemgetter(0), groups))),
-                                       map(list, map(map, repeat(get), groups))))
-        return out
 
     def _lists(self, cls: type | tuple[type, ...]) -> list[list[Node]]:
         """The lists of `_by_type` whose class is `cls` or a subclass, found once per `cls` (the scan is read-only)."""
         found = self._matching.get(cls)
         if found is None:
-            by_type = self._by_type if self._by_type is not None else self._classes()
-            found = self._matching[cls] = [same for c, same in by_type.items() if issubclass(c, cls)]
+            found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
         return found
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
         if cls.__class__ is not tuple:
-            by_type = self._by_type if self._by_type is not None else self._classes()
-            return list(by_type.get(cls, ()))
+            return list(self._by_type.get(cls, ()))
         found = self._lists(cls)
         if len(found) <= 1:   # nodes of one class or none: their list, in the order of `nodes`, without a look at those
             return list(found[0]) if found else []
@@ -315,7 +306,7 @@ class Scan:
 
     def classes(self):
         """Each class of the kernel's nodes with its nodes, in the order `of` lists them (read-only)."""
-        return (self._by_type if self._by_type is not None else self._classes()).items()
+        return self._by_type.items()
 
     def has(self, cls: type | tuple[type, ...]) -> bool:
         """Whether the kernel has a node of `cls` (or of a subclass), without listing them."""
@@ -371,9 +362,12 @@ def replaced_scan(prior: Scan, done: dict[int, Node], dropped: dict[int, Node]) 
     out._held = (prior.nodes, prior._held)
     out.nodes = _mapped(prior.nodes, get, dropped)
     facts, spans = dict(prior.facts), dict(prior.spans)
+    by_type = defaultdict(list, prior._by_type)
+    classes = {n.__class__ for n in dropped.values()}
     for key, n in done.items():
         if key in dropped:
             continue
+        classes.add(n.__class__)
         f = facts.get(key)
         if f is not None:
             facts[id(n)] = f
@@ -381,7 +375,13 @@ def replaced_scan(prior: Scan, done: dict[int, Node], dropped: dict[int, Node]) 
         if span is not None:
             _, inner, met = span
             spans[id(n)] = (n, tuple(_mapped(inner, get, dropped)), tuple(map(get, map(id, met), met)))
-    out._by_type = None
+    for cls in classes:
+        same = _mapped(by_type.get(cls, ()), get, dropped)
+        if same:
+            by_type[cls] = same
+        else:
+            del by_type[cls]
+    out._by_type = by_type
     out._matching = {}
     out.facts, out.spans = facts, spans
     return out
