@@ -259,12 +259,13 @@ _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 # Per numpy dtype Metal holds, the type of a numpy array argument: a cache of at most one entry per `DType` (a dtype
 # Metal cannot hold is refused before it is stored), as an array's dtype is equal to the one numpy interns for it.
 _ARRAY_TYPES: dict[np.dtype, PtrType] = {}
+_NDARRAY = np.ndarray
 
 
 def arg_type(spec: ParamSpec, value) -> PtrType | TileType:
     """The IR type of a runtime argument, or a `KernelArgumentError` at the parameter."""
     cls = value.__class__
-    if cls is np.ndarray:
+    if cls is _NDARRAY:
         found = _ARRAY_TYPES.get(value.dtype)
         if found is not None:
             return found
@@ -427,7 +428,7 @@ def integer_facts(typed, plain: frozenset[str] = frozenset()) -> tuple[tuple[str
         if cls is int:   # the common cases first: a Python int, an array
             if v != 1 and v % MULTIPLE:
                 continue
-        elif cls is np.ndarray or not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) \
+        elif cls is _NDARRAY or not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) \
                 or not (v == 1 or v % MULTIPLE == 0):
             continue
         if (t is _I32_SCALAR or (t.__class__ is TileType and not t.shape and t.dtype.is_int

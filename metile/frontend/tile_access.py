@@ -68,10 +68,9 @@ def _within(i, extent, loc: Loc, zero: Const):
     return sem.binary("and", sem.compare("ge", i, 0, loc), sem.compare("lt", i, extent, loc), loc)
 
 
-def _within_tile(i: Value, extent: Value, zero: Const, loc: Loc) -> Value:
-    """`0 <= i < extent` for an i32 index tile `i` and `extent`, an i32 value of its shape (`_as_i32`)."""
-    return Binary(_AND, Compare(CmpOp.GE, i, Full(extent.type.shape, zero, loc=loc), loc=loc),
-                  Compare(CmpOp.LT, i, extent, loc=loc), loc=loc)
+def _within_tile(i: Value, extent: Value, zeros: Full, loc: Loc) -> Value:
+    """`0 <= i < extent` for an i32 index tile `i`, `extent` and `zeros` being i32 values of its shape (`_as_i32`)."""
+    return Binary(_AND, Compare(CmpOp.GE, i, zeros, loc=loc), Compare(CmpOp.LT, i, extent, loc=loc), loc=loc)
 
 
 def _outer(col: Value, row: Value, op: BinOp, rows: int, cols: int, loc: Loc) -> Value:
@@ -92,8 +91,9 @@ def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims: tuple[int, int
     if not p.type.shape and (ro := _as_i32(row_offset, (rows,), loc)) is not None \
             and (co := _as_i32(col_offset, (cols,), loc)) is not None \
             and (st := _as_i32(stride, (rows, 1), loc)) is not None:
-        r = Binary(_ADD, ro, Arange(0, rows, loc=loc), loc=loc)
-        c = Binary(_ADD, co, Arange(0, cols, loc=loc), loc=loc)
+        ar = Arange(0, rows, loc=loc)
+        r = Binary(_ADD, ro, ar, loc=loc)
+        c = Binary(_ADD, co, ar if cols == rows else Arange(0, cols, loc=loc), loc=loc)   # one node when equal
         scaled = Binary(_MUL, ExpandDims(r, 1, loc=loc), st, loc=loc)
         offs = _outer(scaled, ExpandDims(c, 0, loc=loc), _ADD, rows, cols, loc)
         return AddPtr(Broadcast(p, (rows, cols), loc=loc), offs, loc=loc), (rows, cols), r, c, True
@@ -113,13 +113,13 @@ def array_bounds(tr, ptr: Value, stride, loc: Loc) -> tuple[Value, Value]:
     offset, p = None, ptr   # None: no offset (`elements - 0` is not built, for `fold_constants` to undo)
     while True:
         match p:
+            case Param():   # the commonest pointer: a parameter's
+                elements = tr.length_param(p)
+                break
             case AddPtr(base, off) if off.type.shape == ():
                 offset, p = off if offset is None else sem.binary("add", offset, off, loc), base
             case Var(name) if name in tr.pointers:
                 p = tr.pointers[name]
-            case Param():
-                elements = tr.length_param(p)
-                break
             case SharedAlloc():
                 elements = p.size
                 break
@@ -160,8 +160,10 @@ def _tile_mask(r, c, rows, cols, dims: tuple[int, int], shape: tuple[int, ...], 
     addresses have that shape)."""
     if fast and (er := _as_i32(rows, (dims[0],), loc)) is not None \
             and (ec := _as_i32(cols, (dims[1],), loc)) is not None:
-        return _outer(ExpandDims(_within_tile(r, er, zero, loc), 1, loc=loc),
-                      ExpandDims(_within_tile(c, ec, zero, loc), 0, loc=loc), _AND, dims[0], dims[1], loc)
+        rows_0 = Full((dims[0],), zero, loc=loc)
+        cols_0 = rows_0 if dims[1] == dims[0] else Full((dims[1],), zero, loc=loc)   # one node when equal
+        return _outer(ExpandDims(_within_tile(r, er, rows_0, loc), 1, loc=loc),
+                      ExpandDims(_within_tile(c, ec, cols_0, loc), 0, loc=loc), _AND, dims[0], dims[1], loc)
     mask = sem.binary("and", ExpandDims(_within(r, rows, loc, zero), 1, loc=loc),
                       ExpandDims(_within(c, cols, loc, zero), 0, loc=loc), loc)
     return sem.broadcast_to(mask, shape, loc)

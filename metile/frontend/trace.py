@@ -32,6 +32,9 @@ from metile.ir.types import SCALAR_TYPES, DType, PtrType
 from metile.ir.values import Const, Param, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
 from metile.language import constexpr
 
+_I32_T = SCALAR_TYPES[DType.I32]
+_NAMED = frozenset({Var, Param, Const})   # the values an assignment binds as they are (no IR class derives from them)
+
 THREAD_LEVEL = frozenset({ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, SimdBroadcast, SimdReduce, SharedAlloc})
 """The values that make a kernel thread-level: it then runs one thread per element (docs/language.md section 8)."""
 
@@ -66,7 +69,7 @@ def _assign(tr, stmt: ast.Assign) -> None:
     tr.hint = None
     if tr.assigned is not None:   # the language's rule for what an assignment binds
         value = tr.assigned(value, tr.loc(stmt.value))
-    if isinstance(value, Value) and not isinstance(value, (Var, Param, Const)):
+    if value.__class__ not in _NAMED and isinstance(value, Value):
         loc = tr.locs.get(target) or tr.loc(target)
         var = Var(tr.fresh(name), value.type, loc=loc)
         tr.stmts.append(Let(var, value, loc=loc))
@@ -136,7 +139,7 @@ class Tracer(ControlFlow):
 
     def bind(self, value, hint: str | None, loc: Loc | None, *, force: bool = False):
         """`value`, bound by a `Let` when it is a traced expression (always when `force`)."""
-        if not isinstance(value, Value) or (isinstance(value, (Var, Param, Const)) and not force):
+        if (not force and value.__class__ in _NAMED) or not isinstance(value, Value):
             return value
         var = Var(self.fresh(hint or "t"), value.type, loc=loc)
         self.emit(Let(var, value, loc=loc))
@@ -151,8 +154,7 @@ class Tracer(ControlFlow):
         (`Param.length_of`), added after the user's parameters the first time it is asked for."""
         found = self.lengths.get(p.index)
         if found is None:
-            found = Param(self.fresh(f"{p.name}_len"), len(self.params), SCALAR_TYPES[DType.I32], length_of=p.index,
-                          loc=p.loc)
+            found = Param(self.fresh(f"{p.name}_len"), len(self.params), _I32_T, length_of=p.index, loc=p.loc)
             self.params.append(found)
             self.lengths[p.index] = found
         return found
