@@ -602,3 +602,36 @@ def test_a_node_holding_a_non_node_where_a_node_is_declared_is_built_and_hashed(
     assert hash(bad) != hash(Binary(BinOp.ADD, 4, x8))
     ptr = AddPtr(X, Const(0, I32))
     assert hash(Load(ptr, None, None)) == hash(Load(ptr, None, None)) != hash(Load(ptr, Const(True, BOOL), None))
+
+
+def _identity_enums():
+    from metile.ir.ops import IdentityEnum
+
+    found, todo = [], [IdentityEnum]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_identity_enum_classes_read_their_attributes_as_type_does():
+    """The IR enums' metaclass reads a class's own attributes with `object.__getattribute__` (in C) and the rest as
+    `type` does: members, own methods and properties, inherited methods and missing names all read as before, and no
+    IR enum holds a class or static method of its own (which the two lookups would return differently)."""
+    import enum
+
+    for cls in _identity_enums():
+        for name, value in vars(cls).items():
+            assert not isinstance(value, (classmethod, staticmethod)), (cls, name)
+            assert getattr(cls, name) is type.__getattribute__(cls, name), (cls, name)
+        for member in cls:
+            assert getattr(cls, member.name) is member and cls(member.value) is member
+        assert cls._missing_ == type.__getattribute__(cls, "_missing_")
+        assert cls.__members__ == type.__getattribute__(cls, "__members__")
+        with pytest.raises(AttributeError):
+            cls.NO_SUCH_MEMBER  # noqa: B018 - the read raises
+    assert isinstance(DType, enum.EnumMeta) and DType("f32") is DType.F32 and DType["F16"] is DType.F16
+    with pytest.raises(ValueError, match="not a valid DType"):
+        DType("f99")
+    assert pickle.loads(pickle.dumps(BinOp.ADD)) is BinOp.ADD and copy.deepcopy(DType.I8) is DType.I8

@@ -41,6 +41,8 @@ from metile.ir.ops import BuiltinKind
 from metile.ir.types import SCALAR_TYPES, DType, MatrixType, TileType, VectorType
 from metile.ir.values import Stmt, Value
 
+_U32 = SCALAR_TYPES[DType.U32]
+
 
 @node
 class Builtin(Value):
@@ -51,7 +53,7 @@ class Builtin(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return SCALAR_TYPES[DType.U32]
+        return _U32
 
 
 @node

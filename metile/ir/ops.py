@@ -23,7 +23,25 @@ from __future__ import annotations
 import enum
 
 
-class IdentityEnum(enum.Enum):
+class _IdentityEnumType(enum.EnumType):
+    """The metaclass of `IdentityEnum`: reading a member (`DType.F32`, `BinOp.ADD`, a `case` pattern's value) is
+    the generic attribute lookup in C. Python 3.11's `EnumType` has a `__getattr__`, which makes every attribute
+    read of an enum class call `type.__getattribute__` through a method wrapper (several times a plain read);
+    here the class's own attributes (its members, its own methods and properties, read as `type` reads them)
+    are found by `object.__getattribute__`, and anything else (inherited methods) by `type`'s lookup, then
+    `EnumType`'s, as before. `IdentityEnum` classes hold no class or static methods of their own, which the
+    two lookups would return differently (a test checks it)."""
+
+    __getattribute__ = object.__getattribute__
+
+    def __getattr__(cls, name: str):
+        try:
+            return type.__getattribute__(cls, name)
+        except AttributeError:
+            return enum.EnumType.__getattr__(cls, name)
+
+
+class IdentityEnum(enum.Enum, metaclass=_IdentityEnumType):
     """An enum hashed by identity, as its members compare (each member is a singleton): CPython then hashes
     a member in C, where `Enum.__hash__` calls back into Python to hash the member's name. Every IR enum
     derives from it, so that dict and set lookups keyed by kinds, dtypes and stages stay in C."""

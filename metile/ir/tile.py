@@ -23,6 +23,7 @@ from metile.ir.types import SCALAR_TYPES, DType, TileType, Type, tile_type
 from metile.ir.values import Const, Stmt, Value, Var
 
 _I32 = SCALAR_TYPES[DType.I32]   # the type of the identities below
+_I32_DTYPE = DType.I32   # read as a global: an enum class's attribute read goes through its metaclass's hook
 
 
 @node
@@ -56,7 +57,7 @@ class Arange(Value):
 
     @cached_property
     def type(self) -> TileType:
-        return tile_type(DType.I32, (self.stop - self.start,))
+        return tile_type(_I32_DTYPE, (self.stop - self.start,))
 
 
 @node
@@ -238,7 +239,7 @@ class ArgReduce(Value):
     @cached_property
     def type(self) -> TileType:
         shape = self.x.type.shape
-        return tile_type(DType.I32, shape[: self.axis] + shape[self.axis + 1:])
+        return tile_type(_I32_DTYPE, shape[: self.axis] + shape[self.axis + 1:])
 
 
 @node

@@ -82,6 +82,7 @@ _MSL = {DType.F32: "float", DType.F16: "half", DType.BF16: "bfloat", DType.I8: "
         DType.I16: "short", DType.U16: "ushort", DType.I32: "int", DType.U32: "uint", DType.I64: "long",
         DType.U64: "ulong", DType.BOOL: "bool", DType.F8E4M3: "uchar", DType.F8E5M2: "uchar"}
 _STORAGE = (DType.F8E4M3, DType.F8E5M2)
+_BOOL = DType.BOOL   # read as a global on hot paths: `DType.BOOL` goes through the enum metaclass's `__getattr__` hook
 _NUMPY: dict[DType, np.dtype] = {}        # filled with `_FROM_NUMPY` on first use: the IR does not import numpy
 _FROM_NUMPY: dict[np.dtype, DType] = {}
 
@@ -161,9 +162,9 @@ def promote(a: DType, b: DType) -> DType:
     """The common type of two operands (see the module docstring)."""
     if a is b:
         return a
-    if a is DType.BOOL:
+    if a is _BOOL:
         return b
-    if b is DType.BOOL:
+    if b is _BOOL:
         return a
     if a.is_float or b.is_float:
         if a.is_float and b.is_float:
@@ -289,7 +290,10 @@ class TileType(metaclass=Interned):
         object.__setattr__(self, "size", math.prod(self.shape))
 
     def with_dtype(self, dtype: DType) -> TileType:
-        return tile_type(dtype, self.shape)
+        ref = _TILE_TYPES.get((dtype, self.shape))   # `tile_type(dtype, self.shape)`, without its call
+        if ref is not None and (t := ref()) is not None:
+            return t
+        return TileType(dtype, self.shape)
 
     def with_shape(self, shape: tuple[int, ...]) -> TileType:
         return tile_type(self.dtype, shape)

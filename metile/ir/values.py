@@ -64,6 +64,7 @@ def _normalize(value: object, dtype: DType) -> object:
 
 _INTS = tuple(d for d in DType if d.is_int)        # tuples, tested by identity: no `Enum.__hash__` call
 _FLOATS = tuple(d for d in DType if d.is_float)
+_BOOL, _DEVICE = DType.BOOL, AddressSpace.DEVICE   # globals: an enum class's attribute read goes through a hook
 
 
 def _const_key(value: object) -> object:
@@ -157,7 +158,7 @@ class Compare(Value):
 
     @cached_property
     def type(self) -> Type:
-        return self.lhs.type.with_dtype(DType.BOOL)
+        return self.lhs.type.with_dtype(_BOOL)
 
 
 @node
@@ -207,7 +208,7 @@ class IntToPtr(Value):
 
     @cached_property
     def type(self) -> Type:
-        return PtrType(self.dtype, self.x.type.shape, AddressSpace.DEVICE)
+        return PtrType(self.dtype, self.x.type.shape, _DEVICE)
 
 
 @node
