@@ -635,3 +635,30 @@ def test_identity_enum_classes_read_their_attributes_as_type_does():
     with pytest.raises(ValueError, match="not a valid DType"):
         DType("f99")
     assert pickle.loads(pickle.dumps(BinOp.ADD)) is BinOp.ADD and copy.deepcopy(DType.I8) is DType.I8
+
+
+def test_a_kernel_is_hashed_by_its_first_hash_not_by_its_construction():
+    """`Kernel` is `lazy_hash`: building one hashes nothing (passes rebuild the kernel and none hashes it); its first
+    `hash` or `==` computes the hash of its fields, which equal kernels share and which stays the same."""
+    from metile.ir.node import Node, lazy_hash, node
+    from metile.ir.values import Stmt, Value
+
+    body = [Let(Var("i", T8), x8)]
+    a, b = Kernel("k", Stage.TILE, [], body), Kernel("k", Stage.TILE, (), pvector(body))
+    slot = Node.__dict__["_h"]
+    with pytest.raises(AttributeError):
+        slot.__get__(a, Kernel)   # nothing computed yet
+    assert a == b and hash(a) == hash(b) == a._h == slot.__get__(a, Kernel) and hash(a) == hash(a)
+    assert evolve_node(a, name="j") != a and {a: 1}[b] == 1
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        a._h = 0
+    assert pickle.loads(pickle.dumps(a)) == a and copy.copy(a) == a
+
+    @node
+    class Pair(Stmt):
+        first: Value
+        second: Value
+
+    Pair(x8, x8)   # built: its `__new__` hashes, too late for `lazy_hash`
+    with pytest.raises(TypeError, match="above @node"):
+        lazy_hash(Pair)

@@ -38,7 +38,7 @@ import attrs
 
 from metile.ir.node import as_tuple, node
 from metile.ir.ops import BuiltinKind
-from metile.ir.types import SCALAR_TYPES, DType, MatrixType, TileType, VectorType
+from metile.ir.types import MATRIX_TYPES, SCALAR_TYPES, DType, MatrixType, TileType, VectorType, vector_type
 from metile.ir.values import Stmt, Value
 
 _U32 = SCALAR_TYPES[DType.U32]
@@ -65,7 +65,7 @@ class VecLoad(Value):
 
     @cached_property
     def type(self) -> VectorType:
-        return VectorType(self.ptr.type.dtype, self.width)
+        return vector_type(self.ptr.type.dtype, self.width)
 
 
 @node
@@ -99,7 +99,7 @@ class MakeVector(Value):
 
     @cached_property
     def type(self) -> VectorType:
-        return VectorType(self.elems[0].type.dtype, len(self.elems))
+        return vector_type(self.elems[0].type.dtype, len(self.elems))
 
 
 @node
@@ -111,7 +111,7 @@ class Splat(Value):
 
     @cached_property
     def type(self) -> VectorType:
-        return VectorType(self.x.type.dtype, self.width)
+        return vector_type(self.x.type.dtype, self.width)
 
 
 @node
@@ -122,7 +122,7 @@ class MatrixFill(Value):
 
     @cached_property
     def type(self) -> MatrixType:
-        return MatrixType(self.value.type.dtype)
+        return MATRIX_TYPES.get(d := self.value.type.dtype) or MatrixType(d)
 
 
 @node
@@ -135,7 +135,7 @@ class MatrixOf(Value):
 
     @cached_property
     def type(self) -> MatrixType:
-        return MatrixType(self.x.type.dtype)
+        return MATRIX_TYPES.get(d := self.x.type.dtype) or MatrixType(d)
 
 
 @node
@@ -149,7 +149,7 @@ class MatrixLoad(Value):
 
     @cached_property
     def type(self) -> MatrixType:
-        return MatrixType(self.ptr.type.dtype)
+        return MATRIX_TYPES.get(d := self.ptr.type.dtype) or MatrixType(d)
 
 
 @node
@@ -163,7 +163,7 @@ class MatrixMultiplyAccumulate(Value):
 
     @cached_property
     def type(self) -> MatrixType:
-        return MatrixType(self.c.type.dtype)
+        return MATRIX_TYPES.get(d := self.c.type.dtype) or MatrixType(d)
 
 
 @node

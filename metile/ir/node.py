@@ -2,7 +2,8 @@
 
 `@node` makes a class frozen, slotted and structurally comparable, with `__match_args__` for
 `match` statements. Each node hashes its fields once at construction (children are already hashed),
-so hashing and memoising a large DAG stays linear. `loc` is keyword-only and excluded from `==`,
+so hashing and memoising a large DAG stays linear; a `lazy_hash` class (`Kernel`, rebuilt by most passes and
+hashed by none) hashes them on the first read of the hash instead. `loc` is keyword-only and excluded from `==`,
 `hash` and `repr`, the way Python's `ast` keeps `_attributes` apart from `_fields`.
 
 `map_children(f, n)` rebuilds `n` with `f` applied to each child node (also inside tuples and
@@ -235,6 +236,7 @@ def _specialise(cls: type) -> None:
     same = type_of_field(derived_type, _EQ_NAMES[cls]) if derived_type is not None else None
     type_expr = None if derived_type is None else "_type_of(self)" if same is None else f"self.{same}.type"
     derive = derive_lines(f"{setter(cls, 'type', scope)}", type_expr, ")")
+    lazy = getattr(cls, "_h", None) is _LAZY_HASH   # the class or a base is `lazy_hash`
     lines = ["def __eq__(self, other):",
              "    if other.__class__ is not self.__class__:",
              "        return NotImplemented",
@@ -243,8 +245,11 @@ def _specialise(cls: type) -> None:
              f"    return {' and '.join(keys) or 'True'}",
              "",
              "def __attrs_post_init__(self):",
-             f"    {setter(cls, '_h', scope)}{hash_expr(fields, 'self.')}",
+             f"    {setter(cls, '_h', scope)}{hash_expr(fields, 'self.')}" if not lazy else "    pass",
              *derive,
+             "",
+             "def _hash_fields(self):",
+             f"    return {hash_expr(fields, 'self.')[:-1]}",
              "",
              "def children(n):",
              "    out = []"]
@@ -256,7 +261,7 @@ def _specialise(cls: type) -> None:
         lines += repr_lines(cls)
     inherited = getattr(cls, "__attrs_post_init__", None)
     generic = "__attrs_post_init__" not in cls.__dict__ and inherited in _GENERIC_POST_INITS
-    init = init_lines(cls, scope, None if generic else "__attrs_post_init__", derive, type_expr)
+    init = init_lines(cls, scope, None if generic else "__attrs_post_init__", derive, type_expr, lazy)
     exec(compile("\n".join(lines + init) + "\n", f"<metile node {cls.__qualname__}>", "exec"), scope)  # noqa: S102
     cls.__eq__ = scope["__eq__"]
     if generic:
@@ -268,6 +273,35 @@ def _specialise(cls: type) -> None:
         cls.__repr__ = scope["__repr__"]
     scope["__new__"].__qualname__ = f"{cls.__qualname__}.__new__"
     cls.__new__ = staticmethod(scope["__new__"])
+    if lazy:
+        _HASH_FIELDS[cls] = scope["_hash_fields"]
+
+
+def _read_lazy_hash(self) -> int:
+    """The `_h` of a node of a `lazy_hash` class: the hash of its fields, computed by the first read and kept."""
+    try:
+        return _GET_H(self, self.__class__)
+    except AttributeError:   # not computed yet
+        cls = self.__class__
+        fields = _HASH_FIELDS.get(cls) or next(_HASH_FIELDS[k] for k in cls.__mro__ if k in _HASH_FIELDS)
+        h = fields(self)
+        _SET_H(self, h)
+        return h
+
+
+_HASH_FIELDS: dict[type, Callable[[Node], int]] = {}   # per `lazy_hash` class, the hash of a node's fields
+_LAZY_HASH = property(_read_lazy_hash)
+
+
+def lazy_hash(cls: type[T]) -> type[T]:
+    """Class decorator, above `@node`, for a node class whose nodes are built far more often than hashed or compared
+    (a `Kernel`, rebuilt by every pass and hashed by none): its `__new__` does not hash the fields (the hash of the
+    body's statements, the plan, options and schedule); the first read of `_h` (`hash`, `==`) does, and keeps it.
+    Equal nodes still hash alike, and a node's hash does not change."""
+    if "__new__" in cls.__dict__ and cls.__dict__["__new__"] is not _FIRST_NEW:
+        raise TypeError(f"lazy_hash on {cls.__qualname__}: put it above @node, before the class builds a node")
+    cls._h = _LAZY_HASH
+    return cls
 
 
 _H = operator.attrgetter("_h")
@@ -313,6 +347,9 @@ class Node:
         if init is None:
             init = _INIT_NAMES[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
         return _rebuild, (cls, {alias: getattr(self, name) for name, alias in init})
+
+
+_GET_H, _SET_H = Node.__dict__["_h"].__get__, Node.__dict__["_h"].__set__   # the slot, under `lazy_hash`'s property
 
 
 def _rebuild(cls: type[Node], kwargs: dict[str, object]) -> Node:
@@ -433,5 +470,5 @@ def walk(root: Node) -> Iterator[Node]:
                 push(c)
 
 
-__all__ = ["Node", "PVectorType", "as_tuple", "children", "children_getter", "evolve_node", "lazy_type",
+__all__ = ["Node", "PVectorType", "as_tuple", "children", "children_getter", "evolve_node", "lazy_hash", "lazy_type",
            "map_children", "no_children", "node", "type_error", "walk"]

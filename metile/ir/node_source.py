@@ -141,12 +141,13 @@ def derive_lines(start: str, type_expr: str | None, end: str) -> list[str]:
 
 
 def init_lines(cls: type, scope: dict[str, object], post_init: str | None, derive: list[str],
-               type_expr: str | None) -> list[str]:
+               type_expr: str | None, lazy_hash: bool = False) -> list[str]:
     """A `__new__` building a node as attrs' `__init__` would (converters, defaults, factories, fields set in order,
     then `post_init` if the class has its own), with the hash set-up and the derived `type` in the same function
     otherwise (`_register` has refused the fields it could not set: validators, factories taking `self`, attrs
     `Converter`s). The class keeps `object.__init__`, which does nothing with the arguments once `__new__` is the
-    class's own: one Python call builds a node, instead of `object.__new__` then a Python `__init__`."""
+    class's own: one Python call builds a node, instead of `object.__new__` then a Python `__init__`. With
+    `lazy_hash`, the hash is left to its first read (see `metile.ir.node.lazy_hash`)."""
     params, kw_params, body, eq_fields, fields = [], [], [], [], []
     for a in attrs.fields(cls):
         if not a.init:
@@ -184,6 +185,10 @@ def init_lines(cls: type, scope: dict[str, object], post_init: str | None, deriv
     if post_init is not None:
         slow += [f"    self.{post_init}()", *derive]
         after = [f"        self.{post_init}()", *("    " + line for line in derive)]
+    elif lazy_hash:
+        slow += derive
+        fast += [*("        " + line for line in derive_lines("self.type = ", type_expr, ""))]
+        after = []
     else:
         slow += [f"    {setter(cls, '_h', scope)}{hash_expr(eq_fields, '')}", *derive]
         fast += ["            try:   # the fields declared as nodes hold nodes (else: as the slow path hashes them)",

@@ -23,7 +23,7 @@ import attrs
 from pyrsistent import pmap, pvector
 from pyrsistent.typing import PMap, PVector
 
-from metile.ir.node import Node, as_tuple, node
+from metile.ir.node import Node, as_tuple, lazy_hash, node
 from metile.ir.ops import AtomicOp, Fence, Stage
 from metile.ir.values import Param, Stmt, Value, Var
 
@@ -215,6 +215,7 @@ class Schedule:
     """Per named tile (a variable's name), its `metile.ir.layouts.TileLayout`, as `assign_layouts` chose."""
 
 
+@lazy_hash   # rebuilt by most passes, hashed by none of them
 @node
 class Kernel(Node):
     """A kernel: `params` in buffer order, a body, the user's constexpr values (`meta`, integers), the

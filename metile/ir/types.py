@@ -296,7 +296,13 @@ class TileType(metaclass=Interned):
         return TileType(dtype, self.shape)
 
     def with_shape(self, shape: tuple[int, ...]) -> TileType:
-        return tile_type(self.dtype, shape)
+        try:   # `tile_type(self.dtype, shape)`, without its call
+            ref = _TILE_TYPES.get((self.dtype, shape))
+        except TypeError:   # a shape given as a list
+            return TileType(self.dtype, shape)
+        if ref is not None and (t := ref()) is not None:
+            return t
+        return TileType(self.dtype, shape)
 
     def __str__(self) -> str:
         return str(self.dtype) if not self.shape else f"tile<{_dims(self.shape)}x{self.dtype}>"
@@ -355,6 +361,8 @@ class MatrixType(metaclass=Interned):
 
 _TILE_TYPES = _TABLES[TileType]
 SCALAR_TYPES: dict[DType, TileType] = {d: TileType(d) for d in DType}   # kept alive here, read by one lookup
+MATRIX_TYPES: dict[DType, MatrixType] = {d: MatrixType(d) for d in DType}   # the same for `MatrixType(d)`
+_VECTOR_TYPES = _TABLES[VectorType]
 
 
 def tile_type(dtype: DType, shape: tuple[int, ...] = ()) -> TileType:
@@ -366,6 +374,14 @@ def tile_type(dtype: DType, shape: tuple[int, ...] = ()) -> TileType:
     if ref is not None and (t := ref()) is not None:
         return t
     return TileType(dtype, shape)
+
+
+def vector_type(dtype: DType, width: int) -> VectorType:
+    """`VectorType(dtype, width)`, without the constructor call when that type exists (one dict lookup)."""
+    ref = _VECTOR_TYPES.get((dtype, width))
+    if ref is not None and (t := ref()) is not None:
+        return t
+    return VectorType(dtype, width)
 
 
 Type = TileType | PtrType | VectorType | MatrixType
