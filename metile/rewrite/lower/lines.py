@@ -243,18 +243,21 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     any thread can compute any of its elements, at a point without a register key. With `more`: whether each of
     `v` and `more` is (one walk, the nodes they share entered once)."""
     todo, seen = [v, *more], set()
-    push = todo.append
+    push, note = todo.append, seen.add
     while todo:
         x = todo.pop()
-        if id(x) in seen or not x.type.shape:
+        if id(x) in seen:
             continue
-        seen.add(id(x))
+        note(id(x))
         cls = x.__class__
-        if cls is Binary or cls is Compare:   # the commonest, their operands read at once
+        if cls is Binary or cls is Compare:   # the commonest, their operands read at once (both tiles of its shape)
             push(x.lhs)
             push(x.rhs)
         elif cls is Broadcast or cls is ExpandDims:
-            push(x.x)
+            if x.x.type.shape:   # a scalar is read anywhere: not entered
+                push(x.x)
+        elif not x.type.shape:
+            continue
         elif cls is Var:
             rep = blk.lookup(x.name)
             if rep.__class__ is Lazy:
