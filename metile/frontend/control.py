@@ -268,7 +268,8 @@ class ControlFlow(Exits):
             items = iter(seq)
         except TypeError:
             raise KernelTypeError(f"cannot iterate over {type(seq).__name__}", self.loc(it)) from None
-        words, saved = self.enter_loop(node.body)
+        words = self.prepared.loop_facts(node)[0]
+        saved = self.enter_loop(words)
         for count, item in enumerate(items):
             if count >= _MAX_UNROLL:
                 raise ConstexprRequiredError(f"a Python `for` loop unrolls to more than {_MAX_UNROLL} iterations", loc)
@@ -306,8 +307,8 @@ class ControlFlow(Exits):
         if not isinstance(node.target, ast.Name):
             raise UnsupportedSyntaxError("the target of a tile_range loop must be one name", self.loc(node.target))
         index_name = node.target.id
-        words, saved = self.enter_loop(node.body)
-        assigned = self.assigned_names(node.body)
+        words, assigned = self.prepared.loop_facts(node)
+        saved = self.enter_loop(words)
         names = self.carried_names(assigned, node, exclude=(index_name,))
         holder = {"index": None}
         memo = BodyMemo()
@@ -346,7 +347,8 @@ class ControlFlow(Exits):
             first = self.eval(node.test)   # statements (an atomic's, say) are dropped here: they would run once more
         if not isinstance(first, Value):
             self.stmts.extend(probe)
-        words, saved = self.enter_loop(node.body)
+        words = self.prepared.loop_facts(node)[0]
+        saved = self.enter_loop(words)
         try:
             self.while_loop(node, first, words)
         finally:
@@ -368,7 +370,7 @@ class ControlFlow(Exits):
                                                 "loop; start it from a traced value to make a runtime loop", loc)
             return
         self.truth(first, node.test, "while")
-        assigned = self.assigned_names(node.body)
+        assigned = self.prepared.loop_facts(node)[1]
         names = self.carried_names(assigned, node)
         memo = BodyMemo()
 

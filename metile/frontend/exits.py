@@ -164,16 +164,15 @@ class Exits:
                         "taken before them", inside=dict.fromkeys(traced, False), dead=True)
         return True
 
-    def enter_loop(self, body: list[ast.stmt]) -> tuple[frozenset[str], dict]:
-        """Before a loop: the exits of its body, and the flags of an enclosing loop (put aside); the `break` flag
-        is False before the loop."""
-        words = body_exits(self.prepared, body)
+    def enter_loop(self, words: frozenset[str]) -> dict:
+        """Before a loop whose body has the exits `words`: the flags of an enclosing loop (put aside); the `break`
+        flag is False before the loop."""
         env = self.env
         # the common case, outside any loop that may break or continue: nothing to put aside
         saved = {f: env.pop(f, _MISSING) for f in (BREAK, CONTINUE)} if BREAK in env or CONTINUE in env else {}
         if "break" in words:
             env[BREAK] = False
-        return words, saved
+        return saved
 
     def start_iteration(self, words: frozenset[str]) -> None:
         if "continue" in words:

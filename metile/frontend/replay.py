@@ -145,20 +145,28 @@ def _add_children(n: ast.AST, todo: list) -> None:
             todo.append(v)
 
 
+# The Python errors a statement's compile-time part may raise, which tracing reports at the statement
+# (`metile.frontend.trace.Tracer.python_error`).
+PYTHON_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError)
+
+
 def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
     """`Tracer.visit_body` for a runtime loop's body, replaying what `memo` recorded when it applies (see
     `BodyMemo`) and recording what the statements do for the next attempt."""
     previous = memo.records
     replaying = memo.names is not None and memo.names == tr.names
-    memo.names, memo.records = set(tr.names), []
-    env, hidden, prepared = tr.env, tr.hidden, tr.prepared
+    memo.names = set(tr.names)
+    memo.records = records = []
+    record_ = records.append
+    env, hidden, prepared, statements = tr.env, tr.hidden, tr.prepared, tr.statements
     io = prepared.io
     widening = memo.widening
     read = None if widening is None else widening.read   # what the statements so far read (`Widening`)
     for i, stmt in enumerate(body):
-        if stmt.__class__ not in SIMPLE:
+        cls = stmt.__class__
+        if cls not in SIMPLE:
             replaying = False
-            memo.records.append(None)
+            record_(None)
             if read is not None:
                 read.update((io.get(stmt) or prepared.statement_io(stmt))[0])
             tr.visit_stmt(stmt)
@@ -170,7 +178,7 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
         inputs = tuple(map(env.get, reads, repeat(_UNSET)))
         if any_container(inputs):
             replaying = False
-            memo.records.append(None)
+            record_(None)
             if read is not None:
                 read.update(reads)
             tr.visit_stmt(stmt)
@@ -187,25 +195,31 @@ def visit_loop_body(tr, body: list[ast.stmt], memo: BodyMemo) -> None:
                 for name, value in outputs:
                     env[name] = value
                     hidden.pop(name, None)
-                memo.records.append(record)
+                record_(record)
                 if read is not None:
                     read.update(reads)
                 continue
             replaying = False
         n_stmts, n_taken = len(tr.stmts), len(tr.taken)
-        widen = widening.candidates(writes) if read is not None else None
-        if widen and widening.visit(tr, stmt, reads, writes, widen):   # a carried variable widened
-            inputs = tuple(map(env.get, reads, repeat(_UNSET)))
-        elif not widen:
-            tr.visit_stmt(stmt)
-        values = list(map(env.__getitem__, writes))
-        if read is not None:
+        if read is None:
+            try:   # `tr.visit_stmt(stmt)` inline: a simple statement takes no exit
+                statements[cls](tr, stmt)
+            except PYTHON_ERRORS as e:
+                raise tr.python_error(e, stmt) from e
+        else:
+            widen = widening.candidates(writes)
+            if widen and widening.visit(tr, stmt, reads, writes, widen):   # a carried variable widened
+                inputs = tuple(map(env.get, reads, repeat(_UNSET)))
+            elif not widen:
+                tr.visit_stmt(stmt)
             read.update(reads)
+        values = list(map(env.__getitem__, writes))
         if any_container(values):
             replaying = False
-            memo.records.append(None)
+            record_(None)
             continue
-        memo.records.append((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], list(zip(writes, values))))
+        record_((inputs, why, tr.stmts[n_stmts:], tr.taken[n_taken:], list(zip(writes, values))))
 
 
-__all__ = ["SIMPLE", "BodyMemo", "holds_container", "reads_any", "same_var", "statement_io", "visit_loop_body"]
+__all__ = ["PYTHON_ERRORS", "SIMPLE", "BodyMemo", "holds_container", "reads_any", "same_var", "statement_io",
+           "visit_loop_body"]

@@ -18,7 +18,7 @@ import weakref
 import attrs
 
 from metile.frontend.errors import KernelSourceError
-from metile.frontend.exits import statement_exits
+from metile.frontend.exits import body_exits, flag_names, statement_exits
 from metile.frontend.replay import statement_io
 from metile.ir.errors import Loc
 
@@ -31,7 +31,7 @@ class Prepared:
     the node itself (an ast node hashes by identity) and only ever grow by entries that depend on the node
     alone."""
 
-    __slots__ = ("col_offset", "exits", "file", "io", "line_offset", "locs", "parted")
+    __slots__ = ("col_offset", "exits", "file", "io", "line_offset", "locs", "loops", "parted")
 
     def __init__(self, file: str, line_offset: int, col_offset: int):
         self.file, self.line_offset, self.col_offset = file, line_offset, col_offset
@@ -40,6 +40,8 @@ class Prepared:
         self.exits: dict[ast.stmt, frozenset[str]] = {}
         # per (statement, names), the copy of the statement `metile.frontend.widen` traces
         self.parted: dict[tuple[ast.stmt, frozenset[str]], ast.stmt] = {}
+        # per loop statement, the exits of its body and the names the body assigns (`loop_facts`)
+        self.loops: dict[ast.stmt, tuple[frozenset[str], tuple[str, ...]]] = {}
 
     def loc(self, node: ast.AST) -> Loc:
         found = self.locs.get(node)
@@ -55,6 +57,18 @@ class Prepared:
         found = self.io.get(stmt)
         if found is None:
             found = self.io[stmt] = statement_io(stmt)
+        return found
+
+    def loop_facts(self, loop: ast.For | ast.While) -> tuple[frozenset[str], tuple[str, ...]]:
+        """The exits of the body of `loop` (`metile.frontend.exits.body_exits`) and the names the body assigns, in
+        order of first appearance, then the flags of its exits (`ControlFlow.assigned_names`), kept per loop."""
+        found = self.loops.get(loop)
+        if found is None:
+            words = body_exits(self, loop.body)
+            seen: dict[str, None] = {}
+            for stmt in loop.body:
+                seen.update(dict.fromkeys(self.statement_io(stmt)[1]))
+            found = self.loops[loop] = (words, (*seen, *flag_names(words)))
         return found
 
     def statement_exits(self, stmt: ast.stmt) -> frozenset[str]:

@@ -22,6 +22,7 @@ from metile.frontend.errors import KernelTypeError, UnsupportedSyntaxError
 from metile.frontend.exits import EXITS, RETURN, body_exits
 from metile.frontend.exprs import BINOPS, EVAL, SYNTAX, lookup
 from metile.frontend.funcs import return_from_func
+from metile.frontend.replay import PYTHON_ERRORS
 from metile.frontend.source import Prepared
 from metile.ir.errors import Loc, MetileError
 from metile.ir.names import ir_name
@@ -40,7 +41,7 @@ THREAD_LEVEL = frozenset({ThreadId, SimdLaneId, SimdgroupId, SimdShuffleXor, Sim
 
 # What Python raises when the compile-time part of a statement misuses a value (the truth of a numpy array,
 # arithmetic between a constexpr and a string, an index out of range, ...): reported at the statement.
-_PYTHON_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError)
+_PYTHON_ERRORS = PYTHON_ERRORS
 
 
 class _Statements(dict):
@@ -119,6 +120,7 @@ class Tracer(ControlFlow):
         self.lengths: dict[int, Param] = {}    # per pointer parameter index, the hidden length parameter
         self.owned: dict[int, tuple] = {}  # the lists and dicts the kernel's code built, by id: (it, its region)
         self.region = Region(None, "the kernel")  # where the trace is (`metile.frontend.containers`)
+        self.statements = STMTS  # per ast class, the function tracing the statement (read by `visit_loop_body`)
 
     # ---- helpers used by builtins and control flow
 
