@@ -79,6 +79,32 @@ def test_explicit_stack_matches_reference(e):
     assert evaluate(got) == evaluate(e)
 
 
+@given(exprs)
+def test_inert_subtrees_are_kept_without_a_visit(e):
+    """A subtree `inert` names (one of the input's with no `Add` in it, which `fold_add` cannot change) is kept as it
+    is, handed to the rule only as the root or as what the rule made of a node, and the result is the one without
+    `inert`."""
+    plain: set[int] = set()   # ids of the input's nodes with no Add in them
+    for n in walk(e):
+        if not isinstance(n, Add) and all(id(c) in plain for c in children(n)):
+            plain.add(id(n))
+    met: list[Node] = []
+    made: set[int] = {id(e)}
+
+    def rule(n: Node) -> Node | None:
+        met.append(n)
+        out = fold_add(n)
+        if out is not None:
+            made.add(id(out))
+        return out
+
+    got = bottom_up(rule, e, inert=lambda n: id(n) in plain)
+    assert got == bottom_up(fold_add, e)
+    assert all(id(n) in made or id(n) not in plain for n in met)
+    if id(e) in plain:
+        assert got is e
+
+
 def substitute_reference(n: Node, table: dict[Node, Node]) -> Node:
     """Every node equal to a key of `table` replaced by its value, recursively (the meaning of `substitute`)."""
     if n in table:

@@ -161,13 +161,17 @@ def replace(root: Node, new: dict[int, Node], holding: set[int]) -> Node:
     return done.get(id(root), root)
 
 
-def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
+def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000,
+              inert: Callable[[Node], bool] | None = None) -> Node:
     """Rewrite children first, then the parent until `rule` stops matching; shared nodes are rewritten once.
 
     Same result as `bottom_up_reference`, with an explicit stack of frames
-    `[original, current, children (None until pushed), steps]` instead of recursion.
+    `[original, current, children (None until pushed), steps]` instead of recursion. `inert(n)`, when given, is
+    true of a child `n` that `rule` matches neither at nor under (known to the caller without a walk, such as a
+    value with no reduction in it): it is kept as it is without being visited or hashed.
     """
     memo: dict[object, Node | None] = {}
+    get = memo.get
     active: set[object] = set()
     stack: list[list] = [[root, root, None, 0]]
     while stack:
@@ -180,14 +184,16 @@ def bottom_up(rule: Rule, root: Node, *, max_steps: int = 10_000) -> Node:
             active.add(_key(orig))
             frame[2] = kids = children(cur)
             for c in kids:
+                if inert is not None and inert(c):   # a node of the input: it cannot contain one being rewritten
+                    continue
                 key = _key(c)
                 if key in active:
                     raise RewriteError(f"rule {rule.__name__} built a node that contains itself", cur.loc)
                 if key not in memo:
                     stack.append([c, c, None, 0])
             continue
-        if any(memo[_key(c)] is not None for c in kids):  # rebuild only when a child was rewritten
-            cur = map_children(lambda c: _result(memo, c), cur)
+        if any(get(_key(c)) is not None for c in kids):  # rebuild only when a child was rewritten
+            cur = map_children(lambda c: c if (d := get(_key(c))) is None else d, cur)
         nxt = _apply(rule, cur)
         if nxt is None:
             memo[_key(orig)] = None if cur is orig else cur
