@@ -9,6 +9,7 @@ costs a compile.
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 
@@ -321,6 +322,22 @@ def test_the_walk_counts_parents_as_use_counts_does(case):
     values = [rec for rec in records if isinstance(rec[0], Value)]
     assert values and all(rec[3] == (counts.get(rec[0], 0) >= 2) for rec in values)
     assert emitter.kinds == {kind._value_ for kind in builtins_used(k)}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_emission_leaves_no_reference_cycles(case):
+    """What `emit_msl` builds (the emitter, `scan`'s tables) is freed when it returns, not left for the garbage
+    collector to find (which would make every later collection walk it)."""
+    k = CASES[case]()
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        emit_msl(k)
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def test_values_left_out_of_the_text_still_count_as_parents():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 
 from metile.emit.spell import MSL_RESERVED, EmitError, c_identifier, c_identifiers, function_name
 from metile.ir import (
@@ -122,8 +123,25 @@ def scan(k: Kernel) -> Facts:
     firsts: dict[int, Node] = {}  # the first statement met of each hash
     apart: dict[Node, Node] = {}  # statements whose hash an unequal statement took first, by structure
 
-    def walk(body) -> None:
-        for s in body:
+    def loop_vars(carried, inits, yields, results) -> None:
+        """Name a loop's carried values and results: a carried value is bound to its init and yield, a result
+        to its carried value; an init that is a variable has its reads counted."""
+        for v in inits:
+            if v.__class__ is Var:
+                counted.add(v.name)
+        bound.extend(map(_NAME, carried))
+        bound.extend(map(_NAME, results))
+        n = min(len(carried), len(inits), len(yields), len(results))
+        if n < len(carried):
+            carried, results = carried[:n], results[:n]
+        defs.update(zip(map(_NAME, carried), zip(inits, yields)))
+        defs.update(zip(map(_NAME, results), zip(carried)))
+
+    # The statements in program order, by a stack of the open bodies' iterators (a nested function calling itself
+    # would be a reference cycle, keeping this call's tables alive until the garbage collector runs).
+    bodies: list[Iterator] = [iter(k.body)]
+    while bodies:
+        for s in bodies[-1]:
             # The parent of the statement's values: the first statement met of its structure (no record: the emitter
             # looks up values only).
             rec = firsts.get(s._h)
@@ -152,13 +170,14 @@ def scan(k: Kernel) -> Facts:
                     bind(s.index.name)
                     loop_vars(s.carried, s.inits, s.yields, s.results)
                     push((rec, (*s.inits, s.start, s.stop, s.step, *s.yields)))
-                    walk(s.body)
+                    bodies.append(iter(s.body))
+                    break
                 case If():
                     bound.extend(map(_NAME, s.results))
                     defs.update(zip(map(_NAME, s.results), zip(s.then_yields, s.else_yields)))
                     push((rec, (s.cond, *s.then_yields, *s.else_yields)))
-                    walk(s.then)
-                    walk(s.orelse)
+                    bodies.append(chain(s.then, s.orelse))
+                    break
                 case VecStore():
                     stores.append(s.ptr)
                     push((rec, (s.ptr, s.value)))
@@ -174,27 +193,14 @@ def scan(k: Kernel) -> Facts:
                 case While():
                     loop_vars(s.carried, s.inits, s.yields, s.results)
                     push((rec, (*s.inits, s.cond, *s.yields)))
-                    walk(s.cond_body)
-                    walk(s.body)
+                    bodies.append(chain(s.cond_body, s.body))
+                    break
                 case _:
                     check_metal(k)  # raises for a statement Metal IR does not admit
                     assert_never(s)
+        else:
+            bodies.pop()
 
-    def loop_vars(carried, inits, yields, results) -> None:
-        """Name a loop's carried values and results: a carried value is bound to its init and yield, a result
-        to its carried value; an init that is a variable has its reads counted."""
-        for v in inits:
-            if v.__class__ is Var:
-                counted.add(v.name)
-        bound.extend(map(_NAME, carried))
-        bound.extend(map(_NAME, results))
-        n = min(len(carried), len(inits), len(yields), len(results))
-        if n < len(carried):
-            carried, results = carried[:n], results[:n]
-        defs.update(zip(map(_NAME, carried), zip(inits, yields)))
-        defs.update(zip(map(_NAME, results), zip(carried)))
-
-    walk(k.body)
     # Each parent's values; a structure met for the first time is then the parent of its children (one met again
     # has the same children). Which node of a structure is met first does not change what is counted.
     pop, get_record, children_of, read_var = todo.pop, by_hash.get, CHILDREN, read.append

@@ -109,7 +109,7 @@ INDENT = "    "
 
 def emit_msl(kernel: Kernel) -> str:
     """The MSL source of the Metal IR `kernel` (raises `EmitError` for any other stage)."""
-    return _Emitter(kernel, locate=False).run()
+    return _Unlocated(kernel, locate=False).run()
 
 
 def emit_located(kernel: Kernel) -> tuple[str, KernelSignature, dict[int, Loc]]:
@@ -155,8 +155,6 @@ class _Emitter:
         self.within: Loc | None = None  # the location of the innermost located value being written
         self.signature: KernelSignature | None = None  # once `run` has returned
         self.first_line = 0  # the line number of the body's first line, once `run` has returned
-        if not locate:  # no line owners: `within` is never read
-            self.expr = self.unlocated_expr
 
     # ---- output
 
@@ -529,6 +527,15 @@ class _Emitter:
                                f"{pad}simdgroup_multiply_accumulate({name}, {a}, {b}, {c});")
             case _:
                 assert_never(value)
+
+
+class _Unlocated(_Emitter):
+    """The emitter of `emit_msl`, which keeps no line owners, so `within` is never read: `expr` is `unlocated_expr`.
+    A class attribute, not one set on the instance: a bound method kept by its own instance would be a reference
+    cycle, and the emitter with all it holds would then wait for the garbage collector instead of being freed
+    when `emit_msl` returns."""
+
+    expr = _Emitter.unlocated_expr
 
 
 __all__ = ["EmitError", "emit_located", "emit_msl"]
