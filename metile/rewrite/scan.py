@@ -194,7 +194,10 @@ def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[t
         nodes.append(n)
         by_type[cls].append(n)
 
-    visit(k)
+    try:
+        visit(k)
+    finally:
+        visit = None   # `visit` calls itself through its closure: a cycle that would wait for the collector
 
 
 def _stack_walk(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[type, list[Node]], facts: dict,
