@@ -176,18 +176,31 @@ def _with_own_body(k):
     return evolve_node(k, body=pvector(list(k.body)))
 
 
-def test_a_scan_leaves_nothing_for_the_garbage_collector():
-    """The recursive walk of `Scan` calls itself through its closure; that cycle is broken once it returns, so a scan
-    and its tables are freed when the last reference to them goes, not at the collector's next pass."""
+
+@pytest.mark.parametrize("which", ["softmax", "gemm"])
+def test_a_compile_leaves_nothing_for_the_garbage_collector(which):
+    """No stage of a compile leaves a reference cycle (a nested function calling itself through its closure, an object
+    holding a bound method of itself): the trace, each pass of the default pipeline and the scans they make free their
+    tables when the last reference goes, not at the collector's next pass, which would have to walk them."""
     import gc
 
-    k = row_softmax.trace(np.zeros(64, np.float32), np.zeros(64, np.float32), 64, BLOCK=64)
+    from metile.ir.target import DEFAULT_TARGET
+    from metile.rewrite.passes import pass_name
+    from metile.rewrite.pipeline import DEFAULT_PIPELINE, _apply
+
+    kernel, args, constexprs = (row_softmax, (_f32(64), _f32(64), 64), {"BLOCK": 64}) if which == "softmax" else \
+        (pipelined_gemm, (_f32(70 * 150), _f32(150 * 50), _f32(70 * 50), 70, 50, 150),
+         {"BM": 32, "BN": 32, "BK": 16, "STAGES": 2})
     gc.collect()
     gc.disable()
     try:
-        found = Scan(k)
-        assert found.of(type(k.body[0])), "the scan met the kernel's statements"
-        del found
-        assert gc.collect() == 0
+        k = kernel.trace(*args, **constexprs)
+        assert gc.collect() == 0, "the trace"
+        del Scan(k).nodes   # a scan, dropped at once
+        assert gc.collect() == 0, "a scan"
+        ctx = PassContext(DEFAULT_TARGET)
+        for p in DEFAULT_PIPELINE:
+            k = _apply(p, k, ctx, False)
+            assert gc.collect() == 0, pass_name(p)
     finally:
         gc.enable()

@@ -207,8 +207,6 @@ class _Walk:
         self.used: set[str] = set()
         self.defs: dict[str, list[Value]] = {}
         self.changed = False
-        self.rule = functools.partial(skip_reduction, ctx=Rewrite(self.activity))
-        self.rule.__name__ = skip_reduction.__name__
         facts = found.facts   # `inert`: a value of the kernel with no reduction in it, left as it is unvisited
         self.inert = lambda v: (f := facts.get(id(v))) is not None and not f[2]
 
@@ -298,7 +296,9 @@ class _Walk:
         """`v` with its reductions over inactive elements rewritten."""
         if v is None or not self.found.heavy(v):
             return v
-        out = bottom_up(self.rule, v, inert=self.inert)
+        rule = functools.partial(skip_reduction, ctx=Rewrite(self.activity))   # made here: kept, a cycle through self
+        rule.__name__ = skip_reduction.__name__
+        out = bottom_up(rule, v, inert=self.inert)
         if out is not v:
             self.changed = True
             self.used.update(n.name for n in walk(out) if n.__class__ is Var and n.name in self.defs)

@@ -420,7 +420,10 @@ def _pipelined(k: Kernel) -> set[Dot]:
                     visit(body, inside)
                 case SimdgroupRole(body=body):
                     visit(body, inside)
-    visit(k.body, False)
+    try:
+        visit(k.body, False)
+    finally:
+        visit = None   # it calls itself through its closure: a cycle that would wait for the collector
     return out
 
 

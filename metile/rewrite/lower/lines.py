@@ -141,9 +141,10 @@ def hole_path(v: Value, hole: Var, holds: dict[int, bool]) -> list[Node] | None:
             path.append(n)
         return found
 
-    if v is not hole and (v.__class__ in _LEAVES or not has(v)):
-        return None
-    return path
+    try:
+        return None if v is not hole and (v.__class__ in _LEAVES or not has(v)) else path
+    finally:
+        has = None   # it calls itself through its closure: a cycle that would wait for the collector
 
 
 def fill_path(v: Value, hole: Var, path: list[Node] | None, values: list[Value]) -> list[Value]:
