@@ -64,12 +64,13 @@ def _within(i, extent, loc: Loc, zero: Const):
     """`0 <= i < extent` for a scalar `i` (`zero`: the i32 constant 0 at `loc`, one node shared by the tile's bounds),
     built directly when `i` is a traced i32 and `extent` an i32 scalar."""
     if isinstance(i, Value) and i.type is _I32_T and (e := _as_i32(extent, (), loc)) is not None:
-        return Binary(_AND, Compare(CmpOp.GE, i, zero, loc=loc), Compare(CmpOp.LT, i, e, loc=loc), loc=loc)
+        return _within_tile(i, e, zero, loc)
     return sem.binary("and", sem.compare("ge", i, 0, loc), sem.compare("lt", i, extent, loc), loc)
 
 
-def _within_tile(i: Value, extent: Value, zeros: Full, loc: Loc) -> Value:
-    """`0 <= i < extent` for an i32 index tile `i`, `extent` and `zeros` being i32 values of its shape (`_as_i32`)."""
+def _within_tile(i: Value, extent: Value, zeros: Value, loc: Loc) -> Value:
+    """`0 <= i < extent` for an i32 value `i` (a scalar or an index tile), `extent` and `zeros` being i32 values of its
+    shape (`_as_i32`)."""
     return Binary(_AND, Compare(CmpOp.GE, i, zeros, loc=loc), Compare(CmpOp.LT, i, extent, loc=loc), loc=loc)
 
 
@@ -83,7 +84,7 @@ def _outer(col: Value, row: Value, op: BinOp, rows: int, cols: int, loc: Loc) ->
     return Binary(op, col, row, loc=loc)
 
 
-def _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims: tuple[int, int], what):
+def _tile_ptr(loc, ptr, row_offset, col_offset, stride, dims: tuple[int, int], what):
     """The address tile of `what`, a tile of `dims`, its row and column index tiles, and whether those are i32 tiles
     built directly (a scalar pointer, and i32 offsets and stride)."""
     p = _pointer(ptr, what, loc)
@@ -175,7 +176,7 @@ def tile_load(tr, loc, ptr, row_offset, col_offset, stride, shape, bounds):
     dims = static_shape(shape, "the shape of tile_load", loc)
     if len(dims) != 2:
         raise ShapeMismatchError("tile_load needs a 2-D shape (rows, cols)", loc)
-    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims, "tile_load")
+    addr, dims, r, c, fast = _tile_ptr(loc, ptr, row_offset, col_offset, stride, dims, "tile_load")
     rows, cols = _bounds(bounds, "tile_load", loc) if bounds is not None else array_bounds(tr, ptr, stride, loc)
     mask = _tile_mask(r, c, rows, cols, dims, addr.type.shape, fast, loc, Const(0, _I32, loc=loc))
     return tr.bind(Load(addr, mask, loc=loc), tr.hint or "tile", loc, force=True)
@@ -187,7 +188,7 @@ def tile_store(tr, loc, ptr, row_offset, col_offset, stride, value, shape, bound
     dims = static_shape(shape, "the shape of tile_store", loc)
     if len(dims) != 2:
         raise ShapeMismatchError("tile_store needs a 2-D shape (rows, cols)", loc)
-    addr, dims, r, c, fast = _tile_ptr(tr, loc, ptr, row_offset, col_offset, stride, dims, "tile_store")
+    addr, dims, r, c, fast = _tile_ptr(loc, ptr, row_offset, col_offset, stride, dims, "tile_store")
     vtype = sem.type_of(value, loc)
     if isinstance(vtype, PtrType):
         raise KernelTypeError("tile_store: cannot write a pointer", loc)
