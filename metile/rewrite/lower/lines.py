@@ -108,10 +108,15 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     (no element of `v` is walked again)."""
     if v is None:
         return [None] * len(coords)
-    hole, zero = HOLE, mo.const(0)
-    pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
-            (hole, zero) if axis == 0 else (zero, hole))
-    return fill(V.at(blk, v, pt), hole, coords)
+    return fill(V.at(blk, v, hole_point(shape, axis)), HOLE, coords)
+
+
+def hole_point(shape: tuple[int, ...], axis: int) -> Pt:
+    """The point of a 2-D tile of `shape` at the coordinate `HOLE` along `axis` and 0 along the other: where a tile
+    whose elements differ only along `axis` is evaluated once, to be copied at coordinates (`fill`)."""
+    zero = mo.const(0)
+    return Pt(shape, mo.mul(HOLE, mo.const(shape[1])) if axis == 0 else HOLE, None,
+              (HOLE, zero) if axis == 0 else (zero, HOLE))
 
 
 def fill(v: Value, hole: Var, values: list[Value], holds: dict[int, bool] | None = None) -> list[Value]:
@@ -272,5 +277,5 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     return True
 
 
-__all__ = ["FOLDED", "HOLE", "at_lines", "fill", "fill_path", "hole_path", "line_axes",
+__all__ = ["FOLDED", "HOLE", "at_lines", "fill", "fill_path", "hole_path", "hole_point", "line_axes",
            "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

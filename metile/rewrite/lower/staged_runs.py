@@ -198,10 +198,7 @@ class Line:
 
     def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
         hole = self.hole = LN.HOLE
-        zero = mo.const(0)
-        pt = Pt(shape, mo.mul(hole, mo.const(shape[1])) if axis == 0 else hole, None,
-                (hole, zero) if axis == 0 else (zero, hole))
-        self.expr, self.holds = V.at(blk, v, pt), {}
+        self.expr, self.holds = V.at(blk, v, LN.hole_point(shape, axis)), {}
         self.path = LN.hole_path(self.expr, hole, self.holds)
         self._interval: bool | None = None
         self._plain: bool | None = None
@@ -289,14 +286,13 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
         # only the other is copied for each element (as `V.at` would build the conjunction at each of them)
         axes = [LN.line_axes(blk, x) for x in (v.lhs, v.rhs)]
         if any(1 not in (a or (1,)) for a in axes):
-            pt, hole, sides = None, None, []
+            pt, sides = None, []   # `pt`: the run's point at the offset `lines.HOLE`, made when first read
             for x, a in zip((v.lhs, v.rhs), axes):
                 if 1 not in (a or (1,)):   # one value along the row: a copy of the tile's row line where it has one
                     line = lines.get((id(x), 0))
                     value = line[1].at_index(r) if line is not None and line[0] is x else None
                     if value is None:
-                        value = V.at(blk, x, Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-                                     if hole is not None else p0)
+                        value = V.at(blk, x, pt if pt is not None else p0)
                     sides.append(([value] * width, [value]))
                 elif a == _ALONG_ROW:
                     line = line_of(blk, x, p0.shape, 1, lines, keep=False)
@@ -304,17 +300,21 @@ def along_run(blk: Block, v: Value, p0: Pt, r: Value, c: Value, width: int,
                     at = line.at(cols)
                     sides.append((at, at[:1] + at[-1:] if width > 2 and line.interval else at))
                 else:
-                    if hole is None:
-                        hole = LN.HOLE   # the offset along the run, replaced by each
-                        pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-                    sides.append(ends(V.at(blk, x, pt), hole, [mo.const(j) for j in range(width)]))
+                    if pt is None:
+                        pt = _run_point(p0, r, c)
+                    sides.append(ends(V.at(blk, x, pt), LN.HOLE, [mo.const(j) for j in range(width)]))
             (lhs, lt), (rhs, rt) = sides
             at = [Binary(BinOp.AND, a, b, loc=v.loc) for a, b in zip(lhs, rhs)]
             return at, mo.all_of(dict.fromkeys(lt + rt))
-    hole = LN.HOLE   # the offset along the run, replaced by each
-    pt = Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
-    at, test = ends(V.at(blk, v, pt), hole, [mo.const(j) for j in range(width)])
+    at, test = ends(V.at(blk, v, _run_point(p0, r, c)), LN.HOLE, [mo.const(j) for j in range(width)])
     return at, mo.all_of(dict.fromkeys(test))
+
+
+def _run_point(p0: Pt, r: Value, c: Value) -> Pt:
+    """The point of a run starting at `p0` (row `r`, column `c`) at the offset `lines.HOLE` along it, the name
+    standing for the offset in a value evaluated once and copied at each (`ends`)."""
+    hole = LN.HOLE
+    return Pt(p0.shape, mo.add(p0.flat, hole), None, (r, mo.add(c, hole)))
 
 
 _ALONG_ROW = frozenset({1})
