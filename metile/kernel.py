@@ -212,9 +212,10 @@ class JITKernel:
             problem = run_options_problem(launch.get("sanitize", False), launch.get("timeout"),
                                           launch.get("profile"), launch.get("profile_only", False))
             in_place = launch.get("in_place")
-            if problem is None and in_place is not None and in_place.__class__ is not bool:
+            if problem is None and in_place is not None and in_place.__class__ is not bool and in_place != "checked":
                 problem = (f"in_place={in_place!r} must be True (bind the arrays as their own memory, without "
-                           "copies or guard pages), False (copy them) or None (the device's setting)")
+                           "copies or guard pages), 'checked' (bind them so in the kernel's checked build, whose "
+                           "accesses are checked), False (copy them) or None (the device's setting)")
             if problem is not None:
                 raise KernelArgumentError(f"{self.fn.__name__}[grid](...): {problem}", src.def_loc)
         if self.dialect.composite is not None:   # arguments standing for several (Triton's host descriptors)

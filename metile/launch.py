@@ -7,8 +7,9 @@ does the same checks once and returns the device's prepared dispatch, which a `P
 tensors anew when their memory moved since). An array of another library is read through `metile.metal.interop`
 (`host_view`, or `plain_array` for one in Metal memory on the Metal device), told whether the kernel writes it (its
 parameter is not `const` in the kernel's signature, which the compiled kernel's `MslArtifact` holds). The CPU device
-copies such arrays into guarded memory unless told to bind them in place (the launch option `in_place=True`, or the
-device's `in_place_arrays` setting; see `metile.metal.cpu.dispatch`); a launch bound so whose arrays are all torch
+copies such arrays into guarded memory unless told to bind them in place (the launch option `in_place=True` or
+"checked", or the device's `in_place_arrays` setting) or, left to itself, when one of them is large (its checked
+build; see `metile.metal.cpu.dispatch`); a launch bound so whose arrays are all torch
 tensors arms a `PlacedRuns` with its dispatch, and later calls whose tensors it can take as they are
 (`metile.metal.interop.tensor_address`) only set their addresses, the scalars and the grid there (`Launch.rerun`). A
 launch copied so (the default) whose arrays are all torch tensors arms a `CopiedRuns` likewise: later calls whose
@@ -108,7 +109,7 @@ class Launch:
     when set): what a repeated launch needs, found by one dict lookup."""
 
     __slots__ = ("aligned", "compiled", "convert", "dispatch", "function", "lengths", "max_grid", "options", "specs",
-                 "tpt", "runs", "tensors", "scalars", "tries", "copies", "copy_tries", "arrays")
+                 "tpt", "runs", "tensors", "scalars", "tries", "copies", "copy_tries", "arrays", "large")
 
     def __init__(self, compiled: CompiledKernel, typed, options: dict):
         self.compiled = compiled
@@ -122,13 +123,15 @@ class Launch:
         self.aligned = word_aligned_params(compiled.metal_ir) if foreign and _on_metal(compiled.device) else ()
         placed = ()
         device = compiled.device
+        auto = False   # the device chooses per dispatch between copies and its checked build (`CHECKED_BYTES`)
         if getattr(device, "binds_in_place", False):   # `in_place=` of the launch, else the device's setting
-            asked = options.get("in_place")
-            if asked is None:
-                asked = device.options.in_place_arrays
-            if asked:   # the host views of other libraries' arrays (a repeated launch of tensors takes `runs`)
+            asked = options.get("in_place", None if not device.options.in_place_arrays else True)
+            auto = asked is None
+            if auto or asked:   # the host views of other libraries' arrays (a repeated launch of tensors takes `runs`)
                 placed = tuple(i for i, c in enumerate(self.convert) if c is host_view or c is _input_view)
-            options = {**options, "in_place": bool(asked)}
+            options = {**options, "in_place": asked if auto or asked.__class__ is str else bool(asked)}
+        # left to the device, a call arms `runs` only when it has an array the device binds in place (its checked build)
+        self.large = device.checked_in_place_bytes if auto else 0
         # a launch whose arrays are all torch tensors bound in place runs again through `PlacedRuns`, once one has
         # been made (`tries` times at most): their addresses, the scalars and the grid are all it sets
         arrays = [i for i, (_, _, t) in enumerate(typed) if isinstance(t, PtrType)]
@@ -136,7 +139,7 @@ class Launch:
         self.tries = 3 if placed and len(placed) == len(arrays) and plain else 0
         self.runs = None
         # one whose arrays are all copied torch tensors (the default) runs again through `CopiedRuns`, made the same way
-        self.copy_tries = 3 if (not placed and arrays and plain and getattr(device, "binds_in_place", False)
+        self.copy_tries = 3 if ((auto or not placed) and arrays and plain and getattr(device, "binds_in_place", False)
                                 and all(self.convert[i] is host_view or self.convert[i] is _input_view
                                         for i in arrays)) else 0
         self.copies = None
@@ -215,7 +218,8 @@ class Launch:
             return None
         dims, bound = self.checked(grid, args)
         try:
-            if self.tries and runs is None:
+            large = self.large
+            if self.tries and runs is None and (not large or any(getattr(b, "nbytes", 0) >= large for b in bound)):
                 self.arm(dims, bound)
                 return None
             if self.copy_tries and (copies is None or copies.dispatch is None):
@@ -263,6 +267,8 @@ class Launch:
         scalars = tuple((i, np.dtype(c).itemsize) for i, c in self.scalars)
         if sorted(d.placed) == [i for i, _ in self.tensors] and not d.arrays and d.scalar_sizes() == scalars:
             self.runs, self.tries = d.placed_runs(), 0
+        elif not d.placed and self.copy_tries:   # the device copied them (no checked build): copies are armed next
+            self.tries = 0
 
     def recopy(self, copies, grid, args) -> bool:
         """Launch through `copies` (`metile.metal.cpu.dispatch.CopiedRuns`) when every array argument is a C-contiguous

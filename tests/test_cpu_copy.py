@@ -59,11 +59,11 @@ def test_launches_copy_their_arrays_in_and_back_with_mt_copy(copies):
     for k in range(4):   # the general way, then the repeated way
         x, out = torch.randn(n), torch.full((n,), -1.0)
         copies.clear()
-        add_one[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        add_one[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, in_place=False)   # large ones, copied all the same
         torch.testing.assert_close(out, x + 1)
         assert sorted(copies) == [4 * n] * 3, k   # X and Out in, Out back
     a, out = np.random.rand(n).astype(np.float32), np.zeros(n, np.float32)
     copies.clear()
-    add_one[(triton.cdiv(n, 1024),)](a, out, n, BLOCK=1024)   # numpy arrays: the general way
+    add_one[(triton.cdiv(n, 1024),)](a, out, n, BLOCK=1024, in_place=False)   # numpy arrays: the general way
     np.testing.assert_allclose(out, a + 1, rtol=1e-6)
     assert sorted(copies) == [4 * n] * 3

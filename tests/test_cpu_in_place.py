@@ -317,7 +317,7 @@ def test_the_device_setting_binds_in_place_unless_a_dispatch_says_otherwise(copi
     assert t.tolist() == [1, 1, 1, 1, 2, 2, 2, 2] and arrays_copied(copies) == []
     dev.dispatch_threads(fn, 4, 4, [t, t], in_place=False)
     assert arrays_copied(copies) == [32, 32]
-    with pytest.raises(metile.LaunchError, match="in_place='yes' must be True, False, None"):
+    with pytest.raises(metile.LaunchError, match="in_place='yes' must be True, False, 'checked', None"):
         dev.dispatch_threads(fn, 4, 4, [t, t], in_place="yes")
 
 

@@ -104,7 +104,11 @@ class KernelBuilder:
         self._pch[sanitize] = folder
         return folder
 
-    def build(self, tr: Translation, *, sanitize: bool = False, source_dir: Path | None = None) -> Path:
+    def build(self, tr: Translation, *, sanitize: bool = False, source_dir: Path | None = None,
+              checked: bool = False) -> Path:
+        """The shared library of `tr`: its sanitizer (and profiling) build when `sanitize`, its checked build
+        (metile.metal.cpu.checked) when `checked`, else its plain build."""
+        text = tr.cpp_for(sanitize, checked)
         flags = kernel_flags(self.compiler, sanitize)
         if tr.cxx_standard != "c++17":   # the precompiled header (C++17) then goes unused: the headers are parsed
             flags = [f"-std={tr.cxx_standard}" if f == "-std=c++17" else f for f in flags]
@@ -115,13 +119,13 @@ class KernelBuilder:
             flags.append("-gdwarf-4")
         inc = self.include_dir(sanitize)
         key = sha256_hex("kernel", FRONTEND_VERSION, self.header_digest, self.compiler.version_text,
-                         " ".join(flags), tr.cpp_for(sanitize), str(source_dir or ""))
+                         " ".join(flags), text, str(source_dir or ""))
         out_dir = self.cache_dir / "kernels" / key[:2]
         out_dir.mkdir(parents=True, exist_ok=True)
         so = out_dir / f"{key[2:26]}{'-san' if sanitize else ''}{shared_library()[0]}"
         cpp = out_dir / f"{key[2:26]}.cpp"
         if not cpp.exists():
-            cpp.write_text(tr.cpp_for(sanitize))
+            cpp.write_text(text)
         pch_use = []
         if not self.compiler.is_gcc and (inc / (HEADER + ".pch")).exists():
             pch_use = ["-include-pch", str(inc / (HEADER + ".pch"))]

@@ -6,8 +6,10 @@ cached, see `metile.metal.function_constants`); `dispatch_threadgroups` and `dis
 (threadgroups are taken by one worker per core; the threads of a threadgroup are cooperative fibers). Dispatches
 complete before they return, so `synchronize()` has nothing to wait for; numpy arrays are written back as soon as a
 dispatch ends. Every array (a torch tensor too) is copied into guarded device memory, so that an access past its
-end raises `DeviceFault`; `in_place=True` (or `CpuOptions.in_place_arrays`, `METILE_CPU_IN_PLACE=1`) binds arrays as
-their own memory instead, without copies or guard pages (`metile.metal.cpu.dispatch`). `prepare_threadgroups` and
+end raises `DeviceFault`, except in a dispatch with an array of `CHECKED_BYTES` or more, which binds its arrays as
+their own memory and runs the kernel's checked build, whose accesses are checked (`metile.metal.cpu.checked`);
+`in_place=True` (or `CpuOptions.in_place_arrays`, `METILE_CPU_IN_PLACE=1`) binds arrays as their own memory in the
+plain build, without copies, guard pages or checks (`metile.metal.cpu.dispatch`). `prepare_threadgroups` and
 `prepare_threads` check and bind a dispatch once and return it (`metile.metal.cpu.dispatch.CpuDispatch`) to be called
 again and again. `sanitize=True` runs a build of the
 kernel that also reports reads of uninitialised threadgroup memory and data races on it; `timeout=` (seconds, 0 for
@@ -33,6 +35,7 @@ from metile.metal.args import bind_arguments, dim3, run_options_problem, threadg
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import KernelBuilder
 from metile.metal.cpu.dispatch import (
+    CHECKED_BYTES,
     COPIED_BYTES,
     CopiedRuns,
     CpuDispatch,
@@ -58,6 +61,7 @@ from metile.metal.msl_preprocess import (
 from metile.metal.msl_signature import KernelSignature, Param
 from metile.profile.counts import Profile
 
+CHECKED_BUILD = "checked"   # the key of a library's checked build among its builds (False: plain, True: sanitizer)
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_THREADGROUP_MEMORY = 32 * 1024
 SIMD_WIDTH = 32
@@ -96,13 +100,14 @@ class CpuFunction:
     def thread_execution_width(self) -> int:
         return SIMD_WIDTH
 
-    def entry(self, sanitize: bool):
-        """The runtime entry point (compiling the sanitizer build on first use)."""
-        fn = self._entry.get(sanitize)
+    def entry(self, sanitize: bool, checked: bool = False):
+        """The runtime entry point of the plain, sanitizer or checked build (compiling the last two on first use)."""
+        key = CHECKED_BUILD if checked else sanitize
+        fn = self._entry.get(key)
         if fn is None:
-            lib = self.library.handle(sanitize)
+            lib = self.library.handle(sanitize, checked)
             fn = ffi.cast("mt_kernel_fn", getattr(lib, entry_symbol(self.name)))
-            self._entry[sanitize] = fn
+            self._entry[key] = fn
         return fn
 
     def __repr__(self) -> str:
@@ -116,7 +121,8 @@ class CpuLibrary:
                  values: dict[str, object] | None = None):
         self.device = device
         self.source_dir = source_dir
-        self._handles: dict[bool, object] = {}
+        self._handles: dict[bool | str, object] = {}
+        self._checked: bool | None = None   # whether the checked build compiled (None: not tried yet)
         self._specialized: dict[tuple, CpuLibrary] = {}
         self._unspecialized = translation
         slots = {k.name: max((p.index + 1 for p in k.buffers), default=0) for k in translation.kernels}
@@ -164,18 +170,34 @@ class CpuLibrary:
                 lib = self._specialized.setdefault(key, lib)
         return lib._functions[name]
 
-    def handle(self, sanitize: bool):
-        lib = self._handles.get(sanitize)
+    def has_checked_build(self) -> bool:
+        """Whether the source has a checked build (metile.metal.cpu.checked) that compiles, building it on first use;
+        a source whose checked build does not compile is not an error (its arrays are copied instead)."""
+        ok = self._checked
+        if ok is None:
+            ok = self.translation.checked_cpp is not None
+            if ok:
+                try:
+                    self.handle(False, True)
+                except MSLCompileError:
+                    ok = False
+            self._checked = ok
+        return ok
+
+    def handle(self, sanitize: bool, checked: bool = False):
+        key = CHECKED_BUILD if checked else sanitize
+        lib = self._handles.get(key)
         if lib is None:
             try:
-                path = self.device.builder.build(self.translation, sanitize=sanitize, source_dir=self.source_dir)
+                path = self.device.builder.build(self.translation, sanitize=sanitize, source_dir=self.source_dir,
+                                                 checked=checked)
             except MSLCompileError as e:
                 raise explain_unseen(e) from None
             cdefs = "".join(f"void {entry_symbol(n)}(void* const*, const mt_thread_pos*);\n"
                             for n in self._functions)
             kffi = _kernel_ffi(cdefs)
             lib = kffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_LOCAL)
-            self._handles[sanitize] = lib
+            self._handles[key] = lib
         return lib
 
 
@@ -218,6 +240,7 @@ class CpuDevice:
     supports_profile = True       # profile= on a dispatch
     supports_addresses = True     # pointers made from integer addresses (the kernel runs in this process)
     binds_in_place = True         # in_place= on a dispatch (`metile.metal.cpu.dispatch.in_place_arguments`)
+    checked_in_place_bytes = CHECKED_BYTES   # from this size up, an array left to the device is bound in place
 
     def __init__(self, options: CpuOptions):
         self.options = options
@@ -340,9 +363,9 @@ class CpuDevice:
         """Run a dispatch kept from an earlier one of the same kernel, grid and argument layouts, or a new one that
         is kept in turn (see `metile.metal.cpu.dispatch`)."""
         bound = bind_arguments(fn.signature, list(args), Buffer)
-        placed = in_place_arguments(bound, in_place_request(in_place, self.options.in_place_arrays),
-                                    sanitize is not False)
-        lk = layout_key(bound, placed)
+        placed, checked = in_place_arguments(bound, in_place_request(in_place, self.options.in_place_arrays),
+                                             sanitize is not False, fn)
+        lk = layout_key(bound, placed, checked)
         try:
             key = (fn, groups, tpt, grid, tuple(tg_memory), lk,   # the options' types too: their checks see them
                    *((type(o), o) for o in (sanitize, timeout, uniform_barriers)))
@@ -355,7 +378,7 @@ class CpuDevice:
                 d = self._kept.pop(key, None)
         if d is None or not d.lock.acquire(blocking=False):
             d = self._prepare(fn, groups, tpt, grid, args, tg_memory, sanitize, timeout,
-                              uniform_barriers=uniform_barriers, bound=bound, placed=placed)
+                              uniform_barriers=uniform_barriers, bound=bound, placed=placed, checked=checked)
             d.lock.acquire()
         else:
             d.rebind(bound)
@@ -414,7 +437,8 @@ class CpuDevice:
         """Dispatches on the CPU device complete before they return; nothing is pending."""
 
     def _prepare(self, fn, groups, tpt, grid, args, tg_memory, sanitize, timeout, profile=None,
-                 profile_only=False, uniform_barriers=True, bound=None, in_place=None, placed=None) -> CpuDispatch:
+                 profile_only=False, uniform_barriers=True, bound=None, in_place=None, placed=None,
+                 checked=False) -> CpuDispatch:
         if not isinstance(fn, CpuFunction) or fn.library.device is not self:
             raise LaunchError(f"expected a function compiled by this CPU device, got {fn!r}")
         if sanitize.__class__ is not bool or timeout is not None:
@@ -431,4 +455,4 @@ class CpuDevice:
         limit = self.max_threadgroup_memory  # memory the kernel declares is checked by the runtime
         tg_sizes = threadgroup_sizes(sig, sig.threadgroup_params, tg_memory, limit, limit)
         return CpuDispatch(self, fn, groups, tpt, grid, args, tg_sizes, bool(sanitize), timeout, profile,
-                           profile_only, bool(uniform_barriers), bound, in_place, placed)
+                           profile_only, bool(uniform_barriers), bound, in_place, placed, checked)

@@ -22,12 +22,17 @@ reference to the arrays of its last run (`release`). A launch repeated with torc
 Every array is copied so by default, with a guard page after its device memory and a canary and watchpoint in front
 of it, so that a kernel reading or writing past either end of an array raises `DeviceFault` naming it. A dispatch's
 `in_place` opts out of the copies (`in_place_arguments`): True for every array that can be bound as its own memory,
-argument indices for those among them, None (the default) for the device's setting (`CpuOptions.in_place_arrays`,
-False unless `METILE_CPU_IN_PLACE=1`). An array can be when the launch is not sanitized or profiled and the array is not
-empty, starts 16-byte aligned (as the device's own buffers do, which the kernels' vector loads rely on), is writeable
-or bound to a `const` parameter, and shares no byte with an array that is copied. It is then bound with no copy in or
-back, and its bytes have no guard page after them and no canary or watchpoint in front of them: a bad access near it
-reads or writes the neighbouring memory silently, as on a GPU.
+argument indices for those among them, "checked" for every one in the kernel's checked build, None (the default)
+for the device's setting (`CpuOptions.in_place_arrays`: True with `METILE_CPU_IN_PLACE=1`, else "auto": "checked"
+when an array that can be bound so holds `CHECKED_BYTES` or more and the kernel has a checked build, else copies).
+An array can be when the launch is not sanitized or profiled and the array is not empty, starts 16-byte aligned (as
+the device's own buffers do, which the kernels' vector loads rely on), is writeable or bound to a `const` parameter,
+and shares no byte with an array that is copied (and, for the checked build, is bound to a `device T*` parameter). It
+is then bound with no copy in or back, and its bytes have no guard page after them and no canary or watchpoint in
+front of them. In the plain build a bad access near it reads or writes the neighbouring memory silently, as on a GPU;
+the checked build (`metile.metal.cpu.checked`) checks every access through a device pointer against the range of the
+buffer it was bound to, which the dispatch keeps in `_bounds` (address and length per `[[buffer(i)]]` slot, its
+address in the slot before the first buffer's) and a repeated launch sets again with the arrays' addresses.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import numpy as np
 from metile.metal.args import BoundArg, bind_arguments, data_address, staged_view
 from metile.metal.buffer import Buffer
 from metile.metal.cpu.build import TRAP_MEANS
+from metile.metal.cpu.checked import is_device_pointer
 from metile.metal.cpu.faults import BufferRange, to_exception
 from metile.metal.cpu.profiling import ProfiledRun
 from metile.metal.cpu.registers import kernel_registers
@@ -82,22 +88,31 @@ class CpuDispatch:
 
     __slots__ = ("device", "function", "desc", "rec", "arrays", "written", "ranges", "sanitize", "owned", "lock",
                  "_ptrs", "_sizes", "_watch", "profiled", "_shape", "_array_memory", "_scalar_memory", "_aliases",
-                 "placed", "held")
+                 "placed", "held", "checked", "_bounds", "_slots")
 
     def __init__(self, dev, fn, groups, tpt, grid, args, tg_sizes: list[int], sanitize: bool, timeout,
                  profile: int | None = None, profile_only: bool = False, uniform_barriers: bool = True,
-                 bound: list[BoundArg | None] | None = None, in_place=False, placed: frozenset[int] | None = None):
+                 bound: list[BoundArg | None] | None = None, in_place=False, placed: frozenset[int] | None = None,
+                 checked: bool = False):
         sig = fn.signature
         if bound is None:
             bound = bind_arguments(sig, list(args), Buffer)
         if placed is None:
-            placed = in_place_arguments(bound, in_place_request(in_place, dev.options.in_place_arrays),
-                                        sanitize or profile is not None)
+            placed, checked = in_place_arguments(bound, in_place_request(in_place, dev.options.in_place_arrays),
+                                                 sanitize or profile is not None, fn)
         self.placed = placed       # the arguments bound as their own memory
+        self.checked = checked     # by the kernel's checked build (metile.metal.cpu.checked)
         self.held: list = []       # their arrays, until `release`
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
         # left unbound (None) point at placeholders (metile.metal.cpu.placeholders)
-        ptrs = ffi.new("void*[]", max(len(bound), fn.buffer_slots, 1))
+        # (and, in the slot before the first, the address of their ranges, address and length in bytes, which a
+        # checked build reads: `_bounds`)
+        n = max(len(bound), fn.buffer_slots, 1)
+        self._slots = slots = ffi.new("void*[]", n + 1)
+        ptrs = slots + 1
+        self._bounds = bounds = ffi.new("uintptr_t[]", 2 * n)
+        slots[0] = bounds
+        lengths = bounds + 1   # lengths[2 * i]: buffer i's
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
@@ -108,14 +123,17 @@ class CpuDispatch:
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
             ptrs[p.index], where = dev.placeholders.switched_off(p)
+            lengths[2 * p.index] = where.hi - where.lo
             self.ranges.append(where)
         for i, b in enumerate(bound):
             if b is None:
                 continue
             if b.value is None:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
+                lengths[2 * i] = where.hi - where.lo
                 self.ranges.append(where)
                 continue
+            lengths[2 * i] = b.nbytes
             if i in placed:   # the array's own memory
                 ptrs[i] = ffi.cast("void*", data_address(b.value))
                 self.held.append(b.value)
@@ -138,12 +156,16 @@ class CpuDispatch:
         for i, (j, offset) in self._aliases.items():
             if i != j:
                 ptrs[i] = ffi.cast("char*", ptrs[j]) + offset
+                lengths[2 * i] = bound[i].nbytes
                 self.ranges.append(self._range(dev, i, bound[i].param.name, ptrs[i], bound[i].nbytes))
         self.written = [a for a in self.arrays if a.writes]
+        at = ffi.cast("uintptr_t*", ptrs)
+        for i in range(n):
+            bounds[2 * i] = at[i]
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
         # counting runs the instrumented build (the sanitizer's) without its checks unless asked for
-        desc.fn = fn.entry(sanitize or profile is not None)
+        desc.fn = fn.entry(sanitize or profile is not None, checked)
         desc.buffers = ptrs
         desc.n_buffers = len(bound)
         desc.tg_param_bytes = sizes
@@ -225,6 +247,7 @@ class CpuDispatch:
             for i in self.placed:
                 b = bound[i]
                 self._ptrs[i] = ffi.cast("void*", data_address(b.value))
+                self._bounds[2 * i] = data_address(b.value)
                 self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", self._ptrs[i])), b.nbytes))
 
     def scalar_sizes(self) -> tuple[tuple[int, int], ...]:
@@ -312,7 +335,8 @@ class PlacedRuns(_Runs):
 
     def __call__(self, groups: tuple[int, int, int], addresses, scalars, spans) -> bool:
         """Run over `groups` with the arrays at `addresses` and the `scalars` (numpy scalars of their parameters'
-        types); `spans()` gives each array's bytes, for the report of a fault."""
+        types); `spans()` gives each array's bytes, for the report of a fault (and, in a checked build, for its
+        checks)."""
         d = self.dispatch
         if not d.lock.acquire(blocking=False):
             return False
@@ -322,6 +346,11 @@ class PlacedRuns(_Runs):
                 if a % IN_PLACE_ALIGN:
                     return False
                 at[i] = a
+            if d.checked:
+                bounds = d._bounds
+                for i, a, n in zip(self.arrays, addresses, spans()):
+                    bounds[2 * i] = a
+                    bounds[2 * i + 1] = n
             self._set(d, groups, scalars)
             d.run(lambda: self._ranges(addresses, spans()))
         finally:
@@ -464,36 +493,53 @@ def aliases(bound: list[BoundArg | None]) -> dict[int, tuple[int, int]]:
 
 
 def in_place_request(in_place, default: bool):
-    """A dispatch's `in_place=` checked: True (every array that can be), a frozenset of argument indices, or False;
-    None is the device's `default`. A `LaunchError` for anything else."""
+    """A dispatch's `in_place=` checked: True (every array that can be), a frozenset of argument indices, "checked"
+    (every array that can be, in the kernel's checked build), False, or None: the device's `default` when that is
+    True, else "auto" (the arrays of a dispatch that has a large one, in the checked build: `CHECKED_BYTES`). A
+    `LaunchError` for anything else."""
     if in_place is None:
-        return bool(default)
+        return True if default else AUTO
     if in_place.__class__ is bool or isinstance(in_place, np.bool_):
         return bool(in_place)
+    if in_place.__class__ is str and in_place == CHECKED:
+        return CHECKED
     try:
-        asked = frozenset(in_place)
+        asked = frozenset(in_place) if in_place.__class__ is not str else None
     except TypeError:
         asked = None
     if asked is None or not all(i.__class__ is int and i >= 0 for i in asked):
-        raise LaunchError(f"in_place={in_place!r} must be True, False, None (the device's setting) or argument "
-                          "indices (ints >= 0)")
+        raise LaunchError(f"in_place={in_place!r} must be True, False, 'checked', None (the device's setting) or "
+                          "argument indices (ints >= 0)")
     return asked
 
 
-def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool) -> frozenset[int]:
-    """The array arguments bound as their own memory (see the module docstring): those at the indices `asked` (every
-    one when `asked` is True; `in_place_request`) that can be, none when `copy_all` (a sanitized or profiled
-    dispatch)."""
+CHECKED = "checked"
+AUTO = "auto"
+# From this size up, a dispatch left to the device's default binds its arrays in place in the kernel's checked build
+# rather than copying them: about what copying costs as much as the checks of a kernel that reads each element once
+# (an 8 MiB copy takes ~0.7 ms on a 2-core x86-64 machine).
+CHECKED_BYTES = 1 << 20
+
+
+def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool,
+                       fn=None) -> tuple[frozenset[int], bool]:
+    """The array arguments bound as their own memory (see the module docstring), and whether the kernel runs its checked
+    build: those at the indices `asked` (every one when `asked` is True; `in_place_request`) that can be, none when
+    `copy_all` (a sanitized or profiled dispatch). For "checked" and "auto" those of `device T*` parameters, in the
+    checked build of `fn` (a `LaunchError` for "checked" when it has none; "auto": none unless one of them holds at
+    least `CHECKED_BYTES` and the build exists)."""
     if copy_all or not asked:
-        return frozenset()
+        return _NONE
+    checked = asked.__class__ is str
     found = set()
     for i, b in enumerate(bound):
         v = None if b is None else b.value
-        if (v.__class__ is np.ndarray and b.nbytes and (asked is True or i in asked) and not b.param.is_reference
-                and (v.flags.writeable or b.param.is_const) and not data_address(v) % IN_PLACE_ALIGN):
+        if (v.__class__ is np.ndarray and b.nbytes and (checked or asked is True or i in asked)
+                and not b.param.is_reference and (v.flags.writeable or b.param.is_const)
+                and not data_address(v) % IN_PLACE_ALIGN and (not checked or is_device_pointer(b.param.type_text))):
             found.add(i)
-    if not found:
-        return frozenset()
+    if not found or (asked == AUTO and all(bound[i].nbytes < CHECKED_BYTES for i in found)):
+        return _NONE
     copied = [_extent(b) for i, b in enumerate(bound)
               if i not in found and b is not None and b.value.__class__ is np.ndarray and b.nbytes]
     while copied:   # an array sharing bytes with one that is copied is copied too (`aliases` makes them one copy)
@@ -502,7 +548,19 @@ def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool) -> f
             break
         found.difference_update(clash)
         copied += [_extent(bound[i]) for i in clash]
-    return frozenset(found)
+    if not found:
+        return _NONE
+    if checked and not fn.library.has_checked_build():
+        if asked == AUTO:
+            return _NONE
+        raise LaunchError(f"in_place='checked': kernel `{fn.name}` has no checked build (its source spells a device "
+                          "pointer in a way the CPU device cannot check, or turns one into an integer or back; see "
+                          "metile.metal.cpu.checked); bind its arrays with in_place=True (unchecked) or let them be "
+                          "copied")
+    return frozenset(found), checked
+
+
+_NONE = (frozenset(), False)
 
 
 IN_PLACE_ALIGN = 16   # what every buffer of the device starts at a multiple of (runtime_buffers.cpp rounds to 16)
@@ -517,11 +575,12 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
-def layout_key(bound: list[BoundArg | None], placed: frozenset[int] = frozenset()) -> tuple | None:
+def layout_key(bound: list[BoundArg | None], placed: frozenset[int] = frozenset(),
+               checked: bool = False) -> tuple | None:
     """What a dispatch made for `bound` depends on besides its kernel and grid: each array's element type, shape,
-    strides, span and whether it is written back, each scalar's size, which slots are left unbound and which arrays
-    are bound in place (`placed`); None when `bound` holds a `metile.Buffer` (bound as it is: such a dispatch is not
-    kept)."""
+    strides, span and whether it is written back, each scalar's size, which slots are left unbound, which arrays
+    are bound in place (`placed`) and whether the kernel's checked build runs; None when `bound` holds a
+    `metile.Buffer` (bound as it is: such a dispatch is not kept)."""
     key = []
     for b in bound:
         v = None if b is None else b.value
@@ -534,4 +593,4 @@ def layout_key(bound: list[BoundArg | None], placed: frozenset[int] = frozenset(
         else:
             key.append(b.nbytes)
     copied = [None if i in placed else b for i, b in enumerate(bound)] if placed else bound
-    return tuple(key) + tuple(sorted(aliases(copied).items())) + (tuple(sorted(placed)),)
+    return tuple(key) + tuple(sorted(aliases(copied).items())) + (tuple(sorted(placed)), checked)

@@ -83,7 +83,8 @@ def specialize(tr, values: Mapping[str, object]):
 
     kernels = tuple(table.specialize_signature(k, values, tr.metal_name) for k in tr.kernels)
     instrument = functools.cache(lambda: specialized(tr.instrumented_cpp))   # the sanitizer build's text too
-    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrument=instrument)
+    check = functools.cache(lambda: None if tr.checked_cpp is None else specialized(tr.checked_cpp))   # and checked
+    return attrs.evolve(tr, cpp=specialized(tr.cpp), kernels=kernels, instrument=instrument, check=check)
 
 
 def literal(c: FunctionConstant, value) -> str:

@@ -38,6 +38,7 @@ from metile.metal.cpu import function_constants as cpu_function_constants
 from metile.metal.cpu.addrspace import address_space_edits
 from metile.metal.cpu.alu_counts import count_edits
 from metile.metal.cpu.arms import arm_edits
+from metile.metal.cpu.checked import checked_type, pointer_edits
 from metile.metal.cpu.constant_space import clear_of
 from metile.metal.cpu.runtime_api import PROFILE_COUNTERS
 from metile.metal.cpu.toolchain import INCLUDE_DIR
@@ -88,14 +89,27 @@ class Translation:
     cxx_standard: str = "c++17"       # c++20 for Metal 4 tensor ops (matmul2d takes a descriptor argument)
     # the sanitizer build's text, made when first asked for (None: `cpp`)
     instrument: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
+    # the checked build's text (metile.metal.cpu.checked), made when first asked for; it gives None when the source
+    # has no checked build (None here: neither)
+    check: Callable[[], str | None] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def instrumented_cpp(self) -> str:
         """The instrumented build's text: `cpp` with each statement counting its arithmetic (alu_counts.py)."""
         return self.instrument() if self.instrument is not None else self.cpp
 
-    def cpp_for(self, sanitize: bool) -> str:
-        """The text a build compiles: the instrumented one for the sanitizer's (and profiling's) build."""
+    @property
+    def checked_cpp(self) -> str | None:
+        """The checked build's text (metile.metal.cpu.checked), or None when the source has none."""
+        return self.check() if self.check is not None else None
+
+    def cpp_for(self, sanitize: bool, checked: bool = False) -> str:
+        """The text a build compiles: the instrumented one for the sanitizer's (and profiling's) build, the checked one
+        for a checked build."""
+        if checked:
+            text = self.checked_cpp
+            assert text is not None, "a checked build of a source that has none"
+            return text
         return self.instrumented_cpp if sanitize else self.cpp
 
     def kernel(self, name: str) -> KernelSignature | None:
@@ -185,9 +199,18 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
         counted = _apply_edits(text, edits + counts + clear_of(const_edits, edits))
         return cpu_function_constants.with_prelude(_assemble(counted, kernels, metal_name, header, tensors),
                                                    constants, {})
+
+    @functools.cache
+    def check() -> str | None:   # the checked build's text (metile.metal.cpu.checked), made when a launch asks for it
+        pointers = pointer_edits(tokens)
+        if pointers is None or tensors:
+            return None
+        spelled = _apply_edits(text, edits + clear_of(pointers, edits) + clear_of(const_edits, edits))
+        return cpu_function_constants.with_prelude(_assemble(spelled, kernels, metal_name, header, checked=True),
+                                                   constants, {})
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
                        function_constants=constants, line_map=line_map, cxx_standard="c++20" if tensors else "c++17",
-                       instrument=instrument)
+                       instrument=instrument, check=check)
 
 
 def _uses_tensors(directives: list[Token], line_map: LineMap | None) -> bool:
@@ -444,7 +467,10 @@ def _position_expr(p: Param) -> str:
     return f"{base}({parts})"
 
 
-def _wrapper(sig: KernelSignature) -> str:
+def _wrapper(sig: KernelSignature, checked: bool = False) -> str:
+    """The C entry of a kernel; in a checked build (metile.metal.cpu.checked) it binds each pointer parameter with the
+    range of its buffer (first byte, length in bytes), two words per buffer in an array whose address the launch puts
+    in the slot before the first buffer's (`__b[-1]`)."""
     templated = "<" in sig.call_name
     args = []
     for n, p in enumerate(sig.params):
@@ -453,6 +479,9 @@ def _wrapper(sig: KernelSignature) -> str:
             if p.is_reference:
                 pointer = f"__mt_pointer_t<{ptype}>" if templated else f"{ptype[:-1]}*"
                 args.append(f"*({pointer})__b[{p.index}]")
+            elif checked:
+                bound = ptype if templated else checked_type(ptype)
+                args.append(f"bind_param<{bound}>::at(__b[{p.index}], (const uintptr_t*)__b[-1] + {2 * p.index})")
             else:
                 args.append(f"({ptype})__b[{p.index}]")
         elif p.kind is ParamKind.THREADGROUP:
@@ -484,8 +513,9 @@ template <class T> using __mt_pointer_t = typename __mt_pointer<T>::type;
 """
 
 
-def _assemble(body: str, kernels: list[KernelSignature], metal_name: str, header: str, tensors: bool = False) -> str:
-    wrappers = "\n".join(_wrapper(k) for k in kernels)
+def _assemble(body: str, kernels: list[KernelSignature], metal_name: str, header: str, tensors: bool = False,
+              checked: bool = False) -> str:
+    wrappers = "\n".join(_wrapper(k, checked) for k in kernels)
     if any("<" in k.call_name for k in kernels):
         wrappers = _PARAM_TYPES + wrappers
     quoted = metal_name.replace("\\", "\\\\").replace('"', '\\"')

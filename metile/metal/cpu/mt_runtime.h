@@ -146,6 +146,18 @@ const mt_thread_pos* mt_current_pos(void);
 /* A fault detected by kernel-side code (e.g. the compatibility header): abandons the launch. Does not return. */
 void mt_kernel_fault(int32_t kind, const char* message, uint32_t line) __attribute__((noreturn));
 
+/* An access of `bytes` bytes at `address` through a checked device pointer (include/mt_checked.h) that does not lie
+ * wholly within its buffer of `length` bytes at `base`: a bad-access fault at that address, found before the access,
+ * located at the instruction that called this (clang would merge the calls of a function into one, losing their
+ * lines, were it not for `nomerge`). Does not return. */
+#if defined(__clang__)
+#define MT_NOMERGE __attribute__((nomerge))
+#else
+#define MT_NOMERGE
+#endif
+void mt_bounds_fault(const void* address, uintptr_t bytes, const void* base, uintptr_t length)
+    __attribute__((noreturn, cold, noinline)) MT_NOMERGE;
+
 /* A line printed by kernel code (device_print): formatted as printf does, written whole to the process's standard
  * output and flushed, one thread's line at a time. */
 void mt_device_print(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -353,7 +365,7 @@ uint64_t mt_launch_syscalls(void);
 
 /* Version of this interface; bumped on any change of the structures or services above. */
 uint32_t mt_runtime_abi_version(void);
-#define MT_RUNTIME_ABI_VERSION 11u
+#define MT_RUNTIME_ABI_VERSION 12u
 
 #ifdef __cplusplus
 }

@@ -610,3 +610,20 @@ MT_EXPORT void mt_kernel_fault(int32_t kind, const char* message, uint32_t line)
     if (kind <= MT_OK || kind > MT_FAULT_INTERNAL) kind = MT_FAULT_KERNEL;
     raise_fault(w, kind, line, "%s", message ? message : "");
 }
+
+MT_EXPORT void mt_bounds_fault(const void* address, uintptr_t bytes, const void* base, uintptr_t length) {
+    Worker* w = tl_worker;
+    if (!w || !w->launch || !w->cur) {
+        fprintf(stderr, "metile CPU runtime: checked access outside a launch at %p\n", address);
+        abort();
+    }
+    Launch* L = w->launch;
+    if (mt_fault* f = claim_fault(L, w, MT_FAULT_BAD_ACCESS, 0)) {
+        f->address = reinterpret_cast<uintptr_t>(address);
+        L->pc = static_cast<const char*>(__builtin_return_address(0)) - 1; /* the call, in the kernel's code */
+        snprintf(f->message, sizeof f->message,
+                 "a checked access of %zu bytes (the array is bound in place, %zu bytes at %p): nothing was read or "
+                 "written", static_cast<size_t>(bytes), static_cast<size_t>(length), base);
+    }
+    abandon(w);
+}

@@ -134,7 +134,7 @@ uint64_t mt_launch_syscalls(void);
 void mt_copy(void* dst, const void* src, size_t bytes);
 """.replace("COUNTERS", str(len(PROFILE_COUNTERS)))
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 FAULT_KINDS = {
     1: "bad-access", 2: "misaligned", 3: "division-by-zero", 4: "barrier-divergence",
     5: "simd-divergence", 6: "hang", 7: "threadgroup-memory", 8: "stack-overflow", 9: "trap",

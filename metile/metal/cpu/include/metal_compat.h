@@ -10,7 +10,8 @@
  * Parts: mt_base.h (scalars, traits, constants), mt_vec.h + mt_swizzle.h (vectors), mt_math.h (math, integer,
  * geometric and relational functions), mt_simd.h (barriers, simd and quad collectives), mt_diverge.h (control-flow frames
  * around collectives, put in by the front end), mt_matrix.h
- * (simdgroup_matrix), mt_atomic.h (atomics), mt_intrinsics.h (the __metal_* builtins real-world MSL calls).
+ * (simdgroup_matrix), mt_atomic.h (atomics), mt_checked.h (the checked device pointers of checked builds),
+ * mt_intrinsics.h (the __metal_* builtins real-world MSL calls).
  */
 #ifndef METILE_METAL_COMPAT_H
 #define METILE_METAL_COMPAT_H
@@ -29,6 +30,7 @@
 #include "mt_intrinsics.h"
 #include "mt_matrix.h"
 #include "mt_atomic.h"
+#include "mt_checked.h"
 
 /* MSL code may name everything unqualified, with or without `using namespace metal;`. */
 using namespace metal;

@@ -81,24 +81,39 @@ inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(const T valu
     return m;
 }
 
+namespace _mt {
+/* The bodies of simdgroup_load and simdgroup_store, over a plain pointer or a checked one (mt_checked.h). */
+template <class T, int Cols, int Rows, class P>
+inline void mat_load(simdgroup_matrix<T, Cols, Rows>& d, P src, ulong elements_per_row, ulong2 matrix_origin,
+                     bool transpose_matrix, uint32_t line) {
+    prof_event<T>(0, line);
+    const uint32_t lane = mat_lane(), row = mat_row(lane), col = mat_col(lane);
+    for (uint32_t e = 0; e < 2u; ++e)
+        d.e_.v_[e] = T(src[mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)]);
+}
+template <class T, int Cols, int Rows, class P>
+inline void mat_store(const simdgroup_matrix<T, Cols, Rows>& a, P dst, ulong elements_per_row, ulong2 matrix_origin,
+                      bool transpose_matrix, uint32_t line) {
+    prof_event<T>(1, line);
+    const uint32_t lane = mat_lane(), row = mat_row(lane), col = mat_col(lane);
+    for (uint32_t e = 0; e < 2u; ++e)
+        dst[mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)] =
+            rm_t<decltype(dst[0])>(a.e_.v_[e]);
+}
+}  // namespace _mt
+
 template <class T, int Cols, int Rows, class U>
 inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const U* src, ulong elements_per_row = Cols,
                            ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false,
                            uint32_t line = __builtin_LINE()) {
-    _mt::prof_event<T>(0, line);
-    const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
-    for (uint32_t e = 0; e < 2u; ++e)
-        d.e_.v_[e] = T(src[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)]);
+    _mt::mat_load(d, src, elements_per_row, matrix_origin, transpose_matrix, line);
 }
 
 template <class T, int Cols, int Rows, class U>
 inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows>& a, U* dst, ulong elements_per_row = Cols,
                             ulong2 matrix_origin = ulong2(0), bool transpose_matrix = false,
                             uint32_t line = __builtin_LINE()) {
-    _mt::prof_event<T>(1, line);
-    const uint32_t lane = _mt::mat_lane(), row = _mt::mat_row(lane), col = _mt::mat_col(lane);
-    for (uint32_t e = 0; e < 2u; ++e)
-        dst[_mt::mat_offset(row, col + e, elements_per_row, matrix_origin, transpose_matrix)] = U(a.e_.v_[e]);
+    _mt::mat_store(a, dst, elements_per_row, matrix_origin, transpose_matrix, line);
 }
 
 namespace _mt {
