@@ -204,6 +204,10 @@ def test_pointer_spellings_of_the_checked_build():
     assert spelled("S<device T*> s; device T& r = x;") == "S<device_ptr< T>> s; device T& r = x;"
     assert spelled("x = *(device vec<float, 4>*)(p);") == "x = *(device_ptr< vec<float, 4>>)(p);"
     assert spelled("T device* p;") is None and spelled("f(device);") is None
+    # what could make a plain pointer into a buffer: an element's address, a variable of deduced type
+    assert spelled("device float* p; f(&p[2]);") is None and spelled("device float* p; x = &(p[i]);") is None
+    assert spelled("device float* p; auto q = p;") is None
+    assert spelled("device int* p; f(a & b[1], &expected);") == "device_ptr< int> p; f(a & b[1], &expected);"
     assert checked_type("device const float*") == "device_ptr<const float>"
     assert checked_type("constant float*") == "constant float*" and checked_type("device int&") == "device int&"
 

@@ -10,8 +10,10 @@ pointers: the device binds in place only the arrays of `device T*` parameters of
 
 A spelling the rewrite does not follow (a `device` word without its `*` before the end of the declaration, as in
 `T device* p` or a declaration that spans a macro) gives no checked build; so does a source that does not compile as
-one (a pointer turned into an integer or back, a pointer into a buffer made by taking an address). The device then
-copies the arrays, as it does by default.
+one (a pointer turned into an integer or back, a pointer into a buffer declared from an element's address), and one
+that could make a plain pointer into a buffer the C++ compiler would take: the address of an element (`&p[i]`) or a
+variable declared `auto`, whose type would be that plain pointer. The device then copies the arrays, as it does by
+default.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ def pointer_edits(tokens: list[Token]) -> list[tuple[int, int, str]] | None:
     a pointer or reference type this rewrite can spell."""
     edits = []
     for i, t in enumerate(tokens):
-        if t.kind is not Tok.IDENT or t.text != "device":
+        if t.text == "&" and _takes_an_elements_address(tokens, i):
+            return None
+        if t.kind is not Tok.IDENT or t.text not in ("device", "auto"):
             continue
+        if t.text == "auto":
+            return None
         end = _pointer_end(tokens, i)
         if end is None:
             return None
@@ -38,6 +44,17 @@ def pointer_edits(tokens: list[Token]) -> list[tuple[int, int, str]] | None:
         star = tokens[end]
         edits.append((star.start, star.end, ">"))
     return edits
+
+
+def _takes_an_elements_address(tokens: list[Token], i: int) -> bool:
+    """Whether the `&` at `i` is a unary one applied to an indexed name (`&p[i]`, `&(p[i])`)."""
+    before = tokens[i - 1] if i else None
+    if before is not None and (before.kind in (Tok.IDENT, Tok.NUMBER) or before.text in (")", "]")):
+        return before.text == "return"   # a binary `&` (or a reference declarator), but `return &p[i]`
+    j = i + 1
+    while j < len(tokens) and tokens[j].text == "(":
+        j += 1
+    return j + 1 < len(tokens) and tokens[j].kind is Tok.IDENT and tokens[j + 1].text in ("[", "+", "-")
 
 
 def _pointer_end(tokens: list[Token], i: int) -> int | None:
