@@ -398,7 +398,8 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
     dots, old = a.recorded_plans(), k.schedule
-    if dots is old.dots and old.layouts == a.layouts:   # as before (a pass run again): the kernel itself
+    # as before (a pass run again): the kernel itself (a `PMap` is compared with a dict slowly: lengths first)
+    if dots is old.dots and len(old.layouts) == len(a.layouts) and old.layouts == a.layouts:
         return k
     return evolve_node(k, schedule=evolve_node(old, dots=dots, layouts=pmap(a.layouts)))
 
