@@ -186,6 +186,9 @@ class ControlFlow(Exits):
         names = parts.names
         inits_given = parts.flat(before)
         types = {n: sem.type_of(v, loc) for n, v in zip(names, inits_given)}
+        # the carried variables whose initial value is active everywhere, so that they are (`self.active`): where an
+        # update is inactive `skip_inactive` keeps the old value, so they are in every iteration, and after the loop
+        active = [i for i, v in enumerate(inits_given) if active_everywhere(self, v)]
         slots = LoopSlots(self, what, loc)
         plain = {n for n in parts.given if n not in parts.templates and n.isidentifier()}
         early = memo is not None and bool(plain)
@@ -198,7 +201,8 @@ class ControlFlow(Exits):
             prev, carried = carried, [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
                                       for i, n in enumerate(names)]
             slot_vars = slots.place()
-            self.mark_active(carried, inits_given)
+            for i in active:
+                self.active[carried[i].name] = carried[i]
             widening = Widening(names, plain, carried, types, loc, test) if early and attempt < _MAX_WIDEN - 1 \
                 and any(not types[n].shape for n in plain) else None
             if memo is not None:
@@ -236,17 +240,10 @@ class ControlFlow(Exits):
         inits = [self.coerce_to(v, types[n], loc) for n, v in zip(names, inits_given)] + slot_inits
         yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)] + slot_yields
         results = [Var(self.fresh(n), types[n], loc=loc) for n in names]
-        self.mark_active(results, inits_given)
+        for i in active:
+            self.active[results[i].name] = results[i]
         before.update(parts.rebuilt(results))
         return carried + slot_vars, inits, yields, results + slots.finish(), out
-
-    def mark_active(self, carried: list[Var], inits: list) -> None:
-        """Record as active everywhere (`self.active`) each carried variable or result of a loop whose initial value
-        is: `skip_inactive` keeps the old value of a carried variable where an update is inactive, so such a
-        variable is active at every element in every iteration, and after the loop."""
-        for c, v in zip(carried, inits):
-            if active_everywhere(self, v):
-                self.active[c.name] = c
 
     def stmt_For(self, node: ast.For) -> None:
         loc = self.loc(node)
