@@ -133,11 +133,56 @@ def test_kernels_without_inactive_elements_are_returned_as_they_are():
     for k in (softmax_identity.trace(F32, F32, 300, BLOCK=256),           # the identity style: nothing to skip
               docs.vec_add.trace(F32, F32, F32, 10, BLOCK=256)):           # masked loads no reduction reads
         assert skip_inactive(fold_constants(k)) is fold_constants(k)
-    # dot(a, b, acc) reads acc through AllActive, which the pass removes; nothing else changes
+    # dot(a, b, acc) of an accumulator carried from zeros adds it as it is: it is active everywhere
     k = fold_constants(docs.matmul.trace(F32, F32, F32, 64, 64, 64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32))
+    assert not any(isinstance(n, AllActive) for n in walk(k)) and skip_inactive(k) is k
+    # one carried from a masked load reads it through AllActive, which the pass removes; nothing else changes
+    k = fold_constants(dot_from_a_masked_load.trace(F32, F32, F32, F32, 100, BLOCK=16))
     out = skip_inactive(k)
     assert any(isinstance(n, AllActive) for n in walk(k)) and not any(isinstance(n, AllActive) for n in walk(out))
     assert out == bottom_up(lambda n: n.x if isinstance(n, AllActive) else None, k)
+
+
+@metile.kernel
+def dot_from_a_masked_load(A, B, C, Out, n, BLOCK: metile.constexpr):
+    r = metile.arange(0, BLOCK)
+    idx = r[:, None] * BLOCK + r[None, :]
+    acc = metile.load(C + idx, mask=idx < n)          # inactive from element n on
+    for _k in metile.tile_range(0, BLOCK, BLOCK):
+        acc = metile.dot(metile.load(A + idx), metile.load(B + idx), acc)   # active everywhere
+    metile.store(Out, metile.sum(metile.sum(acc, axis=1)))
+
+
+@metile.kernel
+def dot_from_zeros(A, B, Out, BLOCK: metile.constexpr):
+    r = metile.arange(0, BLOCK)
+    idx = r[:, None] * BLOCK + r[None, :]
+    zero = metile.zeros((BLOCK, BLOCK), dtype="f32")
+    acc = zero
+    for _k in metile.tile_range(0, BLOCK, BLOCK):
+        acc = metile.dot(metile.load(A + idx, mask=idx < 100), metile.load(B + idx), acc)
+    metile.store(Out, metile.sum(metile.sum(acc, axis=1)))
+
+
+@pytest.mark.parametrize("n", [100, 256])
+def test_a_product_is_active_everywhere_whatever_its_accumulator(n):
+    rng = np.random.default_rng(n)
+    a, b, c = (rng.integers(-3, 4, (16, 16)).astype(np.float32) for _ in range(3))
+    out = np.zeros(1, np.float32)
+    dot_from_a_masked_load[(1,)](a, b, c, out, n, BLOCK=16)
+    want = np.where(np.arange(256).reshape(16, 16) < n, c, 0) + a @ b
+    assert out[0] == want.sum()
+
+
+def test_an_accumulator_carried_from_a_fill_is_read_without_all_active():
+    # `acc = zero` binds the fill's variable again; the loop carries it from there
+    k = dot_from_zeros.trace(F32, F32, F32, BLOCK=16)
+    assert not any(isinstance(n, AllActive) for n in walk(k))
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, (16, 16)).astype(np.float32) for _ in range(2))
+    out = np.zeros(1, np.float32)
+    dot_from_zeros[(1,)](a, b, out, BLOCK=16)
+    assert out[0] == (np.where(np.arange(256).reshape(16, 16) < 100, a, 0) @ b).sum()
 
 
 def test_the_seed_softmax_keeps_its_running_values_with_one_select_per_update():

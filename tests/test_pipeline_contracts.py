@@ -152,6 +152,22 @@ def test_a_broken_pipeline_is_refused_when_the_kernel_is_defined():
         k.with_pipeline(order)
 
 
+def test_run_refuses_a_broken_pipeline_after_running_a_good_one():
+    """`run` checks a pipeline only when it differs from the one it ran last: the default pipeline run twice, then
+    one of the same passes in another order, is refused all the same (and a list edited in place is seen anew)."""
+    from metile.rewrite.pipeline import run
+
+    k = metile.kernel(masked_max).trace(np.zeros(16, np.float32), np.zeros(1, np.float32), 5, BLOCK=16)
+    pipe = list(DEFAULT_PIPELINE)
+    run(pipe, k)
+    run(pipe, k)
+    pipe.insert(0, pipe.pop(pipe.index(next(p for p in pipe if p.name == "lower_tiles"))))
+    with pytest.raises(PipelineError, match="lower_tiles"):
+        run(pipe, k)
+    with pytest.raises(PipelineError, match="lower_tiles"):
+        run(pipe, k)
+
+
 def _breaks_a_contract(passes) -> bool:
     """The contracts of `check_order`, on sets of facts."""
     provided = set()

@@ -22,7 +22,7 @@ from metile.frontend.errors import (
     ShapeMismatchError,
     UnsupportedSyntaxError,
 )
-from metile.frontend.matmul import product
+from metile.frontend.matmul import active_everywhere, product
 from metile.ir.errors import Loc
 from metile.ir.ops import ReduceOp
 from metile.ir.stmts import Barrier, Store
@@ -206,7 +206,7 @@ def dot(tr, loc, a, b, acc, input_precision, allow_tf32, out_dtype):
     if allow_tf32 not in (None, True, False):
         raise KernelArgumentError(f"dot: allow_tf32 must be True, False or None, not {allow_tf32!r}", loc)
     tf32 = input_precision == "tf32" or (input_precision is None and allow_tf32 is True)
-    out = product(a, b, acc, loc, tf32)
+    out = product(a, b, acc, loc, tf32, active=acc is not None and active_everywhere(tr, acc))
     return out if out_dtype is None else sem.cast(out, parse_dtype(out_dtype, loc), loc)
 
 

@@ -32,6 +32,7 @@ from metile.frontend.errors import (
     UnsupportedSyntaxError,
 )
 from metile.frontend.exits import Exits, any_set, body_exits, dead_value, flag_names
+from metile.frontend.matmul import active_everywhere
 from metile.frontend.regions import LoopSlots, hand_off, hand_off_items, leave_branch, merge_containers, merge_value
 from metile.frontend.replay import BodyMemo, same_var
 from metile.frontend.widen import Widening
@@ -183,7 +184,11 @@ class ControlFlow(Exits):
         loc = self.loc(node)
         parts = CarriedParts(before, names, loc)   # a composite value (a block pointer) is carried part by part
         names = parts.names
-        types = {n: sem.type_of(v, loc) for n, v in zip(names, parts.flat(before))}
+        inits_given = parts.flat(before)
+        types = {n: sem.type_of(v, loc) for n, v in zip(names, inits_given)}
+        # the carried variables whose initial value is active everywhere, so that they are (`self.active`): where an
+        # update is inactive `skip_inactive` keeps the old value, so they are in every iteration, and after the loop
+        active = [i for i, v in enumerate(inits_given) if active_everywhere(self, v)]
         slots = LoopSlots(self, what, loc)
         plain = {n for n in parts.given if n not in parts.templates and n.isidentifier()}
         early = memo is not None and bool(plain)
@@ -196,6 +201,8 @@ class ControlFlow(Exits):
             prev, carried = carried, [same_var(carried[i] if carried else None, self.fresh(n), types[n], loc)
                                       for i, n in enumerate(names)]
             slot_vars = slots.place()
+            for i in active:
+                self.active[carried[i].name] = carried[i]
             widening = Widening(names, plain, carried, types, loc, test) if early and attempt < _MAX_WIDEN - 1 \
                 and any(not types[n].shape for n in plain) else None
             if memo is not None:
@@ -230,9 +237,11 @@ class ControlFlow(Exits):
                 raise KernelTypeError("the types of loop-carried variables do not settle", loc)
             self.names, types = used, new
         slot_inits, slot_yields = slots.carried()
-        inits = [self.coerce_to(v, types[n], loc) for n, v in zip(names, parts.flat(before))] + slot_inits
+        inits = [self.coerce_to(v, types[n], loc) for n, v in zip(names, inits_given)] + slot_inits
         yields = [self.coerce_to(y, types[n], loc) for n, y in zip(names, ys)] + slot_yields
         results = [Var(self.fresh(n), types[n], loc=loc) for n in names]
+        for i in active:
+            self.active[results[i].name] = results[i]
         before.update(parts.rebuilt(results))
         return carried + slot_vars, inits, yields, results + slots.finish(), out
 

@@ -4,7 +4,9 @@ longest exact inner dimension of integer operands, and how the accumulator is ad
 `dot(a, b, acc)` is `AllActive(acc) + Dot(a, b)`, converted: products of integer tiles become `i32` (exact), and
 the sum is formed in f32 and converted once to the accumulator's type unless that type is f32, or an integer type
 with integer tiles (added in that type). `AllActive` makes the result active everywhere (5.3), where
-`acc + dot(a, b)` keeps the inactivity of `acc`.
+`acc + dot(a, b)` keeps the inactivity of `acc`. An accumulator the trace knows to be active everywhere
+(`active_everywhere`: a constant, a fill, or a variable bound to one or carried by a loop from one) is added as it
+is: `AllActive` of it would change nothing, and `skip_inactive` would have to rebuild the kernel to remove it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from metile.ir.errors import Loc
 from metile.ir.ops import BinOp
 from metile.ir.tile import AllActive, Dot, Full
 from metile.ir.types import COMPUTE_AS, DType, PtrType
-from metile.ir.values import Binary, Const, Value
+from metile.ir.values import Binary, Const, Value, Var
 
 _MATRIX_INPUTS = (DType.F32, DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2, DType.I8, DType.U8)
 _INT_RANGE = {DType.I8: 128, DType.U8: 255}   # the largest magnitude of each integer matrix input
@@ -46,9 +48,20 @@ def matrix_dtype(da: DType, db: DType, loc: Loc) -> DType:
     return DType.F16
 
 
-def product(a, b, acc, loc: Loc, tf32: bool = False) -> Value:
+def active_everywhere(tr, v) -> bool:
+    """Whether the trace knows `v` to be active at every element (`metile.rewrite.inactive`): a number, a constant,
+    a fill, or a variable of `tr.active` (bound to a fill, or carried by a loop from a value active everywhere, which
+    a loop's updates never make inactive). False says nothing."""
+    cls = v.__class__
+    if cls is Var:
+        return tr.active.get(v.name) is v
+    return cls is Const or cls is Full or not isinstance(v, Value)
+
+
+def product(a, b, acc, loc: Loc, tf32: bool = False, active: bool = False) -> Value:
     """`acc + a @ b` as Tile IR (6.6), or `a @ b` when `acc` is None; `tf32` lets a product of floats that is
-    computed in f32 be computed at TF32's precision (`Dot.tf32`)."""
+    computed in f32 be computed at TF32's precision (`Dot.tf32`); `active`: `acc` is known to be active everywhere
+    (`active_everywhere`), so it is added without `AllActive`."""
     for x, n in ((a, "a"), (b, "b")):
         if not isinstance(x, Value) or isinstance(x.type, PtrType) or len(x.type.shape) not in (2, 3):
             kind = x.type if isinstance(x, Value) else type(x).__name__
@@ -84,7 +97,7 @@ def product(a, b, acc, loc: Loc, tf32: bool = False) -> Value:
         raise KernelTypeError("dot: the accumulator is a bool tile; accumulate in a number type (f32, for example)",
                               loc)
     dt = COMPUTE_AS.get(dt, dt)
-    if isinstance(acc, Value) and not isinstance(acc, (Const, Full)):
+    if not active and isinstance(acc, Value) and not isinstance(acc, (Const, Full)):
         acc = AllActive(acc, loc=loc)   # the result is active everywhere, whatever the inactivity of acc (5.3)
     if (dt.is_float and dt is not DType.F32) or (dt.is_int and prod.type.dtype.is_float):
         # added in f32 and converted once to the accumulator's type; an integer acc too, to float products (an i32
@@ -94,4 +107,4 @@ def product(a, b, acc, loc: Loc, tf32: bool = False) -> Value:
     return Binary(BinOp.ADD, sem.coerce(acc, dt, out, loc), sem.cast(prod, dt, loc), loc=loc)
 
 
-__all__ = ["matrix_dtype", "max_int_dot_k", "product"]
+__all__ = ["active_everywhere", "matrix_dtype", "max_int_dot_k", "product"]

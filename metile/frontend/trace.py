@@ -28,7 +28,7 @@ from metile.ir.errors import Loc, MetileError
 from metile.ir.names import ir_name
 from metile.ir.ops import Stage
 from metile.ir.stmts import Kernel, Let
-from metile.ir.tile import SimdgroupId, SimdLaneId, ThreadId
+from metile.ir.tile import Full, SimdgroupId, SimdLaneId, ThreadId
 from metile.ir.types import SCALAR_TYPES, DType, PtrType
 from metile.ir.values import Const, Param, SharedAlloc, SimdBroadcast, SimdReduce, SimdShuffleXor, Stmt, Value, Var
 from metile.language import constexpr
@@ -76,6 +76,8 @@ def _assign(tr, stmt: ast.Assign) -> None:
         tr.stmts.append(Let(var, value, loc=loc))
         if value.type.__class__ is PtrType:
             tr.pointers[var.name] = value
+        elif value.__class__ is Full:
+            tr.active[var.name] = var
         value = var
     tr.env[name] = value
     tr.hidden.pop(name, None)
@@ -116,6 +118,8 @@ class Tracer(ControlFlow):
         self.subs: tuple | None = None  # how a statement traced again after a widening replays its parts (`widen`)
         self.calls: list[int] = []  # per @metile.func being traced (innermost last), the depth it was called at
         self.pointers: dict[str, Value] = {}   # the value each `Let` of a pointer binds (to find its array)
+        # variables active at every element (`metile.frontend.matmul.active_everywhere`), by name
+        self.active: dict[str, Var] = {}
         self.thread_level = False   # whether the kernel uses thread_id, simd_lane_id, shared or simdgroup exchanges
         self.lengths: dict[int, Param] = {}    # per pointer parameter index, the hidden length parameter
         self.owned: dict[int, tuple] = {}  # the lists and dicts the kernel's code built, by id: (it, its region)
@@ -147,6 +151,8 @@ class Tracer(ControlFlow):
         self.emit(Let(var, value, loc=loc))
         if value.type.__class__ is PtrType:
             self.pointers[var.name] = value
+        elif value.__class__ is Full:
+            self.active[var.name] = var
         if value.__class__ in THREAD_LEVEL:
             self.thread_level = True
         return var

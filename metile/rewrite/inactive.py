@@ -13,7 +13,8 @@ reduction, a `dot` result and `AllActive(x)` (the accumulator of `dot(a, b, acc)
 inactivity of `acc`, `dot(a, b, acc)` does not) are active everywhere. A loop-carried value starts with its
 initial value's activity and gains the elements each iteration makes active; a runtime `if` or `simdgroup_role`
 result has the activity of the value its branch yields. Nothing else (stores, atomics, simdgroup exchanges)
-looks at activity.
+looks at activity. These rules are `metile.rewrite.activity`'s; the walk does not look at the operands of a value
+whose activity is none of theirs (a `dot`, a reduction), as `dot(a, b)` of two masked loads.
 
 The pass makes all of this ordinary IR, so no later pass knows about activity:
 - `skip_reduction` (a rule): `reduce(x)` -> `reduce(where(active(x), x, identity))`, and the same for scans
@@ -38,38 +39,10 @@ import attrs
 from metile.ir.node import Node, children, children_getter, evolve_node, map_children, no_children, walk
 from metile.ir.ops import BinOp, Stage, UnOp
 from metile.ir.stmts import AtomicAdd, Barrier, DeviceAssert, DevicePrint, For, If, Kernel, Let, Store, While
-from metile.ir.tile import (
-    AllActive,
-    ArgReduce,
-    Broadcast,
-    ExpandDims,
-    Full,
-    Join,
-    Permute,
-    Reduce,
-    Reshape,
-    Scan,
-    SimdgroupRole,
-    Take,
-    Transpose,
-)
+from metile.ir.tile import AllActive, ArgReduce, Full, Reduce, Scan, SimdgroupRole
 from metile.ir.types import DType, TileType
-from metile.ir.values import (
-    AddPtr,
-    Binary,
-    Bitcast,
-    Cast,
-    Compare,
-    Const,
-    Fma,
-    IntToPtr,
-    Load,
-    Stmt,
-    Unary,
-    Value,
-    Var,
-    Where,
-)
+from metile.ir.values import Binary, Cast, Load, Stmt, Unary, Value, Var, Where
+from metile.rewrite.activity import READS_OPERANDS, both, either, everywhere, node_activity, pick
 from metile.rewrite.context import PassContext
 from metile.rewrite.driver import bottom_up
 from metile.rewrite.errors import UnsupportedConstructError
@@ -78,89 +51,8 @@ from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.scan import Scan as KernelScan
 from metile.rewrite.scan import replaced_scan, scan, scan_analysis
 
-_TRUE = Const(True, DType.BOOL)
 _UNKNOWN = object()
-
-
-# ---- activity values: None is "active everywhere"
-
-def both(a: Value | None, b: Value | None) -> Value | None:
-    """Active where `a` and `b` are."""
-    if a is None or a == b:
-        return b
-    if b is None:
-        return a
-    return Binary(BinOp.AND, a, b)
-
-
-def either(a: Value | None, b: Value | None) -> Value | None:
-    """Active where `a` or `b` is."""
-    if a is None or b is None:
-        return None
-    if a == b:
-        return a
-    return Binary(BinOp.OR, a, b)
-
-
-def pick(c: Value, a: Value | None, b: Value | None) -> Value | None:
-    """The activity of `where(c, x, y)`, `x` active at `a` and `y` at `b`."""
-    if a == b:
-        return a
-    if a is None:
-        return None if b == Unary(UnOp.NOT, c) else Binary(BinOp.OR, c, b)
-    if b is None:
-        return None if a == c else Binary(BinOp.OR, Unary(UnOp.NOT, c), a)
-    return Where(c, a, b)
-
-
-def everywhere(shape: tuple[int, ...]) -> Value:
-    """An activity value that is true at every element of a value of `shape`."""
-    return _TRUE if shape == () else Full(shape, _TRUE)
-
-
-def _node_activity(n: Node, act) -> Value | None:
-    """The activity of value `n` from the activity `act(child)` of its children (already known)."""
-    match n:
-        case Binary(lhs=a, rhs=b) | Compare(lhs=a, rhs=b) | AddPtr(ptr=a, offset=b):
-            return both(act(a), act(b))
-        case Unary(x=x) | Cast(x=x) | Bitcast(x=x) | IntToPtr(x=x) | Scan(x=x):
-            return act(x)
-        case Fma(a=a, b=b, c=c):
-            return both(both(act(a), act(b)), act(c))
-        case Where(cond=c, x=x, y=y):
-            return pick(c, act(x), act(y))
-        case Load(ptr=ptr, mask=None):
-            return act(ptr)
-        case Load(ptr=ptr, mask=mask, other=None):
-            return both(mask, act(ptr))
-        case Load(ptr=ptr, mask=mask, other=other):
-            return pick(mask, act(ptr), act(other))
-        case Broadcast(x=x, shape=shape):
-            a = act(x)
-            return None if a is None else Broadcast(a, shape)
-        case ExpandDims(x=x, axis=axis):
-            a = act(x)
-            return None if a is None else ExpandDims(a, axis)
-        case Reshape(x=x, shape=shape):
-            a = act(x)
-            return None if a is None else Reshape(a, shape)
-        case Transpose(x=x):
-            a = act(x)
-            return None if a is None else Transpose(a)
-        case Permute(x=x, order=order):
-            a = act(x)
-            return None if a is None else Permute(a, order)
-        case Take(x=x, axis=axis, index=index):
-            a = act(x)
-            return None if a is None else Take(a, axis, index)
-        case Join(a=x, b=y):
-            ax, ay = act(x), act(y)
-            if ax is None and ay is None:
-                return None
-            return Join(everywhere(x.type.shape) if ax is None else ax, everywhere(y.type.shape) if ay is None else ay)
-    # Constants, ranges, fills, identities, parameters, reductions, gathers (an inactive element picked reads as 0,
-    # as reductions and scans built from gathers need), `dot` results, `AllActive`, simdgroup exchanges.
-    return None
+_READING: dict[type, bool] = {}   # per class of value, whether it is one of `READS_OPERANDS` (or a subclass of one)
 
 
 @attrs.frozen
@@ -232,7 +124,7 @@ class _Walk:
             if n.__class__ is tuple:
                 n = n[0]
                 if id(n) not in memo:
-                    memo[id(n)] = _node_activity(n, known)
+                    memo[id(n)] = node_activity(n, known)
                     held.append(n)
                 continue
             key = id(n)
@@ -254,13 +146,20 @@ class _Walk:
                 memo[key] = env[name]
                 held.append(n)
                 continue
-            todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)] \
-                if n.__class__ is not AllActive else None
+            cls = n.__class__
+            reads = _READING.get(cls)
+            if reads is None:
+                reads = _READING[cls] = issubclass(cls, READS_OPERANDS)
+            if not reads:   # active everywhere whatever its operands (a `dot`, a reduction): they are not looked at
+                memo[key] = None
+                held.append(n)
+                continue
+            todo = [c for c in children(n) if id(c) not in memo and isinstance(c, Value)]
             if todo:
                 push((n,))
                 stack.extend(todo)
                 continue
-            memo[key] = _node_activity(n, known)
+            memo[key] = node_activity(n, known)
             held.append(n)
         return memo[id(v)]
 

@@ -76,6 +76,7 @@ from metile.rewrite.passes import Fact, define_pass
 from metile.rewrite.plan import axis_analysis
 from metile.rewrite.scan import scan
 
+_PLAIN = MmaPlan()   # the plan of a product no pass has chosen anything for
 ROLL_SLOTS = 8   # slots per thread from which a statement over a tile becomes a run-time loop over its slots
 ELEMENTWISE = (Binary, Unary, Compare, Where, Cast, Bitcast, IntToPtr, Fma)   # element i of the result reads element i
 
@@ -142,6 +143,7 @@ class _Assign:
         self.by_statement = self.has_dots and found.has(SimdgroupRole)
         self.has_atomics = found.has(AtomicRMW)   # without one, no value writes memory
         self.arranged: dict[Dot, dict[int, tuple[int, int]]] = {}   # per product, per group size, its arrangement
+        self.frags: dict[tuple[Dot, Group], Fragments | None] = {}   # `product`'s answers
         plan = k.plan
         self.program = Group(plan.threads, 0, plan.simdgroups)
         self.written: set | None = None   # the buffers the kernel writes (`apart`), found when first asked
@@ -159,11 +161,16 @@ class _Assign:
         return Blocked(group.threads, choose_vec(size, group.threads, self.plan.vector_width), group.first_sg)
 
     def how(self, d: Dot) -> MmaPlan:
-        return self.plans.get(d, MmaPlan())
+        return self.plans.get(d, _PLAIN)
 
     def product(self, d: Dot, group: Group) -> Fragments | None:
-        """`d`'s fragments in `group`; its arrangement goes to its plan unless groups of two sizes compute it."""
-        frag = fragments_of(d, group, self.how(d))
+        """`d`'s fragments in `group`; its arrangement goes to its plan unless groups of two sizes compute it. Found
+        once per product and group: a product's result is asked for again by the `Let` binding it and by the loop
+        carrying it (its plan, which they depend on besides, is the same throughout the walk)."""
+        key = (d, group)
+        if key in self.frags:
+            return self.frags[key]
+        frag = self.frags[key] = fragments_of(d, group, self.how(d))
         if frag is not None:
             self.arranged.setdefault(d, {})[group.sgs] = (frag.sg_m, frag.sg_n)
         return frag
@@ -174,7 +181,7 @@ class _Assign:
         for d, by_size in self.arranged.items():
             if len(by_size) == 1:
                 (chosen,) = by_size.values()
-                how = plans.get(d, MmaPlan())
+                how = plans.get(d, _PLAIN)
                 if how.simdgroups != chosen:
                     plans = plans.set(d, evolve_node(how, simdgroups=chosen))
         return plans
@@ -391,7 +398,8 @@ def assign_layouts(k: Kernel, ctx: PassContext) -> Kernel:
     a = _Assign(k, ctx)
     a.block(k.body, a.program)
     dots, old = a.recorded_plans(), k.schedule
-    if dots is old.dots and old.layouts == a.layouts:   # as before (a pass run again): the kernel itself
+    # as before (a pass run again): the kernel itself (a `PMap` is compared with a dict slowly: lengths first)
+    if dots is old.dots and len(old.layouts) == len(a.layouts) and old.layouts == a.layouts:
         return k
     return evolve_node(k, schedule=evolve_node(old, dots=dots, layouts=pmap(a.layouts)))
 

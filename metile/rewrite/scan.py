@@ -296,7 +296,11 @@ class Scan:
         """The lists of `_by_type` whose class is `cls` or a subclass, found once per `cls` (the scan is read-only)."""
         found = self._matching.get(cls)
         if found is None:
-            found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
+            if cls.__class__ is not tuple and not cls.__subclasses__():   # a class without subclasses: its own list
+                same = self._by_type.get(cls)
+                found = self._matching[cls] = [] if same is None else [same]
+            else:
+                found = self._matching[cls] = [same for c, same in self._by_type.items() if issubclass(c, cls)]
         return found
 
     def of(self, cls: type | tuple[type, ...]) -> list[Node]:
