@@ -226,7 +226,6 @@ class _Emitter:
             self.records = records = facts.records
             self.reads = facts.reads
             self.mutable: set[str] = set()  # variables written as mutable locals (carried values, results)
-            self.sharing: dict[str, set[str]] = {}  # C name -> the variables written as it, when more than one
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
             params = []   # (name, kind, type text, index, attribute, is_reference) of each, in order
@@ -510,9 +509,11 @@ class _Emitter:
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
-        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
-            decl = self.local_decl(name, var if var.type.__class__ is PtrType else value)
-            self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
+        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;` (`local_decl`)
+            t = var.type
+            decl = (f"{pointer_text(t, self.ptr_is_const(var, t))} const" if t.__class__ is PtrType
+                    else "const " + type_text(value.type))
+            self.lines.append(f"{pad}{decl} {name} = {self.expr(value)[0]};")
             return
         match value:
             case SharedAlloc():
