@@ -34,10 +34,12 @@ def assign(em: Emitter, targets, values, *, fresh: bool = False) -> None:
                  if not (v.__class__ is Var and names[v.name] == names[t.name])]
     if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], {names[t.name] for t, _ in pairs}, names):
         texts = [temporary(em, t, v) for t, v in pairs]
-    else:
-        texts = [lane(em, v) if v.__class__ is Extract else em.expr(v)[0] for _, v in pairs]
-    pad = em.pad
-    em.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+        pad = em.pad
+        em.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+    else:   # each value's locals are declared before the first assignment: the list is built before it is added
+        pad, expr = em.pad, em.expr
+        em.lines += [f"{pad}{names[t.name]} = {lane(em, v) if v.__class__ is Extract else expr(v)[0]};"
+                     for t, v in pairs]
     if em.owners is not None and (loc := next((v.loc for v in values if v.loc is not None), None)) is not None:
         em.owners.nest(start, len(em.lines), loc)
 

@@ -417,7 +417,10 @@ class _Emitter:
         """Declare the shared compound value `v` as the local `name`."""
         if self.owners is not None and (loc := v.loc or self.within) is not None:
             self.owners.owner[len(self.lines)] = loc
-        self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
+        t = v.type   # `local_decl(name, v)`, without its call
+        decl = (f"{pointer_text(t, self.ptr_is_const(v, t))} const" if t.__class__ is PtrType
+                else "const " + type_text(t))
+        self.lines.append(f"{self.pad}{decl} {name} = {text};")
 
     def leaf(self, v: Value) -> tuple[str, str]:
         """The texts of a value without children (the same wherever it is), kept by id in `leaves`."""
@@ -459,7 +462,7 @@ class _Emitter:
 
     def stmt(self, s: Stmt) -> None:
         expr, start = self.expr, len(self.lines)
-        match s:
+        match s:  # the most common first
             case Let():
                 self.let(self.names[s.var.name], s.var, s.value)
             case Store():
@@ -468,6 +471,12 @@ class _Emitter:
                 self.lines.append(f"{self.pad}{self.element(s.ptr)} = {expr(s.value)[0]};")
                 if s.mask is not None:
                     self.close_block()
+            case VecStore():
+                self.lines.append(f"{self.pad}*({s.ptr.type.space._value_} {type_text(s.value.type)}*)"
+                                  f"({expr(s.ptr)[0]}) = {expr(s.value)[0]};")
+            case MatrixStore():
+                self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
+                                  f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case For():
                 for_loop(self, s)
             case If():
@@ -482,12 +491,6 @@ class _Emitter:
                 self.lines.append(f"{self.pad}{call};")
                 if s.mask is not None:
                     self.close_block()
-            case VecStore():
-                self.lines.append(f"{self.pad}*({s.ptr.type.space._value_} {type_text(s.value.type)}*)"
-                                  f"({expr(s.ptr)[0]}) = {expr(s.value)[0]};")
-            case MatrixStore():
-                self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
-                                  f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case _ if isinstance(s, TENSOR_STMTS):
                 self.lines += tensor_lines(s, self.pad, lambda v: expr(v)[0], self.helpers, self.names)
             case Barrier():
