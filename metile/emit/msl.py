@@ -308,8 +308,8 @@ class _Emitter:
 
     def compound(self, v: Value, rec: list) -> tuple[str, ...]:
         """The texts of the value with children `v`, whose record is `rec` (see `expr`)."""
-        expr, element = self.expr, None
-        match v:  # values that may be named set `text`, `atomic` (and `element`) and are declared below
+        expr = self.expr
+        match v:  # values that may be named set `text` and `atomic` and are declared below (an `AddPtr` returns)
             case Binary():
                 lhs, rhs = v.lhs, v.rhs
                 t = lhs.type
@@ -321,9 +321,14 @@ class _Emitter:
                     text, atomic = f"{narrow}({expr(lhs)[1]} {word} {expr(rhs)[1]})", True
                 else:
                     text, atomic = f"{expr(lhs)[1]} {word} {expr(rhs)[1]}", False
-            case AddPtr():
+            case AddPtr():  # with the element it points to
                 base, offset = expr(v.ptr)[1], expr(v.offset)
-                text, atomic, element = f"{base} + {offset[1]}", False, f"{base}[{offset[0]}]"
+                text = f"{base} + {offset[1]}"
+                if not rec[3]:
+                    return text, f"({text})", f"{base}[{offset[0]}]"
+                name = self.shared(v, rec, text)
+                texts = rec[2] = (name, name, name + "[0]")
+                return texts
             case Compare():
                 text, atomic = f"{expr(v.lhs)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs)[1]}", False
             case AtomicRMW():
@@ -404,14 +409,18 @@ class _Emitter:
             case _:
                 assert_never(v)
         if not rec[3]:  # one parent: inline (met again only as a part of that parent, written anew)
-            if element is not None:
-                return text, f"({text})", element
             return (text, text) if atomic else (text, f"({text})")
-        name = self.local_name("t")  # two or more parents: named, and found again while the body is open
-        self.named(name, v, text)
-        texts = rec[2] = (name, name) if element is None else (name, name, name + "[0]")
-        self.scope.append(rec)
+        name = self.shared(v, rec, text)
+        texts = rec[2] = (name, name)
         return texts
+
+    def shared(self, v: Value, rec: list, text: str) -> str:
+        """Declare the value `v` of two or more parents, whose record is `rec` and text `text`, as the next local
+        `tN` (its texts, which the caller sets in `rec`, are then found again while the body is open)."""
+        name = self.local_name("t")
+        self.named(name, v, text)
+        self.scope.append(rec)
+        return name
 
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
