@@ -269,10 +269,10 @@ class _Emitter:
         """The texts of `v`: as a whole, and as an operand (in parentheses unless atomic); with the element it points
         to, for an `AddPtr`."""
         cls = v.__class__
-        if cls is Var:  # the most common value
-            text = self.names[v.name]
-            return text, text
-        if cls in LEAVES:
+        if cls in LEAVES:  # values with children are the most common, then variables
+            if cls is Var:
+                text = self.names[v.name]
+                return text, text
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
         loc = v.loc
@@ -293,10 +293,10 @@ class _Emitter:
     def unlocated_expr(self, v: Value) -> tuple[str, ...]:
         """`expr(v)` without keeping `within` (what `emit_msl`, which keeps no line owners, calls as `expr`)."""
         cls = v.__class__
-        if cls is Var:
-            text = self.names[v.name]
-            return text, text
         if cls in LEAVES:
+            if cls is Var:
+                text = self.names[v.name]
+                return text, text
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
         rec = self.by_hash.get(v._h)
