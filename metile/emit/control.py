@@ -32,12 +32,14 @@ def assign(em: Emitter, targets, values, *, fresh: bool = False) -> None:
     else:
         pairs = [(t, v) for t, v in zip(targets, values)   # an equal `Var` has the same name
                  if not (v.__class__ is Var and names[v.name] == names[t.name])]
-    if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], written_as(em, [t for t, _ in pairs])):
+    if not fresh and len(pairs) > 1 and reads_any([v for _, v in pairs], {names[t.name] for t, _ in pairs}, names):
         texts = [temporary(em, t, v) for t, v in pairs]
-    else:
-        texts = [lane(em, v) if v.__class__ is Extract else em.expr(v)[0] for _, v in pairs]
-    pad = em.pad
-    em.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+        pad = em.pad
+        em.lines += [f"{pad}{names[t.name]} = {text};" for (t, _), text in zip(pairs, texts)]
+    else:   # each value's locals are declared before the first assignment: the list is built before it is added
+        pad, expr = em.pad, em.expr
+        em.lines += [f"{pad}{names[t.name]} = {lane(em, v) if v.__class__ is Extract else expr(v)[0]};"
+                     for t, v in pairs]
     if em.owners is not None and (loc := next((v.loc for v in values if v.loc is not None), None)) is not None:
         em.owners.nest(start, len(em.lines), loc)
 
@@ -50,22 +52,10 @@ def lane(em: Emitter, v: Extract) -> str:
     return em.expr(v)[0]
 
 
-def written_as(em: Emitter, targets) -> set[str]:
-    """The variables whose text is the C name of one of `targets` (each target, and those sharing its local)."""
-    out: set[str] = set()
-    for t in targets:
-        out.add(t.name)
-        shared = em.sharing.get(em.names[t.name])
-        if shared:
-            out |= shared
-    return out
-
-
 def same_local(em: Emitter, var: Var, other: Var) -> None:
-    """Write `var` as `other`'s local from here on."""
+    """Write `var` as `other`'s local from here on (a yield reading either is then found by the local's C name)."""
     names = em.names
-    text = names[var.name] = names[other.name]
-    em.sharing.setdefault(text, {other.name}).add(var.name)
+    names[var.name] = names[other.name]
     if other.name in em.mutable:
         em.mutable.add(var.name)
 

@@ -16,7 +16,8 @@
   binding back to the parameter; `sole_root`: the one parameter a pointer points into (16-bit atomics find their
   word from the element's index in it); `written_params`: the pointer parameters some store, vector store,
   matrix store or atomic add writes through.
-- `reads_any`: whether some values read one of some bound names (for parallel assignment of yields).
+- `reads_any`: whether some values read a bound name written as one of some C identifiers (for parallel assignment
+  of yields).
 - `builtins_used`: the thread-position attributes the body reads, in `BuiltinKind` order.
 """
 
@@ -144,12 +145,8 @@ def scan(k: Kernel) -> Facts:
         for s in bodies[-1]:
             # The parent of the statement's values: the first statement met of its structure (no record: the emitter
             # looks up values only).
-            rec = firsts.get(s._h)
-            if rec is None:
-                if s.__class__ not in ADMITTED_METAL:
-                    Records.check(s)
-                rec = firsts[s._h] = s
-            elif rec is not s and rec != s:
+            rec = firsts.setdefault(s._h, s)
+            if rec is not s and rec != s:
                 rec = apart.setdefault(s, s)
             match s:
                 case Let():
@@ -195,8 +192,8 @@ def scan(k: Kernel) -> Facts:
                     push((rec, (*s.inits, s.cond, *s.yields)))
                     bodies.append(chain(s.cond_body, s.body))
                     break
-                case _:
-                    check_metal(k)  # raises for a statement Metal IR does not admit
+                case _:  # every statement class Metal IR admits has a case above
+                    Records.check(s)  # raises for one it does not admit
                     assert_never(s)
         else:
             bodies.pop()
@@ -208,12 +205,11 @@ def scan(k: Kernel) -> Facts:
         parent, values = pop()
         for v in values:
             cls = v.__class__
-            if cls is Var:   # the most common leaf
-                if v.name in counted:
-                    read_var(v.name)
-                continue
             if cls in LEAVES:
-                if cls is Builtin:
+                if cls is Var:   # the most common leaf
+                    if v.name in counted:
+                        read_var(v.name)
+                elif cls is Builtin:
                     kinds.add(v.kind._value_)
                 continue
             h = v._h
@@ -570,15 +566,16 @@ def c_names(k: Kernel) -> dict[str, str]:
     return names
 
 
-def reads_any(values: Iterable[Value], names: set[str]) -> bool:
-    """True when one of the value trees `values` reads one of the bound `names` directly."""
+def reads_any(values: Iterable[Value], texts: set[str], names: dict[str, str]) -> bool:
+    """True when one of the value trees `values` directly reads a bound name whose C identifier (by `names`) is one
+    of `texts`."""
     stack: list[Node] = list(values)
     seen: set[int] = set()
     while stack:
         n = stack.pop()
         cls = n.__class__
         if cls is Var:
-            if n.name in names:
+            if names.get(n.name) in texts:
                 return True
         elif cls not in LEAVES and id(n) not in seen:
             seen.add(id(n))

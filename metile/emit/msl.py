@@ -226,7 +226,6 @@ class _Emitter:
             self.records = records = facts.records
             self.reads = facts.reads
             self.mutable: set[str] = set()  # variables written as mutable locals (carried values, results)
-            self.sharing: dict[str, set[str]] = {}  # C name -> the variables written as it, when more than one
             self.by_hash, self.twins = records.by_hash, records.twins
             self.taken = set(self.names.values())  # the local names `local_name` may not give
             params = []   # (name, kind, type text, index, attribute, is_reference) of each, in order
@@ -270,10 +269,10 @@ class _Emitter:
         """The texts of `v`: as a whole, and as an operand (in parentheses unless atomic); with the element it points
         to, for an `AddPtr`."""
         cls = v.__class__
-        if cls is Var:  # the most common value
-            text = self.names[v.name]
-            return text, text
-        if cls in LEAVES:
+        if cls in LEAVES:  # values with children are the most common, then variables
+            if cls is Var:
+                text = self.names[v.name]
+                return text, text
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
         loc = v.loc
@@ -294,10 +293,10 @@ class _Emitter:
     def unlocated_expr(self, v: Value) -> tuple[str, ...]:
         """`expr(v)` without keeping `within` (what `emit_msl`, which keeps no line owners, calls as `expr`)."""
         cls = v.__class__
-        if cls is Var:
-            text = self.names[v.name]
-            return text, text
         if cls in LEAVES:
+            if cls is Var:
+                text = self.names[v.name]
+                return text, text
             found = self.leaves.get(id(v))
             return found if found is not None else self.leaf(v)
         rec = self.by_hash.get(v._h)
@@ -309,8 +308,8 @@ class _Emitter:
 
     def compound(self, v: Value, rec: list) -> tuple[str, ...]:
         """The texts of the value with children `v`, whose record is `rec` (see `expr`)."""
-        expr, element = self.expr, None
-        match v:  # values that may be named set `text`, `atomic` (and `element`) and are declared below
+        expr = self.expr
+        match v:  # values that may be named set `text` and `atomic` and are declared below (an `AddPtr` returns)
             case Binary():
                 lhs, rhs = v.lhs, v.rhs
                 t = lhs.type
@@ -322,9 +321,14 @@ class _Emitter:
                     text, atomic = f"{narrow}({expr(lhs)[1]} {word} {expr(rhs)[1]})", True
                 else:
                     text, atomic = f"{expr(lhs)[1]} {word} {expr(rhs)[1]}", False
-            case AddPtr():
+            case AddPtr():  # with the element it points to
                 base, offset = expr(v.ptr)[1], expr(v.offset)
-                text, atomic, element = f"{base} + {offset[1]}", False, f"{base}[{offset[0]}]"
+                text = f"{base} + {offset[1]}"
+                if not rec[3]:
+                    return text, f"({text})", f"{base}[{offset[0]}]"
+                name = self.shared(v, rec, text)
+                texts = rec[2] = (name, name, name + "[0]")
+                return texts
             case Compare():
                 text, atomic = f"{expr(v.lhs)[1]} {COMPARE_BY_VALUE[v.op._value_]} {expr(v.rhs)[1]}", False
             case AtomicRMW():
@@ -405,20 +409,27 @@ class _Emitter:
             case _:
                 assert_never(v)
         if not rec[3]:  # one parent: inline (met again only as a part of that parent, written anew)
-            if element is not None:
-                return text, f"({text})", element
             return (text, text) if atomic else (text, f"({text})")
-        name = self.local_name("t")  # two or more parents: named, and found again while the body is open
-        self.named(name, v, text)
-        texts = rec[2] = (name, name) if element is None else (name, name, name + "[0]")
-        self.scope.append(rec)
+        name = self.shared(v, rec, text)
+        texts = rec[2] = (name, name)
         return texts
+
+    def shared(self, v: Value, rec: list, text: str) -> str:
+        """Declare the value `v` of two or more parents, whose record is `rec` and text `text`, as the next local
+        `tN` (its texts, which the caller sets in `rec`, are then found again while the body is open)."""
+        name = self.local_name("t")
+        self.named(name, v, text)
+        self.scope.append(rec)
+        return name
 
     def named(self, name: str, v: Value, text: str) -> None:
         """Declare the shared compound value `v` as the local `name`."""
         if self.owners is not None and (loc := v.loc or self.within) is not None:
             self.owners.owner[len(self.lines)] = loc
-        self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
+        t = v.type   # `local_decl(name, v)`, without its call
+        decl = (f"{pointer_text(t, self.ptr_is_const(v, t))} const" if t.__class__ is PtrType
+                else "const " + type_text(t))
+        self.lines.append(f"{self.pad}{decl} {name} = {text};")
 
     def leaf(self, v: Value) -> tuple[str, str]:
         """The texts of a value without children (the same wherever it is), kept by id in `leaves`."""
@@ -460,7 +471,7 @@ class _Emitter:
 
     def stmt(self, s: Stmt) -> None:
         expr, start = self.expr, len(self.lines)
-        match s:
+        match s:  # the most common first
             case Let():
                 self.let(self.names[s.var.name], s.var, s.value)
             case Store():
@@ -469,6 +480,12 @@ class _Emitter:
                 self.lines.append(f"{self.pad}{self.element(s.ptr)} = {expr(s.value)[0]};")
                 if s.mask is not None:
                     self.close_block()
+            case VecStore():
+                self.lines.append(f"{self.pad}*({s.ptr.type.space._value_} {type_text(s.value.type)}*)"
+                                  f"({expr(s.ptr)[0]}) = {expr(s.value)[0]};")
+            case MatrixStore():
+                self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
+                                  f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case For():
                 for_loop(self, s)
             case If():
@@ -483,12 +500,6 @@ class _Emitter:
                 self.lines.append(f"{self.pad}{call};")
                 if s.mask is not None:
                     self.close_block()
-            case VecStore():
-                self.lines.append(f"{self.pad}*({s.ptr.type.space._value_} {type_text(s.value.type)}*)"
-                                  f"({expr(s.ptr)[0]}) = {expr(s.value)[0]};")
-            case MatrixStore():
-                self.lines.append(f"{self.pad}simdgroup_store({expr(s.value)[0]}, {expr(s.ptr)[0]}, "
-                                  f"{expr(s.stride)[0]}, 0, {msl_bool(s.transpose)});")
             case _ if isinstance(s, TENSOR_STMTS):
                 self.lines += tensor_lines(s, self.pad, lambda v: expr(v)[0], self.helpers, self.names)
             case Barrier():
@@ -510,9 +521,11 @@ class _Emitter:
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
-        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
-            decl = self.local_decl(name, var if var.type.__class__ is PtrType else value)
-            self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
+        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;` (`local_decl`)
+            t = var.type
+            decl = (f"{pointer_text(t, self.ptr_is_const(var, t))} const" if t.__class__ is PtrType
+                    else "const " + type_text(value.type))
+            self.lines.append(f"{pad}{decl} {name} = {self.expr(value)[0]};")
             return
         match value:
             case SharedAlloc():

@@ -63,14 +63,13 @@ _SCALAR_NAMES = {d._value_: d.msl for d in DType}
 
 
 def type_text(t: Type) -> str:
-    """`type_name(t)` (without `const`): a scalar's or a matrix's straight from its element type."""
-    cls = t.__class__
-    if cls is TileType:
-        if not t.shape:
-            return _SCALAR_NAMES[t.dtype._value_]
-    elif cls is MatrixType:
-        return _MATRIX_NAMES[t.dtype._value_]
-    return type_name(t)
+    """`type_name(t)` (without `const`), kept per type: types are interned and compare and hash by identity, in C."""
+    text = _TYPE_TEXTS.get(t)
+    if text is None:
+        text = type_name(t)  # raises for a tile shape, which is then not kept
+        if len(_TYPE_TEXTS) < 4096:
+            _TYPE_TEXTS[t] = text
+    return text
 
 
 def pointer_text(t: PtrType, const: bool) -> str:
@@ -84,7 +83,7 @@ def pointer_text(t: PtrType, const: bool) -> str:
     return text
 
 
-_MATRIX_NAMES = {d._value_: type_name(MatrixType(d)) for d in DType}
+_TYPE_TEXTS: dict[Type, str] = {}  # a cache: one entry per scalar, vector, matrix and pointer type met
 _POINTER_NAMES: dict[tuple[str, str, bool], str] = {}  # a cache: at most 3 * len(DType) * 2 entries
 
 
