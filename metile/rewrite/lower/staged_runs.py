@@ -198,7 +198,7 @@ class Line:
 
     def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
         hole = self.hole = LN.HOLE
-        self.expr, self.holds = V.at(blk, v, LN.hole_point(shape, axis)), {}
+        self.expr, self.holds = LN.at_hole(blk, v, shape, axis), {}
         self.path = LN.hole_path(self.expr, hole, self.holds)
         self._interval: bool | None = None
         self._plain: bool | None = None
