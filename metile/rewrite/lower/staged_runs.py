@@ -80,7 +80,7 @@ class Placement:
         # runs of consecutive threads are consecutive (`layout`)
         run = mo.add(blk.group.tid, mo.const(sweep * self.threads) if fixed else times(sweep, self.threads))
         if self.layout.padded(first) if fixed else self.layout.has_padding:
-            run = mo.mod(run, self.layout.size // width)   # a padding slot reads a real element (`V.make_slot_pt`)
+            run = mo.mod(run, self.layout.size // width)   # a padding slot reads a real element (`V.slot_pt`)
         per_row = self.shape[1] // width
         if self.spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts
             return spaced(run, per_row, self.spacing, width)
