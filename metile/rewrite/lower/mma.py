@@ -247,7 +247,8 @@ def fragments(blk: Block, geom: MmaGeometry, staged: list[tuple[Value, int]], kk
     lda, ldb = (mo.const(ld) if isinstance(ld, int) else ld for ld in (lda, ldb))
     rows, cols = piece_starts(blk, geom)
     arows = [blk.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(r, lda), kk)), lda), "ma") for r in rows]
-    bcols = [blk.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, ldb), c)), ldb), "mb") for c in cols]
+    krow = mo.mul(kk, ldb)   # the step's first row of `b`, the same for each of its columns
+    bcols = [blk.let(MatrixLoad(AddPtr(sb, mo.add(krow, c)), ldb), "mb") for c in cols]
     return arows + bcols
 
 
