@@ -108,7 +108,23 @@ def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coo
     (no element of `v` is walked again)."""
     if v is None:
         return [None] * len(coords)
-    return fill(V.at(blk, v, hole_point(shape, axis)), HOLE, coords)
+    return fill(at_hole(blk, v, shape, axis), HOLE, coords)
+
+
+def at_hole(blk: Block, v: Value, shape: tuple[int, ...], axis: int) -> Value:
+    """`v`, a 2-D tile of `shape` whose elements differ only along `axis`, at `hole_point(shape, axis)`. Where `v`
+    is (a name of) a broadcast of a line expanded to 2-D (`x[:, None]`, `x[None, :]`: an edge tile's bounds checks),
+    the line `x` is read at `HOLE` itself, as `V.at` would read it (a broadcast and an expansion forward the point
+    unmemoised), without the 2-D point nor its projection."""
+    x = v
+    while x.__class__ is Var and (rep := blk.lookup(x.name)).__class__ is Lazy:
+        x = rep.expr
+    if x.__class__ is Broadcast and x.x.__class__ is ExpandDims and len(shape) == 2 and shape[axis] > 1 \
+            and x.x.type.shape == ((shape[0], 1) if axis == 0 else (1, shape[1])):
+        line = x.x.x
+        if line.type.shape == (shape[axis],):
+            return V.at(blk, line, Pt(line.type.shape, HOLE))
+    return V.at(blk, v, hole_point(shape, axis))
 
 
 def hole_point(shape: tuple[int, ...], axis: int) -> Pt:
@@ -277,5 +293,5 @@ def readable_anywhere(blk: Block, v: Value, *more: Value) -> bool:
     return True
 
 
-__all__ = ["FOLDED", "HOLE", "at_lines", "fill", "fill_path", "hole_path", "hole_point", "line_axes",
+__all__ = ["FOLDED", "HOLE", "at_hole", "at_lines", "fill", "fill_path", "hole_path", "hole_point", "line_axes",
            "readable_anywhere", "rolled_by_lines", "split_mask", "store_by_lines"]

@@ -115,7 +115,9 @@ def whole_runs(blk: Block, mask: Value | None, ptr: Value, width: int) -> bool:
 
 
 def _zero(dtype: DType) -> Const:
-    return Const(0.0 if dtype.is_float else 0, dtype)
+    """The zero of `dtype` a masked load reads outside its mask: one node per dtype (`metal_ops.const`; a `Const`
+    holds its value as its dtype does, 0.0 in a float type)."""
+    return mo.const(0, dtype)
 
 
 def store(blk: Block, cls, ptr, value, mask, s: Stmt) -> None:
@@ -326,7 +328,7 @@ def stage_in_vectors(blk: Block, v: Value, load: Load, base: Value, strides: tup
         fast = [Let(vec, whole_load, loc=load.loc), VecStore(dst, vec, loc=b.loc)]
         if cond is None:
             return fast
-        zero = Const(0.0 if load.type.dtype.is_float else 0, load.type.dtype)
+        zero = _zero(load.type.dtype)
         if not masks:   # a misaligned run: a loop over its elements
             j = Var(b.fresh("j"), TileType(DType.I32))
             x = Var(b.fresh("el"), load.type.with_shape(()))

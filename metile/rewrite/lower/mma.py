@@ -245,11 +245,10 @@ def fragments(blk: Block, geom: MmaGeometry, staged: list[tuple[Value, int]], kk
     `a`, then its columns of `b`."""
     (sa, lda), (sb, ldb) = staged
     lda, ldb = (mo.const(ld) if isinstance(ld, int) else ld for ld in (lda, ldb))
-    sm, sn = simdgroup_coords(blk, geom)
-    arows = [blk.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(mo.add(sm, mo.const(i * 8)), lda), kk)), lda), "ma")
-             for i in range(geom.per_m)]
-    bcols = [blk.let(MatrixLoad(AddPtr(sb, mo.add(mo.mul(kk, ldb), mo.add(sn, mo.const(j * 8)))), ldb), "mb")
-             for j in range(geom.per_n)]
+    rows, cols = piece_starts(blk, geom)
+    arows = [blk.let(MatrixLoad(AddPtr(sa, mo.add(mo.mul(r, lda), kk)), lda), "ma") for r in rows]
+    krow = mo.mul(kk, ldb)   # the step's first row of `b`, the same for each of its columns
+    bcols = [blk.let(MatrixLoad(AddPtr(sb, mo.add(krow, c)), ldb), "mb") for c in cols]
     return arows + bcols
 
 
@@ -329,6 +328,19 @@ def simdgroup_coords(blk: Block, geom: MmaGeometry) -> tuple[Value, Value]:
     return _sg_coords(geom)
 
 
+def piece_starts(blk: Block, geom: MmaGeometry) -> tuple[tuple[Value, ...], tuple[Value, ...]]:
+    """The first row (in elements) of each row of this simdgroup's pieces, and the first column of each column of
+    them: `simdgroup_coords` plus multiples of 8, built once per geometry, for every kernel (as those are)."""
+    return _piece_starts(geom)
+
+
+@functools.lru_cache(maxsize=256)
+def _piece_starts(geom: MmaGeometry) -> tuple[tuple[Value, ...], tuple[Value, ...]]:
+    sm, sn = _sg_coords(geom)
+    return (tuple(mo.add(sm, mo.const(8 * i)) for i in range(geom.per_m)),
+            tuple(mo.add(sn, mo.const(8 * j)) for j in range(geom.per_n)))
+
+
 @functools.lru_cache(maxsize=256)
 def _sg_coords(geom: MmaGeometry) -> tuple[Value, Value]:
     sg = sg_index(geom.first_sg)
@@ -339,10 +351,10 @@ def _sg_coords(geom: MmaGeometry) -> tuple[Value, Value]:
 
 def piece_offset(blk: Block, geom: MmaGeometry, piece: int, ld: Value | None = None) -> Value:
     """Where this simdgroup's `piece` starts in a row-major `[m, n]` array with row stride `ld` (default `n`)."""
-    sm, sn = simdgroup_coords(blk, geom)
+    rows, cols = piece_starts(blk, geom)
     i, j = divmod(piece, geom.per_n)
     ld = mo.const(geom.n) if ld is None else ld
-    return mo.add(mo.mul(mo.add(sm, mo.const(8 * i)), ld), mo.add(sn, mo.const(8 * j)))
+    return mo.add(mo.mul(rows[i], ld), cols[j])
 
 
 def as_mma(blk: Block, v: Value, geom: MmaGeometry) -> Mma:
@@ -379,4 +391,5 @@ def _constant_fill(v: Value) -> Value | None:
     return None
 
 
-__all__ = ["Ring", "as_mma", "before_loop", "how", "mma", "mma_geometry", "piece_offset", "simdgroup_coords"]
+__all__ = ["Ring", "as_mma", "before_loop", "how", "mma", "mma_geometry", "piece_offset", "piece_starts",
+           "simdgroup_coords"]

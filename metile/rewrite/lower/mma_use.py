@@ -99,9 +99,8 @@ def mma_store(blk: Block, ptr: Value, value: Value) -> bool:
     row = found[0]
     ld = mo.const(row) if isinstance(row, int) else mo.mul(V.scalar(blk, row[1]), mo.const(row[0]))
     origin = V.at(blk, ptr, Pt(ptr.type.shape, mo.const(0)))
-    sm, sn = MM.simdgroup_coords(blk, geom)   # each row of pieces from a pointer to its first element
-    rows = [blk.let(AddPtr(origin, mo.mul(mo.add(sm, mo.const(8 * i)), ld)), "rows") for i in range(geom.per_m)]
-    cols = [mo.add(sn, mo.const(8 * j)) for j in range(geom.per_n)]
+    starts, cols = MM.piece_starts(blk, geom)   # each row of pieces from a pointer to its first element
+    rows = [blk.let(AddPtr(origin, mo.mul(r, ld)), "rows") for r in starts]
     emit_owned(blk, geom, [MatrixStore(mat, AddPtr(rows[p // geom.per_n], cols[p % geom.per_n]), ld, loc=blk.loc)
                            for p, mat in enumerate(rep.mats)])
     return True

@@ -20,6 +20,8 @@ type, where an overflow is undefined).
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from metile.ir.errors import Loc
@@ -62,7 +64,7 @@ class Placement:
         places the others from it; else None."""
         if self.down is None:
             return None
-        r, c = self.start(blk, 0, None, loc)
+        r, c = _first_run(self, blk.group.tid, 0)
         return (r if r.__class__ in _LEAVES else blk.let(r, "row", loc),
                 c if c.__class__ in _LEAVES else blk.let(c, "col", loc))
 
@@ -77,14 +79,28 @@ class Placement:
             if fixed:
                 return mo.add(r0, mo.const(sweep * self.down)), c0
             return blk.let(mo.add(r0, blk.let(times(sweep, self.down), "down", loc)), "row", loc), c0
+        if fixed:
+            return _first_run(self, blk.group.tid, first)
+        return self.place(blk.group.tid, first, sweep)
+
+    def place(self, tid: Value, first: int | Value, sweep: int | Value) -> tuple[Value, Value]:
+        """`start` of thread `tid`'s run at slot `first` (sweep `sweep`) from the run's index in the tile."""
+        width, fixed = self.layout.vec, isinstance(first, int)
         # runs of consecutive threads are consecutive (`layout`)
-        run = mo.add(blk.group.tid, mo.const(sweep * self.threads) if fixed else times(sweep, self.threads))
+        run = mo.add(tid, mo.const(sweep * self.threads) if fixed else times(sweep, self.threads))
         if self.layout.padded(first) if fixed else self.layout.has_padding:
-            run = mo.mod(run, self.layout.size // width)   # a padding slot reads a real element (`V.make_slot_pt`)
+            run = mo.mod(run, self.layout.size // width)   # a padding slot reads a real element (`V.slot_pt`)
         per_row = self.shape[1] // width
         if self.spacing > 1:   # a simdgroup's rows `spacing` apart, against bank conflicts
             return spaced(run, per_row, self.spacing, width)
         return shr(run, per_row), times(low(run, per_row), width)
+
+
+@functools.lru_cache(maxsize=256)
+def _first_run(place: Placement, tid: Value, first: int) -> tuple[Value, Value]:
+    """The row and column of thread `tid`'s run at the fixed slot `first` (`Placement.place`): a pure function of the
+    placement and a builtin's node, built once per process."""
+    return place.place(tid, first, first // place.layout.vec)
 
 
 _LEAVES = (Const, Param, Var)
@@ -198,7 +214,7 @@ class Line:
 
     def __init__(self, blk: Block, v: Value, shape: tuple[int, ...], axis: int):
         hole = self.hole = LN.HOLE
-        self.expr, self.holds = V.at(blk, v, LN.hole_point(shape, axis)), {}
+        self.expr, self.holds = LN.at_hole(blk, v, shape, axis), {}
         self.path = LN.hole_path(self.expr, hole, self.holds)
         self._interval: bool | None = None
         self._plain: bool | None = None

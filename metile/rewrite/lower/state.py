@@ -5,7 +5,7 @@ the builder of the region being lowered.
   the layouts `assign_layouts` recorded, the launch plan).
 - `KernelState`: the little the lowering keeps for the whole kernel: the names taken, the threadgroup arrays of
   channels and hoisted staging, the scratch use of the statement being lowered (`metile.ir.simt.Scratch`), the
-  location it gives what it emits, and caches of points and simdgroup coordinates.
+  location it gives what it emits, and the keys the regions have memoised values under.
 - `Block`: one region being lowered (the kernel's body, a loop's body, a branch, a role block, or a loop the
   lowering makes itself): the statements it emits, the representations of the names it binds, the values it has
   lowered (visible to the regions nested in it), and where it runs (its group of threads, the control flow
@@ -133,7 +133,7 @@ class Facts:
 class KernelState:
     """The lowering's state for the whole kernel (see the module docstring)."""
 
-    __slots__ = ("bound", "channels", "loc", "memoised", "parts", "points", "published", "regions", "suffix",
+    __slots__ = ("bound", "channels", "loc", "memoised", "parts", "published", "regions", "suffix",
                  "taken", "use", "uses")
 
     def __init__(self, taken: set[str]):
@@ -147,7 +147,6 @@ class KernelState:
         self.parts = 0                          # regions it has taken so far
         self.regions = 0                        # symbolic regions of threadgroup memory made in the kernel
         self.published: dict[int, tuple[Value, object]] = {}   # tiles this statement put in scratch (`publish`)
-        self.points: dict[tuple, tuple] = {}    # `values.slot_pt`: by ids, (layout, thread index, point)
         self.memoised: set[int] = set()         # the hashes of the keys any region has memoised (`Block.memo_put`)
 
     def fresh(self, base: str) -> str:

@@ -17,6 +17,8 @@ the divisor to be positive (`at_least`), and keep their sign fix-ups elsewhere.
 
 from __future__ import annotations
 
+import functools
+
 from metile.ir import layouts as tl
 from metile.ir.metal import Extract
 from metile.ir.ops import BinOp, BuiltinKind, CmpOp
@@ -107,21 +109,21 @@ def raw_flat(blk: Block, layout: Blocked, slot: int | Value) -> Value:
 
 def slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
     """The element in `slot`; a run-time slot gives a point without a register key."""
-    if slot.__class__ is int:  # the same few points are asked for by every statement
-        tid = blk.group.tid   # the layout and the thread index by identity (kept with the point, and compared)
-        key = (id(layout), slot, shape, id(tid))
-        found = blk.kernel.points.get(key)
-        if found is None or found[0] is not layout or found[1] is not tid:
-            found = blk.kernel.points[key] = (layout, tid, make_slot_pt(blk, layout, slot, shape, True))
-        return found[2]
-    return make_slot_pt(blk, layout, slot, shape, False)
-
-
-def make_slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...], fixed: bool) -> Pt:
+    if slot.__class__ is int:  # the same few points are asked for by every statement (and every kernel)
+        return fixed_slot_pt(layout, slot, shape if shape.__class__ is tuple else tuple(shape), blk.group.tid)
     flat = raw_flat(blk, layout, slot)
-    if layout.padded(slot) if fixed else layout.has_padding:
+    return Pt(tuple(shape), mo.mod(flat, layout.size) if layout.has_padding else flat)
+
+
+@functools.lru_cache(maxsize=1024)
+def fixed_slot_pt(layout: Blocked, slot: int, shape: tuple[int, ...], tid: Value) -> Pt:
+    """The element thread `tid` holds in the fixed `slot` of `layout` over a tile of `shape`, keyed `(layout, slot)`
+    (a padding slot reads element `flat mod size`): a pure function of a few small values (a layout and a builtin's
+    node are one object per value), made once per process."""
+    flat = mo.add(mo.mul(tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))   # (`raw_flat`)
+    if layout.padded(slot):
         flat = mo.mod(flat, layout.size)
-    return Pt(tuple(shape), flat, (layout, slot) if fixed else None)
+    return Pt(shape, flat, (layout, slot))
 
 
 def guard(blk: Block, layout: Blocked, slot: int | Value) -> Value | None:
@@ -424,5 +426,6 @@ def regs_of(blk: Block, v: Value, layout: Blocked) -> tuple[Value, ...]:
 
 
 
-__all__ = ["FORWARDING", "at", "at_least", "coords", "element_at", "elementwise", "gathered_pt", "guard", "layout",
-           "project", "raw_flat", "read", "recorded", "regs_of", "scalar", "scalar_of", "slot_pt", "strides_of"]
+__all__ = ["FORWARDING", "at", "at_least", "coords", "element_at", "elementwise", "fixed_slot_pt", "gathered_pt",
+           "guard", "layout", "project", "raw_flat", "read", "recorded", "regs_of", "scalar", "scalar_of", "slot_pt",
+           "strides_of"]
