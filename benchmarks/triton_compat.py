@@ -1,6 +1,7 @@
 """Liger-Kernel's Triton ops four ways on the CPU, side by side: through metile.triton on metile's CPU device (as it
-runs by default, every tensor copied into guarded memory), the same with the tensors bound in place
-(METILE_CPU_IN_PLACE=1: no copies and no guard pages, so an access past an array goes uncaught, as on a GPU), in
+runs by default: tensors copied into guarded memory, those of a launch with a tensor of 1 MiB or more bound in place
+in the kernel's checked build), the same with every tensor bound in place in the plain build
+(METILE_CPU_IN_PLACE=1: no copies and no checks, so an access past an array goes uncaught, as on a GPU), in
 Triton's own interpreter (TRITON_INTERPRET=1, the Triton wheel, no metile) and as torch's eager operations.
 
 For each op that runs on metile (tests/test_liger_ops.py), one forward and backward at a moderate shape, fp32:
@@ -438,8 +439,8 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
           "cores, which wall time counts and CPU time does not")
     _steady_table(names, m, i, t, "cpu", "kernels_cpu", load=False)
     print("\nsteady state with arrays in place (ms): metile with METILE_CPU_IN_PLACE=1, which binds each tensor as its "
-          "own memory: no copies into guarded memory and no guard pages, so an access past an array is not caught "
-          "(wall time, then CPU time)")
+          "own memory in the kernel's plain build: no copies, no guard pages and no checks, so an access past an "
+          "array is not caught (wall time, then CPU time)")
     print(f"{'op':30} {'in place':>9} {'kernels':>9} {'interp/ip':>9} {'kernels':>9} {'cpu':>9} {'kernels':>9} "
           f"{'interp/ip':>9} {'kernels':>9}")
     for n in names:
