@@ -74,3 +74,23 @@ def cpu():
     import metile
 
     return metile.device("cpu")
+
+
+@pytest.fixture
+def copies(monkeypatch):
+    """The sizes of the array copies (the runtime's `mt_copy`) the CPU device makes during the test, in order."""
+    import metile
+
+    dev = metile.device("cpu")
+    rt, sizes = dev.rt, []
+
+    class Counting:
+        def mt_copy(self, dst, src, nbytes):
+            sizes.append(nbytes)
+            rt.mt_copy(dst, src, nbytes)
+
+        def __getattr__(self, name):
+            return getattr(rt, name)
+
+    monkeypatch.setattr(dev, "rt", Counting())
+    return sizes

@@ -41,24 +41,6 @@ kernel void count(device atomic_int* c [[buffer(0)]], constant int& at [[buffer(
 """
 
 
-@pytest.fixture
-def copies(monkeypatch):
-    """The sizes of the array copies (`mt_copy`) the device makes."""
-    dev = metile.device("cpu")
-    rt, made = dev.rt, []
-
-    class Counting:
-        def mt_copy(self, dst, src, nbytes):
-            made.append(nbytes)
-            rt.mt_copy(dst, src, nbytes)
-
-        def __getattr__(self, name):
-            return getattr(rt, name)
-
-    monkeypatch.setattr(dev, "rt", Counting())
-    return made
-
-
 @pytest.fixture(scope="module")
 def lib():
     return metile.device("cpu").compile(SRC, name="checked.metal")

@@ -36,23 +36,6 @@ def add_one(X, Out, n, BLOCK: tl.constexpr):
     tl.store(Out + offs, tl.load(X + offs, mask=offs < n) + 1, mask=offs < n)
 
 
-@pytest.fixture
-def copies(monkeypatch):
-    """The sizes of the runtime's copies (`mt_copy`) the device makes."""
-    dev = metile.device("cpu")
-    rt, sizes = dev.rt, []
-
-    class Counting:
-        def mt_copy(self, dst, src, nbytes):
-            sizes.append(nbytes)
-            rt.mt_copy(dst, src, nbytes)
-
-        def __getattr__(self, name):
-            return getattr(rt, name)
-
-    monkeypatch.setattr(dev, "rt", Counting())
-    return sizes
-
 
 def test_launches_copy_their_arrays_in_and_back_with_mt_copy(copies):
     n = (2 * MIB) // 4 + 3   # over 1 MiB each: the non-temporal stores
