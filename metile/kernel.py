@@ -427,7 +427,7 @@ class JITKernel:
             out["profile_only"] = given["profile_only"]
         in_place = given.get("in_place")
         if in_place:
-            self._cpu_only(dev, "binds_in_place", LaunchError, "in_place=True is a CPU device feature")
+            self._cpu_only(dev, "binds_in_place", LaunchError, f"in_place={in_place!r} is a CPU device feature")
         if in_place is not None and getattr(dev, "binds_in_place", False):
             out["in_place"] = in_place
         return out

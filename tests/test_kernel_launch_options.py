@@ -226,6 +226,9 @@ def test_the_metal_device_refuses_sanitize_and_timeout_on_kernel_launches(metal,
     assert info.value.loc.line == line_of(races.fn, "def races")
     with pytest.raises(metile.LaunchError, match="timeout=5.0 is a CPU device feature"):
         k[(1,)](x, y, BLOCK=64, timeout=5.0)
+    for in_place in (True, "checked"):
+        with pytest.raises(metile.LaunchError, match=f"in_place={in_place!r} is a CPU device feature"):
+            k[(1,)](x, y, BLOCK=64, in_place=in_place)
     monkeypatch.setenv("METILE_SANITIZE", "1")
     with pytest.raises(metile.LaunchError, match="METILE_SANITIZE asks for the sanitizer, but it is a CPU device "
                                                  "feature"):
