@@ -191,6 +191,7 @@ def test_pointer_spellings_of_the_checked_build():
     assert spelled("device float* p; auto q = p;") is None
     assert spelled("device int* p; f(a & b[1], &expected);") == "device_ptr< int> p; f(a & b[1], &expected);"
     assert checked_type("device const float*") == "device_ptr<const float>"
+    assert checked_type("device float* const") == "device_ptr<float> const"
     assert checked_type("constant float*") == "constant float*" and checked_type("device int&") == "device int&"
 
 

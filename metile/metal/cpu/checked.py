@@ -83,10 +83,13 @@ def checked_type(type_text: str) -> str:
     """A parameter's declared type as a checked build spells it (`device const float*` -> `device_ptr<const float>`);
     the text itself when it is not a device pointer."""
     words = type_text.replace("*", " * ").split()
-    if "device" not in words or words[-1] != "*" or words.count("*") != 1:
+    after = []   # the pointer's own qualifiers (`device float* const`)
+    while words and words[-1] in ("const", "volatile"):
+        after.insert(0, words.pop())
+    if "device" not in words or not words or words[-1] != "*" or words.count("*") != 1:
         return type_text
     at = words.index("device")
-    return " ".join([*words[:at], "device_ptr<" + " ".join(words[at + 1:-1]) + ">"])
+    return " ".join([*words[:at], "device_ptr<" + " ".join(words[at + 1:-1]) + ">", *after])
 
 
 def is_device_pointer(type_text: str) -> bool:
