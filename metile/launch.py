@@ -125,7 +125,7 @@ class Launch:
         device = compiled.device
         auto = False   # the device chooses per dispatch between copies and its checked build (`CHECKED_BYTES`)
         if getattr(device, "binds_in_place", False):   # `in_place=` of the launch, else the device's setting
-            asked = options.get("in_place", None if not device.options.in_place_arrays else True)
+            asked = options.get("in_place", True if device.options.in_place_arrays else None)
             auto = asked is None
             if auto or asked:   # the host views of other libraries' arrays (a repeated launch of tensors takes `runs`)
                 placed = tuple(i for i, c in enumerate(self.convert) if c is host_view or c is _input_view)

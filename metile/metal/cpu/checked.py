@@ -18,6 +18,8 @@ default.
 
 from __future__ import annotations
 
+import functools
+
 from metile.metal.msl_lex import Tok, Token
 
 # the tokens that can end a type before its `*`: what follows `device` up to there is the pointee type
@@ -86,12 +88,14 @@ def checked_type(type_text: str) -> str:
     after = []   # the pointer's own qualifiers (`device float* const`)
     while words and words[-1] in ("const", "volatile"):
         after.insert(0, words.pop())
-    if "device" not in words or not words or words[-1] != "*" or words.count("*") != 1:
+    if "device" not in words or words[-1] != "*" or words.count("*") != 1:
         return type_text
     at = words.index("device")
     return " ".join([*words[:at], "device_ptr<" + " ".join(words[at + 1:-1]) + ">", *after])
 
 
+@functools.lru_cache(maxsize=512)
 def is_device_pointer(type_text: str) -> bool:
-    """Whether a parameter of this declared type is a checked pointer in a checked build."""
+    """Whether a parameter of this declared type is a checked pointer in a checked build (asked per array argument of
+    a dispatch left to the device: kept per text)."""
     return checked_type(type_text) != type_text

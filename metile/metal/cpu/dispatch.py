@@ -106,13 +106,11 @@ class CpuDispatch:
         # a slot for every [[buffer(i)]] of the kernel's C++ function: those a function constant removed and those
         # left unbound (None) point at placeholders (metile.metal.cpu.placeholders)
         # (and, in the slot before the first, the address of their ranges, address and length in bytes, which a
-        # checked build reads: `_bounds`)
+        # checked build reads: `_bounds`, made of `ranges`)
         n = max(len(bound), fn.buffer_slots, 1)
         self._slots = slots = ffi.new("void*[]", n + 1)
         ptrs = slots + 1
-        self._bounds = bounds = ffi.new("uintptr_t[]", 2 * n)
-        slots[0] = bounds
-        lengths = bounds + 1   # lengths[2 * i]: buffer i's
+        self._bounds = slots[0] = ffi.new("uintptr_t[]", 2 * n)
         self.owned: list = []      # what the pointers point into
         self.arrays: list[_Array] = []
         self._array_memory: list[tuple[int, object]] = []    # (index, device memory) of each array argument
@@ -123,17 +121,14 @@ class CpuDispatch:
         spans: list[tuple[int, int]] = []
         for p in fn.removed:
             ptrs[p.index], where = dev.placeholders.switched_off(p)
-            lengths[2 * p.index] = where.hi - where.lo
             self.ranges.append(where)
         for i, b in enumerate(bound):
             if b is None:
                 continue
             if b.value is None:
                 ptrs[i], where = dev.placeholders.unbound(b.param)
-                lengths[2 * i] = where.hi - where.lo
                 self.ranges.append(where)
                 continue
-            lengths[2 * i] = b.nbytes
             if i in placed:   # the array's own memory
                 ptrs[i] = ffi.cast("void*", data_address(b.value))
                 self.held.append(b.value)
@@ -156,12 +151,9 @@ class CpuDispatch:
         for i, (j, offset) in self._aliases.items():
             if i != j:
                 ptrs[i] = ffi.cast("char*", ptrs[j]) + offset
-                lengths[2 * i] = bound[i].nbytes
                 self.ranges.append(self._range(dev, i, bound[i].param.name, ptrs[i], bound[i].nbytes))
         self.written = [a for a in self.arrays if a.writes]
-        at = ffi.cast("uintptr_t*", ptrs)
-        for i in range(n):
-            bounds[2 * i] = at[i]
+        self._set_bounds(self.ranges)
         sizes = ffi.new("size_t[]", tg_sizes or [0])
         desc = ffi.new("mt_launch_desc*")
         # counting runs the instrumented build (the sanitizer's) without its checks unless asked for
@@ -247,8 +239,16 @@ class CpuDispatch:
             for i in self.placed:
                 b = bound[i]
                 self._ptrs[i] = ffi.cast("void*", data_address(b.value))
-                self._bounds[2 * i] = data_address(b.value)
                 self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", self._ptrs[i])), b.nbytes))
+            self._set_bounds(self.ranges[-len(self.placed):])
+
+    def _set_bounds(self, ranges: list[BufferRange]) -> None:
+        """The address and length in bytes of each buffer of `ranges` in `_bounds`, where a checked build reads them: a
+        placeholder's whole mapping (reads of a removed parameter give 0, as in the plain build)."""
+        bounds = self._bounds
+        for r in ranges:
+            bounds[2 * r.index] = r.address
+            bounds[2 * r.index + 1] = r.hi - r.lo if r.note else r.nbytes
 
     def scalar_sizes(self) -> tuple[tuple[int, int], ...]:
         """(argument index, bytes) of each scalar argument, in order."""
@@ -530,6 +530,8 @@ def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool,
     least `CHECKED_BYTES` and the build exists)."""
     if copy_all or not asked:
         return _NONE
+    if asked is AUTO and all(b is None or b.nbytes < CHECKED_BYTES for b in bound):   # the common case, at once
+        return _NONE
     checked = asked.__class__ is str
     found = set()
     for i, b in enumerate(bound):
@@ -538,7 +540,7 @@ def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool,
                 and not b.param.is_reference and (v.flags.writeable or b.param.is_const)
                 and not data_address(v) % IN_PLACE_ALIGN and (not checked or is_device_pointer(b.param.type_text))):
             found.add(i)
-    if not found or (asked == AUTO and all(bound[i].nbytes < CHECKED_BYTES for i in found)):
+    if not found or (asked is AUTO and all(bound[i].nbytes < CHECKED_BYTES for i in found)):
         return _NONE
     copied = [_extent(b) for i, b in enumerate(bound)
               if i not in found and b is not None and b.value.__class__ is np.ndarray and b.nbytes]
@@ -551,7 +553,7 @@ def in_place_arguments(bound: list[BoundArg | None], asked, copy_all: bool,
     if not found:
         return _NONE
     if checked and not fn.library.has_checked_build():
-        if asked == AUTO:
+        if asked is AUTO:
             return _NONE
         raise LaunchError(f"in_place='checked': kernel `{fn.name}` has no checked build (its source spells a device "
                           "pointer in a way the CPU device cannot check, or turns one into an integer or back; see "

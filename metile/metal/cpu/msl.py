@@ -190,24 +190,21 @@ def translate(src: str, metal_name: str = "kernel.metal", *, header: str = "meta
     fixed = frozenset(c.name for c in (*constants.constants, *constants.derived))   # one value for every thread
     edits += arm_edits(tokens, errors, (k.name for k in kernels), headers, directives, tensor_ops=tensors,
                        constants=fixed)
-    body = _apply_edits(text, edits + clear_of(const_edits, edits))
-    cpp = cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header, tensors), constants, {})
+
+    def unit(more: list[tuple[int, int, str]], checked: bool = False) -> str:   # a build's text, with `more` edits
+        body = _apply_edits(text, edits + more + clear_of(const_edits, edits))
+        return cpu_function_constants.with_prelude(_assemble(body, kernels, metal_name, header, tensors, checked),
+                                                   constants, {})
+    cpp = unit([])
 
     @functools.cache
     def instrument() -> str:   # the instrumented build's text (alu_counts.py), made once, when a build asks for it
-        counts = count_edits(tokens, errors, directives, COUNTERS)
-        counted = _apply_edits(text, edits + counts + clear_of(const_edits, edits))
-        return cpu_function_constants.with_prelude(_assemble(counted, kernels, metal_name, header, tensors),
-                                                   constants, {})
+        return unit(count_edits(tokens, errors, directives, COUNTERS))
 
     @functools.cache
     def check() -> str | None:   # the checked build's text (metile.metal.cpu.checked), made when a launch asks for it
-        pointers = pointer_edits(tokens)
-        if pointers is None or tensors:
-            return None
-        spelled = _apply_edits(text, edits + clear_of(pointers, edits) + clear_of(const_edits, edits))
-        return cpu_function_constants.with_prelude(_assemble(spelled, kernels, metal_name, header, checked=True),
-                                                   constants, {})
+        pointers = None if tensors else pointer_edits(tokens)
+        return None if pointers is None else unit(clear_of(pointers, edits), checked=True)
     return Translation(cpp=cpp, source=src, kernels=tuple(kernels), metal_name=metal_name, threadgroup_slots=slot,
                        function_constants=constants, line_map=line_map, cxx_standard="c++20" if tensors else "c++17",
                        instrument=instrument, check=check)

@@ -28,17 +28,13 @@ namespace _mt {
 template <class A, class B> constexpr bool same_object = is_same<rm_t<A>, rm_t<B>>::value;
 template <class T> struct is_integer_index : bool_constant<kind<rm_t<T>>::value == 2 || kind<rm_t<T>>::value == 1> {};
 template <class T> using ptr_index_t = enable_if_t<is_integer_index<T>::value, device_ptr<void>*>;
+inline constexpr uintptr_t no_range[2] = {0, 0};   /* the range of a null device_ptr: nothing */
 }  // namespace _mt
 
 #define MT_ALWAYS_INLINE __attribute__((always_inline))
 
-namespace _mt {
-inline constexpr uintptr_t no_range[2] = {0, 0};   /* the range of a null device_ptr: nothing */
-}
-
 template <class T> class device_ptr {
-    /* The address, and the buffer's range: its first byte and its length in bytes, in memory the launch fills (two
-     * words in all, which the compiler keeps in registers). */
+    /* The address, and the buffer's range: its first byte and its length in bytes, in memory the launch fills. */
     uintptr_t a_ = 0;
     const uintptr_t* range_ = _mt::no_range;
     template <class U> friend class device_ptr;
