@@ -426,10 +426,7 @@ class _Emitter:
         """Declare the shared compound value `v` as the local `name`."""
         if self.owners is not None and (loc := v.loc or self.within) is not None:
             self.owners.owner[len(self.lines)] = loc
-        t = v.type   # `local_decl(name, v)`, without its call
-        decl = (f"{pointer_text(t, self.ptr_is_const(v, t))} const" if t.__class__ is PtrType
-                else "const " + type_text(t))
-        self.lines.append(f"{self.pad}{decl} {name} = {text};")
+        self.lines.append(f"{self.pad}{self.local_decl(name, v)} = {text};")
 
     def leaf(self, v: Value) -> tuple[str, str]:
         """The texts of a value without children (the same wherever it is), kept by id in `leaves`."""
@@ -521,11 +518,9 @@ class _Emitter:
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
-        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;` (`local_decl`)
-            t = var.type
-            decl = (f"{pointer_text(t, self.ptr_is_const(var, t))} const" if t.__class__ is PtrType
-                    else "const " + type_text(value.type))
-            self.lines.append(f"{pad}{decl} {name} = {self.expr(value)[0]};")
+        if value.__class__ not in _LET_DECLARED:  # the common case: `const T name = value;`
+            decl = self.local_decl(name, var if var.type.__class__ is PtrType else value)
+            self.lines.append(f"{pad}{decl} = {self.expr(value)[0]};")
             return
         match value:
             case SharedAlloc():

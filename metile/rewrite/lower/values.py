@@ -104,7 +104,12 @@ def recorded(blk: Block, var: Var, size: int) -> Blocked | MmaGeometry | tl.Tile
 def raw_flat(blk: Block, layout: Blocked, slot: int | Value) -> Value:
     """The flat index `layout` gives this thread's `slot` (an int, or a run-time slot; past the end for
     padding)."""
-    return mo.add(mo.mul(blk.group.tid, mo.const(layout.thread_stride)), RL.slot_offset(blk, layout, slot))
+    return _flat(blk.group.tid, layout, RL.slot_offset(blk, layout, slot))
+
+
+def _flat(tid: Value, layout: Blocked, offset: Value) -> Value:
+    """The flat index of thread `tid`'s element at `offset` (`layout.offset` of a slot) in `layout`."""
+    return mo.add(mo.mul(tid, mo.const(layout.thread_stride)), offset)
 
 
 def slot_pt(blk: Block, layout: Blocked, slot: int | Value, shape: tuple[int, ...]) -> Pt:
@@ -120,7 +125,7 @@ def fixed_slot_pt(layout: Blocked, slot: int, shape: tuple[int, ...], tid: Value
     """The element thread `tid` holds in the fixed `slot` of `layout` over a tile of `shape`, keyed `(layout, slot)`
     (a padding slot reads element `flat mod size`): a pure function of a few small values (a layout and a builtin's
     node are one object per value), made once per process."""
-    flat = mo.add(mo.mul(tid, mo.const(layout.thread_stride)), mo.const(layout.offset(slot)))   # (`raw_flat`)
+    flat = _flat(tid, layout, mo.const(layout.offset(slot)))
     if layout.padded(slot):
         flat = mo.mod(flat, layout.size)
     return Pt(shape, flat, (layout, slot))
