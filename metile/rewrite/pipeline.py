@@ -105,12 +105,6 @@ def pipeline(spec: str, extra: Iterable = ()) -> list:
     return parse_pipeline(spec, [*DEFAULT_PIPELINE, *extra])
 
 
-_checked: list[tuple] = [()]
-"""The pipeline `run` last found keeping every contract (`check_order`), a cache of that check: a pass's contract is
-part of its equality, so a pipeline equal to it keeps them too, and a compile running the same pipeline as the one
-before (every compile of the default pipeline) does not check it again."""
-
-
 def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
         on_pass: Callable[[str, Kernel], None] | None = None, target: AppleTarget = DEFAULT_TARGET) -> Kernel:
     """`k` after each of `passes` in order, reported to `on_pass(name, kernel)` when given. The passes share one
@@ -118,10 +112,7 @@ def run(passes: Sequence[Pass], k: Kernel, *, verify_each: bool = False,
 
     Verified after each pass when `verify_each` (see the module docstring).
     """
-    passes = tuple(passes)
-    if passes != _checked[0]:   # compared in C, each pass by identity first
-        check_order(passes, DEFAULT_PIPELINE)
-        _checked[0] = passes
+    check_order(passes, DEFAULT_PIPELINE)
     ctx = PassContext(target)
     for p in passes:
         k = _apply(p, k, ctx, verify_each)
