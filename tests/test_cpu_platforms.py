@@ -10,9 +10,11 @@ linker, running) is checked by the macOS workflow."""
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,6 +200,38 @@ def test_a_sanitized_kernel_finds_every_hook_it_calls_on_macos(target, tmp_path)
     called = {n for n, t in macho_symbols(tmp_path / "k.o").items() if t & N_TYPE == N_UNDF and "tsan" in n}
     defined = {n for n, t in macho_symbols(tmp_path / "hooks.o").items() if t & N_TYPE == N_SECT}
     assert called and called <= defined, sorted(called - defined)
+
+
+CLANG_FAULT = """
+import numpy as np, metile
+src = \'\'\'#include <metal_stdlib>
+using namespace metal;
+kernel void shift(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+                  constant int& by [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    out[i] = x[int(i) + by] + 1.0f;
+}
+\'\'\'
+dev = metile.device("cpu")
+fn = dev.compile(src, name="shift.metal").function("shift")
+try:
+    dev.dispatch_threads(fn, 64, 64, [np.zeros(64, np.float32), np.zeros(64, np.float32), np.int32(1)],
+                         in_place="checked")
+except metile.DeviceFault as f:
+    print(f.kind, f.loc.line if f.loc else None)
+"""
+
+
+@needs_clang
+@pytest.mark.skipif(platform.system() != "Linux", reason="the Linux symbolizer (binutils' addr2line) is the case")
+def test_a_fault_in_a_header_helper_of_a_clang_built_kernel_names_the_kernel_line(tmp_path):
+    """A checked access past an array faults inside mt_checked.h's pointer, inlined into the kernel: the fault
+    still names the kernel's line when clang built the kernel (its debug information keeps the inlined frames
+    that binutils' addr2line reads)."""
+    env = {**os.environ, "CXX": CLANG}
+    done = subprocess.run([sys.executable, "-c", CLANG_FAULT], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["bad-access", "5"], done.stdout
 
 
 def test_kernel_flags_keep_stack_clash_protection_on_linux():

@@ -45,6 +45,10 @@ COMMON_FLAGS = [
 # Flags clang takes but ignores (with a warning) on macOS: Apple's ABI probes every stack frame larger than a page
 # itself (___chkstk_darwin), which is what -fstack-clash-protection asks for on Linux.
 NOT_ON_DARWIN = frozenset({"-fstack-clash-protection"})
+# clang's DWARF 5 line tables, read by binutils' addr2line (the symbolizer on Linux), lose the inlined frames of an
+# instruction: a fault inside a header's helper (a checked access, an atomic) then names the header's line and no
+# kernel line. DWARF 4 keeps them (macOS reads lines from dsymutil's output, which needs no such help).
+CLANG_LINUX_DEBUG = ["-gdwarf-4"]
 SANITIZE_FLAGS = ["-fsanitize=thread", "-fsanitize=bounds"]
 # A kernel library needs the C and math libraries and the compiler's support library, never the C++ library: its
 # code includes no std header and has no exceptions (MSL has none: -fno-exceptions), and whatever C++ runtime symbol
@@ -61,6 +65,8 @@ def kernel_flags(compiler: Compiler, sanitize: bool, system: str | None = None) 
         flags += ["-fno-gnu-unique", "-fsanitize-undefined-trap-on-error"]
     else:
         flags += [f"-fsanitize-trap={TRAP_CHECKS},bounds", "-Wno-unknown-attributes"]
+        if not darwin:
+            flags += CLANG_LINUX_DEBUG
     if sanitize:
         flags += SANITIZE_FLAGS
     return flags
