@@ -13,6 +13,10 @@ For each op that runs on metile (tests/test_liger_ops.py), one forward and backw
   the binding, the copies into and out of the CPU device's guarded memory and the dispatch; in the interpreter its
   copies of the tensors and the interpreted program), its median over the steady calls. The rest is the op's host
   code (Liger's torch operations, autograd), the same on both sides;
+- bound: the interpreter's whole call over metile's host code alone (steady less kernels), the end-to-end speed-up
+  metile would show if its kernels took no time. An op whose host code is a large part of the call (Liger's fused
+  linear losses, whose chunked matrix products are torch's) cannot be much faster end to end however fast its
+  kernels are; its kernels column is what compares the two ways;
 - CPU time: steady and kernels again, as the CPU time of the way's process (every thread's: on metile the CPU
   device's workers' too) instead of wall time. On a machine shared with other work a process waits for cores, and
   wall time counts the waits: metile's calls of a few milliseconds, which hand work between threads (the CPU
@@ -395,16 +399,25 @@ def _ratio(a: dict | None, b: dict | None, key: str) -> str:
     return f"{a[key] / b[key]:8.2f}x" if a and b and key in a and key in b else f"{'-':>9}"
 
 
+def _host_bound(ir: dict | None, mr: dict | None, whole: str, kernels: str) -> str:
+    """The end-to-end interp/metile ratio metile would reach with kernels that took no time: the interpreter's whole
+    call against metile's host code alone (the op's torch operations and autograd, which both ways run)."""
+    if not (ir and mr and whole in ir and whole in mr and kernels in mr) or mr[whole] <= mr[kernels]:
+        return f"{'-':>9}"
+    return f"{ir[whole] / (mr[whole] - mr[kernels]):8.1f}x"
+
+
 def _steady_table(names, m, i, t, whole: str, kernels: str, *, load: bool) -> None:
     """One table of steady-state medians per op: `whole` (end to end) and `kernels` (inside launches), metile (`m`)
-    against the interpreter (`i`) and torch (`t`), with metile's load average when `load`."""
+    against the interpreter (`i`) and torch (`t`), the bound of interp/m end to end set by the host code, and
+    metile's load average when `load`."""
     print(f"{'op':30} {'metile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9} "
-          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9}" + (f" {'load':>5}" if load else ""))
+          f"{'m kernels':>9} {'i kernels':>9} {'interp/m':>9} {'bound':>9}" + (f" {'load':>5}" if load else ""))
     for n in names:
         mr, ir = m.get(n), i.get(n)
         print(f"{n:30} {_ms(mr, whole)} {_ms(ir, whole)} {_ms(t.get(n), whole)} "
               f"{_ratio(ir, mr, whole)} {_ratio(t.get(n), mr, whole)} "
-              f"{_ms(mr, kernels)} {_ms(ir, kernels)} {_ratio(ir, mr, kernels)}"
+              f"{_ms(mr, kernels)} {_ms(ir, kernels)} {_ratio(ir, mr, kernels)} {_host_bound(ir, mr, whole, kernels)}"
               + (f" {(mr or {}).get('load', float('nan')):5.1f}" if load else ""))
 
 
@@ -432,7 +445,8 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     if every:
         print(f"{'every kernel':30} {len(every):9d} {1e3 * statistics.median(every):9.1f} {1e3 * max(every):9.1f}")
     print("\nsteady state (ms): median of later forward and backward calls; end to end, and the part inside Triton "
-          "kernel launches (kernels)")
+          "kernel launches (kernels); bound: the end-to-end interp/m that kernels taking no time on metile would give "
+          "(the interpreter's whole call over metile's host code, the op's torch operations that both ways run)")
     _steady_table(names, m, i, t, "steady", "kernels", load=True)
     print("\nsteady state, CPU time (ms): the same medians as the CPU time of each way's process (all its threads: on "
           "metile the CPU device's workers too) rather than wall time; on a machine with other work a way waits for "
