@@ -310,13 +310,17 @@ class JITKernel:
         except MetileError as e:
             raise _user_error(e, self.fn.__name__) from None
 
-    def _compile(self, spec, settings: DebugSettings) -> CompiledKernel:
+    def _compile(self, spec, settings: DebugSettings, build: bool = True) -> CompiledKernel:
+        """The kernel compiled for `spec`; `build=False` (a launch) leaves the CPU device's C++ build to the first
+        dispatch, which builds only what it runs (`CpuDevice.compile`)."""
         passes = self._passes_key   # `pipeline` as a part of the key, made again if `pipeline` was replaced
         if passes is None or passes.passes is not self.pipeline:
             passes = self._passes_key = PassesKey(self.pipeline)
         key = (spec[0], passes, settings)
         found = self._compiled.get(key)
         if found is not None:
+            if build:   # compiled by a launch, which may have built another build only (or none yet)
+                found.device.compile(found.artifact)
             return found
         name = self.fn.__name__
         dump = Dump(settings, name, spec[2], short_hash(self._stable_key(spec))) if settings.stages else None
@@ -330,7 +334,7 @@ class JITKernel:
             raise _too_deep(name, tile_ir.loc) from None
         if dump is not None:
             dump.msl(artifact.msl)
-        fn = dev.compile(artifact).function(artifact.entry)
+        fn = dev.compile(artifact, build=build).function(artifact.entry)
         fn_max = getattr(fn, "max_total_threads_per_threadgroup", tpt)
         if tpt > fn_max:
             raise LaunchError(f"kernel {name} runs {tpt} threads per threadgroup; its compiled pipeline on "
@@ -505,7 +509,7 @@ class Launcher:
         settings = k._settings(debug)
         k._trace(spec, settings.verify_each)
         grid3(grid)
-        compiled = k._compile(spec, settings)
+        compiled = k._compile(spec, settings, build=False)
         entry = Launch(compiled, spec[1], k._launch_options(spec[4], sanitize, compiled.device))
         if key is not None:
             k._launches[key] = entry

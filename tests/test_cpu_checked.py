@@ -169,6 +169,36 @@ def test_large_torch_tensors_run_in_place_and_an_overrun_faults_at_the_triton_li
     assert e.value.loc.file == __file__ and "tl.store(Out + offs" in str(e.value)   # at the kernel's Python line
 
 
+def _add_two(X, Out, n, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    metile.store(Out + offs, metile.load(X + offs, mask=offs < n) + 2.0, mask=offs < n)
+
+
+def _builds(kernel) -> list[frozenset[str]]:
+    """The builds of each compiled specialization of `kernel` so far."""
+    return [c.function.library.built for c in kernel._compiled.values()]
+
+
+def test_a_launch_builds_only_the_build_it_runs_and_compile_builds_the_plain_one():
+    k = metile.kernel(_add_two)
+    x = np.arange(BIG, dtype=np.float32)
+    out = np.zeros_like(x)
+    k[(metile.cdiv(BIG, 1024),)](x, out, BIG, BLOCK=1024)   # a large array: bound in place, the checked build
+    np.testing.assert_array_equal(out, x + 2)
+    assert _builds(k) == [{"checked"}]   # not the plain one beside it
+    compiled = k.compile(x, out, BIG, BLOCK=1024)   # the launch's compiled kernel, its plain build made now
+    assert compiled.function.library.built == {"checked", "plain"} and _builds(k) == [{"checked", "plain"}]
+
+
+def test_a_launch_of_small_arrays_builds_the_plain_build_only():
+    k = metile.kernel(_add_two)
+    x = np.arange(3000, dtype=np.float32)
+    out = np.zeros_like(x)
+    k[(6,)](x, out, 3000, BLOCK=512)   # another MSL text than the test above's, so another library
+    np.testing.assert_array_equal(out, x + 2)
+    assert _builds(k) == [{"plain"}]
+
+
 def test_pointer_spellings_of_the_checked_build():
     def spelled(src):
         toks = [t for t in tokenize(src) if t.kind.value != "ws"]

@@ -263,8 +263,8 @@ class RecordingDevice:
         self.max_threadgroup_memory = limits.get("memory", self.real.max_threadgroup_memory)
         self.dispatches = []
 
-    def compile(self, source, *, name=None):
-        return self.real.compile(source, name=name)
+    def compile(self, source, *, name=None, build=True):
+        return self.real.compile(source, name=name, build=build)
 
     def dispatch_threadgroups(self, fn, groups, tpt, args):
         self.dispatches.append((groups, tpt))

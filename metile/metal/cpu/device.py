@@ -170,6 +170,12 @@ class CpuLibrary:
                 lib = self._specialized.setdefault(key, lib)
         return lib._functions[name]
 
+    @property
+    def built(self) -> frozenset[str]:
+        """The builds of the source compiled so far: "plain", "sanitizer" (also what a profile runs), "checked"."""
+        names = {False: "plain", True: "sanitizer", CHECKED_BUILD: "checked"}
+        return frozenset(names[k] for k in self._handles)
+
     def has_checked_build(self) -> bool:
         """Whether the source has a checked build (metile.metal.cpu.checked) that compiles, building it on first use;
         a source whose checked build does not compile is not an error (its arrays are copied instead)."""
@@ -274,12 +280,16 @@ class CpuDevice:
 
     # -- compilation ----------------------------------------------------------------------------------------------
     def compile(self, source: str | MslArtifact | None, *, name: str | None = None,
-                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = ()) -> CpuLibrary:
+                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = (),
+                build: bool = True) -> CpuLibrary:
         """Compile MSL text. `name` (or `path`) is the file name messages and faults use; `include_dirs` are
         searched by `#include` (quoted includes first beside `path`). A kernel metile emitted, an `MslArtifact`,
-        compiles as it is: its text, under the file name it gives, its kernel bound as its signature says."""
+        compiles as it is: its text, under the file name it gives, its kernel bound as its signature says; with
+        `build=False` its C++ build is left to its first dispatch, which builds only the build it runs (the plain
+        one, or the checked one when its arrays are bound in place: a launch with a large array), instead of the
+        plain one now and the checked one then."""
         if isinstance(source, MslArtifact):
-            return self._compile_artifact(source)
+            return self._compile_artifact(source, build)
         if path is not None:
             path = Path(path)
             if source is None:
@@ -305,17 +315,17 @@ class CpuDevice:
             self._libraries[key] = lib
         return lib
 
-    def _compile_artifact(self, artifact: MslArtifact) -> CpuLibrary:
+    def _compile_artifact(self, artifact: MslArtifact, build: bool) -> CpuLibrary:
         key = (artifact.msl, artifact.metal_name, "", None)
         with self._lock:
             lib = self._libraries.get(key)
-        if lib is not None:
-            return lib
-        tr = translate(artifact.msl, artifact.metal_name, signatures=(artifact.signature,))
-        lib = CpuLibrary(self, tr, None)
-        lib.handle(False)  # compile now so that errors surface at compile()
-        with self._lock:
-            self._libraries[key] = lib
+        if lib is None:
+            tr = translate(artifact.msl, artifact.metal_name, signatures=(artifact.signature,))
+            lib = CpuLibrary(self, tr, None)
+            with self._lock:
+                lib = self._libraries.setdefault(key, lib)
+        if build:
+            lib.handle(False)  # compile now so that errors surface at compile()
         return lib
 
     def compile_file(self, path: str | os.PathLike) -> CpuLibrary:

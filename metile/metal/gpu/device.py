@@ -257,11 +257,13 @@ class MetalDevice:
 
     # -- compilation --------------------------------------------------------------------------------------------
     def compile(self, source: str | MslArtifact | None, *, name: str | None = None,
-                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = ()) -> MetalLibrary:
+                path: str | os.PathLike | None = None, include_dirs: Sequence[str | os.PathLike] = (),
+                build: bool = True) -> MetalLibrary:
         """Compile MSL text. `name` (or `path`) is the file name compiler messages use; `include_dirs` are
         searched by `#include` (quoted includes first beside `path`). A kernel metile emitted, an `MslArtifact`,
         compiles as it is: its text, under the file name it gives, its kernel bound as its signature says (its text
-        is not read for it)."""
+        is not read for it). Metal compiles the library at once, whatever `build` (the CPU device's `build=False`
+        leaves its C++ build to the first dispatch)."""
         if isinstance(source, MslArtifact):
             return self._compile_artifact(source)
         if path is not None:
