@@ -58,3 +58,17 @@ def _msl_digest() -> str:
 def test_the_same_kernel_lowers_to_the_same_msl_every_time():
     first = _msl_digest()
     assert all(_msl_digest() == first for _ in range(5))
+
+
+def test_fresh_names_are_the_names_successive_fresh_calls_give():
+    """Naming a loop's carried values in one call takes the same names, around names the kernel already has, as one
+    `fresh` call per value would (later names, and so the MSL, depend on them)."""
+    for taken in (set(), {"acc"}, {"acc", "acc_2", "acc_3"}, {"acc_1", "acc_5"}):
+        for before in range(3):
+            one, batch = KernelState(set(taken)), KernelState(set(taken))
+            for _ in range(before):
+                assert one.fresh("acc") == batch.fresh("acc")
+            assert batch.fresh_names("acc", 5) == [one.fresh("acc") for _ in range(5)]
+            assert batch.fresh("acc") == one.fresh("acc")
+            assert batch.taken == one.taken
+    assert KernelState(set()).fresh_names("acc", 0) == []

@@ -87,7 +87,7 @@ def rolled_by_lines(blk: Block, cls, rep: Mma, ptr: Value, ld: Value, by_row: Va
     first = mo.add(sm, row0)
     line0 = blk.let(V.at(blk, ptr, Pt(shape, mo.mul(first, mo.const(shape[1])), None, (first, zero))), "line")
     p = Var(blk.fresh("p"), TileType(DType.I32))
-    frags = [Var(blk.fresh("frag"), m.type) for m in rep.mats]
+    frags = blk.fresh_vars("frag", rep.mats)
     inner = blk.body()
     down = mo.mul(mo.div(p, geom.per_n), mo.const(8))   # the piece's first row past the simdgroup's first
     r = mo.add(sm, mo.add(row0, down))
@@ -99,7 +99,7 @@ def rolled_by_lines(blk: Block, cls, rep: Mma, ptr: Value, ld: Value, by_row: Va
     for e in (0, 1):
         inner.emit(cls(AddPtr(line, cols[e]), Extract(frags[0], e), mo.both(row_ok, col_ok[e]), loc=inner.loc))
     blk.emit(For(p, zero, mo.const(len(frags)), mo.const(1), frags, rep.mats, inner.out, frags[1:] + frags[:1],
-                 [Var(blk.fresh("frag"), f.type) for f in frags], loc=blk.loc))
+                 blk.fresh_vars("frag", frags), loc=blk.loc))
 
 
 def at_lines(blk: Block, v: Value | None, shape: tuple[int, ...], axis: int, coords: list[Value]) -> list:

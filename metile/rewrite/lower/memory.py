@@ -81,7 +81,7 @@ def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -
                        if other is not None else [_zero(vec.type.dtype)] * width)
             fast = Var(blk.fresh(name), vec.type)
             inside = [Extract(fast, j) for j in range(width)]
-            results = [Var(blk.fresh(name), x.type) for x in inside]
+            results = blk.fresh_vars(name, inside)
             blk.emit(If(cond, [Let(fast, vec)], [], inside, outside, results, loc=blk.loc))
             regs += results
             continue
@@ -94,8 +94,8 @@ def load_regs(blk: Block, name: str, layout: Blocked, ptr, mask, other, where) -
             v = blk.let(vec, name)
             regs += [Extract(v, j) for j in range(width)]
             continue
-        fast, slow = Var(blk.fresh(name), vec.type), [Var(blk.fresh(name), x.type) for x in scalar]
-        results = [Var(blk.fresh(name), x.type) for x in scalar]
+        fast, slow = Var(blk.fresh(name), vec.type), blk.fresh_vars(name, scalar)
+        results = blk.fresh_vars(name, scalar)
         blk.emit(If(cond, [Let(fast, vec)], [Let(s, x) for s, x in zip(slow, scalar)],
                      [Extract(fast, j) for j in range(width)], slow, results, loc=blk.loc))
         regs += results

@@ -200,7 +200,7 @@ def split_products(blk: Block, d: Dot, acc: Value | None, owned: MmaGeometry, ge
                                         for e in (0, 1))), "acc")
         sums.append(total)
     body = inner.out
-    results = [Var(blk.fresh("acc"), m.type) for m in partial]
+    results = blk.fresh_vars("acc", partial)
     blk.emit(If(first, body, [], sums, list(partial), results, loc=blk.loc))
     return Mma(owned, tuple(results))
 
@@ -221,8 +221,8 @@ def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], sta
     preload = how(blk, d).preload
     first = fragments(blk, geom, staged, start) if preload else []
     kk = Var(blk.fresh("kk"), TileType(DType.I32))
-    carried = [Var(blk.fresh("acc"), m.type) for m in mats]
-    held = [Var(blk.fresh("frag"), f.type) for f in first]
+    carried = blk.fresh_vars("acc", mats)
+    held = blk.fresh_vars("frag", first)
     inner = blk.body()
     if preload:
         ahead = fragments(inner, geom, staged, mo.add(kk, mo.const(8)))
@@ -230,8 +230,8 @@ def k_loop(blk: Block, geom: MmaGeometry, d: Dot, staged, mats: list[Value], sta
     else:
         yields = mma_products(inner, geom, d, fragments(inner, geom, staged, kk), carried)
     body = inner.out
-    results = [Var(blk.fresh("acc"), m.type) for m in mats]
-    last = [Var(blk.fresh("frag"), f.type) for f in first]
+    results = blk.fresh_vars("acc", mats)
+    last = blk.fresh_vars("frag", first)
     stop = mo.add(start, mo.const(k - 8 if preload else k))
     blk.emit(For(kk, start, stop, mo.const(8), carried + held, mats + first, body, yields, results + last,
                   loc=blk.loc))

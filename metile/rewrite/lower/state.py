@@ -167,6 +167,24 @@ class KernelState:
         taken.add(name)
         return name
 
+    def fresh_names(self, base: str, n: int) -> list[str]:
+        """The names `n` calls of `fresh(base)` would give, in one call (the variables a loop carries, one per
+        register or matrix)."""
+        if n <= 0:
+            return []
+        out = [self.fresh(base)]   # `base` itself where it is free; its suffix is counted from then on
+        taken, i = self.taken, self.suffix[base]
+        for _ in range(n - 1):
+            i += 1
+            name = f"{base}_{i}"
+            while name in taken:
+                i += 1
+                name = f"{base}_{i}"
+            taken.add(name)
+            out.append(name)
+        self.suffix[base] = i
+        return out
+
     def publish(self, rep: object, base: Value) -> None:
         """`rep` (a tile's registers or matrices) is in scratch at `base` for the rest of the statement. Keyed by
         identity, with `rep` kept in the entry: a temporary tile published and dropped would otherwise free its id
@@ -276,6 +294,10 @@ class Block:
 
     def emit(self, s: Stmt) -> None:
         self.out.append(s)
+
+    def fresh_vars(self, base: str, like: list[Value]) -> list[Var]:
+        """New variables of the types of `like`, named as successive `fresh(base)` calls would name them."""
+        return [Var(name, x.type) for name, x in zip(self.kernel.fresh_names(base, len(like)), like)]
 
     def let(self, value: Value, base: str = "t", loc: Loc | None = None) -> Var:
         """A new variable bound to `value` by a `Let` located at `loc` (default: the statement being lowered)."""

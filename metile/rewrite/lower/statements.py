@@ -128,7 +128,24 @@ def stmt(blk: Block, s: Stmt) -> None:
             raise blk.refuse(f"{what(s)} cannot be lowered", s)
 
 
+_BOUND_BY_RULE = frozenset({Load, AtomicRMW, SharedAlloc, SimdShuffleXor, SimdBroadcast, SimdReduce, Transpose, Permute,
+                            Join, Take})
+"""The classes of values `let_stmt` binds by a rule of their own (none has subclasses): any other value is a program
+scalar or a pure tile expression, bound without trying those rules."""
+
+
 def let_stmt(blk: Block, var: Var, value: Value) -> None:
+    if value.__class__ in _BOUND_BY_RULE and _let_by_rule(blk, var, value):
+        return
+    if value.type.shape == ():
+        low = V.scalar(blk, value)
+        blk.bind(var, Scalar(low if isinstance(low, (Const, Param, Var)) else blk.let(low, var.name)))
+    else:
+        blk.bind(var, Lazy(value))
+
+
+def _let_by_rule(blk: Block, var: Var, value: Value) -> bool:
+    """Bind `var` to `value` by the rule of its class; False where none applies."""
     match value:
         case Load(ptr, mask, other) if value.type.shape:
             layout = V.recorded(blk, var, value.type.size)
@@ -159,12 +176,9 @@ def let_stmt(blk: Block, var: Var, value: Value) -> None:
         case Transpose() | Permute() | Join() | Take() if value.type.shape and isinstance(
                 layout := V.recorded(blk, var, value.type.size), Blocked):   # moved between threads once, here
             blk.bind(var, Regs(layout, V.regs_of(blk, value, layout)))
-        case _ if value.type.shape == ():
-            low = V.scalar(blk, value)
-            blk.bind(var, Scalar(low if isinstance(low, (Const, Param, Var)) else blk.let(low, var.name)))
         case _:
-            blk.bind(var, Lazy(value))
-
+            return False
+    return True
 
 
 def atomic(blk: Block, var: Var, a: AtomicRMW) -> Var:

@@ -340,7 +340,9 @@ def element_at(blk: Block, v: Value, pt: Pt) -> Value:
     # comparison and an offset pointer are read as it reads them) or the match's tests of the other classes
     if cls is Binary:
         op = v.op
-        if op is not BinOp.FLOORDIV and op is not BinOp.MOD and (op is not BinOp.ADD or not dot_acc(v)):
+        # (an accumulation onto a product has a `Dot` operand, a class without subclasses: no other sum is one)
+        if op is not BinOp.FLOORDIV and op is not BinOp.MOD and (
+                op is not BinOp.ADD or (v.lhs.__class__ is not Dot and v.rhs.__class__ is not Dot) or not dot_acc(v)):
             return Binary(op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
     elif cls is Compare:
         return Compare(v.op, at(blk, v.lhs, pt), at(blk, v.rhs, pt), loc=v.loc)
