@@ -401,15 +401,35 @@ def evolve_node(n: T, **changes) -> T:
     """`attrs.evolve(n, **changes)` for a node (`changes` keyed by `__init__` argument): the node's class built from
     the changes and the node's other `__init__` fields, without attrs' reflection over the class's fields (passes
     set a kernel's plan or schedule this way on every compile). A field given its own value keeps that object (a
-    kernel's body stays the body its analyses were made of)."""
+    kernel's body stays the body its analyses were made of). The work is a function generated once per class
+    (`_evolver`), which reads each field the changes leave as it is and calls the class once."""
     cls = n.__class__
-    init = _INIT_NAMES.get(cls)
-    if init is None:
-        init = _INIT_NAMES[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
-    for name, alias in init:
-        if alias not in changes:
-            changes[alias] = getattr(n, name)
-    return cls(**changes)
+    evolve = _EVOLVERS.get(cls)
+    if evolve is None:
+        evolve = _EVOLVERS[cls] = _evolver(cls)
+    return evolve(n, **changes)
+
+
+_EVOLVERS: dict[type, Callable[..., Node]] = {}
+_KEEP = object()   # an argument of a generated evolver that was not given: the node's own field is kept
+
+
+def _evolver(cls: type) -> Callable[..., Node]:
+    """`evolve(n, **changes)` for nodes of class `cls`: each `__init__` argument defaults to `_KEEP`, which stands
+    for the node's own field (an unknown argument is a `TypeError`, as the class's own call gives)."""
+    params, args = [], []
+    for a in attrs.fields(cls):
+        if not a.init:
+            continue
+        if not a.alias.isidentifier() or not a.name.isidentifier():
+            raise TypeError(f"node class {cls.__qualname__}: field {a.name!r} cannot be an argument")
+        params.append(f"{a.alias}=_KEEP")
+        value = f"n.{a.name} if {a.alias} is _KEEP else {a.alias}"
+        args.append(f"{a.alias}=({value})")
+    scope: dict[str, object] = {"_KEEP": _KEEP, "_cls": cls}
+    source = f"def evolve(n, {', '.join(params)}):\n    return _cls({', '.join(args)})\n"
+    exec(compile(source, f"<metile node {cls.__qualname__} evolve>", "exec"), scope)  # noqa: S102
+    return scope["evolve"]
 
 
 def no_children(n: Node) -> list[Node]:

@@ -37,7 +37,9 @@ class AxisInfo(NamedTuple):
     const: int
 
 
-UNKNOWN = AxisInfo(1, 1, 1)
+_new = tuple.__new__   # `_new(AxisInfo, (contig, div, const))`: a named tuple made in C (its own `__new__` is a
+# Python function, a call the analysis would make for every value it looks at)
+UNKNOWN = _new(AxisInfo, (1, 1, 1))
 
 
 def pow2_factor(n: int) -> int:
@@ -78,7 +80,7 @@ def _var(a: AxisAnalysis, v: Var) -> AxisInfo:
         return a.info(a.defs[name])
     if name in a.loops:
         start, step = a.loops[name]
-        return AxisInfo(1, math.gcd(div_at(a.info(start), 1), div_at(a.info(step), 1)), BIG)
+        return _new(AxisInfo, (1, math.gcd(div_at(a.info(start), 1), div_at(a.info(step), 1)), BIG))
     return _other(a, v)
 
 
@@ -86,7 +88,7 @@ def _broadcast(a: AxisAnalysis, v: Broadcast) -> AxisInfo:
     x, shape = v.x, v.shape
     xi = a.info(x)
     if x.type.shape == () or x.type.shape[-1] == 1:   # each row is one value, repeated along the row
-        return AxisInfo(1, div_at(xi, 1), BIG if not shape else shape[-1])
+        return _new(AxisInfo, (1, div_at(xi, 1), BIG if not shape else shape[-1]))
     return xi
 
 
@@ -102,50 +104,50 @@ def _binary(a: AxisAnalysis, v: Binary) -> AxisInfo:
         case Binary(op=BinOp.SUB, lhs=x, rhs=y):
             xi, yi = info(x), info(y)
             contig = meet(xi.contig, yi.const)
-            return AxisInfo(contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), meet(xi.const, yi.const))
+            return _new(AxisInfo, (contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), meet(xi.const, yi.const)))
         case Binary(op=BinOp.MUL, lhs=x, rhs=y):
             xi, yi = info(x), info(y)
             const = meet(xi.const, yi.const)
             if _is_one(y):
-                return AxisInfo(xi.contig, xi.div, const)
+                return _new(AxisInfo, (xi.contig, xi.div, const))
             if _is_one(x):
-                return AxisInfo(yi.contig, yi.div, const)
+                return _new(AxisInfo, (yi.contig, yi.div, const))
             # each element a product: of the two values' divisibilities, which a run of consecutive values
             # has only at its start (Triton's rule)
-            return AxisInfo(1, min(div_at(xi, 1) * div_at(yi, 1), BIG), const)
-    return AxisInfo(1, 1, meet(info(v.lhs).const, info(v.rhs).const))
+            return _new(AxisInfo, (1, min(div_at(xi, 1) * div_at(yi, 1), BIG), const))
+    return _new(AxisInfo, (1, 1, meet(info(v.lhs).const, info(v.rhs).const)))
 
 
 def _arange(a: AxisAnalysis, v: Arange) -> AxisInfo:
-    return AxisInfo(v.stop - v.start, pow2_factor(v.start), 1)
+    return _new(AxisInfo, (v.stop - v.start, pow2_factor(v.start), 1))
 
 
 def _const(a: AxisAnalysis, v: Const) -> AxisInfo:
     value = v.value
     if isinstance(value, int) and not isinstance(value, bool):
-        return AxisInfo(1, pow2_factor(value), BIG)
+        return _new(AxisInfo, (1, pow2_factor(value), BIG))
     return _other(a, v)
 
 
 def _param(a: AxisAnalysis, v: Param) -> AxisInfo:
     t = v.type
     if isinstance(t, PtrType):
-        return AxisInfo(1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG)
-    return AxisInfo(1, v.multiple, BIG)
+        return _new(AxisInfo, (1, max(BUFFER_ALIGN // t.dtype.itemsize, 1), BIG))
+    return _new(AxisInfo, (1, v.multiple, BIG))
 
 
 def _program(a: AxisAnalysis, v: Value) -> AxisInfo:
-    return AxisInfo(1, 1, BIG)
+    return _new(AxisInfo, (1, 1, BIG))
 
 
 def _full(a: AxisAnalysis, v: Full) -> AxisInfo:
-    return AxisInfo(1, div_at(a.info(v.value), 1), BIG)
+    return _new(AxisInfo, (1, div_at(a.info(v.value), 1), BIG))
 
 
 def _expand_dims(a: AxisAnalysis, v: ExpandDims) -> AxisInfo:
     x = v.x
     xi = a.info(x)
-    return AxisInfo(1, div_at(xi, 1), BIG) if v.axis == len(x.type.shape) else xi
+    return _new(AxisInfo, (1, div_at(xi, 1), BIG)) if v.axis == len(x.type.shape) else xi
 
 
 def _reshape(a: AxisAnalysis, v: Reshape) -> AxisInfo:
@@ -161,18 +163,19 @@ def _cast(a: AxisAnalysis, v: Cast) -> AxisInfo:
         if dtype.bits > src.bits and (dtype.is_signed or not src.is_signed) or dtype is src:
             return xi   # every value kept as it is
         # wrapped modulo 2**bits: equal values stay equal, and powers of 2 up to 2**bits still divide
-        return AxisInfo(1, min(div_at(xi, 1), 1 << dtype.bits), xi.const)
-    return AxisInfo(1, 1, a.info(x).const)
+        return _new(AxisInfo, (1, min(div_at(xi, 1), 1 << dtype.bits), xi.const))
+    return _new(AxisInfo, (1, 1, a.info(x).const))
 
 
 def _bitcast(a: AxisAnalysis, v: Bitcast) -> AxisInfo:
-    return AxisInfo(1, 1, a.info(v.x).const)
+    return _new(AxisInfo, (1, 1, a.info(v.x).const))
 
 
 def _where(a: AxisAnalysis, v: Where) -> AxisInfo:
     ci, xi, yi = a.info(v.cond), a.info(v.x), a.info(v.y)
     contig = meet(ci.const, meet(xi.contig, yi.contig))
-    return AxisInfo(contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), meet(ci.const, meet(xi.const, yi.const)))
+    const = meet(ci.const, meet(xi.const, yi.const))
+    return _new(AxisInfo, (contig, math.gcd(div_at(xi, contig), div_at(yi, contig)), const))
 
 
 def _compare(a: AxisAnalysis, v: Compare) -> AxisInfo:
@@ -180,17 +183,17 @@ def _compare(a: AxisAnalysis, v: Compare) -> AxisInfo:
     xi, yi = a.info(x), a.info(y)
     if op in _ORDERED and x.type.dtype.is_int and not isinstance(x.type, PtrType):
         run = _split_run(xi, yi) if op in (CmpOp.LT, CmpOp.GE) else _split_run(yi, xi)
-        return AxisInfo(1, 1, max(meet(xi.const, yi.const), run))
-    return AxisInfo(1, 1, meet(xi.const, yi.const))
+        return _new(AxisInfo, (1, 1, max(meet(xi.const, yi.const), run)))
+    return _new(AxisInfo, (1, 1, meet(xi.const, yi.const)))
 
 
 def _unary(a: AxisAnalysis, v: Unary) -> AxisInfo:
-    return AxisInfo(1, 1, a.info(v.x).const)
+    return _new(AxisInfo, (1, 1, a.info(v.x).const))
 
 
 def _other(a: AxisAnalysis, v: Value) -> AxisInfo:
     """A value no rule knows: one value (a scalar), else nothing known."""
-    return AxisInfo(1, 1, BIG) if v.type.shape == () else UNKNOWN
+    return _new(AxisInfo, (1, 1, BIG)) if v.type.shape == () else UNKNOWN
 
 
 _RULES = {Var: _var, Broadcast: _broadcast, AddPtr: _add_ptr, Binary: _binary, Arange: _arange, Const: _const,
@@ -235,7 +238,7 @@ def _add(a: AxisInfo, b: AxisInfo) -> AxisInfo:
     """`a + b`: runs of consecutive values where one side runs and the other is constant (Triton's rule), whose
     starts both sides' divisibilities at those starts divide."""
     contig = max(meet(a.contig, b.const), meet(a.const, b.contig))
-    return AxisInfo(contig, math.gcd(div_at(a, contig), div_at(b, contig)), meet(a.const, b.const))
+    return _new(AxisInfo, (contig, math.gcd(div_at(a, contig), div_at(b, contig)), meet(a.const, b.const)))
 
 
 # A stride of `strides`: an int, or `(k, s)` for `k` times the uniform scalar Tile IR value `s`.

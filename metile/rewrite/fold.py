@@ -221,16 +221,18 @@ def _candidates(found) -> list[Node]:
 
 
 _IDENTITY_OPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.AND})   # the operators `fold_identity` folds
+_SPLATS = frozenset({Const, Full, Broadcast})   # the classes `_constant_in` finds a constant in
 
 
 def _binary_candidate(n: Binary) -> bool:
     """Whether `fold_binary` or `fold_identity` could match `n`: both operands constants, or one of them 0 or 1 (a
     bool `True` is 1), alone or as a tile, under an operator `fold_identity` folds."""
     lhs, rhs = n.lhs, n.rhs
-    if lhs.__class__ is Const and rhs.__class__ is Const:
+    left, right = lhs.__class__, rhs.__class__
+    if left is Const and right is Const:
         return True
-    if n.op not in _IDENTITY_OPS:
-        return False
+    if (left not in _SPLATS and right not in _SPLATS) or n.op not in _IDENTITY_OPS:
+        return False   # most operands (names, index arithmetic) are of no class holding a constant
     a, b = _constant_in(lhs), _constant_in(rhs)
     return (a is not None and a.value in (0, 1)) or (b is not None and b.value in (0, 1))
 

@@ -22,6 +22,7 @@ The uniformity analyses (which variables differ between threads) are in `metile.
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import NamedTuple
 
 from metile.ir.node import evolve_node
 from metile.ir.ops import Stage
@@ -95,25 +96,43 @@ def vectorize_memory(k: Kernel, ctx: PassContext) -> Kernel:
     consecutive and aligned, with a guarded element-by-element tail where a mask may cut a run."""
     if k.stage is not Stage.TILE or k.plan is None:
         raise UnsupportedConstructError("vectorize_memory takes a Tile IR kernel planned by plan_launch", k.loc)
-    if k.plan.vector_width != 1 or scan(k, ctx.analyses).of(Dot):   # a kernel with `dot`: its products fix threads
+    if k.plan.vector_width != 1 or _survey(k, ctx.analyses).dots:   # a kernel with `dot`: its products fix threads
         return k
     plan = _plan(k, ctx, vectorize=True)
     return k if plan == k.plan else evolve_node(k, plan=plan)
 
 
+class _Survey(NamedTuple):
+    """What `_plan` reads of a kernel body, found once per body in a run (`plan_launch` and `vectorize_memory` plan
+    the same body): its first thread-level value (None without), its products, the length of its longest `arange`
+    (0 without), its `simdgroup_role` blocks and its largest tile (`largest_tile`)."""
+
+    thread_level: Value | None
+    dots: list[Dot]
+    longest_arange: int
+    roles: list[SimdgroupRole]
+    biggest: int
+
+
+def _survey(k: Kernel, analyses: Analyses) -> _Survey:
+    return analyses.of(_surveyed, k)
+
+
+def _surveyed(k: Kernel, analyses: Analyses) -> _Survey:
+    found = scan(k, analyses)
+    longest = max([n.stop - n.start for n in found.of(Arange)], default=0)
+    return _Survey(found.first(THREAD_LEVEL), found.of(Dot), longest, found.of(SimdgroupRole),
+                   largest_tile(k, analyses))
+
+
 def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
     t = ctx.target
-    found = scan(k, ctx.analyses)
-    thread_level = found.first(THREAD_LEVEL)
-    dots = found.of(Dot)
-    aranges = [n.stop - n.start for n in found.of(Arange)]
-    roles = found.of(SimdgroupRole)
-    biggest = largest_tile(k, ctx.analyses)
+    thread_level, dots, longest, roles, biggest = _survey(k, ctx.analyses)
     vec = 1
     asked = k.options.num_simdgroups
     _, role_threads = role_ranges(roles, None, t.simd_width)
     if thread_level is not None:
-        threads = k.options.num_threads or (asked and t.simd_width * asked) or max(aranges, default=0)
+        threads = k.options.num_threads or (asked and t.simd_width * asked) or longest
         if not threads:
             raise UnsupportedConstructError(
                 "a kernel using thread_id, simd operations or shared memory runs one thread per element: give the "
@@ -146,7 +165,7 @@ def _plan(k: Kernel, ctx: PassContext, vectorize: bool) -> LaunchPlan:
         where = thread_level.loc if thread_level is not None else k.loc
         raise UnsupportedConstructError(f"a program of {threads} threads: Metal allows 1 to {t.max_threads}", where)
     if biggest > threads * t.max_elements_per_thread:
-        tile = next(n for n in found.nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
+        tile = next(n for n in scan(k, ctx.analyses).nodes if isinstance(n, Value) and not isinstance(n, SharedAlloc)
                     and isinstance(n.type, (TileType, PtrType)) and n.type.size == biggest)
         raise UnsupportedConstructError(
             f"a tile of {biggest} elements on this program's {threads} threads would hold {-(-biggest // threads)} "

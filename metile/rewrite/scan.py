@@ -53,6 +53,7 @@ class _NotANode(Exception):   # noqa: N818 - internal: a walk by fields met some
 # child fields), whether that getter returns the one child itself rather than a sequence of them)
 _CLASSES: dict[type, tuple] = {}   # getters by field (`_field_getter`), for walks that may meet a non-node
 _SAFE_CLASSES: dict[type, tuple] = {}   # `metile.ir.node.children`'s getters, which skip what is not a node
+_LEAVES: dict[type, object] = {}   # the value classes without children (the same in both tables): their base facts
 
 
 def _field_getter(cls: type):
@@ -101,6 +102,8 @@ def _class_facts(cls: type, safe: bool) -> tuple:
     found = (issubclass(cls, Stmt), base, kids_of, one)
     if getter is not None:
         (_SAFE_CLASSES if safe else _CLASSES)[cls] = found
+        if kids_of is None and base is not None and not found[0]:
+            _LEAVES[cls] = base
     return found
 
 
@@ -146,56 +149,81 @@ def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[t
     """The walk of `Scan.__init__`, by recursion: `metile.ir.node.walk`'s order (children before parents, first
     child first), each node's facts computed once its children's are. A value's facts are shared with a part of it
     where they are the same (most values: `_PLAIN`, or the facts of their one informative operand). `classes`:
-    `_CLASSES` (raising `_NotANode` on meeting a non-node) or `_SAFE_CLASSES`."""
+    `_CLASSES` (raising `_NotANode` on meeting a non-node) or `_SAFE_CLASSES`. A child that is a value without
+    children (a constant, a variable, a parameter: about a third of a kernel's nodes) is taken where its parent
+    meets it, as a call would take it (`_LEAVES`); a node's id is found once, by its parent."""
     safe = classes is _SAFE_CLASSES
 
-    def visit(n, prior=prior, nodes=nodes, by_type=by_type, facts=facts, spans=spans, seen=seen, skipped=skipped,
-              get=facts.get, add=seen.add, classes=_CLASSES if classes is None else classes, plain=_PLAIN):
+    def visit(n, key, prior=prior, take=nodes.append, by_type=by_type, facts=facts, spans=spans, seen=seen,
+              skip=skipped.append, get=facts.get, add=seen.add, classes=_CLASSES if classes is None else classes,
+              plain=_PLAIN, leaves=_LEAVES.get, named=_NAMED):
         cls = n.__class__
         is_stmt, base, kids_of, one = classes.get(cls) or _class_facts(cls, safe)
         if is_stmt:
             if prior is not None and _take_span(n, prior, seen, skipped, nodes, by_type):
                 return
             opened = len(nodes), len(skipped)
-        add(id(n))
+        add(key)
         if base is None:   # not a value
             if kids_of is not None:
                 for c in kids_of(n):
-                    if id(c) in seen:
-                        skipped.append(c)
+                    ck = id(c)
+                    if ck in seen:
+                        skip(c)
+                    elif (g := leaves(c.__class__)) is not None:
+                        add(ck)
+                        facts[ck] = g if g is not named else (False, frozenset((c.name,)), False)
+                        take(c)
+                        by_type[c.__class__].append(c)
                     else:
-                        visit(c)
+                        visit(c, ck)
             if is_stmt:
-                first, skip = opened
-                spans[id(n)] = (n, (*nodes[first:], n), tuple(skipped[skip:]))
+                first, skipped_at = opened
+                spans[key] = (n, (*nodes[first:], n), tuple(skipped[skipped_at:]))
         elif kids_of is None:
-            facts[id(n)] = base if base is not _NAMED else (False, frozenset((n.name,)), False)
+            facts[key] = base if base is not named else (False, frozenset((n.name,)), False)
         elif one:
             c = kids_of(n)
-            key = id(c)
-            if key in seen:
-                skipped.append(c)
+            ck = id(c)
+            if ck in seen:
+                skip(c)
+                g = get(ck)
+            elif (g := leaves(c.__class__)) is not None:
+                add(ck)
+                if g is named:
+                    g = (False, frozenset((c.name,)), False)
+                facts[ck] = g
+                take(c)
+                by_type[c.__class__].append(c)
             else:
-                visit(c)
-            g = get(key)
-            facts[id(n)] = base if g is None or g is base or g is plain else g if base is plain else _merge(base, g)
+                visit(c, ck)
+                g = get(ck)
+            facts[key] = base if g is None or g is base or g is plain else g if base is plain else _merge(base, g)
         else:
             f = base
             for c in kids_of(n):
-                key = id(c)
-                if key in seen:
-                    skipped.append(c)
+                ck = id(c)
+                if ck in seen:
+                    skip(c)
+                    g = get(ck)
+                elif (g := leaves(c.__class__)) is not None:
+                    add(ck)
+                    if g is named:
+                        g = (False, frozenset((c.name,)), False)
+                    facts[ck] = g
+                    take(c)
+                    by_type[c.__class__].append(c)
                 else:
-                    visit(c)
-                g = get(key)
+                    visit(c, ck)
+                    g = get(ck)
                 if g is not f and g is not None and g is not plain:
                     f = g if f is plain else _merge(f, g)
-            facts[id(n)] = f
-        nodes.append(n)
+            facts[key] = f
+        take(n)
         by_type[cls].append(n)
 
     try:
-        visit(k)
+        visit(k, id(k))
     finally:
         visit = None   # `visit` calls itself through its closure: a cycle that would wait for the collector
 
