@@ -146,7 +146,7 @@ def test_unrunnable_configurations_are_pruned_before_compiling_with_the_reason(c
     compiled = []
     real = JITKernel._compile
     monkeypatch.setattr(JITKernel, "_compile",
-                        lambda self, spec, settings: compiled.append(spec[2]) or real(self, spec, settings))
+                        lambda self, spec, settings, **kw: compiled.append(spec[2]) or real(self, spec, settings, **kw))
     big = metile.Config(BLOCK_M=1024, BLOCK_N=8, BLOCK_K=8, num_simdgroups=4)   # 48 KB to stage 8 columns of a
     ok = metile.Config(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
     matmul = make_gemm(verbose=True)
