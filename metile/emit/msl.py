@@ -455,14 +455,22 @@ class _Emitter:
     # ---- statements
 
     def body(self, stmts) -> None:
-        if self.owners is not None:   # `stmt` keeps each statement's lines
-            for s in stmts:
-                self.stmt(s)
-            return
         stmt, let, names = self.stmt, self.let, self.names
-        for s in stmts:
-            if s.__class__ is Let:   # the common statement, without `stmt`'s dispatch
+        if self.owners is None:
+            for s in stmts:
+                if s.__class__ is Let:   # the common statement, without `stmt`'s dispatch
+                    let(names[s.var.name], s.var, s.value)
+                else:
+                    stmt(s)
+            return
+        lines, owner = self.lines, self.owners.owner
+        for s in stmts:   # the same, each `Let`'s lines then owned as `stmt` owns a statement's
+            if s.__class__ is Let:
+                start = len(lines)
                 let(names[s.var.name], s.var, s.value)
+                if (loc := s.loc) is not None:
+                    for i in range(start, len(lines)):
+                        owner.setdefault(i, loc)
             else:
                 stmt(s)
 
