@@ -199,14 +199,16 @@ class _Clock:
     """Time spent inside Triton kernel launches (`kernel[grid](...)`, an autotuner's or heuristics' launch included),
     outermost launch only: metile.triton's `JITFunction.run` (binding, copies to and from the CPU device's guarded
     memory, the dispatch) or the interpreter's `InterpretedFunction.run` (its copies of the tensors and the
-    interpreted program); and, on metile, the time of each compile (`Launcher._launch`: trace, passes, MSL, the C++
-    build) by kernel name."""
+    interpreted program); and, on metile, the time of each compile (`Launcher._launch`: trace, passes, MSL, and the
+    C++ build its first dispatch makes) by kernel name."""
 
     def __init__(self):
         self.kernels = 0.0
         self.kernels_cpu = 0.0
         self.depth = 0
         self.compiles: list[tuple[str, float]] = []
+        self.compiling = 0
+        self.record_of: dict[int, int] = {}   # id of a compiled kernel's CPU library -> its index in `compiles`
 
     def wrap_run(self, cls) -> None:
         run = cls.run
@@ -243,14 +245,39 @@ class _Clock:
         def timed_compile(kernel, *args, **kwargs):
             before = len(kernel._compiled)
             start = time.perf_counter()
+            self.compiling += 1
+            compiled = None
             try:
-                return compile_(kernel, *args, **kwargs)
+                compiled = compile_(kernel, *args, **kwargs)
+                return compiled
             finally:
+                self.compiling -= 1
                 if len(kernel._compiled) > before:
                     took = time.perf_counter() - start + pending.pop(id(kernel), 0.0)
+                    library = getattr(getattr(compiled, "function", None), "library", None)
+                    if library is not None:
+                        self.record_of[id(library)] = len(self.compiles)
                     self.compiles.append((kernel.fn.__name__, took))
 
         cls._trace, cls._compile = timed_trace, timed_compile
+
+    def wrap_build(self, cls) -> None:
+        """Add to a kernel's compile the C++ builds of its library (`cls.handle`, the CPU device's `CpuLibrary`)
+        that its first launch makes after `_compile` (a launch leaves the build to its dispatch, which makes the
+        build it runs)."""
+        handle = cls.handle
+
+        def timed_handle(library, sanitize, checked=False):
+            at = self.record_of.get(id(library)) if not self.compiling else None
+            start = time.perf_counter()
+            try:
+                return handle(library, sanitize, checked)
+            finally:
+                if at is not None:
+                    name, took = self.compiles[at]
+                    self.compiles[at] = (name, took + time.perf_counter() - start)
+
+        cls.handle = timed_handle
 
 
 CLOCK = _Clock()
@@ -304,6 +331,7 @@ def _install_clock(way: str) -> None:
         # the modules (`metile.kernel` and `metile.triton.jit` are also the names of functions)
         CLOCK.wrap_run(importlib.import_module("metile.triton.jit").JITFunction)
         CLOCK.wrap_compile(importlib.import_module("metile.kernel").JITKernel)
+        CLOCK.wrap_build(importlib.import_module("metile.metal.cpu.device").CpuLibrary)
     elif way == "interpreter":
         import triton.runtime.interpreter
 
@@ -331,6 +359,7 @@ def measure(way: str, budget: float) -> None:
         row = {"op": name, "load": os.getloadavg()[0]}
         try:
             CLOCK.compiles.clear()
+            CLOCK.record_of.clear()
             row["first"], row["first_kernels"], _, _ = _step(fn, inputs)
             row["compiles"] = list(CLOCK.compiles)
             times, spent = [], 0.0
