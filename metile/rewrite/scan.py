@@ -182,26 +182,9 @@ def _visit_all(k: Kernel, prior: Scan | None, nodes: list[Node], by_type: dict[t
                 spans[key] = (n, (*nodes[first:], n), tuple(skipped[skipped_at:]))
         elif kids_of is None:
             facts[key] = base if base is not named else (False, frozenset((n.name,)), False)
-        elif one:
-            c = kids_of(n)
-            ck = id(c)
-            if ck in seen:
-                skip(c)
-                g = get(ck)
-            elif (g := leaves(c.__class__)) is not None:
-                add(ck)
-                if g is named:
-                    g = (False, frozenset((c.name,)), False)
-                facts[ck] = g
-                take(c)
-                by_type[c.__class__].append(c)
-            else:
-                visit(c, ck)
-                g = get(ck)
-            facts[key] = base if g is None or g is base or g is plain else g if base is plain else _merge(base, g)
         else:
             f = base
-            for c in kids_of(n):
+            for c in (kids_of(n),) if one else kids_of(n):
                 ck = id(c)
                 if ck in seen:
                     skip(c)
