@@ -22,6 +22,13 @@ class LineOwners:
         self.owner: dict[int, Loc] = {}
         self.owned: list[tuple[int, int]] = []
 
+    def own(self, start: int, end: int, loc: Loc) -> None:
+        """Give the lines `start` to `end` (excluded) without an owner to `loc`: those of a statement with no statement
+        inside."""
+        owner = self.owner
+        for i in range(start, end):
+            owner.setdefault(i, loc)
+
     def nest(self, start: int, end: int, loc: Loc) -> None:
         """Give the lines `start` to `end` (excluded) without an owner to `loc`, skipping the ranges kept since `start`
         (whose lines all have owners), which the range `start` to `end` then replaces."""

@@ -455,22 +455,13 @@ class _Emitter:
     # ---- statements
 
     def body(self, stmts) -> None:
-        stmt, let, names = self.stmt, self.let, self.names
-        if self.owners is None:
-            for s in stmts:
-                if s.__class__ is Let:   # the common statement, without `stmt`'s dispatch
-                    let(names[s.var.name], s.var, s.value)
-                else:
-                    stmt(s)
-            return
-        lines, owner = self.lines, self.owners.owner
-        for s in stmts:   # the same, each `Let`'s lines then owned as `stmt` owns a statement's
-            if s.__class__ is Let:
+        stmt, let, names, lines, owners = self.stmt, self.let, self.names, self.lines, self.owners
+        for s in stmts:
+            if s.__class__ is Let:   # the common statement, without `stmt`'s dispatch (its lines owned as it owns them)
                 start = len(lines)
                 let(names[s.var.name], s.var, s.value)
-                if (loc := s.loc) is not None:
-                    for i in range(start, len(lines)):
-                        owner.setdefault(i, loc)
+                if owners is not None and (loc := s.loc) is not None:
+                    owners.own(start, len(lines), loc)
             else:
                 stmt(s)
 
@@ -520,9 +511,7 @@ class _Emitter:
             if s.__class__ in _NESTING:
                 owners.nest(start, len(self.lines), loc)
             else:   # no statement inside: no range kept
-                owner = owners.owner
-                for i in range(start, len(self.lines)):
-                    owner.setdefault(i, loc)
+                owners.own(start, len(self.lines), loc)
 
     def let(self, name: str, var: Var, value: Value) -> None:
         pad = self.pad
