@@ -238,8 +238,9 @@ class CpuDispatch:
             self.ranges = [r for r in self.ranges if r.index not in self.placed]
             for i in self.placed:
                 b = bound[i]
-                self._ptrs[i] = ffi.cast("void*", data_address(b.value))
-                self.ranges.append(BufferRange(i, b.param.name, int(ffi.cast("uintptr_t", self._ptrs[i])), b.nbytes))
+                address = data_address(b.value)
+                self._ptrs[i] = ffi.cast("void*", address)
+                self.ranges.append(BufferRange(i, b.param.name, address, b.nbytes))
             self._set_bounds(self.ranges[-len(self.placed):])
 
     def _set_bounds(self, ranges: list[BufferRange]) -> None:
