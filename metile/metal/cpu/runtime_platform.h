@@ -154,6 +154,20 @@ constexpr bool protected_page_fault(int sig, int code) {
     return sig == SIGSEGV && code == SEGV_ACCERR;
 }
 
+/* Whether a fault signal is an x86-64 general-protection fault: SIGSEGV with SI_KERNEL on Linux, no address. In kernel
+ * code it is, in practice, a 16-byte vector load or store (movaps, an SSE operand) at an address that is not a multiple
+ * of 16: clang copies a vector type with such instructions, and its alignment check does not cover a vector's copy
+ * (g++'s does, a trap). A non-canonical address (far outside the address space) raises it too. */
+constexpr bool general_protection_fault(int sig, int code) {
+#if defined(__linux__) && defined(__x86_64__)
+    return sig == SIGSEGV && code == SI_KERNEL;
+#else
+    (void)sig;
+    (void)code;
+    return false;
+#endif
+}
+
 /* The signal that stops a launch past its timeout (sent to the workers still running it). */
 inline int watchdog_signal() {
 #if defined(SIGRTMIN) && !defined(MT_NO_RT_SIGNALS) /* the latter tests macOS's choice on Linux */

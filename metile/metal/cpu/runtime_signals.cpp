@@ -125,8 +125,9 @@ void on_signal(int sig, siginfo_t* si, void* ucv) {
         case SIGSEGV:
         case SIGBUS:
             /* macOS raises SIGBUS for a protected page (a guard), Linux SIGSEGV */
-            kind = stack_overflow(w, addr, platform::context_sp(ucv)) ? MT_FAULT_STACK_OVERFLOW
-                                                                       : MT_FAULT_BAD_ACCESS;
+            kind = stack_overflow(w, addr, platform::context_sp(ucv))      ? MT_FAULT_STACK_OVERFLOW
+                   : platform::general_protection_fault(sig, si->si_code) ? MT_FAULT_MISALIGNED
+                                                                          : MT_FAULT_BAD_ACCESS;
             break;
         case SIGFPE:
             kind = si->si_code == FPE_INTDIV || si->si_code == FPE_INTOVF ? MT_FAULT_DIV_ZERO : MT_FAULT_TRAP;
@@ -194,6 +195,11 @@ void describe_signal(Launch* L) {
                      L->sig == SIGSEGV && L->sig_code == SEGV_MAPERR     ? "address not mapped"
                      : platform::protected_page_fault(L->sig, L->sig_code) ? "access to a protected page (guard page)"
                                                                            : "invalid access");
+            break;
+        case MT_FAULT_MISALIGNED:
+            snprintf(f.message, sizeof f.message,
+                     "%s: general-protection fault: a 16-byte vector access at an address that is not a multiple of "
+                     "16 (or an address outside the address space)", name);
             break;
         case MT_FAULT_STACK_OVERFLOW:
             snprintf(f.message, sizeof f.message,
