@@ -7,7 +7,8 @@ Triton's own interpreter (TRITON_INTERPRET=1, the Triton wheel, no metile) and a
 For each op that runs on metile (tests/test_liger_ops.py), one forward and backward at a moderate shape, fp32:
 - first call: the first forward and backward in a fresh process; on metile it compiles every kernel the op
   launches (trace, passes, MSL, the CPU device's C++ build) with an empty kernel cache (the CPU device's runtime
-  library and headers are built beforehand, once); "compile" is the first call less the steady-state time;
+  library and headers are built beforehand, once); "compile" is the first call less the steady-state time
+  ("none" for an op whose kernels an earlier op of the same process compiled: fused_linear_jsd's JSD kernel, jsd's);
 - steady: the median of later calls (at least 3, and more within about a second);
 - kernels: the part of each call spent inside Triton kernel launches (`kernel[grid](...)`, outermost only: on metile
   the binding, the copies into and out of the CPU device's guarded memory and the dispatch; in the interpreter its
@@ -456,7 +457,10 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9}")
     for n in names:
         mr = m.get(n)
-        comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"   # < 0: noise
+        if mr and "steady" in mr and not mr.get("compiles"):   # an earlier op of the process compiled its kernels
+            comp = f"{'none':>9}"
+        else:
+            comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"
         print(f"{n:30} {_ms(mr, 'first')} {comp} {_ms(i.get(n), 'first')} {_ms(t.get(n), 'first')} "
               f"{_ratio(i.get(n), mr, 'first')} {_ratio(t.get(n), mr, 'first')}")
     print("\nfirst compile per kernel on metile (ms): each specialization the op's first call compiles (trace, passes, "
