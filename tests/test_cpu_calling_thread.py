@@ -37,7 +37,7 @@ SPIN = """
 #include <metal_stdlib>
 using namespace metal;
 kernel void spin(device float* out [[buffer(0)]], uint gid [[thread_position_in_grid]]) {
-    while (out[0] == 0.0f) { }
+    while (((volatile device float*)out)[0] == 0.0f) { }   // volatile: a loop without side effects may be dropped
 }
 """
 
