@@ -26,6 +26,21 @@ def test_error_in_a_header_is_placed_where_the_source_reached_it():
     assert e.loc.line == 3 and "mt_simd.h:12" in e.message
 
 
+def test_clang_places_an_error_in_a_header_at_the_instantiation_the_source_requested():
+    """clang (the CPU device's compiler on a Mac, and Apple's Metal compiler) writes the instantiations that led to
+    an error as notes after it, innermost first: the first note on the source, before the next error, is the site."""
+    out = ("/inc/mt_mpp.h:313:9: error: static assertion failed due to requirement 'ok': not supported\n"
+           "        static_assert(ok, \"not supported\");\n"
+           "/inc/mt_mpp.h:363:18: note: in instantiation of function template specialization 'run<1>' requested here\n"
+           "k.metal:2:4: note: in instantiation of function template specialization 'f<1>' requested here\n"
+           "/inc/mt_mpp.h:313:9: error: static assertion failed due to requirement 'ok': not supported\n"
+           "k.metal:3:11: note: in instantiation of function template specialization 'f<2>' requested here\n")
+    e = first_error(out, source=SRC, metal_name="k.metal")
+    assert (e.loc.line, e.loc.col) == (2, 3) and "mt_mpp.h:313" in e.message
+    lone = first_error(out.split("k.metal:2")[0], source=SRC, metal_name="k.metal")   # no note on the source
+    assert lone.loc is None and "mt_mpp.h:313" in str(lone)
+
+
 def test_error_elsewhere_without_a_source_site_names_that_file():
     e = first_error("gen.cpp:4:1: error: bad cast\n", source=SRC, metal_name="k.metal",
                     elsewhere="generated for")

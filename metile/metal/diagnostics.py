@@ -9,7 +9,10 @@ from metile.ir.errors import Loc
 from metile.metal.errors import MSLCompileError
 
 DIAGNOSTIC = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M)
-INSTANTIATED_FROM = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+):\s+required from", re.M)
+INSTANTIATED_FROM = re.compile(r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+):\s+required from", re.M)   # g++
+# clang (and so Apple's Metal compiler): the instantiations that led to an error are notes after it
+REQUESTED_HERE = re.compile(
+    r"^(?P<file>[^\n]*?):(?P<line>\d+):(?P<col>\d+): note: in instantiation of .* requested here$", re.M)
 
 
 def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[str] = (),
@@ -36,6 +39,10 @@ def first_error(output: str, *, source: str, metal_name: str, aliases: Iterable[
         where = f"{chosen.group('file')}:{line}"
         # an error inside a header, reached from the source: use the source line that led there
         site = next((m for m in INSTANTIATED_FROM.finditer(output) if m.group("file") in names), None)
+        if site is None:   # clang's notes of this error: between it and the next error
+            after = next((d.start() for d in diags if d.start() > chosen.start()), len(output))
+            site = next((m for m in REQUESTED_HERE.finditer(output, chosen.end(), after) if m.group("file") in names),
+                        None)
         other = read_other(chosen.group("file")) if read_other is not None and site is None else None
         if other is not None:
             lines = other.splitlines()
