@@ -655,3 +655,34 @@ def test_a_member_read_beside_a_constructor_that_runs_a_collective_is_no_collect
     sums = x.reshape(2, 32).sum(1).repeat(32)
     j = np.arange(64)
     np.testing.assert_array_equal(out, np.where(j > 2, j * 4.0, 0.0) + sums)
+
+
+CONSTEXPR_HELPER = HEAD + """
+struct Two { constexpr operator int() const { return 2; } };
+template <typename S>
+static constexpr float lane_sum(float v, S scale = S{}) {   // a default argument with braces
+    return simd_sum(v) * float(int(scale));
+}
+kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {
+    out[i] = lane_sum<Two>(x[i]);
+}
+"""
+
+
+def test_a_constexpr_function_with_a_collective_is_compiled_without_constexpr(cpu):
+    """A function that runs a collective gets the guards that order it (not literal types), and is never a constant
+    expression: its `constexpr` goes (clang, as on a Mac, refuses a variable of a non-literal type in a constexpr
+    function; MLX's steel GEMM and attention declare their fragment helpers so), also past a parameter list whose
+    default argument holds braces."""
+    from metile.metal.cpu.msl import translate
+
+    tr = translate(CONSTEXPR_HELPER, "helper.metal")
+    helper = next(line for line in tr.cpp.splitlines() if "lane_sum(float v" in line)
+    assert "constexpr" not in helper and "static" in helper
+    assert "struct Two { constexpr operator int()" in tr.cpp   # a function without collectives keeps it
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    fn = cpu.compile(CONSTEXPR_HELPER, name="helper.metal").function("k")
+    cpu.dispatch_threads(fn, 32, 32, [x, out])
+    np.testing.assert_array_equal(out, np.full(32, 2 * x.sum(), np.float32))

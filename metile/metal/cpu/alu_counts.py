@@ -575,7 +575,7 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
     after: dict[int, list[str]] = {}
     done_until = -1
     for _, lbrace in _function_bodies(tokens, close, open_of):
-        if lbrace < done_until or _is_constexpr(tokens, lbrace):
+        if lbrace < done_until or _is_constexpr(tokens, lbrace, open_of):
             continue
         done_until = close[lbrace]
         params = _parameter_list(tokens, lbrace, open_of)

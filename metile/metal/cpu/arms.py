@@ -106,11 +106,15 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         if lbrace < done_until:
             continue  # a local class's member function: walked with its enclosing body
         done_until = close[lbrace]
-        if _is_constexpr(tokens, lbrace) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
+        if _is_constexpr(tokens, lbrace, open_of) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
                                                       for t in tokens[lbrace + 1:close[lbrace]]):
             # guards are not literal types: they would take constexpr from a function that calls no collective
             # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
             continue
+        if _is_constexpr(tokens, lbrace, open_of):
+            # a function that runs a collective is never a constant expression, and its guards are not literal types
+            # (g++ lets them into a constexpr function; clang, as on a Mac, refuses it): it is compiled without
+            guard.not_constexpr(_constexpr_tokens(tokens, lbrace, open_of))
         if (name in names or guard.everywhere) and name not in kernels:
             # with an operator that runs a collective any function may run one: each gets a frame of its own, so
             # that the guards of its body never move its caller's position (lanes that return early from it would
@@ -171,14 +175,25 @@ def _parameter_list(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -
     return open_of[k], k
 
 
-def _is_constexpr(tokens: list[Token], lbrace: int) -> bool:
+def _is_constexpr(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> bool:
     """Whether the function whose body opens at tokens[lbrace] is declared `constexpr` (or `consteval`)."""
+    return bool(_constexpr_tokens(tokens, lbrace, open_of))
+
+
+def _constexpr_tokens(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> list[int]:
+    """The indices of the `constexpr` and `consteval` of the declaration of the function whose body opens at
+    tokens[lbrace]: back to the `;`, `{` or `}` before it, its parameter list passed over whole (a default argument
+    such as `Int<0>{}` holds braces)."""
+    found = []
     k = lbrace - 1
     while k >= 0 and tokens[k].text not in (";", "{", "}"):
+        if tokens[k].text == ")" and k in open_of:
+            k = open_of[k] - 1
+            continue
         if tokens[k].text in ("constexpr", "consteval"):
-            return True
+            found.append(k)
         k -= 1
-    return False
+    return found
 
 
 def _lambda_bodies(tokens: list[Token], open_of: dict[int, int]) -> dict[int, str]:
@@ -299,6 +314,7 @@ class _Guards:
         self.ids = 0
         self.before: dict[int, list[str]] = {}  # insertions at a token's start, in order
         self.after: dict[int, list[str]] = {}   # insertions at a token's end
+        self.removed: list[tuple[int, int, str]] = []   # tokens taken out (`not_constexpr`)
 
     def edits(self) -> list[tuple[int, int, str]]:
         at: dict[int, list[str]] = {}
@@ -306,7 +322,7 @@ class _Guards:
             at.setdefault(self.t[i].end, []).extend(texts)
         for i, texts in sorted(self.before.items()):
             at.setdefault(self._before_directives(i), []).extend(texts)
-        return [(pos, pos, "".join(texts)) for pos, texts in at.items()]
+        return [(pos, pos, "".join(texts)) for pos, texts in at.items()] + self.removed
 
     def _before_directives(self, i: int) -> int:
         """Where text inserted before tokens[i] goes: its start, or the end of the token before it when preprocessor
@@ -329,6 +345,10 @@ class _Guards:
         """Brace tokens[start:end] with `opener` after the `{`."""
         self.before.setdefault(start, []).append("{ " + opener)
         self.after.setdefault(end - 1, []).append(" }")
+
+    def not_constexpr(self, at: list[int]) -> None:
+        """Take the `constexpr` (or `consteval`) tokens at the indices `at` out of the source."""
+        self.removed += [(self.t[k].start, self.t[k].end, "") for k in at]
 
     def function_body(self, lbrace: int) -> None:
         self.after.setdefault(lbrace, []).append(f" {_NS}fn __mt_f({self._next_id()}u, {self.t[lbrace].line}u);")
