@@ -61,7 +61,7 @@ kernel void k(device cplx* io [[buffer(0)]], constant cplx* cin [[buffer(1)]],
   threadgroup cplx tg[8];
   tg[lid] = cplx(float2(float(i), 1.0f));
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  cplx here{float2(cin[i])};                      // constant -> thread (braces: with parentheses, clang, as Metal's compiler, reads a function declaration)
+  cplx here{float2(cin[i])};   // constant -> thread (with parentheses clang reads a function declaration)
   float2 from_device = io[i];                     // device operator
   float2 from_tg = tg[7 - lid];                   // threadgroup operator
   pair_t<float> p = pairs[i];

@@ -48,7 +48,8 @@ from metile.metal.cpu.alu_types import UNKNOWN as _UNKNOWN
 from metile.metal.cpu.alu_types import Type as _Type
 from metile.metal.cpu.alu_types import TypeName as _TypeName
 from metile.metal.cpu.alu_types import named as _named
-from metile.metal.cpu.arms import _brackets, _function_bodies, _Guards, _is_constexpr, _lambda_bodies, _parameter_list
+from metile.metal.cpu.arms import _function_bodies, _Guards, _lambda_bodies, _parameter_list
+from metile.metal.cpu.declarations import brackets, is_constexpr
 from metile.metal.msl_lex import Tok, Token
 from metile.metal.msl_signature import SourceErrors
 
@@ -563,7 +564,7 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
                 counters: dict[str, int]) -> list[tuple[int, int, str]]:
     """Insertions (pos, pos, text) that make each statement of the source's function bodies count its ALU,
     integer and special-function operations (see the module docstring). `counters`: counter numbers by name."""
-    close, open_of = _brackets(tokens)
+    close, open_of = brackets(tokens)
     if close is None:
         return []   # brackets that do not balance outside preprocessor conditionals: nothing counted
     walker = _Counts(tokens, close, errors, sorted(d.start for d in directives), counters,
@@ -575,7 +576,7 @@ def count_edits(tokens: list[Token], errors: SourceErrors, directives: list[Toke
     after: dict[int, list[str]] = {}
     done_until = -1
     for _, lbrace in _function_bodies(tokens, close, open_of):
-        if lbrace < done_until or _is_constexpr(tokens, lbrace, open_of):
+        if lbrace < done_until or is_constexpr(tokens, lbrace, open_of):
             continue
         done_until = close[lbrace]
         params = _parameter_list(tokens, lbrace, open_of)

@@ -36,6 +36,7 @@ import bisect
 import re
 from collections.abc import Iterable
 
+from metile.metal.cpu.declarations import brackets, constexpr_tokens, is_constexpr
 from metile.metal.cpu.uniform import is_uniform, uniform_names
 from metile.metal.errors import MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token
@@ -89,7 +90,7 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
     extra = _header_uses(headers, tensor_ops)
     if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops) for t in tokens) and not extra:
         return []
-    close, open_of = _brackets(tokens)
+    close, open_of = brackets(tokens)
     if close is None:
         first = next(t for t in tokens if t.kind is Tok.IDENT and is_collective(t.text, tensor_ops))
         raise errors.at(first, "cannot read the control flow around this simd collective (brackets do not balance "
@@ -106,15 +107,15 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         if lbrace < done_until:
             continue  # a local class's member function: walked with its enclosing body
         done_until = close[lbrace]
-        if _is_constexpr(tokens, lbrace, open_of) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
+        if is_constexpr(tokens, lbrace, open_of) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
                                                       for t in tokens[lbrace + 1:close[lbrace]]):
             # guards are not literal types: they would take constexpr from a function that calls no collective
             # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
             continue
-        if _is_constexpr(tokens, lbrace, open_of):
+        if is_constexpr(tokens, lbrace, open_of):
             # a function that runs a collective is never a constant expression, and its guards are not literal types
             # (g++ lets them into a constexpr function; clang, as on a Mac, refuses it): it is compiled without
-            guard.not_constexpr(_constexpr_tokens(tokens, lbrace, open_of))
+            guard.not_constexpr(constexpr_tokens(tokens, lbrace, open_of))
         if (name in names or guard.everywhere) and name not in kernels:
             # with an operator that runs a collective any function may run one: each gets a frame of its own, so
             # that the guards of its body never move its caller's position (lanes that return early from it would
@@ -123,29 +124,6 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         guard.uniform = uniform_names(tokens, _parameter_list(tokens, lbrace, open_of), lbrace, close, constants)
         guard.block(lbrace + 1, close[lbrace])
     return guard.edits()
-
-
-def _brackets(tokens: list[Token]) -> tuple[dict[int, int] | None, dict[int, int]]:
-    """close[i] for each (, [, {, [[ at i and open_of[j] for its closer; (None, {}) if they do not balance."""
-    close: dict[int, int] = {}
-    open_of: dict[int, int] = {}
-    stack: list[int] = []
-    pairs = {")": "(", "]": "[", "}": "{"}
-    for j, t in enumerate(tokens):
-        if t.kind is not Tok.PUNCT:
-            continue
-        x = t.text
-        if x in ("(", "[", "{", "[["):
-            stack.append(j)
-        elif x in pairs or x == "]]":
-            want = "[[" if x == "]]" and stack and tokens[stack[-1]].text == "[[" else pairs.get(x, "[")
-            for _ in range(2 if x == "]]" and want == "[" else 1):
-                if not stack or tokens[stack[-1]].text != want:
-                    return None, {}
-                i = stack.pop()
-                close[i] = j
-                open_of[j] = i
-    return (close, open_of) if not stack else (None, {})
 
 
 def _function_bodies(tokens: list[Token], close: dict[int, int], open_of: dict[int, int]) -> list[tuple[str, int]]:
@@ -173,27 +151,6 @@ def _parameter_list(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -
     if k < 1 or tokens[k].text != ")" or k not in open_of:
         return None
     return open_of[k], k
-
-
-def _is_constexpr(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> bool:
-    """Whether the function whose body opens at tokens[lbrace] is declared `constexpr` (or `consteval`)."""
-    return bool(_constexpr_tokens(tokens, lbrace, open_of))
-
-
-def _constexpr_tokens(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> list[int]:
-    """The indices of the `constexpr` and `consteval` of the declaration of the function whose body opens at
-    tokens[lbrace]: back to the `;`, `{` or `}` before it, its parameter list passed over whole (a default argument
-    such as `Int<0>{}` holds braces)."""
-    found = []
-    k = lbrace - 1
-    while k >= 0 and tokens[k].text not in (";", "{", "}"):
-        if tokens[k].text == ")" and k in open_of:
-            k = open_of[k] - 1
-            continue
-        if tokens[k].text in ("constexpr", "consteval"):
-            found.append(k)
-        k -= 1
-    return found
 
 
 def _lambda_bodies(tokens: list[Token], open_of: dict[int, int]) -> dict[int, str]:
@@ -259,7 +216,7 @@ def _header_uses(headers: Iterable[tuple[str, list[Token]]], tensor_ops: bool) -
     for _, toks in headers:
         if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops) for t in toks):
             continue
-        close, open_of = _brackets(toks)
+        close, open_of = brackets(toks)
         bodies = _function_bodies(toks, close, open_of) if close is not None else []
         for name, used in _uses(toks, close or {}, bodies).items():
             uses.setdefault(name, set()).update(used)

@@ -30,7 +30,8 @@ import functools
 import math
 import re
 
-from metile.metal.cpu.arms import _brackets, _function_bodies, _parameter_list
+from metile.metal.cpu.arms import _function_bodies, _parameter_list
+from metile.metal.cpu.declarations import brackets
 from metile.metal.msl_lex import LexError, Tok, Token, tokenize
 from metile.metal.msl_templates import TemplateSyntaxError, bind, parse_header, split_args
 
@@ -76,7 +77,7 @@ def estimate_registers(text: str, function: str, template_args: tuple[str, ...] 
         tokens = [t for t in tokenize(text) if t.kind is not Tok.DIRECTIVE]
     except LexError:
         return 0
-    close, open_of = _brackets(tokens)
+    close, open_of = brackets(tokens)
     if close is None:
         return 0
     bodies = [b for name, b in _function_bodies(tokens, close, open_of) if name == function]
