@@ -457,10 +457,12 @@ def report(results: dict[str, dict[str, dict]], names: list[str]) -> None:
     print(f"{'op':30} {'metile':>9} {'compile':>9} {'interp':>9} {'torch':>9} {'interp/m':>9} {'torch/m':>9}")
     for n in names:
         mr = m.get(n)
-        if mr and "steady" in mr and not mr.get("compiles"):   # an earlier op of the process compiled its kernels
+        if not mr or "steady" not in mr:
+            comp = f"{'-':>9}"
+        elif not mr.get("compiles"):   # an earlier op of the process compiled its kernels
             comp = f"{'none':>9}"
         else:
-            comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}" if mr and "steady" in mr else f"{'-':>9}"
+            comp = f"{1e3 * (mr['first'] - mr['steady']):9.2f}"
         print(f"{n:30} {_ms(mr, 'first')} {comp} {_ms(i.get(n), 'first')} {_ms(t.get(n), 'first')} "
               f"{_ratio(i.get(n), mr, 'first')} {_ratio(t.get(n), mr, 'first')}")
     print("\nfirst compile per kernel on metile (ms): each specialization the op's first call compiles (trace, passes, "

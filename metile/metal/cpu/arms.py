@@ -36,7 +36,7 @@ import bisect
 import re
 from collections.abc import Iterable
 
-from metile.metal.cpu.declarations import brackets, constexpr_tokens, is_constexpr
+from metile.metal.cpu.declarations import brackets, constexpr_tokens
 from metile.metal.cpu.uniform import is_uniform, uniform_names
 from metile.metal.errors import MSLUnsupportedError
 from metile.metal.msl_lex import Tok, Token
@@ -107,15 +107,16 @@ def arm_edits(tokens: list[Token], errors: SourceErrors, kernel_names: Iterable[
         if lbrace < done_until:
             continue  # a local class's member function: walked with its enclosing body
         done_until = close[lbrace]
-        if is_constexpr(tokens, lbrace, open_of) and not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
-                                                      for t in tokens[lbrace + 1:close[lbrace]]):
-            # guards are not literal types: they would take constexpr from a function that calls no collective
-            # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
-            continue
-        if is_constexpr(tokens, lbrace, open_of):
+        constexpr = constexpr_tokens(tokens, lbrace, open_of)
+        if constexpr:
+            if not any(t.kind is Tok.IDENT and is_collective(t.text, tensor_ops)
+                       for t in tokens[lbrace + 1:close[lbrace]]):
+                # guards are not literal types: they would take constexpr from a function that calls no collective
+                # itself (names are matched across the source, so a `bits` or `load` elsewhere can mark any function)
+                continue
             # a function that runs a collective is never a constant expression, and its guards are not literal types
             # (g++ lets them into a constexpr function; clang, as on a Mac, refuses it): it is compiled without
-            guard.not_constexpr(constexpr_tokens(tokens, lbrace, open_of))
+            guard.not_constexpr(constexpr)
         if (name in names or guard.everywhere) and name not in kernels:
             # with an operator that runs a collective any function may run one: each gets a frame of its own, so
             # that the guards of its body never move its caller's position (lanes that return early from it would

@@ -30,7 +30,6 @@ def brackets(tokens: list[Token]) -> tuple[dict[int, int] | None, dict[int, int]
     return (close, open_of) if not stack else (None, {})
 
 
-
 def is_constexpr(tokens: list[Token], lbrace: int, open_of: dict[int, int]) -> bool:
     """Whether the function whose body opens at tokens[lbrace] is declared `constexpr` (or `consteval`)."""
     return bool(constexpr_tokens(tokens, lbrace, open_of))
