@@ -184,3 +184,33 @@ def test_an_integer_constant_stored_into_8bit_floats_converts(dtype, k):
     out = np.zeros(8, dtype)
     store_int_into_f8[(1,)](out, k, 5)
     assert out.astype(np.float32).tolist() == [k] * 5 + [0] * 3
+
+
+@metile.func
+def bit_and(a, b):
+    return a & b
+
+
+@metile.kernel
+def scan_of_masked(X, Counts, Total, Acc, n):
+    r = metile.arange(0, 8)
+    x = metile.load(X + r, mask=r != 1)                     # element 1 inactive: it reads 0 (5.3 rule 1)
+    s = metile.associative_scan(x, 0, bit_and)
+    metile.store(Counts + metile.arange(0, 4), metile.histogram(s, 4))
+    metile.store(Total + metile.arange(0, 1), metile.sum(s * 0 + 1, 0) + metile.zeros((1,), dtype="i32"))
+    acc = metile.full((8,), 7, dtype="i32")
+    for _ in metile.tile_range(0, n, 1):
+        acc = metile.associative_scan(x, 0, bit_and) + 1    # an update keeps old values only where it is inactive
+    metile.store(Acc + r, acc)
+
+
+def test_a_scan_with_a_combine_function_is_active_everywhere():
+    """6.8: inactive elements enter a combine function's scan as 0, and its results are active everywhere. Each step
+    of the scan keeps an element's own value where it has no partner (`where(has, combine(...), own)`), which kept
+    the inactivity of element 1 of the input in the result: the histogram left that element uncounted (4 zeros of 5
+    in a fuzzed kernel), `sum` skipped it, and a loop update kept its old value there."""
+    x = np.array([0, 5, 1, 1, 1, 1, 1, 1], np.int32)
+    counts, total, acc = np.zeros(4, np.int32), np.zeros(1, np.int32), np.zeros(8, np.int32)
+    scan_of_masked[(1,)](x, counts, total, acc, 2)
+    assert counts.tolist() == [8, 0, 0, 0] and total.tolist() == [8]
+    assert acc.tolist() == [1] * 8

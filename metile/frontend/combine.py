@@ -27,9 +27,10 @@ from metile.frontend import semantic as sem
 from metile.frontend.builtins import static_int
 from metile.frontend.errors import KernelTypeError, ShapeMismatchError
 from metile.frontend.funcs import call_func
+from metile.frontend.matmul import active_everywhere
 from metile.ir.errors import Loc
 from metile.ir.ops import BinOp, CmpOp
-from metile.ir.tile import Arange, Broadcast, ExpandDims, Gather, Reshape
+from metile.ir.tile import AllActive, Arange, Broadcast, ExpandDims, Gather, Reshape
 from metile.ir.types import DType, PtrType
 from metile.ir.values import Binary, Compare, Value, Where
 
@@ -126,8 +127,11 @@ def _prepare(xs, axis, what: str, loc: Loc) -> tuple[list[Value], tuple[int, ...
 
 
 def scan(tr, xs: list[Value], axis: int, reverse: bool, combine: Combine, what: str, loc: Loc) -> list[Value]:
-    """The inclusive scans of the tiles `xs` along `axis` by `combine` (see the module docstring)."""
+    """The inclusive scans of the tiles `xs` along `axis` by `combine` (see the module docstring), active
+    everywhere (docs/language.md 6.8): each step's `where` keeps an element's own activity, so the results are
+    marked `AllActive` unless the trace knows the tiles to be active everywhere already."""
     xs, shape = _prepare(xs, axis, what, loc)
+    active = all(active_everywhere(tr, x) for x in xs)
     n = shape[axis]
     i = tr.bind(axis_index(shape, axis, loc), "i", loc)
     d = 1
@@ -142,7 +146,7 @@ def scan(tr, xs: list[Value], axis: int, reverse: bool, combine: Combine, what: 
         partner = tr.bind(Where(ok, j, i, loc=loc), "j", loc)
         xs = _step(tr, xs, axis, partner, ok, None, combine, what, loc)
         d *= 2
-    return xs
+    return xs if active else [AllActive(x, loc=loc) for x in xs]
 
 
 def reduce(tr, xs: list[Value], axis: int, combine: Combine, what: str, loc: Loc) -> list[Value]:
