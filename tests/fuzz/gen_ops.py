@@ -127,8 +127,8 @@ def op_math(g: Gen, a: V) -> V | None:
         return None
     if not g.f.unsigned_math and TYPES[a.t].kind == "u":
         return None
-    if fn == "abs":
-        return g.let(Call("abs", (Name(a.name),)), a.t, a.shape)
+    if fn == "abs":   # an integer's keeps its type; an 8-bit float's is f16, as all its math (3.7)
+        return g.let(Call("abs", (Name(a.name),)), computed(a.t), a.shape)
     return g.let(Call(fn, (Name(a.name),)), math_type(a.t), a.shape)
 
 def op_ext(g: Gen, a: V) -> V:
