@@ -304,8 +304,8 @@ def where(c: MVal, a: MVal, b: MVal) -> MVal:
             with np.errstate(all="ignore"):
                 spread = np.abs(a.f() - b.f()) + np.maximum(a.err, b.err)
             err = np.where(unsure, np.where(np.isnan(spread), INF, spread), err)
-        else:
-            err = np.where(unsure & (a.v != b.v), INF, err)
+        else:   # either side, unless both are one value the model is sure of
+            err = np.where(unsure & ((a.v != b.v) | (a.err > 0) | (b.err > 0)), INF, err)
     return MVal(a.t, v, act, err)
 
 
